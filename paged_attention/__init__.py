@@ -1,0 +1,26 @@
+"""Paged-attention decode: a float64 reference and three implementations.
+
+Importing this package on a machine without a CUDA GPU sets ``TRITON_INTERPRET=1``
+(unless it is already set) so the Triton kernel runs in Triton's interpreter on
+CPU tensors. See :func:`execution_mode`.
+"""
+
+from .runtime import HAS_CUDA, default_device, device_description, execution_mode  # first: sets TRITON_INTERPRET
+
+from .cache import LOUD_VALUE, DecodeInputs, assign_blocks, build_decode_inputs
+from .config import BLOCK_LAYOUTS, DTYPES, TOLERANCES, DecodeConfig, ragged_lengths, tolerance
+from .implementations import GRAPH_CAPTURABLE, IMPLEMENTATIONS, LABELS, VARIANTS, get_implementation, prepare
+from .naive import naive_decode
+from .reference import reference_decode
+from .triton_decode import plan_launch, prepare_triton_decode, triton_decode, triton_decode_simple
+from .validation import DecodeShape, check_decode_args
+from .vectorized import vectorized_decode
+
+__all__ = [
+    "BLOCK_LAYOUTS", "DTYPES", "GRAPH_CAPTURABLE", "HAS_CUDA", "IMPLEMENTATIONS", "LABELS",
+    "LOUD_VALUE", "TOLERANCES", "VARIANTS", "DecodeConfig", "DecodeInputs", "DecodeShape",
+    "assign_blocks", "build_decode_inputs", "check_decode_args", "default_device",
+    "device_description", "execution_mode", "get_implementation", "naive_decode", "plan_launch",
+    "prepare", "prepare_triton_decode", "ragged_lengths", "reference_decode", "tolerance",
+    "triton_decode", "triton_decode_simple", "vectorized_decode",
+]

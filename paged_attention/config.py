@@ -1,0 +1,282 @@
+"""Decode-step configuration: the sizes a user picks, validated, with a memory estimate."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+
+DTYPES: dict[str, torch.dtype] = {
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+}
+
+#: Per-dtype ``(atol, rtol)`` for comparing an implementation with the float64
+#: reference. They bound the rounding of the inputs' own dtype in the last step
+#: (output cast, P cast before the P·V product), not the accumulation, which is
+#: float32 everywhere.
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float32: (1e-4, 1e-4),
+    torch.float16: (2e-3, 2e-3),
+    torch.bfloat16: (1.6e-2, 1.6e-2),
+}
+
+BLOCK_LAYOUTS: tuple[str, ...] = ("contiguous", "shuffled", "fragmented")
+
+
+def tolerance(dtype: torch.dtype) -> tuple[float, float]:
+    """``(atol, rtol)`` for outputs of ``dtype``.
+
+    Raises
+    ------
+    ValueError
+        If ``dtype`` is not float16, bfloat16 or float32.
+    """
+    try:
+        return TOLERANCES[dtype]
+    except KeyError:
+        raise ValueError(
+            f"dtype must be one of float16, bfloat16, float32; got {dtype}"
+        ) from None
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """Turn ``"float16"`` (or a ``torch.dtype``) into a supported ``torch.dtype``.
+
+    Raises
+    ------
+    ValueError
+        If the dtype is not float16, bfloat16 or float32.
+    """
+    if isinstance(dtype, torch.dtype):
+        if dtype in TOLERANCES:
+            return dtype
+    elif dtype in DTYPES:
+        return DTYPES[dtype]
+    raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.float16`` -> ``"float16"``."""
+    return str(dtype).removeprefix("torch.")
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Sizes of one paged-attention decode step.
+
+    Parameters
+    ----------
+    batch_size : int
+        Number of sequences, each with one new query token.
+    context_lens : int or sequence of int
+        Cached tokens per sequence: one value for all, or ``batch_size`` values
+        (a ragged batch). Zero is allowed and gives an all-zero output row.
+    num_heads : int
+        Query heads.
+    num_kv_heads : int
+        Key/value heads; must divide ``num_heads`` (GQA; MQA when 1, MHA when equal).
+    head_dim : int
+        Size of each head, any value from 1 to 512 (powers of two are not required).
+    block_size : int
+        Tokens per physical KV-cache block.
+    dtype : str
+        ``"float16"``, ``"bfloat16"`` or ``"float32"``.
+    device : str
+        ``"cpu"`` or ``"cuda"`` (or ``"cuda:N"``).
+    seed : int
+        Seed for the random query, caches and block layout.
+    block_layout : str
+        How physical blocks are handed out: ``"contiguous"`` (in order),
+        ``"shuffled"`` (a random permutation of the pool) or ``"fragmented"``
+        (the free list left after sequences of mixed lengths were allocated and
+        some of them freed).
+    spare_blocks : int or None
+        Physical blocks in the pool beyond those the batch needs. They hold loud
+        values so that a read of a wrong block shows. ``None`` picks an eighth of
+        the needed blocks (at least 1).
+    """
+
+    batch_size: int = 4
+    context_lens: int | tuple[int, ...] = 512
+    num_heads: int = 32
+    num_kv_heads: int = 8
+    head_dim: int = 128
+    block_size: int = 16
+    dtype: str = "float16"
+    device: str = "cpu"
+    seed: int = 0
+    block_layout: str = "shuffled"
+    spare_blocks: int | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        # Lists are unhashable; keep the config usable as a cache key.
+        if not isinstance(self.context_lens, int) and self.context_lens is not None:
+            object.__setattr__(self, "context_lens", tuple(int(n) for n in self.context_lens))
+
+    # -- derived sizes ---------------------------------------------------------
+    @property
+    def lengths(self) -> tuple[int, ...]:
+        """Context length of every sequence, ``batch_size`` values."""
+        if isinstance(self.context_lens, int):
+            return (self.context_lens,) * self.batch_size
+        return tuple(self.context_lens)
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return resolve_dtype(self.dtype)
+
+    @property
+    def element_size(self) -> int:
+        """Bytes per element of ``dtype``."""
+        return torch.empty((), dtype=self.torch_dtype).element_size()
+
+    @property
+    def blocks_per_sequence(self) -> tuple[int, ...]:
+        """Physical blocks each sequence needs: ``ceil(context_len / block_size)``."""
+        return tuple(math.ceil(n / self.block_size) for n in self.lengths)
+
+    @property
+    def max_num_blocks(self) -> int:
+        """Columns of the block table (at least 1)."""
+        return max(1, max(self.blocks_per_sequence, default=1))
+
+    @property
+    def num_blocks_used(self) -> int:
+        return sum(self.blocks_per_sequence)
+
+    @property
+    def num_spare_blocks(self) -> int:
+        if self.spare_blocks is not None:
+            return self.spare_blocks
+        return max(1, self.num_blocks_used // 8)
+
+    @property
+    def num_blocks(self) -> int:
+        """Physical blocks in the KV-cache pool (used plus spare)."""
+        return self.num_blocks_used + self.num_spare_blocks
+
+    @property
+    def wasted_slots(self) -> int:
+        """Token slots allocated but unfilled in each sequence's last block."""
+        return self.num_blocks_used * self.block_size - sum(self.lengths)
+
+    def kv_cache_bytes(self) -> int:
+        """Bytes of the K and V cache pools together."""
+        return 2 * self.num_blocks * self.block_size * self.num_kv_heads * self.head_dim * self.element_size
+
+    def needed_kv_bytes(self) -> int:
+        """Bytes of K and V that one decode step must read: every cached token once."""
+        return 2 * sum(self.lengths) * self.num_kv_heads * self.head_dim * self.element_size
+
+    def decode_bytes(self) -> int:
+        """Bytes one decode step must move: needed K and V, the query, and the output."""
+        qo = 2 * self.batch_size * self.num_heads * self.head_dim * self.element_size
+        return self.needed_kv_bytes() + qo
+
+    def memory_bytes(self) -> int:
+        """Estimate of the device memory the inputs and one output occupy, in bytes."""
+        qo = 2 * self.batch_size * self.num_heads * self.head_dim * self.element_size
+        tables = 4 * self.batch_size * (self.max_num_blocks + 1)
+        return self.kv_cache_bytes() + qo + tables
+
+    # -- validation ------------------------------------------------------------
+    def validate(self) -> "DecodeConfig":
+        """Check every rule and return ``self``.
+
+        Raises
+        ------
+        ValueError
+            Naming the field and the rule it breaks.
+        """
+        def positive(name: str, value: object, upper: int | None = None) -> None:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer; got {value!r}")
+            if upper is not None and value > upper:
+                raise ValueError(f"{name} must be at most {upper}; got {value}")
+
+        positive("batch_size", self.batch_size)
+        positive("num_heads", self.num_heads)
+        positive("num_kv_heads", self.num_kv_heads)
+        positive("head_dim", self.head_dim, 512)
+        positive("block_size", self.block_size, 4096)
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads "
+                f"({self.num_kv_heads})"
+            )
+        if not isinstance(self.context_lens, int):
+            if len(self.context_lens) != self.batch_size:
+                raise ValueError(
+                    f"context_lens must hold one value per sequence: got "
+                    f"{len(self.context_lens)} for batch_size {self.batch_size}"
+                )
+        for n in self.lengths:
+            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                raise ValueError(f"context_lens must be non-negative integers; got {n!r}")
+        resolve_dtype(self.dtype)
+        if self.block_layout not in BLOCK_LAYOUTS:
+            raise ValueError(
+                f"block_layout must be one of {', '.join(BLOCK_LAYOUTS)}; got {self.block_layout!r}"
+            )
+        if self.spare_blocks is not None and (not isinstance(self.spare_blocks, int) or self.spare_blocks < 0):
+            raise ValueError(f"spare_blocks must be a non-negative integer; got {self.spare_blocks!r}")
+        if not (self.device == "cpu" or self.device == "cuda" or self.device.startswith("cuda:")):
+            raise ValueError(f"device must be 'cpu' or 'cuda'; got {self.device!r}")
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError("device 'cuda' was requested but no CUDA GPU is available")
+        return self
+
+    def with_(self, **changes: object) -> "DecodeConfig":
+        """A copy with some fields changed (``dataclasses.replace``)."""
+        from dataclasses import replace
+
+        return replace(self, **changes)
+
+
+def ragged_lengths(
+    batch_size: int, low: int, high: int, *, seed: int = 0, spread: str = "uniform"
+) -> tuple[int, ...]:
+    """Per-sequence context lengths for a ragged batch.
+
+    Parameters
+    ----------
+    batch_size : int
+        How many lengths.
+    low, high : int
+        Inclusive range of lengths, ``0 <= low <= high``.
+    seed : int
+        Random seed.
+    spread : str
+        ``"uniform"`` draws uniformly in ``[low, high]``; ``"long-tail"`` draws
+        log-uniformly, so most sequences are short and a few are long, as in chat
+        traffic.
+
+    Returns
+    -------
+    tuple of int
+        ``batch_size`` lengths.
+
+    Raises
+    ------
+    ValueError
+        If the range is empty or negative, or ``spread`` is unknown.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer; got {batch_size}")
+    if not 0 <= low <= high:
+        raise ValueError(f"need 0 <= low <= high for ragged lengths; got low={low}, high={high}")
+    gen = torch.Generator().manual_seed(seed)
+    if spread == "uniform":
+        values = torch.randint(low, high + 1, (batch_size,), generator=gen)
+    elif spread == "long-tail":
+        lo = math.log(max(low, 1))
+        hi = math.log(max(high, 1))
+        u = torch.rand(batch_size, generator=gen, dtype=torch.float64)
+        values = torch.exp(lo + (hi - lo) * u).round().clamp(low, high).long()
+    else:
+        raise ValueError(f"spread must be 'uniform' or 'long-tail'; got {spread!r}")
+    return tuple(int(v) for v in values)

@@ -1,0 +1,84 @@
+"""The decode implementations by name, with the labels the app and CLI show."""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import torch
+
+from .naive import naive_decode
+from .triton_decode import prepare_triton_decode, prepare_triton_decode_simple, triton_decode, triton_decode_simple
+from .validation import check_decode_args
+from .vectorized import vectorized_decode, vectorized_decode_unchecked
+
+DecodeFn = Callable[..., torch.Tensor]
+
+#: The three implementations the app races, by key. Each takes
+#: ``(query, k_cache, v_cache, block_tables, context_lens, *, scale=None)``.
+IMPLEMENTATIONS: Mapping[str, DecodeFn] = {
+    "naive": naive_decode,
+    "vectorized": vectorized_decode,
+    "triton": triton_decode,
+}
+
+#: Extra variants the benchmarks and app can show beside the three.
+VARIANTS: Mapping[str, DecodeFn] = {
+    "triton_simple": triton_decode_simple,
+}
+
+LABELS: Mapping[str, str] = {
+    "naive": "Naive PyTorch",
+    "vectorized": "Optimized PyTorch",
+    "triton": "Triton",
+    "triton_simple": "Triton (simple grid)",
+}
+
+
+def get_implementation(name: str) -> DecodeFn:
+    """The decode function registered as ``name`` (in IMPLEMENTATIONS or VARIANTS).
+
+    Raises
+    ------
+    ValueError
+        If no implementation has that name.
+    """
+    table = {**IMPLEMENTATIONS, **VARIANTS}
+    if name not in table:
+        raise ValueError(f"unknown implementation {name!r}; choose from {', '.join(table)}")
+    return table[name]
+
+
+def prepare(name: str, *args: torch.Tensor, scale: float | None = None) -> Callable[[], torch.Tensor]:
+    """Validate the arguments once and return a zero-argument callable that runs
+    implementation ``name`` on them.
+
+    For ``"vectorized"``, ``"triton"`` and ``"triton_simple"`` the callable does no
+    host synchronisation, so a CUDA graph can capture it. ``"naive"`` reads the
+    block table on the host by design and cannot be captured.
+
+    Parameters
+    ----------
+    name : str
+        A key of IMPLEMENTATIONS or VARIANTS.
+    *args : Tensor
+        ``query, k_cache, v_cache, block_tables, context_lens``.
+    scale : float, optional
+        Softmax scale.
+
+    Raises
+    ------
+    ValueError
+        On an unknown name or invalid arguments.
+    """
+    fn = get_implementation(name)
+    if name == "triton":
+        return prepare_triton_decode(*args, scale=scale)
+    if name == "triton_simple":
+        return prepare_triton_decode_simple(*args, scale=scale)
+    shape = check_decode_args(*args, scale)
+    if name == "vectorized":
+        return lambda: vectorized_decode_unchecked(*args, shape)
+    return lambda: fn(*args, scale=scale)
+
+
+GRAPH_CAPTURABLE = frozenset({"vectorized", "triton", "triton_simple"})

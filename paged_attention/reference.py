@@ -1,0 +1,68 @@
+"""The oracle: paged-attention decode in float64, written for clarity."""
+
+from __future__ import annotations
+
+import torch
+
+from .validation import check_decode_args
+
+
+def reference_decode(
+    query: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    *,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """One decode step of paged attention, computed in float64.
+
+    For each sequence ``b`` and query head ``h``, token ``t < context_lens[b]`` lives at
+    ``k_cache[block_tables[b, t // block_size], t % block_size, h // group]`` with
+    ``group = num_heads // num_kv_heads``, and the output is
+    ``softmax(scale * K q) @ V`` over those tokens.
+
+    Parameters
+    ----------
+    query : Tensor
+        ``[batch_size, num_heads, head_dim]``, float16, bfloat16, float32 or float64.
+    k_cache, v_cache : Tensor
+        ``[num_blocks, block_size, num_kv_heads, head_dim]``, same dtype as ``query``.
+    block_tables : Tensor
+        ``[batch_size, max_num_blocks]`` int32 or int64; ``-1`` marks unallocated
+        entries, which must lie past each sequence's last needed block.
+    context_lens : Tensor
+        ``[batch_size]`` int32 or int64; 0 gives an all-zero output row.
+    scale : float, optional
+        Softmax scale, ``1 / sqrt(head_dim)`` by default.
+
+    Returns
+    -------
+    Tensor
+        ``[batch_size, num_heads, head_dim]`` float64 on the query's device.
+
+    Raises
+    ------
+    ValueError
+        On invalid arguments (see :func:`paged_attention.validation.check_decode_args`).
+    """
+    shape = check_decode_args(
+        query, k_cache, v_cache, block_tables, context_lens, scale, allow_float64=True
+    )
+    out = torch.zeros(query.shape, dtype=torch.float64, device=query.device)
+    for b in range(shape.batch_size):
+        n = int(shape.context_lens[b])
+        if n == 0:
+            continue
+        tokens = torch.arange(n)
+        blocks = shape.block_tables[b, tokens // shape.block_size].to(query.device)
+        slots = (tokens % shape.block_size).to(query.device)
+        keys = k_cache[blocks, slots].double()  # [n, num_kv_heads, head_dim]
+        values = v_cache[blocks, slots].double()
+        for h in range(shape.num_heads):
+            kv = h // shape.query_group_size
+            scores = keys[:, kv] @ query[b, h].double() * shape.scale  # [n]
+            weights = torch.softmax(scores, dim=0)
+            out[b, h] = weights @ values[:, kv]
+    return out

@@ -1,0 +1,49 @@
+"""Execution mode: compiled Triton on a CUDA GPU, or Triton's interpreter on the CPU.
+
+Triton reads ``TRITON_INTERPRET`` once, when it is first imported, so this module
+must run before anything imports ``triton``. ``paged_attention/__init__.py``
+imports it first.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+HAS_CUDA: bool = torch.cuda.is_available()
+
+if not HAS_CUDA:
+    # Without a GPU the Triton kernel can only run through the interpreter.
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+TRITON_INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def execution_mode() -> str:
+    """Describe how the Triton kernel runs in this process.
+
+    Returns
+    -------
+    str
+        ``"compiled"`` when Triton compiles the kernel for a CUDA GPU, or
+        ``"interpreter"`` when ``TRITON_INTERPRET=1`` runs it on the CPU with NumPy
+        (correct, but orders of magnitude slower than a GPU).
+    """
+    return "interpreter" if TRITON_INTERPRET else "compiled"
+
+
+def default_device() -> str:
+    """``"cuda"`` when a CUDA GPU is visible, else ``"cpu"``."""
+    return "cuda" if HAS_CUDA else "cpu"
+
+
+def device_description() -> str:
+    """A one-line, human-readable description of the default device and mode."""
+    if HAS_CUDA:
+        props = torch.cuda.get_device_properties(0)
+        return (
+            f"{props.name} ({props.multi_processor_count} SMs, "
+            f"{props.total_memory / 2**30:.0f} GiB), Triton {execution_mode()}"
+        )
+    return "CPU only: Triton kernel runs in the interpreter (TRITON_INTERPRET=1)"

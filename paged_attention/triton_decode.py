@@ -1,0 +1,584 @@
+"""Triton paged-attention decode: kernels and the wrappers that launch them.
+
+Two kernels live here.
+
+``_paged_decode_kernel`` (the default, ``triton_decode``) runs one program per
+(sequence, KV head, split). The program serves every query head of its GQA group,
+so each K/V byte is read from memory once, not once per query head. It walks its
+share of the context one tile of ``BLOCK_N`` tokens at a time; a tile is aligned
+with the paging (whole blocks when ``block_size <= BLOCK_N``, a slice of one block
+otherwise), so each block-table entry is loaded once per block. Scores come from
+``tl.dot`` on the ``[group, head_dim] x [head_dim, BLOCK_N]`` tile and feed an
+online softmax (running max and normalizer). When the batch and KV heads are too
+few to fill the GPU, the context is split across programs (split-K, known as
+flash-decoding) and ``_merge_splits_kernel`` combines the partial
+``(max, sum, acc)`` triples.
+
+``_paged_decode_simple_kernel`` (``triton_decode_simple``) is the textbook
+baseline: one program per (sequence, query head), one block-table lookup per
+token. It is kept so the app can show what the grouped, split kernel buys.
+
+References
+----------
+Kwon et al., "Efficient Memory Management for Large Language Model Serving with
+PagedAttention", SOSP 2023. Milakov & Gimelshein, "Online normalizer calculation
+for softmax", 2018. Dao et al., "Flash-Decoding for long-context inference", 2023.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from . import runtime  # first: sets TRITON_INTERPRET before triton loads
+import triton
+import triton.language as tl
+
+from .validation import DecodeShape, check_decode_args
+
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _paged_decode_kernel(
+    out_ptr, part_ml_ptr, part_acc_ptr,
+    q_ptr, k_ptr, v_ptr, block_tables_ptr, context_lens_ptr,
+    scale_log2e,
+    stride_qb, stride_qh, stride_qd,
+    stride_kb, stride_ks, stride_kh, stride_kd,
+    stride_vb, stride_vs, stride_vh, stride_vd,
+    stride_tb,
+    stride_ob, stride_oh, stride_od,
+    blocks_per_split, max_splits,
+    QUERY_GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
+    HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, BLOCKS_PER_TILE: tl.constexpr, SLOTS_PER_TILE: tl.constexpr,
+    SUBTILES: tl.constexpr, SPLIT: tl.constexpr, FP32_DOT: tl.constexpr,
+):
+    split = tl.program_id(0)
+    kv_head = tl.program_id(1)
+    seq = tl.program_id(2).to(tl.int64)
+
+    context_len = tl.load(context_lens_ptr + seq)
+    needed_blocks = tl.cdiv(context_len, BLOCK_SIZE)
+    first_block = split * blocks_per_split
+    if SPLIT:
+        if first_block >= needed_blocks:
+            return  # this split lies past the context; the merge never reads it
+    last_block = tl.minimum(first_block + blocks_per_split, needed_blocks)
+
+    group = tl.arange(0, GROUP_PAD)
+    heads = kv_head * QUERY_GROUP + group
+    group_mask = group < QUERY_GROUP
+    dims = tl.arange(0, HEAD_DIM_PAD)
+    dim_mask = dims < HEAD_DIM
+    q = tl.load(
+        q_ptr + seq * stride_qb + heads[:, None] * stride_qh + dims[None, :] * stride_qd,
+        mask=group_mask[:, None] & dim_mask[None, :],
+        other=0.0,
+    )
+
+    m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
+    l_i = tl.zeros([GROUP_PAD], tl.float32)
+    acc = tl.zeros([GROUP_PAD, HEAD_DIM_PAD], tl.float32)
+
+    table_row = block_tables_ptr + seq * stride_tb
+    k_head = k_ptr + kv_head.to(tl.int64) * stride_kh
+    v_head = v_ptr + kv_head.to(tl.int64) * stride_vh
+    tile_blocks = tl.arange(0, BLOCKS_PER_TILE)
+    tile_slots = tl.arange(0, SLOTS_PER_TILE)
+
+    for block in range(first_block, last_block, BLOCKS_PER_TILE):
+        logical = block + tile_blocks
+        block_ok = logical < last_block
+        # One table load per block; int64 so block * stride cannot overflow.
+        physical = tl.load(table_row + logical, mask=block_ok, other=0).to(tl.int64)
+        for sub in tl.static_range(SUBTILES):
+            slot = sub * SLOTS_PER_TILE + tile_slots
+            token = logical[:, None] * BLOCK_SIZE + slot[None, :]
+            valid = block_ok[:, None] & (slot[None, :] < BLOCK_SIZE) & (token < context_len)
+            k_rows = physical[:, None] * stride_kb + slot[None, :] * stride_ks
+            v_rows = physical[:, None] * stride_vb + slot[None, :] * stride_vs
+            valid = tl.reshape(valid, [BLOCKS_PER_TILE * SLOTS_PER_TILE])
+            k_rows = tl.reshape(k_rows, [BLOCKS_PER_TILE * SLOTS_PER_TILE])
+            v_rows = tl.reshape(v_rows, [BLOCKS_PER_TILE * SLOTS_PER_TILE])
+            kv_mask = valid[:, None] & dim_mask[None, :]
+
+            k = tl.load(k_head + k_rows[:, None] + dims[None, :] * stride_kd, mask=kv_mask, other=0.0)
+            if FP32_DOT:
+                scores = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision="ieee")
+            else:
+                scores = tl.dot(q, tl.trans(k))
+            scores = tl.where(valid[None, :], scores * scale_log2e, float("-inf"))
+
+            m_new = tl.maximum(m_i, tl.max(scores, 1))
+            # Rows that have seen no valid token keep max -inf; shift by 0 so the
+            # exponentials are exp2(-inf) = 0 rather than exp2(nan).
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+            alpha = tl.math.exp2(m_i - m_safe)
+            p = tl.math.exp2(scores - m_safe[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+
+            v = tl.load(v_head + v_rows[:, None] + dims[None, :] * stride_vd, mask=kv_mask, other=0.0)
+            if FP32_DOT:
+                acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32), input_precision="ieee")
+            else:
+                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            m_i = m_new
+
+    if SPLIT:
+        # Partial results: part_ml[seq, head, split, 0:2] = (max, sum) in log2 units,
+        # part_acc[seq, head, split, :] = unnormalised weighted sum of V.
+        base = (seq * (QUERY_GROUP * tl.num_programs(1)) + heads) * max_splits + split
+        ml_mask = group_mask
+        tl.store(part_ml_ptr + base * 2, m_i, mask=ml_mask)
+        tl.store(part_ml_ptr + base * 2 + 1, l_i, mask=ml_mask)
+        tl.store(
+            part_acc_ptr + base[:, None] * HEAD_DIM_PAD + dims[None, :],
+            acc,
+            mask=group_mask[:, None] & dim_mask[None, :],
+        )
+    else:
+        out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
+        tl.store(
+            out_ptr + seq * stride_ob + heads[:, None] * stride_oh + dims[None, :] * stride_od,
+            out.to(out_ptr.dtype.element_ty),
+            mask=group_mask[:, None] & dim_mask[None, :],
+        )
+
+
+@triton.jit
+def _merge_splits_kernel(
+    out_ptr, part_ml_ptr, part_acc_ptr, context_lens_ptr,
+    stride_ob, stride_oh, stride_od,
+    tokens_per_split, max_splits,
+    HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
+    SPLITS_PAD: tl.constexpr, MERGE_CHUNK: tl.constexpr,
+):
+    """Combine the partial (max, sum, acc) of each split into the output row."""
+    head = tl.program_id(0)
+    seq = tl.program_id(1).to(tl.int64)
+    num_heads = tl.num_programs(0)
+    context_len = tl.load(context_lens_ptr + seq)
+    num_splits = tl.cdiv(context_len, tokens_per_split)
+    base = (seq * num_heads + head) * max_splits
+
+    splits = tl.arange(0, SPLITS_PAD)
+    split_ok = splits < num_splits
+    m = tl.load(part_ml_ptr + (base + splits) * 2, mask=split_ok, other=float("-inf"))
+    m_max = tl.max(m, 0)
+    m_max = tl.where(m_max == float("-inf"), 0.0, m_max)
+
+    dims = tl.arange(0, HEAD_DIM_PAD)
+    chunk = tl.arange(0, MERGE_CHUNK)
+    acc = tl.zeros([HEAD_DIM_PAD], tl.float32)
+    total = tl.zeros([MERGE_CHUNK], tl.float32)
+    for start in range(0, num_splits, MERGE_CHUNK):
+        idx = start + chunk
+        ok = idx < num_splits
+        m_c = tl.load(part_ml_ptr + (base + idx) * 2, mask=ok, other=float("-inf"))
+        l_c = tl.load(part_ml_ptr + (base + idx) * 2 + 1, mask=ok, other=0.0)
+        w = tl.math.exp2(m_c - m_max)
+        total += w * l_c
+        a = tl.load(part_acc_ptr + (base + idx)[:, None] * HEAD_DIM_PAD + dims[None, :], mask=ok[:, None], other=0.0)
+        acc += tl.sum(a * w[:, None], 0)
+    l_sum = tl.sum(total, 0)
+    out = acc / tl.where(l_sum > 0, l_sum, 1.0)
+    tl.store(
+        out_ptr + seq * stride_ob + head * stride_oh + dims * stride_od,
+        out.to(out_ptr.dtype.element_ty),
+        mask=dims < HEAD_DIM,
+    )
+
+
+@triton.jit
+def _paged_decode_simple_kernel(
+    out_ptr, q_ptr, k_ptr, v_ptr, block_tables_ptr, context_lens_ptr,
+    scale_log2e,
+    stride_qb, stride_qh, stride_qd,
+    stride_kb, stride_ks, stride_kh, stride_kd,
+    stride_vb, stride_vs, stride_vh, stride_vd,
+    stride_tb,
+    stride_ob, stride_oh, stride_od,
+    QUERY_GROUP: tl.constexpr,
+    HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """Baseline: one program per (sequence, query head), a table lookup per token."""
+    seq = tl.program_id(0).to(tl.int64)
+    head = tl.program_id(1)
+    kv_head = (head // QUERY_GROUP).to(tl.int64)
+    context_len = tl.load(context_lens_ptr + seq)
+
+    dims = tl.arange(0, HEAD_DIM_PAD)
+    dim_mask = dims < HEAD_DIM
+    q = tl.load(q_ptr + seq * stride_qb + head * stride_qh + dims * stride_qd, mask=dim_mask, other=0.0)
+    q = q.to(tl.float32) * scale_log2e
+
+    m_i = tl.full([], float("-inf"), tl.float32)
+    l_i = tl.full([], 0.0, tl.float32)
+    acc = tl.zeros([HEAD_DIM_PAD], tl.float32)
+    offs = tl.arange(0, BLOCK_N)
+    for start in range(0, context_len, BLOCK_N):
+        token = start + offs
+        valid = token < context_len
+        physical = tl.load(block_tables_ptr + seq * stride_tb + token // BLOCK_SIZE, mask=valid, other=0)
+        physical = physical.to(tl.int64)
+        slot = token % BLOCK_SIZE
+        mask = valid[:, None] & dim_mask[None, :]
+        k = tl.load(
+            k_ptr + physical[:, None] * stride_kb + slot[:, None] * stride_ks
+            + kv_head * stride_kh + dims[None, :] * stride_kd,
+            mask=mask, other=0.0,
+        )
+        scores = tl.sum(k.to(tl.float32) * q[None, :], 1)
+        scores = tl.where(valid, scores, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(scores, 0))
+        alpha = tl.math.exp2(m_i - m_new)
+        p = tl.math.exp2(scores - m_new)
+        l_i = l_i * alpha + tl.sum(p, 0)
+        v = tl.load(
+            v_ptr + physical[:, None] * stride_vb + slot[:, None] * stride_vs
+            + kv_head * stride_vh + dims[None, :] * stride_vd,
+            mask=mask, other=0.0,
+        )
+        acc = acc * alpha + tl.sum(p[:, None] * v.to(tl.float32), 0)
+        m_i = m_new
+    out = acc / tl.where(l_i > 0, l_i, 1.0)
+    tl.store(out_ptr + seq * stride_ob + head * stride_oh + dims * stride_od,
+             out.to(out_ptr.dtype.element_ty), mask=dim_mask)
+
+
+# -- launch parameters ---------------------------------------------------------
+
+def _fp32_dot(dtype: torch.dtype) -> bool:
+    """Whether the kernel's dot products take float32 operands (IEEE precision).
+
+    Always for float32 inputs, so TF32 never rounds them. Also for bfloat16 under
+    the interpreter, whose ``tl.dot`` mis-reads bfloat16 operands (Triton 3.9); on
+    a GPU bfloat16 goes through the tensor cores like float16.
+    """
+    return dtype == torch.float32 or (runtime.TRITON_INTERPRET and dtype == torch.bfloat16)
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def _num_sms(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4  # the interpreter: a few splits, so tests exercise the merge
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """How ``triton_decode`` tiles and splits one call.
+
+    Attributes
+    ----------
+    block_n : int
+        Tokens per tile (power of two).
+    blocks_per_tile, slots_per_tile, subtiles : int
+        The tile as ``blocks_per_tile`` physical blocks of ``slots_per_tile`` slots;
+        when a block is larger than a tile, ``subtiles`` tiles walk one block.
+    num_splits : int
+        Programs along the context of the longest sequence (1: no split-K).
+    blocks_per_split : int
+        Logical blocks each split covers (a multiple of ``blocks_per_tile``).
+    num_warps, num_stages : int
+        Triton launch options.
+    block_size : int
+        Tokens per physical block (to convert splits to tokens).
+    """
+
+    block_n: int
+    blocks_per_tile: int
+    slots_per_tile: int
+    subtiles: int
+    num_splits: int
+    blocks_per_split: int
+    num_warps: int
+    num_stages: int
+    block_size: int
+
+    @property
+    def tokens_per_split(self) -> int:
+        """Context tokens each split covers."""
+        return self.blocks_per_split * self.block_size
+
+
+def plan_launch(
+    shape: DecodeShape,
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    num_splits: int | None = None,
+    block_n: int | None = None,
+    num_warps: int | None = None,
+    num_stages: int | None = None,
+) -> LaunchPlan:
+    """Pick the tile, split count and launch options for one decode call.
+
+    The split count targets about four programs per SM over the whole grid: with
+    ``batch_size * num_kv_heads`` programs per split, short batches split the
+    longest context into more pieces (flash-decoding), but never into pieces of
+    fewer than 256 tokens, where the merge would cost more than it saves.
+
+    Parameters
+    ----------
+    shape : DecodeShape
+        Validated sizes.
+    device : torch.device
+        Where the kernel runs (the SM count comes from it).
+    dtype : torch.dtype
+        Element type of the cache.
+    num_splits, block_n, num_warps, num_stages : int, optional
+        Override the heuristic (benchmarks use this to sweep).
+
+    Returns
+    -------
+    LaunchPlan
+    """
+    head_dim_pad = max(16, _next_pow2(shape.head_dim))
+    if block_n is None:
+        block_n = 64 if head_dim_pad <= 128 else 32
+        if dtype == torch.float32:
+            block_n //= 2
+    block_n = max(16, _next_pow2(block_n))
+    block_size_pad = _next_pow2(shape.block_size)
+    if block_size_pad <= block_n:
+        blocks_per_tile, slots_per_tile, subtiles = block_n // block_size_pad, block_size_pad, 1
+    else:
+        blocks_per_tile, slots_per_tile, subtiles = 1, block_n, block_size_pad // block_n
+
+    max_blocks = max(1, -(-shape.max_context_len // shape.block_size))
+    if num_splits is None:
+        programs = max(1, shape.batch_size * shape.num_kv_heads)
+        target = 4 * _num_sms(device)
+        num_splits = max(1, -(-target // programs))
+        min_tokens = 256
+        num_splits = min(num_splits, max(1, shape.max_context_len // min_tokens))
+    num_splits = max(1, min(int(num_splits), max_blocks))
+    blocks_per_split = -(-max_blocks // num_splits)
+    blocks_per_split = -(-blocks_per_split // blocks_per_tile) * blocks_per_tile
+    num_splits = -(-max_blocks // blocks_per_split)
+
+    if num_warps is None:
+        num_warps = 4
+    if num_stages is None:
+        num_stages = 2
+    return LaunchPlan(
+        block_n=block_n,
+        blocks_per_tile=blocks_per_tile,
+        slots_per_tile=slots_per_tile,
+        subtiles=subtiles,
+        num_splits=num_splits,
+        blocks_per_split=blocks_per_split,
+        num_warps=num_warps,
+        num_stages=num_stages,
+        block_size=shape.block_size,
+    )
+
+
+# -- wrappers ------------------------------------------------------------------
+
+def prepare_triton_decode(
+    query: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    *,
+    scale: float | None = None,
+    plan: LaunchPlan | None = None,
+    **plan_overrides: int,
+) -> Callable[[], torch.Tensor]:
+    """Validate once, allocate the output and split buffers, and return a launcher.
+
+    The returned zero-argument callable launches the kernels and returns the output
+    tensor (the same tensor on every call). It does no host synchronisation, so a
+    CUDA graph can capture it; the benchmarks time it that way.
+
+    Parameters
+    ----------
+    query, k_cache, v_cache, block_tables, context_lens, scale
+        As for :func:`triton_decode`.
+    plan : LaunchPlan, optional
+        A fixed launch plan; by default :func:`plan_launch` picks one.
+    **plan_overrides
+        ``num_splits``, ``block_n``, ``num_warps``, ``num_stages`` for :func:`plan_launch`.
+
+    Returns
+    -------
+    callable
+        ``launch() -> Tensor`` of shape ``[batch_size, num_heads, head_dim]``.
+
+    Raises
+    ------
+    ValueError
+        On invalid arguments, before anything is launched.
+    """
+    shape = check_decode_args(query, k_cache, v_cache, block_tables, context_lens, scale)
+    if plan is None:
+        plan = plan_launch(shape, query.device, query.dtype, **plan_overrides)
+    batch, num_heads, head_dim = query.shape
+    out = torch.empty_like(query)
+    if batch == 0 or shape.max_context_len == 0:
+        out.zero_()
+        return lambda: out
+
+    group = shape.query_group_size
+    head_dim_pad = max(16, _next_pow2(head_dim))
+    split = plan.num_splits > 1
+    if split:
+        part_ml = torch.empty(batch, num_heads, plan.num_splits, 2, dtype=torch.float32, device=query.device)
+        part_acc = torch.empty(
+            batch, num_heads, plan.num_splits, head_dim_pad, dtype=torch.float32, device=query.device
+        )
+    else:
+        part_ml = part_acc = out  # unused
+    scale_log2e = shape.scale * LOG2E
+    grid = (plan.num_splits, shape.num_kv_heads, batch)
+    splits_pad = max(2, _next_pow2(plan.num_splits))
+    merge_chunk = min(splits_pad, 16)
+
+    def launch() -> torch.Tensor:
+        _paged_decode_kernel[grid](
+            out, part_ml, part_acc,
+            query, k_cache, v_cache, block_tables, context_lens,
+            scale_log2e,
+            *query.stride(), *k_cache.stride(), *v_cache.stride(),
+            block_tables.stride(0),
+            *out.stride(),
+            plan.blocks_per_split, plan.num_splits,
+            QUERY_GROUP=group, GROUP_PAD=max(16, _next_pow2(group)),
+            HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_pad,
+            BLOCK_SIZE=shape.block_size, BLOCKS_PER_TILE=plan.blocks_per_tile,
+            SLOTS_PER_TILE=plan.slots_per_tile, SUBTILES=plan.subtiles,
+            SPLIT=split, FP32_DOT=_fp32_dot(query.dtype),
+            num_warps=plan.num_warps, num_stages=plan.num_stages,
+        )
+        if split:
+            _merge_splits_kernel[(num_heads, batch)](
+                out, part_ml, part_acc, context_lens,
+                *out.stride(),
+                plan.tokens_per_split, plan.num_splits,
+                HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_pad,
+                SPLITS_PAD=splits_pad, MERGE_CHUNK=merge_chunk,
+                num_warps=4,
+            )
+        return out
+
+    return launch
+
+
+def triton_decode(
+    query: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    *,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """Paged-attention decode in one Triton kernel (plus a merge when split).
+
+    One program per (sequence, KV head, split) serves all query heads of the GQA
+    group, so each K/V byte is read once; tiles follow the paging so each block-table
+    entry is loaded once per block; an online softmax keeps the working set to one
+    tile; long contexts with few sequences are split across programs
+    (flash-decoding) and merged by a second small kernel.
+
+    Parameters
+    ----------
+    query : Tensor
+        ``[batch_size, num_heads, head_dim]``, float16, bfloat16 or float32.
+    k_cache, v_cache : Tensor
+        ``[num_blocks, block_size, num_kv_heads, head_dim]``, any strides.
+    block_tables : Tensor
+        ``[batch_size, max_num_blocks]`` int32 or int64; entries past a sequence's
+        last needed block are ignored.
+    context_lens : Tensor
+        ``[batch_size]`` int32 or int64; a 0 gives an all-zero row.
+    scale : float, optional
+        Softmax scale, ``1 / sqrt(head_dim)`` by default.
+
+    Returns
+    -------
+    Tensor
+        ``[batch_size, num_heads, head_dim]`` in the query's dtype; accumulation is
+        float32 (IEEE for float32 inputs).
+
+    Raises
+    ------
+    ValueError
+        On invalid arguments, before any kernel runs.
+    """
+    return prepare_triton_decode(
+        query, k_cache, v_cache, block_tables, context_lens, scale=scale
+    )()
+
+
+def triton_decode_simple(
+    query: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    *,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """Baseline Triton decode: grid ``(batch_size, num_heads)``, a lookup per token.
+
+    Each query head re-reads its KV head, so under GQA the cache is read
+    ``num_heads / num_kv_heads`` times; with one program per (sequence, head) a
+    long context with a small batch leaves most SMs idle. Kept to show, next to
+    :func:`triton_decode`, what grouping and split-K buy.
+
+    Parameters, returns and raised errors are those of :func:`triton_decode`.
+    """
+    return prepare_triton_decode_simple(
+        query, k_cache, v_cache, block_tables, context_lens, scale=scale
+    )()
+
+
+def prepare_triton_decode_simple(
+    query: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    *,
+    scale: float | None = None,
+    block_n: int | None = None,
+) -> Callable[[], torch.Tensor]:
+    """Validate once and return a launcher for :func:`triton_decode_simple`."""
+    shape = check_decode_args(query, k_cache, v_cache, block_tables, context_lens, scale)
+    batch, num_heads, head_dim = query.shape
+    out = torch.empty_like(query)
+    if batch == 0:
+        return lambda: out
+    head_dim_pad = _next_pow2(head_dim)
+    if block_n is None:
+        block_n = 64 if head_dim_pad <= 128 else 32
+    scale_log2e = shape.scale * LOG2E
+
+    def launch() -> torch.Tensor:
+        _paged_decode_simple_kernel[(batch, num_heads)](
+            out, query, k_cache, v_cache, block_tables, context_lens,
+            scale_log2e,
+            *query.stride(), *k_cache.stride(), *v_cache.stride(),
+            block_tables.stride(0),
+            *out.stride(),
+            QUERY_GROUP=shape.query_group_size,
+            HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_pad,
+            BLOCK_SIZE=shape.block_size, BLOCK_N=block_n,
+            num_warps=4,
+        )
+        return out
+
+    return launch
