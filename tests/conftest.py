@@ -1,0 +1,21 @@
+"""Shared fixtures. Importing paged_attention first sets TRITON_INTERPRET on CPU."""
+
+import pytest
+import torch
+
+import paged_attention  # noqa: F401  (must precede any triton import)
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU; run on the H200 through the device tool")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(params=["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
+def device(request):
+    """Every device this machine has: cpu always, cuda when present."""
+    return request.param
