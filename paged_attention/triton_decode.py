@@ -386,6 +386,14 @@ def plan_launch(
 
 # -- wrappers ------------------------------------------------------------------
 
+def _check_triton_device(query: torch.Tensor) -> None:
+    if query.device.type != "cuda" and not runtime.TRITON_INTERPRET:
+        raise ValueError(
+            f"the Triton kernel runs compiled here, so its inputs must be CUDA tensors; got "
+            f"{query.device} (set TRITON_INTERPRET=1 before importing to run it on the CPU)"
+        )
+
+
 def prepare_triton_decode(
     query: torch.Tensor,
     k_cache: torch.Tensor,
@@ -423,6 +431,7 @@ def prepare_triton_decode(
         On invalid arguments, before anything is launched.
     """
     shape = check_decode_args(query, k_cache, v_cache, block_tables, context_lens, scale)
+    _check_triton_device(query)
     if plan is None:
         plan = plan_launch(shape, query.device, query.dtype, **plan_overrides)
     batch, num_heads, head_dim = query.shape
@@ -558,6 +567,7 @@ def prepare_triton_decode_simple(
 ) -> Callable[[], torch.Tensor]:
     """Validate once and return a launcher for :func:`triton_decode_simple`."""
     shape = check_decode_args(query, k_cache, v_cache, block_tables, context_lens, scale)
+    _check_triton_device(query)
     batch, num_heads, head_dim = query.shape
     out = torch.empty_like(query)
     if batch == 0:
