@@ -50,6 +50,7 @@ def reference_decode(
     shape = check_decode_args(
         query, k_cache, v_cache, block_tables, context_lens, scale, allow_float64=True
     )
+    group = shape.query_group_size
     out = torch.zeros(query.shape, dtype=torch.float64, device=query.device)
     for b in range(shape.batch_size):
         n = int(shape.context_lens[b])
@@ -60,9 +61,9 @@ def reference_decode(
         slots = (tokens % shape.block_size).to(query.device)
         keys = k_cache[blocks, slots].double()  # [n, num_kv_heads, head_dim]
         values = v_cache[blocks, slots].double()
-        for h in range(shape.num_heads):
-            kv = h // shape.query_group_size
-            scores = keys[:, kv] @ query[b, h].double() * shape.scale  # [n]
-            weights = torch.softmax(scores, dim=0)
-            out[b, h] = weights @ values[:, kv]
+        # Query head h = kv * group + g reads KV head kv.
+        q = query[b].double().reshape(shape.num_kv_heads, group, shape.head_dim)
+        scores = torch.einsum("kgd,nkd->kgn", q, keys) * shape.scale
+        weights = torch.softmax(scores, dim=-1)
+        out[b] = torch.einsum("kgn,nkd->kgd", weights, values).reshape(shape.num_heads, shape.head_dim)
     return out
