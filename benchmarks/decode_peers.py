@@ -183,6 +183,10 @@ def main(argv=None) -> int:
                     row.update(error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
                     traceback.print_exc(limit=2, file=sys.stderr)
                 rows.append(row)
+                print(f"{kind} {dtype} B={batch} ctx={row['context']} bs={cfg.block_size} {name}: "
+                      + (f"{row['gpu_ms']:.4f} ms GPU, {row['call_ms']:.4f} ms call, {row['gbps']:.0f} GB/s, "
+                         f"{row['frac_copy']:.0%} of copy, correct={row['correct']}" if "gpu_ms" in row else row["error"]),
+                      file=sys.stderr, flush=True)
             del inputs, ref
             torch.cuda.empty_cache()
     table = pd.DataFrame(rows)

@@ -35,6 +35,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--dtype", default="float16")
     p.add_argument("--out")
+    p.add_argument("--block-n", type=int, nargs="+", default=[32, 64, 128])
+    p.add_argument("--warps", type=int, nargs="+", default=[4, 8])
+    p.add_argument("--stages", type=int, nargs="+", default=[2, 3, 4])
     args = p.parse_args(argv)
     dev = torch.device("cuda")
     flush = L2Flusher(dev)
@@ -62,7 +65,9 @@ def main(argv=None) -> int:
         rows += stage1
         good = [r for r in stage1 if "gpu_ms" in r]
         best_split = min(good, key=lambda r: r["gpu_ms"])["num_splits"] if good else auto.num_splits
-        for block_n, warps, stages in itertools.product((16, 32, 64, 128), (2, 4, 8), (1, 2, 3, 4)):
+        if kind == "ragged":
+            continue
+        for block_n, warps, stages in itertools.product(args.block_n, args.warps, args.stages):
             rows.append(dict(base, stage=2, **measure(num_splits=best_split, block_n=block_n, num_warps=warps, num_stages=stages)))
         best = min((r for r in rows if r.get("batch") == batch and r.get("context") == base["context"]
                     and r.get("block_size") == base["block_size"] and "gpu_ms" in r), key=lambda r: r["gpu_ms"])
