@@ -1,13 +1,14 @@
 """Sweep the Triton kernel's launch parameters on a GPU and print the best per shape.
 
-Stage 1 sweeps the split count with the default tile; stage 2 sweeps ``block_n``,
-``num_warps`` and ``num_stages`` at the best split count. GPU time is measured as in
-``paged_attention.bench.gpu_time`` (CUDA graphs, L2 flushed by a read before each call).
-The heuristic in ``paged_attention.triton_decode.plan_launch`` is set from these results.
+For each configuration, every combination of the given split counts, ``block_n``,
+``num_warps`` and ``num_stages`` is timed as in ``paged_attention.bench.gpu_time``
+(CUDA graphs, L2 flushed by a read before each call) and checked against the
+float64 reference. The heuristic in ``paged_attention.triton_decode.plan_launch``
+is set from these results; the default plan's time is printed beside the best.
 
 Usage::
 
-    python benchmarks/tune_triton.py --out tune.csv
+    python benchmarks/tune_triton.py --only large --out tune.csv
 """
 
 from __future__ import annotations
@@ -34,21 +35,26 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser()
     p.add_argument("--dtype", default="float16")
-    p.add_argument("--out")
+    p.add_argument("--only", nargs="+", choices=["large", "small", "ragged"])
+    p.add_argument("--configs", type=int, nargs="+", help="indices into decode_peers.CONFIGS")
+    p.add_argument("--splits", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32])
     p.add_argument("--block-n", type=int, nargs="+", default=[32, 64, 128])
     p.add_argument("--warps", type=int, nargs="+", default=[4, 8])
     p.add_argument("--stages", type=int, nargs="+", default=[2, 3, 4])
+    p.add_argument("--out")
     args = p.parse_args(argv)
     dev = torch.device("cuda")
     flush = L2Flusher(dev)
     rows = []
-    for kind, batch, lens, over in CONFIGS:
+    for index, (kind, batch, lens, over) in enumerate(CONFIGS):
+        if (args.only and kind not in args.only) or (args.configs and index not in args.configs):
+            continue
         cfg = DecodeConfig(batch_size=batch, context_lens=lens, dtype=args.dtype, device="cuda", seed=3, **{**BASE, **over})
         inputs = build_decode_inputs(cfg)
         shape = check_decode_args(*inputs.args())
         ref = reference_decode(*inputs.args())
         nbytes = cfg.decode_bytes()
-        auto = plan_launch(shape, dev, cfg.torch_dtype)
+        base = dict(kind=kind, batch=batch, context=max(cfg.lengths), block_size=cfg.block_size)
 
         def measure(**kw):
             try:
@@ -56,31 +62,28 @@ def main(argv=None) -> int:
                 ok = check_accuracy(run().clone(), ref).passed
                 ms = gpu_time(run, device=dev, flush=flush, calls_per_graph=5, replays=10)
             except Exception as exc:  # an invalid combination (e.g. too much shared memory)
-                return {**kw, "error": f"{type(exc).__name__}: {str(exc)[:80]}"}
-            return {**kw, "gpu_ms": ms, "gbps": nbytes / ms / 1e6, "correct": ok}
+                return dict(base, **kw, error=f"{type(exc).__name__}: {str(exc)[:80]}")
+            return dict(base, **kw, gpu_ms=ms, gbps=nbytes / ms / 1e6, correct=ok)
 
-        base = dict(kind=kind, batch=batch, context=max(cfg.lengths), block_size=cfg.block_size, auto_splits=auto.num_splits)
-        splits = sorted({1, 2, 4, 8, 16, 32, 64, 128, 256, auto.num_splits})
-        stage1 = [dict(base, stage=1, **measure(num_splits=s)) for s in splits]
-        rows += stage1
-        good = [r for r in stage1 if "gpu_ms" in r]
-        best_split = min(good, key=lambda r: r["gpu_ms"])["num_splits"] if good else auto.num_splits
-        if kind == "ragged":
-            continue
-        for block_n, warps, stages in itertools.product(args.block_n, args.warps, args.stages):
-            rows.append(dict(base, stage=2, **measure(num_splits=best_split, block_n=block_n, num_warps=warps, num_stages=stages)))
-        best = min((r for r in rows if r.get("batch") == batch and r.get("context") == base["context"]
-                    and r.get("block_size") == base["block_size"] and "gpu_ms" in r), key=lambda r: r["gpu_ms"])
-        auto_ms = next((r["gpu_ms"] for r in stage1 if r["num_splits"] == auto.num_splits and "gpu_ms" in r), float("nan"))
-        print(f"{kind:6s} B={batch:4d} ctx={base['context']:6d} bs={cfg.block_size:3d}: auto splits={auto.num_splits} "
-              f"{auto_ms:.4f} ms; best {best['gpu_ms']:.4f} ms ({best['gbps']:.0f} GB/s) with "
-              f"splits={best.get('num_splits')} block_n={best.get('block_n')} warps={best.get('num_warps')} "
-              f"stages={best.get('num_stages')}", flush=True)
+        auto = plan_launch(shape, dev, cfg.torch_dtype)
+        default = measure()
+        grid = [measure(num_splits=s, block_n=b, num_warps=w, num_stages=st)
+                for s, b, w, st in itertools.product(args.splits, args.block_n, args.warps, args.stages)]
+        rows += [dict(default, default=True)] + grid
+        good = sorted((r for r in grid if "gpu_ms" in r and r["correct"]), key=lambda r: r["gpu_ms"])
+        print(f"{kind:6s} B={batch:4d} ctx={base['context']:6d} bs={cfg.block_size:3d}: default (splits={auto.num_splits} "
+              f"block_n={auto.block_n} warps={auto.num_warps} stages={auto.num_stages}) "
+              f"{default.get('gpu_ms', float('nan')):.4f} ms {default.get('gbps', 0):.0f} GB/s", flush=True)
+        for r in good[:4]:
+            print(f"    {r['gpu_ms']:.4f} ms {r['gbps']:.0f} GB/s splits={r['num_splits']} block_n={r['block_n']} "
+                  f"warps={r['num_warps']} stages={r['num_stages']}", flush=True)
+        bad = [r for r in grid if "gpu_ms" in r and not r["correct"]]
+        if bad:
+            print(f"    INCORRECT in {len(bad)} combinations, e.g. {bad[0]}", flush=True)
         del inputs, ref
         torch.cuda.empty_cache()
-    table = pd.DataFrame(rows)
     if args.out:
-        table.to_csv(args.out, index=False)
+        pd.DataFrame(rows).to_csv(args.out, index=False)
     return 0
 
 

@@ -56,7 +56,7 @@ def _paged_decode_kernel(
     QUERY_GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
     HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, BLOCKS_PER_TILE: tl.constexpr, SLOTS_PER_TILE: tl.constexpr,
-    SUBTILES: tl.constexpr, SPLIT: tl.constexpr, FP32_DOT: tl.constexpr,
+    SUBTILES: tl.constexpr, SPLIT: tl.constexpr, FP32_DOT: tl.constexpr, EVEN_D: tl.constexpr,
 ):
     split = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -74,7 +74,10 @@ def _paged_decode_kernel(
     heads = kv_head * QUERY_GROUP + group
     group_mask = group < QUERY_GROUP
     dims = tl.arange(0, HEAD_DIM_PAD)
-    dim_mask = dims < HEAD_DIM
+    if EVEN_D:
+        dim_mask = dims < HEAD_DIM_PAD  # all true; keeps every mask constant along head_dim
+    else:
+        dim_mask = dims < HEAD_DIM
     q = tl.load(
         q_ptr + seq * stride_qb + heads[:, None] * stride_qh + dims[None, :] * stride_qd,
         mask=group_mask[:, None] & dim_mask[None, :],
@@ -88,26 +91,35 @@ def _paged_decode_kernel(
     table_row = block_tables_ptr + seq * stride_tb
     k_head = k_ptr + kv_head.to(tl.int64) * stride_kh
     v_head = v_ptr + kv_head.to(tl.int64) * stride_vh
-    tile_blocks = tl.arange(0, BLOCKS_PER_TILE)
-    tile_slots = tl.arange(0, SLOTS_PER_TILE)
+    # A tile is TILE_N tokens laid out as BLOCKS_PER_TILE blocks x SLOTS_PER_TILE slots.
+    n = tl.arange(0, BLOCKS_PER_TILE * SLOTS_PER_TILE)
+    tile_block = n // SLOTS_PER_TILE
+    tile_slot = n % SLOTS_PER_TILE
 
     for block in range(first_block, last_block, BLOCKS_PER_TILE):
-        logical = block + tile_blocks
+        logical = block + tile_block
         block_ok = logical < last_block
-        # One table load per block; int64 so block * stride cannot overflow.
-        physical = tl.load(table_row + logical, mask=block_ok, other=0).to(tl.int64)
+        # The physical block of every token, in int64 so block * stride cannot overflow.
+        if BLOCKS_PER_TILE == 1:
+            # The tile lies inside one block: one scalar table load.
+            physical = tl.load(table_row + block).to(tl.int64)
+        else:
+            # Lanes of one block read the same table entry: one memory transaction
+            # per block, served to its SLOTS_PER_TILE lanes by broadcast.
+            physical = tl.load(table_row + logical, mask=block_ok, other=0).to(tl.int64)
         for sub in tl.static_range(SUBTILES):
-            slot = sub * SLOTS_PER_TILE + tile_slots
-            token = logical[:, None] * BLOCK_SIZE + slot[None, :]
-            valid = block_ok[:, None] & (slot[None, :] < BLOCK_SIZE) & (token < context_len)
-            k_rows = physical[:, None] * stride_kb + slot[None, :] * stride_ks
-            v_rows = physical[:, None] * stride_vb + slot[None, :] * stride_vs
-            valid = tl.reshape(valid, [BLOCKS_PER_TILE * SLOTS_PER_TILE])
-            k_rows = tl.reshape(k_rows, [BLOCKS_PER_TILE * SLOTS_PER_TILE])
-            v_rows = tl.reshape(v_rows, [BLOCKS_PER_TILE * SLOTS_PER_TILE])
-            kv_mask = valid[:, None] & dim_mask[None, :]
-
+            slot = sub * SLOTS_PER_TILE + tile_slot
+            token = logical * BLOCK_SIZE + slot
+            valid = block_ok & (slot < BLOCK_SIZE) & (token < context_len)
+            if EVEN_D:
+                kv_mask = valid[:, None]
+            else:
+                kv_mask = valid[:, None] & dim_mask[None, :]
+            # Issue the V load next to the K load so both are in flight together.
+            k_rows = physical * stride_kb + slot * stride_ks
+            v_rows = physical * stride_vb + slot * stride_vs
             k = tl.load(k_head + k_rows[:, None] + dims[None, :] * stride_kd, mask=kv_mask, other=0.0)
+            v = tl.load(v_head + v_rows[:, None] + dims[None, :] * stride_vd, mask=kv_mask, other=0.0)
             if FP32_DOT:
                 scores = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision="ieee")
             else:
@@ -121,8 +133,6 @@ def _paged_decode_kernel(
             alpha = tl.math.exp2(m_i - m_safe)
             p = tl.math.exp2(scores - m_safe[:, None])
             l_i = l_i * alpha + tl.sum(p, 1)
-
-            v = tl.load(v_head + v_rows[:, None] + dims[None, :] * stride_vd, mask=kv_mask, other=0.0)
             if FP32_DOT:
                 acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32), input_precision="ieee")
             else:
@@ -468,7 +478,7 @@ def prepare_triton_decode(
             HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_pad,
             BLOCK_SIZE=shape.block_size, BLOCKS_PER_TILE=plan.blocks_per_tile,
             SLOTS_PER_TILE=plan.slots_per_tile, SUBTILES=plan.subtiles,
-            SPLIT=split, FP32_DOT=_fp32_dot(query.dtype),
+            SPLIT=split, FP32_DOT=_fp32_dot(query.dtype), EVEN_D=head_dim == head_dim_pad,
             num_warps=plan.num_warps, num_stages=plan.num_stages,
         )
         if split:
