@@ -1,0 +1,38 @@
+"""Run one decode configuration a few times, for a profiler such as ``ncu`` to attach to.
+
+Usage::
+
+    ncu --clock-control none -k regex:paged_decode -c 1 python benchmarks/profile_one.py --batch 32 --context 2048
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from paged_attention import DecodeConfig, build_decode_inputs, prepare  # noqa: E402
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--context", type=int, default=2048)
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--num-heads", type=int, default=32)
+    p.add_argument("--impl", default="triton")
+    args = p.parse_args()
+    cfg = DecodeConfig(batch_size=args.batch, context_lens=args.context, num_heads=args.num_heads, num_kv_heads=8,
+                       head_dim=128, block_size=args.block_size, dtype="float16", device="cuda", block_layout="shuffled")
+    run = prepare(args.impl, *build_decode_inputs(cfg).args())
+    for _ in range(3):
+        run()
+    torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    main()
