@@ -298,7 +298,7 @@ class LaunchPlan:
     num_splits : int
         Programs along the context of the longest sequence (1: no split-K).
     blocks_per_split : int
-        Logical blocks each split covers (a multiple of ``blocks_per_tile``).
+        Logical blocks each split covers.
     num_warps, num_stages : int
         Triton launch options.
     block_size : int
@@ -321,6 +321,41 @@ class LaunchPlan:
         return self.blocks_per_split * self.block_size
 
 
+def choose_num_splits(context_lens: torch.Tensor, num_kv_heads: int, num_sms: int, block_size: int) -> int:
+    """Split count for flash-decoding: enough programs to keep every SM streaming.
+
+    A decode program streams its share of one sequence's K/V for one KV head, and
+    one program per SM cannot keep enough loads in flight to pull that SM's share of
+    HBM bandwidth, so the grid needs about two programs per SM, and close to a whole
+    number of them per SM (at 1.5 per SM half the SMs do twice the work of the
+    others). Measured on an H200 (docs/performance.md): at batch 32 x 8 KV heads
+    (256 programs, 1.94 per SM) no split is fastest, and every extra split costs
+    about 10%; at batch 8 x 8k tokens, 4 splits; at batch 1 x 32k tokens, 32.
+
+    Returns the smallest split count whose grid reaches 1.9 programs per SM at 90%
+    wave efficiency; when the contexts are too short for that, as many splits as
+    keep each split at least 64 tokens long.
+    """
+    lens = context_lens.to(torch.int64)
+    max_len = int(lens.max()) if lens.numel() else 0
+    if max_len == 0:
+        return 1
+    max_splits = max(1, min(max_len // 64, 256, -(-max_len // block_size)))
+    best, best_eff = max_splits, 0.0
+    for splits in range(1, max_splits + 1):
+        partition = -(-max_len // splits)
+        programs = num_kv_heads * int(((lens + partition - 1) // partition).sum())
+        if programs < 1.9 * num_sms:
+            continue
+        waves = programs / num_sms
+        efficiency = waves / math.ceil(waves)
+        if efficiency >= 0.9:
+            return splits
+        if efficiency > best_eff:
+            best, best_eff = splits, efficiency
+    return best
+
+
 def plan_launch(
     shape: DecodeShape,
     device: torch.device,
@@ -333,10 +368,11 @@ def plan_launch(
 ) -> LaunchPlan:
     """Pick the tile, split count and launch options for one decode call.
 
-    The split count targets about four programs per SM over the whole grid: with
-    ``batch_size * num_kv_heads`` programs per split, short batches split the
-    longest context into more pieces (flash-decoding), but never into pieces of
-    fewer than 256 tokens, where the merge would cost more than it saves.
+    The split count comes from :func:`choose_num_splits`. Tiles are 128 tokens for
+    16-bit caches with ``head_dim <= 128`` (half that for float32 or larger heads,
+    to fit registers), never longer than a split; 4 warps and 3 pipeline stages.
+    These defaults were the fastest or within 2% of it in the H200 sweep recorded
+    in docs/performance.md.
 
     Parameters
     ----------
@@ -353,11 +389,19 @@ def plan_launch(
     -------
     LaunchPlan
     """
+    max_blocks = max(1, -(-shape.max_context_len // shape.block_size))
+    if num_splits is None:
+        num_splits = choose_num_splits(shape.context_lens, shape.num_kv_heads, _num_sms(device), shape.block_size)
+    num_splits = max(1, min(int(num_splits), max_blocks))
+    blocks_per_split = -(-max_blocks // num_splits)
+    num_splits = -(-max_blocks // blocks_per_split)
+
     head_dim_pad = max(16, _next_pow2(shape.head_dim))
     if block_n is None:
-        block_n = 64 if head_dim_pad <= 128 else 32
+        block_n = 128 if head_dim_pad <= 128 else 64
         if dtype == torch.float32:
             block_n //= 2
+        block_n = min(block_n, _next_pow2(blocks_per_split * shape.block_size))
     block_n = max(16, _next_pow2(block_n))
     block_size_pad = _next_pow2(shape.block_size)
     if block_size_pad <= block_n:
@@ -365,22 +409,6 @@ def plan_launch(
     else:
         blocks_per_tile, slots_per_tile, subtiles = 1, block_n, block_size_pad // block_n
 
-    max_blocks = max(1, -(-shape.max_context_len // shape.block_size))
-    if num_splits is None:
-        programs = max(1, shape.batch_size * shape.num_kv_heads)
-        target = 4 * _num_sms(device)
-        num_splits = max(1, -(-target // programs))
-        min_tokens = 256
-        num_splits = min(num_splits, max(1, shape.max_context_len // min_tokens))
-    num_splits = max(1, min(int(num_splits), max_blocks))
-    blocks_per_split = -(-max_blocks // num_splits)
-    blocks_per_split = -(-blocks_per_split // blocks_per_tile) * blocks_per_tile
-    num_splits = -(-max_blocks // blocks_per_split)
-
-    if num_warps is None:
-        num_warps = 4
-    if num_stages is None:
-        num_stages = 2
     return LaunchPlan(
         block_n=block_n,
         blocks_per_tile=blocks_per_tile,
@@ -388,8 +416,8 @@ def plan_launch(
         subtiles=subtiles,
         num_splits=num_splits,
         blocks_per_split=blocks_per_split,
-        num_warps=num_warps,
-        num_stages=num_stages,
+        num_warps=4 if num_warps is None else num_warps,
+        num_stages=3 if num_stages is None else num_stages,
         block_size=shape.block_size,
     )
 
@@ -463,7 +491,7 @@ def prepare_triton_decode(
     scale_log2e = shape.scale * LOG2E
     grid = (plan.num_splits, shape.num_kv_heads, batch)
     splits_pad = max(2, _next_pow2(plan.num_splits))
-    merge_chunk = min(splits_pad, 16)
+    merge_chunk = min(splits_pad, 64)  # one round of loads up to 64 splits
 
     def launch() -> torch.Tensor:
         _paged_decode_kernel[grid](
