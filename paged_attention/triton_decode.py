@@ -43,6 +43,48 @@ LOG2E = 1.4426950408889634
 
 
 @triton.jit
+def _attend_tile(
+    q, m_i, l_i, acc, k_head, v_head, physical, slot, valid, dims, dim_mask, scale_log2e,
+    stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd,
+    EVEN_D: tl.constexpr, FP32_DOT: tl.constexpr,
+):
+    """One online-softmax step over a tile of tokens for a group of query heads.
+
+    ``physical`` and ``slot`` locate each token of the tile (int64 block ids, so
+    block * stride cannot overflow); ``valid`` masks tokens past the context or the
+    block. Returns the updated running max ``m_i`` (log2 units), normalizer ``l_i``
+    and unnormalised output ``acc``.
+    """
+    if EVEN_D:
+        kv_mask = valid[:, None]  # constant along head_dim: keeps 16-byte loads
+    else:
+        kv_mask = valid[:, None] & dim_mask[None, :]
+    # Issue the V load next to the K load so both are in flight together.
+    k = tl.load(k_head + (physical * stride_kb + slot * stride_ks)[:, None] + dims[None, :] * stride_kd,
+                mask=kv_mask, other=0.0)
+    v = tl.load(v_head + (physical * stride_vb + slot * stride_vs)[:, None] + dims[None, :] * stride_vd,
+                mask=kv_mask, other=0.0)
+    if FP32_DOT:
+        scores = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision="ieee")
+    else:
+        scores = tl.dot(q, tl.trans(k))
+    scores = tl.where(valid[None, :], scores * scale_log2e, float("-inf"))
+
+    m_new = tl.maximum(m_i, tl.max(scores, 1))
+    # Rows that have seen no valid token keep max -inf; shift by 0 so the
+    # exponentials are exp2(-inf) = 0 rather than exp2(nan).
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.math.exp2(m_i - m_safe)
+    p = tl.math.exp2(scores - m_safe[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    if FP32_DOT:
+        acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32), input_precision="ieee")
+    else:
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+    return m_new, l_i, acc
+
+
+@triton.jit
 def _paged_decode_kernel(
     out_ptr, part_ml_ptr, part_acc_ptr,
     q_ptr, k_ptr, v_ptr, block_tables_ptr, context_lens_ptr,
@@ -91,53 +133,38 @@ def _paged_decode_kernel(
     table_row = block_tables_ptr + seq * stride_tb
     k_head = k_ptr + kv_head.to(tl.int64) * stride_kh
     v_head = v_ptr + kv_head.to(tl.int64) * stride_vh
-    # A tile is TILE_N tokens laid out as BLOCKS_PER_TILE blocks x SLOTS_PER_TILE slots.
+    # A tile is BLOCKS_PER_TILE blocks x SLOTS_PER_TILE slots of tokens, flattened.
     n = tl.arange(0, BLOCKS_PER_TILE * SLOTS_PER_TILE)
     tile_block = n // SLOTS_PER_TILE
     tile_slot = n % SLOTS_PER_TILE
 
-    for block in range(first_block, last_block, BLOCKS_PER_TILE):
-        logical = block + tile_block
-        block_ok = logical < last_block
-        # The physical block of every token, in int64 so block * stride cannot overflow.
-        if BLOCKS_PER_TILE == 1:
-            # The tile lies inside one block: one scalar table load.
+    if BLOCKS_PER_TILE == 1:
+        # Blocks at least as large as a tile: SUBTILES tiles walk each block, and the
+        # block's table entry is one scalar load (an L1 hit after the first subtile).
+        # One flat loop, not a nested one, so the software pipeliner sees a single
+        # stream of K/V loads to prefetch.
+        for t in range(first_block * SUBTILES, last_block * SUBTILES):
+            block = t // SUBTILES
             physical = tl.load(table_row + block).to(tl.int64)
-        else:
-            # Lanes of one block read the same table entry: one memory transaction
-            # per block, served to its SLOTS_PER_TILE lanes by broadcast.
+            slot = (t % SUBTILES) * SLOTS_PER_TILE + tile_slot
+            valid = (slot < BLOCK_SIZE) & (block * BLOCK_SIZE + slot < context_len)
+            m_i, l_i, acc = _attend_tile(
+                q, m_i, l_i, acc, k_head, v_head, physical, slot, valid, dims, dim_mask, scale_log2e,
+                stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd, EVEN_D, FP32_DOT,
+            )
+    else:
+        # Small blocks: each tile holds BLOCKS_PER_TILE whole blocks. Lanes of one
+        # block read the same table entry: one memory transaction per block,
+        # broadcast to its SLOTS_PER_TILE lanes.
+        for block in range(first_block, last_block, BLOCKS_PER_TILE):
+            logical = block + tile_block
+            block_ok = logical < last_block
             physical = tl.load(table_row + logical, mask=block_ok, other=0).to(tl.int64)
-        for sub in tl.static_range(SUBTILES):
-            slot = sub * SLOTS_PER_TILE + tile_slot
-            token = logical * BLOCK_SIZE + slot
-            valid = block_ok & (slot < BLOCK_SIZE) & (token < context_len)
-            if EVEN_D:
-                kv_mask = valid[:, None]
-            else:
-                kv_mask = valid[:, None] & dim_mask[None, :]
-            # Issue the V load next to the K load so both are in flight together.
-            k_rows = physical * stride_kb + slot * stride_ks
-            v_rows = physical * stride_vb + slot * stride_vs
-            k = tl.load(k_head + k_rows[:, None] + dims[None, :] * stride_kd, mask=kv_mask, other=0.0)
-            v = tl.load(v_head + v_rows[:, None] + dims[None, :] * stride_vd, mask=kv_mask, other=0.0)
-            if FP32_DOT:
-                scores = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision="ieee")
-            else:
-                scores = tl.dot(q, tl.trans(k))
-            scores = tl.where(valid[None, :], scores * scale_log2e, float("-inf"))
-
-            m_new = tl.maximum(m_i, tl.max(scores, 1))
-            # Rows that have seen no valid token keep max -inf; shift by 0 so the
-            # exponentials are exp2(-inf) = 0 rather than exp2(nan).
-            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-            alpha = tl.math.exp2(m_i - m_safe)
-            p = tl.math.exp2(scores - m_safe[:, None])
-            l_i = l_i * alpha + tl.sum(p, 1)
-            if FP32_DOT:
-                acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32), input_precision="ieee")
-            else:
-                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-            m_i = m_new
+            valid = block_ok & (tile_slot < BLOCK_SIZE) & (logical * BLOCK_SIZE + tile_slot < context_len)
+            m_i, l_i, acc = _attend_tile(
+                q, m_i, l_i, acc, k_head, v_head, physical, tile_slot, valid, dims, dim_mask, scale_log2e,
+                stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd, EVEN_D, FP32_DOT,
+            )
 
     if SPLIT:
         # Partial results: part_ml[seq, head, split, 0:2] = (max, sum) in log2 units,
@@ -321,6 +348,10 @@ class LaunchPlan:
         return self.blocks_per_split * self.block_size
 
 
+#: Bytes of shared memory the K/V pipeline stages of one program may take.
+SHARED_MEMORY_BUDGET = 160 * 1024
+
+
 def choose_num_splits(context_lens: torch.Tensor, num_kv_heads: int, num_sms: int, block_size: int) -> int:
     """Split count for flash-decoding: enough programs to keep every SM streaming.
 
@@ -347,6 +378,8 @@ def choose_num_splits(context_lens: torch.Tensor, num_kv_heads: int, num_sms: in
         programs = num_kv_heads * int(((lens + partition - 1) // partition).sum())
         if programs < 1.9 * num_sms:
             continue
+        if splits > 1 and programs > num_sms and partition < 256:
+            continue  # the SMs are busy already: short splits only add merge work
         waves = programs / num_sms
         efficiency = waves / math.ceil(waves)
         if efficiency >= 0.9:
@@ -369,8 +402,10 @@ def plan_launch(
     """Pick the tile, split count and launch options for one decode call.
 
     The split count comes from :func:`choose_num_splits`. Tiles are 128 tokens for
-    16-bit caches with ``head_dim <= 128`` (half that for float32 or larger heads,
-    to fit registers), never longer than a split; 4 warps and 3 pipeline stages.
+    ``head_dim <= 128`` (64 for larger heads, half that for float32), never longer
+    than a split, and halved until the pipeline's K/V buffers fit
+    :data:`SHARED_MEMORY_BUDGET`; 4 warps; 3 pipeline stages for 16-bit caches, 2
+    for float32.
     These defaults were the fastest or within 2% of it in the H200 sweep recorded
     in docs/performance.md.
 
@@ -397,11 +432,16 @@ def plan_launch(
     num_splits = -(-max_blocks // blocks_per_split)
 
     head_dim_pad = max(16, _next_pow2(shape.head_dim))
+    element_size = torch.empty((), dtype=dtype).element_size()
+    if num_stages is None:
+        num_stages = 3 if element_size < 4 else 2
     if block_n is None:
-        block_n = 128 if head_dim_pad <= 128 else 64
-        if dtype == torch.float32:
-            block_n //= 2
+        block_n = (128 if head_dim_pad <= 128 else 64) // (2 if element_size == 4 else 1)
         block_n = min(block_n, _next_pow2(blocks_per_split * shape.block_size))
+        # The pipeliner buffers num_stages - 1 K and V tiles in shared memory (228 KB
+        # per SM on Hopper); stay well inside it.
+        while block_n > 16 and (num_stages - 1) * 2 * block_n * head_dim_pad * element_size > SHARED_MEMORY_BUDGET:
+            block_n //= 2
     block_n = max(16, _next_pow2(block_n))
     block_size_pad = _next_pow2(shape.block_size)
     if block_size_pad <= block_n:
@@ -417,7 +457,7 @@ def plan_launch(
         num_splits=num_splits,
         blocks_per_split=blocks_per_split,
         num_warps=4 if num_warps is None else num_warps,
-        num_stages=3 if num_stages is None else num_stages,
+        num_stages=num_stages,
         block_size=shape.block_size,
     )
 

@@ -1,9 +1,8 @@
-"""Optimized PyTorch decode: one gather for the whole batch, then fused attention."""
+"""Optimized PyTorch decode: one gather for the whole batch, then batched float32 attention."""
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from .validation import DecodeShape, check_decode_args
 
@@ -22,10 +21,9 @@ def vectorized_decode(
     One advanced-indexing gather pulls every needed block of the whole batch (the
     first ``ceil(max_context_len / block_size)`` table columns) into a padded
     ``[batch, tokens, num_kv_heads, head_dim]`` tensor; a length mask hides the
-    padding and the slots past each context; then PyTorch's fused attention
-    (``scaled_dot_product_attention``, float32 accumulation) computes the step.
-    GQA costs no copy: the ``group`` query heads of one KV head are laid out as
-    ``group`` query rows of that head.
+    padding and the slots past each context; batched float32 products (``einsum``)
+    and a softmax compute the step. GQA costs no copy: the ``group`` query heads of
+    one KV head are laid out as ``group`` query rows of that head.
 
     Parameters
     ----------
@@ -74,13 +72,13 @@ def vectorized_decode_unchecked(
     keys = k_cache[table].reshape(batch, tokens, kv_heads, head_dim)
     values = v_cache[table].reshape(batch, tokens, kv_heads, head_dim)
     valid = torch.arange(tokens, device=query.device)[None, :] < context_lens[:, None]
-    out = F.scaled_dot_product_attention(
-        query.reshape(batch, kv_heads, group, head_dim),
-        keys.transpose(1, 2),
-        values.transpose(1, 2),
-        attn_mask=valid[:, None, None, :],
-        scale=shape.scale,
-    )
-    # A row with no valid key is all -inf before the softmax: NaN from SDPA, zero by contract.
-    out = out.masked_fill((context_lens == 0)[:, None, None, None], 0.0)
-    return out.reshape(batch, num_heads, head_dim)
+    # Scores and softmax in float32 with a true -inf mask. (PyTorch's fused SDPA was
+    # tried here: on CUDA its masked lanes won over real logits near -1e5, reading
+    # the loud padding values, so it failed the very-negative-logits test.)
+    q = query.reshape(batch, kv_heads, group, head_dim).float()
+    scores = torch.einsum("bkgd,btkd->bkgt", q, keys.float()) * shape.scale
+    scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))
+    # A row with no valid key is all -inf: softmax gives NaN, zero by contract.
+    weights = torch.softmax(scores, dim=-1).nan_to_num_(0.0)
+    out = torch.einsum("bkgt,btkd->bkgd", weights, values.float())
+    return out.reshape(batch, num_heads, head_dim).to(query.dtype)
