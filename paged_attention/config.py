@@ -113,17 +113,18 @@ class DecodeConfig:
     spare_blocks: int | None = field(default=None)
 
     def __post_init__(self) -> None:
-        # Lists are unhashable; keep the config usable as a cache key.
-        if not isinstance(self.context_lens, int) and self.context_lens is not None:
-            object.__setattr__(self, "context_lens", tuple(int(n) for n in self.context_lens))
+        # Lists are unhashable; keep the config usable as a cache key. Values are
+        # kept as given (not int()-truncated) so validate() can reject 1.5.
+        if isinstance(self.context_lens, (list, tuple)):
+            object.__setattr__(self, "context_lens", tuple(self.context_lens))
 
     # -- derived sizes ---------------------------------------------------------
     @property
     def lengths(self) -> tuple[int, ...]:
         """Context length of every sequence, ``batch_size`` values."""
-        if isinstance(self.context_lens, int):
-            return (self.context_lens,) * self.batch_size
-        return tuple(self.context_lens)
+        if isinstance(self.context_lens, tuple):
+            return self.context_lens
+        return (self.context_lens,) * self.batch_size
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -208,7 +209,7 @@ class DecodeConfig:
                 f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads "
                 f"({self.num_kv_heads})"
             )
-        if not isinstance(self.context_lens, int):
+        if isinstance(self.context_lens, tuple):
             if len(self.context_lens) != self.batch_size:
                 raise ValueError(
                     f"context_lens must hold one value per sequence: got "
@@ -222,7 +223,9 @@ class DecodeConfig:
             raise ValueError(
                 f"block_layout must be one of {', '.join(BLOCK_LAYOUTS)}; got {self.block_layout!r}"
             )
-        if self.spare_blocks is not None and (not isinstance(self.spare_blocks, int) or self.spare_blocks < 0):
+        if self.spare_blocks is not None and (
+            not isinstance(self.spare_blocks, int) or isinstance(self.spare_blocks, bool) or self.spare_blocks < 0
+        ):
             raise ValueError(f"spare_blocks must be a non-negative integer; got {self.spare_blocks!r}")
         if not (self.device == "cpu" or self.device == "cuda" or self.device.startswith("cuda:")):
             raise ValueError(f"device must be 'cpu' or 'cuda'; got {self.device!r}")

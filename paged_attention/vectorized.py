@@ -21,9 +21,11 @@ def vectorized_decode(
     One advanced-indexing gather pulls every needed block of the whole batch (the
     first ``ceil(max_context_len / block_size)`` table columns) into a padded
     ``[batch, tokens, num_kv_heads, head_dim]`` tensor; a length mask hides the
-    padding and the slots past each context; batched float32 products (``einsum``)
-    and a softmax compute the step. GQA costs no copy: the ``group`` query heads of
-    one KV head are laid out as ``group`` query rows of that head.
+    padding and the slots past each context; two batched products with float32
+    results and a float32 softmax compute the step, with a true ``-inf`` mask
+    (PyTorch's fused SDPA was tried: on CUDA its masked lanes beat real logits near
+    -1e5 and read the padding). GQA costs no copy: the ``group`` query heads of one
+    KV head are laid out as ``group`` query rows of that head.
 
     Parameters
     ----------
@@ -64,21 +66,52 @@ def vectorized_decode_unchecked(
     graph can capture it."""
     batch, num_heads, head_dim = query.shape
     kv_heads, group, block_size = shape.num_kv_heads, shape.query_group_size, shape.block_size
-    cols = max(1, -(-shape.max_context_len // block_size))
+    if shape.max_context_len == 0:
+        return torch.zeros_like(query)
+    cols = -(-shape.max_context_len // block_size)
     tokens = cols * block_size
-    # Entries past a sequence's needed blocks may be -1: point them at block 0 (masked
-    # below) instead of letting Python-style indexing wrap them to the last block.
-    table = block_tables[:, :cols].long().clamp_min(0)
-    keys = k_cache[table].reshape(batch, tokens, kv_heads, head_dim)
-    values = v_cache[table].reshape(batch, tokens, kv_heads, head_dim)
-    valid = torch.arange(tokens, device=query.device)[None, :] < context_lens[:, None]
-    # Scores and softmax in float32 with a true -inf mask. (PyTorch's fused SDPA was
-    # tried here: on CUDA its masked lanes won over real logits near -1e5, reading
-    # the loud padding values, so it failed the very-negative-logits test.)
-    q = query.reshape(batch, kv_heads, group, head_dim).float()
-    scores = torch.einsum("bkgd,btkd->bkgt", q, keys.float()) * shape.scale
-    scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))
+    # Entries past a sequence's needed blocks may hold anything (-1, stale ids): point
+    # them at block 0, whose values the length mask hides, instead of letting Python
+    # indexing wrap -1 to the last block or run past the pool.
+    needed = (context_lens.long() + block_size - 1) // block_size
+    in_use = torch.arange(cols, device=query.device)[None, :] < needed[:, None]
+    table = torch.where(in_use, block_tables[:, :cols].long(), 0)
+    # Gather straight into [kv_heads * batch, tokens, head_dim]: one contiguous matrix
+    # per (KV head, sequence), so the products below are plain strided batches.
+    keys = k_cache.permute(2, 0, 1, 3)[:, table].reshape(kv_heads * batch, tokens, head_dim)
+    values = v_cache.permute(2, 0, 1, 3)[:, table].reshape(kv_heads * batch, tokens, head_dim)
+    # GQA without a copy of K/V: the group's query heads are rows of one product.
+    q = query.reshape(batch, kv_heads, group, head_dim).transpose(0, 1).reshape(kv_heads * batch, group, head_dim)
+
+    scores = _bmm_float32(q, keys.transpose(1, 2)) * shape.scale  # [kv_heads * batch, group, tokens]
+    valid = torch.arange(tokens, device=query.device)[None, :] < context_lens[:, None]  # [batch, tokens]
+    scores = scores.view(kv_heads, batch, group, tokens).masked_fill(~valid[None, :, None, :], float("-inf"))
     # A row with no valid key is all -inf: softmax gives NaN, zero by contract.
-    weights = torch.softmax(scores, dim=-1).nan_to_num_(0.0)
-    out = torch.einsum("bkgt,btkd->bkgd", weights, values.float())
-    return out.reshape(batch, num_heads, head_dim).to(query.dtype)
+    weights = torch.softmax(scores, dim=-1).nan_to_num_(0.0).view(kv_heads * batch, group, tokens)
+    # Like a fused kernel, the P.V product takes P in the cache's dtype.
+    out = _bmm_float32(weights.to(values.dtype), values)  # [kv_heads * batch, group, head_dim]
+    return out.view(kv_heads, batch, group, head_dim).transpose(0, 1).reshape(batch, num_heads, head_dim).to(query.dtype)
+
+
+_OUT_DTYPE_BMM: dict[tuple[str, torch.dtype], bool] = {}
+
+
+def _bmm_float32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` (batched) with float32 accumulation and a float32 result.
+
+    Scores of float16 inputs can exceed float16's range (65504), so the product must
+    not be rounded to the input dtype. On CUDA ``torch.bmm(..., out_dtype=float32)``
+    reads the 16-bit operands as they are; where that overload is missing (the CPU)
+    the operands are upcast first.
+    """
+    if a.dtype == torch.float32:
+        return torch.bmm(a, b)
+    key = (a.device.type, a.dtype)
+    if _OUT_DTYPE_BMM.get(key, True):
+        try:
+            out = torch.bmm(a, b, out_dtype=torch.float32)
+            _OUT_DTYPE_BMM[key] = True
+            return out
+        except (RuntimeError, TypeError, NotImplementedError):
+            _OUT_DTYPE_BMM[key] = False
+    return torch.bmm(a.float(), b.float())

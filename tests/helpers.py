@@ -1,0 +1,105 @@
+"""Shared pieces of the correctness tests: the implementations under test, a seed per
+test, hand-built paged inputs, and the one comparison with the float64 reference."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Sequence
+
+import pytest
+import torch
+
+import paged_attention as pa
+
+#: Every decode function under test: the three the app races plus the variants.
+IMPLS = {**pa.IMPLEMENTATIONS, **pa.VARIANTS}
+IMPL_NAMES = tuple(IMPLS)
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+@pytest.fixture
+def seed(request) -> int:
+    """A seed of its own for every test and parameter set, stable from run to run."""
+    return zlib.crc32(request.node.nodeid.encode()) & 0x7FFFFFFF
+
+
+def dtype_id(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def assert_matches(out: torch.Tensor, query: torch.Tensor, expected: torch.Tensor) -> None:
+    """``out`` has the query's shape, dtype and device, and equals the float64
+    ``expected`` within the per-dtype tolerance."""
+    assert out.shape == query.shape
+    assert out.dtype == query.dtype
+    assert out.device == query.device
+    atol, rtol = pa.tolerance(query.dtype)
+    torch.testing.assert_close(out.double(), expected, atol=atol, rtol=rtol)
+
+
+def run_and_compare(
+    name: str,
+    args: Sequence[torch.Tensor],
+    *,
+    scale: float | None = None,
+    expected: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Run implementation ``name`` on ``args`` and compare it with the reference
+    (of ``args`` unless ``expected`` is given). Returns the output."""
+    if expected is None:
+        expected = pa.reference_decode(*args, scale=scale)
+    out = IMPLS[name](*args, scale=scale)
+    assert torch.isfinite(out).all()
+    assert_matches(out, args[0], expected)
+    return out
+
+
+def paged_inputs(
+    lengths: Sequence[int],
+    block_ids: Sequence[Sequence[int]],
+    *,
+    num_blocks: int,
+    block_size: int,
+    num_heads: int = 4,
+    num_kv_heads: int = 2,
+    head_dim: int = 64,
+    dtype: torch.dtype = torch.float32,
+    device: str = "cpu",
+    seed: int = 0,
+    table_cols: int | None = None,
+) -> tuple[torch.Tensor, ...]:
+    """Inputs with a block table written by hand.
+
+    Sequence ``b`` keeps its tokens in physical blocks ``block_ids[b]`` (logical
+    order); each needs at least ``ceil(lengths[b] / block_size)`` ids. Covered slots
+    are standard normal, every other slot of the pool holds ``LOUD_VALUE``; table
+    entries past the given ids are -1.
+
+    Returns ``(query, k_cache, v_cache, block_tables, context_lens)``.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    cols = table_cols or max(1, max(len(ids) for ids in block_ids))
+    shape = (num_blocks, block_size, num_kv_heads, head_dim)
+    k = torch.full(shape, pa.LOUD_VALUE)
+    v = torch.full(shape, pa.LOUD_VALUE)
+    table = torch.full((len(lengths), cols), -1, dtype=torch.int32)
+    for b, (n, ids) in enumerate(zip(lengths, block_ids)):
+        assert len(ids) * block_size >= n
+        table[b, : len(ids)] = torch.tensor(list(ids), dtype=torch.int32)
+        tokens = torch.arange(n)
+        blocks, slots = table[b, tokens // block_size].long(), tokens % block_size
+        k[blocks, slots] = torch.randn(n, num_kv_heads, head_dim, generator=gen)
+        v[blocks, slots] = torch.randn(n, num_kv_heads, head_dim, generator=gen)
+    query = torch.randn(len(lengths), num_heads, head_dim, generator=gen)
+    lens = torch.tensor(list(lengths), dtype=torch.int32)
+    return tuple(
+        t.to(device=device, dtype=dtype) if t.is_floating_point() else t.to(device)
+        for t in (query, k, v, table, lens)
+    )
+
+
+def loud_block(pool_owner: torch.Tensor) -> int:
+    """A physical block that no sequence of the batch owns (so it holds LOUD_VALUE)."""
+    unowned = torch.nonzero(pool_owner < 0).flatten()
+    assert len(unowned), "the pool needs a spare block"
+    return int(unowned[0])

@@ -1,0 +1,294 @@
+"""Configuration, memory estimates, ragged lengths and the paged-cache builder."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import paged_attention as pa
+from paged_attention.cache import FREE, OTHER
+from helpers import DTYPES, dtype_id, seed  # noqa: F401
+
+
+def needed_blocks(config: pa.DecodeConfig) -> list[int]:
+    return [math.ceil(n / config.block_size) for n in config.lengths]
+
+
+def check_table(config: pa.DecodeConfig, tables: torch.Tensor, owner: torch.Tensor) -> None:
+    """Every needed entry is in range, no physical block serves two sequences (or two
+    positions of one), entries past the end are -1, and pool_owner agrees."""
+    tables, owner = tables.cpu(), owner.cpu()
+    assert tables.dtype == torch.int32
+    assert tables.shape == (config.batch_size, config.max_num_blocks)
+    assert owner.dtype == torch.int64 and owner.shape == (config.num_blocks,)
+    used = []
+    for b, n in enumerate(needed_blocks(config)):
+        ids = tables[b, :n].long()
+        assert bool(((ids >= 0) & (ids < config.num_blocks)).all())
+        assert bool((tables[b, n:] == -1).all())
+        assert bool((owner[ids] == b).all())
+        assert int((owner == b).sum()) == n
+        used += ids.tolist()
+    assert len(set(used)) == len(used) == config.num_blocks_used
+    assert set(owner.tolist()) <= {FREE, OTHER, *range(config.batch_size)}
+
+
+# -- block layouts ----------------------------------------------------------------
+
+LAYOUT_CONFIGS = [
+    dict(batch_size=3, context_lens=(5, 40, 17), block_size=8),
+    dict(batch_size=5, context_lens=(0, 1, 16, 17, 300), block_size=16, spare_blocks=30),
+    dict(batch_size=2, context_lens=(700, 3), block_size=1, spare_blocks=0),
+    dict(batch_size=4, context_lens=(0, 0, 0, 0), block_size=16),
+    dict(batch_size=6, context_lens=(256, 512, 1, 255, 257, 100), block_size=256),
+]
+
+
+@pytest.mark.parametrize("fields", LAYOUT_CONFIGS, ids=lambda f: f"b{f['block_size']}-{f['context_lens']}")
+@pytest.mark.parametrize("layout", pa.BLOCK_LAYOUTS)
+def test_layouts_give_valid_tables(layout, fields, seed):
+    config = pa.DecodeConfig(**fields, block_layout=layout, seed=seed)
+    tables, owner = pa.assign_blocks(config)
+    check_table(config, tables, owner)
+    if layout != "fragmented":
+        assert not bool((owner == OTHER).any())
+    inputs = pa.build_decode_inputs(config)
+    assert torch.equal(inputs.block_tables.cpu(), tables)
+    assert torch.equal(inputs.pool_owner, owner)
+
+
+def test_contiguous_hands_out_blocks_in_order(seed):
+    config = pa.DecodeConfig(batch_size=3, context_lens=(5, 40, 17), block_size=8, block_layout="contiguous", seed=seed)
+    tables, _ = pa.assign_blocks(config)
+    ids = [i for row, n in zip(tables.tolist(), needed_blocks(config)) for i in row[:n]]
+    assert ids == list(range(config.num_blocks_used))
+
+
+def test_shuffled_really_permutes(seed):
+    config = pa.DecodeConfig(batch_size=4, context_lens=(100, 37, 64, 200), block_size=8,
+                             block_layout="shuffled", spare_blocks=20, seed=seed)
+    tables, _ = pa.assign_blocks(config)
+    ids = [i for row, n in zip(tables.tolist(), needed_blocks(config)) for i in row[:n]]
+    assert ids != sorted(ids)  # not in order
+    assert max(ids) >= config.num_blocks_used  # spread over the pool, spares included
+    again, _ = pa.assign_blocks(config)
+    assert torch.equal(again, tables)  # the seed decides
+    other, _ = pa.assign_blocks(config.with_(seed=seed + 1))
+    assert not torch.equal(other, tables)
+
+
+def test_fragmented_interleaves_other_sequences(seed):
+    config = pa.DecodeConfig(batch_size=4, context_lens=(300, 170, 64, 400), block_size=8,
+                             block_layout="fragmented", spare_blocks=120, seed=seed)
+    tables, owner = pa.assign_blocks(config)
+    check_table(config, tables, owner)
+    ids = [i for row, n in zip(tables.tolist(), needed_blocks(config)) for i in row[:n]]
+    # The free list is handed out in ascending order...
+    assert ids == sorted(ids)
+    # ...and blocks still held by sequences outside the batch lie between ours.
+    others = torch.nonzero(owner == OTHER).flatten().tolist()
+    assert any(min(ids) < o < max(ids) for o in others)
+    gaps = [
+        any(row[i] < o < row[i + 1] for o in others)
+        for row, n in zip(tables.tolist(), needed_blocks(config))
+        for i in range(n - 1)
+    ]
+    assert any(gaps)  # some sequence's consecutive blocks straddle another's
+
+
+# -- loud values --------------------------------------------------------------------
+
+def coverage(tables: torch.Tensor, lens: torch.Tensor, num_blocks: int, block_size: int) -> torch.Tensor:
+    """How many tokens of the batch each (physical block, slot) holds."""
+    count = torch.zeros(num_blocks, block_size, dtype=torch.int64)
+    for b, n in enumerate(lens.tolist()):
+        for t in range(n):
+            count[int(tables[b, t // block_size]), t % block_size] += 1
+    return count
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("layout", pa.BLOCK_LAYOUTS)
+def test_uncovered_slots_are_loud(layout, dtype, device, seed):
+    config = pa.DecodeConfig(batch_size=4, context_lens=(5, 40, 17, 0), num_heads=4, num_kv_heads=2, head_dim=8,
+                             block_size=8, dtype=dtype_id(dtype), block_layout=layout, spare_blocks=5,
+                             device=device, seed=seed)
+    inputs = pa.build_decode_inputs(config)
+    for t in inputs.args():
+        assert t.device.type == torch.device(device).type
+    assert inputs.query.dtype == inputs.k_cache.dtype == inputs.v_cache.dtype == dtype
+    assert inputs.context_lens.dtype == torch.int32 and inputs.context_lens.tolist() == [5, 40, 17, 0]
+    assert inputs.k_cache.shape == inputs.v_cache.shape == (config.num_blocks, 8, 2, 8)
+    covered = coverage(inputs.block_tables.cpu(), inputs.context_lens.cpu(), config.num_blocks, 8) > 0
+    for cache in (inputs.k_cache.cpu(), inputs.v_cache.cpu()):
+        assert bool((cache[~covered] == pa.LOUD_VALUE).all())  # spare blocks and tail slots
+        assert not bool((cache[covered] == pa.LOUD_VALUE).any())
+    # The tail of sequence 0's only block (5 of 8 slots used) and of sequence 2's last.
+    tail = inputs.k_cache[int(inputs.block_tables[0, 0]), 5:]
+    assert bool((tail == pa.LOUD_VALUE).all())
+    tail = inputs.v_cache[int(inputs.block_tables[2, 2]), 1:]
+    assert bool((tail == pa.LOUD_VALUE).all())
+    assert not bool((inputs.query == pa.LOUD_VALUE).any())
+
+
+def test_loud_value_is_exact_in_every_dtype():
+    for dtype in DTYPES:
+        assert torch.tensor(pa.LOUD_VALUE, dtype=dtype).item() == pa.LOUD_VALUE
+
+
+def test_same_seed_same_inputs_other_seed_other_inputs(seed):
+    config = pa.DecodeConfig(batch_size=2, context_lens=(5, 20), num_heads=4, num_kv_heads=2, head_dim=8,
+                             block_size=4, dtype="float32", seed=seed)
+    a, b = pa.build_decode_inputs(config), pa.build_decode_inputs(config)
+    c = pa.build_decode_inputs(config.with_(seed=seed + 1))
+    for x, y in zip(a.args(), b.args()):
+        assert torch.equal(x, y)
+    assert not torch.equal(a.query, c.query)
+
+
+# -- sizes and memory estimates -------------------------------------------------------
+
+def test_derived_sizes():
+    config = pa.DecodeConfig(batch_size=3, context_lens=(5, 40, 17), block_size=16, spare_blocks=3)
+    assert config.lengths == (5, 40, 17)
+    assert config.blocks_per_sequence == (1, 3, 2)
+    assert config.max_num_blocks == 3
+    assert config.num_blocks_used == 6
+    assert config.num_blocks == 9
+    assert config.wasted_slots == 6 * 16 - 62
+    assert pa.DecodeConfig(batch_size=3, context_lens=7).lengths == (7, 7, 7)
+    assert pa.DecodeConfig(batch_size=2, context_lens=0).max_num_blocks == 1
+    # Default spare pool: an eighth of the needed blocks, at least one.
+    assert pa.DecodeConfig(batch_size=3, context_lens=(5, 40, 17), block_size=16).num_blocks == 7
+    assert pa.DecodeConfig(batch_size=5, context_lens=256, block_size=16).num_blocks == 80 + 10
+
+
+@pytest.mark.parametrize(
+    "dtype, kv, needed, decode, memory",
+    [
+        # blocks (1, 3, 2) + 3 spare = 9; 62 tokens; 2 KV heads of 64; query 3 x 8 x 64
+        ("float16", 2 * 9 * 16 * 2 * 64 * 2, 2 * 62 * 2 * 64 * 2, 31744 + 6144, 73728 + 6144 + 4 * 3 * 4),
+        ("bfloat16", 73728, 31744, 37888, 79920),
+        ("float32", 147456, 63488, 63488 + 12288, 147456 + 12288 + 48),
+    ],
+)
+def test_memory_estimates_by_hand(dtype, kv, needed, decode, memory):
+    config = pa.DecodeConfig(batch_size=3, context_lens=(5, 40, 17), num_heads=8, num_kv_heads=2, head_dim=64,
+                             block_size=16, dtype=dtype, spare_blocks=3)
+    assert config.element_size == {"float16": 2, "bfloat16": 2, "float32": 4}[dtype]
+    assert config.kv_cache_bytes() == kv
+    assert config.needed_kv_bytes() == needed
+    assert config.decode_bytes() == decode
+    assert config.memory_bytes() == memory
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+def test_memory_estimates_match_the_built_tensors(dtype, seed):
+    config = pa.DecodeConfig(batch_size=5, context_lens=(0, 1, 33, 64, 100), num_heads=12, num_kv_heads=4,
+                             head_dim=24, block_size=16, dtype=dtype_id(dtype), seed=seed)
+    inputs = pa.build_decode_inputs(config)
+    q, k, v, tables, lens = inputs.args()
+    assert config.kv_cache_bytes() == k.nbytes + v.nbytes
+    assert config.memory_bytes() == 2 * q.nbytes + k.nbytes + v.nbytes + tables.nbytes + lens.nbytes
+    covered = coverage(tables, lens, config.num_blocks, config.block_size)
+    per_slot = 2 * config.num_kv_heads * config.head_dim * config.element_size
+    assert config.needed_kv_bytes() == int(covered.sum()) * per_slot
+    assert config.decode_bytes() == config.needed_kv_bytes() + 2 * q.nbytes
+
+
+# -- ragged lengths ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("spread", ["uniform", "long-tail"])
+@pytest.mark.parametrize("low, high", [(0, 0), (0, 10), (1, 4096), (17, 17), (100, 101)])
+def test_ragged_lengths_stay_in_bounds(spread, low, high, seed):
+    for s in range(seed, seed + 20):
+        lengths = pa.ragged_lengths(9, low, high, seed=s, spread=spread)
+        assert isinstance(lengths, tuple) and len(lengths) == 9
+        assert all(isinstance(n, int) and low <= n <= high for n in lengths)
+
+
+@pytest.mark.parametrize("spread", ["uniform", "long-tail"])
+def test_ragged_lengths_follow_the_seed(spread, seed):
+    a = pa.ragged_lengths(16, 1, 4096, seed=seed, spread=spread)
+    assert a == pa.ragged_lengths(16, 1, 4096, seed=seed, spread=spread)
+    assert a != pa.ragged_lengths(16, 1, 4096, seed=seed + 1, spread=spread)
+
+
+def test_ragged_lengths_long_tail_is_skewed(seed):
+    uniform = sorted(pa.ragged_lengths(400, 1, 4096, seed=seed))
+    tail = sorted(pa.ragged_lengths(400, 1, 4096, seed=seed, spread="long-tail"))
+    assert tail[200] < 500 < uniform[200]  # most sequences short...
+    assert tail[-1] > 2000  # ...and a few long
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, message",
+    [
+        ((0, 1, 5), {}, "batch_size must be a positive integer"),
+        ((3, 5, 4), {}, r"need 0 <= low <= high"),
+        ((3, -1, 4), {}, r"need 0 <= low <= high"),
+        ((3, 1, 4), {"spread": "zipf"}, r"spread must be 'uniform' or 'long-tail'"),
+    ],
+)
+def test_ragged_lengths_reject_bad_ranges(args, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        pa.ragged_lengths(*args, **kwargs)
+
+
+# -- property: the cache holds each token once, and the reference is plain attention --
+
+def dense_attention(inputs: pa.DecodeInputs, scale: float) -> torch.Tensor:
+    """Gather each sequence's tokens through its block table, then attention in float64."""
+    q, k, v, tables, lens = (t.cpu() for t in inputs.args())
+    batch, num_heads, head_dim = q.shape
+    group = num_heads // k.shape[2]
+    block_size = k.shape[1]
+    out = torch.zeros(batch, num_heads, head_dim, dtype=torch.float64)
+    for b in range(batch):
+        n = int(lens[b])
+        if n == 0:
+            continue
+        keys = torch.stack([k[int(tables[b, t // block_size]), t % block_size] for t in range(n)]).double()
+        values = torch.stack([v[int(tables[b, t // block_size]), t % block_size] for t in range(n)]).double()
+        for h in range(num_heads):
+            logits = [scale * float(keys[t, h // group] @ q[b, h].double()) for t in range(n)]
+            top = max(logits)
+            weights = torch.tensor([math.exp(x - top) for x in logits], dtype=torch.float64)
+            out[b, h] = (weights / weights.sum()) @ values[:, h // group]
+    return out
+
+
+@st.composite
+def small_configs(draw):
+    batch = draw(st.integers(1, 4))
+    num_kv_heads = draw(st.integers(1, 3))
+    return pa.DecodeConfig(
+        batch_size=batch,
+        context_lens=tuple(draw(st.lists(st.integers(0, 40), min_size=batch, max_size=batch))),
+        num_heads=num_kv_heads * draw(st.integers(1, 3)),
+        num_kv_heads=num_kv_heads,
+        head_dim=draw(st.integers(1, 12)),
+        block_size=draw(st.integers(1, 9)),
+        dtype=draw(st.sampled_from(["float32", "float16", "bfloat16"])),
+        block_layout=draw(st.sampled_from(pa.BLOCK_LAYOUTS)),
+        spare_blocks=draw(st.one_of(st.none(), st.integers(0, 6))),
+        seed=draw(st.integers(0, 2**31 - 1)),
+    )
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(config=small_configs(), scale=st.one_of(st.none(), st.floats(0.01, 4.0)))
+def test_property_every_token_once_and_reference_is_dense_attention(config, scale):
+    inputs = pa.build_decode_inputs(config)
+    check_table(config, inputs.block_tables, inputs.pool_owner)
+    count = coverage(inputs.block_tables, inputs.context_lens, config.num_blocks, config.block_size)
+    assert count.numel() == 0 or int(count.max()) <= 1  # no slot holds two tokens
+    assert int(count.sum()) == sum(config.lengths)  # every token has a slot
+    for cache in (inputs.k_cache, inputs.v_cache):
+        assert bool((cache[count == 0] == pa.LOUD_VALUE).all())
+    expected = dense_attention(inputs, config.head_dim ** -0.5 if scale is None else scale)
+    torch.testing.assert_close(pa.reference_decode(*inputs.args(), scale=scale), expected, atol=1e-12, rtol=1e-12)

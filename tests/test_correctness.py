@@ -1,0 +1,598 @@
+"""Every decode implementation against the float64 reference.
+
+Each axis (dtype, head_dim, block_size, head grouping, block layout, ...) is swept
+on its own around a small base case, for every implementation, so a failure names
+the axis and the implementation. Inputs are fresh per test (``seed`` fixture). On
+the CPU the Triton kernels run in Triton's interpreter, so the sizes stay small;
+the ``gpu`` tests at the end repeat the comparisons at serving sizes.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import paged_attention as pa
+from paged_attention.cache import OTHER
+from helpers import DTYPES, IMPL_NAMES, IMPLS, assert_matches, dtype_id, loud_block, paged_inputs, run_and_compare, seed  # noqa: F401
+
+TRITON_IMPLS = ("triton", "triton_simple")
+
+
+def awkward_lengths(block_size: int) -> tuple[int, ...]:
+    """A ragged batch: one token, exactly one block, one block and a token, an exact
+    multiple of the block, and a longer context that ends mid-block."""
+    return (1, block_size, block_size + 1, 2 * block_size, max(3 * block_size - 1, 70))
+
+
+def build(device: str, seed: int, **changes) -> pa.DecodeInputs:
+    """Inputs of the base case (GQA 8/2, head_dim 64, block 16, float16, shuffled
+    pool, a ragged batch) with some fields changed."""
+    block_size = changes.get("block_size", 16)
+    fields = dict(
+        context_lens=awkward_lengths(block_size),
+        num_heads=8,
+        num_kv_heads=2,
+        head_dim=64,
+        block_size=block_size,
+        dtype="float16",
+        block_layout="shuffled",
+        device=device,
+        seed=seed,
+    )
+    fields.update(changes)
+    fields["batch_size"] = len(fields["context_lens"])
+    return pa.build_decode_inputs(pa.DecodeConfig(**fields))
+
+
+# -- the API surface --------------------------------------------------------------
+
+def test_registry_names_every_implementation():
+    assert set(pa.IMPLEMENTATIONS) == {"naive", "vectorized", "triton"}
+    assert "triton_simple" in pa.VARIANTS
+    assert not set(pa.VARIANTS) & set(pa.IMPLEMENTATIONS)
+    assert set(pa.LABELS) == set(pa.IMPLEMENTATIONS) | set(pa.VARIANTS)
+    assert all(isinstance(label, str) and label for label in pa.LABELS.values())
+    assert pa.IMPLEMENTATIONS["naive"] is pa.naive_decode
+    assert pa.IMPLEMENTATIONS["vectorized"] is pa.vectorized_decode
+    assert pa.IMPLEMENTATIONS["triton"] is pa.triton_decode
+    assert pa.VARIANTS["triton_simple"] is pa.triton_decode_simple
+    for name in IMPL_NAMES:
+        assert pa.get_implementation(name) is IMPLS[name]
+    with pytest.raises(ValueError, match="unknown implementation"):
+        pa.get_implementation("flash")
+
+
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_prepare_runs_the_named_implementation(impl, device, seed):
+    inputs = build(device, seed, context_lens=(3, 40, 17))
+    launch = pa.prepare(impl, *inputs.args(), scale=0.2)
+    expected = pa.reference_decode(*inputs.args(), scale=0.2)
+    assert_matches(launch(), inputs.query, expected)
+    assert_matches(launch(), inputs.query, expected)  # a launcher runs again
+
+
+# -- one axis at a time -----------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_dtypes(impl, dtype, device, seed):
+    inputs = build(device, seed, dtype=dtype_id(dtype), head_dim=128)
+    run_and_compare(impl, inputs.args())
+
+
+@pytest.mark.parametrize("head_dim", [64, 80, 96, 112, 128, 256, 1, 24, 200, 512])
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_head_dims(impl, head_dim, device, seed):
+    inputs = build(device, seed, head_dim=head_dim, context_lens=(1, 16, 17, 45))
+    run_and_compare(impl, inputs.args())
+
+
+@pytest.mark.parametrize("block_size", [1, 3, 8, 12, 16, 32, 100, 256])
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_block_sizes(impl, block_size, device, seed):
+    # float32 halves the Triton tile, so block 32 fills a tile and 256 spans eight.
+    inputs = build(device, seed, block_size=block_size, dtype="float32")
+    run_and_compare(impl, inputs.args())
+
+
+@pytest.mark.parametrize(
+    "num_heads, num_kv_heads",
+    [(4, 4), (8, 2), (28, 4), (8, 1), (6, 2)],
+    ids=["mha", "gqa4", "gqa7", "mqa", "gqa3"],
+)
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_head_groups(impl, num_heads, num_kv_heads, device, seed):
+    inputs = build(
+        device, seed, num_heads=num_heads, num_kv_heads=num_kv_heads,
+        dtype="bfloat16", context_lens=(1, 16, 33, 50),
+    )
+    run_and_compare(impl, inputs.args())
+
+
+@pytest.mark.parametrize("layout", pa.BLOCK_LAYOUTS)
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_block_layouts(impl, layout, device, seed):
+    inputs = build(device, seed, block_layout=layout, spare_blocks=40, context_lens=(20, 1, 130, 64, 47))
+    if layout == "fragmented":
+        assert bool((inputs.pool_owner == OTHER).any())
+    run_and_compare(impl, inputs.args())
+
+
+@pytest.mark.parametrize(
+    "head_dim, dtype, block_size, num_heads, num_kv_heads",
+    [
+        (256, torch.float32, 256, 4, 2),  # Triton tile of 16 tokens walks a block in 16 subtiles
+        (80, torch.bfloat16, 12, 28, 4),
+        (112, torch.float16, 3, 8, 1),
+        (96, torch.float32, 1, 4, 4),
+    ],
+    ids=["d256-f32-b256", "d80-bf16-b12-gqa7", "d112-f16-b3-mqa", "d96-f32-b1-mha"],
+)
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_mixed_axes(impl, head_dim, dtype, block_size, num_heads, num_kv_heads, device, seed):
+    inputs = build(
+        device, seed, head_dim=head_dim, dtype=dtype_id(dtype), block_size=block_size,
+        num_heads=num_heads, num_kv_heads=num_kv_heads, context_lens=(block_size + 1, 1, 300),
+    )
+    run_and_compare(impl, inputs.args())
+
+
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_long_tail_ragged_batch(impl, device, seed):
+    lengths = pa.ragged_lengths(6, 1, 300, seed=seed, spread="long-tail")
+    inputs = build(device, seed, context_lens=lengths, block_size=8, dtype="float32")
+    run_and_compare(impl, inputs.args())
+
+
+@pytest.mark.parametrize("scale", [0.03, 0.5, 2.0])
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_explicit_scale(impl, scale, device, seed):
+    inputs = build(device, seed, dtype="float32", context_lens=(5, 40, 33))
+    out = run_and_compare(impl, inputs.args(), scale=scale)
+    default = pa.reference_decode(*inputs.args())
+    assert (out.double() - default).abs().max() > 1e-2  # the scale was honoured
+
+
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_default_scale_is_inverse_sqrt_head_dim(impl, device, seed):
+    inputs = build(device, seed, dtype="float32", head_dim=80, context_lens=(5, 40))
+    expected = pa.reference_decode(*inputs.args(), scale=80 ** -0.5)
+    run_and_compare(impl, inputs.args(), expected=expected)
+
+
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_int64_tables_and_lengths(impl, device, seed):
+    inputs = build(device, seed, context_lens=(1, 40, 17))
+    q, k, v, tables, lens = inputs.args()
+    run_and_compare(impl, (q, k, v, tables.long(), lens.long()))
+
+
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_descending_physical_ids(impl, device, seed):
+    lengths = (40, 29, 8)  # 5, 4 and 1 blocks of 8
+    ids = ([12, 11, 10, 9, 8], [7, 6, 5, 4], [3])
+    args = paged_inputs(
+        lengths, ids, num_blocks=14, block_size=8, num_heads=8, num_kv_heads=2,
+        dtype=torch.float16, device=device, seed=seed,
+    )
+    run_and_compare(impl, args)
+
+
+@st.composite
+def small_configs(draw):
+    batch = draw(st.integers(1, 3))
+    num_kv_heads = draw(st.integers(1, 3))
+    return pa.DecodeConfig(
+        batch_size=batch,
+        context_lens=tuple(draw(st.lists(st.integers(0, 90), min_size=batch, max_size=batch))),
+        num_heads=num_kv_heads * draw(st.integers(1, 5)),
+        num_kv_heads=num_kv_heads,
+        head_dim=draw(st.integers(1, 80)),
+        block_size=draw(st.integers(1, 40)),
+        dtype=draw(st.sampled_from(["float32", "float16", "bfloat16"])),
+        block_layout=draw(st.sampled_from(pa.BLOCK_LAYOUTS)),
+        spare_blocks=draw(st.integers(0, 4)),
+        seed=draw(st.integers(0, 2**31 - 1)),
+    )
+
+
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(config=small_configs(), scale=st.one_of(st.none(), st.floats(0.01, 2.0)))
+def test_property_random_small_configs(impl, config, scale):
+    """The axes crossed at random: any small configuration matches the reference."""
+    config = config.with_(device=pa.default_device())
+    run_and_compare(impl, pa.build_decode_inputs(config).args(), scale=scale)
+
+
+# -- how the caches are laid out in memory -----------------------------------------
+
+def _restride(cache: torch.Tensor, layout: str) -> torch.Tensor:
+    """The same values as ``cache`` in a non-contiguous layout. Padding holds NaN, so
+    a read outside the view poisons the output."""
+    nb, bs, kvh, hd = cache.shape
+    if layout == "sliced":  # a slice of a wider last dim
+        wide = torch.full((nb, bs, kvh, hd + 24), float("nan"), dtype=cache.dtype, device=cache.device)
+        wide[..., :hd] = cache
+        return wide[..., :hd]
+    if layout == "every_other_block":
+        pool = torch.full((2 * nb, bs, kvh, hd), float("nan"), dtype=cache.dtype, device=cache.device)
+        pool[::2] = cache
+        return pool[::2]
+    if layout == "heads_major":  # stored [blocks, kv_heads, slots, dim]
+        return cache.permute(0, 2, 1, 3).contiguous().permute(0, 2, 1, 3)
+    if layout == "dim_major":  # stored [dim, blocks, slots, kv_heads]: head_dim stride is not 1
+        return cache.permute(3, 0, 1, 2).contiguous().permute(1, 2, 3, 0)
+    raise AssertionError(layout)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "sliced", "every_other_block", "heads_major", "dim_major"])
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_non_contiguous_caches(impl, layout, device, seed):
+    inputs = build(device, seed, context_lens=(1, 16, 17, 50))
+    q, k, v, tables, lens = inputs.args()
+    expected = pa.reference_decode(q, k, v, tables, lens)
+    if layout == "interleaved":  # K and V of a slot side by side in one tensor
+        kv = torch.stack([k, v], dim=2)  # [blocks, slots, 2, kv_heads, dim]
+        k2, v2 = kv[:, :, 0], kv[:, :, 1]
+    else:
+        k2, v2 = _restride(k, layout), _restride(v, layout)
+    assert not k2.is_contiguous() and not v2.is_contiguous()
+    assert torch.equal(k2, k) and torch.equal(v2, v)
+    run_and_compare(impl, (q, k2, v2, tables, lens), expected=expected)
+
+
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_non_contiguous_query(impl, device, seed):
+    inputs = build(device, seed, context_lens=(1, 16, 17, 50))
+    q, k, v, tables, lens = inputs.args()
+    q2 = q.transpose(0, 1).contiguous().transpose(0, 1)  # stored [heads, batch, dim]
+    assert not q2.is_contiguous()
+    run_and_compare(impl, (q2, k, v, tables, lens), expected=pa.reference_decode(*inputs.args()))
+
+
+def _strided_index_params():
+    cases = []
+    for impl in IMPL_NAMES:
+        for layout in ("table_every_other_column", "table_transposed", "lens_strided"):
+            cases.append(pytest.param(impl, layout, id=f"{impl}-{layout}"))
+    return cases
+
+
+@pytest.mark.parametrize("impl, layout", _strided_index_params())
+def test_non_contiguous_tables_and_lengths(impl, layout, device, seed):
+    """A strided block table or length vector is honoured or refused with a ValueError,
+    never read as if it were contiguous."""
+    inputs = build(device, seed, context_lens=(20, 70, 33, 5), spare_blocks=4)
+    q, k, v, tables, lens = inputs.args()
+    expected = pa.reference_decode(*inputs.args())
+    # Unneeded entries name a loud (unused, in-range) block, so a misread gives a wrong
+    # answer rather than an out-of-bounds access.
+    tables = torch.where(tables < 0, loud_block(inputs.pool_owner), tables)
+    if layout == "table_every_other_column":
+        wide = torch.full((tables.shape[0], 2 * tables.shape[1]), loud_block(inputs.pool_owner),
+                          dtype=tables.dtype, device=tables.device)
+        wide[:, ::2] = tables
+        tables = wide[:, ::2]
+    elif layout == "table_transposed":
+        tables = tables.t().contiguous().t()
+    else:
+        lens = torch.stack([lens, torch.zeros_like(lens)], dim=1)[:, 0]
+    assert not (tables.is_contiguous() and lens.is_contiguous())
+    try:
+        out = IMPLS[impl](q, k, v, tables, lens)
+    except ValueError as err:
+        assert "block_tables" in str(err) or "context_lens" in str(err)
+        return
+    assert_matches(out, q, expected)
+
+
+# -- loud values catch wrong reads -------------------------------------------------
+
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_wrong_table_entry_changes_the_output(impl, device, seed):
+    """Sanity check of the test design: point one needed entry at an unused (loud)
+    block and every implementation's output moves far past tolerance."""
+    inputs = build(device, seed, context_lens=(20, 70, 33), spare_blocks=3, dtype="float32")
+    q, k, v, tables, lens = inputs.args()
+    right = pa.reference_decode(q, k, v, tables, lens)
+    wrong_tables = tables.clone()
+    wrong_tables[1, 2] = loud_block(inputs.pool_owner)  # sequence 1 needs 5 blocks
+    out = run_and_compare(impl, (q, k, v, wrong_tables, lens))
+    assert (out.double() - right).abs().max() > 1.0
+
+
+# -- numerically hostile logits ----------------------------------------------------
+
+def _token_positions(tables: torch.Tensor, lens: torch.Tensor, block_size: int):
+    """For each sequence, the (physical block, slot) of each of its tokens."""
+    out = []
+    for b, n in enumerate(lens.tolist()):
+        tokens = torch.arange(n)
+        out.append((tables[b].cpu().long()[tokens // block_size], tokens % block_size))
+    return out
+
+
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_float16_logits_beyond_float16_range(impl, device, seed):
+    """q·k of about 1e7 with scale 1: a float16 dot product would overflow to inf.
+    Integer-valued q and k make every logit exact in float32, and two tied keys per
+    (sequence, KV head), in different blocks, take all the weight."""
+    gen = torch.Generator().manual_seed(seed)
+    lengths, block_size, head_dim = (64, 40), 16, 128
+    q, k, v, tables, lens = paged_inputs(
+        lengths, ([3, 0, 5, 1], [2, 6, 4]), num_blocks=8, block_size=block_size,
+        num_heads=4, num_kv_heads=2, head_dim=head_dim, seed=seed,
+    )
+    q = torch.randint(100, 301, q.shape, generator=gen).float()
+    for (blocks, slots), n in zip(_token_positions(tables, lens, block_size), lengths):
+        k[blocks, slots] = torch.randint(100, 300, (n, 2, head_dim), generator=gen).float()
+        for kv_head in range(2):
+            tied = torch.randperm(n // block_size, generator=gen)[:2] * block_size + torch.randint(0, block_size, (2,), generator=gen)
+            k[blocks[tied], slots[tied], kv_head] = 300.0
+    args = tuple(t.to(device=device, dtype=torch.float16) if t.is_floating_point() else t.to(device)
+                 for t in (q, k, v, tables, lens))
+    blocks, slots = _token_positions(tables, lens, block_size)[0]
+    logits = args[1][blocks.to(device), slots.to(device), 0].double() @ args[0][0, 0].double()
+    assert float(logits.min()) > 10 * 65504  # every q·k is far past float16's largest value
+    run_and_compare(impl, args, scale=1.0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_very_negative_logits(impl, dtype, device, seed):
+    """Every logit near -1e5, far below any finite sentinel (-1e4, float16's -65504):
+    q = 1 and integer keys give exact logits -102400 for a random set of tied tokens
+    and -102464 for the rest, so the output is the mean of the tied tokens' values."""
+    gen = torch.Generator().manual_seed(seed)
+    lengths, block_size, head_dim = (70, 33, 5), 8, 64
+    q, k, v, tables, lens = paged_inputs(
+        lengths, ([9, 2, 11, 0, 5, 7, 13, 1, 4], [3, 12, 6, 10, 14], [8]), num_blocks=16,
+        block_size=block_size, num_heads=4, num_kv_heads=2, head_dim=head_dim, seed=seed,
+    )
+    q = torch.ones_like(q)
+    for (blocks, slots), n in zip(_token_positions(tables, lens, block_size), lengths):
+        keys = torch.full((n, 2, head_dim), -25.0)
+        below = torch.rand(n, 2, generator=gen) < 0.7
+        below[torch.randint(0, n, (1,), generator=gen)] = False  # at least one tied token
+        dim = torch.randint(0, head_dim, (n, 2), generator=gen)
+        keys.scatter_(2, dim[..., None], torch.where(below, -26.0, -25.0)[..., None])
+        k[blocks, slots] = keys
+    args = tuple(t.to(device=device, dtype=dtype) if t.is_floating_point() else t.to(device)
+                 for t in (q, k, v, tables, lens))
+    blocks, slots = _token_positions(tables, lens, block_size)[0]
+    logits = 64.0 * (args[1][blocks.to(device), slots.to(device), 0].double() @ args[0][0, 0].double())
+    assert float(logits.max()) == -102400.0 and float(logits.min()) == -102464.0
+    run_and_compare(impl, args, scale=64.0)
+
+
+# -- element offsets past 2**31 ----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def large_pool():
+    """A float16 pool of 2**21 + 64 blocks of 1024 elements: more than 2**31 elements,
+    most never touched (torch.empty commits no pages). The batch reads blocks near the
+    end, whose element offsets do not fit in int32."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    block_size, num_kv_heads, head_dim = 16, 1, 64
+    num_blocks = 2**21 + 64
+    shape = (num_blocks, block_size, num_kv_heads, head_dim)
+    k = torch.empty(shape, dtype=torch.float16, device=device)
+    v = torch.empty(shape, dtype=torch.float16, device=device)
+    gen = torch.Generator().manual_seed(2**31)
+    ids = [[num_blocks - 1, num_blocks - 7, num_blocks - 30], [num_blocks - 2, num_blocks - 64, num_blocks - 10, num_blocks - 33]]
+    loud = [num_blocks - 3, num_blocks - 4, num_blocks - 5, 0, 2**20]
+    for b in ids:
+        idx = torch.tensor(b, device=device)
+        k[idx] = torch.randn(len(b), *shape[1:], generator=gen).half().to(device)
+        v[idx] = torch.randn(len(b), *shape[1:], generator=gen).half().to(device)
+    k[torch.tensor(loud, device=device)] = pa.LOUD_VALUE
+    v[torch.tensor(loud, device=device)] = pa.LOUD_VALUE
+    tables = torch.tensor([ids[0] + [-1], ids[1]], dtype=torch.int32, device=device)
+    lens = torch.tensor([40, 61], dtype=torch.int32, device=device)
+    query = torch.randn(2, 4, head_dim, generator=gen).half().to(device)
+    assert k.numel() > 2**31 and (num_blocks - 1) * k.stride(0) > 2**31
+    args = (query, k, v, tables, lens)
+    yield args, pa.reference_decode(*args)
+
+
+#: Every implementation, plus the Triton kernel's two other table paths: tiles of
+#: one block (a scalar table load) and split-K with its merge.
+LARGE_POOL_RUNS = {
+    **IMPLS,
+    "triton-one-block-tiles": lambda *args: pa.prepare_triton_decode(*args, block_n=16)(),
+    "triton-split": lambda *args: pa.prepare_triton_decode(*args, block_n=16, num_splits=4)(),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", LARGE_POOL_RUNS)
+def test_element_offsets_past_int32(run, large_pool):
+    args, expected = large_pool
+    if run.startswith("triton-"):
+        plan = pa.plan_launch(pa.check_decode_args(*args), args[0].device, args[0].dtype, block_n=16,
+                              num_splits=4 if run == "triton-split" else 1)
+        assert plan.blocks_per_tile == 1 and plan.num_splits == (4 if run == "triton-split" else 1)
+    out = LARGE_POOL_RUNS[run](*args)
+    assert torch.isfinite(out).all()
+    assert_matches(out, args[0], expected)
+
+
+# -- empty sequences and ignored table entries --------------------------------------
+
+@pytest.mark.parametrize("position", [0, 1, 3])
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_empty_sequence(impl, position, device, seed):
+    lengths = [23, 70, 9]
+    lengths.insert(position, 0)
+    inputs = build(device, seed, context_lens=tuple(lengths))
+    q, k, v, tables, lens = inputs.args()
+    out = run_and_compare(impl, inputs.args())
+    assert torch.equal(out[position], torch.zeros_like(out[position]))
+    keep = [b for b in range(len(lengths)) if b != position]
+    alone = IMPLS[impl](q[keep], k, v, tables[keep], lens[keep])
+    atol, rtol = pa.tolerance(q.dtype)
+    torch.testing.assert_close(out[keep], alone, atol=atol, rtol=rtol)
+
+
+
+
+def _empty_batch_params():
+    cases = []
+    for impl in IMPL_NAMES:
+        for case in ("one-column", "no-columns", "empty-pool"):
+            cases.append(pytest.param(impl, case, id=f"{impl}-{case}"))
+    return cases
+
+
+@pytest.mark.parametrize("impl, case", _empty_batch_params())
+def test_all_sequences_empty(impl, case, device, seed):
+    """Every context empty: all-zero output, also with a table of no columns or a pool
+    of no blocks (which validation accepts, since no entry is needed)."""
+    inputs = build(device, seed, context_lens=(0, 0, 0), spare_blocks=0 if case == "empty-pool" else 1)
+    q, k, v, tables, lens = inputs.args()
+    assert k.shape[0] == (0 if case == "empty-pool" else 1)
+    if case == "no-columns":
+        tables = tables[:, :0]
+    out = run_and_compare(impl, (q, k, v, tables, lens))
+    assert torch.equal(out, torch.zeros_like(out))
+
+
+
+
+def _past_end_params():
+    cases = []
+    for impl in IMPL_NAMES:
+        for filler in ("minus_one", "loud_block", "out_of_range"):
+            cases.append(pytest.param(impl, filler, id=f"{impl}-{filler}"))
+    return cases
+
+
+@pytest.mark.parametrize("impl, filler", _past_end_params())
+def test_entries_past_the_context_are_ignored(impl, filler, device, seed):
+    """Table entries past a sequence's last needed block may hold anything."""
+    inputs = build(device, seed, context_lens=(5, 70, 17, 0), spare_blocks=2, dtype="float32")
+    q, k, v, tables, lens = inputs.args()
+    expected = pa.reference_decode(*inputs.args())
+    needed = -(-lens.long() // inputs.config.block_size)
+    past = torch.arange(tables.shape[1], device=tables.device)[None, :] >= needed[:, None]
+    assert int(past.sum()) >= 6
+    fill = {
+        "minus_one": -1,
+        "loud_block": loud_block(inputs.pool_owner),
+        "out_of_range": inputs.config.num_blocks + 7,
+    }[filler]
+    changed = torch.where(past, torch.full_like(tables, fill), tables)
+    if filler == "out_of_range":
+        changed[0, -1] = -5
+    run_and_compare(impl, (q, k, v, changed, lens), expected=expected)
+
+
+# -- split-K (flash-decoding) --------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "lengths, block_size, block_n, num_splits, expected_splits",
+    [
+        ((300, 77, 16), 16, 16, 1, 1),
+        ((300, 77, 16), 16, 16, 2, 2),
+        ((300, 77, 5), 16, 16, 3, 3),
+        ((300, 0, 40, 5), 16, 16, 7, 7),  # an empty row, and rows shorter than the splits
+        ((300, 33), 16, 16, 100, 19),  # more splits than blocks: one block each
+        ((1100, 33), 16, 16, 1000, 69),  # more than 64 splits: the merge loops over chunks
+        ((200, 5, 3), 16, 16, 7, 7),  # contexts of fewer tokens than splits
+        ((45, 3), 4, 16, 7, None),  # tiles of four blocks; splits need not align with them
+        ((700, 256, 1, 0), 256, 16, 3, 3),  # blocks larger than a tile
+    ],
+    ids=["k1", "k2", "k3", "k7-empty-row", "k100-more-than-blocks", "k1000-merge-chunks",
+         "short-contexts", "small-blocks", "big-blocks"],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=dtype_id)
+def test_split_k(lengths, block_size, block_n, num_splits, expected_splits, dtype, device, seed):
+    inputs = build(device, seed, context_lens=lengths, block_size=block_size, dtype=dtype_id(dtype),
+                   num_heads=4, num_kv_heads=2)
+    args = inputs.args()
+    shape = pa.check_decode_args(*args)
+    plan = pa.plan_launch(shape, inputs.query.device, inputs.query.dtype, num_splits=num_splits, block_n=block_n)
+    if expected_splits is None:
+        assert 1 < plan.num_splits <= num_splits
+    else:
+        assert plan.num_splits == expected_splits
+    launch = pa.prepare_triton_decode(*args, num_splits=num_splits, block_n=block_n)
+    out = launch()
+    assert torch.isfinite(out).all()
+    assert_matches(out, inputs.query, pa.reference_decode(*args))
+    for b, n in enumerate(lengths):
+        if n == 0:
+            assert torch.equal(out[b], torch.zeros_like(out[b]))
+
+
+def test_split_launcher_reuses_its_output(device, seed):
+    inputs = build(device, seed, context_lens=(300, 0, 40), dtype="float32")
+    launch = pa.prepare_triton_decode(*inputs.args(), num_splits=5, block_n=16)
+    first = launch().clone()
+    again = launch()
+    assert again is launch()
+    assert torch.equal(first, again)
+    assert_matches(again, inputs.query, pa.reference_decode(*inputs.args()))
+
+
+# -- on the GPU, at serving sizes ----------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_gpu_serving_batch(impl, dtype, seed):
+    lengths = pa.ragged_lengths(7, 1, 4096, seed=seed) + (4096,)
+    cfg = pa.DecodeConfig(
+        batch_size=8, context_lens=lengths, num_heads=32, num_kv_heads=8, head_dim=128,
+        block_size=16, dtype=dtype_id(dtype), device="cuda", seed=seed, block_layout="fragmented",
+    )
+    inputs = pa.build_decode_inputs(cfg)
+    run_and_compare(impl, inputs.args())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "head_dim, block_size, num_heads, num_kv_heads",
+    [(64, 1, 8, 8), (80, 12, 28, 4), (128, 256, 8, 1), (256, 32, 16, 2)],
+    ids=["d64-b1-mha", "d80-b12-gqa7", "d128-b256-mqa", "d256-b32-gqa8"],
+)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_gpu_shapes(impl, dtype, head_dim, block_size, num_heads, num_kv_heads, seed):
+    lengths = (1, block_size, block_size + 1, 1000, 4095, 2 * block_size, 3000, 17)
+    cfg = pa.DecodeConfig(
+        batch_size=8, context_lens=lengths, num_heads=num_heads, num_kv_heads=num_kv_heads,
+        head_dim=head_dim, block_size=block_size, dtype=dtype_id(dtype), device="cuda", seed=seed,
+    )
+    inputs = pa.build_decode_inputs(cfg)
+    run_and_compare(impl, inputs.args())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("num_splits", [None, 1, 2, 3, 7, 16, 64, 1000])
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+def test_gpu_split_k(num_splits, dtype, seed):
+    """Few sequences, long contexts: the case split-K exists for. ``None`` is the
+    heuristic's own choice."""
+    cfg = pa.DecodeConfig(
+        batch_size=3, context_lens=(16384, 0, 2500), num_heads=32, num_kv_heads=8, head_dim=128,
+        block_size=16, dtype=dtype_id(dtype), device="cuda", seed=seed,
+    )
+    inputs = pa.build_decode_inputs(cfg)
+    overrides = {} if num_splits is None else {"num_splits": num_splits}
+    out = pa.prepare_triton_decode(*inputs.args(), **overrides)()
+    assert_matches(out, inputs.query, pa.reference_decode(*inputs.args()))
+    assert torch.equal(out[1], torch.zeros_like(out[1]))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(pa.execution_mode() == "interpreter", reason="the Triton kernels are interpreted here")
+@pytest.mark.parametrize("impl", TRITON_IMPLS)
+def test_gpu_compiled_triton_rejects_cpu_tensors(impl, seed):
+    inputs = build("cpu", seed, context_lens=(5, 20))
+    with pytest.raises(ValueError, match="CUDA tensors"):
+        IMPLS[impl](*inputs.args())

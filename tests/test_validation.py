@@ -1,0 +1,321 @@
+"""Bad input raises one clear ValueError, naming the argument and the rule, before any
+kernel runs, whichever implementation the caller picked."""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import pytest
+import torch
+import triton
+
+import paged_attention as pa
+from helpers import IMPL_NAMES, IMPLS, seed  # noqa: F401
+
+
+def _prepare(name):
+    return lambda *args, **kw: pa.prepare(name, *args, **kw)
+
+
+#: Everything that takes decode arguments. The ``prepare`` entries must refuse bad
+#: input when preparing, not later when launched.
+CALLERS = {
+    "reference": pa.reference_decode,
+    **IMPLS,
+    **{f"prepare-{name}": _prepare(name) for name in IMPL_NAMES},
+    "prepare_triton_decode-splits": lambda *a, **kw: pa.prepare_triton_decode(*a, num_splits=3, block_n=16, **kw),
+}
+
+
+class _ComputeRan(AssertionError):
+    pass
+
+
+def _forbidden(*args, **kwargs):
+    raise _ComputeRan("attention was computed before the arguments were rejected")
+
+
+class _NoLaunch:
+    def __getitem__(self, grid):
+        return _forbidden
+
+
+#: The torch calls attention is made of; argument checks need none of them.
+_ATTENTION_MATH = {
+    torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm, torch.bmm, torch.einsum,
+    torch.softmax, torch.Tensor.softmax, torch.nn.functional.softmax, torch.exp, torch.Tensor.exp,
+    torch.nn.functional.scaled_dot_product_attention,
+}
+
+
+class _NoAttentionMath(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in _ATTENTION_MATH:
+            _forbidden()
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture(autouse=True)
+def no_compute(monkeypatch):
+    """Any attention math (PyTorch) or kernel launch (Triton) in these tests fails them."""
+    kernels = importlib.import_module("paged_attention.triton_decode")
+    jitted = (triton.runtime.jit.JITFunction, triton.runtime.interpreter.InterpretedFunction)
+    patched = [name for name, value in vars(kernels).items() if isinstance(value, jitted)]
+    assert patched
+    for name in patched:
+        monkeypatch.setattr(kernels, name, _NoLaunch())
+    with _NoAttentionMath():
+        yield
+
+
+def valid_args(device: str, seed: int) -> dict:
+    """Two sequences of 10 and 6 tokens in blocks of 4 (3 and 2 blocks), a pool of 6."""
+    gen = torch.Generator().manual_seed(seed)
+    args = dict(
+        query=torch.randn(2, 4, 16, generator=gen),
+        k_cache=torch.randn(6, 4, 2, 16, generator=gen),
+        v_cache=torch.randn(6, 4, 2, 16, generator=gen),
+        block_tables=torch.tensor([[0, 1, 2], [3, 4, -1]], dtype=torch.int32),
+        context_lens=torch.tensor([10, 6], dtype=torch.int32),
+    )
+    return {k: t.to(device) for k, t in args.items()}
+
+
+def call(caller: str, args: dict, scale=None):
+    return CALLERS[caller](*args.values(), scale=scale)
+
+
+@pytest.mark.parametrize("caller", CALLERS)
+def test_the_guard_catches_compute(caller, device, seed):
+    """The no_compute fixture really sees each implementation compute (else the tests
+    below would prove nothing about 'before any kernel runs')."""
+    with pytest.raises(_ComputeRan):
+        out = call(caller, valid_args(device, seed))
+        if callable(out):
+            out()
+
+
+def _set(name, make):
+    def change(args):
+        args[name] = make(args)
+        return args
+    return change
+
+
+def _entry(row, col, value):
+    def change(args):
+        args["block_tables"] = args["block_tables"].clone()
+        args["block_tables"][row, col] = value
+        return args
+    return change
+
+
+def _length(seq, value):
+    def change(args):
+        args["context_lens"] = args["context_lens"].clone()
+        args["context_lens"][seq] = value
+        return args
+    return change
+
+
+BAD_ARGS = {
+    "heads-not-multiple-of-kv-heads": (
+        _set("query", lambda a: torch.randn(2, 3, 16, device=a["query"].device)),
+        r"num_heads \(3\) must be a multiple of num_kv_heads \(2\)",
+    ),
+    "v-block-size-differs": (
+        _set("v_cache", lambda a: torch.randn(6, 5, 2, 16, device=a["query"].device)),
+        r"v_cache shape \(6, 5, 2, 16\) must equal k_cache shape \(6, 4, 2, 16\)",
+    ),
+    "v-kv-heads-differ": (
+        _set("v_cache", lambda a: a["v_cache"][:, :, :1]),
+        r"v_cache shape .* must equal k_cache shape",
+    ),
+    "v-pool-differs": (
+        _set("v_cache", lambda a: a["v_cache"][:5]),
+        r"v_cache shape .* must equal k_cache shape",
+    ),
+    "cache-head-dim-differs": (
+        _set("query", lambda a: a["query"][..., :8]),
+        r"k_cache head_dim \(16\) must equal query head_dim \(8\)",
+    ),
+    "batch-query-vs-tables": (
+        _set("block_tables", lambda a: torch.cat([a["block_tables"], a["block_tables"][:1]])),
+        r"block_tables has 3 rows but query has batch_size 2",
+    ),
+    "batch-query-vs-lens": (
+        _set("context_lens", lambda a: a["context_lens"][:1]),
+        r"context_lens has 1 entries but query has batch_size 2",
+    ),
+    "query-rank": (_set("query", lambda a: a["query"][0]), r"query must have shape \[batch_size, num_heads, head_dim\]"),
+    "k-rank": (_set("k_cache", lambda a: a["k_cache"][0]), r"k_cache must have shape"),
+    "tables-rank": (_set("block_tables", lambda a: a["block_tables"][0]), r"block_tables must have shape"),
+    "lens-rank": (_set("context_lens", lambda a: a["context_lens"][None]), r"context_lens must have shape"),
+    "not-a-tensor": (_set("block_tables", lambda a: a["block_tables"].tolist()), r"block_tables must be a torch.Tensor"),
+    "k-dtype": (
+        _set("k_cache", lambda a: a["k_cache"].half()),
+        r"k_cache dtype \(torch.float16\) must match query dtype \(torch.float32\)",
+    ),
+    "v-dtype": (
+        _set("v_cache", lambda a: a["v_cache"].bfloat16()),
+        r"v_cache dtype \(torch.bfloat16\) must match query dtype \(torch.float32\)",
+    ),
+    "query-integer": (_set("query", lambda a: a["query"].int()), r"query dtype must be one of"),
+    "tables-float": (_set("block_tables", lambda a: a["block_tables"].float()), r"block_tables must be int32 or int64"),
+    "tables-int16": (_set("block_tables", lambda a: a["block_tables"].short()), r"block_tables must be int32 or int64"),
+    "lens-int16": (_set("context_lens", lambda a: a["context_lens"].short()), r"context_lens must be int32 or int64"),
+    "k-on-another-device": (
+        _set("k_cache", lambda a: a["k_cache"].to("meta")),
+        r"k_cache is on meta but query is on .*all inputs must share one device",
+    ),
+    "lens-on-another-device": (
+        _set("context_lens", lambda a: a["context_lens"].to("meta")),
+        r"context_lens is on meta but query is on",
+    ),
+    "query-on-another-device": (
+        _set("query", lambda a: a["query"].to("meta")),
+        r"k_cache is on .* but query is on meta",
+    ),
+    "needed-entry-minus-one": (
+        _entry(1, 1, -1),
+        r"block_tables\[1, 1\] = -1 is needed by context_lens\[1\] = 6 but must lie in \[0, num_blocks=6\)",
+    ),
+    "needed-entry-other-negative": (_entry(0, 0, -3), r"block_tables\[0, 0\] = -3 is needed"),
+    "needed-entry-num-blocks": (_entry(0, 2, 6), r"block_tables\[0, 2\] = 6 is needed by context_lens\[0\] = 10"),
+    "needed-entry-far-out": (_entry(1, 0, 10**6), r"block_tables\[1, 0\] = 1000000 is needed"),
+    "context-longer-than-table": (
+        _length(0, 13),
+        r"context_lens\[0\] = 13 needs 4 blocks of block_size 4, but block_tables holds only 3",
+    ),
+    "negative-length": (_length(1, -1), r"context_lens must be non-negative; sequence 1 has -1"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_ARGS)
+@pytest.mark.parametrize("caller", CALLERS)
+def test_bad_arguments_raise(caller, case, device, seed):
+    change, message = BAD_ARGS[case]
+    args = change(valid_args(device, seed))
+    with pytest.raises(ValueError, match=message):
+        call(caller, args)
+
+
+@pytest.mark.parametrize("scale", [math.nan, math.inf, -math.inf, 0.0, -0.0, -0.5, "big", [1.0]],
+                         ids=["nan", "inf", "-inf", "zero", "-zero", "negative", "string", "list"])
+@pytest.mark.parametrize("caller", CALLERS)
+def test_bad_scale_raises(caller, scale, device, seed):
+    with pytest.raises(ValueError, match="scale must be a finite positive number"):
+        call(caller, valid_args(device, seed), scale=scale)
+
+
+@pytest.mark.parametrize("caller", CALLERS)
+def test_needed_minus_one_is_not_the_last_block(caller, device, seed):
+    """Python indexing would read -1 as block num_blocks - 1. Put exactly the data the
+    sequence expects in that last block: a silent wrap would give a plausible answer,
+    so only a raise passes."""
+    args = valid_args(device, seed)
+    for name in ("k_cache", "v_cache"):
+        args[name] = args[name].clone()
+        args[name][-1] = args[name][4]
+    args = _entry(1, 1, -1)(args)
+    with pytest.raises(ValueError, match=r"block_tables\[1, 1\] = -1"):
+        call(caller, args)
+
+
+@pytest.mark.parametrize("caller", [c for c in CALLERS if c != "reference"])
+def test_float64_is_for_the_reference_only(caller, device, seed):
+    args = {k: t.double() if t.is_floating_point() else t for k, t in valid_args(device, seed).items()}
+    with pytest.raises(ValueError, match=r"query dtype must be one of .*; got torch.float64"):
+        call(caller, args)
+
+
+# -- DecodeConfig ---------------------------------------------------------------
+
+BASE_CONFIG = dict(batch_size=2, context_lens=(5, 9), num_heads=4, num_kv_heads=2, head_dim=16, block_size=4,
+                   dtype="float32", device="cpu")
+
+BAD_CONFIGS = {
+    "batch-zero": (dict(batch_size=0, context_lens=3), r"batch_size must be a positive integer; got 0"),
+    "batch-negative": (dict(batch_size=-2, context_lens=3), r"batch_size must be a positive integer"),
+    "batch-float": (dict(batch_size=2.0), r"batch_size must be a positive integer; got 2.0"),
+    "batch-bool": (dict(batch_size=True, context_lens=3), r"batch_size must be a positive integer; got True"),
+    "heads-zero": (dict(num_heads=0), r"num_heads must be a positive integer"),
+    "kv-heads-zero": (dict(num_kv_heads=0), r"num_kv_heads must be a positive integer"),
+    "head-dim-zero": (dict(head_dim=0), r"head_dim must be a positive integer"),
+    "head-dim-too-big": (dict(head_dim=513), r"head_dim must be at most 512; got 513"),
+    "block-size-zero": (dict(block_size=0), r"block_size must be a positive integer"),
+    "block-size-too-big": (dict(block_size=4097), r"block_size must be at most 4096; got 4097"),
+    "heads-not-multiple": (dict(num_heads=6, num_kv_heads=4), r"num_heads \(6\) must be a multiple of num_kv_heads \(4\)"),
+    "lens-count": (dict(context_lens=(1, 2, 3)), r"context_lens must hold one value per sequence: got 3 for batch_size 2"),
+    "lens-negative-scalar": (dict(context_lens=-1), r"context_lens must be non-negative integers; got -1"),
+    "lens-negative-entry": (dict(context_lens=(4, -3)), r"context_lens must be non-negative integers; got -3"),
+    "dtype-float64": (dict(dtype="float64"), r"dtype must be one of float16, bfloat16, float32; got 'float64'"),
+    "dtype-torch-float64": (dict(dtype=torch.float64), r"dtype must be one of"),
+    "dtype-unknown": (dict(dtype="fp8"), r"dtype must be one of"),
+    "layout-unknown": (dict(block_layout="random"), r"block_layout must be one of contiguous, shuffled, fragmented"),
+    "spare-negative": (dict(spare_blocks=-1), r"spare_blocks must be a non-negative integer; got -1"),
+    "spare-float": (dict(spare_blocks=1.5), r"spare_blocks must be a non-negative integer"),
+    "device-unknown": (dict(device="tpu"), r"device must be 'cpu' or 'cuda'; got 'tpu'"),
+    "device-mps": (dict(device="mps"), r"device must be 'cpu' or 'cuda'"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_CONFIGS)
+def test_bad_config_raises(case):
+    changes, message = BAD_CONFIGS[case]
+    config = pa.DecodeConfig(**{**BASE_CONFIG, **changes})
+    with pytest.raises(ValueError, match=message):
+        config.validate()
+    with pytest.raises(ValueError, match=message):
+        pa.build_decode_inputs(config)
+    with pytest.raises(ValueError, match=message):
+        pa.assign_blocks(config)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is present")
+@pytest.mark.parametrize("device", ["cuda", "cuda:0"])
+def test_cuda_config_without_a_gpu_raises(device):
+    config = pa.DecodeConfig(**{**BASE_CONFIG, "device": device})
+    with pytest.raises(ValueError, match="no CUDA GPU is available"):
+        config.validate()
+    with pytest.raises(ValueError, match="no CUDA GPU is available"):
+        pa.build_decode_inputs(config)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        dict(head_dim=512),
+        dict(head_dim=1),
+        dict(block_size=4096, num_kv_heads=1, head_dim=8),
+        dict(context_lens=(0, 0)),
+        dict(context_lens=0),
+        dict(spare_blocks=0),
+        dict(num_heads=7, num_kv_heads=7),
+        dict(num_heads=7, num_kv_heads=1),
+        dict(dtype=torch.bfloat16),
+        dict(context_lens=[3, 4]),  # a list becomes a tuple
+    ],
+    ids=["head-dim-512", "head-dim-1", "block-4096", "empty-contexts", "empty-scalar", "no-spare",
+         "mha-7", "mqa-7", "torch-dtype", "list-lengths"],
+)
+def test_boundary_configs_are_valid(changes):
+    config = pa.DecodeConfig(**{**BASE_CONFIG, **changes})
+    assert config.validate() is config
+    hash(config)  # usable as a cache key
+    inputs = pa.build_decode_inputs(config)
+    assert inputs.query.shape == (2, config.num_heads, config.head_dim)
+    assert tuple(inputs.context_lens.tolist()) == config.lengths
+
+
+def test_tolerance_rejects_unsupported_dtypes():
+    for dtype in (torch.float64, torch.int32, torch.float8_e4m3fn):
+        with pytest.raises(ValueError, match="dtype must be one of float16, bfloat16, float32"):
+            pa.tolerance(dtype)
+
+
+def test_tolerance_values():
+    assert pa.tolerance(torch.float32) == (1e-4, 1e-4)
+    assert pa.tolerance(torch.float16) == (2e-3, 2e-3)
+    assert pa.tolerance(torch.bfloat16) == (1.6e-2, 1.6e-2)
