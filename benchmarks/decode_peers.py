@@ -131,9 +131,8 @@ def flex_paged(inputs, shape):
     logical_mask = create_block_mask(causal_free, b, None, 1, cols * bs, device=dev, BLOCK_SIZE=bs)
     block_mask = paged.convert_logical_block_mask(logical_mask, torch.arange(b, device=dev), kv_len=lens.long())
     q4 = q[:, :, None, :]
-    global _flex_options
     errors = []
-    for options in ([_flex_options] if _flex_options is not None else FLEX_KERNEL_OPTIONS):
+    for options in FLEX_KERNEL_OPTIONS:
         run = lambda options=options: _flex_compiled(  # noqa: E731
             q4, k_flex, v_flex, block_mask=block_mask, scale=shape.scale, enable_gqa=True,
             kernel_options=options or None,
@@ -143,14 +142,13 @@ def flex_paged(inputs, shape):
         except Exception as exc:  # this torch's flex decoding rejects these tile options
             errors.append(f"{options}: {str(exc).splitlines()[0][:100]}")
             continue
-        _flex_options = options
         return run
     raise RuntimeError("FlexAttention paged decode failed with every kernel option tried: " + " | ".join(errors))
 
 
-#: Tile options tried in order until flex decoding compiles for page size 16.
-FLEX_KERNEL_OPTIONS = ({}, {"BLOCK_N": 16}, {"BLOCK_M": 16, "BLOCK_N": 16})
-_flex_options = None
+#: Tile options tried in order until FlexAttention compiles for page size 16 (its
+#: default tiles do not divide a 16-token page for some shapes).
+FLEX_KERNEL_OPTIONS = ({}, {"BLOCK_M": 16, "BLOCK_N": 16})
 
 
 PEERS = {"sdpa_contiguous": sdpa_contiguous, "gather_sdpa": gather_sdpa, "flex_paged": flex_paged}
