@@ -48,7 +48,10 @@ class Accuracy:
     """Error of one output against the float64 reference.
 
     ``max_abs_err`` is the largest ``|out - ref|``; ``max_rel_err`` the largest
-    ``|out - ref| / max(|ref|, 1e-6)``; ``passed`` applies the dtype's ``atol`` and
+    ``|out - ref| / max(|ref|, 1e-6)`` (large wherever ``ref`` is near zero, even
+    for a correct output); ``max_tol_ratio`` the largest
+    ``|out - ref| / (atol + rtol * |ref|)``, which is at most 1 exactly when every
+    element is within tolerance; ``passed`` applies the dtype's ``atol`` and
     ``rtol`` elementwise, like ``torch.allclose``, and fails on NaN or inf.
     """
 
@@ -57,6 +60,7 @@ class Accuracy:
     atol: float
     rtol: float
     passed: bool
+    max_tol_ratio: float = 0.0
 
 
 def check_accuracy(out: torch.Tensor, ref: torch.Tensor) -> Accuracy:
@@ -79,10 +83,12 @@ def check_accuracy(out: torch.Tensor, ref: torch.Tensor) -> Accuracy:
     finite = bool(torch.isfinite(out).all())
     max_abs = float(diff.max()) if diff.numel() else 0.0
     max_rel = float((diff / ref.abs().clamp_min(1e-6)).max()) if diff.numel() else 0.0
-    passed = finite and bool((diff <= atol + rtol * ref.abs()).all())
+    bound = atol + rtol * ref.abs()
+    ratio = float((diff / bound).max()) if diff.numel() else 0.0
+    passed = finite and bool((diff <= bound).all())
     if not finite:
-        max_abs = max_rel = math.inf
-    return Accuracy(max_abs, max_rel, atol, rtol, passed)
+        max_abs = max_rel = ratio = math.inf
+    return Accuracy(max_abs, max_rel, atol, rtol, passed, ratio)
 
 
 @dataclass
@@ -110,6 +116,7 @@ class BenchResult:
     atol: float
     rtol: float
     passed: bool
+    max_tol_ratio: float = 0.0
     error: str | None = None
 
     def row(self) -> dict:
@@ -284,6 +291,7 @@ def benchmark_implementation(
         atol=accuracy.atol,
         rtol=accuracy.rtol,
         passed=accuracy.passed,
+        max_tol_ratio=accuracy.max_tol_ratio,
     )
 
 

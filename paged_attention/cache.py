@@ -114,17 +114,20 @@ def _fragmented_free_list(
     simple allocator would hand it out, so a new sequence's blocks interleave
     with blocks still held by others (marked ``OTHER`` in ``owner``).
     """
-    runs: list[torch.Tensor] = []
+    runs: list[tuple[int, int]] = []
     start = 0
     while start < num_blocks:
         length = int(torch.randint(1, 33, (1,), generator=gen))
-        runs.append(torch.arange(start, min(start + length, num_blocks)))
+        runs.append((start, min(start + length, num_blocks)))
         start += length
     free = torch.zeros(num_blocks, dtype=torch.bool)
+    freed = 0  # runs never overlap, so a running count replaces re-summing the mask
     for i in torch.randperm(len(runs), generator=gen).tolist():
-        if int(free.sum()) >= num_needed:
+        if freed >= num_needed:
             break
-        free[runs[i]] = True
+        lo, hi = runs[i]
+        free[lo:hi] = True
+        freed += hi - lo
     owner[~free] = OTHER
     return torch.nonzero(free).flatten()
 

@@ -1,0 +1,33 @@
+"""Paged-attention explorer: the Streamlit entry point.
+
+Run with ``streamlit run app.py``. Each page is a file in ``app_pages/``; add one to
+``PAGES`` to extend the app. The sidebar (decode configuration, mirrored into the
+URL) is drawn here, once, for every page; pages read it with
+``ui.sidebar.current()``.
+
+The folder is ``app_pages/``, not ``pages/``: Streamlit still treats a ``pages/``
+folder as the old automatic multipage layout for the first session of a server
+process, which then runs a page without this entry script (and its sidebar)
+when that session opens a page's URL directly.
+"""
+
+import streamlit as st
+
+import paged_attention  # noqa: F401  (first: sets TRITON_INTERPRET on a CPU-only machine)
+from ui.sidebar import render_sidebar
+
+st.set_page_config(
+    page_title="Paged-attention explorer",
+    page_icon=":material/view_module:",
+    layout="wide",
+    initial_sidebar_state="expanded",
+)
+
+PAGES = [
+    st.Page("app_pages/block_table.py", title="Block table", icon=":material/grid_view:", default=True),
+    st.Page("app_pages/decode_benchmark.py", title="Decode benchmark", icon=":material/speed:"),
+]
+
+page = st.navigation(PAGES)
+render_sidebar()
+page.run()

@@ -1,0 +1,201 @@
+"""Decode benchmark: race the implementations live on the same inputs."""
+
+import pandas as pd
+import streamlit as st
+
+from paged_attention import IMPLEMENTATIONS, LABELS
+from paged_attention import app_state as state
+from paged_attention import figures
+from ui.benchmark import BenchmarkOOM, BenchmarkRefused, run_benchmark_locked
+from ui.sidebar import current, show_config_error
+
+MAX_HISTORY = 20
+LAST, HISTORY = "bench_last", "bench_history"
+
+st.title("Decode benchmark")
+st.markdown(
+    "One decode step: every sequence's new query token attends to its whole cached context. "
+    "**Run** times each implementation on the *same* inputs and checks it against a float64 reference. "
+    "Changing the sidebar never reruns the benchmark by itself."
+)
+
+result = current()
+if show_config_error(result):
+    st.stop()
+config, settings = result.config, result.settings
+plan = state.plan_run(config, settings.warmup, settings.iters)
+
+if config.device == "cpu":
+    st.warning(
+        "**CPU mode: these are not GPU timings.** Without a GPU the Triton kernel runs in Triton's "
+        "interpreter (NumPy on the CPU), thousands of times slower than compiled; the PyTorch versions "
+        "run on the CPU. Use this mode to check correctness and to see the app work; run on a GPU to "
+        "compare speed.",
+        icon=":material/warning:",
+    )
+
+controls = st.columns([2, 2, 3], vertical_alignment="center")
+include_simple = controls[0].checkbox(
+    f"Include {LABELS['triton_simple']}", key="bench_include_simple",
+    help="the textbook Triton kernel: one program per (sequence, query head), a table lookup per token",
+)
+run = controls[1].button(
+    "Run benchmark", type="primary", icon=":material/play_arrow:", key="bench_run",
+    disabled=plan.refusal is not None, width="stretch",
+)
+controls[2].caption(f"{state.config_summary(config)} · warm-up {plan.warmup}, {plan.iters} timed calls")
+if plan.refusal:
+    st.warning(plan.refusal, icon=":material/block:")
+for note in plan.notes:
+    st.info(f"Capped: {note} (the interpreter needs about a second per Triton call).", icon=":material/speed:")
+
+
+def _run() -> None:
+    names = [*IMPLEMENTATIONS, *(["triton_simple"] if include_simple else [])]
+    with st.status("Running the benchmark…", expanded=True) as status:
+        bar = st.progress(0.0, text="preparing inputs")
+
+        def on_progress(name: str, i: int, total: int) -> None:
+            bar.progress(i / total, text=f"{LABELS[name]} ({i + 1}/{total})")
+
+        def on_result(r) -> None:
+            mark = "✓" if r.passed else "✗"
+            st.write(f"{mark} **{r.label}**: median {r.median_ms:.4g} ms over {len(r.samples_ms)} calls")
+
+        def on_wait() -> None:
+            st.info("Queued: another session is running a benchmark on this machine; yours starts when it ends.",
+                    icon=":material/hourglass_top:")
+
+        try:
+            results, copy_gbps = run_benchmark_locked(
+                config, names, warmup=plan.warmup, iters=plan.iters,
+                on_progress=on_progress, on_result=on_result, on_wait=on_wait,
+            )
+        except BenchmarkRefused as exc:
+            status.update(label="Not run: not enough GPU memory", state="error")
+            st.error(str(exc), icon=":material/memory:")
+            return
+        except BenchmarkOOM as exc:
+            status.update(label="Out of GPU memory", state="error")
+            st.error(str(exc), icon=":material/memory:")
+            return
+        except ValueError as exc:
+            status.update(label="Invalid configuration", state="error")
+            st.error(str(exc), icon=":material/error:")
+            return
+        except Exception as exc:  # the app must keep working whatever a run does
+            status.update(label="The run failed", state="error")
+            st.error(f"The run failed: {type(exc).__name__}: {exc}", icon=":material/error:")
+            return
+        bar.progress(1.0, text="done")
+        status.update(label=f"Done: {len(results)} implementations", state="complete", expanded=False)
+    history = st.session_state.setdefault(HISTORY, [])
+    entry = {
+        "run": (history[-1]["run"] + 1) if history else 1,
+        "label": state.config_summary(config),
+        "config": config,
+        "warmup": plan.warmup,
+        "iters": plan.iters,
+        "results": results,
+        "copy_gbps": copy_gbps,
+    }
+    history.append(entry)
+    del history[:-MAX_HISTORY]
+    st.session_state[LAST] = entry
+
+
+if run:
+    _run()
+
+
+def _clear_history() -> None:
+    st.session_state.pop(HISTORY, None)
+    st.session_state.pop(LAST, None)
+
+
+last = st.session_state.get(LAST)
+if last is None:
+    st.info("Press **Run benchmark** to time the implementations on this configuration.", icon=":material/info:")
+    st.stop()
+
+results, copy_gbps = last["results"], last["copy_gbps"]
+st.subheader(f"Run #{last['run']}")
+st.caption(f"{last['label']} · warm-up {last['warmup']}, {last['iters']} timed calls per implementation")
+if last["config"] != config:
+    st.caption(":material/info: The sidebar changed since this run; press **Run benchmark** to measure it.")
+
+rows = state.results_rows(results, copy_gbps)
+cols = st.columns(len(results))
+for col, r, row in zip(cols, results, rows):
+    speed = row["speedup_vs_naive"]
+    if r.name == "naive" or speed is None:
+        delta, color, arrow = "baseline", "off", "off"
+    elif speed >= 1:
+        delta, color, arrow = f"{speed:.1f}× faster than naive", "normal", "up"
+    else:
+        delta, color, arrow = f"{1 / speed:.1f}× slower than naive", "inverse", "down"
+    gpu = f" · GPU time {r.gpu_time_ms:.4g} ms" if r.gpu_time_ms is not None else ""
+    col.metric(
+        r.label, f"{r.median_ms:.4g} ms", delta, delta_color=color, delta_arrow=arrow, border=True,
+        help=f"median call latency over {len(r.samples_ms)} calls{gpu}; "
+             + ("correct" if r.passed else "INCORRECT") + " against the float64 reference",
+    )
+
+a, b = st.columns(2, gap="medium")
+a.plotly_chart(figures.latency_figure(results), key="bench_latency", width="stretch")
+b.plotly_chart(figures.speedup_figure(results), key="bench_speedup", width="stretch")
+a, b = st.columns(2, gap="medium")
+a.plotly_chart(figures.bandwidth_figure(results, copy_gbps), key="bench_bandwidth", width="stretch")
+b.plotly_chart(figures.accuracy_figure(results), key="bench_accuracy", width="stretch")
+if copy_gbps:
+    st.caption(
+        f"Copy bandwidth of this GPU, measured once per process: {copy_gbps:,.0f} GB/s (bytes read + written). "
+        "Decode is memory-bound, so that is its ceiling. Where GPU time is far below call latency, "
+        "launch overhead dominates the call."
+    )
+
+st.subheader("Results")
+table = pd.DataFrame(rows).dropna(axis=1, how="all")  # no GPU columns on the CPU
+st.dataframe(
+    table, hide_index=True, width="stretch", key="bench_table",
+    column_config={
+        "implementation": "Implementation",
+        "median_ms": st.column_config.NumberColumn("Median (ms)", format="%.4g"),
+        "p10_ms": st.column_config.NumberColumn("p10 (ms)", format="%.4g"),
+        "p90_ms": st.column_config.NumberColumn("p90 (ms)", format="%.4g"),
+        "gpu_time_ms": st.column_config.NumberColumn("GPU time (ms)", format="%.4g"),
+        "speedup_vs_naive": st.column_config.NumberColumn("Speedup vs naive", format="%.3g×"),
+        "gbps": st.column_config.NumberColumn("GB/s", format="%.3g"),
+        "gpu_gbps": st.column_config.NumberColumn("GB/s (GPU time)", format="%.3g"),
+        "pct_of_copy_bw": st.column_config.NumberColumn("% of copy BW", format="%.0f%%"),
+        "max_abs_err": st.column_config.NumberColumn("Max abs err", format="%.2e"),
+        "max_rel_err": st.column_config.NumberColumn("Max rel err", format="%.2e"),
+        "atol": st.column_config.NumberColumn("atol", format="%.0e"),
+        "correct": "Correct",
+        "samples": "Timed calls",
+    },
+)
+csv = pd.DataFrame([{"run": last["run"], "config": last["label"], **row} for row in rows]).to_csv(index=False)
+st.download_button(
+    "Download CSV", csv, file_name=f"decode_benchmark_run{last['run']}.csv", mime="text/csv",
+    icon=":material/download:", key="bench_csv",
+)
+
+history = st.session_state.get(HISTORY, [])
+st.subheader("Compare runs")
+if len(history) < 2:
+    st.caption("Change one setting in the sidebar and run again: each run of this session is kept here.")
+st.plotly_chart(figures.history_figure(history), key="bench_history_chart", width="stretch")
+summary = pd.DataFrame(
+    [
+        {"run": h["run"], "configuration": h["label"],
+         **{r.label: r.median_ms for r in h["results"]},
+         "all correct": "yes" if all(r.passed for r in h["results"]) else "NO"}
+        for h in history
+    ]
+)
+st.dataframe(
+    summary, hide_index=True, width="stretch", key="bench_history_table",
+    column_config={label: st.column_config.NumberColumn(f"{label} (ms)", format="%.4g") for label in LABELS.values()},
+)
+st.button("Clear history", icon=":material/delete:", key="bench_clear", on_click=_clear_history)

@@ -1,0 +1,397 @@
+"""AppTest suite for the Streamlit pages: every control, bad input, CPU mode and a
+real (tiny) benchmark run. Assertions read the Plotly specs the pages send."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+import threading
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from paged_attention import DecodeConfig, TOLERANCES, assign_blocks, execution_mode  # noqa: E402
+from paged_attention import app_state as state  # noqa: E402
+import ui.benchmark as bench_ui  # noqa: E402
+
+APP = str(ROOT / "app.py")
+BENCH = "app_pages/decode_benchmark.py"
+TABLE = "app_pages/block_table.py"
+#: The block-table tests start here, whatever this machine's defaults (a GPU's are larger).
+BASE = {"batch": "4", "ctx_mode": "ragged", "lo": "16", "hi": "256", "spread": "long-tail", "seed": "0"}
+#: A configuration the Triton interpreter runs in well under a second per call.
+TINY = {"batch": "2", "ctx_mode": "uniform", "ctx": "37", "heads": "4", "kv_heads": "2", "head_dim": "32",
+        "preset": "Custom", "warmup": "0", "iters": "2", "block": "16"}
+
+
+def open_app(query: dict | None = None, page: str | None = None, timeout: float = 60) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=timeout)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    if page:
+        at.switch_page(page)
+    return at.run()
+
+
+def chart(at: AppTest, key: str) -> dict:
+    """The Plotly spec of the chart with widget key ``key``."""
+    for element in at.get("plotly_chart"):
+        if element.proto.id.endswith(f"-{key}"):
+            return json.loads(element.proto.spec)
+    raise AssertionError(f"no chart {key!r}; have {[e.proto.id for e in at.get('plotly_chart')]}")
+
+
+def assert_clean(at: AppTest) -> None:
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+
+
+def arr(value) -> np.ndarray:
+    """A Plotly spec array as float NumPy: plain lists (None -> NaN) or typed arrays
+    (``{"dtype", "bdata", "shape"}``, base64), which Plotly uses for NumPy data."""
+    if isinstance(value, dict) and "bdata" in value:
+        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"]).astype(float)
+        shape = value.get("shape")
+        return data.reshape([int(n) for n in str(shape).split(",")]) if shape else data
+    return np.array([[np.nan if v is None else v for v in row] if isinstance(row, list) else
+                     (np.nan if row is None else row) for row in value], dtype=float)
+
+
+# -- block table page ----------------------------------------------------------
+
+def test_block_table_default_page_matches_assign_blocks():
+    at = open_app()
+    assert_clean(at)
+    assert at.title[0].value == "Block table"
+    config = state.default_settings().config()
+    tables, owner = assign_blocks(config)
+    spec = chart(at, "bt_table")
+    z = arr(spec["data"][0]["z"])
+    t = tables.numpy()
+    assert z.shape == t.shape
+    assert np.array_equal(np.isnan(z), t < 0)
+    assert np.array_equal(z[t >= 0], t[t >= 0])
+    assert "physical block" in spec["data"][0]["hovertemplate"]
+    assert spec["data"][1]["name"] == "unallocated (-1)"
+    assert (t < 0).any()  # the default ragged batch shows unallocated entries
+    pool = chart(at, "bt_pool")
+    codes = arr(pool["data"][0]["z"]).ravel()[: len(owner)]
+    assert np.array_equal(codes == 0, owner.numpy() == -1)
+    walk = chart(at, "bt_walk")
+    assert walk["layout"]["title"]["text"] == "Token walk of sequence 0"
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Blocks used / pool"] == f"{config.num_blocks_used:,} / {config.num_blocks:,}"
+    assert metrics["Tokens cached"] == f"{sum(config.lengths):,}"
+
+
+def test_execution_mode_is_shown():
+    at = open_app()
+    badge = at.sidebar.markdown[0].value
+    assert ("Triton interpreter" if execution_mode() == "interpreter" else "Triton compiled") in badge
+
+
+SIDEBAR_CHANGES = [
+    ("number_input", "sb_batch_size", 6, "batch", "6"),
+    ("selectbox", "sb_spread", "uniform", "spread", "uniform"),
+    ("number_input", "sb_ragged_low", 40, "lo", "40"),
+    ("number_input", "sb_ragged_high", 120, "hi", "120"),
+    ("selectbox", "sb_num_kv_heads", 4, "kv_heads", "4"),
+    ("number_input", "sb_head_dim", 96, "head_dim", "96"),
+    ("selectbox", "sb_block_size", 32, "block", "32"),
+    ("selectbox", "sb_dtype", "bfloat16", "dtype", "bfloat16"),
+    ("selectbox", "sb_block_layout", "fragmented", "layout", "fragmented"),
+    ("selectbox", "sb_block_layout", "contiguous", "layout", "contiguous"),
+    ("selectbox", "sb_device", "cpu", "device", "cpu"),
+    ("selectbox", "sb_pool_headroom", 100, "headroom", "100"),
+    ("number_input", "sb_seed", 7, "seed", "7"),
+    ("number_input", "sb_warmup", 0, "warmup", "0"),
+    ("number_input", "sb_iters", 2, "iters", "2"),
+]
+
+
+@pytest.mark.parametrize("kind, key, value, param, text", SIDEBAR_CHANGES, ids=[c[1] + "=" + str(c[2]) for c in SIDEBAR_CHANGES])
+def test_each_sidebar_control(kind, key, value, param, text):
+    at = open_app(BASE)
+    getattr(at, kind)(key=key).set_value(value).run()
+    assert_clean(at)
+    assert at.query_params[param] == [text] or at.query_params[param] == text
+    settings, notes = state.settings_from_query({k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()})
+    assert notes == []
+    tables, _ = assign_blocks(settings.config())
+    z = arr(chart(at, "bt_table")["data"][0]["z"])
+    assert z.shape == tuple(tables.shape)  # the figure follows the sidebar at once
+
+
+def test_uniform_context_mode():
+    at = open_app({"batch": "4"})
+    at.number_input(key="sb_ragged_low").set_value(40).run()
+    at.button_group(key="sb_context_mode").set_value("uniform").run()
+    at.number_input(key="sb_context_len").set_value(100).run()
+    assert_clean(at)
+    z = arr(chart(at, "bt_table")["data"][0]["z"])
+    assert z.shape == (4, 7) and np.isnan(z).sum() == 0  # 100 tokens = 7 blocks, none unallocated
+    assert {m.label: m.value for m in at.metric}["Wasted slots"].startswith(f"{4 * (7 * 16 - 100)} ")
+    assert at.query_params["ctx_mode"] in ("uniform", ["uniform"])
+    at.button_group(key="sb_context_mode").set_value("ragged").run()  # hidden fields kept their values
+    assert_clean(at)
+    assert at.number_input(key="sb_ragged_low").value == 40
+
+
+def test_preset_fills_heads_and_editing_switches_to_custom():
+    at = open_app(BASE)
+    at.selectbox(key="sb_preset").set_value("Gemma-2-9B").run()
+    assert (at.number_input(key="sb_num_heads").value, at.selectbox(key="sb_num_kv_heads").value,
+            at.number_input(key="sb_head_dim").value) == (16, 8, 256)
+    at.selectbox(key="sb_preset").set_value("Phi-3-mini").run()
+    assert at.selectbox(key="sb_num_kv_heads").value == 32 and at.number_input(key="sb_head_dim").value == 96
+    at.number_input(key="sb_num_heads").set_value(12).run()
+    assert_clean(at)
+    kv = at.selectbox(key="sb_num_kv_heads")
+    assert kv.options == ["1", "2", "3", "4", "6", "12"] and kv.value == 12
+    assert at.selectbox(key="sb_preset").value == "Custom"
+    at.number_input(key="sb_num_heads").set_value(12).run()
+    at.selectbox(key="sb_num_kv_heads").set_value(12).run()
+    at.number_input(key="sb_head_dim").set_value(64).run()
+    assert at.selectbox(key="sb_preset").value == "GPT-2"  # matching heads pick the preset back
+
+
+def test_sequence_picker_drives_token_walk():
+    at = open_app(BASE)
+    at.number_input(key="bt_seq").set_value(3).run()
+    assert_clean(at)
+    spec = chart(at, "bt_walk")
+    assert spec["layout"]["title"]["text"] == "Token walk of sequence 3"
+    config = state.settings_from_query(BASE)[0].config()
+    tables, _ = assign_blocks(config)
+    z = arr(spec["data"][0]["z"])
+    assert np.array_equal(z[:, 0], tables[3, : config.blocks_per_sequence[3]].numpy())
+    at.number_input(key="sb_batch_size").set_value(2).run()  # the picked sequence no longer exists
+    assert_clean(at)
+    assert at.number_input(key="bt_seq").value == 1
+
+
+def test_url_reproduces_a_view():
+    query = {"batch": "3", "ctx_mode": "ragged", "lens": "5,40,16", "layout": "contiguous", "block": "8"}
+    at = open_app(query)
+    assert_clean(at)
+    assert not at.warning
+    z = arr(chart(at, "bt_table")["data"][0]["z"])
+    assert z.shape == (3, 5)
+    assert np.array_equal(z[1], np.arange(1, 6))  # contiguous: sequence 1 follows sequence 0's one block
+    assert at.query_params["lens"] in ("5,40,16", ["5,40,16"])
+
+
+def test_bad_query_params_fall_back_and_say_so():
+    at = open_app({"batch": "lots", "dtype": "float8", "kv_heads": "5", "block": "-3", "seed": "x" * 500})
+    assert_clean(at)
+    warnings = " ".join(w.value for w in at.warning)
+    for key in ("batch=lots", "dtype=float8", "block=-3", "kv_heads=5"):
+        assert key in warnings
+    default = str(state.default_settings().batch_size)
+    assert at.query_params["batch"] in (default, [default])  # the URL is rewritten to the defaults used
+
+
+def test_ragged_range_breaking_the_rule_shows_error():
+    at = open_app(BASE)
+    at.number_input(key="sb_ragged_low").set_value(500).run()
+    assert not at.exception
+    assert any("low <= high" in e.value for e in at.error)
+    assert not at.get("plotly_chart")
+    at.switch_page(BENCH).run()
+    assert any("low <= high" in e.value for e in at.error)
+    at.number_input(key="sb_ragged_low").set_value(16).run()
+    assert_clean(at)
+
+
+def test_table_too_large_is_refused():
+    at = open_app({"batch": "4096", "ctx_mode": "uniform", "ctx": str(1 << 20), "block": "1"})
+    assert not at.exception
+    assert any("at most" in e.value for e in at.error)
+
+
+@pytest.mark.slow
+def test_large_table_is_sampled_and_stays_small():
+    at = open_app({"batch": "256", "ctx_mode": "uniform", "ctx": "32768", "layout": "shuffled"}, timeout=120)
+    assert_clean(at)
+    spec = chart(at, "bt_table")
+    assert arr(spec["data"][0]["z"]).size <= 20_000
+    assert any("Sampled for the browser" in c.value for c in at.caption)
+    assert any("Aggregated for the browser" in c.value for c in at.caption)
+    assert sum(len(e.proto.spec) for e in at.get("plotly_chart")) < 8_000_000
+
+
+def test_reruns_do_not_grow_memory():
+    at = open_app(BASE)
+    for seed in range(8):  # fill the bounded caches
+        at.number_input(key="sb_seed").set_value(seed).run()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for seed in range(8, 20):
+        at.number_input(key="sb_seed").set_value(seed).run()
+    growth = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert_clean(at)
+    assert growth < 8 * 2**20, f"grew {growth / 2**20:.1f} MiB over 12 reruns"
+
+
+# -- decode benchmark page -----------------------------------------------------
+
+def test_benchmark_page_before_running():
+    at = open_app(page=BENCH)
+    assert_clean(at)
+    assert any("Press **Run benchmark**" in i.value for i in at.info)
+    if execution_mode() == "interpreter":
+        assert any("not GPU timings" in w.value for w in at.warning)
+    assert not at.get("plotly_chart")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU caps")
+def test_cpu_refuses_large_and_caps_iterations():
+    at = open_app({"batch": "64", "ctx_mode": "uniform", "ctx": "4096"}, page=BENCH)
+    assert not at.exception
+    assert any("On the CPU the benchmark runs only when" in w.value for w in at.warning)
+    assert at.button(key="bench_run").disabled
+    at = open_app({**TINY, "iters": "50", "warmup": "10"}, page=BENCH)
+    caps = " ".join(i.value for i in at.info)
+    assert "timed iterations capped from 50 to 3" in caps and "warm-up iterations capped" in caps
+    assert not at.button(key="bench_run").disabled
+
+
+def test_run_benchmark_produces_charts_table_and_history():
+    at = open_app(TINY, page=BENCH, timeout=120)
+    at.button(key="bench_run").click().run()
+    assert_clean(at)
+    latency = chart(at, "bench_latency")
+    boxes = [t for t in latency["data"] if t["type"] == "box"]
+    assert [b["name"] for b in boxes] == ["Naive PyTorch", "Optimized PyTorch", "Triton"]
+    assert all(len(b["y"]) == 2 and all(y > 0 for y in b["y"]) for b in boxes)
+    assert latency["layout"]["yaxis"]["type"] == "log"
+
+    accuracy = chart(at, "bench_accuracy")
+    atol, _ = TOLERANCES[torch.float16]
+    abs_err = accuracy["data"][0]["y"]
+    assert all(np.isfinite(abs_err)) and max(abs_err) < atol
+    assert [a["text"] for a in accuracy["layout"]["annotations"] if "pass" in a["text"]] == ["✓ pass"] * 3
+    assert any(s["y0"] == atol for s in accuracy["layout"]["shapes"])
+
+    speed = chart(at, "bench_speedup")
+    assert speed["data"][0]["y"][0] == pytest.approx(1.0)
+    chart(at, "bench_bandwidth")
+
+    table = at.dataframe[0].value
+    assert list(table["implementation"]) == ["Naive PyTorch", "Optimized PyTorch", "Triton"]
+    assert list(table["correct"]) == ["yes", "yes", "yes"]
+    assert "gpu_time_ms" not in table.columns or torch.cuda.is_available()
+    assert at.get("download_button")
+
+    history = chart(at, "bench_history_chart")
+    assert [t["x"] for t in history["data"]] == [["#1"]] * 3
+
+    # change one setting: the last results stay until Run is pressed again
+    at.number_input(key="sb_seed").set_value(1).run()
+    assert chart(at, "bench_latency") and any("sidebar changed" in c.value for c in at.caption)
+    at.checkbox(key="bench_include_simple").check().run()
+    at.button(key="bench_run").click().run()
+    assert_clean(at)
+    boxes = [t for t in chart(at, "bench_latency")["data"] if t["type"] == "box"]
+    assert [b["name"] for b in boxes][-1] == "Triton (simple grid)"
+    history = chart(at, "bench_history_chart")
+    assert [t["name"] for t in history["data"]][-1] == "Triton (simple grid)"
+    assert history["data"][0]["x"] == ["#1", "#2"]
+    assert len(at.dataframe[1].value) == 2
+
+    # one set of inputs is kept, for the latest configuration only
+    slot = bench_ui.inputs_slot()
+    assert slot.key is not None and slot.key.seed == 1
+
+    at.button(key="bench_clear").click().run()
+    assert_clean(at)
+    assert not at.get("plotly_chart")
+
+
+def _run_tiny_with(monkeypatch, target: str, exc: BaseException) -> AppTest:
+    def boom(*args, **kwargs):
+        raise exc
+
+    monkeypatch.setattr(bench_ui, target, boom)
+    at = open_app(TINY, page=BENCH)
+    return at.button(key="bench_run").click().run()
+
+
+def test_cuda_out_of_memory_is_reported_and_app_recovers(monkeypatch):
+    at = _run_tiny_with(monkeypatch, "benchmark_implementation", torch.cuda.OutOfMemoryError("CUDA out of memory. Tried"))
+    assert not at.exception
+    assert any("ran out of memory" in e.value for e in at.error)
+    assert bench_ui.inputs_slot().key is None  # released
+    monkeypatch.undo()
+    at.button(key="bench_run").click().run()
+    assert_clean(at)
+    assert chart(at, "bench_latency")
+
+
+def test_memory_refusal_is_reported(monkeypatch):
+    refusal = bench_ui.BenchmarkRefused("needs about 200 GiB but only 100 GiB is free")
+    monkeypatch.setattr(bench_ui.InputsSlot, "get", lambda self, config: (_ for _ in ()).throw(refusal))
+    at = open_app(TINY, page=BENCH)
+    at.button(key="bench_run").click().run()
+    assert not at.exception
+    assert any("only 100 GiB is free" in e.value for e in at.error)
+
+
+def test_unexpected_failure_is_an_error_not_a_traceback(monkeypatch):
+    at = _run_tiny_with(monkeypatch, "benchmark_implementation", RuntimeError("kernel exploded"))
+    assert not at.exception
+    assert any("RuntimeError: kernel exploded" in e.value for e in at.error)
+
+
+def test_queued_session_is_told_and_then_runs():
+    lock = bench_ui.run_lock()
+    lock.acquire()
+    threading.Timer(1.0, lock.release).start()
+    at = open_app(TINY, page=BENCH, timeout=120)
+    at.button(key="bench_run").click().run()
+    assert_clean(at)
+    assert any("Queued" in i.value for i in at.info)
+    assert chart(at, "bench_latency")
+
+
+def test_acquire_calls_on_wait_only_when_busy():
+    lock, waited = threading.Lock(), []
+    bench_ui.acquire(lock, lambda: waited.append(1))
+    assert waited == [] and lock.locked()
+    threading.Timer(0.2, lock.release).start()
+    bench_ui.acquire(lock, lambda: waited.append(1))
+    assert waited == [1]
+    lock.release()
+
+
+@pytest.mark.gpu
+def test_check_fits_refuses_more_than_free_memory():
+    free, _ = torch.cuda.mem_get_info()
+    heads = 8 * 128 * 2 * 2  # bytes per token of K and V at 8 KV heads, head_dim 128, float16
+    huge = DecodeConfig(batch_size=64, context_lens=int(2 * free / heads / 64), device="cuda")
+    with pytest.raises(bench_ui.BenchmarkRefused, match="free"):
+        bench_ui.check_fits(huge)
+    bench_ui.check_fits(DecodeConfig(batch_size=1, context_lens=16, device="cuda"))
+
+
+@pytest.mark.gpu
+def test_gpu_run_shows_gpu_time_and_copy_bandwidth():
+    at = open_app({**TINY, "device": "cuda", "iters": "5"}, page=BENCH, timeout=300)
+    at.button(key="bench_run").click().run()
+    assert_clean(at)
+    latency = chart(at, "bench_latency")
+    assert any(t.get("name") == "GPU time (CUDA graph)" for t in latency["data"])
+    bandwidth = chart(at, "bench_bandwidth")
+    assert len(bandwidth["data"]) == 2 and bandwidth["layout"]["shapes"]
+    table = at.dataframe[0].value
+    assert table["pct_of_copy_bw"].notna().all()

@@ -1,0 +1,163 @@
+"""The sidebar's state logic, without Streamlit: settings, URL round trips, caps, readouts."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from paged_attention import DecodeConfig
+from paged_attention import app_state as state
+from paged_attention.app_state import Settings
+
+
+def test_defaults_make_a_valid_config():
+    config = state.default_settings().config()
+    assert config.batch_size == state.default_settings().batch_size
+
+
+@pytest.mark.parametrize("heads", list(state.MODEL_PRESETS.values()))
+def test_presets_are_valid(heads):
+    h, kv, d = heads
+    Settings(num_heads=h, num_kv_heads=kv, head_dim=d, preset=state.preset_for(h, kv, d)).config()
+    assert state.preset_for(h, kv, d) != state.CUSTOM
+
+
+def test_preset_for_unknown_heads_is_custom():
+    assert state.preset_for(24, 6, 80) == state.CUSTOM
+
+
+@pytest.mark.parametrize("heads, wanted, expected", [(32, 8, 8), (32, 5, 4), (12, 5, 6), (7, 3, 1), (1, 9, 1)])
+def test_kv_heads_are_divisors(heads, wanted, expected):
+    options = state.kv_head_options(heads)
+    assert all(heads % d == 0 for d in options)
+    assert state.nearest_kv_heads(heads, wanted) == expected
+
+
+def test_query_round_trip():
+    s = Settings(batch_size=7, context_mode="uniform", context_len=333, num_heads=12, num_kv_heads=4, head_dim=80,
+                 preset=state.CUSTOM, block_size=32, dtype="bfloat16", block_layout="fragmented", seed=5, pool_headroom=50,
+                 warmup=2, iters=9, device="cpu")
+    back, notes = state.settings_from_query(state.settings_to_query(s))
+    assert notes == []
+    assert back == s
+
+
+def test_query_round_trip_with_edited_lengths():
+    s = Settings(batch_size=3, context_mode="ragged", lengths=(5, 0, 97), device="cpu")
+    query = state.settings_to_query(s)
+    assert query["lens"] == "5,0,97"
+    back, notes = state.settings_from_query(query)
+    assert notes == [] and back.lengths == (5, 0, 97)
+    assert back.config().lengths == (5, 0, 97)
+
+
+def test_generated_lengths_are_not_written_to_the_url():
+    s = Settings(batch_size=3, context_mode="ragged", device="cpu")
+    s = Settings(**{**s.__dict__, "lengths": s.generated_lengths()})
+    assert "lens" not in state.settings_to_query(s)
+
+
+@pytest.mark.parametrize(
+    "params, key",
+    [
+        ({"batch": "abc"}, "batch"),
+        ({"batch": "0"}, "batch"),
+        ({"batch": "1e9"}, "batch"),
+        ({"ctx": "-5"}, "ctx"),
+        ({"dtype": "float8"}, "dtype"),
+        ({"layout": "random"}, "layout"),
+        ({"block": "24"}, "block"),
+        ({"device": "tpu"}, "device"),
+        ({"preset": "GPT-5"}, "preset"),
+        ({"head_dim": "1024"}, "head_dim"),
+        ({"lens": "1,x,3"}, "lens"),
+        ({"ctx_mode": ["ragged", "zigzag"]}, "ctx_mode"),
+    ],
+)
+def test_bad_query_values_fall_back_with_a_note(params, key):
+    defaults = Settings(device="cpu")
+    settings, notes = state.settings_from_query(params, defaults)
+    assert len(notes) == 1 and f"`{key}=" in notes[0]
+    settings.config()  # still valid
+
+
+def test_kv_heads_that_do_not_divide_are_fixed():
+    settings, notes = state.settings_from_query({"heads": "32", "kv_heads": "5"}, Settings(device="cpu"))
+    assert settings.num_kv_heads == 4 and "multiple" in notes[0]
+    assert settings.preset == state.CUSTOM
+
+
+def test_lens_of_the_wrong_length_are_dropped():
+    settings, notes = state.settings_from_query({"batch": "3", "ctx_mode": "ragged", "lens": "1,2"}, Settings(device="cpu"))
+    assert settings.lengths is None and "lens" in notes[0]
+
+
+def test_unknown_query_keys_are_ignored():
+    settings, notes = state.settings_from_query({"utm_source": "talk"}, Settings(device="cpu"))
+    assert notes == [] and settings == Settings(device="cpu")
+
+
+def test_invalid_settings_raise_with_the_rule():
+    with pytest.raises(ValueError, match="low <= high"):
+        Settings(context_mode="ragged", ragged_low=100, ragged_high=10, device="cpu").config()
+    with pytest.raises(ValueError, match="non-negative"):
+        Settings(batch_size=2, context_mode="ragged", lengths=(4, -1), device="cpu").config()
+    with pytest.raises(ValueError, match="multiple"):
+        Settings(num_heads=32, num_kv_heads=5, device="cpu").config()
+
+
+def test_pool_headroom_sets_spare_blocks():
+    base = Settings(batch_size=2, context_mode="uniform", context_len=160, device="cpu")
+    assert base.config().spare_blocks is None
+    config = Settings(**{**base.__dict__, "pool_headroom": 200}).config()
+    assert config.num_blocks_used == 20 and config.spare_blocks == 40 and config.num_blocks == 60
+
+
+def test_memory_summary_matches_config():
+    config = DecodeConfig(batch_size=3, context_lens=(5, 16, 40), block_size=16, num_heads=4, num_kv_heads=2, head_dim=8)
+    m = state.memory_summary(config)
+    assert m.blocks_used == 1 + 1 + 3
+    assert m.wasted_slots == 5 * 16 - 61
+    assert m.kv_cache_bytes == config.kv_cache_bytes()
+    assert m.wasted_fraction == pytest.approx(19 / 80)
+
+
+@pytest.mark.parametrize("n, text", [(0, "0 B"), (1023, "1023 B"), (1536, "1.50 KiB"), (3 * 2**30, "3.00 GiB")])
+def test_format_bytes(n, text):
+    assert state.format_bytes(n) == text
+
+
+def test_table_size_guard():
+    small = DecodeConfig(batch_size=256, context_lens=32768, block_size=16)
+    assert state.table_size_error(small) is None
+    huge = DecodeConfig(batch_size=4096, context_lens=1 << 20, block_size=1)
+    assert "at most" in state.table_size_error(huge)
+
+
+def test_cpu_plan_refuses_large_and_caps_iterations():
+    big = DecodeConfig(batch_size=16, context_lens=256, num_kv_heads=8)
+    assert "interpreter" in state.plan_run(big, 10, 50).refusal
+    small = DecodeConfig(batch_size=2, context_lens=60)
+    plan = state.plan_run(small, 10, 50)
+    assert plan.refusal is None and (plan.warmup, plan.iters) == (state.CPU_MAX_WARMUP, state.CPU_MAX_ITERS)
+    assert len(plan.notes) == 2
+    assert state.plan_run(small, 0, 2) == state.RunPlan(0, 2)
+
+
+def test_config_summary():
+    text = state.config_summary(DecodeConfig(batch_size=2, context_lens=(10, 30), dtype="bfloat16"))
+    assert "B=2" in text and "ctx=10-30" in text and "bfloat16" in text
+
+
+def _result(name, median, gpu=None, passed=True):
+    return SimpleNamespace(
+        name=name, label=name.title(), samples_ms=[median] * 3, median_ms=median, p10_ms=median, p90_ms=median,
+        gpu_time_ms=gpu, gbps=10.0, gpu_gbps=None if gpu is None else 20.0, max_abs_err=1e-4, max_rel_err=1e-3,
+        atol=2e-3, rtol=2e-3, passed=passed, device="cpu", bytes_moved=1000,
+    )
+
+
+def test_results_rows():
+    rows = state.results_rows([_result("naive", 10.0), _result("triton", 2.0, gpu=1.0, passed=False)], copy_gbps=40.0)
+    assert [r["speedup_vs_naive"] for r in rows] == [1.0, 5.0]
+    assert rows[1]["pct_of_copy_bw"] == pytest.approx(50.0)  # GPU-time bandwidth where measured
+    assert [r["correct"] for r in rows] == ["yes", "NO"]

@@ -1,0 +1,272 @@
+"""The sidebar every page shares: decode configuration, mirrored into the URL.
+
+``app.py`` calls :func:`render_sidebar` once per run, before the page; pages read
+the result with :func:`current`. Every widget has a key (prefix ``sb_``); their
+values live in ``st.session_state`` and are written to ``st.query_params`` after
+each run, so a copied URL reproduces the view. The URL is read once per session,
+on its first run; values that do not parse are replaced by defaults and listed in
+a warning. The logic (parsing, presets, validation) is in
+:mod:`paged_attention.app_state`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pandas as pd
+import streamlit as st
+
+from paged_attention import BLOCK_LAYOUTS, DecodeConfig, device_description, execution_mode
+from paged_attention import app_state as state
+from paged_attention.app_state import Settings
+
+#: Session-state key of the widget that holds each Settings field.
+WIDGET_KEYS: dict[str, str] = {
+    "preset": "sb_preset",
+    "batch_size": "sb_batch_size",
+    "context_mode": "sb_context_mode",
+    "context_len": "sb_context_len",
+    "ragged_low": "sb_ragged_low",
+    "ragged_high": "sb_ragged_high",
+    "spread": "sb_spread",
+    "num_heads": "sb_num_heads",
+    "num_kv_heads": "sb_num_kv_heads",
+    "head_dim": "sb_head_dim",
+    "block_size": "sb_block_size",
+    "dtype": "sb_dtype",
+    "device": "sb_device",
+    "block_layout": "sb_block_layout",
+    "pool_headroom": "sb_pool_headroom",
+    "seed": "sb_seed",
+    "warmup": "sb_warmup",
+    "iters": "sb_iters",
+}
+_LENGTHS_BASE = "sb_lengths_base"  # the ragged lengths the editor starts from
+_LENGTHS_SOURCE = "sb_lengths_source"  # the generator parameters they came from
+_LOADED = "sb_loaded_from_url"
+_NOTES = "sb_url_notes"
+_RESULT = "sb_result"
+_SAVED = "sb_saved"  # widget values, kept while a widget is hidden (Streamlit drops their state)
+
+
+@dataclass(frozen=True)
+class SidebarResult:
+    """What the pages get: the settings, and either a valid config or the error."""
+
+    settings: Settings
+    config: DecodeConfig | None
+    error: str | None
+    url_notes: tuple[str, ...] = ()
+
+
+def current() -> SidebarResult:
+    """The sidebar's result of this run (``render_sidebar`` must have run)."""
+    return st.session_state[_RESULT]
+
+
+def _load_from_url() -> None:
+    """On a session's first run, seed the widgets from the URL (or defaults)."""
+    if st.session_state.get(_LOADED):
+        return
+    settings, notes = state.settings_from_query(st.query_params.to_dict())
+    for name, key in WIDGET_KEYS.items():
+        st.session_state[key] = getattr(settings, name)
+    if settings.lengths is not None:
+        st.session_state[_LENGTHS_BASE] = settings.lengths
+        st.session_state[_LENGTHS_SOURCE] = _generator_params(settings)
+    st.session_state[_NOTES] = tuple(notes)
+    st.session_state[_LOADED] = True
+
+
+def _restore_hidden() -> None:
+    """Put back the values of widgets that a previous run did not draw (the
+    ragged fields in uniform mode and vice versa), which Streamlit forgets."""
+    saved = st.session_state.get(_SAVED, {})
+    for key in WIDGET_KEYS.values():
+        if key not in st.session_state and key in saved:
+            st.session_state[key] = saved[key]
+
+
+def _save_widgets() -> None:
+    st.session_state[_SAVED] = {k: st.session_state[k] for k in WIDGET_KEYS.values() if k in st.session_state}
+
+
+def _generator_params(s: Settings) -> tuple:
+    return (s.batch_size, s.ragged_low, s.ragged_high, s.spread, s.seed)
+
+
+def _on_preset() -> None:
+    preset = st.session_state[WIDGET_KEYS["preset"]]
+    if preset in state.MODEL_PRESETS:
+        heads, kv, dim = state.MODEL_PRESETS[preset]
+        st.session_state[WIDGET_KEYS["num_heads"]] = heads
+        st.session_state[WIDGET_KEYS["num_kv_heads"]] = kv
+        st.session_state[WIDGET_KEYS["head_dim"]] = dim
+
+
+def _on_heads() -> None:
+    ss = st.session_state
+    heads = ss[WIDGET_KEYS["num_heads"]]
+    kv = ss[WIDGET_KEYS["num_kv_heads"]]
+    if heads % kv:
+        kv = state.nearest_kv_heads(heads, kv)
+        ss[WIDGET_KEYS["num_kv_heads"]] = kv
+    ss[WIDGET_KEYS["preset"]] = state.preset_for(heads, kv, ss[WIDGET_KEYS["head_dim"]])
+
+
+def _read_settings() -> Settings:
+    ss = st.session_state
+    return Settings(**{name: ss[key] for name, key in WIDGET_KEYS.items()})
+
+
+def _mode_badge() -> None:
+    if execution_mode() == "compiled":
+        st.badge("GPU · Triton compiled", icon=":material/bolt:", color="green")
+    else:
+        st.badge("CPU · Triton interpreter", icon=":material/memory:", color="orange")
+    st.caption(device_description())
+
+
+def _ragged_editor(settings: Settings) -> tuple[tuple[int, ...] | None, str | None]:
+    """The per-sequence lengths editor; returns the lengths (None: as drawn) or an error."""
+    ss = st.session_state
+    try:
+        generated = settings.generated_lengths()
+    except ValueError as exc:
+        return None, str(exc)
+    source = _generator_params(settings)
+    if ss.get(_LENGTHS_SOURCE) != source or len(ss.get(_LENGTHS_BASE, ())) != settings.batch_size:
+        ss[_LENGTHS_BASE] = generated
+        ss[_LENGTHS_SOURCE] = source
+    base = tuple(ss[_LENGTHS_BASE])
+    with st.expander(f"Per-sequence lengths ({len(base)})", expanded=False):
+        frame = pd.DataFrame({"sequence": range(len(base)), "context_len": base})
+        edited = st.data_editor(
+            frame,
+            key=f"sb_lengths_editor_{hash(base) & 0xFFFFFFFF:x}",
+            disabled=["sequence"],
+            hide_index=True,
+            num_rows="fixed",
+            height=min(320, 38 + 35 * len(base)),
+            width="stretch",
+            column_config={"context_len": st.column_config.NumberColumn("context_len", step=1, format="%d")},
+        )
+        if st.button("Redraw from spread", key="sb_lengths_reset", width="stretch"):
+            ss[_LENGTHS_BASE] = generated
+            ss.pop(f"sb_lengths_editor_{hash(base) & 0xFFFFFFFF:x}", None)
+            st.rerun()
+    try:
+        values = edited["context_len"].tolist()
+        lengths = tuple(int(v) for v in values)
+    except (TypeError, ValueError):
+        return None, "context_len must be a whole number for every sequence (an edited cell is empty)"
+    return (None if lengths == generated else lengths), None
+
+
+def render_sidebar() -> SidebarResult:
+    """Draw the shared sidebar and return its settings and config (or error)."""
+    _load_from_url()
+    _restore_hidden()
+    ss = st.session_state
+    error = None
+    with st.sidebar:
+        _mode_badge()
+        for note in ss.get(_NOTES, ()):
+            st.warning(f"URL: {note}", icon=":material/link_off:")
+
+        st.subheader("Batch")
+        st.number_input("Batch size (sequences)", 1, state.MAX_BATCH, step=1, key=WIDGET_KEYS["batch_size"])
+        st.segmented_control(
+            "Context length", state.CONTEXT_MODES, key=WIDGET_KEYS["context_mode"],
+            format_func={"uniform": "Same for all", "ragged": "Ragged"}.get,
+        )
+        if ss[WIDGET_KEYS["context_mode"]] is None:  # segmented control deselected
+            ss[WIDGET_KEYS["context_mode"]] = "uniform"
+            st.rerun()
+        lengths = None
+        if ss[WIDGET_KEYS["context_mode"]] == "uniform":
+            st.number_input("Tokens per sequence", 0, state.MAX_CONTEXT, step=16, key=WIDGET_KEYS["context_len"])
+        else:
+            st.selectbox("Spread", state.SPREADS, key=WIDGET_KEYS["spread"],
+                         help="long-tail draws log-uniformly: most sequences short, a few long, as in chat traffic")
+            lo, hi = st.columns(2)
+            lo.number_input("Shortest", 0, state.MAX_CONTEXT, step=16, key=WIDGET_KEYS["ragged_low"])
+            hi.number_input("Longest", 0, state.MAX_CONTEXT, step=16, key=WIDGET_KEYS["ragged_high"])
+            lengths, error = _ragged_editor(_read_settings())
+
+        st.subheader("Model")
+        st.selectbox("Preset", state.PRESET_NAMES, key=WIDGET_KEYS["preset"], on_change=_on_preset,
+                     help="fills the head fields; editing them switches to Custom")
+        st.number_input("Query heads", 1, state.MAX_HEADS, step=1, key=WIDGET_KEYS["num_heads"], on_change=_on_heads)
+        options = state.kv_head_options(ss[WIDGET_KEYS["num_heads"]])
+        if ss[WIDGET_KEYS["num_kv_heads"]] not in options:
+            ss[WIDGET_KEYS["num_kv_heads"]] = state.nearest_kv_heads(
+                ss[WIDGET_KEYS["num_heads"]], ss[WIDGET_KEYS["num_kv_heads"]]
+            )
+        kv, dim = st.columns(2)
+        kv.selectbox("KV heads", options, key=WIDGET_KEYS["num_kv_heads"], on_change=_on_heads,
+                     help="only divisors of the query heads: each KV head serves a group of query heads (GQA)")
+        dim.number_input("Head dim", 1, state.MAX_HEAD_DIM, step=1, key=WIDGET_KEYS["head_dim"], on_change=_on_heads)
+
+        st.subheader("Cache")
+        bs, dt = st.columns(2)
+        bs.selectbox("Block size", state.BLOCK_SIZES, key=WIDGET_KEYS["block_size"], help="tokens per physical block")
+        dt.selectbox("dtype", state.DTYPE_NAMES, key=WIDGET_KEYS["dtype"])
+        st.selectbox("Block layout", BLOCK_LAYOUTS, key=WIDGET_KEYS["block_layout"],
+                     help="contiguous: blocks in order; shuffled: a random permutation of the pool; "
+                          "fragmented: the free list left after other sequences came and went")
+        st.selectbox("Spare blocks in the pool", state.POOL_HEADROOMS, key=WIDGET_KEYS["pool_headroom"],
+                     format_func=lambda p: "an eighth (default)" if p == 0 else f"{p}% of the blocks used",
+                     help="free blocks beyond those the batch needs; with more room the fragmented layout "
+                          "interleaves the batch with other sequences' blocks")
+        dev, seed = st.columns(2)
+        dev.selectbox("Device", state.DEVICES, key=WIDGET_KEYS["device"])
+        seed.number_input("Seed", 0, state.MAX_SEED, step=1, key=WIDGET_KEYS["seed"])
+
+        st.subheader("Timing")
+        wu, it = st.columns(2)
+        wu.number_input("Warm-up", 0, state.MAX_WARMUP, step=1, key=WIDGET_KEYS["warmup"])
+        it.number_input("Timed iterations", 1, state.MAX_ITERS, step=1, key=WIDGET_KEYS["iters"])
+
+        settings = replace(_read_settings(), lengths=lengths)
+        config = None
+        if error is None:
+            try:
+                config = settings.config()
+            except ValueError as exc:
+                error = str(exc)
+        _memory_readout(config)
+
+    _save_widgets()
+    _write_url(settings)
+    result = SidebarResult(settings, config, error, tuple(ss.get(_NOTES, ())))
+    ss[_RESULT] = result
+    return result
+
+
+def _memory_readout(config: DecodeConfig | None) -> None:
+    st.subheader("Memory")
+    if config is None:
+        st.caption("No valid configuration.")
+        return
+    m = state.memory_summary(config)
+    st.markdown(
+        f"- KV cache: **{state.format_bytes(m.kv_cache_bytes)}** (K + V pool)\n"
+        f"- With query and output: {state.format_bytes(m.total_bytes)}\n"
+        f"- Blocks: **{m.blocks_used:,}** used of {m.blocks_in_pool:,} in the pool\n"
+        f"- Slots wasted in partly filled last blocks: **{m.wasted_slots:,}** ({100 * m.wasted_fraction:.1f}%)"
+    )
+
+
+def _write_url(settings: Settings) -> None:
+    wanted = state.settings_to_query(settings)
+    if st.query_params.to_dict() != wanted:
+        st.query_params.from_dict(wanted)
+
+
+def show_config_error(result: SidebarResult) -> bool:
+    """Show the configuration error on the page; True when there was one."""
+    if result.error is not None:
+        st.error(f"**Invalid configuration.** {result.error}", icon=":material/error:")
+        return True
+    return False
