@@ -1,0 +1,46 @@
+"""Turn the CSVs of ``decode_peers.py`` and ``python -m paged_attention.bench`` into
+the Markdown tables of ``docs/benchmarks.md``.
+
+Usage::
+
+    python benchmarks/report.py --peers peers.csv --copy-gbps 4255 --classic classic.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import pandas as pd
+
+ORDER = ["triton", "sdpa_contiguous", "gather_sdpa", "flex_paged", "vectorized", "triton_simple"]
+
+
+def peers_table(path: str, copy_gbps: float) -> str:
+    """GPU time (ms) and fraction of copy bandwidth per configuration and implementation."""
+    t = pd.read_csv(path)
+    t["cell"] = t.apply(
+        lambda r: "error" if pd.isna(r.get("gpu_ms")) else
+        f"{r.gpu_ms * 1e3:.1f} us, {r.gbps / copy_gbps:.0%}" + ("" if r.correct else " WRONG"), axis=1)
+    t["config"] = t.apply(lambda r: f"{r.kind} {r['dtype']} B={r.batch} ctx={r.context} bs={r.block_size}"
+                          + (f" H={r.num_heads}" if r.num_heads != 32 else ""), axis=1)
+    wide = t.pivot_table(index="config", columns="impl", values="cell", aggfunc="first", sort=False)
+    wide = wide[[c for c in ORDER if c in wide.columns]]
+    return wide.to_markdown()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--peers")
+    p.add_argument("--copy-gbps", type=float)
+    p.add_argument("--classic", nargs="*", default=[])
+    args = p.parse_args()
+    if args.peers:
+        print(peers_table(args.peers, args.copy_gbps))
+    for path in args.classic:
+        t = pd.read_csv(path)
+        print()
+        print(t.to_markdown(index=False, floatfmt=".4g"))
+
+
+if __name__ == "__main__":
+    main()
