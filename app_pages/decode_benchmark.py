@@ -160,6 +160,7 @@ st.dataframe(
     table, hide_index=True, width="stretch", key="bench_table",
     column_config={
         "implementation": "Implementation",
+        "device": "Device",
         "median_ms": st.column_config.NumberColumn("Median (ms)", format="%.4g"),
         "p10_ms": st.column_config.NumberColumn("p10 (ms)", format="%.4g"),
         "p90_ms": st.column_config.NumberColumn("p90 (ms)", format="%.4g"),

@@ -437,6 +437,7 @@ def results_rows(results: Iterable, copy_gbps: float | None = None, baseline: st
         rows.append(
             {
                 "implementation": r.label,
+                "device": r.device,
                 "median_ms": r.median_ms,
                 "p10_ms": r.p10_ms,
                 "p90_ms": r.p90_ms,

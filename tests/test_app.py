@@ -395,3 +395,9 @@ def test_gpu_run_shows_gpu_time_and_copy_bandwidth():
     assert len(bandwidth["data"]) == 2 and bandwidth["layout"]["shapes"]
     table = at.dataframe[0].value
     assert table["pct_of_copy_bw"].notna().all()
+    # All three implementations ran on the GPU and matched the float64 reference.
+    assert {"Naive PyTorch", "Optimized PyTorch", "Triton"} <= set(table["implementation"])
+    assert set(table["device"]) == {"cuda:0"}
+    assert (table["correct"] == "yes").all()
+    print(table[["implementation", "device", "median_ms", "gpu_time_ms", "pct_of_copy_bw", "max_abs_err", "correct"]]
+          .to_string(index=False))
