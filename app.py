@@ -14,6 +14,7 @@ when that session opens a page's URL directly.
 import streamlit as st
 
 import paged_attention  # noqa: F401  (first: sets TRITON_INTERPRET on a CPU-only machine)
+from ui.persist import keep_page_widgets
 from ui.sidebar import render_sidebar
 
 st.set_page_config(
@@ -26,8 +27,12 @@ st.set_page_config(
 PAGES = [
     st.Page("app_pages/block_table.py", title="Block table", icon=":material/grid_view:", default=True),
     st.Page("app_pages/decode_benchmark.py", title="Decode benchmark", icon=":material/speed:"),
+    st.Page("app_pages/sweep.py", title="Sweep", icon=":material/show_chart:"),
+    st.Page("app_pages/serving_simulation.py", title="Serving simulation", icon=":material/dns:"),
+    st.Page("app_pages/inside_the_kernel.py", title="Inside the kernel", icon=":material/memory:"),
 ]
 
 page = st.navigation(PAGES)
 render_sidebar()
+keep_page_widgets()
 page.run()

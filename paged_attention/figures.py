@@ -197,6 +197,8 @@ def block_table_figure(
     num_blocks: int | None = None,
     *,
     max_cells: int = MAX_TABLE_CELLS,
+    seq_ids: Sequence[int] | None = None,
+    title: str = "Block table",
 ) -> go.Figure:
     """The block table as a heatmap: one row per sequence, one column per logical block.
 
@@ -216,6 +218,11 @@ def block_table_figure(
         Pool size, the top of the colour scale (default: the largest id + 1).
     max_cells : int
         Past this many cells, rows and columns are sampled (see :func:`sample_grid`).
+    seq_ids : sequence of int, optional
+        A name for each row (a serving simulation's ``seq_id``), shown in the
+        hover and on the y axis instead of the row index.
+    title : str
+        The figure's title.
 
     Returns
     -------
@@ -234,7 +241,8 @@ def block_table_figure(
     rows, cols = grid.rows, grid.cols
     sub = tables[np.ix_(rows, cols)].astype(np.int64)
     unalloc = sub < 0
-    seq = np.broadcast_to(rows[:, None], sub.shape)
+    names = rows if seq_ids is None else np.asarray(seq_ids, dtype=np.int64)[rows]
+    seq = np.broadcast_to(names[:, None], sub.shape)
     logical = np.broadcast_to(cols[None, :], sub.shape)
     seq_len = lengths[rows][:, None]
     start = logical * block_size
@@ -292,11 +300,12 @@ def block_table_figure(
     subtitle = f"{batch:,} sequences x {width:,} logical blocks of {block_size} tokens; colour = physical block id"
     if grid.sampled:
         subtitle += f" · sampled: every {grid.row_stride}th row, every {grid.col_stride}th column"
-    _style(fig, "Block table", subtitle, height=int(min(720, max(300, 140 + 26 * len(rows)))))
+    _style(fig, title, subtitle, height=int(min(720, max(300, 140 + 26 * len(rows)))))
     fig.update_xaxes(title="logical block", showgrid=False, zeroline=False)
-    fig.update_yaxes(title="sequence", autorange="reversed", showgrid=False, zeroline=False)
+    fig.update_yaxes(title="sequence" if seq_ids is None else "sequence (seq_id)", autorange="reversed",
+                     showgrid=False, zeroline=False)
     if len(rows) <= 40:
-        fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=[str(r) for r in rows])
+        fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=[str(r) for r in names])
     return fig
 
 
@@ -950,4 +959,839 @@ def history_figure(history: Sequence[Mapping]) -> go.Figure:
     fig.update_yaxes(title="median latency (ms)", type="log")
     _log_range(fig, [r.median_ms for h in history for r in h["results"]], 0.2, 0.3)
     fig.update_xaxes(title="run", type="category")
+    return fig
+
+
+# -- sweeps ----------------------------------------------------------------------
+
+#: Line dash and marker of each source of a sweep chart (this session, then uploads).
+SOURCE_DASHES: tuple[str, ...] = ("solid", "dash", "dot", "dashdot")
+SOURCE_SYMBOLS: tuple[str, ...] = ("circle", "diamond", "square", "triangle-up")
+SKIPPED_SYMBOL = "circle-open"
+#: Log axes once the data spans this factor.
+LOG_X_SPAN = 4
+LOG_Y_SPAN = 10
+
+
+def _sources(frame) -> list[str]:
+    return list(dict.fromkeys(frame["source"].astype(str))) if len(frame) else []
+
+
+def _impl_order(frame) -> list[str]:
+    present = set(frame["implementation"].astype(str))
+    known = [n for n in IMPL_COLORS if n in present]
+    return known + sorted(present - set(known))
+
+
+def _label(name: str) -> str:
+    from .implementations import LABELS
+
+    return LABELS.get(name, name)
+
+
+def _axis_title(frame) -> str:
+    from .sweep import AXES
+
+    axes = frame["axis"].dropna().astype(str).unique().tolist() if len(frame) else []
+    return AXES.get(axes[0], axes[0]) if axes else ""
+
+
+def _fmt_value(v: float) -> str:
+    v = int(v)
+    if v >= 1024 and v % 1024 == 0:
+        return f"{v // 1024}k"
+    return compact(v)
+
+
+def _sweep_x_axis(fig: go.Figure, values: Sequence[float], title: str, **kw) -> None:
+    values = sorted({float(v) for v in values if v is not None and math.isfinite(v) and v > 0})
+    log = len(values) > 1 and values[-1] / values[0] >= LOG_X_SPAN
+    fig.update_xaxes(title=title, type="log" if log else "linear", zeroline=False, **kw)
+    if values and len(values) <= 16:
+        fig.update_xaxes(tickmode="array", tickvals=values, ticktext=[_fmt_value(v) for v in values], **kw)
+
+
+def _y_log(fig: go.Figure, values: Sequence[float], span: float = LOG_Y_SPAN, **kw) -> bool:
+    finite = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    log = len(finite) > 1 and max(finite) / min(finite) >= span
+    fig.update_yaxes(type="log" if log else "linear", **kw)
+    return log
+
+
+def _trace_name(label: str, source: str, sources: Sequence[str]) -> str:
+    return label if len(sources) <= 1 else f"{label} · {source}"
+
+
+def _no_data(fig: go.Figure, text: str, title: str, height: int = 380) -> go.Figure:
+    fig.add_annotation(text=text, showarrow=False, font=dict(size=14), x=0.5, y=0.5, xref="paper", yref="paper")
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return _style(fig, title, height=height)
+
+
+def sweep_latency_figure(frame) -> go.Figure:
+    """Median call latency of each implementation across a sweep's axis.
+
+    Log-log when the axis spans a factor of :data:`LOG_X_SPAN` and the times a
+    factor of :data:`LOG_Y_SPAN`. Error bars span p10 to p90. Points the naive
+    implementation skipped (over its time budget) are open circles at the
+    predicted time, so they read as skipped, not missing.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        Rows with the columns of :data:`~paged_attention.sweep.SWEEP_COLUMNS`
+        (one or more ``source`` values: this session, uploads).
+
+    Returns
+    -------
+    go.Figure
+        Per source and implementation one ``"lines+markers"`` trace of timed points
+        (``x`` = axis value, ``y`` = median ms, ``meta`` = ``{"implementation",
+        "source", "kind": "timed"}``), and, where points were skipped, one marker
+        trace with ``meta["kind"] == "skipped"`` (``y`` = predicted ms).
+    """
+    fig = go.Figure()
+    title = "Latency across the sweep"
+    if frame is None or not len(frame):
+        return _no_data(fig, "No points yet.", title)
+    sources = _sources(frame)
+    ys: list[float] = []
+    for si, source in enumerate(sources):
+        part = frame[frame["source"].astype(str) == source]
+        for name in _impl_order(part):
+            rows = part[part["implementation"] == name].sort_values("value")
+            color, label = impl_color(name), _label(name)
+            ok = rows[rows["status"] == "ok"]
+            if len(ok):
+                med = ok["median_ms"].to_numpy(float)
+                hi = np.nan_to_num(ok["p90_ms"].to_numpy(float) - med, nan=0.0).clip(min=0)
+                lo = np.nan_to_num(med - ok["p10_ms"].to_numpy(float), nan=0.0).clip(min=0)
+                ys += [*med, *(med + hi), *(med - lo)]
+                fig.add_trace(go.Scatter(
+                    x=ok["value"].to_numpy(float), y=med, mode="lines+markers", name=_trace_name(label, source, sources),
+                    legendgroup=f"{name}", line=dict(color=color, width=2.2, dash=SOURCE_DASHES[si % 4]),
+                    marker=dict(color=color, size=8, symbol=SOURCE_SYMBOLS[si % 4]),
+                    error_y=dict(type="data", array=hi, arrayminus=lo, color=_alpha(color, 0.5), thickness=1.2, width=3),
+                    customdata=np.stack([ok["p10_ms"].to_numpy(float), ok["p90_ms"].to_numpy(float)], axis=-1),
+                    hovertemplate=f"{label} ({source})<br>%{{x:,}}: median %{{y:.4g}} ms"
+                    "<br>p10–p90 %{customdata[0]:.4g}–%{customdata[1]:.4g} ms<extra></extra>",
+                    meta={"implementation": name, "source": source, "kind": "timed"},
+                ))
+            skipped = rows[rows["status"] == "skipped"]
+            if len(skipped):
+                pred = skipped["predicted_ms"].to_numpy(float)
+                ys += list(pred[np.isfinite(pred)])
+                fig.add_trace(go.Scatter(
+                    x=skipped["value"].to_numpy(float), y=pred, mode="markers+text",
+                    name=_trace_name(f"{label}: skipped (predicted time)", source, sources), legendgroup=f"{name}",
+                    marker=dict(color=color, size=12, symbol=SKIPPED_SYMBOL, line=dict(width=2, color=color)),
+                    text=["skipped"] * len(skipped), textposition="top center", textfont=dict(size=11, color=color),
+                    customdata=skipped["note"].astype(str).to_numpy(),
+                    hovertemplate=f"{label} ({source})<br>%{{x:,}}: %{{customdata}}<extra></extra>",
+                    meta={"implementation": name, "source": source, "kind": "skipped"},
+                ))
+    skipped_any = bool((frame["status"] == "skipped").any())
+    subtitle = "median call latency; bars span p10–p90"
+    if skipped_any:
+        subtitle += "; ○ = skipped, drawn at its predicted time"
+    if len(sources) > 1:
+        subtitle += "; line style = source"
+    _style(fig, title, subtitle, height=440)
+    _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
+    if _y_log(fig, ys, title="latency (ms)"):
+        _log_range(fig, ys, 0.2, 0.35)
+    return fig
+
+
+def _best_gbps(rows) -> np.ndarray:
+    gpu = rows["gpu_gbps"].to_numpy(float)
+    call = rows["gbps"].to_numpy(float)
+    return np.where(np.isfinite(gpu), gpu, call)
+
+
+def sweep_bandwidth_figure(frame) -> go.Figure:
+    """Achieved bandwidth across a sweep against the device's ceiling (roofline style).
+
+    Each point is the bytes a decode step must move over its time: GPU time
+    (CUDA graph, no launch overhead) where measured, else call latency. Each
+    source's measured copy bandwidth (the ``copy_gbps`` column) is drawn as its
+    ceiling; without one (the CPU) a note says there is none.
+
+    Returns
+    -------
+    go.Figure
+        One ``"lines+markers"`` trace per source and implementation (``meta`` as in
+        :func:`sweep_latency_figure`); one dashed line shape per ceiling, whose
+        ``y0`` is the copy bandwidth in GB/s.
+    """
+    fig = go.Figure()
+    title = "Achieved bandwidth against the copy-bandwidth ceiling"
+    if frame is None or not len(frame):
+        return _no_data(fig, "No points yet.", title)
+    sources = _sources(frame)
+    ys: list[float] = []
+    ceilings: list[tuple[str, float, str]] = []
+    for si, source in enumerate(sources):
+        part = frame[frame["source"].astype(str) == source]
+        copy = part["copy_gbps"].to_numpy(float)
+        copy = copy[np.isfinite(copy) & (copy > 0)]
+        if len(copy):
+            device = part["device_name"].astype(str).iloc[0] if "device_name" in part else ""
+            ceilings.append((source, float(np.median(copy)), device))
+        for name in _impl_order(part):
+            rows = part[(part["implementation"] == name) & (part["status"] == "ok")].sort_values("value")
+            if not len(rows):
+                continue
+            color, label = impl_color(name), _label(name)
+            gbps = _best_gbps(rows)
+            ys += list(gbps)
+            pct = 100 * gbps / ceilings[-1][1] if ceilings and ceilings[-1][0] == source else np.full(len(gbps), np.nan)
+            fig.add_trace(go.Scatter(
+                x=rows["value"].to_numpy(float), y=gbps, mode="lines+markers", name=_trace_name(label, source, sources),
+                legendgroup=name, line=dict(color=color, width=2.2, dash=SOURCE_DASHES[si % 4]),
+                marker=dict(color=color, size=8, symbol=SOURCE_SYMBOLS[si % 4]),
+                customdata=pct,
+                hovertemplate=f"{label} ({source})<br>%{{x:,}}: %{{y:,.4g}} GB/s"
+                + ("<br>%{customdata:.0f}% of the ceiling" if np.isfinite(pct).any() else "") + "<extra></extra>",
+                meta={"implementation": name, "source": source, "kind": "timed"},
+            ))
+    for i, (source, gbps, device) in enumerate(ceilings):
+        ys.append(gbps)
+        where = f" ({device})" if device else ""
+        fig.add_hline(
+            y=gbps, line=dict(color="#111827" if i == 0 else "#6B7280", dash="dash" if i == 0 else "dot", width=1.4),
+            annotation_text=f"ceiling: copy bandwidth {gbps:,.0f} GB/s{where}"
+            + (f" · {source}" if len(sources) > 1 else ""),
+            annotation_position="top left", annotation_font=dict(size=12, color="#111827" if i == 0 else "#6B7280"),
+        )
+    if not ceilings:
+        fig.add_annotation(
+            text="No ceiling: the copy bandwidth is measured on a GPU (on the CPU the Triton kernel is interpreted)",
+            x=0, xref="paper", xanchor="left", y=1, yref="paper", yanchor="bottom", showarrow=False,
+            font=dict(size=12, color="#92400E"), bgcolor="rgba(254,243,199,0.9)",
+        )
+    _style(fig, title, "bytes a decode step must move ÷ time (GPU time where measured, else call latency)",
+           height=440)
+    _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
+    if _y_log(fig, ys, span=20, title="GB/s"):
+        _log_range(fig, ys, 0.2, 0.3)
+    else:
+        fig.update_yaxes(rangemode="tozero", range=[0, max(ys, default=1) * 1.15])
+    if not ceilings:
+        fig.update_layout(margin=dict(t=110))
+    return fig
+
+
+def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
+    """Speedup of ``target`` over every other implementation across a sweep:
+    the other's median ÷ the target's at each point (above 1: target faster).
+
+    Points where the other implementation was skipped use its predicted time and
+    are drawn as open circles.
+
+    Returns
+    -------
+    go.Figure
+        Per source and other implementation a timed trace and, where skipped, a
+        skipped trace (``meta`` as in :func:`sweep_latency_figure`).
+    """
+    fig = go.Figure()
+    label_t = _label(target)
+    title = f"Speedup of {label_t} over the others"
+    if frame is None or not len(frame) or not ((frame["implementation"] == target) & (frame["status"] == "ok")).any():
+        return _no_data(fig, f"No {label_t} result to compare against.", title, height=400)
+    sources = _sources(frame)
+    ys: list[float] = []
+    for si, source in enumerate(sources):
+        part = frame[frame["source"].astype(str) == source]
+        base = part[(part["implementation"] == target) & (part["status"] == "ok")].set_index("value")["median_ms"]
+        base = base[~base.index.duplicated()]
+        for name in _impl_order(part):
+            if name == target:
+                continue
+            rows = part[part["implementation"] == name].sort_values("value")
+            rows = rows[rows["value"].isin(base.index)]
+            color, label = impl_color(name), _label(name)
+            for kind, status, column in (("timed", "ok", "median_ms"), ("skipped", "skipped", "predicted_ms")):
+                sel = rows[rows["status"] == status]
+                if not len(sel):
+                    continue
+                ratio = sel[column].to_numpy(float) / base.loc[sel["value"]].to_numpy(float)
+                ys += list(ratio[np.isfinite(ratio)])
+                timed = kind == "timed"
+                fig.add_trace(go.Scatter(
+                    x=sel["value"].to_numpy(float), y=ratio, mode="lines+markers" if timed else "markers",
+                    name=_trace_name(f"vs {label}" if timed else f"vs {label}: skipped (predicted)", source, sources),
+                    legendgroup=name, line=dict(color=color, width=2.2, dash=SOURCE_DASHES[si % 4]),
+                    marker=dict(color=color, size=8 if timed else 12, symbol=SOURCE_SYMBOLS[si % 4] if timed
+                                else SKIPPED_SYMBOL, line=dict(width=2, color=color)),
+                    hovertemplate=f"{label_t} vs {label} ({source})<br>%{{x:,}}: %{{y:.3g}}× "
+                    + ("faster" if timed else "(predicted; naive skipped)") + "<extra></extra>",
+                    meta={"implementation": name, "source": source, "kind": kind},
+                ))
+    fig.add_hline(y=1, line=dict(color="#9CA3AF", dash="dash", width=1),
+                  annotation_text="same speed", annotation_position="bottom right")
+    _style(fig, title, f"median of each implementation ÷ median of {label_t}; above 1: {label_t} is faster",
+           height=440)
+    _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
+    if _y_log(fig, [*ys, 1.0], span=30, title="speedup (×)"):
+        _log_range(fig, [*ys, 1.0], 0.25, 0.35)
+    else:
+        fig.update_yaxes(rangemode="tozero", range=[0, max([*ys, 1.0]) * 1.15])
+    return fig
+
+
+def sweep_ratio_figure(frame, numerator: str, denominator: str) -> go.Figure:
+    """Two sources side by side: each implementation's median at ``numerator``
+    ÷ its median at ``denominator``, at the axis values both measured.
+
+    Returns
+    -------
+    go.Figure
+        One trace per implementation both sources timed (``meta["implementation"]``).
+    """
+    fig = go.Figure()
+    title = "Time ratio between the two sweeps"
+    ys: list[float] = []
+    for name in _impl_order(frame):
+        def medians(source: str):
+            rows = frame[(frame["source"] == source) & (frame["implementation"] == name) & (frame["status"] == "ok")]
+            series = rows.set_index("value")["median_ms"]
+            return series[~series.index.duplicated()]
+
+        a, b = medians(numerator), medians(denominator)
+        common = sorted(set(a.index) & set(b.index))
+        if not common:
+            continue
+        ratio = a.loc[common].to_numpy(float) / b.loc[common].to_numpy(float)
+        ys += list(ratio)
+        color, label = impl_color(name), _label(name)
+        fig.add_trace(go.Scatter(
+            x=np.array(common, dtype=float), y=ratio, mode="lines+markers", name=label,
+            line=dict(color=color, width=2.2), marker=dict(color=color, size=8),
+            hovertemplate=f"{label}<br>%{{x:,}}: %{{y:.3g}}× the time<extra></extra>",
+            meta={"implementation": name},
+        ))
+    if not ys:
+        return _no_data(fig, "The two sweeps share no measured point.", title)
+    fig.add_hline(y=1, line=dict(color="#9CA3AF", dash="dash", width=1))
+    _style(fig, title, f"median time in “{numerator}” ÷ in “{denominator}”; below 1: the first is faster",
+           height=400)
+    _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
+    if _y_log(fig, [*ys, 1.0], span=10, title="time ratio (×)"):
+        _log_range(fig, [*ys, 1.0], 0.2, 0.3)
+    else:
+        fig.update_yaxes(rangemode="tozero", range=[0, max([*ys, 1.0]) * 1.15])
+    return fig
+
+
+# -- serving simulation ----------------------------------------------------------
+
+TAKEN_COLOR = "#FFFFFF"
+FREED_COLOR = "#374151"
+POOL_COLOR = "#2563EB"
+WASTE_COLOR = "#F59E0B"
+WAITING_COLOR = "#DC2626"
+RUNNING_COLOR = "#0F766E"
+
+
+def serving_pool_figure(
+    pool_owner: np.ndarray,
+    block_tables: np.ndarray,
+    context_lens: Sequence[int],
+    block_size: int,
+    *,
+    step: int | None = None,
+    taken: Sequence[int] = (),
+    freed: Sequence[int] = (),
+    recycled: Sequence[int] = (),
+    max_cells: int = MAX_POOL_CELLS,
+) -> go.Figure:
+    """The pool of a serving simulation at one step: :func:`pool_figure` (colour =
+    owning ``seq_id``, grey = free, dot = partly filled last block) plus what the
+    step changed: blocks taken (▲), taken again after an earlier sequence released
+    them (recycled, ◆) and released (✕).
+
+    Parameters
+    ----------
+    pool_owner : ndarray
+        ``[num_blocks]``: owning ``seq_id``, ``-1`` free.
+    block_tables, context_lens, block_size
+        The running batch, as for :func:`pool_figure`.
+    taken, freed, recycled : sequence of int
+        Physical block ids (``recycled`` a subset of ``taken``).
+
+    Returns
+    -------
+    go.Figure
+        :func:`pool_figure`'s traces, then (exact view only) the traces
+        ``"taken this step"``, ``"recycled this step"`` and ``"freed this step"``
+        whose ``customdata[:, 0]`` are the block ids.
+    """
+    owner = np.asarray(pool_owner, dtype=np.int64)
+    fig = pool_figure(owner, block_tables, context_lens, block_size, max_cells=max_cells)
+    n_rows, n_cols, per_cell = pool_grid_shape(len(owner), max_cells)
+    if step is not None:
+        fig.update_layout(title_text=f"Physical block pool after step {step}")
+    if per_cell > 1:
+        return fig
+    small = n_rows * n_cols <= 5000
+    recycled_set = {int(b) for b in recycled}
+    fresh = np.array([int(b) for b in taken if int(b) not in recycled_set], dtype=np.int64)
+    marks = (
+        ("taken this step", fresh, "triangle-up", TAKEN_COLOR, "#111827", -0.27),
+        ("recycled this step", np.array(sorted(recycled_set), dtype=np.int64), "diamond", "#111827", "white", -0.27),
+        ("freed this step", np.asarray(freed, dtype=np.int64), "x-thin", FREED_COLOR, FREED_COLOR, 0.0),
+    )
+    for name, blocks, symbol, color, line, dx in marks:
+        fig.add_trace(go.Scatter(
+            x=blocks % n_cols + dx, y=blocks // n_cols + (dx if dx else 0.0), mode="markers", name=name,
+            marker=dict(symbol=symbol, size=8 if small else 5, color=color,
+                        line=dict(color=line, width=1.5 if symbol == "x-thin" else 1)),
+            customdata=np.stack([blocks, owner[blocks]], axis=-1) if len(blocks) else None,
+            hovertemplate="block %{customdata[0]}: " + name + "<extra></extra>",
+        ))
+    return fig
+
+
+def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | None = None) -> go.Figure:
+    """A serving simulation over time, three panels sharing the step axis: blocks in
+    use (against the pool), slots wasted in partly filled last blocks (internal
+    fragmentation), and the running batch and waiting queue. A line marks ``step``.
+
+    Parameters
+    ----------
+    metrics : DataFrame
+        :func:`~paged_attention.serving.metrics_frame` (one row per step).
+    step : int, optional
+        The step shown elsewhere on the page.
+    num_blocks : int, optional
+        Pool size, drawn as a dashed line on the first panel.
+
+    Returns
+    -------
+    go.Figure
+        Traces named ``"blocks in use"``, ``"wasted slots"``, ``"running"``,
+        ``"waiting"`` (``y`` = the metric per step), then ``"pool size"`` when given.
+    """
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(
+        rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.09,
+        subplot_titles=("Blocks in use", "Slots wasted in partly filled last blocks (internal fragmentation)",
+                        "Running batch and waiting queue"),
+    )
+    x = metrics["step"].to_numpy()
+    fig.add_trace(go.Scatter(
+        x=x, y=metrics["blocks_in_use"].to_numpy(), name="blocks in use", mode="lines",
+        line=dict(color=POOL_COLOR, width=1.8), fill="tozeroy", fillcolor=_alpha(POOL_COLOR, 0.15),
+        customdata=metrics["free_blocks"].to_numpy(),
+        hovertemplate="step %{x}: %{y:,} blocks in use, %{customdata:,} free<extra></extra>",
+    ), row=1, col=1)
+    fig.add_trace(go.Scatter(
+        x=x, y=metrics["wasted_slots"].to_numpy(), name="wasted slots", mode="lines",
+        line=dict(color=WASTE_COLOR, width=1.8), fill="tozeroy", fillcolor=_alpha(WASTE_COLOR, 0.18),
+        customdata=100 * metrics["wasted_fraction"].to_numpy(float),
+        hovertemplate="step %{x}: %{y:,} slots wasted (%{customdata:.1f}% of allocated)<extra></extra>",
+    ), row=2, col=1)
+    fig.add_trace(go.Scatter(
+        x=x, y=metrics["running"].to_numpy(), name="running", mode="lines", line=dict(color=RUNNING_COLOR, width=1.8),
+        hovertemplate="step %{x}: %{y} running<extra></extra>",
+    ), row=3, col=1)
+    fig.add_trace(go.Scatter(
+        x=x, y=metrics["waiting"].to_numpy(), name="waiting", mode="lines", line=dict(color=WAITING_COLOR, width=1.8),
+        fill="tozeroy", fillcolor=_alpha(WAITING_COLOR, 0.12),
+        hovertemplate="step %{x}: %{y} waiting<extra></extra>",
+    ), row=3, col=1)
+    if num_blocks is not None:
+        fig.add_trace(go.Scatter(
+            x=[x[0], x[-1]] if len(x) else [], y=[num_blocks, num_blocks], name="pool size", mode="lines",
+            line=dict(color="#111827", dash="dash", width=1), hovertemplate=f"pool: {num_blocks:,} blocks<extra></extra>",
+        ), row=1, col=1)
+    if step is not None and len(x):
+        row = metrics[metrics["step"] == step]
+        for r, col in ((1, "blocks_in_use"), (2, "wasted_slots"), (3, "waiting")):
+            fig.add_vline(x=step, line=dict(color="#111827", width=1, dash="dot"), row=r, col=1)
+            if len(row):
+                fig.add_trace(go.Scatter(
+                    x=[step], y=[row[col].iloc[0]], mode="markers", showlegend=False, hoverinfo="skip",
+                    marker=dict(color="#111827", size=7),
+                ), row=r, col=1)
+    _style(fig, "The pool over time", "dotted line = the step shown above", height=620)
+    fig.update_layout(margin=dict(t=90), hovermode="x unified")
+    fig.update_annotations(font=dict(size=13), x=0, xanchor="left")
+    fig.update_xaxes(title="decode step", row=3, col=1)
+    fig.update_yaxes(title="blocks", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title="slots", rangemode="tozero", row=2, col=1)
+    fig.update_yaxes(title="requests", rangemode="tozero", row=3, col=1)
+    return fig
+
+
+def tradeoff_figure(table, latency_ms: Mapping[int, float] | None = None, current: int | None = None) -> go.Figure:
+    """Block size trade-off on one request stream: memory wasted in partly filled
+    last blocks (bars, left axis) against the Triton kernel's latency on each
+    block size's busiest step (line, right axis, once measured).
+
+    Parameters
+    ----------
+    table : DataFrame
+        :func:`~paged_attention.serving.block_size_tradeoff`'s table.
+    latency_ms : mapping, optional
+        ``block_size -> milliseconds``.
+    current : int, optional
+        The block size chosen on the page (its bar is outlined).
+
+    Returns
+    -------
+    go.Figure
+        Trace 0: bars ``"wasted slots (%)"`` (``y`` = percent of allocated slots);
+        trace 1 (when latencies are given): ``"Triton latency"`` on ``y2``.
+    """
+    sizes = table["block_size"].astype(int).tolist()
+    x = [str(b) for b in sizes]
+    waste = 100 * table["wasted_fraction"].to_numpy(float)
+    custom = np.stack([table["mean_wasted_slots"].to_numpy(float), table["mean_blocks_in_use"].to_numpy(float),
+                       table["mean_waiting"].to_numpy(float), table["stalled"].to_numpy(float)], axis=-1)
+    fig = go.Figure()
+    fig.add_trace(go.Bar(
+        x=x, y=waste, name="wasted slots (%)", marker=dict(
+            color=[_alpha(WASTE_COLOR, 0.85 if b == current else 0.55) for b in sizes],
+            line=dict(color=["#111827" if b == current else WASTE_COLOR for b in sizes], width=[2 if b == current else 1 for b in sizes]),
+        ),
+        text=[f"{w:.1f}%" for w in waste], textposition="outside", cliponaxis=False, customdata=custom,
+        hovertemplate="block size %{x}<br>%{y:.1f}% of allocated slots wasted (mean %{customdata[0]:,.0f} slots)"
+        "<br>mean blocks in use %{customdata[1]:,.0f}<br>mean waiting %{customdata[2]:.1f}, "
+        "stalled %{customdata[3]:,.0f} sequence-steps<extra></extra>",
+    ))
+    subtitle = "bars: slots allocated but unfilled, as % of allocated (mean over the run)"
+    if latency_ms:
+        measured = [b for b in sizes if b in latency_ms]
+        fig.add_trace(go.Scatter(
+            x=[str(b) for b in measured], y=[latency_ms[b] for b in measured], name="Triton latency",
+            mode="lines+markers", yaxis="y2", line=dict(color=impl_color("triton"), width=2.4),
+            marker=dict(size=9, color=impl_color("triton")),
+            hovertemplate="block size %{x}<br>Triton decode %{y:.4g} ms on the busiest step<extra></extra>",
+        ))
+        subtitle += "; line: Triton decode latency on each block size's busiest step"
+        fig.update_layout(yaxis2=dict(title="Triton latency (ms)", overlaying="y", side="right", rangemode="tozero",
+                                      showgrid=False, color=impl_color("triton")))
+    _style(fig, "Block size: memory waste against kernel latency", subtitle, height=420)
+    fig.update_xaxes(title="block size (tokens)", type="category")
+    fig.update_yaxes(title="wasted slots (% of allocated)", rangemode="tozero", range=[0, max([*waste, 1]) * 1.2])
+    fig.update_layout(margin=dict(r=70 if latency_ms else 20), bargap=0.35)
+    return fig
+
+
+#: Most frames :func:`pool_animation_figure` animates.
+MAX_ANIMATION_FRAMES = 80
+
+
+def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: int) -> go.Figure:
+    """The pool replayed step by step as a Plotly animation (Play, Pause and a step
+    slider run in the browser), coloured as :func:`pool_figure`: grey free, one
+    colour per ``seq_id`` (modulo the palette).
+
+    Parameters
+    ----------
+    owners : ndarray
+        ``[frames, num_blocks]``: the owning ``seq_id`` of each block at each
+        frame, ``-1`` free; at most :data:`MAX_ANIMATION_FRAMES` frames and
+        :data:`MAX_POOL_CELLS` blocks.
+    steps : sequence of int
+        The step of each frame.
+    block_size : int
+
+    Returns
+    -------
+    go.Figure
+        Trace 0: the first frame's heatmap; ``frames``: one per step (named by the
+        step), each a heatmap ``z`` of category codes (0 free, ``2 + seq_id % 10``).
+
+    Raises
+    ------
+    ValueError
+        On more frames or blocks than drawn, or ``steps`` of another length.
+    """
+    owners = np.asarray(owners, dtype=np.int64)
+    if owners.ndim != 2 or len(steps) != len(owners):
+        raise ValueError(f"owners must be [frames, num_blocks] with one step per frame; got {owners.shape}, {len(steps)} steps")
+    if len(owners) > MAX_ANIMATION_FRAMES or owners.shape[1] > MAX_POOL_CELLS:
+        raise ValueError(f"at most {MAX_ANIMATION_FRAMES} frames of {MAX_POOL_CELLS} blocks; got {owners.shape}")
+    num_blocks = owners.shape[1]
+    n_rows, n_cols, _ = pool_grid_shape(num_blocks)
+    pad = n_rows * n_cols - num_blocks
+    colors = [FREE_COLOR, OTHER_COLOR, *SEQUENCE_COLORS]
+    k = len(colors)
+    scale = [p for i, c in enumerate(colors) for p in ([i / k, c], [(i + 1) / k, c])]
+
+    def codes(owner: np.ndarray) -> np.ndarray:
+        z = np.where(owner >= 0, 2 + owner % len(SEQUENCE_COLORS), 0).astype(float)
+        return np.concatenate([z, np.full(pad, np.nan)]).reshape(n_rows, n_cols)
+
+    def heatmap(owner: np.ndarray) -> go.Heatmap:
+        used = int((owner >= 0).sum())
+        return go.Heatmap(z=codes(owner), colorscale=scale, zmin=-0.5, zmax=k - 0.5, showscale=False,
+                          xgap=1, ygap=1, hoverinfo="skip", name=f"{used} blocks in use")
+
+    small = n_rows * n_cols <= 5000
+    fig = go.Figure(data=[heatmap(owners[0])] if len(owners) else [])
+    fig.frames = [go.Frame(data=[heatmap(o)], name=str(int(s)), traces=[0]) for o, s in zip(owners, steps)]
+    if not small:
+        fig.update_traces(xgap=0, ygap=0)
+    slider_steps = [
+        dict(method="animate", label=str(int(s)),
+             args=[[str(int(s))], dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))])
+        for s in steps
+    ]
+    fig.update_layout(
+        updatemenus=[dict(
+            type="buttons", direction="left", x=0, xanchor="left", y=-0.06, yanchor="top", showactive=False,
+            pad=dict(r=10, t=0),
+            buttons=[
+                dict(label="▶ Play", method="animate",
+                     args=[None, dict(frame=dict(duration=250, redraw=True), fromcurrent=True, transition=dict(duration=0))]),
+                dict(label="❚❚ Pause", method="animate",
+                     args=[[None], dict(frame=dict(duration=0, redraw=False), mode="immediate", transition=dict(duration=0))]),
+            ],
+        )],
+        sliders=[dict(active=0, steps=slider_steps, x=0.2, len=0.8, y=-0.02, yanchor="top",
+                      currentvalue=dict(prefix="step ", font=dict(size=13)), pad=dict(t=0))],
+    )
+    _style(fig, "The pool, replayed", f"{num_blocks:,} blocks of {block_size} slots; colour = owning sequence, grey = free",
+           height=int(min(720, max(360, 240 + 24 * n_rows))))
+    fig.update_layout(showlegend=False, margin=dict(b=110))
+    fig.update_xaxes(visible=False, range=[-0.5, n_cols - 0.5])
+    fig.update_yaxes(visible=False, autorange="reversed")
+    return fig
+
+# -- inside the kernel -------------------------------------------------------------
+
+#: A walk with more block segments than this is drawn one bar per tile.
+MAX_WALK_SEGMENTS = 2000
+SPLIT_COLORS = SEQUENCE_COLORS
+ERROR_FLOOR_F64 = 1e-18
+
+
+def _split_color(split: int, num_splits: int) -> str:
+    return impl_color("triton") if num_splits <= 1 else SPLIT_COLORS[int(split) % len(SPLIT_COLORS)]
+
+
+def kernel_walk_figure(
+    tiles, context_len: int, block_size: int, block_n: int, *, num_blocks: int | None = None,
+    title: str = "The tiles the kernel walks",
+) -> go.Figure:
+    """The chunks of ``block_n`` tokens the Triton kernel walks for one row, in order.
+
+    One bar per tile (top to bottom in walk order) spanning the logical tokens it
+    covers, cut into the physical blocks it reads (colour = physical block id, the
+    scale of :func:`block_table_figure`); the pale tail is the tile's masked lanes
+    (past the context, past the split or padding). Each row is labelled with its
+    distinct blocks and block-table lookups.
+
+    Parameters
+    ----------
+    tiles : DataFrame
+        :attr:`~paged_attention.walkthrough.KernelTrace.tiles`.
+    context_len, block_size, block_n : int
+
+    Returns
+    -------
+    go.Figure
+        Trace 0: ``"tokens read"`` horizontal bars (``base`` = first token,
+        ``x`` = tokens, ``y`` = tile row, ``customdata[:, 0]`` = physical block, or
+        the split when more segments than :data:`MAX_WALK_SEGMENTS`); trace 1:
+        ``"masked lanes"``.
+    """
+    fig = go.Figure()
+    if tiles is None or not len(tiles):
+        return _no_data(fig, "This sequence has no cached tokens: the kernel's programs return at once.", title, 300)
+    t = tiles.reset_index(drop=True)
+    n_tiles = len(t)
+    num_splits = int(t["split"].nunique())
+    segments = []  # (row, start, length, physical, split, tile)
+    for row, tile in t.iterrows():
+        phys = list(tile["physical_blocks"])
+        k = 0
+        for block in range(int(tile["first_block"]), int(tile["end_block"])):
+            lo = max(block * block_size, int(tile["token_start"]))
+            hi = min((block + 1) * block_size, int(tile["token_end"]))
+            if hi > lo and k < len(phys):
+                segments.append((row, lo, hi - lo, phys[k], int(tile["split"]), int(tile["tile"])))
+                k += 1
+    per_block = len(segments) <= MAX_WALK_SEGMENTS
+    if num_blocks is None:
+        num_blocks = max([s[3] for s in segments], default=0) + 1
+    if per_block:
+        seg = np.array(segments, dtype=np.int64).reshape(-1, 6)
+        text_on = len(seg) <= 160 and all(length >= 3 * len(str(p)) * (context_len / 160) for _, _, length, p, _, _ in segments)
+        fig.add_trace(go.Bar(
+            orientation="h", y=seg[:, 0], x=seg[:, 2], base=seg[:, 1], name="tokens read",
+            marker=dict(color=seg[:, 3], colorscale=BLOCK_COLORSCALE, cmin=0, cmax=max(1, num_blocks - 1),
+                        line=dict(color="white", width=1 if len(seg) <= 400 else 0),
+                        colorbar=dict(title=dict(text="physical<br>block id"), thickness=14)),
+            text=[str(p) for p in seg[:, 3]] if text_on else None, textposition="inside", insidetextanchor="middle",
+            textfont=dict(size=10, color="white"),
+            customdata=np.stack([seg[:, 3], seg[:, 1], seg[:, 1] + seg[:, 2] - 1, seg[:, 4], seg[:, 5]], axis=-1),
+            hovertemplate="split %{customdata[3]}, tile %{customdata[4]}<br>tokens %{customdata[1]}–%{customdata[2]}"
+            "<br>physical block %{customdata[0]}<extra></extra>",
+        ))
+    else:
+        fig.add_trace(go.Bar(
+            orientation="h", y=np.arange(n_tiles), x=(t["token_end"] - t["token_start"]).to_numpy(),
+            base=t["token_start"].to_numpy(), name="tokens read",
+            marker=dict(color=[_split_color(s, num_splits) for s in t["split"]]),
+            customdata=np.stack([t["split"].to_numpy(), t["token_start"].to_numpy(), t["token_end"].to_numpy() - 1,
+                                 t["num_physical_blocks"].to_numpy()], axis=-1),
+            hovertemplate="split %{customdata[0]}<br>tokens %{customdata[1]}–%{customdata[2]}"
+            "<br>%{customdata[3]} physical blocks<extra></extra>",
+        ))
+    masked = t["masked_lanes"].to_numpy()
+    fig.add_trace(go.Bar(
+        orientation="h", y=np.arange(n_tiles), x=masked, base=t["token_end"].to_numpy(), name="masked lanes",
+        marker=dict(color=UNALLOCATED_COLOR, line=dict(color="#CBD5E1", width=1 if n_tiles <= 100 else 0),
+                    pattern=dict(shape="/", fgcolor="#CBD5E1", size=6)),
+        customdata=masked, hovertemplate="%{customdata} of " + str(block_n) + " lanes masked<extra></extra>",
+    ))
+    labels = []
+    for r in t.itertuples():
+        name = (f"split {int(r.split)} · " if num_splits > 1 else "") + f"tile {int(r.tile)}"
+        blocks, looks = int(r.num_physical_blocks), int(r.table_lookups)
+        labels.append(f"{name}: {blocks} block{'s' if blocks != 1 else ''}, {looks} lookup{'s' if looks != 1 else ''}")
+    step = max(1, math.ceil(n_tiles / 40))
+    fig.update_yaxes(tickmode="array", tickvals=list(range(0, n_tiles, step)), ticktext=labels[::step],
+                     autorange="reversed", title=None, showgrid=False, zeroline=False)
+    for s in sorted(t["split"].unique())[1:]:
+        first = int(np.flatnonzero(t["split"].to_numpy() == s)[0])
+        fig.add_hline(y=first - 0.5, line=dict(color="#9CA3AF", width=1, dash="dot"))
+    lookups = int(t["table_lookups"].sum())
+    subtitle = (f"{n_tiles} tile{'s' if n_tiles != 1 else ''} of {block_n} lanes, {num_splits} split"
+                f"{'s' if num_splits != 1 else ''}, {lookups} block-table lookups for {context_len:,} tokens; "
+                + ("colour = physical block" if per_block else "colour = split") + "; hatched = masked lanes")
+    _style(fig, title, subtitle, height=int(min(900, max(300, 150 + 26 * min(n_tiles, 40) + (n_tiles > 40) * 200))))
+    fig.update_xaxes(title="logical token position", rangemode="tozero", zeroline=False)
+    fig.update_layout(barmode="overlay", bargap=0.25)
+    fig.update_yaxes(automargin=True)
+    return fig
+
+
+def online_softmax_figure(tiles, splits=None) -> go.Figure:
+    """The online softmax state after each tile, one line per split, against the
+    tokens seen: the running max ``m`` (with each tile's own max), the normalizer
+    ``l``, and the distance of the partial output ``acc / l`` to the final answer
+    (and to the exact answer of its own split).
+
+    All values in the kernel's base-2 units (scores times ``scale * log2(e)``).
+
+    Returns
+    -------
+    go.Figure
+        Per split: traces ``"m (split s)"``, ``"tile max (split s)"``,
+        ``"l (split s)"``, ``"error vs final (split s)"``, ``"error vs split
+        (split s)"`` (``x`` = ``token_end``); zero errors are drawn at
+        :data:`ERROR_FLOOR_F64`.
+    """
+    from plotly.subplots import make_subplots
+
+    title = "Online softmax, tile by tile"
+    if tiles is None or not len(tiles):
+        return _no_data(go.Figure(), "No tiles: the sequence is empty.", title, 300)
+    fig = make_subplots(
+        rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.09,
+        subplot_titles=("Running max m (log2 units)", "Normalizer l = Σ 2^(s − m)",
+                        "Max |acc / l − final answer|"),
+    )
+    num_splits = int(tiles["split"].nunique())
+    for s, part in tiles.groupby("split", sort=True):
+        color = _split_color(s, num_splits)
+        sfx = f" (split {int(s)})"
+        x = part["token_end"].to_numpy(float)
+        show = bool(s == tiles["split"].min()) or num_splits > 1
+        fig.add_trace(go.Scatter(
+            x=x, y=part["m"].to_numpy(float), name="m" + sfx, mode="lines+markers", line=dict(color=color, shape="hv", width=2),
+            marker=dict(size=6, color=color), legendgroup=f"s{s}", showlegend=show,
+            customdata=np.stack([part["tile"].to_numpy(), part["alpha"].to_numpy(float)], axis=-1),
+            hovertemplate="after tile %{customdata[0]} (tokens < %{x:,}): m = %{y:.4g}"
+            "<br>rescale α = 2^(m_old − m) = %{customdata[1]:.3g}<extra></extra>",
+        ), row=1, col=1)
+        fig.add_trace(go.Scatter(
+            x=x, y=part["tile_max"].to_numpy(float), name="tile max" + sfx, mode="markers",
+            marker=dict(size=7, color=color, symbol="circle-open"), legendgroup=f"s{s}", showlegend=False,
+            hovertemplate="tile max %{y:.4g}<extra></extra>",
+        ), row=1, col=1)
+        fig.add_trace(go.Scatter(
+            x=x, y=part["l"].to_numpy(float), name="l" + sfx, mode="lines+markers", line=dict(color=color, width=2),
+            marker=dict(size=6, color=color), legendgroup=f"s{s}", showlegend=False,
+            hovertemplate="l = %{y:.5g}<extra></extra>",
+        ), row=2, col=1)
+        err = np.maximum(np.nan_to_num(part["err_vs_row"].to_numpy(float), nan=np.inf), ERROR_FLOOR_F64)
+        fig.add_trace(go.Scatter(
+            x=x, y=err, name="error vs final" + sfx, mode="lines+markers", line=dict(color=color, width=2),
+            marker=dict(size=6, color=color), legendgroup=f"s{s}", showlegend=False,
+            hovertemplate="vs the final answer: %{y:.3g}<extra></extra>",
+        ), row=3, col=1)
+        err_split = np.maximum(np.nan_to_num(part["err_vs_split"].to_numpy(float), nan=np.inf), ERROR_FLOOR_F64)
+        fig.add_trace(go.Scatter(
+            x=x, y=err_split, name="error vs split" + sfx, mode="lines", line=dict(color=color, width=1.2, dash="dot"),
+            legendgroup=f"s{s}", showlegend=False,
+            hovertemplate="vs this split's exact answer: %{y:.3g}<extra></extra>",
+        ), row=3, col=1)
+    subtitle = "x = tokens seen; ○ = the tile's own max; dotted = distance to the split's own exact answer"
+    _style(fig, title, subtitle, height=640)
+    fig.update_layout(margin=dict(t=96))
+    fig.update_annotations(font=dict(size=13), x=0, xanchor="left")
+    fig.update_xaxes(title="tokens seen (end of tile)", row=3, col=1)
+    fig.update_yaxes(title="m", row=1, col=1)
+    fig.update_yaxes(title="l", type="log", row=2, col=1)
+    fig.update_yaxes(title="max abs error", type="log", exponentformat="power", row=3, col=1)
+    if num_splits == 1:
+        fig.update_layout(showlegend=False)
+    return fig
+
+
+def split_merge_figure(splits) -> go.Figure:
+    """The split-K (flash-decoding) merge: each split's final running max ``m``, and
+    its share of the softmax mass after rescaling, ``w·l / Σ w·l`` with
+    ``w = 2^(m − max m)``.
+
+    Returns
+    -------
+    go.Figure
+        Trace 0: bars ``"m"`` (one per split, ``x`` = split label); trace 1: bars
+        ``"share"`` (percent) on the second panel; ``customdata`` holds
+        ``(l, weight, first token, last token)``.
+    """
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+                        subplot_titles=("Each split's running max m", "Share of the softmax mass after the merge"))
+    n = len(splits)
+    x = [f"split {int(s)}" for s in splits["split"]]
+    colors = [_split_color(s, max(n, 2)) for s in splits["split"]]
+    custom = np.stack([splits["l"].to_numpy(float), splits["weight"].to_numpy(float),
+                       splits["token_start"].to_numpy(), splits["token_end"].to_numpy() - 1], axis=-1)
+    m = splits["m"].to_numpy(float)
+    share = 100 * splits["share"].to_numpy(float)
+    fig.add_trace(go.Bar(
+        x=x, y=m, name="m", marker=dict(color=colors), customdata=custom, text=[f"{v:.3g}" for v in m],
+        textposition="outside", cliponaxis=False,
+        hovertemplate="%{x} (tokens %{customdata[2]}–%{customdata[3]})<br>m = %{y:.4g}, l = %{customdata[0]:.4g}"
+        "<br>merge weight w = 2^(m − max m) = %{customdata[1]:.3g}<extra></extra>",
+    ), row=1, col=1)
+    fig.add_trace(go.Bar(
+        x=x, y=share, name="share", marker=dict(color=colors), customdata=custom,
+        text=[f"{v:.1f}%" for v in share], textposition="outside", cliponaxis=False,
+        hovertemplate="%{x}: %{y:.2f}% of Σ w·l<br>w = %{customdata[1]:.3g}, l = %{customdata[0]:.4g}<extra></extra>",
+    ), row=1, col=2)
+    if n:
+        fig.add_hline(y=float(m.max()), line=dict(color="#111827", dash="dot", width=1), row=1, col=1,
+                      annotation_text="max m", annotation_position="top left")
+    _style(fig, "Merging the splits", "out = Σ w·acc / Σ w·l with w = 2^(m − max m): each split rescaled to the common max",
+           height=400)
+    fig.update_layout(showlegend=False, margin=dict(t=100))
+    fig.update_annotations(font=dict(size=13))
+    lo, hi = (float(m.min()), float(m.max())) if n else (0.0, 1.0)
+    pad = max(1.0, 0.25 * (hi - lo))
+    fig.update_yaxes(title="m (log2 units)", range=[min(0.0, lo - pad), hi + pad], row=1, col=1)
+    fig.update_yaxes(title="% of softmax mass", range=[0, max([*share, 1]) * 1.2], row=1, col=2)
     return fig

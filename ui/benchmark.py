@@ -169,3 +169,47 @@ def run_benchmark_locked(
         ) from None
     finally:
         lock.release()
+
+
+def time_inputs_locked(
+    config: DecodeConfig,
+    build: Callable[[], DecodeInputs],
+    names: list[str],
+    *,
+    warmup: int,
+    iters: int,
+    on_wait: Callable[[], None],
+) -> list[BenchResult]:
+    """Time ``names`` on inputs made by ``build`` (a serving snapshot's, say),
+    holding the process lock, with the memory check and out-of-memory handling of
+    :func:`run_benchmark_locked`. The shared slot is emptied first on a GPU, so
+    these inputs get its memory; they are freed afterwards.
+
+    Raises
+    ------
+    BenchmarkRefused, BenchmarkOOM, ValueError
+        As :func:`run_benchmark_locked`.
+    """
+    lock = run_lock()
+    acquire(lock, on_wait)
+    try:
+        if config.device.startswith("cuda"):
+            inputs_slot().release()
+        check_fits(config)
+        inputs = build()
+        reference = reference_decode(*inputs.args())
+        flush = L2Flusher(inputs.query.device)
+        results = [
+            benchmark_implementation(name, inputs, warmup=warmup, iters=iters, reference=reference, flush=flush)
+            for name in names
+        ]
+        del inputs, reference, flush
+        return results
+    except torch.cuda.OutOfMemoryError as exc:
+        gc.collect()
+        torch.cuda.empty_cache()
+        raise BenchmarkOOM(
+            f"The GPU ran out of memory during the run; its memory has been released. ({str(exc).splitlines()[0]})"
+        ) from None
+    finally:
+        lock.release()

@@ -1,16 +1,22 @@
 """Cached, tensor-free data for the pages.
 
-``st.cache_data`` here takes plain parameters and returns NumPy arrays, never
-tensors; ``max_entries`` bounds what a long session can accumulate.
+``st.cache_data`` here takes plain parameters and returns NumPy arrays, pandas
+frames or small dataclasses of them, never tensors; ``max_entries`` bounds what a
+long session can accumulate.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 
 from paged_attention import DecodeConfig
 from paged_attention import assign_blocks
+from paged_attention.kernel_view import trace_row
+from paged_attention.serving import LengthDist, ServingConfig, block_size_tradeoff
+from paged_attention.serving_history import ServingHistory, StepRecord, simulate
+from paged_attention.triton_decode import LaunchPlan
 
 
 @st.cache_data(max_entries=8, show_spinner="Assigning blocks…")
@@ -38,3 +44,71 @@ def block_arrays_for(config: DecodeConfig) -> tuple[np.ndarray, np.ndarray]:
     return block_arrays(
         tuple(config.lengths), config.block_size, config.block_layout, config.seed, config.spare_blocks
     )
+
+
+# -- serving simulation ----------------------------------------------------------
+
+def serving_config(
+    num_blocks: int, block_size: int, max_batch_size: int, arrival_rate: float,
+    prompt: tuple[str, int, int], output: tuple[str, int, int], seed: int,
+) -> ServingConfig:
+    """The validated :class:`ServingConfig` of the page's controls.
+
+    Raises
+    ------
+    ValueError
+        Naming the rule the controls break.
+    """
+    return ServingConfig(
+        num_blocks=num_blocks, block_size=block_size, max_batch_size=max_batch_size,
+        arrival_rate=float(arrival_rate), prompt_len=LengthDist(*prompt), output_len=LengthDist(*output), seed=seed,
+    ).validate()
+
+
+@st.cache_data(max_entries=6, show_spinner="Simulating the traffic…")
+def serving_history(
+    num_blocks: int, block_size: int, max_batch_size: int, arrival_rate: float,
+    prompt: tuple[str, int, int], output: tuple[str, int, int], seed: int, steps: int,
+) -> ServingHistory:
+    """Every step of a simulation (NumPy and pandas only, no tensors).
+
+    Raises
+    ------
+    ValueError
+        If the parameters are invalid.
+    """
+    config = serving_config(num_blocks, block_size, max_batch_size, arrival_rate, prompt, output, seed)
+    return simulate(config, steps)
+
+
+@st.cache_data(max_entries=6, show_spinner="Replaying the traffic at every block size…")
+def block_size_table(
+    pool_tokens: int, max_batch_size: int, arrival_rate: float,
+    prompt: tuple[str, int, int], output: tuple[str, int, int], seed: int, steps: int,
+    block_sizes: tuple[int, ...],
+) -> tuple[pd.DataFrame, dict[int, StepRecord]]:
+    """:func:`~paged_attention.serving.block_size_tradeoff` on the same traffic:
+    its table, and each block size's busiest step as a :class:`StepRecord`."""
+    base = ServingConfig(
+        num_blocks=pool_tokens, block_size=1, max_batch_size=max_batch_size, arrival_rate=float(arrival_rate),
+        prompt_len=LengthDist(*prompt), output_len=LengthDist(*output), seed=seed,
+    )
+    result = block_size_tradeoff(base, block_sizes, steps, pool_tokens=pool_tokens)
+    return result.table, {b: StepRecord.from_snapshot(s) for b, s in result.snapshots.items()}
+
+
+# -- inside the kernel -----------------------------------------------------------
+
+@st.cache_data(max_entries=16, show_spinner="Tracing the kernel…")
+def kernel_trace(key: tuple, seq: int, head: int, plan: LaunchPlan) -> dict:
+    """:func:`~paged_attention.kernel_view.trace_row` for the configuration ``key``
+    (``(field, value)`` pairs of a :class:`DecodeConfig`), without tensors:
+    ``tiles`` and ``splits`` DataFrames, ``max_abs_error`` against the float64
+    reference, ``kv_head``."""
+    config = DecodeConfig(**dict(key))
+    tables, _ = block_arrays_for(config)
+    trace = trace_row(config, tables, seq, head, plan=plan)
+    return {
+        "tiles": trace.tiles, "splits": trace.splits, "max_abs_error": trace.max_abs_error,
+        "kv_head": trace.kv_head, "output": trace.output.numpy(), "reference": trace.reference.numpy(),
+    }
