@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from paged_attention import reference_decode, tolerance, triton_decode
+from paged_attention import default_device, reference_decode, tolerance, triton_decode
 from paged_attention.serving import (
     DEFAULT_BLOCK_SIZES, METRIC_COLUMNS, TRADEOFF_COLUMNS, BlockManager, LengthDist,
     ServingConfig, ServingSimulator, Snapshot, block_size_tradeoff, metrics_frame,
@@ -342,7 +342,7 @@ def test_busiest_snapshot_feeds_a_decode_kernel():
     config = small_config(num_blocks=40, max_batch_size=4, seed=2)
     snap = block_size_tradeoff(config, block_sizes=(4,), steps=40).snapshots[4]
     assert snap.num_running > 1
-    inputs = snap.decode_inputs(num_heads=4, num_kv_heads=2, head_dim=16, dtype="float32")
+    inputs = snap.decode_inputs(num_heads=4, num_kv_heads=2, head_dim=16, dtype="float32", device=default_device())
     assert inputs.config.num_blocks == snap.num_blocks
     assert inputs.config.lengths == tuple(snap.context_lens.tolist())
     assert inputs.k_cache.shape == (snap.num_blocks, 4, 2, 16)

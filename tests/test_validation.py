@@ -4,6 +4,7 @@ kernel runs, whichever implementation the caller picked."""
 from __future__ import annotations
 
 import importlib
+import sys
 import math
 
 import pytest
@@ -60,7 +61,10 @@ class _NoAttentionMath(torch.overrides.TorchFunctionMode):
 def no_compute(monkeypatch):
     """Any attention math (PyTorch) or kernel launch (Triton) in these tests fails them."""
     kernels = importlib.import_module("paged_attention.triton_decode")
-    jitted = (triton.runtime.jit.JITFunction, triton.runtime.interpreter.InterpretedFunction)
+    # Kernels are JITFunctions when compiled, InterpretedFunctions in the interpreter
+    # (whose module is only loaded in interpreter mode).
+    interpreter = sys.modules.get("triton.runtime.interpreter")
+    jitted = (triton.runtime.jit.JITFunction,) + ((interpreter.InterpretedFunction,) if interpreter else ())
     patched = [name for name, value in vars(kernels).items() if isinstance(value, jitted)]
     assert patched
     for name in patched:

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from paged_attention import (
+    default_device,
     DecodeConfig, build_decode_inputs, plan_launch, reference_decode, tolerance, triton_decode,
 )
 from paged_attention.validation import check_decode_args
@@ -142,12 +143,12 @@ def test_accepts_tensors_and_float64():
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_trace_agrees_with_the_triton_kernel(dtype):
-    inputs = make_inputs(3, context_lens=(150, 61), dtype=dtype, head_dim=16)
-    out = triton_decode(*inputs.args())
+    inputs = make_inputs(3, context_lens=(150, 61), dtype=dtype, head_dim=16, device=default_device())
+    out = triton_decode(*inputs.args()).cpu()
     atol, rtol = tolerance(inputs.query.dtype)
     for seq, head in [(0, 0), (1, 5)]:
         trace = trace_decode(inputs, seq, head)
-        torch.testing.assert_close(trace.output, out[seq, head].double(), atol=atol, rtol=rtol)
+        torch.testing.assert_close(trace.output.cpu(), out[seq, head].double(), atol=atol, rtol=rtol)
 
 
 def test_bad_arguments_raise_value_error():
