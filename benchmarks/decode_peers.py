@@ -163,6 +163,8 @@ def main(argv=None) -> int:
     p.add_argument("--call-iters", type=int, default=30)
     p.add_argument("--out", help="CSV file for the full table")
     args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit(f"{Path(__file__).name} needs a CUDA GPU (it times GPU kernels); none is visible here")
 
     import pandas as pd
     import triton

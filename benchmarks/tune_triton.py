@@ -43,6 +43,8 @@ def main(argv=None) -> int:
     p.add_argument("--stages", type=int, nargs="+", default=[2, 3, 4])
     p.add_argument("--out")
     args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit(f"{Path(__file__).name} needs a CUDA GPU (it times GPU kernels); none is visible here")
     dev = torch.device("cuda")
     flush = L2Flusher(dev)
     rows = []

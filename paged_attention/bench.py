@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -400,12 +401,51 @@ def classic_configs(args: argparse.Namespace) -> list[tuple[DecodeConfig, int]]:
             (DecodeConfig(batch_size=b, context_lens=n, **base), args.iters or iters)
             for b, n, iters in CLASSIC_CONFIGS
         ]
-    batch = args.batch_size or 1
-    lens: int | tuple[int, ...] = args.context_len[0] if args.context_len and len(args.context_len) == 1 else 512
-    if args.context_len and len(args.context_len) > 1:
-        lens = tuple(args.context_len)
-        batch = len(lens)
+    lens: int | tuple[int, ...] = 512
+    if args.context_len:
+        lens = args.context_len[0] if len(args.context_len) == 1 else tuple(args.context_len)
+    batch = args.batch_size
+    if batch is None:
+        batch = len(lens) if isinstance(lens, tuple) else 1
+    if isinstance(lens, tuple) and len(lens) != batch:
+        raise ValueError(f"--context-len gives {len(lens)} lengths but --batch-size is {batch}: give one length or one per sequence")
     return [(DecodeConfig(batch_size=batch, context_lens=lens, **base), args.iters or 50)]
+
+
+def check_cli_args(args: argparse.Namespace, configs: list[tuple[DecodeConfig, int]]) -> None:
+    """Reject what would fail only after minutes of benchmarking.
+
+    Raises
+    ------
+    ValueError
+        Naming the flag and the rule.
+    """
+    from .implementations import LABELS
+
+    for name in args.impl:
+        if name not in LABELS:
+            raise ValueError(f"--impl {name!r} is not an implementation; choose from {', '.join(LABELS)}")
+    if args.iters is not None and args.iters < 1:
+        raise ValueError(f"--iters must be at least 1; got {args.iters}")
+    if args.warmup < 0:
+        raise ValueError(f"--warmup must be non-negative; got {args.warmup}")
+    for flag, path in (("--csv", args.csv), ("--json", args.json)):
+        if path:
+            folder = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+                raise ValueError(f"{flag} {path}: folder {folder} does not exist or is not writable")
+    for config, _ in configs:
+        config.validate()
+        need = config.memory_bytes()
+        if config.device.startswith("cuda"):
+            free = torch.cuda.mem_get_info(torch.device(config.device))[0]
+        else:
+            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        if need > 0.8 * free:
+            raise ValueError(
+                f"batch {config.batch_size} x context {max(config.lengths)} needs about {need / 2**30:.1f} GiB "
+                f"of {config.device} memory for its inputs, but only {free / 2**30:.1f} GiB is free"
+            )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -446,11 +486,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         configs = classic_configs(args)
-        for config, _ in configs:
-            config.validate()
+        check_cli_args(args, configs)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if execution_mode() == "interpreter":
+        print("note: no GPU, so the Triton kernels run in Triton's interpreter; the classic table takes "
+              "several minutes on a CPU and its timings say nothing about a GPU", file=sys.stderr)
 
     device = torch.device(args.device)
     print(f"device: {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}; "

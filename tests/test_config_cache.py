@@ -292,3 +292,36 @@ def test_property_every_token_once_and_reference_is_dense_attention(config, scal
         assert bool((cache[count == 0] == pa.LOUD_VALUE).all())
     expected = dense_attention(inputs, config.head_dim ** -0.5 if scale is None else scale)
     torch.testing.assert_close(pa.reference_decode(*inputs.args(), scale=scale), expected, atol=1e-12, rtol=1e-12)
+
+
+# -- the benchmark command line ------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "argv, rule",
+    [
+        (["--impl", "foo"], "is not an implementation"),
+        (["--iters", "0"], "--iters must be at least 1"),
+        (["--batch-size", "0", "--context-len", "5"], "batch_size must be a positive integer"),
+        (["--batch-size", "4", "--context-len", "3", "5"], "one length or one per sequence"),
+        (["--csv", "/nonexistent/dir/out.csv", "--batch-size", "1", "--context-len", "8"], "not writable"),
+        (["--batch-size", "100000", "--context-len", "100000"], "GiB is free"),
+        (["--num-heads", "6", "--num-kv-heads", "4", "--batch-size", "1"], "multiple of num_kv_heads"),
+    ],
+)
+def test_bench_cli_rejects_bad_flags_before_running(argv, rule, capsys):
+    from paged_attention import bench
+
+    assert bench.main(argv) == 2
+    err = capsys.readouterr().err
+    assert rule in err and "Traceback" not in err
+
+
+def test_bench_cli_runs_one_small_config(tmp_path, capsys):
+    from paged_attention import bench
+
+    out = tmp_path / "r.csv"
+    argv = ["--batch-size", "2", "--context-len", "5", "17", "--num-heads", "4", "--num-kv-heads", "2",
+            "--head-dim", "16", "--iters", "1", "--warmup", "0", "--csv", str(out)]
+    assert bench.main(argv) == 0
+    table = out.read_text()
+    assert table.count("yes") == 3 and "Triton" in table
