@@ -9,7 +9,7 @@ import paged_attention  # noqa: F401  (must precede any triton import)
 def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available():
         return
-    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU; run on the H200 through the device tool")
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
