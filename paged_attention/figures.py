@@ -1,13 +1,22 @@
 """Plotly figures of the explorer: data in, ``go.Figure`` out.
 
-Two families:
+Five families:
 
 * the paged cache, drawn from the block table alone (no KV tensors):
   :func:`block_table_figure`, :func:`pool_figure`, :func:`token_walk_figure`,
   :func:`block_walk_figure`;
 * benchmark results (lists of :class:`~paged_attention.bench.BenchResult`):
   :func:`latency_figure`, :func:`speedup_figure`, :func:`bandwidth_figure`,
-  :func:`accuracy_figure`, :func:`history_figure`.
+  :func:`accuracy_figure`, :func:`history_figure`;
+* sweeps (DataFrames of :data:`~paged_attention.sweep.SWEEP_COLUMNS`):
+  :func:`sweep_latency_figure`, :func:`sweep_bandwidth_figure`,
+  :func:`sweep_speedup_figure`, :func:`sweep_ratio_figure`;
+* the serving simulation: :func:`serving_pool_figure`,
+  :func:`serving_timeline_figure`, :func:`tradeoff_figure`,
+  :func:`pool_animation_figure`;
+* inside the kernel (a :class:`~paged_attention.walkthrough.KernelTrace`):
+  :func:`kernel_walk_figure`, :func:`online_softmax_figure`,
+  :func:`split_merge_figure`.
 
 A browser draws a few tens of thousands of heatmap cells comfortably. Past that
 the cache figures sample (every k-th row and column, exact values in the cells
@@ -432,7 +441,7 @@ def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_co
         go.Heatmap(
             z=z,
             customdata=np.array(hover, dtype=object).reshape(n_rows, n_cols),
-            text=ids.reshape(n_rows, n_cols),
+            text=np.array([str(i) if i < num_blocks else "" for i in ids], dtype=object).reshape(n_rows, n_cols),
             texttemplate="%{text}" if _fits_text(cells, n_cols, num_blocks - 1) else None,
             textfont=dict(size=9),
             colorscale=scale,
@@ -1100,7 +1109,7 @@ def sweep_latency_figure(frame) -> go.Figure:
     _style(fig, title, subtitle, height=440)
     _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
     if _y_log(fig, ys, title="latency (ms)"):
-        _log_range(fig, ys, 0.2, 0.35)
+        _log_range(fig, ys, 0.2, 0.55 if skipped_any else 0.35)  # room for the "skipped" labels
     return fig
 
 
@@ -1167,7 +1176,7 @@ def sweep_bandwidth_figure(frame) -> go.Figure:
         )
     if not ceilings:
         fig.add_annotation(
-            text="No ceiling: the copy bandwidth is measured on a GPU (on the CPU the Triton kernel is interpreted)",
+            text="No ceiling on the CPU: the copy bandwidth is measured on a GPU",
             x=0, xref="paper", xanchor="left", y=1, yref="paper", yanchor="bottom", showarrow=False,
             font=dict(size=12, color="#92400E"), bgcolor="rgba(254,243,199,0.9)",
         )
@@ -1475,11 +1484,14 @@ def tradeoff_figure(table, latency_ms: Mapping[int, float] | None = None, curren
         ))
         subtitle += "; line: Triton decode latency on each block size's busiest step"
         fig.update_layout(yaxis2=dict(title="Triton latency (ms)", overlaying="y", side="right", rangemode="tozero",
+                                      tickmode="auto", nticks=6,
                                       showgrid=False, color=impl_color("triton")))
     _style(fig, "Block size: memory waste against kernel latency", subtitle, height=420)
     fig.update_xaxes(title="block size (tokens)", type="category")
-    fig.update_yaxes(title="wasted slots (% of allocated)", rangemode="tozero", range=[0, max([*waste, 1]) * 1.2])
-    fig.update_layout(margin=dict(r=70 if latency_ms else 20), bargap=0.35)
+    # The waste axis only: update_yaxes would also reach the latency axis (y2).
+    fig.update_layout(yaxis=dict(title="wasted slots (% of allocated)", rangemode="tozero",
+                                 range=[0, max([*waste, 1]) * 1.2]),
+                      margin=dict(r=70 if latency_ms else 20), bargap=0.35)
     return fig
 
 
@@ -1624,7 +1636,9 @@ def kernel_walk_figure(
         num_blocks = max([s[3] for s in segments], default=0) + 1
     if per_block:
         seg = np.array(segments, dtype=np.int64).reshape(-1, 6)
-        text_on = len(seg) <= 160 and all(length >= 3 * len(str(p)) * (context_len / 160) for _, _, length, p, _, _ in segments)
+        # Block ids fit inside their segments when each digit gets ~8 px of a ~700 px wide axis.
+        px_per_token = 700 / max(context_len, 1)
+        text_on = len(seg) <= 160 and all(length * px_per_token >= 8 * len(str(p)) for _, _, length, p, _, _ in segments)
         fig.add_trace(go.Bar(
             orientation="h", y=seg[:, 0], x=seg[:, 2], base=seg[:, 1], name="tokens read",
             marker=dict(color=seg[:, 3], colorscale=BLOCK_COLORSCALE, cmin=0, cmax=max(1, num_blocks - 1),
@@ -1675,7 +1689,7 @@ def kernel_walk_figure(
     return fig
 
 
-def online_softmax_figure(tiles, splits=None) -> go.Figure:
+def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
     """The online softmax state after each tile, one line per split, against the
     tokens seen: the running max ``m`` (with each tile's own max), the normalizer
     ``l``, and the distance of the partial output ``acc / l`` to the final answer
@@ -1683,13 +1697,21 @@ def online_softmax_figure(tiles, splits=None) -> go.Figure:
 
     All values in the kernel's base-2 units (scores times ``scale * log2(e)``).
 
+    Parameters
+    ----------
+    tiles : DataFrame
+        :attr:`~paged_attention.walkthrough.KernelTrace.tiles`.
+    final_error : float, optional
+        Max abs error of the final (merged) output against the reference, drawn
+        as a star at the end of the context.
+
     Returns
     -------
     go.Figure
         Per split: traces ``"m (split s)"``, ``"tile max (split s)"``,
         ``"l (split s)"``, ``"error vs final (split s)"``, ``"error vs split
-        (split s)"`` (``x`` = ``token_end``); zero errors are drawn at
-        :data:`ERROR_FLOOR_F64`.
+        (split s)"`` (``x`` = ``token_end``); then ``"output"`` (the star) when
+        ``final_error`` is given. Zero errors are drawn at :data:`ERROR_FLOOR_F64`.
     """
     from plotly.subplots import make_subplots
 
@@ -1736,7 +1758,18 @@ def online_softmax_figure(tiles, splits=None) -> go.Figure:
             legendgroup=f"s{s}", showlegend=False,
             hovertemplate="vs this split's exact answer: %{y:.3g}<extra></extra>",
         ), row=3, col=1)
+    if final_error is not None:
+        merged = num_splits > 1
+        fig.add_trace(go.Scatter(
+            x=[float(tiles["token_end"].max())], y=[max(float(final_error), ERROR_FLOOR_F64)], name="output",
+            mode="markers+text", marker=dict(symbol="star", size=14, color="#111827"),
+            text=["merged output" if merged else "output"], textposition="top left", textfont=dict(size=11),
+            hovertemplate=("after the merge" if merged else "the output") + ": %{y:.2g} from the full softmax"
+            "<extra></extra>", showlegend=False,
+        ), row=3, col=1)
     subtitle = "x = tokens seen; ○ = the tile's own max; dotted = distance to the split's own exact answer"
+    if final_error is not None:
+        subtitle += "; ★ = the output"
     _style(fig, title, subtitle, height=640)
     fig.update_layout(margin=dict(t=96))
     fig.update_annotations(font=dict(size=13), x=0, xanchor="left")

@@ -4,12 +4,14 @@ test, hand-built paged inputs, and the one comparison with the float64 reference
 from __future__ import annotations
 
 import zlib
+from types import SimpleNamespace
 from typing import Sequence
 
 import pytest
 import torch
 
 import paged_attention as pa
+from paged_attention import sweep
 
 #: Every decode function under test: the three the app races plus the variants.
 IMPLS = {**pa.IMPLEMENTATIONS, **pa.VARIANTS}
@@ -103,3 +105,35 @@ def loud_block(pool_owner: torch.Tensor) -> int:
     unowned = torch.nonzero(pool_owner < 0).flatten()
     assert len(unowned), "the pool needs a spare block"
     return int(unowned[0])
+
+
+#: The configuration the sweep tests vary (tiny: the interpreter runs it fast).
+SWEEP_BASE = pa.DecodeConfig(batch_size=2, context_lens=37, num_heads=4, num_kv_heads=2, head_dim=32, device="cpu")
+
+
+def fake_result(name: str, ms: float, gpu: float | None = None) -> SimpleNamespace:
+    """A stand-in for a BenchResult: median ``ms``, p10/p90 at +-10%, 1 MB moved."""
+    return SimpleNamespace(
+        name=name, label={"naive": "Naive PyTorch", "vectorized": "Optimized PyTorch", "triton": "Triton",
+                          "triton_simple": "Triton (simple grid)"}[name],
+        median_ms=ms, p10_ms=0.9 * ms, p90_ms=1.1 * ms, gpu_time_ms=gpu, bytes_moved=1_000_000,
+        gbps=1e-3 / ms, gpu_gbps=None if gpu is None else 1e-3 / gpu, max_abs_err=1e-4, passed=True,
+    )
+
+
+def job_rows(values=(16, 32, 64), copy: float | None = None, skip_from: int = 64) -> list[dict]:
+    """Sweep rows over ``context_len``: naive takes ``value / 100`` ms and is skipped
+    from ``skip_from`` on, vectorized 0.5 ms, Triton 0.1 ms (GPU time half of it when
+    ``copy``, the ceiling in GB/s, is given)."""
+    rows = []
+    for v in values:
+        config = sweep.point_config(SWEEP_BASE, "context_len", v)
+        common = dict(device_name="test", warmup=0, iters=2)
+        for name, ms in (("naive", 0.01 * v), ("vectorized", 0.5), ("triton", 0.1)):
+            if name == "naive" and v >= skip_from:
+                rows.append(sweep.status_row(name, "skipped", config, "context_len", v, note="skipped: over budget",
+                                             predicted_ms=0.01 * v, copy_gbps=copy, **common))
+            else:
+                rows.append(sweep.result_row(fake_result(name, ms, gpu=ms / 2 if copy else None), config,
+                                             "context_len", v, copy_gbps=copy, **common))
+    return rows

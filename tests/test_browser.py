@@ -96,12 +96,17 @@ def page(browser):
 def full_screenshot(pg, path: Path) -> None:
     """Streamlit scrolls inside its main container, so grow the viewport to the
     content first; then the screenshot holds the whole page."""
-    height = pg.evaluate(
-        "Math.max(document.querySelector('[data-testid=stMain]').scrollHeight,"
-        " document.querySelector('[data-testid=stSidebarContent]').scrollHeight)"
-    )
-    pg.set_viewport_size({"width": 1600, "height": int(height) + 40})
-    pg.wait_for_timeout(1500)  # plotly re-lays out to the new width
+    height = 0
+    for _ in range(4):  # charts re-lay out once the viewport grows; measure until it settles
+        content = int(pg.evaluate(
+            "Math.max(document.querySelector('[data-testid=stMain]').scrollHeight,"
+            " document.querySelector('[data-testid=stSidebarContent]').scrollHeight)"
+        ))
+        if content + 40 <= height:
+            break
+        height = content + 40
+        pg.set_viewport_size({"width": 1600, "height": height})
+        pg.wait_for_timeout(1500)  # plotly re-lays out to the new size
     path.parent.mkdir(parents=True, exist_ok=True)
     pg.screenshot(path=str(path), full_page=True)
 
@@ -183,3 +188,126 @@ def test_benchmark_run_in_browser(server, page):
     assert plots.count("✓ pass") == 4 and "FAIL" not in plots
     assert page.get_by_role("button", name="Download CSV").is_visible()
     full_screenshot(page, SHOTS / "decode_benchmark.png")
+
+
+def _settle(pg, timeout: int = 120_000) -> None:
+    """Wait until the app has finished its current run (the status widget is gone)."""
+    pg.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout)
+
+
+def test_sweep_cancel_run_and_compare_in_browser(server, page, tmp_path):
+    # Many timed calls keep each point busy for seconds on a GPU too (the CPU caps them).
+    page.goto(f"{server}/sweep?{urlencode({**TINY, 'iters': '2000'})}")
+    run = page.get_by_role("button", name="Run sweep")
+    run.wait_for(timeout=60_000)
+    # Six points, the largest up to a second a call on a CPU.
+    for label, value in (("From", "16"), ("To", "2048"), ("Points", "6")):
+        box = page.get_by_role("spinbutton", name=label, exact=True)
+        box.fill(value)
+        box.press("Enter")
+        expect(box).to_have_value(value, timeout=30_000)
+        _settle(page)
+    n = 6
+    expect(page.get_by_text(re.compile(rf"^{n} points: 16, .*2,048 "))).to_be_visible(timeout=30_000)
+    _settle(page)
+    counter = page.get_by_text(re.compile(rf"^\d+ of {n} points$"))
+
+    # Cancel once a point is in: the sweep stops and keeps what it did. (The
+    # progress text may skip a number between two redraws, so match any later point.)
+    run.click()
+    expect(page.get_by_text(re.compile(rf"^Point (?:[2-9]|\d{{2,}}) of {n}:"))).to_be_visible(timeout=120_000)
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.get_by_text("Cancelled after", exact=False)).to_be_visible(timeout=120_000)
+    expect(page.locator(".js-plotly-plot >> text=Latency across the sweep")).to_be_visible(timeout=30_000)
+    _settle(page)
+    done = int(counter.inner_text().split()[0])
+    assert 1 <= done < n
+    page.wait_for_timeout(1500)
+    assert counter.inner_text() == f"{done} of {n} points"  # it stays stopped
+
+    # Run it again to the end, with a naive budget tight enough to skip its larger
+    # points: the points done come from the cache.
+    budget = page.get_by_role("spinbutton", name="Naive budget per point (s)")
+    budget.fill("0.02")
+    budget.press("Enter")
+    expect(budget).to_have_value("0.02", timeout=30_000)
+    _settle(page)
+    page.get_by_role("button", name="Run sweep").click()
+    expect(page.get_by_text(f"{n} of {n} points")).to_be_visible(timeout=300_000)
+    _settle(page)
+    expect(page.locator(".js-plotly-plot")).to_have_count(3, timeout=30_000)
+    expect(page.locator(".js-plotly-plot >> text=Speedup of Triton over the others")).to_be_visible(timeout=30_000)
+    no_exception(page)
+    assert page.locator("[data-testid=stAlertContentError]").count() == 0
+    full_screenshot(page, SHOTS / "sweep.png")
+
+    # Download the CSV and upload it back: a second source and the ratio chart appear.
+    with page.expect_download(timeout=30_000) as download:
+        page.get_by_role("button", name="Download CSV").click()
+    saved = tmp_path / "sweep_context_len.csv"
+    download.value.save_as(saved)
+    assert saved.read_text().startswith("source,axis,value,implementation")
+    page.locator("[data-testid=stFileUploaderDropzoneInput]").set_input_files(str(saved))
+    expect(page.locator(".js-plotly-plot >> text=Time ratio between the two sweeps")).to_be_visible(timeout=60_000)
+    expect(page.locator(".js-plotly-plot").first).to_contain_text("uploaded: sweep_context_len.csv", timeout=30_000)
+    no_exception(page)
+
+
+def test_serving_simulation_in_browser(server, page):
+    page.goto(f"{server}/serving_simulation?{urlencode(TINY)}")
+    title = page.locator(".js-plotly-plot >> text=/Physical block pool after step \\d+/")
+    expect(title).to_be_visible(timeout=60_000)
+    step = int(re.search(r"step (\d+)", title.text_content())[1])
+    expect(page.locator(".js-plotly-plot")).to_have_count(4, timeout=30_000)  # pool, table, timeline, trade-off
+
+    slider = page.get_by_role("slider")
+    slider.focus()
+    slider.press("ArrowLeft")
+    expect(page.locator(".js-plotly-plot >> text=" + f"Physical block pool after step {step - 1}")).to_be_visible(
+        timeout=30_000)
+    slider.press("ArrowRight")
+    expect(page.locator(".js-plotly-plot >> text=" + f"Physical block pool after step {step}")).to_be_visible(
+        timeout=30_000)
+
+    page.get_by_role("button", name="Time Triton on this step").click()
+    expect(page.locator("[data-testid=stMetric]").filter(has_text=f"Triton decode at step {step}")).to_be_visible(
+        timeout=120_000)
+    _settle(page)
+    page.get_by_role("button", name="Measure Triton at each block size").click()
+    expect(page.locator(".js-plotly-plot >> text=Triton latency (ms)")).to_be_visible(timeout=180_000)
+    _settle(page)
+    no_exception(page)
+    assert page.locator("[data-testid=stAlertContentError]").count() == 0
+    full_screenshot(page, SHOTS / "serving_simulation.png")
+
+
+def test_inside_the_kernel_in_browser(server, page):
+    query = {"batch": "4", "ctx_mode": "ragged", "lo": "16", "hi": "256", "spread": "long-tail", "seed": "0",
+             "block": "16"}
+    page.goto(f"{server}/inside_the_kernel?{urlencode(query)}")
+    expect(page.locator(".js-plotly-plot >> text=The tiles the kernel walks")).to_be_visible(timeout=60_000)
+
+    page.get_by_test_id("stCheckbox").get_by_text("Override the launch plan").click()
+    splits = page.get_by_role("spinbutton", name="Splits", exact=True)
+    expect(splits).to_be_enabled(timeout=30_000)
+    splits.fill("2")
+    splits.press("Enter")
+    expect(page.locator(".js-plotly-plot >> text=Merging the splits")).to_be_visible(timeout=60_000)
+    page.get_by_role("combobox", name=re.compile("BLOCK_N")).click()
+    page.get_by_role("option", name="32", exact=True).click()
+    expect(page.locator(".js-plotly-plot").first).to_contain_text("of 32 lanes", timeout=60_000)
+    _settle(page)
+    metric = page.locator("[data-testid=stMetric]").filter(has_text="full softmax")
+    expect(metric).to_contain_text("matches", timeout=30_000)
+    no_exception(page)
+    full_screenshot(page, SHOTS / "inside_the_kernel.png")
+
+
+def test_every_page_opens_without_error(server, page):
+    for path, heading in (("", "Block table"), ("decode_benchmark", "Decode benchmark"), ("sweep", "Sweep"),
+                          ("serving_simulation", "Serving simulation"), ("inside_the_kernel", "Inside the kernel")):
+        page.goto(f"{server}/{path}?{urlencode(TINY)}")
+        expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible(timeout=60_000)
+        _settle(page)
+        no_exception(page)
+        assert page.locator("[data-testid=stAlertContentError]").count() == 0, path

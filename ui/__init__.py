@@ -1,6 +1,7 @@
-"""Streamlit helpers shared by the pages: the sidebar and the benchmark runner.
+"""Streamlit helpers shared by the pages: the sidebar, the benchmark runner and its
+lock, the sweep runner, cached data, and the widgets kept across pages.
 
 Unlike :mod:`paged_attention`, these modules import Streamlit; keep logic that can
-be tested without it in :mod:`paged_attention.app_state` and
-:mod:`paged_attention.figures`.
+be tested without it in :mod:`paged_attention` (``app_state``, ``sweep``,
+``serving_history``, ``kernel_view``, ``figures``).
 """

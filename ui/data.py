@@ -7,6 +7,8 @@ long session can accumulate.
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -46,6 +48,11 @@ def block_arrays_for(config: DecodeConfig) -> tuple[np.ndarray, np.ndarray]:
     )
 
 
+def config_key(config: DecodeConfig) -> tuple:
+    """``config`` as a tuple of ``(field, value)`` pairs: a plain cache key."""
+    return tuple(asdict(config).items())
+
+
 # -- serving simulation ----------------------------------------------------------
 
 def serving_config(
@@ -65,12 +72,16 @@ def serving_config(
     ).validate()
 
 
-@st.cache_data(max_entries=6, show_spinner="Simulating the traffic…")
+@st.cache_resource(max_entries=4, show_spinner="Simulating the traffic…")
 def serving_history(
     num_blocks: int, block_size: int, max_batch_size: int, arrival_rate: float,
     prompt: tuple[str, int, int], output: tuple[str, int, int], seed: int, steps: int,
 ) -> ServingHistory:
     """Every step of a simulation (NumPy and pandas only, no tensors).
+
+    A resource, not data: up to ``steps x num_blocks`` block ids that every rerun
+    (each move of the step slider) reads, so it is shared rather than copied.
+    Treat it as read-only.
 
     Raises
     ------

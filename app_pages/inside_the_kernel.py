@@ -1,0 +1,163 @@
+"""Inside the kernel: the Triton kernel's walk and online softmax for one (sequence, head)."""
+
+import streamlit as st
+
+from paged_attention import app_state as state
+from paged_attention import figures
+from paged_attention.kernel_view import BLOCK_N_CHOICES, launch_plan, trace_size_error
+from ui.data import block_arrays_for, config_key, kernel_trace
+from ui.sidebar import current, show_config_error
+
+MAX_SPLITS = 256
+
+st.title("Inside the kernel")
+st.markdown(
+    "What `_paged_decode_kernel` does for one query head of one sequence of the sidebar's batch, replayed step by "
+    "step: the **tiles** of `BLOCK_N` tokens it walks through the block table, the **online softmax** state after "
+    "each tile, and, when a long context is split across programs (**split-K**, flash-decoding), how the splits "
+    "are merged. The replay runs on the CPU in float64 on random float32 inputs: it explains the algorithm, it "
+    "does not time it."
+)
+
+result = current()
+if show_config_error(result):
+    st.stop()
+config = result.config
+too_big = state.table_size_error(config)
+if too_big:
+    st.error(too_big, icon=":material/error:")
+    st.stop()
+ss = st.session_state
+tables, _ = block_arrays_for(config)
+
+if "ik_seq" not in ss:  # the longest sequence walks the most tiles
+    ss["ik_seq"] = max(range(config.batch_size), key=lambda b: config.lengths[b])
+for key, top in (("ik_seq", config.batch_size - 1), ("ik_head", config.num_heads - 1)):
+    if ss.get(key, 0) > top:
+        ss[key] = top
+default_plan = launch_plan(config, tables)
+if not ss.get("ik_override", False):  # the disabled override fields show the plan in use
+    ss["ik_splits"], ss["ik_block_n"] = default_plan.num_splits, default_plan.block_n
+
+with st.container(border=True):
+    c = st.columns([1, 1, 1.3, 1, 1], vertical_alignment="bottom")
+    seq = c[0].number_input("Sequence", 0, config.batch_size - 1, step=1, key="ik_seq")
+    head = c[1].number_input("Query head", 0, config.num_heads - 1, step=1, key="ik_head")
+    override = c[2].toggle("Override the launch plan", key="ik_override",
+                           help="the kernel's heuristic picks the tile and the split count from the whole batch "
+                                "and the GPU; override them to see how the walk changes")
+    splits = c[3].number_input("Splits", 1, MAX_SPLITS, step=1, key="ik_splits", disabled=not override,
+                               help="programs along the context (split-K); 1 = no split")
+    block_n = c[4].selectbox("BLOCK_N (tokens per tile)", BLOCK_N_CHOICES, key="ik_block_n", disabled=not override)
+    plan = launch_plan(config, tables, num_splits=int(splits), block_n=int(block_n)) if override else default_plan
+    group = config.num_heads // config.num_kv_heads
+    n = config.lengths[seq]
+    tile = (f"{plan.blocks_per_tile} block{'s' if plan.blocks_per_tile > 1 else ''} of {plan.slots_per_tile} slots"
+            if plan.subtiles == 1 else f"1/{plan.subtiles} of a block of {config.block_size}")
+    st.caption(
+        f"{'Overridden' if override else 'Default'} plan for {state.config_summary(config)}: "
+        f"BLOCK_N = {plan.block_n} tokens per tile ({tile}); {plan.num_splits} split"
+        f"{'s' if plan.num_splits > 1 else ''} of {plan.blocks_per_split:,} blocks ({plan.tokens_per_split:,} tokens) "
+        f"for the longest sequence · sequence {seq} holds {n:,} tokens · query head {head} reads KV head "
+        f"{head // group} (GQA group of {group})"
+    )
+
+error = trace_size_error(n, plan)
+if error:
+    st.error(error, icon=":material/error:")
+    st.stop()
+if n == 0:
+    st.info(f"Sequence {seq} has no cached tokens: every program of this row returns at once and the output is "
+            "zero. Pick another sequence.", icon=":material/info:")
+    st.stop()
+
+trace = kernel_trace(config_key(config), int(seq), int(head), plan)
+tiles, split_rows = trace["tiles"], trace["splits"]
+err = trace["max_abs_error"]
+
+m = st.columns(5)
+m[0].metric("Tokens", f"{n:,}", help=f"{-(-n // config.block_size):,} blocks of {config.block_size}")
+m[1].metric("Tiles walked", f"{len(tiles):,}", help="online-softmax updates, all splits together")
+m[2].metric("Block-table lookups", f"{int(tiles['table_lookups'].sum()):,}",
+            help="one per block: a tile loads each of its blocks' table entries once; later subtiles reuse it")
+m[3].metric("Splits that run", f"{len(split_rows)} of {plan.num_splits}",
+            help="splits past this sequence's last block return at once")
+m[4].metric("Max |trace − full softmax|", f"{err:.1e}", "matches" if err < 1e-10 else "MISMATCH",
+            delta_color="normal" if err < 1e-10 else "inverse", delta_arrow="off",
+            help="the merged output of the replay against reference_decode (float64, one full softmax)")
+
+
+def explained(fig, key: str, text: str) -> None:
+    chart, words = st.columns([3, 1.15], gap="medium")
+    chart.plotly_chart(fig, key=key, width="stretch")
+    words.markdown(text)
+
+
+st.subheader("1 · The walk: tiles and block-table lookups")
+explained(
+    figures.kernel_walk_figure(tiles, n, config.block_size, plan.block_n, num_blocks=config.num_blocks),
+    "ik_walk_chart",
+    f"""
+Each bar is one **tile**: the `BLOCK_N = {plan.block_n}` lanes a program processes at once, laid out as
+{tile}. Its colours are the **physical blocks** it reads, found through the **block table**; a tile looks up
+each of its blocks' entries once, so the number of **table lookups** is the number of blocks, not tokens.
+
+Hatched lanes are **masked**: past the end of the context (the last, partly filled block), past the end of the
+split, or padding when the block size is not a power of two. They load nothing and score −∞.
+
+{"Dotted lines separate the **splits**: each is a separate program walking its own stretch of the context." if plan.num_splits > 1 else "One program walks the whole context (no split)."}
+""",
+)
+
+st.subheader("2 · Online softmax: running max m and normalizer l")
+explained(
+    figures.online_softmax_figure(tiles, final_error=err),
+    "ik_softmax_chart",
+    f"""
+The kernel never holds all scores at once. After each tile it keeps three things: the **running max m** of the
+scores seen, the **normalizer l** = Σ 2^(s − m) over them, and the unnormalised output **acc** = Σ 2^(s − m)·v.
+
+When a tile brings a new maximum, the old l and acc are **rescaled** by α = 2^(m_old − m_new) (hover a point);
+otherwise α = 1. Scores are in base-2 units (scale·log₂e), so the kernel can use `exp2`.
+
+The bottom panel is the distance of the partial answer **acc / l** to the final output: it falls as the tiles
+cover more of the context, and reaches float64 rounding (~1e-16) at the end of the row's last split (the dotted
+line: each split against its own exact answer). The star is the output the kernel returns{" after the merge" if
+len(split_rows) > 1 else ""}.
+""",
+)
+
+st.subheader("3 · Split-K: merging the splits")
+if len(split_rows) > 1:
+    explained(
+        figures.split_merge_figure(split_rows),
+        "ik_merge_chart",
+        """
+With **split-K** (flash-decoding) several programs share one sequence's context, so a short batch still fills
+the GPU. Each split ends with its own (m, l, acc), relative to its **own** max.
+
+The merge kernel rescales each split to the common max with the **weight** w = 2^(m − max m) and sums:
+out = Σ w·acc / Σ w·l. A split's **share** w·l / Σ w·l is the part of the softmax mass its tokens carry: one
+with a low max contributes little.
+""",
+    )
+    st.dataframe(
+        split_rows, hide_index=True, width="stretch", key="ik_split_table",
+        column_config={c: st.column_config.NumberColumn(c, format="%.4g") for c in ("m", "l", "weight", "share",
+                                                                                      "err_vs_row")},
+    )
+else:
+    st.info(
+        f"This row runs as one split{' (the plan has ' + str(plan.num_splits) + ', but the others start past its last block)' if plan.num_splits > 1 else ''}"
+        ": there is nothing to merge. Turn on **Override the launch plan** and raise **Splits** to see the merge; "
+        "the result stays the same to float64 rounding.",
+        icon=":material/call_split:",
+    )
+
+with st.expander(f"Every tile ({len(tiles):,} rows)"):
+    st.dataframe(
+        tiles.assign(physical_blocks=tiles["physical_blocks"].map(lambda b: ", ".join(map(str, b)))),
+        hide_index=True, width="stretch", key="ik_tile_table",
+        column_config={c: st.column_config.NumberColumn(c, format="%.4g")
+                       for c in ("tile_max", "m", "alpha", "l", "err_vs_split", "err_vs_row")},
+    )

@@ -1,0 +1,274 @@
+"""Serving simulation: the block manager under traffic, step by step."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from paged_attention import app_state as state
+from paged_attention import figures
+from paged_attention.serving import DEFAULT_BLOCK_SIZES, LENGTH_KINDS
+from paged_attention.serving_history import valid_block_sizes
+from ui.benchmark import BenchmarkOOM, BenchmarkRefused, time_inputs_locked
+from ui.data import block_size_table, serving_history
+from ui.sidebar import current, show_config_error
+
+MAX_POOL_BLOCKS = 16_384
+MAX_STEPS = 1000
+MAX_SIM_BATCH = 256
+MAX_RATE = 8.0
+MAX_LENGTH = 16_384
+TRADEOFF_STEPS = 200
+#: The animation sends frames x blocks cells to the browser; at most this many.
+MAX_ANIMATION_VALUES = 200_000
+#: Block sizes whose kernel latency is measured on the CPU (the interpreter is slow).
+CPU_TRADEOFF_SIZES = (4, 16, 64)
+LATENCY, TRADEOFF_LATENCY = "sv_latency", "sv_tradeoff_latency"
+
+st.title("Serving simulation")
+st.markdown(
+    "A serving engine's **block manager** (as in vLLM): requests arrive, their prompts take blocks from a shared "
+    "pool, every decode step appends one token per running sequence and takes a new block only when the last one "
+    "is full, and finished sequences give their blocks back for reuse. Scrub through the steps to watch the pool "
+    "fill, fragment and recycle, and time the Triton kernel on the block table of any step."
+)
+
+result = current()
+if show_config_error(result):
+    st.stop()
+config, settings = result.config, result.settings
+cpu = config.device == "cpu"
+ss = st.session_state
+
+# Defaults: a GPU gets a pool under pressure (a queue forms at times); the CPU one
+# small enough that the interpreted kernel times a step in seconds.
+DEFAULTS = {
+    "sv_num_blocks": 64 if cpu else 1024, "sv_block_size": 8 if cpu else 16, "sv_max_batch": 6 if cpu else 32,
+    "sv_rate": 0.2 if cpu else 0.28, "sv_prompt_kind": "long-tail", "sv_prompt_lo": 4 if cpu else 16,
+    "sv_prompt_hi": 96 if cpu else 2048, "sv_output_kind": "long-tail", "sv_output_lo": 4 if cpu else 16,
+    "sv_output_hi": 48 if cpu else 512, "sv_seed": 0, "sv_steps": 150 if cpu else 400,
+}
+for key, value in DEFAULTS.items():
+    ss.setdefault(key, value)
+for key in ("sv_prompt_kind", "sv_output_kind"):
+    if ss[key] is None:  # segmented control deselected
+        ss[key] = "long-tail"
+
+with st.container(border=True):
+    c = st.columns(6)
+    c[0].number_input("Pool (blocks)", 1, MAX_POOL_BLOCKS, step=64, key="sv_num_blocks",
+                      help="physical blocks in the KV-cache pool")
+    c[1].selectbox("Block size", state.BLOCK_SIZES, key="sv_block_size", help="tokens per block")
+    c[2].number_input("Max batch", 1, MAX_SIM_BATCH, step=1, key="sv_max_batch",
+                      help="most sequences decoding at once")
+    c[3].number_input("Arrivals per step", 0.0, MAX_RATE, step=0.05, key="sv_rate", format="%.2f",
+                      help="mean new requests per decode step (Poisson)")
+    c[4].number_input("Seed", 0, state.MAX_SEED, step=1, key="sv_seed", help="the request stream depends on it alone")
+    c[5].number_input("Steps", 1, MAX_STEPS, step=50, key="sv_steps")
+    p = st.columns([1.3, 1, 1, 0.4, 1.3, 1, 1], vertical_alignment="bottom")
+    p[0].segmented_control("Prompt length", LENGTH_KINDS, key="sv_prompt_kind",
+                           help="uniform: every length in the range equally likely; long-tail: log-normal, "
+                                "most short and a few long, as in chat traffic")
+    p[1].number_input("shortest", 1, MAX_LENGTH, step=16, key="sv_prompt_lo")
+    p[2].number_input("longest", 1, MAX_LENGTH, step=16, key="sv_prompt_hi")
+    p[4].segmented_control("Output length", LENGTH_KINDS, key="sv_output_kind")
+    p[5].number_input("shortest", 1, MAX_LENGTH, step=16, key="sv_output_lo")
+    p[6].number_input("longest", 1, MAX_LENGTH, step=16, key="sv_output_hi")
+
+prompt = (ss["sv_prompt_kind"], int(ss["sv_prompt_lo"]), int(ss["sv_prompt_hi"]))
+output = (ss["sv_output_kind"], int(ss["sv_output_lo"]), int(ss["sv_output_hi"]))
+traffic = (int(ss["sv_max_batch"]), float(ss["sv_rate"]), prompt, output, int(ss["sv_seed"]))
+num_blocks, block_size, steps = int(ss["sv_num_blocks"]), int(ss["sv_block_size"]), int(ss["sv_steps"])
+try:
+    history = serving_history(num_blocks, block_size, *traffic, steps)
+except ValueError as exc:
+    st.error(f"**Invalid simulation.** {exc}", icon=":material/error:")
+    st.stop()
+metrics = history.metrics
+
+if "sv_step" not in ss:  # start at the busiest step: the pool under the most pressure
+    ss["sv_step"] = int(metrics["blocks_in_use"].to_numpy().argmax())
+if ss["sv_step"] >= steps:
+    ss["sv_step"] = steps - 1
+step = st.slider("Decode step", 0, steps - 1, key="sv_step",
+                 help="drag to move through the simulation; every chart on the page follows")
+record = history.records[step]
+row = metrics.iloc[step]
+taken, freed, recycled = history.changes(step)
+
+m = st.columns(6)
+m[0].metric("Running", f"{record.num_running}", help=f"at most {traffic[0]} (max batch)")
+m[1].metric("Waiting", f"{int(row['waiting'])}", help="requests queued for a batch slot or for blocks")
+m[2].metric("Blocks in use", f"{int(row['blocks_in_use']):,} / {num_blocks:,}",
+            help=f"{100 * row['blocks_in_use'] / num_blocks:.0f}% of the pool")
+m[3].metric("Wasted slots", f"{int(row['wasted_slots']):,} ({100 * row['wasted_fraction']:.1f}%)",
+            help="allocated but unfilled slots in each sequence's last block (internal fragmentation)")
+m[4].metric("Finished so far", f"{int(row['finished']):,}")
+m[5].metric("Blocks taken / freed", f"+{len(taken)} / −{len(freed)}",
+            help=f"blocks taken / freed during step {step}; {len(recycled)} of those taken had been "
+                 "released by an earlier sequence (recycled)")
+
+left, right = st.columns([3, 2], gap="medium")
+with left:
+    tables = record.block_tables()
+    st.plotly_chart(
+        figures.serving_pool_figure(record.pool_owner(), tables, record.context_lens, block_size, step=step,
+                                    taken=taken, freed=freed, recycled=recycled),
+        key="sv_pool_chart", width="stretch",
+    )
+    st.caption(
+        "Colour = the sequence owning the block (by seq_id), grey = free, ● = a partly filled last block. "
+        "▲ = taken this step, ◆ = taken again after an earlier sequence released it (recycled), "
+        "✕ = freed this step. Freed blocks go to the back of the free list, so new sequences scatter "
+        "over the pool: the block table absorbs it."
+    )
+with right:
+    if record.num_running:
+        st.plotly_chart(
+            figures.block_table_figure(tables, record.context_lens, block_size, num_blocks,
+                                       seq_ids=record.seq_ids, title="Block tables of the running sequences"),
+            key="sv_table_chart", width="stretch",
+        )
+        st.caption("One row per running sequence (its seq_id): the physical block behind each logical block. "
+                   "This table and the lengths are what the decode kernel receives at this step.")
+    else:
+        st.info(f"No sequence is running after step {step}: the block table is empty.", icon=":material/info:")
+
+st.plotly_chart(figures.serving_timeline_figure(metrics, step, num_blocks), key="sv_timeline_chart", width="stretch")
+st.caption(
+    "Blocks in use follow the load; wasted slots stay below one block per running sequence (internal "
+    "fragmentation only: a paged cache has no external fragmentation, any free block serves any sequence); "
+    "a queue forms when the batch or the pool is full."
+)
+
+if st.toggle("Play the pool over time (animation)", key="sv_anim",
+             help="replays the pool in the browser; built only while this is on, as it is a large figure"):
+    if num_blocks > figures.MAX_POOL_CELLS:
+        st.caption(f"The animation draws pools of up to {figures.MAX_POOL_CELLS:,} blocks.")
+    else:
+        count = max(2, min(steps, figures.MAX_ANIMATION_FRAMES, MAX_ANIMATION_VALUES // num_blocks))
+        frames = np.unique(np.linspace(0, steps - 1, count).round().astype(int))
+        owners = np.stack([history.records[s].pool_owner() for s in frames])
+        st.plotly_chart(figures.pool_animation_figure(owners, frames.tolist(), block_size), key="sv_anim_chart",
+                        width="stretch")
+        st.caption(f"{len(frames)} evenly spaced steps; press Play (the animation runs in the browser).")
+
+# -- the kernel on this step ----------------------------------------------------------
+
+st.subheader("Decode latency at this step")
+heads = dict(num_heads=config.num_heads, num_kv_heads=config.num_kv_heads, head_dim=config.head_dim,
+             dtype=config.dtype, device=config.device, seed=config.seed)
+context = (num_blocks, block_size, *traffic, steps, tuple(sorted(heads.items())))
+
+
+def _queued() -> None:
+    st.info("Queued: another session is running a benchmark on this machine; this run starts when it ends.",
+            icon=":material/hourglass_top:")
+
+
+def _time_triton(record, warmup: int, iters: int):
+    """Median ms and GB/s of the Triton kernel on ``record``'s batch; raises as time_inputs_locked."""
+    snap = record.snapshot()
+    dconfig = snap.decode_config(**heads)
+    (r,) = time_inputs_locked(dconfig, lambda: snap.decode_inputs(**heads), ["triton"], warmup=warmup, iters=iters,
+                              on_wait=_queued)
+    return r
+
+
+def _run_guarded(fn, *args):
+    """Run ``fn``; turn the run's failures into messages on the page (None returned)."""
+    try:
+        return fn(*args)
+    except (BenchmarkRefused, BenchmarkOOM) as exc:
+        st.error(str(exc), icon=":material/memory:")
+    except ValueError as exc:
+        st.error(str(exc), icon=":material/error:")
+    except Exception as exc:  # the page must keep working whatever a run does
+        st.error(f"The run failed: {type(exc).__name__}: {exc}", icon=":material/error:")
+    return None
+
+
+if record.num_running == 0:
+    st.caption("No sequence runs at this step; pick another step to time the kernel.")
+else:
+    dconfig = record.snapshot().decode_config(**heads)
+    plan = state.plan_run(dconfig, settings.warmup, settings.iters)
+    a, b = st.columns([1, 3], vertical_alignment="center")
+    clicked = a.button("Time Triton on this step", type="primary", icon=":material/timer:", key="sv_time",
+                       disabled=plan.refusal is not None, width="stretch")
+    b.caption(f"{state.config_summary(dconfig)} · warm-up {plan.warmup}, {plan.iters} timed calls · heads, "
+              "head dim, dtype and device from the sidebar; random K/V in this step's blocks")
+    if plan.refusal:
+        st.warning(plan.refusal, icon=":material/block:")
+    for note in plan.notes:
+        st.info(f"Capped: {note}.", icon=":material/speed:")
+    if clicked:
+        with st.spinner("Timing the Triton kernel…"):
+            r = _run_guarded(_time_triton, record, plan.warmup, plan.iters)
+        if r is not None:
+            ss.setdefault(LATENCY, {}).setdefault(context, {})[step] = {
+                "step": step, "running": record.num_running, "tokens": int(record.context_lens.sum()),
+                "median_ms": r.median_ms, "gbps": r.gbps, "correct": "yes" if r.passed else "NO",
+            }
+measured = ss.get(LATENCY, {}).get(context, {})
+if step in measured:
+    r = measured[step]
+    st.metric(f"Triton decode at step {step}", f"{r['median_ms']:.4g} ms",
+              f"{r['gbps']:.3g} GB/s · {r['running']} sequences, {r['tokens']:,} tokens", delta_color="off",
+              delta_arrow="off", border=True)
+if measured:
+    st.dataframe(pd.DataFrame(sorted(measured.values(), key=lambda r: r["step"])), hide_index=True,
+                 width="stretch", key="sv_latency_table",
+                 column_config={"median_ms": st.column_config.NumberColumn("Median (ms)", format="%.4g"),
+                                "gbps": st.column_config.NumberColumn("GB/s", format="%.3g")})
+
+# -- block size trade-off --------------------------------------------------------------
+
+st.subheader("Block size trade-off")
+pool_tokens = num_blocks * block_size
+sizes, dropped = valid_block_sizes(history.config, DEFAULT_BLOCK_SIZES, pool_tokens)
+st.markdown(
+    f"The same request stream replayed for {TRADEOFF_STEPS} steps with every block size, the pool keeping the "
+    f"same memory ({pool_tokens:,} token slots). Larger blocks mean fewer block-table entries and lookups per "
+    "sequence, but more slots wasted in each sequence's partly filled last block."
+)
+if dropped:
+    st.caption(f"Block sizes {', '.join(map(str, dropped))} left out: a pool of {pool_tokens:,} slots in blocks "
+               "that large cannot hold the longest request.")
+if sizes:
+    table, busiest = block_size_table(pool_tokens, *traffic, TRADEOFF_STEPS, tuple(sizes))
+    measure_sizes = [b for b in sizes if b in CPU_TRADEOFF_SIZES] if cpu else sizes
+    t_key = (pool_tokens, *traffic, tuple(sorted(heads.items())))
+    a, b = st.columns([1, 3], vertical_alignment="center")
+    go_measure = a.button("Measure Triton at each block size", icon=":material/speed:", key="sv_tradeoff_run",
+                          width="stretch", disabled=not measure_sizes)
+    b.caption("Times the Triton kernel on each block size's busiest step (most tokens stored) with the sidebar's "
+              "heads, head dim, dtype and device."
+              + (f" On the CPU only block sizes {', '.join(map(str, measure_sizes))} are timed (the interpreter is "
+                 "slow)." if cpu else ""))
+    if go_measure:
+        latencies, notes = {}, []
+        bar = st.progress(0.0, text="timing")
+        for i, b_size in enumerate(measure_sizes):
+            bar.progress(i / len(measure_sizes), text=f"block size {b_size} ({i + 1}/{len(measure_sizes)})")
+            rec = busiest[b_size]
+            if rec.num_running == 0:
+                continue
+            dcfg = rec.snapshot().decode_config(**heads)
+            plan = state.plan_run(dcfg, settings.warmup, settings.iters)
+            if plan.refusal:
+                notes.append(f"block size {b_size}: over the CPU cap")
+                continue
+            r = _run_guarded(_time_triton, rec, plan.warmup, plan.iters)
+            if r is None:
+                break
+            latencies[b_size] = r.median_ms
+        bar.progress(1.0, text=f"timed {len(latencies)} block sizes")
+        ss.setdefault(TRADEOFF_LATENCY, {})[t_key] = latencies
+        for note in notes:
+            st.info(f"Not timed: {note}.", icon=":material/block:")
+    latency = ss.get(TRADEOFF_LATENCY, {}).get(t_key)
+    st.plotly_chart(figures.tradeoff_figure(table, latency, current=block_size), key="sv_tradeoff_chart",
+                    width="stretch")
+    st.caption("Waste grows with the block size: up to block_size − 1 slots per running sequence. Small blocks "
+               "cost the kernel one block-table lookup per block and shorter contiguous reads; measure to see "
+               "that side on this device.")

@@ -1,0 +1,245 @@
+"""Sweep: every implementation along one axis, with the device's bandwidth ceiling."""
+
+import pandas as pd
+import streamlit as st
+
+from paged_attention import IMPLEMENTATIONS, LABELS
+from paged_attention import app_state as state
+from paged_attention import figures, sweep
+from ui.sidebar import current, show_config_error
+from ui.sweep import JOB, cancel_sweep, device_name, measure, run_next_point
+
+DEFAULT_BUDGET_S = 10.0
+MAX_BUDGET_S = 600.0
+SOURCE = "this session"
+AXIS_NOTES = {
+    "context_len": "every sequence gets the same context length",
+    "batch_size": "the sidebar's context lengths repeat across the batch",
+    "block_size": "the same tokens, cut into blocks of each size",
+    "num_kv_heads": "divisors of the query heads only (GQA groups); the query heads stay fixed",
+    "head_dim": "the same tokens and heads, wider or narrower",
+}
+
+st.title("Sweep")
+st.markdown(
+    "How does each implementation scale? Pick one axis and a range; everything else comes from the sidebar. "
+    "Each point times every implementation on the *same* inputs, like the decode benchmark, and checks it "
+    "against the float64 reference. Download the results, and upload a CSV from another machine or version "
+    "to compare the two."
+)
+
+result = current()
+if show_config_error(result):
+    st.stop()
+config, settings = result.config, result.settings
+cpu = config.device == "cpu"
+ss = st.session_state
+
+
+def _axis_defaults() -> None:
+    low, high = sweep.default_range(ss["sw_axis"], config, cpu)
+    ss["sw_low"], ss["sw_high"] = low, high
+    ss["sw_points"] = sweep.default_points(ss["sw_axis"], low, high, cpu)
+
+
+if ss.get("sw_axis") not in sweep.AXES:
+    ss["sw_axis"] = "context_len"
+    _axis_defaults()
+ss.setdefault("sw_spacing", "log")
+ss.setdefault("sw_budget", DEFAULT_BUDGET_S)
+if ss["sw_spacing"] is None:  # segmented control deselected
+    ss["sw_spacing"] = "log"
+
+if cpu:
+    st.warning(
+        "**CPU mode: these are not GPU timings.** The Triton kernel runs in Triton's interpreter, so the grid is "
+        "capped to small sizes. Use it to see the sweep work; run on a GPU to see how the kernels scale.",
+        icon=":material/warning:",
+    )
+
+job = ss.get(JOB)
+if job is not None and job.lock.locked():
+    # A click started this run while an earlier one is still timing a point:
+    # wait for it, so the point is drawn (and, after Cancel, kept) rather than redone.
+    with st.spinner("Finishing the point in flight…"):
+        with job.lock:
+            pass
+running = job is not None and job.running
+
+
+def _start(base, grid: sweep.GridPlan, axis: str, names: tuple[str, ...], budget: float) -> None:
+    ss[JOB] = sweep.SweepJob(
+        base=base, axis=axis, values=grid.values, names=names, warmup=grid.warmup, iters=grid.iters,
+        naive_budget_s=float(budget), device_name=device_name(config.device),
+    )
+
+
+with st.container(border=True):
+    top = st.columns([2.2, 1.4, 1.2, 1.2, 1], vertical_alignment="bottom")
+    axis = top[0].selectbox("Sweep over", list(sweep.AXES), key="sw_axis", format_func=sweep.AXES.get,
+                            on_change=_axis_defaults, disabled=running)
+    top[1].segmented_control("Spacing", sweep.SPACINGS, key="sw_spacing", disabled=running,
+                             help="log: each point a constant factor larger (the default); linear: constant steps. "
+                                  "Block sizes are always powers of two, KV heads divisors of the query heads.")
+    lo_limit, hi_limit = sweep.AXIS_LIMITS[axis]
+    for key in ("sw_low", "sw_high"):  # a value from another axis may lie outside this one's limits
+        ss[key] = min(max(int(ss.get(key, lo_limit)), lo_limit), hi_limit)
+    low = top[2].number_input("From", lo_limit, hi_limit, step=1, key="sw_low", disabled=running)
+    high = top[3].number_input("To", lo_limit, hi_limit, step=1, key="sw_high", disabled=running)
+    points = top[4].number_input("Points", 1, sweep.MAX_POINTS, step=1, key="sw_points", disabled=running)
+
+    error, grid = None, None
+    try:
+        values = sweep.sweep_values(axis, int(low), int(high), int(points), spacing=ss["sw_spacing"] or "log",
+                                    num_heads=config.num_heads)
+        grid = sweep.cap_grid(config, axis, values, settings.warmup, settings.iters)
+        if not grid.values:
+            error = (f"No point of this grid fits the CPU cap (batch_size x num_kv_heads x longest context <= "
+                     f"{state.CPU_MAX_WORK:,}). Lower the range or shrink the sidebar's batch.")
+    except ValueError as exc:
+        error = str(exc)
+
+    bottom = st.columns([2.2, 1.6, 1.4, 1.0, 1.4], vertical_alignment="bottom")
+    simple = bottom[0].checkbox(f"Include {LABELS['triton_simple']}", key="sw_simple", disabled=running,
+                                help="the textbook Triton kernel: one program per (sequence, query head)")
+    budget = bottom[1].number_input(
+        "Naive budget per point (s)", 0.0, MAX_BUDGET_S, step=1.0, key="sw_budget", disabled=running,
+        help="the naive Python loop is skipped at a point when its calls are predicted to take longer "
+             "(from the previous point's time, or from one probing call); skipped points are marked, not dropped",
+    )
+    names = (*IMPLEMENTATIONS, *(("triton_simple",) if simple else ()))
+    bottom[2].button(
+        "Run sweep", type="primary", icon=":material/play_arrow:", key="sw_run", width="stretch",
+        disabled=error is not None or running, on_click=_start, args=(config, grid, axis, names, budget),
+    )
+    bottom[3].button("Cancel", icon=":material/stop:", key="sw_cancel", width="stretch", disabled=not running,
+                     on_click=cancel_sweep, help="stop after the point in flight; the points done are kept")
+    bottom[4].button("Clear cached points", icon=":material/delete_sweep:", key="sw_clear", width="stretch",
+                     on_click=measure.clear, help="timings are cached per device and configuration; "
+                                                  "clear them to measure again")
+
+    if error:
+        st.error(f"**Invalid sweep.** {error}", icon=":material/error:")
+    else:
+        shown = ", ".join(f"{v:,}" for v in grid.values)
+        st.caption(
+            f"**{len(grid.values)} point{'s' if len(grid.values) != 1 else ''}**: {shown} · {AXIS_NOTES[axis]} · "
+            f"warm-up {grid.warmup}, {grid.iters} timed calls per implementation · "
+            f"sidebar: {state.config_summary(config)}"
+        )
+        for note in grid.notes:
+            st.info(f"Capped: {note} (the interpreter needs about a second per Triton call).", icon=":material/speed:")
+
+job = ss.get(JOB)
+if job is not None:
+    done = job.next_index
+    if job.running:
+        st.progress(done / job.total, text=f"Point {done + 1} of {job.total}: {sweep.AXES[job.axis]} = "
+                                           f"{job.values[done]:,} · Cancel stops after this point")
+    else:
+        st.progress(done / job.total, text=f"{done} of {job.total} points")
+        if job.state == "cancelled":
+            st.warning(job.message + " The points done are kept below.", icon=":material/stop_circle:")
+        elif job.state == "failed":
+            st.error(job.message, icon=":material/memory:")
+    if job.base != config:
+        st.caption(f":material/info: Results below are for the sweep started on: {state.config_summary(job.base)}.")
+
+charts = st.container()
+
+st.subheader("Compare with a saved sweep")
+upload = st.file_uploader(
+    "Upload a sweep CSV downloaded from this page (another machine, or another version of the kernel)",
+    type=["csv"], key="sw_upload", max_upload_size=max(1, sweep.MAX_CSV_BYTES >> 20),
+)
+uploaded = None
+if upload is not None:
+    try:
+        uploaded = sweep.read_sweep_csv(upload.getvalue(), f"uploaded: {upload.name}")
+    except ValueError as exc:
+        st.error(f"**Cannot compare with {upload.name}.** {exc}", icon=":material/error:")
+
+mine = job.frame(SOURCE) if job is not None and job.rows else None
+frames = [f for f in (mine, uploaded) if f is not None]
+if mine is not None and uploaded is not None and set(uploaded["axis"]) != set(mine["axis"]):
+    st.warning(
+        f"The uploaded sweep varies {sweep.AXES[uploaded['axis'].iloc[0]]}, this session's "
+        f"{sweep.AXES[mine['axis'].iloc[0]]}: the charts show this session's only.", icon=":material/compare_arrows:",
+    )
+    frames = [mine]
+elif uploaded is not None:
+    st.caption(f"{upload.name}: {len(uploaded)} rows from {', '.join(sorted(set(uploaded['device_name']) - {''})) or 'an unnamed device'}; "
+               "drawn with dashed lines beside this session's.")
+
+with charts:
+    if not frames:
+        st.info("Press **Run sweep** to time the implementations along the axis, or upload a saved sweep below.",
+                icon=":material/info:")
+    else:
+        frame = pd.concat(frames, ignore_index=True)
+        a, b = st.columns(2, gap="medium")
+        a.plotly_chart(figures.sweep_latency_figure(frame), key="sw_latency_chart", width="stretch")
+        a.caption("Median latency of one decode step at each point. On a GPU, small points sit on the launch-overhead "
+                  "floor and large ones grow with the bytes read; the naive loop grows with the blocks it visits.")
+        b.plotly_chart(figures.sweep_bandwidth_figure(frame), key="sw_bandwidth_chart", width="stretch")
+        b.caption("Decode is memory-bound: the bytes of K and V it must read, over its time, against this device's "
+                  "measured copy bandwidth (measured once per process with a large device-to-device copy).")
+        a, b = st.columns(2, gap="medium")
+        a.plotly_chart(figures.sweep_speedup_figure(frame), key="sw_speedup_chart", width="stretch")
+        a.caption("How many times faster Triton is than each other implementation at each point.")
+        sources = list(dict.fromkeys(frame["source"]))
+        if len(sources) > 1:
+            b.plotly_chart(figures.sweep_ratio_figure(frame, sources[1], sources[0]), key="sw_ratio_chart",
+                           width="stretch")
+            b.caption("The uploaded sweep's time over this session's, per implementation: below 1 it was faster.")
+        else:
+            b.markdown(
+                "**Reading the sweep**\n\n"
+                "- Solid lines are timed points; error bars span p10 to p90 of the timed calls.\n"
+                "- An open circle marked *skipped* is a naive point over its time budget, drawn at its "
+                "predicted time.\n"
+                "- Upload a CSV from another machine or version to draw it dashed beside this one and add "
+                "a time-ratio chart here."
+            )
+
+        shown = ["source", "value", "label", "status", "median_ms", "p10_ms", "p90_ms", "gpu_time_ms", "gbps",
+                 "pct_of_copy_bw", "max_abs_err", "correct", "predicted_ms", "note"]
+        table = frame[shown].dropna(axis=1, how="all")  # no GPU columns on the CPU, no prediction if none skipped
+        if (table["note"] == "").all():
+            table = table.drop(columns="note")
+        st.subheader("Points")
+        st.dataframe(
+            table,
+            hide_index=True, width="stretch", key="sw_table", height=min(720, 38 + 35 * len(table)),
+            column_config={
+                "source": "Source",
+                "value": st.column_config.NumberColumn(sweep.AXES[frame["axis"].iloc[0]], format="%d"),
+                "label": "Implementation",
+                "status": "Status",
+                "median_ms": st.column_config.NumberColumn("Median (ms)", format="%.4g"),
+                "p10_ms": st.column_config.NumberColumn("p10 (ms)", format="%.4g"),
+                "p90_ms": st.column_config.NumberColumn("p90 (ms)", format="%.4g"),
+                "gpu_time_ms": st.column_config.NumberColumn("GPU time (ms)", format="%.4g"),
+                "gbps": st.column_config.NumberColumn("GB/s", format="%.4g"),
+                "pct_of_copy_bw": st.column_config.NumberColumn("% of copy BW", format="%.0f%%"),
+                "max_abs_err": st.column_config.NumberColumn("Max abs err", format="%.2e"),
+                "correct": "Correct",
+                "predicted_ms": st.column_config.NumberColumn("Predicted (ms)", format="%.4g"),
+                "note": "Note",
+            },
+        )
+        if mine is not None:
+            st.download_button(
+                "Download CSV", sweep.sweep_csv(mine), file_name=f"sweep_{job.axis}.csv", mime="text/csv",
+                icon=":material/download:", key="sw_csv",
+            )
+
+if job is not None and job.running:
+    def _queued() -> None:
+        st.info("Queued: another session is running a benchmark on this machine; the sweep goes on when it ends.",
+                icon=":material/hourglass_top:")
+
+    with job.lock:
+        if job.running:  # not cancelled while this run waited for the lock
+            run_next_point(job, on_wait=_queued)
+    st.rerun()

@@ -1,0 +1,141 @@
+"""Inputs and launch plan for explaining one (sequence, head) of a decode config.
+
+The "Inside the kernel" page traces what ``_paged_decode_kernel`` does for one
+query head of one sequence of the sidebar's configuration
+(:func:`~paged_attention.walkthrough.trace_decode`). The plan it traces is the one
+``triton_decode`` would pick for the *whole* batch on the configured device and
+dtype (:func:`launch_plan`): the split count depends on every sequence.
+
+The trace itself needs K and V only for the traced row and its KV head, so
+:func:`trace_row` builds exactly that on the CPU in float32 (the trace computes in
+float64), with the row's blocks packed into a small pool, and maps the packed
+block ids back to the physical ids of the configuration's block table. A
+configuration with gigabytes of cache costs a few megabytes here.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+from .cache import LOUD_VALUE
+from .config import DecodeConfig
+from .triton_decode import LaunchPlan, plan_launch
+from .validation import DecodeShape
+from .walkthrough import KernelTrace, trace_decode
+
+#: The page traces contexts up to this many tokens ...
+MAX_TRACE_TOKENS = 32_768
+#: ... and plans of up to this many tiles for the row.
+MAX_TRACE_TILES = 1024
+#: Tile sizes (``BLOCK_N``) the page offers as overrides.
+BLOCK_N_CHOICES: tuple[int, ...] = (16, 32, 64, 128, 256)
+
+
+def decode_shape(config: DecodeConfig, block_tables: np.ndarray) -> DecodeShape:
+    """The :class:`~paged_attention.validation.DecodeShape` the kernel would see for
+    ``config`` with ``block_tables`` (``[batch_size, max_num_blocks]``), built
+    without allocating the cache."""
+    tables = torch.as_tensor(np.asarray(block_tables), dtype=torch.int64)
+    return DecodeShape(
+        batch_size=config.batch_size, num_heads=config.num_heads, num_kv_heads=config.num_kv_heads,
+        head_dim=config.head_dim, num_blocks=config.num_blocks, block_size=config.block_size,
+        max_num_blocks=tables.shape[1], scale=1.0 / math.sqrt(config.head_dim),
+        context_lens=torch.tensor(config.lengths, dtype=torch.int64), block_tables=tables,
+    )
+
+
+def launch_plan(
+    config: DecodeConfig, block_tables: np.ndarray, *, num_splits: int | None = None, block_n: int | None = None
+) -> LaunchPlan:
+    """The plan ``triton_decode`` picks for ``config`` on its device and dtype, or
+    with ``num_splits`` / ``block_n`` overridden (as :func:`plan_launch` takes them)."""
+    shape = decode_shape(config, block_tables)
+    return plan_launch(shape, torch.device(config.device), config.torch_dtype, num_splits=num_splits, block_n=block_n)
+
+
+def row_tiles(plan: LaunchPlan, context_len: int) -> int:
+    """Tiles the kernel walks for a row of ``context_len`` tokens under ``plan``."""
+    needed = -(-int(context_len) // plan.block_size)
+    tiles = 0
+    for split in range(plan.num_splits):
+        first = split * plan.blocks_per_split
+        if first < needed:
+            blocks = min(first + plan.blocks_per_split, needed) - first
+            tiles += -(-blocks // plan.blocks_per_tile) * plan.subtiles
+    return tiles
+
+
+def trace_size_error(context_len: int, plan: LaunchPlan) -> str | None:
+    """Why the page will not trace this row, or None."""
+    if context_len > MAX_TRACE_TOKENS:
+        return (
+            f"This sequence holds {context_len:,} tokens; the walkthrough traces at most "
+            f"{MAX_TRACE_TOKENS:,}. Pick a shorter sequence or shorten the context in the sidebar."
+        )
+    tiles = row_tiles(plan, context_len)
+    if tiles > MAX_TRACE_TILES:
+        return (
+            f"This plan walks {tiles:,} tiles for the sequence; the walkthrough draws at most "
+            f"{MAX_TRACE_TILES:,}. Use a larger BLOCK_N or a shorter sequence."
+        )
+    return None
+
+
+def row_inputs(
+    config: DecodeConfig, context_len: int, head: int, *, dtype: torch.dtype = torch.float32
+) -> tuple[torch.Tensor, ...]:
+    """CPU inputs holding one row: its KV head only, its blocks packed as ``0 .. n-1``.
+
+    Returns ``(query, k_cache, v_cache, block_tables, context_lens)`` with
+    ``query`` ``[1, group, head_dim]`` (the GQA group of ``head``), caches
+    ``[needed_blocks + 1, block_size, 1, head_dim]`` (one spare block of
+    :data:`~paged_attention.cache.LOUD_VALUE`, like the unfilled tail slots) and the
+    table ``[[0, 1, ..., needed_blocks - 1]]``. Values are standard normal, seeded
+    by the configuration's seed and the row.
+    """
+    group = config.num_heads // config.num_kv_heads
+    bs, d = config.block_size, config.head_dim
+    needed = -(-int(context_len) // bs)
+    kv_head = head // group
+    gen = torch.Generator().manual_seed(zlib.crc32(f"{config.seed}/{context_len}/{kv_head}".encode()))
+    query = torch.randn(1, group, d, generator=gen)
+    shape = (needed + 1, bs, 1, d)
+    k = torch.full(shape, LOUD_VALUE)
+    v = torch.full(shape, LOUD_VALUE)
+    k.view(-1, d)[:context_len] = torch.randn(context_len, d, generator=gen)
+    v.view(-1, d)[:context_len] = torch.randn(context_len, d, generator=gen)
+    table = torch.arange(max(needed, 1), dtype=torch.int32)[None, :]
+    lens = torch.tensor([int(context_len)], dtype=torch.int32)
+    return query.to(dtype), k.to(dtype), v.to(dtype), table, lens
+
+
+def trace_row(
+    config: DecodeConfig, block_tables: np.ndarray, seq: int, head: int, *, plan: LaunchPlan
+) -> KernelTrace:
+    """Trace ``_paged_decode_kernel`` for sequence ``seq``, query head ``head`` of
+    ``config`` under ``plan`` (from :func:`launch_plan`).
+
+    The trace's ``physical_blocks`` are the ids of ``block_tables[seq]``; ``head``
+    and ``kv_head`` are those of the configuration.
+
+    Raises
+    ------
+    ValueError
+        If ``seq`` or ``head`` is out of range or the plan's block size differs.
+    """
+    if not 0 <= seq < config.batch_size:
+        raise ValueError(f"seq must lie in [0, batch_size={config.batch_size}); got {seq}")
+    if not 0 <= head < config.num_heads:
+        raise ValueError(f"head must lie in [0, num_heads={config.num_heads}); got {head}")
+    n = config.lengths[seq]
+    group = config.num_heads // config.num_kv_heads
+    trace = trace_decode(row_inputs(config, n, head), 0, head % group, plan=plan)
+    physical = np.asarray(block_tables)[seq]
+    tiles = trace.tiles.copy()
+    tiles["physical_blocks"] = [tuple(int(physical[b]) for b in ids) for ids in tiles["physical_blocks"]]
+    return replace(trace, seq=seq, head=head, kv_head=head // group, tiles=tiles)

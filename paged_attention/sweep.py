@@ -1,0 +1,615 @@
+"""Parameter sweeps of the decode implementations, kept free of Streamlit.
+
+A sweep varies one axis of a :class:`~paged_attention.config.DecodeConfig`
+(context length, batch size, block size, KV heads or head dim) over a grid and
+times every implementation at each point. This module holds the parts that need
+no GPU and no Streamlit, so they are tested directly:
+
+* the grid: :func:`sweep_values` (log- or linearly spaced, powers of two for
+  block sizes, divisors of ``num_heads`` for KV heads), :func:`point_config`
+  and the CPU caps of :func:`cap_grid`;
+* the time budget of the naive implementation, whose Python loop over blocks
+  would otherwise hang a sweep: :func:`naive_plan` predicts a point's time from
+  the last measured one (or asks for one probing call) and skips it when the
+  prediction is over budget;
+* :class:`SweepJob`, the state of a running sweep (one point at a time, so a
+  page can draw between points and cancel), and its rows;
+* the CSV the page offers for download and accepts back for comparison:
+  :data:`SWEEP_COLUMNS`, :func:`sweep_csv`, :func:`read_sweep_csv`.
+
+Every row is one (point, implementation): ``status`` is ``"ok"`` (timed),
+``"skipped"`` (naive over its budget: ``predicted_ms`` says by how much),
+``"failed"`` (the implementation raised) or ``"refused"`` (not enough GPU memory).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .app_state import CPU_MAX_ITERS, CPU_MAX_WARMUP, CPU_MAX_WORK, MAX_BATCH, MAX_CONTEXT, cpu_work
+from .config import DecodeConfig
+from .implementations import LABELS
+
+#: The axes a sweep can vary: ``key -> label`` (the key is a DecodeConfig field,
+#: except ``context_len``, which sets every sequence's context).
+AXES: dict[str, str] = {
+    "context_len": "context length (tokens)",
+    "batch_size": "batch size (sequences)",
+    "block_size": "block size (tokens per block)",
+    "num_kv_heads": "KV heads",
+    "head_dim": "head dim",
+}
+#: Inclusive bounds of each axis.
+AXIS_LIMITS: dict[str, tuple[int, int]] = {
+    "context_len": (1, MAX_CONTEXT),
+    "batch_size": (1, MAX_BATCH),
+    "block_size": (1, 256),
+    "num_kv_heads": (1, 256),
+    "head_dim": (1, 512),
+}
+SPACINGS: tuple[str, ...] = ("log", "linear")
+MAX_POINTS = 12
+#: On the CPU (Triton interpreted) a sweep keeps at most this many points.
+CPU_MAX_POINTS = 6
+
+STATUSES: tuple[str, ...] = ("ok", "skipped", "failed", "refused")
+
+#: Columns of a sweep's table and CSV, one row per (point, implementation).
+SWEEP_COLUMNS: tuple[str, ...] = (
+    "source", "axis", "value", "implementation", "label", "status",
+    "median_ms", "p10_ms", "p90_ms", "gpu_time_ms", "gbps", "gpu_gbps", "copy_gbps", "pct_of_copy_bw",
+    "bytes_moved", "max_abs_err", "correct", "predicted_ms", "note",
+    "batch_size", "context_len", "tokens", "num_heads", "num_kv_heads", "head_dim", "block_size",
+    "dtype", "block_layout", "device", "device_name", "warmup", "iters",
+)
+#: Columns an uploaded CSV must have; the others are filled with blanks.
+REQUIRED_COLUMNS: tuple[str, ...] = ("axis", "value", "implementation", "status", "median_ms")
+_NUMERIC = (
+    "value", "median_ms", "p10_ms", "p90_ms", "gpu_time_ms", "gbps", "gpu_gbps", "copy_gbps", "pct_of_copy_bw",
+    "bytes_moved", "max_abs_err", "predicted_ms", "batch_size", "context_len", "tokens", "num_heads",
+    "num_kv_heads", "head_dim", "block_size", "warmup", "iters",
+)
+#: An uploaded CSV larger than this is refused before parsing.
+MAX_CSV_BYTES = 2 << 20
+MAX_CSV_ROWS = 5000
+
+
+# -- the grid ------------------------------------------------------------------
+
+def _check_axis(axis: str) -> None:
+    if axis not in AXES:
+        raise ValueError(f"axis must be one of {', '.join(AXES)}; got {axis!r}")
+
+
+def _spread(candidates: Sequence[int], points: int) -> list[int]:
+    """At most ``points`` of the sorted ``candidates``, evenly spaced by index,
+    always keeping the first and the last."""
+    if len(candidates) <= points:
+        return list(candidates)
+    picks = np.unique(np.rint(np.linspace(0, len(candidates) - 1, points)).astype(int))
+    return [candidates[i] for i in picks]
+
+
+def sweep_values(
+    axis: str, low: int, high: int, points: int, *, spacing: str = "log", num_heads: int | None = None
+) -> tuple[int, ...]:
+    """The grid of one sweep, ascending and without repeats.
+
+    Parameters
+    ----------
+    axis : str
+        A key of :data:`AXES`.
+    low, high : int
+        Inclusive range, within :data:`AXIS_LIMITS`.
+    points : int
+        Most points, ``1 .. MAX_POINTS``. Rounding to integers can leave fewer.
+    spacing : str
+        ``"log"`` (geometric) or ``"linear"``. Block sizes are always the powers of
+        two in the range, KV heads the divisors of ``num_heads`` in it; when there
+        are more than ``points`` of them, evenly spaced ones are kept.
+    num_heads : int, optional
+        Query heads; required for the ``num_kv_heads`` axis.
+
+    Raises
+    ------
+    ValueError
+        On an unknown axis or spacing, a bound outside the axis's limits, ``low >
+        high``, a bad ``points``, or a range holding no valid value.
+
+    Examples
+    --------
+    >>> sweep_values("context_len", 128, 32768, 9)
+    (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+    """
+    _check_axis(axis)
+    if spacing not in SPACINGS:
+        raise ValueError(f"spacing must be one of {', '.join(SPACINGS)}; got {spacing!r}")
+    lo_limit, hi_limit = AXIS_LIMITS[axis]
+    for name, v in (("low", low), ("high", high), ("points", points)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+            raise ValueError(f"{name} must be an integer; got {v!r}")
+    if not lo_limit <= low <= hi_limit or not lo_limit <= high <= hi_limit:
+        raise ValueError(f"{AXES[axis]} must lie between {lo_limit:,} and {hi_limit:,}; got {low:,} to {high:,}")
+    if low > high:
+        raise ValueError(f"the sweep needs low <= high; got low={low:,}, high={high:,}")
+    if not 1 <= points <= MAX_POINTS:
+        raise ValueError(f"points must be between 1 and {MAX_POINTS}; got {points}")
+
+    if axis == "block_size":
+        candidates = [1 << k for k in range(0, 9) if low <= (1 << k) <= high]
+        if not candidates:
+            raise ValueError(f"no power of two lies between {low} and {high}; block sizes are powers of two here")
+        return tuple(_spread(candidates, points))
+    if axis == "num_kv_heads":
+        if num_heads is None:
+            raise ValueError("the num_kv_heads axis needs num_heads")
+        candidates = [d for d in range(1, num_heads + 1) if num_heads % d == 0 and low <= d <= high]
+        if not candidates:
+            raise ValueError(f"no divisor of num_heads={num_heads} lies between {low} and {high}")
+        return tuple(_spread(candidates, points))
+    if low == high or points == 1:
+        return (int(low),)
+    grid = np.geomspace(low, high, points) if spacing == "log" else np.linspace(low, high, points)
+    return tuple(int(v) for v in np.unique(np.rint(grid).astype(np.int64)))
+
+
+def default_range(axis: str, config: DecodeConfig, cpu: bool) -> tuple[int, int]:
+    """A sensible ``(low, high)`` for ``axis``: wide on a GPU, small on the CPU."""
+    _check_axis(axis)
+    if axis == "context_len":
+        return (16, 256) if cpu else (128, 32768)
+    if axis == "batch_size":
+        return (1, 8) if cpu else (1, 256)
+    if axis == "block_size":
+        return (4, 64) if cpu else (1, 256)
+    if axis == "num_kv_heads":
+        return (1, config.num_heads)
+    return (16, 128) if cpu else (32, 256)
+
+
+def default_points(axis: str, low: int, high: int, cpu: bool) -> int:
+    """Points for a range: one per power of two in it (a doubling per step), capped."""
+    doublings = int(math.floor(math.log2(max(high, 1) / max(low, 1)))) + 1 if high >= low >= 1 else 1
+    return max(1, min(doublings, CPU_MAX_POINTS if cpu else MAX_POINTS, MAX_POINTS))
+
+
+def point_config(base: DecodeConfig, axis: str, value: int) -> DecodeConfig:
+    """``base`` with ``axis`` set to ``value``.
+
+    ``context_len`` gives every sequence ``value`` tokens. ``batch_size`` keeps
+    ``base``'s lengths, repeated cyclically for a larger batch (a ragged batch
+    stays ragged). When ``base`` set its spare blocks explicitly, they are scaled
+    with the blocks the new point uses, so the pool keeps its headroom.
+
+    Raises
+    ------
+    ValueError
+        If the resulting configuration is invalid.
+    """
+    _check_axis(axis)
+    value = int(value)
+    if axis == "context_len":
+        config = base.with_(context_lens=value)
+    elif axis == "batch_size":
+        if isinstance(base.context_lens, tuple):
+            lens = base.lengths
+            config = base.with_(batch_size=value, context_lens=tuple(lens[i % len(lens)] for i in range(value)))
+        else:
+            config = base.with_(batch_size=value)
+    else:
+        config = base.with_(**{axis: value})
+    if base.spare_blocks is not None and base.num_blocks_used:
+        ratio = base.spare_blocks / base.num_blocks_used
+        config = config.with_(spare_blocks=max(1, math.ceil(config.num_blocks_used * ratio)))
+    return config.validate()
+
+
+@dataclass(frozen=True)
+class GridPlan:
+    """The points a sweep will run, after the CPU caps.
+
+    ``values`` may be shorter than asked; ``notes`` say why (for the page).
+    """
+
+    values: tuple[int, ...]
+    warmup: int
+    iters: int
+    notes: tuple[str, ...] = ()
+
+
+def cap_grid(base: DecodeConfig, axis: str, values: Sequence[int], warmup: int, iters: int) -> GridPlan:
+    """Apply the CPU caps of the benchmark page to a sweep.
+
+    On the CPU (Triton interpreted) points whose ``batch_size x num_kv_heads x
+    longest context`` exceeds :data:`~paged_attention.app_state.CPU_MAX_WORK` are
+    dropped, at most :data:`CPU_MAX_POINTS` are kept, and warm-up and timed calls
+    are capped. On a GPU everything runs as asked.
+
+    Raises
+    ------
+    ValueError
+        If a point's configuration is invalid.
+    """
+    values = tuple(int(v) for v in values)
+    configs = [point_config(base, axis, v) for v in values]
+    if base.device != "cpu":
+        return GridPlan(values, warmup, iters)
+    notes = []
+    kept = tuple(v for v, c in zip(values, configs) if cpu_work(c) <= CPU_MAX_WORK)
+    dropped = len(values) - len(kept)
+    if dropped:
+        notes.append(
+            f"{dropped} of {len(values)} points dropped: on the CPU a point runs only when "
+            f"batch_size x num_kv_heads x longest context <= {CPU_MAX_WORK:,}"
+        )
+    if len(kept) > CPU_MAX_POINTS:
+        notes.append(f"{len(kept)} points thinned to {CPU_MAX_POINTS} on the CPU")
+        kept = tuple(_spread(kept, CPU_MAX_POINTS))
+    if warmup > CPU_MAX_WARMUP:
+        notes.append(f"warm-up iterations capped from {warmup} to {CPU_MAX_WARMUP} on the CPU")
+        warmup = CPU_MAX_WARMUP
+    if iters > CPU_MAX_ITERS:
+        notes.append(f"timed iterations capped from {iters} to {CPU_MAX_ITERS} on the CPU")
+        iters = CPU_MAX_ITERS
+    return GridPlan(kept, warmup, iters, tuple(notes))
+
+
+# -- the naive implementation's time budget --------------------------------------
+
+#: A lower bound on the naive loop's Python cost per block visited (two cache
+#: indexings and a table read); used to refuse even a probing call.
+NAIVE_MIN_SECONDS_PER_BLOCK = 2e-6
+#: Element operations that cost about as much as one block of the Python loop.
+NAIVE_ELEMENTS_PER_BLOCK = 4096
+
+
+def naive_cost(config: DecodeConfig) -> float:
+    """Relative cost of one naive call: blocks visited in Python, plus the padded
+    float32 gather and products (``batch x longest context x (kv + query heads) x head_dim``)."""
+    elements = config.batch_size * max(config.lengths, default=0) * (config.num_kv_heads + config.num_heads)
+    return config.num_blocks_used + elements * config.head_dim / NAIVE_ELEMENTS_PER_BLOCK + 1
+
+
+def naive_temp_bytes(config: DecodeConfig) -> int:
+    """Bytes of float32 temporaries one naive call allocates: K and V padded to the
+    longest context, once per KV head and again per query head."""
+    longest = max(config.lengths, default=0)
+    return 2 * 4 * config.batch_size * longest * config.head_dim * (config.num_kv_heads + config.num_heads)
+
+
+@dataclass(frozen=True)
+class NaiveDecision:
+    """What to do with the naive implementation at one point.
+
+    ``action`` is ``"run"``, ``"probe"`` (time one call first, then call
+    :func:`after_probe`) or ``"skip"``; ``predicted_ms`` is the predicted time of
+    one call (None when unknown); ``reason`` says why, for the table.
+    """
+
+    action: str
+    predicted_ms: float | None = None
+    reason: str = ""
+
+
+def _skip_reason(predicted_ms: float, calls: int, budget_s: float) -> str:
+    return (
+        f"skipped: {calls} calls x ~{predicted_ms:,.4g} ms predicted = {calls * predicted_ms / 1e3:,.3g} s, "
+        f"over the {budget_s:g} s budget"
+    )
+
+
+def naive_plan(
+    config: DecodeConfig,
+    *,
+    budget_s: float,
+    calls: int,
+    last: tuple[float, float] | None = None,
+    free_bytes: int | None = None,
+) -> NaiveDecision:
+    """Decide whether to time the naive implementation at ``config``.
+
+    Parameters
+    ----------
+    config : DecodeConfig
+        The point.
+    budget_s : float
+        Seconds the naive implementation may take at one point (all its calls).
+    calls : int
+        Calls a measurement makes (warm-up + timed + the accuracy check).
+    last : (float, float), optional
+        ``(naive_cost, median ms)`` of the last point where naive was timed; the
+        prediction scales that time by the ratio of :func:`naive_cost`.
+    free_bytes : int, optional
+        Free device memory; the point is skipped when the naive temporaries
+        (:func:`naive_temp_bytes`) would not fit.
+
+    Returns
+    -------
+    NaiveDecision
+        ``"skip"`` when even one call would exceed the budget, the temporaries do
+        not fit, or the predicted time is over budget; ``"run"`` when the
+        prediction fits; ``"probe"`` when nothing was timed before.
+    """
+    need = naive_temp_bytes(config)
+    if free_bytes is not None and need > free_bytes:
+        return NaiveDecision(
+            "skip", None, f"skipped: its float32 temporaries need {need / 2**30:,.1f} GiB, "
+            f"{free_bytes / 2**30:,.1f} GiB free"
+        )
+    floor_ms = config.num_blocks_used * NAIVE_MIN_SECONDS_PER_BLOCK * 1e3
+    if floor_ms > budget_s * 1e3:
+        return NaiveDecision(
+            "skip", floor_ms,
+            f"skipped: its Python loop visits {config.num_blocks_used:,} blocks per call, "
+            f"over the {budget_s:g} s budget even for one call",
+        )
+    if last is None:
+        return NaiveDecision("probe")
+    last_cost, last_ms = last
+    predicted = last_ms * naive_cost(config) / max(last_cost, 1e-9)
+    if predicted * calls > budget_s * 1e3:
+        return NaiveDecision("skip", predicted, _skip_reason(predicted, calls, budget_s))
+    return NaiveDecision("run", predicted)
+
+
+def after_probe(probe_ms: float, *, budget_s: float, calls: int) -> NaiveDecision:
+    """Decide after one probing call of ``probe_ms`` milliseconds."""
+    if probe_ms * calls > budget_s * 1e3:
+        return NaiveDecision("skip", probe_ms, _skip_reason(probe_ms, calls, budget_s))
+    return NaiveDecision("run", probe_ms)
+
+
+# -- rows --------------------------------------------------------------------------
+
+def _config_fields(config: DecodeConfig) -> dict:
+    return {
+        "batch_size": config.batch_size,
+        "context_len": max(config.lengths, default=0),
+        "tokens": sum(config.lengths),
+        "num_heads": config.num_heads,
+        "num_kv_heads": config.num_kv_heads,
+        "head_dim": config.head_dim,
+        "block_size": config.block_size,
+        "dtype": config.dtype,
+        "block_layout": config.block_layout,
+        "device": config.device,
+    }
+
+
+def result_row(
+    result, config: DecodeConfig, axis: str, value: int, *, copy_gbps: float | None, device_name: str,
+    warmup: int, iters: int,
+) -> dict:
+    """One ``"ok"`` row from a :class:`~paged_attention.bench.BenchResult`."""
+    best = result.gpu_gbps if result.gpu_gbps is not None else result.gbps
+    return {
+        "axis": axis, "value": int(value), "implementation": result.name, "label": result.label, "status": "ok",
+        "median_ms": result.median_ms, "p10_ms": result.p10_ms, "p90_ms": result.p90_ms,
+        "gpu_time_ms": result.gpu_time_ms, "gbps": result.gbps, "gpu_gbps": result.gpu_gbps,
+        "copy_gbps": copy_gbps, "pct_of_copy_bw": 100 * best / copy_gbps if copy_gbps else None,
+        "bytes_moved": result.bytes_moved, "max_abs_err": result.max_abs_err,
+        "correct": "yes" if result.passed else "NO", "predicted_ms": None, "note": "",
+        **_config_fields(config), "device_name": device_name, "warmup": warmup, "iters": iters,
+    }
+
+
+def status_row(
+    name: str, status: str, config: DecodeConfig, axis: str, value: int, *, note: str,
+    predicted_ms: float | None = None, copy_gbps: float | None = None, device_name: str = "",
+    warmup: int = 0, iters: int = 0,
+) -> dict:
+    """A row without timings: ``status`` is ``"skipped"``, ``"failed"`` or ``"refused"``."""
+    if status not in STATUSES or status == "ok":
+        raise ValueError(f"status must be skipped, failed or refused; got {status!r}")
+    return {
+        "axis": axis, "value": int(value), "implementation": name, "label": LABELS.get(name, name),
+        "status": status, "median_ms": None, "p10_ms": None, "p90_ms": None, "gpu_time_ms": None,
+        "gbps": None, "gpu_gbps": None, "copy_gbps": copy_gbps, "pct_of_copy_bw": None,
+        "bytes_moved": config.decode_bytes(), "max_abs_err": None, "correct": "", "predicted_ms": predicted_ms,
+        "note": note, **_config_fields(config), "device_name": device_name, "warmup": warmup, "iters": iters,
+    }
+
+
+def rows_frame(rows: Iterable[Mapping], source: str) -> pd.DataFrame:
+    """Rows as a DataFrame with exactly :data:`SWEEP_COLUMNS` (``source`` set)."""
+    frame = pd.DataFrame([{**r, "source": source} for r in rows], columns=list(SWEEP_COLUMNS))
+    for col in _NUMERIC:
+        frame[col] = pd.to_numeric(frame[col], errors="coerce")
+    return frame
+
+
+# -- a running sweep -----------------------------------------------------------------
+
+@dataclass
+class SweepJob:
+    """A sweep in progress: its grid, the rows measured so far and its state.
+
+    The page runs one point per script run (:meth:`config_at`, then
+    :meth:`record`), so it can redraw between points and a Cancel button's
+    callback (:meth:`cancel`) takes effect before the next point; the points done
+    are kept, including one that was in flight when Cancel was pressed.
+
+    Streamlit may start the next script run while the previous one is still
+    timing a point (a click interrupts a run only at its next Streamlit call), so
+    two runs can hold the same job: whoever times a point holds :attr:`lock`, and
+    a run that finds it held waits for that point instead of timing it again.
+
+    Attributes
+    ----------
+    state : str
+        ``"running"``, ``"done"``, ``"cancelled"`` or ``"failed"``.
+    naive_last : (float, float) or None
+        ``(naive_cost, median ms)`` of the last point where naive was timed, for
+        :func:`naive_plan`.
+    lock : threading.Lock
+        Held while a point is being timed.
+    """
+
+    base: DecodeConfig
+    axis: str
+    values: tuple[int, ...]
+    names: tuple[str, ...]
+    warmup: int
+    iters: int
+    naive_budget_s: float
+    device_name: str
+    rows: list[dict] = field(default_factory=list)
+    next_index: int = 0
+    state: str = "running"
+    message: str = ""
+    naive_last: tuple[float, float] | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _check_axis(self.axis)
+        if not self.values:
+            raise ValueError("a sweep needs at least one point")
+
+    @property
+    def total(self) -> int:
+        return len(self.values)
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+    @property
+    def calls(self) -> int:
+        """Calls one measurement makes: warm-up, timed, and the accuracy check."""
+        return self.warmup + self.iters + 1
+
+    def config_at(self, index: int) -> DecodeConfig:
+        return point_config(self.base, self.axis, self.values[index])
+
+    def record(self, rows: Sequence[Mapping]) -> None:
+        """Add the rows of the next point and move on (``"done"`` after the last).
+
+        A point that finishes after :meth:`cancel` is still recorded; if it was
+        the last, the sweep is done after all.
+
+        Raises
+        ------
+        RuntimeError
+            If the sweep is done or failed, or every point is recorded.
+        """
+        if self.state not in ("running", "cancelled") or self.next_index >= self.total:
+            raise RuntimeError(f"the sweep is {self.state}; no point is pending")
+        self.rows.extend(dict(r) for r in rows)
+        self.next_index += 1
+        if self.next_index >= self.total:
+            self.state, self.message = "done", ""
+        elif self.state == "cancelled":
+            self.message = self._cancelled_message()
+
+    def _cancelled_message(self) -> str:
+        return f"Cancelled after {self.next_index} of {self.total} points."
+
+    def cancel(self) -> None:
+        """Stop before the next point (a point in flight still finishes)."""
+        if self.running:
+            self.state = "cancelled"
+            self.message = self._cancelled_message()
+
+    def fail(self, message: str) -> None:
+        self.state = "failed"
+        self.message = message
+
+    def frame(self, source: str = "this session") -> pd.DataFrame:
+        return rows_frame(self.rows, source)
+
+
+# -- CSV ---------------------------------------------------------------------------
+
+def sweep_csv(frame: pd.DataFrame) -> str:
+    """The CSV the page offers for download (columns :data:`SWEEP_COLUMNS`)."""
+    return frame.reindex(columns=list(SWEEP_COLUMNS)).to_csv(index=False)
+
+
+def read_sweep_csv(data: bytes | str, source: str) -> pd.DataFrame:
+    """Parse and check a sweep CSV (one downloaded from the page, maybe from another
+    machine or version).
+
+    Parameters
+    ----------
+    data : bytes or str
+        The file's contents.
+    source : str
+        Written into the ``source`` column (e.g. ``"uploaded: h200.csv"``).
+
+    Returns
+    -------
+    DataFrame
+        Columns :data:`SWEEP_COLUMNS`; missing optional columns are blank.
+
+    Raises
+    ------
+    ValueError
+        With a message fit for the page: not UTF-8 text, not a CSV, too large,
+        empty, missing required columns, more than one axis or an unknown one,
+        values that are not positive integers, unknown implementations or
+        statuses, or a timed row without a positive ``median_ms``.
+    """
+    if isinstance(data, bytes):
+        if len(data) > MAX_CSV_BYTES:
+            raise ValueError(f"the file is {len(data) / 2**20:.1f} MiB; sweep CSVs are at most {MAX_CSV_BYTES >> 20} MiB")
+        try:
+            data = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise ValueError("the file is not UTF-8 text; upload a CSV downloaded from this page") from None
+    if not data.strip():
+        raise ValueError("the file is empty")
+    try:
+        frame = pd.read_csv(io.StringIO(data))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
+        raise ValueError(f"the file is not a readable CSV ({str(exc).splitlines()[0]})") from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(
+            f"the CSV lacks the column{'s' if len(missing) > 1 else ''} {', '.join(missing)}; "
+            f"a sweep CSV has {', '.join(REQUIRED_COLUMNS)} and more"
+        )
+    if frame.empty:
+        raise ValueError("the CSV has a header but no rows")
+    if len(frame) > MAX_CSV_ROWS:
+        raise ValueError(f"the CSV has {len(frame):,} rows; at most {MAX_CSV_ROWS:,} are read")
+
+    axes = frame["axis"].dropna().astype(str).unique().tolist()
+    if len(axes) != 1:
+        raise ValueError(f"a sweep CSV varies one axis; this one has {axes or 'none'}")
+    if axes[0] not in AXES:
+        raise ValueError(f"unknown axis {axes[0]!r}; expected one of {', '.join(AXES)}")
+    values = pd.to_numeric(frame["value"], errors="coerce")
+    if values.isna().any() or (values < 1).any() or (values != values.round()).any():
+        bad = frame["value"][values.isna() | (values < 1) | (values != values.round())].iloc[0]
+        raise ValueError(f"every value must be a positive integer; found {bad!r}")
+    names = frame["implementation"].astype(str)
+    unknown = sorted(set(names) - set(LABELS))
+    if unknown:
+        raise ValueError(f"unknown implementation {unknown[0]!r}; expected one of {', '.join(LABELS)}")
+    statuses = frame["status"].astype(str)
+    odd = sorted(set(statuses) - set(STATUSES))
+    if odd:
+        raise ValueError(f"unknown status {odd[0]!r}; expected one of {', '.join(STATUSES)}")
+    median = pd.to_numeric(frame["median_ms"], errors="coerce")
+    timed = statuses == "ok"
+    if (median[timed].isna() | (median[timed] <= 0)).any():
+        raise ValueError("every row with status ok needs a positive median_ms")
+
+    out = frame.reindex(columns=list(SWEEP_COLUMNS))
+    for col in _NUMERIC:
+        out[col] = pd.to_numeric(out[col], errors="coerce")
+    out["value"] = values.astype(np.int64)
+    out["implementation"] = names
+    out["status"] = statuses
+    out["label"] = [LABELS[n] for n in names]
+    for col in ("note", "correct", "dtype", "block_layout", "device", "device_name"):
+        out[col] = out[col].astype(object).fillna("").astype(str)
+    out["source"] = source
+    return out

@@ -1,0 +1,282 @@
+"""The logic behind the three exploration pages, without Streamlit: sweep grids,
+caps, the naive time budget, the sweep job and its CSV; the serving history; the
+kernel page's one-row trace."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from paged_attention import DecodeConfig, build_decode_inputs, plan_launch
+from paged_attention import app_state as state
+from paged_attention import kernel_view, sweep
+from paged_attention.serving import LengthDist, ServingConfig, ServingSimulator
+from paged_attention.serving_history import MAX_STEP_BLOCKS, StepRecord, simulate, valid_block_sizes
+from paged_attention.validation import check_decode_args
+from paged_attention.walkthrough import trace_decode
+
+from helpers import SWEEP_BASE as BASE, job_rows
+
+
+
+# -- grid --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("axis, low, high, points, spacing, expected", [
+    ("context_len", 128, 32768, 9, "log", (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)),
+    ("context_len", 100, 100, 5, "log", (100,)),
+    ("batch_size", 1, 100, 5, "linear", (1, 26, 50, 75, 100)),
+    ("head_dim", 32, 256, 4, "log", (32, 64, 128, 256)),
+    ("head_dim", 30, 33, 12, "linear", (30, 31, 32, 33)),  # rounding removes repeats
+    ("block_size", 1, 256, 9, "linear", (1, 2, 4, 8, 16, 32, 64, 128, 256)),  # powers of two whatever the spacing
+    ("block_size", 3, 40, 12, "log", (4, 8, 16, 32)),
+    ("block_size", 1, 256, 3, "log", (1, 16, 256)),
+])
+def test_sweep_values(axis, low, high, points, spacing, expected):
+    assert sweep.sweep_values(axis, low, high, points, spacing=spacing) == expected
+
+
+def test_kv_head_grid_is_divisors_of_the_query_heads():
+    assert sweep.sweep_values("num_kv_heads", 1, 32, 12, num_heads=32) == (1, 2, 4, 8, 16, 32)
+    assert sweep.sweep_values("num_kv_heads", 2, 12, 12, num_heads=12) == (2, 3, 4, 6, 12)
+    assert sweep.sweep_values("num_kv_heads", 1, 64, 3, num_heads=64) == (1, 8, 64)
+
+
+@pytest.mark.parametrize("args, kw, match", [
+    (("depth", 1, 2, 2), {}, "axis must be one of"),
+    (("context_len", 300, 200, 3), {}, "low <= high"),
+    (("context_len", 0, 200, 3), {}, "between 1"),
+    (("head_dim", 16, 1024, 3), {}, "between 1 and 512"),
+    (("context_len", 16, 256, 0), {}, "points must be between"),
+    (("context_len", 16, 256, 13), {}, "points must be between"),
+    (("context_len", 16, 256, 3), {"spacing": "cubic"}, "spacing"),
+    (("block_size", 5, 7, 3), {}, "no power of two"),
+    (("num_kv_heads", 2, 6, 3), {"num_heads": 7}, "no divisor"),
+    (("num_kv_heads", 1, 6, 3), {}, "needs num_heads"),
+    (("context_len", 1.5, 6, 3), {}, "integer"),
+])
+def test_sweep_values_rejects(args, kw, match):
+    with pytest.raises(ValueError, match=match):
+        sweep.sweep_values(*args, **kw)
+
+
+def test_default_ranges_give_valid_grids():
+    for cpu in (True, False):
+        for axis in sweep.AXES:
+            low, high = sweep.default_range(axis, BASE, cpu)
+            points = sweep.default_points(axis, low, high, cpu)
+            assert 1 <= points <= (sweep.CPU_MAX_POINTS if cpu else sweep.MAX_POINTS)
+            assert sweep.sweep_values(axis, low, high, points, num_heads=BASE.num_heads)
+    assert sweep.default_points("context_len", 128, 32768, cpu=False) == 9
+
+
+def test_point_config_per_axis():
+    ragged = BASE.with_(batch_size=3, context_lens=(5, 40, 16), spare_blocks=4)
+    assert sweep.point_config(ragged, "context_len", 100).lengths == (100, 100, 100)
+    grown = sweep.point_config(ragged, "batch_size", 7)
+    assert grown.lengths == (5, 40, 16, 5, 40, 16, 5)  # the ragged pattern repeats
+    assert grown.spare_blocks == math.ceil(grown.num_blocks_used * 4 / ragged.num_blocks_used)
+    assert sweep.point_config(BASE, "batch_size", 5).lengths == (37,) * 5
+    assert sweep.point_config(BASE, "block_size", 64).block_size == 64
+    assert sweep.point_config(BASE, "head_dim", 80).head_dim == 80
+    assert sweep.point_config(BASE, "num_kv_heads", 4).num_kv_heads == 4
+    with pytest.raises(ValueError, match="multiple of num_kv_heads"):
+        sweep.point_config(BASE, "num_kv_heads", 3)
+
+
+def test_cpu_caps_drop_thin_and_cap_iterations():
+    base = BASE.with_(batch_size=4, num_kv_heads=2)  # 8 x context <= 8192: contexts up to 1024 fit
+    values = sweep.sweep_values("context_len", 16, 16384, 11)
+    grid = sweep.cap_grid(base, "context_len", values, warmup=10, iters=50)
+    assert max(grid.values) <= state.CPU_MAX_WORK // 8
+    assert len(grid.values) <= sweep.CPU_MAX_POINTS and grid.values[0] == 16
+    assert (grid.warmup, grid.iters) == (state.CPU_MAX_WARMUP, state.CPU_MAX_ITERS)
+    notes = " ".join(grid.notes)
+    assert "points dropped" in notes and "thinned" in notes and "capped from 50" in notes
+    small = sweep.cap_grid(base, "context_len", (16, 32), warmup=0, iters=2)
+    assert small.values == (16, 32) and small.notes == ()
+
+
+# -- the naive budget --------------------------------------------------------------------
+
+def test_naive_plan_probes_then_predicts_from_the_last_point():
+    small, big = BASE.with_(context_lens=64), BASE.with_(context_lens=4096)
+    assert sweep.naive_plan(small, budget_s=1.0, calls=4).action == "probe"
+    last = (sweep.naive_cost(small), 2.0)
+    ok = sweep.naive_plan(small, budget_s=1.0, calls=4, last=last)
+    assert ok.action == "run" and ok.predicted_ms == pytest.approx(2.0)
+    over = sweep.naive_plan(big, budget_s=0.05, calls=4, last=last)
+    assert over.action == "skip"
+    assert over.predicted_ms == pytest.approx(2.0 * sweep.naive_cost(big) / sweep.naive_cost(small))
+    assert "over the 0.05 s budget" in over.reason
+    assert sweep.naive_cost(big) > sweep.naive_cost(small)
+
+
+def test_naive_plan_skips_without_probing_when_hopeless():
+    huge = BASE.with_(batch_size=64, context_lens=65536, block_size=1)  # 4M blocks in a Python loop
+    decision = sweep.naive_plan(huge, budget_s=1.0, calls=4)
+    assert decision.action == "skip" and "blocks per call" in decision.reason
+    tight = sweep.naive_plan(BASE, budget_s=10.0, calls=4, free_bytes=1000)
+    assert tight.action == "skip" and "temporaries" in tight.reason
+    assert sweep.naive_temp_bytes(BASE) == 2 * 4 * 2 * 37 * 32 * (2 + 4)
+
+
+def test_after_probe():
+    assert sweep.after_probe(10.0, budget_s=1.0, calls=200).action == "skip"
+    assert sweep.after_probe(10.0, budget_s=1.0, calls=200).predicted_ms == 10.0
+    assert sweep.after_probe(10.0, budget_s=1.0, calls=50).action == "run"
+
+
+# -- the job and its CSV -----------------------------------------------------------------
+
+def test_job_runs_point_by_point_and_cancel_keeps_done_points():
+    job = sweep.SweepJob(BASE, "context_len", (16, 32, 64), ("naive", "vectorized", "triton"), 0, 2, 1.0, "test")
+    assert job.running and job.calls == 3 and job.config_at(1).lengths == (32, 32)
+    rows = job_rows()
+    job.record(rows[:3])
+    job.cancel()
+    assert job.state == "cancelled" and "after 1 of 3" in job.message
+    job.record(rows[3:6])  # the point in flight when Cancel was pressed is kept
+    assert job.state == "cancelled" and "after 2 of 3" in job.message
+    frame = job.frame()
+    assert list(frame.columns) == list(sweep.SWEEP_COLUMNS) and len(frame) == 6
+    job.record(rows[6:9])  # Cancel pressed during the last point: the sweep is complete
+    assert (job.state, job.message) == ("done", "")
+    done = sweep.SweepJob(BASE, "context_len", (16,), ("triton",), 0, 2, 1.0, "test")
+    done.record(rows[2:3])
+    assert done.state == "done"
+    done.cancel()
+    assert done.state == "done"  # cancelling a finished sweep changes nothing
+    with pytest.raises(RuntimeError, match="done"):
+        done.record(rows[:3])
+    with pytest.raises(ValueError, match="at least one point"):
+        sweep.SweepJob(BASE, "context_len", (), ("triton",), 0, 2, 1.0, "test")
+
+
+def test_csv_round_trip():
+    frame = sweep.rows_frame(job_rows(copy=4000.0), "this session")
+    back = sweep.read_sweep_csv(sweep.sweep_csv(frame).encode(), "uploaded: x.csv")
+    assert list(back.columns) == list(sweep.SWEEP_COLUMNS)
+    assert (back["source"] == "uploaded: x.csv").all()
+    for col in ("value", "median_ms", "gbps", "gpu_gbps", "copy_gbps", "predicted_ms", "pct_of_copy_bw"):
+        np.testing.assert_allclose(back[col].to_numpy(float), frame[col].to_numpy(float), equal_nan=True)
+    assert list(back["status"]) == list(frame["status"]) and "skipped" in set(back["status"])
+    assert list(back["note"]) == list(frame["note"])
+
+
+def test_minimal_csv_is_accepted():
+    text = "axis,value,implementation,status,median_ms\ncontext_len,16,triton,ok,0.1\ncontext_len,32,naive,skipped,\n"
+    frame = sweep.read_sweep_csv(text, "up")
+    assert list(frame["label"]) == ["Triton", "Naive PyTorch"] and frame["gbps"].isna().all()
+
+
+GOOD = "axis,value,implementation,status,median_ms\ncontext_len,16,triton,ok,0.1\n"
+
+
+@pytest.mark.parametrize("data, match", [
+    (b"", "empty"),
+    (b"\xff\xfe\x00garbage\x00", "not UTF-8"),
+    (b"x" * (sweep.MAX_CSV_BYTES + 1), "MiB"),
+    ('a,b\n1,"unterminated\n', "not a readable CSV|lacks"),
+    ("value,implementation\n1,triton\n", "lacks the columns axis, status, median_ms"),
+    ("axis,value,implementation,status,median_ms\n", "no rows"),
+    (GOOD + "batch_size,16,triton,ok,0.1\n", "varies one axis"),
+    (GOOD.replace("context_len", "depth"), "unknown axis"),
+    (GOOD.replace(",16,", ",-3,"), "positive integer"),
+    (GOOD.replace(",16,", ",abc,"), "positive integer"),
+    (GOOD.replace("triton", "cuda_magic"), "unknown implementation"),
+    (GOOD.replace(",ok,", ",maybe,"), "unknown status"),
+    (GOOD.replace("0.1", ""), "positive median_ms"),
+])
+def test_bad_csv_is_a_clear_error(data, match):
+    with pytest.raises(ValueError, match=match):
+        sweep.read_sweep_csv(data, "up")
+
+
+def test_too_many_rows():
+    text = "axis,value,implementation,status,median_ms\n" + "context_len,16,triton,ok,0.1\n" * (sweep.MAX_CSV_ROWS + 1)
+    with pytest.raises(ValueError, match="at most"):
+        sweep.read_sweep_csv(text, "up")
+
+
+# -- serving history -----------------------------------------------------------------------
+
+SERVING = ServingConfig(num_blocks=48, block_size=4, max_batch_size=5, arrival_rate=0.6,
+                        prompt_len=LengthDist("long-tail", 2, 40), output_len=LengthDist("uniform", 2, 20), seed=3)
+
+
+def test_history_reproduces_every_snapshot():
+    history = simulate(SERVING, 80)
+    snapshots = ServingSimulator(SERVING).run(80)
+    assert history.steps == 80
+    for record, snap in zip(history.records, snapshots):
+        assert record.step == snap.step
+        np.testing.assert_array_equal(record.pool_owner(), snap.pool_owner.numpy())
+        np.testing.assert_array_equal(record.block_tables(), snap.block_tables.numpy())
+        back = record.snapshot()
+        assert torch.equal(back.block_tables, snap.block_tables) and torch.equal(back.pool_owner, snap.pool_owner)
+        assert back.metrics() == snap.metrics()
+
+
+def test_history_counts_taken_freed_and_recycled_blocks():
+    history = simulate(SERVING, 80)
+    metrics = history.metrics
+    assert metrics["recycled"].sum() > 0 and metrics["freed"].sum() > 0
+    used = metrics["blocks_in_use"].to_numpy()
+    np.testing.assert_array_equal(np.diff(used), (metrics["taken"] - metrics["freed"]).to_numpy()[1:])
+    for step in (0, 10, 40, 79):
+        taken, freed, recycled = history.changes(step)
+        assert (len(taken), len(freed), len(recycled)) == tuple(metrics.loc[step, ["taken", "freed", "recycled"]])
+        assert set(recycled) <= set(taken)
+        owner = history.records[step].pool_owner()
+        assert (owner[taken] >= 0).all() and (owner[freed] != history.records[step - 1].pool_owner()[freed]).all() \
+            if step else len(freed) == 0
+
+
+def test_history_limits_and_block_size_validity():
+    with pytest.raises(ValueError, match="steps must be"):
+        simulate(SERVING, 0)
+    with pytest.raises(ValueError, match="records"):
+        simulate(ServingConfig(num_blocks=MAX_STEP_BLOCKS), 2)
+    ok, dropped = valid_block_sizes(SERVING, (1, 4, 16, 64, 256), pool_tokens=192)
+    assert ok == [1, 4, 16, 64] and dropped == [256]  # 60 tokens fit in 3 blocks of 64, not in 0 of 256
+
+
+def test_empty_step_record():
+    record = StepRecord(0, 4, 8, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32))
+    assert record.block_tables().shape == (0, 1)
+    assert (record.pool_owner() == -1).all()
+
+
+# -- the kernel page's trace ---------------------------------------------------------------
+
+@pytest.mark.parametrize("block_size, overrides", [(16, {}), (3, {"num_splits": 3}), (16, {"block_n": 16, "num_splits": 2}),
+                                                    (64, {"block_n": 16})])
+def test_row_trace_walks_like_the_full_trace(block_size, overrides):
+    config = DecodeConfig(batch_size=3, context_lens=(300, 97, 1), num_heads=6, num_kv_heads=2, head_dim=24,
+                          block_size=block_size, dtype="float32", block_layout="shuffled", seed=2)
+    inputs = build_decode_inputs(config)
+    tables = inputs.block_tables.numpy()
+    plan = kernel_view.launch_plan(config, tables, **overrides)
+    assert plan == plan_launch(check_decode_args(*inputs.args()), inputs.query.device, inputs.query.dtype, **overrides)
+    walk = ["split", "tile", "subtile", "first_block", "end_block", "token_start", "token_end", "valid_tokens",
+            "masked_lanes", "physical_blocks", "table_lookups"]
+    for seq, head in [(0, 0), (0, 5), (1, 3), (2, 2)]:
+        full = trace_decode(inputs, seq, head, plan=plan)
+        row = kernel_view.trace_row(config, tables, seq, head, plan=plan)
+        pd.testing.assert_frame_equal(row.tiles[walk], full.tiles[walk])
+        assert (row.seq, row.head, row.kv_head) == (seq, head, head // 3)
+        assert row.max_abs_error < 1e-12
+        assert kernel_view.row_tiles(plan, config.lengths[seq]) == len(row.tiles)
+
+
+def test_trace_size_limits():
+    plan = kernel_view.launch_plan(BASE, np.zeros((2, 3), np.int64), block_n=16)
+    assert kernel_view.trace_size_error(37, plan) is None
+    assert "at most" in kernel_view.trace_size_error(kernel_view.MAX_TRACE_TOKENS + 1, plan)
+    long = BASE.with_(context_lens=kernel_view.MAX_TRACE_TOKENS)
+    plan = kernel_view.launch_plan(long, np.zeros((2, long.max_num_blocks), np.int64), block_n=16, num_splits=1)
+    assert "tiles" in kernel_view.trace_size_error(long.lengths[0], plan)
+    with pytest.raises(ValueError, match="seq must lie"):
+        kernel_view.trace_row(BASE, np.zeros((2, 3), np.int64), 2, 0, plan=plan)

@@ -1,0 +1,153 @@
+"""Running a sweep from the app: one point per script run, under the benchmark lock.
+
+The page keeps a :class:`~paged_attention.sweep.SweepJob` in session state. Each
+script run draws the page from the rows done so far, then :func:`run_next_point`
+times the next point and the page calls ``st.rerun()``. A Cancel button's callback
+(:func:`cancel_sweep`) marks the job cancelled before the next run looks at it, so
+pressing it stops the sweep after the point in flight, and keeps every point done.
+
+* Each point takes the process-wide lock of :mod:`ui.benchmark` (the decode
+  benchmark page's), so a sweep and a benchmark never time each other, and goes
+  through the same memory check before any tensor is allocated.
+* Each (device, configuration, implementation) is measured once per process:
+  :func:`measure` is ``st.cache_data`` keyed on plain values, returning a
+  one-row DataFrame, never tensors.
+* The naive implementation gets a time budget per point
+  (:func:`~paged_attention.sweep.naive_plan`); points over it are recorded as
+  skipped, with the predicted time.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+from typing import Callable
+
+import pandas as pd
+import streamlit as st
+import torch
+
+from paged_attention import DecodeConfig, prepare
+from paged_attention.bench import benchmark_implementation, time_calls
+from paged_attention.sweep import SweepJob, after_probe, naive_cost, naive_plan, result_row, status_row
+from ui.benchmark import (
+    GPU_HEADROOM_BYTES, BenchmarkRefused, acquire, check_fits, copy_bandwidth, inputs_slot, run_lock,
+)
+from ui.data import config_key
+
+#: Session-state key of the current sweep.
+JOB = "sweep_job"
+
+
+def device_name(device: str) -> str:
+    """What the CSV and charts call this machine's device."""
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.get_device_name(torch.device(device))
+    return "CPU (Triton interpreter)"
+
+
+@st.cache_data(max_entries=2048, show_spinner=False)
+def measure(device: str, key: tuple, name: str, warmup: int, iters: int) -> pd.DataFrame:
+    """Time implementation ``name`` at the configuration ``key`` on ``device``.
+
+    The caller holds the run lock. Returns one row of
+    :meth:`~paged_attention.bench.BenchResult.row`.
+    """
+    config = DecodeConfig(**dict(key))
+    inputs, reference = inputs_slot().get(config)
+    result = benchmark_implementation(name, inputs, warmup=warmup, iters=iters, reference=reference)
+    return pd.DataFrame([{**result.row(), "samples": len(result.samples_ms)}])
+
+
+def _plain(row: dict) -> SimpleNamespace:
+    return SimpleNamespace(**{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()})
+
+
+def _free_bytes(config: DecodeConfig) -> int | None:
+    """Free GPU memory once this point's inputs are in place (None on the CPU)."""
+    if not config.device.startswith("cuda"):
+        return None
+    free, _ = torch.cuda.mem_get_info(torch.device(config.device))
+    pending = 0 if inputs_slot().key == config else config.memory_bytes()
+    return max(0, free - pending - GPU_HEADROOM_BYTES)
+
+
+def _probe_ms(slot, config: DecodeConfig, budget_s: float) -> float:
+    """Milliseconds of one naive call at ``config``: the faster of two, since a
+    process's first call pays one-time costs; one only, if it alone is over budget."""
+    inputs, _ = slot.get(config)
+    run = prepare("naive", *inputs.args())
+    first = time_calls(run, device=inputs.query.device, warmup=0, iters=1)[0]
+    if first > budget_s * 1e3:
+        return first
+    return min(first, time_calls(run, device=inputs.query.device, warmup=0, iters=1)[0])
+
+
+def run_next_point(job: SweepJob, on_wait: Callable[[], None]) -> None:
+    """Time every implementation at the job's next point and record the rows.
+
+    The caller holds ``job.lock``.
+
+    A point that does not fit in GPU memory, or a CUDA out-of-memory error, ends
+    the sweep (``job.state == "failed"``, with the message); an implementation
+    that raises anything else gets a ``"failed"`` row and the sweep goes on.
+    """
+    index = job.next_index
+    value = job.values[index]
+    config = job.config_at(index)
+    common = dict(device_name=job.device_name, warmup=job.warmup, iters=job.iters)
+    rows: list[dict] = []
+    lock = run_lock()
+    acquire(lock, on_wait)
+    try:
+        slot = inputs_slot()
+        if slot.key != config:
+            slot.release()
+        try:
+            check_fits(config)
+        except BenchmarkRefused as exc:
+            job.rows.extend(
+                status_row(n, "refused", config, job.axis, value, note="not enough GPU memory", **common)
+                for n in job.names
+            )
+            job.fail(f"Stopped at {job.axis} = {value:,}: {exc}")
+            return
+        copy = copy_bandwidth(config.device)
+        for name in job.names:
+            if name == "naive":
+                decision = naive_plan(config, budget_s=job.naive_budget_s, calls=job.calls, last=job.naive_last,
+                                      free_bytes=_free_bytes(config))
+                if decision.action == "probe":
+                    decision = after_probe(_probe_ms(slot, config, job.naive_budget_s), budget_s=job.naive_budget_s,
+                                           calls=job.calls)
+                if decision.action == "skip":
+                    rows.append(status_row("naive", "skipped", config, job.axis, value, note=decision.reason,
+                                           predicted_ms=decision.predicted_ms, copy_gbps=copy, **common))
+                    continue
+            try:
+                frame = measure(job.device_name, config_key(config), name, job.warmup, job.iters)
+            except torch.cuda.OutOfMemoryError:
+                raise
+            except Exception as exc:  # one implementation failing must not end the sweep
+                rows.append(status_row(name, "failed", config, job.axis, value,
+                                       note=f"{type(exc).__name__}: {exc}", copy_gbps=copy, **common))
+                continue
+            result = _plain(frame.iloc[0].to_dict())
+            rows.append(result_row(result, config, job.axis, value, copy_gbps=copy, **common))
+            if name == "naive":
+                job.naive_last = (naive_cost(config), result.median_ms)
+        job.record(rows)
+    except torch.cuda.OutOfMemoryError as exc:
+        inputs_slot().release()
+        job.rows.extend(rows)
+        job.fail(f"The GPU ran out of memory at {job.axis} = {value:,}; its memory has been released. "
+                 f"({str(exc).splitlines()[0]})")
+    finally:
+        lock.release()
+
+
+def cancel_sweep() -> None:
+    """The Cancel button's callback: the running sweep stops before its next point."""
+    job = st.session_state.get(JOB)
+    if job is not None:
+        job.cancel()
