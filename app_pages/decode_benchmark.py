@@ -72,19 +72,19 @@ def _run() -> None:
                 on_progress=on_progress, on_result=on_result, on_wait=on_wait,
             )
         except BenchmarkRefused as exc:
-            status.update(label="Not run: not enough GPU memory", state="error")
+            status.update(label="Not run: not enough memory", state="error", expanded=True)
             st.error(str(exc), icon=":material/memory:")
             return
         except BenchmarkOOM as exc:
-            status.update(label="Out of GPU memory", state="error")
+            status.update(label="Out of GPU memory", state="error", expanded=True)
             st.error(str(exc), icon=":material/memory:")
             return
         except ValueError as exc:
-            status.update(label="Invalid configuration", state="error")
+            status.update(label="Invalid configuration", state="error", expanded=True)
             st.error(str(exc), icon=":material/error:")
             return
         except Exception as exc:  # the app must keep working whatever a run does
-            status.update(label="The run failed", state="error")
+            status.update(label="The run failed", state="error", expanded=True)
             st.error(f"The run failed: {type(exc).__name__}: {exc}", icon=":material/error:")
             return
         bar.progress(1.0, text="done")

@@ -52,7 +52,7 @@ MAX_TABLE_ENTRIES = 16_000_000
 
 #: On the CPU the Triton kernel runs in the interpreter, about a second per call
 #: at this much work; the benchmark page refuses more and caps the iterations.
-CPU_MAX_WORK = 8192  # batch_size * num_kv_heads * longest context
+CPU_MAX_WORK = 8192  # see cpu_work
 CPU_MAX_WARMUP = 1
 CPU_MAX_ITERS = 3
 
@@ -373,9 +373,18 @@ class RunPlan:
     refusal: str | None = None
 
 
+#: Tokens' worth of interpreter time one program costs before it reads any token.
+CPU_PROGRAM_COST = 64
+
+
 def cpu_work(config: DecodeConfig) -> int:
-    """``batch_size * num_kv_heads * longest context``: what the interpreter's time scales with."""
-    return config.batch_size * config.num_kv_heads * max(config.lengths, default=0)
+    """What the interpreter's time scales with: ``batch_size * max(num_kv_heads *
+    longest context, num_heads * 64)``. The first term is the tokens the grouped
+    kernel walks; the second counts the simple kernel's (batch, head) programs, each
+    worth about 64 tokens of fixed cost, so many heads over short (or empty)
+    contexts are not free."""
+    longest = max(config.lengths, default=0)
+    return config.batch_size * max(config.num_kv_heads * longest, config.num_heads * CPU_PROGRAM_COST)
 
 
 def plan_run(config: DecodeConfig, warmup: int, iters: int) -> RunPlan:
@@ -389,10 +398,11 @@ def plan_run(config: DecodeConfig, warmup: int, iters: int) -> RunPlan:
             warmup,
             iters,
             refusal=(
-                f"On the CPU the benchmark runs only when batch_size x num_kv_heads x longest context "
-                f"<= {CPU_MAX_WORK:,}; this configuration is {config.batch_size} x {config.num_kv_heads} "
-                f"x {max(config.lengths):,} = {work:,}. The Triton kernel runs in the interpreter here, "
-                f"about a second per call at the limit. Shrink the batch or the context, or run on a GPU."
+                f"On the CPU the benchmark runs only when batch_size x max(num_kv_heads x longest context, "
+                f"num_heads x {CPU_PROGRAM_COST}) <= {CPU_MAX_WORK:,}; this configuration is "
+                f"{config.batch_size} x max({config.num_kv_heads} x {max(config.lengths, default=0):,}, "
+                f"{config.num_heads} x {CPU_PROGRAM_COST}) = {work:,}. The Triton kernel runs in the interpreter "
+                f"here, a few seconds per call at the limit. Shrink the batch, the heads or the context, or run on a GPU."
             ),
         )
     notes = []

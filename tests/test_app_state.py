@@ -161,3 +161,12 @@ def test_results_rows():
     assert [r["speedup_vs_naive"] for r in rows] == [1.0, 5.0]
     assert rows[1]["pct_of_copy_bw"] == pytest.approx(50.0)  # GPU-time bandwidth where measured
     assert [r["correct"] for r in rows] == ["yes", "NO"]
+
+
+def test_cpu_plan_counts_programs_not_only_tokens():
+    """Many heads over short or empty contexts cost the interpreter per program."""
+    cfg = DecodeConfig(batch_size=32, context_lens=8, num_heads=32, num_kv_heads=32, head_dim=16)
+    assert state.cpu_work(cfg) == 32 * 32 * state.CPU_PROGRAM_COST
+    assert state.plan_run(cfg, 0, 1).refusal is not None
+    empty = DecodeConfig(batch_size=4096, context_lens=0, num_heads=256, num_kv_heads=256, head_dim=16)
+    assert "num_heads" in state.plan_run(empty, 0, 1).refusal

@@ -14,6 +14,7 @@ failures turned into messages.
 from __future__ import annotations
 
 import gc
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Callable
@@ -92,7 +93,7 @@ def copy_bandwidth(device: str) -> float | None:
 
 
 def check_fits(config: DecodeConfig) -> None:
-    """Refuse a CUDA configuration whose inputs would not fit in free memory.
+    """Refuse a configuration whose inputs would not fit in free GPU (or host) memory.
 
     Raises
     ------
@@ -100,6 +101,14 @@ def check_fits(config: DecodeConfig) -> None:
         With the bytes needed and the bytes free.
     """
     if not config.device.startswith("cuda"):
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        need = 3 * config.memory_bytes()  # the inputs, plus naive's padded float32 copies
+        if need > free:
+            raise BenchmarkRefused(
+                f"This configuration needs about {format_bytes(need)} of host memory (inputs and the "
+                f"implementations' temporaries), but only {format_bytes(free)} is free. "
+                f"Shrink the batch, the context or the number of KV heads."
+            )
         return
     free, total = torch.cuda.mem_get_info(torch.device(config.device))
     need = config.memory_bytes() + GPU_HEADROOM_BYTES
