@@ -171,6 +171,9 @@ st.dataframe(
         "pct_of_copy_bw": st.column_config.NumberColumn("% of copy BW", format="%.0f%%"),
         "max_abs_err": st.column_config.NumberColumn("Max abs err", format="%.2e"),
         "max_rel_err": st.column_config.NumberColumn("Max rel err", format="%.2e"),
+        "max_tol_ratio": st.column_config.NumberColumn(
+            "Error / tolerance", format="%.2g",
+            help="max |out - ref| / (atol + rtol |ref|): at most 1 exactly when every element passes"),
         "atol": st.column_config.NumberColumn("atol", format="%.0e"),
         "correct": "Correct",
         "samples": "Timed calls",

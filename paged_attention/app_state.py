@@ -353,12 +353,18 @@ def memory_summary(config: DecodeConfig) -> MemorySummary:
 
 def table_size_error(config: DecodeConfig) -> str | None:
     """Why the block-table page refuses ``config``, or None when it fits."""
-    entries = max(config.batch_size * config.max_num_blocks, config.num_blocks)
-    if entries > MAX_TABLE_ENTRIES:
+    table = config.batch_size * config.max_num_blocks
+    if table > MAX_TABLE_ENTRIES:
         return (
-            f"The block table would hold {entries:,} entries (batch {config.batch_size} x "
+            f"The block table would hold {table:,} entries (batch {config.batch_size} x "
             f"{config.max_num_blocks:,} blocks); this page builds tables of at most "
             f"{MAX_TABLE_ENTRIES:,}. Use a larger block size or a shorter context."
+        )
+    if config.num_blocks > MAX_TABLE_ENTRIES:
+        return (
+            f"The physical pool would hold {config.num_blocks:,} blocks ({config.num_blocks_used:,} used plus "
+            f"{config.num_spare_blocks:,} spare); this page draws pools of at most {MAX_TABLE_ENTRIES:,}. "
+            f"Use a larger block size, a shorter context or fewer spare blocks."
         )
     return None
 
@@ -458,6 +464,7 @@ def results_rows(results: Iterable, copy_gbps: float | None = None, baseline: st
                 "pct_of_copy_bw": (100 * best_gbps / copy_gbps) if copy_gbps else None,
                 "max_abs_err": r.max_abs_err,
                 "max_rel_err": r.max_rel_err,
+                "max_tol_ratio": r.max_tol_ratio,
                 "atol": r.atol,
                 "correct": "yes" if r.passed else "NO",
                 "samples": len(r.samples_ms),
