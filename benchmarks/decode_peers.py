@@ -4,7 +4,9 @@ On the same inputs, in one process, for each configuration:
 
 * ``triton``           our Triton kernel (grouped GQA, split-K) on the paged cache;
 * ``triton_simple``    the textbook (batch, head)-grid Triton kernel;
-* ``vectorized``       Optimized PyTorch (one gather + fused SDPA);
+* ``triton_merge_kernel`` our kernel with the split merge in a second kernel, as
+                       before the merge was fused (only when asked for with --impl);
+* ``vectorized``       Optimized PyTorch (one gather, two batched products);
 * ``gather_sdpa``      the usual PyTorch path: gather the pages into a padded
                        contiguous cache, then ``scaled_dot_product_attention``;
 * ``flex_paged``       FlexAttention's paged decode
@@ -25,7 +27,6 @@ Usage (on a GPU host)::
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import sys
 import traceback
@@ -151,7 +152,15 @@ def flex_paged(inputs, shape):
 FLEX_KERNEL_OPTIONS = ({}, {"BLOCK_M": 16, "BLOCK_N": 16})
 
 
-PEERS = {"sdpa_contiguous": sdpa_contiguous, "gather_sdpa": gather_sdpa, "flex_paged": flex_paged}
+def triton_merge_kernel(inputs, shape):
+    """Our Triton kernel with split-K merged by a second kernel (the fusion's baseline)."""
+    from paged_attention.triton_decode import prepare_triton_decode
+
+    return prepare_triton_decode(*inputs.args(), fused_merge=False)
+
+
+PEERS = {"sdpa_contiguous": sdpa_contiguous, "gather_sdpa": gather_sdpa, "flex_paged": flex_paged,
+         "triton_merge_kernel": triton_merge_kernel}
 OURS = ("triton", "triton_simple", "vectorized")
 
 
@@ -159,7 +168,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dtype", nargs="+", default=["float16", "bfloat16"])
     p.add_argument("--only", choices=["large", "small", "ragged"], nargs="+")
-    p.add_argument("--impl", nargs="+", default=list(OURS) + list(PEERS))
+    p.add_argument("--impl", nargs="+", default=list(OURS) + [p for p in PEERS if p != "triton_merge_kernel"],
+                   choices=list(OURS) + list(PEERS))
     p.add_argument("--call-iters", type=int, default=30)
     p.add_argument("--out", help="CSV file for the full table")
     args = p.parse_args(argv)

@@ -12,19 +12,21 @@ import argparse
 
 import pandas as pd
 
-ORDER = ["triton", "sdpa_contiguous", "gather_sdpa", "flex_paged", "vectorized", "triton_simple"]
+ORDER = ["triton", "triton_merge_kernel", "sdpa_contiguous", "gather_sdpa", "flex_paged", "vectorized", "triton_simple"]
 
 
-def peers_table(path: str, copy_gbps: float) -> str:
+def peers_table(path: str, copy_gbps: float, impls: list[str] | None = None) -> str:
     """GPU time (ms) and fraction of copy bandwidth per configuration and implementation."""
     t = pd.read_csv(path)
+    if impls:
+        t = t[t["impl"].isin(impls)]
     t["cell"] = t.apply(
         lambda r: "error" if pd.isna(r.get("gpu_ms")) else
         f"{r.gpu_ms * 1e3:.1f} us, {r.gbps / copy_gbps:.0%}" + ("" if r.correct else " WRONG"), axis=1)
     t["config"] = t.apply(lambda r: f"{r.kind} {r['dtype']} B={r.batch} ctx={r.context} bs={r.block_size}"
                           + (f" H={r.num_heads}" if r.num_heads != 32 else ""), axis=1)
     wide = t.pivot_table(index="config", columns="impl", values="cell", aggfunc="first", sort=False)
-    wide = wide[[c for c in ORDER if c in wide.columns]]
+    wide = wide[[c for c in (impls or ORDER) if c in wide.columns]]
     return wide.to_markdown()
 
 
@@ -32,10 +34,11 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--peers")
     p.add_argument("--copy-gbps", type=float)
+    p.add_argument("--impl", nargs="+", help="columns to show, in this order (default: all)")
     p.add_argument("--classic", nargs="*", default=[])
     args = p.parse_args()
     if args.peers:
-        print(peers_table(args.peers, args.copy_gbps))
+        print(peers_table(args.peers, args.copy_gbps, args.impl))
     for path in args.classic:
         t = pd.read_csv(path)
         print()

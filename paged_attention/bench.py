@@ -26,13 +26,13 @@ import os
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable, Iterable, Sequence
 
 import torch
 
 from .cache import DecodeInputs, build_decode_inputs
-from .config import BLOCK_LAYOUTS, DTYPES, DecodeConfig, dtype_name, tolerance
+from .config import BLOCK_LAYOUTS, DTYPES, DecodeConfig, tolerance
 from .implementations import GRAPH_CAPTURABLE, IMPLEMENTATIONS, LABELS, prepare
 from .reference import reference_decode
 from .runtime import default_device, execution_mode

@@ -11,8 +11,11 @@ otherwise), so each block-table entry is loaded once per block. Scores come from
 ``tl.dot`` on the ``[group, head_dim] x [head_dim, BLOCK_N]`` tile and feed an
 online softmax (running max and normalizer). When the batch and KV heads are too
 few to fill the GPU, the context is split across programs (split-K, known as
-flash-decoding) and ``_merge_splits_kernel`` combines the partial
-``(max, sum, acc)`` triples.
+flash-decoding); each split writes its partial ``(max, sum, acc)`` and the last
+split of each (sequence, KV head) to finish, found with an atomic arrival
+counter, merges them (``_merge_group``), so no second kernel is launched.
+``_merge_splits_kernel`` is that merge as a separate kernel, kept as the
+baseline (``fused_merge=False``).
 
 ``_paged_decode_simple_kernel`` (``triton_decode_simple``) is the textbook
 baseline: one program per (sequence, query head), one block-table lookup per
@@ -86,7 +89,7 @@ def _attend_tile(
 
 @triton.jit
 def _paged_decode_kernel(
-    out_ptr, part_ml_ptr, part_acc_ptr,
+    out_ptr, part_ml_ptr, part_acc_ptr, counter_ptr, timeline_ptr,
     q_ptr, k_ptr, v_ptr, block_tables_ptr, context_lens_ptr,
     scale_log2e,
     stride_qb, stride_qh, stride_qd,
@@ -99,16 +102,33 @@ def _paged_decode_kernel(
     HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, BLOCKS_PER_TILE: tl.constexpr, SLOTS_PER_TILE: tl.constexpr,
     SUBTILES: tl.constexpr, SPLIT: tl.constexpr, FP32_DOT: tl.constexpr, EVEN_D: tl.constexpr,
+    FUSED_MERGE: tl.constexpr, GROUP_POW2: tl.constexpr, MERGE_CHUNK: tl.constexpr,
+    KV_HEADS_FIRST: tl.constexpr, TIMELINE: tl.constexpr,
 ):
-    split = tl.program_id(0)
-    kv_head = tl.program_id(1)
+    if TIMELINE:
+        t_start = _globaltimer()
+    if KV_HEADS_FIRST:
+        # The KV heads of one (sequence, split) launch next to each other, so the
+        # programs reading the same blocks (each a slice of every token row) run
+        # in step.
+        kv_head = tl.program_id(0)
+        split = tl.program_id(1)
+        num_kv_heads = tl.num_programs(0)
+    else:
+        split = tl.program_id(0)
+        kv_head = tl.program_id(1)
+        num_kv_heads = tl.num_programs(1)
     seq = tl.program_id(2).to(tl.int64)
 
     context_len = tl.load(context_lens_ptr + seq)
     needed_blocks = tl.cdiv(context_len, BLOCK_SIZE)
     first_block = split * blocks_per_split
     if SPLIT:
-        if first_block >= needed_blocks:
+        if FUSED_MERGE:
+            # Split 0 always runs, so an empty row still gets its zeros written.
+            if split > 0 and first_block >= needed_blocks:
+                return  # past the context: not counted in this row's active splits
+        elif first_block >= needed_blocks:
             return  # this split lies past the context; the merge never reads it
     last_block = tl.minimum(first_block + blocks_per_split, needed_blocks)
 
@@ -166,25 +186,102 @@ def _paged_decode_kernel(
                 stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd, EVEN_D, FP32_DOT,
             )
 
-    if SPLIT:
+    if TIMELINE:
+        t_loop = _globaltimer()
+    out_rows = out_ptr + seq * stride_ob + heads[:, None] * stride_oh + dims[None, :] * stride_od
+    out_mask = group_mask[:, None] & dim_mask[None, :]
+    # Splits of this row that hold at least one block (the others returned above).
+    active = tl.maximum(tl.cdiv(needed_blocks, blocks_per_split), 1)
+    if SPLIT and (not FUSED_MERGE or active > 1):
         # Partial results: part_ml[seq, head, split, 0:2] = (max, sum) in log2 units,
         # part_acc[seq, head, split, :] = unnormalised weighted sum of V.
-        base = (seq * (QUERY_GROUP * tl.num_programs(1)) + heads) * max_splits + split
-        ml_mask = group_mask
-        tl.store(part_ml_ptr + base * 2, m_i, mask=ml_mask)
-        tl.store(part_ml_ptr + base * 2 + 1, l_i, mask=ml_mask)
-        tl.store(
-            part_acc_ptr + base[:, None] * HEAD_DIM_PAD + dims[None, :],
-            acc,
-            mask=group_mask[:, None] & dim_mask[None, :],
-        )
+        base = (seq * (QUERY_GROUP * num_kv_heads) + heads) * max_splits + split
+        tl.store(part_ml_ptr + base * 2, m_i, mask=group_mask)
+        tl.store(part_ml_ptr + base * 2 + 1, l_i, mask=group_mask)
+        tl.store(part_acc_ptr + base[:, None] * HEAD_DIM_PAD + dims[None, :], acc, mask=out_mask)
+        if FUSED_MERGE:
+            # The last split of this (sequence, KV head) to finish merges all of them,
+            # so no second kernel is launched. The barrier orders every thread's
+            # stores before the counter's release; the acquire orders the counter
+            # before the loads of the other splits' partials (read through L2).
+            tl.debug_barrier()
+            counter = counter_ptr + seq * num_kv_heads + kv_head
+            finished = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
+            if finished == active - 1:
+                tl.debug_barrier()
+                _merge_group(
+                    out_ptr + seq * stride_ob + (kv_head * QUERY_GROUP) * stride_oh, stride_oh, stride_od,
+                    part_ml_ptr, part_acc_ptr, (seq * (QUERY_GROUP * num_kv_heads) + kv_head * QUERY_GROUP) * max_splits,
+                    max_splits, active,
+                    QUERY_GROUP, GROUP_POW2, HEAD_DIM, HEAD_DIM_PAD, MERGE_CHUNK,
+                )
+                tl.atomic_xchg(counter, 0)  # ready for the next launch (and graph replay)
     else:
         out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
-        tl.store(
-            out_ptr + seq * stride_ob + heads[:, None] * stride_oh + dims[None, :] * stride_od,
-            out.to(out_ptr.dtype.element_ty),
-            mask=group_mask[:, None] & dim_mask[None, :],
-        )
+        tl.store(out_rows, out.to(out_ptr.dtype.element_ty), mask=out_mask)
+    if TIMELINE:
+        # Benchmarks only (benchmarks/timeline.py): start, end of the tile loop, end,
+        # and the SM, per program, in launch order.
+        pid = tl.program_id(0) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
+        record = timeline_ptr + pid.to(tl.int64) * 4
+        tl.store(record, t_start)
+        tl.store(record + 1, t_loop)
+        tl.store(record + 2, _globaltimer())
+        tl.store(record + 3, _smid().to(tl.int64))
+
+
+@triton.jit
+def _globaltimer():
+    """Nanoseconds of the GPU's global timer (compiled GPU code only)."""
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def _smid():
+    """The SM this program runs on (compiled GPU code only)."""
+    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _merge_group(
+    out_ptr, stride_oh, stride_od, part_ml_ptr, part_acc_ptr, first_row, max_splits, num_splits,
+    QUERY_GROUP: tl.constexpr, GROUP_POW2: tl.constexpr, HEAD_DIM: tl.constexpr,
+    HEAD_DIM_PAD: tl.constexpr, MERGE_CHUNK: tl.constexpr,
+):
+    """Merge the ``num_splits`` partial ``(max, sum, acc)`` of a group of query heads
+    and store the group's output rows.
+
+    ``out_ptr`` points at the group's first output row; ``first_row`` is the
+    partial-buffer row of the group's first head at split 0 (head ``g`` of the group
+    is ``g * max_splits`` rows further). ``MERGE_CHUNK`` splits are read at a time and
+    folded in with the same rescaling as the online softmax. Loads bypass L1
+    (``.cg``): other programs wrote the partials during this launch.
+    """
+    g = tl.arange(0, GROUP_POW2)
+    g_ok = g < QUERY_GROUP
+    rows = first_row + g.to(tl.int64) * max_splits
+    dims = tl.arange(0, HEAD_DIM_PAD)
+    c = tl.arange(0, MERGE_CHUNK)
+    m_run = tl.full([GROUP_POW2], float("-inf"), tl.float32)
+    total = tl.zeros([GROUP_POW2], tl.float32)
+    acc = tl.zeros([GROUP_POW2, HEAD_DIM_PAD], tl.float32)
+    for start in range(0, num_splits, MERGE_CHUNK):
+        r = rows[:, None] + (start + c)[None, :]  # [GROUP_POW2, MERGE_CHUNK]
+        ok = g_ok[:, None] & ((start + c)[None, :] < num_splits)
+        m_c = tl.load(part_ml_ptr + r * 2, mask=ok, other=float("-inf"), cache_modifier=".cg")
+        l_c = tl.load(part_ml_ptr + r * 2 + 1, mask=ok, other=0.0, cache_modifier=".cg")
+        a = tl.load(part_acc_ptr + r[:, :, None] * HEAD_DIM_PAD + dims[None, None, :],
+                    mask=ok[:, :, None], other=0.0, cache_modifier=".cg")
+        m_new = tl.maximum(m_run, tl.max(m_c, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.math.exp2(m_run - m_safe)
+        w = tl.math.exp2(m_c - m_safe[:, None])
+        total = total * alpha + tl.sum(w * l_c, 1)
+        acc = acc * alpha[:, None] + tl.sum(a * w[:, :, None], 1)
+        m_run = m_new
+    out = acc / tl.where(total > 0, total, 1.0)[:, None]
+    tl.store(out_ptr + g[:, None] * stride_oh + dims[None, :] * stride_od,
+             out.to(out_ptr.dtype.element_ty), mask=g_ok[:, None] & (dims[None, :] < HEAD_DIM))
 
 
 @triton.jit
@@ -330,6 +427,12 @@ class LaunchPlan:
         Triton launch options.
     block_size : int
         Tokens per physical block (to convert splits to tokens).
+    fused_merge : bool
+        With splits: the last split of each (sequence, KV head) to finish merges the
+        partial results (found with an atomic counter), instead of a second kernel.
+    kv_heads_first : bool
+        Grid order ``(kv_heads, splits, batch)`` rather than ``(splits, kv_heads,
+        batch)``: the programs that share blocks launch together.
     """
 
     block_n: int
@@ -341,6 +444,8 @@ class LaunchPlan:
     num_warps: int
     num_stages: int
     block_size: int
+    fused_merge: bool = True
+    kv_heads_first: bool = True
 
     @property
     def tokens_per_split(self) -> int:
@@ -367,6 +472,13 @@ def choose_num_splits(context_lens: torch.Tensor, num_kv_heads: int, num_sms: in
     wave efficiency; when the contexts are too short for that, the largest count
     that keeps splits at least 64 tokens long (256 once the grid already has more
     programs than SMs, where short splits only add merge work).
+
+    A ragged batch (longest context over 1.25 times the mean) is split further, so
+    that no program holds more than a quarter of the work of one of the ``2 *
+    num_sms`` program slots (and no less than 1024 tokens): its longest sequences
+    would otherwise run alone after the short ones finish. H200, 64 lengths in
+    1..8192: 8 splits 0.256 ms against 0.279 ms unsplit; 128 lengths in 1..2048: 2
+    splits, 2% faster; 256 lengths in 1..1024: no split is fastest.
     """
     lens = context_lens.to(torch.int64)
     max_len = int(lens.max()) if lens.numel() else 0
@@ -383,6 +495,11 @@ def choose_num_splits(context_lens: torch.Tensor, num_kv_heads: int, num_sms: in
         waves = programs / num_sms
         if waves >= 1.9 and waves / math.ceil(waves) >= 0.9:
             break
+    total = int(lens.sum())
+    if max_len * lens.numel() > 1.25 * total:  # ragged
+        per_slot = num_kv_heads * total / (2 * num_sms)
+        partition = max(1024.0, per_slot / 4)
+        chosen = max(chosen, min(max_splits, math.ceil(max_len / partition)))
     return chosen
 
 
@@ -395,6 +512,8 @@ def plan_launch(
     block_n: int | None = None,
     num_warps: int | None = None,
     num_stages: int | None = None,
+    fused_merge: bool | None = None,
+    kv_heads_first: bool | None = None,
 ) -> LaunchPlan:
     """Pick the tile, split count and launch options for one decode call.
 
@@ -418,6 +537,10 @@ def plan_launch(
         Element type of the cache.
     num_splits, block_n, num_warps, num_stages : int, optional
         Override the heuristic (benchmarks use this to sweep).
+    fused_merge : bool, optional
+        Merge splits in the decode kernel (default) or in a second kernel.
+    kv_heads_first : bool, optional
+        Grid order (see :class:`LaunchPlan`).
 
     Returns
     -------
@@ -468,6 +591,8 @@ def plan_launch(
         num_warps=4 if num_warps is None else num_warps,
         num_stages=num_stages,
         block_size=shape.block_size,
+        fused_merge=True if fused_merge is None else bool(fused_merge),
+        kv_heads_first=True if kv_heads_first is None else bool(kv_heads_first),
     )
 
 
@@ -490,13 +615,17 @@ def prepare_triton_decode(
     *,
     scale: float | None = None,
     plan: LaunchPlan | None = None,
+    timeline: torch.Tensor | None = None,
     **plan_overrides: int,
 ) -> Callable[[], torch.Tensor]:
     """Validate once, allocate the output and split buffers, and return a launcher.
 
-    The returned zero-argument callable launches the kernels and returns the output
+    The returned zero-argument callable launches the kernel and returns the output
     tensor (the same tensor on every call). It does no host synchronisation, so a
-    CUDA graph can capture it; the benchmarks time it that way.
+    CUDA graph can capture it; the benchmarks time it that way. Launches of one
+    launcher must not overlap (they share the split buffers and the fused merge's
+    arrival counters, which the merging program resets for the next launch);
+    launches in one stream never do.
 
     Parameters
     ----------
@@ -504,6 +633,10 @@ def prepare_triton_decode(
         As for :func:`triton_decode`.
     plan : LaunchPlan, optional
         A fixed launch plan; by default :func:`plan_launch` picks one.
+    timeline : Tensor, optional
+        Compiled GPU runs only: an int64 ``[programs, 4]`` tensor that each launch
+        fills with every program's start, end of its tile loop, end (global-timer
+        nanoseconds) and SM, in launch order (``benchmarks/timeline.py``).
     **plan_overrides
         ``num_splits``, ``block_n``, ``num_warps``, ``num_stages`` for :func:`plan_launch`.
 
@@ -539,14 +672,27 @@ def prepare_triton_decode(
         )
     else:
         part_ml = part_acc = out  # unused
+    fused = split and plan.fused_merge
+    # One arrival counter per (sequence, KV head); the merging program resets it.
+    counters = torch.zeros(batch * shape.num_kv_heads if fused else 1, dtype=torch.int32, device=query.device)
     scale_log2e = shape.scale * LOG2E
-    grid = (plan.num_splits, shape.num_kv_heads, batch)
+    if plan.kv_heads_first:
+        grid = (shape.num_kv_heads, plan.num_splits, batch)
+    else:
+        grid = (plan.num_splits, shape.num_kv_heads, batch)
     splits_pad = max(2, _next_pow2(plan.num_splits))
     merge_chunk = min(splits_pad, 64)  # one round of loads up to 64 splits
+    group_pow2 = _next_pow2(group)
+    # The fused merge reads [group, chunk, head_dim] float32 at a time: at most 4096
+    # values (32 registers a thread at 4 warps) unless one split's group is larger.
+    fused_chunk = max(1, min(splits_pad, 4096 // (group_pow2 * head_dim_pad)))
+
+    if timeline is not None and timeline.numel() < 4 * math.prod(grid):
+        raise ValueError(f"timeline needs {math.prod(grid)} x 4 int64 entries, one row per program")
 
     def launch() -> torch.Tensor:
         _paged_decode_kernel[grid](
-            out, part_ml, part_acc,
+            out, part_ml, part_acc, counters, counters if timeline is None else timeline,
             query, k_cache, v_cache, block_tables, context_lens,
             scale_log2e,
             *query.stride(), *k_cache.stride(), *v_cache.stride(),
@@ -558,9 +704,11 @@ def prepare_triton_decode(
             BLOCK_SIZE=shape.block_size, BLOCKS_PER_TILE=plan.blocks_per_tile,
             SLOTS_PER_TILE=plan.slots_per_tile, SUBTILES=plan.subtiles,
             SPLIT=split, FP32_DOT=_fp32_dot(query.dtype), EVEN_D=head_dim == head_dim_pad,
+            FUSED_MERGE=fused, GROUP_POW2=group_pow2, MERGE_CHUNK=fused_chunk,
+            KV_HEADS_FIRST=plan.kv_heads_first, TIMELINE=timeline is not None,
             num_warps=plan.num_warps, num_stages=plan.num_stages,
         )
-        if split:
+        if split and not fused:
             _merge_splits_kernel[(num_heads, batch)](
                 out, part_ml, part_acc, context_lens,
                 *out.stride(),
@@ -583,13 +731,14 @@ def triton_decode(
     *,
     scale: float | None = None,
 ) -> torch.Tensor:
-    """Paged-attention decode in one Triton kernel (plus a merge when split).
+    """Paged-attention decode in one Triton kernel launch.
 
     One program per (sequence, KV head, split) serves all query heads of the GQA
     group, so each K/V byte is read once; tiles follow the paging so each block-table
     entry is loaded once per block; an online softmax keeps the working set to one
     tile; long contexts with few sequences are split across programs
-    (flash-decoding) and merged by a second small kernel.
+    (flash-decoding), and the last split of each (sequence, KV head) to finish
+    merges the partial results.
 
     Parameters
     ----------

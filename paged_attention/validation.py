@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
@@ -40,9 +41,15 @@ class DecodeShape:
         """Query heads per KV head (1 for MHA, ``num_heads`` for MQA)."""
         return self.num_heads // self.num_kv_heads
 
-    @property
+    @cached_property
     def max_context_len(self) -> int:
+        """Longest context (0 for an empty batch); computed once."""
         return int(self.context_lens.max()) if self.batch_size else 0
+
+    @cached_property
+    def min_context_len(self) -> int:
+        """Shortest context (0 for an empty batch); computed once."""
+        return int(self.context_lens.min()) if self.batch_size else 0
 
 
 def check_decode_args(

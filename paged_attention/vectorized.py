@@ -1,8 +1,9 @@
-"""Optimized PyTorch decode: one gather for the whole batch, then batched float32 attention."""
+"""Optimized PyTorch decode: one gather for the whole batch, then PyTorch's fused attention."""
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from .validation import DecodeShape, check_decode_args
 
@@ -18,14 +19,20 @@ def vectorized_decode(
 ) -> torch.Tensor:
     """Paged-attention decode with no Python loop over blocks or sequences.
 
-    One advanced-indexing gather pulls every needed block of the whole batch (the
-    first ``ceil(max_context_len / block_size)`` table columns) into a padded
-    ``[batch, tokens, num_kv_heads, head_dim]`` tensor; a length mask hides the
-    padding and the slots past each context; two batched products with float32
-    results and a float32 softmax compute the step, with a true ``-inf`` mask
-    (PyTorch's fused SDPA was tried: on CUDA its masked lanes beat real logits near
-    -1e5 and read the padding). GQA costs no copy: the ``group`` query heads of one
-    KV head are laid out as ``group`` query rows of that head.
+    One ``index_select`` per cache pulls every needed block of the whole batch (the
+    first ``ceil(max_context_len / block_size)`` table columns) as whole rows of the
+    pool, viewed as ``[batch, num_kv_heads, tokens, head_dim]``; PyTorch's fused
+    ``scaled_dot_product_attention`` (with ``enable_gqa``, so GQA/MQA cost no copy of
+    K/V) computes the step. When the rows have equal lengths the gathered tokens are
+    sliced to that length and no mask is needed; in a ragged batch the slots past
+    each context get an additive ``-inf`` mask. The mask must be additive: with a boolean
+    mask, PyTorch's CUDA kernel (cuDNN on an H200, torch 2.11) let the padding win
+    when every real logit is near -1e5 (``benchmarks/extreme_logits.py``), while
+    the additive ``-inf`` mask is exact there. A row with context length 0 is zero.
+
+    Memory traffic is about three times the K/V bytes (the gather reads and writes
+    them, the attention reads them again): the cost of paging without a paged
+    kernel.
 
     Parameters
     ----------
@@ -65,53 +72,39 @@ def vectorized_decode_unchecked(
     """:func:`vectorized_decode` after validation; no host synchronisation, so a CUDA
     graph can capture it."""
     batch, num_heads, head_dim = query.shape
-    kv_heads, group, block_size = shape.num_kv_heads, shape.query_group_size, shape.block_size
+    kv_heads, block_size = shape.num_kv_heads, shape.block_size
     if shape.max_context_len == 0:
         return torch.zeros_like(query)
-    cols = -(-shape.max_context_len // block_size)
+    longest = shape.max_context_len
+    cols = -(-longest // block_size)
     tokens = cols * block_size
-    # Entries past a sequence's needed blocks may hold anything (-1, stale ids): point
-    # them at block 0, whose values the length mask hides, instead of letting Python
-    # indexing wrap -1 to the last block or run past the pool.
-    needed = (context_lens.long() + block_size - 1) // block_size
-    in_use = torch.arange(cols, device=query.device)[None, :] < needed[:, None]
-    table = torch.where(in_use, block_tables[:, :cols].long(), 0)
-    # Gather straight into [kv_heads * batch, tokens, head_dim]: one contiguous matrix
-    # per (KV head, sequence), so the products below are plain strided batches.
-    keys = k_cache.permute(2, 0, 1, 3)[:, table].reshape(kv_heads * batch, tokens, head_dim)
-    values = v_cache.permute(2, 0, 1, 3)[:, table].reshape(kv_heads * batch, tokens, head_dim)
-    # GQA without a copy of K/V: the group's query heads are rows of one product.
-    q = query.reshape(batch, kv_heads, group, head_dim).transpose(0, 1).reshape(kv_heads * batch, group, head_dim)
-
-    scores = _bmm_float32(q, keys.transpose(1, 2)) * shape.scale  # [kv_heads * batch, group, tokens]
-    valid = torch.arange(tokens, device=query.device)[None, :] < context_lens[:, None]  # [batch, tokens]
-    scores = scores.view(kv_heads, batch, group, tokens).masked_fill(~valid[None, :, None, :], float("-inf"))
-    # A row with no valid key is all -inf: softmax gives NaN, zero by contract.
-    weights = torch.softmax(scores, dim=-1).nan_to_num_(0.0).view(kv_heads * batch, group, tokens)
-    # Like a fused kernel, the P.V product takes P in the cache's dtype.
-    out = _bmm_float32(weights.to(values.dtype), values)  # [kv_heads * batch, group, head_dim]
-    return out.view(kv_heads, batch, group, head_dim).transpose(0, 1).reshape(batch, num_heads, head_dim).to(query.dtype)
-
-
-_OUT_DTYPE_BMM: dict[tuple[str, torch.dtype], bool] = {}
-
-
-def _bmm_float32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a @ b`` (batched) with float32 accumulation and a float32 result.
-
-    Scores of float16 inputs can exceed float16's range (65504), so the product must
-    not be rounded to the input dtype. On CUDA ``torch.bmm(..., out_dtype=float32)``
-    reads the 16-bit operands as they are; where that overload is missing (the CPU)
-    the operands are upcast first.
-    """
-    if a.dtype == torch.float32:
-        return torch.bmm(a, b)
-    key = (a.device.type, a.dtype)
-    if _OUT_DTYPE_BMM.get(key, True):
-        try:
-            out = torch.bmm(a, b, out_dtype=torch.float32)
-            _OUT_DTYPE_BMM[key] = True
-            return out
-        except (RuntimeError, TypeError, NotImplementedError):
-            _OUT_DTYPE_BMM[key] = False
-    return torch.bmm(a.float(), b.float())
+    # The host copy of the lengths says whether the rows differ in length. When they
+    # do not, every table entry read is needed and the tail of the last block is
+    # sliced off, so there is no padding, no mask, and SDPA takes its fastest kernel.
+    ragged = shape.min_context_len != longest
+    table = block_tables[:, :cols]
+    if ragged:
+        # Entries past a sequence's needed blocks may hold anything (-1, stale ids):
+        # clamp them into the pool; the mask hides whatever block they then read.
+        table = table.clamp(0, k_cache.shape[0] - 1)
+    # One gather of whole blocks (contiguous rows of the pool) per cache, viewed as
+    # [batch, kv_heads, tokens, head_dim] without a copy.
+    table = table.reshape(-1)
+    keys = k_cache.index_select(0, table).view(batch, tokens, kv_heads, head_dim).transpose(1, 2)
+    values = v_cache.index_select(0, table).view(batch, tokens, kv_heads, head_dim).transpose(1, 2)
+    bias = None
+    if not ragged:
+        keys, values = keys[:, :, :longest], values[:, :, :longest]
+    else:
+        # An additive -inf on padding slots. A boolean mask here let PyTorch's fused
+        # kernel use a finite sentinel, which real logits near -1e5 fell below.
+        padding = torch.arange(tokens, device=query.device)[None, :] >= context_lens[:, None]
+        bias = torch.zeros(batch, 1, 1, tokens, dtype=query.dtype, device=query.device)
+        bias.masked_fill_(padding[:, None, None, :], float("-inf"))
+    out = F.scaled_dot_product_attention(
+        query[:, :, None, :], keys, values, attn_mask=bias, scale=shape.scale, enable_gqa=True
+    ).view(batch, num_heads, head_dim)
+    if shape.min_context_len == 0:
+        # A row with no valid key comes out NaN (0/0): zero by contract.
+        out = out.masked_fill(context_lens.view(batch, 1, 1) == 0, 0.0)
+    return out

@@ -15,7 +15,8 @@ query head of one sequence under a :class:`~paged_attention.triton_decode.Launch
    normalizer ``l`` and unnormalised output ``acc``, in the kernel's base-2 form
    (scores are scaled by ``scale * log2(e)`` and exponentiated with ``exp2``).
 4. With more than one split, the per-split ``(m, l, acc)`` are merged with weights
-   ``exp2(m_split - max m)``, as ``_merge_splits_kernel`` does.
+   ``exp2(m_split - max m)``, as the kernel's fused merge (``_merge_group``, run by
+   the last split to finish) does.
 
 Each step is recorded, with the distance of the partial answer ``acc / l`` to the
 exact answer of its split and of the whole row, so a reader can watch the online
@@ -112,7 +113,7 @@ class KernelTrace:
 
     @property
     def merged(self) -> bool:
-        """Whether the merge kernel runs (the plan has more than one split)."""
+        """Whether the splits are merged (the plan has more than one split)."""
         return self.plan.num_splits > 1
 
     @property
@@ -329,7 +330,7 @@ def trace_decode(
 
     output = torch.zeros(shape.head_dim, dtype=torch.float64)
     if partials:
-        # The merge, as _merge_splits_kernel does it. Each split's (m, l, acc) is
+        # The merge, as _merge_group does it (its chunked rescaling gives the same sums). Each split's (m, l, acc) is
         # relative to its own max; rescaling by exp2(m - m_max) puts them on the
         # common max before summing. With one split the weight is exactly 1.
         m_max = max(m for m, _, _ in partials)

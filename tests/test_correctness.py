@@ -341,16 +341,22 @@ def test_float16_logits_beyond_float16_range(impl, device, seed):
     run_and_compare(impl, args, scale=1.0)
 
 
+@pytest.mark.parametrize(
+    "lengths, block_ids",
+    [((70, 33, 5), ([9, 2, 11, 0, 5, 7, 13, 1, 4], [3, 12, 6, 10, 14], [8])),
+     ((21, 21), ([9, 2, 11], [3, 12, 6]))],  # equal lengths ending mid-block: no mask needed
+    ids=["ragged", "equal-lengths"],
+)
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_very_negative_logits(impl, dtype, device, seed):
+def test_very_negative_logits(impl, dtype, lengths, block_ids, device, seed):
     """Every logit near -1e5, far below any finite sentinel (-1e4, float16's -65504):
     q = 1 and integer keys give exact logits -102400 for a random set of tied tokens
     and -102464 for the rest, so the output is the mean of the tied tokens' values."""
     gen = torch.Generator().manual_seed(seed)
-    lengths, block_size, head_dim = (70, 33, 5), 8, 64
+    block_size, head_dim = 8, 64
     q, k, v, tables, lens = paged_inputs(
-        lengths, ([9, 2, 11, 0, 5, 7, 13, 1, 4], [3, 12, 6, 10, 14], [8]), num_blocks=16,
+        lengths, block_ids, num_blocks=16,
         block_size=block_size, num_heads=4, num_kv_heads=2, head_dim=head_dim, seed=seed,
     )
     q = torch.ones_like(q)
@@ -510,17 +516,20 @@ def test_entries_past_the_context_are_ignored(impl, filler, device, seed):
          "short-contexts", "small-blocks", "big-blocks"],
 )
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=dtype_id)
-def test_split_k(lengths, block_size, block_n, num_splits, expected_splits, dtype, device, seed):
+@pytest.mark.parametrize("fused_merge", [True, False], ids=["fused-merge", "merge-kernel"])
+def test_split_k(lengths, block_size, block_n, num_splits, expected_splits, dtype, fused_merge, device, seed):
     inputs = build(device, seed, context_lens=lengths, block_size=block_size, dtype=dtype_id(dtype),
                    num_heads=4, num_kv_heads=2)
     args = inputs.args()
     shape = pa.check_decode_args(*args)
-    plan = pa.plan_launch(shape, inputs.query.device, inputs.query.dtype, num_splits=num_splits, block_n=block_n)
+    plan = pa.plan_launch(shape, inputs.query.device, inputs.query.dtype, num_splits=num_splits, block_n=block_n,
+                          fused_merge=fused_merge)
     if expected_splits is None:
         assert 1 < plan.num_splits <= num_splits
     else:
         assert plan.num_splits == expected_splits
-    launch = pa.prepare_triton_decode(*args, num_splits=num_splits, block_n=block_n)
+    assert plan.fused_merge is fused_merge
+    launch = pa.prepare_triton_decode(*args, num_splits=num_splits, block_n=block_n, fused_merge=fused_merge)
     out = launch()
     assert torch.isfinite(out).all()
     assert_matches(out, inputs.query, pa.reference_decode(*args))
@@ -529,13 +538,18 @@ def test_split_k(lengths, block_size, block_n, num_splits, expected_splits, dtyp
             assert torch.equal(out[b], torch.zeros_like(out[b]))
 
 
-def test_split_launcher_reuses_its_output(device, seed):
+@pytest.mark.parametrize("fused_merge", [True, False], ids=["fused-merge", "merge-kernel"])
+def test_split_launcher_reuses_its_output(fused_merge, device, seed):
+    """Every launch rewrites the whole output: the fused merge's arrival counters are
+    reset by the program that merges, so a second launch merges again."""
     inputs = build(device, seed, context_lens=(300, 0, 40), dtype="float32")
-    launch = pa.prepare_triton_decode(*inputs.args(), num_splits=5, block_n=16)
+    launch = pa.prepare_triton_decode(*inputs.args(), num_splits=5, block_n=16, fused_merge=fused_merge)
     first = launch().clone()
-    again = launch()
+    for _ in range(2):
+        launch().fill_(float("nan"))
+        again = launch()
+        assert torch.equal(first, again)
     assert again is launch()
-    assert torch.equal(first, again)
     assert_matches(again, inputs.query, pa.reference_decode(*inputs.args()))
 
 
@@ -587,6 +601,43 @@ def test_gpu_split_k(num_splits, dtype, seed):
     out = pa.prepare_triton_decode(*inputs.args(), **overrides)()
     assert_matches(out, inputs.query, pa.reference_decode(*inputs.args()))
     assert torch.equal(out[1], torch.zeros_like(out[1]))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "batch, context", [(1, 32768), (8, 8192), (3, 5000)], ids=["b1-32k", "b8-8k", "b3-5k"]
+)
+def test_gpu_fused_merge_is_race_free(batch, context, seed):
+    """The fused merge relies on a release/acquire arrival counter; a missed
+    ordering would show as an occasional wrong or stale row. Replay a CUDA graph
+    of many launches, poisoning the output before each, and demand bit-identical
+    results every time (the merge order is fixed, whichever program merges)."""
+    cfg = pa.DecodeConfig(
+        batch_size=batch, context_lens=context, num_heads=32, num_kv_heads=8, head_dim=128,
+        block_size=16, dtype="float16", device="cuda", seed=seed, block_layout="shuffled",
+    )
+    inputs = pa.build_decode_inputs(cfg)
+    launch = pa.prepare_triton_decode(*inputs.args())
+    plan = pa.plan_launch(pa.check_decode_args(*inputs.args()), inputs.query.device, inputs.query.dtype)
+    assert plan.num_splits > 1 and plan.fused_merge
+    expected = launch().clone()
+    assert_matches(expected, inputs.query, pa.reference_decode(*inputs.args()))
+    out = launch()
+    results = torch.empty(20, *out.shape, dtype=out.dtype, device=out.device)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            for i in range(results.shape[0]):
+                out.fill_(float("nan"))
+                results[i].copy_(launch())
+    torch.cuda.current_stream().wait_stream(stream)
+    for _ in range(25):  # 500 launches
+        results.fill_(0)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(results, expected.expand_as(results))
 
 
 @pytest.mark.gpu

@@ -1,0 +1,88 @@
+"""How fast can this GPU read N bytes at all? The fixed cost of one memory-bound call.
+
+For each size, on a GPU, with the timing of ``paged_attention.bench.gpu_time`` (CUDA
+graphs, L2 flushed by a read before each call):
+
+* ``read``    ``x.sum()`` over a float16 tensor of that many bytes (PyTorch's
+              reduction: a read-only stream, the simplest memory-bound kernel);
+* ``copy``    ``dst.copy_(src)`` moving that many bytes (half read, half written);
+* ``triton``  our decode kernel at batch 1 and the context whose K+V is that size
+              (num_heads 32, num_kv_heads 8, head_dim 128, block_size 16, shuffled);
+* ``triton_b`` our decode kernel at context 2048 and the batch whose K+V is that size.
+
+A least-squares line ``time = bytes / R + t0`` over the sizes separates the streaming
+rate ``R`` from the fixed cost ``t0`` (start-up, ramp, tail) that every call pays, and
+so shows the largest fraction of the copy bandwidth a call of a given size can reach.
+
+Usage::
+
+    python benchmarks/stream_floor.py --out docs/data/stream_floor.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from paged_attention import DecodeConfig, build_decode_inputs, prepare  # noqa: E402
+from paged_attention.bench import L2Flusher, gpu_time, measure_copy_bandwidth  # noqa: E402
+
+TOKEN_BYTES = 2 * 8 * 128 * 2  # K and V of one token: 8 KV heads x 128 dims x float16
+
+
+def main(argv=None) -> int:
+    import pandas as pd
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mb", type=float, nargs="+", default=[16.8, 33.6, 67.1, 134.2, 268.4, 536.9, 1073.7])
+    p.add_argument("--out")
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit(f"{Path(__file__).name} needs a CUDA GPU; none is visible here")
+    dev = torch.device("cuda")
+    copy_gbps = measure_copy_bandwidth(dev)
+    flush = L2Flusher(dev)
+    rows = []
+    for mb in args.mb:
+        nbytes = int(mb * 1e6)
+        x = torch.randn(nbytes // 2, dtype=torch.float16, device=dev)
+        src, dst = x[: x.numel() // 2], torch.empty(x.numel() // 2, dtype=torch.float16, device=dev)
+        times = {"read": gpu_time(lambda: x.sum(), device=dev, flush=flush),
+                 "copy": gpu_time(lambda: dst.copy_(src), device=dev, flush=flush)}
+        del x, src, dst
+        tokens = nbytes // TOKEN_BYTES
+        for name, batch, context in (("triton", 1, tokens), ("triton_b", max(1, round(tokens / 2048)), 2048)):
+            cfg = DecodeConfig(batch_size=batch, context_lens=context, num_heads=32, num_kv_heads=8, head_dim=128,
+                               block_size=16, dtype="float16", device="cuda", block_layout="shuffled")
+            run = prepare("triton", *build_decode_inputs(cfg).args())
+            times[name] = gpu_time(run, device=dev, flush=flush)
+            times[name + "_mb"] = cfg.decode_bytes() / 1e6
+            del run
+            torch.cuda.empty_cache()
+        for name in ("read", "copy", "triton", "triton_b"):
+            moved = times.get(name + "_mb", mb)
+            rows.append(dict(kind=name, mb=moved, gpu_us=times[name] * 1e3,
+                             frac_copy=moved * 1e6 / (times[name] * 1e-3) / 1e9 / copy_gbps))
+            print(f"{name:9s} {moved:8.1f} MB {times[name] * 1e3:8.1f} us {rows[-1]['frac_copy']:6.1%} of copy",
+                  flush=True)
+    table = pd.DataFrame(rows)
+    print(f"\ncopy bandwidth (2 GiB, read + write): {copy_gbps:.0f} GB/s")
+    for kind, group in table.groupby("kind", sort=False):
+        slope, t0 = np.polyfit(group["mb"], group["gpu_us"], 1)
+        # The fraction of copy bandwidth a call of 134.2 MB could reach with this t0.
+        best = 134.2 / (134.2 * slope + t0) / (copy_gbps / 1e3) if slope > 0 else float("nan")
+        print(f"{kind:9s} fit: {1e3 / slope:6.0f} GB/s streaming + {t0:5.1f} us fixed; "
+              f"at 134.2 MB that is {best:.1%} of copy")
+    if args.out:
+        table.to_csv(args.out, index=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
