@@ -5,6 +5,9 @@ graphs, L2 flushed by a read before each call):
 
 * ``read``    ``x.sum()`` over a float16 tensor of that many bytes (PyTorch's
               reduction: a read-only stream, the simplest memory-bound kernel);
+* ``read_triton`` the fastest of a small sweep of plain Triton read kernels (each of
+              ``programs`` programs sums a contiguous slice, ``BLOCK`` elements a
+              step; no atomics, one partial per program);
 * ``copy``    ``dst.copy_(src)`` moving that many bytes (half read, half written);
 * ``triton``  our decode kernel at batch 1 and the context whose K+V is that size
               (num_heads 32, num_kv_heads 8, head_dim 128, block_size 16, shuffled);
@@ -31,6 +34,30 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from paged_attention import DecodeConfig, build_decode_inputs, prepare  # noqa: E402
+from paged_attention import runtime  # noqa: E402,F401  (before triton)
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+
+@triton.jit
+def _read_kernel(x_ptr, partial_ptr, n, per_program, BLOCK: tl.constexpr):
+    """Sum a contiguous slice of ``per_program`` elements (a multiple of BLOCK)."""
+    pid = tl.program_id(0)
+    start = pid.to(tl.int64) * per_program
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], tl.float32)
+    for i in range(0, per_program, BLOCK):
+        idx = start + i + offs
+        acc += tl.load(x_ptr + idx, mask=idx < n, other=0.0).to(tl.float32)
+    tl.store(partial_ptr + pid, tl.sum(acc, 0))
+
+
+def triton_read(x: torch.Tensor, programs: int, block: int, warps: int):
+    """A launcher for :func:`_read_kernel` over ``x`` with ``programs`` programs."""
+    n = x.numel()
+    per_program = -(-n // (programs * block)) * block
+    partial = torch.empty(programs, dtype=torch.float32, device=x.device)
+    return lambda: _read_kernel[(programs,)](x, partial, n, per_program, BLOCK=block, num_warps=warps)
 from paged_attention.bench import L2Flusher, gpu_time, measure_copy_bandwidth  # noqa: E402
 
 TOKEN_BYTES = 2 * 8 * 128 * 2  # K and V of one token: 8 KV heads x 128 dims x float16
@@ -55,6 +82,13 @@ def main(argv=None) -> int:
         src, dst = x[: x.numel() // 2], torch.empty(x.numel() // 2, dtype=torch.float16, device=dev)
         times = {"read": gpu_time(lambda: x.sum(), device=dev, flush=flush),
                  "copy": gpu_time(lambda: dst.copy_(src), device=dev, flush=flush)}
+        sms = torch.cuda.get_device_properties(dev).multi_processor_count
+        sweep = {(k, block, warps): gpu_time(triton_read(x, k * sms, block, warps), device=dev, flush=flush)
+                 for k in (1, 2, 4, 8) for block, warps in ((2048, 4), (4096, 8), (8192, 8))}
+        best = min(sweep, key=sweep.get)
+        times["read_triton"] = sweep[best]
+        print(f"  fastest Triton read at {mb} MB: {best[0]} programs per SM, BLOCK {best[1]}, {best[2]} warps",
+              flush=True)
         del x, src, dst
         tokens = nbytes // TOKEN_BYTES
         for name, batch, context in (("triton", 1, tokens), ("triton_b", max(1, round(tokens / 2048)), 2048)):
@@ -65,7 +99,7 @@ def main(argv=None) -> int:
             times[name + "_mb"] = cfg.decode_bytes() / 1e6
             del run
             torch.cuda.empty_cache()
-        for name in ("read", "copy", "triton", "triton_b"):
+        for name in ("read", "read_triton", "copy", "triton", "triton_b"):
             moved = times.get(name + "_mb", mb)
             rows.append(dict(kind=name, mb=moved, gpu_us=times[name] * 1e3,
                              frac_copy=moved * 1e6 / (times[name] * 1e-3) / 1e9 / copy_gbps))
