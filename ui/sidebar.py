@@ -149,7 +149,8 @@ def _ragged_editor(settings: Settings) -> tuple[tuple[int, ...] | None, str | No
             num_rows="fixed",
             height=min(320, 38 + 35 * len(base)),
             width="stretch",
-            column_config={"context_len": st.column_config.NumberColumn("context_len", step=1, format="%d")},
+            column_config={"context_len": st.column_config.NumberColumn(
+                "context_len", min_value=0, max_value=state.MAX_CONTEXT, step=1, format="%d")},
         )
         if st.button("Redraw from spread", key="sb_lengths_reset", width="stretch"):
             ss[_LENGTHS_BASE] = generated
@@ -160,6 +161,8 @@ def _ragged_editor(settings: Settings) -> tuple[tuple[int, ...] | None, str | No
         lengths = tuple(int(v) for v in values)
     except (TypeError, ValueError):
         return None, "context_len must be a whole number for every sequence (an edited cell is empty)"
+    if any(not 0 <= n <= state.MAX_CONTEXT for n in lengths):
+        return None, f"context_len must be between 0 and {state.MAX_CONTEXT:,} for every sequence"
     return (None if lengths == generated else lengths), None
 
 
