@@ -68,8 +68,20 @@ def prepare(name: str, *args: torch.Tensor, scale: float | None = None) -> Calla
     Raises
     ------
     ValueError
-        On an unknown name or invalid arguments.
+        On an unknown name, a wrong number of tensors, or invalid arguments.
+
+    Notes
+    -----
+    The callable is bound to the sizes it was prepared with, context lengths
+    included (they set the Triton kernel's split plan and the gather length of
+    ``"vectorized"``). Tensors may be refilled in place between calls, as a CUDA
+    graph replay does, but prepare again when the context lengths change.
     """
+    if len(args) != 5:
+        raise ValueError(
+            f"prepare takes the five decode tensors (query, k_cache, v_cache, block_tables, context_lens); "
+            f"got {len(args)}"
+        )
     fn = get_implementation(name)
     if name == "triton":
         return prepare_triton_decode(*args, scale=scale)

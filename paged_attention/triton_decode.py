@@ -482,8 +482,9 @@ def choose_num_splits(context_lens: torch.Tensor, num_kv_heads: int, num_sms: in
     that no program holds more than a quarter of the work of one of the ``2 *
     num_sms`` program slots (and no less than 1024 tokens): its longest sequences
     would otherwise run alone after the short ones finish. H200, 64 lengths in
-    1..8192: 8 splits 0.256 ms against 0.279 ms unsplit; 128 lengths in 1..2048: 2
-    splits, 2% faster; 256 lengths in 1..1024: no split is fastest.
+    1..8192: 0.279 ms unsplit, 0.256 to 0.259 ms with 4 to 8 splits (this picks 5);
+    128 lengths in 1..2048: 2 splits, 2% faster; 256 lengths in 1..1024: no split
+    is fastest.
     """
     lens = context_lens.to(torch.int64)
     max_len = int(lens.max()) if lens.numel() else 0
@@ -522,15 +523,15 @@ def plan_launch(
 ) -> LaunchPlan:
     """Pick the tile, split count and launch options for one decode call.
 
-    The split count comes from :func:`choose_num_splits`. Tiles are 128 tokens for
-    ``head_dim <= 128`` (64 for larger heads, half that for float32, and half again
-    when the grid has three or more programs per SM of about equal length), never
-    longer than a split,
-    and halved until the pipeline's K/V buffers fit
+    The split count comes from :func:`choose_num_splits`; any count is then rounded
+    so that every split but the last covers the same whole number of blocks (7
+    splits of 12 blocks become 6 of 2). Tiles are 128 tokens for ``head_dim <= 128``
+    (64 for larger heads, half that for float32, and half again when the grid has
+    three or more programs per SM of about equal length), no longer than a split
+    rounded up to a power of two, and halved until the pipeline's K/V buffers fit
     :data:`SHARED_MEMORY_BUDGET`; 4 warps; 3 pipeline stages for 16-bit caches, 2
-    for float32.
-    These defaults were the fastest or within 2% of it in the H200 sweep recorded
-    in docs/performance.md.
+    for float32. These defaults were the fastest or within 2% of it in the H200
+    sweep recorded in docs/performance.md.
 
     Parameters
     ----------
@@ -550,7 +551,16 @@ def plan_launch(
     Returns
     -------
     LaunchPlan
+
+    Raises
+    ------
+    ValueError
+        If an override is not a positive whole number (``num_splits``,
+        ``num_stages``), not a power of two (``block_n`` at least 16, ``num_warps``
+        1 to 16), or not a bool (``fused_merge``, ``kv_heads_first``).
     """
+    _check_plan_overrides(num_splits=num_splits, block_n=block_n, num_warps=num_warps, num_stages=num_stages,
+                          fused_merge=fused_merge, kv_heads_first=kv_heads_first)
     max_blocks = max(1, -(-shape.max_context_len // shape.block_size))
     if num_splits is None:
         num_splits = choose_num_splits(shape.context_lens, shape.num_kv_heads, _num_sms(device), shape.block_size)
@@ -601,6 +611,35 @@ def plan_launch(
     )
 
 
+def _check_plan_overrides(**overrides) -> None:
+    """ValueError for a launch-plan override that the kernel cannot take."""
+    for name, value in overrides.items():
+        if value is None:
+            continue
+        if name in ("fused_merge", "kv_heads_first"):
+            if not isinstance(value, bool):
+                raise ValueError(f"{name} must be True or False; got {value!r}")
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive whole number; got {value!r}")
+        if name == "block_n" and (value < 16 or value & (value - 1)):
+            raise ValueError(f"block_n must be a power of two of at least 16; got {value}")
+        if name == "num_warps" and (value > 16 or value & (value - 1)):
+            raise ValueError(f"num_warps must be 1, 2, 4, 8 or 16; got {value}")
+
+
+def _check_plan_fits(plan: LaunchPlan, shape: DecodeShape) -> None:
+    """ValueError when a caller's plan does not match the inputs it is launched on."""
+    if plan.block_size != shape.block_size:
+        raise ValueError(f"the launch plan is for block_size {plan.block_size}, the cache has {shape.block_size}")
+    needed = -(-shape.max_context_len // shape.block_size)
+    if plan.num_splits * plan.blocks_per_split < needed:
+        raise ValueError(
+            f"the launch plan covers {plan.num_splits * plan.blocks_per_split} blocks per sequence "
+            f"({plan.num_splits} splits of {plan.blocks_per_split}); the longest context needs {needed}"
+        )
+
+
 # -- wrappers ------------------------------------------------------------------
 
 def _check_triton_device(query: torch.Tensor) -> None:
@@ -627,10 +666,7 @@ def prepare_triton_decode(
 
     The returned zero-argument callable launches the kernel and returns the output
     tensor (the same tensor on every call). It does no host synchronisation, so a
-    CUDA graph can capture it; the benchmarks time it that way. Launches of one
-    launcher must not overlap (they share the split buffers and the fused merge's
-    arrival counters, which the merging program resets for the next launch);
-    launches in one stream never do.
+    CUDA graph can capture it; the benchmarks time it that way.
 
     Parameters
     ----------
@@ -639,11 +675,13 @@ def prepare_triton_decode(
     plan : LaunchPlan, optional
         A fixed launch plan; by default :func:`plan_launch` picks one.
     timeline : Tensor, optional
-        Compiled GPU runs only: an int64 ``[programs, 4]`` tensor that each launch
-        fills with every program's start, end of its tile loop, end (global-timer
-        nanoseconds) and SM, in launch order (``benchmarks/timeline.py``).
+        Compiled GPU runs only: an int64 ``[programs, 4]`` tensor on the query's
+        device that each launch fills with every program's start, end of its tile
+        loop, end (global-timer nanoseconds) and SM, in launch order
+        (``benchmarks/timeline.py``). Untouched when every context is empty.
     **plan_overrides
-        ``num_splits``, ``block_n``, ``num_warps``, ``num_stages`` for :func:`plan_launch`.
+        ``num_splits``, ``block_n``, ``num_warps``, ``num_stages``, ``fused_merge``,
+        ``kv_heads_first`` for :func:`plan_launch` (not with ``plan``).
 
     Returns
     -------
@@ -653,7 +691,19 @@ def prepare_triton_decode(
     Raises
     ------
     ValueError
-        On invalid arguments, before anything is launched.
+        On invalid arguments, an override the kernel cannot take, a ``plan`` that
+        does not fit the inputs, or a ``timeline`` without a GPU, before anything is
+        launched.
+
+    Notes
+    -----
+    The launcher is bound to the inputs it was prepared with: the split plan comes
+    from the context lengths at this call. Tensors may be refilled in place between
+    launches (a CUDA graph replays this way), but a context that grows past
+    ``num_splits * blocks_per_split`` blocks is cut short; prepare again when the
+    lengths grow. Launches of one launcher must not overlap (they share the split
+    buffers and the fused merge's arrival counters); launches in one stream never
+    do.
     """
     shape = check_decode_args(query, k_cache, v_cache, block_tables, context_lens, scale)
     _check_triton_device(query)
@@ -661,11 +711,20 @@ def prepare_triton_decode(
     block_tables, context_lens = block_tables.contiguous(), context_lens.contiguous()
     if plan is None:
         plan = plan_launch(shape, query.device, query.dtype, **plan_overrides)
+    elif plan_overrides:
+        raise ValueError(f"pass either plan or overrides of it, not both (got {', '.join(plan_overrides)})")
+    else:
+        _check_plan_fits(plan, shape)
+    if timeline is not None:
+        if runtime.TRITON_INTERPRET:
+            raise ValueError("timeline reads the GPU's global timer: it needs the compiled kernel on a CUDA GPU")
+        if timeline.dtype != torch.int64 or timeline.device != query.device:
+            raise ValueError(f"timeline must be an int64 tensor on {query.device}; got {timeline.dtype} on "
+                             f"{timeline.device}")
     batch, num_heads, head_dim = query.shape
     out = torch.empty_like(query)
     if batch == 0 or shape.max_context_len == 0:
-        out.zero_()
-        return lambda: out
+        return out.zero_  # every launch writes the zeros again (nothing to attend to)
 
     group = shape.query_group_size
     head_dim_pad = max(16, _next_pow2(head_dim))

@@ -553,6 +553,17 @@ def test_split_launcher_reuses_its_output(fused_merge, device, seed):
     assert_matches(again, inputs.query, pa.reference_decode(*inputs.args()))
 
 
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_prepared_launcher_of_empty_contexts_writes_zeros_every_call(impl, device, seed):
+    """Nothing to attend to is still a call that writes its output: zeros, every time."""
+    inputs = build(device, seed, context_lens=(0, 0, 0), dtype="float16")
+    launch = pa.prepare(impl, *inputs.args())
+    for _ in range(2):
+        launch().fill_(float("nan"))
+        out = launch()
+        assert torch.equal(out, torch.zeros_like(out))
+
+
 # -- on the GPU, at serving sizes ----------------------------------------------------
 
 @pytest.mark.gpu

@@ -323,3 +323,66 @@ def test_tolerance_values():
     assert pa.tolerance(torch.float32) == (1e-4, 1e-4)
     assert pa.tolerance(torch.float16) == (2e-3, 2e-3)
     assert pa.tolerance(torch.bfloat16) == (1.6e-2, 1.6e-2)
+
+
+# -- launch plans, prepared launchers ------------------------------------------------
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ({"num_splits": 0}, "num_splits must be a positive whole number"),
+        ({"num_splits": -3}, "num_splits must be a positive whole number"),
+        ({"num_splits": 2.5}, "num_splits must be a positive whole number"),
+        ({"num_splits": True}, "num_splits must be a positive whole number"),
+        ({"num_stages": 0}, "num_stages must be a positive whole number"),
+        ({"block_n": 24}, "block_n must be a power of two of at least 16"),
+        ({"block_n": 8}, "block_n must be a power of two of at least 16"),
+        ({"num_warps": 3}, "num_warps must be 1, 2, 4, 8 or 16"),
+        ({"num_warps": 32}, "num_warps must be 1, 2, 4, 8 or 16"),
+        ({"fused_merge": "no"}, "fused_merge must be True or False"),
+        ({"kv_heads_first": 1}, "kv_heads_first must be True or False"),
+    ],
+    ids=lambda v: str(v) if isinstance(v, dict) else "",
+)
+def test_bad_plan_overrides_raise(override, message, device, seed):
+    args = valid_args(device, seed)
+    shape = pa.check_decode_args(*args.values())
+    with pytest.raises(ValueError, match=message):
+        pa.plan_launch(shape, args["query"].device, args["query"].dtype, **override)
+    with pytest.raises(ValueError, match=message):
+        pa.prepare_triton_decode(*args.values(), **override)
+
+
+def test_plan_must_fit_the_inputs(device, seed):
+    args = valid_args(device, seed)
+    shape = pa.check_decode_args(*args.values())
+    plan = pa.plan_launch(shape, args["query"].device, args["query"].dtype, num_splits=3)
+    pa.prepare_triton_decode(*args.values(), plan=plan)  # fits
+    with pytest.raises(ValueError, match="either plan or overrides"):
+        pa.prepare_triton_decode(*args.values(), plan=plan, num_splits=2)
+    longer = dict(args, context_lens=torch.tensor([12, 6], dtype=torch.int32, device=device),
+                  block_tables=torch.tensor([[0, 1, 2], [3, 4, -1]], dtype=torch.int32, device=device))
+    short = pa.plan_launch(pa.check_decode_args(*dict(args, context_lens=args["context_lens"] - 4).values()),
+                           args["query"].device, args["query"].dtype, num_splits=1)
+    with pytest.raises(ValueError, match="covers 2 blocks per sequence .* needs 3"):
+        pa.prepare_triton_decode(*longer.values(), plan=short)
+    wrong_block = pa.plan_launch(shape, args["query"].device, args["query"].dtype)
+    wrong_block = type(wrong_block)(**{**wrong_block.__dict__, "block_size": 8})
+    with pytest.raises(ValueError, match="block_size 8, the cache has 4"):
+        pa.prepare_triton_decode(*args.values(), plan=wrong_block)
+
+
+@pytest.mark.skipif(pa.execution_mode() != "interpreter", reason="a GPU is present")
+def test_timeline_needs_a_gpu(seed):
+    args = valid_args("cpu", seed)
+    with pytest.raises(ValueError, match="timeline reads the GPU's global timer"):
+        pa.prepare_triton_decode(*args.values(), timeline=torch.zeros(64, 4, dtype=torch.int64))
+
+
+@pytest.mark.parametrize("count", [4, 6])
+def test_prepare_takes_five_tensors(count, device, seed):
+    tensors = list(valid_args(device, seed).values())
+    tensors = tensors[:count] if count < 5 else tensors + [tensors[-1]]
+    for name in IMPL_NAMES:
+        with pytest.raises(ValueError, match=f"five decode tensors .* got {count}"):
+            pa.prepare(name, *tensors)
