@@ -198,6 +198,13 @@ def test_bad_query_params_fall_back_and_say_so():
         assert key in warnings
     default = str(state.default_settings().batch_size)
     assert at.query_params["batch"] in (default, [default])  # the URL is rewritten to the defaults used
+    # The notes stay until dismissed (a later change of settings does not hide them).
+    at.number_input(key="sb_seed").set_value(3).run()
+    assert any("URL: " in w.value for w in at.warning)
+    at.button(key="sb_dismiss_url_notes").click().run()
+    assert_clean(at)
+    assert not any("URL: " in w.value for w in at.warning)
+    assert not [b for b in at.button if b.key == "sb_dismiss_url_notes"]
 
 
 def test_ragged_range_breaking_the_rule_shows_error():

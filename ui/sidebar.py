@@ -174,8 +174,12 @@ def render_sidebar() -> SidebarResult:
     error = None
     with st.sidebar:
         _mode_badge()
-        for note in ss.get(_NOTES, ()):
+        notes = ss.get(_NOTES, ())
+        for note in notes:
             st.warning(f"URL: {note}", icon=":material/link_off:")
+        if notes and st.button("Dismiss the URL notes", key="sb_dismiss_url_notes", width="stretch"):
+            ss[_NOTES] = ()
+            st.rerun()
 
         st.subheader("Batch")
         st.number_input("Batch size (sequences)", 1, state.MAX_BATCH, step=1, key=WIDGET_KEYS["batch_size"])
