@@ -37,8 +37,6 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, nargs="+", default=[1, 32])
     p.add_argument("--context", type=int, nargs="+", default=[32768, 2048])
     p.add_argument("--replays", type=int, default=20)
-    p.add_argument("--tile-queue", action="store_true", help="hand the last tiles out at run time")
-    p.add_argument("--splits", type=int, help="split count (default: the heuristic's)")
     p.add_argument("--out")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
@@ -50,12 +48,11 @@ def main(argv=None) -> int:
         cfg = DecodeConfig(batch_size=batch, context_lens=context, num_heads=32, num_kv_heads=8, head_dim=128,
                            block_size=16, dtype="float16", device="cuda", block_layout="shuffled")
         inputs = build_decode_inputs(cfg)
-        plan = plan_launch(check_decode_args(*inputs.args()), dev, torch.float16, num_splits=args.splits,
-                           tile_queue=args.tile_queue or None)
+        plan = plan_launch(check_decode_args(*inputs.args()), dev, torch.float16)
         programs = cfg.num_kv_heads * plan.num_splits * batch
         timeline = torch.zeros(programs, 4, dtype=torch.int64, device=dev)
-        traced = prepare_triton_decode(*inputs.args(), plan=plan, timeline=timeline)
-        plain_ms = gpu_time(prepare_triton_decode(*inputs.args(), plan=plan), device=dev, flush=flush)
+        traced = prepare_triton_decode(*inputs.args(), timeline=timeline)
+        plain_ms = gpu_time(prepare_triton_decode(*inputs.args()), device=dev, flush=flush)
         traced_ms = gpu_time(traced, device=dev, flush=flush)
         records = torch.zeros(args.replays, programs, 4, dtype=torch.int64, device=dev)
         stream = torch.cuda.Stream(dev)
@@ -89,8 +86,7 @@ def main(argv=None) -> int:
         per_sm = pd.Series([int(x) for x in records[-1][:, 3].cpu()]).value_counts()
         med = statistics.median
         nbytes = cfg.decode_bytes()
-        print(f"B={batch} ctx={context}: {programs} programs (splits {plan.num_splits} of {plan.blocks_per_split} "
-              f"blocks, tile queue {plan.tile_queue}, block_n {plan.block_n}) "
+        print(f"B={batch} ctx={context}: {programs} programs (splits {plan.num_splits}, block_n {plan.block_n}) "
               f"on {len(per_sm)} SMs, {per_sm.min()}..{per_sm.max()} per SM; {nbytes / 1e6:.1f} MB")
         print(f"  graph time per call: {plain_ms * 1e3:.1f} us plain, {traced_ms * 1e3:.1f} us traced")
         print(f"  inside the kernel (median of {args.replays}): span {med(spans):.1f} us "

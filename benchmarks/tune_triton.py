@@ -38,8 +38,7 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", default="float16")
     p.add_argument("--only", nargs="+", choices=["large", "small", "ragged"])
     p.add_argument("--configs", type=int, nargs="+", help="indices into decode_peers.CONFIGS")
-    p.add_argument("--splits", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32],
-                   help="split counts; 0 stands for the heuristic's")
+    p.add_argument("--splits", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32])
     p.add_argument("--block-n", type=int, nargs="+", default=[32, 64, 128])
     p.add_argument("--warps", type=int, nargs="+", default=[4, 8])
     p.add_argument("--stages", type=int, nargs="+", default=[2, 3, 4])
@@ -47,10 +46,6 @@ def main(argv=None) -> int:
                    help="1: merge splits in the decode kernel; 0: in a second kernel")
     p.add_argument("--kv-heads-first", type=int, nargs="+", default=[1], choices=[0, 1],
                    help="grid order: 1: (kv_heads, splits, batch); 0: (splits, kv_heads, batch)")
-    p.add_argument("--tile-queue", type=int, nargs="+", default=[0], choices=[0, 1],
-                   help="1: hand the last tiles out at run time (needs fused merge and splits > 1)")
-    p.add_argument("--static-share", type=float, nargs="+", default=[0.75],
-                   help="with the tile queue: share of the longest context split statically")
     p.add_argument("--ragged", nargs="+", default=[], metavar="BATCH:MAX",
                    help="extra ragged batches: BATCH lengths spread over 1..MAX (e.g. 16:32768)")
     p.add_argument("--out")
@@ -85,25 +80,10 @@ def main(argv=None) -> int:
 
         auto = plan_launch(shape, dev, cfg.torch_dtype)
         default = measure()
-        max_blocks = -(-shape.max_context_len // shape.block_size)
-
-        def queue_options(splits, queue, share):
-            if not queue:
-                return dict(tile_queue=False)
-            splits = splits or auto.num_splits
-            return dict(tile_queue=True, blocks_per_split=max(1, int(share * max_blocks / splits)), share=share)
-
-        combos = {(s, b, w, st, f, h, q, sh if q else None)
-                  for s, b, w, st, f, h, q, sh in itertools.product(
-                      args.splits, args.block_n, args.warps, args.stages, args.fused_merge, args.kv_heads_first,
-                      args.tile_queue, args.static_share)}
-        grid = []
-        for s, b, w, st, f, h, q, sh in sorted(combos, key=str):
-            options = queue_options(s, q, sh)
-            share = options.pop("share", None)
-            row = measure(num_splits=s or None, block_n=b, num_warps=w, num_stages=st, fused_merge=bool(f),
-                          kv_heads_first=bool(h), **options)
-            grid.append(dict(row, num_splits=s or auto.num_splits, static_share=share))
+        grid = [measure(num_splits=s, block_n=b, num_warps=w, num_stages=st, fused_merge=bool(f),
+                        kv_heads_first=bool(h))
+                for s, b, w, st, f, h in itertools.product(args.splits, args.block_n, args.warps, args.stages,
+                                                           args.fused_merge, args.kv_heads_first)]
         rows += [dict(default, default=True)] + grid
         good = sorted((r for r in grid if "gpu_ms" in r and r["correct"]), key=lambda r: r["gpu_ms"])
         print(f"{kind:6s} B={batch:4d} ctx={base['context']:6d} bs={cfg.block_size:3d}: default (splits={auto.num_splits} "
@@ -112,8 +92,7 @@ def main(argv=None) -> int:
         for r in good[:4]:
             print(f"    {r['gpu_ms']:.4f} ms {r['gbps']:.0f} GB/s splits={r['num_splits']} block_n={r['block_n']} "
                   f"warps={r['num_warps']} stages={r['num_stages']} fused={r['fused_merge']} "
-                  f"kv_heads_first={r['kv_heads_first']} tile_queue={r.get('tile_queue')} "
-                  f"static_share={r.get('static_share')}", flush=True)
+                  f"kv_heads_first={r['kv_heads_first']}", flush=True)
         bad = [r for r in grid if "gpu_ms" in r and not r["correct"]]
         if bad:
             print(f"    INCORRECT in {len(bad)} combinations, e.g. {bad[0]}", flush=True)

@@ -103,7 +103,7 @@ def _paged_decode_kernel(
     BLOCK_SIZE: tl.constexpr, BLOCKS_PER_TILE: tl.constexpr, SLOTS_PER_TILE: tl.constexpr,
     SUBTILES: tl.constexpr, SPLIT: tl.constexpr, FP32_DOT: tl.constexpr, EVEN_D: tl.constexpr,
     FUSED_MERGE: tl.constexpr, GROUP_POW2: tl.constexpr, MERGE_CHUNK: tl.constexpr,
-    KV_HEADS_FIRST: tl.constexpr, TIMELINE: tl.constexpr, TILE_QUEUE: tl.constexpr,
+    KV_HEADS_FIRST: tl.constexpr, TIMELINE: tl.constexpr,
 ):
     if TIMELINE:
         t_start = _globaltimer()
@@ -186,47 +186,12 @@ def _paged_decode_kernel(
                 stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd, EVEN_D, FP32_DOT,
             )
 
-    if TILE_QUEUE:
-        # The blocks past the static splits (from max_splits * blocks_per_split on)
-        # are handed out one tile at a time at run time, through an atomic ticket
-        # counter per (sequence, KV head): programs that stream faster take more of
-        # them, so the splits finish together instead of waiting on the slowest.
-        # The online softmax does not care which tiles a program saw, nor in what
-        # order. Each ticket is taken one tile ahead, so its latency hides behind
-        # the current tile's loads.
-        queue_start = max_splits * blocks_per_split
-        if queue_start < needed_blocks:
-            queue = counter_ptr + (tl.num_programs(2) + seq) * num_kv_heads + kv_head
-            tile_blocks = BLOCKS_PER_TILE
-            block = queue_start + tl.atomic_add(queue, 1, sem="relaxed", scope="gpu") * tile_blocks
-            while block < needed_blocks:
-                ticket = tl.atomic_add(queue, 1, sem="relaxed", scope="gpu")
-                if BLOCKS_PER_TILE == 1:
-                    physical = tl.load(table_row + block).to(tl.int64)
-                    for sub in range(SUBTILES):
-                        slot = sub * SLOTS_PER_TILE + tile_slot
-                        valid = (slot < BLOCK_SIZE) & (block * BLOCK_SIZE + slot < context_len)
-                        m_i, l_i, acc = _attend_tile(
-                            q, m_i, l_i, acc, k_head, v_head, physical, slot, valid, dims, dim_mask, scale_log2e,
-                            stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd, EVEN_D, FP32_DOT,
-                        )
-                else:
-                    logical = block + tile_block
-                    block_ok = logical < needed_blocks
-                    physical = tl.load(table_row + logical, mask=block_ok, other=0).to(tl.int64)
-                    valid = block_ok & (tile_slot < BLOCK_SIZE) & (logical * BLOCK_SIZE + tile_slot < context_len)
-                    m_i, l_i, acc = _attend_tile(
-                        q, m_i, l_i, acc, k_head, v_head, physical, tile_slot, valid, dims, dim_mask, scale_log2e,
-                        stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd, EVEN_D, FP32_DOT,
-                    )
-                block = queue_start + ticket * tile_blocks
-
     if TIMELINE:
         t_loop = _globaltimer()
     out_rows = out_ptr + seq * stride_ob + heads[:, None] * stride_oh + dims[None, :] * stride_od
     out_mask = group_mask[:, None] & dim_mask[None, :]
     # Splits of this row that hold at least one block (the others returned above).
-    active = tl.minimum(tl.maximum(tl.cdiv(needed_blocks, blocks_per_split), 1), max_splits)
+    active = tl.maximum(tl.cdiv(needed_blocks, blocks_per_split), 1)
     if SPLIT and (not FUSED_MERGE or active > 1):
         # Partial results: part_ml[seq, head, split, 0:2] = (max, sum) in log2 units,
         # part_acc[seq, head, split, :] = unnormalised weighted sum of V.
@@ -251,9 +216,6 @@ def _paged_decode_kernel(
                     QUERY_GROUP, GROUP_POW2, HEAD_DIM, HEAD_DIM_PAD, MERGE_CHUNK,
                 )
                 tl.atomic_xchg(counter, 0)  # ready for the next launch (and graph replay)
-                if TILE_QUEUE:
-                    # Every program of this row has taken its last ticket by now.
-                    tl.atomic_xchg(counter_ptr + (tl.num_programs(2) + seq) * num_kv_heads + kv_head, 0)
     else:
         out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
         tl.store(out_rows, out.to(out_ptr.dtype.element_ty), mask=out_mask)
@@ -471,11 +433,6 @@ class LaunchPlan:
     kv_heads_first : bool
         Grid order ``(kv_heads, splits, batch)`` rather than ``(splits, kv_heads,
         batch)``: the programs that share blocks launch together.
-    tile_queue : bool
-        With the fused merge: each split covers ``blocks_per_split`` blocks, and the
-        blocks past ``num_splits * blocks_per_split`` go one tile at a time to
-        whichever program of the (sequence, KV head) asks first (an atomic ticket
-        counter), so the splits finish together.
     """
 
     block_n: int
@@ -489,27 +446,17 @@ class LaunchPlan:
     block_size: int
     fused_merge: bool = True
     kv_heads_first: bool = True
-    tile_queue: bool = False
 
     @property
     def tokens_per_split(self) -> int:
-        """Context tokens each split covers (before the tile queue, if any)."""
+        """Context tokens each split covers."""
         return self.blocks_per_split * self.block_size
-
-    @property
-    def queue_tile_blocks(self) -> int:
-        """Blocks per tile handed out by the tile queue."""
-        return self.blocks_per_tile
 
 
 #: Partial-result values the fused merge loads per round: one round for 32 splits
 #: of a 4-head group at head_dim 128 (H200, batch 1 x 32k tokens: 39.8 us against
 #: 40.6 us with 4096, two rounds fewer; no change where fewer splits are merged).
 FUSED_MERGE_VALUES = 16384
-
-#: Share of the longest context's tiles that the tile queue hands out at run time
-#: (the rest is split statically, so most loads stay in the pipelined loop).
-TILE_QUEUE_SHARE = 0.25
 
 #: Bytes of shared memory the K/V pipeline stages of one program may take.
 SHARED_MEMORY_BUDGET = 160 * 1024
@@ -573,8 +520,6 @@ def plan_launch(
     num_stages: int | None = None,
     fused_merge: bool | None = None,
     kv_heads_first: bool | None = None,
-    tile_queue: bool | None = None,
-    blocks_per_split: int | None = None,
 ) -> LaunchPlan:
     """Pick the tile, split count and launch options for one decode call.
 
@@ -602,13 +547,6 @@ def plan_launch(
         Merge splits in the decode kernel (default) or in a second kernel.
     kv_heads_first : bool, optional
         Grid order (see :class:`LaunchPlan`).
-    tile_queue : bool, optional
-        Hand the last :data:`TILE_QUEUE_SHARE` of the tiles out at run time (see
-        :class:`LaunchPlan`); needs the fused merge and more than one split.
-    blocks_per_split : int, optional
-        Blocks each split covers. Without the tile queue, ``num_splits`` then
-        follows from it; with the queue, the blocks past ``num_splits *
-        blocks_per_split`` go to the queue.
 
     Returns
     -------
@@ -619,34 +557,16 @@ def plan_launch(
     ValueError
         If an override is not a positive whole number (``num_splits``,
         ``num_stages``), not a power of two (``block_n`` at least 16, ``num_warps``
-        1 to 16), or not a bool (``fused_merge``, ``kv_heads_first``,
-        ``tile_queue``); if the tile queue is asked for without the fused merge or
-        with one split; or if ``blocks_per_split`` without the queue leaves blocks
-        of the longest context to no split.
+        1 to 16), or not a bool (``fused_merge``, ``kv_heads_first``).
     """
     _check_plan_overrides(num_splits=num_splits, block_n=block_n, num_warps=num_warps, num_stages=num_stages,
-                          fused_merge=fused_merge, kv_heads_first=kv_heads_first, tile_queue=tile_queue,
-                          blocks_per_split=blocks_per_split)
-    fused_merge = True if fused_merge is None else fused_merge
-    if tile_queue and not fused_merge:
-        raise ValueError("tile_queue needs the fused merge (the merging program resets the queue)")
+                          fused_merge=fused_merge, kv_heads_first=kv_heads_first)
     max_blocks = max(1, -(-shape.max_context_len // shape.block_size))
-    static_blocks = blocks_per_split
-    if num_splits is None and blocks_per_split is not None and not tile_queue:
-        num_splits = -(-max_blocks // blocks_per_split)
     if num_splits is None:
         num_splits = choose_num_splits(shape.context_lens, shape.num_kv_heads, _num_sms(device), shape.block_size)
     num_splits = max(1, min(int(num_splits), max_blocks))
-    if blocks_per_split is not None and not tile_queue and num_splits * blocks_per_split < max_blocks:
-        raise ValueError(
-            f"{num_splits} splits of {blocks_per_split} blocks leave blocks of the longest context "
-            f"({max_blocks} blocks) to no split; give more splits or blocks, or tile_queue=True"
-        )
     blocks_per_split = -(-max_blocks // num_splits)
     num_splits = -(-max_blocks // blocks_per_split)
-    if tile_queue and num_splits == 1:
-        raise ValueError("tile_queue balances the splits of a row; this launch has one split")
-    tile_queue = bool(tile_queue)
 
     head_dim_pad = max(16, _next_pow2(shape.head_dim))
     element_size = torch.empty((), dtype=dtype).element_size()
@@ -675,14 +595,6 @@ def plan_launch(
         blocks_per_tile, slots_per_tile, subtiles = block_n // block_size_pad, block_size_pad, 1
     else:
         blocks_per_tile, slots_per_tile, subtiles = 1, block_n, block_size_pad // block_n
-    if tile_queue:
-        # Whole tiles per split, so the static loops and the queue stay tile-aligned.
-        tiles = -(-max_blocks // blocks_per_tile)
-        if static_blocks is None:
-            static_tiles = int((1.0 - TILE_QUEUE_SHARE) * tiles) // num_splits
-        else:
-            static_tiles = -(-static_blocks // blocks_per_tile)
-        blocks_per_split = max(1, min(static_tiles, -(-tiles // num_splits))) * blocks_per_tile
 
     return LaunchPlan(
         block_n=block_n,
@@ -694,9 +606,8 @@ def plan_launch(
         num_warps=4 if num_warps is None else num_warps,
         num_stages=num_stages,
         block_size=shape.block_size,
-        fused_merge=fused_merge,
+        fused_merge=True if fused_merge is None else bool(fused_merge),
         kv_heads_first=True if kv_heads_first is None else bool(kv_heads_first),
-        tile_queue=tile_queue,
     )
 
 
@@ -705,7 +616,7 @@ def _check_plan_overrides(**overrides) -> None:
     for name, value in overrides.items():
         if value is None:
             continue
-        if name in ("fused_merge", "kv_heads_first", "tile_queue"):
+        if name in ("fused_merge", "kv_heads_first"):
             if not isinstance(value, bool):
                 raise ValueError(f"{name} must be True or False; got {value!r}")
             continue
@@ -722,8 +633,7 @@ def _check_plan_fits(plan: LaunchPlan, shape: DecodeShape) -> None:
     if plan.block_size != shape.block_size:
         raise ValueError(f"the launch plan is for block_size {plan.block_size}, the cache has {shape.block_size}")
     needed = -(-shape.max_context_len // shape.block_size)
-    queued = plan.tile_queue and plan.fused_merge and plan.num_splits > 1
-    if not queued and plan.num_splits * plan.blocks_per_split < needed:
+    if plan.num_splits * plan.blocks_per_split < needed:
         raise ValueError(
             f"the launch plan covers {plan.num_splits * plan.blocks_per_split} blocks per sequence "
             f"({plan.num_splits} splits of {plan.blocks_per_split}); the longest context needs {needed}"
@@ -771,8 +681,7 @@ def prepare_triton_decode(
         (``benchmarks/timeline.py``). Untouched when every context is empty.
     **plan_overrides
         ``num_splits``, ``block_n``, ``num_warps``, ``num_stages``, ``fused_merge``,
-        ``kv_heads_first``, ``tile_queue``, ``blocks_per_split`` for
-        :func:`plan_launch` (not with ``plan``).
+        ``kv_heads_first`` for :func:`plan_launch` (not with ``plan``).
 
     Returns
     -------
@@ -828,11 +737,8 @@ def prepare_triton_decode(
     else:
         part_ml = part_acc = out  # unused
     fused = split and plan.fused_merge
-    queue = fused and plan.tile_queue
-    # One arrival counter per (sequence, KV head), then as many tile-queue tickets;
-    # the merging program resets both.
-    counters = torch.zeros(batch * shape.num_kv_heads * (2 if queue else 1) if fused else 1, dtype=torch.int32,
-                           device=query.device)
+    # One arrival counter per (sequence, KV head); the merging program resets it.
+    counters = torch.zeros(batch * shape.num_kv_heads if fused else 1, dtype=torch.int32, device=query.device)
     scale_log2e = shape.scale * LOG2E
     if plan.kv_heads_first:
         grid = (shape.num_kv_heads, plan.num_splits, batch)
@@ -863,7 +769,7 @@ def prepare_triton_decode(
             SLOTS_PER_TILE=plan.slots_per_tile, SUBTILES=plan.subtiles,
             SPLIT=split, FP32_DOT=_fp32_dot(query.dtype), EVEN_D=head_dim == head_dim_pad,
             FUSED_MERGE=fused, GROUP_POW2=group_pow2, MERGE_CHUNK=fused_chunk,
-            KV_HEADS_FIRST=plan.kv_heads_first, TIMELINE=timeline is not None, TILE_QUEUE=queue,
+            KV_HEADS_FIRST=plan.kv_heads_first, TIMELINE=timeline is not None,
             num_warps=plan.num_warps, num_stages=plan.num_stages,
         )
         if split and not fused:

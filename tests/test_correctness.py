@@ -553,68 +553,6 @@ def test_split_launcher_reuses_its_output(fused_merge, device, seed):
     assert_matches(again, inputs.query, pa.reference_decode(*inputs.args()))
 
 
-@pytest.mark.parametrize(
-    "lengths, block_size, block_n, num_splits, blocks_per_split",
-    [
-        ((300, 77, 16), 16, 16, 3, 2),  # most blocks go to the queue
-        ((300, 0, 40, 5), 16, 32, 4, 1),  # an empty row; tiles of two blocks
-        ((1100,), 16, 64, 5, None),  # the default share
-        ((45, 3), 4, 16, 3, 1),  # tiles of four blocks, contexts shorter than the splits
-        ((700, 256, 1, 0), 256, 16, 3, 1),  # blocks larger than a tile: subtiles per ticket
-        ((200, 5, 3), 16, 16, 2, 50),  # the static splits cover everything: no ticket taken
-    ],
-    ids=["mostly-queue", "empty-row", "default-share", "small-blocks", "big-blocks", "queue-unused"],
-)
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=dtype_id)
-def test_tile_queue(lengths, block_size, block_n, num_splits, blocks_per_split, dtype, device, seed):
-    """Split-K with a run-time tile queue: the static splits cover the first
-    ``num_splits * blocks_per_split`` blocks, the programs take the rest a tile at a
-    time. Every launch must cover each tile once; the merging program resets the
-    tickets, so the second and third launch see a fresh queue."""
-    inputs = build(device, seed, context_lens=lengths, block_size=block_size, dtype=dtype_id(dtype),
-                   num_heads=4, num_kv_heads=2)
-    args = inputs.args()
-    plan = pa.plan_launch(pa.check_decode_args(*args), inputs.query.device, inputs.query.dtype,
-                          num_splits=num_splits, block_n=block_n, tile_queue=True, blocks_per_split=blocks_per_split)
-    assert plan.tile_queue and plan.num_splits == num_splits
-    if blocks_per_split is not None:  # rounded up to whole tiles, and no more than the context needs
-        tiles = min(-(-blocks_per_split // plan.blocks_per_tile),
-                    -(-(-(-max(lengths) // block_size)) // (plan.blocks_per_tile * num_splits)))
-        assert plan.blocks_per_split == tiles * plan.blocks_per_tile
-    launch = pa.prepare_triton_decode(*args, plan=plan)
-    expected = pa.reference_decode(*args)
-    for _ in range(3):
-        launch().fill_(float("nan"))
-        out = launch()
-        assert torch.isfinite(out).all()
-        assert_matches(out, inputs.query, expected)
-    for b, n in enumerate(lengths):
-        if n == 0:
-            assert torch.equal(out[b], torch.zeros_like(out[b]))
-
-
-def test_tile_queue_plan_rules():
-    shape = pa.check_decode_args(*build("cpu", 0, context_lens=(300, 20)).args())
-    cpu = torch.device("cpu")
-    with pytest.raises(ValueError, match="tile_queue needs the fused merge"):
-        pa.plan_launch(shape, cpu, torch.float16, num_splits=4, tile_queue=True, fused_merge=False)
-    with pytest.raises(ValueError, match="this launch has one split"):
-        pa.plan_launch(shape, cpu, torch.float16, num_splits=1, tile_queue=True)
-    with pytest.raises(ValueError, match="leave blocks of the longest context"):
-        pa.plan_launch(shape, cpu, torch.float16, num_splits=2, blocks_per_split=3)
-    with pytest.raises(ValueError, match="tile_queue must be True or False"):
-        pa.plan_launch(shape, cpu, torch.float16, tile_queue=1)
-    # Without the queue, blocks_per_split alone sets the split count.
-    plan = pa.plan_launch(shape, cpu, torch.float16, blocks_per_split=5)
-    assert (plan.num_splits, plan.blocks_per_split, plan.tile_queue) == (4, 5, False)
-    # With it, a plan covers any length: the queue takes what the splits leave.
-    plan = pa.plan_launch(shape, cpu, torch.float16, num_splits=2, tile_queue=True, blocks_per_split=2, block_n=16)
-    assert plan.num_splits * plan.blocks_per_split < 19
-    longer = build("cpu", 0, context_lens=(600, 20))
-    out = pa.prepare_triton_decode(*longer.args(), plan=plan)()
-    assert_matches(out, longer.query, pa.reference_decode(*longer.args()))
-
-
 @pytest.mark.parametrize("impl", IMPL_NAMES)
 def test_prepared_launcher_of_empty_contexts_writes_zeros_every_call(impl, device, seed):
     """Nothing to attend to is still a call that writes its output: zeros, every time."""
@@ -711,59 +649,6 @@ def test_gpu_fused_merge_is_race_free(batch, context, seed):
         graph.replay()
         torch.cuda.synchronize()
         assert torch.equal(results, expected.expand_as(results))
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize(
-    "lengths, block_size, dtype",
-    [
-        ((32768,), 16, "float16"),
-        ((32768,), 16, "float32"),
-        ((16384, 0, 2500), 16, "bfloat16"),
-        (tuple(range(1, 8193, 512)), 16, "float16"),
-        ((9000, 40), 256, "float16"),
-    ],
-    ids=["b1-32k-f16", "b1-32k-f32", "b3-empty-row-bf16", "ragged-f16", "block256-f16"],
-)
-def test_gpu_tile_queue_is_race_free(lengths, block_size, dtype, seed):
-    """The tile queue hands tiles out by atomic tickets, so which program reads
-    which tile changes from launch to launch and so does the summation order: the
-    results are not bit-identical. A tile read twice or never would move a row by
-    about 1/256 of its weight; so each of 500 graph-replayed launches (output
-    poisoned before each) must match the statically split kernel to a few ulps,
-    and the float64 reference within the usual tolerance."""
-    cfg = pa.DecodeConfig(
-        batch_size=len(lengths), context_lens=lengths, num_heads=32, num_kv_heads=8, head_dim=128,
-        block_size=block_size, dtype=dtype, device="cuda", seed=seed, block_layout="shuffled",
-    )
-    inputs = pa.build_decode_inputs(cfg)
-    args = inputs.args()
-    shape = pa.check_decode_args(*args)
-    plan = pa.plan_launch(shape, inputs.query.device, inputs.query.dtype, num_splits=16, tile_queue=True,
-                          blocks_per_split=max(1, shape.max_context_len // block_size // 32))
-    assert plan.tile_queue and plan.num_splits * plan.blocks_per_split < -(-shape.max_context_len // block_size)
-    static = pa.prepare_triton_decode(*args, num_splits=16)().clone()
-    expected = pa.reference_decode(*args)
-    launch = pa.prepare_triton_decode(*args, plan=plan)
-    assert_matches(launch(), inputs.query, expected)
-    out = launch()
-    results = torch.empty(20, *out.shape, dtype=out.dtype, device=out.device)
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream):
-            for i in range(results.shape[0]):
-                out.fill_(float("nan"))
-                results[i].copy_(launch())
-    torch.cuda.current_stream().wait_stream(stream)
-    ulp = {"float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}[dtype]
-    for _ in range(25):  # 500 launches
-        results.fill_(0)
-        graph.replay()
-        torch.cuda.synchronize()
-        torch.testing.assert_close(results, static.expand_as(results), atol=1e-6, rtol=4 * ulp)
-        assert_matches(results[-1], inputs.query, expected)
 
 
 @pytest.mark.gpu
