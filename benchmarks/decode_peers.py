@@ -170,6 +170,8 @@ def main(argv=None) -> int:
     p.add_argument("--only", choices=["large", "small", "ragged"], nargs="+")
     p.add_argument("--impl", nargs="+", default=list(OURS) + [p for p in PEERS if p != "triton_merge_kernel"],
                    choices=list(OURS) + list(PEERS))
+    p.add_argument("--head-dim", type=int, default=BASE["head_dim"],
+                   help="head_dim of every configuration (the issue's targets are at 128)")
     p.add_argument("--call-iters", type=int, default=30)
     p.add_argument("--out", help="CSV file for the full table")
     args = p.parse_args(argv)
@@ -192,14 +194,15 @@ def main(argv=None) -> int:
         for kind, batch, lens, over in CONFIGS:
             if args.only and kind not in args.only:
                 continue
-            cfg = DecodeConfig(batch_size=batch, context_lens=lens, dtype=dtype, device="cuda", seed=7, **{**BASE, **over})
+            cfg = DecodeConfig(batch_size=batch, context_lens=lens, dtype=dtype, device="cuda", seed=7,
+                               **{**BASE, "head_dim": args.head_dim, **over})
             inputs = build_decode_inputs(cfg)
             shape = check_decode_args(*inputs.args())
             ref = reference_decode(*inputs.args())
             nbytes = cfg.decode_bytes()
             for name in args.impl:
                 row = dict(kind=kind, dtype=dtype, batch=batch, context=max(cfg.lengths), block_size=cfg.block_size,
-                           num_heads=cfg.num_heads, kv_mb=cfg.needed_kv_bytes() / 1e6, impl=name)
+                           num_heads=cfg.num_heads, head_dim=cfg.head_dim, kv_mb=cfg.needed_kv_bytes() / 1e6, impl=name)
                 try:
                     run = prepare(name, *inputs.args()) if name in OURS else PEERS[name](inputs, shape)
                     acc = check_accuracy(run().clone(), ref)

@@ -5,6 +5,9 @@ graphs, L2 flushed by a read before each call):
 
 * ``read``    ``x.sum()`` over a float16 tensor of that many bytes (PyTorch's
               reduction: a read-only stream, the simplest memory-bound kernel);
+* ``read_mv``  ``torch.mv`` of the same tensor seen as ``[rows, 128]`` with a vector
+              (cuBLAS GEMV: a second, independently tuned read-everything kernel;
+              its output, 1/128 of the input, is counted in the bytes);
 * ``read_triton`` the fastest of a small sweep of plain Triton read kernels (each of
               ``programs`` programs sums a contiguous slice, ``BLOCK`` elements a
               step; no atomics, one partial per program);
@@ -78,9 +81,14 @@ def main(argv=None) -> int:
     rows = []
     for mb in args.mb:
         nbytes = int(mb * 1e6)
-        x = torch.randn(nbytes // 2, dtype=torch.float16, device=dev)
+        x = torch.randn(nbytes // 256 * 128, dtype=torch.float16, device=dev)  # whole rows of 128 for read_mv
         src, dst = x[: x.numel() // 2], torch.empty(x.numel() // 2, dtype=torch.float16, device=dev)
+        rows_view = x.view(-1, 128)
+        vec = torch.randn(128, dtype=torch.float16, device=dev)
+        mv_out = torch.empty(rows_view.shape[0], dtype=torch.float16, device=dev)
         times = {"read": gpu_time(lambda: x.sum(), device=dev, flush=flush),
+                 "read_mv": gpu_time(lambda: torch.mv(rows_view, vec, out=mv_out), device=dev, flush=flush),
+                 "read_mv_mb": mb * (1 + 1 / 128),
                  "copy": gpu_time(lambda: dst.copy_(src), device=dev, flush=flush)}
         sms = torch.cuda.get_device_properties(dev).multi_processor_count
         sweep = {(k, block, warps): gpu_time(triton_read(x, k * sms, block, warps), device=dev, flush=flush)
@@ -89,7 +97,7 @@ def main(argv=None) -> int:
         times["read_triton"] = sweep[best]
         print(f"  fastest Triton read at {mb} MB: {best[0]} programs per SM, BLOCK {best[1]}, {best[2]} warps",
               flush=True)
-        del x, src, dst
+        del x, src, dst, rows_view, mv_out
         tokens = nbytes // TOKEN_BYTES
         for name, batch, context in (("triton", 1, tokens), ("triton_b", max(1, round(tokens / 2048)), 2048)):
             cfg = DecodeConfig(batch_size=batch, context_lens=context, num_heads=32, num_kv_heads=8, head_dim=128,
@@ -99,7 +107,7 @@ def main(argv=None) -> int:
             times[name + "_mb"] = cfg.decode_bytes() / 1e6
             del run
             torch.cuda.empty_cache()
-        for name in ("read", "read_triton", "copy", "triton", "triton_b"):
+        for name in ("read", "read_mv", "read_triton", "copy", "triton", "triton_b"):
             moved = times.get(name + "_mb", mb)
             rows.append(dict(kind=name, mb=moved, gpu_us=times[name] * 1e3,
                              frac_copy=moved * 1e6 / (times[name] * 1e-3) / 1e9 / copy_gbps))

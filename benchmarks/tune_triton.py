@@ -38,7 +38,9 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", default="float16")
     p.add_argument("--only", nargs="+", choices=["large", "small", "ragged"])
     p.add_argument("--configs", type=int, nargs="+", help="indices into decode_peers.CONFIGS")
-    p.add_argument("--splits", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32])
+    p.add_argument("--head-dim", type=int, default=BASE["head_dim"])
+    p.add_argument("--splits", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32],
+                   help="split counts; 0 stands for the heuristic's")
     p.add_argument("--block-n", type=int, nargs="+", default=[32, 64, 128])
     p.add_argument("--warps", type=int, nargs="+", default=[4, 8])
     p.add_argument("--stages", type=int, nargs="+", default=[2, 3, 4])
@@ -62,12 +64,13 @@ def main(argv=None) -> int:
     for index, (kind, batch, lens, over) in enumerate(CONFIGS + extra):
         if index < len(CONFIGS) and ((args.only and kind not in args.only) or (args.configs and index not in args.configs)):
             continue
-        cfg = DecodeConfig(batch_size=batch, context_lens=lens, dtype=args.dtype, device="cuda", seed=3, **{**BASE, **over})
+        cfg = DecodeConfig(batch_size=batch, context_lens=lens, dtype=args.dtype, device="cuda", seed=3,
+                           **{**BASE, "head_dim": args.head_dim, **over})
         inputs = build_decode_inputs(cfg)
         shape = check_decode_args(*inputs.args())
         ref = reference_decode(*inputs.args())
         nbytes = cfg.decode_bytes()
-        base = dict(kind=kind, batch=batch, context=max(cfg.lengths), block_size=cfg.block_size)
+        base = dict(kind=kind, batch=batch, context=max(cfg.lengths), block_size=cfg.block_size, head_dim=cfg.head_dim)
 
         def measure(**kw):
             try:
@@ -80,7 +83,7 @@ def main(argv=None) -> int:
 
         auto = plan_launch(shape, dev, cfg.torch_dtype)
         default = measure()
-        grid = [measure(num_splits=s, block_n=b, num_warps=w, num_stages=st, fused_merge=bool(f),
+        grid = [measure(num_splits=s or None, block_n=b, num_warps=w, num_stages=st, fused_merge=bool(f),
                         kv_heads_first=bool(h))
                 for s, b, w, st, f, h in itertools.product(args.splits, args.block_n, args.warps, args.stages,
                                                            args.fused_merge, args.kv_heads_first)]

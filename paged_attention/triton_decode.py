@@ -526,8 +526,9 @@ def plan_launch(
     The split count comes from :func:`choose_num_splits`; any count is then rounded
     so that every split but the last covers the same whole number of blocks (7
     splits of 12 blocks become 6 of 2). Tiles are 128 tokens for ``head_dim <= 128``
-    (64 for larger heads, half that for float32, and half again when the grid has
-    three or more programs per SM of about equal length), no longer than a split
+    (64 for larger heads, half that for float32, and, for ``head_dim <= 128``, half
+    again when the grid has three or more programs per SM of about equal length),
+    no longer than a split
     rounded up to a power of two, and halved until the pipeline's K/V buffers fit
     :data:`SHARED_MEMORY_BUDGET`; 4 warps; 3 pipeline stages for 16-bit caches, 2
     for float32. These defaults were the fastest or within 2% of it in the H200
@@ -578,11 +579,13 @@ def plan_launch(
         programs = shape.num_kv_heads * int(((shape.context_lens + partition - 1) // partition).sum())
         lens = shape.context_lens
         uniform = shape.max_context_len * lens.numel() <= 1.25 * int(lens.sum())
-        if programs >= 3 * _num_sms(device) and uniform:
+        if programs >= 3 * _num_sms(device) and uniform and head_dim_pad <= 128:
             # Many programs of equal length: smaller tiles leave shared memory for
             # three of them per SM (H200, batch 64 x 4096: 64-token tiles 16% faster
             # than 128). In a ragged batch the longest programs set the time and
             # want the larger tile (H200, 64 lengths in 1..8192: 128 is 14% faster).
+            # Not for head_dim 256, whose 64-token tiles are that small already
+            # (H200, batch 64 x 4096: 32-token tiles 34% slower; 128 x 1024: 6%).
             block_n //= 2
         block_n = min(block_n, _next_pow2(partition))
         # The pipeliner buffers num_stages - 1 K and V tiles in shared memory (228 KB
