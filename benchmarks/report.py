@@ -24,7 +24,8 @@ def peers_table(path: str, copy_gbps: float, impls: list[str] | None = None) -> 
         lambda r: "error" if pd.isna(r.get("gpu_ms")) else
         f"{r.gpu_ms * 1e3:.1f} us, {r.gbps / copy_gbps:.0%}" + ("" if r.correct else " WRONG"), axis=1)
     t["config"] = t.apply(lambda r: f"{r.kind} {r['dtype']} B={r.batch} ctx={r.context} bs={r.block_size}"
-                          + (f" H={r.num_heads}" if r.num_heads != 32 else ""), axis=1)
+                          + (f" H={r.num_heads}" if r.num_heads != 32 else "")
+                          + (f" D={int(r.head_dim)}" if r.get("head_dim", 128) != 128 else ""), axis=1)
     wide = t.pivot_table(index="config", columns="impl", values="cell", aggfunc="first", sort=False)
     wide = wide[[c for c in (impls or ORDER) if c in wide.columns]]
     return wide.to_markdown()
