@@ -34,6 +34,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
 
 #: One colour per implementation, in every chart.
 IMPL_COLORS: dict[str, str] = {
@@ -49,11 +50,17 @@ OTHER_COLOR = "#64748B"
 UNALLOCATED_COLOR = "#F1F5F9"
 PASS_COLOR = "#16A34A"
 FAIL_COLOR = "#DC2626"
-#: Sequence colours in the pool view (no greys: grey means free or foreign).
+#: Sequence colours in the pool view: plotly's Dark24, Alphabet and Light24
+#: (``plotly.colors.qualitative``) less their greys (grey means free or foreign),
+#: colours too pale to tell from a free block or too dark for the dot on a partly
+#: filled block, and near-duplicates (CIEDE2000 distance under 15, and #6C4516,
+#: a brown too like #862A16).
 SEQUENCE_COLORS: tuple[str, ...] = (
-    "#4E79A7", "#F28E2B", "#E15759", "#76B7B2", "#59A14F",
-    "#EDC948", "#B07AA1", "#FF9DA7", "#9C755F", "#86BCB6",
+    "#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#B68100", "#511CFB", "#00A08B",
+    "#6C7C32", "#862A16", "#DEA0FD", "#FEAF16", "#F8A19F", "#2ED9FF", "#B10DA1", "#86CE00",
 )
+#: Up to this many sequences in a pool view, each gets a legend entry.
+MAX_SEQUENCE_LEGEND = 12
 BLOCK_COLORSCALE = "Viridis"
 
 #: Cells drawn before the cache figures sample or aggregate.
@@ -66,6 +73,16 @@ MAX_TEXT_CELLS = 400
 
 #: Errors of exactly zero are drawn at this height on the log axis.
 ERROR_FLOOR = 1e-12
+
+#: Width in pixels of a figure's plot area in the narrower columns the pages draw
+#: it in (a ~600 px column less margins and colour bar). Cell sizes are estimated
+#: from it and from the figure's height.
+PLOT_WIDTH_PX = 400
+#: Heatmap cells (and bars) thinner than this get no 1 px gap or outline: it
+#: would swallow them.
+MIN_GAP_CELL_PX = 6
+#: Integer ticks stay at least this far apart (every 2nd, 5th, ... id when not every one fits).
+MIN_TICK_PX = 30
 
 _FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=13, color="#1F2937")
 
@@ -93,21 +110,65 @@ def impl_color(name: str) -> str:
     return IMPL_COLORS.get(name, FALLBACK_COLOR)
 
 
+def _margins(subtitle: str | None) -> tuple[int, int]:
+    """Top and bottom margins (px) :func:`_style` gives a figure."""
+    return (84 if subtitle else 56), 100
+
+
+def _plot_height(height: int, subtitle: str | None) -> int:
+    """Pixels between the margins of a figure of ``height`` styled by :func:`_style`."""
+    top, bottom = _margins(subtitle)
+    return max(height - top - bottom, 1)
+
+
 def _style(fig: go.Figure, title: str, subtitle: str | None = None, height: int = 420) -> go.Figure:
-    top, bottom = (84 if subtitle else 56), 100
-    # The legend sits under the x axis title: a fixed number of pixels below the
-    # plot area, whatever the figure's height.
-    legend_y = -66 / max(height - top - bottom, 40)
+    top, bottom = _margins(subtitle)
+    # The legend hangs from the bottom of the figure, not from the plot area: a
+    # legend of several rows then pushes the plot up (Plotly grows the margin to
+    # fit it and the axis title) instead of sliding under the x axis title, as
+    # one placed a fixed fraction of the plot area below it did.
     fig.update_layout(
         template="plotly_white",
         font=_FONT,
         title=dict(text=title, x=0, xanchor="left", font=dict(size=16), subtitle=dict(text=subtitle or "")),
         height=height,
         margin=dict(l=60, r=20, t=top, b=bottom),
-        legend=dict(orientation="h", yanchor="top", y=legend_y, xanchor="left", x=0, font=dict(size=12)),
+        legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, xanchor="left", x=0,
+                    font=dict(size=12)),
         hoverlabel=dict(font=dict(family=_FONT["family"])),
     )
     return fig
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    """``_plural(1, "sequence") -> "1 sequence"``, ``_plural(1200, "token") -> "1,200 tokens"``."""
+    return f"{n:,} {word if n == 1 else (plural or word + 's')}"
+
+
+def _gaps(n_rows: int, n_cols: int, plot_height: float, plot_width: float = PLOT_WIDTH_PX) -> dict:
+    """``xgap``/``ygap`` of a heatmap: 1 px between cells that are wide (tall)
+    enough to spare it, none between thinner ones, which a gap would swallow."""
+    return dict(
+        xgap=1 if plot_width / max(n_cols, 1) >= MIN_GAP_CELL_PX else 0,
+        ygap=1 if plot_height / max(n_rows, 1) >= MIN_GAP_CELL_PX else 0,
+    )
+
+
+def _int_ticks(lo: float, hi: float, length_px: float = PLOT_WIDTH_PX) -> dict:
+    """Tick settings for an axis or colour bar of integers (ids, counts) spanning
+    ``lo`` to ``hi`` over ``length_px`` pixels.
+
+    Up to a span of 50, ticks every 1, 2, 5, ... so that they stay
+    :data:`MIN_TICK_PX` apart (Plotly's own would fall on halves over a short
+    span); past it, Plotly's own ticks, which are whole numbers there, printed as
+    integers.
+    """
+    span = max(float(hi) - float(lo), 0.0)
+    if span > 50:
+        return dict(tickmode="auto", tickformat=",d")
+    fit = max(length_px / MIN_TICK_PX, 1.0)
+    step = next(s for s in (1, 2, 5, 10, 25, 50) if span / s <= fit)
+    return dict(tickmode="linear", tick0=0, dtick=step)
 
 
 # -- sampling ------------------------------------------------------------------
@@ -140,17 +201,22 @@ class GridSample:
     def cells(self) -> int:
         return len(self.rows) * len(self.cols)
 
-    def note(self, row_name: str, col_name: str) -> str:
-        """A caption saying what was sampled, or ``""`` when nothing was."""
-        if not self.sampled:
-            return ""
+    def strides(self, row_name: str, col_name: str) -> str:
+        """``"every 4th row and every 2nd column"``: what is drawn, naming only the
+        sampled axes (``""`` when nothing was sampled)."""
         parts = []
         if self.row_stride > 1:
             parts.append(f"every {_ordinal(self.row_stride)} {row_name}")
         if self.col_stride > 1:
             parts.append(f"every {_ordinal(self.col_stride)} {col_name}")
+        return " and ".join(parts)
+
+    def note(self, row_name: str, col_name: str) -> str:
+        """A caption saying what was sampled, or ``""`` when nothing was."""
+        if not self.sampled:
+            return ""
         return (
-            f"Sampled for the browser: showing {' and '.join(parts)} "
+            f"Sampled for the browser: showing {self.strides(row_name, col_name)} "
             f"({len(self.rows):,} x {len(self.cols):,} of {self.n_rows:,} x {self.n_cols:,} cells); "
             f"each cell shown holds its exact value."
         )
@@ -260,8 +326,14 @@ def block_table_figure(
     custom = np.stack([seq, logical, start, end, sub, filled], axis=-1).astype(np.int32)
 
     z = np.where(unalloc, np.nan, sub).astype(float)
-    small = grid.cells <= 5000
     text_on = _fits_text(grid.cells, len(cols), num_blocks - 1)
+    subtitle = (f"{_plural(batch, 'sequence')} x {_plural(width, 'logical block')} of "
+                f"{_plural(block_size, 'token')}; colour = physical block id")
+    if grid.sampled:
+        subtitle += f" · sampled: {grid.strides('row', 'column')} shown"
+    height = int(min(720, max(300, 140 + 26 * len(rows))))
+    plot_height = _plot_height(height, subtitle)
+    gaps = _gaps(len(rows), len(cols), plot_height)
     fig = go.Figure()
     fig.add_trace(
         go.Heatmap(
@@ -272,7 +344,8 @@ def block_table_figure(
             colorscale=BLOCK_COLORSCALE,
             zmin=0,
             zmax=max(1, num_blocks - 1),
-            colorbar=dict(title=dict(text="physical<br>block id"), thickness=14),
+            colorbar=dict(title=dict(text="physical<br>block id"), thickness=14,
+                          **_int_ticks(0, max(1, num_blocks - 1), plot_height)),
             hoverongaps=False,
             hovertemplate=(
                 "sequence %{customdata[0]}<br>logical block %{customdata[1]}"
@@ -282,8 +355,7 @@ def block_table_figure(
             ),
             texttemplate="%{z}" if text_on else None,
             textfont=dict(size=10),
-            xgap=1 if small else 0,
-            ygap=1 if small else 0,
+            **gaps,
             name="allocated",
         )
     )
@@ -300,25 +372,23 @@ def block_table_figure(
             "<br>unallocated (-1)<extra></extra>",
             texttemplate="–" if text_on else None,
             textfont=dict(size=10, color="#94A3B8"),
-            xgap=1 if small else 0,
-            ygap=1 if small else 0,
+            **gaps,
             name="unallocated (-1)",
         )
     )
     _legend_square(fig, UNALLOCATED_COLOR, "unallocated (-1)", line="#CBD5E1")
-    subtitle = f"{batch:,} sequences x {width:,} logical blocks of {block_size} tokens; colour = physical block id"
-    if grid.sampled:
-        subtitle += f" · sampled: every {grid.row_stride}th row, every {grid.col_stride}th column"
-    _style(fig, title, subtitle, height=int(min(720, max(300, 140 + 26 * len(rows)))))
-    fig.update_xaxes(title="logical block", showgrid=False, zeroline=False)
+    _style(fig, title, subtitle, height=height)
+    fig.update_xaxes(title="logical block", showgrid=False, zeroline=False, **_int_ticks(0, width - 1))
     fig.update_yaxes(title="sequence" if seq_ids is None else "sequence (seq_id)", autorange="reversed",
                      showgrid=False, zeroline=False)
-    if len(rows) <= 40:
-        fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=[str(r) for r in names])
+    # Label rows by name (a seq_id need not be the row index): each of up to 40,
+    # past that every k-th, 14 px or more apart.
+    step = 1 if len(rows) <= 40 else math.ceil(len(rows) * 14 / plot_height)
+    fig.update_yaxes(tickmode="array", tickvals=rows[::step], ticktext=[str(r) for r in names[::step]])
     return fig
 
 
-def _legend_square(fig: go.Figure, color: str, name: str, line: str | None = None) -> None:
+def _legend_square(fig: go.Figure, color: str, name: str, line: str | None = None, meta: dict | None = None) -> None:
     """A legend entry for a heatmap category (heatmaps have no legend of their own)."""
     fig.update_layout(showlegend=True)
     fig.add_trace(
@@ -329,6 +399,7 @@ def _legend_square(fig: go.Figure, color: str, name: str, line: str | None = Non
             marker=dict(symbol="square", size=12, color=color, line=dict(color=line or color, width=1)),
             name=name,
             hoverinfo="skip",
+            meta=meta,
         )
     )
 
@@ -381,34 +452,55 @@ def pool_figure(
     context_lens : sequence of int
     block_size : int
 
+    Up to :data:`MAX_SEQUENCE_LEGEND` sequences each get a legend entry; past
+    that the colours repeat (every ``len(SEQUENCE_COLORS)`` sequences), the
+    subtitle says so, and the hover names each block's owner.
+
     Returns
     -------
     go.Figure
         Trace 0 is the heatmap; its ``z`` is the category code (exact view:
-        0 free, 1 other, ``2 + seq % 10`` a sequence) or the in-batch share
-        (aggregated view).
+        0 free, 1 other, ``2 + seq % len(SEQUENCE_COLORS)`` a sequence) or the
+        in-batch share (aggregated view). In the exact view, legend-only traces
+        ``"free"``, ``"other sequences (not in batch)"`` and ``"sequence s"``
+        (``meta={"sequence": s}``) follow.
     """
     owner = np.asarray(pool_owner, dtype=np.int64)
     num_blocks = len(owner)
     n_rows, n_cols, per_cell = pool_grid_shape(num_blocks, max_cells)
+    seqs = np.unique(owner[owner >= 0])
+    listed = per_cell == 1 and len(seqs) <= MAX_SEQUENCE_LEGEND
     fig = go.Figure()
     if per_cell == 1:
-        _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_cols)
-        subtitle = f"{num_blocks:,} physical blocks of {block_size} slots, {n_cols} per row; colour = owning sequence"
+        subtitle = (f"{_plural(num_blocks, 'physical block')} of {_plural(block_size, 'slot')}, {n_cols} per row; "
+                    "colour = owning sequence")
+        if not listed:
+            subtitle = (f"{_plural(num_blocks, 'block')} of {_plural(block_size, 'slot')}, {n_cols} per row; "
+                        f"colour = sequence ({len(SEQUENCE_COLORS)} colours, repeating)")
     else:
-        _pool_aggregated(fig, owner, n_rows, n_cols, per_cell)
-        subtitle = f"{num_blocks:,} blocks, {per_cell} per cell; colour = share held by this batch"
-    _style(fig, "Physical block pool", subtitle, height=int(min(720, max(320, 190 + 24 * n_rows))))
-    fig.update_xaxes(title=f"+ offset within row ({per_cell} block{'s' if per_cell > 1 else ''} per cell)"
-                     if per_cell > 1 else "+ offset within row", showgrid=False, zeroline=False)
-    fig.update_yaxes(title="first block of row", autorange="reversed", showgrid=False, zeroline=False)
+        subtitle = f"{_plural(num_blocks, 'block')}, {per_cell} per cell; colour = share held by this batch"
+    # Grow the figure by the sequences' legend (two entries a row in a narrow
+    # column) rather than let it squeeze the grid.
+    legend_rows = math.ceil((len(seqs) + 3) / 2) if listed else 1
+    height = int(min(720, max(320, 190 + 24 * n_rows)) + 22 * (legend_rows - 1))
+    plot_height = _plot_height(height, subtitle) - 22 * (legend_rows - 1)
+    if per_cell == 1:
+        _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_cols, plot_height,
+                    seqs if listed else ())
+    else:
+        _pool_aggregated(fig, owner, n_rows, n_cols, per_cell, plot_height)
+    _style(fig, "Physical block pool", subtitle, height=height)
+    fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)"
+                     if per_cell > 1 else "+ offset within row", showgrid=False, zeroline=False,
+                     **_int_ticks(0, n_cols - 1))
+    fig.update_yaxes(title="first block", autorange="reversed", showgrid=False, zeroline=False)
     step = max(1, math.ceil(n_rows / 10))
     rows = list(range(0, n_rows, step))
     fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=[compact(r * n_cols * per_cell) for r in rows])
     return fig
 
 
-def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_cols) -> None:
+def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_cols, plot_height, listed) -> None:
     num_blocks = len(owner)
     palette = SEQUENCE_COLORS
     codes = np.where(owner >= 0, 2 + owner % len(palette), np.where(owner == OTHER, 1, 0)).astype(float)
@@ -450,14 +542,15 @@ def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_co
             showscale=False,
             hoverongaps=False,
             hovertemplate="%{customdata}<extra></extra>",
-            xgap=1 if small else 0,
-            ygap=1 if small else 0,
+            **_gaps(n_rows, n_cols, plot_height),
             name="blocks",
         )
     )
     _legend_square(fig, FREE_COLOR, "free")
     if (owner == OTHER).any():
         _legend_square(fig, OTHER_COLOR, "other sequences (not in batch)")
+    for seq in listed:
+        _legend_square(fig, palette[int(seq) % len(palette)], f"sequence {int(seq)}", meta={"sequence": int(seq)})
     partial = np.nonzero((owner >= 0) & (filled > 0) & (filled < block_size))[0]
     fig.add_trace(
         go.Scatter(
@@ -476,7 +569,7 @@ def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_co
     fig.update_xaxes(range=[-0.5, n_cols - 0.5])
 
 
-def _pool_aggregated(fig, owner, n_rows, n_cols, per_cell) -> None:
+def _pool_aggregated(fig, owner, n_rows, n_cols, per_cell, plot_height) -> None:
     num_blocks = len(owner)
     cells = n_rows * n_cols
     padded = np.full(cells * per_cell, -3, dtype=np.int64)
@@ -501,6 +594,7 @@ def _pool_aggregated(fig, owner, n_rows, n_cols, per_cell) -> None:
             hoverongaps=False,
             hovertemplate="blocks %{customdata[0]}–%{customdata[1]}<br>in this batch: %{customdata[2]}"
             "<br>free: %{customdata[3]}<br>other sequences: %{customdata[4]}<extra></extra>",
+            **_gaps(n_rows, n_cols, plot_height),
             name="blocks",
         )
     )
@@ -546,13 +640,10 @@ def token_walk_figure(
         num_blocks = int(row.max(initial=0)) + 1
     fig = go.Figure()
     if needed == 0:
-        fig.add_annotation(text=f"Sequence {seq} has no cached tokens.", showarrow=False, font=dict(size=14))
-        fig.update_xaxes(visible=False)
-        fig.update_yaxes(visible=False)
-        return _style(fig, f"Token walk of sequence {seq}", height=260)
+        return _no_tokens(fig, seq, f"Token walk of sequence {seq}")
     grid = sample_grid(needed, block_size, max_cells)
     logical = grid.rows
-    slots = np.arange(block_size)
+    slots = grid.cols
     phys = row[logical]
     token = logical[:, None] * block_size + slots[None, :]
     valid = token < n
@@ -570,8 +661,16 @@ def token_walk_figure(
     if own_scale:
         zmin, zmax = lo, max(hi, lo + 1)
     cells = token.size
-    text_on = _fits_text(cells, block_size, n - 1)
-    small = cells <= 5000
+    text_on = _fits_text(cells, len(slots), n - 1)
+    subtitle = f"{_plural(n, 'token')} in {_plural(needed, 'block')} of {block_size}; colour = physical block id"
+    if own_scale:
+        subtitle += f" (scale: this sequence's blocks {lo:,}–{hi:,})"
+    if grid.sampled:
+        subtitle += f" · sampled: {grid.strides('logical block', 'slot')} shown"
+    # Tall enough for the y axis title beside even one or two rows.
+    height = int(min(720, max(320, 140 + 22 * len(logical))))
+    plot_height = _plot_height(height, subtitle)
+    gaps = _gaps(len(logical), len(slots), plot_height)
     fig.add_trace(
         go.Heatmap(
             z=z,
@@ -584,12 +683,12 @@ def token_walk_figure(
             colorscale=BLOCK_COLORSCALE,
             zmin=zmin,
             zmax=zmax,
-            colorbar=dict(title=dict(text="physical<br>block id"), thickness=14),
+            colorbar=dict(title=dict(text="physical<br>block id"), thickness=14,
+                          **_int_ticks(zmin, zmax, plot_height)),
             hoverongaps=False,
             hovertemplate="token %{customdata[0]}<br>logical block %{customdata[1]}, slot %{customdata[3]}"
             "<br>→ physical block %{customdata[2]}, slot %{customdata[3]}<extra></extra>",
-            xgap=1 if small else 0,
-            ygap=1 if small else 0,
+            **gaps,
             name="tokens",
         )
     )
@@ -604,23 +703,28 @@ def token_walk_figure(
             hoverongaps=False,
             hovertemplate="physical block %{customdata[2]}, slot %{customdata[3]}"
             "<br>empty: allocated but unused<extra></extra>",
-            xgap=1 if small else 0,
-            ygap=1 if small else 0,
+            **gaps,
             name="empty slot",
         )
     )
     _legend_square(fig, UNALLOCATED_COLOR, "empty slot (wasted)", line="#CBD5E1")
-    subtitle = f"{n:,} tokens in {needed:,} blocks of {block_size}; colour = physical block id"
-    if own_scale:
-        subtitle += f" (scale: this sequence's blocks {lo:,}–{hi:,})"
-    if grid.sampled:
-        subtitle += f" · every {grid.row_stride}th logical block shown"
-    _style(fig, f"Token walk of sequence {seq}", subtitle, height=int(min(720, max(280, 140 + 22 * len(logical)))))
-    fig.update_xaxes(title="slot within block", showgrid=False, zeroline=False)
-    fig.update_yaxes(title="logical block → physical block", autorange="reversed", showgrid=False, zeroline=False)
+    _style(fig, f"Token walk of sequence {seq}", subtitle, height=height)
+    fig.update_xaxes(title="slot within block", showgrid=False, zeroline=False, **_int_ticks(0, block_size - 1))
+    fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False)
     if len(logical) <= 40:
-        fig.update_yaxes(tickmode="array", tickvals=logical, ticktext=[f"{j} → {p}" for j, p in zip(logical, phys)])
+        fig.update_yaxes(title="logical → physical", tickmode="array", tickvals=logical,
+                         ticktext=[f"{j} → {p}" for j, p in zip(logical, phys)])
+    else:
+        fig.update_yaxes(title="logical block", **_int_ticks(0, needed - 1, plot_height))
     return fig
+
+
+def _no_tokens(fig: go.Figure, seq: int, title: str) -> go.Figure:
+    """The figure of a sequence without tokens: a note, no axes."""
+    fig.add_annotation(text=f"Sequence {seq} has no cached tokens.", showarrow=False, font=dict(size=14))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return _style(fig, title, height=260)
 
 
 def block_walk_figure(
@@ -634,10 +738,15 @@ def block_walk_figure(
     -------
     go.Figure
         One scatter trace, ``x`` = logical block, ``y`` = physical block
-        (every k-th block when there are more than ``MAX_WALK_POINTS``).
+        (every k-th block when there are more than ``MAX_WALK_POINTS``); for an
+        empty sequence no trace, a note.
     """
     row = np.asarray(table_row, dtype=np.int64)
     needed = math.ceil(int(context_len) / block_size)
+    title = f"Sequence {seq} through the pool"
+    if needed == 0:
+        return _no_tokens(go.Figure(), seq, title)
+    top = max(1, (num_blocks or int(row.max(initial=0)) + 1) - 1)
     stride = max(1, math.ceil(needed / MAX_WALK_POINTS))
     logical = np.arange(0, needed, stride)
     phys = row[logical]
@@ -649,9 +758,9 @@ def block_walk_figure(
             y=phys,
             mode="lines+markers" if len(logical) <= 400 else "lines",
             line=dict(color="#94A3B8", width=1),
-            marker=dict(size=7, color=phys, colorscale=BLOCK_COLORSCALE, cmin=0,
-                        cmax=max(1, (num_blocks or int(row.max(initial=0)) + 1) - 1)),
+            marker=dict(size=7, color=phys, colorscale=BLOCK_COLORSCALE, cmin=0, cmax=top),
             customdata=np.stack([start, end], axis=-1) if len(logical) else None,
+            cliponaxis=False,
             hovertemplate="logical block %{x} (tokens %{customdata[0]}–%{customdata[1]})"
             "<br>→ physical block %{y}<extra></extra>",
             name="block",
@@ -659,10 +768,11 @@ def block_walk_figure(
     )
     subtitle = "straight line = contiguous; jumps = scattered blocks"
     if stride > 1:
-        subtitle += f" · every {stride}th block"
-    _style(fig, f"Sequence {seq} through the pool", subtitle, height=380)
-    fig.update_xaxes(title="logical block", zeroline=False)
-    fig.update_yaxes(title="physical block id", zeroline=False, rangemode="tozero")
+        subtitle += f" · every {_ordinal(stride)} block"
+    _style(fig, title, subtitle, height=380)
+    fig.update_xaxes(title="logical block", zeroline=False, **_int_ticks(0, needed - 1))
+    fig.update_yaxes(title="physical block id", zeroline=False, rangemode="tozero",
+                     **_int_ticks(0, int(phys.max()), _plot_height(380, subtitle)))
     fig.update_layout(showlegend=False)
     return fig
 
@@ -670,11 +780,13 @@ def block_walk_figure(
 # -- benchmark results ---------------------------------------------------------
 
 def _fmt_ms(ms: float) -> str:
+    """``184.9 -> "185 ms"``, ``2 -> "2.00 ms"``, ``0.1849 -> "0.185 ms"``: always
+    milliseconds, the unit of the axes, with three significant digits below 100."""
+    if not math.isfinite(ms) or ms <= 0:
+        return f"{ms:g} ms"
     if ms >= 100:
         return f"{ms:,.0f} ms"
-    if ms >= 1:
-        return f"{ms:.2f} ms"
-    return f"{ms * 1e3:.1f} µs"
+    return f"{ms:.{max(0, 2 - math.floor(math.log10(ms)))}f} ms"
 
 
 def latency_figure(results: Sequence, *, log_y: bool = True) -> go.Figure:
@@ -737,16 +849,30 @@ def latency_figure(results: Sequence, *, log_y: bool = True) -> go.Figure:
     return fig
 
 
-def _log_range(fig: go.Figure, values: Sequence[float | None], below: float, above: float) -> None:
-    """Fit a log y axis to ``values`` with margins (in decades); label only powers
-    of ten when the data spans several, so the minor 2s and 5s do not clutter it."""
+def _log_range(
+    fig: go.Figure, values: Sequence[float | None], below: float, above: float, min_span: float = 0, **where
+) -> None:
+    """Fit a log y axis to ``values`` with margins (in decades), at least
+    ``min_span`` decades tall; label only powers of ten when the data spans
+    several, so the minor 2s and 5s do not clutter it. ``where`` (``row``,
+    ``col``) picks the axis of a subplot; default all."""
     values = [v for v in values if v is not None and math.isfinite(v) and v > 0]
     if not values:
         return
     lo, hi = math.log10(min(values)) - below, math.log10(max(values)) + above
-    fig.update_yaxes(range=[lo, hi])
+    lo = min(lo, hi - min_span)
+    fig.update_yaxes(range=[lo, hi], **where)
     if hi - lo >= 2:
-        fig.update_yaxes(dtick=1)
+        fig.update_yaxes(dtick=1, **where)
+
+
+def _log_hline_labels(fig: go.Figure) -> None:
+    """Move the labels of ``add_hline`` onto a log y axis: Plotly places
+    annotations there in log10 coordinates, but ``add_hline`` gives its label the
+    plain value (so a label at 4 GB/s landed at 10^4 GB/s, off the chart)."""
+    for a in fig.layout.annotations:
+        if a.yref == "y" and a.y is not None and a.y > 0:
+            a.y = math.log10(a.y)
 
 
 def _alpha(hex_color: str, alpha: float) -> str:
@@ -864,17 +990,30 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
 
 
 def accuracy_figure(results: Sequence) -> go.Figure:
-    """Max absolute and relative error against the float64 reference (log axis),
-    with the dtype's tolerance as a line and pass/fail above each group.
+    """Error against the float64 reference, in two panels sharing the x axis.
+
+    Top: the tolerance ratio ``max |out − ref| / (atol + rtol·|ref|)`` (the
+    result's ``max_tol_ratio``), with a line at 1: a result passes exactly when
+    its bar stays below it. Bottom: the max absolute error with ``atol`` as a
+    line. Relative error is not drawn: it is large wherever the reference is near
+    zero, even for a correct output. Both axes are logarithmic.
 
     Exact results (error 0) are drawn at :data:`ERROR_FLOOR`; NaN or inf at the
-    top of the axis and labelled.
+    top of the axis and labelled in the hover. A result without
+    ``max_tol_ratio`` uses ``max_abs_err / atol``, an upper bound of it.
+
+    Parameters
+    ----------
+    results : sequence of BenchResult
 
     Returns
     -------
     go.Figure
-        Trace 0: "max abs error"; trace 1: "max rel error" (``y`` floored, finite).
+        Trace 0: "max abs error" (bottom panel, ``yaxis2``); trace 1:
+        "error ÷ tolerance" (top panel, ``yaxis``); ``y`` floored and finite.
     """
+    from plotly.subplots import make_subplots
+
     labels = [r.label for r in results]
     colors = [impl_color(r.name) for r in results]
 
@@ -888,45 +1027,63 @@ def accuracy_figure(results: Sequence) -> go.Figure:
             return "NaN/inf"
         return "0 (exact)" if v == 0 else f"{v:.3g}"
 
-    fig = go.Figure()
+    def ratio(r) -> float:
+        value = getattr(r, "max_tol_ratio", None)
+        return r.max_abs_err / r.atol if value is None else value
+
+    ratios = [ratio(r) for r in results]
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12)
     fig.add_trace(
         go.Bar(
             x=labels, y=[clean(r.max_abs_err) for r in results], name="max abs error",
-            marker=dict(color=colors),
+            marker=dict(color=[_alpha(c, 0.4) for c in colors], line=dict(color=colors, width=1.5)),
+            showlegend=False,
             customdata=[hover(r.max_abs_err) for r in results],
             hovertemplate="%{x}<br>max |out − ref| = %{customdata}<extra></extra>",
-        )
+        ),
+        row=2, col=1,
     )
     fig.add_trace(
         go.Bar(
-            x=labels, y=[clean(r.max_rel_err) for r in results], name="max rel error",
-            marker=dict(color=[_alpha(c, 0.4) for c in colors], line=dict(color=colors, width=1.5),
-                        pattern=dict(shape="/", fgcolor="white")),
-            customdata=[hover(r.max_rel_err) for r in results],
-            hovertemplate="%{x}<br>max |out − ref| / |ref| = %{customdata}<extra></extra>",
-        )
+            x=labels, y=[clean(v) for v in ratios], name="error ÷ tolerance", marker=dict(color=colors),
+            showlegend=False,
+            customdata=np.array([[hover(v), hover(r.max_abs_err)] for v, r in zip(ratios, results)], dtype=object)
+            if results else None,
+            hovertemplate="%{x}<br>max |out − ref| / (atol + rtol·|ref|) = %{customdata[0]}"
+            "<br>max |out − ref| = %{customdata[1]}<extra></extra>",
+        ),
+        row=1, col=1,
     )
+    tol = "tolerance"
     if results:
         atol, rtol = results[0].atol, results[0].rtol
-        lines = [(atol, "dash", f"atol = rtol = {atol:g}" if atol == rtol else f"atol = {atol:g}")]
-        if rtol != atol:
-            lines.append((rtol, "dot", f"rtol = {rtol:g}"))
-        for value, dash, text in lines:
-            fig.add_hline(y=value, line=dict(color=FAIL_COLOR, dash=dash, width=1.2))
-            # Annotations on a log axis take log10 coordinates (add_hline's own label does not).
-            fig.add_annotation(x=0, xref="paper", xanchor="left", y=math.log10(value), yanchor="bottom",
-                               text=text, showarrow=False, font=dict(color=FAIL_COLOR, size=12),
-                               bgcolor="rgba(255,255,255,0.85)")
+        tol += f" (atol = rtol = {atol:g})" if atol == rtol else f" (atol = {atol:g}, rtol = {rtol:g})"
+    fig.add_hline(y=1, line=dict(color=FAIL_COLOR, dash="dash", width=1.2), row=1, col=1)
+    # Annotations on a log axis take log10 coordinates (add_hline's own label does not).
+    fig.add_annotation(x=0, xref="x domain", xanchor="left", y=0, yref="y", yanchor="bottom",
+                       text=tol, showarrow=False, font=dict(color=FAIL_COLOR, size=12),
+                       bgcolor="rgba(255,255,255,0.85)")
+    if results:
+        fig.add_hline(y=atol, line=dict(color=FAIL_COLOR, dash="dot", width=1.2), row=2, col=1)
+        fig.add_annotation(x=0, xref="x2 domain", xanchor="left", y=math.log10(atol), yref="y2",
+                           yanchor="bottom", text=f"atol = {atol:g}", showarrow=False,
+                           font=dict(color=FAIL_COLOR, size=12), bgcolor="rgba(255,255,255,0.85)")
     for r in results:
         fig.add_annotation(
-            x=r.label, y=1, yref="paper", yanchor="bottom", showarrow=False,
+            x=r.label, xref="x", y=1, yref="y domain", yanchor="bottom", yshift=2, showarrow=False,
             text="✓ pass" if r.passed else "✗ FAIL",
             font=dict(size=13, color=PASS_COLOR if r.passed else FAIL_COLOR),
         )
     _style(fig, "Error against the float64 reference",
-           "pass: |out − ref| ≤ atol + rtol·|ref| everywhere; rel error is large where ref ≈ 0", height=380)
-    fig.update_layout(barmode="group", bargap=0.3, margin=dict(t=100))
-    fig.update_yaxes(title="error (log scale)", type="log", exponentformat="power")
+           "top: max of |out − ref| / (atol + rtol·|ref|), pass ≤ 1; bottom: max |out − ref|", height=480)
+    fig.update_layout(bargap=0.3, margin=dict(t=110), showlegend=False)
+    fig.update_yaxes(type="log", exponentformat="power")
+    fig.update_yaxes(title="error ÷ tol.", row=1, col=1)
+    fig.update_yaxes(title="abs error", row=2, col=1)
+    # Whole decades on both panels: the minor 2…9 labels of a short log axis crowd a panel this low.
+    _log_range(fig, [clean(v) for v in ratios] + [1.0], 0.4, 0.5, min_span=2, row=1, col=1)
+    _log_range(fig, [clean(r.max_abs_err) for r in results] + ([results[0].atol] if results else []), 0.4, 0.5,
+               min_span=2, row=2, col=1)
     return fig
 
 
@@ -1172,7 +1329,8 @@ def sweep_bandwidth_figure(frame) -> go.Figure:
             y=gbps, line=dict(color="#111827" if i == 0 else "#6B7280", dash="dash" if i == 0 else "dot", width=1.4),
             annotation_text=f"ceiling: copy bandwidth {gbps:,.0f} GB/s{where}"
             + (f" · {source}" if len(sources) > 1 else ""),
-            annotation_position="top left", annotation_font=dict(size=12, color="#111827" if i == 0 else "#6B7280"),
+            # Alternate sides so that two close ceilings keep their labels apart.
+            annotation_position="top left" if i % 2 == 0 else "bottom right", annotation_font=dict(size=12, color="#111827" if i == 0 else "#6B7280"),
         )
     if not ceilings:
         fig.add_annotation(
@@ -1185,6 +1343,7 @@ def sweep_bandwidth_figure(frame) -> go.Figure:
     _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
     if _y_log(fig, ys, span=20, title="GB/s"):
         _log_range(fig, ys, 0.2, 0.3)
+        _log_hline_labels(fig)
     else:
         fig.update_yaxes(rangemode="tozero", range=[0, max(ys, default=1) * 1.15])
     if not ceilings:
@@ -1246,6 +1405,7 @@ def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
     _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
     if _y_log(fig, [*ys, 1.0], span=30, title="speedup (×)"):
         _log_range(fig, [*ys, 1.0], 0.25, 0.35)
+        _log_hline_labels(fig)
     else:
         fig.update_yaxes(rangemode="tozero", range=[0, max([*ys, 1.0]) * 1.15])
     return fig
@@ -1430,10 +1590,16 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
     _style(fig, "The pool over time", "dotted line = the step shown above", height=620)
     fig.update_layout(margin=dict(t=90), hovermode="x unified")
     fig.update_annotations(font=dict(size=13), x=0, xanchor="left")
+    fig.update_xaxes(**_int_ticks(x.min(initial=0), x.max(initial=0)))
     fig.update_xaxes(title="decode step", row=3, col=1)
-    fig.update_yaxes(title="blocks", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title="slots", rangemode="tozero", row=2, col=1)
-    fig.update_yaxes(title="requests", rangemode="tozero", row=3, col=1)
+    # Counts: whole-number ticks even when a short run never leaves 0 to 3.
+    panel_px = (620 - 90 - 100) * (1 - 2 * 0.09) / 3
+    def top(*columns: str) -> float:
+        return max((float(metrics[c].max()) for c in columns), default=0.0) if len(x) else 0.0
+
+    tops = {1: max(num_blocks or 0, top("blocks_in_use")), 2: top("wasted_slots"), 3: top("running", "waiting")}
+    for r, name in ((1, "blocks"), (2, "slots"), (3, "requests")):
+        fig.update_yaxes(title=name, rangemode="tozero", row=r, col=1, **_int_ticks(0, max(1, tops[r]), panel_px))
     return fig
 
 
@@ -1502,7 +1668,7 @@ MAX_ANIMATION_FRAMES = 80
 def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: int) -> go.Figure:
     """The pool replayed step by step as a Plotly animation (Play, Pause and a step
     slider run in the browser), coloured as :func:`pool_figure`: grey free, one
-    colour per ``seq_id`` (modulo the palette).
+    colour per ``seq_id`` (repeating every ``len(SEQUENCE_COLORS)`` sequences).
 
     Parameters
     ----------
@@ -1518,7 +1684,8 @@ def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: 
     -------
     go.Figure
         Trace 0: the first frame's heatmap; ``frames``: one per step (named by the
-        step), each a heatmap ``z`` of category codes (0 free, ``2 + seq_id % 10``).
+        step), each a heatmap ``z`` of category codes (0 free,
+        ``2 + seq_id % len(SEQUENCE_COLORS)``).
 
     Raises
     ------
@@ -1533,6 +1700,11 @@ def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: 
     num_blocks = owners.shape[1]
     n_rows, n_cols, _ = pool_grid_shape(num_blocks)
     pad = n_rows * n_cols - num_blocks
+    subtitle = (f"{_plural(num_blocks, 'block')} of {_plural(block_size, 'slot')}; colour = owning sequence "
+                f"({len(SEQUENCE_COLORS)} colours, repeating), grey = free")
+    height = int(min(720, max(360, 240 + 24 * n_rows)))
+    # The bottom margin holds the play buttons and slider (see below).
+    gaps = _gaps(n_rows, n_cols, height - _margins(subtitle)[0] - 110)
     colors = [FREE_COLOR, OTHER_COLOR, *SEQUENCE_COLORS]
     k = len(colors)
     scale = [p for i, c in enumerate(colors) for p in ([i / k, c], [(i + 1) / k, c])]
@@ -1544,13 +1716,10 @@ def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: 
     def heatmap(owner: np.ndarray) -> go.Heatmap:
         used = int((owner >= 0).sum())
         return go.Heatmap(z=codes(owner), colorscale=scale, zmin=-0.5, zmax=k - 0.5, showscale=False,
-                          xgap=1, ygap=1, hoverinfo="skip", name=f"{used} blocks in use")
+                          **gaps, hoverinfo="skip", name=f"{_plural(used, 'block')} in use")
 
-    small = n_rows * n_cols <= 5000
     fig = go.Figure(data=[heatmap(owners[0])] if len(owners) else [])
     fig.frames = [go.Frame(data=[heatmap(o)], name=str(int(s)), traces=[0]) for o, s in zip(owners, steps)]
-    if not small:
-        fig.update_traces(xgap=0, ygap=0)
     slider_steps = [
         dict(method="animate", label=str(int(s)),
              args=[[str(int(s))], dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))])
@@ -1570,8 +1739,7 @@ def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: 
         sliders=[dict(active=0, steps=slider_steps, x=0.2, len=0.8, y=-0.02, yanchor="top",
                       currentvalue=dict(prefix="step ", font=dict(size=13)), pad=dict(t=0))],
     )
-    _style(fig, "The pool, replayed", f"{num_blocks:,} blocks of {block_size} slots; colour = owning sequence, grey = free",
-           height=int(min(720, max(360, 240 + 24 * n_rows))))
+    _style(fig, "The pool, replayed", subtitle, height=height)
     fig.update_layout(showlegend=False, margin=dict(b=110))
     fig.update_xaxes(visible=False, range=[-0.5, n_cols - 0.5])
     fig.update_yaxes(visible=False, autorange="reversed")
@@ -1582,11 +1750,38 @@ def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: 
 #: A walk with more block segments than this is drawn one bar per tile.
 MAX_WALK_SEGMENTS = 2000
 SPLIT_COLORS = SEQUENCE_COLORS
+#: Up to this many splits, each has a colour of :data:`SPLIT_COLORS` and a legend
+#: entry; past it, colours run along :data:`SPLIT_COLORSCALE` with a colour bar.
+MAX_SPLIT_LEGEND = 8
+#: Plasma up to its pale yellow end (too faint on white), for many splits.
+SPLIT_COLORSCALE: list[list] = [
+    [float(x), c] for x, c in zip(np.linspace(0, 1, 9), sample_colorscale("Plasma", list(np.linspace(0, 0.85, 9))))
+]
 ERROR_FLOOR_F64 = 1e-18
 
 
-def _split_color(split: int, num_splits: int) -> str:
-    return impl_color("triton") if num_splits <= 1 else SPLIT_COLORS[int(split) % len(SPLIT_COLORS)]
+def _split_colors(splits: Sequence[int]) -> dict[int, str]:
+    """The colour of each split id in ``splits``: Triton's colour for one split,
+    distinct palette colours up to :data:`MAX_SPLIT_LEGEND`, and past it a point
+    of :data:`SPLIT_COLORSCALE` by split id (neighbours alike, none repeated)."""
+    ids = sorted({int(s) for s in splits})
+    if len(ids) <= 1:
+        return {s: impl_color("triton") for s in ids}
+    if len(ids) <= MAX_SPLIT_LEGEND:
+        return {s: SPLIT_COLORS[i] for i, s in enumerate(ids)}
+    lo, hi = ids[0], ids[-1]
+    points = sample_colorscale(SPLIT_COLORSCALE, [(s - lo) / (hi - lo) for s in ids])
+    return dict(zip(ids, points))
+
+
+def _split_colorbar(fig: go.Figure, splits: Sequence[int], length_px: float, **where) -> None:
+    """A colour bar of split ids (for more splits than :data:`MAX_SPLIT_LEGEND`)."""
+    lo, hi = int(min(splits)), int(max(splits))
+    fig.add_trace(go.Scatter(
+        x=[None], y=[None], mode="markers", name="split colours", showlegend=False, hoverinfo="skip",
+        marker=dict(color=[lo, hi], colorscale=SPLIT_COLORSCALE, cmin=lo, cmax=hi, showscale=True,
+                    colorbar=dict(title=dict(text="split"), thickness=14, **_int_ticks(lo, hi, length_px))),
+    ), **where)
 
 
 def kernel_walk_figure(
@@ -1613,7 +1808,8 @@ def kernel_walk_figure(
         Trace 0: ``"tokens read"`` horizontal bars (``base`` = first token,
         ``x`` = tokens, ``y`` = tile row, ``customdata[:, 0]`` = physical block, or
         the split when more segments than :data:`MAX_WALK_SEGMENTS`); trace 1:
-        ``"masked lanes"``.
+        ``"masked lanes"``; coloured by split with more than
+        :data:`MAX_SPLIT_LEGEND` splits, trace 2 carries the colour bar of split ids.
     """
     fig = go.Figure()
     if tiles is None or not len(tiles):
@@ -1634,16 +1830,30 @@ def kernel_walk_figure(
     per_block = len(segments) <= MAX_WALK_SEGMENTS
     if num_blocks is None:
         num_blocks = max([s[3] for s in segments], default=0) + 1
+    lookups = int(t["table_lookups"].sum())
+    subtitle = (f"{_plural(n_tiles, 'tile')} of {block_n} lanes, {_plural(num_splits, 'split')}, "
+                f"{_plural(lookups, 'block-table lookup')} for {_plural(context_len, 'token')}; "
+                + ("colour = physical block" if per_block else "colour = split") + "; hatched = masked lanes")
+    height = int(min(900, max(300, 150 + 26 * min(n_tiles, 40) + (n_tiles > 40) * 200)))
+    plot_height = _plot_height(height, subtitle)
+    row_px = plot_height / n_tiles
+    x_end = int((t["token_end"] + t["masked_lanes"]).max())
+    # White outlines between segments and gaps between rows, only where the bars
+    # are thick enough to keep them (a 1 px outline swallows a 1 px segment).
+    px_per_token = PLOT_WIDTH_PX / max(x_end, 1)
+    thick_rows = row_px >= MIN_GAP_CELL_PX
     if per_block:
         seg = np.array(segments, dtype=np.int64).reshape(-1, 6)
         # Block ids fit inside their segments when each digit gets ~8 px of a ~700 px wide axis.
-        px_per_token = 700 / max(context_len, 1)
-        text_on = len(seg) <= 160 and all(length * px_per_token >= 8 * len(str(p)) for _, _, length, p, _, _ in segments)
+        text_px_per_token = 700 / max(context_len, 1)
+        text_on = len(seg) <= 160 and all(length * text_px_per_token >= 8 * len(str(p)) for _, _, length, p, _, _ in segments)
+        outline = thick_rows and 0 < len(seg) <= 400 and seg[:, 2].min() * px_per_token >= MIN_GAP_CELL_PX
         fig.add_trace(go.Bar(
             orientation="h", y=seg[:, 0], x=seg[:, 2], base=seg[:, 1], name="tokens read",
             marker=dict(color=seg[:, 3], colorscale=BLOCK_COLORSCALE, cmin=0, cmax=max(1, num_blocks - 1),
-                        line=dict(color="white", width=1 if len(seg) <= 400 else 0),
-                        colorbar=dict(title=dict(text="physical<br>block id"), thickness=14)),
+                        line=dict(color="white", width=1 if outline else 0),
+                        colorbar=dict(title=dict(text="physical<br>block id"), thickness=14,
+                                      **_int_ticks(0, max(1, num_blocks - 1), plot_height))),
             text=[str(p) for p in seg[:, 3]] if text_on else None, textposition="inside", insidetextanchor="middle",
             textfont=dict(size=10, color="white"),
             customdata=np.stack([seg[:, 3], seg[:, 1], seg[:, 1] + seg[:, 2] - 1, seg[:, 4], seg[:, 5]], axis=-1),
@@ -1651,10 +1861,11 @@ def kernel_walk_figure(
             "<br>physical block %{customdata[0]}<extra></extra>",
         ))
     else:
+        colors = _split_colors(t["split"])
         fig.add_trace(go.Bar(
             orientation="h", y=np.arange(n_tiles), x=(t["token_end"] - t["token_start"]).to_numpy(),
             base=t["token_start"].to_numpy(), name="tokens read",
-            marker=dict(color=[_split_color(s, num_splits) for s in t["split"]]),
+            marker=dict(color=[colors[int(s)] for s in t["split"]], line=dict(width=0)),
             customdata=np.stack([t["split"].to_numpy(), t["token_start"].to_numpy(), t["token_end"].to_numpy() - 1,
                                  t["num_physical_blocks"].to_numpy()], axis=-1),
             hovertemplate="split %{customdata[0]}<br>tokens %{customdata[1]}–%{customdata[2]}"
@@ -1663,28 +1874,28 @@ def kernel_walk_figure(
     masked = t["masked_lanes"].to_numpy()
     fig.add_trace(go.Bar(
         orientation="h", y=np.arange(n_tiles), x=masked, base=t["token_end"].to_numpy(), name="masked lanes",
-        marker=dict(color=UNALLOCATED_COLOR, line=dict(color="#CBD5E1", width=1 if n_tiles <= 100 else 0),
+        marker=dict(color=UNALLOCATED_COLOR, line=dict(color="#CBD5E1", width=1 if n_tiles <= 100 and thick_rows else 0),
                     pattern=dict(shape="/", fgcolor="#CBD5E1", size=6)),
         customdata=masked, hovertemplate="%{customdata} of " + str(block_n) + " lanes masked<extra></extra>",
     ))
+    if not per_block and num_splits > MAX_SPLIT_LEGEND:
+        _split_colorbar(fig, t["split"], plot_height)
     labels = []
     for r in t.itertuples():
         name = (f"split {int(r.split)} · " if num_splits > 1 else "") + f"tile {int(r.tile)}"
-        blocks, looks = int(r.num_physical_blocks), int(r.table_lookups)
-        labels.append(f"{name}: {blocks} block{'s' if blocks != 1 else ''}, {looks} lookup{'s' if looks != 1 else ''}")
+        labels.append(f"{name}: {_plural(int(r.num_physical_blocks), 'block')}, "
+                      f"{_plural(int(r.table_lookups), 'lookup')}")
     step = max(1, math.ceil(n_tiles / 40))
     fig.update_yaxes(tickmode="array", tickvals=list(range(0, n_tiles, step)), ticktext=labels[::step],
                      autorange="reversed", title=None, showgrid=False, zeroline=False)
-    for s in sorted(t["split"].unique())[1:]:
-        first = int(np.flatnonzero(t["split"].to_numpy() == s)[0])
-        fig.add_hline(y=first - 0.5, line=dict(color="#9CA3AF", width=1, dash="dot"))
-    lookups = int(t["table_lookups"].sum())
-    subtitle = (f"{n_tiles} tile{'s' if n_tiles != 1 else ''} of {block_n} lanes, {num_splits} split"
-                f"{'s' if num_splits != 1 else ''}, {lookups} block-table lookups for {context_len:,} tokens; "
-                + ("colour = physical block" if per_block else "colour = split") + "; hatched = masked lanes")
-    _style(fig, title, subtitle, height=int(min(900, max(300, 150 + 26 * min(n_tiles, 40) + (n_tiles > 40) * 200))))
-    fig.update_xaxes(title="logical token position", rangemode="tozero", zeroline=False)
-    fig.update_layout(barmode="overlay", bargap=0.25)
+    # Split boundaries, unless so many that the dotted lines would hatch the chart.
+    if plot_height / num_splits >= 10:
+        for s in sorted(t["split"].unique())[1:]:
+            first = int(np.flatnonzero(t["split"].to_numpy() == s)[0])
+            fig.add_hline(y=first - 0.5, line=dict(color="#9CA3AF", width=1, dash="dot"))
+    _style(fig, title, subtitle, height=height)
+    fig.update_xaxes(title="logical token position", rangemode="tozero", zeroline=False, **_int_ticks(0, x_end))
+    fig.update_layout(barmode="overlay", bargap=0.25 if thick_rows else 0)
     fig.update_yaxes(automargin=True)
     return fig
 
@@ -1712,6 +1923,9 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
         ``"l (split s)"``, ``"error vs final (split s)"``, ``"error vs split
         (split s)"`` (``x`` = ``token_end``); then ``"output"`` (the star) when
         ``final_error`` is given. Zero errors are drawn at :data:`ERROR_FLOOR_F64`.
+        A legend entry per split up to :data:`MAX_SPLIT_LEGEND` splits; past
+        that none, and a last trace ``"split colours"`` carries a colour bar of
+        split ids.
     """
     from plotly.subplots import make_subplots
 
@@ -1724,39 +1938,43 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
                         "Max |acc / l − final answer|"),
     )
     num_splits = int(tiles["split"].nunique())
+    colors = _split_colors(tiles["split"])
+    # One legend entry per split while few; past that a colour bar (a legend of
+    # a hundred entries would squash the panels).
+    legend = 1 < num_splits <= MAX_SPLIT_LEGEND
     for s, part in tiles.groupby("split", sort=True):
-        color = _split_color(s, num_splits)
+        color = colors[int(s)]
         sfx = f" (split {int(s)})"
+        who = f"split {int(s)}: " if num_splits > 1 else ""
         x = part["token_end"].to_numpy(float)
-        show = bool(s == tiles["split"].min()) or num_splits > 1
         fig.add_trace(go.Scatter(
             x=x, y=part["m"].to_numpy(float), name="m" + sfx, mode="lines+markers", line=dict(color=color, shape="hv", width=2),
-            marker=dict(size=6, color=color), legendgroup=f"s{s}", showlegend=show,
+            marker=dict(size=6, color=color), legendgroup=f"s{s}", showlegend=legend,
             customdata=np.stack([part["tile"].to_numpy(), part["alpha"].to_numpy(float)], axis=-1),
-            hovertemplate="after tile %{customdata[0]} (tokens < %{x:,}): m = %{y:.4g}"
+            hovertemplate=who + "after tile %{customdata[0]} (tokens < %{x:,}): m = %{y:.4g}"
             "<br>rescale α = 2^(m_old − m) = %{customdata[1]:.3g}<extra></extra>",
         ), row=1, col=1)
         fig.add_trace(go.Scatter(
             x=x, y=part["tile_max"].to_numpy(float), name="tile max" + sfx, mode="markers",
             marker=dict(size=7, color=color, symbol="circle-open"), legendgroup=f"s{s}", showlegend=False,
-            hovertemplate="tile max %{y:.4g}<extra></extra>",
+            hovertemplate=who + "tile max %{y:.4g}<extra></extra>",
         ), row=1, col=1)
         fig.add_trace(go.Scatter(
             x=x, y=part["l"].to_numpy(float), name="l" + sfx, mode="lines+markers", line=dict(color=color, width=2),
             marker=dict(size=6, color=color), legendgroup=f"s{s}", showlegend=False,
-            hovertemplate="l = %{y:.5g}<extra></extra>",
+            hovertemplate=who + "l = %{y:.5g}<extra></extra>",
         ), row=2, col=1)
         err = np.maximum(np.nan_to_num(part["err_vs_row"].to_numpy(float), nan=np.inf), ERROR_FLOOR_F64)
         fig.add_trace(go.Scatter(
             x=x, y=err, name="error vs final" + sfx, mode="lines+markers", line=dict(color=color, width=2),
             marker=dict(size=6, color=color), legendgroup=f"s{s}", showlegend=False,
-            hovertemplate="vs the final answer: %{y:.3g}<extra></extra>",
+            hovertemplate=who + "vs the final answer: %{y:.3g}<extra></extra>",
         ), row=3, col=1)
         err_split = np.maximum(np.nan_to_num(part["err_vs_split"].to_numpy(float), nan=np.inf), ERROR_FLOOR_F64)
         fig.add_trace(go.Scatter(
             x=x, y=err_split, name="error vs split" + sfx, mode="lines", line=dict(color=color, width=1.2, dash="dot"),
             legendgroup=f"s{s}", showlegend=False,
-            hovertemplate="vs this split's exact answer: %{y:.3g}<extra></extra>",
+            hovertemplate=who + "vs this split's exact answer: %{y:.3g}<extra></extra>",
         ), row=3, col=1)
     if final_error is not None:
         merged = num_splits > 1
@@ -1770,15 +1988,17 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
     subtitle = "x = tokens seen; ○ = the tile's own max; dotted = distance to the split's own exact answer"
     if final_error is not None:
         subtitle += "; ★ = the output"
+    if num_splits > MAX_SPLIT_LEGEND:
+        _split_colorbar(fig, tiles["split"], _plot_height(640, subtitle), row=1, col=1)
     _style(fig, title, subtitle, height=640)
-    fig.update_layout(margin=dict(t=96))
+    fig.update_layout(margin=dict(t=96), showlegend=legend)
     fig.update_annotations(font=dict(size=13), x=0, xanchor="left")
+    # From zero: one tile alone would otherwise get an axis of 39.5 to 40.5 tokens.
+    fig.update_xaxes(rangemode="tozero", **_int_ticks(0, float(tiles["token_end"].max())))
     fig.update_xaxes(title="tokens seen (end of tile)", row=3, col=1)
     fig.update_yaxes(title="m", row=1, col=1)
     fig.update_yaxes(title="l", type="log", row=2, col=1)
     fig.update_yaxes(title="max abs error", type="log", exponentformat="power", row=3, col=1)
-    if num_splits == 1:
-        fig.update_layout(showlegend=False)
     return fig
 
 
@@ -1800,20 +2020,24 @@ def split_merge_figure(splits) -> go.Figure:
                         subplot_titles=("Each split's running max m", "Share of the softmax mass after the merge"))
     n = len(splits)
     x = [f"split {int(s)}" for s in splits["split"]]
-    colors = [_split_color(s, max(n, 2)) for s in splits["split"]]
+    palette = _split_colors(splits["split"]) if n > 1 else {int(s): SPLIT_COLORS[0] for s in splits["split"]}
+    colors = [palette[int(s)] for s in splits["split"]]
+    # Values above the bars while they fit; the hover has them for many splits.
+    labelled = n <= 16
     custom = np.stack([splits["l"].to_numpy(float), splits["weight"].to_numpy(float),
                        splits["token_start"].to_numpy(), splits["token_end"].to_numpy() - 1], axis=-1)
     m = splits["m"].to_numpy(float)
     share = 100 * splits["share"].to_numpy(float)
     fig.add_trace(go.Bar(
-        x=x, y=m, name="m", marker=dict(color=colors), customdata=custom, text=[f"{v:.3g}" for v in m],
-        textposition="outside", cliponaxis=False,
+        x=x, y=m, name="m", marker=dict(color=colors, line=dict(width=0.5 if labelled else 0)), customdata=custom,
+        text=[f"{v:.3g}" for v in m] if labelled else None, textposition="outside", cliponaxis=False,
         hovertemplate="%{x} (tokens %{customdata[2]}–%{customdata[3]})<br>m = %{y:.4g}, l = %{customdata[0]:.4g}"
         "<br>merge weight w = 2^(m − max m) = %{customdata[1]:.3g}<extra></extra>",
     ), row=1, col=1)
     fig.add_trace(go.Bar(
-        x=x, y=share, name="share", marker=dict(color=colors), customdata=custom,
-        text=[f"{v:.1f}%" for v in share], textposition="outside", cliponaxis=False,
+        x=x, y=share, name="share", marker=dict(color=colors, line=dict(width=0.5 if labelled else 0)),
+        customdata=custom,
+        text=[f"{v:.1f}%" for v in share] if labelled else None, textposition="outside", cliponaxis=False,
         hovertemplate="%{x}: %{y:.2f}% of Σ w·l<br>w = %{customdata[1]:.3g}, l = %{customdata[0]:.4g}<extra></extra>",
     ), row=1, col=2)
     if n:

@@ -1,0 +1,339 @@
+"""Figures stay legible at the sizes the pages draw them: thin cells keep their
+colour, colours stay distinct, integer axes get integer ticks, legends and titles
+keep clear of the plot. Each test checks the Plotly spec."""
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import plotly.colors
+import pytest
+
+from paged_attention import DecodeConfig, assign_blocks, figures, sweep
+
+from helpers import job_rows
+
+
+def _layout(batch, lens, block_size, layout="shuffled", seed=0):
+    config = DecodeConfig(batch_size=batch, context_lens=lens, block_size=block_size, block_layout=layout, seed=seed)
+    tables, owner = assign_blocks(config)
+    return config, tables.numpy(), owner.numpy()
+
+
+def _heatmaps(fig):
+    return [t for t in fig.data if t.type == "heatmap"]
+
+
+def _integer_ticks(axis) -> bool:
+    """Ticks that can only fall on whole numbers."""
+    if axis.tickmode == "linear":
+        return float(axis.dtick).is_integer() and axis.dtick >= 1 and float(axis.tick0 or 0).is_integer()
+    if axis.tickmode == "array":
+        return all(float(v).is_integer() for v in axis.tickvals)
+    return axis.tickformat is not None and axis.tickformat.endswith("d")
+
+
+def _tiles(num_splits: int, tiles_per_split: int = 2, block: int = 16) -> pd.DataFrame:
+    """A synthetic trace: ``num_splits`` splits of ``tiles_per_split`` one-block tiles."""
+    n = num_splits * tiles_per_split
+    rng = np.random.default_rng(0)
+    start = np.arange(n) * block
+    return pd.DataFrame({
+        "split": np.repeat(np.arange(num_splits), tiles_per_split), "tile": np.tile(np.arange(tiles_per_split), num_splits),
+        "subtile": 0, "first_block": np.arange(n), "end_block": np.arange(1, n + 1),
+        "token_start": start, "token_end": start + block, "valid_tokens": block, "masked_lanes": 0,
+        "physical_blocks": [(int(i),) for i in rng.permutation(n)], "num_physical_blocks": 1, "table_lookups": 1,
+        "m": rng.normal(size=n), "tile_max": rng.normal(size=n), "alpha": 1.0, "l": rng.uniform(1, 5, n),
+        "err_vs_row": rng.uniform(1e-3, 1, n), "err_vs_split": rng.uniform(1e-3, 1, n),
+    })
+
+
+# -- 1. thin heatmap cells keep their colour -----------------------------------------
+
+def test_thin_block_table_columns_get_no_gap():
+    config, tables, _ = _layout(3, 3855, 8)
+    assert tables.shape[1] == 482
+    fig = figures.block_table_figure(tables, config.lengths, 8, config.num_blocks)
+    for heat in _heatmaps(fig):
+        assert heat.xgap == 0  # a 1 px gap would eat cells under 1 px wide
+    assert fig.data[0].ygap == 1  # three rows are tall: keep the gap between them
+    config, tables, _ = _layout(3, (5, 40, 16), 16)
+    small = figures.block_table_figure(tables, config.lengths, 16, config.num_blocks)
+    assert (small.data[0].xgap, small.data[0].ygap) == (1, 1)
+
+
+def test_serving_block_table_of_long_sequences_is_not_empty():
+    tables = np.arange(8 * 600).reshape(8, 600)
+    fig = figures.block_table_figure(tables, [600 * 4] * 8, 4, 16384, seq_ids=range(100, 108), title="Running")
+    assert fig.data[0].xgap == 0
+
+
+def test_token_walk_of_many_blocks_gets_no_row_gap():
+    _, tables, _ = _layout(3, 3855, 8)
+    fig = figures.token_walk_figure(tables[1], 3855, 8)
+    assert len(fig.data[0].y) == 482
+    assert all(h.ygap == 0 for h in _heatmaps(fig))
+    assert all(h.xgap == 1 for h in _heatmaps(fig))  # 8 slots are wide
+
+
+def test_large_pool_cells_get_no_column_gap():
+    owner = np.full(4096, -1)
+    owner[:3000] = np.repeat(np.arange(30), 100)
+    fig = figures.serving_pool_figure(owner, np.zeros((0, 1), dtype=np.int64), [], 16)
+    _, n_cols, per_cell = figures.pool_grid_shape(4096)
+    assert per_cell == 1 and n_cols > 100
+    assert fig.data[0].xgap == 0
+    anim = figures.pool_animation_figure(np.stack([owner, owner]), [0, 1], 16)
+    assert anim.data[0].xgap == 0 and anim.frames[1].data[0].xgap == 0
+
+
+def test_kernel_walk_drops_outlines_and_gaps_of_thin_bars():
+    tiles = _tiles(157)
+    fig = figures.kernel_walk_figure(tiles, int(tiles["token_end"].max()), 16, 16)
+    assert fig.data[0].marker.line.width == 0  # 16 of 5,024 tokens is about 1 px
+    assert fig.layout.bargap == 0  # 314 rows in ~700 px
+    assert not fig.layout.shapes  # 156 dotted split lines would hatch the chart
+    few = figures.kernel_walk_figure(_tiles(2), 64, 16, 16)
+    assert few.data[0].marker.line.width == 1 and few.layout.bargap == 0.25 and len(few.layout.shapes) == 1
+
+
+# -- 2. sequence colours ---------------------------------------------------------------
+
+def _lab(hex_color: str) -> np.ndarray:
+    rgb = np.array([int(hex_color.lstrip("#")[i:i + 2], 16) for i in (0, 2, 4)]) / 255
+    rgb = np.where(rgb > 0.04045, ((rgb + 0.055) / 1.055) ** 2.4, rgb / 12.92)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ rgb
+    f = np.cbrt(np.maximum(xyz / np.array([0.95047, 1.0, 1.08883]), 0.008856))
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def test_sequence_colours_are_many_distinct_and_not_grey():
+    colors = figures.SEQUENCE_COLORS
+    assert len(colors) >= 16 and len(set(colors)) == len(colors)
+    library = {c.upper() for name in ("Dark24", "Alphabet", "Light24") for c in getattr(plotly.colors.qualitative, name)}
+    assert set(colors) <= library
+    labs = [_lab(c) for c in colors]
+    assert min(np.hypot(*lab[1:]) for lab in labs) >= 30  # chroma: no greys
+    closest = min(np.linalg.norm(a - b) for i, a in enumerate(labs) for b in labs[i + 1:])
+    assert closest >= 20  # the old #76B7B2 and #86BCB6 were 4 apart
+    for grey in (figures.FREE_COLOR, figures.OTHER_COLOR):
+        assert min(np.linalg.norm(_lab(grey) - lab) for lab in labs) >= 20
+
+
+def test_pool_legend_names_each_of_few_sequences():
+    config, tables, owner = _layout(6, (50, 90, 30, 120, 64, 10), 16, "fragmented", 1)
+    fig = figures.pool_figure(owner, tables, config.lengths, 16)
+    entries = [t for t in fig.data if t.meta and "sequence" in t.meta]
+    assert [t.name for t in entries] == [f"sequence {s}" for s in range(6)]
+    for t in entries:
+        assert t.marker.color == figures.SEQUENCE_COLORS[t.meta["sequence"] % len(figures.SEQUENCE_COLORS)]
+    assert "free" in [t.name for t in fig.data]
+
+
+def test_pool_of_many_sequences_says_colours_repeat():
+    config, tables, owner = _layout(20, tuple(range(20, 420, 20)), 16, "shuffled", 3)
+    fig = figures.pool_figure(owner, tables, config.lengths, 16)
+    assert not [t for t in fig.data if t.meta and "sequence" in t.meta]
+    assert "repeating" in fig.layout.title.subtitle.text
+    hover = np.array(fig.data[0].customdata).ravel()
+    b = int(np.flatnonzero(owner == 19)[0])
+    assert "sequence 19" in hover[b]  # the hover names the owner the colour cannot
+    anim = figures.pool_animation_figure(owner[None, :], [0], 16)
+    assert "repeating" in anim.layout.title.subtitle.text
+
+
+# -- 3. integer ticks on integer axes ------------------------------------------------------
+
+def test_block_table_of_two_blocks_has_integer_ticks():
+    config, tables, _ = _layout(1, 20, 16)
+    fig = figures.block_table_figure(tables, config.lengths, 16, 2)
+    assert (fig.layout.xaxis.dtick, fig.layout.xaxis.tick0) == (1, 0)
+    assert fig.data[0].colorbar.dtick == 1  # physical block ids 0 and 1, not 0, 0.5, 1
+    wide = figures.block_table_figure(*_layout(3, 3855, 8)[1:2], [3855] * 3, 8)
+    assert _integer_ticks(wide.layout.xaxis) and _integer_ticks(wide.data[0].colorbar)
+
+
+def test_token_and_block_walks_have_integer_ticks():
+    config, tables, _ = _layout(1, 20, 16)
+    walk = figures.token_walk_figure(tables[0], 20, 16, 0, 2)
+    assert walk.data[0].colorbar.dtick == 1 and _integer_ticks(walk.layout.xaxis)
+    one_slot = figures.token_walk_figure(np.arange(3), 3, 1, 0, 3)
+    assert one_slot.layout.xaxis.dtick == 1  # not -0.4 ... 0.4 around the one slot
+    path = figures.block_walk_figure(tables[0], 20, 16, 0, 3)
+    assert path.layout.xaxis.dtick == 1 and _integer_ticks(path.layout.yaxis)
+    long = figures.block_walk_figure(np.arange(500), 8000, 16, 0, 500)
+    assert _integer_ticks(long.layout.xaxis) and _integer_ticks(long.layout.yaxis)
+
+
+def test_pool_timeline_and_kernel_axes_have_integer_ticks():
+    config, tables, owner = _layout(3, (5, 40, 16), 16)
+    pool = figures.pool_figure(owner, tables, config.lengths, 16)
+    assert _integer_ticks(pool.layout.xaxis)
+    metrics = pd.DataFrame({"step": [0, 1, 2], "blocks_in_use": [1, 2, 2], "free_blocks": [3, 2, 2],
+                            "wasted_slots": [3, 1, 0], "wasted_fraction": [0.2, 0.1, 0], "running": [1, 1, 2],
+                            "waiting": [0, 1, 0]})
+    timeline = figures.serving_timeline_figure(metrics, 1, 4)
+    for axis in (timeline.layout.xaxis, timeline.layout.xaxis3, timeline.layout.yaxis, timeline.layout.yaxis2,
+                 timeline.layout.yaxis3):
+        assert _integer_ticks(axis)
+    walk = figures.kernel_walk_figure(_tiles(1, 1), 16, 16, 16)
+    assert _integer_ticks(walk.layout.xaxis) and _integer_ticks(walk.data[0].marker.colorbar)
+
+
+def test_online_softmax_of_one_tile_counts_tokens_from_zero():
+    tiles = _tiles(1, 1)
+    tiles["token_end"] = 40
+    fig = figures.online_softmax_figure(tiles, final_error=1e-16)
+    assert fig.layout.xaxis3.rangemode == "tozero"  # not 39.5 ... 40.5 tokens
+    assert _integer_ticks(fig.layout.xaxis3)
+
+
+# -- 4. an empty sequence -----------------------------------------------------------------
+
+def test_block_walk_of_an_empty_sequence_says_so():
+    fig = figures.block_walk_figure(np.array([-1]), 0, 16, seq=3)
+    assert not fig.data
+    assert fig.layout.annotations[0].text == "Sequence 3 has no cached tokens."
+    assert fig.layout.xaxis.visible is False
+
+
+# -- 5. the token walk's y title fits ---------------------------------------------------------
+
+@pytest.mark.parametrize("context_len", [1, 20, 40])
+def test_token_walk_y_title_fits_beside_few_rows(context_len):
+    config, tables, _ = _layout(1, context_len, 16)
+    fig = figures.token_walk_figure(tables[0], context_len, 16, 0, config.num_blocks)
+    plot_height = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    assert 7.5 * len(fig.layout.yaxis.title.text) <= plot_height  # ~7.5 px a character at 13 px
+
+
+# -- 6. many splits ------------------------------------------------------------------------
+
+def test_online_softmax_of_many_splits_has_a_colour_bar_not_a_legend():
+    fig = figures.online_softmax_figure(_tiles(157), final_error=1e-9)
+    assert fig.layout.showlegend is False
+    assert not [t for t in fig.data if t.showlegend]
+    (bar,) = [t for t in fig.data if t.name == "split colours"]
+    assert bar.marker.showscale and (bar.marker.cmin, bar.marker.cmax) == (0, 156)
+    assert _integer_ticks(bar.marker.colorbar)
+    m = [t for t in fig.data if t.name.startswith("m (split")]
+    assert len({t.line.color for t in m}) == 157  # no colour repeats
+    assert "split 3" in fig.data[5 * 3].hovertemplate
+
+
+def test_online_softmax_of_few_splits_has_one_legend_entry_each():
+    fig = figures.online_softmax_figure(_tiles(3), final_error=1e-9)
+    assert [t.name for t in fig.data if t.showlegend] == ["m (split 0)", "m (split 1)", "m (split 2)"]
+    assert fig.layout.showlegend is True
+    assert not [t for t in fig.data if t.name == "split colours"]
+
+
+def test_split_merge_and_kernel_walk_of_many_splits():
+    splits = pd.DataFrame({"split": range(157), "m": np.linspace(0, 3, 157), "l": 1.0, "weight": 1.0,
+                           "share": np.full(157, 1 / 157), "token_start": np.arange(157) * 32,
+                           "token_end": np.arange(1, 158) * 32})
+    fig = figures.split_merge_figure(splits)
+    assert len(set(fig.data[0].marker.color)) == 157 and fig.data[0].text is None
+    assert fig.layout.showlegend is False
+    walk = figures.kernel_walk_figure(_tiles(157, 16), 157 * 16 * 16, 16, 16)  # > MAX_WALK_SEGMENTS: colour = split
+    assert "colour = split" in walk.layout.title.subtitle.text
+    assert len(set(walk.data[0].marker.color)) == 157
+    (bar,) = [t for t in walk.data if t.name == "split colours"]
+    assert _integer_ticks(bar.marker.colorbar)
+
+
+# -- 7. accuracy: error against tolerance ---------------------------------------------------------
+
+def _result(name, label, abs_err, rel_err, ratio, passed=True):
+    return SimpleNamespace(name=name, label=label, max_abs_err=abs_err, max_rel_err=rel_err, max_tol_ratio=ratio,
+                           atol=1e-3, rtol=1e-3, passed=passed)
+
+
+def test_accuracy_plots_the_tolerance_ratio_not_the_relative_error():
+    results = [_result("naive", "Naive", 2e-4, 9.1, 0.21), _result("triton", "Triton", 3e-4, 8.7, 0.3),
+               _result("vectorized", "Optimized", 0.0, 0.0, 0.0)]
+    fig = figures.accuracy_figure(results)
+    abs_bar, ratio_bar = fig.data
+    assert list(ratio_bar.y) == [0.21, 0.3, figures.ERROR_FLOOR]  # not the relative errors 9.1 and 8.7
+    assert list(abs_bar.y) == [2e-4, 3e-4, figures.ERROR_FLOOR]
+    assert ratio_bar.yaxis == "y" and abs_bar.yaxis == "y2"
+    assert any(s.y0 == 1 and s.yref == "y" for s in fig.layout.shapes)  # the tolerance
+    assert any(s.y0 == 1e-3 and s.yref == "y2" for s in fig.layout.shapes)  # atol
+    assert "max |out − ref| = " in ratio_bar.hovertemplate  # the absolute error stays in view
+    assert fig.layout.yaxis.range[1] > 0  # the tolerance line is on the chart
+    assert not any("rel" in (t.name or "") for t in fig.data)
+
+
+def test_accuracy_without_a_tolerance_ratio_bounds_it_by_atol():
+    result = SimpleNamespace(name="triton", label="Triton", max_abs_err=5e-4, max_rel_err=3.0, atol=1e-3,
+                             rtol=1e-3, passed=True)
+    assert figures.accuracy_figure([result]).data[1].y[0] == pytest.approx(0.5)
+
+
+# -- 8. latency labels in the axis unit ---------------------------------------------------------------
+
+def test_latency_labels_use_the_axis_unit():
+    results = [SimpleNamespace(name=n, label=n, samples_ms=s, median_ms=float(np.median(s)), p90_ms=max(s),
+                               gpu_time_ms=None, device="cuda:0")
+               for n, s in (("naive", [1.8, 2.0, 2.2]), ("triton", [0.18, 0.1849, 0.19]))]
+    fig = figures.latency_figure(results)
+    labels = [a.text for a in fig.layout.annotations]
+    assert labels == ["<b>2.00 ms</b>", "<b>0.185 ms</b>"]
+    assert "ms" in fig.layout.yaxis.title.text and not any("µs" in t for t in labels)
+
+
+# -- 9. legends and line labels keep clear of the plot --------------------------------------------------
+
+def test_legend_hangs_from_the_figure_bottom():
+    both = pd.concat([sweep.rows_frame(job_rows(copy=4.0), "this session"),
+                      sweep.rows_frame(job_rows(copy=4.0), "uploaded: h200.csv")], ignore_index=True)
+    fig = figures.sweep_bandwidth_figure(both)
+    legend = fig.layout.legend
+    # Anchored to the container, a legend of several rows pushes the plot up
+    # rather than sliding under the x axis title.
+    assert (legend.yref, legend.y, legend.yanchor) == ("container", 0, "bottom")
+    assert fig.layout.yaxis.type == "log"
+    lo, hi = fig.layout.yaxis.range
+    ceilings = [a for a in fig.layout.annotations if "ceiling" in a.text]
+    assert len(ceilings) == 2
+    for a in ceilings:  # log axes place annotations in log10 units
+        assert lo <= a.y <= hi and a.y == pytest.approx(math.log10(4.0))
+
+
+# -- 10. grammar -------------------------------------------------------------------------------------
+
+def test_counts_of_one_are_singular():
+    config, tables, owner = _layout(1, 1, 1)
+    table = figures.block_table_figure(tables, config.lengths, 1, config.num_blocks).layout.title.subtitle.text
+    assert table.startswith("1 sequence x 1 logical block of 1 token;")
+    pool = figures.pool_figure(owner, tables, config.lengths, 1).layout.title.subtitle.text
+    assert "of 1 slot," in pool and "1 slots" not in pool
+    walk = figures.token_walk_figure(tables[0], 1, 1).layout.title.subtitle.text
+    assert walk.startswith("1 token in 1 block of 1;")
+    anim = figures.pool_animation_figure(owner[None, :], [0], 1).layout.title.subtitle.text
+    assert "of 1 slot;" in anim
+    kernel = figures.kernel_walk_figure(_tiles(1, 1), 16, 16, 16).layout.title.subtitle.text
+    assert kernel.startswith("1 tile of 16 lanes, 1 split, 1 block-table lookup for 16 tokens")
+
+
+@pytest.mark.parametrize("n, word, text", [(1, "slot", "1 slot"), (2, "slot", "2 slots"), (1200, "token", "1,200 tokens")])
+def test_plural(n, word, text):
+    assert figures._plural(n, word) == text
+
+
+# -- 11. the token walk says what it sampled ------------------------------------------------------------
+
+def test_token_walk_sampling_note_names_the_sampled_axis():
+    row = np.arange(64)
+    slots = figures.token_walk_figure(row, 64 * 256, 256, num_blocks=64)  # 16,384 cells: every 2nd slot
+    grid = figures.sample_grid(64, 256, figures.MAX_WALK_CELLS)
+    assert grid.col_stride == 2 and grid.row_stride == 1
+    assert list(slots.data[0].x) == list(grid.cols)  # drawn as the page's caption says
+    assert "every 2nd slot" in slots.layout.title.subtitle.text
+    assert "logical block" not in slots.layout.title.subtitle.text.split("sampled")[-1]
+    rows = figures.token_walk_figure(np.arange(4096), 4096 * 4, 4, num_blocks=4096)
+    assert "every 2nd logical block shown" in rows.layout.title.subtitle.text
+    assert "slot" not in rows.layout.title.subtitle.text.split("sampled")[-1]
+    table = figures.block_table_figure(np.arange(256 * 2048).reshape(256, 2048), [2048 * 16] * 256, 16)
+    assert "every 2nd row and every 16th column" in table.layout.title.subtitle.text  # not "every 2th row"
