@@ -5,6 +5,7 @@ import streamlit as st
 from paged_attention import app_state as state
 from paged_attention import figures
 from ui.data import block_arrays_for
+from ui.inputs import bounded_number_input
 from ui.sidebar import current, show_config_error
 
 st.title("Block table")
@@ -29,9 +30,10 @@ mem = state.memory_summary(config)
 
 c1, c2, c3, c4, c5 = st.columns(5)
 c1.metric("Sequences", f"{config.batch_size:,}")
-c2.metric("Tokens cached", figures.compact(sum(lengths)), help=f"{sum(lengths):,} tokens")
+c2.metric("Tokens cached", figures.compact(sum(lengths)), help=state.count(sum(lengths), "token"))
 c3.metric("Blocks used / pool", f"{figures.compact(mem.blocks_used)} / {figures.compact(mem.blocks_in_pool)}",
-          help=f"{mem.blocks_used:,} blocks hold this batch's tokens; the pool has {mem.blocks_in_pool:,}")
+          help=f"{state.count(mem.blocks_used, 'block')} hold this batch's tokens; the pool has "
+               f"{mem.blocks_in_pool:,}")
 c4.metric("Wasted slots", f"{figures.compact(mem.wasted_slots)} ({100 * mem.wasted_fraction:.1f}%)",
           help="allocated but unfilled slots in each sequence's last block, as a share of all allocated slots")
 c5.metric("KV cache", state.format_bytes(mem.kv_cache_bytes))
@@ -61,10 +63,10 @@ st.subheader("Token walk")
 if st.session_state.get("bt_seq", 0) >= config.batch_size:
     st.session_state["bt_seq"] = config.batch_size - 1
 pick, info = st.columns([1, 4], vertical_alignment="bottom")
-seq = pick.number_input("Sequence", 0, config.batch_size - 1, step=1, key="bt_seq")
+seq = bounded_number_input(pick, "Sequence", 0, config.batch_size - 1, step=1, key="bt_seq", note_parent=st)
 needed = config.blocks_per_sequence[seq]
 info.markdown(
-    f"Sequence **{seq}** holds **{lengths[seq]:,}** tokens in **{needed:,}** blocks; "
+    f"Sequence **{seq}** holds **{state.count(lengths[seq], 'token')}** in **{state.count(needed, 'block')}**; "
     f"token *t* lives in logical block *t* // {config.block_size}, slot *t* % {config.block_size}, "
     f"and the block table sends that logical block to a physical one."
 )

@@ -11,6 +11,9 @@ from ui.sidebar import current, show_config_error
 
 MAX_HISTORY = 20
 LAST, HISTORY = "bench_last", "bench_history"
+#: Results of the run in progress, kept as each is measured: a second click on Run
+#: stops that run, and the run it starts reuses them.
+PARTIAL = "bench_partial"
 
 st.title("Decode benchmark")
 st.markdown(
@@ -43,52 +46,70 @@ run = controls[1].button(
     "Run benchmark", type="primary", icon=":material/play_arrow:", key="bench_run",
     disabled=plan.refusal is not None, width="stretch",
 )
-controls[2].caption(f"{state.config_summary(config)} · warm-up {plan.warmup}, {plan.iters} timed calls")
+controls[2].caption(f"{state.config_summary(config)} · warm-up {plan.warmup}, "
+                    f"{state.count(plan.iters, 'timed call')}")
 if plan.refusal:
     st.warning(plan.refusal, icon=":material/block:")
 for note in plan.notes:
     st.info(f"Capped: {note} (the interpreter needs about a second per Triton call).", icon=":material/speed:")
 
 
+def _failed(status, label: str, message: str, icon: str) -> None:
+    st.session_state.pop(PARTIAL, None)
+    status.update(label=label, state="error", expanded=True)
+    st.error(message, icon=icon)
+
+
 def _run() -> None:
     names = [*IMPLEMENTATIONS, *(["triton_simple"] if include_simple else [])]
+    key = (config, tuple(names), plan.warmup, plan.iters)
+    partial = st.session_state.get(PARTIAL)
+    if partial is None or partial["key"] != key:
+        partial = st.session_state[PARTIAL] = {"key": key, "results": []}
+    kept: list = []  # results the replaced run measured, known once this run holds the lock
     with st.status("Running the benchmark…", expanded=True) as status:
         bar = st.progress(0.0, text="preparing inputs")
 
         def on_progress(name: str, i: int, total: int) -> None:
+            if i == 0:
+                kept.extend(partial["results"])
             bar.progress(i / total, text=f"{LABELS[name]} ({i + 1}/{total})")
 
         def on_result(r) -> None:
             mark = "✓" if r.passed else "✗"
-            st.write(f"{mark} **{r.label}**: median {r.median_ms:.4g} ms over {len(r.samples_ms)} calls")
+            reused = " (measured by the run your click replaced)" if any(r is k for k in kept) else ""
+            st.write(f"{mark} **{r.label}**: median {r.median_ms:.4g} ms over "
+                     f"{state.count(len(r.samples_ms), 'call')}{reused}")
 
         def on_wait() -> None:
             st.info("Queued: another session is running a benchmark on this machine; yours starts when it ends.",
                     icon=":material/hourglass_top:")
 
+        def on_own_wait() -> None:
+            st.info("Your previous run is still finishing the implementation it was timing; this run takes over "
+                    "when it ends and keeps what it measured.", icon=":material/hourglass_top:")
+
         try:
             results, copy_gbps = run_benchmark_locked(
                 config, names, warmup=plan.warmup, iters=plan.iters,
-                on_progress=on_progress, on_result=on_result, on_wait=on_wait,
+                on_progress=on_progress, on_result=on_result, on_wait=on_wait, on_own_wait=on_own_wait,
+                done=partial["results"],
             )
+        # A run stopped by a second click raises Streamlit's StopException (not an
+        # Exception): its results stay in PARTIAL for the run that replaced it.
         except BenchmarkRefused as exc:
-            status.update(label="Not run: not enough memory", state="error", expanded=True)
-            st.error(str(exc), icon=":material/memory:")
-            return
+            return _failed(status, "Not run: not enough memory", str(exc), ":material/memory:")
         except BenchmarkOOM as exc:
-            status.update(label="Out of GPU memory", state="error", expanded=True)
-            st.error(str(exc), icon=":material/memory:")
-            return
+            return _failed(status, "Out of GPU memory", str(exc), ":material/memory:")
         except ValueError as exc:
-            status.update(label="Invalid configuration", state="error", expanded=True)
-            st.error(str(exc), icon=":material/error:")
-            return
+            return _failed(status, "Invalid configuration", str(exc), ":material/error:")
         except Exception as exc:  # the app must keep working whatever a run does
-            status.update(label="The run failed", state="error", expanded=True)
-            st.error(f"The run failed: {type(exc).__name__}: {exc}", icon=":material/error:")
-            return
+            return _failed(status, "The run failed", f"The run failed: {type(exc).__name__}: {exc}",
+                           ":material/error:")
+        st.session_state.pop(PARTIAL, None)
         bar.progress(1.0, text="done")
-        status.update(label=f"Done: {len(results)} implementations", state="complete", expanded=False)
+        status.update(label=f"Done: {state.count(len(results), 'implementation')}", state="complete",
+                      expanded=False)
     history = st.session_state.setdefault(HISTORY, [])
     entry = {
         "run": (history[-1]["run"] + 1) if history else 1,
@@ -115,20 +136,33 @@ def _clear_history() -> None:
 
 last = st.session_state.get(LAST)
 if last is None:
-    st.info("Press **Run benchmark** to time the implementations on this configuration.", icon=":material/info:")
+    if plan.refusal is None:  # a refused configuration shows the refusal alone
+        st.info("Press **Run benchmark** to time the implementations on this configuration.", icon=":material/info:")
     st.stop()
 
 results, copy_gbps = last["results"], last["copy_gbps"]
+reads_kv = not state.reads_no_kv(last["config"])
 st.subheader(f"Run #{last['run']}")
-st.caption(f"{last['label']} · warm-up {last['warmup']}, {last['iters']} timed calls per implementation")
+st.caption(f"{last['label']} · warm-up {last['warmup']}, "
+           f"{state.count(last['iters'], 'timed call')} per implementation")
 if last["config"] != config:
     st.caption(":material/info: The sidebar changed since this run; press **Run benchmark** to measure it.")
+if not reads_kv:
+    st.warning(
+        "**Every context is empty: there is nothing to attend to.** No K or V is read; each implementation only "
+        "checks its inputs and writes a zero output, and the Triton wrapper skips the kernel altogether. The "
+        "times below are call overhead, so bandwidth is n/a and speedups between implementations are not "
+        "meaningful (they are left out). Give some sequence a context to measure decode.",
+        icon=":material/block:",
+    )
 
-rows = state.results_rows(results, copy_gbps)
+rows = state.results_rows(results, copy_gbps, reads_kv=reads_kv)
 cols = st.columns(len(results))
 for col, r, row in zip(cols, results, rows):
     speed = row["speedup_vs_naive"]
-    if r.name == "naive" or speed is None:
+    if not reads_kv:
+        delta, color, arrow = None, "off", "off"
+    elif r.name == "naive" or speed is None:
         delta, color, arrow = "baseline", "off", "off"
     elif speed >= 1:
         delta, color, arrow = f"{speed:.1f}× faster than naive", "normal", "up"
@@ -137,17 +171,24 @@ for col, r, row in zip(cols, results, rows):
     gpu = f" · GPU time {r.gpu_time_ms:.4g} ms" if r.gpu_time_ms is not None else ""
     col.metric(
         r.label, f"{r.median_ms:.4g} ms", delta, delta_color=color, delta_arrow=arrow, border=True,
-        help=f"median call latency over {len(r.samples_ms)} calls{gpu}; "
+        help=f"median call latency over {state.count(len(r.samples_ms), 'call')}{gpu}; "
              + ("correct" if r.passed else "INCORRECT") + " against the float64 reference",
     )
 
 a, b = st.columns(2, gap="medium")
 a.plotly_chart(figures.latency_figure(results), key="bench_latency", width="stretch")
-b.plotly_chart(figures.speedup_figure(results), key="bench_speedup", width="stretch")
+if reads_kv:
+    b.plotly_chart(figures.speedup_figure(results), key="bench_speedup", width="stretch")
+else:
+    b.info("**Speedup: not meaningful.** Every context is empty, so no implementation attends to anything.",
+           icon=":material/block:")
 a, b = st.columns(2, gap="medium")
-a.plotly_chart(figures.bandwidth_figure(results, copy_gbps), key="bench_bandwidth", width="stretch")
+if reads_kv:
+    a.plotly_chart(figures.bandwidth_figure(results, copy_gbps), key="bench_bandwidth", width="stretch")
+else:
+    a.info("**Bandwidth: n/a.** No K or V is read when every context is empty.", icon=":material/block:")
 b.plotly_chart(figures.accuracy_figure(results), key="bench_accuracy", width="stretch")
-if copy_gbps:
+if copy_gbps and reads_kv:
     st.caption(
         f"Copy bandwidth of this GPU, measured once per process: {copy_gbps:,.0f} GB/s (bytes read + written). "
         "Decode is memory-bound, so that is its ceiling. Where GPU time is far below call latency, "
@@ -155,7 +196,12 @@ if copy_gbps:
     )
 
 st.subheader("Results")
-table = pd.DataFrame(rows).dropna(axis=1, how="all")  # no GPU columns on the CPU
+table = pd.DataFrame(rows)
+if not reads_kv:  # say n/a rather than leave the columns out
+    table["speedup_vs_naive"] = table["gbps"] = "n/a"
+table = table.dropna(axis=1, how="all")  # no GPU columns on the CPU
+na = {"speedup_vs_naive": st.column_config.TextColumn("Speedup vs naive"),
+      "gbps": st.column_config.TextColumn("GB/s")}
 st.dataframe(
     table, hide_index=True, width="stretch", key="bench_table",
     column_config={
@@ -174,9 +220,10 @@ st.dataframe(
         "max_tol_ratio": st.column_config.NumberColumn(
             "Error / tolerance", format="%.2g",
             help="max |out - ref| / (atol + rtol |ref|): at most 1 exactly when every element passes"),
-        "atol": st.column_config.NumberColumn("atol", format="%.0e"),
+        "atol": st.column_config.NumberColumn("atol", format="%.2g"),  # bfloat16's 0.016, not "2e-02"
         "correct": "Correct",
         "samples": "Timed calls",
+        **({} if reads_kv else na),
     },
 )
 csv = pd.DataFrame([{"run": last["run"], "config": last["label"], **row} for row in rows]).to_csv(index=False)

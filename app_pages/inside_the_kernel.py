@@ -4,8 +4,9 @@ import streamlit as st
 
 from paged_attention import app_state as state
 from paged_attention import figures
-from paged_attention.kernel_view import BLOCK_N_CHOICES, launch_plan, trace_size_error
+from paged_attention.kernel_view import BLOCK_N_CHOICES, launch_plan, split_note, trace_size_error
 from ui.data import block_arrays_for, config_key, kernel_trace
+from ui.inputs import bounded_number_input
 from ui.sidebar import current, show_config_error
 
 MAX_SPLITS = 256
@@ -41,26 +42,29 @@ if not ss.get("ik_override", False):  # the disabled override fields show the pl
 
 with st.container(border=True):
     c = st.columns([1, 1, 1.3, 1, 1], vertical_alignment="bottom")
-    seq = c[0].number_input("Sequence", 0, config.batch_size - 1, step=1, key="ik_seq")
-    head = c[1].number_input("Query head", 0, config.num_heads - 1, step=1, key="ik_head")
+    seq = bounded_number_input(c[0], "Sequence", 0, config.batch_size - 1, step=1, key="ik_seq", note_parent=st)
+    head = bounded_number_input(c[1], "Query head", 0, config.num_heads - 1, step=1, key="ik_head", note_parent=st)
     override = c[2].toggle("Override the launch plan", key="ik_override",
                            help="the kernel's heuristic picks the tile and the split count from the whole batch "
                                 "and the GPU; override them to see how the walk changes")
-    splits = c[3].number_input("Splits", 1, MAX_SPLITS, step=1, key="ik_splits", disabled=not override,
-                               help="programs along the context (split-K); 1 = no split")
+    splits = bounded_number_input(c[3], "Splits", 1, MAX_SPLITS, step=1, key="ik_splits", disabled=not override,
+                                  note_parent=st, help="programs along the context (split-K); 1 = no split")
     block_n = c[4].selectbox("BLOCK_N (tokens per tile)", BLOCK_N_CHOICES, key="ik_block_n", disabled=not override)
     plan = launch_plan(config, tables, num_splits=int(splits), block_n=int(block_n)) if override else default_plan
     group = config.num_heads // config.num_kv_heads
     n = config.lengths[seq]
-    tile = (f"{plan.blocks_per_tile} block{'s' if plan.blocks_per_tile > 1 else ''} of {plan.slots_per_tile} slots"
+    tile = (f"{state.count(plan.blocks_per_tile, 'block')} of {state.count(plan.slots_per_tile, 'slot')}"
             if plan.subtiles == 1 else f"1/{plan.subtiles} of a block of {config.block_size}")
     st.caption(
         f"{'Overridden' if override else 'Default'} plan for {state.config_summary(config)}: "
-        f"BLOCK_N = {plan.block_n} tokens per tile ({tile}); {plan.num_splits} split"
-        f"{'s' if plan.num_splits > 1 else ''} of {plan.blocks_per_split:,} blocks ({plan.tokens_per_split:,} tokens) "
-        f"for the longest sequence · sequence {seq} holds {n:,} tokens · query head {head} reads KV head "
-        f"{head // group} (GQA group of {group})"
+        f"BLOCK_N = {plan.block_n} tokens per tile ({tile}); {state.count(plan.num_splits, 'split')} of "
+        f"{state.count(plan.blocks_per_split, 'block')} ({state.count(plan.tokens_per_split, 'token')}) "
+        f"for the longest sequence · sequence {seq} holds {state.count(n, 'token')} · query head {head} reads "
+        f"KV head {head // group} (GQA group of {group})"
     )
+    capped = split_note(config, int(splits), plan) if override else None
+    if capped:
+        st.info(capped, icon=":material/call_split:")
 
 error = trace_size_error(n, plan)
 if error:
@@ -76,7 +80,7 @@ tiles, split_rows = trace["tiles"], trace["splits"]
 err = trace["max_abs_error"]
 
 m = st.columns(5)
-m[0].metric("Tokens", f"{n:,}", help=f"{-(-n // config.block_size):,} blocks of {config.block_size}")
+m[0].metric("Tokens", f"{n:,}", help=f"{state.count(-(-n // config.block_size), 'block')} of {config.block_size}")
 m[1].metric("Tiles walked", f"{len(tiles):,}", help="online-softmax updates, all splits together")
 m[2].metric("Block-table lookups", f"{int(tiles['table_lookups'].sum()):,}",
             help="one per block: a tile loads each of its blocks' table entries once; later subtiles reuse it")
@@ -155,7 +159,7 @@ else:
         icon=":material/call_split:",
     )
 
-with st.expander(f"Every tile ({len(tiles):,} rows)"):
+with st.expander(f"Every tile ({state.count(len(tiles), 'row')})"):
     st.dataframe(
         tiles.assign(physical_blocks=tiles["physical_blocks"].map(lambda b: ", ".join(map(str, b)))),
         hide_index=True, width="stretch", key="ik_tile_table",

@@ -9,7 +9,8 @@ from paged_attention import figures
 from paged_attention.serving import DEFAULT_BLOCK_SIZES, LENGTH_KINDS
 from paged_attention.serving_history import valid_block_sizes
 from ui.benchmark import BenchmarkOOM, BenchmarkRefused, time_inputs_locked
-from ui.data import block_size_table, serving_history
+from ui.data import SERVING_LABELS, block_size_table, serving_history
+from ui.inputs import bounded_number_input
 from ui.sidebar import current, show_config_error
 
 MAX_POOL_BLOCKS = 16_384
@@ -23,6 +24,9 @@ MAX_ANIMATION_VALUES = 200_000
 #: Block sizes whose kernel latency is measured on the CPU (the interpreter is slow).
 CPU_TRADEOFF_SIZES = (4, 16, 64)
 LATENCY, TRADEOFF_LATENCY = "sv_latency", "sv_tradeoff_latency"
+#: What this page calls each of app_state.cpu_work_levers.
+LEVERS = {"batch": f"**{SERVING_LABELS['max_batch_size']}**", "query heads": "the sidebar's query heads",
+          "KV heads": "the sidebar's KV heads", "context": "the longest prompt or output"}
 
 st.title("Serving simulation")
 st.markdown(
@@ -40,39 +44,47 @@ cpu = config.device == "cpu"
 ss = st.session_state
 
 # Defaults: a GPU gets a pool under pressure (a queue forms at times); the CPU one
-# small enough that the interpreted kernel times a step in seconds.
+# small enough that the interpreted kernel times any step in seconds: the max batch
+# is cut until a full batch of the longest requests, with the sidebar's heads,
+# fits the CPU cap.
 DEFAULTS = {
     "sv_num_blocks": 64 if cpu else 1024, "sv_block_size": 8 if cpu else 16, "sv_max_batch": 6 if cpu else 32,
     "sv_rate": 0.2 if cpu else 0.28, "sv_prompt_kind": "long-tail", "sv_prompt_lo": 4 if cpu else 16,
     "sv_prompt_hi": 96 if cpu else 2048, "sv_output_kind": "long-tail", "sv_output_lo": 4 if cpu else 16,
     "sv_output_hi": 48 if cpu else 512, "sv_seed": 0, "sv_steps": 150 if cpu else 400,
 }
+if cpu:
+    DEFAULTS["sv_max_batch"] = state.largest_cpu_batch(
+        config, DEFAULTS["sv_prompt_hi"] + DEFAULTS["sv_output_hi"], DEFAULTS["sv_max_batch"])
 for key, value in DEFAULTS.items():
     ss.setdefault(key, value)
 for key in ("sv_prompt_kind", "sv_output_kind"):
     if ss[key] is None:  # segmented control deselected
         ss[key] = "long-tail"
 
+L = SERVING_LABELS
 with st.container(border=True):
     c = st.columns(6)
-    c[0].number_input("Pool (blocks)", 1, MAX_POOL_BLOCKS, step=64, key="sv_num_blocks",
-                      help="physical blocks in the KV-cache pool")
-    c[1].selectbox("Block size", state.BLOCK_SIZES, key="sv_block_size", help="tokens per block")
-    c[2].number_input("Max batch", 1, MAX_SIM_BATCH, step=1, key="sv_max_batch",
-                      help="most sequences decoding at once")
-    c[3].number_input("Arrivals per step", 0.0, MAX_RATE, step=0.05, key="sv_rate", format="%.2f",
-                      help="mean new requests per decode step (Poisson)")
-    c[4].number_input("Seed", 0, state.MAX_SEED, step=1, key="sv_seed", help="the request stream depends on it alone")
-    c[5].number_input("Steps", 1, MAX_STEPS, step=50, key="sv_steps")
+    bounded_number_input(c[0], L["num_blocks"], 1, MAX_POOL_BLOCKS, step=64, key="sv_num_blocks", note_parent=st,
+                         help="physical blocks in the KV-cache pool")
+    c[1].selectbox(L["block_size"], state.BLOCK_SIZES, key="sv_block_size", help="tokens per block")
+    bounded_number_input(c[2], L["max_batch_size"], 1, MAX_SIM_BATCH, step=1, key="sv_max_batch", note_parent=st,
+                         help="most sequences decoding at once")
+    bounded_number_input(c[3], L["arrival_rate"], 0.0, MAX_RATE, step=0.05, key="sv_rate", format="%.2f",
+                         note_parent=st, help="mean new requests per decode step (Poisson)")
+    bounded_number_input(c[4], L["seed"], 0, state.MAX_SEED, step=1, key="sv_seed", note_parent=st,
+                         help="the request stream depends on it alone")
+    bounded_number_input(c[5], L["steps"], 1, MAX_STEPS, step=50, key="sv_steps", note_parent=st)
     p = st.columns([1.3, 1, 1, 0.4, 1.3, 1, 1], vertical_alignment="bottom")
-    p[0].segmented_control("Prompt length", LENGTH_KINDS, key="sv_prompt_kind",
+    p[0].segmented_control(L["prompt_len"], LENGTH_KINDS, key="sv_prompt_kind",
                            help="uniform: every length in the range equally likely; long-tail: log-normal, "
                                 "most short and a few long, as in chat traffic")
-    p[1].number_input("shortest", 1, MAX_LENGTH, step=16, key="sv_prompt_lo")
-    p[2].number_input("longest", 1, MAX_LENGTH, step=16, key="sv_prompt_hi")
-    p[4].segmented_control("Output length", LENGTH_KINDS, key="sv_output_kind")
-    p[5].number_input("shortest", 1, MAX_LENGTH, step=16, key="sv_output_lo")
-    p[6].number_input("longest", 1, MAX_LENGTH, step=16, key="sv_output_hi")
+    p[4].segmented_control(L["output_len"], LENGTH_KINDS, key="sv_output_kind")
+    lengths = ((p[1], "sv_prompt_lo", "prompt_len", "low"), (p[2], "sv_prompt_hi", "prompt_len", "high"),
+               (p[5], "sv_output_lo", "output_len", "low"), (p[6], "sv_output_hi", "output_len", "high"))
+    for col, key, dist, bound in lengths:
+        bounded_number_input(col, L[bound], 1, MAX_LENGTH, step=16, key=key, name=f"{L[dist]} {L[bound]}",
+                             note_parent=st)
 
 prompt = (ss["sv_prompt_kind"], int(ss["sv_prompt_lo"]), int(ss["sv_prompt_hi"]))
 output = (ss["sv_output_kind"], int(ss["sv_output_lo"]), int(ss["sv_output_hi"]))
@@ -81,7 +93,7 @@ num_blocks, block_size, steps = int(ss["sv_num_blocks"]), int(ss["sv_block_size"
 try:
     history = serving_history(num_blocks, block_size, *traffic, steps)
 except ValueError as exc:
-    st.error(f"**Invalid simulation.** {exc}", icon=":material/error:")
+    st.error(f"**Invalid simulation.** {state.sentence(str(exc))}", icon=":material/error:")
     st.stop()
 metrics = history.metrics
 
@@ -95,17 +107,21 @@ record = history.records[step]
 row = metrics.iloc[step]
 taken, freed, recycled = history.changes(step)
 
+# Values stay short (a number) so that six fit side by side; the detail goes below.
 m = st.columns(6)
-m[0].metric("Running", f"{record.num_running}", help=f"at most {traffic[0]} (max batch)")
-m[1].metric("Waiting", f"{int(row['waiting'])}", help="requests queued for a batch slot or for blocks")
-m[2].metric("Blocks in use", f"{int(row['blocks_in_use']):,} / {num_blocks:,}",
-            help=f"{100 * row['blocks_in_use'] / num_blocks:.0f}% of the pool")
-m[3].metric("Wasted slots", f"{int(row['wasted_slots']):,} ({100 * row['wasted_fraction']:.1f}%)",
-            help="allocated but unfilled slots in each sequence's last block (internal fragmentation)")
+quiet = dict(delta_color="off", delta_arrow="off")
+m[0].metric("Running", f"{record.num_running:,}", f"of {traffic[0]:,} at most", **quiet,
+            help=f"sequences decoding at this step; at most {traffic[0]:,} ({L['max_batch_size']})")
+m[1].metric("Waiting", f"{int(row['waiting']):,}", help="requests queued for a batch slot or for blocks")
+m[2].metric("Blocks in use", f"{int(row['blocks_in_use']):,}",
+            f"of {num_blocks:,} · {100 * row['blocks_in_use'] / num_blocks:.0f}%", **quiet,
+            help=f"blocks holding some sequence's tokens, of the {num_blocks:,} in the pool")
+m[3].metric("Wasted slots", f"{int(row['wasted_slots']):,}", f"{100 * row['wasted_fraction']:.1f}% of allocated",
+            **quiet, help="allocated but unfilled slots in each sequence's last block (internal fragmentation)")
 m[4].metric("Finished so far", f"{int(row['finished']):,}")
-m[5].metric("Blocks taken / freed", f"+{len(taken)} / −{len(freed)}",
-            help=f"blocks taken / freed during step {step}; {len(recycled)} of those taken had been "
-                 "released by an earlier sequence (recycled)")
+m[5].metric("Blocks taken", f"{len(taken):,}", f"{len(freed):,} freed · {len(recycled):,} recycled", **quiet,
+            help=f"blocks taken and freed during step {step}; recycled: taken blocks that an earlier sequence "
+                 "had released")
 
 left, right = st.columns([3, 2], gap="medium")
 with left:
@@ -165,12 +181,16 @@ def _queued() -> None:
             icon=":material/hourglass_top:")
 
 
+def _own_queued() -> None:
+    st.info("Your previous run is still finishing; this run starts when it ends.", icon=":material/hourglass_top:")
+
+
 def _time_triton(record, warmup: int, iters: int):
     """Median ms and GB/s of the Triton kernel on ``record``'s batch; raises as time_inputs_locked."""
     snap = record.snapshot()
     dconfig = snap.decode_config(**heads)
     (r,) = time_inputs_locked(dconfig, lambda: snap.decode_inputs(**heads), ["triton"], warmup=warmup, iters=iters,
-                              on_wait=_queued)
+                              on_wait=_queued, on_own_wait=_own_queued)
     return r
 
 
@@ -195,7 +215,8 @@ else:
     a, b = st.columns([1, 3], vertical_alignment="center")
     clicked = a.button("Time Triton on this step", type="primary", icon=":material/timer:", key="sv_time",
                        disabled=plan.refusal is not None, width="stretch")
-    b.caption(f"{state.config_summary(dconfig)} · warm-up {plan.warmup}, {plan.iters} timed calls · heads, "
+    b.caption(f"{state.config_summary(dconfig)} · warm-up {plan.warmup}, "
+              f"{state.count(plan.iters, 'timed call')} · heads, "
               "head dim, dtype and device from the sidebar; random K/V in this step's blocks")
     if plan.refusal:
         st.warning(plan.refusal, icon=":material/block:")
@@ -213,7 +234,8 @@ measured = ss.get(LATENCY, {}).get(context, {})
 if step in measured:
     r = measured[step]
     st.metric(f"Triton decode at step {step}", f"{r['median_ms']:.4g} ms",
-              f"{r['gbps']:.3g} GB/s · {r['running']} sequences, {r['tokens']:,} tokens", delta_color="off",
+              f"{r['gbps']:.3g} GB/s · {state.count(r['running'], 'sequence')}, {state.count(r['tokens'], 'token')}",
+              delta_color="off",
               delta_arrow="off", border=True)
 if measured:
     st.dataframe(pd.DataFrame(sorted(measured.values(), key=lambda r: r["step"])), hide_index=True,
@@ -236,36 +258,47 @@ if dropped:
                "that large cannot hold the longest request.")
 if sizes:
     table, busiest = block_size_table(pool_tokens, *traffic, TRADEOFF_STEPS, tuple(sizes))
-    measure_sizes = [b for b in sizes if b in CPU_TRADEOFF_SIZES] if cpu else sizes
+    candidates = [b for b in sizes if b in CPU_TRADEOFF_SIZES] if cpu else sizes
+    # Plan every size before offering the button, so that it times what it says.
+    plans, refused = {}, {}
+    for b_size in candidates:
+        rec = busiest[b_size]
+        if rec.num_running == 0:
+            continue
+        dcfg = rec.snapshot().decode_config(**heads)
+        plan = state.plan_run(dcfg, settings.warmup, settings.iters)
+        if plan.refusal:
+            refused[b_size] = dcfg
+        else:
+            plans[b_size] = plan
     t_key = (pool_tokens, *traffic, tuple(sorted(heads.items())))
     a, b = st.columns([1, 3], vertical_alignment="center")
     go_measure = a.button("Measure Triton at each block size", icon=":material/speed:", key="sv_tradeoff_run",
-                          width="stretch", disabled=not measure_sizes)
+                          width="stretch", disabled=not plans)
     b.caption("Times the Triton kernel on each block size's busiest step (most tokens stored) with the sidebar's "
               "heads, head dim, dtype and device."
-              + (f" On the CPU only block sizes {', '.join(map(str, measure_sizes))} are timed (the interpreter is "
-                 "slow)." if cpu else ""))
+              + (f" On the CPU only block sizes {', '.join(map(str, candidates))} are candidates (the interpreter "
+                 "is slow)." if cpu else ""))
+    if refused:
+        some, first = ", ".join(map(str, refused)), next(iter(refused.values()))
+        st.warning(
+            f"{'Not timed' if plans else 'Nothing to time'}: the busiest step at block size"
+            f"{'s' if len(refused) > 1 else ''} {some} is over the CPU cap ({state.CPU_WORK_RULE}; block size "
+            f"{next(iter(refused))}: {state.cpu_work_detail(first)}). Lower "
+            f"{state.join_or([LEVERS[lever] for lever in state.cpu_work_levers(first)])}.",
+            icon=":material/block:",
+        )
     if go_measure:
-        latencies, notes = {}, []
+        latencies = {}
         bar = st.progress(0.0, text="timing")
-        for i, b_size in enumerate(measure_sizes):
-            bar.progress(i / len(measure_sizes), text=f"block size {b_size} ({i + 1}/{len(measure_sizes)})")
-            rec = busiest[b_size]
-            if rec.num_running == 0:
-                continue
-            dcfg = rec.snapshot().decode_config(**heads)
-            plan = state.plan_run(dcfg, settings.warmup, settings.iters)
-            if plan.refusal:
-                notes.append(f"block size {b_size}: over the CPU cap")
-                continue
-            r = _run_guarded(_time_triton, rec, plan.warmup, plan.iters)
+        for i, (b_size, plan) in enumerate(plans.items()):
+            bar.progress(i / len(plans), text=f"block size {b_size} ({i + 1}/{len(plans)})")
+            r = _run_guarded(_time_triton, busiest[b_size], plan.warmup, plan.iters)
             if r is None:
                 break
             latencies[b_size] = r.median_ms
-        bar.progress(1.0, text=f"timed {len(latencies)} block sizes")
+        bar.progress(1.0, text=f"timed {state.count(len(latencies), 'block size')}")
         ss.setdefault(TRADEOFF_LATENCY, {})[t_key] = latencies
-        for note in notes:
-            st.info(f"Not timed: {note}.", icon=":material/block:")
     latency = ss.get(TRADEOFF_LATENCY, {}).get(t_key)
     st.plotly_chart(figures.tradeoff_figure(table, latency, current=block_size), key="sv_tradeoff_chart",
                     width="stretch")

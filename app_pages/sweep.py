@@ -6,6 +6,7 @@ import streamlit as st
 from paged_attention import IMPLEMENTATIONS, LABELS
 from paged_attention import app_state as state
 from paged_attention import figures, sweep
+from ui.inputs import bounded_number_input
 from ui.sidebar import current, show_config_error
 from ui.sweep import JOB, cancel_sweep, device_name, measure, run_next_point
 
@@ -84,26 +85,28 @@ with st.container(border=True):
     lo_limit, hi_limit = sweep.AXIS_LIMITS[axis]
     for key in ("sw_low", "sw_high"):  # a value from another axis may lie outside this one's limits
         ss[key] = min(max(int(ss.get(key, lo_limit)), lo_limit), hi_limit)
-    low = top[2].number_input("From", lo_limit, hi_limit, step=1, key="sw_low", disabled=running)
-    high = top[3].number_input("To", lo_limit, hi_limit, step=1, key="sw_high", disabled=running)
-    points = top[4].number_input("Points", 1, sweep.MAX_POINTS, step=1, key="sw_points", disabled=running)
+    low = bounded_number_input(top[2], "From", lo_limit, hi_limit, step=1, key="sw_low", disabled=running,
+                               note_parent=st)
+    high = bounded_number_input(top[3], "To", lo_limit, hi_limit, step=1, key="sw_high", disabled=running,
+                                note_parent=st)
+    points = bounded_number_input(top[4], "Points", 1, sweep.MAX_POINTS, step=1, key="sw_points",
+                                  disabled=running, note_parent=st)
 
     error, grid = None, None
     try:
         values = sweep.sweep_values(axis, int(low), int(high), int(points), spacing=ss["sw_spacing"] or "log",
                                     num_heads=config.num_heads)
         grid = sweep.cap_grid(config, axis, values, settings.warmup, settings.iters)
-        if not grid.values:
-            error = (f"No point of this grid fits the CPU cap (batch_size x num_kv_heads x longest context <= "
-                     f"{state.CPU_MAX_WORK:,}). Lower the range or shrink the sidebar's batch.")
+        error = grid.refusal
     except ValueError as exc:
         error = str(exc)
 
     bottom = st.columns([2.2, 1.6, 1.4, 1.0, 1.4], vertical_alignment="bottom")
     simple = bottom[0].checkbox(f"Include {LABELS['triton_simple']}", key="sw_simple", disabled=running,
                                 help="the textbook Triton kernel: one program per (sequence, query head)")
-    budget = bottom[1].number_input(
-        "Naive budget per point (s)", 0.0, MAX_BUDGET_S, step=1.0, key="sw_budget", disabled=running,
+    budget = bounded_number_input(
+        bottom[1], "Naive budget per point (s)", 0.0, MAX_BUDGET_S, step=1.0, key="sw_budget", disabled=running,
+        note_parent=st,
         help="the naive Python loop is skipped at a point when its calls are predicted to take longer "
              "(from the previous point's time, or from one probing call); skipped points are marked, not dropped",
     )
@@ -119,12 +122,12 @@ with st.container(border=True):
                                                   "clear them to measure again")
 
     if error:
-        st.error(f"**Invalid sweep.** {error}", icon=":material/error:")
+        st.error(f"**Invalid sweep.** {state.sentence(error)}", icon=":material/error:")
     else:
         shown = ", ".join(f"{v:,}" for v in grid.values)
         st.caption(
-            f"**{len(grid.values)} point{'s' if len(grid.values) != 1 else ''}**: {shown} · {AXIS_NOTES[axis]} · "
-            f"warm-up {grid.warmup}, {grid.iters} timed calls per implementation · "
+            f"**{state.count(len(grid.values), 'point')}**: {shown} · {AXIS_NOTES[axis]} · "
+            f"warm-up {grid.warmup}, {state.count(grid.iters, 'timed call')} per implementation · "
             f"sidebar: {state.config_summary(config)}"
         )
         for note in grid.notes:
@@ -137,7 +140,7 @@ if job is not None:
         st.progress(done / job.total, text=f"Point {done + 1} of {job.total}: {sweep.AXES[job.axis]} = "
                                            f"{job.values[done]:,} · Cancel stops after this point")
     else:
-        st.progress(done / job.total, text=f"{done} of {job.total} points")
+        st.progress(done / job.total, text=f"{done} of {state.count(job.total, 'point')}")
         if job.state == "cancelled":
             st.warning(job.message + " The points done are kept below.", icon=":material/stop_circle:")
         elif job.state == "failed":
@@ -157,7 +160,7 @@ if upload is not None:
     try:
         uploaded = sweep.read_sweep_csv(upload.getvalue(), f"uploaded: {upload.name}")
     except ValueError as exc:
-        st.error(f"**Cannot compare with {upload.name}.** {exc}", icon=":material/error:")
+        st.error(f"**Cannot compare with {upload.name}.** {state.sentence(str(exc))}", icon=":material/error:")
 
 mine = job.frame(SOURCE) if job is not None and job.rows else None
 frames = [f for f in (mine, uploaded) if f is not None]
@@ -168,13 +171,14 @@ if mine is not None and uploaded is not None and set(uploaded["axis"]) != set(mi
     )
     frames = [mine]
 elif uploaded is not None:
-    st.caption(f"{upload.name}: {len(uploaded)} rows from {', '.join(sorted(set(uploaded['device_name']) - {''})) or 'an unnamed device'}; "
+    st.caption(f"{upload.name}: {state.count(len(uploaded), 'row')} from {', '.join(sorted(set(uploaded['device_name']) - {''})) or 'an unnamed device'}; "
                "drawn with dashed lines beside this session's.")
 
 with charts:
     if not frames:
-        st.info("Press **Run sweep** to time the implementations along the axis, or upload a saved sweep below.",
-                icon=":material/info:")
+        if error is None:  # an invalid sweep shows its error alone
+            st.info("Press **Run sweep** to time the implementations along the axis, or upload a saved sweep "
+                    "below.", icon=":material/info:")
     else:
         frame = pd.concat(frames, ignore_index=True)
         a, b = st.columns(2, gap="medium")

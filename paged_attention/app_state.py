@@ -264,7 +264,7 @@ def settings_from_query(
                 values[name] = value
         except (ValueError, TypeError) as exc:
             reason = str(exc) if "must be" in str(exc) or "expected" in str(exc) else "not a valid value"
-            notes.append(f"`{key}={raw}` ignored ({reason}); using {getattr(defaults, name)!r}.")
+            notes.append(f"`{key}={raw}` ignored ({reason}); using {_fallback(defaults, name)}.")
     settings = Settings(**values)
 
     if settings.num_heads % settings.num_kv_heads:
@@ -276,8 +276,8 @@ def settings_from_query(
         settings = replace(settings, num_kv_heads=fixed)
     if settings.lengths is not None and len(settings.lengths) != settings.batch_size:
         notes.append(
-            f"`lens` ignored: it holds {len(settings.lengths)} values for batch size "
-            f"{settings.batch_size}; drawing the lengths instead."
+            f"`lens` ignored: it holds {count(len(settings.lengths), 'value')} for batch size "
+            f"{settings.batch_size}; using the lengths drawn from the spread instead."
         )
         settings = replace(settings, lengths=None)
     if settings.context_mode == "uniform" and settings.lengths is not None:
@@ -286,6 +286,13 @@ def settings_from_query(
     if settings.preset != CUSTOM and MODEL_PRESETS[settings.preset] != heads:
         settings = replace(settings, preset=preset_for(*heads))
     return settings, notes
+
+
+def _fallback(defaults: Settings, name: str) -> str:
+    """How a URL note names the value used instead of a bad one."""
+    if name == "lengths" and defaults.lengths is None:
+        return "the lengths drawn from the spread (`lo`, `hi`, `spread`, `seed`)"
+    return repr(getattr(defaults, name))
 
 
 def settings_to_query(settings: Settings) -> dict[str, str]:
@@ -310,7 +317,37 @@ def settings_to_query(settings: Settings) -> dict[str, str]:
     return out
 
 
+# -- wording ---------------------------------------------------------------------
+
+def sentence(text: str) -> str:
+    """``text`` with its first letter capitalised, to follow a full stop; left as
+    is when it starts with a code name (``num_heads ...``) or a symbol."""
+    word = text.split(" ", 1)[0]
+    if word.isalpha() and word.islower():
+        return text[:1].upper() + text[1:]
+    return text
+
+
+def clamp_value(value: float, low: float, high: float, label: str) -> tuple[float, str | None]:
+    """``value`` brought into ``[low, high]``, and a note saying so (None when it was
+    in range), e.g. ``"**Batch size**: 5,000 is above the maximum, 4,096; using 4,096."``"""
+    used = min(max(value, low), high)
+    if used == value:
+        return value, None
+    side, bound = ("above the maximum", high) if value > high else ("below the minimum", low)
+
+    def fmt(v: float) -> str:
+        return f"{v:,}" if isinstance(v, int) else f"{v:,g}"
+
+    return used, f"**{label}**: {fmt(value)} is {side}, {fmt(bound)}; using {fmt(used)}."
+
+
 # -- readouts ------------------------------------------------------------------
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``count(1, "sequence") -> "1 sequence"``, ``count(1200, "token") -> "1,200 tokens"``."""
+    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
+
 
 def format_bytes(n: float) -> str:
     """``1536 -> "1.50 KiB"`` (binary units)."""
@@ -383,34 +420,79 @@ class RunPlan:
 CPU_PROGRAM_COST = 64
 
 
+def _cpu_work_terms(config: DecodeConfig) -> tuple[int, int]:
+    """The two terms of :func:`cpu_work` (the rule text below spells them out)."""
+    longest = max(config.lengths, default=0)
+    return config.num_kv_heads * longest, config.num_heads * CPU_PROGRAM_COST
+
+
 def cpu_work(config: DecodeConfig) -> int:
     """What the interpreter's time scales with: ``batch_size * max(num_kv_heads *
     longest context, num_heads * 64)``. The first term is the tokens the grouped
     kernel walks; the second counts the simple kernel's (batch, head) programs, each
     worth about 64 tokens of fixed cost, so many heads over short (or empty)
     contexts are not free."""
+    return config.batch_size * max(_cpu_work_terms(config))
+
+
+#: The CPU cap as every page quotes it: the formula of :func:`cpu_work` and its limit.
+CPU_WORK_RULE = (
+    f"batch_size x max(num_kv_heads x longest context, num_heads x {CPU_PROGRAM_COST}) <= {CPU_MAX_WORK:,}"
+)
+
+
+def cpu_work_detail(config: DecodeConfig) -> str:
+    """:func:`cpu_work` of ``config`` written out in the order of :data:`CPU_WORK_RULE`,
+    e.g. ``"5 x max(8 x 16, 32 x 64) = 10,240"``."""
     longest = max(config.lengths, default=0)
-    return config.batch_size * max(config.num_kv_heads * longest, config.num_heads * CPU_PROGRAM_COST)
+    return (f"{config.batch_size:,} x max({config.num_kv_heads} x {longest:,}, {config.num_heads} x "
+            f"{CPU_PROGRAM_COST}) = {cpu_work(config):,}")
+
+
+def cpu_work_levers(config: DecodeConfig) -> tuple[str, ...]:
+    """The settings that lower :func:`cpu_work` of ``config``: the batch and the
+    factors of the larger term (``"batch"``, ``"query heads"``, ``"KV heads"``,
+    ``"context"``). Lowering the other term's factors changes nothing."""
+    tokens, programs = _cpu_work_terms(config)
+    return ("batch", "query heads") if programs >= tokens else ("batch", "KV heads", "context")
+
+
+def join_or(words: Sequence[str]) -> str:
+    """``["a", "b", "c"] -> "a, b or c"``."""
+    words = list(words)
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
+
+
+def cpu_refusal(config: DecodeConfig) -> str | None:
+    """Why the CPU cap refuses ``config`` (naming the rule, this configuration's
+    value and what to lower), or None when it fits or runs on a GPU."""
+    if config.device != "cpu" or cpu_work(config) <= CPU_MAX_WORK:
+        return None
+    return (
+        f"On the CPU the benchmark runs only when {CPU_WORK_RULE}; this configuration is "
+        f"{cpu_work_detail(config)}. The Triton kernel runs in the interpreter here, a few seconds per call "
+        f"at the limit. Lower the {join_or(cpu_work_levers(config))}, or run on a GPU."
+    )
+
+
+def largest_cpu_batch(config: DecodeConfig, longest: int, upto: int) -> int:
+    """The largest batch size up to ``upto`` whose sequences of ``longest`` tokens,
+    with the heads of ``config``, fit the CPU cap (:func:`cpu_work`); at least 1."""
+    for batch in range(upto, 1, -1):
+        if cpu_work(config.with_(batch_size=batch, context_lens=longest)) <= CPU_MAX_WORK:
+            return batch
+    return 1
 
 
 def plan_run(config: DecodeConfig, warmup: int, iters: int) -> RunPlan:
     """Apply the CPU caps: refuse sizes the Triton interpreter cannot finish in
-    seconds, and cap the iterations. On a GPU everything runs as asked."""
+    seconds (:func:`cpu_refusal`), and cap the iterations. On a GPU everything
+    runs as asked."""
     if config.device != "cpu":
         return RunPlan(warmup, iters)
-    work = cpu_work(config)
-    if work > CPU_MAX_WORK:
-        return RunPlan(
-            warmup,
-            iters,
-            refusal=(
-                f"On the CPU the benchmark runs only when batch_size x max(num_kv_heads x longest context, "
-                f"num_heads x {CPU_PROGRAM_COST}) <= {CPU_MAX_WORK:,}; this configuration is "
-                f"{config.batch_size} x max({config.num_kv_heads} x {max(config.lengths, default=0):,}, "
-                f"{config.num_heads} x {CPU_PROGRAM_COST}) = {work:,}. The Triton kernel runs in the interpreter "
-                f"here, a few seconds per call at the limit. Shrink the batch, the heads or the context, or run on a GPU."
-            ),
-        )
+    refusal = cpu_refusal(config)
+    if refusal:
+        return RunPlan(warmup, iters, refusal=refusal)
     notes = []
     if warmup > CPU_MAX_WARMUP:
         notes.append(f"warm-up iterations capped from {warmup} to {CPU_MAX_WARMUP} on the CPU")
@@ -434,7 +516,16 @@ def config_summary(config: DecodeConfig) -> str:
     )
 
 
-def results_rows(results: Iterable, copy_gbps: float | None = None, baseline: str = "naive") -> list[dict]:
+def reads_no_kv(config: DecodeConfig) -> bool:
+    """True when every context of ``config`` is empty: a decode step has nothing
+    to attend to and reads no K or V (each implementation only writes zeros), so
+    its bandwidth is undefined and speedups between implementations mean nothing."""
+    return config.needed_kv_bytes() == 0
+
+
+def results_rows(
+    results: Iterable, copy_gbps: float | None = None, baseline: str = "naive", *, reads_kv: bool = True
+) -> list[dict]:
     """Flat rows for the results table and its CSV, one per implementation.
 
     Parameters
@@ -444,12 +535,17 @@ def results_rows(results: Iterable, copy_gbps: float | None = None, baseline: st
         This device's measured copy bandwidth (GB/s), to add the fraction reached.
     baseline : str
         Implementation whose median the speedup is taken against.
+    reads_kv : bool
+        False when the step reads no K or V (:func:`reads_no_kv`): bandwidth, its
+        fraction of the copy bandwidth and the speedup are then None (n/a).
     """
     results = list(results)
-    base = next((r for r in results if r.name == baseline), None)
+    base = next((r for r in results if r.name == baseline), None) if reads_kv else None
     rows = []
     for r in results:
         best_gbps = r.gpu_gbps if r.gpu_gbps is not None else r.gbps
+        if not reads_kv:
+            best_gbps = None
         rows.append(
             {
                 "implementation": r.label,
@@ -459,9 +555,9 @@ def results_rows(results: Iterable, copy_gbps: float | None = None, baseline: st
                 "p90_ms": r.p90_ms,
                 "gpu_time_ms": r.gpu_time_ms,
                 "speedup_vs_naive": (base.median_ms / r.median_ms) if base and r.median_ms > 0 else None,
-                "gbps": r.gbps,
-                "gpu_gbps": r.gpu_gbps,
-                "pct_of_copy_bw": (100 * best_gbps / copy_gbps) if copy_gbps else None,
+                "gbps": r.gbps if reads_kv else None,
+                "gpu_gbps": r.gpu_gbps if reads_kv else None,
+                "pct_of_copy_bw": (100 * best_gbps / copy_gbps) if copy_gbps and best_gbps is not None else None,
                 "max_abs_err": r.max_abs_err,
                 "max_rel_err": r.max_rel_err,
                 "max_tol_ratio": r.max_tol_ratio,

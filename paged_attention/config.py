@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 DTYPES: dict[str, torch.dtype] = {
@@ -24,6 +26,21 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 }
 
 BLOCK_LAYOUTS: tuple[str, ...] = ("contiguous", "shuffled", "fragmented")
+
+#: Fields of DecodeConfig that hold whole numbers; NumPy integers become ``int``.
+_INT_FIELDS: tuple[str, ...] = (
+    "batch_size", "num_heads", "num_kv_heads", "head_dim", "block_size", "seed", "spare_blocks",
+)
+
+
+def is_whole(value: object) -> bool:
+    """True for a whole number of any integer type (``int``, ``np.int64``, any
+    :class:`numbers.Integral`), False for a bool, a float or anything else."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _plain_int(value: object) -> object:
+    return int(value) if is_whole(value) else value
 
 
 def tolerance(dtype: torch.dtype) -> tuple[float, float]:
@@ -73,7 +90,9 @@ class DecodeConfig:
         Number of sequences, each with one new query token.
     context_lens : int or sequence of int
         Cached tokens per sequence: one value for all, or ``batch_size`` values
-        (a ragged batch). Zero is allowed and gives an all-zero output row.
+        (a ragged batch, also a 1-D NumPy array). Zero is allowed and gives an
+        all-zero output row. Integer fields take any integer type (``np.int64``
+        too; stored as ``int``), never a bool or a float.
     num_heads : int
         Query heads.
     num_kv_heads : int
@@ -112,10 +131,17 @@ class DecodeConfig:
     spare_blocks: int | None = field(default=None)
 
     def __post_init__(self) -> None:
-        # Lists are unhashable; keep the config usable as a cache key. Values are
-        # kept as given (not int()-truncated) so validate() can reject 1.5.
-        if isinstance(self.context_lens, (list, tuple)):
-            object.__setattr__(self, "context_lens", tuple(self.context_lens))
+        # Lists are unhashable; keep the config usable as a cache key. Whole numbers
+        # of any integer type (np.int64 from NumPy code) become plain ints; anything
+        # else is kept as given (not int()-truncated) so validate() can reject 1.5.
+        lens = self.context_lens
+        if isinstance(lens, np.ndarray) and lens.ndim == 1:
+            lens = lens.tolist()
+        if isinstance(lens, (list, tuple)):
+            lens = tuple(_plain_int(n) for n in lens)
+        object.__setattr__(self, "context_lens", _plain_int(lens))
+        for name in _INT_FIELDS:
+            object.__setattr__(self, name, _plain_int(getattr(self, name)))
 
     # -- derived sizes ---------------------------------------------------------
     @property
@@ -193,7 +219,7 @@ class DecodeConfig:
             Naming the field and the rule it breaks.
         """
         def positive(name: str, value: object, upper: int | None = None) -> None:
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            if not is_whole(value) or value < 1:
                 raise ValueError(f"{name} must be a positive integer; got {value!r}")
             if upper is not None and value > upper:
                 raise ValueError(f"{name} must be at most {upper}; got {value}")
@@ -215,7 +241,7 @@ class DecodeConfig:
                     f"{len(self.context_lens)} for batch_size {self.batch_size}"
                 )
         for n in self.lengths:
-            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            if not is_whole(n) or n < 0:
                 raise ValueError(f"context_lens must be non-negative integers; got {n!r}")
         resolve_dtype(self.dtype)
         if self.block_layout not in BLOCK_LAYOUTS:
@@ -223,7 +249,7 @@ class DecodeConfig:
                 f"block_layout must be one of {', '.join(BLOCK_LAYOUTS)}; got {self.block_layout!r}"
             )
         if self.spare_blocks is not None and (
-            not isinstance(self.spare_blocks, int) or isinstance(self.spare_blocks, bool) or self.spare_blocks < 0
+            not is_whole(self.spare_blocks) or self.spare_blocks < 0
         ):
             raise ValueError(f"spare_blocks must be a non-negative integer; got {self.spare_blocks!r}")
         if not (self.device == "cpu" or self.device == "cuda" or self.device.startswith("cuda:")):

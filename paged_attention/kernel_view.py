@@ -58,6 +58,30 @@ def launch_plan(
     return plan_launch(shape, torch.device(config.device), config.torch_dtype, num_splits=num_splits, block_n=block_n)
 
 
+def split_note(config: DecodeConfig, requested: int, plan: LaunchPlan) -> str | None:
+    """Why ``plan`` runs fewer splits than the ``requested`` override, or None.
+
+    :func:`~paged_attention.triton_decode.plan_launch` gives a split at least one
+    block of the longest sequence, and every split but the last the same whole
+    number of blocks, so 256 splits of 313 blocks become 157 of 2.
+    """
+    if plan.num_splits >= requested:
+        return None
+    longest = max(config.lengths, default=0)
+    head = f"Splits capped from {requested:,} to {plan.num_splits:,}"
+    if longest == 0:
+        return f"{head}: every context is empty, so there is nothing to split."
+    blocks = -(-longest // config.block_size)
+    has = f"the longest sequence has {blocks:,} block{'s' if blocks != 1 else ''} of {config.block_size} tokens"
+    if requested >= blocks:
+        return f"{head}: {has}, and a split covers at least one block."
+    per = plan.blocks_per_split
+    return (
+        f"{head}: {has}; every split but the last covers the same whole number of blocks, so {requested:,} "
+        f"splits need {per:,} blocks each, and {plan.num_splits:,} splits of {per:,} already cover all {blocks:,}."
+    )
+
+
 def row_tiles(plan: LaunchPlan, context_len: int) -> int:
     """Tiles the kernel walks for a row of ``context_len`` tokens under ``plan``."""
     needed = -(-int(context_len) // plan.block_size)

@@ -47,7 +47,7 @@ import math
 from collections import deque
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import NamedTuple, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
@@ -118,8 +118,11 @@ class LengthDist:
     median: float | None = None
     sigma: float | None = None
 
-    def validate(self, name: str = "length") -> "LengthDist":
+    def validate(self, name: str = "length", *, low: str = "low", high: str = "high") -> "LengthDist":
         """Check the rules and return ``self``.
+
+        ``name``, ``low`` and ``high`` are what the messages call the distribution
+        and its bounds (an app passes its own labels).
 
         Raises
         ------
@@ -128,10 +131,10 @@ class LengthDist:
         """
         if self.kind not in LENGTH_KINDS:
             raise ValueError(f"{name} kind must be one of {', '.join(LENGTH_KINDS)}; got {self.kind!r}")
-        _check_int(f"{name} low", self.low, 1)
-        _check_int(f"{name} high", self.high, 1)
+        _check_int(f"{name} {low}", self.low, 1)
+        _check_int(f"{name} {high}", self.high, 1)
         if self.low > self.high:
-            raise ValueError(f"{name} needs low <= high; got low={self.low}, high={self.high}")
+            raise ValueError(f"{name} needs {low} <= {high}; got {low}={self.low}, {high}={self.high}")
         for param in ("median", "sigma"):
             value = getattr(self, param)
             if value is not None and not (math.isfinite(value) and value > 0):
@@ -189,8 +192,16 @@ class ServingConfig:
         """Blocks the longest possible request holds when it finishes."""
         return blocks_for(self.prompt_len.high + self.output_len.high, self.block_size)
 
-    def validate(self) -> "ServingConfig":
+    def validate(self, labels: Mapping[str, str] | None = None) -> "ServingConfig":
         """Check every rule and return ``self``.
+
+        Parameters
+        ----------
+        labels : mapping, optional
+            What the messages call each field (``"num_blocks"``, ``"block_size"``,
+            ``"max_batch_size"``, ``"arrival_rate"``, ``"seed"``, ``"prompt_len"``,
+            ``"output_len"``) and the bounds of a length (``"low"``, ``"high"``);
+            by default their names here. An app passes the labels of its controls.
 
         Raises
         ------
@@ -199,21 +210,28 @@ class ServingConfig:
             hold the longest possible request on its own, else that request could
             never be admitted and would block the FIFO queue forever.
         """
-        _check_int("num_blocks", self.num_blocks, 1)
-        _check_int("block_size", self.block_size, 1)
-        _check_int("max_batch_size", self.max_batch_size, 1)
-        _check_int("seed", self.seed, 0)
+        labels = labels or {}
+
+        def name(key: str) -> str:
+            return labels.get(key, key)
+
+        _check_int(name("num_blocks"), self.num_blocks, 1)
+        _check_int(name("block_size"), self.block_size, 1)
+        _check_int(name("max_batch_size"), self.max_batch_size, 1)
+        _check_int(name("seed"), self.seed, 0)
         rate = self.arrival_rate
         is_number = isinstance(rate, (int, float)) and not isinstance(rate, bool)
         if not (is_number and math.isfinite(rate) and rate >= 0):
-            raise ValueError(f"arrival_rate must be a finite number >= 0; got {rate!r}")
-        self.prompt_len.validate("prompt_len")
-        self.output_len.validate("output_len")
+            raise ValueError(f"{name('arrival_rate')} must be a finite number >= 0; got {rate!r}")
+        bounds = dict(low=name("low"), high=name("high"))
+        self.prompt_len.validate(name("prompt_len"), **bounds)
+        self.output_len.validate(name("output_len"), **bounds)
         if self.max_request_blocks > self.num_blocks:
             raise ValueError(
-                f"the pool must hold the longest request: prompt_len.high + output_len.high = "
-                f"{self.prompt_len.high + self.output_len.high} tokens need {self.max_request_blocks} "
-                f"blocks of block_size {self.block_size}, but num_blocks is {self.num_blocks}"
+                f"the pool must hold the longest request: {name('prompt_len')} {name('high')} + "
+                f"{name('output_len')} {name('high')} = {self.prompt_len.high + self.output_len.high} tokens "
+                f"need {self.max_request_blocks} blocks ({name('block_size')} = {self.block_size}), but "
+                f"{name('num_blocks')} = {self.num_blocks}"
             )
         return self
 

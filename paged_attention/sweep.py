@@ -33,7 +33,10 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .app_state import CPU_MAX_ITERS, CPU_MAX_WARMUP, CPU_MAX_WORK, MAX_BATCH, MAX_CONTEXT, cpu_work
+from .app_state import (
+    CPU_MAX_ITERS, CPU_MAX_WARMUP, CPU_MAX_WORK, CPU_WORK_RULE, MAX_BATCH, MAX_CONTEXT, cpu_work, cpu_work_detail,
+    count, cpu_work_levers, join_or,
+)
 from .config import DecodeConfig
 from .implementations import LABELS
 
@@ -216,21 +219,43 @@ class GridPlan:
     """The points a sweep will run, after the CPU caps.
 
     ``values`` may be shorter than asked; ``notes`` say why (for the page).
+    ``refusal`` is set (and ``values`` empty) when no point fits the CPU cap.
     """
 
     values: tuple[int, ...]
     warmup: int
     iters: int
     notes: tuple[str, ...] = ()
+    refusal: str | None = None
+
+
+#: The sweep axis that each of :func:`~paged_attention.app_state.cpu_work_levers` sets.
+_LEVER_AXES = {"batch": "batch_size", "KV heads": "num_kv_heads", "context": "context_len"}
+
+
+def _no_point_fits(axis: str, configs: Sequence[DecodeConfig]) -> str:
+    smallest = min(configs, key=cpu_work)
+    levers = cpu_work_levers(smallest)
+    advice = []
+    if any(_LEVER_AXES.get(lever) == axis for lever in levers):
+        advice.append(f"the {AXES[axis]} range")
+    sidebar = [lever for lever in levers if _LEVER_AXES.get(lever) != axis]
+    if sidebar:
+        advice.append(f"the sidebar's {join_or(sidebar)}")
+    return (
+        f"No point of this grid fits the CPU cap: on the CPU a point runs only when {CPU_WORK_RULE}, and the "
+        f"smallest point here is {cpu_work_detail(smallest)}. Lower {', or '.join(advice)}."
+    )
 
 
 def cap_grid(base: DecodeConfig, axis: str, values: Sequence[int], warmup: int, iters: int) -> GridPlan:
     """Apply the CPU caps of the benchmark page to a sweep.
 
-    On the CPU (Triton interpreted) points whose ``batch_size x num_kv_heads x
-    longest context`` exceeds :data:`~paged_attention.app_state.CPU_MAX_WORK` are
-    dropped, at most :data:`CPU_MAX_POINTS` are kept, and warm-up and timed calls
-    are capped. On a GPU everything runs as asked.
+    On the CPU (Triton interpreted) points whose
+    :func:`~paged_attention.app_state.cpu_work` exceeds
+    :data:`~paged_attention.app_state.CPU_MAX_WORK` are dropped (with a refusal
+    naming the rule when none is left), at most :data:`CPU_MAX_POINTS` are kept, and
+    warm-up and timed calls are capped. On a GPU everything runs as asked.
 
     Raises
     ------
@@ -243,11 +268,12 @@ def cap_grid(base: DecodeConfig, axis: str, values: Sequence[int], warmup: int, 
         return GridPlan(values, warmup, iters)
     notes = []
     kept = tuple(v for v, c in zip(values, configs) if cpu_work(c) <= CPU_MAX_WORK)
+    if values and not kept:
+        return GridPlan((), warmup, iters, refusal=_no_point_fits(axis, configs))
     dropped = len(values) - len(kept)
     if dropped:
         notes.append(
-            f"{dropped} of {len(values)} points dropped: on the CPU a point runs only when "
-            f"batch_size x num_kv_heads x longest context <= {CPU_MAX_WORK:,}"
+            f"{dropped} of {len(values)} points dropped: on the CPU a point runs only when {CPU_WORK_RULE}"
         )
     if len(kept) > CPU_MAX_POINTS:
         notes.append(f"{len(kept)} points thinned to {CPU_MAX_POINTS} on the CPU")
@@ -300,7 +326,7 @@ class NaiveDecision:
 
 def _skip_reason(predicted_ms: float, calls: int, budget_s: float) -> str:
     return (
-        f"skipped: {calls} calls x ~{predicted_ms:,.4g} ms predicted = {calls * predicted_ms / 1e3:,.3g} s, "
+        f"skipped: {count(calls, 'call')} x ~{predicted_ms:,.4g} ms predicted = {calls * predicted_ms / 1e3:,.3g} s, "
         f"over the {budget_s:g} s budget"
     )
 
@@ -509,7 +535,7 @@ class SweepJob:
             self.message = self._cancelled_message()
 
     def _cancelled_message(self) -> str:
-        return f"Cancelled after {self.next_index} of {self.total} points."
+        return f"Cancelled after {self.next_index} of {count(self.total, 'point')}."
 
     def cancel(self) -> None:
         """Stop before the next point (a point in flight still finishes)."""

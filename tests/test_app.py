@@ -8,6 +8,7 @@ import json
 import sys
 import threading
 import tracemalloc
+from types import SimpleNamespace
 from pathlib import Path
 
 import numpy as np
@@ -408,3 +409,100 @@ def test_gpu_run_shows_gpu_time_and_copy_bandwidth():
     assert (table["correct"] == "yes").all()
     print(table[["implementation", "device", "median_ms", "gpu_time_ms", "pct_of_copy_bw", "max_abs_err", "correct"]]
           .to_string(index=False))
+
+
+# -- review fixes ------------------------------------------------------------------
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU caps")
+def test_refused_run_shows_the_refusal_alone():
+    at = open_app({"batch": "64", "ctx_mode": "uniform", "ctx": "4096"}, page=BENCH)
+    assert_clean(at)
+    assert at.button(key="bench_run").disabled
+    assert any("On the CPU the benchmark runs only when" in w.value for w in at.warning)
+    assert not any("Press **Run benchmark**" in i.value for i in at.info)
+
+
+def test_all_empty_batch_has_no_bandwidth_and_no_speedup():
+    at = open_app({**TINY, "ctx_mode": "ragged", "lens": "0,0", "lo": "0", "hi": "8"}, page=BENCH, timeout=120)
+    at.button(key="bench_run").click().run()
+    assert_clean(at)
+    assert any("Every context is empty: there is nothing to attend to" in w.value for w in at.warning)
+    assert [m.delta for m in at.metric] == [""] * 3  # no "287× faster than naive"
+    keys = [e.proto.id for e in at.get("plotly_chart")]
+    assert not any(k.endswith("-bench_speedup") or k.endswith("-bench_bandwidth") for k in keys)
+    assert any("Bandwidth: n/a" in i.value for i in at.info) and any("Speedup: not meaningful" in i.value
+                                                                       for i in at.info)
+    table = at.dataframe[0].value
+    assert list(table["gbps"]) == ["n/a"] * 3 and list(table["speedup_vs_naive"]) == ["n/a"] * 3
+    assert "pct_of_copy_bw" not in table.columns
+
+
+def test_atol_column_keeps_bfloat16s_tolerance():
+    at = open_app({**TINY, "dtype": "bfloat16"}, page=BENCH, timeout=120)
+    at.button(key="bench_run").click().run()
+    assert_clean(at)
+    table = at.dataframe[0].value
+    assert set(table["atol"]) == {TOLERANCES[torch.bfloat16][0]}
+    fmt = json.loads(at.dataframe[0].proto.columns)["atol"]["type_config"]["format"]
+    assert fmt % TOLERANCES[torch.bfloat16][0] == "0.016"  # not "2e-02"
+
+
+def test_second_click_while_this_sessions_run_finishes_is_not_another_session(monkeypatch):
+    monkeypatch.setattr(bench_ui, "session_id", lambda: "this tab")
+    lock = bench_ui.run_lock()
+    assert lock.acquire(owner="this tab")  # the first click's run, still timing
+    threading.Timer(1.0, lock.release).start()
+    at = open_app(TINY, page=BENCH, timeout=120)
+    at.button(key="bench_run").click().run()
+    assert_clean(at)
+    infos = " ".join(i.value for i in at.info)
+    assert "Your previous run is still finishing" in infos and "another session" not in infos
+    assert chart(at, "bench_latency")
+
+
+def test_acquire_tells_this_sessions_run_from_another_sessions(monkeypatch):
+    monkeypatch.setattr(bench_ui, "session_id", lambda: "me")
+    for holder, expected in (("me", "own"), ("someone else", "other"), (None, "other")):
+        lock, told = bench_ui.RunLock(), []
+        lock.acquire(owner=holder)
+        threading.Timer(0.2, lock.release).start()
+        bench_ui.acquire(lock, lambda: told.append("other"), lambda: told.append("own"))
+        assert told == [expected] and lock.owner == "me"
+        lock.release()
+        assert lock.owner is None and not lock.locked()
+
+
+def test_a_replacing_run_reuses_the_results_the_stopped_run_kept(monkeypatch):
+    """A second click stops the first run at its next UI update; the new run times only what is left."""
+    config = state.settings_from_query(TINY)[0].config()
+    timed = []
+
+    def fake(name, inputs, **kwargs):
+        timed.append(name)
+        return SimpleNamespace(name=name)
+
+    monkeypatch.setattr(bench_ui, "benchmark_implementation", fake)
+    kept = SimpleNamespace(name="naive")
+    done = [kept]
+    results, _ = bench_ui.run_benchmark_locked(
+        config, ["naive", "vectorized", "triton"], warmup=0, iters=1, on_progress=lambda *a: None,
+        on_result=lambda r: None, on_wait=lambda: None, done=done,
+    )
+    assert timed == ["vectorized", "triton"]
+    assert results[0] is kept and [r.name for r in results] == ["naive", "vectorized", "triton"]
+    assert [r.name for r in done] == ["naive", "vectorized", "triton"]  # kept as measured, for a next replacement
+
+
+def test_number_typed_beyond_the_maximum_is_clamped_and_said():
+    at = open_app({**TINY, "batch": "4"}, page=BENCH)
+    at.number_input(key="sb_batch_size").set_value(5000).run()
+    assert not at.exception
+    assert at.number_input(key="sb_batch_size").value == state.MAX_BATCH  # the box shows the value in use
+    assert any(f"5,000 is above the maximum, {state.MAX_BATCH:,}; using {state.MAX_BATCH:,}" in w.value
+               for w in at.sidebar.warning)
+    assert at.query_params["batch"] == str(state.MAX_BATCH)
+    at.number_input(key="sb_batch_size").set_value(3).run()  # a value in range: the note goes
+    assert not any("above the maximum" in w.value for w in at.sidebar.warning)
+    at.number_input(key="sb_iters").set_value(0).run()
+    assert at.number_input(key="sb_iters").value == 1
+    assert any("0 is below the minimum, 1; using 1" in w.value for w in at.sidebar.warning)

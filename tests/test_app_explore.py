@@ -173,7 +173,7 @@ def test_invalid_sweep_shows_an_error_and_disables_run():
     at.selectbox(key="sw_axis").set_value("block_size").run()
     at.number_input(key="sw_low").set_value(5).run()
     at.number_input(key="sw_high").set_value(7).run()
-    assert any("no power of two" in e.value for e in at.error)
+    assert any("No power of two" in e.value for e in at.error)  # a sentence after "Invalid sweep."
 
 
 @CPU_ONLY
@@ -219,7 +219,7 @@ def test_uploaded_csv_is_compared_side_by_side():
 @pytest.mark.parametrize("data, message", [
     (b"\x89PNG\r\n\x1a\n\x00\x00binary", "not UTF-8"),
     (b"implementation,median_ms\ntriton,1\n", "lacks the columns"),
-    (b"axis,value,implementation,status,median_ms\ncontext_len,16,warp_magic,ok,1\n", "unknown implementation"),
+    (b"axis,value,implementation,status,median_ms\ncontext_len,16,warp_magic,ok,1\n", "Unknown implementation"),
 ])
 def test_bad_upload_is_an_error_not_a_traceback(data, message):
     at = upload(open_app(TINY, page=SWEEP), "bad.csv", data)
@@ -300,8 +300,8 @@ def test_serving_page_starts_at_the_busiest_step():
     assert at.slider(key="sv_step").value == step
     owner = history.records[step].pool_owner()
     assert np.array_equal(pool_codes(at, 64) == 0, owner == -1)
-    metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Blocks in use"] == f"{(owner >= 0).sum()} / 64"
+    blocks = next(m for m in at.metric if m.label == "Blocks in use")  # the pool size moved to the delta
+    assert (blocks.value, blocks.delta) == (f"{(owner >= 0).sum()}", f"of 64 · {100 * (owner >= 0).mean():.0f}%")
     table = chart(at, "sv_table_chart")
     assert table["layout"]["yaxis"]["ticktext"] == [str(s) for s in history.records[step].seq_ids]
     timeline = chart(at, "sv_timeline_chart")
@@ -349,8 +349,8 @@ def test_serving_controls_change_the_simulation():
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"sv_prompt_lo": 200, "sv_prompt_hi": 100}, "low <= high"),
-    ({"sv_num_blocks": 4}, "the pool must hold the longest request"),
+    ({"sv_prompt_lo": 200, "sv_prompt_hi": 100}, "Prompt length needs shortest <= longest"),
+    ({"sv_num_blocks": 4}, "The pool must hold the longest request: Prompt length longest + Output length longest"),
 ])
 def test_invalid_simulation_shows_an_error(changes, message):
     at = open_serving(**changes)
@@ -378,12 +378,18 @@ def test_time_triton_on_a_step_and_across_block_sizes():
     assert line["x"] == expected and all(y > 0 for y in line["y"])
 
 
-@CPU_ONLY
-def test_cpu_refuses_to_time_a_large_step():
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)  # the sidebar's default heads: 32/8/128
+def _serving_with_a_large_step() -> AppTest:
+    """The Serving page with a batch of up to 32 sequences of up to 1,000-token prompts
+    (the sidebar's default heads: 32/8/128): over the CPU cap at every block size."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     for key, value in {**SIM, "sv_num_blocks": 512, "sv_max_batch": 32, "sv_rate": 1.0, "sv_prompt_hi": 1000}.items():
         at.session_state[key] = value
-    at.switch_page(SERVING).run()
+    return at.switch_page(SERVING).run()
+
+
+@CPU_ONLY
+def test_cpu_refuses_to_time_a_large_step():
+    at = _serving_with_a_large_step()
     assert not at.exception
     assert any("On the CPU the benchmark runs only when" in w.value for w in at.warning)
     assert at.button(key="sv_time").disabled
@@ -482,3 +488,63 @@ def test_kernel_page_explains_an_empty_sequence():
     at.number_input(key="ik_seq").set_value(0).run()
     assert_clean(at)
     assert any("no cached tokens" in i.value for i in at.info)
+
+
+# -- review fixes ----------------------------------------------------------------------
+
+@CPU_ONLY
+def test_sweep_with_no_point_under_the_cpu_cap_quotes_the_real_rule():
+    at = open_app({"batch": "5", "ctx_mode": "uniform", "ctx": "64"}, page=SWEEP)  # 5 x 32 heads x 64 = 10,240
+    assert not at.exception
+    (error,) = [e.value for e in at.error]
+    assert state.CPU_WORK_RULE in error and "5 x max(8 x 16, 32 x 64) = 10,240" in error
+    assert "Lower the sidebar's batch or query heads." in error
+    assert at.button(key="sw_run").disabled
+    assert not any("Press **Run sweep**" in i.value for i in at.info)  # the error alone
+
+
+@CPU_ONLY
+def test_serving_defaults_fit_the_cpu_cap_so_the_first_clicks_work():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)  # the sidebar's defaults: 32/8/128 heads
+    at.switch_page(SERVING).run()
+    assert_clean(at)
+    assert at.number_input(key="sv_max_batch").value == 4  # 4 x 32 heads x 64 = 8,192, the cap
+    assert not at.button(key="sv_time").disabled and not at.button(key="sv_tradeoff_run").disabled
+    assert not any("CPU" in w.value for w in at.warning)
+    at.button(key="sv_tradeoff_run").click().run()
+    assert_clean(at)
+    line = chart(at, "sv_tradeoff_chart")["data"][1]
+    assert line["x"] == ["4", "16", "64"] and all(y > 0 for y in line["y"])  # every size timed, none refused
+
+
+@CPU_ONLY
+def test_serving_says_up_front_when_no_block_size_fits_the_cpu_cap():
+    at = _serving_with_a_large_step()
+    assert not at.exception
+    assert at.button(key="sv_tradeoff_run").disabled
+    (note,) = [w.value for w in at.warning if w.value.startswith("Nothing to time")]
+    assert state.CPU_WORK_RULE in note and "11 x max(8 x 1,006, 32 x 64) = 88,528" in note
+    assert note.endswith("Lower **Max batch**, the sidebar's KV heads or the longest prompt or output.")
+    assert not any("Not timed" in i.value for i in at.info)
+
+
+def test_serving_metrics_stay_short_enough_to_fit():
+    at = open_serving(sv_num_blocks=16_384, sv_steps=1000, sv_rate=2.0)
+    assert_clean(at)
+    values = {m.label: m.value for m in at.metric}
+    assert all(len(v) <= 7 for v in values.values()), values  # six side by side: "16,384" fits, "561 / 16,384" not
+    blocks = next(m for m in at.metric if m.label == "Blocks in use")
+    assert blocks.delta.startswith("of 16,384 · ")
+
+
+def test_kernel_page_says_when_the_split_override_is_capped():
+    query = {"batch": "3", "ctx_mode": "ragged", "lens": "0,5000,31", "lo": "0", "hi": "5000"}
+    at = open_app(query, page=KERNEL)
+    at.toggle(key="ik_override").set_value(True).run()
+    at.number_input(key="ik_splits").set_value(256).run()
+    assert_clean(at)
+    assert {m.label: m.value for m in at.metric}["Splits that run"] == "157 of 157"
+    (note,) = [i.value for i in at.info if "Splits capped" in i.value]
+    assert note.startswith("Splits capped from 256 to 157: the longest sequence has 313 blocks of 16 tokens")
+    at.number_input(key="ik_splits").set_value(8).run()
+    assert not any("Splits capped" in i.value for i in at.info)

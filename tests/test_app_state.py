@@ -170,3 +170,65 @@ def test_cpu_plan_counts_programs_not_only_tokens():
     assert state.plan_run(cfg, 0, 1).refusal is not None
     empty = DecodeConfig(batch_size=4096, context_lens=0, num_heads=256, num_kv_heads=256, head_dim=16)
     assert "num_heads" in state.plan_run(empty, 0, 1).refusal
+
+
+# -- review fixes ----------------------------------------------------------------
+
+def test_cpu_refusal_quotes_the_rule_of_cpu_work_and_what_to_lower():
+    heads_bound = DecodeConfig(batch_size=5, context_lens=16)  # 5 x max(8 x 16, 32 x 64)
+    assert state.cpu_work_detail(heads_bound) == f"5 x max(8 x 16, 32 x 64) = {state.cpu_work(heads_bound):,}"
+    refusal = state.plan_run(heads_bound, 0, 1).refusal
+    assert state.CPU_WORK_RULE in refusal and "= 10,240" in refusal
+    assert "Lower the batch or query heads" in refusal
+    tokens_bound = DecodeConfig(batch_size=4, context_lens=4096)
+    assert "Lower the batch, KV heads or context" in state.plan_run(tokens_bound, 0, 1).refusal
+    assert state.CPU_WORK_RULE.startswith("batch_size x max(num_kv_heads x longest context, num_heads x 64)")
+    assert state.CPU_WORK_RULE.endswith(f"<= {state.CPU_MAX_WORK:,}")
+
+
+def test_largest_cpu_batch_fits_the_cap():
+    heads = DecodeConfig()  # 32 query heads, 8 KV heads
+    assert state.largest_cpu_batch(heads, 144, 6) == 4  # 4 x 32 x 64 = 8192
+    assert state.cpu_work(heads.with_(batch_size=4, context_lens=144)) <= state.CPU_MAX_WORK
+    assert state.largest_cpu_batch(heads, 144, 3) == 3
+    assert state.largest_cpu_batch(heads.with_(num_heads=256, num_kv_heads=8), 144, 6) == 1
+
+
+def test_results_rows_of_an_empty_batch_have_no_bandwidth_or_speedup():
+    assert state.reads_no_kv(DecodeConfig(batch_size=4, context_lens=(0, 0, 0, 0)))
+    assert not state.reads_no_kv(DecodeConfig(batch_size=2, context_lens=(0, 1)))
+    rows = state.results_rows([_result("naive", 10.0), _result("triton", 0.1, gpu=0.05)], copy_gbps=40.0,
+                              reads_kv=False)
+    for key in ("speedup_vs_naive", "gbps", "gpu_gbps", "pct_of_copy_bw"):
+        assert [r[key] for r in rows] == [None, None], key
+    assert [r["median_ms"] for r in rows] == [10.0, 0.1]
+
+
+def test_bad_lens_say_what_is_used_instead():
+    _, notes = state.settings_from_query({"batch": "3", "ctx_mode": "ragged", "lens": "a,b,c"})
+    assert len(notes) == 1 and "using the lengths drawn from the spread" in notes[0] and "None" not in notes[0]
+    _, notes = state.settings_from_query({"batch": "2", "ctx_mode": "ragged", "lens": "5"})
+    assert "it holds 1 value for batch size 2" in notes[0] and "drawn from the spread" in notes[0]
+
+
+@pytest.mark.parametrize("n, noun, text", [(1, "sequence", "1 sequence"), (0, "sequence", "0 sequences"),
+                                           (1200, "token", "1,200 tokens"), (2, "block size", "2 block sizes")])
+def test_count(n, noun, text):
+    assert state.count(n, noun) == text
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("the CSV has a header but no rows", "The CSV has a header but no rows"),
+    ("num_heads (6) must be a multiple", "num_heads (6) must be a multiple"),  # code names keep their case
+    ("`lens` ignored", "`lens` ignored"),
+])
+def test_sentence(text, expected):
+    assert state.sentence(text) == expected
+
+
+def test_clamp_value_names_the_limit_and_the_value_used():
+    assert state.clamp_value(5000, 1, 4096, "Batch size") == (
+        4096, "**Batch size**: 5,000 is above the maximum, 4,096; using 4,096.")
+    assert state.clamp_value(-1, 0, 9, "Seed") == (0, "**Seed**: -1 is below the minimum, 0; using 0.")
+    assert state.clamp_value(9.5, 0.0, 8.0, "Rate") == (8.0, "**Rate**: 9.5 is above the maximum, 8; using 8.")
+    assert state.clamp_value(7, 1, 9, "x") == (7, None)

@@ -320,3 +320,36 @@ def test_every_page_opens_without_error(server, page):
         _settle(page)
         no_exception(page)
         assert page.locator("[data-testid=stAlertContentError]").count() == 0, path
+
+
+def test_number_beyond_its_maximum_is_clamped_in_the_box(server, page):
+    page.goto(f"{server}/decode_benchmark?{urlencode(TINY)}")
+    batch = page.get_by_label("Batch size (sequences)")
+    batch.wait_for(timeout=60_000)
+    batch.fill("5000")
+    batch.press("Enter")
+    expect(batch).to_have_value("4096", timeout=30_000)  # the box shows the value in use, not what was typed
+    note = page.locator("[data-testid=stSidebar] [data-testid=stAlertContentWarning]")
+    expect(note).to_contain_text("5,000 is above the maximum, 4,096; using 4,096", timeout=30_000)
+    expect(page).to_have_url(re.compile(r"batch=4096"), timeout=30_000)
+    _settle(page)
+    no_exception(page)
+
+
+def test_second_run_click_replaces_the_first_run(server, page):
+    # About a second per interpreted Triton call on a CPU: long enough to click again mid-run.
+    query = {"batch": "4", "ctx_mode": "uniform", "ctx": "64", "warmup": "1", "iters": "3", "preset": "Llama-3-8B"}
+    page.goto(f"{server}/decode_benchmark?{urlencode(query)}")
+    run = page.get_by_role("button", name="Run benchmark")
+    run.wait_for(timeout=60_000)
+    run.click()
+    expect(page.get_by_text("Triton (3/3)")).to_be_visible(timeout=60_000)  # the first run times Triton
+    run.click()
+    expect(page.get_by_text("Your previous run is still finishing")).to_be_visible(timeout=30_000)
+    assert page.get_by_text("another session").count() == 0
+    page.wait_for_selector("text=Compare runs", timeout=300_000)
+    _settle(page, 300_000)
+    expect(page.get_by_text("Run #1", exact=True)).to_be_visible()  # the stopped run left no entry of its own
+    metrics = page.locator("[data-testid=stMetric]").all_inner_texts()
+    assert all(any(label in m for m in metrics) for label in LABELS), metrics
+    no_exception(page)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -325,3 +326,18 @@ def test_bench_cli_runs_one_small_config(tmp_path, capsys):
     assert bench.main(argv) == 0
     table = out.read_text()
     assert table.count("yes") == 3 and "Triton" in table
+
+
+def test_numpy_integers_are_whole_numbers():
+    config = pa.DecodeConfig(batch_size=2, context_lens=[np.int64(3), 4]).validate()
+    assert config.context_lens == (3, 4) and all(type(n) is int for n in config.context_lens)
+    config = pa.DecodeConfig(batch_size=np.int32(2), context_lens=np.array([5, 0]), num_heads=np.int64(8),
+                          num_kv_heads=np.uint8(2), head_dim=np.int16(24), block_size=np.int64(16),
+                          spare_blocks=np.int64(1)).validate()
+    assert config == pa.DecodeConfig(batch_size=2, context_lens=(5, 0), num_heads=8, num_kv_heads=2, head_dim=24,
+                                  spare_blocks=1)
+    assert type(config.batch_size) is int and hash(config) == hash(config.with_())
+    for bad, match in [(dict(context_lens=[1.5, 2]), "context_lens"), (dict(context_lens=[True, 2]), "context_lens"),
+                       (dict(batch_size=np.float64(2.0)), "batch_size"), (dict(spare_blocks=True), "spare_blocks")]:
+        with pytest.raises(ValueError, match=match):
+            pa.DecodeConfig(**{"batch_size": 2, "context_lens": 4, **bad}).validate()

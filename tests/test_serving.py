@@ -356,3 +356,17 @@ def test_decode_inputs_need_a_running_sequence():
     snap = ServingSimulator(quiet_config()).step()
     with pytest.raises(ValueError, match="no running sequence"):
         snap.decode_inputs()
+
+
+def test_messages_name_the_fields_by_the_labels_given():
+    labels = {"num_blocks": "Pool (blocks)", "block_size": "Block size", "prompt_len": "Prompt length",
+              "output_len": "Output length", "low": "shortest", "high": "longest"}
+    with pytest.raises(ValueError) as exc:
+        small_config(num_blocks=9).validate(labels)
+    message = str(exc.value)
+    assert "Prompt length longest + Output length longest" in message and "Pool (blocks) = 9" in message
+    assert "prompt_len" not in message and "num_blocks" not in message
+    with pytest.raises(ValueError, match="Output length needs shortest <= longest; got shortest=5, longest=4"):
+        small_config(output_len=LengthDist("uniform", 5, 4)).validate(labels)
+    with pytest.raises(ValueError, match="Pool \\(blocks\\) must be a positive integer"):
+        small_config(num_blocks=0).validate(labels)

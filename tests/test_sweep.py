@@ -280,3 +280,38 @@ def test_trace_size_limits():
     assert "tiles" in kernel_view.trace_size_error(long.lengths[0], plan)
     with pytest.raises(ValueError, match="seq must lie"):
         kernel_view.trace_row(BASE, np.zeros((2, 3), np.int64), 2, 0, plan=plan)
+
+
+# -- review fixes ----------------------------------------------------------------------------
+
+def test_cpu_grid_with_no_point_quotes_the_rule_of_cpu_work():
+    base = DecodeConfig(batch_size=5, context_lens=64)  # 32 query heads: 5 x 32 x 64 = 10,240 at any context
+    values = sweep.sweep_values("context_len", 16, 256, 3)
+    grid = sweep.cap_grid(base, "context_len", values, warmup=0, iters=1)
+    assert grid.values == () and grid.refusal is not None
+    assert state.CPU_WORK_RULE in grid.refusal and "5 x max(8 x 16, 32 x 64) = 10,240" in grid.refusal
+    assert grid.refusal.endswith("Lower the sidebar's batch or query heads.")
+    assert "batch_size x num_kv_heads x longest context" not in grid.refusal
+    on_batch = sweep.cap_grid(base, "batch_size", (2, 4, 8), warmup=0, iters=1)
+    assert on_batch.values == (2, 4)
+    assert any(state.CPU_WORK_RULE in note for note in on_batch.notes)
+    over = sweep.cap_grid(base, "batch_size", (5, 8), warmup=0, iters=1)
+    assert over.refusal.endswith("Lower the batch size (sequences) range, or the sidebar's query heads.")
+    tokens = sweep.cap_grid(base.with_(num_heads=8), "context_len", (2048, 4096), warmup=0, iters=1)
+    assert tokens.refusal.endswith("Lower the context length (tokens) range, or the sidebar's batch or KV heads.")
+
+
+def test_split_note_says_when_and_why_the_split_count_was_capped():
+    config = DecodeConfig(batch_size=3, context_lens=(0, 5000, 31), block_size=16)
+    tables = np.zeros((3, config.max_num_blocks), np.int64)
+    plan = kernel_view.launch_plan(config, tables, num_splits=256)
+    assert plan.num_splits == 157
+    note = kernel_view.split_note(config, 256, plan)
+    assert note.startswith("Splits capped from 256 to 157: the longest sequence has 313 blocks of 16 tokens")
+    assert "256 splits need 2 blocks each" in note
+    assert kernel_view.split_note(config, 7, kernel_view.launch_plan(config, tables, num_splits=7)) is None
+    short = config.with_(context_lens=(100, 50, 3))
+    plan = kernel_view.launch_plan(short, tables[:, :7], num_splits=256)
+    assert kernel_view.split_note(short, 256, plan) == (
+        "Splits capped from 256 to 7: the longest sequence has 7 blocks of 16 tokens, and a split covers at "
+        "least one block.")

@@ -2,7 +2,12 @@
 failures turned into messages.
 
 * One process-wide lock (``st.cache_resource``) serialises runs across sessions:
-  two benchmarks on one GPU would time each other.
+  two benchmarks on one GPU would time each other. It remembers the session that
+  holds it: a second click on Run while the first run is timing starts a new
+  script run at once (Streamlit stops the old one at its next UI update), and that
+  session is told its own previous run is finishing, not that another session is
+  busy. A run keeps each result as it is measured, so the run that replaces a
+  stopped one reuses them (see ``done`` of :func:`run_benchmark_locked`).
 * The inputs of the last configuration stay in one process-wide slot, keyed by
   the configuration (a frozen dataclass of plain values); a new configuration
   frees the old tensors before allocating, so memory never grows across reruns.
@@ -21,6 +26,7 @@ from typing import Callable
 
 import streamlit as st
 import torch
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from paged_attention import DecodeConfig, DecodeInputs, build_decode_inputs, reference_decode
 from paged_attention.app_state import format_bytes
@@ -72,10 +78,38 @@ class InputsSlot:
         )
 
 
+class RunLock:
+    """A lock that remembers which session holds it (``owner``; None when free or
+    unknown). ``acquire``, ``release`` and ``locked`` behave as ``threading.Lock``'s."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.owner: str | None = None
+
+    def acquire(self, blocking: bool = True, owner: str | None = None) -> bool:
+        got = self._lock.acquire(blocking)
+        if got:
+            self.owner = owner
+        return got
+
+    def release(self) -> None:
+        self.owner = None
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+
 @st.cache_resource
-def run_lock() -> threading.Lock:
+def run_lock() -> RunLock:
     """The process-wide lock that serialises benchmark runs."""
-    return threading.Lock()
+    return RunLock()
+
+
+def session_id() -> str | None:
+    """The id of the browser session running this script (None outside Streamlit)."""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return ctx.session_id if ctx is not None else None
 
 
 @st.cache_resource
@@ -121,11 +155,28 @@ def check_fits(config: DecodeConfig) -> None:
         )
 
 
-def acquire(lock: threading.Lock, on_wait: Callable[[], None]) -> None:
-    """Take ``lock``; if another session holds it, call ``on_wait`` then block."""
-    if not lock.acquire(blocking=False):
+def acquire(
+    lock: RunLock | threading.Lock, on_wait: Callable[[], None], on_own_wait: Callable[[], None] | None = None
+) -> None:
+    """Take ``lock``; if it is busy, say so, then block until it is free.
+
+    ``on_own_wait`` is called when this session's own earlier run holds the lock
+    (a second click while the first run is still timing: Streamlit has stopped
+    that run, which lets go at its next UI update); ``on_wait`` otherwise (another
+    session is running), or when ``on_own_wait`` is not given.
+    """
+    me = session_id()
+
+    def take(blocking: bool) -> bool:
+        return lock.acquire(blocking, owner=me) if isinstance(lock, RunLock) else lock.acquire(blocking)
+
+    if take(False):
+        return
+    if on_own_wait is not None and me is not None and getattr(lock, "owner", None) == me:
+        on_own_wait()
+    else:
         on_wait()
-        lock.acquire()
+    take(True)
 
 
 def run_benchmark_locked(
@@ -137,8 +188,16 @@ def run_benchmark_locked(
     on_progress: Callable[[str, int, int], None],
     on_result: Callable[[BenchResult], None],
     on_wait: Callable[[], None],
+    on_own_wait: Callable[[], None] | None = None,
+    done: list[BenchResult] | None = None,
 ) -> tuple[list[BenchResult], float | None]:
     """Run ``names`` on one set of inputs for ``config``, holding the process lock.
+
+    ``on_wait`` and ``on_own_wait`` are :func:`acquire`'s. ``done`` holds results
+    already measured on these inputs by a run that was stopped (same ``config``,
+    warm-up and iterations: the caller checks): an implementation found there is
+    not timed again, and each new result is appended to it as soon as it is
+    measured, before ``on_result`` (which may stop a script run) is called.
 
     Returns
     -------
@@ -157,16 +216,20 @@ def run_benchmark_locked(
     """
     lock = run_lock()
     slot = inputs_slot()
-    acquire(lock, on_wait)
+    done = [] if done is None else done
+    acquire(lock, on_wait, on_own_wait)
     try:
         inputs, reference = slot.get(config)
         flush = L2Flusher(inputs.query.device)
         results = []
         for i, name in enumerate(names):
             on_progress(name, i, len(names))
-            result = benchmark_implementation(
-                name, inputs, warmup=warmup, iters=iters, reference=reference, flush=flush
-            )
+            result = next((r for r in done if r.name == name), None)
+            if result is None:
+                result = benchmark_implementation(
+                    name, inputs, warmup=warmup, iters=iters, reference=reference, flush=flush
+                )
+                done.append(result)
             results.append(result)
             on_result(result)
         del flush
@@ -188,11 +251,13 @@ def time_inputs_locked(
     warmup: int,
     iters: int,
     on_wait: Callable[[], None],
+    on_own_wait: Callable[[], None] | None = None,
 ) -> list[BenchResult]:
     """Time ``names`` on inputs made by ``build`` (a serving snapshot's, say),
     holding the process lock, with the memory check and out-of-memory handling of
     :func:`run_benchmark_locked`. The shared slot is emptied first on a GPU, so
-    these inputs get its memory; they are freed afterwards.
+    these inputs get its memory; they are freed afterwards. ``on_wait`` and
+    ``on_own_wait`` are :func:`acquire`'s.
 
     Raises
     ------
@@ -200,7 +265,7 @@ def time_inputs_locked(
         As :func:`run_benchmark_locked`.
     """
     lock = run_lock()
-    acquire(lock, on_wait)
+    acquire(lock, on_wait, on_own_wait)
     try:
         if config.device.startswith("cuda"):
             inputs_slot().release()

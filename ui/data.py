@@ -55,6 +55,14 @@ def config_key(config: DecodeConfig) -> tuple:
 
 # -- serving simulation ----------------------------------------------------------
 
+#: The serving page's control labels; its error messages name the fields by them.
+SERVING_LABELS: dict[str, str] = {
+    "num_blocks": "Pool (blocks)", "block_size": "Block size", "max_batch_size": "Max batch",
+    "arrival_rate": "Arrivals per step", "seed": "Seed", "steps": "Steps", "prompt_len": "Prompt length",
+    "output_len": "Output length", "low": "shortest", "high": "longest",
+}
+
+
 def serving_config(
     num_blocks: int, block_size: int, max_batch_size: int, arrival_rate: float,
     prompt: tuple[str, int, int], output: tuple[str, int, int], seed: int,
@@ -64,12 +72,12 @@ def serving_config(
     Raises
     ------
     ValueError
-        Naming the rule the controls break.
+        Naming the rule the controls break, and the controls by their labels.
     """
     return ServingConfig(
         num_blocks=num_blocks, block_size=block_size, max_batch_size=max_batch_size,
         arrival_rate=float(arrival_rate), prompt_len=LengthDist(*prompt), output_len=LengthDist(*output), seed=seed,
-    ).validate()
+    ).validate(SERVING_LABELS)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Simulating the traffic…")

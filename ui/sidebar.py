@@ -19,6 +19,7 @@ import streamlit as st
 from paged_attention import BLOCK_LAYOUTS, DecodeConfig, device_description, execution_mode
 from paged_attention import app_state as state
 from paged_attention.app_state import Settings
+from ui.inputs import bounded_number_input
 
 #: Session-state key of the widget that holds each Settings field.
 WIDGET_KEYS: dict[str, str] = {
@@ -182,7 +183,7 @@ def render_sidebar() -> SidebarResult:
             st.rerun()
 
         st.subheader("Batch")
-        st.number_input("Batch size (sequences)", 1, state.MAX_BATCH, step=1, key=WIDGET_KEYS["batch_size"])
+        bounded_number_input(st, "Batch size (sequences)", 1, state.MAX_BATCH, step=1, key=WIDGET_KEYS["batch_size"])
         st.segmented_control(
             "Context length", state.CONTEXT_MODES, key=WIDGET_KEYS["context_mode"],
             format_func={"uniform": "Same for all", "ragged": "Ragged"}.get,
@@ -192,19 +193,23 @@ def render_sidebar() -> SidebarResult:
             st.rerun()
         lengths = None
         if ss[WIDGET_KEYS["context_mode"]] == "uniform":
-            st.number_input("Tokens per sequence", 0, state.MAX_CONTEXT, step=16, key=WIDGET_KEYS["context_len"])
+            bounded_number_input(st, "Tokens per sequence", 0, state.MAX_CONTEXT, step=16,
+                                 key=WIDGET_KEYS["context_len"])
         else:
             st.selectbox("Spread", state.SPREADS, key=WIDGET_KEYS["spread"],
                          help="long-tail draws log-uniformly: most sequences short, a few long, as in chat traffic")
             lo, hi = st.columns(2)
-            lo.number_input("Shortest", 0, state.MAX_CONTEXT, step=16, key=WIDGET_KEYS["ragged_low"])
-            hi.number_input("Longest", 0, state.MAX_CONTEXT, step=16, key=WIDGET_KEYS["ragged_high"])
+            bounded_number_input(lo, "Shortest", 0, state.MAX_CONTEXT, step=16, key=WIDGET_KEYS["ragged_low"],
+                                 note_parent=st)
+            bounded_number_input(hi, "Longest", 0, state.MAX_CONTEXT, step=16, key=WIDGET_KEYS["ragged_high"],
+                                 note_parent=st)
             lengths, error = _ragged_editor(_read_settings())
 
         st.subheader("Model")
         st.selectbox("Preset", state.PRESET_NAMES, key=WIDGET_KEYS["preset"], on_change=_on_preset,
                      help="fills the head fields; editing them switches to Custom")
-        st.number_input("Query heads", 1, state.MAX_HEADS, step=1, key=WIDGET_KEYS["num_heads"], on_change=_on_heads)
+        bounded_number_input(st, "Query heads", 1, state.MAX_HEADS, step=1, key=WIDGET_KEYS["num_heads"],
+                             on_change=_on_heads)
         options = state.kv_head_options(ss[WIDGET_KEYS["num_heads"]])
         if ss[WIDGET_KEYS["num_kv_heads"]] not in options:
             ss[WIDGET_KEYS["num_kv_heads"]] = state.nearest_kv_heads(
@@ -213,7 +218,8 @@ def render_sidebar() -> SidebarResult:
         kv, dim = st.columns(2)
         kv.selectbox("KV heads", options, key=WIDGET_KEYS["num_kv_heads"], on_change=_on_heads,
                      help="only divisors of the query heads: each KV head serves a group of query heads (GQA)")
-        dim.number_input("Head dim", 1, state.MAX_HEAD_DIM, step=1, key=WIDGET_KEYS["head_dim"], on_change=_on_heads)
+        bounded_number_input(dim, "Head dim", 1, state.MAX_HEAD_DIM, step=1, key=WIDGET_KEYS["head_dim"],
+                             on_change=_on_heads, note_parent=st)
 
         st.subheader("Cache")
         bs, dt = st.columns(2)
@@ -228,12 +234,14 @@ def render_sidebar() -> SidebarResult:
                           "interleaves the batch with other sequences' blocks")
         dev, seed = st.columns(2)
         dev.selectbox("Device", state.DEVICES, key=WIDGET_KEYS["device"])
-        seed.number_input("Seed", 0, state.MAX_SEED, step=1, key=WIDGET_KEYS["seed"])
+        bounded_number_input(seed, "Seed", 0, state.MAX_SEED, step=1, key=WIDGET_KEYS["seed"],
+                             note_parent=st)
 
         st.subheader("Timing")
         wu, it = st.columns(2)
-        wu.number_input("Warm-up", 0, state.MAX_WARMUP, step=1, key=WIDGET_KEYS["warmup"])
-        it.number_input("Timed iterations", 1, state.MAX_ITERS, step=1, key=WIDGET_KEYS["iters"])
+        bounded_number_input(wu, "Warm-up", 0, state.MAX_WARMUP, step=1, key=WIDGET_KEYS["warmup"], note_parent=st)
+        bounded_number_input(it, "Timed iterations", 1, state.MAX_ITERS, step=1, key=WIDGET_KEYS["iters"],
+                             note_parent=st)
 
         settings = replace(_read_settings(), lengths=lengths)
         config = None
@@ -274,6 +282,6 @@ def _write_url(settings: Settings) -> None:
 def show_config_error(result: SidebarResult) -> bool:
     """Show the configuration error on the page; True when there was one."""
     if result.error is not None:
-        st.error(f"**Invalid configuration.** {result.error}", icon=":material/error:")
+        st.error(f"**Invalid configuration.** {state.sentence(result.error)}", icon=":material/error:")
         return True
     return False

@@ -83,10 +83,19 @@ def _probe_ms(slot, config: DecodeConfig, budget_s: float) -> float:
     return min(first, time_calls(run, device=inputs.query.device, warmup=0, iters=1)[0])
 
 
-def run_next_point(job: SweepJob, on_wait: Callable[[], None]) -> None:
+def _own_run_finishing() -> None:
+    st.info("Your previous run (on this page or another) is still finishing; the sweep goes on when it ends.",
+            icon=":material/hourglass_top:")
+
+
+def run_next_point(
+    job: SweepJob, on_wait: Callable[[], None], on_own_wait: Callable[[], None] = _own_run_finishing
+) -> None:
     """Time every implementation at the job's next point and record the rows.
 
-    The caller holds ``job.lock``.
+    The caller holds ``job.lock``. ``on_wait`` and ``on_own_wait`` are
+    :func:`~ui.benchmark.acquire`'s: another session's run, or this session's
+    own earlier run (stopped by a click), holds the benchmark lock.
 
     A point that does not fit in GPU memory, or a CUDA out-of-memory error, ends
     the sweep (``job.state == "failed"``, with the message); an implementation
@@ -98,7 +107,7 @@ def run_next_point(job: SweepJob, on_wait: Callable[[], None]) -> None:
     common = dict(device_name=job.device_name, warmup=job.warmup, iters=job.iters)
     rows: list[dict] = []
     lock = run_lock()
-    acquire(lock, on_wait)
+    acquire(lock, on_wait, on_own_wait)
     try:
         slot = inputs_slot()
         if slot.key != config:
