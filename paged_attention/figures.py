@@ -863,7 +863,8 @@ def _log_range(
     lo = min(lo, hi - min_span)
     fig.update_yaxes(range=[lo, hi], **where)
     if hi - lo >= 2:
-        fig.update_yaxes(dtick=1, **where)
+        # Whole decades; every 2nd, 3rd ... one on a tall span, so labels never crowd.
+        fig.update_yaxes(dtick=max(1, math.ceil((hi - lo) / 6)), **where)
 
 
 def _log_hline_labels(fig: go.Figure) -> None:
@@ -998,8 +999,9 @@ def accuracy_figure(results: Sequence) -> go.Figure:
     line. Relative error is not drawn: it is large wherever the reference is near
     zero, even for a correct output. Both axes are logarithmic.
 
-    Exact results (error 0) are drawn at :data:`ERROR_FLOOR`; NaN or inf at the
-    top of the axis and labelled in the hover. A result without
+    Exact results (error 0) are drawn a decade under the smallest other bar or
+    line of their panel and labelled "0 (exact)"; NaN or inf at the top of the
+    axis and labelled in the hover. A result without
     ``max_tol_ratio`` uses ``max_abs_err / atol``, an upper bound of it.
 
     Parameters
@@ -1017,25 +1019,33 @@ def accuracy_figure(results: Sequence) -> go.Figure:
     labels = [r.label for r in results]
     colors = [impl_color(r.name) for r in results]
 
-    def clean(v: float) -> float:
+    def ratio(r) -> float:
+        value = getattr(r, "max_tol_ratio", None)
+        return r.max_abs_err / r.atol if value is None else value
+
+    ratios = [ratio(r) for r in results]
+    # Exact results (error 0) sit a decade under the smallest bar or line drawn,
+    # not at ERROR_FLOOR: an all-exact run would otherwise span twelve decades.
+    positive = [v for v in ratios if math.isfinite(v) and v > 0] + [1.0]
+    ratio_floor = max(ERROR_FLOOR, min(positive) / 10)
+    positive = [r.max_abs_err for r in results if math.isfinite(r.max_abs_err) and r.max_abs_err > 0]
+    abs_floor = max(ERROR_FLOOR, min(positive + [results[0].atol if results else 1e-3]) / 10)
+
+    def clean(v: float, floor: float = ERROR_FLOOR) -> float:
         if not math.isfinite(v):
             return 1e3
-        return max(v, ERROR_FLOOR)
+        return max(v, floor)
 
     def hover(v: float) -> str:
         if not math.isfinite(v):
             return "NaN/inf"
         return "0 (exact)" if v == 0 else f"{v:.3g}"
 
-    def ratio(r) -> float:
-        value = getattr(r, "max_tol_ratio", None)
-        return r.max_abs_err / r.atol if value is None else value
-
-    ratios = [ratio(r) for r in results]
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12)
     fig.add_trace(
         go.Bar(
-            x=labels, y=[clean(r.max_abs_err) for r in results], name="max abs error",
+            x=labels, y=[clean(r.max_abs_err, abs_floor) for r in results], name="max abs error",
+            text=["0 (exact)" if r.max_abs_err == 0 else "" for r in results], textposition="outside",
             marker=dict(color=[_alpha(c, 0.4) for c in colors], line=dict(color=colors, width=1.5)),
             showlegend=False,
             customdata=[hover(r.max_abs_err) for r in results],
@@ -1045,7 +1055,8 @@ def accuracy_figure(results: Sequence) -> go.Figure:
     )
     fig.add_trace(
         go.Bar(
-            x=labels, y=[clean(v) for v in ratios], name="error ÷ tolerance", marker=dict(color=colors),
+            x=labels, y=[clean(v, ratio_floor) for v in ratios], name="error ÷ tolerance", marker=dict(color=colors),
+            text=["0 (exact)" if v == 0 else "" for v in ratios], textposition="outside",
             showlegend=False,
             customdata=np.array([[hover(v), hover(r.max_abs_err)] for v, r in zip(ratios, results)], dtype=object)
             if results else None,
@@ -1081,9 +1092,9 @@ def accuracy_figure(results: Sequence) -> go.Figure:
     fig.update_yaxes(title="error ÷ tol.", row=1, col=1)
     fig.update_yaxes(title="abs error", row=2, col=1)
     # Whole decades on both panels: the minor 2…9 labels of a short log axis crowd a panel this low.
-    _log_range(fig, [clean(v) for v in ratios] + [1.0], 0.4, 0.5, min_span=2, row=1, col=1)
-    _log_range(fig, [clean(r.max_abs_err) for r in results] + ([results[0].atol] if results else []), 0.4, 0.5,
-               min_span=2, row=2, col=1)
+    _log_range(fig, [clean(v, ratio_floor) for v in ratios] + [1.0], 0.4, 0.5, min_span=2, row=1, col=1)
+    _log_range(fig, [clean(r.max_abs_err, abs_floor) for r in results] + ([results[0].atol] if results else []),
+               0.4, 0.5, min_span=2, row=2, col=1)
     return fig
 
 
@@ -1117,6 +1128,8 @@ def history_figure(history: Sequence[Mapping]) -> go.Figure:
         fig.add_trace(
             go.Bar(
                 x=xs, y=ys, name=label, marker=dict(color=impl_color(name)), customdata=hovers,
+                text=[_fmt_ms(y) if y is not None else "" for y in ys], textposition="outside",
+                textfont=dict(size=10), cliponaxis=False,
                 hovertemplate=f"{label}<br>run %{{x}}: %{{y:.4g}} ms<br>%{{customdata}}<extra></extra>",
             )
         )

@@ -167,7 +167,9 @@ def test_accuracy_figure_is_finite_and_marks_failures():
     fig = figures.accuracy_figure(RESULTS)
     abs_bar, rel_bar = fig.data
     assert all(math.isfinite(v) and v > 0 for v in abs_bar.y)
-    assert abs_bar.y[1] == figures.ERROR_FLOOR and abs_bar.customdata[1] == "0 (exact)"
+    finite = [r.max_abs_err for r in RESULTS if math.isfinite(r.max_abs_err) and r.max_abs_err > 0]
+    assert abs_bar.y[1] == pytest.approx(min(finite + [RESULTS[0].atol]) / 10)  # a decade under the rest
+    assert abs_bar.customdata[1] == "0 (exact)" and abs_bar.text[1] == "0 (exact)"
     assert abs_bar.customdata[2] == "NaN/inf"
     texts = [a.text for a in fig.layout.annotations if "pass" in a.text or "FAIL" in a.text]
     assert texts == ["✓ pass", "✓ pass", "✗ FAIL"]

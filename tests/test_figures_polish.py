@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import plotly.colors
+import plotly.graph_objects as go
 import pytest
 
 from paged_attention import DecodeConfig, assign_blocks, figures, sweep
@@ -255,8 +256,10 @@ def test_accuracy_plots_the_tolerance_ratio_not_the_relative_error():
                _result("vectorized", "Optimized", 0.0, 0.0, 0.0)]
     fig = figures.accuracy_figure(results)
     abs_bar, ratio_bar = fig.data
-    assert list(ratio_bar.y) == [0.21, 0.3, figures.ERROR_FLOOR]  # not the relative errors 9.1 and 8.7
-    assert list(abs_bar.y) == [2e-4, 3e-4, figures.ERROR_FLOOR]
+    # Not the relative errors 9.1 and 8.7; the exact result a decade under the smallest bar or line.
+    assert ratio_bar.y[:2] == (0.21, 0.3) and ratio_bar.y[2] == pytest.approx(0.021)
+    assert abs_bar.y[:2] == (2e-4, 3e-4) and abs_bar.y[2] == pytest.approx(2e-5)
+    assert ratio_bar.text[2] == abs_bar.text[2] == "0 (exact)"
     assert ratio_bar.yaxis == "y" and abs_bar.yaxis == "y2"
     assert any(s.y0 == 1 and s.yref == "y" for s in fig.layout.shapes)  # the tolerance
     assert any(s.y0 == 1e-3 and s.yref == "y2" for s in fig.layout.shapes)  # atol
@@ -337,3 +340,22 @@ def test_token_walk_sampling_note_names_the_sampled_axis():
     assert "slot" not in rows.layout.title.subtitle.text.split("sampled")[-1]
     table = figures.block_table_figure(np.arange(256 * 2048).reshape(256, 2048), [2048 * 16] * 256, 16)
     assert "every 2nd row and every 16th column" in table.layout.title.subtitle.text  # not "every 2th row"
+
+
+def test_accuracy_of_an_all_exact_run_spans_a_few_decades():
+    """An all-empty batch is exact everywhere: the panels must not stretch from 1e-12
+    to 1 with a label per decade."""
+    results = [_result("naive", "Naive", 0.0, 0.0, 0.0), _result("triton", "Triton", 0.0, 0.0, 0.0)]
+    fig = figures.accuracy_figure(results)
+    for axis in (fig.layout.yaxis, fig.layout.yaxis2):
+        lo, hi = axis.range
+        assert hi - lo <= 4
+        assert (hi - lo) / (axis.dtick or 1) <= 6
+    assert all(t == "0 (exact)" for bar in fig.data for t in bar.text)
+
+
+def test_log_axes_never_label_more_than_about_six_decades():
+    fig = go.Figure(go.Bar(x=["a", "b"], y=[1e-12, 1.0]))
+    figures._log_range(fig, [1e-12, 1.0], 0.4, 0.5)
+    lo, hi = fig.layout.yaxis.range
+    assert (hi - lo) / fig.layout.yaxis.dtick <= 7
