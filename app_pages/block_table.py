@@ -28,15 +28,19 @@ tables, owner = block_arrays_for(config)
 lengths = config.lengths
 mem = state.memory_summary(config)
 
+# Short values with the detail on the grey line under them: five metrics share a
+# row, and long values were cut off ("44,141 …") on a 1280-pixel screen.
+quiet = dict(delta_color="off", delta_arrow="off")
 c1, c2, c3, c4, c5 = st.columns(5)
-c1.metric("Sequences", f"{config.batch_size:,}")
+c1.metric("Sequences", figures.compact(config.batch_size))
 c2.metric("Tokens cached", figures.compact(sum(lengths)), help=state.count(sum(lengths), "token"))
-c3.metric("Blocks used / pool", f"{figures.compact(mem.blocks_used)} / {figures.compact(mem.blocks_in_pool)}",
-          help=f"{state.count(mem.blocks_used, 'block')} hold this batch's tokens; the pool has "
-               f"{mem.blocks_in_pool:,}")
-c4.metric("Wasted slots", f"{figures.compact(mem.wasted_slots)} ({100 * mem.wasted_fraction:.1f}%)",
-          help="allocated but unfilled slots in each sequence's last block, as a share of all allocated slots")
-c5.metric("KV cache", state.format_bytes(mem.kv_cache_bytes))
+c3.metric("Blocks used", figures.compact(mem.blocks_used), f"of {figures.compact(mem.blocks_in_pool)} in the pool",
+          **quiet, help=f"{state.count(mem.blocks_used, 'block')} hold this batch's tokens; the pool has "
+                        f"{mem.blocks_in_pool:,}")
+c4.metric("Wasted slots", figures.compact(mem.wasted_slots), f"{100 * mem.wasted_fraction:.1f}% of allocated",
+          **quiet, help="allocated but unfilled slots in each sequence's last block, as a share of all allocated slots")
+c5.metric("KV cache", state.format_bytes(mem.kv_cache_bytes, significant=3),
+          help=f"K and V pools: {mem.kv_cache_bytes:,} bytes")
 
 left, right = st.columns([3, 2], gap="medium")
 with left:

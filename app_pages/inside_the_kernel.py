@@ -71,8 +71,12 @@ if error:
     st.error(error, icon=":material/error:")
     st.stop()
 if n == 0:
-    st.info(f"Sequence {seq} has no cached tokens: every program of this row returns at once and the output is "
-            "zero. Pick another sequence.", icon=":material/info:")
+    if any(config.lengths):
+        st.info(f"Sequence {seq} has no cached tokens: every program of this row returns at once and the output "
+                "is zero. Pick another sequence.", icon=":material/info:")
+    else:  # no other sequence to pick
+        st.info("Every sequence is empty (no cached tokens): every program returns at once and the output is "
+                "zero. Give the sequences tokens in the sidebar to see the walk.", icon=":material/info:")
     st.stop()
 
 trace = kernel_trace(config_key(config), int(seq), int(head), plan)

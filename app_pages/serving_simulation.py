@@ -211,7 +211,7 @@ if record.num_running == 0:
     st.caption("No sequence runs at this step; pick another step to time the kernel.")
 else:
     dconfig = record.snapshot().decode_config(**heads)
-    plan = state.plan_run(dconfig, settings.warmup, settings.iters)
+    plan = state.plan_run(dconfig, settings.warmup, settings.iters, LEVERS)  # the sidebar's batch is not used here
     a, b = st.columns([1, 3], vertical_alignment="center")
     clicked = a.button("Time Triton on this step", type="primary", icon=":material/timer:", key="sv_time",
                        disabled=plan.refusal is not None, width="stretch")

@@ -349,14 +349,20 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
 
 
-def format_bytes(n: float) -> str:
-    """``1536 -> "1.50 KiB"`` (binary units)."""
+def format_bytes(n: float, significant: int | None = None) -> str:
+    """``1536 -> "1.50 KiB"`` (binary units, two decimals); with ``significant``,
+    that many significant digits (``format_bytes(813_600_000, 3) -> "776 MiB"``)."""
     n = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+            break
         n /= 1024
-    return f"{n:.2f} TiB"  # pragma: no cover
+    if unit == "B":
+        return f"{n:.0f} B"
+    if significant is None:
+        return f"{n:.2f} {unit}"
+    decimals = max(0, significant - 1 - math.floor(math.log10(abs(n)))) if n else 0
+    return f"{n:.{decimals}f} {unit}"
 
 
 @dataclass(frozen=True)
@@ -452,9 +458,15 @@ def cpu_work_detail(config: DecodeConfig) -> str:
 def cpu_work_levers(config: DecodeConfig) -> tuple[str, ...]:
     """The settings that lower :func:`cpu_work` of ``config``: the batch and the
     factors of the larger term (``"batch"``, ``"query heads"``, ``"KV heads"``,
-    ``"context"``). Lowering the other term's factors changes nothing."""
+    ``"context"``), less those already at their minimum (a batch of 1, one
+    head, an empty context). Lowering the other term's factors changes nothing."""
     tokens, programs = _cpu_work_terms(config)
-    return ("batch", "query heads") if programs >= tokens else ("batch", "KV heads", "context")
+    longest = max(config.lengths, default=0)
+    if programs >= tokens:
+        levers = {"batch": config.batch_size > 1, "query heads": config.num_heads > 1}
+    else:
+        levers = {"batch": config.batch_size > 1, "KV heads": config.num_kv_heads > 1, "context": longest > 0}
+    return tuple(lever for lever, can_fall in levers.items() if can_fall)
 
 
 def join_or(words: Sequence[str]) -> str:
@@ -463,15 +475,22 @@ def join_or(words: Sequence[str]) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
 
 
-def cpu_refusal(config: DecodeConfig) -> str | None:
+def cpu_refusal(config: DecodeConfig, lever_names: Mapping[str, str] | None = None) -> str | None:
     """Why the CPU cap refuses ``config`` (naming the rule, this configuration's
-    value and what to lower), or None when it fits or runs on a GPU."""
+    value and what to lower), or None when it fits or runs on a GPU.
+
+    ``lever_names`` maps each of :func:`cpu_work_levers` to what the page calls
+    the control that sets it (e.g. ``"batch"`` -> ``"**Max batch**"``); by default
+    the levers are named as they are."""
     if config.device != "cpu" or cpu_work(config) <= CPU_MAX_WORK:
         return None
+    levers = cpu_work_levers(config)
+    lower = (f"the {join_or(levers)}" if lever_names is None
+             else join_or([lever_names.get(lever, lever) for lever in levers]))
     return (
         f"On the CPU the benchmark runs only when {CPU_WORK_RULE}; this configuration is "
         f"{cpu_work_detail(config)}. The Triton kernel runs in the interpreter here, a few seconds per call "
-        f"at the limit. Lower the {join_or(cpu_work_levers(config))}, or run on a GPU."
+        f"at the limit. Lower {lower}, or run on a GPU."
     )
 
 
@@ -484,13 +503,14 @@ def largest_cpu_batch(config: DecodeConfig, longest: int, upto: int) -> int:
     return 1
 
 
-def plan_run(config: DecodeConfig, warmup: int, iters: int) -> RunPlan:
+def plan_run(config: DecodeConfig, warmup: int, iters: int,
+             lever_names: Mapping[str, str] | None = None) -> RunPlan:
     """Apply the CPU caps: refuse sizes the Triton interpreter cannot finish in
-    seconds (:func:`cpu_refusal`), and cap the iterations. On a GPU everything
-    runs as asked."""
+    seconds (:func:`cpu_refusal`, its advice worded with ``lever_names``), and cap
+    the iterations. On a GPU everything runs as asked."""
     if config.device != "cpu":
         return RunPlan(warmup, iters)
-    refusal = cpu_refusal(config)
+    refusal = cpu_refusal(config, lever_names)
     if refusal:
         return RunPlan(warmup, iters, refusal=refusal)
     notes = []

@@ -90,7 +90,8 @@ def test_block_table_default_page_matches_assign_blocks():
     walk = chart(at, "bt_walk")
     assert walk["layout"]["title"]["text"] == "Token walk of sequence 0"
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Blocks used / pool"] == f"{config.num_blocks_used:,} / {config.num_blocks:,}"
+    assert metrics["Blocks used"] == f"{config.num_blocks_used:,}"
+    assert {m.label: m.delta for m in at.metric}["Blocks used"] == f"of {config.num_blocks:,} in the pool"
     assert metrics["Tokens cached"] == f"{sum(config.lengths):,}"
 
 
@@ -140,7 +141,9 @@ def test_uniform_context_mode():
     assert_clean(at)
     z = arr(chart(at, "bt_table")["data"][0]["z"])
     assert z.shape == (4, 7) and np.isnan(z).sum() == 0  # 100 tokens = 7 blocks, none unallocated
-    assert {m.label: m.value for m in at.metric}["Wasted slots"].startswith(f"{4 * (7 * 16 - 100)} ")
+    wasted = {m.label: m for m in at.metric}["Wasted slots"]
+    assert wasted.value == f"{4 * (7 * 16 - 100)}"
+    assert wasted.delta == f"{100 * 4 * (7 * 16 - 100) / (4 * 7 * 16):.1f}% of allocated"
     assert at.query_params["ctx_mode"] in ("uniform", ["uniform"])
     at.button_group(key="sb_context_mode").set_value("ragged").run()  # hidden fields kept their values
     assert_clean(at)
@@ -491,6 +494,16 @@ def test_a_replacing_run_reuses_the_results_the_stopped_run_kept(monkeypatch):
     assert timed == ["vectorized", "triton"]
     assert results[0] is kept and [r.name for r in results] == ["naive", "vectorized", "triton"]
     assert [r.name for r in done] == ["naive", "vectorized", "triton"]  # kept as measured, for a next replacement
+
+
+def test_cleared_number_box_keeps_its_previous_value():
+    at = open_app({**TINY, "batch": "4", "ctx_mode": "uniform", "ctx": "37"}, page=BENCH)
+    for key, kept in (("sb_batch_size", 4), ("sb_context_len", 37)):
+        at.number_input(key=key).set_value(None).run()  # what a cleared (nullable) box sends
+        assert not at.exception
+        assert at.number_input(key=key).value == kept
+    assert at.query_params["batch"] == "4" and at.query_params["ctx"] == "37"
+    assert not any("minimum" in w.value for w in at.sidebar.warning)
 
 
 def test_number_typed_beyond_the_maximum_is_clamped_and_said():

@@ -548,3 +548,33 @@ def test_kernel_page_says_when_the_split_override_is_capped():
     assert note.startswith("Splits capped from 256 to 157: the longest sequence has 313 blocks of 16 tokens")
     at.number_input(key="ik_splits").set_value(8).run()
     assert not any("Splits capped" in i.value for i in at.info)
+
+
+@CPU_ONLY
+def test_serving_step_refusal_names_max_batch_not_the_sidebar_batch():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    for key, value in {**SIM, "sv_num_blocks": 512, "sv_max_batch": 999, "sv_rate": 1.0, "sv_prompt_hi": 1000}.items():
+        at.session_state[key] = value
+    at.switch_page(SERVING).run()
+    assert not at.exception
+    assert at.button(key="sv_time").disabled
+    (refusal,) = [w.value for w in at.warning if w.value.startswith("On the CPU the benchmark runs only when")]
+    assert "Lower **Max batch**, the sidebar's KV heads or the longest prompt or output, or run on a GPU." in refusal
+    assert "Lower the batch" not in refusal
+
+
+@CPU_ONLY
+def test_sweep_at_batch_one_does_not_advise_lowering_the_batch():
+    at = open_app({"batch": "1", "heads": "256", "kv_heads": "8", "ctx_mode": "uniform", "ctx": "64"}, page=SWEEP)
+    assert not at.exception
+    (error,) = [e.value for e in at.error]  # 1 x max(8 x 64, 256 x 64) = 16,384 at any context
+    assert error.endswith("Lower the sidebar's query heads.")
+    assert "batch" not in error.split("Lower")[-1]
+
+
+def test_kernel_page_says_when_every_sequence_is_empty():
+    at = open_app({"batch": "3", "ctx_mode": "uniform", "ctx": "0"}, page=KERNEL)
+    assert_clean(at)
+    (info,) = [i.value for i in at.info if "no cached tokens" in i.value]
+    assert info.startswith("Every sequence is empty")
+    assert "Pick another sequence" not in info

@@ -186,6 +186,21 @@ def test_cpu_refusal_quotes_the_rule_of_cpu_work_and_what_to_lower():
     assert state.CPU_WORK_RULE.endswith(f"<= {state.CPU_MAX_WORK:,}")
 
 
+def test_cpu_advice_names_only_what_can_still_fall():
+    many_heads = DecodeConfig(batch_size=1, context_lens=16, num_heads=256, num_kv_heads=8)  # 1 x 256 x 64
+    assert state.cpu_work_levers(many_heads) == ("query heads",)
+    assert "Lower the query heads, or run on a GPU." in state.plan_run(many_heads, 0, 1).refusal
+    long_ctx = DecodeConfig(batch_size=1, context_lens=4096, num_heads=8, num_kv_heads=8)  # 1 x 8 x 4,096
+    assert state.cpu_work_levers(long_ctx) == ("KV heads", "context")
+    assert "Lower the KV heads or context, or run on a GPU." in state.plan_run(long_ctx, 0, 1).refusal
+    one_kv = DecodeConfig(batch_size=1, context_lens=9000, num_heads=1, num_kv_heads=1)
+    assert state.cpu_work_levers(one_kv) == ("context",)
+    assert state.cpu_work_levers(DecodeConfig(batch_size=5, context_lens=16)) == ("batch", "query heads")
+    names = {"batch": "**Max batch**", "query heads": "the sidebar's query heads"}
+    worded = state.plan_run(DecodeConfig(batch_size=5, context_lens=16), 0, 1, names).refusal
+    assert "Lower **Max batch** or the sidebar's query heads, or run on a GPU." in worded
+
+
 def test_largest_cpu_batch_fits_the_cap():
     heads = DecodeConfig()  # 32 query heads, 8 KV heads
     assert state.largest_cpu_batch(heads, 144, 6) == 4  # 4 x 32 x 64 = 8192
@@ -232,3 +247,11 @@ def test_clamp_value_names_the_limit_and_the_value_used():
     assert state.clamp_value(-1, 0, 9, "Seed") == (0, "**Seed**: -1 is below the minimum, 0; using 0.")
     assert state.clamp_value(9.5, 0.0, 8.0, "Rate") == (8.0, "**Rate**: 9.5 is above the maximum, 8; using 8.")
     assert state.clamp_value(7, 1, 9, "x") == (7, None)
+
+
+@pytest.mark.parametrize("n, significant, text", [
+    (1536, None, "1.50 KiB"), (813_600_000, 3, "776 MiB"), (2_950_000, 3, "2.81 MiB"), (512, 3, "512 B"),
+    (50 * 2**30, 3, "50.0 GiB"), (0, 3, "0 B"),
+])
+def test_format_bytes(n, significant, text):
+    assert state.format_bytes(n, significant) == text

@@ -162,7 +162,7 @@ def test_ragged_lengths_editor(server, page):
     page.wait_for_function("() => location.search.includes('lens=500')", timeout=30_000)
     page.wait_for_function(
         "() => [...document.querySelectorAll('[data-testid=stMetric]')]"
-        ".some(m => m.innerText.includes('Blocks used') && m.innerText.includes('39 /'))",
+        ".some(m => m.innerText.includes('Blocks used') && /\\b39\\b/.test(m.innerText) && m.innerText.includes('in the pool'))",
         timeout=30_000,
     )
     # Lengths outside 0..MAX_CONTEXT are refused by the editor itself: the cell keeps
@@ -352,4 +352,23 @@ def test_second_run_click_replaces_the_first_run(server, page):
     expect(page.get_by_text("Run #1", exact=True)).to_be_visible()  # the stopped run left no entry of its own
     metrics = page.locator("[data-testid=stMetric]").all_inner_texts()
     assert all(any(label in m for m in metrics) for label in LABELS), metrics
+    no_exception(page)
+
+
+def test_cleared_number_box_keeps_its_value(server, page):
+    # Streamlit sends a cleared, non-nullable box as its default (0 here): the batch would become 1 with
+    # "0 is below the minimum" and a cleared token count would empty the batch.
+    page.goto(f"{server}/decode_benchmark?{urlencode(TINY)}")
+    batch = page.get_by_label("Batch size (sequences)")
+    batch.wait_for(timeout=60_000)
+    for label, kept in (("Batch size (sequences)", "2"), ("Tokens per sequence", "37")):
+        box = page.get_by_label(label)
+        box.fill("")
+        box.press("Tab")
+        _settle(page)
+        expect(box).to_have_value(kept, timeout=30_000)
+    expect(page).to_have_url(re.compile(r"batch=2\b"), timeout=30_000)
+    expect(page).to_have_url(re.compile(r"ctx=37\b"), timeout=30_000)
+    notes = page.locator("[data-testid=stSidebar] [data-testid=stAlertContentWarning]")
+    expect(notes).to_have_count(0, timeout=30_000)
     no_exception(page)
