@@ -364,10 +364,24 @@ def test_unexpected_failure_is_an_error_not_a_traceback(monkeypatch):
     assert any("RuntimeError: kernel exploded" in e.value for e in at.error)
 
 
-def test_queued_session_is_told_and_then_runs():
+def _release_once_waited_for(monkeypatch, lock) -> None:
+    """Make the holder of ``lock`` let go only once the page blocks on it, so a test
+    does not race with how long the page takes to get there (seconds on a GPU host,
+    where a fixed timer let go before the click and nothing was queued)."""
+    take = lock.acquire
+
+    def acquire(blocking=True, owner=None):
+        if blocking and lock.locked():
+            threading.Timer(0.2, lock.release).start()
+        return take(blocking, owner)
+
+    monkeypatch.setattr(lock, "acquire", acquire)
+
+
+def test_queued_session_is_told_and_then_runs(monkeypatch):
     lock = bench_ui.run_lock()
     lock.acquire()
-    threading.Timer(1.0, lock.release).start()
+    _release_once_waited_for(monkeypatch, lock)
     at = open_app(TINY, page=BENCH, timeout=120)
     at.button(key="bench_run").click().run()
     assert_clean(at)
@@ -454,7 +468,7 @@ def test_second_click_while_this_sessions_run_finishes_is_not_another_session(mo
     monkeypatch.setattr(bench_ui, "session_id", lambda: "this tab")
     lock = bench_ui.run_lock()
     assert lock.acquire(owner="this tab")  # the first click's run, still timing
-    threading.Timer(1.0, lock.release).start()
+    _release_once_waited_for(monkeypatch, lock)
     at = open_app(TINY, page=BENCH, timeout=120)
     at.button(key="bench_run").click().run()
     assert_clean(at)
