@@ -34,8 +34,8 @@ import numpy as np
 import pandas as pd
 
 from .app_state import (
-    CPU_MAX_ITERS, CPU_MAX_WARMUP, CPU_MAX_WORK, CPU_WORK_RULE, MAX_BATCH, MAX_CONTEXT, cpu_work, cpu_work_detail,
-    count, cpu_work_levers, join_or,
+    CPU_MAX_ITERS, CPU_MAX_WARMUP, CPU_MAX_WORK, CPU_WORK_RULE, MAX_BATCH, MAX_CONTEXT, MAX_HEAD_DIM, MAX_HEADS,
+    count, cpu_work, cpu_work_detail, cpu_work_levers, join_or,
 )
 from .config import DecodeConfig
 from .implementations import LABELS
@@ -54,8 +54,8 @@ AXIS_LIMITS: dict[str, tuple[int, int]] = {
     "context_len": (1, MAX_CONTEXT),
     "batch_size": (1, MAX_BATCH),
     "block_size": (1, 256),
-    "num_kv_heads": (1, 256),
-    "head_dim": (1, 512),
+    "num_kv_heads": (1, MAX_HEADS),
+    "head_dim": (1, MAX_HEAD_DIM),
 }
 SPACINGS: tuple[str, ...] = ("log", "linear")
 MAX_POINTS = 12
