@@ -37,8 +37,6 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, nargs="+", default=[1, 32])
     p.add_argument("--context", type=int, nargs="+", default=[32768, 2048])
     p.add_argument("--replays", type=int, default=20)
-    p.add_argument("--wave-skew", type=int, default=None)
-    p.add_argument("--merge-program", type=int, default=None, choices=[0, 1])
     p.add_argument("--out")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
@@ -50,17 +48,11 @@ def main(argv=None) -> int:
         cfg = DecodeConfig(batch_size=batch, context_lens=context, num_heads=32, num_kv_heads=8, head_dim=128,
                            block_size=16, dtype="float16", device="cuda", block_layout="shuffled")
         inputs = build_decode_inputs(cfg)
-        over = {}
-        if args.merge_program is not None:
-            over["merge_program"] = bool(args.merge_program)
-        if args.wave_skew is not None:
-            over["wave_skew"] = args.wave_skew
-        plan = plan_launch(check_decode_args(*inputs.args()), dev, torch.float16, **over)
-        merge_programs = plan.num_splits > 1 and plan.fused_merge and plan.merge_program
-        programs = cfg.num_kv_heads * (plan.num_splits + merge_programs) * batch
+        plan = plan_launch(check_decode_args(*inputs.args()), dev, torch.float16)
+        programs = cfg.num_kv_heads * plan.num_splits * batch
         timeline = torch.zeros(programs, 4, dtype=torch.int64, device=dev)
-        traced = prepare_triton_decode(*inputs.args(), timeline=timeline, **over)
-        plain_ms = gpu_time(prepare_triton_decode(*inputs.args(), **over), device=dev, flush=flush)
+        traced = prepare_triton_decode(*inputs.args(), timeline=timeline)
+        plain_ms = gpu_time(prepare_triton_decode(*inputs.args()), device=dev, flush=flush)
         traced_ms = gpu_time(traced, device=dev, flush=flush)
         records = torch.zeros(args.replays, programs, 4, dtype=torch.int64, device=dev)
         stream = torch.cuda.Stream(dev)
@@ -76,10 +68,7 @@ def main(argv=None) -> int:
         torch.cuda.current_stream(dev).wait_stream(stream)
         graph.replay()
         torch.cuda.synchronize()
-        splits_dim = plan.num_splits + merge_programs
-        split_of = (torch.arange(programs) // cfg.num_kv_heads) % splits_dim
-        worker = split_of < plan.num_splits  # not a merge program
-        spans, spreads, slowest, merges, loops, last_loops = [], [], [], [], [], []
+        spans, spreads, slowest, merges, loops = [], [], [], [], []
         for i in range(args.replays):
             r = records[i].double().cpu()
             start, loop_end, end = r[:, 0], r[:, 1], r[:, 2]
@@ -87,26 +76,23 @@ def main(argv=None) -> int:
             spans.append(float(end.max() - t0) / 1e3)
             spreads.append(float(start.max() - t0) / 1e3)
             slowest.append(float((end - start).max()) / 1e3)
-            loops.append(float((loop_end - t0)[worker].median()) / 1e3)
-            last_loops.append(float((loop_end - t0)[worker].max()) / 1e3)
-            merges.append(float(end.max() - loop_end[worker].max()) / 1e3)
+            loops.append(float((loop_end - start).median()) / 1e3)
+            merges.append(float((end - loop_end).max()) / 1e3)
             if i == args.replays - 1:
                 for pid in range(programs):
                     rows.append(dict(batch=batch, context=context, program=pid, sm=int(r[pid, 3]),
-                                     merge_program=not bool(worker[pid]),
                                      start_us=float(start[pid] - t0) / 1e3, loop_end_us=float(loop_end[pid] - t0) / 1e3,
                                      end_us=float(end[pid] - t0) / 1e3))
         per_sm = pd.Series([int(x) for x in records[-1][:, 3].cpu()]).value_counts()
         med = statistics.median
         nbytes = cfg.decode_bytes()
-        print(f"B={batch} ctx={context}: {programs} programs (splits {plan.num_splits}, block_n {plan.block_n}, "
-              f"skew {plan.skew} from split {plan.long_splits}, merge programs {bool(merge_programs)}) "
+        print(f"B={batch} ctx={context}: {programs} programs (splits {plan.num_splits}, block_n {plan.block_n}) "
               f"on {len(per_sm)} SMs, {per_sm.min()}..{per_sm.max()} per SM; {nbytes / 1e6:.1f} MB")
         print(f"  graph time per call: {plain_ms * 1e3:.1f} us plain, {traced_ms * 1e3:.1f} us traced")
         print(f"  inside the kernel (median of {args.replays}): span {med(spans):.1f} us "
               f"(= {nbytes / med(spans) / 1e3:.0f} GB/s), starts spread over {med(spreads):.1f} us, "
-              f"slowest program {med(slowest):.1f} us, tile loops end at {med(loops):.1f} us (median) "
-              f"and {med(last_loops):.1f} us (last), then {med(merges):.2f} us to the end")
+              f"slowest program {med(slowest):.1f} us, median tile loop {med(loops):.1f} us, "
+              f"longest merge/epilogue {med(merges):.2f} us")
         print(f"  outside the programs: {traced_ms * 1e3 - med(spans):.1f} us of the call", flush=True)
         del inputs, traced, graph, records
         torch.cuda.empty_cache()

@@ -48,10 +48,6 @@ def main(argv=None) -> int:
                    help="1: merge splits in the decode kernel; 0: in a second kernel")
     p.add_argument("--kv-heads-first", type=int, nargs="+", default=[1], choices=[0, 1],
                    help="grid order: 1: (kv_heads, splits, batch); 0: (splits, kv_heads, batch)")
-    p.add_argument("--wave-skew", type=int, nargs="+", default=[0],
-                   help="blocks fewer for the splits launched second on their SM")
-    p.add_argument("--merge-program", type=int, nargs="+", default=[0], choices=[0, 1],
-                   help="1: an extra program per (sequence, KV head) merges the splits as they finish")
     p.add_argument("--ragged", nargs="+", default=[], metavar="BATCH:MAX",
                    help="extra ragged batches: BATCH lengths spread over 1..MAX (e.g. 16:32768)")
     p.add_argument("--out")
@@ -88,10 +84,9 @@ def main(argv=None) -> int:
         auto = plan_launch(shape, dev, cfg.torch_dtype)
         default = measure()
         grid = [measure(num_splits=s or None, block_n=b, num_warps=w, num_stages=st, fused_merge=bool(f),
-                        kv_heads_first=bool(h), merge_program=bool(m), wave_skew=e)
-                for s, b, w, st, f, h, e, m in itertools.product(
-                    args.splits, args.block_n, args.warps, args.stages, args.fused_merge, args.kv_heads_first,
-                    args.wave_skew, args.merge_program)]
+                        kv_heads_first=bool(h))
+                for s, b, w, st, f, h in itertools.product(args.splits, args.block_n, args.warps, args.stages,
+                                                           args.fused_merge, args.kv_heads_first)]
         rows += [dict(default, default=True)] + grid
         good = sorted((r for r in grid if "gpu_ms" in r and r["correct"]), key=lambda r: r["gpu_ms"])
         print(f"{kind:6s} B={batch:4d} ctx={base['context']:6d} bs={cfg.block_size:3d}: default (splits={auto.num_splits} "
@@ -100,8 +95,7 @@ def main(argv=None) -> int:
         for r in good[:4]:
             print(f"    {r['gpu_ms']:.4f} ms {r['gbps']:.0f} GB/s splits={r['num_splits']} block_n={r['block_n']} "
                   f"warps={r['num_warps']} stages={r['num_stages']} fused={r['fused_merge']} "
-                  f"kv_heads_first={r['kv_heads_first']} wave_skew={r['wave_skew']} "
-                  f"merge_program={r['merge_program']}", flush=True)
+                  f"kv_heads_first={r['kv_heads_first']}", flush=True)
         bad = [r for r in grid if "gpu_ms" in r and not r["correct"]]
         if bad:
             print(f"    INCORRECT in {len(bad)} combinations, e.g. {bad[0]}", flush=True)

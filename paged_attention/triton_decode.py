@@ -46,35 +46,27 @@ LOG2E = 1.4426950408889634
 
 
 @triton.jit
-def _load_kv(
-    k_head, v_head, physical, slot, mask, dims, dim_mask,
-    stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd, EVEN_D: tl.constexpr,
+def _attend_tile(
+    q, m_i, l_i, acc, k_head, v_head, physical, slot, valid, dims, dim_mask, scale_log2e,
+    stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd,
+    EVEN_D: tl.constexpr, FP32_DOT: tl.constexpr,
 ):
-    """Load the K and V rows of a tile of tokens (``[tokens, HEAD_DIM_PAD]`` each).
+    """One online-softmax step over a tile of tokens for a group of query heads.
 
-    ``physical`` and ``slot`` locate each token (int64 block ids, so block * stride
-    cannot overflow); masked tokens read as zeros.
+    ``physical`` and ``slot`` locate each token of the tile (int64 block ids, so
+    block * stride cannot overflow); ``valid`` masks tokens past the context or the
+    block. Returns the updated running max ``m_i`` (log2 units), normalizer ``l_i``
+    and unnormalised output ``acc``.
     """
     if EVEN_D:
-        kv_mask = mask[:, None]  # constant along head_dim: keeps 16-byte loads
+        kv_mask = valid[:, None]  # constant along head_dim: keeps 16-byte loads
     else:
-        kv_mask = mask[:, None] & dim_mask[None, :]
+        kv_mask = valid[:, None] & dim_mask[None, :]
     # Issue the V load next to the K load so both are in flight together.
     k = tl.load(k_head + (physical * stride_kb + slot * stride_ks)[:, None] + dims[None, :] * stride_kd,
                 mask=kv_mask, other=0.0)
     v = tl.load(v_head + (physical * stride_vb + slot * stride_vs)[:, None] + dims[None, :] * stride_vd,
                 mask=kv_mask, other=0.0)
-    return k, v
-
-
-@triton.jit
-def _attend(q, m_i, l_i, acc, k, v, valid, scale_log2e, FP32_DOT: tl.constexpr):
-    """One online-softmax step over a loaded tile for a group of query heads.
-
-    ``valid`` masks tokens past the context or the block. Returns the updated
-    running max ``m_i`` (log2 units), normalizer ``l_i`` and unnormalised output
-    ``acc``.
-    """
     if FP32_DOT:
         scores = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision="ieee")
     else:
@@ -96,20 +88,8 @@ def _attend(q, m_i, l_i, acc, k, v, valid, scale_log2e, FP32_DOT: tl.constexpr):
 
 
 @triton.jit
-def _attend_tile(
-    q, m_i, l_i, acc, k_head, v_head, physical, slot, valid, dims, dim_mask, scale_log2e,
-    stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd,
-    EVEN_D: tl.constexpr, FP32_DOT: tl.constexpr,
-):
-    """Load a tile of tokens (masked by ``valid``) and take its online-softmax step."""
-    k, v = _load_kv(k_head, v_head, physical, slot, valid, dims, dim_mask,
-                    stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd, EVEN_D)
-    return _attend(q, m_i, l_i, acc, k, v, valid, scale_log2e, FP32_DOT)
-
-
-@triton.jit
 def _paged_decode_kernel(
-    out_ptr, part_ml_ptr, part_acc_ptr, sync_ptr, timeline_ptr,
+    out_ptr, part_ml_ptr, part_acc_ptr, counter_ptr, timeline_ptr,
     q_ptr, k_ptr, v_ptr, block_tables_ptr, context_lens_ptr,
     scale_log2e,
     stride_qb, stride_qh, stride_qd,
@@ -117,14 +97,13 @@ def _paged_decode_kernel(
     stride_vb, stride_vs, stride_vh, stride_vd,
     stride_tb,
     stride_ob, stride_oh, stride_od,
-    blocks_per_split, max_splits, long_splits, skew,
+    blocks_per_split, max_splits,
     QUERY_GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
     HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, BLOCKS_PER_TILE: tl.constexpr, SLOTS_PER_TILE: tl.constexpr,
     SUBTILES: tl.constexpr, SPLIT: tl.constexpr, FP32_DOT: tl.constexpr, EVEN_D: tl.constexpr,
     FUSED_MERGE: tl.constexpr, GROUP_POW2: tl.constexpr, MERGE_CHUNK: tl.constexpr,
-    KV_HEADS_FIRST: tl.constexpr, MERGE_PROGRAM: tl.constexpr,
-    SPLITS_POW2: tl.constexpr, TIMELINE: tl.constexpr,
+    KV_HEADS_FIRST: tl.constexpr, TIMELINE: tl.constexpr,
 ):
     if TIMELINE:
         t_start = _globaltimer()
@@ -140,45 +119,10 @@ def _paged_decode_kernel(
         kv_head = tl.program_id(1)
         num_kv_heads = tl.num_programs(1)
     seq = tl.program_id(2).to(tl.int64)
-    # Rows of the partial buffers: part_ml[seq, head, split, 0:2] = (max, sum) in
-    # log2 units, part_acc[seq, head, split, :] = unnormalised weighted sum of V.
-    group_first_row = (seq * (QUERY_GROUP * num_kv_heads) + kv_head * QUERY_GROUP) * max_splits
-    group_out = out_ptr + seq * stride_ob + (kv_head * QUERY_GROUP) * stride_oh
 
-    if MERGE_PROGRAM:
-        if split == max_splits:
-            # One extra program per (sequence, KV head) folds in the splits' partial
-            # results as they arrive; see _merge_arrivals.
-            # (With one active split, that split writes the output itself.)
-            context_len = tl.load(context_lens_ptr + seq)
-            active = _active_splits(tl.cdiv(context_len, BLOCK_SIZE), blocks_per_split, long_splits, skew, max_splits)
-            if active > 1:
-                t_fold = _merge_arrivals(
-                    group_out, stride_oh, stride_od, part_ml_ptr, part_acc_ptr, group_first_row, max_splits,
-                    active, sync_ptr + (seq * num_kv_heads + kv_head) * max_splits,
-                    QUERY_GROUP, GROUP_POW2, HEAD_DIM, HEAD_DIM_PAD, SPLITS_POW2, TIMELINE,
-                )
-                if TIMELINE:
-                    _record_timeline(timeline_ptr, t_start, t_fold)
-            return
-
-    table_row = block_tables_ptr + seq * stride_tb
-    k_head = k_ptr + kv_head.to(tl.int64) * stride_kh
-    v_head = v_ptr + kv_head.to(tl.int64) * stride_vh
-    # Splits from long_splits on cover skew blocks fewer (see LaunchPlan.skew).
-    first_block = split * blocks_per_split - tl.maximum(split - long_splits, 0) * skew
-    split_blocks = blocks_per_split - tl.where(split >= long_splits, skew, 0)
-    dims = tl.arange(0, HEAD_DIM_PAD)
-    if EVEN_D:
-        dim_mask = dims < HEAD_DIM_PAD  # all true; keeps every mask constant along head_dim
-    else:
-        dim_mask = dims < HEAD_DIM
-    # A tile is BLOCKS_PER_TILE blocks x SLOTS_PER_TILE slots of tokens, flattened.
-    n = tl.arange(0, BLOCKS_PER_TILE * SLOTS_PER_TILE)
-    tile_block = n // SLOTS_PER_TILE
-    tile_slot = n % SLOTS_PER_TILE
     context_len = tl.load(context_lens_ptr + seq)
     needed_blocks = tl.cdiv(context_len, BLOCK_SIZE)
+    first_block = split * blocks_per_split
     if SPLIT:
         if FUSED_MERGE:
             # Split 0 always runs, so an empty row still gets its zeros written.
@@ -186,11 +130,16 @@ def _paged_decode_kernel(
                 return  # past the context: not counted in this row's active splits
         elif first_block >= needed_blocks:
             return  # this split lies past the context; the merge never reads it
-    last_block = tl.minimum(first_block + split_blocks, needed_blocks)
+    last_block = tl.minimum(first_block + blocks_per_split, needed_blocks)
 
     group = tl.arange(0, GROUP_PAD)
     heads = kv_head * QUERY_GROUP + group
     group_mask = group < QUERY_GROUP
+    dims = tl.arange(0, HEAD_DIM_PAD)
+    if EVEN_D:
+        dim_mask = dims < HEAD_DIM_PAD  # all true; keeps every mask constant along head_dim
+    else:
+        dim_mask = dims < HEAD_DIM
     q = tl.load(
         q_ptr + seq * stride_qb + heads[:, None] * stride_qh + dims[None, :] * stride_qd,
         mask=group_mask[:, None] & dim_mask[None, :],
@@ -200,6 +149,15 @@ def _paged_decode_kernel(
     m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
     l_i = tl.zeros([GROUP_PAD], tl.float32)
     acc = tl.zeros([GROUP_PAD, HEAD_DIM_PAD], tl.float32)
+
+    table_row = block_tables_ptr + seq * stride_tb
+    k_head = k_ptr + kv_head.to(tl.int64) * stride_kh
+    v_head = v_ptr + kv_head.to(tl.int64) * stride_vh
+    # A tile is BLOCKS_PER_TILE blocks x SLOTS_PER_TILE slots of tokens, flattened.
+    n = tl.arange(0, BLOCKS_PER_TILE * SLOTS_PER_TILE)
+    tile_block = n // SLOTS_PER_TILE
+    tile_slot = n % SLOTS_PER_TILE
+
     if BLOCKS_PER_TILE == 1:
         # Blocks at least as large as a tile: SUBTILES tiles walk each block, and the
         # block's table entry is one scalar load (an L1 hit after the first subtile).
@@ -230,70 +188,46 @@ def _paged_decode_kernel(
 
     if TIMELINE:
         t_loop = _globaltimer()
+    out_rows = out_ptr + seq * stride_ob + heads[:, None] * stride_oh + dims[None, :] * stride_od
     out_mask = group_mask[:, None] & dim_mask[None, :]
-    # Splits of this row that hold at least one block (the others returned above);
-    # a context longer than the plan covers is cut at max_splits.
-    active = tl.maximum(_active_splits(needed_blocks, blocks_per_split, long_splits, skew, max_splits), 1)
+    # Splits of this row that hold at least one block (the others returned above).
+    active = tl.maximum(tl.cdiv(needed_blocks, blocks_per_split), 1)
     if SPLIT and (not FUSED_MERGE or active > 1):
-        base = group_first_row + group * max_splits + split
+        # Partial results: part_ml[seq, head, split, 0:2] = (max, sum) in log2 units,
+        # part_acc[seq, head, split, :] = unnormalised weighted sum of V.
+        base = (seq * (QUERY_GROUP * num_kv_heads) + heads) * max_splits + split
         tl.store(part_ml_ptr + base * 2, m_i, mask=group_mask)
         tl.store(part_ml_ptr + base * 2 + 1, l_i, mask=group_mask)
         tl.store(part_acc_ptr + base[:, None] * HEAD_DIM_PAD + dims[None, :], acc, mask=out_mask)
         if FUSED_MERGE:
-            # The barrier orders every thread's stores before the release below.
+            # The last split of this (sequence, KV head) to finish merges all of them,
+            # so no second kernel is launched. The barrier orders every thread's
+            # stores before the counter's release; the acquire orders the counter
+            # before the loads of the other splits' partials (read through L2).
             tl.debug_barrier()
-            if MERGE_PROGRAM:
-                # Tell this (sequence, KV head)'s merge program that the partial is in.
-                tl.atomic_xchg(sync_ptr + (seq * num_kv_heads + kv_head) * max_splits + split, 1,
-                               sem="release", scope="gpu")
-            else:
-                # The last split of this (sequence, KV head) to finish merges all of
-                # them, so no second kernel is launched. The acquire orders the
-                # counter before the loads of the other splits' partials (read
-                # through L2).
-                counter = sync_ptr + seq * num_kv_heads + kv_head
-                finished = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
-                if finished == active - 1:
-                    tl.debug_barrier()
-                    _merge_group(
-                        group_out, stride_oh, stride_od, part_ml_ptr, part_acc_ptr, group_first_row,
-                        max_splits, active,
-                        QUERY_GROUP, GROUP_POW2, HEAD_DIM, HEAD_DIM_PAD, MERGE_CHUNK,
-                    )
-                    tl.atomic_xchg(counter, 0)  # ready for the next launch (and graph replay)
+            counter = counter_ptr + seq * num_kv_heads + kv_head
+            finished = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
+            if finished == active - 1:
+                tl.debug_barrier()
+                _merge_group(
+                    out_ptr + seq * stride_ob + (kv_head * QUERY_GROUP) * stride_oh, stride_oh, stride_od,
+                    part_ml_ptr, part_acc_ptr, (seq * (QUERY_GROUP * num_kv_heads) + kv_head * QUERY_GROUP) * max_splits,
+                    max_splits, active,
+                    QUERY_GROUP, GROUP_POW2, HEAD_DIM, HEAD_DIM_PAD, MERGE_CHUNK,
+                )
+                tl.atomic_xchg(counter, 0)  # ready for the next launch (and graph replay)
     else:
         out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
-        tl.store(group_out + group[:, None] * stride_oh + dims[None, :] * stride_od,
-                 out.to(out_ptr.dtype.element_ty), mask=out_mask)
+        tl.store(out_rows, out.to(out_ptr.dtype.element_ty), mask=out_mask)
     if TIMELINE:
-        _record_timeline(timeline_ptr, t_start, t_loop)
-
-
-@triton.jit
-def _active_splits(needed_blocks, blocks_per_split, long_splits, skew, max_splits):
-    """Splits of a row that hold at least one of its ``needed_blocks`` blocks: the
-    first ``long_splits`` cover ``blocks_per_split`` blocks each, the others ``skew``
-    fewer. A context longer than the plan covers is cut at ``max_splits``."""
-    long_cover = long_splits * blocks_per_split
-    active = tl.where(
-        needed_blocks <= long_cover,
-        tl.cdiv(needed_blocks, blocks_per_split),
-        long_splits + tl.cdiv(tl.maximum(needed_blocks - long_cover, 0), blocks_per_split - skew),
-    )
-    return tl.minimum(active, max_splits)
-
-
-@triton.jit
-def _record_timeline(timeline_ptr, t_start, t_loop):
-    """Benchmarks only (benchmarks/timeline.py): this program's start, end of its
-    tile loop (a merge program: start of its last fold), end, and SM, in launch
-    order."""
-    pid = tl.program_id(0) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
-    record = timeline_ptr + pid.to(tl.int64) * 4
-    tl.store(record, t_start)
-    tl.store(record + 1, t_loop)
-    tl.store(record + 2, _globaltimer())
-    tl.store(record + 3, _smid().to(tl.int64))
+        # Benchmarks only (benchmarks/timeline.py): start, end of the tile loop, end,
+        # and the SM, per program, in launch order.
+        pid = tl.program_id(0) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
+        record = timeline_ptr + pid.to(tl.int64) * 4
+        tl.store(record, t_start)
+        tl.store(record + 1, t_loop)
+        tl.store(record + 2, _globaltimer())
+        tl.store(record + 3, _smid().to(tl.int64))
 
 
 @triton.jit
@@ -309,33 +243,6 @@ def _smid():
 
 
 @triton.jit
-def _fold_partials(m_run, total, acc, part_ml_ptr, part_acc_ptr, r, ok, dims, HEAD_DIM_PAD: tl.constexpr):
-    """Fold the partial ``(max, sum, acc)`` rows ``r`` (``[group, splits]``, masked by
-    ``ok``) into the running ``m_run``, ``total`` and ``acc`` of a group of query
-    heads, rescaling as the online softmax does. Loads bypass L1 (``.cg``): other
-    programs wrote the partials during this launch."""
-    m_c = tl.load(part_ml_ptr + r * 2, mask=ok, other=float("-inf"), cache_modifier=".cg")
-    l_c = tl.load(part_ml_ptr + r * 2 + 1, mask=ok, other=0.0, cache_modifier=".cg")
-    a = tl.load(part_acc_ptr + r[:, :, None] * HEAD_DIM_PAD + dims[None, None, :],
-                mask=ok[:, :, None], other=0.0, cache_modifier=".cg")
-    m_new = tl.maximum(m_run, tl.max(m_c, 1))
-    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-    alpha = tl.math.exp2(m_run - m_safe)
-    w = tl.math.exp2(m_c - m_safe[:, None])
-    total = total * alpha + tl.sum(w * l_c, 1)
-    acc = acc * alpha[:, None] + tl.sum(a * w[:, :, None], 1)
-    return m_new, total, acc
-
-
-@triton.jit
-def _store_group(out_ptr, stride_oh, stride_od, g, g_ok, dims, total, acc, HEAD_DIM: tl.constexpr):
-    """Normalise a group's merged ``acc`` by ``total`` and store its output rows."""
-    out = acc / tl.where(total > 0, total, 1.0)[:, None]
-    tl.store(out_ptr + g[:, None] * stride_oh + dims[None, :] * stride_od,
-             out.to(out_ptr.dtype.element_ty), mask=g_ok[:, None] & (dims[None, :] < HEAD_DIM))
-
-
-@triton.jit
 def _merge_group(
     out_ptr, stride_oh, stride_od, part_ml_ptr, part_acc_ptr, first_row, max_splits, num_splits,
     QUERY_GROUP: tl.constexpr, GROUP_POW2: tl.constexpr, HEAD_DIM: tl.constexpr,
@@ -346,7 +253,9 @@ def _merge_group(
 
     ``out_ptr`` points at the group's first output row; ``first_row`` is the
     partial-buffer row of the group's first head at split 0 (head ``g`` of the group
-    is ``g * max_splits`` rows further). ``MERGE_CHUNK`` splits are read at a time.
+    is ``g * max_splits`` rows further). ``MERGE_CHUNK`` splits are read at a time and
+    folded in with the same rescaling as the online softmax. Loads bypass L1
+    (``.cg``): other programs wrote the partials during this launch.
     """
     g = tl.arange(0, GROUP_POW2)
     g_ok = g < QUERY_GROUP
@@ -359,51 +268,20 @@ def _merge_group(
     for start in range(0, num_splits, MERGE_CHUNK):
         r = rows[:, None] + (start + c)[None, :]  # [GROUP_POW2, MERGE_CHUNK]
         ok = g_ok[:, None] & ((start + c)[None, :] < num_splits)
-        m_run, total, acc = _fold_partials(m_run, total, acc, part_ml_ptr, part_acc_ptr, r, ok, dims, HEAD_DIM_PAD)
-    _store_group(out_ptr, stride_oh, stride_od, g, g_ok, dims, total, acc, HEAD_DIM)
-
-
-@triton.jit
-def _merge_arrivals(
-    out_ptr, stride_oh, stride_od, part_ml_ptr, part_acc_ptr, first_row, max_splits, num_splits, flags_ptr,
-    QUERY_GROUP: tl.constexpr, GROUP_POW2: tl.constexpr, HEAD_DIM: tl.constexpr,
-    HEAD_DIM_PAD: tl.constexpr, SPLITS_POW2: tl.constexpr, TIMELINE: tl.constexpr,
-):
-    """The merge program of one (sequence, KV head): poll the ``num_splits`` arrival
-    flags at ``flags_ptr`` and fold in each split's partial as soon as its flag is
-    set, so when the slowest split finishes only its own partial is left to read.
-    Then store the group's output rows and clear the flags for the next launch.
-
-    A merge program waits on others, so the launch must never let merge programs
-    fill every slot on the GPU while splits wait to start (``prepare_triton_decode``
-    allows fewer merge programs than SMs, and they come after their splits in launch
-    order). Returns the global time of its last fold when ``TIMELINE``, else 0.
-    """
-    g = tl.arange(0, GROUP_POW2)
-    g_ok = g < QUERY_GROUP
-    rows = first_row + g.to(tl.int64) * max_splits
-    dims = tl.arange(0, HEAD_DIM_PAD)
-    s = tl.arange(0, SPLITS_POW2)
-    m_run = tl.full([GROUP_POW2], float("-inf"), tl.float32)
-    total = tl.zeros([GROUP_POW2], tl.float32)
-    acc = tl.zeros([GROUP_POW2, HEAD_DIM_PAD], tl.float32)
-    pending = s < num_splits
-    t_fold = tl.zeros([], tl.int64)
-    while tl.max(pending.to(tl.int32), 0) > 0:
-        # The acquire orders the flag before the loads of that split's partial.
-        arrived = tl.atomic_add(flags_ptr + s, 0, mask=pending, sem="acquire", scope="gpu")
-        new = pending & (arrived != 0)
-        if tl.max(new.to(tl.int32), 0) > 0:
-            tl.debug_barrier()
-            if TIMELINE:
-                t_fold = _globaltimer()
-            r = rows[:, None] + s[None, :]
-            m_run, total, acc = _fold_partials(m_run, total, acc, part_ml_ptr, part_acc_ptr, r,
-                                               g_ok[:, None] & new[None, :], dims, HEAD_DIM_PAD)
-            pending = pending & (arrived == 0)
-    _store_group(out_ptr, stride_oh, stride_od, g, g_ok, dims, total, acc, HEAD_DIM)
-    tl.store(flags_ptr + s, tl.zeros([SPLITS_POW2], tl.int32), mask=s < num_splits)
-    return t_fold
+        m_c = tl.load(part_ml_ptr + r * 2, mask=ok, other=float("-inf"), cache_modifier=".cg")
+        l_c = tl.load(part_ml_ptr + r * 2 + 1, mask=ok, other=0.0, cache_modifier=".cg")
+        a = tl.load(part_acc_ptr + r[:, :, None] * HEAD_DIM_PAD + dims[None, None, :],
+                    mask=ok[:, :, None], other=0.0, cache_modifier=".cg")
+        m_new = tl.maximum(m_run, tl.max(m_c, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.math.exp2(m_run - m_safe)
+        w = tl.math.exp2(m_c - m_safe[:, None])
+        total = total * alpha + tl.sum(w * l_c, 1)
+        acc = acc * alpha[:, None] + tl.sum(a * w[:, :, None], 1)
+        m_run = m_new
+    out = acc / tl.where(total > 0, total, 1.0)[:, None]
+    tl.store(out_ptr + g[:, None] * stride_oh + dims[None, :] * stride_od,
+             out.to(out_ptr.dtype.element_ty), mask=g_ok[:, None] & (dims[None, :] < HEAD_DIM))
 
 
 @triton.jit
@@ -555,15 +433,6 @@ class LaunchPlan:
     kv_heads_first : bool
         Grid order ``(kv_heads, splits, batch)`` rather than ``(splits, kv_heads,
         batch)``: the programs that share blocks launch together.
-    skew, long_splits : int
-        With ``skew > 0`` (fused merge only), splits from ``long_splits`` on cover
-        ``skew`` blocks fewer than ``blocks_per_split``: with about two programs per
-        SM, the programs launched second on an SM stream more slowly, so they get
-        less work.
-    merge_program : bool
-        With splits and ``fused_merge``: one extra program per (sequence, KV head)
-        folds in the partial results as the splits finish, instead of the last
-        split merging them all.
     """
 
     block_n: int
@@ -577,16 +446,6 @@ class LaunchPlan:
     block_size: int
     fused_merge: bool = True
     kv_heads_first: bool = True
-    merge_program: bool = False
-    skew: int = 0
-    long_splits: int = 0
-
-    @property
-    def covered_blocks(self) -> int:
-        """Logical blocks per sequence that the splits cover together."""
-        if self.skew:
-            return self.num_splits * self.blocks_per_split - (self.num_splits - self.long_splits) * self.skew
-        return self.num_splits * self.blocks_per_split
 
     @property
     def tokens_per_split(self) -> int:
@@ -661,8 +520,6 @@ def plan_launch(
     num_stages: int | None = None,
     fused_merge: bool | None = None,
     kv_heads_first: bool | None = None,
-    merge_program: bool | None = None,
-    wave_skew: int | None = None,
 ) -> LaunchPlan:
     """Pick the tile, split count and launch options for one decode call.
 
@@ -689,11 +546,8 @@ def plan_launch(
         Override the heuristic (benchmarks use this to sweep).
     fused_merge : bool, optional
         Merge splits in the decode kernel (default) or in a second kernel.
-    kv_heads_first, merge_program : bool, optional
-        See :class:`LaunchPlan`.
-    wave_skew : int, optional
-        Blocks fewer for the splits launched in the second wave (``skew`` of
-        :class:`LaunchPlan`); 0 for equal splits.
+    kv_heads_first : bool, optional
+        Grid order (see :class:`LaunchPlan`).
 
     Returns
     -------
@@ -704,25 +558,16 @@ def plan_launch(
     ValueError
         If an override is not a positive whole number (``num_splits``,
         ``num_stages``), not a power of two (``block_n`` at least 16, ``num_warps``
-        1 to 16), or not a bool (``fused_merge``, ``kv_heads_first``,
-        ``merge_program``).
+        1 to 16), or not a bool (``fused_merge``, ``kv_heads_first``).
     """
     _check_plan_overrides(num_splits=num_splits, block_n=block_n, num_warps=num_warps, num_stages=num_stages,
-                          fused_merge=fused_merge, kv_heads_first=kv_heads_first,
-                          merge_program=merge_program)
-    if wave_skew is not None and (isinstance(wave_skew, bool) or not isinstance(wave_skew, int) or wave_skew < 0):
-        raise ValueError(f"wave_skew must be a whole number of blocks, 0 or more; got {wave_skew!r}")
+                          fused_merge=fused_merge, kv_heads_first=kv_heads_first)
     max_blocks = max(1, -(-shape.max_context_len // shape.block_size))
     if num_splits is None:
         num_splits = choose_num_splits(shape.context_lens, shape.num_kv_heads, _num_sms(device), shape.block_size)
     num_splits = max(1, min(int(num_splits), max_blocks))
     blocks_per_split = -(-max_blocks // num_splits)
     num_splits = -(-max_blocks // blocks_per_split)
-    skew = long_splits = 0
-    if wave_skew and num_splits > 1 and fused_merge is not False:
-        long_splits = max(1, min(num_splits - 1, _num_sms(device) // shape.num_kv_heads))
-        blocks_per_split = -(-(max_blocks + (num_splits - long_splits) * wave_skew) // num_splits)
-        skew = min(wave_skew, blocks_per_split - 1)
 
     head_dim_pad = max(16, _next_pow2(shape.head_dim))
     element_size = torch.empty((), dtype=dtype).element_size()
@@ -766,9 +611,6 @@ def plan_launch(
         block_size=shape.block_size,
         fused_merge=True if fused_merge is None else bool(fused_merge),
         kv_heads_first=True if kv_heads_first is None else bool(kv_heads_first),
-        merge_program=False if merge_program is None else merge_program,
-        skew=skew,
-        long_splits=long_splits,
     )
 
 
@@ -777,7 +619,7 @@ def _check_plan_overrides(**overrides) -> None:
     for name, value in overrides.items():
         if value is None:
             continue
-        if name in ("fused_merge", "kv_heads_first", "merge_program"):
+        if name in ("fused_merge", "kv_heads_first"):
             if not isinstance(value, bool):
                 raise ValueError(f"{name} must be True or False; got {value!r}")
             continue
@@ -794,9 +636,9 @@ def _check_plan_fits(plan: LaunchPlan, shape: DecodeShape) -> None:
     if plan.block_size != shape.block_size:
         raise ValueError(f"the launch plan is for block_size {plan.block_size}, the cache has {shape.block_size}")
     needed = -(-shape.max_context_len // shape.block_size)
-    if plan.covered_blocks < needed:
+    if plan.num_splits * plan.blocks_per_split < needed:
         raise ValueError(
-            f"the launch plan covers {plan.covered_blocks} blocks per sequence "
+            f"the launch plan covers {plan.num_splits * plan.blocks_per_split} blocks per sequence "
             f"({plan.num_splits} splits of {plan.blocks_per_split}); the longest context needs {needed}"
         )
 
@@ -842,8 +684,7 @@ def prepare_triton_decode(
         (``benchmarks/timeline.py``). Untouched when every context is empty.
     **plan_overrides
         ``num_splits``, ``block_n``, ``num_warps``, ``num_stages``, ``fused_merge``,
-        ``kv_heads_first``, ``merge_program``, ``wave_skew`` for
-        :func:`plan_launch` (not with ``plan``).
+        ``kv_heads_first`` for :func:`plan_launch` (not with ``plan``).
 
     Returns
     -------
@@ -899,24 +740,13 @@ def prepare_triton_decode(
     else:
         part_ml = part_acc = out  # unused
     fused = split and plan.fused_merge
-    merge_program = fused and plan.merge_program
-    if merge_program and not runtime.TRITON_INTERPRET and batch * shape.num_kv_heads >= _num_sms(query.device):
-        # A merge program waits for its splits; with fewer merge programs than SMs
-        # they can never hold every slot while a split waits to start.
-        raise ValueError(f"merge_program needs fewer (sequence, KV head) pairs than SMs "
-                         f"({_num_sms(query.device)}); got {batch} x {shape.num_kv_heads}")
-    # The fused merge's arrival counters, one per (sequence, KV head), or with merge
-    # programs one flag per split; whoever merges clears them.
-    sync = torch.zeros(
-        batch * shape.num_kv_heads * (plan.num_splits if merge_program else 1) if fused else 1,
-        dtype=torch.int32, device=query.device,
-    )
+    # One arrival counter per (sequence, KV head); the merging program resets it.
+    counters = torch.zeros(batch * shape.num_kv_heads if fused else 1, dtype=torch.int32, device=query.device)
     scale_log2e = shape.scale * LOG2E
-    programs_per_row = plan.num_splits + (1 if merge_program else 0)  # the merge program last
     if plan.kv_heads_first:
-        grid = (shape.num_kv_heads, programs_per_row, batch)
+        grid = (shape.num_kv_heads, plan.num_splits, batch)
     else:
-        grid = (programs_per_row, shape.num_kv_heads, batch)
+        grid = (plan.num_splits, shape.num_kv_heads, batch)
     splits_pad = max(2, _next_pow2(plan.num_splits))
     merge_chunk = min(splits_pad, 64)  # one round of loads up to 64 splits
     group_pow2 = _next_pow2(group)
@@ -929,20 +759,20 @@ def prepare_triton_decode(
 
     def launch() -> torch.Tensor:
         _paged_decode_kernel[grid](
-            out, part_ml, part_acc, sync, sync if timeline is None else timeline,
+            out, part_ml, part_acc, counters, counters if timeline is None else timeline,
             query, k_cache, v_cache, block_tables, context_lens,
             scale_log2e,
             *query.stride(), *k_cache.stride(), *v_cache.stride(),
             block_tables.stride(0),
             *out.stride(),
-            plan.blocks_per_split, plan.num_splits, plan.long_splits if plan.skew else plan.num_splits, plan.skew,
+            plan.blocks_per_split, plan.num_splits,
             QUERY_GROUP=group, GROUP_PAD=max(16, _next_pow2(group)),
             HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_pad,
             BLOCK_SIZE=shape.block_size, BLOCKS_PER_TILE=plan.blocks_per_tile,
             SLOTS_PER_TILE=plan.slots_per_tile, SUBTILES=plan.subtiles,
             SPLIT=split, FP32_DOT=_fp32_dot(query.dtype), EVEN_D=head_dim == head_dim_pad,
             FUSED_MERGE=fused, GROUP_POW2=group_pow2, MERGE_CHUNK=fused_chunk,
-            KV_HEADS_FIRST=plan.kv_heads_first, MERGE_PROGRAM=merge_program, SPLITS_POW2=splits_pad, TIMELINE=timeline is not None,
+            KV_HEADS_FIRST=plan.kv_heads_first, TIMELINE=timeline is not None,
             num_warps=plan.num_warps, num_stages=plan.num_stages,
         )
         if split and not fused:
