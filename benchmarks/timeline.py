@@ -68,7 +68,7 @@ def main(argv=None) -> int:
         torch.cuda.current_stream(dev).wait_stream(stream)
         graph.replay()
         torch.cuda.synchronize()
-        spans, spreads, slowest, merges, loops = [], [], [], [], []
+        spans, spreads, slowest, merges, loops, last_loops = [], [], [], [], [], []
         for i in range(args.replays):
             r = records[i].double().cpu()
             start, loop_end, end = r[:, 0], r[:, 1], r[:, 2]
@@ -76,8 +76,9 @@ def main(argv=None) -> int:
             spans.append(float(end.max() - t0) / 1e3)
             spreads.append(float(start.max() - t0) / 1e3)
             slowest.append(float((end - start).max()) / 1e3)
-            loops.append(float((loop_end - start).median()) / 1e3)
-            merges.append(float((end - loop_end).max()) / 1e3)
+            loops.append(float((loop_end - t0).median()) / 1e3)
+            last_loops.append(float((loop_end - t0).max()) / 1e3)
+            merges.append(float(end.max() - loop_end.max()) / 1e3)
             if i == args.replays - 1:
                 for pid in range(programs):
                     rows.append(dict(batch=batch, context=context, program=pid, sm=int(r[pid, 3]),
@@ -91,8 +92,8 @@ def main(argv=None) -> int:
         print(f"  graph time per call: {plain_ms * 1e3:.1f} us plain, {traced_ms * 1e3:.1f} us traced")
         print(f"  inside the kernel (median of {args.replays}): span {med(spans):.1f} us "
               f"(= {nbytes / med(spans) / 1e3:.0f} GB/s), starts spread over {med(spreads):.1f} us, "
-              f"slowest program {med(slowest):.1f} us, median tile loop {med(loops):.1f} us, "
-              f"longest merge/epilogue {med(merges):.2f} us")
+              f"slowest program {med(slowest):.1f} us, tile loops end at {med(loops):.1f} us (median) "
+              f"and {med(last_loops):.1f} us (last), then {med(merges):.2f} us to the end")
         print(f"  outside the programs: {traced_ms * 1e3 - med(spans):.1f} us of the call", flush=True)
         del inputs, traced, graph, records
         torch.cuda.empty_cache()

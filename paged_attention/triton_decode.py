@@ -191,7 +191,9 @@ def _paged_decode_kernel(
     out_rows = out_ptr + seq * stride_ob + heads[:, None] * stride_oh + dims[None, :] * stride_od
     out_mask = group_mask[:, None] & dim_mask[None, :]
     # Splits of this row that hold at least one block (the others returned above).
-    active = tl.maximum(tl.cdiv(needed_blocks, blocks_per_split), 1)
+    # A context longer than the plan covers is cut at max_splits: without the cap
+    # the last split would wait for splits that do not exist, and no one would merge.
+    active = tl.minimum(tl.maximum(tl.cdiv(needed_blocks, blocks_per_split), 1), max_splits)
     if SPLIT and (not FUSED_MERGE or active > 1):
         # Partial results: part_ml[seq, head, split, 0:2] = (max, sum) in log2 units,
         # part_acc[seq, head, split, :] = unnormalised weighted sum of V.
@@ -297,7 +299,7 @@ def _merge_splits_kernel(
     seq = tl.program_id(1).to(tl.int64)
     num_heads = tl.num_programs(0)
     context_len = tl.load(context_lens_ptr + seq)
-    num_splits = tl.cdiv(context_len, tokens_per_split)
+    num_splits = tl.minimum(tl.cdiv(context_len, tokens_per_split), max_splits)  # a longer context is cut short
     base = (seq * num_heads + head) * max_splits
 
     splits = tl.arange(0, SPLITS_PAD)

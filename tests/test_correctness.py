@@ -553,6 +553,28 @@ def test_split_launcher_reuses_its_output(fused_merge, device, seed):
     assert_matches(again, inputs.query, pa.reference_decode(*inputs.args()))
 
 
+@pytest.mark.parametrize("fused_merge", [True, False], ids=["fused-merge", "merge-kernel"])
+def test_split_launcher_cuts_a_context_that_grew_past_its_plan(fused_merge, device, seed):
+    """A launcher prepared for short contexts, relaunched after the lengths grew in
+    place, attends to the blocks its plan covers and still merges every launch.
+    (The fused merge used to wait for splits that do not exist: no output, and an
+    arrival counter never reset; the merge kernel read past the row's partials.)"""
+    inputs = build(device, seed, context_lens=(300, 40), dtype="float32")
+    grown = inputs.context_lens.clone()
+    inputs.context_lens.copy_(torch.tensor([100, 40]))
+    launch = pa.prepare_triton_decode(*inputs.args(), num_splits=4, block_n=16, fused_merge=fused_merge)
+    plan = pa.plan_launch(pa.check_decode_args(*inputs.args()), inputs.query.device, inputs.query.dtype,
+                          num_splits=4, block_n=16, fused_merge=fused_merge)
+    covered = plan.num_splits * plan.tokens_per_split
+    assert 100 <= covered < 300
+    inputs.context_lens.copy_(grown)
+    cut = inputs.context_lens.clamp(max=covered)
+    args = (inputs.query, inputs.k_cache, inputs.v_cache, inputs.block_tables, cut)
+    for _ in range(2):
+        launch().fill_(float("nan"))
+        assert_matches(launch(), inputs.query, pa.reference_decode(*args))
+
+
 @pytest.mark.parametrize("impl", IMPL_NAMES)
 def test_prepared_launcher_of_empty_contexts_writes_zeros_every_call(impl, device, seed):
     """Nothing to attend to is still a call that writes its output: zeros, every time."""
