@@ -29,6 +29,7 @@ Every implementation keeps one colour in every chart (:data:`IMPL_COLORS`).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -110,9 +111,34 @@ def impl_color(name: str) -> str:
     return IMPL_COLORS.get(name, FALLBACK_COLOR)
 
 
+#: Characters of subtitle per line: Plotly does not wrap titles, and a chart half
+#: of a 1280 px page is about this wide at the subtitle's font size.
+SUBTITLE_LINE = 90
+#: Pixels each further subtitle line adds to the top margin.
+SUBTITLE_LINE_HEIGHT = 17
+
+
+def _wrap_subtitle(subtitle: str | None) -> str:
+    """``subtitle`` broken into lines of at most :data:`SUBTITLE_LINE` characters at
+    its `` · `` and ``; `` separators (a part longer than that stays whole)."""
+    if not subtitle or len(subtitle) <= SUBTITLE_LINE:
+        return subtitle or ""
+    pieces = re.split(r"( · |; )", subtitle)  # text, separator, text, ...
+    lines = [pieces[0]]
+    for sep, part in zip(pieces[1::2], pieces[2::2]):
+        if len(lines[-1]) + len(sep) + len(part) <= SUBTITLE_LINE:
+            lines[-1] += sep + part
+        else:
+            lines[-1] += sep.strip(" ·")  # a line ends with its ";", not with a "·"
+            lines.append(part)
+    return "<br>".join(lines)
+
+
 def _margins(subtitle: str | None) -> tuple[int, int]:
     """Top and bottom margins (px) :func:`_style` gives a figure."""
-    return (84 if subtitle else 56), 100
+    if not subtitle:
+        return 56, 100
+    return 84 + SUBTITLE_LINE_HEIGHT * _wrap_subtitle(subtitle).count("<br>"), 100
 
 
 def _plot_height(height: int, subtitle: str | None) -> int:
@@ -130,7 +156,7 @@ def _style(fig: go.Figure, title: str, subtitle: str | None = None, height: int 
     fig.update_layout(
         template="plotly_white",
         font=_FONT,
-        title=dict(text=title, x=0, xanchor="left", font=dict(size=16), subtitle=dict(text=subtitle or "")),
+        title=dict(text=title, x=0, xanchor="left", font=dict(size=16), subtitle=dict(text=_wrap_subtitle(subtitle))),
         height=height,
         margin=dict(l=60, r=20, t=top, b=bottom),
         legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, xanchor="left", x=0,
