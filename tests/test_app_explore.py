@@ -509,6 +509,9 @@ def test_serving_defaults_fit_the_cpu_cap_so_the_first_clicks_work():
     at.switch_page(SERVING).run()
     assert_clean(at)
     assert at.number_input(key="sv_max_batch").value == 4  # 4 x 32 heads x 64 = 8,192, the cap
+    assert at.number_input(key="sv_rate").value == 0.13  # 0.2 for 6 slots, scaled to 4
+    waiting = at.metric[1].value  # at the busiest step
+    assert int(waiting) <= 5  # the queue stays short (0.2 a step into 4 slots: 10 waiting there)
     assert not at.button(key="sv_time").disabled and not at.button(key="sv_tradeoff_run").disabled
     assert not any("CPU" in w.value for w in at.warning)
     at.button(key="sv_tradeoff_run").click().run()
