@@ -16,6 +16,8 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import expect
 
+from paged_attention import app_state as state
+
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -372,3 +374,31 @@ def test_cleared_number_box_keeps_its_value(server, page):
     notes = page.locator("[data-testid=stSidebar] [data-testid=stAlertContentWarning]")
     expect(notes).to_have_count(0, timeout=30_000)
     no_exception(page)
+
+
+def test_page_link_clicked_during_the_first_run_keeps_the_sidebar(server, page):
+    # A click on a page link while the first run is still drawing used to leave the browser with sidebar
+    # widgets rebuilt at their first option (block size 1, 1 KV head, contiguous): the next edit sent
+    # those back, and a deselected context mode crashed the page. The default page takes seconds on a
+    # CPU, so clicking as soon as the link shows lands mid-run; the race is timing-dependent (3 of 4
+    # fresh sessions hit it here), so it is tried in four.
+    d = state.Settings()
+    for _ in range(4):
+        context = page.context.browser.new_context(viewport={"width": 1280, "height": 800})
+        pg = context.new_page()  # a new session, with a first run of its own
+        pg.goto(f"{server}/")
+        link = pg.get_by_role("link", name="Decode benchmark")
+        link.wait_for(timeout=60_000)
+        link.click()
+        batch = pg.get_by_label("Batch size (sequences)")
+        expect(batch).to_have_value(str(d.batch_size), timeout=60_000)
+        _settle(pg)
+        batch.fill("8")
+        batch.press("Enter")
+        expect(pg).to_have_url(re.compile(r"batch=8"), timeout=30_000)
+        _settle(pg)
+        for field in (f"kv_heads={d.num_kv_heads}", f"block={d.block_size}", f"layout={d.block_layout}",
+                      f"ctx_mode={d.context_mode}"):
+            assert field in pg.url, (field, pg.url)
+        no_exception(pg)
+        context.close()

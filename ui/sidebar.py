@@ -66,7 +66,14 @@ def current() -> SidebarResult:
 
 
 def _load_from_url() -> None:
-    """On a session's first run, seed the widgets from the URL (or defaults)."""
+    """Until a run of the session has drawn the whole sidebar, seed the widgets from
+    the URL (or defaults).
+
+    ``_LOADED`` is set at the end of :func:`render_sidebar`, not here: a first run
+    cut short (a click on a page link while it was still going) left the widgets it
+    had not drawn without a value, and the next run drew them at their first option
+    (block size 1, one KV head), a configuration nobody chose.
+    """
     if st.session_state.get(_LOADED):
         return
     settings, notes = state.settings_from_query(st.query_params.to_dict())
@@ -76,7 +83,6 @@ def _load_from_url() -> None:
         st.session_state[_LENGTHS_BASE] = settings.lengths
         st.session_state[_LENGTHS_SOURCE] = _generator_params(settings)
     st.session_state[_NOTES] = tuple(notes)
-    st.session_state[_LOADED] = True
 
 
 def _restore_hidden() -> None:
@@ -86,6 +92,21 @@ def _restore_hidden() -> None:
     for key in WIDGET_KEYS.values():
         if key not in st.session_state and key in saved:
             st.session_state[key] = saved[key]
+
+
+def _pin_widgets() -> None:
+    """Re-assign every sidebar widget's value, so this run sends it to the browser.
+
+    Streamlit sends a widget's value only when the script set it; otherwise the
+    browser's copy is trusted. A click on a page link while the first run was still
+    drawing left the browser with sidebar widgets it had rebuilt at their first
+    option (block size 1, one KV head, the contiguous layout); the next edit sent
+    those back as if chosen.
+    """
+    ss = st.session_state
+    for key in WIDGET_KEYS.values():
+        if key in ss:
+            ss[key] = ss[key]
 
 
 def _save_widgets() -> None:
@@ -171,6 +192,7 @@ def render_sidebar() -> SidebarResult:
     """Draw the shared sidebar and return its settings and config (or error)."""
     _load_from_url()
     _restore_hidden()
+    _pin_widgets()
     ss = st.session_state
     error = None
     with st.sidebar:
@@ -184,13 +206,12 @@ def render_sidebar() -> SidebarResult:
 
         st.subheader("Batch")
         bounded_number_input(st, "Batch size (sequences)", 1, state.MAX_BATCH, step=1, key=WIDGET_KEYS["batch_size"])
+        if ss.get(WIDGET_KEYS["context_mode"]) is None:  # deselected (a click on the selected option)
+            ss[WIDGET_KEYS["context_mode"]] = "uniform"  # before the widget: Streamlit forbids it after
         st.segmented_control(
             "Context length", state.CONTEXT_MODES, key=WIDGET_KEYS["context_mode"],
             format_func={"uniform": "Same for all", "ragged": "Ragged"}.get,
         )
-        if ss[WIDGET_KEYS["context_mode"]] is None:  # segmented control deselected
-            ss[WIDGET_KEYS["context_mode"]] = "uniform"
-            st.rerun()
         lengths = None
         if ss[WIDGET_KEYS["context_mode"]] == "uniform":
             bounded_number_input(st, "Tokens per sequence", 0, state.MAX_CONTEXT, step=16,
@@ -253,6 +274,7 @@ def render_sidebar() -> SidebarResult:
         _memory_readout(config)
 
     _save_widgets()
+    ss[_LOADED] = True
     _write_url(settings)
     result = SidebarResult(settings, config, error, tuple(ss.get(_NOTES, ())))
     ss[_RESULT] = result
