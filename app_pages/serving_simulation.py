@@ -135,12 +135,20 @@ with left:
                                     taken=taken, freed=freed, recycled=recycled),
         key="sv_pool_chart", width="stretch",
     )
-    st.caption(
-        "Colour = the sequence owning the block (by seq_id), grey = free, ● = a partly filled last block. "
-        "▲ = taken this step, ◆ = taken again after an earlier sequence released it (recycled), "
-        "✕ = freed this step. Freed blocks go to the back of the free list, so new sequences scatter "
-        "over the pool: the block table absorbs it."
-    )
+    per_cell = figures.pool_grid_shape(num_blocks)[2]
+    if per_cell == 1:
+        st.caption(
+            "Colour = the sequence owning the block (by seq_id), grey = free, ● = a partly filled last block. "
+            "▲ = taken this step, ◆ = taken again after an earlier sequence released it (recycled), "
+            "✕ = freed this step. Freed blocks go to the back of the free list, so new sequences scatter "
+            "over the pool: the block table absorbs it."
+        )
+    else:  # too many blocks for one cell each: the figure shades cells by use and draws no markers
+        st.caption(
+            f"{num_blocks:,} blocks are too many to draw one by one: each cell stands for {per_cell:,} blocks, "
+            "shaded by the share of them in use, and the per-block marks (taken, recycled, freed) are left "
+            "out. A smaller pool shows every block."
+        )
 with right:
     if record.num_running:
         st.plotly_chart(

@@ -95,6 +95,9 @@ class Settings:
         ValueError
             If ``ragged_low > ragged_high`` or a value is negative.
         """
+        if self.ragged_low > self.ragged_high:  # in the sidebar's words, not ragged_lengths' low/high
+            raise ValueError(f"Shortest ({self.ragged_low:,}) must not exceed Longest ({self.ragged_high:,}) "
+                             "for ragged lengths")
         return ragged_lengths(
             self.batch_size, self.ragged_low, self.ragged_high, seed=self.seed, spread=self.spread
         )
@@ -394,6 +397,13 @@ def memory_summary(config: DecodeConfig) -> MemorySummary:
     )
 
 
+def _table_advice(config: DecodeConfig, others: str) -> str:
+    """``Use a larger block size or ...``: the block size only while a larger one is offered."""
+    if config.block_size < BLOCK_SIZES[-1]:
+        return f"Use a larger block size, {others}."
+    return f"Use {others}."
+
+
 def table_size_error(config: DecodeConfig) -> str | None:
     """Why the block-table page refuses ``config``, or None when it fits."""
     table = config.batch_size * config.max_num_blocks
@@ -401,13 +411,13 @@ def table_size_error(config: DecodeConfig) -> str | None:
         return (
             f"The block table would hold {table:,} entries (batch {config.batch_size} x "
             f"{config.max_num_blocks:,} blocks); this page builds tables of at most "
-            f"{MAX_TABLE_ENTRIES:,}. Use a larger block size or a shorter context."
+            f"{MAX_TABLE_ENTRIES:,}. {_table_advice(config, 'a smaller batch or a shorter context')}"
         )
     if config.num_blocks > MAX_TABLE_ENTRIES:
         return (
             f"The physical pool would hold {config.num_blocks:,} blocks ({config.num_blocks_used:,} used plus "
             f"{config.num_spare_blocks:,} spare); this page draws pools of at most {MAX_TABLE_ENTRIES:,}. "
-            f"Use a larger block size, a shorter context or fewer spare blocks."
+            f"{_table_advice(config, 'a shorter context or fewer spare blocks')}"
         )
     return None
 

@@ -462,7 +462,7 @@ def test_kernel_page_follows_sequence_head_and_plan_overrides():
 
 @pytest.mark.parametrize("query, kind, message", [
     ({"batch": "1", "ctx_mode": "uniform", "ctx": "40000"}, "error", "traces at most"),
-    ({"batch": "2", "ctx_mode": "ragged", "lo": "500", "hi": "20"}, "error", "low <= high"),
+    ({"batch": "2", "ctx_mode": "ragged", "lo": "500", "hi": "20"}, "error", "Shortest (500) must not exceed Longest (20)"),
 ])
 def test_kernel_page_limits_and_bad_input(query, kind, message):
     at = open_app(query, page=KERNEL)

@@ -97,7 +97,7 @@ def test_unknown_query_keys_are_ignored():
 
 
 def test_invalid_settings_raise_with_the_rule():
-    with pytest.raises(ValueError, match="low <= high"):
+    with pytest.raises(ValueError, match=r"Shortest \(100\) must not exceed Longest \(10\)"):
         Settings(context_mode="ragged", ragged_low=100, ragged_high=10, device="cpu").config()
     with pytest.raises(ValueError, match="non-negative"):
         Settings(batch_size=2, context_mode="ragged", lengths=(4, -1), device="cpu").config()
@@ -131,6 +131,13 @@ def test_table_size_guard():
     assert state.table_size_error(small) is None
     huge = DecodeConfig(batch_size=4096, context_lens=1 << 20, block_size=1)
     assert "at most" in state.table_size_error(huge)
+    assert state.table_size_error(huge).endswith("Use a larger block size, a smaller batch or a shorter context.")
+
+
+def test_table_size_advice_drops_the_block_size_once_it_is_the_largest():
+    largest = DecodeConfig(batch_size=4096, context_lens=1 << 20, block_size=state.BLOCK_SIZES[-1])
+    error = state.table_size_error(largest)
+    assert error.endswith("Use a smaller batch or a shorter context.") and "block size" not in error.split(". ")[-1]
 
 
 def test_cpu_plan_refuses_large_and_caps_iterations():
