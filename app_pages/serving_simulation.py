@@ -79,7 +79,7 @@ with st.container(border=True):
     bounded_number_input(c[4], L["seed"], 0, state.MAX_SEED, step=1, key="sv_seed", note_parent=st,
                          help="the request stream depends on it alone")
     bounded_number_input(c[5], L["steps"], 1, MAX_STEPS, step=50, key="sv_steps", note_parent=st)
-    p = st.columns([1.3, 1, 1, 0.4, 1.3, 1, 1], vertical_alignment="bottom")
+    p = st.columns([1.7, 1, 1, 0.2, 1.7, 1, 1], vertical_alignment="bottom")  # "uniform" whole at 1280 px
     p[0].segmented_control(L["prompt_len"], LENGTH_KINDS, key="sv_prompt_kind",
                            help="uniform: every length in the range equally likely; long-tail: log-normal, "
                                 "most short and a few long, as in chat traffic")

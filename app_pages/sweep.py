@@ -76,7 +76,8 @@ def _start(base, grid: sweep.GridPlan, axis: str, names: tuple[str, ...], budget
 
 
 with st.container(border=True):
-    top = st.columns([2.2, 1.4, 1.2, 1.2, 1], vertical_alignment="bottom")
+    # From and To hold up to seven digits beside their buttons at 1280 px.
+    top = st.columns([1.8, 1.2, 1.5, 1.5, 1], vertical_alignment="bottom")
     axis = top[0].selectbox("Sweep over", list(sweep.AXES), key="sw_axis", format_func=sweep.AXES.get,
                             on_change=_axis_defaults, disabled=running)
     top[1].segmented_control("Spacing", sweep.SPACINGS, key="sw_spacing", disabled=running,
@@ -117,9 +118,9 @@ with st.container(border=True):
     )
     bottom[3].button("Cancel", icon=":material/stop:", key="sw_cancel", width="stretch", disabled=not running,
                      on_click=cancel_sweep, help="stop after the point in flight; the points done are kept")
-    bottom[4].button("Clear cached points", icon=":material/delete_sweep:", key="sw_clear", width="stretch",
-                     on_click=measure.clear, help="timings are cached per device and configuration; "
-                                                  "clear them to measure again")
+    bottom[4].button("Clear cache", icon=":material/delete_sweep:", key="sw_clear", width="stretch",
+                     on_click=measure.clear, help="forget the cached points: timings are cached per device and "
+                                                  "configuration; clear them to measure again")
 
     if error:
         st.error(f"**Invalid sweep.** {state.sentence(error)}", icon=":material/error:")
@@ -175,9 +176,12 @@ elif uploaded is not None:
     st.caption(f"{upload.name}: {state.count(len(uploaded), 'row')} from {', '.join(sorted(set(uploaded['device_name']) - {''})) or 'an unnamed device'}; "
                f"{beside}.")
 
+sweeping = job is not None and job.running
 with charts:
     if not frames:
-        if error is None:  # an invalid sweep shows its error alone
+        if sweeping:
+            st.info("The charts appear once the first point is timed.", icon=":material/hourglass_top:")
+        elif error is None:  # an invalid sweep shows its error alone
             st.info("Press **Run sweep** to time the implementations along the axis, or upload a saved sweep "
                     "below.", icon=":material/info:")
     else:

@@ -111,9 +111,9 @@ def impl_color(name: str) -> str:
     return IMPL_COLORS.get(name, FALLBACK_COLOR)
 
 
-#: Characters of subtitle per line: Plotly does not wrap titles, and a chart half
-#: of a 1280 px page is about this wide at the subtitle's font size.
-SUBTITLE_LINE = 90
+#: Characters of subtitle per line: Plotly does not wrap titles, and the narrowest
+#: charts (two fifths of a 1280 px page) hold about this many at the subtitle's size.
+SUBTITLE_LINE = 60
 #: Pixels each further subtitle line adds to the top margin.
 SUBTITLE_LINE_HEIGHT = 17
 

@@ -364,7 +364,7 @@ def test_log_axes_never_label_more_than_about_six_decades():
 def test_long_subtitles_wrap_at_their_separators_and_make_room():
     """Plotly does not wrap a title: a long subtitle was cut off at the chart's edge
     on a 1280 px page. It breaks at its separators, and the top margin grows."""
-    long = "8 sequences x 482 logical blocks of 16 tokens; colour = physical block id · sampled: every 2nd row shown"
+    long = "8 sequences x 482 logical blocks; colour = physical block id · sampled: every 2nd row shown"
     fig = figures._style(go.Figure(), "t", long)
     text = fig.layout.title.subtitle.text
     lines = text.split("<br>")
