@@ -44,8 +44,8 @@ with st.container(border=True):
     c = st.columns([1, 1, 1.3, 1, 1], vertical_alignment="bottom")
     seq = bounded_number_input(c[0], "Sequence", 0, config.batch_size - 1, step=1, key="ik_seq", note_parent=st)
     head = bounded_number_input(c[1], "Query head", 0, config.num_heads - 1, step=1, key="ik_head", note_parent=st)
-    override = c[2].toggle("Override the launch plan", key="ik_override",
-                           help="the kernel's heuristic picks the tile and the split count from the whole batch "
+    override = c[2].toggle("Override plan", key="ik_override",
+                           help="override the launch plan: the kernel's heuristic picks the tile and the split count from the whole batch "
                                 "and the GPU; override them to see how the walk changes")
     splits = bounded_number_input(c[3], "Splits", 1, MAX_SPLITS, step=1, key="ik_splits", disabled=not override,
                                   note_parent=st, help="programs along the context (split-K); 1 = no split")
@@ -90,9 +90,10 @@ m[2].metric("Block-table lookups", f"{int(tiles['table_lookups'].sum()):,}",
             help="one per block: a tile loads each of its blocks' table entries once; later subtiles reuse it")
 m[3].metric("Splits that run", f"{len(split_rows)} of {plan.num_splits}",
             help="splits past this sequence's last block return at once")
-m[4].metric("Max |trace − full softmax|", f"{err:.1e}", "matches" if err < 1e-10 else "MISMATCH",
+m[4].metric("Error vs reference", f"{err:.1e}", "matches" if err < 1e-10 else "MISMATCH",
             delta_color="normal" if err < 1e-10 else "inverse", delta_arrow="off",
-            help="the merged output of the replay against reference_decode (float64, one full softmax)")
+            help="max |trace − full softmax|: the merged output of the replay against reference_decode "
+                 "(float64, one full softmax)")
 
 
 def explained(fig, key: str, text: str) -> None:

@@ -298,7 +298,7 @@ def test_inside_the_kernel_in_browser(server, page):
     page.goto(f"{server}/inside_the_kernel?{urlencode(query)}")
     expect(page.locator(".js-plotly-plot >> text=The tiles the kernel walks")).to_be_visible(timeout=60_000)
 
-    page.get_by_test_id("stCheckbox").get_by_text("Override the launch plan").click()
+    page.get_by_test_id("stCheckbox").get_by_text("Override plan").click()
     splits = page.get_by_role("spinbutton", name="Splits", exact=True)
     expect(splits).to_be_enabled(timeout=30_000)
     splits.fill("2")
@@ -308,7 +308,7 @@ def test_inside_the_kernel_in_browser(server, page):
     page.get_by_role("option", name="32", exact=True).click()
     expect(page.locator(".js-plotly-plot").first).to_contain_text("of 32 lanes", timeout=60_000)
     _settle(page)
-    metric = page.locator("[data-testid=stMetric]").filter(has_text="full softmax")
+    metric = page.locator("[data-testid=stMetric]").filter(has_text="Error vs reference")
     expect(metric).to_contain_text("matches", timeout=30_000)
     no_exception(page)
     full_screenshot(page, SHOTS / "inside_the_kernel.png")
