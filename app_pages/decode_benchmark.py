@@ -172,7 +172,8 @@ for col, r, row in zip(cols, results, rows):
     col.metric(
         r.label, f"{r.median_ms:.4g} ms", delta, delta_color=color, delta_arrow=arrow, border=True,
         help=f"median call latency over {state.count(len(r.samples_ms), 'call')}{gpu}; "
-             + ("" if r.name == "naive" or not reads_kv or speed is None else "the arrow compares it with Naive PyTorch; ")
+             + ("" if r.name == "naive" or not reads_kv or speed is None
+                else "the arrow compares it with Naive PyTorch; ")
              + ("correct" if r.passed else "INCORRECT") + " against the float64 reference",
     )
 

@@ -172,7 +172,8 @@ if mine is not None and uploaded is not None and set(uploaded["axis"]) != set(mi
     )
     frames = [mine]
 elif uploaded is not None:
-    beside = "drawn with dashed lines beside this session's" if mine is not None else "drawn alone (no sweep run here yet)"
+    beside = ("drawn with dashed lines beside this session's" if mine is not None
+              else "drawn alone (no sweep run here yet)")
     st.caption(f"{upload.name}: {state.count(len(uploaded), 'row')} from {', '.join(sorted(set(uploaded['device_name']) - {''})) or 'an unnamed device'}; "
                f"{beside}.")
 

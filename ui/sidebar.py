@@ -69,10 +69,10 @@ def _load_from_url() -> None:
     """Until a run of the session has drawn the whole sidebar, seed the widgets from
     the URL (or defaults).
 
-    ``_LOADED`` is set at the end of :func:`render_sidebar`, not here: a first run
-    cut short (a click on a page link while it was still going) left the widgets it
-    had not drawn without a value, and the next run drew them at their first option
-    (block size 1, one KV head), a configuration nobody chose.
+    ``_LOADED`` is set at the end of :func:`render_sidebar`, not here, so a first
+    run cut short (a click on a page link while it was still going) does not count:
+    the next run seeds every widget again. (What the browser shows is kept in step
+    by :func:`_pin_widgets`.)
     """
     if st.session_state.get(_LOADED):
         return
