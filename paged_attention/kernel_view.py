@@ -72,7 +72,8 @@ def split_note(config: DecodeConfig, requested: int, plan: LaunchPlan) -> str | 
     if longest == 0:
         return f"{head}: every context is empty, so there is nothing to split."
     blocks = -(-longest // config.block_size)
-    has = f"the longest sequence has {blocks:,} block{'s' if blocks != 1 else ''} of {config.block_size} tokens"
+    tokens = f"{config.block_size} token{'s' if config.block_size != 1 else ''}"
+    has = f"the longest sequence has {blocks:,} block{'s' if blocks != 1 else ''} of {tokens}"
     if requested >= blocks:
         return f"{head}: {has}, and a split covers at least one block."
     per = plan.blocks_per_split

@@ -315,3 +315,6 @@ def test_split_note_says_when_and_why_the_split_count_was_capped():
     assert kernel_view.split_note(short, 256, plan) == (
         "Splits capped from 256 to 7: the longest sequence has 7 blocks of 16 tokens, and a split covers at "
         "least one block.")
+    ones = config.with_(context_lens=(0, 5000, 31), block_size=1)
+    plan = kernel_view.launch_plan(ones, np.zeros((3, 5000), np.int64), num_splits=10_000)
+    assert "has 5,000 blocks of 1 token," in kernel_view.split_note(ones, 10_000, plan)  # not "1 tokens"
