@@ -510,6 +510,31 @@ def test_a_replacing_run_reuses_the_results_the_stopped_run_kept(monkeypatch):
     assert [r.name for r in done] == ["naive", "vectorized", "triton"]  # kept as measured, for a next replacement
 
 
+def test_cpu_runs_time_on_one_torch_thread_and_restore_the_count(monkeypatch):
+    """The browser shares a CPU host's cores; torch's threads waiting for each other
+    made a sweep point 40 times slower on 2 cores."""
+    config = state.settings_from_query(TINY)[0].config()
+    assert config.device == "cpu"
+    seen = []
+
+    def fake(name, inputs, **kwargs):
+        seen.append(torch.get_num_threads())
+        return SimpleNamespace(name=name)
+
+    monkeypatch.setattr(bench_ui, "benchmark_implementation", fake)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        bench_ui.run_benchmark_locked(config, ["naive", "vectorized"], warmup=0, iters=1,
+                                      on_progress=lambda *a: None, on_result=lambda r: None, on_wait=lambda: None)
+        assert seen == [bench_ui.CPU_TIMING_THREADS] * 2
+        assert torch.get_num_threads() == 2  # restored
+        with bench_ui.cpu_timing_threads("cuda:0"):
+            assert torch.get_num_threads() == 2  # a GPU run keeps the host's threads
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_cleared_number_box_keeps_its_previous_value():
     at = open_app({**TINY, "batch": "4", "ctx_mode": "uniform", "ctx": "37"}, page=BENCH)
     for key, kept in (("sb_batch_size", 4), ("sb_context_len", 37)):

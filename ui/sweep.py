@@ -31,7 +31,8 @@ from paged_attention import DecodeConfig, prepare
 from paged_attention.bench import benchmark_implementation, time_calls
 from paged_attention.sweep import SweepJob, after_probe, naive_cost, naive_plan, result_row, status_row
 from ui.benchmark import (
-    GPU_HEADROOM_BYTES, BenchmarkRefused, acquire, check_fits, copy_bandwidth, inputs_slot, run_lock,
+    GPU_HEADROOM_BYTES, BenchmarkRefused, acquire, check_fits, copy_bandwidth, cpu_timing_threads, inputs_slot,
+    run_lock,
 )
 from ui.data import config_key
 
@@ -109,43 +110,44 @@ def run_next_point(
     lock = run_lock()
     acquire(lock, on_wait, on_own_wait)
     try:
-        slot = inputs_slot()
-        if slot.key != config:
-            slot.release()
-        try:
-            check_fits(config)
-        except BenchmarkRefused as exc:
-            job.rows.extend(
-                status_row(n, "refused", config, job.axis, value, note="not enough GPU memory", **common)
-                for n in job.names
-            )
-            job.fail(f"Stopped at {job.axis} = {value:,}: {exc}")
-            return
-        copy = copy_bandwidth(config.device)
-        for name in job.names:
-            if name == "naive":
-                decision = naive_plan(config, budget_s=job.naive_budget_s, calls=job.calls, last=job.naive_last,
-                                      free_bytes=_free_bytes(config))
-                if decision.action == "probe":
-                    decision = after_probe(_probe_ms(slot, config, job.naive_budget_s), budget_s=job.naive_budget_s,
-                                           calls=job.calls)
-                if decision.action == "skip":
-                    rows.append(status_row("naive", "skipped", config, job.axis, value, note=decision.reason,
-                                           predicted_ms=decision.predicted_ms, copy_gbps=copy, **common))
-                    continue
+        with cpu_timing_threads(config.device):
+            slot = inputs_slot()
+            if slot.key != config:
+                slot.release()
             try:
-                frame = measure(job.device_name, config_key(config), name, job.warmup, job.iters)
-            except torch.cuda.OutOfMemoryError:
-                raise
-            except Exception as exc:  # one implementation failing must not end the sweep
-                rows.append(status_row(name, "failed", config, job.axis, value,
-                                       note=f"{type(exc).__name__}: {exc}", copy_gbps=copy, **common))
-                continue
-            result = _plain(frame.iloc[0].to_dict())
-            rows.append(result_row(result, config, job.axis, value, copy_gbps=copy, **common))
-            if name == "naive":
-                job.naive_last = (naive_cost(config), result.median_ms)
-        job.record(rows)
+                check_fits(config)
+            except BenchmarkRefused as exc:
+                job.rows.extend(
+                    status_row(n, "refused", config, job.axis, value, note="not enough GPU memory", **common)
+                    for n in job.names
+                )
+                job.fail(f"Stopped at {job.axis} = {value:,}: {exc}")
+                return
+            copy = copy_bandwidth(config.device)
+            for name in job.names:
+                if name == "naive":
+                    decision = naive_plan(config, budget_s=job.naive_budget_s, calls=job.calls, last=job.naive_last,
+                                          free_bytes=_free_bytes(config))
+                    if decision.action == "probe":
+                        decision = after_probe(_probe_ms(slot, config, job.naive_budget_s), budget_s=job.naive_budget_s,
+                                               calls=job.calls)
+                    if decision.action == "skip":
+                        rows.append(status_row("naive", "skipped", config, job.axis, value, note=decision.reason,
+                                               predicted_ms=decision.predicted_ms, copy_gbps=copy, **common))
+                        continue
+                try:
+                    frame = measure(job.device_name, config_key(config), name, job.warmup, job.iters)
+                except torch.cuda.OutOfMemoryError:
+                    raise
+                except Exception as exc:  # one implementation failing must not end the sweep
+                    rows.append(status_row(name, "failed", config, job.axis, value,
+                                           note=f"{type(exc).__name__}: {exc}", copy_gbps=copy, **common))
+                    continue
+                result = _plain(frame.iloc[0].to_dict())
+                rows.append(result_row(result, config, job.axis, value, copy_gbps=copy, **common))
+                if name == "naive":
+                    job.naive_last = (naive_cost(config), result.median_ms)
+            job.record(rows)
     except torch.cuda.OutOfMemoryError as exc:
         inputs_slot().release()
         job.rows.extend(rows)
