@@ -22,6 +22,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
+from .app_state import count
 from .cache import LOUD_VALUE
 from .config import DecodeConfig
 from .triton_decode import LaunchPlan, plan_launch
@@ -72,8 +73,7 @@ def split_note(config: DecodeConfig, requested: int, plan: LaunchPlan) -> str | 
     if longest == 0:
         return f"{head}: every context is empty, so there is nothing to split."
     blocks = -(-longest // config.block_size)
-    tokens = f"{config.block_size} token{'s' if config.block_size != 1 else ''}"
-    has = f"the longest sequence has {blocks:,} block{'s' if blocks != 1 else ''} of {tokens}"
+    has = f"the longest sequence has {count(blocks, 'block')} of {count(config.block_size, 'token')}"
     if requested >= blocks:
         return f"{head}: {has}, and a split covers at least one block."
     per = plan.blocks_per_split
