@@ -1,0 +1,206 @@
+"""Where a long-context decode's time goes, next to reads of the same bytes.
+
+For each (batch, context), in one process, in interleaved rounds (each the median of
+``paged_attention.bench.gpu_time``: CUDA graphs, L2 flushed by a read before each
+call), this times:
+
+* ``read``            a plain Triton read of the step's byte count from one
+                      contiguous buffer (``stream_floor.triton_read``: 4 programs per
+                      SM, 4096 elements a step, 8 warps, the fastest shape of that
+                      script's sweep at 134 MB);
+* ``paged_read``      a kernel that reads exactly the K and V bytes the step needs,
+                      through the block table, and only sums them: no scores, no
+                      softmax, no merge (grid ``(KV heads, splits)``, 128-token tiles;
+                      the faster of two shapes, checked against ``torch.sum``);
+* ``decode``          our Triton decode kernel (the default plan);
+* ``decode_no_merge`` the same launch with the split-K merge left out: the tile
+                      loops and the partial stores alone (its output is incomplete, so
+                      it is for timing only);
+
+each with the block table shuffled (issue 4's layout) and contiguous (block ``i`` of
+a sequence is the next physical block), so the cost of paging itself shows apart
+from the cost of splitting the context. Every decode output is checked against the
+float64 reference. The copy bandwidth (2 GiB device-to-device) is measured in the
+same run, and each time is printed as GPU time and as a fraction of it.
+
+Usage::
+
+    python benchmarks/long_context_floor.py --out docs/data/long_context_floor.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from paged_attention import DecodeConfig, build_decode_inputs, reference_decode  # noqa: E402
+from paged_attention import runtime  # noqa: E402,F401  (before triton)
+from paged_attention.bench import L2Flusher, check_accuracy, gpu_time, measure_copy_bandwidth  # noqa: E402
+from stream_floor import triton_read  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+# The module, not the function of the same name that the package exports.
+_decode = importlib.import_module("paged_attention.triton_decode")
+
+
+@triton.jit
+def _paged_read_kernel(
+    out_ptr, k_ptr, v_ptr, table_ptr, blocks_per_split, needed_blocks,
+    stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
+    BLOCKS_PER_TILE: tl.constexpr, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
+):
+    """Sum the K and V values of one KV head over one split of one block-table row."""
+    kv_head = tl.program_id(0)
+    split = tl.program_id(1)
+    first = split * blocks_per_split
+    last = tl.minimum(first + blocks_per_split, needed_blocks)
+    n = tl.arange(0, BLOCKS_PER_TILE * BLOCK_SIZE)
+    tile_block = n // BLOCK_SIZE
+    tile_slot = n % BLOCK_SIZE
+    dims = tl.arange(0, HEAD_DIM)
+    k_head = k_ptr + kv_head.to(tl.int64) * stride_kh
+    v_head = v_ptr + kv_head.to(tl.int64) * stride_vh
+    acc = tl.zeros([HEAD_DIM], tl.float32)
+    for block in range(first, last, BLOCKS_PER_TILE):
+        logical = block + tile_block
+        ok = logical < last
+        physical = tl.load(table_ptr + logical, mask=ok, other=0).to(tl.int64)
+        k = tl.load(k_head + (physical * stride_kb + tile_slot * stride_ks)[:, None] + dims[None, :],
+                    mask=ok[:, None], other=0.0)
+        v = tl.load(v_head + (physical * stride_vb + tile_slot * stride_vs)[:, None] + dims[None, :],
+                    mask=ok[:, None], other=0.0)
+        acc += tl.sum(k.to(tl.float32) + v.to(tl.float32), 0)
+    tl.store(out_ptr + (kv_head * tl.num_programs(1) + split) * HEAD_DIM + dims, acc)
+
+
+def paged_read(k_cache, v_cache, table_row, needed_blocks, splits, num_stages):
+    """A launcher that reads one sequence's K/V through ``table_row``; ``.sums()``
+    gives the ``[num_kv_heads, head_dim]`` float32 sums it computed."""
+    num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
+    out = torch.empty(num_kv_heads * splits * head_dim, dtype=torch.float32, device=k_cache.device)
+    per_split = -(-needed_blocks // splits)
+    block_size = k_cache.shape[1]
+
+    def launch():
+        _paged_read_kernel[(num_kv_heads, splits)](
+            out, k_cache, v_cache, table_row, per_split, needed_blocks,
+            k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+            v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+            BLOCKS_PER_TILE=128 // block_size, BLOCK_SIZE=block_size, HEAD_DIM=head_dim,
+            num_warps=4, num_stages=num_stages,
+        )
+
+    launch.sums = lambda: out.view(num_kv_heads, splits, head_dim).sum(1)
+    return launch
+
+
+@contextlib.contextmanager
+def _merge_left_out():
+    """Inside: a launcher prepared with ``fused_merge=False`` launches no merge kernel."""
+    real = _decode._merge_splits_kernel
+
+    class _NoLaunch:
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: None
+
+    _decode._merge_splits_kernel = _NoLaunch()
+    try:
+        yield
+    finally:
+        _decode._merge_splits_kernel = real
+
+
+def _no_merge(launch):
+    def run():
+        with _merge_left_out():  # the graph captures the launches made in here
+            return launch()
+    return run
+
+
+def runs_for(batch: int, context: int, layout: str, device: torch.device) -> dict:
+    """Name -> launcher for one configuration (outputs checked here)."""
+    cfg = DecodeConfig(batch_size=batch, context_lens=context, num_heads=32, num_kv_heads=8, head_dim=128,
+                       block_size=16, dtype="float16", device="cuda", block_layout=layout, seed=3)
+    inputs = build_decode_inputs(cfg)
+    args = inputs.args()
+    ref = reference_decode(*args)
+    decode = _decode.prepare_triton_decode(*args)
+    accuracy = check_accuracy(decode().clone(), ref)
+    if not accuracy.passed:
+        raise AssertionError(f"decode is wrong at {batch} x {context} ({layout}): {accuracy}")
+    runs = {"decode": decode}
+    if _decode.plan_launch(_decode.check_decode_args(*args), device, cfg.torch_dtype).num_splits > 1:
+        runs["decode_no_merge"] = _no_merge(_decode.prepare_triton_decode(*args, fused_merge=False))
+    if batch == 1:
+        _, k_cache, v_cache, tables, _ = args
+        row = tables[0].contiguous()
+        needed = -(-context // cfg.block_size)
+        want = (k_cache[row[:needed].long()].float().sum((0, 1)) + v_cache[row[:needed].long()].float().sum((0, 1)))
+        readers = {}
+        for splits, stages in ((32, 3), (128, 1)):
+            reader = paged_read(k_cache, v_cache, row, needed, splits, stages)
+            reader()
+            if not torch.allclose(reader.sums(), want, rtol=1e-3, atol=1e-1):
+                raise AssertionError(f"paged read ({splits} splits) summed the wrong values")
+            readers[f"paged_read (splits {splits}, {stages} stage{'s' if stages > 1 else ''})"] = reader
+        runs.update(readers)
+    return cfg.decode_bytes(), runs
+
+
+def main(argv=None) -> int:
+    import pandas as pd
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--batch", type=int, nargs="+", default=[1, 2, 8])
+    p.add_argument("--context", type=int, nargs="+", default=[32768, 16384, 8192])
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--out")
+    args = p.parse_args(argv)
+    if len(args.batch) != len(args.context):
+        p.error("give one --context per --batch")
+    if not torch.cuda.is_available():
+        sys.exit(f"{Path(__file__).name} needs a CUDA GPU; none is visible here")
+    dev = torch.device("cuda")
+    copy_gbps = measure_copy_bandwidth(dev)
+    flush = L2Flusher(dev)
+    print(f"copy bandwidth (2 GiB, read + write): {copy_gbps:.0f} GB/s", flush=True)
+    rows = []
+    for batch, context in zip(args.batch, args.context):
+        runs = {}
+        nbytes = 0
+        for layout in ("shuffled", "contiguous"):
+            nbytes, found = runs_for(batch, context, layout, dev)
+            runs.update({(layout, name): run for name, run in found.items()})
+        x = torch.randn(nbytes // 2, device=dev).half()
+        sms = torch.cuda.get_device_properties(dev).multi_processor_count
+        runs[("contiguous buffer", "read")] = triton_read(x, 4 * sms, 4096, 8)
+        times = {key: [] for key in runs}
+        for _ in range(args.rounds):
+            for key, run in runs.items():
+                times[key].append(gpu_time(run, device=dev, flush=flush) * 1e3)
+        for (layout, name), t in times.items():
+            us = statistics.median(t)
+            frac = nbytes / (us * 1e-6) / 1e9 / copy_gbps
+            rows.append(dict(batch=batch, context=context, table=layout, kind=name, mb=nbytes / 1e6, gpu_us=us,
+                             frac_copy=frac, min_us=min(t), max_us=max(t)))
+            print(f"B={batch:<3d} ctx={context:<6d} {layout:17s} {name:36s} {us:7.2f} us {frac:6.1%} of copy "
+                  f"(rounds {min(t):.2f} to {max(t):.2f})", flush=True)
+        del x, runs
+        torch.cuda.empty_cache()
+    if args.out:
+        pd.DataFrame(rows).to_csv(args.out, index=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
