@@ -154,7 +154,7 @@ charts = st.container()
 st.subheader("Compare with a saved sweep")
 upload = st.file_uploader(
     "Upload a sweep CSV downloaded from this page (another machine, or another version of the kernel)",
-    type=["csv"], key="sw_upload", max_upload_size=max(1, sweep.MAX_CSV_BYTES >> 20),
+    type=["csv"], key="sw_upload", max_upload_size=max(1, round(sweep.MAX_CSV_BYTES / 1e6)),
 )
 uploaded = None
 if upload is not None:

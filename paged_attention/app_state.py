@@ -353,13 +353,17 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
 
 
 def format_bytes(n: float, significant: int | None = None) -> str:
-    """``1536 -> "1.50 KiB"`` (binary units, two decimals); with ``significant``,
-    that many significant digits (``format_bytes(813_600_000, 3) -> "776 MiB"``)."""
+    """``1536 -> "1.54 kB"`` (decimal units, two decimals); with ``significant``,
+    that many significant digits (``format_bytes(813_600_000, 3) -> "814 MB"``).
+
+    Decimal, like the MB moved per step and the GB/s of the benchmark, so one
+    quantity reads the same on every page.
+    """
     n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
             break
-        n /= 1024
+        n /= 1000
     if unit == "B":
         return f"{n:.0f} B"
     if significant is None:

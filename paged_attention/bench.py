@@ -443,8 +443,8 @@ def check_cli_args(args: argparse.Namespace, configs: list[tuple[DecodeConfig, i
             free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         if need > 0.8 * free:
             raise ValueError(
-                f"batch {config.batch_size} x context {max(config.lengths)} needs about {need / 2**30:.1f} GiB "
-                f"of {config.device} memory for its inputs, but only {free / 2**30:.1f} GiB is free"
+                f"batch {config.batch_size} x context {max(config.lengths)} needs about {need / 1e9:.1f} GB "
+                f"of {config.device} memory for its inputs, but only {free / 1e9:.1f} GB is free"
             )
 
 

@@ -37,6 +37,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
+from .app_state import count
+
 #: One colour per implementation, in every chart.
 IMPL_COLORS: dict[str, str] = {
     "naive": "#D9534F",
@@ -164,11 +166,6 @@ def _style(fig: go.Figure, title: str, subtitle: str | None = None, height: int 
         hoverlabel=dict(font=dict(family=_FONT["family"])),
     )
     return fig
-
-
-def _plural(n: int, word: str, plural: str | None = None) -> str:
-    """``_plural(1, "sequence") -> "1 sequence"``, ``_plural(1200, "token") -> "1,200 tokens"``."""
-    return f"{n:,} {word if n == 1 else (plural or word + 's')}"
 
 
 def _gaps(n_rows: int, n_cols: int, plot_height: float, plot_width: float = PLOT_WIDTH_PX) -> dict:
@@ -353,8 +350,8 @@ def block_table_figure(
 
     z = np.where(unalloc, np.nan, sub).astype(float)
     text_on = _fits_text(grid.cells, len(cols), num_blocks - 1)
-    subtitle = (f"{_plural(batch, 'sequence')} x {_plural(width, 'logical block')} of "
-                f"{_plural(block_size, 'token')}; colour = physical block id")
+    subtitle = (f"{count(batch, 'sequence')} x {count(width, 'logical block')} of "
+                f"{count(block_size, 'token')}; colour = physical block id")
     if grid.sampled:
         subtitle += f" · sampled: {grid.strides('row', 'column')} shown"
     height = int(min(720, max(300, 140 + 26 * len(rows))))
@@ -498,13 +495,13 @@ def pool_figure(
     listed = per_cell == 1 and len(seqs) <= MAX_SEQUENCE_LEGEND
     fig = go.Figure()
     if per_cell == 1:
-        subtitle = (f"{_plural(num_blocks, 'physical block')} of {_plural(block_size, 'slot')}, {n_cols} per row; "
+        subtitle = (f"{count(num_blocks, 'physical block')} of {count(block_size, 'slot')}, {n_cols} per row; "
                     "colour = owning sequence")
         if not listed:
-            subtitle = (f"{_plural(num_blocks, 'block')} of {_plural(block_size, 'slot')}, {n_cols} per row; "
+            subtitle = (f"{count(num_blocks, 'block')} of {count(block_size, 'slot')}, {n_cols} per row; "
                         f"colour = sequence ({len(SEQUENCE_COLORS)} colours, repeating)")
     else:
-        subtitle = f"{_plural(num_blocks, 'block')}, {per_cell} per cell; colour = share held by this batch"
+        subtitle = f"{count(num_blocks, 'block')}, {per_cell} per cell; colour = share held by this batch"
     # Grow the figure by the sequences' legend (two entries a row in a narrow
     # column) rather than let it squeeze the grid.
     legend_rows = math.ceil((len(seqs) + 3) / 2) if listed else 1
@@ -688,7 +685,7 @@ def token_walk_figure(
         zmin, zmax = lo, max(hi, lo + 1)
     cells = token.size
     text_on = _fits_text(cells, len(slots), n - 1)
-    subtitle = f"{_plural(n, 'token')} in {_plural(needed, 'block')} of {block_size}; colour = physical block id"
+    subtitle = f"{count(n, 'token')} in {count(needed, 'block')} of {block_size}; colour = physical block id"
     if own_scale:
         subtitle += f" (scale: this sequence's blocks {lo:,}–{hi:,})"
     if grid.sampled:
@@ -1739,7 +1736,7 @@ def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: 
     num_blocks = owners.shape[1]
     n_rows, n_cols, _ = pool_grid_shape(num_blocks)
     pad = n_rows * n_cols - num_blocks
-    subtitle = (f"{_plural(num_blocks, 'block')} of {_plural(block_size, 'slot')}; colour = owning sequence "
+    subtitle = (f"{count(num_blocks, 'block')} of {count(block_size, 'slot')}; colour = owning sequence "
                 f"({len(SEQUENCE_COLORS)} colours, repeating), grey = free")
     height = int(min(720, max(360, 240 + 24 * n_rows)))
     # The bottom margin holds the play buttons and slider (see below).
@@ -1755,7 +1752,7 @@ def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: 
     def heatmap(owner: np.ndarray) -> go.Heatmap:
         used = int((owner >= 0).sum())
         return go.Heatmap(z=codes(owner), colorscale=scale, zmin=-0.5, zmax=k - 0.5, showscale=False,
-                          **gaps, hoverinfo="skip", name=f"{_plural(used, 'block')} in use")
+                          **gaps, hoverinfo="skip", name=f"{count(used, 'block')} in use")
 
     fig = go.Figure(data=[heatmap(owners[0])] if len(owners) else [])
     fig.frames = [go.Frame(data=[heatmap(o)], name=str(int(s)), traces=[0]) for o, s in zip(owners, steps)]
@@ -1870,8 +1867,8 @@ def kernel_walk_figure(
     if num_blocks is None:
         num_blocks = max([s[3] for s in segments], default=0) + 1
     lookups = int(t["table_lookups"].sum())
-    subtitle = (f"{_plural(n_tiles, 'tile')} of {block_n} lanes, {_plural(num_splits, 'split')}, "
-                f"{_plural(lookups, 'block-table lookup')} for {_plural(context_len, 'token')}; "
+    subtitle = (f"{count(n_tiles, 'tile')} of {block_n} lanes, {count(num_splits, 'split')}, "
+                f"{count(lookups, 'block-table lookup')} for {count(context_len, 'token')}; "
                 + ("colour = physical block" if per_block else "colour = split") + "; hatched = masked lanes")
     height = int(min(900, max(300, 150 + 26 * min(n_tiles, 40) + (n_tiles > 40) * 200)))
     plot_height = _plot_height(height, subtitle)
@@ -1922,8 +1919,8 @@ def kernel_walk_figure(
     labels = []
     for r in t.itertuples():
         name = (f"split {int(r.split)} · " if num_splits > 1 else "") + f"tile {int(r.tile)}"
-        labels.append(f"{name}: {_plural(int(r.num_physical_blocks), 'block')}, "
-                      f"{_plural(int(r.table_lookups), 'lookup')}")
+        labels.append(f"{name}: {count(int(r.num_physical_blocks), 'block')}, "
+                      f"{count(int(r.table_lookups), 'lookup')}")
     step = max(1, math.ceil(n_tiles / 40))
     fig.update_yaxes(tickmode="array", tickvals=list(range(0, n_tiles, step)), ticktext=labels[::step],
                      autorange="reversed", title=None, showgrid=False, zeroline=False)

@@ -80,7 +80,7 @@ _NUMERIC = (
     "num_kv_heads", "head_dim", "block_size", "warmup", "iters",
 )
 #: An uploaded CSV larger than this is refused before parsing.
-MAX_CSV_BYTES = 2 << 20
+MAX_CSV_BYTES = 2_000_000
 MAX_CSV_ROWS = 5000
 
 
@@ -366,8 +366,8 @@ def naive_plan(
     need = naive_temp_bytes(config)
     if free_bytes is not None and need > free_bytes:
         return NaiveDecision(
-            "skip", None, f"skipped: its float32 temporaries need {need / 2**30:,.1f} GiB, "
-            f"{free_bytes / 2**30:,.1f} GiB free"
+            "skip", None, f"skipped: its float32 temporaries need {need / 1e9:,.1f} GB, "
+            f"{free_bytes / 1e9:,.1f} GB free"
         )
     floor_ms = config.num_blocks_used * NAIVE_MIN_SECONDS_PER_BLOCK * 1e3
     if floor_ms > budget_s * 1e3:
@@ -584,7 +584,7 @@ def read_sweep_csv(data: bytes | str, source: str) -> pd.DataFrame:
     """
     if isinstance(data, bytes):
         if len(data) > MAX_CSV_BYTES:
-            raise ValueError(f"the file is {len(data) / 2**20:.1f} MiB; sweep CSVs are at most {MAX_CSV_BYTES >> 20} MiB")
+            raise ValueError(f"the file is {len(data) / 1e6:.1f} MB; sweep CSVs are at most {MAX_CSV_BYTES / 1e6:g} MB")
         try:
             data = data.decode("utf-8-sig")
         except UnicodeDecodeError:

@@ -121,7 +121,7 @@ def test_memory_summary_matches_config():
     assert m.wasted_fraction == pytest.approx(19 / 80)
 
 
-@pytest.mark.parametrize("n, text", [(0, "0 B"), (1023, "1023 B"), (1536, "1.50 KiB"), (3 * 2**30, "3.00 GiB")])
+@pytest.mark.parametrize("n, text", [(0, "0 B"), (999, "999 B"), (1536, "1.54 kB"), (3 * 2**30, "3.22 GB")])
 def test_format_bytes(n, text):
     assert state.format_bytes(n) == text
 
@@ -257,8 +257,8 @@ def test_clamp_value_names_the_limit_and_the_value_used():
 
 
 @pytest.mark.parametrize("n, significant, text", [
-    (1536, None, "1.50 KiB"), (813_600_000, 3, "776 MiB"), (2_950_000, 3, "2.81 MiB"), (512, 3, "512 B"),
-    (50 * 2**30, 3, "50.0 GiB"), (0, 3, "0 B"),
+    (1536, None, "1.54 kB"), (813_600_000, 3, "814 MB"), (2_950_000, 3, "2.95 MB"), (512, 3, "512 B"),
+    (50 * 10**9, 3, "50.0 GB"), (0, 3, "0 B"),
 ])
 def test_format_bytes(n, significant, text):
     assert state.format_bytes(n, significant) == text

@@ -305,7 +305,7 @@ def test_property_every_token_once_and_reference_is_dense_attention(config, scal
         (["--batch-size", "0", "--context-len", "5"], "batch_size must be a positive integer"),
         (["--batch-size", "4", "--context-len", "3", "5"], "one length or one per sequence"),
         (["--csv", "/nonexistent/dir/out.csv", "--batch-size", "1", "--context-len", "8"], "not writable"),
-        (["--batch-size", "100000", "--context-len", "100000"], "GiB is free"),
+        (["--batch-size", "100000", "--context-len", "100000"], "GB is free"),
         (["--num-heads", "6", "--num-kv-heads", "4", "--batch-size", "1"], "multiple of num_kv_heads"),
     ],
 )

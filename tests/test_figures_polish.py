@@ -320,9 +320,6 @@ def test_counts_of_one_are_singular():
     assert kernel.startswith("1 tile of 16 lanes, 1 split, 1 block-table lookup for 16 tokens")
 
 
-@pytest.mark.parametrize("n, word, text", [(1, "slot", "1 slot"), (2, "slot", "2 slots"), (1200, "token", "1,200 tokens")])
-def test_plural(n, word, text):
-    assert figures._plural(n, word) == text
 
 
 # -- 11. the token walk says what it sampled ------------------------------------------------------------

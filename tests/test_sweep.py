@@ -177,7 +177,7 @@ GOOD = "axis,value,implementation,status,median_ms\ncontext_len,16,triton,ok,0.1
 @pytest.mark.parametrize("data, match", [
     (b"", "empty"),
     (b"\xff\xfe\x00garbage\x00", "not UTF-8"),
-    (b"x" * (sweep.MAX_CSV_BYTES + 1), "MiB"),
+    (b"x" * (sweep.MAX_CSV_BYTES + 1), "MB"),
     ('a,b\n1,"unterminated\n', "not a readable CSV|lacks"),
     ("value,implementation\n1,triton\n", "lacks the columns axis, status, median_ms"),
     ("axis,value,implementation,status,median_ms\n", "no rows"),
