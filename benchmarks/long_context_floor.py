@@ -17,6 +17,13 @@ call), this times:
                       loops and the partial stores alone (its output is incomplete, so
                       it is for timing only);
 
+* ``merge_chain``     a kernel with the decode's grid that does only what follows
+                      the tile loops: each program stores a partial result, counts
+                      itself in with the same release/acquire atomic, and the last of
+                      each KV head merges (the decode's ``_merge_group``); next to it,
+                      ``empty_grid``, a kernel of the same grid that stores one value
+                      per program. Their difference is the merge chain's own length;
+
 each with the block table shuffled (issue 4's layout) and contiguous (block ``i`` of
 a sequence is the next physical block), so the cost of paging itself shows apart
 from the cost of splitting the context. Every decode output is checked against the
@@ -51,6 +58,7 @@ import triton.language as tl  # noqa: E402
 
 # The module, not the function of the same name that the package exports.
 _decode = importlib.import_module("paged_attention.triton_decode")
+_merge_group = _decode._merge_group
 
 
 @triton.jit
@@ -81,6 +89,58 @@ def _paged_read_kernel(
                     mask=ok[:, None], other=0.0)
         acc += tl.sum(k.to(tl.float32) + v.to(tl.float32), 0)
     tl.store(out_ptr + (kv_head * tl.num_programs(1) + split) * HEAD_DIM + dims, acc)
+
+
+@triton.jit
+def _merge_chain_kernel(out_ptr, part_ml_ptr, part_acc_ptr, counter_ptr, stride_oh,
+                        num_splits, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, MERGE_CHUNK: tl.constexpr):
+    """The decode's epilogue alone: store a partial, arrive, and the last program merges."""
+    kv_head = tl.program_id(0)
+    split = tl.program_id(1)
+    g = tl.arange(0, GROUP)
+    dims = tl.arange(0, HEAD_DIM)
+    heads = kv_head * GROUP + g
+    base = heads * num_splits + split
+    m = (split % 7).to(tl.float32) + g.to(tl.float32)
+    tl.store(part_ml_ptr + base * 2, m)
+    tl.store(part_ml_ptr + base * 2 + 1, tl.full([GROUP], 1.0, tl.float32))
+    tl.store(part_acc_ptr + base[:, None] * HEAD_DIM + dims[None, :],
+             tl.full([GROUP, HEAD_DIM], 1.0, tl.float32) + split.to(tl.float32))
+    tl.debug_barrier()
+    counter = counter_ptr + kv_head
+    finished = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
+    if finished == num_splits - 1:
+        tl.debug_barrier()
+        _merge_group(out_ptr + (kv_head * GROUP) * stride_oh, stride_oh, 1, part_ml_ptr, part_acc_ptr,
+                             (kv_head * GROUP) * num_splits, num_splits, num_splits,
+                             GROUP, GROUP, HEAD_DIM, HEAD_DIM, MERGE_CHUNK)
+        tl.atomic_xchg(counter, 0)
+
+
+@triton.jit
+def _empty_grid_kernel(out_ptr):
+    """One store per program: the launch and start-up of a grid, with no work."""
+    tl.store(out_ptr + tl.program_id(0) * tl.num_programs(1) + tl.program_id(1), 1.0)
+
+
+def merge_chain(num_kv_heads, splits, group, head_dim, device):
+    """Launchers for the merge chain alone and for an empty grid of the same shape."""
+    out = torch.empty(num_kv_heads * group, head_dim, dtype=torch.float16, device=device)
+    part_ml = torch.empty(num_kv_heads * group * splits * 2, dtype=torch.float32, device=device)
+    part_acc = torch.empty(num_kv_heads * group * splits * head_dim, dtype=torch.float32, device=device)
+    counters = torch.zeros(num_kv_heads, dtype=torch.int32, device=device)
+    flags = torch.empty(num_kv_heads * splits, dtype=torch.float32, device=device)
+    chunk = max(1, min(splits, _decode.FUSED_MERGE_VALUES // (group * head_dim)))
+
+    def chain():
+        _merge_chain_kernel[(num_kv_heads, splits)](out, part_ml, part_acc, counters, out.stride(0), splits,
+                                                    GROUP=group, HEAD_DIM=head_dim, MERGE_CHUNK=chunk, num_warps=4)
+        return out
+
+    def empty():
+        _empty_grid_kernel[(num_kv_heads, splits)](flags, num_warps=4)
+
+    return chain, empty
 
 
 def paged_read(k_cache, v_cache, table_row, needed_blocks, splits, num_stages):
@@ -154,6 +214,19 @@ def runs_for(batch: int, context: int, layout: str, device: torch.device) -> dic
                 raise AssertionError(f"paged read ({splits} splits) summed the wrong values")
             readers[f"paged_read (splits {splits}, {stages} stage{'s' if stages > 1 else ''})"] = reader
         runs.update(readers)
+        if layout == "shuffled":
+            splits = _decode.plan_launch(_decode.check_decode_args(*args), device, cfg.torch_dtype).num_splits
+            chain, empty = merge_chain(cfg.num_kv_heads, splits, cfg.num_heads // cfg.num_kv_heads, cfg.head_dim, device)
+            # Partial s holds max (s % 7) + g, sum 1 and acc 1 + s for head g of a group,
+            # so the merge is a weighted mean of 1 + s with weights 2 ** (s % 7).
+            s_ids = torch.arange(splits, dtype=torch.float64)
+            w = 2.0 ** (s_ids % 7)
+            want_value = float((w * (1 + s_ids)).sum() / w.sum())
+            merged = chain().float()
+            if not torch.allclose(merged, torch.full_like(merged, want_value), rtol=2e-3):
+                raise AssertionError(f"merge chain wrote {merged.flatten()[:4].tolist()}, want {want_value:.4f}")
+            runs[f"merge_chain ({splits} splits)"] = chain
+            runs[f"empty_grid ({splits} splits)"] = empty
     return cfg.decode_bytes(), runs
 
 
@@ -190,10 +263,12 @@ def main(argv=None) -> int:
                 times[key].append(gpu_time(run, device=dev, flush=flush) * 1e3)
         for (layout, name), t in times.items():
             us = statistics.median(t)
-            frac = nbytes / (us * 1e-6) / 1e9 / copy_gbps
+            moves_kv = not name.startswith(("merge_chain", "empty_grid"))  # those two read no K/V
+            frac = nbytes / (us * 1e-6) / 1e9 / copy_gbps if moves_kv else float("nan")
             rows.append(dict(batch=batch, context=context, table=layout, kind=name, mb=nbytes / 1e6, gpu_us=us,
                              frac_copy=frac, min_us=min(t), max_us=max(t)))
-            print(f"B={batch:<3d} ctx={context:<6d} {layout:17s} {name:36s} {us:7.2f} us {frac:6.1%} of copy "
+            share = f"{frac:6.1%} of copy" if moves_kv else " " * 14
+            print(f"B={batch:<3d} ctx={context:<6d} {layout:17s} {name:36s} {us:7.2f} us {share} "
                   f"(rounds {min(t):.2f} to {max(t):.2f})", flush=True)
         del x, runs
         torch.cuda.empty_cache()
