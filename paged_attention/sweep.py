@@ -579,8 +579,10 @@ def read_sweep_csv(data: bytes | str, source: str) -> pd.DataFrame:
     ValueError
         With a message fit for the page: not UTF-8 text, not a CSV, too large,
         empty, missing required columns, more than one axis or an unknown one,
-        values that are not positive integers, unknown implementations or
-        statuses, or a timed row without a positive ``median_ms``.
+        values that are not whole numbers within the axis's :data:`AXIS_LIMITS`,
+        unknown implementations or statuses, or a timed row without a positive,
+        finite ``median_ms``. Other numeric columns that are not finite are read
+        as missing.
     """
     if isinstance(data, bytes):
         if len(data) > MAX_CSV_BYTES:
@@ -612,9 +614,13 @@ def read_sweep_csv(data: bytes | str, source: str) -> pd.DataFrame:
     if axes[0] not in AXES:
         raise ValueError(f"unknown axis {axes[0]!r}; expected one of {', '.join(AXES)}")
     values = pd.to_numeric(frame["value"], errors="coerce")
-    if values.isna().any() or (values < 1).any() or (values != values.round()).any():
-        bad = frame["value"][values.isna() | (values < 1) | (values != values.round())].iloc[0]
-        raise ValueError(f"every value must be a positive integer; found {bad!r}")
+    lo, hi = AXIS_LIMITS[axes[0]]
+    # inf, NaN and 1e300 are numbers to pandas; only whole numbers within the axis's
+    # limits are sweep points (and fit the int64 they become).
+    bad = ~np.isfinite(values) | (values != values.round()) | (values < lo) | (values > hi)
+    if bad.any():
+        raise ValueError(f"every value must be a positive integer of at most {hi:,} (the limit for "
+                         f"{AXES[axes[0]]}); found {frame['value'][bad].iloc[0]!r}")
     names = frame["implementation"].astype(str)
     unknown = sorted(set(names) - set(LABELS))
     if unknown:
@@ -625,12 +631,13 @@ def read_sweep_csv(data: bytes | str, source: str) -> pd.DataFrame:
         raise ValueError(f"unknown status {odd[0]!r}; expected one of {', '.join(STATUSES)}")
     median = pd.to_numeric(frame["median_ms"], errors="coerce")
     timed = statuses == "ok"
-    if (median[timed].isna() | (median[timed] <= 0)).any():
-        raise ValueError("every row with status ok needs a positive median_ms")
+    if (~np.isfinite(median[timed]) | (median[timed] <= 0)).any():
+        raise ValueError("every row with status ok needs a positive, finite median_ms")
 
     out = frame.reindex(columns=list(SWEEP_COLUMNS))
     for col in _NUMERIC:
-        out[col] = pd.to_numeric(out[col], errors="coerce")
+        numbers = pd.to_numeric(out[col], errors="coerce")
+        out[col] = numbers.where(np.isfinite(numbers))  # an inf elsewhere counts as missing
     out["value"] = values.astype(np.int64)
     out["implementation"] = names
     out["status"] = statuses

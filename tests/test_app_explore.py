@@ -249,6 +249,19 @@ def test_page_controls_survive_a_visit_to_another_page():
     assert at.selectbox(key="sw_axis").value == "batch_size" and at.number_input(key="sw_high").value == 4
 
 
+def test_benchmark_and_block_table_controls_survive_a_visit_to_another_page():
+    at = open_app(TINY, page="app_pages/decode_benchmark.py")
+    at.checkbox(key="bench_include_simple").check().run()
+    at.switch_page("app_pages/block_table.py").run()
+    at.number_input(key="bt_seq").set_value(1).run()
+    at.switch_page(SWEEP).run()
+    at.switch_page("app_pages/decode_benchmark.py").run()
+    assert_clean(at)
+    assert at.checkbox(key="bench_include_simple").value
+    at.switch_page("app_pages/block_table.py").run()
+    assert at.number_input(key="bt_seq").value == 1
+
+
 @pytest.mark.gpu
 def test_gpu_sweep_draws_the_copy_bandwidth_ceiling():
     at = sweep_grid(open_app({**TINY, "device": "cuda", "iters": "5"}, page=SWEEP, timeout=300), 64, 1024, 3)

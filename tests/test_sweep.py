@@ -185,13 +185,22 @@ GOOD = "axis,value,implementation,status,median_ms\ncontext_len,16,triton,ok,0.1
     (GOOD.replace("context_len", "depth"), "unknown axis"),
     (GOOD.replace(",16,", ",-3,"), "positive integer"),
     (GOOD.replace(",16,", ",abc,"), "positive integer"),
+    (GOOD.replace(",16,", ",inf,"), "positive integer"),
+    (GOOD.replace(",16,", ",1e300,"), "positive integer of at most 1,048,576"),
+    (GOOD.replace(",16,", ",2.5,"), "positive integer"),
+    (GOOD.replace("0.1", "inf"), "positive, finite median_ms"),
     (GOOD.replace("triton", "cuda_magic"), "unknown implementation"),
     (GOOD.replace(",ok,", ",maybe,"), "unknown status"),
-    (GOOD.replace("0.1", ""), "positive median_ms"),
+    (GOOD.replace("0.1", ""), "positive, finite median_ms"),
 ])
 def test_bad_csv_is_a_clear_error(data, match):
     with pytest.raises(ValueError, match=match):
         sweep.read_sweep_csv(data, "up")
+
+
+def test_inf_in_an_optional_column_reads_as_missing():
+    frame = sweep.read_sweep_csv(GOOD.replace("median_ms\n", "median_ms,gbps\n").replace("0.1\n", "0.1,inf\n"), "up")
+    assert frame["gbps"].isna().all() and frame["value"].tolist() == [16]
 
 
 def test_too_many_rows():

@@ -17,6 +17,7 @@ PERSISTENT_KEYS: tuple[str, ...] = (
     "sv_num_blocks", "sv_block_size", "sv_max_batch", "sv_rate", "sv_prompt_kind", "sv_prompt_lo", "sv_prompt_hi",
     "sv_output_kind", "sv_output_lo", "sv_output_hi", "sv_seed", "sv_steps", "sv_step", "sv_anim",
     "ik_seq", "ik_head", "ik_override", "ik_splits", "ik_block_n",
+    "bench_include_simple", "bt_seq",
 )
 
 
