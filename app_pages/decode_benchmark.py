@@ -150,7 +150,8 @@ if last["config"] != config:
 if not reads_kv:
     st.warning(
         "**Every context is empty: there is nothing to attend to.** No K or V is read; each implementation only "
-        "checks its inputs and writes a zero output, and the Triton wrapper skips the kernel altogether. The "
+        "checks its inputs and writes a zero output (the Triton wrapper skips its kernel altogether; the simple "
+        "grid still launches one that finds no tokens). The "
         "times below are call overhead, so bandwidth is n/a and speedups between implementations are not "
         "meaningful (they are left out). Give some sequence a context to measure decode.",
         icon=":material/block:",
@@ -170,8 +171,8 @@ for col, r, row in zip(cols, results, rows):
         delta, color, arrow = f"{1 / speed:.1f}× slower", "inverse", "down"
     gpu = f" · GPU time {r.gpu_time_ms:.4g} ms" if r.gpu_time_ms is not None else ""
     col.metric(
-        r.label, f"{r.median_ms:.4g} ms", delta, delta_color=color, delta_arrow=arrow, border=True,
-        help=f"median call latency over {state.count(len(r.samples_ms), 'call')}{gpu}; "
+        r.label, state.format_duration(r.median_ms), delta, delta_color=color, delta_arrow=arrow, border=True,
+        help=f"median call latency over {state.count(len(r.samples_ms), 'call')}: {r.median_ms:.4g} ms{gpu}; "
              + ("" if r.name == "naive" or not reads_kv or speed is None
                 else "the arrow compares it with Naive PyTorch; ")
              + ("correct" if r.passed else "INCORRECT") + " against the float64 reference",

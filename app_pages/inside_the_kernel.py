@@ -57,9 +57,11 @@ with st.container(border=True):
             if plan.subtiles == 1 else f"1/{plan.subtiles} of a block of {config.block_size}")
     st.caption(
         f"{'Overridden' if override else 'Default'} plan for {state.config_summary(config)}: "
-        f"BLOCK_N = {plan.block_n} tokens per tile ({tile}); {state.count(plan.num_splits, 'split')} of "
-        f"{state.count(plan.blocks_per_split, 'block')} ({state.count(plan.tokens_per_split, 'token')}) "
-        f"for the longest sequence · sequence {seq} holds {state.count(n, 'token')} · query head {head} reads "
+        f"BLOCK_N = {plan.block_n} tokens per tile ({tile}); "
+        + (f"{state.count(plan.num_splits, 'split')} of {state.count(plan.blocks_per_split, 'block')} "
+           f"({state.count(plan.tokens_per_split, 'token')}) for the longest sequence"
+           if max(config.lengths, default=0) else "no split: every context is empty")
+        + f" · sequence {seq} holds {state.count(n, 'token')} · query head {head} reads "
         f"KV head {head // group} (GQA group of {group})"
     )
     capped = split_note(config, int(splits), plan) if override else None
@@ -88,7 +90,7 @@ m[0].metric("Tokens", f"{n:,}", help=f"{state.count(-(-n // config.block_size), 
 m[1].metric("Tiles walked", f"{len(tiles):,}", help="online-softmax updates, all splits together")
 m[2].metric("Block-table lookups", f"{int(tiles['table_lookups'].sum()):,}",
             help="one per block: a tile loads each of its blocks' table entries once; later subtiles reuse it")
-m[3].metric("Splits that run", f"{len(split_rows)} of {plan.num_splits}",
+m[3].metric("Splits that run", f"{len(split_rows)}", f"of {plan.num_splits}", delta_color="off", delta_arrow="off",
             help="splits past this sequence's last block return at once")
 m[4].metric("Error vs reference", f"{err:.1e}", "matches" if err < 1e-10 else "MISMATCH",
             delta_color="normal" if err < 1e-10 else "inverse", delta_arrow="off",
@@ -159,7 +161,7 @@ with a low max contributes little.
 else:
     st.info(
         f"This row runs as one split{' (the plan has ' + str(plan.num_splits) + ', but the others start past its last block)' if plan.num_splits > 1 else ''}"
-        ": there is nothing to merge. Turn on **Override the launch plan** and raise **Splits** to see the merge; "
+        ": there is nothing to merge. Turn on **Override plan** and raise **Splits** to see the merge; "
         "the result stays the same to float64 rounding.",
         icon=":material/call_split:",
     )

@@ -153,7 +153,8 @@ with right:
     if record.num_running:
         st.plotly_chart(
             figures.block_table_figure(tables, record.context_lens, block_size, num_blocks,
-                                       seq_ids=record.seq_ids, title="Block tables of the running sequences"),
+                                       seq_ids=record.seq_ids, title="Block tables of the running sequences",
+                                       plot_width=180),  # two fifths of a 1280 px page, less the colour bar
             key="sv_table_chart", width="stretch",
         )
         st.caption("One row per running sequence (its seq_id): the physical block behind each logical block. "
@@ -284,8 +285,8 @@ if sizes:
         else:
             plans[b_size] = plan
     t_key = (pool_tokens, *traffic, tuple(sorted(heads.items())))
-    a, b = st.columns([1, 3], vertical_alignment="center")
-    go_measure = a.button("Measure Triton at each block size", icon=":material/speed:", key="sv_tradeoff_run",
+    a, b = st.columns([1.35, 3], vertical_alignment="center")  # the label whole at 1280 px
+    go_measure = a.button("Time Triton per block size", icon=":material/speed:", key="sv_tradeoff_run",
                           width="stretch", disabled=not plans)
     b.caption("Times the Triton kernel on each block size's busiest step (most tokens stored) with the sidebar's "
               "heads, head dim, dtype and device."

@@ -95,6 +95,8 @@ with st.container(border=True):
 
     error, grid = None, None
     try:
+        if int(low) > int(high):  # in the page's words, not sweep_values' low/high
+            raise ValueError(f"From ({int(low):,}) must not exceed To ({int(high):,}).")
         values = sweep.sweep_values(axis, int(low), int(high), int(points), spacing=ss["sw_spacing"] or "log",
                                     num_heads=config.num_heads)
         grid = sweep.cap_grid(config, axis, values, settings.warmup, settings.iters)
@@ -161,7 +163,8 @@ if upload is not None:
     try:
         uploaded = sweep.read_sweep_csv(upload.getvalue(), f"uploaded: {upload.name}")
     except ValueError as exc:
-        st.error(f"**Cannot compare with {upload.name}.** {state.sentence(str(exc))}", icon=":material/error:")
+        st.error(f"**Cannot compare with {state.plain(upload.name)}.** {state.sentence(str(exc))}",
+                 icon=":material/error:")
 
 mine = job.frame(SOURCE) if job is not None and job.rows else None
 frames = [f for f in (mine, uploaded) if f is not None]
@@ -174,8 +177,8 @@ if mine is not None and uploaded is not None and set(uploaded["axis"]) != set(mi
 elif uploaded is not None:
     beside = ("drawn with dashed lines beside this session's" if mine is not None
               else "drawn alone (no sweep run here yet)")
-    st.caption(f"{upload.name}: {state.count(len(uploaded), 'row')} from {', '.join(sorted(set(uploaded['device_name']) - {''})) or 'an unnamed device'}; "
-               f"{beside}.")
+    devices = ", ".join(state.plain(d) for d in sorted(set(uploaded["device_name"]) - {""})) or "an unnamed device"
+    st.caption(f"{state.plain(upload.name)}: {state.count(len(uploaded), 'row')} from {devices}; {beside}.")
 
 sweeping = job is not None and job.running
 with charts:

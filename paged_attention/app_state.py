@@ -10,6 +10,7 @@ the results table. Everything here is a plain function, tested without Streamlit
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Iterable, Mapping, Sequence
 
@@ -97,7 +98,7 @@ class Settings:
         """
         if self.ragged_low > self.ragged_high:  # in the sidebar's words, not ragged_lengths' low/high
             raise ValueError(f"Shortest ({self.ragged_low:,}) must not exceed Longest ({self.ragged_high:,}) "
-                             "for ragged lengths")
+                             "for ragged lengths.")
         return ragged_lengths(
             self.batch_size, self.ragged_low, self.ragged_high, seed=self.seed, spread=self.spread
         )
@@ -223,7 +224,7 @@ _CHOICES: dict[str, tuple] = {
 def _parse_int(text: str, low: int, high: int) -> int:
     value = int(str(text).strip())
     if not low <= value <= high:
-        raise ValueError(f"must be between {low} and {high}")
+        raise ValueError(f"must be between {low:,} and {high:,}")
     return value
 
 
@@ -322,12 +323,23 @@ def settings_to_query(settings: Settings) -> dict[str, str]:
 
 # -- wording ---------------------------------------------------------------------
 
+def plain(text: str) -> str:
+    """``text`` escaped so that Streamlit's Markdown shows it as typed: no bold,
+    links, colour directives (``:red[...]``) or maths (``$...$``). For text from
+    outside the app, such as an uploaded file's name or contents."""
+    return re.sub(r"([\\`*_\[\]()|~<>$:])", r"\\\1", str(text))
+
+
 def sentence(text: str) -> str:
-    """``text`` with its first letter capitalised, to follow a full stop; left as
-    is when it starts with a code name (``num_heads ...``) or a symbol."""
+    """``text`` as a sentence to follow a bold heading: its first letter capitalised
+    (left as is when it starts with a code name, ``num_heads ...``, or a symbol),
+    and a full stop at its end when it has none."""
+    text = text.strip()
     word = text.split(" ", 1)[0]
     if word.isalpha() and word.islower():
-        return text[:1].upper() + text[1:]
+        text = text[:1].upper() + text[1:]
+    if text and text[-1] not in ".!?":
+        text += "."
     return text
 
 
@@ -350,6 +362,20 @@ def clamp_value(value: float, low: float, high: float, label: str) -> tuple[floa
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """``count(1, "sequence") -> "1 sequence"``, ``count(1200, "token") -> "1,200 tokens"``."""
     return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def format_duration(ms: float) -> str:
+    """A time given in ms, in the unit that keeps it short, to three significant
+    digits: ``0.001683 -> "1.68 µs"``, ``0.5162 -> "516 µs"``, ``12.34 -> "12.3 ms"``,
+    ``1234 -> "1.23 s"`` (for a metric card, whose value is cut off when long)."""
+    for value, unit in ((ms * 1e3, "µs"), (ms, "ms"), (ms / 1e3, "s")):
+        if abs(value) < 999.5 or unit == "s":
+            break
+    value = float(f"{value:.3g}")  # round first: 0.99996 ms is "1.00 ms", not "1.000 ms"
+    if value == 0:
+        return f"0 {unit}"
+    decimals = max(0, 2 - math.floor(math.log10(abs(value))))
+    return f"{value:.{decimals}f} {unit}"
 
 
 def format_bytes(n: float, significant: int | None = None) -> str:

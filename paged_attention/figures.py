@@ -93,9 +93,11 @@ FREE = -1
 OTHER = -2
 
 
-def _fits_text(n_cells: int, n_cols: int, max_value: int) -> bool:
-    """Whether numbers fit inside heatmap cells: few cells, and narrow enough rows."""
-    return n_cells <= MAX_TEXT_CELLS and n_cols * len(str(max(0, int(max_value)))) <= 48
+def _fits_text(n_cells: int, n_cols: int, max_value: int, plot_width: float = PLOT_WIDTH_PX) -> bool:
+    """Whether numbers fit inside heatmap cells: few cells, and rows narrow enough
+    for a plot ``plot_width`` px wide (48 digits in :data:`PLOT_WIDTH_PX`)."""
+    max_digits = 48 * plot_width / PLOT_WIDTH_PX
+    return n_cells <= MAX_TEXT_CELLS and n_cols * len(str(max(0, int(max_value)))) <= max_digits
 
 
 def compact(n: int) -> str:
@@ -141,6 +143,11 @@ def _margins(subtitle: str | None) -> tuple[int, int]:
     if not subtitle:
         return 56, 100
     return 84 + SUBTITLE_LINE_HEIGHT * _wrap_subtitle(subtitle).count("<br>"), 100
+
+
+def _colorbar_px(plot_height: float) -> float:
+    """Pixels of a colour bar's scale as long as the plot, less its two-line title."""
+    return max(plot_height - 40, 40)
 
 
 def _plot_height(height: int, subtitle: str | None) -> int:
@@ -297,6 +304,7 @@ def block_table_figure(
     max_cells: int = MAX_TABLE_CELLS,
     seq_ids: Sequence[int] | None = None,
     title: str = "Block table",
+    plot_width: float = PLOT_WIDTH_PX,
 ) -> go.Figure:
     """The block table as a heatmap: one row per sequence, one column per logical block.
 
@@ -321,6 +329,9 @@ def block_table_figure(
         hover and on the y axis instead of the row index.
     title : str
         The figure's title.
+    plot_width : float
+        About how many pixels wide the plot area will be; block ids are written in
+        the cells only where they fit.
 
     Returns
     -------
@@ -349,12 +360,14 @@ def block_table_figure(
     custom = np.stack([seq, logical, start, end, sub, filled], axis=-1).astype(np.int32)
 
     z = np.where(unalloc, np.nan, sub).astype(float)
-    text_on = _fits_text(grid.cells, len(cols), num_blocks - 1)
+    text_on = _fits_text(grid.cells, len(cols), num_blocks - 1, plot_width)
     subtitle = (f"{count(batch, 'sequence')} x {count(width, 'logical block')} of "
                 f"{count(block_size, 'token')}; colour = physical block id")
     if grid.sampled:
         subtitle += f" · sampled: {grid.strides('row', 'column')} shown"
-    height = int(min(720, max(300, 140 + 26 * len(rows))))
+    # At least 170 px of plot, so the colour bar keeps room for its ticks under its
+    # two-line title when there are only a few rows.
+    height = int(min(720, max(sum(_margins(subtitle)) + 170, 140 + 26 * len(rows))))
     plot_height = _plot_height(height, subtitle)
     gaps = _gaps(len(rows), len(cols), plot_height)
     fig = go.Figure()
@@ -368,7 +381,7 @@ def block_table_figure(
             zmin=0,
             zmax=max(1, num_blocks - 1),
             colorbar=dict(title=dict(text="physical<br>block id"), thickness=14,
-                          **_int_ticks(0, max(1, num_blocks - 1), plot_height)),
+                          **_int_ticks(0, max(1, num_blocks - 1), _colorbar_px(plot_height))),
             hoverongaps=False,
             hovertemplate=(
                 "sequence %{customdata[0]}<br>logical block %{customdata[1]}"
@@ -707,7 +720,7 @@ def token_walk_figure(
             zmin=zmin,
             zmax=zmax,
             colorbar=dict(title=dict(text="physical<br>block id"), thickness=14,
-                          **_int_ticks(zmin, zmax, plot_height)),
+                          **_int_ticks(zmin, zmax, _colorbar_px(plot_height))),
             hoverongaps=False,
             hovertemplate="token %{customdata[0]}<br>logical block %{customdata[1]}, slot %{customdata[3]}"
             "<br>→ physical block %{customdata[2]}, slot %{customdata[3]}<extra></extra>",
@@ -1108,9 +1121,10 @@ def accuracy_figure(results: Sequence) -> go.Figure:
             text="✓ pass" if r.passed else "✗ FAIL",
             font=dict(size=13, color=PASS_COLOR if r.passed else FAIL_COLOR),
         )
-    _style(fig, "Error against the float64 reference",
-           "top: max of |out − ref| / (atol + rtol·|ref|), pass ≤ 1; bottom: max |out − ref|", height=480)
-    fig.update_layout(bargap=0.3, margin=dict(t=110), showlegend=False)
+    subtitle = "top: max of |out − ref| / (atol + rtol·|ref|), pass ≤ 1; bottom: max |out − ref|"
+    _style(fig, "Error against the float64 reference", subtitle, height=480)
+    # Room above the plot for the pass/fail marks.
+    fig.update_layout(bargap=0.3, margin=dict(t=_margins(subtitle)[0] + 26), showlegend=False)
     fig.update_yaxes(type="log", exponentformat="power")
     fig.update_yaxes(title="error ÷ tol.", row=1, col=1)
     fig.update_yaxes(title="abs error", row=2, col=1)
@@ -1328,7 +1342,7 @@ def sweep_bandwidth_figure(frame) -> go.Figure:
         ``y0`` is the copy bandwidth in GB/s.
     """
     fig = go.Figure()
-    title = "Achieved bandwidth against the copy-bandwidth ceiling"
+    title = "Achieved bandwidth and the copy ceiling"
     if frame is None or not len(frame):
         return _no_data(fig, "No points yet.", title)
     sources = _sources(frame)
@@ -1370,12 +1384,12 @@ def sweep_bandwidth_figure(frame) -> go.Figure:
         )
     if not ceilings:
         fig.add_annotation(
-            text="No ceiling on the CPU: the copy bandwidth is measured on a GPU",
+            text="No ceiling on the CPU (a GPU measure)",
             x=0, xref="paper", xanchor="left", y=1, yref="paper", yanchor="bottom", showarrow=False,
             font=dict(size=12, color="#92400E"), bgcolor="rgba(254,243,199,0.9)",
         )
-    _style(fig, title, "bytes a decode step must move ÷ time (GPU time where measured, else call latency)",
-           height=440)
+    subtitle = "bytes a decode step must move ÷ time; GPU time where measured, else call latency"
+    _style(fig, title, subtitle, height=440)
     _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
     if _y_log(fig, ys, span=20, title="GB/s"):
         _log_range(fig, ys, 0.2, 0.3)
@@ -1383,7 +1397,7 @@ def sweep_bandwidth_figure(frame) -> go.Figure:
     else:
         fig.update_yaxes(rangemode="tozero", range=[0, max(ys, default=1) * 1.15])
     if not ceilings:
-        fig.update_layout(margin=dict(t=110))
+        fig.update_layout(margin=dict(t=_margins(subtitle)[0] + 26))  # room for the note above the plot
     return fig
 
 
@@ -1623,8 +1637,9 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
                     x=[step], y=[row[col].iloc[0]], mode="markers", showlegend=False, hoverinfo="skip",
                     marker=dict(color="#111827", size=7),
                 ), row=r, col=1)
-    _style(fig, "The pool over time", "dotted line = the step shown above", height=620)
-    fig.update_layout(margin=dict(t=90), hovermode="x unified")
+    subtitle = "dotted line = the step shown above"
+    _style(fig, "The pool over time", subtitle, height=620)
+    fig.update_layout(margin=dict(t=_margins(subtitle)[0] + 6), hovermode="x unified")  # + the panel titles
     fig.update_annotations(font=dict(size=13), x=0, xanchor="left")
     fig.update_xaxes(**_int_ticks(x.min(initial=0), x.max(initial=0)))
     fig.update_xaxes(title="decode step", row=3, col=1)
@@ -1870,7 +1885,7 @@ def kernel_walk_figure(
     subtitle = (f"{count(n_tiles, 'tile')} of {block_n} lanes, {count(num_splits, 'split')}, "
                 f"{count(lookups, 'block-table lookup')} for {count(context_len, 'token')}; "
                 + ("colour = physical block" if per_block else "colour = split") + "; hatched = masked lanes")
-    height = int(min(900, max(300, 150 + 26 * min(n_tiles, 40) + (n_tiles > 40) * 200)))
+    height = int(min(900, max(sum(_margins(subtitle)) + 170, 150 + 26 * min(n_tiles, 40) + (n_tiles > 40) * 200)))
     plot_height = _plot_height(height, subtitle)
     row_px = plot_height / n_tiles
     x_end = int((t["token_end"] + t["masked_lanes"]).max())
@@ -1889,7 +1904,7 @@ def kernel_walk_figure(
             marker=dict(color=seg[:, 3], colorscale=BLOCK_COLORSCALE, cmin=0, cmax=max(1, num_blocks - 1),
                         line=dict(color="white", width=1 if outline else 0),
                         colorbar=dict(title=dict(text="physical<br>block id"), thickness=14,
-                                      **_int_ticks(0, max(1, num_blocks - 1), plot_height))),
+                                      **_int_ticks(0, max(1, num_blocks - 1), _colorbar_px(plot_height)))),
             text=[str(p) for p in seg[:, 3]] if text_on else None, textposition="inside", insidetextanchor="middle",
             textfont=dict(size=10, color="white"),
             customdata=np.stack([seg[:, 3], seg[:, 1], seg[:, 1] + seg[:, 2] - 1, seg[:, 4], seg[:, 5]], axis=-1),
@@ -2021,13 +2036,13 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
             hovertemplate=("after the merge" if merged else "the output") + ": %{y:.2g} from the full softmax"
             "<extra></extra>", showlegend=False,
         ), row=3, col=1)
-    subtitle = "x = tokens seen; ○ = the tile's own max; dotted = distance to the split's own exact answer"
+    subtitle = "x axis: tokens seen; ○ = the tile's own max; dotted = distance to the split's own exact answer"
     if final_error is not None:
         subtitle += "; ★ = the output"
     if num_splits > MAX_SPLIT_LEGEND:
         _split_colorbar(fig, tiles["split"], _plot_height(640, subtitle), row=1, col=1)
     _style(fig, title, subtitle, height=640)
-    fig.update_layout(margin=dict(t=96), showlegend=legend)
+    fig.update_layout(margin=dict(t=_margins(subtitle)[0] + 24), showlegend=legend)  # + the panel titles
     fig.update_annotations(font=dict(size=13), x=0, xanchor="left")
     # From zero: one tile alone would otherwise get an axis of 39.5 to 40.5 tokens.
     fig.update_xaxes(rangemode="tozero", **_int_ticks(0, float(tiles["token_end"].max())))
@@ -2079,9 +2094,9 @@ def split_merge_figure(splits) -> go.Figure:
     if n:
         fig.add_hline(y=float(m.max()), line=dict(color="#111827", dash="dot", width=1), row=1, col=1,
                       annotation_text="max m", annotation_position="top left")
-    _style(fig, "Merging the splits", "out = Σ w·acc / Σ w·l with w = 2^(m − max m): each split rescaled to the common max",
-           height=400)
-    fig.update_layout(showlegend=False, margin=dict(t=100))
+    subtitle = "out = Σ w·acc / Σ w·l with w = 2^(m − max m); each split rescaled to the common max"
+    _style(fig, "Merging the splits", subtitle, height=400)
+    fig.update_layout(showlegend=False, margin=dict(t=_margins(subtitle)[0] + 16))  # + the panel titles
     fig.update_annotations(font=dict(size=13))
     lo, hi = (float(m.min()), float(m.max())) if n else (0.0, 1.0)
     pad = max(1.0, 0.25 * (hi - lo))

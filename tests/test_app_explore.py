@@ -168,7 +168,7 @@ def test_invalid_sweep_shows_an_error_and_disables_run():
     at.number_input(key="sw_low").set_value(200).run()
     at.number_input(key="sw_high").set_value(100).run()
     assert not at.exception
-    assert any("low <= high" in e.value for e in at.error)
+    assert any("From (200) must not exceed To (100)." in e.value for e in at.error)
     assert at.button(key="sw_run").disabled
     at.selectbox(key="sw_axis").set_value("block_size").run()
     at.number_input(key="sw_low").set_value(5).run()
@@ -226,6 +226,15 @@ def test_bad_upload_is_an_error_not_a_traceback(data, message):
     assert not at.exception
     assert any("Cannot compare with bad.csv" in e.value and message in e.value for e in at.error)
     assert not at.get("plotly_chart")
+
+
+def test_uploaded_names_are_shown_as_typed_not_as_markdown():
+    frame = sweep.rows_frame(job_rows(values=(16, 32)), "x")
+    frame["device_name"] = ":red[RED] **GPU**"
+    at = upload(open_app(TINY, page=SWEEP), "$x$.csv", sweep.sweep_csv(frame).encode())
+    assert_clean(at)
+    (caption,) = [c.value for c in at.caption if "from" in c.value and "row" in c.value]
+    assert caption.startswith(rf"\$x\$.csv: {len(frame)} rows from \:red\[RED\] \*\*GPU\*\*;"), caption
 
 
 def test_upload_of_another_axis_is_not_overlaid():
@@ -458,13 +467,14 @@ def test_kernel_page_follows_sequence_head_and_plan_overrides():
     assert any("query head 5 reads KV head 1" in c.value for c in at.caption)
     at.toggle(key="ik_override").set_value(True).run()
     at.number_input(key="ik_splits").set_value(3).run()
-    assert {m.label: m.value for m in at.metric}["Splits that run"] == "1 of 3"  # 97 tokens: all in split 0
+    runs = {m.label: (m.value, m.delta) for m in at.metric}["Splits that run"]
+    assert runs == ("1", "of 3")  # 97 tokens: all in split 0
     assert any("nothing to merge" in i.value for i in at.info)
     at.number_input(key="ik_seq").set_value(0).run()
     at.selectbox(key="ik_block_n").set_value(16).run()
     assert_clean(at)
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Splits that run"] == "3 of 3" and metrics["Tiles walked"] == "19"  # a 16-token tile per block
+    assert metrics["Splits that run"] == "3" and metrics["Tiles walked"] == "19"  # a 16-token tile per block
     assert float(metrics["Error vs reference"]) < 1e-12
     merge = chart(at, "ik_merge_chart")
     assert sum(arr(merge["data"][1]["y"])) == pytest.approx(100)
@@ -559,7 +569,7 @@ def test_kernel_page_says_when_the_split_override_is_capped():
     at.toggle(key="ik_override").set_value(True).run()
     at.number_input(key="ik_splits").set_value(256).run()
     assert_clean(at)
-    assert {m.label: m.value for m in at.metric}["Splits that run"] == "157 of 157"
+    assert {m.label: (m.value, m.delta) for m in at.metric}["Splits that run"] == ("157", "of 157")
     (note,) = [i.value for i in at.info if "Splits capped" in i.value]
     assert note.startswith("Splits capped from 256 to 157: the longest sequence has 313 blocks of 16 tokens")
     at.number_input(key="ik_splits").set_value(8).run()

@@ -233,16 +233,28 @@ def test_bad_lens_say_what_is_used_instead():
     assert "it holds 1 value for batch size 2" in notes[0] and "drawn from the spread" in notes[0]
 
 
+@pytest.mark.parametrize("ms, text", [(0.001683, "1.68 µs"), (0.5162, "516 µs"), (0.99996, "1.00 ms"),
+                                      (12.34, "12.3 ms"), (1234.0, "1.23 s"), (0.0, "0 µs"), (0.0001, "0.100 µs")])
+def test_format_duration(ms, text):
+    assert state.format_duration(ms) == text
+
+
 @pytest.mark.parametrize("n, noun, text", [(1, "sequence", "1 sequence"), (0, "sequence", "0 sequences"),
                                            (1200, "token", "1,200 tokens"), (2, "block size", "2 block sizes")])
 def test_count(n, noun, text):
     assert state.count(n, noun) == text
 
 
+def test_plain_escapes_what_streamlit_markdown_would_format():
+    assert state.plain("**bold** :red[RED] $x^2$ `c` h200_v1.csv") == (
+        r"\*\*bold\*\* \:red\[RED\] \$x^2\$ \`c\` h200\_v1.csv")
+
+
 @pytest.mark.parametrize("text, expected", [
-    ("the CSV has a header but no rows", "The CSV has a header but no rows"),
-    ("num_heads (6) must be a multiple", "num_heads (6) must be a multiple"),  # code names keep their case
-    ("`lens` ignored", "`lens` ignored"),
+    ("the CSV has a header but no rows", "The CSV has a header but no rows."),
+    ("num_heads (6) must be a multiple", "num_heads (6) must be a multiple."),  # code names keep their case
+    ("`lens` ignored", "`lens` ignored."),
+    ("From (3) must not exceed To (2).", "From (3) must not exceed To (2)."),  # one full stop, not two
 ])
 def test_sentence(text, expected):
     assert state.sentence(text) == expected

@@ -284,7 +284,7 @@ def test_serving_simulation_in_browser(server, page):
     expect(page.locator("[data-testid=stMetric]").filter(has_text=f"Triton decode at step {step}")).to_be_visible(
         timeout=120_000)
     _settle(page)
-    page.get_by_role("button", name="Measure Triton at each block size").click()
+    page.get_by_role("button", name="Time Triton per block size").click()
     expect(page.locator(".js-plotly-plot >> text=Triton latency (ms)")).to_be_visible(timeout=180_000)
     _settle(page)
     no_exception(page)

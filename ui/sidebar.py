@@ -289,7 +289,7 @@ def _memory_readout(config: DecodeConfig | None) -> None:
     m = state.memory_summary(config)
     st.markdown(
         f"- KV cache: **{state.format_bytes(m.kv_cache_bytes)}** (K + V pool)\n"
-        f"- With query and output: {state.format_bytes(m.total_bytes)}\n"
+        f"- With query, output and block table: {state.format_bytes(m.total_bytes)}\n"
         f"- Blocks: **{m.blocks_used:,}** used of {m.blocks_in_pool:,} in the pool\n"
         f"- Slots wasted in partly filled last blocks: **{m.wasted_slots:,}** ({100 * m.wasted_fraction:.1f}%)"
     )
