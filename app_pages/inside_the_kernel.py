@@ -159,12 +159,15 @@ with a low max contributes little.
                                                                                       "err_vs_row")},
     )
 else:
-    st.info(
-        f"This row runs as one split{' (the plan has ' + str(plan.num_splits) + ', but the others start past its last block)' if plan.num_splits > 1 else ''}"
-        ": there is nothing to merge. Turn on **Override plan** and raise **Splits** to see the merge; "
-        "the result stays the same to float64 rounding.",
-        icon=":material/call_split:",
-    )
+    if plan.num_splits > 1:
+        reason = f" (the plan has {plan.num_splits}, but the others start past its last block)"
+        fix = ("Pick a longer sequence, or raise **Splits** so that each covers fewer blocks," if override
+               else "Pick a longer sequence, or turn on **Override plan** and raise **Splits**,")
+    else:
+        reason = ""
+        fix = "Raise **Splits**" if override else "Turn on **Override plan** and raise **Splits**"
+    st.info(f"This row runs as one split{reason}: there is nothing to merge. {fix} to see the merge; the result "
+            "stays the same to float64 rounding.", icon=":material/call_split:")
 
 with st.expander(f"Every tile ({state.count(len(tiles), 'row')})"):
     st.dataframe(

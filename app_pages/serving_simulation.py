@@ -105,8 +105,12 @@ if "sv_step" not in ss:  # start at the busiest step: the pool under the most pr
     ss["sv_step"] = int(metrics["blocks_in_use"].to_numpy().argmax())
 if ss["sv_step"] >= steps:
     ss["sv_step"] = steps - 1
-step = st.slider("Decode step", 0, steps - 1, key="sv_step",
-                 help="drag to move through the simulation; every chart on the page follows")
+if steps > 1:
+    step = st.slider("Decode step", 0, steps - 1, key="sv_step",
+                     help="drag to move through the simulation; every chart on the page follows")
+else:  # a slider needs two ends
+    step = 0
+    st.caption("Decode step 0, the only one (raise **Steps** to move through a longer run).")
 record = history.records[step]
 row = metrics.iloc[step]
 taken, freed, recycled = history.changes(step)

@@ -76,8 +76,8 @@ def _start(base, grid: sweep.GridPlan, axis: str, names: tuple[str, ...], budget
 
 
 with st.container(border=True):
-    # From and To hold up to seven digits beside their buttons at 1280 px.
-    top = st.columns([1.8, 1.2, 1.5, 1.5, 1], vertical_alignment="bottom")
+    # From and To hold seven digits (1048576) beside their buttons at 1280 px (checked in Chromium).
+    top = st.columns([1.8, 1.2, 1.7, 1.7, 0.7], vertical_alignment="bottom")
     axis = top[0].selectbox("Sweep over", list(sweep.AXES), key="sw_axis", format_func=sweep.AXES.get,
                             on_change=_axis_defaults, disabled=running)
     top[1].segmented_control("Spacing", sweep.SPACINGS, key="sw_spacing", disabled=running,

@@ -324,10 +324,12 @@ def settings_to_query(settings: Settings) -> dict[str, str]:
 # -- wording ---------------------------------------------------------------------
 
 def plain(text: str) -> str:
-    """``text`` escaped so that Streamlit's Markdown shows it as typed: no bold,
-    links, colour directives (``:red[...]``) or maths (``$...$``). For text from
-    outside the app, such as an uploaded file's name or contents."""
-    return re.sub(r"([\\`*_\[\]()|~<>$:])", r"\\\1", str(text))
+    """``text`` as a Markdown code span, so Streamlit shows it as typed: no
+    headings, lists, bold, links, icons (``:material/...:``), colour directives
+    (``:red[...]``), maths (``$...$``) or HTML entities. For text from outside the
+    app, such as an uploaded file's name or contents. Backticks become ``'``, and
+    line breaks spaces, so the span cannot be closed early."""
+    return "`" + re.sub(r"\s+", " ", str(text)).replace("`", "'") + "`"
 
 
 def sentence(text: str) -> str:

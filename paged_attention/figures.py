@@ -37,7 +37,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
-from .app_state import count
+from .app_state import count, format_bytes
 
 #: One colour per implementation, in every chart.
 IMPL_COLORS: dict[str, str] = {
@@ -1019,7 +1019,7 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
             annotation_text=f"measured copy bandwidth {copy_gbps:,.0f} GB/s", annotation_position="top left",
         )
     bytes_moved = results[0].bytes_moved if results else 0
-    _style(fig, "Achieved memory bandwidth", f"{bytes_moved / 1e6:,.2f} MB moved per decode step (K, V once, Q, O)",
+    _style(fig, "Achieved memory bandwidth", f"{format_bytes(bytes_moved, 3)} moved per decode step (K, V once, Q, O)",
            height=380)
     fig.update_layout(barmode="group", bargap=0.3)
     fig.update_yaxes(title="GB/s", rangemode="tozero")

@@ -44,6 +44,6 @@ def device_description() -> str:
         props = torch.cuda.get_device_properties(0)
         return (
             f"{props.name} ({props.multi_processor_count} SMs, "
-            f"{props.total_memory / 2**30:.0f} GiB), Triton {execution_mode()}"
+            f"{props.total_memory / 1e9:.0f} GB), Triton {execution_mode()}"
         )
     return "CPU only: Triton kernel runs in the interpreter (TRITON_INTERPRET=1)"

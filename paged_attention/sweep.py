@@ -558,6 +558,23 @@ def sweep_csv(frame: pd.DataFrame) -> str:
     return frame.reindex(columns=list(SWEEP_COLUMNS)).to_csv(index=False)
 
 
+def _cell(value) -> str:
+    """A CSV cell as the file holds it, for an error message: ``inf``, ``2.5``,
+    ``'abc'``, ``an empty cell`` (not NumPy's ``np.float64(inf)``)."""
+    if isinstance(value, str):
+        return repr(value) if value else "an empty cell"
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (int, np.integer)):
+        return f"{int(value):,}"
+    value = float(value)
+    if np.isnan(value):
+        return "an empty cell"
+    if value.is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}"
+    return f"{value:g}"
+
+
 def read_sweep_csv(data: bytes | str, source: str) -> pd.DataFrame:
     """Parse and check a sweep CSV (one downloaded from the page, maybe from another
     machine or version).
@@ -620,15 +637,15 @@ def read_sweep_csv(data: bytes | str, source: str) -> pd.DataFrame:
     bad = ~np.isfinite(values) | (values != values.round()) | (values < lo) | (values > hi)
     if bad.any():
         raise ValueError(f"every value must be a positive integer of at most {hi:,} (the limit for "
-                         f"{AXES[axes[0]]}); found {frame['value'][bad].iloc[0]!r}")
-    names = frame["implementation"].astype(str)
+                         f"{AXES[axes[0]]}); found {_cell(frame['value'][bad].iloc[0])}")
+    names = frame["implementation"].astype(object).fillna("").astype(str)
     unknown = sorted(set(names) - set(LABELS))
     if unknown:
-        raise ValueError(f"unknown implementation {unknown[0]!r}; expected one of {', '.join(LABELS)}")
-    statuses = frame["status"].astype(str)
+        raise ValueError(f"unknown implementation {_cell(unknown[0])}; expected one of {', '.join(LABELS)}")
+    statuses = frame["status"].astype(object).fillna("").astype(str)
     odd = sorted(set(statuses) - set(STATUSES))
     if odd:
-        raise ValueError(f"unknown status {odd[0]!r}; expected one of {', '.join(STATUSES)}")
+        raise ValueError(f"unknown status {_cell(odd[0])}; expected one of {', '.join(STATUSES)}")
     median = pd.to_numeric(frame["median_ms"], errors="coerce")
     timed = statuses == "ok"
     if (~np.isfinite(median[timed]) | (median[timed] <= 0)).any():

@@ -224,7 +224,7 @@ def test_uploaded_csv_is_compared_side_by_side():
 def test_bad_upload_is_an_error_not_a_traceback(data, message):
     at = upload(open_app(TINY, page=SWEEP), "bad.csv", data)
     assert not at.exception
-    assert any("Cannot compare with bad.csv" in e.value and message in e.value for e in at.error)
+    assert any("Cannot compare with `bad.csv`" in e.value and message in e.value for e in at.error)
     assert not at.get("plotly_chart")
 
 
@@ -234,7 +234,7 @@ def test_uploaded_names_are_shown_as_typed_not_as_markdown():
     at = upload(open_app(TINY, page=SWEEP), "$x$.csv", sweep.sweep_csv(frame).encode())
     assert_clean(at)
     (caption,) = [c.value for c in at.caption if "from" in c.value and "row" in c.value]
-    assert caption.startswith(rf"\$x\$.csv: {len(frame)} rows from \:red\[RED\] \*\*GPU\*\*;"), caption
+    assert caption.startswith(f"`$x$.csv`: {len(frame)} rows from `:red[RED] **GPU**`;"), caption
 
 
 def test_upload_of_another_axis_is_not_overlaid():
@@ -352,6 +352,14 @@ def test_serving_slider_moves_every_figure():
         assert got == set(freed.tolist())
         shapes = chart(at, "sv_timeline_chart")["layout"]["shapes"]
         assert {s["x0"] for s in shapes} == {step}
+
+
+def test_serving_with_one_step_draws_it_without_a_slider():
+    at = open_serving()
+    at.number_input(key="sv_steps").set_value(1).run()
+    assert_clean(at)
+    assert not at.slider and any("Decode step 0, the only one" in c.value for c in at.caption)
+    assert chart(at, "sv_pool_chart")["layout"]["title"]["text"].endswith("after step 0")
 
 
 def test_serving_controls_change_the_simulation():

@@ -245,9 +245,9 @@ def test_count(n, noun, text):
     assert state.count(n, noun) == text
 
 
-def test_plain_escapes_what_streamlit_markdown_would_format():
-    assert state.plain("**bold** :red[RED] $x^2$ `c` h200_v1.csv") == (
-        r"\*\*bold\*\* \:red\[RED\] \$x^2\$ \`c\` h200\_v1.csv")
+def test_plain_is_a_code_span_that_cannot_be_closed_early():
+    assert state.plain("# **bold** :material/home: $x$ `c`\n1. h200_v1.csv") == (
+        "`# **bold** :material/home: $x$ 'c' 1. h200_v1.csv`")
 
 
 @pytest.mark.parametrize("text, expected", [
