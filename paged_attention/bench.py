@@ -5,11 +5,19 @@ Timing
 *Call latency* is what a Python caller sees: validation, launch and the kernels,
 timed per call with CUDA events (``time.perf_counter`` on the CPU) after a warm-up,
 with the L2 cache flushed before each call by *reading* a buffer larger than L2
-(writing it would charge the write-back to the timed call).
+(writing it would charge the write-back to the timed call), and the GPU idle when
+the call starts.
 
 *GPU time* leaves out the host: several calls are captured in one CUDA graph, each
 after an L2-flushing read, and a graph of the flushes alone is subtracted. Only the
 implementations in ``GRAPH_CAPTURABLE`` have it.
+
+Implementations compared with each other are timed in *interleaved rounds*
+(:func:`time_interleaved`): each round calls every implementation once, in an
+order rotated from round to round, with Python's garbage collector paused. A
+host hiccup or a clock change then lands on every implementation alike instead
+of on whichever one was being timed in its own block, so the ranking holds still
+from run to run. Results report the median and the 20th-80th percentiles.
 
 Achieved bandwidth is the bytes a decode step must move (each needed K and V
 element once, the query and the output) over the median time, in GB/s (1e9 B/s).
@@ -20,6 +28,8 @@ Run ``python -m paged_attention.bench --help``.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import json
 import math
 import os
@@ -27,7 +37,7 @@ import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import torch
 
@@ -97,8 +107,11 @@ class BenchResult:
     """Timing and accuracy of one implementation on one configuration.
 
     Times are in milliseconds, bandwidth in GB/s (1e9 bytes per second), bytes in
-    bytes. ``gpu_time_ms`` is None where no CUDA graph could time it (CPU, or an
-    implementation that synchronises with the host).
+    bytes. ``samples_ms`` are call latencies, one per interleaved round;
+    ``gpu_time_ms`` (the median of ``gpu_samples_ms``) is None where no CUDA graph
+    could time it (CPU, or an implementation that synchronises with the host).
+    ``p20_ms``/``p80_ms`` and ``gpu_p20_ms``/``gpu_p80_ms`` give the spread;
+    ``p10_ms``/``p90_ms`` are kept for the app's charts.
     """
 
     name: str
@@ -119,11 +132,17 @@ class BenchResult:
     passed: bool
     max_tol_ratio: float = 0.0
     error: str | None = None
+    p20_ms: float | None = None
+    p80_ms: float | None = None
+    gpu_p20_ms: float | None = None
+    gpu_p80_ms: float | None = None
+    gpu_samples_ms: list[float] | None = None
 
     def row(self) -> dict:
         """A flat dict without the samples (for tables and CSV)."""
         d = asdict(self)
         d.pop("samples_ms")
+        d.pop("gpu_samples_ms")
         return d
 
 
@@ -159,25 +178,180 @@ def time_calls(
         Milliseconds per call: CUDA events on a GPU (L2 flushed before each call when
         ``flush`` is given), ``time.perf_counter`` on the CPU.
     """
+    cuda = device.type == "cuda"
     for _ in range(warmup):
         fn()
-    samples = []
-    if device.type == "cuda":
+    if cuda:
         torch.cuda.synchronize(device)
-        for _ in range(iters):
-            if flush is not None:
-                flush()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end))
-    else:
-        for _ in range(iters):
-            t0 = time.perf_counter()
-            fn()
-            samples.append((time.perf_counter() - t0) * 1e3)
+    return [_time_one(fn, cuda, flush) for _ in range(iters)]
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for the body (a collection inside a
+    timed call would charge tens of milliseconds to whichever call it hit)."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@dataclass
+class Timing:
+    """Samples of one implementation from :func:`time_interleaved`, in ms."""
+
+    call_ms: list[float]
+    gpu_ms: list[float] | None = None
+
+
+def rotated(names: Sequence[str], round_index: int) -> list[str]:
+    """``names`` rotated left by ``round_index``: the order of one interleaved round."""
+    if not names:
+        return []
+    k = round_index % len(names)
+    return list(names[k:]) + list(names[:k])
+
+
+def time_interleaved(
+    runs: Mapping[str, Callable[[], object]],
+    *,
+    device: torch.device,
+    warmup: int,
+    rounds: int,
+    flush: L2Flusher | None = None,
+    graph: Iterable[str] = (),
+    gpu_rounds: int = 20,
+    calls_per_graph: int = 10,
+    on_round: Callable[[int, int], None] | None = None,
+) -> dict[str, Timing]:
+    """Time several implementations against each other in interleaved rounds.
+
+    ``warmup`` untimed rounds, then ``rounds`` timed ones; each round calls every
+    run once, in the order of ``rotated(names, round)``, timing each call as
+    :func:`time_calls` does (L2 flushed before it). Then, for the runs named in
+    ``graph`` (CUDA only), GPU time as :func:`gpu_time` measures it, also in
+    rotated rounds: each round replays a graph of ``calls_per_graph`` (flush,
+    call) pairs per run and one of the flushes alone, and a run's sample is its
+    replay minus that round's flushes, over ``calls_per_graph``. The garbage
+    collector is paused throughout.
+
+    Parameters
+    ----------
+    runs : mapping of str to callable
+        Name to zero-argument callable (from :func:`~paged_attention.prepare`).
+    device : torch.device
+        Where they run; CUDA events time a GPU, ``time.perf_counter`` the CPU.
+    warmup, rounds : int
+        Untimed and timed rounds (``rounds`` >= 1).
+    flush : L2Flusher, optional
+        Evicts L2 before each timed call (GPU only).
+    graph : iterable of str
+        Runs to time with CUDA graphs too (capturable ones; ignored on the CPU).
+    gpu_rounds, calls_per_graph : int
+        Replay rounds, and calls in each graph.
+    on_round : callable, optional
+        ``on_round(done, total)`` after each timed round of call latency.
+
+    Returns
+    -------
+    dict of str to Timing
+        ``call_ms`` has ``rounds`` samples; ``gpu_ms`` ``gpu_rounds`` samples for
+        the runs in ``graph`` on CUDA, else None.
+
+    Raises
+    ------
+    ValueError
+        If ``rounds`` < 1 or ``warmup`` < 0.
+    """
+    if rounds < 1 or warmup < 0:
+        raise ValueError(f"rounds must be at least 1 and warmup non-negative; got {rounds} and {warmup}")
+    names = list(runs)
+    out = {name: Timing(call_ms=[]) for name in names}
+    cuda = device.type == "cuda"
+    with gc_paused():
+        for r in range(warmup):
+            for name in rotated(names, r):
+                runs[name]()
+        if cuda:
+            torch.cuda.synchronize(device)
+        for r in range(rounds):
+            for name in rotated(names, r):
+                out[name].call_ms.append(_time_one(runs[name], cuda, flush))
+            if on_round is not None:
+                on_round(r + 1, rounds)
+        graphed = [n for n in names if n in set(graph)] if cuda else []
+        if graphed:
+            for name, samples in _gpu_rounds({n: runs[n] for n in graphed}, device=device,
+                                             flush=flush or L2Flusher(device), rounds=gpu_rounds,
+                                             calls_per_graph=calls_per_graph).items():
+                out[name].gpu_ms = samples
+    return out
+
+
+def _time_one(fn: Callable[[], object], cuda: bool, flush: L2Flusher | None) -> float:
+    """Milliseconds of one call: CUDA events after an L2 flush, or the host clock."""
+    if not cuda:
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e3
+    if flush is not None:
+        flush()
+    # The GPU idles when the call starts: the sample is the host's launch path plus
+    # the GPU's execution, as a caller that waits for the result sees it (no part of
+    # the launch hides behind the flush).
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def _capture(body: Callable[[], object], device: torch.device, calls: int) -> torch.cuda.CUDAGraph:
+    """A CUDA graph of ``calls`` repetitions of ``body`` (warmed up on a side stream first)."""
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        for _ in range(3):  # warm up on the side stream, as graph capture requires
+            body()
+    torch.cuda.current_stream(device).wait_stream(stream)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            body()
+    return g
+
+
+def _replay_ms(g: torch.cuda.CUDAGraph) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    g.replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def _gpu_rounds(
+    runs: Mapping[str, Callable[[], object]], *, device: torch.device, flush: L2Flusher, rounds: int,
+    calls_per_graph: int,
+) -> dict[str, list[float]]:
+    """Per-call GPU time samples, one per round, of each run (see :func:`time_interleaved`)."""
+    graphs = {name: _capture(lambda fn=fn: (flush(), fn()), device, calls_per_graph) for name, fn in runs.items()}
+    flush_only = _capture(flush, device, calls_per_graph)
+    for g in (*graphs.values(), flush_only):
+        g.replay()  # the first replay uploads the graph
+    samples: dict[str, list[float]] = {name: [] for name in graphs}
+    names = list(graphs)
+    for r in range(rounds):
+        base = _replay_ms(flush_only)
+        for name in rotated(names, r):
+            samples[name].append(max((_replay_ms(graphs[name]) - base) / calls_per_graph, 1e-6))
+    del graphs, flush_only
     return samples
 
 
@@ -187,45 +361,16 @@ def gpu_time(
     """Median GPU time of one call in ms, from CUDA-graph replays.
 
     One graph holds ``calls_per_graph`` repetitions of (L2-flushing read, call);
-    another holds the reads alone; the difference of their median replay times,
-    divided by ``calls_per_graph``, is the time of one call with a cold L2 and no
-    launch gaps from the host.
+    another holds the reads alone; each of ``replays`` rounds replays both, and
+    the median over rounds of their difference, divided by ``calls_per_graph``,
+    is the time of one call with a cold L2 and no launch gaps from the host.
     """
-    stream = torch.cuda.Stream(device)
-    stream.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(stream):
-        for _ in range(3):  # warm up on the side stream, as graph capture requires
-            fn()
-    torch.cuda.current_stream(device).wait_stream(stream)
-
-    def capture(body: Callable[[], None]) -> torch.cuda.CUDAGraph:
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(calls_per_graph):
-                body()
-        return graph
-
-    def replay_ms(graph: torch.cuda.CUDAGraph) -> float:
-        graph.replay()
-        times = []
-        for _ in range(replays):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            graph.replay()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        return statistics.median(times)
-
-    both = capture(lambda: (flush(), fn()))
-    flush_only = capture(flush)
-    per_call = (replay_ms(both) - replay_ms(flush_only)) / calls_per_graph
-    del both, flush_only
-    return max(per_call, 1e-6)
+    samples = _gpu_rounds({"fn": fn}, device=device, flush=flush, rounds=replays, calls_per_graph=calls_per_graph)
+    return statistics.median(samples["fn"])
 
 
-def benchmark_implementation(
-    name: str,
+def benchmark_implementations(
+    names: Sequence[str],
     inputs: DecodeInputs,
     *,
     warmup: int = 10,
@@ -233,52 +378,72 @@ def benchmark_implementation(
     reference: torch.Tensor | None = None,
     graph: bool = True,
     flush: L2Flusher | None = None,
-) -> BenchResult:
-    """Time implementation ``name`` on ``inputs`` and check it once against the reference.
+    on_round: Callable[[int, int], None] | None = None,
+) -> list[BenchResult]:
+    """Time implementations ``names`` against each other on ``inputs``, in
+    interleaved rounds (:func:`time_interleaved`), and check each once against the
+    reference.
 
-    The accuracy check runs once, outside the timed region, on the output of a
-    separate call.
+    The accuracy check runs before timing, on the output of a separate call.
 
     Parameters
     ----------
-    name : str
-        A key of ``IMPLEMENTATIONS`` or ``VARIANTS``.
+    names : sequence of str
+        Keys of ``IMPLEMENTATIONS`` or ``VARIANTS``, without repeats.
     inputs : DecodeInputs
         From :func:`build_decode_inputs`.
     warmup, iters : int
-        Untimed and timed calls.
+        Untimed and timed rounds (each calls every implementation once).
     reference : Tensor, optional
         ``reference_decode`` of the same inputs (computed if not given).
     graph : bool
         Also measure GPU time with CUDA graphs (GPU and capturable implementations only).
     flush : L2Flusher, optional
-        Reused between implementations to save memory; made if not given.
+        Reused between calls to save memory; made if not given.
+    on_round : callable, optional
+        ``on_round(done, total)`` after each timed round.
 
     Returns
     -------
-    BenchResult
+    list of BenchResult
+        In the order of ``names``.
 
     Raises
     ------
     ValueError
-        If ``name`` is unknown or the inputs are invalid.
+        If a name is unknown or repeated, or the inputs are invalid.
     """
+    names = list(names)
+    if len(set(names)) != len(names):
+        raise ValueError(f"each implementation may be named once; got {names}")
     device = inputs.query.device
     if reference is None:
         reference = reference_decode(*inputs.args())
     flush = flush or L2Flusher(device)
-    run = prepare(name, *inputs.args())
-    accuracy = check_accuracy(run().clone(), reference)
-    samples = time_calls(run, device=device, warmup=warmup, iters=iters, flush=flush)
-    gpu_ms = None
-    if graph and device.type == "cuda" and name in GRAPH_CAPTURABLE:
-        gpu_ms = gpu_time(run, device=device, flush=flush)
+    runs = {name: prepare(name, *inputs.args()) for name in names}
+    accuracy = {name: check_accuracy(run().clone(), reference) for name, run in runs.items()}
+    timings = time_interleaved(
+        runs, device=device, warmup=warmup, rounds=iters, flush=flush,
+        graph=[n for n in names if n in GRAPH_CAPTURABLE] if graph else (), on_round=on_round,
+    )
     nbytes = inputs.config.decode_bytes()
+    return [_result(name, str(device), timings[name], accuracy[name], nbytes) for name in names]
+
+
+def benchmark_implementation(name: str, inputs: DecodeInputs, **kwargs) -> BenchResult:
+    """:func:`benchmark_implementations` of one implementation (no rounds to
+    interleave with); same keyword arguments."""
+    return benchmark_implementations([name], inputs, **kwargs)[0]
+
+
+def _result(name: str, device: str, timing: Timing, accuracy: Accuracy, nbytes: int) -> BenchResult:
+    samples, gpu = timing.call_ms, timing.gpu_ms
     median = statistics.median(samples)
+    gpu_ms = statistics.median(gpu) if gpu else None
     return BenchResult(
         name=name,
         label=LABELS[name],
-        device=str(device),
+        device=device,
         samples_ms=samples,
         median_ms=median,
         p10_ms=_percentile(samples, 0.1),
@@ -293,6 +458,11 @@ def benchmark_implementation(
         rtol=accuracy.rtol,
         passed=accuracy.passed,
         max_tol_ratio=accuracy.max_tol_ratio,
+        p20_ms=_percentile(samples, 0.2),
+        p80_ms=_percentile(samples, 0.8),
+        gpu_p20_ms=_percentile(gpu, 0.2) if gpu else None,
+        gpu_p80_ms=_percentile(gpu, 0.8) if gpu else None,
+        gpu_samples_ms=gpu,
     )
 
 
@@ -303,22 +473,23 @@ def run_benchmark(
     warmup: int = 10,
     iters: int = 50,
     graph: bool = True,
-    on_progress: Callable[[str, int, int], None] | None = None,
+    on_round: Callable[[int, int], None] | None = None,
 ) -> list[BenchResult]:
-    """Build inputs for ``config`` once and benchmark each implementation on them.
+    """Build inputs for ``config`` once and benchmark the implementations on them
+    against each other (:func:`benchmark_implementations`).
 
     Parameters
     ----------
     config : DecodeConfig
         The configuration; validated first.
     names : iterable of str
-        Implementations to run, in order.
+        Implementations to run, in the order of the results.
     warmup, iters : int
-        Untimed and timed calls per implementation.
+        Untimed and timed interleaved rounds.
     graph : bool
         Also measure CUDA-graph GPU time where possible.
-    on_progress : callable, optional
-        Called as ``on_progress(name, index, total)`` before each implementation.
+    on_round : callable, optional
+        Called as ``on_round(done, total)`` after each timed round.
 
     Returns
     -------
@@ -333,17 +504,9 @@ def run_benchmark(
     names = list(names)
     inputs = build_decode_inputs(config)
     reference = reference_decode(*inputs.args())
-    flush = L2Flusher(inputs.query.device)
-    results = []
-    for i, name in enumerate(names):
-        if on_progress is not None:
-            on_progress(name, i, len(names))
-        results.append(
-            benchmark_implementation(
-                name, inputs, warmup=warmup, iters=iters, reference=reference, graph=graph, flush=flush
-            )
-        )
-    return results
+    return benchmark_implementations(
+        names, inputs, warmup=warmup, iters=iters, reference=reference, graph=graph, on_round=on_round
+    )
 
 
 def measure_copy_bandwidth(device: str | torch.device = "cuda", nbytes: int = 2 << 30, iters: int = 20) -> float:
@@ -377,12 +540,6 @@ def measure_copy_bandwidth(device: str | torch.device = "cuda", nbytes: int = 2 
 
 
 # -- command line --------------------------------------------------------------
-
-def _results_table(rows: list[dict]):
-    import pandas as pd
-
-    return pd.DataFrame(rows)
-
 
 def classic_configs(args: argparse.Namespace) -> list[tuple[DecodeConfig, int]]:
     """The configs the CLI runs: the classic four, or the one the flags describe."""
@@ -467,8 +624,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--layout", choices=list(BLOCK_LAYOUTS), default="contiguous", help="physical block layout")
     p.add_argument("--device", default=default_device(), help="cpu or cuda (default: cuda when present)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--warmup", type=int, default=CLASSIC_WARMUP)
-    p.add_argument("--iters", type=int, help="timed iterations (default: per config)")
+    p.add_argument("--warmup", type=int, default=CLASSIC_WARMUP, help="untimed rounds before timing")
+    p.add_argument("--iters", type=int, help="timed rounds, each calling every implementation once (default: per config)")
     p.add_argument(
         "--impl", nargs="+", default=list(IMPLEMENTATIONS), help="implementations (naive vectorized triton triton_simple)"
     )
@@ -498,16 +655,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"device: {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}; "
           f"torch {torch.__version__}; Triton {_triton_version()} ({execution_mode()})")
     rows, full = [], []
-    with tqdm(total=len(configs) * len(args.impl), desc="benchmark", unit="run", file=sys.stderr) as bar:
+    with tqdm(total=sum(iters for _, iters in configs), desc="benchmark", unit="round", file=sys.stderr) as bar:
         for config, iters in configs:
-            def progress(name: str, i: int, total: int, config=config) -> None:
-                bar.set_postfix_str(f"B={config.batch_size} ctx={max(config.lengths)} {name}")
-
+            bar.set_postfix_str(f"B={config.batch_size} ctx={max(config.lengths)}")
             results = run_benchmark(
                 config, args.impl, warmup=args.warmup, iters=iters, graph=not args.no_graph,
-                on_progress=lambda *a: (progress(*a), bar.update(0)),
+                on_round=lambda done, total: bar.update(1),
             )
-            bar.update(len(results))
             naive = next((r for r in results if r.name == "naive"), None)
             for r in results:
                 row = {
@@ -515,7 +669,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "context_len": max(config.lengths),
                     "implementation": r.label,
                     "median_ms": r.median_ms,
+                    "p20_ms": r.p20_ms,
+                    "p80_ms": r.p80_ms,
                     "gpu_time_ms": r.gpu_time_ms,
+                    "gpu_p20_ms": r.gpu_p20_ms,
+                    "gpu_p80_ms": r.gpu_p80_ms,
                     "speedup_vs_naive": (naive.median_ms / r.median_ms) if naive else None,
                     "GB/s": r.gbps,
                     "max_abs_err": r.max_abs_err,
@@ -523,7 +681,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 }
                 rows.append(row)
                 full.append({**asdict(config), "dtype": config.dtype, **asdict(r)})
-    table = _results_table(rows)
+    import pandas as pd
+
+    table = pd.DataFrame(rows)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     if args.csv:
         table.to_csv(args.csv, index=False)

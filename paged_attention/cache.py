@@ -2,11 +2,17 @@
 
 Physical blocks that the batch does not read, and the unfilled tail slots of each
 sequence's last block, are filled with :data:`LOUD_VALUE` rather than zeros, so a
-kernel that reads a wrong block or slot gets a visibly wrong answer.
+kernel that reads a wrong block or slot gets a visibly wrong answer. With
+``poison=True`` (what the tests use) they hold NaN, ±Inf, a huge finite value and a
+denormal instead, as a recycled block or a fresh ``torch.empty`` pool can: a finite
+fill hides the classic bug of a masked slot multiplied by a zero weight
+(``0 * NaN = NaN``), and the block table's entries past each context hold -1,
+stale block ids and ids past the pool.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -17,6 +23,11 @@ from .config import DecodeConfig
 #: float16, bfloat16 and float32, and large enough that one stray read moves
 #: the softmax (as a key) or the weighted sum (as a value) far past tolerance.
 LOUD_VALUE = 64.0
+
+#: What ``poison=True`` writes into memory no context covers, slot by slot in
+#: turn: NaN, +Inf, -Inf, a large finite value (exact in float16) and, last, a
+#: denormal of the cache's dtype.
+POISON_VALUES: tuple[float, ...] = (math.nan, math.inf, -math.inf, 6e4)
 
 #: ``pool_owner`` codes besides a sequence index.
 FREE = -1
@@ -132,16 +143,22 @@ def _fragmented_free_list(
     return torch.nonzero(free).flatten()
 
 
-def build_decode_inputs(config: DecodeConfig) -> DecodeInputs:
+def build_decode_inputs(config: DecodeConfig, *, poison: bool = False) -> DecodeInputs:
     """Random inputs for one decode step of ``config``.
 
     The query and every K/V slot that a sequence's context covers are standard
-    normal; all other slots hold :data:`LOUD_VALUE`.
+    normal; all other slots hold :data:`LOUD_VALUE`, or with ``poison`` the
+    values of :data:`POISON_VALUES` (see :func:`fill_uncovered`).
 
     Parameters
     ----------
     config : DecodeConfig
         Sizes, dtype, device, seed and block layout.
+    poison : bool
+        Dirty memory, as an engine's pool can hold it: NaN, ±Inf, a huge finite
+        value and denormals in every uncovered slot, and in the block table, past
+        each sequence's needed blocks, -1, stale block ids and ids past the pool
+        (see :func:`poison_table`). An implementation's output must not change.
 
     Returns
     -------
@@ -155,7 +172,7 @@ def build_decode_inputs(config: DecodeConfig) -> DecodeInputs:
 
     Examples
     --------
-    >>> inputs = build_decode_inputs(DecodeConfig(batch_size=2, context_lens=(5, 40)))
+    >>> inputs = build_decode_inputs(DecodeConfig(batch_size=2, context_lens=(5, 40)), poison=True)
     >>> out = reference_decode(*inputs.args())
     """
     config.validate()
@@ -169,16 +186,18 @@ def build_decode_inputs(config: DecodeConfig) -> DecodeInputs:
     ).to(dtype)
     k_cache = torch.randn(shape, generator=gen, device=device).to(dtype)
     v_cache = torch.randn(shape, generator=gen, device=device).to(dtype)
-    filled = context_mask(block_tables, torch.tensor(config.lengths), config.num_blocks, config.block_size)
-    filled = filled.to(device)
-    k_cache[~filled] = LOUD_VALUE
-    v_cache[~filled] = LOUD_VALUE
+    block_tables = block_tables.to(device)
+    context_lens = torch.tensor(config.lengths, dtype=torch.int32, device=device)
+    covered = context_mask(block_tables, context_lens, config.num_blocks, config.block_size)
+    fill_uncovered(k_cache, v_cache, covered, poison=poison)
+    if poison:
+        block_tables = poison_table(block_tables, context_lens, config.num_blocks, config.block_size, seed=config.seed)
     return DecodeInputs(
         query=query,
         k_cache=k_cache,
         v_cache=v_cache,
-        block_tables=block_tables.to(device),
-        context_lens=torch.tensor(config.lengths, dtype=torch.int32, device=device),
+        block_tables=block_tables,
+        context_lens=context_lens,
         pool_owner=owner,
         config=config,
     )
@@ -189,16 +208,104 @@ def context_mask(
 ) -> torch.Tensor:
     """Which ``(physical block, slot)`` pairs some sequence's context covers.
 
+    Vectorised on the tables' device (no loop over sequences or blocks), so it
+    serves pools of millions of blocks. Entries past a context are never read.
+
+    Parameters
+    ----------
+    block_tables : Tensor
+        ``[batch_size, max_num_blocks]`` int32 or int64; needed entries lie in
+        ``[0, num_blocks)``.
+    context_lens : Tensor
+        ``[batch_size]`` int32 or int64.
+    num_blocks, block_size : int
+        Size of the pool.
+
     Returns
     -------
     Tensor
-        ``[num_blocks, block_size]`` bool on the CPU.
+        ``[num_blocks, block_size]`` bool on ``block_tables``' device.
     """
-    mask = torch.zeros(num_blocks, block_size, dtype=torch.bool)
-    tables = block_tables.cpu().long()
-    for seq, n in enumerate(context_lens.cpu().tolist()):
-        if n == 0:
-            continue
-        tokens = torch.arange(n)
-        mask[tables[seq, tokens // block_size], tokens % block_size] = True
+    device = block_tables.device
+    tables = block_tables.long()
+    lens = context_lens.to(device=device, dtype=torch.long)
+    mask = torch.zeros(num_blocks, block_size, dtype=torch.bool, device=device)
+    if tables.numel() == 0:
+        return mask
+    full_blocks = lens // block_size
+    cols = torch.arange(tables.shape[1], device=device)
+    mask[tables[cols[None, :] < full_blocks[:, None]]] = True  # every slot of a full block
+    rest = lens % block_size
+    partial = torch.nonzero(rest > 0).flatten()
+    if partial.numel():
+        last = tables[partial, full_blocks[partial]]  # the partly filled last blocks
+        slots = torch.arange(block_size, device=device)
+        used = slots[None, :] < rest[partial, None]
+        mask[last[:, None].expand_as(used)[used], slots.expand_as(used)[used]] = True
     return mask
+
+
+def fill_uncovered(
+    k_cache: torch.Tensor, v_cache: torch.Tensor, covered: torch.Tensor, *, poison: bool = False
+) -> None:
+    """Overwrite, in place, every K/V slot that ``covered`` marks False.
+
+    The one place that decides what memory no context covers holds.
+
+    Parameters
+    ----------
+    k_cache, v_cache : Tensor
+        ``[num_blocks, block_size, num_kv_heads, head_dim]`` floating point.
+    covered : Tensor
+        ``[num_blocks, block_size]`` bool, from :func:`context_mask`.
+    poison : bool
+        False: :data:`LOUD_VALUE` everywhere. True: uncovered slot ``i`` (counted
+        over the flattened pool) holds ``(*POISON_VALUES, denormal)[i % 5]`` in
+        every head and dimension, so each kind of dirt lands in tail slots and in
+        whole blocks alike.
+    """
+    uncovered = ~covered.to(k_cache.device)
+    for cache in (k_cache, v_cache):
+        if not poison:
+            cache[uncovered] = LOUD_VALUE
+            continue
+        finfo = torch.finfo(cache.dtype)
+        values = torch.tensor((*POISON_VALUES, finfo.tiny / 4), dtype=cache.dtype, device=cache.device)
+        slot = torch.arange(uncovered.numel(), device=cache.device).view(uncovered.shape)
+        cache[uncovered] = values[slot[uncovered] % len(values)][:, None, None]
+
+
+def poison_table(
+    block_tables: torch.Tensor, context_lens: torch.Tensor, num_blocks: int, block_size: int, *, seed: int = 0
+) -> torch.Tensor:
+    """A copy of ``block_tables`` whose entries past each sequence's needed blocks
+    hold what an engine's table can: ``-1``, stale ids of other blocks in the pool,
+    ``num_blocks`` and ``2**31 - 1`` (past the pool), in turn by column.
+
+    Parameters
+    ----------
+    block_tables : Tensor
+        ``[batch_size, max_num_blocks]`` int32 or int64.
+    context_lens : Tensor
+        ``[batch_size]``.
+    num_blocks, block_size : int
+        Size of the pool.
+    seed : int
+        Seed of the stale ids.
+
+    Returns
+    -------
+    Tensor
+        Same shape, dtype and device; needed entries unchanged.
+    """
+    device = block_tables.device
+    lens = context_lens.to(device=device, dtype=torch.long)
+    needed = (lens + block_size - 1) // block_size
+    cols = torch.arange(block_tables.shape[1], device=device)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    stale = torch.randint(0, max(num_blocks, 1), block_tables.shape, generator=gen, device=device)
+    kinds = torch.stack([torch.full_like(stale, -1), stale, torch.full_like(stale, num_blocks),
+                         torch.full_like(stale, 2**31 - 1)])
+    garbage = kinds.gather(0, (cols % 4).expand_as(stale)[None]).squeeze(0).to(block_tables.dtype)
+    past = cols[None, :] >= needed[:, None]
+    return torch.where(past, garbage, block_tables)

@@ -19,13 +19,16 @@ def vectorized_decode(
 ) -> torch.Tensor:
     """Paged-attention decode with no Python loop over blocks or sequences.
 
-    One ``index_select`` per cache pulls every needed block of the whole batch (the
-    first ``ceil(max_context_len / block_size)`` table columns) as whole rows of the
-    pool, viewed as ``[batch, num_kv_heads, tokens, head_dim]``; PyTorch's fused
+    One ``index_select`` per cache pulls the whole batch's K/V (the first
+    ``ceil(max_context_len / block_size)`` table columns of every sequence), viewed
+    as ``[batch, num_kv_heads, tokens, head_dim]``; PyTorch's fused
     ``scaled_dot_product_attention`` (with ``enable_gqa``, so GQA/MQA cost no copy of
-    K/V) computes the step. When the rows have equal lengths the gathered tokens are
-    sliced to that length and no mask is needed; in a ragged batch the slots past
-    each context get an additive ``-inf`` mask. The mask must be additive: with a boolean
+    K/V) computes the step. When the rows have equal lengths every block read is
+    needed: the tail of the last block is sliced off and no mask is needed. In a
+    ragged batch the slots past each context get an additive ``-inf`` mask, and
+    must hold finite values (a zero weight times NaN is NaN): table entries past a
+    context are redirected to a block the batch's contexts fill whole, and the
+    unfilled tail of each sequence's last block is zeroed in the gathered copy. The mask must be additive: with a boolean
     mask, PyTorch's CUDA kernel (cuDNN on an H200, torch 2.11) let the padding win
     when every real logit is near -1e5 (``benchmarks/extreme_logits.py``), while
     the additive ``-inf`` mask is exact there. A row with context length 0 is zero.
@@ -84,14 +87,26 @@ def vectorized_decode_unchecked(
     ragged = shape.min_context_len != longest
     table = block_tables[:, :cols]
     if ragged:
-        # Entries past a sequence's needed blocks may hold anything (-1, stale ids):
-        # clamp them into the pool; the mask hides whatever block they then read.
-        table = table.clamp(0, k_cache.shape[0] - 1)
+        # Padding slots get weight 0, and 0 * NaN = NaN: what they read must be
+        # finite. Table entries past a context may name anything (-1, stale ids,
+        # ids past the pool), so they read the first block of the longest sequence
+        # instead: its context fills that block whole, since with fewer than
+        # block_size tokens it would leave one column, where only empty rows
+        # (masked whole, zeroed below) have entries past their context.
+        needed = (context_lens.long() + block_size - 1) // block_size
+        past = torch.arange(cols, device=table.device)[None, :] >= needed[:, None]
+        clean = block_tables[:, 0].index_select(0, context_lens.argmax().view(1))  # no host sync: capturable
+        table = torch.where(past, clean, table).clamp(0, k_cache.shape[0] - 1)
     # One gather of whole blocks (contiguous rows of the pool) per cache, viewed as
     # [batch, kv_heads, tokens, head_dim] without a copy.
     table = table.reshape(-1)
-    keys = k_cache.index_select(0, table).view(batch, tokens, kv_heads, head_dim).transpose(1, 2)
-    values = v_cache.index_select(0, table).view(batch, tokens, kv_heads, head_dim).transpose(1, 2)
+    keys = k_cache.index_select(0, table)
+    values = v_cache.index_select(0, table)
+    if ragged:
+        # The slots past a context inside its last block are the pool's memory too.
+        _zero_tails(keys, values, context_lens, batch, cols, block_size)
+    keys = keys.view(batch, tokens, kv_heads, head_dim).transpose(1, 2)
+    values = values.view(batch, tokens, kv_heads, head_dim).transpose(1, 2)
     bias = None
     if not ragged:
         keys, values = keys[:, :, :longest], values[:, :, :longest]
@@ -108,3 +123,23 @@ def vectorized_decode_unchecked(
         # A row with no valid key comes out NaN (0/0): zero by contract.
         out = out.masked_fill(context_lens.view(batch, 1, 1) == 0, 0.0)
     return out
+
+
+
+
+def _zero_tails(
+    keys: torch.Tensor, values: torch.Tensor, context_lens: torch.Tensor, batch: int, cols: int, block_size: int
+) -> None:
+    """Zero, in place, the slots past each context inside its last gathered block.
+
+    ``keys`` and ``values`` are the gathered blocks, ``[batch * cols, block_size,
+    num_kv_heads, head_dim]``; one block per sequence is read and written, not the
+    whole gather.
+    """
+    lens = context_lens.long()
+    last = (lens - 1).clamp(min=0) // block_size  # an empty row: its first block (masked whole anyway)
+    rows = torch.arange(batch, device=keys.device) * cols + last
+    slots = torch.arange(block_size, device=keys.device)
+    keep = (last[:, None] * block_size + slots[None, :] < lens[:, None])[:, :, None, None]
+    for gathered in (keys, values):
+        gathered[rows] = torch.where(keep, gathered[rows], 0)

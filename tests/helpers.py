@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import paged_attention as pa
+from paged_attention.cache import context_mask, fill_uncovered, poison_table
 from paged_attention import sweep
 
 #: Every decode function under test: the three the app races plus the variants.
@@ -74,16 +75,18 @@ def paged_inputs(
 
     Sequence ``b`` keeps its tokens in physical blocks ``block_ids[b]`` (logical
     order); each needs at least ``ceil(lengths[b] / block_size)`` ids. Covered slots
-    are standard normal, every other slot of the pool holds ``LOUD_VALUE``; table
-    entries past the given ids are -1.
+    are standard normal; every other slot of the pool is poisoned (NaN, ±Inf, huge,
+    denormal: :func:`paged_attention.cache.fill_uncovered`); table entries past the
+    given ids hold -1, stale ids and ids past the pool
+    (:func:`paged_attention.cache.poison_table`).
 
     Returns ``(query, k_cache, v_cache, block_tables, context_lens)``.
     """
     gen = torch.Generator().manual_seed(seed)
     cols = table_cols or max(1, max(len(ids) for ids in block_ids))
     shape = (num_blocks, block_size, num_kv_heads, head_dim)
-    k = torch.full(shape, pa.LOUD_VALUE)
-    v = torch.full(shape, pa.LOUD_VALUE)
+    k = torch.zeros(shape)
+    v = torch.zeros(shape)
     table = torch.full((len(lengths), cols), -1, dtype=torch.int32)
     for b, (n, ids) in enumerate(zip(lengths, block_ids)):
         assert len(ids) * block_size >= n
@@ -94,14 +97,17 @@ def paged_inputs(
         v[blocks, slots] = torch.randn(n, num_kv_heads, head_dim, generator=gen)
     query = torch.randn(len(lengths), num_heads, head_dim, generator=gen)
     lens = torch.tensor(list(lengths), dtype=torch.int32)
-    return tuple(
-        t.to(device=device, dtype=dtype) if t.is_floating_point() else t.to(device)
-        for t in (query, k, v, table, lens)
-    )
+    k, v = k.to(dtype), v.to(dtype)
+    covered = context_mask(table, lens, num_blocks, block_size)
+    fill_uncovered(k, v, covered, poison=True)
+    given = torch.tensor([len(ids) for ids in block_ids]) * block_size
+    table = poison_table(table, given, num_blocks, block_size, seed=seed)  # past the given ids only
+    return tuple(t.to(device) for t in (query.to(dtype), k, v, table, lens))
 
 
 def loud_block(pool_owner: torch.Tensor) -> int:
-    """A physical block that no sequence of the batch owns (so it holds LOUD_VALUE)."""
+    """A physical block that no sequence of the batch owns (so it holds LOUD_VALUE,
+    or poison)."""
     unowned = torch.nonzero(pool_owner < 0).flatten()
     assert len(unowned), "the pool needs a spare block"
     return int(unowned[0])

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import paged_attention as pa
-from paged_attention.cache import FREE, OTHER
+from paged_attention.cache import FREE, OTHER, context_mask, fill_uncovered
 from helpers import DTYPES, dtype_id, seed  # noqa: F401
 
 
@@ -341,3 +341,50 @@ def test_numpy_integers_are_whole_numbers():
                        (dict(batch_size=np.float64(2.0)), "batch_size"), (dict(spare_blocks=True), "spare_blocks")]:
         with pytest.raises(ValueError, match=match):
             pa.DecodeConfig(**{"batch_size": 2, "context_lens": 4, **bad}).validate()
+
+
+# -- dirty memory (poison) -------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("layout", pa.BLOCK_LAYOUTS)
+def test_poisoned_inputs_hold_nan_and_inf_wherever_no_context_reads(layout, dtype, device, seed):
+    config = pa.DecodeConfig(batch_size=4, context_lens=(5, 40, 17, 0), num_heads=4, num_kv_heads=2, head_dim=8,
+                             block_size=8, dtype=dtype_id(dtype), block_layout=layout, spare_blocks=5,
+                             device=device, seed=seed)
+    clean, dirty = pa.build_decode_inputs(config), pa.build_decode_inputs(config, poison=True)
+    tables = clean.block_tables.cpu()
+    covered = coverage(tables, clean.context_lens.cpu(), config.num_blocks, 8) > 0
+    for cache, same in ((dirty.k_cache.cpu(), clean.k_cache.cpu()), (dirty.v_cache.cpu(), clean.v_cache.cpu())):
+        assert torch.equal(cache[covered], same[covered])  # what the contexts hold is unchanged
+        dirt = cache[~covered]
+        assert torch.isnan(dirt).any() and torch.isposinf(dirt).any() and torch.isneginf(dirt).any()
+        finite = dirt[torch.isfinite(dirt)]
+        assert (finite.abs() >= 6e4).any() and ((finite != 0) & (finite.abs() < torch.finfo(dtype).tiny)).any()
+    needed = torch.tensor(config.blocks_per_sequence)
+    past = torch.arange(tables.shape[1])[None, :] >= needed[:, None]
+    dirty_tables = dirty.block_tables.cpu()
+    assert torch.equal(dirty_tables[~past], tables[~past])
+    garbage = set(dirty_tables[past].tolist())
+    assert {-1, config.num_blocks, 2**31 - 1} <= garbage  # -1, ids past the pool
+    assert any(0 <= g < config.num_blocks for g in garbage)  # and stale ids
+    assert torch.equal(pa.reference_decode(*dirty.args()), pa.reference_decode(*clean.args()))
+
+
+def test_context_mask_matches_a_token_by_token_count_with_shared_blocks():
+    tables = torch.tensor([[3, 1, -1], [3, 0, 2], [4, 7, 9], [-1, -1, -1]], dtype=torch.int32)
+    lens = torch.tensor([10, 20, 3, 0])  # rows 0 and 1 share block 3; row 0 fills block 1 partly
+    mask = context_mask(tables, lens, 10, 8)
+    assert torch.equal(mask, coverage(tables, lens, 10, 8) > 0)
+
+
+def test_context_mask_and_poison_serve_a_pool_of_a_million_blocks():
+    """Vectorised: no host loop over blocks or sequences (a loop would take minutes here)."""
+    batch, blocks = 4096, 256
+    tables = torch.arange(batch * blocks, dtype=torch.int32).view(batch, blocks)
+    lens = torch.randint(0, blocks, (batch,), generator=torch.Generator().manual_seed(0)) * 1 + 1
+    mask = context_mask(tables, lens, batch * blocks + 5, 1)
+    assert int(mask.sum()) == int(lens.sum())
+    k = torch.zeros(batch * blocks + 5, 1, 1, 1)
+    v = torch.zeros_like(k)
+    fill_uncovered(k, v, mask, poison=True)
+    assert torch.isnan(k).any() and bool((k[mask] == 0).all())

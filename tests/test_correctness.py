@@ -27,9 +27,10 @@ def awkward_lengths(block_size: int) -> tuple[int, ...]:
     return (1, block_size, block_size + 1, 2 * block_size, max(3 * block_size - 1, 70))
 
 
-def build(device: str, seed: int, **changes) -> pa.DecodeInputs:
+def build(device: str, seed: int, poison: bool = True, **changes) -> pa.DecodeInputs:
     """Inputs of the base case (GQA 8/2, head_dim 64, block 16, float16, shuffled
-    pool, a ragged batch) with some fields changed."""
+    pool, a ragged batch) with some fields changed; memory no context covers holds
+    NaN and ±Inf unless ``poison`` is False (then the finite LOUD_VALUE)."""
     block_size = changes.get("block_size", 16)
     fields = dict(
         context_lens=awkward_lengths(block_size),
@@ -44,7 +45,7 @@ def build(device: str, seed: int, **changes) -> pa.DecodeInputs:
     )
     fields.update(changes)
     fields["batch_size"] = len(fields["context_lens"])
-    return pa.build_decode_inputs(pa.DecodeConfig(**fields))
+    return pa.build_decode_inputs(pa.DecodeConfig(**fields), poison=poison)
 
 
 # -- the API surface --------------------------------------------------------------
@@ -205,7 +206,7 @@ def small_configs(draw):
 def test_property_random_small_configs(impl, config, scale):
     """The axes crossed at random: any small configuration matches the reference."""
     config = config.with_(device=pa.default_device())
-    run_and_compare(impl, pa.build_decode_inputs(config).args(), scale=scale)
+    run_and_compare(impl, pa.build_decode_inputs(config, poison=True).args(), scale=scale)
 
 
 # -- how the caches are laid out in memory -----------------------------------------
@@ -241,7 +242,8 @@ def test_non_contiguous_caches(impl, layout, device, seed):
     else:
         k2, v2 = _restride(k, layout), _restride(v, layout)
     assert not k2.is_contiguous() and not v2.is_contiguous()
-    assert torch.equal(k2, k) and torch.equal(v2, v)
+    for new, old in ((k2, k), (v2, v)):  # same values, poison included (NaN != NaN for torch.equal)
+        torch.testing.assert_close(new, old, rtol=0, atol=0, equal_nan=True)
     run_and_compare(impl, (q, k2, v2, tables, lens), expected=expected)
 
 
@@ -294,9 +296,9 @@ def test_non_contiguous_tables_and_lengths(impl, layout, device, seed):
 
 @pytest.mark.parametrize("impl", IMPL_NAMES)
 def test_wrong_table_entry_changes_the_output(impl, device, seed):
-    """Sanity check of the test design: point one needed entry at an unused (loud)
-    block and every implementation's output moves far past tolerance."""
-    inputs = build(device, seed, context_lens=(20, 70, 33), spare_blocks=3, dtype="float32")
+    """Sanity check of the test design: point one needed entry at an unused (loud,
+    finite) block and every implementation's output moves far past tolerance."""
+    inputs = build(device, seed, context_lens=(20, 70, 33), spare_blocks=3, dtype="float32", poison=False)
     q, k, v, tables, lens = inputs.args()
     right = pa.reference_decode(q, k, v, tables, lens)
     wrong_tables = tables.clone()
@@ -395,8 +397,10 @@ def large_pool():
         idx = torch.tensor(b, device=device)
         k[idx] = torch.randn(len(b), *shape[1:], generator=gen).half().to(device)
         v[idx] = torch.randn(len(b), *shape[1:], generator=gen).half().to(device)
-    k[torch.tensor(loud, device=device)] = pa.LOUD_VALUE
-    v[torch.tensor(loud, device=device)] = pa.LOUD_VALUE
+    k[torch.tensor(loud, device=device)] = torch.tensor([float("nan"), float("inf"), -float("inf"), 6e4, 0.0],
+                                                        dtype=k.dtype, device=device).view(-1, 1, 1, 1)
+    v[torch.tensor(loud, device=device)] = torch.tensor([float("inf"), float("nan"), 6e4, -float("inf"), 0.0],
+                                                        dtype=v.dtype, device=device).view(-1, 1, 1, 1)
     tables = torch.tensor([ids[0] + [-1], ids[1]], dtype=torch.int32, device=device)
     lens = torch.tensor([40, 61], dtype=torch.int32, device=device)
     query = torch.randn(2, 4, head_dim, generator=gen).half().to(device)
@@ -597,7 +601,7 @@ def test_gpu_serving_batch(impl, dtype, seed):
         batch_size=8, context_lens=lengths, num_heads=32, num_kv_heads=8, head_dim=128,
         block_size=16, dtype=dtype_id(dtype), device="cuda", seed=seed, block_layout="fragmented",
     )
-    inputs = pa.build_decode_inputs(cfg)
+    inputs = pa.build_decode_inputs(cfg, poison=True)
     run_and_compare(impl, inputs.args())
 
 
@@ -615,7 +619,7 @@ def test_gpu_shapes(impl, dtype, head_dim, block_size, num_heads, num_kv_heads, 
         batch_size=8, context_lens=lengths, num_heads=num_heads, num_kv_heads=num_kv_heads,
         head_dim=head_dim, block_size=block_size, dtype=dtype_id(dtype), device="cuda", seed=seed,
     )
-    inputs = pa.build_decode_inputs(cfg)
+    inputs = pa.build_decode_inputs(cfg, poison=True)
     run_and_compare(impl, inputs.args())
 
 
@@ -629,7 +633,7 @@ def test_gpu_split_k(num_splits, dtype, seed):
         batch_size=3, context_lens=(16384, 0, 2500), num_heads=32, num_kv_heads=8, head_dim=128,
         block_size=16, dtype=dtype_id(dtype), device="cuda", seed=seed,
     )
-    inputs = pa.build_decode_inputs(cfg)
+    inputs = pa.build_decode_inputs(cfg, poison=True)
     overrides = {} if num_splits is None else {"num_splits": num_splits}
     out = pa.prepare_triton_decode(*inputs.args(), **overrides)()
     assert_matches(out, inputs.query, pa.reference_decode(*inputs.args()))
@@ -649,7 +653,7 @@ def test_gpu_fused_merge_is_race_free(batch, context, seed):
         batch_size=batch, context_lens=context, num_heads=32, num_kv_heads=8, head_dim=128,
         block_size=16, dtype="float16", device="cuda", seed=seed, block_layout="shuffled",
     )
-    inputs = pa.build_decode_inputs(cfg)
+    inputs = pa.build_decode_inputs(cfg, poison=True)
     launch = pa.prepare_triton_decode(*inputs.args())
     plan = pa.plan_launch(pa.check_decode_args(*inputs.args()), inputs.query.device, inputs.query.dtype)
     assert plan.num_splits > 1 and plan.fused_merge
@@ -680,3 +684,26 @@ def test_gpu_compiled_triton_rejects_cpu_tensors(impl, seed):
     inputs = build("cpu", seed, context_lens=(5, 20))
     with pytest.raises(ValueError, match="CUDA tensors"):
         IMPLS[impl](*inputs.args())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lengths", [(300, 300, 300), (300, 0, 17, 64, 1), (5, 3)], ids=["uniform", "ragged", "short"])
+@pytest.mark.parametrize("impl", sorted(pa.GRAPH_CAPTURABLE))
+def test_gpu_prepared_implementations_replay_in_a_cuda_graph(impl, lengths, seed):
+    """``prepare`` promises no host synchronisation for these: capture one call in a
+    CUDA graph, refill the query in place, replay, and compare with the reference."""
+    inputs = build("cuda", seed, context_lens=lengths, dtype="float16")
+    run = pa.prepare(impl, *inputs.args())
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        run()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = run()
+    inputs.query.copy_(torch.randn_like(inputs.query))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all()
+    assert_matches(out, inputs.query, pa.reference_decode(*inputs.args()))
