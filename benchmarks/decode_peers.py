@@ -21,7 +21,7 @@ bandwidth of the device is measured in the same run.
 
 Usage (on a GPU host)::
 
-    python benchmarks/decode_peers.py --out docs/peers.csv
+    python -m benchmarks.decode_peers --out peers.csv
 """
 
 from __future__ import annotations
@@ -30,20 +30,17 @@ import argparse
 import statistics
 import sys
 import traceback
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from paged_attention import DecodeConfig, build_decode_inputs, prepare, reference_decode  # noqa: E402
-from paged_attention.bench import L2Flusher, check_accuracy, gpu_time, measure_copy_bandwidth, time_calls  # noqa: E402
-from paged_attention.config import ragged_lengths  # noqa: E402
+from paged_attention import DecodeConfig, build_decode_inputs, prepare, reference_decode
+from paged_attention.bench import L2Flusher, check_accuracy, gpu_time, measure_copy_bandwidth, time_calls
+from paged_attention.config import ragged_lengths
 
 BASE = dict(num_heads=32, num_kv_heads=8, head_dim=128, block_size=16, block_layout="shuffled")
 
-#: (name, batch_size, context_lens, overrides): the targets of issue 4.
+#: (name, batch_size, context_lens, overrides): the configurations of docs/benchmarks.md.
 CONFIGS = [
     ("large", 32, 2048, {}),
     ("large", 64, 4096, {}),
@@ -165,18 +162,18 @@ OURS = ("triton", "triton_simple", "vectorized")
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.decode_peers", description=__doc__.split("\n\n")[0])
     p.add_argument("--dtype", nargs="+", default=["float16", "bfloat16"])
     p.add_argument("--only", choices=["large", "small", "ragged"], nargs="+")
     p.add_argument("--impl", nargs="+", default=list(OURS) + [p for p in PEERS if p != "triton_merge_kernel"],
                    choices=list(OURS) + list(PEERS))
     p.add_argument("--head-dim", type=int, default=BASE["head_dim"],
-                   help="head_dim of every configuration (the issue's targets are at 128)")
+                   help="head_dim of every configuration (the targets in docs/benchmarks.md are at 128)")
     p.add_argument("--call-iters", type=int, default=30)
     p.add_argument("--out", help="CSV file for the full table")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
-        sys.exit(f"{Path(__file__).name} needs a CUDA GPU (it times GPU kernels); none is visible here")
+        sys.exit(f"benchmarks.decode_peers needs a CUDA GPU (it times GPU kernels); none is visible here")
 
     import pandas as pd
     import triton

@@ -10,24 +10,22 @@ compared with the float64 reference.
 
 Usage::
 
-    python benchmarks/extreme_logits.py
+    python -m benchmarks.extreme_logits
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from paged_attention import DecodeConfig, build_decode_inputs, prepare, reference_decode
+from paged_attention.bench import check_accuracy
+from paged_attention.validation import check_decode_args
 
-from paged_attention import DecodeConfig, build_decode_inputs, prepare, reference_decode  # noqa: E402
-from paged_attention.bench import check_accuracy  # noqa: E402
-from paged_attention.validation import check_decode_args  # noqa: E402
-
-from decode_peers import gather_sdpa, sdpa_contiguous  # noqa: E402
+from benchmarks.decode_peers import gather_sdpa, sdpa_contiguous
 
 SCALE = 64.0
 
@@ -51,9 +49,10 @@ def extreme_inputs(dtype: str, device: str, seed: int = 0):
     return inputs
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    argparse.ArgumentParser(prog="python -m benchmarks.extreme_logits", description=__doc__.split("\n\n")[0]).parse_args(argv)
     if not torch.cuda.is_available():
-        sys.exit(f"{Path(__file__).name} needs a CUDA GPU; none is visible here")
+        sys.exit(f"benchmarks.extreme_logits needs a CUDA GPU; none is visible here")
     for dtype in ("float16", "bfloat16"):
         inputs = extreme_inputs(dtype, "cuda")
         args = inputs.args()

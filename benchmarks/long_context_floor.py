@@ -24,7 +24,7 @@ call), this times:
                       ``empty_grid``, a kernel of the same grid that stores one value
                       per program. Their difference is the merge chain's own length;
 
-each with the block table shuffled (issue 4's layout) and contiguous (block ``i`` of
+each with the block table shuffled (the layout of docs/benchmarks.md) and contiguous (block ``i`` of
 a sequence is the next physical block), so the cost of paging itself shows apart
 from the cost of splitting the context. Every decode output is checked against the
 float64 reference. The copy bandwidth (2 GiB device-to-device) is measured in the
@@ -32,7 +32,7 @@ same run, and each time is printed as GPU time and as a fraction of it.
 
 Usage::
 
-    python benchmarks/long_context_floor.py --out docs/data/long_context_floor.csv
+    python -m benchmarks.long_context_floor --out docs/data/long_context_floor.csv
 """
 
 from __future__ import annotations
@@ -42,19 +42,15 @@ import contextlib
 import importlib
 import statistics
 import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from paged_attention import DecodeConfig, build_decode_inputs, reference_decode  # noqa: E402
-from paged_attention import runtime  # noqa: E402,F401  (before triton)
-from paged_attention.bench import L2Flusher, check_accuracy, gpu_time, measure_copy_bandwidth  # noqa: E402
-from stream_floor import triton_read  # noqa: E402
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
+from paged_attention import DecodeConfig, build_decode_inputs, reference_decode
+from paged_attention import runtime  # noqa: F401  (before triton)
+from paged_attention.bench import L2Flusher, check_accuracy, gpu_time, measure_copy_bandwidth
+from benchmarks.stream_floor import triton_read
+import triton
+import triton.language as tl
 
 # The module, not the function of the same name that the package exports.
 _decode = importlib.import_module("paged_attention.triton_decode")
@@ -233,7 +229,7 @@ def runs_for(batch: int, context: int, layout: str, device: torch.device) -> dic
 def main(argv=None) -> int:
     import pandas as pd
 
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.long_context_floor", description=__doc__.split("\n\n")[0])
     p.add_argument("--batch", type=int, nargs="+", default=[1, 2, 8])
     p.add_argument("--context", type=int, nargs="+", default=[32768, 16384, 8192])
     p.add_argument("--rounds", type=int, default=7)
@@ -242,7 +238,7 @@ def main(argv=None) -> int:
     if len(args.batch) != len(args.context):
         p.error("give one --context per --batch")
     if not torch.cuda.is_available():
-        sys.exit(f"{Path(__file__).name} needs a CUDA GPU; none is visible here")
+        sys.exit(f"benchmarks.long_context_floor needs a CUDA GPU; none is visible here")
     dev = torch.device("cuda")
     copy_gbps = measure_copy_bandwidth(dev)
     flush = L2Flusher(dev)

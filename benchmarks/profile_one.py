@@ -2,24 +2,21 @@
 
 Usage::
 
-    ncu --clock-control none -k regex:paged_decode -c 1 python benchmarks/profile_one.py --batch 32 --context 2048
+    ncu --clock-control none -k regex:paged_decode -c 1 python -m benchmarks.profile_one --batch 32 --context 2048
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from paged_attention import DecodeConfig, build_decode_inputs, prepare  # noqa: E402
+from paged_attention import DecodeConfig, build_decode_inputs, prepare
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(prog="python -m benchmarks.profile_one", description=__doc__.split("\n\n")[0])
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--context", type=int, default=2048)
     p.add_argument("--block-size", type=int, default=16)
@@ -27,7 +24,7 @@ def main() -> None:
     p.add_argument("--impl", default="triton")
     args = p.parse_args()
     if not torch.cuda.is_available():
-        sys.exit(f"{Path(__file__).name} needs a CUDA GPU (it times GPU kernels); none is visible here")
+        sys.exit(f"benchmarks.profile_one needs a CUDA GPU (it times GPU kernels); none is visible here")
     cfg = DecodeConfig(batch_size=args.batch, context_lens=args.context, num_heads=args.num_heads, num_kv_heads=8,
                        head_dim=128, block_size=args.block_size, dtype="float16", device="cuda", block_layout="shuffled")
     run = prepare(args.impl, *build_decode_inputs(cfg).args())

@@ -3,31 +3,28 @@ configuration, and its parts (the gather, SDPA with and without a mask) timed al
 
 Usage::
 
-    python benchmarks/profile_vectorized.py --batch 32 --context 2048
+    python -m benchmarks.profile_vectorized --batch 32 --context 2048
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from paged_attention import DecodeConfig, build_decode_inputs, prepare  # noqa: E402
-from paged_attention.bench import L2Flusher, gpu_time  # noqa: E402
+from paged_attention import DecodeConfig, build_decode_inputs, prepare
+from paged_attention.bench import L2Flusher, gpu_time
 
 
 def main() -> int:
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(prog="python -m benchmarks.profile_vectorized", description=__doc__.split("\n\n")[0])
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--context", type=int, default=2048)
     p.add_argument("--dtype", default="float16")
     args = p.parse_args()
     if not torch.cuda.is_available():
-        sys.exit(f"{Path(__file__).name} needs a CUDA GPU; none is visible here")
+        sys.exit(f"benchmarks.profile_vectorized needs a CUDA GPU; none is visible here")
     dev = torch.device("cuda")
     cfg = DecodeConfig(batch_size=args.batch, context_lens=args.context, num_heads=32, num_kv_heads=8, head_dim=128,
                        block_size=16, dtype=args.dtype, device="cuda", block_layout="shuffled")

@@ -1,9 +1,9 @@
-"""Turn the CSVs of ``decode_peers.py`` and ``python -m paged_attention.bench`` into
+"""Turn the CSVs of ``benchmarks.decode_peers`` and ``python -m paged_attention.bench`` into
 the Markdown tables of ``docs/benchmarks.md``.
 
 Usage::
 
-    python benchmarks/report.py --peers peers.csv --copy-gbps 4255 --classic classic.csv
+    python -m benchmarks.report --peers peers.csv --copy-gbps 4255 --classic classic.csv
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def peers_table(path: str, copy_gbps: float, impls: list[str] | None = None) -> 
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__.split("\n\n")[0])
     p.add_argument("--peers")
     p.add_argument("--copy-gbps", type=float)
     p.add_argument("--impl", nargs="+", help="columns to show, in this order (default: all)")

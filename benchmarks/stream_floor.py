@@ -22,24 +22,22 @@ so shows the largest fraction of the copy bandwidth a call of a given size can r
 
 Usage::
 
-    python benchmarks/stream_floor.py --out docs/data/stream_floor.csv
+    python -m benchmarks.stream_floor --out docs/data/stream_floor.csv
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from paged_attention import DecodeConfig, build_decode_inputs, prepare  # noqa: E402
-from paged_attention import runtime  # noqa: E402,F401  (before triton)
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
+from paged_attention import DecodeConfig, build_decode_inputs, prepare
+from paged_attention import runtime  # noqa: F401  (before triton)
+from paged_attention.bench import L2Flusher, gpu_time, measure_copy_bandwidth
+import triton
+import triton.language as tl
 
 
 @triton.jit
@@ -61,7 +59,7 @@ def triton_read(x: torch.Tensor, programs: int, block: int, warps: int):
     per_program = -(-n // (programs * block)) * block
     partial = torch.empty(programs, dtype=torch.float32, device=x.device)
     return lambda: _read_kernel[(programs,)](x, partial, n, per_program, BLOCK=block, num_warps=warps)
-from paged_attention.bench import L2Flusher, gpu_time, measure_copy_bandwidth  # noqa: E402
+
 
 TOKEN_BYTES = 2 * 8 * 128 * 2  # K and V of one token: 8 KV heads x 128 dims x float16
 
@@ -69,12 +67,12 @@ TOKEN_BYTES = 2 * 8 * 128 * 2  # K and V of one token: 8 KV heads x 128 dims x f
 def main(argv=None) -> int:
     import pandas as pd
 
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.stream_floor", description=__doc__.split("\n\n")[0])
     p.add_argument("--mb", type=float, nargs="+", default=[16.8, 33.6, 67.1, 134.2, 268.4, 536.9, 1073.7])
     p.add_argument("--out")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
-        sys.exit(f"{Path(__file__).name} needs a CUDA GPU; none is visible here")
+        sys.exit(f"benchmarks.stream_floor needs a CUDA GPU; none is visible here")
     dev = torch.device("cuda")
     copy_gbps = measure_copy_bandwidth(dev)
     flush = L2Flusher(dev)

@@ -10,7 +10,7 @@ and how much inside them (start-up spread, the slowest program, the merge).
 
 Usage::
 
-    python benchmarks/timeline.py --batch 1 --context 32768 --out docs/data/timeline.csv
+    python -m benchmarks.timeline --batch 1 --context 32768 --out docs/data/timeline.csv
 """
 
 from __future__ import annotations
@@ -18,29 +18,26 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from paged_attention import DecodeConfig, build_decode_inputs  # noqa: E402
-from paged_attention.bench import L2Flusher, gpu_time  # noqa: E402
-from paged_attention.triton_decode import plan_launch, prepare_triton_decode  # noqa: E402
-from paged_attention.validation import check_decode_args  # noqa: E402
+from paged_attention import DecodeConfig, build_decode_inputs
+from paged_attention.bench import L2Flusher, gpu_time
+from paged_attention.triton_decode import plan_launch, prepare_triton_decode
+from paged_attention.validation import check_decode_args
 
 
 def main(argv=None) -> int:
     import pandas as pd
 
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.timeline", description=__doc__.split("\n\n")[0])
     p.add_argument("--batch", type=int, nargs="+", default=[1, 32])
     p.add_argument("--context", type=int, nargs="+", default=[32768, 2048])
     p.add_argument("--replays", type=int, default=20)
     p.add_argument("--out")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
-        sys.exit(f"{Path(__file__).name} needs a CUDA GPU; none is visible here")
+        sys.exit(f"benchmarks.timeline needs a CUDA GPU; none is visible here")
     dev = torch.device("cuda")
     flush = L2Flusher(dev)
     rows = []

@@ -8,7 +8,7 @@ is set from these results; the default plan's time is printed beside the best.
 
 Usage::
 
-    python benchmarks/tune_triton.py --only large --out tune.csv
+    python -m benchmarks.tune_triton --only large --out tune.csv
 """
 
 from __future__ import annotations
@@ -16,25 +16,22 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from paged_attention import DecodeConfig, build_decode_inputs, reference_decode
+from paged_attention.bench import L2Flusher, check_accuracy, gpu_time
+from paged_attention.config import ragged_lengths
+from paged_attention.triton_decode import plan_launch, prepare_triton_decode
+from paged_attention.validation import check_decode_args
 
-from paged_attention import DecodeConfig, build_decode_inputs, reference_decode  # noqa: E402
-from paged_attention.bench import L2Flusher, check_accuracy, gpu_time  # noqa: E402
-from paged_attention.config import ragged_lengths  # noqa: E402
-from paged_attention.triton_decode import plan_launch, prepare_triton_decode  # noqa: E402
-from paged_attention.validation import check_decode_args  # noqa: E402
-
-from decode_peers import BASE, CONFIGS  # noqa: E402
+from benchmarks.decode_peers import BASE, CONFIGS
 
 
 def main(argv=None) -> int:
     import pandas as pd
 
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(prog="python -m benchmarks.tune_triton", description=__doc__.split("\n\n")[0])
     p.add_argument("--dtype", default="float16")
     p.add_argument("--only", nargs="+", choices=["large", "small", "ragged"])
     p.add_argument("--configs", type=int, nargs="+", help="indices into decode_peers.CONFIGS")
@@ -57,7 +54,7 @@ def main(argv=None) -> int:
         batch, longest = (int(x) for x in spec.split(":"))
         extra.append(("ragged", batch, ragged_lengths(batch, 1, longest, seed=1), {}))
     if not torch.cuda.is_available():
-        sys.exit(f"{Path(__file__).name} needs a CUDA GPU (it times GPU kernels); none is visible here")
+        sys.exit(f"benchmarks.tune_triton needs a CUDA GPU (it times GPU kernels); none is visible here")
     dev = torch.device("cuda")
     flush = L2Flusher(dev)
     rows = []

@@ -456,8 +456,8 @@ class LaunchPlan:
 
 
 #: Partial-result values the fused merge loads per round: one round for 32 splits
-#: of a 4-head group at head_dim 128 (H200, batch 1 x 32k tokens: 39.8 us against
-#: 40.6 us with 4096, two rounds fewer; no change where fewer splits are merged).
+#: of a 4-head group at head_dim 128, since each round waits on the one before.
+#: Measured in docs/performance.md, "The launch plan and the measurements behind it".
 FUSED_MERGE_VALUES = 16384
 
 #: Bytes of shared memory the K/V pipeline stages of one program may take.
@@ -471,9 +471,8 @@ def choose_num_splits(context_lens: torch.Tensor, num_kv_heads: int, num_sms: in
     one program per SM cannot keep enough loads in flight to pull that SM's share of
     HBM bandwidth, so the grid needs about two programs per SM, and close to a whole
     number of them per SM (at 1.5 per SM half the SMs do twice the work of the
-    others). Measured on an H200 (docs/performance.md): at batch 32 x 8 KV heads
-    (256 programs, 1.94 per SM) no split is fastest, and every extra split costs
-    about 10%; at batch 8 x 8k tokens, 4 splits; at batch 1 x 32k tokens, 32.
+    others). The sweeps behind this are in docs/performance.md, section "The launch
+    plan and the measurements behind it".
 
     Returns the smallest split count whose grid reaches 1.9 programs per SM at 90%
     wave efficiency; when the contexts are too short for that, the largest count
@@ -483,10 +482,7 @@ def choose_num_splits(context_lens: torch.Tensor, num_kv_heads: int, num_sms: in
     A ragged batch (longest context over 1.25 times the mean) is split further, so
     that no program holds more than a quarter of the work of one of the ``2 *
     num_sms`` program slots (and no less than 1024 tokens): its longest sequences
-    would otherwise run alone after the short ones finish. H200, 64 lengths in
-    1..8192: 0.279 ms unsplit, 0.256 to 0.259 ms with 4 to 8 splits (this picks 5);
-    128 lengths in 1..2048: 2 splits, 2% faster; 256 lengths in 1..1024: no split
-    is fastest.
+    would otherwise run alone after the short ones finish.
     """
     lens = context_lens.to(torch.int64)
     max_len = int(lens.max()) if lens.numel() else 0
@@ -533,8 +529,8 @@ def plan_launch(
     no longer than a split
     rounded up to a power of two, and halved until the pipeline's K/V buffers fit
     :data:`SHARED_MEMORY_BUDGET`; 4 warps; 3 pipeline stages for 16-bit caches, 2
-    for float32. These defaults were the fastest or within 2% of it in the H200
-    sweep recorded in docs/performance.md.
+    for float32. The sweeps that chose these defaults are in docs/performance.md,
+    section "The launch plan and the measurements behind it".
 
     Parameters
     ----------
@@ -583,11 +579,10 @@ def plan_launch(
         uniform = shape.max_context_len * lens.numel() <= 1.25 * int(lens.sum())
         if programs >= 3 * _num_sms(device) and uniform and head_dim_pad <= 128:
             # Many programs of equal length: smaller tiles leave shared memory for
-            # three of them per SM (H200, batch 64 x 4096: 64-token tiles 16% faster
-            # than 128). In a ragged batch the longest programs set the time and
-            # want the larger tile (H200, 64 lengths in 1..8192: 128 is 14% faster).
-            # Not for head_dim 256, whose 64-token tiles are that small already
-            # (H200, batch 64 x 4096: 32-token tiles 34% slower; 128 x 1024: 6%).
+            # three of them per SM. Not in a ragged batch, whose longest programs set
+            # the time and want the larger tile, nor above head_dim 128, whose tiles
+            # are that small already. Measurements: docs/performance.md, section
+            # "The launch plan and the measurements behind it".
             block_n //= 2
         block_n = min(block_n, _next_pow2(partition))
         # The pipeliner buffers num_stages - 1 K and V tiles in shared memory (228 KB

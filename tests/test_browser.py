@@ -1,5 +1,15 @@
 """End to end in a real browser: a live ``streamlit run`` server driven through
-Debian's chromium with Playwright. Saves screenshots to docs/screenshots/."""
+Debian's chromium with Playwright.
+
+Screenshots go to the git-ignored ``tests/artifacts/screenshots/``. To refresh the
+README's screenshots on purpose, point ``SCREENSHOT_DIR`` at them (a path relative
+to the repository root, or absolute)::
+
+    SCREENSHOT_DIR=docs/screenshots python -m pytest tests/test_browser.py -p no:xdist
+
+Every check waits (Playwright's ``expect``): on a loaded machine the page arrives
+piece by piece, and a check that looks once can run before it has.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +31,8 @@ from paged_attention import app_state as state
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
-SHOTS = ROOT / "docs" / "screenshots"
+SHOTS = ROOT / os.environ.get("SCREENSHOT_DIR", "tests/artifacts/screenshots")
+WAIT = 30_000  # ms: how long a check waits for the page to reach the expected state
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -114,7 +125,11 @@ def full_screenshot(pg, path: Path) -> None:
 
 
 def no_exception(pg) -> None:
-    assert pg.locator("[data-testid=stException]").count() == 0
+    expect(pg.locator("[data-testid=stException]")).to_have_count(0, timeout=WAIT)
+
+
+def no_error(pg) -> None:
+    expect(pg.locator("[data-testid=stAlertContentError]")).to_have_count(0, timeout=WAIT)
 
 
 def test_block_table_page_follows_the_sidebar(server, page):
@@ -173,9 +188,10 @@ def test_ragged_lengths_editor(server, page):
         _edit_length(page, 1, bad)
         page.keyboard.press("Escape")
         page.wait_for_timeout(1500)
-        assert "lens=500" in page.url and bad not in page.url, page.url
+        expect(page).to_have_url(re.compile(r"lens=500"), timeout=WAIT)
+        expect(page).not_to_have_url(re.compile(re.escape(bad)), timeout=WAIT)
         no_exception(page)
-    assert page.locator("[data-testid=stAlertContentError]").count() == 0
+    no_error(page)
     _edit_length(page, 1, "77")  # the same cell still takes a valid length
     page.wait_for_function("() => /lens=500(%2C|,)77/.test(location.search)", timeout=30_000)
     no_exception(page)
@@ -191,13 +207,14 @@ def test_benchmark_run_in_browser(server, page):
     page.wait_for_selector("text=Compare runs", timeout=180_000)
     page.wait_for_selector(".js-plotly-plot >> text=Error against the float64 reference", timeout=30_000)
     no_exception(page)
-    assert page.locator("[data-testid=stAlertContentError]").count() == 0
-    metrics = page.locator("[data-testid=stMetric]").all_inner_texts()
+    no_error(page)
+    metrics = page.locator("[data-testid=stMetric]")
     for label in (*LABELS, "Triton (simple grid)"):
-        assert any(label in m for m in metrics), metrics
-    plots = " ".join(page.locator(".js-plotly-plot").all_inner_texts())
-    assert plots.count("✓ pass") == 4 and "FAIL" not in plots
-    assert page.get_by_role("button", name="Download CSV").is_visible()
+        expect(metrics.filter(has_text=label).first).to_be_visible(timeout=WAIT)
+    marks = page.locator(".js-plotly-plot text")
+    expect(marks.filter(has_text="✓ pass")).to_have_count(4, timeout=WAIT)
+    expect(marks.filter(has_text="FAIL")).to_have_count(0, timeout=WAIT)
+    expect(page.get_by_role("button", name="Download CSV")).to_be_visible(timeout=WAIT)
     full_screenshot(page, SHOTS / "decode_benchmark.png")
 
 
@@ -231,10 +248,11 @@ def test_sweep_cancel_run_and_compare_in_browser(server, page, tmp_path):
     expect(page.get_by_text("Cancelled after", exact=False)).to_be_visible(timeout=120_000)
     expect(page.locator(".js-plotly-plot >> text=Latency across the sweep")).to_be_visible(timeout=30_000)
     _settle(page)
+    expect(counter).to_be_visible(timeout=WAIT)
     done = int(counter.inner_text().split()[0])
     assert 1 <= done < n
     page.wait_for_timeout(1500)
-    assert counter.inner_text() == f"{done} of {n} points"  # it stays stopped
+    expect(counter).to_have_text(f"{done} of {n} points", timeout=WAIT)  # it stays stopped
 
     # Run it again to the end, with a naive budget tight enough to skip its larger
     # points: the points done come from the cache.
@@ -249,7 +267,7 @@ def test_sweep_cancel_run_and_compare_in_browser(server, page, tmp_path):
     expect(page.locator(".js-plotly-plot")).to_have_count(3, timeout=30_000)
     expect(page.locator(".js-plotly-plot >> text=Speedup of Triton over the others")).to_be_visible(timeout=30_000)
     no_exception(page)
-    assert page.locator("[data-testid=stAlertContentError]").count() == 0
+    no_error(page)
     full_screenshot(page, SHOTS / "sweep.png")
 
     # Download the CSV and upload it back: a second source and the ratio chart appear.
@@ -288,7 +306,7 @@ def test_serving_simulation_in_browser(server, page):
     expect(page.locator(".js-plotly-plot >> text=Triton latency (ms)")).to_be_visible(timeout=180_000)
     _settle(page)
     no_exception(page)
-    assert page.locator("[data-testid=stAlertContentError]").count() == 0
+    no_error(page)
     full_screenshot(page, SHOTS / "serving_simulation.png")
 
 
@@ -321,7 +339,7 @@ def test_every_page_opens_without_error(server, page):
         expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible(timeout=60_000)
         _settle(page)
         no_exception(page)
-        assert page.locator("[data-testid=stAlertContentError]").count() == 0, path
+        no_error(page)
 
 
 def test_number_beyond_its_maximum_is_clamped_in_the_box(server, page):
@@ -348,12 +366,14 @@ def test_second_run_click_replaces_the_first_run(server, page):
     expect(page.get_by_text("Triton (3/3)")).to_be_visible(timeout=60_000)  # the first run times Triton
     run.click()
     expect(page.get_by_text("Your previous run is still finishing")).to_be_visible(timeout=30_000)
-    assert page.get_by_text("another session").count() == 0
+    expect(page.get_by_text("another session")).to_have_count(0, timeout=WAIT)
     page.wait_for_selector("text=Compare runs", timeout=300_000)
     _settle(page, 300_000)
-    expect(page.get_by_text("Run #1", exact=True)).to_be_visible()  # the stopped run left no entry of its own
-    metrics = page.locator("[data-testid=stMetric]").all_inner_texts()
-    assert all(any(label in m for m in metrics) for label in LABELS), metrics
+    # The stopped run left no entry of its own.
+    expect(page.get_by_text("Run #1", exact=True)).to_be_visible(timeout=WAIT)
+    metrics = page.locator("[data-testid=stMetric]")
+    for label in LABELS:
+        expect(metrics.filter(has_text=label).first).to_be_visible(timeout=WAIT)
     no_exception(page)
 
 
@@ -399,6 +419,6 @@ def test_page_link_clicked_during_the_first_run_keeps_the_sidebar(server, page):
         _settle(pg)
         for field in (f"kv_heads={d.num_kv_heads}", f"block={d.block_size}", f"layout={d.block_layout}",
                       f"ctx_mode={d.context_mode}"):
-            assert field in pg.url, (field, pg.url)
+            expect(pg).to_have_url(re.compile(re.escape(field)), timeout=WAIT)
         no_exception(pg)
         context.close()

@@ -98,10 +98,11 @@ def _pin_widgets() -> None:
     """Re-assign every sidebar widget's value, so this run sends it to the browser.
 
     Streamlit sends a widget's value only when the script set it; otherwise the
-    browser's copy is trusted. A click on a page link while the first run was still
-    drawing left the browser with sidebar widgets it had rebuilt at their first
-    option (block size 1, one KV head, the contiguous layout); the next edit sent
-    those back as if chosen.
+    browser's copy is trusted. A browser that rebuilt the sidebar during a first run
+    cut short (a click on a page link mid-run) holds widgets at their first option
+    (block size 1, one KV head, the contiguous layout) and would send those back
+    with the next edit as if chosen (``tests/test_browser.py``,
+    ``test_page_link_clicked_during_the_first_run_keeps_the_sidebar``).
     """
     ss = st.session_state
     for key in WIDGET_KEYS.values():
