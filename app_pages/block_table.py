@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from paged_attention import app_state as state
-from paged_attention import figures
+from explorer import settings as state
+from explorer import figures
 from ui.data import block_arrays_for
 from ui.inputs import bounded_number_input
 from ui.sidebar import current, show_config_error

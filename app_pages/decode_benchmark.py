@@ -4,8 +4,8 @@ import pandas as pd
 import streamlit as st
 
 from paged_attention import IMPLEMENTATIONS, LABELS
-from paged_attention import app_state as state
-from paged_attention import figures
+from explorer import settings as state
+from explorer import figures
 from ui.benchmark import BenchmarkOOM, BenchmarkRefused, run_benchmark_locked
 from ui.sidebar import current, show_config_error
 

@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from paged_attention import app_state as state
-from paged_attention import figures
-from paged_attention.kernel_view import BLOCK_N_CHOICES, launch_plan, split_note, trace_size_error
+from explorer import settings as state
+from explorer import figures
+from explorer.kernel_trace_view import BLOCK_N_CHOICES, launch_plan, split_note, trace_size_error
 from ui.data import block_arrays_for, config_key, kernel_trace
 from ui.inputs import bounded_number_input
 from ui.sidebar import current, show_config_error

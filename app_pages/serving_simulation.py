@@ -4,10 +4,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from paged_attention import app_state as state
-from paged_attention import figures
-from paged_attention.serving import DEFAULT_BLOCK_SIZES, LENGTH_KINDS
-from paged_attention.serving_history import valid_block_sizes
+from explorer import settings as state
+from explorer import figures
+from explorer.simulator import DEFAULT_BLOCK_SIZES, LENGTH_KINDS
+from explorer.serving_history import valid_block_sizes
 from ui.benchmark import BenchmarkOOM, BenchmarkRefused, time_inputs_locked
 from ui.data import SERVING_LABELS, block_size_table, serving_history
 from ui.inputs import bounded_number_input

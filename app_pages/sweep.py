@@ -4,8 +4,8 @@ import pandas as pd
 import streamlit as st
 
 from paged_attention import IMPLEMENTATIONS, LABELS
-from paged_attention import app_state as state
-from paged_attention import figures, sweep
+from explorer import settings as state
+from explorer import figures, sweep
 from ui.inputs import bounded_number_input
 from ui.sidebar import current, show_config_error
 from ui.sweep import JOB, cancel_sweep, device_name, measure, run_next_point

@@ -7,7 +7,7 @@ CPU tensors. See :func:`execution_mode`.
 
 from .runtime import HAS_CUDA, default_device, device_description, execution_mode  # first: sets TRITON_INTERPRET
 
-from .cache import LOUD_VALUE, DecodeInputs, assign_blocks, build_decode_inputs
+from .inputs import LOUD_VALUE, DecodeInputs, assign_blocks, build_decode_inputs
 from .config import BLOCK_LAYOUTS, DTYPES, TOLERANCES, DecodeConfig, ragged_lengths, tolerance
 from .implementations import GRAPH_CAPTURABLE, IMPLEMENTATIONS, LABELS, VARIANTS, get_implementation, prepare
 from .naive import naive_decode

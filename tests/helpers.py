@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import paged_attention as pa
-from paged_attention import sweep
+from explorer import sweep
 
 #: Every decode function under test: the three the app races plus the variants.
 IMPLS = {**pa.IMPLEMENTATIONS, **pa.VARIANTS}

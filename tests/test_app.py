@@ -21,7 +21,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from paged_attention import DecodeConfig, TOLERANCES, assign_blocks, execution_mode  # noqa: E402
-from paged_attention import app_state as state  # noqa: E402
+from explorer import settings as state  # noqa: E402
 import ui.benchmark as bench_ui  # noqa: E402
 
 APP = str(ROOT / "app.py")

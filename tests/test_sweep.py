@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from paged_attention import DecodeConfig, build_decode_inputs, plan_launch
-from paged_attention import app_state as state
-from paged_attention import kernel_view, sweep
-from paged_attention.serving import LengthDist, ServingConfig, ServingSimulator
-from paged_attention.serving_history import MAX_STEP_BLOCKS, StepRecord, simulate, valid_block_sizes
+from explorer import settings as state
+from explorer import kernel_trace_view as kernel_view, sweep
+from explorer.simulator import LengthDist, ServingConfig, ServingSimulator
+from explorer.serving_history import MAX_STEP_BLOCKS, StepRecord, simulate, valid_block_sizes
 from paged_attention.validation import check_decode_args
-from paged_attention.walkthrough import trace_decode
+from explorer.kernel_trace import trace_decode
 
 from helpers import SWEEP_BASE as BASE, job_rows
 

@@ -15,9 +15,9 @@ import streamlit as st
 
 from paged_attention import DecodeConfig
 from paged_attention import assign_blocks
-from paged_attention.kernel_view import trace_row
-from paged_attention.serving import LengthDist, ServingConfig, block_size_tradeoff
-from paged_attention.serving_history import ServingHistory, StepRecord, simulate
+from explorer.kernel_trace_view import trace_row
+from explorer.simulator import LengthDist, ServingConfig, block_size_tradeoff
+from explorer.serving_history import ServingHistory, StepRecord, simulate
 from paged_attention.triton_decode import LaunchPlan
 
 

@@ -17,8 +17,8 @@ import pandas as pd
 import streamlit as st
 
 from paged_attention import BLOCK_LAYOUTS, DecodeConfig, device_description, execution_mode
-from paged_attention import app_state as state
-from paged_attention.app_state import Settings
+from explorer import settings as state
+from explorer.settings import Settings
 from ui.inputs import bounded_number_input
 
 #: Session-state key of the widget that holds each Settings field.

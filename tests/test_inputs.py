@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import paged_attention as pa
-from paged_attention.cache import FREE, OTHER
+from paged_attention.inputs import FREE, OTHER
 from helpers import DTYPES, dtype_id, seed  # noqa: F401
 
 

@@ -11,7 +11,8 @@ import plotly.colors
 import plotly.graph_objects as go
 import pytest
 
-from paged_attention import DecodeConfig, assign_blocks, figures, sweep
+from paged_attention import DecodeConfig, assign_blocks
+from explorer import figures, sweep
 
 from helpers import job_rows
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from paged_attention import default_device, reference_decode, tolerance, triton_decode
-from paged_attention.serving import (
+from explorer.simulator import (
     DEFAULT_BLOCK_SIZES, METRIC_COLUMNS, TRADEOFF_COLUMNS, BlockManager, LengthDist,
     ServingConfig, ServingSimulator, Snapshot, block_size_tradeoff, metrics_frame,
 )

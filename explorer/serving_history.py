@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .cache import FREE
-from .serving import ServingConfig, ServingSimulator, Snapshot, blocks_for, metrics_frame
+from paged_attention.inputs import FREE
+from explorer.simulator import ServingConfig, ServingSimulator, Snapshot, blocks_for, metrics_frame
 
 #: Columns :func:`simulate` adds to :func:`~paged_attention.serving.metrics_frame`.
 POOL_CHANGE_COLUMNS: tuple[str, ...] = ("taken", "freed", "recycled")

@@ -33,12 +33,12 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .app_state import (
+from explorer.settings import (
     CPU_MAX_ITERS, CPU_MAX_WARMUP, CPU_MAX_WORK, CPU_WORK_RULE, MAX_BATCH, MAX_CONTEXT, MAX_HEAD_DIM, MAX_HEADS,
     count, cpu_work, cpu_work_detail, cpu_work_levers, join_or,
 )
-from .config import DecodeConfig
-from .implementations import LABELS
+from paged_attention.config import DecodeConfig
+from paged_attention.implementations import LABELS
 
 #: The axes a sweep can vary: ``key -> label`` (the key is a DecodeConfig field,
 #: except ``context_len``, which sets every sequence's context).

@@ -17,10 +17,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from paged_attention import assign_blocks, execution_mode, plan_launch, sweep  # noqa: E402
-from paged_attention import app_state as state  # noqa: E402
-from paged_attention.kernel_view import decode_shape  # noqa: E402
-from paged_attention.serving_history import simulate  # noqa: E402
+from paged_attention import assign_blocks, execution_mode, plan_launch  # noqa: E402
+from explorer import sweep  # noqa: E402
+from explorer import settings as state  # noqa: E402
+from explorer.kernel_trace_view import decode_shape  # noqa: E402
+from explorer.serving_history import simulate  # noqa: E402
 import ui.sweep as sweep_ui  # noqa: E402
 from ui.data import serving_config  # noqa: E402
 

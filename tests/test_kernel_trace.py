@@ -10,7 +10,7 @@ from paged_attention import (
     DecodeConfig, build_decode_inputs, plan_launch, reference_decode, tolerance, triton_decode,
 )
 from paged_attention.validation import check_decode_args
-from paged_attention.walkthrough import SPLIT_COLUMNS, TILE_COLUMNS, KernelTrace, trace_decode
+from explorer.kernel_trace import SPLIT_COLUMNS, TILE_COLUMNS, KernelTrace, trace_decode
 
 F64_ATOL = 1e-12
 

@@ -5,8 +5,8 @@ from types import SimpleNamespace
 import pytest
 
 from paged_attention import DecodeConfig
-from paged_attention import app_state as state
-from paged_attention.app_state import Settings
+from explorer import settings as state
+from explorer.settings import Settings
 
 
 def test_defaults_make_a_valid_config():

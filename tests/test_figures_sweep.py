@@ -4,10 +4,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from paged_attention import DecodeConfig, build_decode_inputs, figures, sweep
-from paged_attention.kernel_view import launch_plan, trace_row
-from paged_attention.serving import LengthDist, ServingConfig, block_size_tradeoff
-from paged_attention.serving_history import simulate
+from paged_attention import DecodeConfig, build_decode_inputs
+from explorer import figures, sweep
+from explorer.kernel_trace_view import launch_plan, trace_row
+from explorer.simulator import LengthDist, ServingConfig, block_size_tradeoff
+from explorer.serving_history import simulate
 
 from helpers import job_rows
 

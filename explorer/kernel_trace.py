@@ -34,10 +34,10 @@ from typing import Sequence
 import pandas as pd
 import torch
 
-from .cache import DecodeInputs
-from .reference import reference_decode
-from .triton_decode import LOG2E, LaunchPlan, plan_launch
-from .validation import check_decode_args
+from paged_attention.inputs import DecodeInputs
+from paged_attention.reference import reference_decode
+from paged_attention.triton_decode import LOG2E, LaunchPlan, plan_launch
+from paged_attention.validation import check_decode_args
 
 #: Columns of :attr:`KernelTrace.tiles`, one row per tile (online-softmax update).
 TILE_COLUMNS: tuple[str, ...] = (

@@ -53,8 +53,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .cache import FREE, LOUD_VALUE, DecodeInputs, context_mask
-from .config import DecodeConfig
+from paged_attention.inputs import FREE, LOUD_VALUE, DecodeInputs, context_mask
+from paged_attention.config import DecodeConfig
 
 LENGTH_KINDS: tuple[str, ...] = ("uniform", "long-tail")
 

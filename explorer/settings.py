@@ -14,8 +14,8 @@ import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Iterable, Mapping, Sequence
 
-from .config import BLOCK_LAYOUTS, DTYPES, DecodeConfig, ragged_lengths
-from .runtime import HAS_CUDA, default_device
+from paged_attention.config import BLOCK_LAYOUTS, DTYPES, DecodeConfig, ragged_lengths
+from paged_attention.runtime import HAS_CUDA, default_device
 
 #: Model presets: ``name -> (num_heads, num_kv_heads, head_dim)``.
 MODEL_PRESETS: dict[str, tuple[int, int, int]] = {

@@ -22,12 +22,12 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from .app_state import count
-from .cache import LOUD_VALUE
-from .config import DecodeConfig
-from .triton_decode import LaunchPlan, plan_launch
-from .validation import DecodeShape
-from .walkthrough import KernelTrace, trace_decode
+from explorer.settings import count
+from paged_attention.inputs import LOUD_VALUE
+from paged_attention.config import DecodeConfig
+from paged_attention.triton_decode import LaunchPlan, plan_launch
+from paged_attention.validation import DecodeShape
+from explorer.kernel_trace import KernelTrace, trace_decode
 
 #: The page traces contexts up to this many tokens ...
 MAX_TRACE_TOKENS = 32_768

@@ -37,7 +37,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
-from .app_state import count, format_bytes
+from explorer.settings import count, format_bytes
 
 #: One colour per implementation, in every chart.
 IMPL_COLORS: dict[str, str] = {
@@ -1200,13 +1200,13 @@ def _impl_order(frame) -> list[str]:
 
 
 def _label(name: str) -> str:
-    from .implementations import LABELS
+    from paged_attention.implementations import LABELS
 
     return LABELS.get(name, name)
 
 
 def _axis_title(frame) -> str:
-    from .sweep import AXES
+    from explorer.sweep import AXES
 
     axes = frame["axis"].dropna().astype(str).unique().tolist() if len(frame) else []
     return AXES.get(axes[0], axes[0]) if axes else ""

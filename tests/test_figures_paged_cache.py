@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from paged_attention import DecodeConfig, assign_blocks
-from paged_attention import figures
-from paged_attention.cache import FREE, OTHER
+from explorer import figures
+from paged_attention.inputs import FREE, OTHER
 
 
 def _layout(batch=3, lens=(5, 40, 16), block_size=16, layout="shuffled", seed=0):
