@@ -2,7 +2,7 @@
 
 The "Inside the kernel" page traces what ``_paged_decode_kernel`` does for one
 query head of one sequence of the sidebar's configuration
-(:func:`~paged_attention.walkthrough.trace_decode`). The plan it traces is the one
+(:func:`~explorer.kernel_trace.trace_decode`). The plan it traces is the one
 ``triton_decode`` would pick for the *whole* batch on the configured device and
 dtype (:func:`launch_plan`): the split count depends on every sequence.
 
@@ -119,7 +119,7 @@ def row_inputs(
     Returns ``(query, k_cache, v_cache, block_tables, context_lens)`` with
     ``query`` ``[1, group, head_dim]`` (the GQA group of ``head``), caches
     ``[needed_blocks + 1, block_size, 1, head_dim]`` (one spare block of
-    :data:`~paged_attention.cache.LOUD_VALUE`, like the unfilled tail slots) and the
+    :data:`~paged_attention.inputs.LOUD_VALUE`, like the unfilled tail slots) and the
     table ``[[0, 1, ..., needed_blocks - 1]]``. Values are standard normal, seeded
     by the configuration's seed and the row.
     """

@@ -537,7 +537,7 @@ class Snapshot:
 
         Its ``num_blocks`` equals the pool's. Its ``block_layout`` is only a label:
         the real block table is :attr:`block_tables`, not what
-        :func:`~paged_attention.cache.assign_blocks` would build.
+        :func:`~paged_attention.inputs.assign_blocks` would build.
 
         Raises
         ------
@@ -561,9 +561,9 @@ class Snapshot:
     ) -> DecodeInputs:
         """Random query and K/V cache for a decode step over this snapshot's batch.
 
-        Like :func:`~paged_attention.cache.build_decode_inputs`, but with this
+        Like :func:`~paged_attention.inputs.build_decode_inputs`, but with this
         step's block table: covered slots are standard normal, every other slot
-        (free blocks, unfilled tails) holds :data:`~paged_attention.cache.LOUD_VALUE`.
+        (free blocks, unfilled tails) holds :data:`~paged_attention.inputs.LOUD_VALUE`.
         The K and V pools take ``decode_config(...).kv_cache_bytes()`` bytes.
 
         Returns

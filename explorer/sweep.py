@@ -33,12 +33,12 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from explorer.settings import (
-    CPU_MAX_ITERS, CPU_MAX_WARMUP, CPU_MAX_WORK, CPU_WORK_RULE, MAX_BATCH, MAX_CONTEXT, MAX_HEAD_DIM, MAX_HEADS,
-    count, cpu_work, cpu_work_detail, cpu_work_levers, join_or,
-)
 from paged_attention.config import DecodeConfig
 from paged_attention.implementations import LABELS
+
+from explorer.formatting import count, join_or
+from explorer.limits import CPU_MAX_WORK, CPU_WORK_RULE, cap_iterations, cpu_work, cpu_work_detail, cpu_work_levers
+from explorer.settings import MAX_BATCH, MAX_CONTEXT, MAX_HEAD_DIM, MAX_HEADS
 
 #: The axes a sweep can vary: ``key -> label`` (the key is a DecodeConfig field,
 #: except ``context_len``, which sets every sequence's context).
@@ -229,7 +229,7 @@ class GridPlan:
     refusal: str | None = None
 
 
-#: The sweep axis that each of :func:`~paged_attention.app_state.cpu_work_levers` sets.
+#: The sweep axis that each of :func:`~explorer.limits.cpu_work_levers` sets.
 _LEVER_AXES = {"batch": "batch_size", "KV heads": "num_kv_heads", "context": "context_len"}
 
 
@@ -252,8 +252,8 @@ def cap_grid(base: DecodeConfig, axis: str, values: Sequence[int], warmup: int, 
     """Apply the CPU caps of the benchmark page to a sweep.
 
     On the CPU (Triton interpreted) points whose
-    :func:`~paged_attention.app_state.cpu_work` exceeds
-    :data:`~paged_attention.app_state.CPU_MAX_WORK` are dropped (with a refusal
+    :func:`~explorer.limits.cpu_work` exceeds
+    :data:`~explorer.limits.CPU_MAX_WORK` are dropped (with a refusal
     naming the rule when none is left), at most :data:`CPU_MAX_POINTS` are kept, and
     warm-up and timed calls are capped. On a GPU everything runs as asked.
 
@@ -278,13 +278,8 @@ def cap_grid(base: DecodeConfig, axis: str, values: Sequence[int], warmup: int, 
     if len(kept) > CPU_MAX_POINTS:
         notes.append(f"{len(kept)} points thinned to {CPU_MAX_POINTS} on the CPU")
         kept = tuple(_spread(kept, CPU_MAX_POINTS))
-    if warmup > CPU_MAX_WARMUP:
-        notes.append(f"warm-up iterations capped from {warmup} to {CPU_MAX_WARMUP} on the CPU")
-        warmup = CPU_MAX_WARMUP
-    if iters > CPU_MAX_ITERS:
-        notes.append(f"timed iterations capped from {iters} to {CPU_MAX_ITERS} on the CPU")
-        iters = CPU_MAX_ITERS
-    return GridPlan(kept, warmup, iters, tuple(notes))
+    warmup, iters, capped = cap_iterations(base.device, warmup, iters)
+    return GridPlan(kept, warmup, iters, tuple(notes) + capped)
 
 
 # -- the naive implementation's time budget --------------------------------------

@@ -18,8 +18,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from paged_attention import assign_blocks, execution_mode, plan_launch  # noqa: E402
-from explorer import sweep  # noqa: E402
-from explorer import settings as state  # noqa: E402
+from explorer import limits, settings as state, sweep  # noqa: E402
 from explorer.kernel_trace_view import decode_shape  # noqa: E402
 from explorer.serving_history import simulate  # noqa: E402
 import ui.sweep as sweep_ui  # noqa: E402
@@ -529,7 +528,7 @@ def test_sweep_with_no_point_under_the_cpu_cap_quotes_the_real_rule():
     at = open_app({"batch": "5", "ctx_mode": "uniform", "ctx": "64"}, page=SWEEP)  # 5 x 32 heads x 64 = 10,240
     assert not at.exception
     (error,) = [e.value for e in at.error]
-    assert state.CPU_WORK_RULE in error and "5 x max(8 x 16, 32 x 64) = 10,240" in error
+    assert limits.CPU_WORK_RULE in error and "5 x max(8 x 16, 32 x 64) = 10,240" in error
     assert "Lower the sidebar's batch or query heads." in error
     assert at.button(key="sw_run").disabled
     assert not any("Press **Run sweep**" in i.value for i in at.info)  # the error alone
@@ -558,7 +557,7 @@ def test_serving_says_up_front_when_no_block_size_fits_the_cpu_cap():
     assert not at.exception
     assert at.button(key="sv_tradeoff_run").disabled
     (note,) = [w.value for w in at.warning if w.value.startswith("Nothing to time")]
-    assert state.CPU_WORK_RULE in note and "11 x max(8 x 1,006, 32 x 64) = 88,528" in note
+    assert limits.CPU_WORK_RULE in note and "11 x max(8 x 1,006, 32 x 64) = 88,528" in note
     assert note.endswith("Lower **Max batch**, the sidebar's KV heads or the longest prompt or output.")
     assert not any("Not timed" in i.value for i in at.info)
 

@@ -13,6 +13,7 @@ import pytest
 
 from paged_attention import DecodeConfig, assign_blocks
 from explorer import figures, sweep
+from explorer.figures import style
 
 from helpers import job_rows
 
@@ -354,7 +355,7 @@ def test_accuracy_of_an_all_exact_run_spans_a_few_decades():
 
 def test_log_axes_never_label_more_than_about_six_decades():
     fig = go.Figure(go.Bar(x=["a", "b"], y=[1e-12, 1.0]))
-    figures._log_range(fig, [1e-12, 1.0], 0.4, 0.5)
+    style._log_range(fig, [1e-12, 1.0], 0.4, 0.5)
     lo, hi = fig.layout.yaxis.range
     assert (hi - lo) / fig.layout.yaxis.dtick <= 7
 
@@ -363,10 +364,10 @@ def test_long_subtitles_wrap_at_their_separators_and_make_room():
     """Plotly does not wrap a title: a long subtitle was cut off at the chart's edge
     on a 1280 px page. It breaks at its separators, and the top margin grows."""
     long = "8 sequences x 482 logical blocks; colour = physical block id · sampled: every 2nd row shown"
-    fig = figures._style(go.Figure(), "t", long)
+    fig = style._style(go.Figure(), "t", long)
     text = fig.layout.title.subtitle.text
     lines = text.split("<br>")
     assert len(lines) == 2 and all(len(line) <= figures.SUBTITLE_LINE for line in lines)
     assert lines[1] == "sampled: every 2nd row shown"
-    assert fig.layout.margin.t > figures._style(go.Figure(), "t", "short").layout.margin.t
-    assert figures._style(go.Figure(), "t", "short").layout.title.subtitle.text == "short"
+    assert fig.layout.margin.t > style._style(go.Figure(), "t", "short").layout.margin.t
+    assert style._style(go.Figure(), "t", "short").layout.title.subtitle.text == "short"

@@ -10,8 +10,7 @@ import pytest
 import torch
 
 from paged_attention import DecodeConfig, build_decode_inputs, plan_launch
-from explorer import settings as state
-from explorer import kernel_trace_view as kernel_view, sweep
+from explorer import kernel_trace_view as kernel_view, limits, sweep
 from explorer.simulator import LengthDist, ServingConfig, ServingSimulator
 from explorer.serving_history import MAX_STEP_BLOCKS, StepRecord, simulate, valid_block_sizes
 from paged_attention.validation import check_decode_args
@@ -89,9 +88,9 @@ def test_cpu_caps_drop_thin_and_cap_iterations():
     base = BASE.with_(batch_size=4, num_kv_heads=2)  # 8 x context <= 8192: contexts up to 1024 fit
     values = sweep.sweep_values("context_len", 16, 16384, 11)
     grid = sweep.cap_grid(base, "context_len", values, warmup=10, iters=50)
-    assert max(grid.values) <= state.CPU_MAX_WORK // 8
+    assert max(grid.values) <= limits.CPU_MAX_WORK // 8
     assert len(grid.values) <= sweep.CPU_MAX_POINTS and grid.values[0] == 16
-    assert (grid.warmup, grid.iters) == (state.CPU_MAX_WARMUP, state.CPU_MAX_ITERS)
+    assert (grid.warmup, grid.iters) == (limits.CPU_MAX_WARMUP, limits.CPU_MAX_ITERS)
     notes = " ".join(grid.notes)
     assert "points dropped" in notes and "thinned" in notes and "capped from 50" in notes
     small = sweep.cap_grid(base, "context_len", (16, 32), warmup=0, iters=2)
@@ -301,12 +300,12 @@ def test_cpu_grid_with_no_point_quotes_the_rule_of_cpu_work():
     values = sweep.sweep_values("context_len", 16, 256, 3)
     grid = sweep.cap_grid(base, "context_len", values, warmup=0, iters=1)
     assert grid.values == () and grid.refusal is not None
-    assert state.CPU_WORK_RULE in grid.refusal and "5 x max(8 x 16, 32 x 64) = 10,240" in grid.refusal
+    assert limits.CPU_WORK_RULE in grid.refusal and "5 x max(8 x 16, 32 x 64) = 10,240" in grid.refusal
     assert grid.refusal.endswith("Lower the sidebar's batch or query heads.")
     assert "batch_size x num_kv_heads x longest context" not in grid.refusal
     on_batch = sweep.cap_grid(base, "batch_size", (2, 4, 8), warmup=0, iters=1)
     assert on_batch.values == (2, 4)
-    assert any(state.CPU_WORK_RULE in note for note in on_batch.notes)
+    assert any(limits.CPU_WORK_RULE in note for note in on_batch.notes)
     over = sweep.cap_grid(base, "batch_size", (5, 8), warmup=0, iters=1)
     assert over.refusal.endswith("Lower the batch size (sequences) range, or the sidebar's query heads.")
     tokens = sweep.cap_grid(base.with_(num_heads=8), "context_len", (2048, 4096), warmup=0, iters=1)

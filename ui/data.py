@@ -106,7 +106,7 @@ def block_size_table(
     prompt: tuple[str, int, int], output: tuple[str, int, int], seed: int, steps: int,
     block_sizes: tuple[int, ...],
 ) -> tuple[pd.DataFrame, dict[int, StepRecord]]:
-    """:func:`~paged_attention.serving.block_size_tradeoff` on the same traffic:
+    """:func:`~explorer.simulator.block_size_tradeoff` on the same traffic:
     its table, and each block size's busiest step as a :class:`StepRecord`."""
     base = ServingConfig(
         num_blocks=pool_tokens, block_size=1, max_batch_size=max_batch_size, arrival_rate=float(arrival_rate),
@@ -120,7 +120,7 @@ def block_size_table(
 
 @st.cache_data(max_entries=16, show_spinner="Tracing the kernel…")
 def kernel_trace(key: tuple, seq: int, head: int, plan: LaunchPlan) -> dict:
-    """:func:`~paged_attention.kernel_view.trace_row` for the configuration ``key``
+    """:func:`~explorer.kernel_trace_view.trace_row` for the configuration ``key``
     (``(field, value)`` pairs of a :class:`DecodeConfig`), without tensors:
     ``tiles`` and ``splits`` DataFrames, ``max_abs_error`` against the float64
     reference, ``kv_head``."""
