@@ -5,7 +5,8 @@ import pandas as pd
 import streamlit as st
 
 from explorer import figures, formatting, limits, readouts, settings as state
-from explorer.simulator import DEFAULT_BLOCK_SIZES, LENGTH_KINDS
+from explorer.simulator import LENGTH_KINDS
+from explorer.tradeoff import DEFAULT_BLOCK_SIZES
 from explorer.serving_history import valid_block_sizes
 from ui.benchmark import BenchmarkOOM, BenchmarkRefused, time_inputs_locked
 from ui.data import SERVING_LABELS, block_size_table, serving_history

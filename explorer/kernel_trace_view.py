@@ -22,11 +22,12 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from explorer.settings import count
-from paged_attention.inputs import LOUD_VALUE
 from paged_attention.config import DecodeConfig
-from paged_attention.triton_decode import LaunchPlan, plan_launch
+from paged_attention.inputs import LOUD_VALUE
+from paged_attention.launch_plan import LaunchPlan, plan_launch
 from paged_attention.validation import DecodeShape
+
+from explorer.formatting import count
 from explorer.kernel_trace import KernelTrace, trace_decode
 
 #: The page traces contexts up to this many tokens ...
@@ -62,7 +63,7 @@ def launch_plan(
 def split_note(config: DecodeConfig, requested: int, plan: LaunchPlan) -> str | None:
     """Why ``plan`` runs fewer splits than the ``requested`` override, or None.
 
-    :func:`~paged_attention.triton_decode.plan_launch` gives a split at least one
+    :func:`~paged_attention.launch_plan.plan_launch` gives a split at least one
     block of the longest sequence, and every split but the last the same whole
     number of blocks, so 256 splits of 313 blocks become 157 of 2.
     """

@@ -19,7 +19,9 @@ import pandas as pd
 import torch
 
 from paged_attention.inputs import FREE
-from explorer.simulator import ServingConfig, ServingSimulator, Snapshot, blocks_for, metrics_frame
+
+from explorer.block_manager import blocks_for
+from explorer.simulator import ServingConfig, ServingSimulator, Snapshot, metrics_frame
 
 #: Columns :func:`simulate` adds to :func:`~explorer.simulator.metrics_frame`.
 POOL_CHANGE_COLUMNS: tuple[str, ...] = ("taken", "freed", "recycled")

@@ -12,7 +12,8 @@ from .config import BLOCK_LAYOUTS, DTYPES, TOLERANCES, DecodeConfig, ragged_leng
 from .implementations import GRAPH_CAPTURABLE, IMPLEMENTATIONS, LABELS, VARIANTS, get_implementation, prepare
 from .naive import naive_decode
 from .reference import reference_decode
-from .triton_decode import plan_launch, prepare_triton_decode, triton_decode, triton_decode_simple
+from .launch_plan import plan_launch
+from .triton_decode import prepare_triton_decode, triton_decode, triton_decode_simple
 from .validation import DecodeShape, check_decode_args
 from .vectorized import vectorized_decode
 

@@ -7,7 +7,8 @@ import pytest
 from paged_attention import DecodeConfig, build_decode_inputs
 from explorer import figures, sweep
 from explorer.kernel_trace_view import launch_plan, trace_row
-from explorer.simulator import LengthDist, ServingConfig, block_size_tradeoff
+from explorer.simulator import LengthDist, ServingConfig
+from explorer.tradeoff import block_size_tradeoff
 from explorer.serving_history import simulate
 
 from helpers import job_rows

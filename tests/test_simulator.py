@@ -10,10 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from paged_attention import default_device, reference_decode, tolerance, triton_decode
-from explorer.simulator import (
-    DEFAULT_BLOCK_SIZES, METRIC_COLUMNS, TRADEOFF_COLUMNS, BlockManager, LengthDist,
-    ServingConfig, ServingSimulator, Snapshot, block_size_tradeoff, metrics_frame,
-)
+from explorer.block_manager import BlockManager
+from explorer.simulator import METRIC_COLUMNS, LengthDist, ServingConfig, ServingSimulator, Snapshot, metrics_frame
+from explorer.tradeoff import DEFAULT_BLOCK_SIZES, TRADEOFF_COLUMNS, block_size_tradeoff
 
 
 def small_config(**changes):
