@@ -1,4 +1,4 @@
-"""The kernel walkthrough: its trace reproduces the Triton kernel's plan and the reference."""
+"""The kernel trace: its trace reproduces the Triton kernel's plan and the reference."""
 
 import math
 
