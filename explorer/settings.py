@@ -110,13 +110,7 @@ class Settings:
         ValueError
             With the rule that the settings break.
         """
-        config = self._config(None)
-        if self.pool_headroom:
-            config = config.with_(spare_blocks=max(1, math.ceil(config.num_blocks_used * self.pool_headroom / 100)))
-        return config.validate()
-
-    def _config(self, spare_blocks: int | None) -> DecodeConfig:
-        return DecodeConfig(
+        config = DecodeConfig(
             batch_size=self.batch_size,
             context_lens=self.context_lens(),
             num_heads=self.num_heads,
@@ -127,8 +121,10 @@ class Settings:
             device=self.device,
             seed=self.seed,
             block_layout=self.block_layout,
-            spare_blocks=spare_blocks,
         ).validate()
+        if self.pool_headroom:
+            config = config.with_(spare_blocks=max(1, math.ceil(config.num_blocks_used * self.pool_headroom / 100)))
+        return config.validate()
 
 
 def default_settings() -> Settings:
