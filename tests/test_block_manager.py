@@ -1,6 +1,5 @@
 """The block manager: allocation on block boundaries, freeing, errors and its invariants."""
 
-
 import pytest
 
 from explorer.block_manager import BlockManager

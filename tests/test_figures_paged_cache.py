@@ -1,12 +1,11 @@
 """Figures of the paged cache: block table, pool, token and block walks, and grid sampling. They are pure: check the data they carry."""
 
-
 import numpy as np
 import pytest
 
 from paged_attention import DecodeConfig, assign_blocks
-from explorer import figures
 from paged_attention.inputs import FREE, OTHER
+from explorer import figures
 from test_figures_style import _layout
 
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from explorer import figures
+from explorer.serving_history import simulate
 from explorer.simulator import LengthDist, ServingConfig
 from explorer.tradeoff import block_size_tradeoff
-from explorer.serving_history import simulate
 
 
 SERVING = ServingConfig(num_blocks=48, block_size=4, max_batch_size=5, arrival_rate=0.6,

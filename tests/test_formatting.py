@@ -1,6 +1,5 @@
 """The one formatter module: counts, byte sizes, durations, code spans, sentences and compact labels."""
 
-
 import pytest
 
 from explorer import formatting

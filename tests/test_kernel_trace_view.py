@@ -1,19 +1,16 @@
 """The kernel page's view of the trace: one row traced like the full trace, size limits, the split note."""
 
-
 import numpy as np
 import pandas as pd
 import pytest
 
 from paged_attention import DecodeConfig, build_decode_inputs, plan_launch
-from explorer import kernel_trace_view as kernel_view
 from paged_attention.validation import check_decode_args
+from explorer import kernel_trace_view as kernel_view
 from explorer.kernel_trace import trace_decode
 
 from helpers import SWEEP_BASE as BASE
 
-
-# -- grid --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("block_size, overrides", [(16, {}), (3, {"num_splits": 3}), (16, {"block_n": 16, "num_splits": 2}),
                                                     (64, {"block_n": 16})])

@@ -1,6 +1,5 @@
 """What the explorer refuses or caps: the table size, the CPU budget and its advice, clamped widget values."""
 
-
 from paged_attention import DecodeConfig
 from explorer import limits, settings as state
 

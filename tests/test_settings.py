@@ -1,6 +1,5 @@
 """The sidebar's settings, without Streamlit: defaults, presets, KV-head choices and URL round trips."""
 
-
 import pytest
 
 from explorer import settings as state

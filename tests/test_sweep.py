@@ -89,36 +89,6 @@ def test_cpu_caps_drop_thin_and_cap_iterations():
     assert small.values == (16, 32) and small.notes == ()
 
 
-# -- the naive budget --------------------------------------------------------------------
-
-def test_naive_plan_probes_then_predicts_from_the_last_point():
-    small, big = BASE.with_(context_lens=64), BASE.with_(context_lens=4096)
-    assert sweep.naive_plan(small, budget_s=1.0, calls=4).action == "probe"
-    last = (sweep.naive_cost(small), 2.0)
-    ok = sweep.naive_plan(small, budget_s=1.0, calls=4, last=last)
-    assert ok.action == "run" and ok.predicted_ms == pytest.approx(2.0)
-    over = sweep.naive_plan(big, budget_s=0.05, calls=4, last=last)
-    assert over.action == "skip"
-    assert over.predicted_ms == pytest.approx(2.0 * sweep.naive_cost(big) / sweep.naive_cost(small))
-    assert "over the 0.05 s budget" in over.reason
-    assert sweep.naive_cost(big) > sweep.naive_cost(small)
-
-
-def test_naive_plan_skips_without_probing_when_hopeless():
-    huge = BASE.with_(batch_size=64, context_lens=65536, block_size=1)  # 4M blocks in a Python loop
-    decision = sweep.naive_plan(huge, budget_s=1.0, calls=4)
-    assert decision.action == "skip" and "blocks per call" in decision.reason
-    tight = sweep.naive_plan(BASE, budget_s=10.0, calls=4, free_bytes=1000)
-    assert tight.action == "skip" and "temporaries" in tight.reason
-    assert sweep.naive_temp_bytes(BASE) == 2 * 4 * 2 * 37 * 32 * (2 + 4)
-
-
-def test_after_probe():
-    assert sweep.after_probe(10.0, budget_s=1.0, calls=200).action == "skip"
-    assert sweep.after_probe(10.0, budget_s=1.0, calls=200).predicted_ms == 10.0
-    assert sweep.after_probe(10.0, budget_s=1.0, calls=50).action == "run"
-
-
 # -- the job and its CSV -----------------------------------------------------------------
 
 def test_job_runs_point_by_point_and_cancel_keeps_done_points():

@@ -8,13 +8,13 @@ Five families:
 * benchmark results (lists of :class:`~paged_attention.bench.BenchResult`):
   :func:`latency_figure`, :func:`speedup_figure`, :func:`bandwidth_figure`,
   :func:`accuracy_figure`, :func:`history_figure`;
-* sweeps (DataFrames of :data:`~paged_attention.sweep.SWEEP_COLUMNS`):
+* sweeps (DataFrames of :data:`~explorer.sweep.SWEEP_COLUMNS`):
   :func:`sweep_latency_figure`, :func:`sweep_bandwidth_figure`,
   :func:`sweep_speedup_figure`, :func:`sweep_ratio_figure`;
 * the serving simulation: :func:`serving_pool_figure`,
   :func:`serving_timeline_figure`, :func:`tradeoff_figure`,
   :func:`pool_animation_figure`;
-* inside the kernel (a :class:`~paged_attention.walkthrough.KernelTrace`):
+* inside the kernel (a :class:`~explorer.kernel_trace.KernelTrace`):
   :func:`kernel_walk_figure`, :func:`online_softmax_figure`,
   :func:`split_merge_figure`.
 

@@ -69,7 +69,7 @@ def kernel_walk_figure(
     Parameters
     ----------
     tiles : DataFrame
-        :attr:`~paged_attention.walkthrough.KernelTrace.tiles`.
+        :attr:`~explorer.kernel_trace.KernelTrace.tiles`.
     context_len, block_size, block_n : int
 
     Returns
@@ -181,7 +181,7 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
     Parameters
     ----------
     tiles : DataFrame
-        :attr:`~paged_attention.walkthrough.KernelTrace.tiles`.
+        :attr:`~explorer.kernel_trace.KernelTrace.tiles`.
     final_error : float, optional
         Max abs error of the final (merged) output against the reference, drawn
         as a star at the end of the context.

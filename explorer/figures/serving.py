@@ -92,7 +92,7 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
     Parameters
     ----------
     metrics : DataFrame
-        :func:`~paged_attention.serving.metrics_frame` (one row per step).
+        :func:`~explorer.simulator.metrics_frame` (one row per step).
     step : int, optional
         The step shown elsewhere on the page.
     num_blocks : int, optional
@@ -172,7 +172,7 @@ def tradeoff_figure(table, latency_ms: Mapping[int, float] | None = None, curren
     Parameters
     ----------
     table : DataFrame
-        :func:`~paged_attention.serving.block_size_tradeoff`'s table.
+        :func:`~explorer.tradeoff.block_size_tradeoff`'s table.
     latency_ms : mapping, optional
         ``block_size -> milliseconds``.
     current : int, optional

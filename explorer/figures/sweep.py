@@ -75,7 +75,7 @@ def sweep_latency_figure(frame) -> go.Figure:
     Parameters
     ----------
     frame : DataFrame
-        Rows with the columns of :data:`~paged_attention.sweep.SWEEP_COLUMNS`
+        Rows with the columns of :data:`~explorer.sweep.SWEEP_COLUMNS`
         (one or more ``source`` values: this session, uploads).
 
     Returns
