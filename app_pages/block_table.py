@@ -31,12 +31,12 @@ mem = readouts.memory_summary(config)
 # row, and long values were cut off ("44,141 …") on a 1280-pixel screen.
 quiet = dict(delta_color="off", delta_arrow="off")
 c1, c2, c3, c4, c5 = st.columns(5)
-c1.metric("Sequences", figures.compact(config.batch_size))
-c2.metric("Tokens cached", figures.compact(sum(lengths)), help=formatting.count(sum(lengths), "token"))
-c3.metric("Blocks used", figures.compact(mem.blocks_used), f"of {figures.compact(mem.blocks_in_pool)} in the pool",
+c1.metric("Sequences", formatting.compact(config.batch_size))
+c2.metric("Tokens cached", formatting.compact(sum(lengths)), help=formatting.count(sum(lengths), "token"))
+c3.metric("Blocks used", formatting.compact(mem.blocks_used), f"of {formatting.compact(mem.blocks_in_pool)} in the pool",
           **quiet, help=f"{formatting.count(mem.blocks_used, 'block')} hold this batch's tokens; the pool has "
                         f"{mem.blocks_in_pool:,}")
-c4.metric("Wasted slots", figures.compact(mem.wasted_slots), f"{100 * mem.wasted_fraction:.1f}% of allocated",
+c4.metric("Wasted slots", formatting.compact(mem.wasted_slots), f"{100 * mem.wasted_fraction:.1f}% of allocated",
           **quiet, help="allocated but unfilled slots in each sequence's last block, as a share of all allocated slots")
 c5.metric("KV cache", formatting.format_bytes(mem.kv_cache_bytes, significant=3),
           help=f"K and V pools: {mem.kv_cache_bytes:,} bytes")

@@ -42,7 +42,7 @@ def test_contracts_cover_the_three_layers():
 
 
 def test_library_imports_only_torch_triton_and_numpy():
-    graph = grimp.build_graph("paged_attention", include_external_packages=True)
+    graph = grimp.build_graph("paged_attention", include_external_packages=True, cache_dir=None)
     external = {}
     for module in graph.find_descendants("paged_attention") | {"paged_attention"}:
         for imported in graph.find_modules_directly_imported_by(module):

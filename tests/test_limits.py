@@ -78,3 +78,12 @@ def test_clamp_value_names_the_limit_and_the_value_used():
     assert limits.clamp_value(-1, 0, 9, "Seed") == (0, "**Seed**: -1 is below the minimum, 0; using 0.")
     assert limits.clamp_value(9.5, 0.0, 8.0, "Rate") == (8.0, "**Rate**: 9.5 is above the maximum, 8; using 8.")
     assert limits.clamp_value(7, 1, 9, "x") == (7, None)
+
+
+def test_cap_iterations_caps_on_the_cpu_only():
+    assert limits.cap_iterations("cuda", 10, 50) == (10, 50, ())
+    assert limits.cap_iterations("cpu", 0, 2) == (0, 2, ())
+    warmup, iters, notes = limits.cap_iterations("cpu", 10, 50)
+    assert (warmup, iters) == (limits.CPU_MAX_WARMUP, limits.CPU_MAX_ITERS)
+    assert notes == (f"warm-up iterations capped from 10 to {limits.CPU_MAX_WARMUP} on the CPU",
+                     f"timed iterations capped from 50 to {limits.CPU_MAX_ITERS} on the CPU")

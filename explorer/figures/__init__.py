@@ -1,6 +1,7 @@
 """Plotly figures of the explorer: data in, ``go.Figure`` out.
 
-Five families:
+Five families, one module each (this package re-exports their public names, so
+``figures.block_table_figure`` works), on a shared :mod:`.style` and :mod:`.sampling`:
 
 * the paged cache, drawn from the block table alone (no KV tensors):
   :func:`block_table_figure`, :func:`pool_figure`, :func:`token_walk_figure`,
@@ -26,10 +27,8 @@ shown) or aggregate (the pool: k consecutive blocks per cell), and
 Every implementation keeps one colour in every chart (:data:`IMPL_COLORS`).
 """
 
-
 from __future__ import annotations
 
-from explorer.formatting import compact  # noqa: F401
 from .style import (  # noqa: F401
     BLOCK_COLORSCALE,
     ERROR_FLOOR,
