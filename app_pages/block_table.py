@@ -2,8 +2,7 @@
 
 import streamlit as st
 
-from paged_attention import app_state as state
-from paged_attention import figures
+from explorer import figures, formatting, limits, readouts
 from ui.data import block_arrays_for
 from ui.inputs import bounded_number_input
 from ui.sidebar import current, show_config_error
@@ -19,27 +18,27 @@ result = current()
 if show_config_error(result):
     st.stop()
 config = result.config
-too_big = state.table_size_error(config)
+too_big = limits.table_size_error(config)
 if too_big:
     st.error(too_big, icon=":material/error:")
     st.stop()
 
 tables, owner = block_arrays_for(config)
 lengths = config.lengths
-mem = state.memory_summary(config)
+mem = readouts.memory_summary(config)
 
 # Short values with the detail on the grey line under them: five metrics share a
 # row, and long values were cut off ("44,141 …") on a 1280-pixel screen.
 quiet = dict(delta_color="off", delta_arrow="off")
 c1, c2, c3, c4, c5 = st.columns(5)
-c1.metric("Sequences", figures.compact(config.batch_size))
-c2.metric("Tokens cached", figures.compact(sum(lengths)), help=state.count(sum(lengths), "token"))
-c3.metric("Blocks used", figures.compact(mem.blocks_used), f"of {figures.compact(mem.blocks_in_pool)} in the pool",
-          **quiet, help=f"{state.count(mem.blocks_used, 'block')} hold this batch's tokens; the pool has "
+c1.metric("Sequences", formatting.compact(config.batch_size))
+c2.metric("Tokens cached", formatting.compact(sum(lengths)), help=formatting.count(sum(lengths), "token"))
+c3.metric("Blocks used", formatting.compact(mem.blocks_used), f"of {formatting.compact(mem.blocks_in_pool)} in the pool",
+          **quiet, help=f"{formatting.count(mem.blocks_used, 'block')} hold this batch's tokens; the pool has "
                         f"{mem.blocks_in_pool:,}")
-c4.metric("Wasted slots", figures.compact(mem.wasted_slots), f"{100 * mem.wasted_fraction:.1f}% of allocated",
+c4.metric("Wasted slots", formatting.compact(mem.wasted_slots), f"{100 * mem.wasted_fraction:.1f}% of allocated",
           **quiet, help="allocated but unfilled slots in each sequence's last block, as a share of all allocated slots")
-c5.metric("KV cache", state.format_bytes(mem.kv_cache_bytes, significant=3),
+c5.metric("KV cache", formatting.format_bytes(mem.kv_cache_bytes, significant=3),
           help=f"K and V pools: {mem.kv_cache_bytes:,} bytes")
 
 left, right = st.columns([3, 2], gap="medium")
@@ -70,7 +69,7 @@ pick, info = st.columns([1, 4], vertical_alignment="bottom")
 seq = bounded_number_input(pick, "Sequence", 0, config.batch_size - 1, step=1, key="bt_seq", note_parent=st)
 needed = config.blocks_per_sequence[seq]
 info.markdown(
-    f"Sequence **{seq}** holds **{state.count(lengths[seq], 'token')}** in **{state.count(needed, 'block')}**; "
+    f"Sequence **{seq}** holds **{formatting.count(lengths[seq], 'token')}** in **{formatting.count(needed, 'block')}**; "
     f"token *t* lives in logical block *t* // {config.block_size}, slot *t* % {config.block_size}, "
     f"and the block table sends that logical block to a physical one."
 )

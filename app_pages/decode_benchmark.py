@@ -4,8 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from paged_attention import IMPLEMENTATIONS, LABELS
-from paged_attention import app_state as state
-from paged_attention import figures
+from explorer import figures, formatting, limits, readouts
 from ui.benchmark import BenchmarkOOM, BenchmarkRefused, run_benchmark_locked
 from ui.sidebar import current, show_config_error
 
@@ -26,7 +25,7 @@ result = current()
 if show_config_error(result):
     st.stop()
 config, settings = result.config, result.settings
-plan = state.plan_run(config, settings.warmup, settings.iters)
+plan = limits.plan_run(config, settings.warmup, settings.iters)
 
 if config.device == "cpu":
     st.warning(
@@ -46,8 +45,8 @@ run = controls[1].button(
     "Run benchmark", type="primary", icon=":material/play_arrow:", key="bench_run",
     disabled=plan.refusal is not None, width="stretch",
 )
-controls[2].caption(f"{state.config_summary(config)} · warm-up {plan.warmup}, "
-                    f"{state.count(plan.iters, 'timed call')}")
+controls[2].caption(f"{readouts.config_summary(config)} · warm-up {plan.warmup}, "
+                    f"{formatting.count(plan.iters, 'timed call')}")
 if plan.refusal:
     st.warning(plan.refusal, icon=":material/block:")
 for note in plan.notes:
@@ -79,7 +78,7 @@ def _run() -> None:
             mark = "✓" if r.passed else "✗"
             reused = " (measured by the run your click replaced)" if any(r is k for k in kept) else ""
             st.write(f"{mark} **{r.label}**: median {r.median_ms:.4g} ms over "
-                     f"{state.count(len(r.samples_ms), 'call')}{reused}")
+                     f"{formatting.count(len(r.samples_ms), 'call')}{reused}")
 
         def on_wait() -> None:
             st.info("Queued: another session is running a benchmark on this machine; yours starts when it ends.",
@@ -108,12 +107,12 @@ def _run() -> None:
                            ":material/error:")
         st.session_state.pop(PARTIAL, None)
         bar.progress(1.0, text="done")
-        status.update(label=f"Done: {state.count(len(results), 'implementation')}", state="complete",
+        status.update(label=f"Done: {formatting.count(len(results), 'implementation')}", state="complete",
                       expanded=False)
     history = st.session_state.setdefault(HISTORY, [])
     entry = {
         "run": (history[-1]["run"] + 1) if history else 1,
-        "label": state.config_summary(config),
+        "label": readouts.config_summary(config),
         "config": config,
         "warmup": plan.warmup,
         "iters": plan.iters,
@@ -141,10 +140,10 @@ if last is None:
     st.stop()
 
 results, copy_gbps = last["results"], last["copy_gbps"]
-reads_kv = not state.reads_no_kv(last["config"])
+reads_kv = not readouts.reads_no_kv(last["config"])
 st.subheader(f"Run #{last['run']}")
 st.caption(f"{last['label']} · warm-up {last['warmup']}, "
-           f"{state.count(last['iters'], 'timed call')} per implementation")
+           f"{formatting.count(last['iters'], 'timed call')} per implementation")
 if last["config"] != config:
     st.caption(":material/info: The sidebar changed since this run; press **Run benchmark** to measure it.")
 if not reads_kv:
@@ -157,7 +156,7 @@ if not reads_kv:
         icon=":material/block:",
     )
 
-rows = state.results_rows(results, copy_gbps, reads_kv=reads_kv)
+rows = readouts.results_rows(results, copy_gbps, reads_kv=reads_kv)
 cols = st.columns(len(results))
 for col, r, row in zip(cols, results, rows):
     speed = row["speedup_vs_naive"]
@@ -171,8 +170,8 @@ for col, r, row in zip(cols, results, rows):
         delta, color, arrow = f"{1 / speed:.1f}× slower", "inverse", "down"
     gpu = f" · GPU time {r.gpu_time_ms:.4g} ms" if r.gpu_time_ms is not None else ""
     col.metric(
-        r.label, state.format_duration(r.median_ms), delta, delta_color=color, delta_arrow=arrow, border=True,
-        help=f"median call latency over {state.count(len(r.samples_ms), 'call')}: {r.median_ms:.4g} ms{gpu}; "
+        r.label, formatting.format_duration(r.median_ms), delta, delta_color=color, delta_arrow=arrow, border=True,
+        help=f"median call latency over {formatting.count(len(r.samples_ms), 'call')}: {r.median_ms:.4g} ms{gpu}; "
              + ("" if r.name == "naive" or not reads_kv or speed is None
                 else "the arrow compares it with Naive PyTorch; ")
              + ("correct" if r.passed else "INCORRECT") + " against the float64 reference",

@@ -2,9 +2,8 @@
 
 import streamlit as st
 
-from paged_attention import app_state as state
-from paged_attention import figures
-from paged_attention.kernel_view import BLOCK_N_CHOICES, launch_plan, split_note, trace_size_error
+from explorer import figures, formatting, limits, readouts
+from explorer.kernel_trace_view import BLOCK_N_CHOICES, launch_plan, split_note, trace_size_error
 from ui.data import block_arrays_for, config_key, kernel_trace
 from ui.inputs import bounded_number_input
 from ui.sidebar import current, show_config_error
@@ -24,7 +23,7 @@ result = current()
 if show_config_error(result):
     st.stop()
 config = result.config
-too_big = state.table_size_error(config)
+too_big = limits.table_size_error(config)
 if too_big:
     st.error(too_big, icon=":material/error:")
     st.stop()
@@ -53,15 +52,15 @@ with st.container(border=True):
     plan = launch_plan(config, tables, num_splits=int(splits), block_n=int(block_n)) if override else default_plan
     group = config.num_heads // config.num_kv_heads
     n = config.lengths[seq]
-    tile = (f"{state.count(plan.blocks_per_tile, 'block')} of {state.count(plan.slots_per_tile, 'slot')}"
+    tile = (f"{formatting.count(plan.blocks_per_tile, 'block')} of {formatting.count(plan.slots_per_tile, 'slot')}"
             if plan.subtiles == 1 else f"1/{plan.subtiles} of a block of {config.block_size}")
     st.caption(
-        f"{'Overridden' if override else 'Default'} plan for {state.config_summary(config)}: "
+        f"{'Overridden' if override else 'Default'} plan for {readouts.config_summary(config)}: "
         f"BLOCK_N = {plan.block_n} tokens per tile ({tile}); "
-        + (f"{state.count(plan.num_splits, 'split')} of {state.count(plan.blocks_per_split, 'block')} "
-           f"({state.count(plan.tokens_per_split, 'token')}) for the longest sequence"
+        + (f"{formatting.count(plan.num_splits, 'split')} of {formatting.count(plan.blocks_per_split, 'block')} "
+           f"({formatting.count(plan.tokens_per_split, 'token')}) for the longest sequence"
            if max(config.lengths, default=0) else "no split: every context is empty")
-        + f" · sequence {seq} holds {state.count(n, 'token')} · query head {head} reads "
+        + f" · sequence {seq} holds {formatting.count(n, 'token')} · query head {head} reads "
         f"KV head {head // group} (GQA group of {group})"
     )
     capped = split_note(config, int(splits), plan) if override else None
@@ -86,7 +85,7 @@ tiles, split_rows = trace["tiles"], trace["splits"]
 err = trace["max_abs_error"]
 
 m = st.columns(5)
-m[0].metric("Tokens", f"{n:,}", help=f"{state.count(-(-n // config.block_size), 'block')} of {config.block_size}")
+m[0].metric("Tokens", f"{n:,}", help=f"{formatting.count(-(-n // config.block_size), 'block')} of {config.block_size}")
 m[1].metric("Tiles walked", f"{len(tiles):,}", help="online-softmax updates, all splits together")
 m[2].metric("Block-table lookups", f"{int(tiles['table_lookups'].sum()):,}",
             help="one per block: a tile loads each of its blocks' table entries once; later subtiles reuse it")
@@ -169,7 +168,7 @@ else:
     st.info(f"This row runs as one split{reason}: there is nothing to merge. {fix} to see the merge; the result "
             "stays the same to float64 rounding.", icon=":material/call_split:")
 
-with st.expander(f"Every tile ({state.count(len(tiles), 'row')})"):
+with st.expander(f"Every tile ({formatting.count(len(tiles), 'row')})"):
     st.dataframe(
         tiles.assign(physical_blocks=tiles["physical_blocks"].map(lambda b: ", ".join(map(str, b)))),
         hide_index=True, width="stretch", key="ik_tile_table",

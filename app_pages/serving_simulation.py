@@ -4,10 +4,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from paged_attention import app_state as state
-from paged_attention import figures
-from paged_attention.serving import DEFAULT_BLOCK_SIZES, LENGTH_KINDS
-from paged_attention.serving_history import valid_block_sizes
+from explorer import figures, formatting, limits, readouts, settings as state
+from explorer.simulator import LENGTH_KINDS
+from explorer.tradeoff import DEFAULT_BLOCK_SIZES
+from explorer.serving_history import valid_block_sizes
 from ui.benchmark import BenchmarkOOM, BenchmarkRefused, time_inputs_locked
 from ui.data import SERVING_LABELS, block_size_table, serving_history
 from ui.inputs import bounded_number_input
@@ -24,7 +24,7 @@ MAX_ANIMATION_VALUES = 200_000
 #: Block sizes whose kernel latency is measured on the CPU (the interpreter is slow).
 CPU_TRADEOFF_SIZES = (4, 16, 64)
 LATENCY, TRADEOFF_LATENCY = "sv_latency", "sv_tradeoff_latency"
-#: What this page calls each of app_state.cpu_work_levers.
+#: What this page calls each of limits.cpu_work_levers.
 LEVERS = {"batch": f"**{SERVING_LABELS['max_batch_size']}**", "query heads": "the sidebar's query heads",
           "KV heads": "the sidebar's KV heads", "context": "the longest prompt or output"}
 
@@ -57,7 +57,7 @@ DEFAULTS = {
 }
 if cpu:
     nominal = DEFAULTS["sv_max_batch"]
-    DEFAULTS["sv_max_batch"] = state.largest_cpu_batch(
+    DEFAULTS["sv_max_batch"] = limits.largest_cpu_batch(
         config, DEFAULTS["sv_prompt_hi"] + DEFAULTS["sv_output_hi"], nominal)
     DEFAULTS["sv_rate"] = max(0.01, round(DEFAULTS["sv_rate"] * DEFAULTS["sv_max_batch"] / nominal, 2))
 for key, value in DEFAULTS.items():
@@ -97,7 +97,7 @@ num_blocks, block_size, steps = int(ss["sv_num_blocks"]), int(ss["sv_block_size"
 try:
     history = serving_history(num_blocks, block_size, *traffic, steps)
 except ValueError as exc:
-    st.error(f"**Invalid simulation.** {state.sentence(str(exc))}", icon=":material/error:")
+    st.error(f"**Invalid simulation.** {formatting.sentence(str(exc))}", icon=":material/error:")
     st.stop()
 metrics = history.metrics
 
@@ -228,12 +228,12 @@ if record.num_running == 0:
     st.caption("No sequence runs at this step; pick another step to time the kernel.")
 else:
     dconfig = record.snapshot().decode_config(**heads)
-    plan = state.plan_run(dconfig, settings.warmup, settings.iters, LEVERS)  # the sidebar's batch is not used here
+    plan = limits.plan_run(dconfig, settings.warmup, settings.iters, LEVERS)  # the sidebar's batch is not used here
     a, b = st.columns([1, 3], vertical_alignment="center")
     clicked = a.button("Time Triton on this step", type="primary", icon=":material/timer:", key="sv_time",
                        disabled=plan.refusal is not None, width="stretch")
-    b.caption(f"{state.config_summary(dconfig)} · warm-up {plan.warmup}, "
-              f"{state.count(plan.iters, 'timed call')} · heads, "
+    b.caption(f"{readouts.config_summary(dconfig)} · warm-up {plan.warmup}, "
+              f"{formatting.count(plan.iters, 'timed call')} · heads, "
               "head dim, dtype and device from the sidebar; random K/V in this step's blocks")
     if plan.refusal:
         st.warning(plan.refusal, icon=":material/block:")
@@ -251,7 +251,7 @@ measured = ss.get(LATENCY, {}).get(context, {})
 if step in measured:
     r = measured[step]
     st.metric(f"Triton decode at step {step}", f"{r['median_ms']:.4g} ms",
-              f"{r['gbps']:.3g} GB/s · {state.count(r['running'], 'sequence')}, {state.count(r['tokens'], 'token')}",
+              f"{r['gbps']:.3g} GB/s · {formatting.count(r['running'], 'sequence')}, {formatting.count(r['tokens'], 'token')}",
               delta_color="off",
               delta_arrow="off", border=True)
 if measured:
@@ -283,7 +283,7 @@ if sizes:
         if rec.num_running == 0:
             continue
         dcfg = rec.snapshot().decode_config(**heads)
-        plan = state.plan_run(dcfg, settings.warmup, settings.iters)
+        plan = limits.plan_run(dcfg, settings.warmup, settings.iters)
         if plan.refusal:
             refused[b_size] = dcfg
         else:
@@ -300,9 +300,9 @@ if sizes:
         some, first = ", ".join(map(str, refused)), next(iter(refused.values()))
         st.warning(
             f"{'Not timed' if plans else 'Nothing to time'}: the busiest step at block size"
-            f"{'s' if len(refused) > 1 else ''} {some} is over the CPU cap ({state.CPU_WORK_RULE}; block size "
-            f"{next(iter(refused))}: {state.cpu_work_detail(first)}). Lower "
-            f"{state.join_or([LEVERS[lever] for lever in state.cpu_work_levers(first)])}.",
+            f"{'s' if len(refused) > 1 else ''} {some} is over the CPU cap ({limits.CPU_WORK_RULE}; block size "
+            f"{next(iter(refused))}: {limits.cpu_work_detail(first)}). Lower "
+            f"{formatting.join_or([LEVERS[lever] for lever in limits.cpu_work_levers(first)])}.",
             icon=":material/block:",
         )
     if go_measure:
@@ -314,7 +314,7 @@ if sizes:
             if r is None:
                 break
             latencies[b_size] = r.median_ms
-        bar.progress(1.0, text=f"timed {state.count(len(latencies), 'block size')}")
+        bar.progress(1.0, text=f"timed {formatting.count(len(latencies), 'block size')}")
         ss.setdefault(TRADEOFF_LATENCY, {})[t_key] = latencies
     latency = ss.get(TRADEOFF_LATENCY, {}).get(t_key)
     st.plotly_chart(figures.tradeoff_figure(table, latency, current=block_size), key="sv_tradeoff_chart",

@@ -4,8 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from paged_attention import IMPLEMENTATIONS, LABELS
-from paged_attention import app_state as state
-from paged_attention import figures, sweep
+from explorer import figures, formatting, readouts, sweep
 from ui.inputs import bounded_number_input
 from ui.sidebar import current, show_config_error
 from ui.sweep import JOB, cancel_sweep, device_name, measure, run_next_point
@@ -125,13 +124,13 @@ with st.container(border=True):
                                                   "configuration; clear them to measure again")
 
     if error:
-        st.error(f"**Invalid sweep.** {state.sentence(error)}", icon=":material/error:")
+        st.error(f"**Invalid sweep.** {formatting.sentence(error)}", icon=":material/error:")
     else:
         shown = ", ".join(f"{v:,}" for v in grid.values)
         st.caption(
-            f"**{state.count(len(grid.values), 'point')}**: {shown} · {AXIS_NOTES[axis]} · "
-            f"warm-up {grid.warmup}, {state.count(grid.iters, 'timed call')} per implementation · "
-            f"sidebar: {state.config_summary(config)}"
+            f"**{formatting.count(len(grid.values), 'point')}**: {shown} · {AXIS_NOTES[axis]} · "
+            f"warm-up {grid.warmup}, {formatting.count(grid.iters, 'timed call')} per implementation · "
+            f"sidebar: {readouts.config_summary(config)}"
         )
         for note in grid.notes:
             st.info(f"Capped: {note} (the interpreter needs about a second per Triton call).", icon=":material/speed:")
@@ -143,13 +142,13 @@ if job is not None:
         st.progress(done / job.total, text=f"Point {done + 1} of {job.total}: {sweep.AXES[job.axis]} = "
                                            f"{job.values[done]:,} · Cancel stops after this point")
     else:
-        st.progress(done / job.total, text=f"{done} of {state.count(job.total, 'point')}")
+        st.progress(done / job.total, text=f"{done} of {formatting.count(job.total, 'point')}")
         if job.state == "cancelled":
             st.warning(job.message + " The points done are kept below.", icon=":material/stop_circle:")
         elif job.state == "failed":
             st.error(job.message, icon=":material/memory:")
     if job.base != config:
-        st.caption(f":material/info: Results below are for the sweep started on: {state.config_summary(job.base)}.")
+        st.caption(f":material/info: Results below are for the sweep started on: {readouts.config_summary(job.base)}.")
 
 charts = st.container()
 
@@ -163,7 +162,7 @@ if upload is not None:
     try:
         uploaded = sweep.read_sweep_csv(upload.getvalue(), f"uploaded: {upload.name}")
     except ValueError as exc:
-        st.error(f"**Cannot compare with {state.plain(upload.name)}.** {state.sentence(str(exc))}",
+        st.error(f"**Cannot compare with {formatting.plain(upload.name)}.** {formatting.sentence(str(exc))}",
                  icon=":material/error:")
 
 mine = job.frame(SOURCE) if job is not None and job.rows else None
@@ -177,8 +176,8 @@ if mine is not None and uploaded is not None and set(uploaded["axis"]) != set(mi
 elif uploaded is not None:
     beside = ("drawn with dashed lines beside this session's" if mine is not None
               else "drawn alone (no sweep run here yet)")
-    devices = ", ".join(state.plain(d) for d in sorted(set(uploaded["device_name"]) - {""})) or "an unnamed device"
-    st.caption(f"{state.plain(upload.name)}: {state.count(len(uploaded), 'row')} from {devices}; {beside}.")
+    devices = ", ".join(formatting.plain(d) for d in sorted(set(uploaded["device_name"]) - {""})) or "an unnamed device"
+    st.caption(f"{formatting.plain(upload.name)}: {formatting.count(len(uploaded), 'row')} from {devices}; {beside}.")
 
 sweeping = job is not None and job.running
 with charts:

@@ -7,12 +7,13 @@ CPU tensors. See :func:`execution_mode`.
 
 from .runtime import HAS_CUDA, default_device, device_description, execution_mode  # first: sets TRITON_INTERPRET
 
-from .cache import LOUD_VALUE, DecodeInputs, assign_blocks, build_decode_inputs
+from .inputs import LOUD_VALUE, DecodeInputs, assign_blocks, build_decode_inputs
 from .config import BLOCK_LAYOUTS, DTYPES, TOLERANCES, DecodeConfig, ragged_lengths, tolerance
 from .implementations import GRAPH_CAPTURABLE, IMPLEMENTATIONS, LABELS, VARIANTS, get_implementation, prepare
 from .naive import naive_decode
 from .reference import reference_decode
-from .triton_decode import plan_launch, prepare_triton_decode, triton_decode, triton_decode_simple
+from .launch_plan import plan_launch
+from .triton_decode import prepare_triton_decode, triton_decode, triton_decode_simple
 from .validation import DecodeShape, check_decode_args
 from .vectorized import vectorized_decode
 

@@ -41,7 +41,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import torch
 
-from .cache import DecodeInputs, build_decode_inputs
+from .inputs import DecodeInputs, build_decode_inputs
 from .config import BLOCK_LAYOUTS, DTYPES, DecodeConfig, tolerance
 from .implementations import GRAPH_CAPTURABLE, IMPLEMENTATIONS, LABELS, prepare
 from .reference import reference_decode

@@ -75,11 +75,6 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
 
 
-def dtype_name(dtype: torch.dtype) -> str:
-    """``torch.float16`` -> ``"float16"``."""
-    return str(dtype).removeprefix("torch.")
-
-
 @dataclass(frozen=True)
 class DecodeConfig:
     """Sizes of one paged-attention decode step.

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import paged_attention as pa
-from paged_attention.cache import context_mask, fill_uncovered, poison_table
-from paged_attention import sweep
+from explorer import sweep
+from paged_attention.inputs import context_mask, fill_uncovered, poison_table
 
 #: Every decode function under test: the three the app races plus the variants.
 IMPLS = {**pa.IMPLEMENTATIONS, **pa.VARIANTS}
@@ -76,9 +76,9 @@ def paged_inputs(
     Sequence ``b`` keeps its tokens in physical blocks ``block_ids[b]`` (logical
     order); each needs at least ``ceil(lengths[b] / block_size)`` ids. Covered slots
     are standard normal; every other slot of the pool is poisoned (NaN, ±Inf, huge,
-    denormal: :func:`paged_attention.cache.fill_uncovered`); table entries past the
+    denormal: :func:`paged_attention.inputs.fill_uncovered`); table entries past the
     given ids hold -1, stale ids and ids past the pool
-    (:func:`paged_attention.cache.poison_table`).
+    (:func:`paged_attention.inputs.poison_table`).
 
     Returns ``(query, k_cache, v_cache, block_tables, context_lens)``.
     """

@@ -1,14 +1,14 @@
-"""AppTest suite for the Streamlit pages: every control, bad input, CPU mode and a
-real (tiny) benchmark run. Assertions read the Plotly specs the pages send."""
+"""AppTest suite for the shared sidebar and the Block table page: every sidebar
+control, URLs that reproduce a view, bad input, the table-size limit, and number
+boxes. Also the AppTest helpers the other page suites import (``open_app``,
+``chart``, ``arr``, ``TINY``). Assertions read the Plotly specs the pages send."""
 
 from __future__ import annotations
 
 import base64
 import json
 import sys
-import threading
 import tracemalloc
-from types import SimpleNamespace
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from paged_attention import DecodeConfig, TOLERANCES, assign_blocks, execution_mode  # noqa: E402
-from paged_attention import app_state as state  # noqa: E402
-import ui.benchmark as bench_ui  # noqa: E402
+from paged_attention import assign_blocks, execution_mode  # noqa: E402
+from explorer import settings as state  # noqa: E402
 
 APP = str(ROOT / "app.py")
 BENCH = "app_pages/decode_benchmark.py"
@@ -32,6 +31,7 @@ BASE = {"batch": "4", "ctx_mode": "ragged", "lo": "16", "hi": "256", "spread": "
 #: A configuration the Triton interpreter runs in well under a second per call.
 TINY = {"batch": "2", "ctx_mode": "uniform", "ctx": "37", "heads": "4", "kv_heads": "2", "head_dim": "32",
         "preset": "Custom", "warmup": "0", "iters": "2", "block": "16"}
+CPU_ONLY = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU caps and CPU defaults")
 
 
 def open_app(query: dict | None = None, page: str | None = None, timeout: float = 60) -> AppTest:
@@ -254,286 +254,7 @@ def test_reruns_do_not_grow_memory():
     assert growth < 8 * 2**20, f"grew {growth / 2**20:.1f} MiB over 12 reruns"
 
 
-# -- decode benchmark page -----------------------------------------------------
-
-def test_benchmark_page_before_running():
-    at = open_app(page=BENCH)
-    assert_clean(at)
-    assert any("Press **Run benchmark**" in i.value for i in at.info)
-    if execution_mode() == "interpreter":
-        assert any("not GPU timings" in w.value for w in at.warning)
-    assert not at.get("plotly_chart")
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU caps")
-def test_cpu_refuses_large_and_caps_iterations():
-    at = open_app({"batch": "64", "ctx_mode": "uniform", "ctx": "4096"}, page=BENCH)
-    assert not at.exception
-    assert any("On the CPU the benchmark runs only when" in w.value for w in at.warning)
-    assert at.button(key="bench_run").disabled
-    at = open_app({**TINY, "iters": "50", "warmup": "10"}, page=BENCH)
-    caps = " ".join(i.value for i in at.info)
-    assert "timed iterations capped from 50 to 3" in caps and "warm-up iterations capped" in caps
-    assert not at.button(key="bench_run").disabled
-
-
-def test_run_benchmark_produces_charts_table_and_history():
-    at = open_app(TINY, page=BENCH, timeout=120)
-    at.button(key="bench_run").click().run()
-    assert_clean(at)
-    latency = chart(at, "bench_latency")
-    boxes = [t for t in latency["data"] if t["type"] == "box"]
-    assert [b["name"] for b in boxes] == ["Naive PyTorch", "Optimized PyTorch", "Triton"]
-    assert all(len(b["y"]) == 2 and all(y > 0 for y in b["y"]) for b in boxes)
-    assert latency["layout"]["yaxis"]["type"] == "log"
-
-    accuracy = chart(at, "bench_accuracy")
-    atol, _ = TOLERANCES[torch.float16]
-    abs_err = accuracy["data"][0]["y"]
-    assert all(np.isfinite(abs_err)) and max(abs_err) < atol
-    assert [a["text"] for a in accuracy["layout"]["annotations"] if "pass" in a["text"]] == ["✓ pass"] * 3
-    assert any(s["y0"] == atol for s in accuracy["layout"]["shapes"])
-
-    speed = chart(at, "bench_speedup")
-    assert speed["data"][0]["y"][0] == pytest.approx(1.0)
-    chart(at, "bench_bandwidth")
-
-    table = at.dataframe[0].value
-    assert list(table["implementation"]) == ["Naive PyTorch", "Optimized PyTorch", "Triton"]
-    assert list(table["correct"]) == ["yes", "yes", "yes"]
-    assert "gpu_time_ms" not in table.columns or torch.cuda.is_available()
-    assert at.get("download_button")
-
-    history = chart(at, "bench_history_chart")
-    assert [t["x"] for t in history["data"]] == [["#1"]] * 3
-
-    # change one setting: the last results stay until Run is pressed again
-    at.number_input(key="sb_seed").set_value(1).run()
-    assert chart(at, "bench_latency") and any("sidebar changed" in c.value for c in at.caption)
-    at.checkbox(key="bench_include_simple").check().run()
-    at.button(key="bench_run").click().run()
-    assert_clean(at)
-    boxes = [t for t in chart(at, "bench_latency")["data"] if t["type"] == "box"]
-    assert [b["name"] for b in boxes][-1] == "Triton (simple grid)"
-    history = chart(at, "bench_history_chart")
-    assert [t["name"] for t in history["data"]][-1] == "Triton (simple grid)"
-    assert history["data"][0]["x"] == ["#1", "#2"]
-    assert len(at.dataframe[1].value) == 2
-
-    # one set of inputs is kept, for the latest configuration only
-    slot = bench_ui.inputs_slot()
-    assert slot.key is not None and slot.key.seed == 1
-
-    at.button(key="bench_clear").click().run()
-    assert_clean(at)
-    assert not at.get("plotly_chart")
-
-
-def _run_tiny_with(monkeypatch, target: str, exc: BaseException) -> AppTest:
-    def boom(*args, **kwargs):
-        raise exc
-
-    monkeypatch.setattr(bench_ui, target, boom)
-    at = open_app(TINY, page=BENCH)
-    return at.button(key="bench_run").click().run()
-
-
-def test_cuda_out_of_memory_is_reported_and_app_recovers(monkeypatch):
-    at = _run_tiny_with(monkeypatch, "benchmark_implementation", torch.cuda.OutOfMemoryError("CUDA out of memory. Tried"))
-    assert not at.exception
-    assert any("ran out of memory" in e.value for e in at.error)
-    assert bench_ui.inputs_slot().key is None  # released
-    monkeypatch.undo()
-    at.button(key="bench_run").click().run()
-    assert_clean(at)
-    assert chart(at, "bench_latency")
-
-
-def test_memory_refusal_is_reported(monkeypatch):
-    refusal = bench_ui.BenchmarkRefused("needs about 200 GiB but only 100 GiB is free")
-    monkeypatch.setattr(bench_ui.InputsSlot, "get", lambda self, config: (_ for _ in ()).throw(refusal))
-    at = open_app(TINY, page=BENCH)
-    at.button(key="bench_run").click().run()
-    assert not at.exception
-    assert any("only 100 GiB is free" in e.value for e in at.error)
-
-
-def test_unexpected_failure_is_an_error_not_a_traceback(monkeypatch):
-    at = _run_tiny_with(monkeypatch, "benchmark_implementation", RuntimeError("kernel exploded"))
-    assert not at.exception
-    assert any("RuntimeError: kernel exploded" in e.value for e in at.error)
-
-
-def _release_once_waited_for(monkeypatch, lock) -> None:
-    """Make the holder of ``lock`` let go only once the page blocks on it, so a test
-    does not race with how long the page takes to get there (seconds on a GPU host,
-    where a fixed timer let go before the click and nothing was queued)."""
-    take = lock.acquire
-
-    def acquire(blocking=True, owner=None):
-        if blocking and lock.locked():
-            threading.Timer(0.2, lock.release).start()
-        return take(blocking, owner)
-
-    monkeypatch.setattr(lock, "acquire", acquire)
-
-
-def test_queued_session_is_told_and_then_runs(monkeypatch):
-    lock = bench_ui.run_lock()
-    lock.acquire()
-    _release_once_waited_for(monkeypatch, lock)
-    at = open_app(TINY, page=BENCH, timeout=120)
-    at.button(key="bench_run").click().run()
-    assert_clean(at)
-    assert any("Queued" in i.value for i in at.info)
-    assert chart(at, "bench_latency")
-
-
-def test_acquire_calls_on_wait_only_when_busy():
-    lock, waited = threading.Lock(), []
-    bench_ui.acquire(lock, lambda: waited.append(1))
-    assert waited == [] and lock.locked()
-    threading.Timer(0.2, lock.release).start()
-    bench_ui.acquire(lock, lambda: waited.append(1))
-    assert waited == [1]
-    lock.release()
-
-
-@pytest.mark.gpu
-def test_check_fits_refuses_more_than_free_memory():
-    free, _ = torch.cuda.mem_get_info()
-    heads = 8 * 128 * 2 * 2  # bytes per token of K and V at 8 KV heads, head_dim 128, float16
-    huge = DecodeConfig(batch_size=64, context_lens=int(2 * free / heads / 64), device="cuda")
-    with pytest.raises(bench_ui.BenchmarkRefused, match="free"):
-        bench_ui.check_fits(huge)
-    bench_ui.check_fits(DecodeConfig(batch_size=1, context_lens=16, device="cuda"))
-
-
-@pytest.mark.gpu
-def test_gpu_run_shows_gpu_time_and_copy_bandwidth():
-    at = open_app({**TINY, "device": "cuda", "iters": "5"}, page=BENCH, timeout=300)
-    at.button(key="bench_run").click().run()
-    assert_clean(at)
-    latency = chart(at, "bench_latency")
-    assert any(t.get("name") == "GPU time (CUDA graph)" for t in latency["data"])
-    bandwidth = chart(at, "bench_bandwidth")
-    assert len(bandwidth["data"]) == 2 and bandwidth["layout"]["shapes"]
-    table = at.dataframe[0].value
-    assert table["pct_of_copy_bw"].notna().all()
-    # All three implementations ran on the GPU and matched the float64 reference.
-    assert {"Naive PyTorch", "Optimized PyTorch", "Triton"} <= set(table["implementation"])
-    assert set(table["device"]) == {"cuda:0"}
-    assert (table["correct"] == "yes").all()
-    print(table[["implementation", "device", "median_ms", "gpu_time_ms", "pct_of_copy_bw", "max_abs_err", "correct"]]
-          .to_string(index=False))
-
-
-# -- review fixes ------------------------------------------------------------------
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU caps")
-def test_refused_run_shows_the_refusal_alone():
-    at = open_app({"batch": "64", "ctx_mode": "uniform", "ctx": "4096"}, page=BENCH)
-    assert_clean(at)
-    assert at.button(key="bench_run").disabled
-    assert any("On the CPU the benchmark runs only when" in w.value for w in at.warning)
-    assert not any("Press **Run benchmark**" in i.value for i in at.info)
-
-
-def test_all_empty_batch_has_no_bandwidth_and_no_speedup():
-    at = open_app({**TINY, "ctx_mode": "ragged", "lens": "0,0", "lo": "0", "hi": "8"}, page=BENCH, timeout=120)
-    at.button(key="bench_run").click().run()
-    assert_clean(at)
-    assert any("Every context is empty: there is nothing to attend to" in w.value for w in at.warning)
-    assert [m.delta for m in at.metric] == [""] * 3  # no "287× faster than naive"
-    keys = [e.proto.id for e in at.get("plotly_chart")]
-    assert not any(k.endswith("-bench_speedup") or k.endswith("-bench_bandwidth") for k in keys)
-    assert any("Bandwidth: n/a" in i.value for i in at.info) and any("Speedup: not meaningful" in i.value
-                                                                       for i in at.info)
-    table = at.dataframe[0].value
-    assert list(table["gbps"]) == ["n/a"] * 3 and list(table["speedup_vs_naive"]) == ["n/a"] * 3
-    assert "pct_of_copy_bw" not in table.columns
-
-
-def test_atol_column_keeps_bfloat16s_tolerance():
-    at = open_app({**TINY, "dtype": "bfloat16"}, page=BENCH, timeout=120)
-    at.button(key="bench_run").click().run()
-    assert_clean(at)
-    table = at.dataframe[0].value
-    assert set(table["atol"]) == {TOLERANCES[torch.bfloat16][0]}
-    fmt = json.loads(at.dataframe[0].proto.columns)["atol"]["type_config"]["format"]
-    assert fmt % TOLERANCES[torch.bfloat16][0] == "0.016"  # not "2e-02"
-
-
-def test_second_click_while_this_sessions_run_finishes_is_not_another_session(monkeypatch):
-    monkeypatch.setattr(bench_ui, "session_id", lambda: "this tab")
-    lock = bench_ui.run_lock()
-    assert lock.acquire(owner="this tab")  # the first click's run, still timing
-    _release_once_waited_for(monkeypatch, lock)
-    at = open_app(TINY, page=BENCH, timeout=120)
-    at.button(key="bench_run").click().run()
-    assert_clean(at)
-    infos = " ".join(i.value for i in at.info)
-    assert "Your previous run is still finishing" in infos and "another session" not in infos
-    assert chart(at, "bench_latency")
-
-
-def test_acquire_tells_this_sessions_run_from_another_sessions(monkeypatch):
-    monkeypatch.setattr(bench_ui, "session_id", lambda: "me")
-    for holder, expected in (("me", "own"), ("someone else", "other"), (None, "other")):
-        lock, told = bench_ui.RunLock(), []
-        lock.acquire(owner=holder)
-        threading.Timer(0.2, lock.release).start()
-        bench_ui.acquire(lock, lambda: told.append("other"), lambda: told.append("own"))
-        assert told == [expected] and lock.owner == "me"
-        lock.release()
-        assert lock.owner is None and not lock.locked()
-
-
-def test_a_replacing_run_reuses_the_results_the_stopped_run_kept(monkeypatch):
-    """A second click stops the first run at its next UI update; the new run times only what is left."""
-    config = state.settings_from_query(TINY)[0].config()
-    timed = []
-
-    def fake(name, inputs, **kwargs):
-        timed.append(name)
-        return SimpleNamespace(name=name)
-
-    monkeypatch.setattr(bench_ui, "benchmark_implementation", fake)
-    kept = SimpleNamespace(name="naive")
-    done = [kept]
-    results, _ = bench_ui.run_benchmark_locked(
-        config, ["naive", "vectorized", "triton"], warmup=0, iters=1, on_progress=lambda *a: None,
-        on_result=lambda r: None, on_wait=lambda: None, done=done,
-    )
-    assert timed == ["vectorized", "triton"]
-    assert results[0] is kept and [r.name for r in results] == ["naive", "vectorized", "triton"]
-    assert [r.name for r in done] == ["naive", "vectorized", "triton"]  # kept as measured, for a next replacement
-
-
-def test_cpu_runs_time_on_one_torch_thread_and_restore_the_count(monkeypatch):
-    """The browser shares a CPU host's cores; torch's threads waiting for each other
-    made a sweep point 40 times slower on 2 cores."""
-    config = state.settings_from_query({**TINY, "device": "cpu"})[0].config()  # a CPU run on any host
-    assert config.device == "cpu"
-    seen = []
-
-    def fake(name, inputs, **kwargs):
-        seen.append(torch.get_num_threads())
-        return SimpleNamespace(name=name)
-
-    monkeypatch.setattr(bench_ui, "benchmark_implementation", fake)
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        bench_ui.run_benchmark_locked(config, ["naive", "vectorized"], warmup=0, iters=1,
-                                      on_progress=lambda *a: None, on_result=lambda r: None, on_wait=lambda: None)
-        assert seen == [bench_ui.CPU_TIMING_THREADS] * 2
-        assert torch.get_num_threads() == 2  # restored
-        with bench_ui.cpu_timing_threads("cuda:0"):
-            assert torch.get_num_threads() == 2  # a GPU run keeps the host's threads
-    finally:
-        torch.set_num_threads(before)
-
+# -- number boxes --------------------------------------------------------------
 
 def test_cleared_number_box_keeps_its_previous_value():
     at = open_app({**TINY, "batch": "4", "ctx_mode": "uniform", "ctx": "37"}, page=BENCH)

@@ -26,7 +26,7 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import expect
 
-from paged_attention import app_state as state
+from explorer import settings as state
 
 pytestmark = pytest.mark.browser
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import paged_attention as pa
-from paged_attention.cache import OTHER
+from paged_attention.inputs import OTHER
 from helpers import DTYPES, IMPL_NAMES, IMPLS, assert_matches, dtype_id, loud_block, paged_inputs, run_and_compare, seed  # noqa: F401
 
 TRITON_IMPLS = ("triton", "triton_simple")

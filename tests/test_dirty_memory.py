@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import paged_attention as pa
-from paged_attention.cache import context_mask
+from paged_attention.inputs import context_mask
 from helpers import DTYPES, IMPLS, assert_matches, paged_inputs
 
 

@@ -1,24 +1,15 @@
-"""The logic behind the three exploration pages, without Streamlit: sweep grids,
-caps, the naive time budget, the sweep job and its CSV; the serving history; the
-kernel page's one-row trace."""
+"""Parameter sweeps, without Streamlit: grids, CPU caps, the naive time budget,
+the sweep job and its CSV."""
 
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
-import torch
 
-from paged_attention import DecodeConfig, build_decode_inputs, plan_launch
-from paged_attention import app_state as state
-from paged_attention import kernel_view, sweep
-from paged_attention.serving import LengthDist, ServingConfig, ServingSimulator
-from paged_attention.serving_history import MAX_STEP_BLOCKS, StepRecord, simulate, valid_block_sizes
-from paged_attention.validation import check_decode_args
-from paged_attention.walkthrough import trace_decode
+from paged_attention import DecodeConfig
+from explorer import limits, sweep
 
 from helpers import SWEEP_BASE as BASE, job_rows
-
 
 
 # -- grid --------------------------------------------------------------------------
@@ -89,43 +80,13 @@ def test_cpu_caps_drop_thin_and_cap_iterations():
     base = BASE.with_(batch_size=4, num_kv_heads=2)  # 8 x context <= 8192: contexts up to 1024 fit
     values = sweep.sweep_values("context_len", 16, 16384, 11)
     grid = sweep.cap_grid(base, "context_len", values, warmup=10, iters=50)
-    assert max(grid.values) <= state.CPU_MAX_WORK // 8
+    assert max(grid.values) <= limits.CPU_MAX_WORK // 8
     assert len(grid.values) <= sweep.CPU_MAX_POINTS and grid.values[0] == 16
-    assert (grid.warmup, grid.iters) == (state.CPU_MAX_WARMUP, state.CPU_MAX_ITERS)
+    assert (grid.warmup, grid.iters) == (limits.CPU_MAX_WARMUP, limits.CPU_MAX_ITERS)
     notes = " ".join(grid.notes)
     assert "points dropped" in notes and "thinned" in notes and "capped from 50" in notes
     small = sweep.cap_grid(base, "context_len", (16, 32), warmup=0, iters=2)
     assert small.values == (16, 32) and small.notes == ()
-
-
-# -- the naive budget --------------------------------------------------------------------
-
-def test_naive_plan_probes_then_predicts_from_the_last_point():
-    small, big = BASE.with_(context_lens=64), BASE.with_(context_lens=4096)
-    assert sweep.naive_plan(small, budget_s=1.0, calls=4).action == "probe"
-    last = (sweep.naive_cost(small), 2.0)
-    ok = sweep.naive_plan(small, budget_s=1.0, calls=4, last=last)
-    assert ok.action == "run" and ok.predicted_ms == pytest.approx(2.0)
-    over = sweep.naive_plan(big, budget_s=0.05, calls=4, last=last)
-    assert over.action == "skip"
-    assert over.predicted_ms == pytest.approx(2.0 * sweep.naive_cost(big) / sweep.naive_cost(small))
-    assert "over the 0.05 s budget" in over.reason
-    assert sweep.naive_cost(big) > sweep.naive_cost(small)
-
-
-def test_naive_plan_skips_without_probing_when_hopeless():
-    huge = BASE.with_(batch_size=64, context_lens=65536, block_size=1)  # 4M blocks in a Python loop
-    decision = sweep.naive_plan(huge, budget_s=1.0, calls=4)
-    assert decision.action == "skip" and "blocks per call" in decision.reason
-    tight = sweep.naive_plan(BASE, budget_s=10.0, calls=4, free_bytes=1000)
-    assert tight.action == "skip" and "temporaries" in tight.reason
-    assert sweep.naive_temp_bytes(BASE) == 2 * 4 * 2 * 37 * 32 * (2 + 4)
-
-
-def test_after_probe():
-    assert sweep.after_probe(10.0, budget_s=1.0, calls=200).action == "skip"
-    assert sweep.after_probe(10.0, budget_s=1.0, calls=200).predicted_ms == 10.0
-    assert sweep.after_probe(10.0, budget_s=1.0, calls=50).action == "run"
 
 
 # -- the job and its CSV -----------------------------------------------------------------
@@ -212,121 +173,20 @@ def test_too_many_rows():
         sweep.read_sweep_csv(text, "up")
 
 
-# -- serving history -----------------------------------------------------------------------
-
-SERVING = ServingConfig(num_blocks=48, block_size=4, max_batch_size=5, arrival_rate=0.6,
-                        prompt_len=LengthDist("long-tail", 2, 40), output_len=LengthDist("uniform", 2, 20), seed=3)
-
-
-def test_history_reproduces_every_snapshot():
-    history = simulate(SERVING, 80)
-    snapshots = ServingSimulator(SERVING).run(80)
-    assert history.steps == 80
-    for record, snap in zip(history.records, snapshots):
-        assert record.step == snap.step
-        np.testing.assert_array_equal(record.pool_owner(), snap.pool_owner.numpy())
-        np.testing.assert_array_equal(record.block_tables(), snap.block_tables.numpy())
-        back = record.snapshot()
-        assert torch.equal(back.block_tables, snap.block_tables) and torch.equal(back.pool_owner, snap.pool_owner)
-        assert back.metrics() == snap.metrics()
-
-
-def test_history_counts_taken_freed_and_recycled_blocks():
-    history = simulate(SERVING, 80)
-    metrics = history.metrics
-    assert metrics["recycled"].sum() > 0 and metrics["freed"].sum() > 0
-    used = metrics["blocks_in_use"].to_numpy()
-    np.testing.assert_array_equal(np.diff(used), (metrics["taken"] - metrics["freed"]).to_numpy()[1:])
-    for step in (0, 10, 40, 79):
-        taken, freed, recycled = history.changes(step)
-        assert (len(taken), len(freed), len(recycled)) == tuple(metrics.loc[step, ["taken", "freed", "recycled"]])
-        assert set(recycled) <= set(taken)
-        owner = history.records[step].pool_owner()
-        assert (owner[taken] >= 0).all() and (owner[freed] != history.records[step - 1].pool_owner()[freed]).all() \
-            if step else len(freed) == 0
-
-
-def test_history_limits_and_block_size_validity():
-    with pytest.raises(ValueError, match="steps must be"):
-        simulate(SERVING, 0)
-    with pytest.raises(ValueError, match="records"):
-        simulate(ServingConfig(num_blocks=MAX_STEP_BLOCKS), 2)
-    ok, dropped = valid_block_sizes(SERVING, (1, 4, 16, 64, 256), pool_tokens=192)
-    assert ok == [1, 4, 16, 64] and dropped == [256]  # 60 tokens fit in 3 blocks of 64, not in 0 of 256
-
-
-def test_empty_step_record():
-    record = StepRecord(0, 4, 8, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32))
-    assert record.block_tables().shape == (0, 1)
-    assert (record.pool_owner() == -1).all()
-
-
-# -- the kernel page's trace ---------------------------------------------------------------
-
-@pytest.mark.parametrize("block_size, overrides", [(16, {}), (3, {"num_splits": 3}), (16, {"block_n": 16, "num_splits": 2}),
-                                                    (64, {"block_n": 16})])
-def test_row_trace_walks_like_the_full_trace(block_size, overrides):
-    config = DecodeConfig(batch_size=3, context_lens=(300, 97, 1), num_heads=6, num_kv_heads=2, head_dim=24,
-                          block_size=block_size, dtype="float32", block_layout="shuffled", seed=2)
-    inputs = build_decode_inputs(config)
-    tables = inputs.block_tables.numpy()
-    plan = kernel_view.launch_plan(config, tables, **overrides)
-    assert plan == plan_launch(check_decode_args(*inputs.args()), inputs.query.device, inputs.query.dtype, **overrides)
-    walk = ["split", "tile", "subtile", "first_block", "end_block", "token_start", "token_end", "valid_tokens",
-            "masked_lanes", "physical_blocks", "table_lookups"]
-    for seq, head in [(0, 0), (0, 5), (1, 3), (2, 2)]:
-        full = trace_decode(inputs, seq, head, plan=plan)
-        row = kernel_view.trace_row(config, tables, seq, head, plan=plan)
-        pd.testing.assert_frame_equal(row.tiles[walk], full.tiles[walk])
-        assert (row.seq, row.head, row.kv_head) == (seq, head, head // 3)
-        assert row.max_abs_error < 1e-12
-        assert kernel_view.row_tiles(plan, config.lengths[seq]) == len(row.tiles)
-
-
-def test_trace_size_limits():
-    plan = kernel_view.launch_plan(BASE, np.zeros((2, 3), np.int64), block_n=16)
-    assert kernel_view.trace_size_error(37, plan) is None
-    assert "at most" in kernel_view.trace_size_error(kernel_view.MAX_TRACE_TOKENS + 1, plan)
-    long = BASE.with_(context_lens=kernel_view.MAX_TRACE_TOKENS)
-    plan = kernel_view.launch_plan(long, np.zeros((2, long.max_num_blocks), np.int64), block_n=16, num_splits=1)
-    assert "tiles" in kernel_view.trace_size_error(long.lengths[0], plan)
-    with pytest.raises(ValueError, match="seq must lie"):
-        kernel_view.trace_row(BASE, np.zeros((2, 3), np.int64), 2, 0, plan=plan)
-
-
-# -- review fixes ----------------------------------------------------------------------------
+# -- the CPU cap -----------------------------------------------------------------------
 
 def test_cpu_grid_with_no_point_quotes_the_rule_of_cpu_work():
     base = DecodeConfig(batch_size=5, context_lens=64)  # 32 query heads: 5 x 32 x 64 = 10,240 at any context
     values = sweep.sweep_values("context_len", 16, 256, 3)
     grid = sweep.cap_grid(base, "context_len", values, warmup=0, iters=1)
     assert grid.values == () and grid.refusal is not None
-    assert state.CPU_WORK_RULE in grid.refusal and "5 x max(8 x 16, 32 x 64) = 10,240" in grid.refusal
+    assert limits.CPU_WORK_RULE in grid.refusal and "5 x max(8 x 16, 32 x 64) = 10,240" in grid.refusal
     assert grid.refusal.endswith("Lower the sidebar's batch or query heads.")
     assert "batch_size x num_kv_heads x longest context" not in grid.refusal
     on_batch = sweep.cap_grid(base, "batch_size", (2, 4, 8), warmup=0, iters=1)
     assert on_batch.values == (2, 4)
-    assert any(state.CPU_WORK_RULE in note for note in on_batch.notes)
+    assert any(limits.CPU_WORK_RULE in note for note in on_batch.notes)
     over = sweep.cap_grid(base, "batch_size", (5, 8), warmup=0, iters=1)
     assert over.refusal.endswith("Lower the batch size (sequences) range, or the sidebar's query heads.")
     tokens = sweep.cap_grid(base.with_(num_heads=8), "context_len", (2048, 4096), warmup=0, iters=1)
     assert tokens.refusal.endswith("Lower the context length (tokens) range, or the sidebar's batch or KV heads.")
-
-
-def test_split_note_says_when_and_why_the_split_count_was_capped():
-    config = DecodeConfig(batch_size=3, context_lens=(0, 5000, 31), block_size=16)
-    tables = np.zeros((3, config.max_num_blocks), np.int64)
-    plan = kernel_view.launch_plan(config, tables, num_splits=256)
-    assert plan.num_splits == 157
-    note = kernel_view.split_note(config, 256, plan)
-    assert note.startswith("Splits capped from 256 to 157: the longest sequence has 313 blocks of 16 tokens")
-    assert "256 splits need 2 blocks each" in note
-    assert kernel_view.split_note(config, 7, kernel_view.launch_plan(config, tables, num_splits=7)) is None
-    short = config.with_(context_lens=(100, 50, 3))
-    plan = kernel_view.launch_plan(short, tables[:, :7], num_splits=256)
-    assert kernel_view.split_note(short, 256, plan) == (
-        "Splits capped from 256 to 7: the longest sequence has 7 blocks of 16 tokens, and a split covers at "
-        "least one block.")
-    ones = config.with_(context_lens=(0, 5000, 31), block_size=1)
-    plan = kernel_view.launch_plan(ones, np.zeros((3, 5000), np.int64), num_splits=10_000)
-    assert "has 5,000 blocks of 1 token," in kernel_view.split_note(ones, 10_000, plan)  # not "1 tokens"

@@ -2,7 +2,8 @@
 lock, the sweep runner, cached data, number inputs bounded by the app, and the
 widgets kept across pages.
 
-Unlike :mod:`paged_attention`, these modules import Streamlit; keep logic that can
-be tested without it in :mod:`paged_attention` (``app_state``, ``sweep``,
-``serving_history``, ``kernel_view``, ``figures``).
+The top floor under the pages: only these modules (and ``app.py``, ``app_pages/``)
+import Streamlit. Keep logic that can be tested without it in :mod:`explorer`
+(settings, formatting, limits, sweeps, the serving simulator, the kernel trace,
+figures); the import-linter contracts in ``pyproject.toml`` check it.
 """

@@ -30,7 +30,7 @@ import torch
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from paged_attention import DecodeConfig, DecodeInputs, build_decode_inputs, reference_decode
-from paged_attention.app_state import format_bytes
+from explorer.formatting import format_bytes
 from paged_attention.bench import BenchResult, L2Flusher, benchmark_implementation, measure_copy_bandwidth
 
 #: Headroom kept free on the GPU beyond the inputs: the L2-flush buffer, the

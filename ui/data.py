@@ -15,10 +15,11 @@ import streamlit as st
 
 from paged_attention import DecodeConfig
 from paged_attention import assign_blocks
-from paged_attention.kernel_view import trace_row
-from paged_attention.serving import LengthDist, ServingConfig, block_size_tradeoff
-from paged_attention.serving_history import ServingHistory, StepRecord, simulate
-from paged_attention.triton_decode import LaunchPlan
+from explorer.kernel_trace_view import trace_row
+from explorer.simulator import LengthDist, ServingConfig
+from explorer.tradeoff import block_size_tradeoff
+from explorer.serving_history import ServingHistory, StepRecord, simulate
+from paged_attention.launch_plan import LaunchPlan
 
 
 @st.cache_data(max_entries=8, show_spinner="Assigning blocks…")
@@ -106,7 +107,7 @@ def block_size_table(
     prompt: tuple[str, int, int], output: tuple[str, int, int], seed: int, steps: int,
     block_sizes: tuple[int, ...],
 ) -> tuple[pd.DataFrame, dict[int, StepRecord]]:
-    """:func:`~paged_attention.serving.block_size_tradeoff` on the same traffic:
+    """:func:`~explorer.tradeoff.block_size_tradeoff` on the same traffic:
     its table, and each block size's busiest step as a :class:`StepRecord`."""
     base = ServingConfig(
         num_blocks=pool_tokens, block_size=1, max_batch_size=max_batch_size, arrival_rate=float(arrival_rate),
@@ -120,7 +121,7 @@ def block_size_table(
 
 @st.cache_data(max_entries=16, show_spinner="Tracing the kernel…")
 def kernel_trace(key: tuple, seq: int, head: int, plan: LaunchPlan) -> dict:
-    """:func:`~paged_attention.kernel_view.trace_row` for the configuration ``key``
+    """:func:`~explorer.kernel_trace_view.trace_row` for the configuration ``key``
     (``(field, value)`` pairs of a :class:`DecodeConfig`), without tensors:
     ``tiles`` and ``splits`` DataFrames, ``max_abs_error`` against the float64
     reference, ``kv_head``."""

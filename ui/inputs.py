@@ -21,7 +21,7 @@ from typing import Callable
 
 import streamlit as st
 
-from paged_attention.app_state import clamp_value
+from explorer.limits import clamp_value
 
 #: Session-state key of the notes: ``widget key -> (value used, message)``.
 NOTES = "clamp_notes"

@@ -6,7 +6,7 @@ values live in ``st.session_state`` and are written to ``st.query_params`` after
 each run, so a copied URL reproduces the view. The URL is read once per session,
 on its first run; values that do not parse are replaced by defaults and listed in
 a warning. The logic (parsing, presets, validation) is in
-:mod:`paged_attention.app_state`.
+:mod:`explorer.settings`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pandas as pd
 import streamlit as st
 
 from paged_attention import BLOCK_LAYOUTS, DecodeConfig, device_description, execution_mode
-from paged_attention import app_state as state
-from paged_attention.app_state import Settings
+from explorer import formatting, readouts, settings as state
+from explorer.settings import Settings
 from ui.inputs import bounded_number_input
 
 #: Session-state key of the widget that holds each Settings field.
@@ -287,10 +287,10 @@ def _memory_readout(config: DecodeConfig | None) -> None:
     if config is None:
         st.caption("No valid configuration.")
         return
-    m = state.memory_summary(config)
+    m = readouts.memory_summary(config)
     st.markdown(
-        f"- KV cache: **{state.format_bytes(m.kv_cache_bytes)}** (K + V pool)\n"
-        f"- With query, output and block table: {state.format_bytes(m.total_bytes)}\n"
+        f"- KV cache: **{formatting.format_bytes(m.kv_cache_bytes)}** (K + V pool)\n"
+        f"- With query, output and block table: {formatting.format_bytes(m.total_bytes)}\n"
         f"- Blocks: **{m.blocks_used:,}** used of {m.blocks_in_pool:,} in the pool\n"
         f"- Slots wasted in partly filled last blocks: **{m.wasted_slots:,}** ({100 * m.wasted_fraction:.1f}%)"
     )
@@ -305,6 +305,6 @@ def _write_url(settings: Settings) -> None:
 def show_config_error(result: SidebarResult) -> bool:
     """Show the configuration error on the page; True when there was one."""
     if result.error is not None:
-        st.error(f"**Invalid configuration.** {state.sentence(result.error)}", icon=":material/error:")
+        st.error(f"**Invalid configuration.** {formatting.sentence(result.error)}", icon=":material/error:")
         return True
     return False

@@ -29,7 +29,8 @@ import torch
 
 from paged_attention import DecodeConfig, prepare
 from paged_attention.bench import benchmark_implementation, time_calls
-from paged_attention.sweep import SweepJob, after_probe, naive_cost, naive_plan, result_row, status_row
+from explorer.naive_budget import after_probe, naive_cost, naive_plan
+from explorer.sweep import SweepJob, result_row, status_row
 from ui.benchmark import (
     GPU_HEADROOM_BYTES, BenchmarkRefused, acquire, check_fits, copy_bandwidth, cpu_timing_threads, inputs_slot,
     run_lock,

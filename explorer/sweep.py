@@ -8,10 +8,8 @@ no GPU and no Streamlit, so they are tested directly:
 * the grid: :func:`sweep_values` (log- or linearly spaced, powers of two for
   block sizes, divisors of ``num_heads`` for KV heads), :func:`point_config`
   and the CPU caps of :func:`cap_grid`;
-* the time budget of the naive implementation, whose Python loop over blocks
-  would otherwise hang a sweep: :func:`naive_plan` predicts a point's time from
-  the last measured one (or asks for one probing call) and skips it when the
-  prediction is over budget;
+* (the naive implementation's time budget, which keeps its Python loop over
+  blocks from hanging a sweep, is in :mod:`explorer.naive_budget`);
 * :class:`SweepJob`, the state of a running sweep (one point at a time, so a
   page can draw between points and cancel), and its rows;
 * the CSV the page offers for download and accepts back for comparison:
@@ -33,12 +31,12 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .app_state import (
-    CPU_MAX_ITERS, CPU_MAX_WARMUP, CPU_MAX_WORK, CPU_WORK_RULE, MAX_BATCH, MAX_CONTEXT, MAX_HEAD_DIM, MAX_HEADS,
-    count, cpu_work, cpu_work_detail, cpu_work_levers, join_or,
-)
-from .config import DecodeConfig
-from .implementations import LABELS
+from paged_attention.config import DecodeConfig
+from paged_attention.implementations import LABELS
+
+from explorer.formatting import count, join_or
+from explorer.limits import CPU_MAX_WORK, CPU_WORK_RULE, cap_iterations, cpu_work, cpu_work_detail, cpu_work_levers
+from explorer.settings import MAX_BATCH, MAX_CONTEXT, MAX_HEAD_DIM, MAX_HEADS
 
 #: The axes a sweep can vary: ``key -> label`` (the key is a DecodeConfig field,
 #: except ``context_len``, which sets every sequence's context).
@@ -229,7 +227,7 @@ class GridPlan:
     refusal: str | None = None
 
 
-#: The sweep axis that each of :func:`~paged_attention.app_state.cpu_work_levers` sets.
+#: The sweep axis that each of :func:`~explorer.limits.cpu_work_levers` sets.
 _LEVER_AXES = {"batch": "batch_size", "KV heads": "num_kv_heads", "context": "context_len"}
 
 
@@ -252,8 +250,8 @@ def cap_grid(base: DecodeConfig, axis: str, values: Sequence[int], warmup: int, 
     """Apply the CPU caps of the benchmark page to a sweep.
 
     On the CPU (Triton interpreted) points whose
-    :func:`~paged_attention.app_state.cpu_work` exceeds
-    :data:`~paged_attention.app_state.CPU_MAX_WORK` are dropped (with a refusal
+    :func:`~explorer.limits.cpu_work` exceeds
+    :data:`~explorer.limits.CPU_MAX_WORK` are dropped (with a refusal
     naming the rule when none is left), at most :data:`CPU_MAX_POINTS` are kept, and
     warm-up and timed calls are capped. On a GPU everything runs as asked.
 
@@ -278,118 +276,8 @@ def cap_grid(base: DecodeConfig, axis: str, values: Sequence[int], warmup: int, 
     if len(kept) > CPU_MAX_POINTS:
         notes.append(f"{len(kept)} points thinned to {CPU_MAX_POINTS} on the CPU")
         kept = tuple(_spread(kept, CPU_MAX_POINTS))
-    if warmup > CPU_MAX_WARMUP:
-        notes.append(f"warm-up iterations capped from {warmup} to {CPU_MAX_WARMUP} on the CPU")
-        warmup = CPU_MAX_WARMUP
-    if iters > CPU_MAX_ITERS:
-        notes.append(f"timed iterations capped from {iters} to {CPU_MAX_ITERS} on the CPU")
-        iters = CPU_MAX_ITERS
-    return GridPlan(kept, warmup, iters, tuple(notes))
-
-
-# -- the naive implementation's time budget --------------------------------------
-
-#: A lower bound on the naive loop's Python cost per block visited (two cache
-#: indexings and a table read); used to refuse even a probing call.
-NAIVE_MIN_SECONDS_PER_BLOCK = 2e-6
-#: Element operations that cost about as much as one block of the Python loop.
-NAIVE_ELEMENTS_PER_BLOCK = 4096
-
-
-def naive_cost(config: DecodeConfig) -> float:
-    """Relative cost of one naive call: blocks visited in Python, plus the padded
-    float32 gather and products (``batch x longest context x (kv + query heads) x head_dim``)."""
-    elements = config.batch_size * max(config.lengths, default=0) * (config.num_kv_heads + config.num_heads)
-    return config.num_blocks_used + elements * config.head_dim / NAIVE_ELEMENTS_PER_BLOCK + 1
-
-
-def naive_temp_bytes(config: DecodeConfig) -> int:
-    """Bytes of float32 temporaries one naive call allocates: K and V padded to the
-    longest context, once per KV head and again per query head."""
-    longest = max(config.lengths, default=0)
-    return 2 * 4 * config.batch_size * longest * config.head_dim * (config.num_kv_heads + config.num_heads)
-
-
-@dataclass(frozen=True)
-class NaiveDecision:
-    """What to do with the naive implementation at one point.
-
-    ``action`` is ``"run"``, ``"probe"`` (time one call first, then call
-    :func:`after_probe`) or ``"skip"``; ``predicted_ms`` is the predicted time of
-    one call (None when unknown); ``reason`` says why, for the table.
-    """
-
-    action: str
-    predicted_ms: float | None = None
-    reason: str = ""
-
-
-def _skip_reason(predicted_ms: float, calls: int, budget_s: float) -> str:
-    return (
-        f"skipped: {count(calls, 'call')} x ~{predicted_ms:,.4g} ms predicted = {calls * predicted_ms / 1e3:,.3g} s, "
-        f"over the {budget_s:g} s budget"
-    )
-
-
-def naive_plan(
-    config: DecodeConfig,
-    *,
-    budget_s: float,
-    calls: int,
-    last: tuple[float, float] | None = None,
-    free_bytes: int | None = None,
-) -> NaiveDecision:
-    """Decide whether to time the naive implementation at ``config``.
-
-    Parameters
-    ----------
-    config : DecodeConfig
-        The point.
-    budget_s : float
-        Seconds the naive implementation may take at one point (all its calls).
-    calls : int
-        Calls a measurement makes (warm-up + timed + the accuracy check).
-    last : (float, float), optional
-        ``(naive_cost, median ms)`` of the last point where naive was timed; the
-        prediction scales that time by the ratio of :func:`naive_cost`.
-    free_bytes : int, optional
-        Free device memory; the point is skipped when the naive temporaries
-        (:func:`naive_temp_bytes`) would not fit.
-
-    Returns
-    -------
-    NaiveDecision
-        ``"skip"`` when even one call would exceed the budget, the temporaries do
-        not fit, or the predicted time is over budget; ``"run"`` when the
-        prediction fits; ``"probe"`` when nothing was timed before.
-    """
-    need = naive_temp_bytes(config)
-    if free_bytes is not None and need > free_bytes:
-        return NaiveDecision(
-            "skip", None, f"skipped: its float32 temporaries need {need / 1e9:,.1f} GB, "
-            f"{free_bytes / 1e9:,.1f} GB free"
-        )
-    floor_ms = config.num_blocks_used * NAIVE_MIN_SECONDS_PER_BLOCK * 1e3
-    if floor_ms > budget_s * 1e3:
-        return NaiveDecision(
-            "skip", floor_ms,
-            f"skipped: its Python loop visits {config.num_blocks_used:,} blocks per call, "
-            f"over the {budget_s:g} s budget even for one call",
-        )
-    if last is None:
-        return NaiveDecision("probe")
-    last_cost, last_ms = last
-    predicted = last_ms * naive_cost(config) / max(last_cost, 1e-9)
-    if predicted * calls > budget_s * 1e3:
-        return NaiveDecision("skip", predicted, _skip_reason(predicted, calls, budget_s))
-    return NaiveDecision("run", predicted)
-
-
-def after_probe(probe_ms: float, *, budget_s: float, calls: int) -> NaiveDecision:
-    """Decide after one probing call of ``probe_ms`` milliseconds."""
-    if probe_ms * calls > budget_s * 1e3:
-        return NaiveDecision("skip", probe_ms, _skip_reason(probe_ms, calls, budget_s))
-    return NaiveDecision("run", probe_ms)
+    warmup, iters, capped = cap_iterations(base.device, warmup, iters)
+    return GridPlan(kept, warmup, iters, tuple(notes) + capped)
 
 
 # -- rows --------------------------------------------------------------------------

@@ -1,14 +1,12 @@
-"""Figures are pure: check the data they carry, not just that they exist."""
-
-import math
-from types import SimpleNamespace
+"""Figures of the paged cache: block table, pool, token and block walks, and grid sampling. They are pure: check the data they carry."""
 
 import numpy as np
 import pytest
 
 from paged_attention import DecodeConfig, assign_blocks
-from paged_attention import figures
-from paged_attention.cache import FREE, OTHER
+from paged_attention.inputs import FREE, OTHER
+from explorer import figures
+from test_figures_style import _layout
 
 
 def _layout(batch=3, lens=(5, 40, 16), block_size=16, layout="shuffled", seed=0):
@@ -120,82 +118,39 @@ def test_block_walk_follows_the_row():
     assert list(fig.data[0].y) == tables[1, :3].tolist()
 
 
-def _result(name, samples, gpu=None, abs_err=1e-4, rel_err=1e-3, passed=True):
-    med = float(np.median(samples))
-    return SimpleNamespace(
-        name=name, label={"naive": "Naive PyTorch", "vectorized": "Optimized PyTorch", "triton": "Triton"}[name],
-        samples_ms=samples, median_ms=med, p10_ms=min(samples), p90_ms=max(samples), gpu_time_ms=gpu,
-        gbps=2.0 / med, gpu_gbps=None if gpu is None else 2.0 / gpu, bytes_moved=2_000_000,
-        max_abs_err=abs_err, max_rel_err=rel_err, atol=2e-3, rtol=2e-3, passed=passed, device="cuda:0",
-    )
-
-
-RESULTS = [
-    _result("naive", [10.0, 11.0, 12.0]),
-    _result("vectorized", [1.0, 1.2, 1.1], gpu=0.5, abs_err=0.0),
-    _result("triton", [0.2, 0.25, 0.3], gpu=0.05, abs_err=float("nan"), passed=False),
-]
-
-
-def test_latency_figure():
-    fig = figures.latency_figure(RESULTS)
-    boxes = [t for t in fig.data if t.type == "box"]
-    assert [t.name for t in boxes] == ["Naive PyTorch", "Optimized PyTorch", "Triton"]
-    assert list(boxes[0].y) == [10.0, 11.0, 12.0]
-    assert [t.marker.color for t in boxes] == [figures.IMPL_COLORS[n] for n in ("naive", "vectorized", "triton")]
-    gpu = next(t for t in fig.data if t.name == "GPU time (CUDA graph)")
-    assert list(gpu.y) == [0.5, 0.05]
-    assert fig.layout.yaxis.type == "log" and "ms" in fig.layout.yaxis.title.text
-
-
-def test_speedup_figure():
-    fig = figures.speedup_figure(RESULTS)
-    assert list(fig.data[0].y) == pytest.approx([1.0, 10.0, 44.0])
-    assert fig.data[0].text[2] == "44.0×"
-    assert "No naive" in figures.speedup_figure(RESULTS[1:]).layout.annotations[0].text
-
-
-def test_bandwidth_figure_with_copy_bandwidth():
-    fig = figures.bandwidth_figure(RESULTS, copy_gbps=100.0)
-    assert [t.name for t in fig.data] == ["from call latency", "from GPU time (CUDA graph)"]
-    assert fig.data[1].y[0] is None
-    assert "%" in fig.data[1].text[2]
-    assert any(s.y0 == 100.0 for s in fig.layout.shapes)
-
-
-def test_accuracy_figure_is_finite_and_marks_failures():
-    fig = figures.accuracy_figure(RESULTS)
-    abs_bar, rel_bar = fig.data
-    assert all(math.isfinite(v) and v > 0 for v in abs_bar.y)
-    finite = [r.max_abs_err for r in RESULTS if math.isfinite(r.max_abs_err) and r.max_abs_err > 0]
-    assert abs_bar.y[1] == pytest.approx(min(finite + [RESULTS[0].atol]) / 10)  # a decade under the rest
-    assert abs_bar.customdata[1] == "0 (exact)" and abs_bar.text[1] == "0 (exact)"
-    assert abs_bar.customdata[2] == "NaN/inf"
-    texts = [a.text for a in fig.layout.annotations if "pass" in a.text or "FAIL" in a.text]
-    assert texts == ["✓ pass", "✓ pass", "✗ FAIL"]
-    assert any(s.y0 == 2e-3 for s in fig.layout.shapes)
-    assert fig.layout.yaxis.type == "log"
-
-
-def test_history_figure_groups_runs():
-    history = [
-        {"run": 1, "label": "B=1", "results": RESULTS},
-        {"run": 2, "label": "B=2", "results": RESULTS[1:]},
-    ]
-    fig = figures.history_figure(history)
-    assert [t.name for t in fig.data] == ["Naive PyTorch", "Optimized PyTorch", "Triton"]
-    assert list(fig.data[0].x) == ["#1", "#2"] and fig.data[0].y[1] is None
-    assert fig.data[2].marker.color == figures.IMPL_COLORS["triton"]
-
-
-@pytest.mark.parametrize("n, text", [(0, "0"), (12345, "12,345"), (524288, "524k"), (589824, "590k"), (8_388_608, "8.4M"), (12_345_678, "12.3M")])
-def test_compact(n, text):
-    assert figures.compact(n) == text
-
-
 def test_numbers_in_cells_only_when_they_fit():
     config, tables, _ = _layout()
     fig = figures.block_table_figure(tables, config.lengths, config.block_size, config.num_blocks)
     assert fig.data[0].texttemplate == "%{z}"
     wide = figures.token_walk_figure(np.arange(12), 363, 32, num_blocks=108)
     assert wide.data[0].texttemplate is None  # 32 slots of 3-digit token ids would overlap
+
+
+def test_block_walk_of_an_empty_sequence_says_so():
+    fig = figures.block_walk_figure(np.array([-1]), 0, 16, seq=3)
+    assert not fig.data
+    assert fig.layout.annotations[0].text == "Sequence 3 has no cached tokens."
+    assert fig.layout.xaxis.visible is False
+
+
+@pytest.mark.parametrize("context_len", [1, 20, 40])
+def test_token_walk_y_title_fits_beside_few_rows(context_len):
+    config, tables, _ = _layout(1, context_len, 16)
+    fig = figures.token_walk_figure(tables[0], context_len, 16, 0, config.num_blocks)
+    plot_height = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    assert 7.5 * len(fig.layout.yaxis.title.text) <= plot_height  # ~7.5 px a character at 13 px
+
+
+def test_token_walk_sampling_note_names_the_sampled_axis():
+    row = np.arange(64)
+    slots = figures.token_walk_figure(row, 64 * 256, 256, num_blocks=64)  # 16,384 cells: every 2nd slot
+    grid = figures.sample_grid(64, 256, figures.MAX_WALK_CELLS)
+    assert grid.col_stride == 2 and grid.row_stride == 1
+    assert list(slots.data[0].x) == list(grid.cols)  # drawn as the page's caption says
+    assert "every 2nd slot" in slots.layout.title.subtitle.text
+    assert "logical block" not in slots.layout.title.subtitle.text.split("sampled")[-1]
+    rows = figures.token_walk_figure(np.arange(4096), 4096 * 4, 4, num_blocks=4096)
+    assert "every 2nd logical block shown" in rows.layout.title.subtitle.text
+    assert "slot" not in rows.layout.title.subtitle.text.split("sampled")[-1]
+    table = figures.block_table_figure(np.arange(256 * 2048).reshape(256, 2048), [2048 * 16] * 256, 16)
+    assert "every 2nd row and every 16th column" in table.layout.title.subtitle.text  # not "every 2th row"

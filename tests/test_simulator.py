@@ -1,7 +1,6 @@
-"""The block manager and serving simulator: invariants every step, determinism, trade-off."""
+"""The serving simulator: traffic, admission and stalls, invariants every step, determinism, snapshots."""
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,10 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from paged_attention import default_device, reference_decode, tolerance, triton_decode
-from paged_attention.serving import (
-    DEFAULT_BLOCK_SIZES, METRIC_COLUMNS, TRADEOFF_COLUMNS, BlockManager, LengthDist,
-    ServingConfig, ServingSimulator, Snapshot, block_size_tradeoff, metrics_frame,
-)
+from explorer.simulator import METRIC_COLUMNS, LengthDist, ServingConfig, ServingSimulator, Snapshot, metrics_frame
+from explorer.tradeoff import DEFAULT_BLOCK_SIZES, block_size_tradeoff
 
 
 def small_config(**changes):
@@ -52,59 +49,7 @@ def assert_snapshot_matches(sim: ServingSimulator, snap: Snapshot) -> None:
     assert snap.wasted_slots == snap.blocks_in_use * bs - snap.tokens_stored
 
 
-# -- block manager ---------------------------------------------------------------
-
-def test_block_manager_allocates_on_block_boundaries_and_frees_everything():
-    bm = BlockManager(num_blocks=6, block_size=4)
-    assert bm.allocate(seq_id=7, num_tokens=5) == [0, 1]  # ceil(5 / 4) blocks at once
-    bm.check_invariants()
-    assert [bm.append_token(7) for _ in range(3)] == [None, None, None]  # positions 5, 6, 7
-    assert bm.append_token(7) == 2  # position 8: 8 % 4 == 0, the last block is full
-    assert bm.context_lens[7] == 9 and bm.block_tables[7] == [0, 1, 2]
-    bm.allocate(8, 4)
-    bm.check_invariants()
-    bm.free(7)
-    bm.check_invariants()
-    # Freed blocks go to the back of the free list: the next allocation skips them.
-    assert list(bm.free_blocks) == [4, 5, 0, 1, 2]
-    assert bm.pool_owner().tolist() == [-1, -1, -1, 8, -1, -1]
-    assert bm.block_table([8]).tolist() == [[3]]
-
-
-def test_block_manager_errors():
-    bm = BlockManager(2, 4)
-    bm.allocate(0, 8)
-    with pytest.raises(ValueError, match="already holds"):
-        bm.allocate(0, 1)
-    with pytest.raises(RuntimeError, match="free"):
-        bm.allocate(1, 1)
-    with pytest.raises(RuntimeError, match="free list is empty"):
-        bm.append_token(0)
-    with pytest.raises(ValueError, match="num_blocks must be a positive integer"):
-        BlockManager(0, 4)
-    with pytest.raises(ValueError, match="block_size must be a positive integer"):
-        BlockManager(4, 0)
-
-
-@pytest.mark.parametrize(
-    "corrupt, message",
-    [
-        (lambda bm: bm.block_tables[0].append(bm.free_blocks[0]), "conservation"),
-        (lambda bm: bm.free_blocks.append(bm.block_tables[0][0]) or bm.free_blocks.popleft(), "listed twice"),
-        (lambda bm: bm._owner.__setitem__(bm.free_blocks[0], 0), "pool owner"),
-        (lambda bm: bm.context_lens.__setitem__(0, 9), r"expected ceil\(9/4\)"),
-        (lambda bm: bm.block_tables[0].__setitem__(1, 99), "outside the pool"),
-    ],
-)
-def test_check_invariants_names_the_broken_rule(corrupt, message):
-    bm = BlockManager(8, 4)
-    bm.allocate(0, 6)
-    bm.allocate(1, 3)
-    bm.check_invariants()
-    corrupt(bm)
-    with pytest.raises(AssertionError, match=message):
-        bm.check_invariants()
-
+# -- invariants ------------------------------------------------------------------------
 
 def test_simulator_invariants_catch_a_desynchronised_context_len():
     sim = ServingSimulator(small_config())
@@ -300,43 +245,7 @@ def test_wasted_slots_grow_with_block_size_on_the_same_traffic(config, steps):
     assert table["mean_wasted_slots"].iloc[0] == 0
 
 
-# -- block size trade-off ----------------------------------------------------------
-
-def test_tradeoff_under_memory_pressure():
-    config = ServingConfig(num_blocks=512, block_size=16, arrival_rate=0.3, seed=1)
-    result = block_size_tradeoff(config, steps=120)
-    table = result.table.set_index("block_size")
-    assert list(result.table.columns) == list(TRADEOFF_COLUMNS)
-    assert (table["num_blocks"] * table.index == 512 * 16).all()  # same memory in tokens
-    wasted = table["mean_wasted_slots"]
-    assert wasted[1] == 0 < wasted[16] < wasted[256]
-    assert table.loc[256, "wasted_fraction"] > 0.1
-    assert table.loc[256, "mean_waiting"] >= table.loc[1, "mean_waiting"]
-
-    # The representative snapshot is the busiest step of a plain run at that block size.
-    for b in (1, 16, 256):
-        snap = result.snapshots[b]
-        replay = ServingSimulator(replace(config, block_size=b, num_blocks=512 * 16 // b))
-        tokens = [s.tokens_stored for s in replay.run(120)]
-        assert snap.step == table.loc[b, "busiest_step"] == int(np.argmax(tokens))
-        assert snap.tokens_stored == max(tokens)
-
-
-@pytest.mark.parametrize(
-    "kwargs, message",
-    [
-        (dict(block_sizes=()), "must not be empty"),
-        (dict(block_sizes=(4, 4)), "distinct"),
-        (dict(block_sizes=(0,)), "each block size"),
-        (dict(steps=0), "steps"),
-        (dict(pool_tokens=30), "block_size 1 with pool_tokens 30: the pool must hold"),
-        (dict(pool_tokens=100), "block_size 128 with pool_tokens 100: num_blocks must be a positive"),
-    ],
-)
-def test_tradeoff_rejects_bad_arguments(kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        block_size_tradeoff(small_config(), **kwargs)
-
+# -- snapshots as decode inputs, and messages ------------------------------------------
 
 def test_busiest_snapshot_feeds_a_decode_kernel():
     config = small_config(num_blocks=40, max_batch_size=4, seed=2)

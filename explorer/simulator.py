@@ -1,19 +1,10 @@
-"""A serving engine's KV-cache block manager, and a simulator of decode traffic.
+"""A simulator of decode traffic over a paged KV cache.
 
-This is the memory side of paged attention, the part the decode kernel never sees:
-who owns which physical block, and what the block table and ``context_lens`` of a
-decode step look like after many requests have come and gone.
-
-:class:`BlockManager` is the allocator of vLLM and nano-vllm reduced to its core: a
-free list (a deque of physical block ids), a block table per live sequence, and
-two operations. Prefill takes ``ceil(prompt_len / block_size)`` blocks at once;
-decode appends one token and takes one more block only when the token lands at
-position ``t`` with ``t % block_size == 0`` (the last block is full). A finished
-sequence returns all its blocks.
-
-:class:`ServingSimulator` drives it with Poisson arrivals of requests whose prompt
+What the block table and ``context_lens`` of a decode step look like after many
+requests have come and gone. :class:`ServingSimulator` drives a
+:class:`~explorer.block_manager.BlockManager` with Poisson arrivals of requests whose prompt
 and output lengths follow a :class:`LengthDist` and records a :class:`Snapshot`
-after every step. :func:`block_size_tradeoff` replays the same request stream at
+after every step. :func:`~explorer.tradeoff.block_size_tradeoff` replays the same request stream at
 several block sizes to show the price of large blocks: slots allocated but not yet
 filled in each sequence's last block (internal fragmentation).
 
@@ -45,45 +36,26 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Mapping, NamedTuple, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 
-from .cache import FREE, LOUD_VALUE, DecodeInputs, context_mask
-from .config import DecodeConfig
+from paged_attention.config import DecodeConfig
+from paged_attention.inputs import FREE, LOUD_VALUE, DecodeInputs, context_mask
+
+from explorer.block_manager import BlockManager, blocks_for, check_int
 
 LENGTH_KINDS: tuple[str, ...] = ("uniform", "long-tail")
-
-#: Block sizes :func:`block_size_tradeoff` compares by default.
-DEFAULT_BLOCK_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 #: Columns of :func:`metrics_frame`, one row per step.
 METRIC_COLUMNS: tuple[str, ...] = (
     "step", "running", "waiting", "arrived", "admitted", "decoded", "stalled", "finished",
     "blocks_in_use", "free_blocks", "tokens_stored", "wasted_slots", "wasted_fraction",
 )
-
-#: Columns of the table :func:`block_size_tradeoff` returns, one row per block size.
-TRADEOFF_COLUMNS: tuple[str, ...] = (
-    "block_size", "num_blocks", "mean_blocks_in_use", "peak_blocks_in_use",
-    "mean_tokens_stored", "mean_wasted_slots", "wasted_fraction", "mean_running",
-    "mean_waiting", "stalled", "finished", "busiest_step",
-)
-
-
-def _check_int(name: str, value: object, minimum: int) -> None:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
-        rule = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        raise ValueError(f"{name} must be {rule}; got {value!r}")
-
-
-def blocks_for(num_tokens: int, block_size: int) -> int:
-    """Blocks that hold ``num_tokens`` tokens: ``ceil(num_tokens / block_size)``."""
-    return -(-num_tokens // block_size)
 
 
 # -- traffic ---------------------------------------------------------------------
@@ -131,8 +103,8 @@ class LengthDist:
         """
         if self.kind not in LENGTH_KINDS:
             raise ValueError(f"{name} kind must be one of {', '.join(LENGTH_KINDS)}; got {self.kind!r}")
-        _check_int(f"{name} {low}", self.low, 1)
-        _check_int(f"{name} {high}", self.high, 1)
+        check_int(f"{name} {low}", self.low, 1)
+        check_int(f"{name} {high}", self.high, 1)
         if self.low > self.high:
             raise ValueError(f"{name} needs {low} <= {high}; got {low}={self.low}, {high}={self.high}")
         for param in ("median", "sigma"):
@@ -215,10 +187,10 @@ class ServingConfig:
         def name(key: str) -> str:
             return labels.get(key, key)
 
-        _check_int(name("num_blocks"), self.num_blocks, 1)
-        _check_int(name("block_size"), self.block_size, 1)
-        _check_int(name("max_batch_size"), self.max_batch_size, 1)
-        _check_int(name("seed"), self.seed, 0)
+        check_int(name("num_blocks"), self.num_blocks, 1)
+        check_int(name("block_size"), self.block_size, 1)
+        check_int(name("max_batch_size"), self.max_batch_size, 1)
+        check_int(name("seed"), self.seed, 0)
         rate = self.arrival_rate
         is_number = isinstance(rate, (int, float)) and not isinstance(rate, bool)
         if not (is_number and math.isfinite(rate) and rate >= 0):
@@ -259,189 +231,6 @@ class Request:
     @property
     def final_len(self) -> int:
         return self.prompt_len + self.output_len
-
-
-# -- the block manager ---------------------------------------------------------
-
-class BlockManager:
-    """Free list and block tables of a paged KV cache.
-
-    Parameters
-    ----------
-    num_blocks : int
-        Physical blocks in the pool, ids ``0 .. num_blocks - 1``.
-    block_size : int
-        Tokens per block.
-
-    Attributes
-    ----------
-    free_blocks : deque of int
-        The free list. Blocks are taken from the left and returned on the right,
-        so a freed block is reused last; after some churn a new sequence's blocks
-        are scattered over the pool, which is exactly what the block table is for.
-    block_tables : dict
-        ``seq_id -> list`` of physical block ids, in logical order.
-    context_lens : dict
-        ``seq_id ->`` tokens stored.
-
-    Raises
-    ------
-    ValueError
-        If ``num_blocks`` or ``block_size`` is not a positive integer.
-    """
-
-    def __init__(self, num_blocks: int, block_size: int) -> None:
-        _check_int("num_blocks", num_blocks, 1)
-        _check_int("block_size", block_size, 1)
-        self.num_blocks = int(num_blocks)
-        self.block_size = int(block_size)
-        self.free_blocks: deque[int] = deque(range(self.num_blocks))
-        self.block_tables: dict[int, list[int]] = {}
-        self.context_lens: dict[int, int] = {}
-        # Reverse map of the block tables, kept so a snapshot is one array copy.
-        self._owner = np.full(self.num_blocks, FREE, dtype=np.int64)
-
-    @property
-    def num_free(self) -> int:
-        return len(self.free_blocks)
-
-    @property
-    def num_used(self) -> int:
-        return self.num_blocks - len(self.free_blocks)
-
-    def _take(self, seq_id: int) -> int:
-        block = self.free_blocks.popleft()
-        self._owner[block] = seq_id
-        self.block_tables[seq_id].append(block)
-        return block
-
-    def allocate(self, seq_id: int, num_tokens: int) -> list[int]:
-        """Prefill: store ``num_tokens`` tokens of a new sequence.
-
-        Returns
-        -------
-        list of int
-            The ``ceil(num_tokens / block_size)`` physical blocks taken, in order.
-
-        Raises
-        ------
-        ValueError
-            If ``seq_id`` is already live or ``num_tokens < 1``.
-        RuntimeError
-            If the free list holds too few blocks (check :meth:`can_allocate` first).
-        """
-        if seq_id in self.block_tables:
-            raise ValueError(f"sequence {seq_id} already holds blocks")
-        _check_int("num_tokens", num_tokens, 1)
-        needed = blocks_for(num_tokens, self.block_size)
-        if needed > self.num_free:
-            raise RuntimeError(f"sequence {seq_id} needs {needed} blocks but {self.num_free} are free")
-        self.block_tables[seq_id] = []
-        self.context_lens[seq_id] = int(num_tokens)
-        return [self._take(seq_id) for _ in range(needed)]
-
-    def can_allocate(self, num_blocks: int) -> bool:
-        return num_blocks <= self.num_free
-
-    def needs_block(self, seq_id: int) -> bool:
-        """Whether the next token of ``seq_id`` starts a new block.
-
-        The token goes to position ``t = context_len``; its block is new when
-        ``t % block_size == 0``, i.e. when the last block is full.
-        """
-        return self.context_lens[seq_id] % self.block_size == 0
-
-    def append_token(self, seq_id: int) -> int | None:
-        """Decode: store one more token of ``seq_id``.
-
-        Returns
-        -------
-        int or None
-            The physical block taken, or ``None`` if the token fit in the last block.
-
-        Raises
-        ------
-        RuntimeError
-            If a new block is needed and the free list is empty.
-        """
-        block = None
-        if self.needs_block(seq_id):
-            if not self.free_blocks:
-                raise RuntimeError(f"sequence {seq_id} needs a block but the free list is empty")
-            block = self._take(seq_id)
-        self.context_lens[seq_id] += 1
-        return block
-
-    def free(self, seq_id: int) -> None:
-        """Return every block of ``seq_id`` to the free list and forget it."""
-        for block in self.block_tables.pop(seq_id):
-            self._owner[block] = FREE
-            self.free_blocks.append(block)
-        del self.context_lens[seq_id]
-
-    # -- views ---------------------------------------------------------------
-    def pool_owner(self) -> torch.Tensor:
-        """``[num_blocks]`` int64: the ``seq_id`` owning each block, ``-1`` if free."""
-        return torch.from_numpy(self._owner.copy())
-
-    def block_table(self, seq_ids: Sequence[int]) -> torch.Tensor:
-        """Dense block table of ``seq_ids``.
-
-        Returns
-        -------
-        Tensor
-            ``[len(seq_ids), max_blocks]`` int32, ``max_blocks`` the most blocks any
-            of them holds (at least 1), ``-1`` past each sequence's last block.
-        """
-        rows = [self.block_tables[s] for s in seq_ids]
-        width = max([1, *map(len, rows)])
-        # Built in NumPy: small torch ops cost more in dispatch than in work.
-        table = np.full((len(rows), width), -1, dtype=np.int32)
-        for i, row in enumerate(rows):
-            table[i, : len(row)] = row
-        return torch.from_numpy(table)
-
-    def check_invariants(self) -> None:
-        """Check the allocator's bookkeeping.
-
-        Raises
-        ------
-        AssertionError
-            Naming the first broken invariant: every block is free or owned by
-            exactly one live sequence (``free + owned == num_blocks``, no duplicates,
-            ids in range); the owner map agrees with the free list and the block
-            tables; each sequence holds exactly ``ceil(context_len / block_size)``
-            blocks.
-        """
-        free = list(self.free_blocks)
-        owned = [b for table in self.block_tables.values() for b in table]
-        assert len(free) + len(owned) == self.num_blocks, (
-            f"conservation: {len(free)} free + {len(owned)} owned != num_blocks {self.num_blocks}"
-        )
-        everything = free + owned
-        assert all(0 <= b < self.num_blocks for b in everything), "a block id lies outside the pool"
-        assert len(set(everything)) == self.num_blocks, (
-            "a block is listed twice (free and owned, or owned twice)"
-        )
-        # With no duplicates, the owner map must be exactly the inverse of the tables.
-        expected = np.full(self.num_blocks, FREE, dtype=np.int64)
-        for seq_id, table in self.block_tables.items():
-            expected[table] = seq_id
-        wrong = np.flatnonzero(expected != self._owner)
-        assert wrong.size == 0, (
-            f"pool owner of block {wrong[0]} is {self._owner[wrong[0]]}, but the free list and "
-            f"block tables say {expected[wrong[0]]}" if wrong.size else ""
-        )
-        assert self.block_tables.keys() == self.context_lens.keys(), (
-            "block tables and context_lens name different sequences"
-        )
-        for seq_id, table in self.block_tables.items():
-            n = self.context_lens[seq_id]
-            assert n >= 1, f"live sequence {seq_id} stores {n} tokens"
-            assert len(table) == blocks_for(n, self.block_size), (
-                f"sequence {seq_id} stores {n} tokens in {len(table)} blocks; "
-                f"expected ceil({n}/{self.block_size}) = {blocks_for(n, self.block_size)}"
-            )
 
 
 # -- snapshots -------------------------------------------------------------------
@@ -537,7 +326,7 @@ class Snapshot:
 
         Its ``num_blocks`` equals the pool's. Its ``block_layout`` is only a label:
         the real block table is :attr:`block_tables`, not what
-        :func:`~paged_attention.cache.assign_blocks` would build.
+        :func:`~paged_attention.inputs.assign_blocks` would build.
 
         Raises
         ------
@@ -561,9 +350,9 @@ class Snapshot:
     ) -> DecodeInputs:
         """Random query and K/V cache for a decode step over this snapshot's batch.
 
-        Like :func:`~paged_attention.cache.build_decode_inputs`, but with this
+        Like :func:`~paged_attention.inputs.build_decode_inputs`, but with this
         step's block table: covered slots are standard normal, every other slot
-        (free blocks, unfilled tails) holds :data:`~paged_attention.cache.LOUD_VALUE`.
+        (free blocks, unfilled tails) holds :data:`~paged_attention.inputs.LOUD_VALUE`.
         The K and V pools take ``decode_config(...).kv_cache_bytes()`` bytes.
 
         Returns
@@ -655,8 +444,8 @@ class ServingSimulator:
             If a length is not a positive integer, or the request could never fit
             the pool.
         """
-        _check_int("prompt_len", prompt_len, 1)
-        _check_int("output_len", output_len, 1)
+        check_int("prompt_len", prompt_len, 1)
+        check_int("output_len", output_len, 1)
         need = blocks_for(prompt_len + output_len, self.config.block_size)
         if need > self.config.num_blocks:
             raise ValueError(
@@ -778,7 +567,7 @@ class ServingSimulator:
         ValueError
             If ``num_steps`` is negative.
         """
-        _check_int("num_steps", num_steps, 0)
+        check_int("num_steps", num_steps, 0)
         return [self.step() for _ in range(num_steps)]
 
     def snapshot(
@@ -836,118 +625,3 @@ class ServingSimulator:
             f"outstanding need {self._outstanding} != sum of claims {sum(need for _, need in claims)}"
         )
         assert self._is_safe(self.blocks.num_free, claims), "the pool is not in a safe state"
-
-
-# -- block size trade-off ------------------------------------------------------
-
-class TradeoffResult(NamedTuple):
-    """What :func:`block_size_tradeoff` returns.
-
-    Attributes
-    ----------
-    table : DataFrame
-        One row per block size, columns :data:`TRADEOFF_COLUMNS`.
-    snapshots : dict
-        ``block_size ->`` the :class:`Snapshot` of the busiest step (most tokens
-        stored; earliest on ties), ready for
-        :meth:`Snapshot.decode_inputs` and a decode kernel.
-    """
-
-    table: pd.DataFrame
-    snapshots: dict[int, Snapshot]
-
-
-def block_size_tradeoff(
-    config: ServingConfig,
-    block_sizes: Sequence[int] = DEFAULT_BLOCK_SIZES,
-    steps: int = 200,
-    *,
-    pool_tokens: int | None = None,
-) -> TradeoffResult:
-    """Replay the same request stream at several block sizes.
-
-    The pool keeps the same capacity in tokens (the same GPU memory), so block size
-    ``b`` gets ``pool_tokens // b`` blocks. Larger blocks mean fewer block-table
-    entries per sequence (fewer lookups in the kernel) but more slots wasted in
-    each sequence's partly filled last block, up to ``block_size - 1`` each; under
-    memory pressure that waste delays admissions.
-
-    Parameters
-    ----------
-    config : ServingConfig
-        Traffic (``arrival_rate``, lengths, ``seed``) and ``max_batch_size``; its
-        ``num_blocks`` and ``block_size`` only set the default ``pool_tokens``.
-    block_sizes : sequence of int
-        Distinct positive block sizes.
-    steps : int
-        Steps to simulate per block size.
-    pool_tokens : int, optional
-        Pool capacity in tokens; ``config.num_blocks * config.block_size`` by default.
-
-    Returns
-    -------
-    TradeoffResult
-        ``table``: per block size, ``num_blocks``; ``mean_blocks_in_use`` and
-        ``peak_blocks_in_use``; ``mean_tokens_stored``; ``mean_wasted_slots``;
-        ``wasted_fraction`` (wasted over allocated slots, summed over steps);
-        ``mean_running``, ``mean_waiting``; ``stalled`` (sequence-steps spent
-        waiting for a block); ``finished`` (requests done); ``busiest_step``.
-        ``snapshots``: the busiest step's snapshot per block size.
-
-    Raises
-    ------
-    ValueError
-        If ``block_sizes`` is empty or holds a repeated or non-positive value,
-        ``steps < 1``, or a block size leaves a pool too small for the longest
-        request (see :meth:`ServingConfig.validate`).
-    """
-    _check_int("steps", steps, 1)
-    sizes = list(block_sizes)
-    if not sizes:
-        raise ValueError("block_sizes must not be empty")
-    for b in sizes:
-        _check_int("each block size", b, 1)
-    if len(set(sizes)) != len(sizes):
-        raise ValueError(f"block_sizes must be distinct; got {sizes}")
-    if pool_tokens is None:
-        pool_tokens = config.num_blocks * config.block_size
-    _check_int("pool_tokens", pool_tokens, 1)
-
-    configs = []
-    for b in sizes:
-        candidate = replace(config, block_size=int(b), num_blocks=pool_tokens // b)
-        try:
-            configs.append(candidate.validate())
-        except ValueError as err:
-            raise ValueError(f"block_size {b} with pool_tokens {pool_tokens}: {err}") from None
-
-    rows, busiest = [], {}
-    for cfg in configs:
-        sim = ServingSimulator(cfg)
-        best: Snapshot | None = None
-        metrics = []
-        for _ in range(steps):
-            snap = sim.step()
-            metrics.append(snap.metrics())
-            # Keep only the busiest snapshot: a pool of pool_tokens blocks (block
-            # size 1) makes every snapshot as large as the pool.
-            if best is None or snap.tokens_stored > best.tokens_stored:
-                best = snap
-        frame = pd.DataFrame(metrics)
-        allocated = (frame["blocks_in_use"] * cfg.block_size).sum()
-        rows.append({
-            "block_size": cfg.block_size,
-            "num_blocks": cfg.num_blocks,
-            "mean_blocks_in_use": frame["blocks_in_use"].mean(),
-            "peak_blocks_in_use": int(frame["blocks_in_use"].max()),
-            "mean_tokens_stored": frame["tokens_stored"].mean(),
-            "mean_wasted_slots": frame["wasted_slots"].mean(),
-            "wasted_fraction": frame["wasted_slots"].sum() / allocated if allocated else 0.0,
-            "mean_running": frame["running"].mean(),
-            "mean_waiting": frame["waiting"].mean(),
-            "stalled": int(frame["stalled"].sum()),
-            "finished": int(frame["finished"].iloc[-1]),
-            "busiest_step": best.step,
-        })
-        busiest[cfg.block_size] = best
-    return TradeoffResult(pd.DataFrame(rows, columns=list(TRADEOFF_COLUMNS)), busiest)

@@ -1,7 +1,7 @@
 """A serving simulation's history in compact NumPy form, for pictures of it.
 
-:class:`~paged_attention.serving.ServingSimulator` returns one
-:class:`~paged_attention.serving.Snapshot` (torch tensors, a whole pool-owner map)
+:class:`~explorer.simulator.ServingSimulator` returns one
+:class:`~explorer.simulator.Snapshot` (torch tensors, a whole pool-owner map)
 per step. A page that scrubs through hundreds of steps wants them small,
 picklable and free of tensors: :class:`StepRecord` keeps one step as the running
 sequences' ids, lengths and block ids (the pool map is derived from them), and
@@ -18,10 +18,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .cache import FREE
-from .serving import ServingConfig, ServingSimulator, Snapshot, blocks_for, metrics_frame
+from paged_attention.inputs import FREE
 
-#: Columns :func:`simulate` adds to :func:`~paged_attention.serving.metrics_frame`.
+from explorer.block_manager import blocks_for
+from explorer.simulator import ServingConfig, ServingSimulator, Snapshot, metrics_frame
+
+#: Columns :func:`simulate` adds to :func:`~explorer.simulator.metrics_frame`.
 POOL_CHANGE_COLUMNS: tuple[str, ...] = ("taken", "freed", "recycled")
 #: Most ``steps x num_blocks`` a simulation may record (bounds its memory).
 MAX_STEP_BLOCKS = 20_000_000
@@ -42,7 +44,7 @@ class StepRecord:
         int32, every running sequence's physical blocks in logical order, one
         sequence after the other (``ceil(context_len / block_size)`` each).
     arrived, admitted, decoded, stalled, waiting, finished : int
-        As in :class:`~paged_attention.serving.Snapshot`.
+        As in :class:`~explorer.simulator.Snapshot`.
     """
 
     step: int
@@ -95,8 +97,8 @@ class StepRecord:
         return owner
 
     def snapshot(self) -> Snapshot:
-        """The :class:`~paged_attention.serving.Snapshot` this record came from
-        (for :meth:`~paged_attention.serving.Snapshot.decode_inputs`)."""
+        """The :class:`~explorer.simulator.Snapshot` this record came from
+        (for :meth:`~explorer.simulator.Snapshot.decode_inputs`)."""
         return Snapshot(
             step=self.step, block_size=self.block_size, num_blocks=self.num_blocks,
             seq_ids=torch.from_numpy(self.seq_ids.copy()),
@@ -118,7 +120,7 @@ class ServingHistory:
     records : tuple of StepRecord
         One per step, ``records[s].step == s``.
     metrics : DataFrame
-        :func:`~paged_attention.serving.metrics_frame` plus
+        :func:`~explorer.simulator.metrics_frame` plus
         :data:`POOL_CHANGE_COLUMNS`: blocks ``taken`` and ``freed`` during the
         step (by comparing the pool with the previous step's), and ``recycled``:
         blocks taken that an earlier sequence had held.
@@ -146,7 +148,7 @@ class ServingHistory:
 
 
 def simulate(config: ServingConfig, steps: int) -> ServingHistory:
-    """Run :class:`~paged_attention.serving.ServingSimulator` for ``steps`` steps
+    """Run :class:`~explorer.simulator.ServingSimulator` for ``steps`` steps
     and keep every step.
 
     Raises

@@ -1,4 +1,4 @@
-"""The kernel walkthrough: its trace reproduces the Triton kernel's plan and the reference."""
+"""The kernel trace: its trace reproduces the Triton kernel's plan and the reference."""
 
 import math
 
@@ -10,7 +10,7 @@ from paged_attention import (
     DecodeConfig, build_decode_inputs, plan_launch, reference_decode, tolerance, triton_decode,
 )
 from paged_attention.validation import check_decode_args
-from paged_attention.walkthrough import SPLIT_COLUMNS, TILE_COLUMNS, KernelTrace, trace_decode
+from explorer.kernel_trace import SPLIT_COLUMNS, TILE_COLUMNS, KernelTrace, trace_decode
 
 F64_ATOL = 1e-12
 

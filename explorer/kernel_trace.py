@@ -2,7 +2,7 @@
 
 :func:`trace_decode` replays, in plain float64 PyTorch, what
 ``_paged_decode_kernel`` in :mod:`paged_attention.triton_decode` does for one
-query head of one sequence under a :class:`~paged_attention.triton_decode.LaunchPlan`:
+query head of one sequence under a :class:`~paged_attention.launch_plan.LaunchPlan`:
 
 1. The context is cut into splits of ``blocks_per_split`` logical blocks; each
    split is one program (split-K, flash-decoding). Splits that start past the
@@ -34,10 +34,11 @@ from typing import Sequence
 import pandas as pd
 import torch
 
-from .cache import DecodeInputs
-from .reference import reference_decode
-from .triton_decode import LOG2E, LaunchPlan, plan_launch
-from .validation import check_decode_args
+from paged_attention.inputs import DecodeInputs
+from paged_attention.launch_plan import LaunchPlan, plan_launch
+from paged_attention.reference import reference_decode
+from paged_attention.triton_decode import LOG2E
+from paged_attention.validation import check_decode_args
 
 #: Columns of :attr:`KernelTrace.tiles`, one row per tile (online-softmax update).
 TILE_COLUMNS: tuple[str, ...] = (

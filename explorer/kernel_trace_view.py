@@ -2,7 +2,7 @@
 
 The "Inside the kernel" page traces what ``_paged_decode_kernel`` does for one
 query head of one sequence of the sidebar's configuration
-(:func:`~paged_attention.walkthrough.trace_decode`). The plan it traces is the one
+(:func:`~explorer.kernel_trace.trace_decode`). The plan it traces is the one
 ``triton_decode`` would pick for the *whole* batch on the configured device and
 dtype (:func:`launch_plan`): the split count depends on every sequence.
 
@@ -22,12 +22,13 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from .app_state import count
-from .cache import LOUD_VALUE
-from .config import DecodeConfig
-from .triton_decode import LaunchPlan, plan_launch
-from .validation import DecodeShape
-from .walkthrough import KernelTrace, trace_decode
+from paged_attention.config import DecodeConfig
+from paged_attention.inputs import LOUD_VALUE
+from paged_attention.launch_plan import LaunchPlan, plan_launch
+from paged_attention.validation import DecodeShape
+
+from explorer.formatting import count
+from explorer.kernel_trace import KernelTrace, trace_decode
 
 #: The page traces contexts up to this many tokens ...
 MAX_TRACE_TOKENS = 32_768
@@ -62,7 +63,7 @@ def launch_plan(
 def split_note(config: DecodeConfig, requested: int, plan: LaunchPlan) -> str | None:
     """Why ``plan`` runs fewer splits than the ``requested`` override, or None.
 
-    :func:`~paged_attention.triton_decode.plan_launch` gives a split at least one
+    :func:`~paged_attention.launch_plan.plan_launch` gives a split at least one
     block of the longest sequence, and every split but the last the same whole
     number of blocks, so 256 splits of 313 blocks become 157 of 2.
     """
@@ -119,7 +120,7 @@ def row_inputs(
     Returns ``(query, k_cache, v_cache, block_tables, context_lens)`` with
     ``query`` ``[1, group, head_dim]`` (the GQA group of ``head``), caches
     ``[needed_blocks + 1, block_size, 1, head_dim]`` (one spare block of
-    :data:`~paged_attention.cache.LOUD_VALUE`, like the unfilled tail slots) and the
+    :data:`~paged_attention.inputs.LOUD_VALUE`, like the unfilled tail slots) and the
     table ``[[0, 1, ..., needed_blocks - 1]]``. Values are standard normal, seeded
     by the configuration's seed and the row.
     """

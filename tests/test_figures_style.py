@@ -3,7 +3,6 @@ colour, colours stay distinct, integer axes get integer ticks, legends and title
 keep clear of the plot. Each test checks the Plotly spec."""
 
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -11,7 +10,9 @@ import plotly.colors
 import plotly.graph_objects as go
 import pytest
 
-from paged_attention import DecodeConfig, assign_blocks, figures, sweep
+from paged_attention import DecodeConfig, assign_blocks
+from explorer import figures, sweep
+from explorer.figures import style
 
 from helpers import job_rows
 
@@ -50,7 +51,7 @@ def _tiles(num_splits: int, tiles_per_split: int = 2, block: int = 16) -> pd.Dat
     })
 
 
-# -- 1. thin heatmap cells keep their colour -----------------------------------------
+# -- thin heatmap cells keep their colour ----------------------------------------------
 
 def test_thin_block_table_columns_get_no_gap():
     config, tables, _ = _layout(3, 3855, 8)
@@ -62,12 +63,6 @@ def test_thin_block_table_columns_get_no_gap():
     config, tables, _ = _layout(3, (5, 40, 16), 16)
     small = figures.block_table_figure(tables, config.lengths, 16, config.num_blocks)
     assert (small.data[0].xgap, small.data[0].ygap) == (1, 1)
-
-
-def test_serving_block_table_of_long_sequences_is_not_empty():
-    tables = np.arange(8 * 600).reshape(8, 600)
-    fig = figures.block_table_figure(tables, [600 * 4] * 8, 4, 16384, seq_ids=range(100, 108), title="Running")
-    assert fig.data[0].xgap == 0
 
 
 def test_token_walk_of_many_blocks_gets_no_row_gap():
@@ -99,7 +94,7 @@ def test_kernel_walk_drops_outlines_and_gaps_of_thin_bars():
     assert few.data[0].marker.line.width == 1 and few.layout.bargap == 0.25 and len(few.layout.shapes) == 1
 
 
-# -- 2. sequence colours ---------------------------------------------------------------
+# -- sequence colours ------------------------------------------------------------------
 
 def _lab(hex_color: str) -> np.ndarray:
     rgb = np.array([int(hex_color.lstrip("#")[i:i + 2], 16) for i in (0, 2, 4)]) / 255
@@ -144,7 +139,7 @@ def test_pool_of_many_sequences_says_colours_repeat():
     assert "repeating" in anim.layout.title.subtitle.text
 
 
-# -- 3. integer ticks on integer axes ------------------------------------------------------
+# -- integer ticks on integer axes -----------------------------------------------------
 
 def test_block_table_of_two_blocks_has_integer_ticks():
     config, tables, _ = _layout(1, 20, 16)
@@ -182,111 +177,7 @@ def test_pool_timeline_and_kernel_axes_have_integer_ticks():
     assert _integer_ticks(walk.layout.xaxis) and _integer_ticks(walk.data[0].marker.colorbar)
 
 
-def test_online_softmax_of_one_tile_counts_tokens_from_zero():
-    tiles = _tiles(1, 1)
-    tiles["token_end"] = 40
-    fig = figures.online_softmax_figure(tiles, final_error=1e-16)
-    assert fig.layout.xaxis3.rangemode == "tozero"  # not 39.5 ... 40.5 tokens
-    assert _integer_ticks(fig.layout.xaxis3)
-
-
-# -- 4. an empty sequence -----------------------------------------------------------------
-
-def test_block_walk_of_an_empty_sequence_says_so():
-    fig = figures.block_walk_figure(np.array([-1]), 0, 16, seq=3)
-    assert not fig.data
-    assert fig.layout.annotations[0].text == "Sequence 3 has no cached tokens."
-    assert fig.layout.xaxis.visible is False
-
-
-# -- 5. the token walk's y title fits ---------------------------------------------------------
-
-@pytest.mark.parametrize("context_len", [1, 20, 40])
-def test_token_walk_y_title_fits_beside_few_rows(context_len):
-    config, tables, _ = _layout(1, context_len, 16)
-    fig = figures.token_walk_figure(tables[0], context_len, 16, 0, config.num_blocks)
-    plot_height = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
-    assert 7.5 * len(fig.layout.yaxis.title.text) <= plot_height  # ~7.5 px a character at 13 px
-
-
-# -- 6. many splits ------------------------------------------------------------------------
-
-def test_online_softmax_of_many_splits_has_a_colour_bar_not_a_legend():
-    fig = figures.online_softmax_figure(_tiles(157), final_error=1e-9)
-    assert fig.layout.showlegend is False
-    assert not [t for t in fig.data if t.showlegend]
-    (bar,) = [t for t in fig.data if t.name == "split colours"]
-    assert bar.marker.showscale and (bar.marker.cmin, bar.marker.cmax) == (0, 156)
-    assert _integer_ticks(bar.marker.colorbar)
-    m = [t for t in fig.data if t.name.startswith("m (split")]
-    assert len({t.line.color for t in m}) == 157  # no colour repeats
-    assert "split 3" in fig.data[5 * 3].hovertemplate
-
-
-def test_online_softmax_of_few_splits_has_one_legend_entry_each():
-    fig = figures.online_softmax_figure(_tiles(3), final_error=1e-9)
-    assert [t.name for t in fig.data if t.showlegend] == ["m (split 0)", "m (split 1)", "m (split 2)"]
-    assert fig.layout.showlegend is True
-    assert not [t for t in fig.data if t.name == "split colours"]
-
-
-def test_split_merge_and_kernel_walk_of_many_splits():
-    splits = pd.DataFrame({"split": range(157), "m": np.linspace(0, 3, 157), "l": 1.0, "weight": 1.0,
-                           "share": np.full(157, 1 / 157), "token_start": np.arange(157) * 32,
-                           "token_end": np.arange(1, 158) * 32})
-    fig = figures.split_merge_figure(splits)
-    assert len(set(fig.data[0].marker.color)) == 157 and fig.data[0].text is None
-    assert fig.layout.showlegend is False
-    walk = figures.kernel_walk_figure(_tiles(157, 16), 157 * 16 * 16, 16, 16)  # > MAX_WALK_SEGMENTS: colour = split
-    assert "colour = split" in walk.layout.title.subtitle.text
-    assert len(set(walk.data[0].marker.color)) == 157
-    (bar,) = [t for t in walk.data if t.name == "split colours"]
-    assert _integer_ticks(bar.marker.colorbar)
-
-
-# -- 7. accuracy: error against tolerance ---------------------------------------------------------
-
-def _result(name, label, abs_err, rel_err, ratio, passed=True):
-    return SimpleNamespace(name=name, label=label, max_abs_err=abs_err, max_rel_err=rel_err, max_tol_ratio=ratio,
-                           atol=1e-3, rtol=1e-3, passed=passed)
-
-
-def test_accuracy_plots_the_tolerance_ratio_not_the_relative_error():
-    results = [_result("naive", "Naive", 2e-4, 9.1, 0.21), _result("triton", "Triton", 3e-4, 8.7, 0.3),
-               _result("vectorized", "Optimized", 0.0, 0.0, 0.0)]
-    fig = figures.accuracy_figure(results)
-    abs_bar, ratio_bar = fig.data
-    # Not the relative errors 9.1 and 8.7; the exact result a decade under the smallest bar or line.
-    assert ratio_bar.y[:2] == (0.21, 0.3) and ratio_bar.y[2] == pytest.approx(0.021)
-    assert abs_bar.y[:2] == (2e-4, 3e-4) and abs_bar.y[2] == pytest.approx(2e-5)
-    assert ratio_bar.text[2] == abs_bar.text[2] == "0 (exact)"
-    assert ratio_bar.yaxis == "y" and abs_bar.yaxis == "y2"
-    assert any(s.y0 == 1 and s.yref == "y" for s in fig.layout.shapes)  # the tolerance
-    assert any(s.y0 == 1e-3 and s.yref == "y2" for s in fig.layout.shapes)  # atol
-    assert "max |out − ref| = " in ratio_bar.hovertemplate  # the absolute error stays in view
-    assert fig.layout.yaxis.range[1] > 0  # the tolerance line is on the chart
-    assert not any("rel" in (t.name or "") for t in fig.data)
-
-
-def test_accuracy_without_a_tolerance_ratio_bounds_it_by_atol():
-    result = SimpleNamespace(name="triton", label="Triton", max_abs_err=5e-4, max_rel_err=3.0, atol=1e-3,
-                             rtol=1e-3, passed=True)
-    assert figures.accuracy_figure([result]).data[1].y[0] == pytest.approx(0.5)
-
-
-# -- 8. latency labels in the axis unit ---------------------------------------------------------------
-
-def test_latency_labels_use_the_axis_unit():
-    results = [SimpleNamespace(name=n, label=n, samples_ms=s, median_ms=float(np.median(s)), p90_ms=max(s),
-                               gpu_time_ms=None, device="cuda:0")
-               for n, s in (("naive", [1.8, 2.0, 2.2]), ("triton", [0.18, 0.1849, 0.19]))]
-    fig = figures.latency_figure(results)
-    labels = [a.text for a in fig.layout.annotations]
-    assert labels == ["<b>2.00 ms</b>", "<b>0.185 ms</b>"]
-    assert "ms" in fig.layout.yaxis.title.text and not any("µs" in t for t in labels)
-
-
-# -- 9. legends and line labels keep clear of the plot --------------------------------------------------
+# -- legends and line labels keep clear of the plot ------------------------------------
 
 def test_legend_hangs_from_the_figure_bottom():
     both = pd.concat([sweep.rows_frame(job_rows(copy=4.0), "this session"),
@@ -304,7 +195,7 @@ def test_legend_hangs_from_the_figure_bottom():
         assert lo <= a.y <= hi and a.y == pytest.approx(math.log10(4.0))
 
 
-# -- 10. grammar -------------------------------------------------------------------------------------
+# -- grammar ---------------------------------------------------------------------------
 
 def test_counts_of_one_are_singular():
     config, tables, owner = _layout(1, 1, 1)
@@ -320,40 +211,11 @@ def test_counts_of_one_are_singular():
     assert kernel.startswith("1 tile of 16 lanes, 1 split, 1 block-table lookup for 16 tokens")
 
 
-
-
-# -- 11. the token walk says what it sampled ------------------------------------------------------------
-
-def test_token_walk_sampling_note_names_the_sampled_axis():
-    row = np.arange(64)
-    slots = figures.token_walk_figure(row, 64 * 256, 256, num_blocks=64)  # 16,384 cells: every 2nd slot
-    grid = figures.sample_grid(64, 256, figures.MAX_WALK_CELLS)
-    assert grid.col_stride == 2 and grid.row_stride == 1
-    assert list(slots.data[0].x) == list(grid.cols)  # drawn as the page's caption says
-    assert "every 2nd slot" in slots.layout.title.subtitle.text
-    assert "logical block" not in slots.layout.title.subtitle.text.split("sampled")[-1]
-    rows = figures.token_walk_figure(np.arange(4096), 4096 * 4, 4, num_blocks=4096)
-    assert "every 2nd logical block shown" in rows.layout.title.subtitle.text
-    assert "slot" not in rows.layout.title.subtitle.text.split("sampled")[-1]
-    table = figures.block_table_figure(np.arange(256 * 2048).reshape(256, 2048), [2048 * 16] * 256, 16)
-    assert "every 2nd row and every 16th column" in table.layout.title.subtitle.text  # not "every 2th row"
-
-
-def test_accuracy_of_an_all_exact_run_spans_a_few_decades():
-    """An all-empty batch is exact everywhere: the panels must not stretch from 1e-12
-    to 1 with a label per decade."""
-    results = [_result("naive", "Naive", 0.0, 0.0, 0.0), _result("triton", "Triton", 0.0, 0.0, 0.0)]
-    fig = figures.accuracy_figure(results)
-    for axis in (fig.layout.yaxis, fig.layout.yaxis2):
-        lo, hi = axis.range
-        assert hi - lo <= 4
-        assert (hi - lo) / (axis.dtick or 1) <= 6
-    assert all(t == "0 (exact)" for bar in fig.data for t in bar.text)
-
+# -- log axes and subtitles ------------------------------------------------------------
 
 def test_log_axes_never_label_more_than_about_six_decades():
     fig = go.Figure(go.Bar(x=["a", "b"], y=[1e-12, 1.0]))
-    figures._log_range(fig, [1e-12, 1.0], 0.4, 0.5)
+    style._log_range(fig, [1e-12, 1.0], 0.4, 0.5)
     lo, hi = fig.layout.yaxis.range
     assert (hi - lo) / fig.layout.yaxis.dtick <= 7
 
@@ -362,10 +224,10 @@ def test_long_subtitles_wrap_at_their_separators_and_make_room():
     """Plotly does not wrap a title: a long subtitle was cut off at the chart's edge
     on a 1280 px page. It breaks at its separators, and the top margin grows."""
     long = "8 sequences x 482 logical blocks; colour = physical block id · sampled: every 2nd row shown"
-    fig = figures._style(go.Figure(), "t", long)
+    fig = style._style(go.Figure(), "t", long)
     text = fig.layout.title.subtitle.text
     lines = text.split("<br>")
     assert len(lines) == 2 and all(len(line) <= figures.SUBTITLE_LINE for line in lines)
     assert lines[1] == "sampled: every 2nd row shown"
-    assert fig.layout.margin.t > figures._style(go.Figure(), "t", "short").layout.margin.t
-    assert figures._style(go.Figure(), "t", "short").layout.title.subtitle.text == "short"
+    assert fig.layout.margin.t > style._style(go.Figure(), "t", "short").layout.margin.t
+    assert style._style(go.Figure(), "t", "short").layout.title.subtitle.text == "short"

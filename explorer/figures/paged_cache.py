@@ -1,0 +1,543 @@
+"""Figures of the paged KV cache, drawn from the block table alone (no KV tensors):
+the block table, the physical pool, and a sequence's walk through its tokens and blocks.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from paged_attention.inputs import FREE, OTHER
+
+from explorer.formatting import compact, count, ordinal
+from .sampling import pool_grid_shape, sample_grid
+from .style import (
+    BLOCK_COLORSCALE, FREE_COLOR, MAX_POOL_CELLS, MAX_SEQUENCE_LEGEND, MAX_TABLE_CELLS, MAX_WALK_CELLS,
+    MAX_WALK_POINTS, OTHER_COLOR, PLOT_WIDTH_PX, SEQUENCE_COLORS, UNALLOCATED_COLOR, _colorbar_px,
+    _fits_text, _gaps, _int_ticks, _margins, _plot_height, _style,
+)
+
+def _filled(lengths: np.ndarray, logical: np.ndarray, block_size: int) -> np.ndarray:
+    """Slots filled in logical block ``logical`` of sequences of ``lengths``."""
+    return np.clip(lengths - logical * block_size, 0, block_size)
+
+
+def block_table_figure(
+    block_tables: np.ndarray,
+    context_lens: Sequence[int],
+    block_size: int,
+    num_blocks: int | None = None,
+    *,
+    max_cells: int = MAX_TABLE_CELLS,
+    seq_ids: Sequence[int] | None = None,
+    title: str = "Block table",
+    plot_width: float = PLOT_WIDTH_PX,
+) -> go.Figure:
+    """The block table as a heatmap: one row per sequence, one column per logical block.
+
+    Cells are coloured by physical block id; unallocated entries (``-1``) are a
+    separate pale trace. Hover shows sequence, logical block, token range,
+    physical block and slots filled.
+
+    Parameters
+    ----------
+    block_tables : ndarray
+        ``[batch_size, max_num_blocks]`` integers, ``-1`` unallocated.
+    context_lens : sequence of int
+        ``batch_size`` context lengths.
+    block_size : int
+        Tokens per block.
+    num_blocks : int, optional
+        Pool size, the top of the colour scale (default: the largest id + 1).
+    max_cells : int
+        Past this many cells, rows and columns are sampled (see :func:`sample_grid`).
+    seq_ids : sequence of int, optional
+        A name for each row (a serving simulation's ``seq_id``), shown in the
+        hover and on the y axis instead of the row index.
+    title : str
+        The figure's title.
+    plot_width : float
+        About how many pixels wide the plot area will be; block ids are written in
+        the cells only where they fit.
+
+    Returns
+    -------
+    go.Figure
+        Trace 0: allocated cells (``z`` = physical id, NaN where unallocated);
+        trace 1: unallocated cells.
+    """
+    tables = np.asarray(block_tables)
+    if tables.ndim != 2:
+        raise ValueError(f"block_tables must be 2-D; got shape {tables.shape}")
+    lengths = np.asarray(context_lens, dtype=np.int64)
+    batch, width = tables.shape
+    if num_blocks is None:
+        num_blocks = int(tables.max(initial=0)) + 1
+    grid = sample_grid(batch, width, max_cells)
+    rows, cols = grid.rows, grid.cols
+    sub = tables[np.ix_(rows, cols)].astype(np.int64)
+    unalloc = sub < 0
+    names = rows if seq_ids is None else np.asarray(seq_ids, dtype=np.int64)[rows]
+    seq = np.broadcast_to(names[:, None], sub.shape)
+    logical = np.broadcast_to(cols[None, :], sub.shape)
+    seq_len = lengths[rows][:, None]
+    start = logical * block_size
+    end = np.minimum(seq_len, start + block_size) - 1
+    filled = _filled(seq_len, logical, block_size)
+    custom = np.stack([seq, logical, start, end, sub, filled], axis=-1).astype(np.int32)
+
+    z = np.where(unalloc, np.nan, sub).astype(float)
+    text_on = _fits_text(grid.cells, len(cols), num_blocks - 1, plot_width)
+    subtitle = (f"{count(batch, 'sequence')} x {count(width, 'logical block')} of "
+                f"{count(block_size, 'token')}; colour = physical block id")
+    if grid.sampled:
+        subtitle += f" · sampled: {grid.strides('row', 'column')} shown"
+    # At least 170 px of plot, so the colour bar keeps room for its ticks under its
+    # two-line title when there are only a few rows.
+    height = int(min(720, max(sum(_margins(subtitle)) + 170, 140 + 26 * len(rows))))
+    plot_height = _plot_height(height, subtitle)
+    gaps = _gaps(len(rows), len(cols), plot_height)
+    fig = go.Figure()
+    fig.add_trace(
+        go.Heatmap(
+            z=z,
+            x=cols,
+            y=rows,
+            customdata=custom,
+            colorscale=BLOCK_COLORSCALE,
+            zmin=0,
+            zmax=max(1, num_blocks - 1),
+            colorbar=dict(title=dict(text="physical<br>block id"), thickness=14,
+                          **_int_ticks(0, max(1, num_blocks - 1), _colorbar_px(plot_height))),
+            hoverongaps=False,
+            hovertemplate=(
+                "sequence %{customdata[0]}<br>logical block %{customdata[1]}"
+                "<br>tokens %{customdata[2]}–%{customdata[3]}"
+                "<br>physical block %{customdata[4]}"
+                f"<br>slots filled %{{customdata[5]}}/{block_size}<extra></extra>"
+            ),
+            texttemplate="%{z}" if text_on else None,
+            textfont=dict(size=10),
+            **gaps,
+            name="allocated",
+        )
+    )
+    fig.add_trace(
+        go.Heatmap(
+            z=np.where(unalloc, 1.0, np.nan),
+            x=cols,
+            y=rows,
+            customdata=custom,
+            colorscale=[[0, UNALLOCATED_COLOR], [1, UNALLOCATED_COLOR]],
+            showscale=False,
+            hoverongaps=False,
+            hovertemplate="sequence %{customdata[0]}<br>logical block %{customdata[1]}"
+            "<br>unallocated (-1)<extra></extra>",
+            texttemplate="–" if text_on else None,
+            textfont=dict(size=10, color="#94A3B8"),
+            **gaps,
+            name="unallocated (-1)",
+        )
+    )
+    _legend_square(fig, UNALLOCATED_COLOR, "unallocated (-1)", line="#CBD5E1")
+    _style(fig, title, subtitle, height=height)
+    fig.update_xaxes(title="logical block", showgrid=False, zeroline=False, **_int_ticks(0, width - 1))
+    fig.update_yaxes(title="sequence" if seq_ids is None else "sequence (seq_id)", autorange="reversed",
+                     showgrid=False, zeroline=False)
+    # Label rows by name (a seq_id need not be the row index): each of up to 40,
+    # past that every k-th, 14 px or more apart.
+    step = 1 if len(rows) <= 40 else math.ceil(len(rows) * 14 / plot_height)
+    fig.update_yaxes(tickmode="array", tickvals=rows[::step], ticktext=[str(r) for r in names[::step]])
+    return fig
+
+
+def _legend_square(fig: go.Figure, color: str, name: str, line: str | None = None, meta: dict | None = None) -> None:
+    """A legend entry for a heatmap category (heatmaps have no legend of their own)."""
+    fig.update_layout(showlegend=True)
+    fig.add_trace(
+        go.Scatter(
+            x=[None],
+            y=[None],
+            mode="markers",
+            marker=dict(symbol="square", size=12, color=color, line=dict(color=line or color, width=1)),
+            name=name,
+            hoverinfo="skip",
+            meta=meta,
+        )
+    )
+
+
+def block_fill(
+    block_tables: np.ndarray, context_lens: Sequence[int], block_size: int, num_blocks: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per physical block: its logical index in its sequence and the slots it holds.
+
+    Returns
+    -------
+    logical : ndarray
+        ``[num_blocks]`` int64, ``-1`` for blocks no sequence of the table uses.
+    filled : ndarray
+        ``[num_blocks]`` int64 slots filled (0 for unused blocks).
+    """
+    tables = np.asarray(block_tables, dtype=np.int64)
+    lengths = np.asarray(context_lens, dtype=np.int64)
+    seq, col = np.nonzero(tables >= 0)
+    phys = tables[seq, col]
+    logical = np.full(num_blocks, -1, dtype=np.int64)
+    filled = np.zeros(num_blocks, dtype=np.int64)
+    logical[phys] = col
+    filled[phys] = _filled(lengths[seq], col, block_size)
+    return logical, filled
+
+
+def pool_figure(
+    pool_owner: np.ndarray,
+    block_tables: np.ndarray,
+    context_lens: Sequence[int],
+    block_size: int,
+    *,
+    max_cells: int = MAX_POOL_CELLS,
+) -> go.Figure:
+    """The physical pool as a grid of blocks, coloured by owning sequence.
+
+    Free blocks are grey, blocks held by sequences outside the batch (the
+    fragmented layout's ``OTHER``) dark slate, and each sequence's partly filled
+    last block carries a dark dot. Pools larger than ``max_cells`` blocks are
+    aggregated: each cell covers consecutive blocks and is coloured by the share
+    that belongs to this batch.
+
+    Parameters
+    ----------
+    pool_owner : ndarray
+        ``[num_blocks]``: the owning sequence, ``-1`` free, ``-2`` other.
+    block_tables : ndarray
+        ``[batch_size, max_num_blocks]``, ``-1`` unallocated.
+    context_lens : sequence of int
+    block_size : int
+
+    Up to :data:`MAX_SEQUENCE_LEGEND` sequences each get a legend entry; past
+    that the colours repeat (every ``len(SEQUENCE_COLORS)`` sequences), the
+    subtitle says so, and the hover names each block's owner.
+
+    Returns
+    -------
+    go.Figure
+        Trace 0 is the heatmap; its ``z`` is the category code (exact view:
+        0 free, 1 other, ``2 + seq % len(SEQUENCE_COLORS)`` a sequence) or the
+        in-batch share (aggregated view). In the exact view, legend-only traces
+        ``"free"``, ``"other sequences (not in batch)"`` and ``"sequence s"``
+        (``meta={"sequence": s}``) follow.
+    """
+    owner = np.asarray(pool_owner, dtype=np.int64)
+    num_blocks = len(owner)
+    n_rows, n_cols, per_cell = pool_grid_shape(num_blocks, max_cells)
+    seqs = np.unique(owner[owner >= 0])
+    listed = per_cell == 1 and len(seqs) <= MAX_SEQUENCE_LEGEND
+    fig = go.Figure()
+    if per_cell == 1:
+        subtitle = (f"{count(num_blocks, 'physical block')} of {count(block_size, 'slot')}, {n_cols} per row; "
+                    "colour = owning sequence")
+        if not listed:
+            subtitle = (f"{count(num_blocks, 'block')} of {count(block_size, 'slot')}, {n_cols} per row; "
+                        f"colour = sequence ({len(SEQUENCE_COLORS)} colours, repeating)")
+    else:
+        subtitle = f"{count(num_blocks, 'block')}, {per_cell} per cell; colour = share held by this batch"
+    # Grow the figure by the sequences' legend (two entries a row in a narrow
+    # column) rather than let it squeeze the grid.
+    legend_rows = math.ceil((len(seqs) + 3) / 2) if listed else 1
+    height = int(min(720, max(320, 190 + 24 * n_rows)) + 22 * (legend_rows - 1))
+    plot_height = _plot_height(height, subtitle) - 22 * (legend_rows - 1)
+    if per_cell == 1:
+        _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_cols, plot_height,
+                    seqs if listed else ())
+    else:
+        _pool_aggregated(fig, owner, n_rows, n_cols, per_cell, plot_height)
+    _style(fig, "Physical block pool", subtitle, height=height)
+    fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)"
+                     if per_cell > 1 else "+ offset within row", showgrid=False, zeroline=False,
+                     **_int_ticks(0, n_cols - 1))
+    fig.update_yaxes(title="first block", autorange="reversed", showgrid=False, zeroline=False)
+    step = max(1, math.ceil(n_rows / 10))
+    rows = list(range(0, n_rows, step))
+    fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=[compact(r * n_cols * per_cell) for r in rows])
+    return fig
+
+
+def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_cols, plot_height, listed) -> None:
+    num_blocks = len(owner)
+    palette = SEQUENCE_COLORS
+    codes = np.where(owner >= 0, 2 + owner % len(palette), np.where(owner == OTHER, 1, 0)).astype(float)
+    logical, filled = block_fill(block_tables, context_lens, block_size, num_blocks)
+    pad = n_rows * n_cols - num_blocks
+    ids = np.arange(n_rows * n_cols)
+    z = np.concatenate([codes, np.full(pad, np.nan)]).reshape(n_rows, n_cols)
+
+    hover = []
+    for b in range(num_blocks):
+        o = int(owner[b])
+        if o >= 0:
+            hover.append(
+                f"block {b}<br>sequence {o}, logical block {int(logical[b])}"
+                f"<br>slots filled {int(filled[b])}/{block_size}"
+            )
+        elif o == OTHER:
+            hover.append(f"block {b}<br>held by a sequence outside this batch")
+        else:
+            hover.append(f"block {b}<br>free")
+    hover += [""] * pad
+    colors = [FREE_COLOR, OTHER_COLOR, *palette]
+    k = len(colors)
+    scale = []
+    for i, c in enumerate(colors):
+        scale += [[i / k, c], [(i + 1) / k, c]]
+    cells = n_rows * n_cols
+    small = cells <= 5000
+    fig.add_trace(
+        go.Heatmap(
+            z=z,
+            customdata=np.array(hover, dtype=object).reshape(n_rows, n_cols),
+            text=np.array([str(i) if i < num_blocks else "" for i in ids], dtype=object).reshape(n_rows, n_cols),
+            texttemplate="%{text}" if _fits_text(cells, n_cols, num_blocks - 1) else None,
+            textfont=dict(size=9),
+            colorscale=scale,
+            zmin=-0.5,
+            zmax=k - 0.5,
+            showscale=False,
+            hoverongaps=False,
+            hovertemplate="%{customdata}<extra></extra>",
+            **_gaps(n_rows, n_cols, plot_height),
+            name="blocks",
+        )
+    )
+    _legend_square(fig, FREE_COLOR, "free")
+    if (owner == OTHER).any():
+        _legend_square(fig, OTHER_COLOR, "other sequences (not in batch)")
+    for seq in listed:
+        _legend_square(fig, palette[int(seq) % len(palette)], f"sequence {int(seq)}", meta={"sequence": int(seq)})
+    partial = np.nonzero((owner >= 0) & (filled > 0) & (filled < block_size))[0]
+    fig.add_trace(
+        go.Scatter(
+            x=partial % n_cols + 0.27,
+            y=partial // n_cols - 0.27,
+            mode="markers",
+            marker=dict(symbol="circle", size=7 if small else 4, color="#111827", line=dict(color="white", width=1)),
+            customdata=np.stack([partial, owner[partial], filled[partial], block_size - filled[partial]], axis=-1)
+            if len(partial)
+            else None,
+            hovertemplate="block %{customdata[0]}: last block of sequence %{customdata[1]}"
+            f"<br>%{{customdata[2]}}/{block_size} slots filled, %{{customdata[3]}} wasted<extra></extra>",
+            name="partly filled last block",
+        )
+    )
+    fig.update_xaxes(range=[-0.5, n_cols - 0.5])
+
+
+def _pool_aggregated(fig, owner, n_rows, n_cols, per_cell, plot_height) -> None:
+    num_blocks = len(owner)
+    cells = n_rows * n_cols
+    padded = np.full(cells * per_cell, -3, dtype=np.int64)
+    padded[:num_blocks] = owner
+    groups = padded.reshape(cells, per_cell)
+    in_batch = (groups >= 0).sum(1)
+    free = (groups == FREE).sum(1)
+    other = (groups == OTHER).sum(1)
+    present = in_batch + free + other
+    share = np.where(present > 0, in_batch / np.maximum(present, 1), np.nan)
+    first = np.arange(cells) * per_cell
+    last = np.minimum(first + per_cell, num_blocks) - 1
+    custom = np.stack([first, last, in_batch, free, other], axis=-1).reshape(n_rows, n_cols, 5)
+    fig.add_trace(
+        go.Heatmap(
+            z=share.reshape(n_rows, n_cols),
+            customdata=custom,
+            colorscale=[[0, "#F3F4F6"], [1, "#1D4ED8"]],
+            zmin=0,
+            zmax=1,
+            colorbar=dict(title=dict(text="share in<br>this batch"), thickness=14, tickformat=".0%"),
+            hoverongaps=False,
+            hovertemplate="blocks %{customdata[0]}–%{customdata[1]}<br>in this batch: %{customdata[2]}"
+            "<br>free: %{customdata[3]}<br>other sequences: %{customdata[4]}<extra></extra>",
+            **_gaps(n_rows, n_cols, plot_height),
+            name="blocks",
+        )
+    )
+
+
+def token_walk_figure(
+    table_row: np.ndarray,
+    context_len: int,
+    block_size: int,
+    seq: int = 0,
+    num_blocks: int | None = None,
+    *,
+    max_cells: int = MAX_WALK_CELLS,
+) -> go.Figure:
+    """Where each token of one sequence lands: one row per logical block, one
+    column per slot, coloured by the physical block (the scale of
+    :func:`block_table_figure`), with the token index in each cell when small.
+
+    Slots past the context in the last block are drawn pale ("empty").
+
+    Parameters
+    ----------
+    table_row : ndarray
+        ``[max_num_blocks]``: the sequence's row of the block table.
+    context_len : int
+        Tokens in the sequence.
+    block_size : int
+    seq : int
+        The sequence's index (for labels).
+    num_blocks : int, optional
+        Pool size, the top of the colour scale.
+
+    Returns
+    -------
+    go.Figure
+        Trace 0: filled slots, ``z`` = physical block, ``customdata`` =
+        ``(token, logical block, physical block, slot)``; trace 1: empty slots.
+    """
+    row = np.asarray(table_row, dtype=np.int64)
+    n = int(context_len)
+    needed = math.ceil(n / block_size)
+    if num_blocks is None:
+        num_blocks = int(row.max(initial=0)) + 1
+    fig = go.Figure()
+    if needed == 0:
+        return _no_tokens(fig, seq, f"Token walk of sequence {seq}")
+    grid = sample_grid(needed, block_size, max_cells)
+    logical = grid.rows
+    slots = grid.cols
+    phys = row[logical]
+    token = logical[:, None] * block_size + slots[None, :]
+    valid = token < n
+    z = np.where(valid, phys[:, None], np.nan).astype(float)
+    custom = np.stack(
+        [token, np.broadcast_to(logical[:, None], token.shape), np.broadcast_to(phys[:, None], token.shape),
+         np.broadcast_to(slots[None, :], token.shape)],
+        axis=-1,
+    ).astype(np.int32)
+    # A long sequence in a huge pool spans a sliver of the table's colour scale;
+    # stretch the scale over its own blocks then, and say so.
+    zmin, zmax = 0, max(1, num_blocks - 1)
+    lo, hi = int(phys.min()), int(phys.max())
+    own_scale = (hi - lo + 1) < 0.1 * num_blocks
+    if own_scale:
+        zmin, zmax = lo, max(hi, lo + 1)
+    cells = token.size
+    text_on = _fits_text(cells, len(slots), n - 1)
+    subtitle = f"{count(n, 'token')} in {count(needed, 'block')} of {block_size}; colour = physical block id"
+    if own_scale:
+        subtitle += f" (scale: this sequence's blocks {lo:,}–{hi:,})"
+    if grid.sampled:
+        subtitle += f" · sampled: {grid.strides('logical block', 'slot')} shown"
+    # Tall enough for the y axis title beside even one or two rows.
+    height = int(min(720, max(320, 140 + 22 * len(logical))))
+    plot_height = _plot_height(height, subtitle)
+    gaps = _gaps(len(logical), len(slots), plot_height)
+    fig.add_trace(
+        go.Heatmap(
+            z=z,
+            x=slots,
+            y=logical,
+            customdata=custom,
+            text=token,
+            texttemplate="%{text}" if text_on else None,
+            textfont=dict(size=9),
+            colorscale=BLOCK_COLORSCALE,
+            zmin=zmin,
+            zmax=zmax,
+            colorbar=dict(title=dict(text="physical<br>block id"), thickness=14,
+                          **_int_ticks(zmin, zmax, _colorbar_px(plot_height))),
+            hoverongaps=False,
+            hovertemplate="token %{customdata[0]}<br>logical block %{customdata[1]}, slot %{customdata[3]}"
+            "<br>→ physical block %{customdata[2]}, slot %{customdata[3]}<extra></extra>",
+            **gaps,
+            name="tokens",
+        )
+    )
+    fig.add_trace(
+        go.Heatmap(
+            z=np.where(valid, np.nan, 1.0),
+            x=slots,
+            y=logical,
+            customdata=custom,
+            colorscale=[[0, UNALLOCATED_COLOR], [1, UNALLOCATED_COLOR]],
+            showscale=False,
+            hoverongaps=False,
+            hovertemplate="physical block %{customdata[2]}, slot %{customdata[3]}"
+            "<br>empty: allocated but unused<extra></extra>",
+            **gaps,
+            name="empty slot",
+        )
+    )
+    _legend_square(fig, UNALLOCATED_COLOR, "empty slot (wasted)", line="#CBD5E1")
+    _style(fig, f"Token walk of sequence {seq}", subtitle, height=height)
+    fig.update_xaxes(title="slot within block", showgrid=False, zeroline=False, **_int_ticks(0, block_size - 1))
+    fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False)
+    if len(logical) <= 40:
+        fig.update_yaxes(title="logical → physical", tickmode="array", tickvals=logical,
+                         ticktext=[f"{j} → {p}" for j, p in zip(logical, phys)])
+    else:
+        fig.update_yaxes(title="logical block", **_int_ticks(0, needed - 1, plot_height))
+    return fig
+
+
+def _no_tokens(fig: go.Figure, seq: int, title: str) -> go.Figure:
+    """The figure of a sequence without tokens: a note, no axes."""
+    fig.add_annotation(text=f"Sequence {seq} has no cached tokens.", showarrow=False, font=dict(size=14))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return _style(fig, title, height=260)
+
+
+def block_walk_figure(
+    table_row: np.ndarray, context_len: int, block_size: int, seq: int = 0, num_blocks: int | None = None
+) -> go.Figure:
+    """The path one sequence takes through the pool: physical block id against
+    logical block. A straight line is a contiguous allocation; jumps are what the
+    kernel's block-table lookups absorb.
+
+    Returns
+    -------
+    go.Figure
+        One scatter trace, ``x`` = logical block, ``y`` = physical block
+        (every k-th block when there are more than ``MAX_WALK_POINTS``); for an
+        empty sequence no trace, a note.
+    """
+    row = np.asarray(table_row, dtype=np.int64)
+    needed = math.ceil(int(context_len) / block_size)
+    title = f"Sequence {seq} through the pool"
+    if needed == 0:
+        return _no_tokens(go.Figure(), seq, title)
+    top = max(1, (num_blocks or int(row.max(initial=0)) + 1) - 1)
+    stride = max(1, math.ceil(needed / MAX_WALK_POINTS))
+    logical = np.arange(0, needed, stride)
+    phys = row[logical]
+    start = logical * block_size
+    end = np.minimum(int(context_len), start + block_size) - 1
+    fig = go.Figure(
+        go.Scatter(
+            x=logical,
+            y=phys,
+            mode="lines+markers" if len(logical) <= 400 else "lines",
+            line=dict(color="#94A3B8", width=1),
+            marker=dict(size=7, color=phys, colorscale=BLOCK_COLORSCALE, cmin=0, cmax=top),
+            customdata=np.stack([start, end], axis=-1) if len(logical) else None,
+            cliponaxis=False,
+            hovertemplate="logical block %{x} (tokens %{customdata[0]}–%{customdata[1]})"
+            "<br>→ physical block %{y}<extra></extra>",
+            name="block",
+        )
+    )
+    subtitle = "straight line = contiguous; jumps = scattered blocks"
+    if stride > 1:
+        subtitle += f" · every {ordinal(stride)} block"
+    _style(fig, title, subtitle, height=380)
+    fig.update_xaxes(title="logical block", zeroline=False, **_int_ticks(0, needed - 1))
+    fig.update_yaxes(title="physical block id", zeroline=False, rangemode="tozero",
+                     **_int_ticks(0, int(phys.max()), _plot_height(380, subtitle)))
+    fig.update_layout(showlegend=False)
+    return fig

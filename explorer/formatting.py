@@ -1,0 +1,128 @@
+"""Text and number formatting for the explorer: the one home of every formatter.
+
+Counts with their nouns, durations, byte sizes, speedups, axis values and the
+wording helpers (code spans, sentences, "a, b or c") that the pages, the
+figures and the readouts share, so one quantity reads the same everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Sequence
+
+
+def plain(text: str) -> str:
+    """``text`` as a Markdown code span, so Streamlit shows it as typed: no
+    headings, lists, bold, links, icons (``:material/...:``), colour directives
+    (``:red[...]``), maths (``$...$``) or HTML entities. For text from outside the
+    app, such as an uploaded file's name or contents. Backticks become ``'``, and
+    line breaks spaces, so the span cannot be closed early."""
+    return "`" + re.sub(r"\s+", " ", str(text)).replace("`", "'") + "`"
+
+
+def sentence(text: str) -> str:
+    """``text`` as a sentence to follow a bold heading: its first letter capitalised
+    (left as is when it starts with a code name, ``num_heads ...``, or a symbol),
+    and a full stop at its end when it has none."""
+    text = text.strip()
+    word = text.split(" ", 1)[0]
+    if word.isalpha() and word.islower():
+        text = text[:1].upper() + text[1:]
+    if text and text[-1] not in ".!?":
+        text += "."
+    return text
+
+
+def join_or(words: Sequence[str]) -> str:
+    """``["a", "b", "c"] -> "a, b or c"``."""
+    words = list(words)
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``count(1, "sequence") -> "1 sequence"``, ``count(1200, "token") -> "1,200 tokens"``."""
+    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def ordinal(n: int) -> str:
+    """``1 -> "1st"``, ``12 -> "12th"``, ``23 -> "23rd"``."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def format_number(v: float) -> str:
+    """``5000 -> "5,000"``, ``2.5 -> "2.5"``: an int with thousands separators, a
+    float in its shortest form (as a widget value is quoted back to the user)."""
+    return f"{v:,}" if isinstance(v, int) else f"{v:,g}"
+
+
+def compact(n: int) -> str:
+    """``524288 -> "524k"``, ``12345 -> "12,345"``: short counts for tight labels."""
+    n = int(n)
+    if abs(n) < 100_000:
+        return f"{n:,}"
+    if abs(n) < 1_000_000:
+        return f"{n / 1e3:,.0f}k"
+    return f"{n / 1e6:,.1f}M"
+
+
+def format_axis_value(v: float) -> str:
+    """A sweep's axis value: ``4096 -> "4k"`` for multiples of 1024, else :func:`compact`."""
+    v = int(v)
+    if v >= 1024 and v % 1024 == 0:
+        return f"{v // 1024}k"
+    return compact(v)
+
+
+def format_duration(ms: float) -> str:
+    """A time given in ms, in the unit that keeps it short, to three significant
+    digits: ``0.001683 -> "1.68 µs"``, ``0.5162 -> "516 µs"``, ``12.34 -> "12.3 ms"``,
+    ``1234 -> "1.23 s"`` (for a metric card, whose value is cut off when long)."""
+    for value, unit in ((ms * 1e3, "µs"), (ms, "ms"), (ms / 1e3, "s")):
+        if abs(value) < 999.5 or unit == "s":
+            break
+    value = float(f"{value:.3g}")  # round first: 0.99996 ms is "1.00 ms", not "1.000 ms"
+    if value == 0:
+        return f"0 {unit}"
+    decimals = max(0, 2 - math.floor(math.log10(abs(value))))
+    return f"{value:.{decimals}f} {unit}"
+
+
+def format_ms(ms: float) -> str:
+    """``184.9 -> "185 ms"``, ``2 -> "2.00 ms"``, ``0.1849 -> "0.185 ms"``: always
+    milliseconds, the unit of the axes, with three significant digits below 100."""
+    if not math.isfinite(ms) or ms <= 0:
+        return f"{ms:g} ms"
+    if ms >= 100:
+        return f"{ms:,.0f} ms"
+    return f"{ms:.{max(0, 2 - math.floor(math.log10(ms)))}f} ms"
+
+
+def format_speedup(s: float) -> str:
+    """``0.5 -> "0.5×"``, ``12.34 -> "12.3×"``, ``1234 -> "1,234×"``; empty when not finite."""
+    if not math.isfinite(s):
+        return ""
+    if s < 1:
+        return f"{s:.2g}×"
+    return f"{s:.1f}×" if s < 100 else f"{s:,.0f}×"
+
+
+def format_bytes(n: float, significant: int | None = None) -> str:
+    """``1536 -> "1.54 kB"`` (decimal units, two decimals); with ``significant``,
+    that many significant digits (``format_bytes(813_600_000, 3) -> "814 MB"``).
+
+    Decimal, like the MB moved per step and the GB/s of the benchmark, so one
+    quantity reads the same on every page.
+    """
+    n = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            break
+        n /= 1000
+    if unit == "B":
+        return f"{n:.0f} B"
+    if significant is None:
+        return f"{n:.2f} {unit}"
+    decimals = max(0, significant - 1 - math.floor(math.log10(abs(n)))) if n else 0
+    return f"{n:.{decimals}f} {unit}"

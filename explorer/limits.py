@@ -1,0 +1,178 @@
+"""What the explorer refuses or caps, and why: the one home of its limits.
+
+The block-table page's size limit, and the CPU budget: on the CPU the Triton
+kernel runs in the interpreter, about a second per call at :data:`CPU_MAX_WORK`,
+so the benchmark, the sweep and the serving page refuse more work than that
+(:func:`cpu_refusal`, worded with the levers that lower it) and cap the warm-up
+and timed iterations (:func:`cap_iterations`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from paged_attention.config import DecodeConfig
+
+from explorer.formatting import format_number, join_or
+from explorer.settings import BLOCK_SIZES
+
+#: The block-table page refuses configurations whose table would hold more
+#: entries than this (the table itself is built on the CPU, then sampled for drawing).
+MAX_TABLE_ENTRIES = 16_000_000
+
+#: On the CPU the Triton kernel runs in the interpreter, about a second per call
+#: at this much work; the benchmark page refuses more and caps the iterations.
+CPU_MAX_WORK = 8192  # see cpu_work
+CPU_MAX_WARMUP = 1
+CPU_MAX_ITERS = 3
+
+
+def clamp_value(value: float, low: float, high: float, label: str) -> tuple[float, str | None]:
+    """``value`` brought into ``[low, high]``, and a note saying so (None when it was
+    in range), e.g. ``"**Batch size**: 5,000 is above the maximum, 4,096; using 4,096."``"""
+    used = min(max(value, low), high)
+    if used == value:
+        return value, None
+    side, bound = ("above the maximum", high) if value > high else ("below the minimum", low)
+    return used, (f"**{label}**: {format_number(value)} is {side}, {format_number(bound)}; "
+                  f"using {format_number(used)}.")
+
+
+def _table_advice(config: DecodeConfig, others: str) -> str:
+    """``Use a larger block size or ...``: the block size only while a larger one is offered."""
+    if config.block_size < BLOCK_SIZES[-1]:
+        return f"Use a larger block size, {others}."
+    return f"Use {others}."
+
+
+def table_size_error(config: DecodeConfig) -> str | None:
+    """Why the block-table page refuses ``config``, or None when it fits."""
+    table = config.batch_size * config.max_num_blocks
+    if table > MAX_TABLE_ENTRIES:
+        return (
+            f"The block table would hold {table:,} entries (batch {config.batch_size} x "
+            f"{config.max_num_blocks:,} blocks); this page builds tables of at most "
+            f"{MAX_TABLE_ENTRIES:,}. {_table_advice(config, 'a smaller batch or a shorter context')}"
+        )
+    if config.num_blocks > MAX_TABLE_ENTRIES:
+        return (
+            f"The physical pool would hold {config.num_blocks:,} blocks ({config.num_blocks_used:,} used plus "
+            f"{config.num_spare_blocks:,} spare); this page draws pools of at most {MAX_TABLE_ENTRIES:,}. "
+            f"{_table_advice(config, 'a shorter context or fewer spare blocks')}"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What the benchmark page will run: ``refusal`` set means it will not run."""
+
+    warmup: int
+    iters: int
+    notes: tuple[str, ...] = ()
+    refusal: str | None = None
+
+
+#: Tokens' worth of interpreter time one program costs before it reads any token.
+CPU_PROGRAM_COST = 64
+
+
+def _cpu_work_terms(config: DecodeConfig) -> tuple[int, int]:
+    """The two terms of :func:`cpu_work` (the rule text below spells them out)."""
+    longest = max(config.lengths, default=0)
+    return config.num_kv_heads * longest, config.num_heads * CPU_PROGRAM_COST
+
+
+def cpu_work(config: DecodeConfig) -> int:
+    """What the interpreter's time scales with: ``batch_size * max(num_kv_heads *
+    longest context, num_heads * 64)``. The first term is the tokens the grouped
+    kernel walks; the second counts the simple kernel's (batch, head) programs, each
+    worth about 64 tokens of fixed cost, so many heads over short (or empty)
+    contexts are not free."""
+    return config.batch_size * max(_cpu_work_terms(config))
+
+
+#: The CPU cap as every page quotes it: the formula of :func:`cpu_work` and its limit.
+CPU_WORK_RULE = (
+    f"batch_size x max(num_kv_heads x longest context, num_heads x {CPU_PROGRAM_COST}) <= {CPU_MAX_WORK:,}"
+)
+
+
+def cpu_work_detail(config: DecodeConfig) -> str:
+    """:func:`cpu_work` of ``config`` written out in the order of :data:`CPU_WORK_RULE`,
+    e.g. ``"5 x max(8 x 16, 32 x 64) = 10,240"``."""
+    longest = max(config.lengths, default=0)
+    return (f"{config.batch_size:,} x max({config.num_kv_heads} x {longest:,}, {config.num_heads} x "
+            f"{CPU_PROGRAM_COST}) = {cpu_work(config):,}")
+
+
+def cpu_work_levers(config: DecodeConfig) -> tuple[str, ...]:
+    """The settings that lower :func:`cpu_work` of ``config``: the batch and the
+    factors of the larger term (``"batch"``, ``"query heads"``, ``"KV heads"``,
+    ``"context"``), less those already at their minimum (a batch of 1, one
+    head, an empty context). Lowering the other term's factors changes nothing."""
+    tokens, programs = _cpu_work_terms(config)
+    longest = max(config.lengths, default=0)
+    if programs >= tokens:
+        levers = {"batch": config.batch_size > 1, "query heads": config.num_heads > 1}
+    else:
+        levers = {"batch": config.batch_size > 1, "KV heads": config.num_kv_heads > 1, "context": longest > 0}
+    return tuple(lever for lever, can_fall in levers.items() if can_fall)
+
+
+def cpu_refusal(config: DecodeConfig, lever_names: Mapping[str, str] | None = None) -> str | None:
+    """Why the CPU cap refuses ``config`` (naming the rule, this configuration's
+    value and what to lower), or None when it fits or runs on a GPU.
+
+    ``lever_names`` maps each of :func:`cpu_work_levers` to what the page calls
+    the control that sets it (e.g. ``"batch"`` -> ``"**Max batch**"``); by default
+    the levers are named as they are."""
+    if config.device != "cpu" or cpu_work(config) <= CPU_MAX_WORK:
+        return None
+    levers = cpu_work_levers(config)
+    lower = (f"the {join_or(levers)}" if lever_names is None
+             else join_or([lever_names.get(lever, lever) for lever in levers]))
+    return (
+        f"On the CPU the benchmark runs only when {CPU_WORK_RULE}; this configuration is "
+        f"{cpu_work_detail(config)}. The Triton kernel runs in the interpreter here, a few seconds per call "
+        f"at the limit. Lower {lower}, or run on a GPU."
+    )
+
+
+def largest_cpu_batch(config: DecodeConfig, longest: int, upto: int) -> int:
+    """The largest batch size up to ``upto`` whose sequences of ``longest`` tokens,
+    with the heads of ``config``, fit the CPU cap (:func:`cpu_work`); at least 1."""
+    for batch in range(upto, 1, -1):
+        if cpu_work(config.with_(batch_size=batch, context_lens=longest)) <= CPU_MAX_WORK:
+            return batch
+    return 1
+
+
+def cap_iterations(device: str, warmup: int, iters: int) -> tuple[int, int, tuple[str, ...]]:
+    """The warm-up and timed iterations to run on ``device``, and a note for each
+    one capped: on the CPU at most :data:`CPU_MAX_WARMUP` and :data:`CPU_MAX_ITERS`;
+    on a GPU as asked."""
+    if device != "cpu":
+        return warmup, iters, ()
+    notes = []
+    if warmup > CPU_MAX_WARMUP:
+        notes.append(f"warm-up iterations capped from {warmup} to {CPU_MAX_WARMUP} on the CPU")
+        warmup = CPU_MAX_WARMUP
+    if iters > CPU_MAX_ITERS:
+        notes.append(f"timed iterations capped from {iters} to {CPU_MAX_ITERS} on the CPU")
+        iters = CPU_MAX_ITERS
+    return warmup, iters, tuple(notes)
+
+
+def plan_run(config: DecodeConfig, warmup: int, iters: int,
+             lever_names: Mapping[str, str] | None = None) -> RunPlan:
+    """Apply the CPU caps: refuse sizes the Triton interpreter cannot finish in
+    seconds (:func:`cpu_refusal`, its advice worded with ``lever_names``), and cap
+    the iterations (:func:`cap_iterations`). On a GPU everything runs as asked."""
+    if config.device != "cpu":
+        return RunPlan(warmup, iters)
+    refusal = cpu_refusal(config, lever_names)
+    if refusal:
+        return RunPlan(warmup, iters, refusal=refusal)
+    return RunPlan(*cap_iterations(config.device, warmup, iters))

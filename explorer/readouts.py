@@ -1,0 +1,107 @@
+"""Readouts of one configuration and its benchmark results, as the pages show them.
+
+The sidebar's memory summary, a configuration's one-line label, and the rows of
+the benchmark's results table and CSV (one per implementation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from paged_attention.config import DecodeConfig
+
+
+@dataclass(frozen=True)
+class MemorySummary:
+    """The sidebar's memory readout for one configuration."""
+
+    kv_cache_bytes: int
+    total_bytes: int
+    blocks_used: int
+    blocks_in_pool: int
+    allocated_slots: int
+    wasted_slots: int
+
+    @property
+    def wasted_fraction(self) -> float:
+        """Share of allocated slots left empty in partly filled last blocks."""
+        return self.wasted_slots / self.allocated_slots if self.allocated_slots else 0.0
+
+
+def memory_summary(config: DecodeConfig) -> MemorySummary:
+    """KV-cache bytes, blocks and wasted slots of ``config`` (nothing is allocated)."""
+    return MemorySummary(
+        kv_cache_bytes=config.kv_cache_bytes(),
+        total_bytes=config.memory_bytes(),
+        blocks_used=config.num_blocks_used,
+        blocks_in_pool=config.num_blocks,
+        allocated_slots=config.num_blocks_used * config.block_size,
+        wasted_slots=config.wasted_slots,
+    )
+
+
+def config_summary(config: DecodeConfig) -> str:
+    """A short label for one configuration, e.g. ``"B=4 ctx=128 H=32/8 d=128 bs=16 float16 shuffled"``."""
+    lens = config.lengths
+    if len(set(lens)) <= 1:
+        ctx = f"ctx={lens[0] if lens else 0}"
+    else:
+        ctx = f"ctx={min(lens)}-{max(lens)} (mean {sum(lens) / len(lens):.0f})"
+    return (
+        f"B={config.batch_size} {ctx} H={config.num_heads}/{config.num_kv_heads} "
+        f"d={config.head_dim} bs={config.block_size} {config.dtype} {config.block_layout} {config.device}"
+    )
+
+
+def reads_no_kv(config: DecodeConfig) -> bool:
+    """True when every context of ``config`` is empty: a decode step has nothing
+    to attend to and reads no K or V (each implementation only writes zeros), so
+    its bandwidth is undefined and speedups between implementations mean nothing."""
+    return config.needed_kv_bytes() == 0
+
+
+def results_rows(
+    results: Iterable, copy_gbps: float | None = None, baseline: str = "naive", *, reads_kv: bool = True
+) -> list[dict]:
+    """Flat rows for the results table and its CSV, one per implementation.
+
+    Parameters
+    ----------
+    results : iterable of BenchResult
+    copy_gbps : float, optional
+        This device's measured copy bandwidth (GB/s), to add the fraction reached.
+    baseline : str
+        Implementation whose median the speedup is taken against.
+    reads_kv : bool
+        False when the step reads no K or V (:func:`reads_no_kv`): bandwidth, its
+        fraction of the copy bandwidth and the speedup are then None (n/a).
+    """
+    results = list(results)
+    base = next((r for r in results if r.name == baseline), None) if reads_kv else None
+    rows = []
+    for r in results:
+        best_gbps = r.gpu_gbps if r.gpu_gbps is not None else r.gbps
+        if not reads_kv:
+            best_gbps = None
+        rows.append(
+            {
+                "implementation": r.label,
+                "device": r.device,
+                "median_ms": r.median_ms,
+                "p10_ms": r.p10_ms,
+                "p90_ms": r.p90_ms,
+                "gpu_time_ms": r.gpu_time_ms,
+                "speedup_vs_naive": (base.median_ms / r.median_ms) if base and r.median_ms > 0 else None,
+                "gbps": r.gbps if reads_kv else None,
+                "gpu_gbps": r.gpu_gbps if reads_kv else None,
+                "pct_of_copy_bw": (100 * best_gbps / copy_gbps) if copy_gbps and best_gbps is not None else None,
+                "max_abs_err": r.max_abs_err,
+                "max_rel_err": r.max_rel_err,
+                "max_tol_ratio": r.max_tol_ratio,
+                "atol": r.atol,
+                "correct": "yes" if r.passed else "NO",
+                "samples": len(r.samples_ms),
+            }
+        )
+    return rows

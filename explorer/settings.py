@@ -1,0 +1,308 @@
+"""The settings behind the Streamlit app's shared sidebar, kept free of Streamlit.
+
+The sidebar's values live in one :class:`Settings` dataclass. This module holds
+its choices and widget bounds (model presets, block sizes, ...), turns it into a
+:class:`~paged_attention.config.DecodeConfig`, and into URL query parameters and
+back (tolerating any garbage a URL may hold). Everything here is a plain
+function, tested without Streamlit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Mapping, Sequence
+
+from paged_attention.config import BLOCK_LAYOUTS, DTYPES, DecodeConfig, ragged_lengths
+from paged_attention.runtime import HAS_CUDA, default_device
+
+from explorer.formatting import count
+
+#: Model presets: ``name -> (num_heads, num_kv_heads, head_dim)``.
+MODEL_PRESETS: dict[str, tuple[int, int, int]] = {
+    "Llama-3-8B": (32, 8, 128),
+    "Llama-3-70B": (64, 8, 128),
+    "Qwen3-0.6B": (16, 8, 128),
+    "Mistral-7B": (32, 8, 128),
+    "Phi-3-mini": (32, 32, 96),
+    "Gemma-2-9B": (16, 8, 256),
+    "GPT-2": (12, 12, 64),
+}
+CUSTOM = "Custom"
+PRESET_NAMES: tuple[str, ...] = (*MODEL_PRESETS, CUSTOM)
+
+CONTEXT_MODES: tuple[str, ...] = ("uniform", "ragged")
+SPREADS: tuple[str, ...] = ("uniform", "long-tail")
+BLOCK_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+#: Spare blocks in the pool as a percentage of the blocks the batch uses; 0 keeps
+#: the library's default (an eighth). A roomier pool shows more fragmentation.
+POOL_HEADROOMS: tuple[int, ...] = (0, 25, 50, 100, 200, 400)
+DEVICES: tuple[str, ...] = ("cuda", "cpu") if HAS_CUDA else ("cpu",)
+
+# Widget bounds. The library's own rules (DecodeConfig.validate) are checked on top.
+MAX_BATCH = 4096
+MAX_CONTEXT = 1 << 20
+MAX_HEADS = 256
+MAX_HEAD_DIM = 512
+MAX_SEED = 2**31 - 1
+MAX_WARMUP = 1000
+MAX_ITERS = 10_000
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the shared sidebar controls.
+
+    ``context_len`` applies when ``context_mode == "uniform"``; otherwise the
+    per-sequence lengths are ``lengths`` when set (edited by hand or read from a
+    URL), else drawn by :func:`~paged_attention.config.ragged_lengths` from
+    ``ragged_low``, ``ragged_high``, ``spread`` and ``seed``.
+    """
+
+    preset: str = "Llama-3-8B"
+    batch_size: int = 4
+    context_mode: str = "ragged"
+    context_len: int = 128
+    ragged_low: int = 16
+    ragged_high: int = 256
+    spread: str = "long-tail"
+    lengths: tuple[int, ...] | None = None
+    num_heads: int = 32
+    num_kv_heads: int = 8
+    head_dim: int = 128
+    block_size: int = 16
+    dtype: str = "float16"
+    device: str = field(default_factory=default_device)
+    block_layout: str = "shuffled"
+    pool_headroom: int = 0
+    seed: int = 0
+    warmup: int = 1
+    iters: int = 3
+
+    def generated_lengths(self) -> tuple[int, ...]:
+        """The ragged lengths the spread draws (before any hand edits).
+
+        Raises
+        ------
+        ValueError
+            If ``ragged_low > ragged_high`` or a value is negative.
+        """
+        if self.ragged_low > self.ragged_high:  # in the sidebar's words, not ragged_lengths' low/high
+            raise ValueError(f"Shortest ({self.ragged_low:,}) must not exceed Longest ({self.ragged_high:,}) "
+                             "for ragged lengths.")
+        return ragged_lengths(
+            self.batch_size, self.ragged_low, self.ragged_high, seed=self.seed, spread=self.spread
+        )
+
+    def context_lens(self) -> int | tuple[int, ...]:
+        """``context_lens`` for :class:`DecodeConfig`: one int, or one value per sequence."""
+        if self.context_mode == "uniform":
+            return self.context_len
+        if self.lengths is not None:
+            return self.lengths
+        return self.generated_lengths()
+
+    def config(self) -> DecodeConfig:
+        """The validated decode configuration.
+
+        Raises
+        ------
+        ValueError
+            With the rule that the settings break.
+        """
+        config = DecodeConfig(
+            batch_size=self.batch_size,
+            context_lens=self.context_lens(),
+            num_heads=self.num_heads,
+            num_kv_heads=self.num_kv_heads,
+            head_dim=self.head_dim,
+            block_size=self.block_size,
+            dtype=self.dtype,
+            device=self.device,
+            seed=self.seed,
+            block_layout=self.block_layout,
+        ).validate()
+        if self.pool_headroom:
+            config = config.with_(spare_blocks=max(1, math.ceil(config.num_blocks_used * self.pool_headroom / 100)))
+        return config.validate()
+
+
+def default_settings() -> Settings:
+    """Defaults sized for this machine: a GPU gets a batch big enough to be
+    bandwidth-bound; the CPU one that the interpreter finishes in seconds."""
+    if HAS_CUDA:
+        return Settings(batch_size=32, context_len=1024, ragged_low=128, ragged_high=4096, warmup=10, iters=50)
+    return Settings()
+
+
+# -- heads ---------------------------------------------------------------------
+
+def kv_head_options(num_heads: int) -> list[int]:
+    """Values of ``num_kv_heads`` that divide ``num_heads``, ascending."""
+    num_heads = max(1, int(num_heads))
+    return [d for d in range(1, num_heads + 1) if num_heads % d == 0]
+
+
+def nearest_kv_heads(num_heads: int, wanted: int) -> int:
+    """The divisor of ``num_heads`` closest to ``wanted`` (the larger one on a tie)."""
+    return min(kv_head_options(num_heads), key=lambda d: (abs(d - wanted), -d))
+
+
+def preset_for(num_heads: int, num_kv_heads: int, head_dim: int) -> str:
+    """The first preset with these head sizes, or ``"Custom"``."""
+    for name, heads in MODEL_PRESETS.items():
+        if heads == (num_heads, num_kv_heads, head_dim):
+            return name
+    return CUSTOM
+
+
+# -- query parameters ----------------------------------------------------------
+
+#: Short URL names of the fields.
+QUERY_KEYS: dict[str, str] = {
+    "preset": "preset",
+    "batch_size": "batch",
+    "context_mode": "ctx_mode",
+    "context_len": "ctx",
+    "ragged_low": "lo",
+    "ragged_high": "hi",
+    "spread": "spread",
+    "lengths": "lens",
+    "num_heads": "heads",
+    "num_kv_heads": "kv_heads",
+    "head_dim": "head_dim",
+    "block_size": "block",
+    "dtype": "dtype",
+    "device": "device",
+    "block_layout": "layout",
+    "pool_headroom": "headroom",
+    "seed": "seed",
+    "warmup": "warmup",
+    "iters": "iters",
+}
+
+_INT_BOUNDS: dict[str, tuple[int, int]] = {
+    "batch_size": (1, MAX_BATCH),
+    "context_len": (0, MAX_CONTEXT),
+    "ragged_low": (0, MAX_CONTEXT),
+    "ragged_high": (0, MAX_CONTEXT),
+    "num_heads": (1, MAX_HEADS),
+    "num_kv_heads": (1, MAX_HEADS),
+    "head_dim": (1, MAX_HEAD_DIM),
+    "seed": (0, MAX_SEED),
+    "warmup": (0, MAX_WARMUP),
+    "iters": (1, MAX_ITERS),
+}
+
+DTYPE_NAMES: tuple[str, ...] = tuple(DTYPES)
+
+_CHOICES: dict[str, tuple] = {
+    "preset": PRESET_NAMES,
+    "context_mode": CONTEXT_MODES,
+    "spread": SPREADS,
+    "dtype": DTYPE_NAMES,
+    "device": DEVICES,
+    "block_layout": BLOCK_LAYOUTS,
+    "block_size": BLOCK_SIZES,
+    "pool_headroom": POOL_HEADROOMS,
+}
+
+
+def _parse_int(text: str, low: int, high: int) -> int:
+    value = int(str(text).strip())
+    if not low <= value <= high:
+        raise ValueError(f"must be between {low:,} and {high:,}")
+    return value
+
+
+def settings_from_query(
+    params: Mapping[str, str | Sequence[str]], defaults: Settings | None = None
+) -> tuple[Settings, list[str]]:
+    """Read settings from URL query parameters, never raising.
+
+    Unknown keys are ignored; a value that does not parse, lies outside the
+    widget's range or is not among its choices falls back to the default, and a
+    message says so.
+
+    Returns
+    -------
+    settings : Settings
+    warnings : list of str
+        One human-readable line per ignored value.
+    """
+    defaults = defaults or default_settings()
+    values = asdict(defaults)
+    notes: list[str] = []
+    for name, key in QUERY_KEYS.items():
+        if key not in params:
+            continue
+        raw = params[key]
+        if isinstance(raw, (list, tuple)):
+            raw = raw[-1] if raw else ""
+        try:
+            if name == "lengths":
+                parts = [p for p in str(raw).split(",") if p.strip()]
+                if not parts:
+                    raise ValueError("expected comma-separated integers")
+                values[name] = tuple(_parse_int(p, 0, MAX_CONTEXT) for p in parts)
+            elif name in _INT_BOUNDS:
+                values[name] = _parse_int(raw, *_INT_BOUNDS[name])
+            else:
+                choices = _CHOICES[name]
+                value = int(raw) if name in ("block_size", "pool_headroom") else str(raw)
+                if value not in choices:
+                    raise ValueError(f"must be one of {', '.join(map(str, choices))}")
+                values[name] = value
+        except (ValueError, TypeError) as exc:
+            reason = str(exc) if "must be" in str(exc) or "expected" in str(exc) else "not a valid value"
+            notes.append(f"`{key}={raw}` ignored ({reason}); using {_fallback(defaults, name)}.")
+    settings = Settings(**values)
+
+    if settings.num_heads % settings.num_kv_heads:
+        fixed = nearest_kv_heads(settings.num_heads, settings.num_kv_heads)
+        notes.append(
+            f"`kv_heads={settings.num_kv_heads}` ignored: num_heads ({settings.num_heads}) must be a "
+            f"multiple of num_kv_heads; using {fixed}."
+        )
+        settings = replace(settings, num_kv_heads=fixed)
+    if settings.lengths is not None and len(settings.lengths) != settings.batch_size:
+        notes.append(
+            f"`lens` ignored: it holds {count(len(settings.lengths), 'value')} for batch size "
+            f"{settings.batch_size}; using the lengths drawn from the spread instead."
+        )
+        settings = replace(settings, lengths=None)
+    if settings.context_mode == "uniform" and settings.lengths is not None:
+        settings = replace(settings, lengths=None)
+    heads = (settings.num_heads, settings.num_kv_heads, settings.head_dim)
+    if settings.preset != CUSTOM and MODEL_PRESETS[settings.preset] != heads:
+        settings = replace(settings, preset=preset_for(*heads))
+    return settings, notes
+
+
+def _fallback(defaults: Settings, name: str) -> str:
+    """How a URL note names the value used instead of a bad one."""
+    if name == "lengths" and defaults.lengths is None:
+        return "the lengths drawn from the spread (`lo`, `hi`, `spread`, `seed`)"
+    return repr(getattr(defaults, name))
+
+
+def settings_to_query(settings: Settings) -> dict[str, str]:
+    """URL query parameters that reproduce ``settings``.
+
+    Hand-edited ragged lengths are written as ``lens=3,17,...`` only when they
+    differ from what the spread draws.
+    """
+    out: dict[str, str] = {}
+    for f in fields(Settings):
+        value = getattr(settings, f.name)
+        if f.name == "lengths":
+            continue
+        out[QUERY_KEYS[f.name]] = str(value)
+    if settings.context_mode == "ragged" and settings.lengths is not None:
+        try:
+            generated = settings.generated_lengths()
+        except ValueError:
+            generated = None
+        if tuple(settings.lengths) != generated:
+            out[QUERY_KEYS["lengths"]] = ",".join(str(n) for n in settings.lengths)
+    return out

@@ -1,0 +1,125 @@
+"""AppTest suite for the Inside the kernel page: the traced sequence and head,
+launch-plan overrides, limits and bad input. Assertions read the Plotly specs
+the page sends."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from paged_attention import assign_blocks, plan_launch  # noqa: E402
+from explorer import settings as state  # noqa: E402
+from explorer.kernel_trace_view import decode_shape  # noqa: E402
+
+from test_app import arr, assert_clean, chart, open_app  # noqa: E402
+
+KERNEL = "app_pages/inside_the_kernel.py"
+RAGGED = {"batch": "3", "ctx_mode": "ragged", "lens": "300,97,1", "heads": "6", "kv_heads": "2", "head_dim": "24",
+          "preset": "Custom", "block": "16", "dtype": "float32", "lo": "1", "hi": "300"}
+
+
+def test_kernel_page_traces_the_longest_sequence():
+    at = open_app(RAGGED, page=KERNEL)
+    assert_clean(at)
+    assert at.number_input(key="ik_seq").value == 0
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Tokens"] == "300" and metrics["Block-table lookups"] == "19"
+    assert float(metrics["Error vs reference"]) < 1e-12
+    config = state.settings_from_query(RAGGED)[0].config()
+    tables, _ = assign_blocks(config)
+    walk = chart(at, "ik_walk_chart")["data"][0]
+    base = arr(walk["base"]).astype(int)
+    assert np.array_equal(arr(walk["customdata"])[:, 0].astype(int), tables[0].numpy()[base // 16])
+    assert sorted(np.concatenate([np.arange(b, b + n) for b, n in zip(base, arr(walk["x"]).astype(int))])) == \
+        list(range(300))
+    softmax = chart(at, "ik_softmax_chart")
+    errors = [t for t in softmax["data"] if t["name"].startswith("error vs final")]
+    star = [t for t in softmax["data"] if t["name"] == "output"]
+    if len(errors) == 1:  # one split (the CPU's plan): its last tile is the final answer
+        assert arr(errors[0]["y"])[-1] < 1e-12
+    else:  # split-K (a GPU's plan): only the merge, drawn as the star, is the final answer
+        assert star and arr(star[0]["y"])[-1] < 1e-12
+
+
+def test_kernel_page_follows_sequence_head_and_plan_overrides():
+    at = open_app(RAGGED, page=KERNEL)
+    at.number_input(key="ik_seq").set_value(1).run()
+    at.number_input(key="ik_head").set_value(5).run()
+    assert_clean(at)
+    assert {m.label: m.value for m in at.metric}["Tokens"] == "97"
+    assert any("query head 5 reads KV head 1" in c.value for c in at.caption)
+    at.toggle(key="ik_override").set_value(True).run()
+    at.number_input(key="ik_splits").set_value(3).run()
+    runs = {m.label: (m.value, m.delta) for m in at.metric}["Splits that run"]
+    assert runs == ("1", "of 3")  # 97 tokens: all in split 0
+    assert any("nothing to merge" in i.value for i in at.info)
+    at.number_input(key="ik_seq").set_value(0).run()
+    at.selectbox(key="ik_block_n").set_value(16).run()
+    assert_clean(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Splits that run"] == "3" and metrics["Tiles walked"] == "19"  # a 16-token tile per block
+    assert float(metrics["Error vs reference"]) < 1e-12
+    merge = chart(at, "ik_merge_chart")
+    assert sum(arr(merge["data"][1]["y"])) == pytest.approx(100)
+    assert len(merge["data"][0]["x"]) == 3
+    at.toggle(key="ik_override").set_value(False).run()
+    assert {m.label: m.value for m in at.metric}["Tiles walked"] != "19"
+
+
+@pytest.mark.parametrize("query, kind, message", [
+    ({"batch": "1", "ctx_mode": "uniform", "ctx": "40000"}, "error", "traces at most"),
+    ({"batch": "2", "ctx_mode": "ragged", "lo": "500", "hi": "20"}, "error", "Shortest (500) must not exceed Longest (20)"),
+])
+def test_kernel_page_limits_and_bad_input(query, kind, message):
+    at = open_app(query, page=KERNEL)
+    assert not at.exception
+    assert any(message in e.value for e in getattr(at, kind))
+
+
+@pytest.mark.gpu
+def test_gpu_kernel_page_traces_the_plan_of_the_gpu():
+    query = {**RAGGED, "device": "cuda", "dtype": "float16"}
+    at = open_app(query, page=KERNEL)
+    assert_clean(at)
+    config = state.settings_from_query(query)[0].config()
+    tables, _ = assign_blocks(config)
+    plan = plan_launch(decode_shape(config, tables.numpy()), torch.device("cuda"), torch.float16)
+    assert f"BLOCK_N = {plan.block_n} tokens per tile" in " ".join(c.value for c in at.caption)
+    assert float({m.label: m.value for m in at.metric}["Error vs reference"]) < 1e-12
+
+
+def test_kernel_page_explains_an_empty_sequence():
+    at = open_app({"batch": "2", "ctx_mode": "ragged", "lens": "0,20", "lo": "0", "hi": "20"}, page=KERNEL)
+    assert at.number_input(key="ik_seq").value == 1  # starts on the longest
+    at.number_input(key="ik_seq").set_value(0).run()
+    assert_clean(at)
+    assert any("no cached tokens" in i.value for i in at.info)
+
+
+def test_kernel_page_says_when_the_split_override_is_capped():
+    query = {"batch": "3", "ctx_mode": "ragged", "lens": "0,5000,31", "lo": "0", "hi": "5000"}
+    at = open_app(query, page=KERNEL)
+    at.toggle(key="ik_override").set_value(True).run()
+    at.number_input(key="ik_splits").set_value(256).run()
+    assert_clean(at)
+    assert {m.label: (m.value, m.delta) for m in at.metric}["Splits that run"] == ("157", "of 157")
+    (note,) = [i.value for i in at.info if "Splits capped" in i.value]
+    assert note.startswith("Splits capped from 256 to 157: the longest sequence has 313 blocks of 16 tokens")
+    at.number_input(key="ik_splits").set_value(8).run()
+    assert not any("Splits capped" in i.value for i in at.info)
+
+
+def test_kernel_page_says_when_every_sequence_is_empty():
+    at = open_app({"batch": "3", "ctx_mode": "uniform", "ctx": "0"}, page=KERNEL)
+    assert_clean(at)
+    (info,) = [i.value for i in at.info if "no cached tokens" in i.value]
+    assert info.startswith("Every sequence is empty")
+    assert "Pick another sequence" not in info

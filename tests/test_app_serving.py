@@ -1,0 +1,223 @@
+"""AppTest suite for the Serving simulation page: its controls, the step slider,
+bad input, the CPU caps and timing Triton on a step. Assertions read the Plotly
+specs the page sends."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from paged_attention import execution_mode  # noqa: E402
+from explorer import limits  # noqa: E402
+from explorer.serving_history import simulate  # noqa: E402
+from ui.data import serving_config  # noqa: E402
+
+from test_app import CPU_ONLY, TINY, arr, assert_clean, chart  # noqa: E402
+
+SERVING = "app_pages/serving_simulation.py"
+
+#: A small simulation that every machine runs the same way (the page's defaults differ).
+SIM = {"sv_num_blocks": 64, "sv_block_size": 8, "sv_max_batch": 6, "sv_rate": 0.3, "sv_prompt_lo": 4,
+       "sv_prompt_hi": 96, "sv_output_lo": 4, "sv_output_hi": 48, "sv_steps": 120}
+
+
+def open_serving(**changes) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    for key, value in TINY.items():
+        at.query_params[key] = value
+    for key, value in {**SIM, **changes}.items():
+        at.session_state[key] = value
+    at.switch_page(SERVING)
+    return at.run()
+
+
+def sim_history():
+    config = serving_config(SIM["sv_num_blocks"], SIM["sv_block_size"], SIM["sv_max_batch"], SIM["sv_rate"],
+                            ("long-tail", SIM["sv_prompt_lo"], SIM["sv_prompt_hi"]),
+                            ("long-tail", SIM["sv_output_lo"], SIM["sv_output_hi"]), 0)
+    return simulate(config, SIM["sv_steps"])
+
+
+def pool_codes(at: AppTest, num_blocks: int) -> np.ndarray:
+    return arr(chart(at, "sv_pool_chart")["data"][0]["z"]).ravel()[:num_blocks]
+
+
+def test_serving_page_starts_at_the_busiest_step():
+    at = open_serving()
+    assert_clean(at)
+    history = sim_history()
+    step = int(history.metrics["blocks_in_use"].to_numpy().argmax())
+    assert at.slider(key="sv_step").value == step
+    owner = history.records[step].pool_owner()
+    assert np.array_equal(pool_codes(at, 64) == 0, owner == -1)
+    blocks = next(m for m in at.metric if m.label == "Blocks in use")  # the pool size moved to the delta
+    assert (blocks.value, blocks.delta) == (f"{(owner >= 0).sum()}", f"of 64 · {100 * (owner >= 0).mean():.0f}%")
+    table = chart(at, "sv_table_chart")
+    assert table["layout"]["yaxis"]["ticktext"] == [str(s) for s in history.records[step].seq_ids]
+    timeline = chart(at, "sv_timeline_chart")
+    assert arr(timeline["data"][0]["y"]).tolist() == history.metrics["blocks_in_use"].tolist()
+    at.toggle(key="sv_anim").set_value(True).run()
+    assert_clean(at)
+    frames = chart(at, "sv_anim_chart")["frames"]
+    assert len(frames) == 80 and frames[-1]["name"] == "119"
+    bars = chart(at, "sv_tradeoff_chart")["data"][0]
+    assert bars["x"] == ["1", "2", "4", "8", "16", "32", "64", "128", "256"]
+
+
+def test_serving_slider_moves_every_figure():
+    history = sim_history()
+    at = open_serving()
+    for step in (5, 60):
+        at.slider(key="sv_step").set_value(step).run()
+        assert_clean(at)
+        pool = chart(at, "sv_pool_chart")
+        assert pool["layout"]["title"]["text"] == f"Physical block pool after step {step}"
+        owner = history.records[step].pool_owner()
+        assert np.array_equal(pool_codes(at, 64) == 0, owner == -1)
+        taken, freed, recycled = history.changes(step)
+        marks = {t["name"]: t for t in pool["data"]}
+        got = set(arr(marks["freed this step"]["customdata"])[:, 0].astype(int)) if len(freed) else set()
+        assert got == set(freed.tolist())
+        shapes = chart(at, "sv_timeline_chart")["layout"]["shapes"]
+        assert {s["x0"] for s in shapes} == {step}
+
+
+def test_serving_with_one_step_draws_it_without_a_slider():
+    at = open_serving()
+    at.number_input(key="sv_steps").set_value(1).run()
+    assert_clean(at)
+    assert not at.slider and any("Decode step 0, the only one" in c.value for c in at.caption)
+    assert chart(at, "sv_pool_chart")["layout"]["title"]["text"].endswith("after step 0")
+
+
+def test_serving_controls_change_the_simulation():
+    at = open_serving()
+    at.selectbox(key="sv_block_size").set_value(16).run()
+    assert_clean(at)
+    bars = chart(at, "sv_tradeoff_chart")["data"][0]
+    assert bars["marker"]["line"]["width"][bars["x"].index("16")] == 2  # the chosen block size is outlined
+    assert "of 16 slots" in chart(at, "sv_pool_chart")["layout"]["title"]["subtitle"]["text"]
+    at.number_input(key="sv_rate").set_value(0.0).run()
+    assert_clean(at)
+    assert {m.label: m.value for m in at.metric}["Running"] == "0"  # no traffic, nothing runs
+    assert any("No sequence is running" in i.value for i in at.info)
+    at.segmented_control(key="sv_prompt_kind").set_value("uniform").run()
+    at.number_input(key="sv_rate").set_value(0.5).run()
+    assert_clean(at)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"sv_prompt_lo": 200, "sv_prompt_hi": 100}, "Prompt length needs shortest <= longest"),
+    ({"sv_num_blocks": 4}, "The pool must hold the longest request: Prompt length longest + Output length longest"),
+])
+def test_invalid_simulation_shows_an_error(changes, message):
+    at = open_serving(**changes)
+    assert not at.exception
+    assert any(message in e.value for e in at.error)
+    assert not at.get("plotly_chart")
+
+
+def test_time_triton_on_a_step_and_across_block_sizes():
+    at = open_serving()
+    step = at.slider(key="sv_step").value
+    at.button(key="sv_time").click().run()
+    assert_clean(at)
+    metric = next(m for m in at.metric if m.label == f"Triton decode at step {step}")
+    assert float(metric.value.split()[0]) > 0
+    table = at.dataframe[0].value
+    assert table["step"].tolist() == [step] and table["correct"].tolist() == ["yes"]
+
+    at.button(key="sv_tradeoff_run").click().run()
+    assert_clean(at)
+    spec = chart(at, "sv_tradeoff_chart")
+    assert spec["layout"]["yaxis2"]["title"]["text"] == "Triton latency (ms)"
+    line = spec["data"][1]
+    expected = ["4", "16", "64"] if execution_mode() == "interpreter" else ["1", "2", "4", "8", "16", "32", "64", "128", "256"]
+    assert line["x"] == expected and all(y > 0 for y in line["y"])
+
+
+def _serving_with_a_large_step() -> AppTest:
+    """The Serving page with a batch of up to 32 sequences of up to 1,000-token prompts
+    (the sidebar's default heads: 32/8/128): over the CPU cap at every block size."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    for key, value in {**SIM, "sv_num_blocks": 512, "sv_max_batch": 32, "sv_rate": 1.0, "sv_prompt_hi": 1000}.items():
+        at.session_state[key] = value
+    return at.switch_page(SERVING).run()
+
+
+@CPU_ONLY
+def test_cpu_refuses_to_time_a_large_step():
+    at = _serving_with_a_large_step()
+    assert not at.exception
+    assert any("On the CPU the benchmark runs only when" in w.value for w in at.warning)
+    assert at.button(key="sv_time").disabled
+
+
+@pytest.mark.gpu
+def test_gpu_times_triton_on_a_serving_step():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    for key, value in {**TINY, "device": "cuda"}.items():
+        at.query_params[key] = value
+    at.switch_page(SERVING).run()
+    at.button(key="sv_time").click().run()
+    assert_clean(at)
+    table = at.dataframe[0].value
+    assert table["correct"].tolist() == ["yes"] and table["gbps"].iloc[0] > 0
+
+
+@CPU_ONLY
+def test_serving_defaults_fit_the_cpu_cap_so_the_first_clicks_work():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)  # the sidebar's defaults: 32/8/128 heads
+    at.switch_page(SERVING).run()
+    assert_clean(at)
+    assert at.number_input(key="sv_max_batch").value == 4  # 4 x 32 heads x 64 = 8,192, the cap
+    assert at.number_input(key="sv_rate").value == 0.13  # 0.2 for 6 slots, scaled to 4
+    waiting = at.metric[1].value  # at the busiest step
+    assert int(waiting) <= 5  # the queue stays short (0.2 a step into 4 slots: 10 waiting there)
+    assert not at.button(key="sv_time").disabled and not at.button(key="sv_tradeoff_run").disabled
+    assert not any("CPU" in w.value for w in at.warning)
+    at.button(key="sv_tradeoff_run").click().run()
+    assert_clean(at)
+    line = chart(at, "sv_tradeoff_chart")["data"][1]
+    assert line["x"] == ["4", "16", "64"] and all(y > 0 for y in line["y"])  # every size timed, none refused
+
+
+@CPU_ONLY
+def test_serving_says_up_front_when_no_block_size_fits_the_cpu_cap():
+    at = _serving_with_a_large_step()
+    assert not at.exception
+    assert at.button(key="sv_tradeoff_run").disabled
+    (note,) = [w.value for w in at.warning if w.value.startswith("Nothing to time")]
+    assert limits.CPU_WORK_RULE in note and "11 x max(8 x 1,006, 32 x 64) = 88,528" in note
+    assert note.endswith("Lower **Max batch**, the sidebar's KV heads or the longest prompt or output.")
+    assert not any("Not timed" in i.value for i in at.info)
+
+
+def test_serving_metrics_stay_short_enough_to_fit():
+    at = open_serving(sv_num_blocks=16_384, sv_steps=1000, sv_rate=2.0)
+    assert_clean(at)
+    values = {m.label: m.value for m in at.metric}
+    assert all(len(v) <= 7 for v in values.values()), values  # six side by side: "16,384" fits, "561 / 16,384" not
+    blocks = next(m for m in at.metric if m.label == "Blocks in use")
+    assert blocks.delta.startswith("of 16,384 · ")
+
+
+@CPU_ONLY
+def test_serving_step_refusal_names_max_batch_not_the_sidebar_batch():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    for key, value in {**SIM, "sv_num_blocks": 512, "sv_max_batch": 999, "sv_rate": 1.0, "sv_prompt_hi": 1000}.items():
+        at.session_state[key] = value
+    at.switch_page(SERVING).run()
+    assert not at.exception
+    assert at.button(key="sv_time").disabled
+    (refusal,) = [w.value for w in at.warning if w.value.startswith("On the CPU the benchmark runs only when")]
+    assert "Lower **Max batch**, the sidebar's KV heads or the longest prompt or output, or run on a GPU." in refusal
+    assert "Lower the batch" not in refusal

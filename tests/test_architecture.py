@@ -1,0 +1,72 @@
+"""The two floors hold: the kernel library under the explorer under the Streamlit helpers.
+
+The import-linter contracts in ``pyproject.toml`` say which package may import
+which; these tests run them, and check what the library itself pulls in.
+"""
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import grimp
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: What the kernel library may import besides the standard library.
+LIBRARY_DEPENDENCIES = {"torch", "triton", "numpy"}
+#: Imports only the benchmark's command line makes, inside ``main()``.
+BENCH_CLI_ONLY = {"pandas", "tqdm"}
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_import_linter_contracts_are_kept():
+    """``lint-imports`` on the contracts of pyproject.toml: on failure, its report
+    names the broken contract and the import chain that breaks it."""
+    run = _run("import sys; from importlinter.cli import lint_imports; "
+               "sys.exit(lint_imports(no_cache=True, no_logo=True))")
+    assert run.returncode == 0, f"an import-linter contract is broken:\n{run.stdout}\n{run.stderr}"
+    assert "0 broken" in run.stdout
+
+
+def test_contracts_cover_the_three_layers():
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layers = [c["layers"] for c in contracts if c["type"] == "layers"]
+    assert ["ui", "explorer", "paged_attention"] in layers
+    forbidden = {tuple(c["source_modules"]): set(c["forbidden_modules"]) for c in contracts if c["type"] == "forbidden"}
+    assert {"streamlit", "plotly", "pandas", "explorer"} <= forbidden[("paged_attention",)]
+    assert "streamlit" in forbidden[("explorer",)]
+
+
+def test_library_imports_only_torch_triton_and_numpy():
+    graph = grimp.build_graph("paged_attention", include_external_packages=True, cache_dir=None)
+    external = {}
+    for module in graph.find_descendants("paged_attention") | {"paged_attention"}:
+        for imported in graph.find_modules_directly_imported_by(module):
+            top = imported.split(".")[0]
+            if top != "paged_attention" and top not in sys.stdlib_module_names:
+                external.setdefault(top, set()).add(module)
+    allowed = {name: modules for name, modules in external.items()
+               if name in LIBRARY_DEPENDENCIES or (name in BENCH_CLI_ONLY and modules == {"paged_attention.bench"})}
+    assert external == allowed, f"the library imports {sorted(set(external) - set(allowed))}"
+
+
+def test_importing_the_library_loads_no_app_dependencies():
+    """Every library module imports without pandas, Plotly, Streamlit or the explorer
+    (the benchmark CLI imports pandas inside ``main()`` only)."""
+    run = _run(
+        "import importlib, pkgutil, sys, paged_attention\n"
+        "for m in pkgutil.iter_modules(paged_attention.__path__):\n"
+        "    importlib.import_module('paged_attention.' + m.name)\n"
+        "print(sorted(n for n in ('pandas', 'plotly', 'streamlit', 'explorer', 'ui') if n in sys.modules))\n"
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
+
+
+def test_only_the_library_is_shipped():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["tool"]["setuptools"]["packages"] == ["paged_attention"]

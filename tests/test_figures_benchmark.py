@@ -1,0 +1,128 @@
+"""Figures of benchmark results: latency, speedup, bandwidth, accuracy and the run history."""
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from explorer import figures
+
+
+def _result(name, samples, gpu=None, abs_err=1e-4, rel_err=1e-3, passed=True):
+    med = float(np.median(samples))
+    return SimpleNamespace(
+        name=name, label={"naive": "Naive PyTorch", "vectorized": "Optimized PyTorch", "triton": "Triton"}[name],
+        samples_ms=samples, median_ms=med, p10_ms=min(samples), p90_ms=max(samples), gpu_time_ms=gpu,
+        gbps=2.0 / med, gpu_gbps=None if gpu is None else 2.0 / gpu, bytes_moved=2_000_000,
+        max_abs_err=abs_err, max_rel_err=rel_err, atol=2e-3, rtol=2e-3, passed=passed, device="cuda:0",
+    )
+
+
+RESULTS = [
+    _result("naive", [10.0, 11.0, 12.0]),
+    _result("vectorized", [1.0, 1.2, 1.1], gpu=0.5, abs_err=0.0),
+    _result("triton", [0.2, 0.25, 0.3], gpu=0.05, abs_err=float("nan"), passed=False),
+]
+
+
+def test_latency_figure():
+    fig = figures.latency_figure(RESULTS)
+    boxes = [t for t in fig.data if t.type == "box"]
+    assert [t.name for t in boxes] == ["Naive PyTorch", "Optimized PyTorch", "Triton"]
+    assert list(boxes[0].y) == [10.0, 11.0, 12.0]
+    assert [t.marker.color for t in boxes] == [figures.IMPL_COLORS[n] for n in ("naive", "vectorized", "triton")]
+    gpu = next(t for t in fig.data if t.name == "GPU time (CUDA graph)")
+    assert list(gpu.y) == [0.5, 0.05]
+    assert fig.layout.yaxis.type == "log" and "ms" in fig.layout.yaxis.title.text
+
+
+def test_speedup_figure():
+    fig = figures.speedup_figure(RESULTS)
+    assert list(fig.data[0].y) == pytest.approx([1.0, 10.0, 44.0])
+    assert fig.data[0].text[2] == "44.0×"
+    assert "No naive" in figures.speedup_figure(RESULTS[1:]).layout.annotations[0].text
+
+
+def test_bandwidth_figure_with_copy_bandwidth():
+    fig = figures.bandwidth_figure(RESULTS, copy_gbps=100.0)
+    assert [t.name for t in fig.data] == ["from call latency", "from GPU time (CUDA graph)"]
+    assert fig.data[1].y[0] is None
+    assert "%" in fig.data[1].text[2]
+    assert any(s.y0 == 100.0 for s in fig.layout.shapes)
+
+
+def test_accuracy_figure_is_finite_and_marks_failures():
+    fig = figures.accuracy_figure(RESULTS)
+    abs_bar, rel_bar = fig.data
+    assert all(math.isfinite(v) and v > 0 for v in abs_bar.y)
+    finite = [r.max_abs_err for r in RESULTS if math.isfinite(r.max_abs_err) and r.max_abs_err > 0]
+    assert abs_bar.y[1] == pytest.approx(min(finite + [RESULTS[0].atol]) / 10)  # a decade under the rest
+    assert abs_bar.customdata[1] == "0 (exact)" and abs_bar.text[1] == "0 (exact)"
+    assert abs_bar.customdata[2] == "NaN/inf"
+    texts = [a.text for a in fig.layout.annotations if "pass" in a.text or "FAIL" in a.text]
+    assert texts == ["✓ pass", "✓ pass", "✗ FAIL"]
+    assert any(s.y0 == 2e-3 for s in fig.layout.shapes)
+    assert fig.layout.yaxis.type == "log"
+
+
+def test_history_figure_groups_runs():
+    history = [
+        {"run": 1, "label": "B=1", "results": RESULTS},
+        {"run": 2, "label": "B=2", "results": RESULTS[1:]},
+    ]
+    fig = figures.history_figure(history)
+    assert [t.name for t in fig.data] == ["Naive PyTorch", "Optimized PyTorch", "Triton"]
+    assert list(fig.data[0].x) == ["#1", "#2"] and fig.data[0].y[1] is None
+    assert fig.data[2].marker.color == figures.IMPL_COLORS["triton"]
+
+
+def _accuracy_result(name, label, abs_err, rel_err, ratio, passed=True):
+    return SimpleNamespace(name=name, label=label, max_abs_err=abs_err, max_rel_err=rel_err, max_tol_ratio=ratio,
+                           atol=1e-3, rtol=1e-3, passed=passed)
+
+
+def test_accuracy_plots_the_tolerance_ratio_not_the_relative_error():
+    results = [_accuracy_result("naive", "Naive", 2e-4, 9.1, 0.21),
+               _accuracy_result("triton", "Triton", 3e-4, 8.7, 0.3),
+               _accuracy_result("vectorized", "Optimized", 0.0, 0.0, 0.0)]
+    fig = figures.accuracy_figure(results)
+    abs_bar, ratio_bar = fig.data
+    # Not the relative errors 9.1 and 8.7; the exact result a decade under the smallest bar or line.
+    assert ratio_bar.y[:2] == (0.21, 0.3) and ratio_bar.y[2] == pytest.approx(0.021)
+    assert abs_bar.y[:2] == (2e-4, 3e-4) and abs_bar.y[2] == pytest.approx(2e-5)
+    assert ratio_bar.text[2] == abs_bar.text[2] == "0 (exact)"
+    assert ratio_bar.yaxis == "y" and abs_bar.yaxis == "y2"
+    assert any(s.y0 == 1 and s.yref == "y" for s in fig.layout.shapes)  # the tolerance
+    assert any(s.y0 == 1e-3 and s.yref == "y2" for s in fig.layout.shapes)  # atol
+    assert "max |out − ref| = " in ratio_bar.hovertemplate  # the absolute error stays in view
+    assert fig.layout.yaxis.range[1] > 0  # the tolerance line is on the chart
+    assert not any("rel" in (t.name or "") for t in fig.data)
+
+
+def test_accuracy_without_a_tolerance_ratio_bounds_it_by_atol():
+    result = SimpleNamespace(name="triton", label="Triton", max_abs_err=5e-4, max_rel_err=3.0, atol=1e-3,
+                             rtol=1e-3, passed=True)
+    assert figures.accuracy_figure([result]).data[1].y[0] == pytest.approx(0.5)
+
+
+def test_latency_labels_use_the_axis_unit():
+    results = [SimpleNamespace(name=n, label=n, samples_ms=s, median_ms=float(np.median(s)), p90_ms=max(s),
+                               gpu_time_ms=None, device="cuda:0")
+               for n, s in (("naive", [1.8, 2.0, 2.2]), ("triton", [0.18, 0.1849, 0.19]))]
+    fig = figures.latency_figure(results)
+    labels = [a.text for a in fig.layout.annotations]
+    assert labels == ["<b>2.00 ms</b>", "<b>0.185 ms</b>"]
+    assert "ms" in fig.layout.yaxis.title.text and not any("µs" in t for t in labels)
+
+
+def test_accuracy_of_an_all_exact_run_spans_a_few_decades():
+    """An all-empty batch is exact everywhere: the panels must not stretch from 1e-12
+    to 1 with a label per decade."""
+    results = [_accuracy_result("naive", "Naive", 0.0, 0.0, 0.0), _accuracy_result("triton", "Triton", 0.0, 0.0, 0.0)]
+    fig = figures.accuracy_figure(results)
+    for axis in (fig.layout.yaxis, fig.layout.yaxis2):
+        lo, hi = axis.range
+        assert hi - lo <= 4
+        assert (hi - lo) / (axis.dtick or 1) <= 6
+    assert all(t == "0 (exact)" for bar in fig.data for t in bar.text)

@@ -1,0 +1,121 @@
+"""Figures of the kernel trace: the walk over the blocks, the online softmax, the split merge."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from paged_attention import DecodeConfig, build_decode_inputs
+from explorer import figures
+from explorer.kernel_trace_view import launch_plan, trace_row
+from test_figures_style import _integer_ticks, _tiles
+
+
+def kernel_trace(context_lens=(300, 97), block_size=16, **overrides):
+    config = DecodeConfig(batch_size=len(context_lens), context_lens=context_lens, num_heads=4, num_kv_heads=2,
+                          head_dim=16, block_size=block_size, dtype="float32", block_layout="shuffled")
+    tables = build_decode_inputs(config).block_tables.numpy()
+    plan = launch_plan(config, tables, **overrides)
+    return config, tables, plan, trace_row(config, tables, 0, 1, plan=plan)
+
+
+def test_kernel_walk_covers_every_token_once_in_its_physical_block():
+    config, tables, plan, trace = kernel_trace(block_n=32, num_splits=3)
+    fig = figures.kernel_walk_figure(trace.tiles, 300, 16, plan.block_n, num_blocks=config.num_blocks)
+    bars = fig.data[0]
+    base, length = np.array(bars.base).astype(int), np.array(bars.x).astype(int)
+    phys = np.array(bars.customdata)[:, 0].astype(int)
+    covered = np.concatenate([np.arange(b, b + n) for b, n in zip(base, length)])
+    assert np.array_equal(np.sort(covered), np.arange(300))  # every token read once
+    assert np.array_equal(phys, tables[0][base // 16])  # from the block the table names
+    assert len(base) == -(-300 // 16)  # one segment per block: 19 table lookups
+    assert list(np.array(bars.y)) == list(np.repeat(trace.tiles.index, trace.tiles["num_physical_blocks"]))
+    masked = fig.data[1]
+    assert list(masked.x) == trace.tiles["masked_lanes"].tolist()
+    assert "3 splits" in fig.layout.title.subtitle.text and "19 block-table lookups" in fig.layout.title.subtitle.text
+    assert len(fig.layout.shapes) == 2  # two split boundaries
+    assert "lookups" in fig.layout.yaxis.ticktext[0]
+
+
+def test_kernel_walk_of_a_long_row_draws_one_bar_per_tile():
+    tiles = pd.DataFrame({
+        "split": 0, "tile": range(3000), "subtile": 0, "first_block": range(3000), "end_block": range(1, 3001),
+        "token_start": range(0, 3000), "token_end": range(1, 3001), "valid_tokens": 1, "masked_lanes": 15,
+        "physical_blocks": [(i,) for i in range(3000)], "num_physical_blocks": 1, "table_lookups": 1,
+    })
+    fig = figures.kernel_walk_figure(tiles, 3000, 1, 16)
+    assert len(fig.data[0].x) == 3000 and len(fig.layout.yaxis.tickvals) <= 41
+    assert "colour = split" in fig.layout.title.subtitle.text
+
+
+def test_kernel_walk_of_an_empty_row():
+    fig = figures.kernel_walk_figure(pd.DataFrame(), 0, 16, 64)
+    assert "no cached tokens" in fig.layout.annotations[0].text
+
+
+def test_online_softmax_figure_follows_the_trace():
+    _, _, _, trace = kernel_trace(block_n=16, num_splits=2)
+    fig = figures.online_softmax_figure(trace.tiles, final_error=trace.max_abs_error)
+    by_name = {t.name: t for t in fig.data}
+    for s, part in trace.tiles.groupby("split"):
+        assert list(by_name[f"m (split {s})"].y) == part["m"].tolist()
+        assert list(by_name[f"l (split {s})"].y) == part["l"].tolist()
+        assert list(by_name[f"m (split {s})"].x) == part["token_end"].tolist()
+        err = np.array(by_name[f"error vs split (split {s})"].y)
+        assert err[-1] < 1e-12 and err.min() >= figures.ERROR_FLOOR_F64
+    star = by_name["output"]
+    assert list(star.x) == [300] and star.y[0] < 1e-12 and star.text[0] == "merged output"
+    m0 = np.array(by_name["m (split 0)"].y)
+    assert np.all(np.diff(m0) >= 0)  # a running max never falls
+    assert fig.layout.yaxis2.type == "log" and fig.layout.yaxis3.type == "log"
+
+
+def test_split_merge_shares_sum_to_one_hundred():
+    _, _, _, trace = kernel_trace(num_splits=3)
+    fig = figures.split_merge_figure(trace.splits)
+    m, share = fig.data
+    assert list(m.y) == trace.splits["m"].tolist()
+    assert sum(share.y) == pytest.approx(100)
+    weights = np.array(share.customdata)[:, 1]
+    assert weights.max() == pytest.approx(1.0)  # the split holding the max keeps weight 1
+    assert list(m.x) == [f"split {s}" for s in trace.splits["split"]]
+
+
+def test_online_softmax_of_one_tile_counts_tokens_from_zero():
+    tiles = _tiles(1, 1)
+    tiles["token_end"] = 40
+    fig = figures.online_softmax_figure(tiles, final_error=1e-16)
+    assert fig.layout.xaxis3.rangemode == "tozero"  # not 39.5 ... 40.5 tokens
+    assert _integer_ticks(fig.layout.xaxis3)
+
+
+def test_online_softmax_of_many_splits_has_a_colour_bar_not_a_legend():
+    fig = figures.online_softmax_figure(_tiles(157), final_error=1e-9)
+    assert fig.layout.showlegend is False
+    assert not [t for t in fig.data if t.showlegend]
+    (bar,) = [t for t in fig.data if t.name == "split colours"]
+    assert bar.marker.showscale and (bar.marker.cmin, bar.marker.cmax) == (0, 156)
+    assert _integer_ticks(bar.marker.colorbar)
+    m = [t for t in fig.data if t.name.startswith("m (split")]
+    assert len({t.line.color for t in m}) == 157  # no colour repeats
+    assert "split 3" in fig.data[5 * 3].hovertemplate
+
+
+def test_online_softmax_of_few_splits_has_one_legend_entry_each():
+    fig = figures.online_softmax_figure(_tiles(3), final_error=1e-9)
+    assert [t.name for t in fig.data if t.showlegend] == ["m (split 0)", "m (split 1)", "m (split 2)"]
+    assert fig.layout.showlegend is True
+    assert not [t for t in fig.data if t.name == "split colours"]
+
+
+def test_split_merge_and_kernel_walk_of_many_splits():
+    splits = pd.DataFrame({"split": range(157), "m": np.linspace(0, 3, 157), "l": 1.0, "weight": 1.0,
+                           "share": np.full(157, 1 / 157), "token_start": np.arange(157) * 32,
+                           "token_end": np.arange(1, 158) * 32})
+    fig = figures.split_merge_figure(splits)
+    assert len(set(fig.data[0].marker.color)) == 157 and fig.data[0].text is None
+    assert fig.layout.showlegend is False
+    walk = figures.kernel_walk_figure(_tiles(157, 16), 157 * 16 * 16, 16, 16)  # > MAX_WALK_SEGMENTS: colour = split
+    assert "colour = split" in walk.layout.title.subtitle.text
+    assert len(set(walk.data[0].marker.color)) == 157
+    (bar,) = [t for t in walk.data if t.name == "split colours"]
+    assert _integer_ticks(bar.marker.colorbar)

@@ -1,0 +1,104 @@
+"""Figures of the serving simulation: the pool at a step, the timeline, the block-size trade-off, the animation."""
+
+import numpy as np
+import pytest
+
+from explorer import figures
+from explorer.serving_history import simulate
+from explorer.simulator import LengthDist, ServingConfig
+from explorer.tradeoff import block_size_tradeoff
+
+
+SERVING = ServingConfig(num_blocks=48, block_size=4, max_batch_size=5, arrival_rate=0.6,
+                        prompt_len=LengthDist("long-tail", 2, 40), output_len=LengthDist("uniform", 2, 20), seed=3)
+
+
+@pytest.fixture(scope="module")
+def history():
+    return simulate(SERVING, 60)
+
+
+def test_serving_pool_marks_what_the_step_changed(history):
+    step = int(history.metrics["recycled"].to_numpy().argmax())
+    record = history.records[step]
+    taken, freed, recycled = history.changes(step)
+    owner = record.pool_owner()
+    fig = figures.serving_pool_figure(owner, record.block_tables(), record.context_lens, 4, step=step,
+                                      taken=taken, freed=freed, recycled=recycled)
+    assert fig.layout.title.text == f"Physical block pool after step {step}"
+    z = np.array(fig.data[0].z, dtype=float).ravel()[: len(owner)]
+    assert np.array_equal(z == 0, owner == -1)
+    _, n_cols, _ = figures.pool_grid_shape(len(owner))
+    marks = {t.name: t for t in fig.data}
+    got = {int(b) for b in np.array(marks["recycled this step"].customdata)[:, 0]}
+    assert got == set(recycled.tolist()) and len(got) > 0
+    fresh = marks["taken this step"]
+    fresh_ids = set() if fresh.customdata is None else {int(b) for b in np.array(fresh.customdata)[:, 0]}
+    assert fresh_ids == set(taken.tolist()) - got
+    b = int(recycled[0])
+    assert marks["recycled this step"].x[0] == pytest.approx(b % n_cols - 0.27)
+    hover = np.array(fig.data[0].customdata).ravel()
+    assert f"sequence {owner[b]}" in hover[b]
+
+
+def test_serving_pool_aggregated_has_no_step_marks():
+    owner = np.full(figures.MAX_POOL_CELLS * 2, -1)
+    owner[:10] = 1
+    fig = figures.serving_pool_figure(owner, np.array([np.arange(10)]), [40], 4, taken=[1, 2], freed=[20])
+    assert not {"taken this step", "freed this step"} & {t.name for t in fig.data}
+
+
+def test_serving_timeline(history):
+    m = history.metrics
+    fig = figures.serving_timeline_figure(m, step=30, num_blocks=48)
+    by_name = {t.name: t for t in fig.data if t.name}
+    for name, col in (("blocks in use", "blocks_in_use"), ("wasted slots", "wasted_slots"),
+                      ("running", "running"), ("waiting", "waiting")):
+        assert list(by_name[name].y) == m[col].tolist()
+    assert list(by_name["pool size"].y) == [48, 48]
+    assert [s.x0 for s in fig.layout.shapes] == [30, 30, 30]
+    assert by_name["wasted slots"].yaxis == "y2" and by_name["waiting"].yaxis == "y3"
+
+
+def test_tradeoff_figure():
+    result = block_size_tradeoff(SERVING, (1, 4, 16), steps=40, pool_tokens=192)
+    fig = figures.tradeoff_figure(result.table, current=4)
+    bars = fig.data[0]
+    assert list(bars.x) == ["1", "4", "16"]
+    assert list(bars.y) == pytest.approx(100 * result.table["wasted_fraction"].to_numpy())
+    assert bars.y[0] == 0  # one-token blocks waste nothing
+    assert list(bars.marker.line.width) == [1, 2, 1]
+    assert len(fig.data) == 1
+    with_latency = figures.tradeoff_figure(result.table, {1: 0.5, 16: 0.2})
+    line = with_latency.data[1]
+    assert list(line.x) == ["1", "16"] and list(line.y) == [0.5, 0.2] and line.yaxis == "y2"
+    y2 = with_latency.layout.yaxis2
+    assert y2.title.text == "Triton latency (ms)" and y2.range is None and y2.overlaying == "y"
+    assert with_latency.layout.yaxis.title.text.startswith("wasted slots")
+
+
+def test_pool_animation(history):
+    steps = [0, 20, 40, 59]
+    owners = np.stack([history.records[s].pool_owner() for s in steps])
+    fig = figures.pool_animation_figure(owners, steps, 4)
+    assert [f.name for f in fig.frames] == ["0", "20", "40", "59"]
+    z = np.array(fig.frames[2].data[0].z, dtype=float).ravel()[: owners.shape[1]]
+    assert np.array_equal(z == 0, owners[2] == -1)
+    assert np.array_equal(z[owners[2] >= 0], 2 + owners[2][owners[2] >= 0] % len(figures.SEQUENCE_COLORS))
+    assert fig.layout.updatemenus[0].buttons[0].label == "▶ Play"
+    with pytest.raises(ValueError, match="frames"):
+        figures.pool_animation_figure(np.zeros((figures.MAX_ANIMATION_FRAMES + 1, 8)), list(range(81)), 4)
+
+
+def test_block_table_names_rows_by_seq_id():
+    tables = np.array([[3, 4, -1], [0, -1, -1]])
+    fig = figures.block_table_figure(tables, [20, 5], 16, 8, seq_ids=[17, 42], title="Running")
+    cd = np.array(fig.data[0].customdata)
+    assert cd[1, 0, 0] == 42 and cd[0, 1, 0] == 17
+    assert list(fig.layout.yaxis.ticktext) == ["17", "42"] and fig.layout.title.text == "Running"
+
+
+def test_serving_block_table_of_long_sequences_is_not_empty():
+    tables = np.arange(8 * 600).reshape(8, 600)
+    fig = figures.block_table_figure(tables, [600 * 4] * 8, 4, 16384, seq_ids=range(100, 108), title="Running")
+    assert fig.data[0].xgap == 0

@@ -1,0 +1,92 @@
+"""Figures of parameter sweeps: latency, bandwidth, speedup and ratios along the swept axis, with skipped points and several sources."""
+
+import pandas as pd
+import pytest
+
+from explorer import figures, sweep
+
+from helpers import job_rows
+
+
+def traces(fig, **meta):
+    return [t for t in fig.data if t.meta and all(t.meta.get(k) == v for k, v in meta.items())]
+
+
+def frame(copy=None, source="this session", **kw):
+    return sweep.rows_frame(job_rows(copy=copy, **kw), source)
+
+
+def test_sweep_latency_draws_timed_and_skipped_points():
+    fig = figures.sweep_latency_figure(frame())
+    (triton,) = traces(fig, implementation="triton", kind="timed")
+    assert list(triton.x) == [16, 32, 64] and list(triton.y) == pytest.approx([0.1] * 3)
+    assert triton.line.color == figures.IMPL_COLORS["triton"]
+    assert list(triton.error_y.array) == pytest.approx([0.01] * 3)  # p90 - median
+    (naive,) = traces(fig, implementation="naive", kind="timed")
+    assert list(naive.x) == [16, 32]
+    (skipped,) = traces(fig, implementation="naive", kind="skipped")
+    assert list(skipped.x) == [64] and list(skipped.y) == pytest.approx([0.64])  # at the predicted time
+    assert skipped.marker.symbol == figures.SKIPPED_SYMBOL and list(skipped.text) == ["skipped"]
+    assert "over budget" in skipped.customdata[0]
+    assert fig.layout.xaxis.type == "log" and fig.layout.xaxis.title.text == sweep.AXES["context_len"]
+    assert list(fig.layout.xaxis.tickvals) == [16, 32, 64]
+
+
+def test_sweep_latency_axes_are_linear_when_the_range_is_narrow():
+    fig = figures.sweep_latency_figure(frame(values=(16, 20), skip_from=1000))
+    assert fig.layout.xaxis.type == "linear" and fig.layout.yaxis.type == "linear"
+
+
+def test_two_sources_are_told_apart_by_line_style():
+    both = pd.concat([frame(), frame(source="uploaded: h200.csv")], ignore_index=True)
+    fig = figures.sweep_latency_figure(both)
+    mine, theirs = traces(fig, implementation="triton", kind="timed")
+    assert (mine.line.dash, theirs.line.dash) == ("solid", "dash")
+    assert theirs.name == "Triton · uploaded: h200.csv"
+
+
+def test_sweep_bandwidth_uses_gpu_time_and_draws_the_ceiling():
+    fig = figures.sweep_bandwidth_figure(frame(copy=4.0))
+    (triton,) = traces(fig, implementation="triton")
+    assert list(triton.y) == pytest.approx([1e-3 / 0.05] * 3)  # gpu_gbps, not the call-latency gbps
+    assert list(triton.customdata) == pytest.approx([100 * 0.02 / 4.0] * 3)
+    assert [s.y0 for s in fig.layout.shapes] == [4.0]
+    assert "ceiling" in fig.layout.annotations[0].text
+
+
+def test_sweep_bandwidth_on_the_cpu_says_there_is_no_ceiling():
+    fig = figures.sweep_bandwidth_figure(frame())
+    (triton,) = traces(fig, implementation="triton")
+    assert list(triton.y) == pytest.approx([1e-3 / 0.1] * 3)
+    assert not fig.layout.shapes
+    assert any("No ceiling on the CPU" in a.text for a in fig.layout.annotations)
+
+
+def test_sweep_speedup_against_triton():
+    fig = figures.sweep_speedup_figure(frame())
+    (vec,) = traces(fig, implementation="vectorized", kind="timed")
+    assert list(vec.y) == pytest.approx([5.0] * 3)
+    (naive,) = traces(fig, implementation="naive", kind="timed")
+    assert list(naive.y) == pytest.approx([1.6, 3.2])
+    (skipped,) = traces(fig, implementation="naive", kind="skipped")
+    assert list(skipped.x) == [64] and list(skipped.y) == pytest.approx([6.4])
+    assert not traces(fig, implementation="triton")
+    empty = figures.sweep_speedup_figure(frame()[lambda f: f["implementation"] != "triton"])
+    assert "No Triton result" in empty.layout.annotations[0].text
+
+
+def test_sweep_ratio_of_two_sources():
+    other = frame(source="uploaded")
+    other["median_ms"] = other["median_ms"] * 2
+    fig = figures.sweep_ratio_figure(pd.concat([frame(), other], ignore_index=True), "uploaded", "this session")
+    (triton,) = [t for t in fig.data if t.meta and t.meta["implementation"] == "triton"]
+    assert list(triton.y) == pytest.approx([2.0] * 3)
+    (naive,) = [t for t in fig.data if t.meta and t.meta["implementation"] == "naive"]
+    assert list(naive.x) == [16, 32]  # only points both timed
+    none = figures.sweep_ratio_figure(frame(), "uploaded", "this session")
+    assert "share no measured point" in none.layout.annotations[0].text
+
+
+def test_empty_sweep_figures():
+    for make in (figures.sweep_latency_figure, figures.sweep_bandwidth_figure):
+        assert "No points" in make(frame().iloc[:0]).layout.annotations[0].text

@@ -1,0 +1,50 @@
+"""The one formatter module: counts, byte sizes, durations, code spans, sentences and compact labels."""
+
+import pytest
+
+from explorer import formatting
+
+
+@pytest.mark.parametrize("n, text", [(0, "0 B"), (999, "999 B"), (1536, "1.54 kB"), (3 * 2**30, "3.22 GB")])
+def test_format_bytes_in_two_decimals(n, text):
+    assert formatting.format_bytes(n) == text
+
+
+@pytest.mark.parametrize("ms, text", [(0.001683, "1.68 µs"), (0.5162, "516 µs"), (0.99996, "1.00 ms"),
+                                      (12.34, "12.3 ms"), (1234.0, "1.23 s"), (0.0, "0 µs"), (0.0001, "0.100 µs")])
+def test_format_duration(ms, text):
+    assert formatting.format_duration(ms) == text
+
+
+@pytest.mark.parametrize("n, noun, text", [(1, "sequence", "1 sequence"), (0, "sequence", "0 sequences"),
+                                           (1200, "token", "1,200 tokens"), (2, "block size", "2 block sizes")])
+def test_count(n, noun, text):
+    assert formatting.count(n, noun) == text
+
+
+def test_plain_is_a_code_span_that_cannot_be_closed_early():
+    assert formatting.plain("# **bold** :material/home: $x$ `c`\n1. h200_v1.csv") == (
+        "`# **bold** :material/home: $x$ 'c' 1. h200_v1.csv`")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("the CSV has a header but no rows", "The CSV has a header but no rows."),
+    ("num_heads (6) must be a multiple", "num_heads (6) must be a multiple."),  # code names keep their case
+    ("`lens` ignored", "`lens` ignored."),
+    ("From (3) must not exceed To (2).", "From (3) must not exceed To (2)."),  # one full stop, not two
+])
+def test_sentence(text, expected):
+    assert formatting.sentence(text) == expected
+
+
+@pytest.mark.parametrize("n, significant, text", [
+    (1536, None, "1.54 kB"), (813_600_000, 3, "814 MB"), (2_950_000, 3, "2.95 MB"), (512, 3, "512 B"),
+    (50 * 10**9, 3, "50.0 GB"), (0, 3, "0 B"),
+])
+def test_format_bytes(n, significant, text):
+    assert formatting.format_bytes(n, significant) == text
+
+
+@pytest.mark.parametrize("n, text", [(0, "0"), (12345, "12,345"), (524288, "524k"), (589824, "590k"), (8_388_608, "8.4M"), (12_345_678, "12.3M")])
+def test_compact(n, text):
+    assert formatting.compact(n) == text

@@ -1,0 +1,62 @@
+"""The kernel page's view of the trace: one row traced like the full trace, size limits, the split note."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from paged_attention import DecodeConfig, build_decode_inputs, plan_launch
+from paged_attention.validation import check_decode_args
+from explorer import kernel_trace_view as kernel_view
+from explorer.kernel_trace import trace_decode
+
+from helpers import SWEEP_BASE as BASE
+
+
+@pytest.mark.parametrize("block_size, overrides", [(16, {}), (3, {"num_splits": 3}), (16, {"block_n": 16, "num_splits": 2}),
+                                                    (64, {"block_n": 16})])
+def test_row_trace_walks_like_the_full_trace(block_size, overrides):
+    config = DecodeConfig(batch_size=3, context_lens=(300, 97, 1), num_heads=6, num_kv_heads=2, head_dim=24,
+                          block_size=block_size, dtype="float32", block_layout="shuffled", seed=2)
+    inputs = build_decode_inputs(config)
+    tables = inputs.block_tables.numpy()
+    plan = kernel_view.launch_plan(config, tables, **overrides)
+    assert plan == plan_launch(check_decode_args(*inputs.args()), inputs.query.device, inputs.query.dtype, **overrides)
+    walk = ["split", "tile", "subtile", "first_block", "end_block", "token_start", "token_end", "valid_tokens",
+            "masked_lanes", "physical_blocks", "table_lookups"]
+    for seq, head in [(0, 0), (0, 5), (1, 3), (2, 2)]:
+        full = trace_decode(inputs, seq, head, plan=plan)
+        row = kernel_view.trace_row(config, tables, seq, head, plan=plan)
+        pd.testing.assert_frame_equal(row.tiles[walk], full.tiles[walk])
+        assert (row.seq, row.head, row.kv_head) == (seq, head, head // 3)
+        assert row.max_abs_error < 1e-12
+        assert kernel_view.row_tiles(plan, config.lengths[seq]) == len(row.tiles)
+
+
+def test_trace_size_limits():
+    plan = kernel_view.launch_plan(BASE, np.zeros((2, 3), np.int64), block_n=16)
+    assert kernel_view.trace_size_error(37, plan) is None
+    assert "at most" in kernel_view.trace_size_error(kernel_view.MAX_TRACE_TOKENS + 1, plan)
+    long = BASE.with_(context_lens=kernel_view.MAX_TRACE_TOKENS)
+    plan = kernel_view.launch_plan(long, np.zeros((2, long.max_num_blocks), np.int64), block_n=16, num_splits=1)
+    assert "tiles" in kernel_view.trace_size_error(long.lengths[0], plan)
+    with pytest.raises(ValueError, match="seq must lie"):
+        kernel_view.trace_row(BASE, np.zeros((2, 3), np.int64), 2, 0, plan=plan)
+
+
+def test_split_note_says_when_and_why_the_split_count_was_capped():
+    config = DecodeConfig(batch_size=3, context_lens=(0, 5000, 31), block_size=16)
+    tables = np.zeros((3, config.max_num_blocks), np.int64)
+    plan = kernel_view.launch_plan(config, tables, num_splits=256)
+    assert plan.num_splits == 157
+    note = kernel_view.split_note(config, 256, plan)
+    assert note.startswith("Splits capped from 256 to 157: the longest sequence has 313 blocks of 16 tokens")
+    assert "256 splits need 2 blocks each" in note
+    assert kernel_view.split_note(config, 7, kernel_view.launch_plan(config, tables, num_splits=7)) is None
+    short = config.with_(context_lens=(100, 50, 3))
+    plan = kernel_view.launch_plan(short, tables[:, :7], num_splits=256)
+    assert kernel_view.split_note(short, 256, plan) == (
+        "Splits capped from 256 to 7: the longest sequence has 7 blocks of 16 tokens, and a split covers at "
+        "least one block.")
+    ones = config.with_(context_lens=(0, 5000, 31), block_size=1)
+    plan = kernel_view.launch_plan(ones, np.zeros((3, 5000), np.int64), num_splits=10_000)
+    assert "has 5,000 blocks of 1 token," in kernel_view.split_note(ones, 10_000, plan)  # not "1 tokens"

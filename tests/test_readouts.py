@@ -1,0 +1,47 @@
+"""Readouts of a configuration and its benchmark results: the memory summary, the config label, the results rows."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from paged_attention import DecodeConfig
+from explorer import readouts
+
+
+def test_memory_summary_matches_config():
+    config = DecodeConfig(batch_size=3, context_lens=(5, 16, 40), block_size=16, num_heads=4, num_kv_heads=2, head_dim=8)
+    m = readouts.memory_summary(config)
+    assert m.blocks_used == 1 + 1 + 3
+    assert m.wasted_slots == 5 * 16 - 61
+    assert m.kv_cache_bytes == config.kv_cache_bytes()
+    assert m.wasted_fraction == pytest.approx(19 / 80)
+
+
+def test_config_summary():
+    text = readouts.config_summary(DecodeConfig(batch_size=2, context_lens=(10, 30), dtype="bfloat16"))
+    assert "B=2" in text and "ctx=10-30" in text and "bfloat16" in text
+
+
+def _result(name, median, gpu=None, passed=True):
+    return SimpleNamespace(
+        name=name, label=name.title(), samples_ms=[median] * 3, median_ms=median, p10_ms=median, p90_ms=median,
+        gpu_time_ms=gpu, gbps=10.0, gpu_gbps=None if gpu is None else 20.0, max_abs_err=1e-4, max_rel_err=1e-3, max_tol_ratio=0.05,
+        atol=2e-3, rtol=2e-3, passed=passed, device="cpu", bytes_moved=1000,
+    )
+
+
+def test_results_rows():
+    rows = readouts.results_rows([_result("naive", 10.0), _result("triton", 2.0, gpu=1.0, passed=False)], copy_gbps=40.0)
+    assert [r["speedup_vs_naive"] for r in rows] == [1.0, 5.0]
+    assert rows[1]["pct_of_copy_bw"] == pytest.approx(50.0)  # GPU-time bandwidth where measured
+    assert [r["correct"] for r in rows] == ["yes", "NO"]
+
+
+def test_results_rows_of_an_empty_batch_have_no_bandwidth_or_speedup():
+    assert readouts.reads_no_kv(DecodeConfig(batch_size=4, context_lens=(0, 0, 0, 0)))
+    assert not readouts.reads_no_kv(DecodeConfig(batch_size=2, context_lens=(0, 1)))
+    rows = readouts.results_rows([_result("naive", 10.0), _result("triton", 0.1, gpu=0.05)], copy_gbps=40.0,
+                              reads_kv=False)
+    for key in ("speedup_vs_naive", "gbps", "gpu_gbps", "pct_of_copy_bw"):
+        assert [r[key] for r in rows] == [None, None], key
+    assert [r["median_ms"] for r in rows] == [10.0, 0.1]

@@ -1,0 +1,116 @@
+"""The sidebar's settings, without Streamlit: defaults, presets, KV-head choices and URL round trips."""
+
+import pytest
+
+from explorer import settings as state
+from explorer.settings import Settings
+
+
+def test_defaults_make_a_valid_config():
+    config = state.default_settings().config()
+    assert config.batch_size == state.default_settings().batch_size
+
+
+@pytest.mark.parametrize("heads", list(state.MODEL_PRESETS.values()))
+def test_presets_are_valid(heads):
+    h, kv, d = heads
+    Settings(num_heads=h, num_kv_heads=kv, head_dim=d, preset=state.preset_for(h, kv, d)).config()
+    assert state.preset_for(h, kv, d) != state.CUSTOM
+
+
+def test_preset_for_unknown_heads_is_custom():
+    assert state.preset_for(24, 6, 80) == state.CUSTOM
+
+
+@pytest.mark.parametrize("heads, wanted, expected", [(32, 8, 8), (32, 5, 4), (12, 5, 6), (7, 3, 1), (1, 9, 1)])
+def test_kv_heads_are_divisors(heads, wanted, expected):
+    options = state.kv_head_options(heads)
+    assert all(heads % d == 0 for d in options)
+    assert state.nearest_kv_heads(heads, wanted) == expected
+
+
+def test_query_round_trip():
+    s = Settings(batch_size=7, context_mode="uniform", context_len=333, num_heads=12, num_kv_heads=4, head_dim=80,
+                 preset=state.CUSTOM, block_size=32, dtype="bfloat16", block_layout="fragmented", seed=5, pool_headroom=50,
+                 warmup=2, iters=9, device="cpu")
+    back, notes = state.settings_from_query(state.settings_to_query(s))
+    assert notes == []
+    assert back == s
+
+
+def test_query_round_trip_with_edited_lengths():
+    s = Settings(batch_size=3, context_mode="ragged", lengths=(5, 0, 97), device="cpu")
+    query = state.settings_to_query(s)
+    assert query["lens"] == "5,0,97"
+    back, notes = state.settings_from_query(query)
+    assert notes == [] and back.lengths == (5, 0, 97)
+    assert back.config().lengths == (5, 0, 97)
+
+
+def test_generated_lengths_are_not_written_to_the_url():
+    s = Settings(batch_size=3, context_mode="ragged", device="cpu")
+    s = Settings(**{**s.__dict__, "lengths": s.generated_lengths()})
+    assert "lens" not in state.settings_to_query(s)
+
+
+@pytest.mark.parametrize(
+    "params, key",
+    [
+        ({"batch": "abc"}, "batch"),
+        ({"batch": "0"}, "batch"),
+        ({"batch": "1e9"}, "batch"),
+        ({"ctx": "-5"}, "ctx"),
+        ({"dtype": "float8"}, "dtype"),
+        ({"layout": "random"}, "layout"),
+        ({"block": "24"}, "block"),
+        ({"device": "tpu"}, "device"),
+        ({"preset": "GPT-5"}, "preset"),
+        ({"head_dim": "1024"}, "head_dim"),
+        ({"lens": "1,x,3"}, "lens"),
+        ({"ctx_mode": ["ragged", "zigzag"]}, "ctx_mode"),
+    ],
+)
+def test_bad_query_values_fall_back_with_a_note(params, key):
+    defaults = Settings(device="cpu")
+    settings, notes = state.settings_from_query(params, defaults)
+    assert len(notes) == 1 and f"`{key}=" in notes[0]
+    settings.config()  # still valid
+
+
+def test_kv_heads_that_do_not_divide_are_fixed():
+    settings, notes = state.settings_from_query({"heads": "32", "kv_heads": "5"}, Settings(device="cpu"))
+    assert settings.num_kv_heads == 4 and "multiple" in notes[0]
+    assert settings.preset == state.CUSTOM
+
+
+def test_lens_of_the_wrong_length_are_dropped():
+    settings, notes = state.settings_from_query({"batch": "3", "ctx_mode": "ragged", "lens": "1,2"}, Settings(device="cpu"))
+    assert settings.lengths is None and "lens" in notes[0]
+
+
+def test_unknown_query_keys_are_ignored():
+    settings, notes = state.settings_from_query({"utm_source": "talk"}, Settings(device="cpu"))
+    assert notes == [] and settings == Settings(device="cpu")
+
+
+def test_invalid_settings_raise_with_the_rule():
+    with pytest.raises(ValueError, match=r"Shortest \(100\) must not exceed Longest \(10\)"):
+        Settings(context_mode="ragged", ragged_low=100, ragged_high=10, device="cpu").config()
+    with pytest.raises(ValueError, match="non-negative"):
+        Settings(batch_size=2, context_mode="ragged", lengths=(4, -1), device="cpu").config()
+    with pytest.raises(ValueError, match="multiple"):
+        Settings(num_heads=32, num_kv_heads=5, device="cpu").config()
+
+
+def test_pool_headroom_sets_spare_blocks():
+    base = Settings(batch_size=2, context_mode="uniform", context_len=160, device="cpu")
+    assert base.config().spare_blocks is None
+    config = Settings(**{**base.__dict__, "pool_headroom": 200}).config()
+    assert config.num_blocks_used == 20 and config.spare_blocks == 40 and config.num_blocks == 60
+
+
+def test_bad_lens_say_what_is_used_instead():
+    _, notes = state.settings_from_query({"batch": "3", "ctx_mode": "ragged", "lens": "a,b,c"})
+    assert len(notes) == 1 and "using the lengths drawn from the spread" in notes[0] and "None" not in notes[0]
+    _, notes = state.settings_from_query({"batch": "2", "ctx_mode": "ragged", "lens": "5"})
+    assert "it holds 1 value for batch size 2" in notes[0] and "drawn from the spread" in notes[0]
