@@ -65,33 +65,30 @@ def _run() -> None:
     partial = st.session_state.get(PARTIAL)
     if partial is None or partial["key"] != key:
         partial = st.session_state[PARTIAL] = {"key": key, "results": []}
-    kept: list = []  # results the replaced run measured, known once this run holds the lock
     with st.status("Running the benchmark…", expanded=True) as status:
         bar = st.progress(0.0, text="preparing inputs")
 
-        def on_progress(name: str, i: int, total: int) -> None:
-            if i == 0:
-                kept.extend(partial["results"])
-            bar.progress(i / total, text=f"{LABELS[name]} ({i + 1}/{total})")
+        def on_round(done: int, total: int) -> None:
+            bar.progress(done / total, text=f"round {done}/{total}: each implementation once, order rotated")
 
-        def on_result(r) -> None:
+        def on_result(r, reused: bool) -> None:
             mark = "✓" if r.passed else "✗"
-            reused = " (measured by the run your click replaced)" if any(r is k for k in kept) else ""
+            note = " (measured by the run your click replaced)" if reused else ""
             st.write(f"{mark} **{r.label}**: median {r.median_ms:.4g} ms over "
-                     f"{formatting.count(len(r.samples_ms), 'call')}{reused}")
+                     f"{formatting.count(len(r.samples_ms), 'round')}{note}")
 
         def on_wait() -> None:
             st.info("Queued: another session is running a benchmark on this machine; yours starts when it ends.",
                     icon=":material/hourglass_top:")
 
         def on_own_wait() -> None:
-            st.info("Your previous run is still finishing the implementation it was timing; this run takes over "
-                    "when it ends and keeps what it measured.", icon=":material/hourglass_top:")
+            st.info("Your previous run is still finishing its timing rounds; this run takes over when it ends "
+                    "and keeps what it measured.", icon=":material/hourglass_top:")
 
         try:
             results, copy_gbps = run_benchmark_locked(
                 config, names, warmup=plan.warmup, iters=plan.iters,
-                on_progress=on_progress, on_result=on_result, on_wait=on_wait, on_own_wait=on_own_wait,
+                on_round=on_round, on_result=on_result, on_wait=on_wait, on_own_wait=on_own_wait,
                 done=partial["results"],
             )
         # A run stopped by a second click raises Streamlit's StopException (not an
@@ -210,9 +207,11 @@ st.dataframe(
         "implementation": "Implementation",
         "device": "Device",
         "median_ms": st.column_config.NumberColumn("Median (ms)", format="%.4g"),
-        "p10_ms": st.column_config.NumberColumn("p10 (ms)", format="%.4g"),
-        "p90_ms": st.column_config.NumberColumn("p90 (ms)", format="%.4g"),
+        "p20_ms": st.column_config.NumberColumn("p20 (ms)", format="%.4g"),
+        "p80_ms": st.column_config.NumberColumn("p80 (ms)", format="%.4g"),
         "gpu_time_ms": st.column_config.NumberColumn("GPU time (ms)", format="%.4g"),
+        "gpu_p20_ms": None,  # in the CSV; the table keeps to the call latency's spread
+        "gpu_p80_ms": None,
         "speedup_vs_naive": st.column_config.NumberColumn("Speedup vs naive", format="%.3g×"),
         "gbps": st.column_config.NumberColumn("GB/s", format="%.3g"),
         "gpu_gbps": st.column_config.NumberColumn("GB/s (GPU time)", format="%.3g"),

@@ -207,14 +207,14 @@ with charts:
         else:
             b.markdown(
                 "**Reading the sweep**\n\n"
-                "- Solid lines are timed points; error bars span p10 to p90 of the timed calls.\n"
+                "- Solid lines are timed points; error bars span p20 to p80 of the timed calls.\n"
                 "- An open circle marked *skipped* is a naive point over its time budget, drawn at its "
                 "predicted time.\n"
                 "- Upload a CSV from another machine or version to draw it dashed beside this one and add "
                 "a time-ratio chart here."
             )
 
-        shown = ["source", "value", "label", "status", "median_ms", "p10_ms", "p90_ms", "gpu_time_ms", "gbps",
+        shown = ["source", "value", "label", "status", "median_ms", "p20_ms", "p80_ms", "gpu_time_ms", "gbps",
                  "pct_of_copy_bw", "max_abs_err", "correct", "predicted_ms", "note"]
         table = frame[shown].dropna(axis=1, how="all")  # no GPU columns on the CPU, no prediction if none skipped
         if (table["note"] == "").all():
@@ -229,8 +229,8 @@ with charts:
                 "label": "Implementation",
                 "status": "Status",
                 "median_ms": st.column_config.NumberColumn("Median (ms)", format="%.4g"),
-                "p10_ms": st.column_config.NumberColumn("p10 (ms)", format="%.4g"),
-                "p90_ms": st.column_config.NumberColumn("p90 (ms)", format="%.4g"),
+                "p20_ms": st.column_config.NumberColumn("p20 (ms)", format="%.4g"),
+                "p80_ms": st.column_config.NumberColumn("p80 (ms)", format="%.4g"),
                 "gpu_time_ms": st.column_config.NumberColumn("GPU time (ms)", format="%.4g"),
                 "gbps": st.column_config.NumberColumn("GB/s", format="%.4g"),
                 "pct_of_copy_bw": st.column_config.NumberColumn("% of copy BW", format="%.0f%%"),

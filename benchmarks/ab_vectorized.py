@@ -25,7 +25,8 @@ import statistics
 import torch
 
 import paged_attention as pa
-from paged_attention.bench import L2Flusher, _percentile, check_accuracy, time_interleaved
+from paged_attention.bench import check_accuracy
+from paged_attention.timing import L2Flusher, percentile, time_interleaved
 from paged_attention.validation import check_decode_args
 
 UNIFORM = ((32, 2048), (64, 4096), (128, 1024))
@@ -75,7 +76,7 @@ def main() -> None:
         rows.append({
             "config": name, "MB": config.decode_bytes() / 1e6,
             **{f"{k}_ms": med[k] for k in runs},
-            **{f"{k}_p20_p80": f"{_percentile(t[k].gpu_ms, 0.2):.4f}-{_percentile(t[k].gpu_ms, 0.8):.4f}" for k in runs},
+            **{f"{k}_p20_p80": f"{percentile(t[k].gpu_ms, 0.2):.4f}-{percentile(t[k].gpu_ms, 0.8):.4f}" for k in runs},
             **{f"{k}/old": med[k] / med["old"] for k in runs if k != "old"},
             "correct": "/".join(f"{k}:{v}" for k, v in ok.items()),
             "dirty memory": "/".join(f"{k}:{v}" for k, v in dirty_ok.items()),

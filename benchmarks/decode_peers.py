@@ -35,7 +35,8 @@ import torch
 import torch.nn.functional as F
 
 from paged_attention import DecodeConfig, build_decode_inputs, prepare, reference_decode
-from paged_attention.bench import L2Flusher, check_accuracy, gpu_time, measure_copy_bandwidth, time_calls
+from paged_attention.bench import check_accuracy
+from paged_attention.timing import L2Flusher, gpu_time, measure_copy_bandwidth, time_calls
 from paged_attention.config import ragged_lengths
 
 BASE = dict(num_heads=32, num_kv_heads=8, head_dim=128, block_size=16, block_layout="shuffled")

@@ -47,7 +47,8 @@ import torch
 
 from paged_attention import DecodeConfig, build_decode_inputs, reference_decode
 from paged_attention import runtime  # noqa: F401  (before triton)
-from paged_attention.bench import L2Flusher, check_accuracy, gpu_time, measure_copy_bandwidth
+from paged_attention.bench import check_accuracy
+from paged_attention.timing import L2Flusher, gpu_time, measure_copy_bandwidth
 from benchmarks.stream_floor import triton_read
 import triton
 import triton.language as tl

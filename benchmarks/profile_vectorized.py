@@ -14,7 +14,7 @@ import sys
 import torch
 
 from paged_attention import DecodeConfig, build_decode_inputs, prepare
-from paged_attention.bench import L2Flusher, gpu_time
+from paged_attention.timing import L2Flusher, gpu_time
 
 
 def main() -> int:

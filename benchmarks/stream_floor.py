@@ -35,7 +35,7 @@ import torch
 
 from paged_attention import DecodeConfig, build_decode_inputs, prepare
 from paged_attention import runtime  # noqa: F401  (before triton)
-from paged_attention.bench import L2Flusher, gpu_time, measure_copy_bandwidth
+from paged_attention.timing import L2Flusher, gpu_time, measure_copy_bandwidth
 import triton
 import triton.language as tl
 

@@ -22,7 +22,7 @@ import sys
 import torch
 
 from paged_attention import DecodeConfig, build_decode_inputs
-from paged_attention.bench import L2Flusher, gpu_time
+from paged_attention.timing import L2Flusher, gpu_time
 from paged_attention.triton_decode import plan_launch, prepare_triton_decode
 from paged_attention.validation import check_decode_args
 

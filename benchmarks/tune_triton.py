@@ -20,7 +20,8 @@ import sys
 import torch
 
 from paged_attention import DecodeConfig, build_decode_inputs, reference_decode
-from paged_attention.bench import L2Flusher, check_accuracy, gpu_time
+from paged_attention.bench import check_accuracy
+from paged_attention.timing import L2Flusher, gpu_time
 from paged_attention.config import ragged_lengths
 from paged_attention.triton_decode import plan_launch, prepare_triton_decode
 from paged_attention.validation import check_decode_args

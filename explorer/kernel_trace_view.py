@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from paged_attention.config import DecodeConfig
-from paged_attention.inputs import LOUD_VALUE
+from paged_attention.inputs import context_mask, fill_uncovered
 from paged_attention.launch_plan import LaunchPlan, plan_launch
 from paged_attention.validation import DecodeShape
 
@@ -131,12 +131,11 @@ def row_inputs(
     gen = torch.Generator().manual_seed(zlib.crc32(f"{config.seed}/{context_len}/{kv_head}".encode()))
     query = torch.randn(1, group, d, generator=gen)
     shape = (needed + 1, bs, 1, d)
-    k = torch.full(shape, LOUD_VALUE)
-    v = torch.full(shape, LOUD_VALUE)
-    k.view(-1, d)[:context_len] = torch.randn(context_len, d, generator=gen)
-    v.view(-1, d)[:context_len] = torch.randn(context_len, d, generator=gen)
+    k = torch.randn(shape, generator=gen)
+    v = torch.randn(shape, generator=gen)
     table = torch.arange(max(needed, 1), dtype=torch.int32)[None, :]
     lens = torch.tensor([int(context_len)], dtype=torch.int32)
+    fill_uncovered(k, v, context_mask(table, lens, needed + 1, bs))
     return query.to(dtype), k.to(dtype), v.to(dtype), table, lens
 
 

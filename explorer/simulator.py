@@ -45,7 +45,7 @@ import pandas as pd
 import torch
 
 from paged_attention.config import DecodeConfig
-from paged_attention.inputs import FREE, LOUD_VALUE, DecodeInputs, context_mask
+from paged_attention.inputs import FREE, DecodeInputs, context_mask, fill_uncovered
 
 from explorer.block_manager import BlockManager, blocks_for, check_int
 
@@ -375,10 +375,8 @@ class Snapshot:
         query = torch.randn(self.num_running, num_heads, head_dim, generator=gen, device=torch_device)
         k_cache = torch.randn(shape, generator=gen, device=torch_device)
         v_cache = torch.randn(shape, generator=gen, device=torch_device)
-        filled = context_mask(self.block_tables, self.context_lens, self.num_blocks, self.block_size)
-        filled = filled.to(torch_device)
-        k_cache[~filled] = LOUD_VALUE
-        v_cache[~filled] = LOUD_VALUE
+        covered = context_mask(self.block_tables, self.context_lens, self.num_blocks, self.block_size)
+        fill_uncovered(k_cache, v_cache, covered)
         # DecodeInputs.pool_owner names batch rows, not seq_ids.
         row_of = {s: i for i, s in enumerate(self.seq_ids.tolist())}
         owner_rows = torch.tensor([row_of.get(s, FREE) for s in self.pool_owner.tolist()], dtype=torch.int64)

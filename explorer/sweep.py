@@ -65,15 +65,15 @@ STATUSES: tuple[str, ...] = ("ok", "skipped", "failed", "refused")
 #: Columns of a sweep's table and CSV, one row per (point, implementation).
 SWEEP_COLUMNS: tuple[str, ...] = (
     "source", "axis", "value", "implementation", "label", "status",
-    "median_ms", "p10_ms", "p90_ms", "gpu_time_ms", "gbps", "gpu_gbps", "copy_gbps", "pct_of_copy_bw",
-    "bytes_moved", "max_abs_err", "correct", "predicted_ms", "note",
+    "median_ms", "p20_ms", "p80_ms", "gpu_time_ms", "gpu_p20_ms", "gpu_p80_ms", "gbps", "gpu_gbps", "copy_gbps",
+    "pct_of_copy_bw", "bytes_moved", "max_abs_err", "correct", "predicted_ms", "note",
     "batch_size", "context_len", "tokens", "num_heads", "num_kv_heads", "head_dim", "block_size",
     "dtype", "block_layout", "device", "device_name", "warmup", "iters",
 )
 #: Columns an uploaded CSV must have; the others are filled with blanks.
 REQUIRED_COLUMNS: tuple[str, ...] = ("axis", "value", "implementation", "status", "median_ms")
 _NUMERIC = (
-    "value", "median_ms", "p10_ms", "p90_ms", "gpu_time_ms", "gbps", "gpu_gbps", "copy_gbps", "pct_of_copy_bw",
+    "value", "median_ms", "p20_ms", "p80_ms", "gpu_time_ms", "gpu_p20_ms", "gpu_p80_ms", "gbps", "gpu_gbps", "copy_gbps", "pct_of_copy_bw",
     "bytes_moved", "max_abs_err", "predicted_ms", "batch_size", "context_len", "tokens", "num_heads",
     "num_kv_heads", "head_dim", "block_size", "warmup", "iters",
 )
@@ -305,8 +305,9 @@ def result_row(
     best = result.gpu_gbps if result.gpu_gbps is not None else result.gbps
     return {
         "axis": axis, "value": int(value), "implementation": result.name, "label": result.label, "status": "ok",
-        "median_ms": result.median_ms, "p10_ms": result.p10_ms, "p90_ms": result.p90_ms,
-        "gpu_time_ms": result.gpu_time_ms, "gbps": result.gbps, "gpu_gbps": result.gpu_gbps,
+        "median_ms": result.median_ms, "p20_ms": result.p20_ms, "p80_ms": result.p80_ms,
+        "gpu_time_ms": result.gpu_time_ms, "gpu_p20_ms": getattr(result, "gpu_p20_ms", None),
+        "gpu_p80_ms": getattr(result, "gpu_p80_ms", None), "gbps": result.gbps, "gpu_gbps": result.gpu_gbps,
         "copy_gbps": copy_gbps, "pct_of_copy_bw": 100 * best / copy_gbps if copy_gbps else None,
         "bytes_moved": result.bytes_moved, "max_abs_err": result.max_abs_err,
         "correct": "yes" if result.passed else "NO", "predicted_ms": None, "note": "",
@@ -324,8 +325,8 @@ def status_row(
         raise ValueError(f"status must be skipped, failed or refused; got {status!r}")
     return {
         "axis": axis, "value": int(value), "implementation": name, "label": LABELS.get(name, name),
-        "status": status, "median_ms": None, "p10_ms": None, "p90_ms": None, "gpu_time_ms": None,
-        "gbps": None, "gpu_gbps": None, "copy_gbps": copy_gbps, "pct_of_copy_bw": None,
+        "status": status, "median_ms": None, "p20_ms": None, "p80_ms": None, "gpu_time_ms": None,
+        "gpu_p20_ms": None, "gpu_p80_ms": None, "gbps": None, "gpu_gbps": None, "copy_gbps": copy_gbps, "pct_of_copy_bw": None,
         "bytes_moved": config.decode_bytes(), "max_abs_err": None, "correct": "", "predicted_ms": predicted_ms,
         "note": note, **_config_fields(config), "device_name": device_name, "warmup": warmup, "iters": iters,
     }

@@ -1,23 +1,6 @@
-"""Benchmark harness and command line for the decode implementations.
-
-Timing
-------
-*Call latency* is what a Python caller sees: validation, launch and the kernels,
-timed per call with CUDA events (``time.perf_counter`` on the CPU) after a warm-up,
-with the L2 cache flushed before each call by *reading* a buffer larger than L2
-(writing it would charge the write-back to the timed call), and the GPU idle when
-the call starts.
-
-*GPU time* leaves out the host: several calls are captured in one CUDA graph, each
-after an L2-flushing read, and a graph of the flushes alone is subtracted. Only the
-implementations in ``GRAPH_CAPTURABLE`` have it.
-
-Implementations compared with each other are timed in *interleaved rounds*
-(:func:`time_interleaved`): each round calls every implementation once, in an
-order rotated from round to round, with Python's garbage collector paused. A
-host hiccup or a clock change then lands on every implementation alike instead
-of on whichever one was being timed in its own block, so the ranking holds still
-from run to run. Results report the median and the 20th-80th percentiles.
+"""Benchmark of the decode implementations: accuracy against the float64 reference,
+timing through :mod:`paged_attention.timing` (interleaved rounds; call latency and
+CUDA-graph GPU time), achieved bandwidth, and the command line.
 
 Achieved bandwidth is the bytes a decode step must move (each needed K and V
 element once, the query and the output) over the median time, in GB/s (1e9 B/s).
@@ -28,16 +11,13 @@ Run ``python -m paged_attention.bench --help``.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
 import json
 import math
 import os
 import statistics
 import sys
-import time
 from dataclasses import asdict, dataclass
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Callable, Iterable, Sequence
 
 import torch
 
@@ -46,6 +26,7 @@ from .config import BLOCK_LAYOUTS, DTYPES, DecodeConfig, tolerance
 from .implementations import GRAPH_CAPTURABLE, IMPLEMENTATIONS, LABELS, prepare
 from .reference import reference_decode
 from .runtime import default_device, execution_mode
+from .timing import L2Flusher, Timing, check_memory, percentile, time_interleaved
 
 #: The classic decoding benchmark: (batch_size, context_len, iterations); every
 #: config uses 32 query heads, 8 KV heads, head_dim 128, block_size 16, float16,
@@ -110,8 +91,8 @@ class BenchResult:
     bytes. ``samples_ms`` are call latencies, one per interleaved round;
     ``gpu_time_ms`` (the median of ``gpu_samples_ms``) is None where no CUDA graph
     could time it (CPU, or an implementation that synchronises with the host).
-    ``p20_ms``/``p80_ms`` and ``gpu_p20_ms``/``gpu_p80_ms`` give the spread;
-    ``p10_ms``/``p90_ms`` are kept for the app's charts.
+    ``p20_ms``/``p80_ms`` and ``gpu_p20_ms``/``gpu_p80_ms`` give the spread
+    (20th and 80th percentiles).
     """
 
     name: str
@@ -119,8 +100,8 @@ class BenchResult:
     device: str
     samples_ms: list[float]
     median_ms: float
-    p10_ms: float
-    p90_ms: float
+    p20_ms: float
+    p80_ms: float
     gpu_time_ms: float | None
     bytes_moved: int
     gbps: float
@@ -132,8 +113,6 @@ class BenchResult:
     passed: bool
     max_tol_ratio: float = 0.0
     error: str | None = None
-    p20_ms: float | None = None
-    p80_ms: float | None = None
     gpu_p20_ms: float | None = None
     gpu_p80_ms: float | None = None
     gpu_samples_ms: list[float] | None = None
@@ -144,229 +123,6 @@ class BenchResult:
         d.pop("samples_ms")
         d.pop("gpu_samples_ms")
         return d
-
-
-def _percentile(samples: Sequence[float], q: float) -> float:
-    ordered = sorted(samples)
-    k = (len(ordered) - 1) * q
-    lo, hi = math.floor(k), math.ceil(k)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
-
-
-class L2Flusher:
-    """Evicts the L2 cache by reading a buffer twice its size (a no-op on the CPU)."""
-
-    def __init__(self, device: torch.device):
-        self.buffer = None
-        if device.type == "cuda":
-            l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20)
-            self.buffer = torch.ones(max(2 * l2, 128 << 20) // 4, dtype=torch.float32, device=device)
-
-    def __call__(self) -> None:
-        if self.buffer is not None:
-            self.buffer.amax()
-
-
-def time_calls(
-    fn: Callable[[], object], *, device: torch.device, warmup: int, iters: int, flush: L2Flusher | None = None
-) -> list[float]:
-    """Time ``iters`` calls of ``fn`` after ``warmup`` untimed ones.
-
-    Returns
-    -------
-    list of float
-        Milliseconds per call: CUDA events on a GPU (L2 flushed before each call when
-        ``flush`` is given), ``time.perf_counter`` on the CPU.
-    """
-    cuda = device.type == "cuda"
-    for _ in range(warmup):
-        fn()
-    if cuda:
-        torch.cuda.synchronize(device)
-    return [_time_one(fn, cuda, flush) for _ in range(iters)]
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the body (a collection inside a
-    timed call would charge tens of milliseconds to whichever call it hit)."""
-    was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-@dataclass
-class Timing:
-    """Samples of one implementation from :func:`time_interleaved`, in ms."""
-
-    call_ms: list[float]
-    gpu_ms: list[float] | None = None
-
-
-def rotated(names: Sequence[str], round_index: int) -> list[str]:
-    """``names`` rotated left by ``round_index``: the order of one interleaved round."""
-    if not names:
-        return []
-    k = round_index % len(names)
-    return list(names[k:]) + list(names[:k])
-
-
-def time_interleaved(
-    runs: Mapping[str, Callable[[], object]],
-    *,
-    device: torch.device,
-    warmup: int,
-    rounds: int,
-    flush: L2Flusher | None = None,
-    graph: Iterable[str] = (),
-    gpu_rounds: int = 20,
-    calls_per_graph: int = 10,
-    on_round: Callable[[int, int], None] | None = None,
-) -> dict[str, Timing]:
-    """Time several implementations against each other in interleaved rounds.
-
-    ``warmup`` untimed rounds, then ``rounds`` timed ones; each round calls every
-    run once, in the order of ``rotated(names, round)``, timing each call as
-    :func:`time_calls` does (L2 flushed before it). Then, for the runs named in
-    ``graph`` (CUDA only), GPU time as :func:`gpu_time` measures it, also in
-    rotated rounds: each round replays a graph of ``calls_per_graph`` (flush,
-    call) pairs per run and one of the flushes alone, and a run's sample is its
-    replay minus that round's flushes, over ``calls_per_graph``. The garbage
-    collector is paused throughout.
-
-    Parameters
-    ----------
-    runs : mapping of str to callable
-        Name to zero-argument callable (from :func:`~paged_attention.prepare`).
-    device : torch.device
-        Where they run; CUDA events time a GPU, ``time.perf_counter`` the CPU.
-    warmup, rounds : int
-        Untimed and timed rounds (``rounds`` >= 1).
-    flush : L2Flusher, optional
-        Evicts L2 before each timed call (GPU only).
-    graph : iterable of str
-        Runs to time with CUDA graphs too (capturable ones; ignored on the CPU).
-    gpu_rounds, calls_per_graph : int
-        Replay rounds, and calls in each graph.
-    on_round : callable, optional
-        ``on_round(done, total)`` after each timed round of call latency.
-
-    Returns
-    -------
-    dict of str to Timing
-        ``call_ms`` has ``rounds`` samples; ``gpu_ms`` ``gpu_rounds`` samples for
-        the runs in ``graph`` on CUDA, else None.
-
-    Raises
-    ------
-    ValueError
-        If ``rounds`` < 1 or ``warmup`` < 0.
-    """
-    if rounds < 1 or warmup < 0:
-        raise ValueError(f"rounds must be at least 1 and warmup non-negative; got {rounds} and {warmup}")
-    names = list(runs)
-    out = {name: Timing(call_ms=[]) for name in names}
-    cuda = device.type == "cuda"
-    with gc_paused():
-        for r in range(warmup):
-            for name in rotated(names, r):
-                runs[name]()
-        if cuda:
-            torch.cuda.synchronize(device)
-        for r in range(rounds):
-            for name in rotated(names, r):
-                out[name].call_ms.append(_time_one(runs[name], cuda, flush))
-            if on_round is not None:
-                on_round(r + 1, rounds)
-        graphed = [n for n in names if n in set(graph)] if cuda else []
-        if graphed:
-            for name, samples in _gpu_rounds({n: runs[n] for n in graphed}, device=device,
-                                             flush=flush or L2Flusher(device), rounds=gpu_rounds,
-                                             calls_per_graph=calls_per_graph).items():
-                out[name].gpu_ms = samples
-    return out
-
-
-def _time_one(fn: Callable[[], object], cuda: bool, flush: L2Flusher | None) -> float:
-    """Milliseconds of one call: CUDA events after an L2 flush, or the host clock."""
-    if not cuda:
-        t0 = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t0) * 1e3
-    if flush is not None:
-        flush()
-    # The GPU idles when the call starts: the sample is the host's launch path plus
-    # the GPU's execution, as a caller that waits for the result sees it (no part of
-    # the launch hides behind the flush).
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end)
-
-
-def _capture(body: Callable[[], object], device: torch.device, calls: int) -> torch.cuda.CUDAGraph:
-    """A CUDA graph of ``calls`` repetitions of ``body`` (warmed up on a side stream first)."""
-    stream = torch.cuda.Stream(device)
-    stream.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(stream):
-        for _ in range(3):  # warm up on the side stream, as graph capture requires
-            body()
-    torch.cuda.current_stream(device).wait_stream(stream)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(calls):
-            body()
-    return g
-
-
-def _replay_ms(g: torch.cuda.CUDAGraph) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    g.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end)
-
-
-def _gpu_rounds(
-    runs: Mapping[str, Callable[[], object]], *, device: torch.device, flush: L2Flusher, rounds: int,
-    calls_per_graph: int,
-) -> dict[str, list[float]]:
-    """Per-call GPU time samples, one per round, of each run (see :func:`time_interleaved`)."""
-    graphs = {name: _capture(lambda fn=fn: (flush(), fn()), device, calls_per_graph) for name, fn in runs.items()}
-    flush_only = _capture(flush, device, calls_per_graph)
-    for g in (*graphs.values(), flush_only):
-        g.replay()  # the first replay uploads the graph
-    samples: dict[str, list[float]] = {name: [] for name in graphs}
-    names = list(graphs)
-    for r in range(rounds):
-        base = _replay_ms(flush_only)
-        for name in rotated(names, r):
-            samples[name].append(max((_replay_ms(graphs[name]) - base) / calls_per_graph, 1e-6))
-    del graphs, flush_only
-    return samples
-
-
-def gpu_time(
-    fn: Callable[[], object], *, device: torch.device, flush: L2Flusher, calls_per_graph: int = 10, replays: int = 20
-) -> float:
-    """Median GPU time of one call in ms, from CUDA-graph replays.
-
-    One graph holds ``calls_per_graph`` repetitions of (L2-flushing read, call);
-    another holds the reads alone; each of ``replays`` rounds replays both, and
-    the median over rounds of their difference, divided by ``calls_per_graph``,
-    is the time of one call with a cold L2 and no launch gaps from the host.
-    """
-    samples = _gpu_rounds({"fn": fn}, device=device, flush=flush, rounds=replays, calls_per_graph=calls_per_graph)
-    return statistics.median(samples["fn"])
 
 
 def benchmark_implementations(
@@ -446,8 +202,8 @@ def _result(name: str, device: str, timing: Timing, accuracy: Accuracy, nbytes: 
         device=device,
         samples_ms=samples,
         median_ms=median,
-        p10_ms=_percentile(samples, 0.1),
-        p90_ms=_percentile(samples, 0.9),
+        p20_ms=percentile(samples, 0.2),
+        p80_ms=percentile(samples, 0.8),
         gpu_time_ms=gpu_ms,
         bytes_moved=nbytes,
         gbps=nbytes / (median * 1e-3) / 1e9,
@@ -458,10 +214,8 @@ def _result(name: str, device: str, timing: Timing, accuracy: Accuracy, nbytes: 
         rtol=accuracy.rtol,
         passed=accuracy.passed,
         max_tol_ratio=accuracy.max_tol_ratio,
-        p20_ms=_percentile(samples, 0.2),
-        p80_ms=_percentile(samples, 0.8),
-        gpu_p20_ms=_percentile(gpu, 0.2) if gpu else None,
-        gpu_p80_ms=_percentile(gpu, 0.8) if gpu else None,
+        gpu_p20_ms=percentile(gpu, 0.2) if gpu else None,
+        gpu_p80_ms=percentile(gpu, 0.8) if gpu else None,
         gpu_samples_ms=gpu,
     )
 
@@ -507,36 +261,6 @@ def run_benchmark(
     return benchmark_implementations(
         names, inputs, warmup=warmup, iters=iters, reference=reference, graph=graph, on_round=on_round
     )
-
-
-def measure_copy_bandwidth(device: str | torch.device = "cuda", nbytes: int = 2 << 30, iters: int = 20) -> float:
-    """Device-to-device copy bandwidth in GB/s, counting bytes read plus bytes written.
-
-    The ceiling for a memory-bound kernel on this device: a decode step reads its
-    bytes once, so its achieved GB/s over this number is the fraction of the floor.
-
-    Parameters
-    ----------
-    device : str or torch.device
-        A CUDA device.
-    nbytes : int
-        Size of the copied buffer, in bytes (2 GiB by default, far past L2).
-    iters : int
-        Timed copies; the median is used.
-
-    Raises
-    ------
-    ValueError
-        If ``device`` is not a CUDA device.
-    """
-    device = torch.device(device)
-    if device.type != "cuda":
-        raise ValueError(f"copy bandwidth is measured on a CUDA device; got {device}")
-    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).uniform_()
-    dst = torch.empty_like(src)
-    samples = time_calls(lambda: dst.copy_(src), device=device, warmup=3, iters=iters)
-    del src, dst
-    return 2 * nbytes / (statistics.median(samples) * 1e-3) / 1e9
 
 
 # -- command line --------------------------------------------------------------
@@ -593,15 +317,12 @@ def check_cli_args(args: argparse.Namespace, configs: list[tuple[DecodeConfig, i
                 raise ValueError(f"{flag} {path}: folder {folder} does not exist or is not writable")
     for config, _ in configs:
         config.validate()
-        need = config.memory_bytes()
-        if config.device.startswith("cuda"):
-            free = torch.cuda.mem_get_info(torch.device(config.device))[0]
-        else:
-            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        if need > 0.8 * free:
+        memory = check_memory(config)
+        if not memory.fits:
             raise ValueError(
-                f"batch {config.batch_size} x context {max(config.lengths)} needs about {need / 1e9:.1f} GB "
-                f"of {config.device} memory for its inputs, but only {free / 1e9:.1f} GB is free"
+                f"batch {config.batch_size} x context {max(config.lengths)} needs about {memory.need / 1e9:.1f} GB "
+                f"of {config.device} memory (inputs {memory.inputs / 1e9:.1f} GB and working room), but only "
+                f"{memory.free / 1e9:.1f} GB is free"
             )
 
 

@@ -118,11 +118,11 @@ SWEEP_BASE = pa.DecodeConfig(batch_size=2, context_lens=37, num_heads=4, num_kv_
 
 
 def fake_result(name: str, ms: float, gpu: float | None = None) -> SimpleNamespace:
-    """A stand-in for a BenchResult: median ``ms``, p10/p90 at +-10%, 1 MB moved."""
+    """A stand-in for a BenchResult: median ``ms``, p20/p80 at +-10%, 1 MB moved."""
     return SimpleNamespace(
         name=name, label={"naive": "Naive PyTorch", "vectorized": "Optimized PyTorch", "triton": "Triton",
                           "triton_simple": "Triton (simple grid)"}[name],
-        median_ms=ms, p10_ms=0.9 * ms, p90_ms=1.1 * ms, gpu_time_ms=gpu, bytes_moved=1_000_000,
+        median_ms=ms, p20_ms=0.9 * ms, p80_ms=1.1 * ms, gpu_time_ms=gpu, bytes_moved=1_000_000,
         gbps=1e-3 / ms, gpu_gbps=None if gpu is None else 1e-3 / gpu, max_abs_err=1e-4, passed=True,
     )
 

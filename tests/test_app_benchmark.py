@@ -111,7 +111,7 @@ def _run_tiny_with(monkeypatch, target: str, exc: BaseException) -> AppTest:
 
 
 def test_cuda_out_of_memory_is_reported_and_app_recovers(monkeypatch):
-    at = _run_tiny_with(monkeypatch, "benchmark_implementation", torch.cuda.OutOfMemoryError("CUDA out of memory. Tried"))
+    at = _run_tiny_with(monkeypatch, "benchmark_implementations", torch.cuda.OutOfMemoryError("CUDA out of memory. Tried"))
     assert not at.exception
     assert any("ran out of memory" in e.value for e in at.error)
     assert bench_ui.inputs_slot().key is None  # released
@@ -131,7 +131,7 @@ def test_memory_refusal_is_reported(monkeypatch):
 
 
 def test_unexpected_failure_is_an_error_not_a_traceback(monkeypatch):
-    at = _run_tiny_with(monkeypatch, "benchmark_implementation", RuntimeError("kernel exploded"))
+    at = _run_tiny_with(monkeypatch, "benchmark_implementations", RuntimeError("kernel exploded"))
     assert not at.exception
     assert any("RuntimeError: kernel exploded" in e.value for e in at.error)
 
@@ -260,22 +260,24 @@ def test_acquire_tells_this_sessions_run_from_another_sessions(monkeypatch):
 
 
 def test_a_replacing_run_reuses_the_results_the_stopped_run_kept(monkeypatch):
-    """A second click stops the first run at its next UI update; the new run times only what is left."""
+    """A second click stops the first run at its next UI update; the new run times only what is left,
+    the rest together, and says which results it reused."""
     config = state.settings_from_query(TINY)[0].config()
-    timed = []
+    timed, told = [], []
 
-    def fake(name, inputs, **kwargs):
-        timed.append(name)
-        return SimpleNamespace(name=name)
+    def fake(names, inputs, **kwargs):
+        timed.append(list(names))
+        return [SimpleNamespace(name=name) for name in names]
 
-    monkeypatch.setattr(bench_ui, "benchmark_implementation", fake)
+    monkeypatch.setattr(bench_ui, "benchmark_implementations", fake)
     kept = SimpleNamespace(name="naive")
     done = [kept]
     results, _ = bench_ui.run_benchmark_locked(
-        config, ["naive", "vectorized", "triton"], warmup=0, iters=1, on_progress=lambda *a: None,
-        on_result=lambda r: None, on_wait=lambda: None, done=done,
+        config, ["naive", "vectorized", "triton"], warmup=0, iters=1, on_round=lambda *a: None,
+        on_result=lambda r, reused: told.append((r.name, reused)), on_wait=lambda: None, done=done,
     )
-    assert timed == ["vectorized", "triton"]
+    assert timed == [["vectorized", "triton"]]  # one interleaved run of what is left
+    assert told == [("naive", True), ("vectorized", False), ("triton", False)]
     assert results[0] is kept and [r.name for r in results] == ["naive", "vectorized", "triton"]
     assert [r.name for r in done] == ["naive", "vectorized", "triton"]  # kept as measured, for a next replacement
 
@@ -287,17 +289,18 @@ def test_cpu_runs_time_on_one_torch_thread_and_restore_the_count(monkeypatch):
     assert config.device == "cpu"
     seen = []
 
-    def fake(name, inputs, **kwargs):
+    def fake(names, inputs, **kwargs):
         seen.append(torch.get_num_threads())
-        return SimpleNamespace(name=name)
+        return [SimpleNamespace(name=name) for name in names]
 
-    monkeypatch.setattr(bench_ui, "benchmark_implementation", fake)
+    monkeypatch.setattr(bench_ui, "benchmark_implementations", fake)
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
         bench_ui.run_benchmark_locked(config, ["naive", "vectorized"], warmup=0, iters=1,
-                                      on_progress=lambda *a: None, on_result=lambda r: None, on_wait=lambda: None)
-        assert seen == [bench_ui.CPU_TIMING_THREADS] * 2
+                                      on_round=lambda *a: None, on_result=lambda r, reused: None,
+                                      on_wait=lambda: None)
+        assert seen == [bench_ui.CPU_TIMING_THREADS]  # both timed together, on one thread
         assert torch.get_num_threads() == 2  # restored
         with bench_ui.cpu_timing_threads("cuda:0"):
             assert torch.get_num_threads() == 2  # a GPU run keeps the host's threads

@@ -280,3 +280,27 @@ def test_sweep_at_batch_one_does_not_advise_lowering_the_batch():
     (error,) = [e.value for e in at.error]  # 1 x max(8 x 64, 256 x 64) = 16,384 at any context
     assert error.endswith("Lower the sidebar's query heads.")
     assert "batch" not in error.split("Lower")[-1]
+
+
+def test_a_point_times_its_implementations_together_and_a_failing_one_gets_its_own_row(monkeypatch):
+    """Interleaved rounds need every implementation in one call; when that call
+    raises, each is timed alone so the others still get their rows."""
+    base = sweep.DecodeConfig(batch_size=1, context_lens=9, num_heads=2, num_kv_heads=1, head_dim=8, device="cpu")
+    job = sweep.SweepJob(base, "context_len", (9,), ("vectorized", "triton"), 0, 2, 600.0, "test")
+    calls = []
+    real = sweep_ui.benchmark_implementations
+
+    def flaky(names, inputs, **kwargs):
+        calls.append(tuple(names))
+        if "triton" in names:
+            raise RuntimeError("kernel exploded")
+        return real(names, inputs, **kwargs)
+
+    monkeypatch.setattr(sweep_ui, "benchmark_implementations", flaky)
+    sweep_ui.measure.clear()
+    sweep_ui.run_next_point(job, on_wait=lambda: None)
+    assert calls == [("vectorized", "triton"), ("vectorized",), ("triton",)]
+    status = {row["implementation"]: row["status"] for row in job.rows}
+    assert status == {"vectorized": "ok", "triton": "failed"}
+    assert "kernel exploded" in next(r["note"] for r in job.rows if r["implementation"] == "triton")
+    sweep_ui.measure.clear()

@@ -21,7 +21,7 @@ def test_sweep_latency_draws_timed_and_skipped_points():
     (triton,) = traces(fig, implementation="triton", kind="timed")
     assert list(triton.x) == [16, 32, 64] and list(triton.y) == pytest.approx([0.1] * 3)
     assert triton.line.color == figures.IMPL_COLORS["triton"]
-    assert list(triton.error_y.array) == pytest.approx([0.01] * 3)  # p90 - median
+    assert list(triton.error_y.array) == pytest.approx([0.01] * 3)  # p80 - median
     (naive,) = traces(fig, implementation="naive", kind="timed")
     assert list(naive.x) == [16, 32]
     (skipped,) = traces(fig, implementation="naive", kind="skipped")

@@ -6,21 +6,21 @@ failures turned into messages.
   holds it: a second click on Run while the first run is timing starts a new
   script run at once (Streamlit stops the old one at its next UI update), and that
   session is told its own previous run is finishing, not that another session is
-  busy. A run keeps each result as it is measured, so the run that replaces a
-  stopped one reuses them (see ``done`` of :func:`run_benchmark_locked`).
+  busy. A run keeps its results as soon as its interleaved rounds end, so the
+  run that replaces a stopped one reuses them (see ``done`` of
+  :func:`run_benchmark_locked`).
 * The inputs of the last configuration stay in one process-wide slot, keyed by
   the configuration (a frozen dataclass of plain values); a new configuration
   frees the old tensors before allocating, so memory never grows across reruns.
-* A CUDA configuration is checked against ``torch.cuda.mem_get_info`` before
-  anything is allocated; a CUDA out-of-memory error during a run is caught, the
-  cache emptied, and reported.
+* A configuration is checked against free memory before anything is allocated
+  (:func:`paged_attention.timing.check_memory`); a CUDA out-of-memory error
+  during a run is caught, the cache emptied, and reported (:func:`exclusive_run`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import os
 import threading
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -31,12 +31,8 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from paged_attention import DecodeConfig, DecodeInputs, build_decode_inputs, reference_decode
 from explorer.formatting import format_bytes
-from paged_attention.bench import BenchResult, L2Flusher, benchmark_implementation, measure_copy_bandwidth
-
-#: Headroom kept free on the GPU beyond the inputs: the L2-flush buffer, the
-#: outputs, split-K buffers and the allocator's slack.
-GPU_HEADROOM_BYTES = 1 << 30
-
+from paged_attention.bench import BenchResult, benchmark_implementations
+from paged_attention.timing import GPU_HEADROOM_BYTES, check_memory, measure_copy_bandwidth
 
 class BenchmarkRefused(Exception):
     """A run that must not start (too large for free memory); the message says why."""
@@ -128,38 +124,32 @@ def copy_bandwidth(device: str) -> float | None:
 
 
 def check_fits(config: DecodeConfig) -> None:
-    """Refuse a configuration whose inputs would not fit in free GPU (or host) memory.
+    """Refuse a configuration whose inputs would not fit in free GPU (or host) memory
+    (the rule is :func:`paged_attention.timing.check_memory`'s).
 
     Raises
     ------
     BenchmarkRefused
         With the bytes needed and the bytes free.
     """
-    if not config.device.startswith("cuda"):
-        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        need = 3 * config.memory_bytes()  # the inputs, plus naive's padded float32 copies
-        if need > free:
-            raise BenchmarkRefused(
-                f"This configuration needs about {format_bytes(need)} of host memory (inputs and the "
-                f"implementations' temporaries), but only {format_bytes(free)} is free. "
-                f"Shrink the batch, the context or the number of KV heads."
-            )
+    memory = check_memory(config)
+    if memory.fits:
         return
-    free, total = torch.cuda.mem_get_info(torch.device(config.device))
-    need = config.memory_bytes() + GPU_HEADROOM_BYTES
-    if need > free:
-        raise BenchmarkRefused(
-            f"This configuration needs about {format_bytes(need)} of GPU memory "
-            f"({format_bytes(config.memory_bytes())} of inputs plus {format_bytes(GPU_HEADROOM_BYTES)} headroom), "
-            f"but only {format_bytes(free)} of {format_bytes(total)} is free. "
-            f"Shrink the batch, the context or the number of KV heads."
-        )
+    if config.device.startswith("cuda"):
+        what = (f"{format_bytes(memory.need)} of GPU memory ({format_bytes(memory.inputs)} of inputs plus "
+                f"{format_bytes(GPU_HEADROOM_BYTES)} headroom), but only {format_bytes(memory.free)} of "
+                f"{format_bytes(memory.total)} is free")
+    else:
+        what = (f"{format_bytes(memory.need)} of host memory (inputs and the implementations' temporaries), "
+                f"but only {format_bytes(memory.free)} is free")
+    raise BenchmarkRefused(
+        f"This configuration needs about {what}. Shrink the batch, the context or the number of KV heads."
+    )
 
 
 #: torch's intra-op threads while the app times on the CPU. The browser shares the
-#: cores, and torch's threads wait for each other at every op: on 2 cores, with
-#: Chromium showing the page, the sweep's second point (32 tokens) of Optimized
-#: PyTorch took 16 ms on 2 threads and 0.8 ms on 1 (0.27 ms with no browser).
+#: cores, and torch's threads waiting for each other at every op made small points
+#: many times slower (measured in docs/performance.md, "CPU timing threads").
 CPU_TIMING_THREADS = 1
 
 
@@ -202,29 +192,55 @@ def acquire(
     take(True)
 
 
+@contextlib.contextmanager
+def exclusive_run(
+    device: str, on_wait: Callable[[], None], on_own_wait: Callable[[], None] | None = None
+) -> Iterator[None]:
+    """Hold the process-wide run lock for the body (see :func:`acquire` for
+    ``on_wait`` and ``on_own_wait``), with :data:`CPU_TIMING_THREADS` on a CPU run,
+    and turn a CUDA out-of-memory error into :class:`BenchmarkOOM` after releasing
+    the shared inputs: the one home of that rule for every page that times."""
+    lock = run_lock()
+    acquire(lock, on_wait, on_own_wait)
+    try:
+        with cpu_timing_threads(device):
+            yield
+    except torch.cuda.OutOfMemoryError as exc:
+        inputs_slot().release()
+        raise BenchmarkOOM(
+            f"The GPU ran out of memory during the run; its memory has been released. ({str(exc).splitlines()[0]})"
+        ) from None
+    finally:
+        lock.release()
+
+
 def run_benchmark_locked(
     config: DecodeConfig,
     names: list[str],
     *,
     warmup: int,
     iters: int,
-    on_progress: Callable[[str, int, int], None],
-    on_result: Callable[[BenchResult], None],
+    on_round: Callable[[int, int], None],
+    on_result: Callable[[BenchResult, bool], None],
     on_wait: Callable[[], None],
     on_own_wait: Callable[[], None] | None = None,
     done: list[BenchResult] | None = None,
 ) -> tuple[list[BenchResult], float | None]:
-    """Run ``names`` on one set of inputs for ``config``, holding the process lock.
+    """Time ``names`` against each other on one set of inputs for ``config``
+    (interleaved rounds: :func:`paged_attention.bench.benchmark_implementations`),
+    holding the process lock (:func:`exclusive_run`).
 
-    ``on_wait`` and ``on_own_wait`` are :func:`acquire`'s. ``done`` holds results
-    already measured on these inputs by a run that was stopped (same ``config``,
-    warm-up and iterations: the caller checks): an implementation found there is
-    not timed again, and each new result is appended to it as soon as it is
-    measured, before ``on_result`` (which may stop a script run) is called.
+    ``done`` holds results already measured on these inputs by a run that was
+    stopped after measuring (same ``config``, warm-up and rounds: the caller
+    checks): an implementation found there is not timed again; the others are
+    timed together and appended to it as soon as they are measured, before
+    ``on_result`` (which may stop a script run) is called for each result, with
+    whether it was reused. ``on_round(done, total)`` follows the timed rounds.
 
     Returns
     -------
     results : list of BenchResult
+        In the order of ``names``.
     copy_gbps : float or None
         This GPU's measured copy bandwidth (once per process); None on the CPU.
 
@@ -237,34 +253,19 @@ def run_benchmark_locked(
     ValueError
         On an invalid configuration.
     """
-    lock = run_lock()
-    slot = inputs_slot()
     done = [] if done is None else done
-    acquire(lock, on_wait, on_own_wait)
-    try:
-        with cpu_timing_threads(config.device):
-            inputs, reference = slot.get(config)
-            flush = L2Flusher(inputs.query.device)
-            results = []
-            for i, name in enumerate(names):
-                on_progress(name, i, len(names))
-                result = next((r for r in done if r.name == name), None)
-                if result is None:
-                    result = benchmark_implementation(
-                        name, inputs, warmup=warmup, iters=iters, reference=reference, flush=flush
-                    )
-                    done.append(result)
-                results.append(result)
-                on_result(result)
-            del flush
-            return results, copy_bandwidth(config.device)
-    except torch.cuda.OutOfMemoryError as exc:
-        slot.release()
-        raise BenchmarkOOM(
-            f"The GPU ran out of memory during the run; its memory has been released. ({str(exc).splitlines()[0]})"
-        ) from None
-    finally:
-        lock.release()
+    with exclusive_run(config.device, on_wait, on_own_wait):
+        inputs, reference = inputs_slot().get(config)
+        reused = {r.name for r in done if r.name in names}
+        todo = [n for n in names if n not in reused]
+        if todo:
+            done.extend(benchmark_implementations(
+                todo, inputs, warmup=warmup, iters=iters, reference=reference, on_round=on_round
+            ))
+        results = [next(r for r in done if r.name == name) for name in names]
+        for r in results:
+            on_result(r, r.name in reused)
+        return results, copy_bandwidth(config.device)
 
 
 def time_inputs_locked(
@@ -278,37 +279,20 @@ def time_inputs_locked(
     on_own_wait: Callable[[], None] | None = None,
 ) -> list[BenchResult]:
     """Time ``names`` on inputs made by ``build`` (a serving snapshot's, say),
-    holding the process lock, with the memory check and out-of-memory handling of
-    :func:`run_benchmark_locked`. The shared slot is emptied first on a GPU, so
-    these inputs get its memory; they are freed afterwards. ``on_wait`` and
-    ``on_own_wait`` are :func:`acquire`'s.
+    holding the process lock (:func:`exclusive_run`), after the memory check. The
+    shared slot is emptied first on a GPU, so these inputs get its memory; they
+    are freed afterwards.
 
     Raises
     ------
     BenchmarkRefused, BenchmarkOOM, ValueError
         As :func:`run_benchmark_locked`.
     """
-    lock = run_lock()
-    acquire(lock, on_wait, on_own_wait)
-    try:
-        with cpu_timing_threads(config.device):
-            if config.device.startswith("cuda"):
-                inputs_slot().release()
-            check_fits(config)
-            inputs = build()
-            reference = reference_decode(*inputs.args())
-            flush = L2Flusher(inputs.query.device)
-            results = [
-                benchmark_implementation(name, inputs, warmup=warmup, iters=iters, reference=reference, flush=flush)
-                for name in names
-            ]
-            del inputs, reference, flush
-            return results
-    except torch.cuda.OutOfMemoryError as exc:
-        gc.collect()
-        torch.cuda.empty_cache()
-        raise BenchmarkOOM(
-            f"The GPU ran out of memory during the run; its memory has been released. ({str(exc).splitlines()[0]})"
-        ) from None
-    finally:
-        lock.release()
+    with exclusive_run(config.device, on_wait, on_own_wait):
+        if config.device.startswith("cuda"):
+            inputs_slot().release()
+        check_fits(config)
+        inputs = build()
+        results = benchmark_implementations(names, inputs, warmup=warmup, iters=iters)
+        del inputs
+        return results

@@ -28,13 +28,11 @@ import streamlit as st
 import torch
 
 from paged_attention import DecodeConfig, prepare
-from paged_attention.bench import benchmark_implementation, time_calls
+from paged_attention.bench import benchmark_implementations
+from paged_attention.timing import GPU_HEADROOM_BYTES, time_calls
 from explorer.naive_budget import after_probe, naive_cost, naive_plan
 from explorer.sweep import SweepJob, result_row, status_row
-from ui.benchmark import (
-    GPU_HEADROOM_BYTES, BenchmarkRefused, acquire, check_fits, copy_bandwidth, cpu_timing_threads, inputs_slot,
-    run_lock,
-)
+from ui.benchmark import BenchmarkOOM, BenchmarkRefused, check_fits, copy_bandwidth, exclusive_run, inputs_slot
 from ui.data import config_key
 
 #: Session-state key of the current sweep.
@@ -49,16 +47,41 @@ def device_name(device: str) -> str:
 
 
 @st.cache_data(max_entries=2048, show_spinner=False)
-def measure(device: str, key: tuple, name: str, warmup: int, iters: int) -> pd.DataFrame:
-    """Time implementation ``name`` at the configuration ``key`` on ``device``.
+def measure(device: str, key: tuple, names: tuple[str, ...], warmup: int, iters: int) -> pd.DataFrame:
+    """Time implementations ``names`` against each other (interleaved rounds) at
+    the configuration ``key`` on ``device``.
 
     The caller holds the run lock. Returns one row of
-    :meth:`~paged_attention.bench.BenchResult.row`.
+    :meth:`~paged_attention.bench.BenchResult.row` per name, in order.
     """
     config = DecodeConfig(**dict(key))
     inputs, reference = inputs_slot().get(config)
-    result = benchmark_implementation(name, inputs, warmup=warmup, iters=iters, reference=reference)
-    return pd.DataFrame([{**result.row(), "samples": len(result.samples_ms)}])
+    results = benchmark_implementations(list(names), inputs, warmup=warmup, iters=iters, reference=reference)
+    return pd.DataFrame([{**r.row(), "samples": len(r.samples_ms)} for r in results])
+
+
+def _measure_point(job: SweepJob, config: DecodeConfig, names: list[str]) -> dict[str, dict | Exception]:
+    """Each name's result row at ``config``, timed together; when that raises
+    (other than out of memory), each is timed alone, so the implementation that
+    failed gets its own exception and the others their rows."""
+    key = config_key(config)
+    try:
+        frame = measure(job.device_name, key, tuple(names), job.warmup, job.iters)
+        return {row["name"]: row for row in frame.to_dict("records")}
+    except torch.cuda.OutOfMemoryError:
+        raise
+    except Exception:
+        if len(names) == 1:
+            raise
+    out: dict[str, dict | Exception] = {}
+    for name in names:
+        try:
+            out[name] = measure(job.device_name, key, (name,), job.warmup, job.iters).iloc[0].to_dict()
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except Exception as exc:  # one implementation failing must not end the sweep
+            out[name] = exc
+    return out
 
 
 def _plain(row: dict) -> SimpleNamespace:
@@ -99,19 +122,19 @@ def run_next_point(
     :func:`~ui.benchmark.acquire`'s: another session's run, or this session's
     own earlier run (stopped by a click), holds the benchmark lock.
 
-    A point that does not fit in GPU memory, or a CUDA out-of-memory error, ends
-    the sweep (``job.state == "failed"``, with the message); an implementation
-    that raises anything else gets a ``"failed"`` row and the sweep goes on.
+    The implementations of a point are timed against each other in interleaved
+    rounds. A point that does not fit in GPU memory, or a CUDA out-of-memory
+    error, ends the sweep (``job.state == "failed"``, with the message); an
+    implementation that raises anything else gets a ``"failed"`` row and the sweep
+    goes on.
     """
     index = job.next_index
     value = job.values[index]
     config = job.config_at(index)
     common = dict(device_name=job.device_name, warmup=job.warmup, iters=job.iters)
     rows: list[dict] = []
-    lock = run_lock()
-    acquire(lock, on_wait, on_own_wait)
     try:
-        with cpu_timing_threads(config.device):
+        with exclusive_run(config.device, on_wait, on_own_wait):
             slot = inputs_slot()
             if slot.key != config:
                 slot.release()
@@ -125,37 +148,33 @@ def run_next_point(
                 job.fail(f"Stopped at {job.axis} = {value:,}: {exc}")
                 return
             copy = copy_bandwidth(config.device)
+            timed = list(job.names)
+            if "naive" in timed:
+                decision = naive_plan(config, budget_s=job.naive_budget_s, calls=job.calls, last=job.naive_last,
+                                      free_bytes=_free_bytes(config))
+                if decision.action == "probe":
+                    decision = after_probe(_probe_ms(slot, config, job.naive_budget_s), budget_s=job.naive_budget_s,
+                                           calls=job.calls)
+                if decision.action == "skip":
+                    timed.remove("naive")
+            measured = _measure_point(job, config, timed) if timed else {}
             for name in job.names:
-                if name == "naive":
-                    decision = naive_plan(config, budget_s=job.naive_budget_s, calls=job.calls, last=job.naive_last,
-                                          free_bytes=_free_bytes(config))
-                    if decision.action == "probe":
-                        decision = after_probe(_probe_ms(slot, config, job.naive_budget_s), budget_s=job.naive_budget_s,
-                                               calls=job.calls)
-                    if decision.action == "skip":
-                        rows.append(status_row("naive", "skipped", config, job.axis, value, note=decision.reason,
-                                               predicted_ms=decision.predicted_ms, copy_gbps=copy, **common))
-                        continue
-                try:
-                    frame = measure(job.device_name, config_key(config), name, job.warmup, job.iters)
-                except torch.cuda.OutOfMemoryError:
-                    raise
-                except Exception as exc:  # one implementation failing must not end the sweep
+                if name not in measured:  # naive, over its budget
+                    rows.append(status_row("naive", "skipped", config, job.axis, value, note=decision.reason,
+                                           predicted_ms=decision.predicted_ms, copy_gbps=copy, **common))
+                elif isinstance(measured[name], Exception):
+                    exc = measured[name]
                     rows.append(status_row(name, "failed", config, job.axis, value,
                                            note=f"{type(exc).__name__}: {exc}", copy_gbps=copy, **common))
-                    continue
-                result = _plain(frame.iloc[0].to_dict())
-                rows.append(result_row(result, config, job.axis, value, copy_gbps=copy, **common))
-                if name == "naive":
-                    job.naive_last = (naive_cost(config), result.median_ms)
+                else:
+                    result = _plain(measured[name])
+                    rows.append(result_row(result, config, job.axis, value, copy_gbps=copy, **common))
+                    if name == "naive":
+                        job.naive_last = (naive_cost(config), result.median_ms)
             job.record(rows)
-    except torch.cuda.OutOfMemoryError as exc:
-        inputs_slot().release()
+    except BenchmarkOOM as exc:
         job.rows.extend(rows)
-        job.fail(f"The GPU ran out of memory at {job.axis} = {value:,}; its memory has been released. "
-                 f"({str(exc).splitlines()[0]})")
-    finally:
-        lock.release()
+        job.fail(f"At {job.axis} = {value:,}: {exc}")
 
 
 def cancel_sweep() -> None:

@@ -46,7 +46,7 @@ def latency_figure(results: Sequence, *, log_y: bool = True) -> go.Figure:
             )
         )
         fig.add_annotation(
-            x=r.label, y=math.log10(max(r.p90_ms, 1e-9)) if log_y else r.p90_ms, text=f"<b>{format_ms(r.median_ms)}</b>",
+            x=r.label, y=math.log10(max(r.p80_ms, 1e-9)) if log_y else r.p80_ms, text=f"<b>{format_ms(r.median_ms)}</b>",
             showarrow=False, yshift=16, font=dict(size=12, color=color),
         )
     gpu = [r for r in results if getattr(r, "gpu_time_ms", None) is not None]

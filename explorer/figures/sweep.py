@@ -68,7 +68,7 @@ def sweep_latency_figure(frame) -> go.Figure:
     """Median call latency of each implementation across a sweep's axis.
 
     Log-log when the axis spans a factor of :data:`LOG_X_SPAN` and the times a
-    factor of :data:`LOG_Y_SPAN`. Error bars span p10 to p90. Points the naive
+    factor of :data:`LOG_Y_SPAN`. Error bars span p20 to p80. Points the naive
     implementation skipped (over its time budget) are open circles at the
     predicted time, so they read as skipped, not missing.
 
@@ -100,17 +100,17 @@ def sweep_latency_figure(frame) -> go.Figure:
             ok = rows[rows["status"] == "ok"]
             if len(ok):
                 med = ok["median_ms"].to_numpy(float)
-                hi = np.nan_to_num(ok["p90_ms"].to_numpy(float) - med, nan=0.0).clip(min=0)
-                lo = np.nan_to_num(med - ok["p10_ms"].to_numpy(float), nan=0.0).clip(min=0)
+                hi = np.nan_to_num(ok["p80_ms"].to_numpy(float) - med, nan=0.0).clip(min=0)
+                lo = np.nan_to_num(med - ok["p20_ms"].to_numpy(float), nan=0.0).clip(min=0)
                 ys += [*med, *(med + hi), *(med - lo)]
                 fig.add_trace(go.Scatter(
                     x=ok["value"].to_numpy(float), y=med, mode="lines+markers", name=_trace_name(label, source, sources),
                     legendgroup=f"{name}", line=dict(color=color, width=2.2, dash=SOURCE_DASHES[si % 4]),
                     marker=dict(color=color, size=8, symbol=SOURCE_SYMBOLS[si % 4]),
                     error_y=dict(type="data", array=hi, arrayminus=lo, color=_alpha(color, 0.5), thickness=1.2, width=3),
-                    customdata=np.stack([ok["p10_ms"].to_numpy(float), ok["p90_ms"].to_numpy(float)], axis=-1),
+                    customdata=np.stack([ok["p20_ms"].to_numpy(float), ok["p80_ms"].to_numpy(float)], axis=-1),
                     hovertemplate=f"{label} ({source})<br>%{{x:,}}: median %{{y:.4g}} ms"
-                    "<br>p10–p90 %{customdata[0]:.4g}–%{customdata[1]:.4g} ms<extra></extra>",
+                    "<br>p20–p80 %{customdata[0]:.4g}–%{customdata[1]:.4g} ms<extra></extra>",
                     meta={"implementation": name, "source": source, "kind": "timed"},
                 ))
             skipped = rows[rows["status"] == "skipped"]
@@ -127,7 +127,7 @@ def sweep_latency_figure(frame) -> go.Figure:
                     meta={"implementation": name, "source": source, "kind": "skipped"},
                 ))
     skipped_any = bool((frame["status"] == "skipped").any())
-    subtitle = "median call latency; bars span p10–p90"
+    subtitle = "median call latency; bars span p20–p80"
     if skipped_any:
         subtitle += "; ○ = skipped, drawn at its predicted time"
     if len(sources) > 1:
