@@ -24,11 +24,11 @@ def vectorized_decode(
     as ``[batch, num_kv_heads, tokens, head_dim]``; PyTorch's fused
     ``scaled_dot_product_attention`` (with ``enable_gqa``, so GQA/MQA cost no copy of
     K/V) computes the step. When the rows have equal lengths every block read is
-    needed: the tail of the last block is sliced off and no mask is needed. In a
-    ragged batch the slots past each context get an additive ``-inf`` mask, and
-    must hold finite values (a zero weight times NaN is NaN): table entries past a
-    context are redirected to a block the batch's contexts fill whole, and the
-    unfilled tail of each sequence's last block is zeroed in the gathered copy. The mask must be additive: with a boolean
+    needed: whole blocks are gathered, the tail of the last is sliced off and no
+    mask is needed. In a ragged batch token slots are gathered, each slot past a
+    context reads that sequence's first token instead (so nothing the batch's
+    contexts do not cover is ever read: ``0 * NaN`` cannot happen), and those slots
+    get an additive ``-inf`` mask. The mask must be additive: with a boolean
     mask, PyTorch's CUDA kernel (cuDNN on an H200, torch 2.11) let the padding win
     when every real logit is near -1e5 (``benchmarks/extreme_logits.py``), while
     the additive ``-inf`` mask is exact there. A row with context length 0 is zero.
@@ -85,26 +85,14 @@ def vectorized_decode_unchecked(
     # do not, every table entry read is needed and the tail of the last block is
     # sliced off, so there is no padding, no mask, and SDPA takes its fastest kernel.
     ragged = shape.min_context_len != longest
-    table = block_tables[:, :cols]
-    if ragged:
-        # Padding slots get weight 0, and 0 * NaN = NaN: what they read must be
-        # finite. Table entries past a context may name anything (-1, stale ids,
-        # ids past the pool), so they read the first block of the longest sequence
-        # instead: its context fills that block whole, since with fewer than
-        # block_size tokens it would leave one column, where only empty rows
-        # (masked whole, zeroed below) have entries past their context.
-        needed = (context_lens.long() + block_size - 1) // block_size
-        past = torch.arange(cols, device=table.device)[None, :] >= needed[:, None]
-        clean = block_tables[:, 0].index_select(0, context_lens.argmax().view(1))  # no host sync: capturable
-        table = torch.where(past, clean, table).clamp(0, k_cache.shape[0] - 1)
-    # One gather of whole blocks (contiguous rows of the pool) per cache, viewed as
-    # [batch, kv_heads, tokens, head_dim] without a copy.
-    table = table.reshape(-1)
-    keys = k_cache.index_select(0, table)
-    values = v_cache.index_select(0, table)
-    if ragged:
-        # The slots past a context inside its last block are the pool's memory too.
-        _zero_tails(keys, values, context_lens, batch, cols, block_size)
+    if not ragged:
+        # One gather of whole blocks (contiguous rows of the pool) per cache, viewed
+        # as [batch, kv_heads, tokens, head_dim] without a copy.
+        table = block_tables[:, :cols].reshape(-1)
+        keys = k_cache.index_select(0, table)
+        values = v_cache.index_select(0, table)
+    else:
+        keys, values = _gather_ragged(k_cache, v_cache, block_tables, context_lens, cols, block_size)
     keys = keys.view(batch, tokens, kv_heads, head_dim).transpose(1, 2)
     values = values.view(batch, tokens, kv_heads, head_dim).transpose(1, 2)
     bias = None
@@ -126,20 +114,42 @@ def vectorized_decode_unchecked(
 
 
 
+def _gather_ragged(
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    cols: int,
+    block_size: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gather ``cols * block_size`` token slots per sequence, padding included.
 
-def _zero_tails(
-    keys: torch.Tensor, values: torch.Tensor, context_lens: torch.Tensor, batch: int, cols: int, block_size: int
-) -> None:
-    """Zero, in place, the slots past each context inside its last gathered block.
+    Padding slots get weight 0 in the softmax, and ``0 * NaN = NaN``: what they
+    read must be finite. So every slot past a sequence's context reads that
+    sequence's first token (which its context covers) instead of the pool's
+    memory there, which may hold anything: stale tails of the last block, and
+    blocks that table entries past the context (-1, stale ids, ids past the pool)
+    name. A row of length 0 is masked whole and zeroed after the attention, so any
+    slot of the pool will do for it. One gather of token rows per cache.
 
-    ``keys`` and ``values`` are the gathered blocks, ``[batch * cols, block_size,
-    num_kv_heads, head_dim]``; one block per sequence is read and written, not the
-    whole gather.
+    Returns
+    -------
+    keys, values : Tensor
+        ``[batch_size * cols * block_size, num_kv_heads, head_dim]``.
     """
-    lens = context_lens.long()
-    last = (lens - 1).clamp(min=0) // block_size  # an empty row: its first block (masked whole anyway)
-    rows = torch.arange(batch, device=keys.device) * cols + last
-    slots = torch.arange(block_size, device=keys.device)
-    keep = (last[:, None] * block_size + slots[None, :] < lens[:, None])[:, :, None, None]
-    for gathered in (keys, values):
-        gathered[rows] = torch.where(keep, gathered[rows], 0)
+    num_blocks = k_cache.shape[0]
+    device = block_tables.device
+    tokens = torch.arange(cols * block_size, device=device)
+    blocks = block_tables[:, :cols].long().repeat_interleave(block_size, dim=1)  # [batch, tokens]
+    slots = tokens % block_size
+    inside = tokens[None, :] < context_lens.long()[:, None]
+    blocks = torch.where(inside, blocks, blocks[:, :1]).clamp_(0, num_blocks - 1).reshape(-1)
+    slots = torch.where(inside, slots[None, :], 0).reshape(-1)
+    gathered = []
+    for cache in (k_cache, v_cache):
+        if cache.stride(0) == block_size * cache.stride(1):  # (block, slot) folds into one dim
+            flat = cache.as_strided((num_blocks * block_size, *cache.shape[2:]), cache.stride()[1:])
+            gathered.append(flat.index_select(0, blocks * block_size + slots))
+        else:
+            gathered.append(cache[blocks, slots])
+    return gathered[0], gathered[1]

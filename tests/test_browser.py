@@ -24,7 +24,8 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from playwright.sync_api import expect
+pytest.importorskip("playwright", reason="the browser test needs Playwright (requirements-dev.txt)")
+from playwright.sync_api import expect  # noqa: E402
 
 from explorer import settings as state
 
