@@ -1,0 +1,157 @@
+"""Split-K (flash-decoding): the Triton kernel's split plans, both merge paths
+(the fused last-split merge and the separate merge kernel), launchers reused or
+outgrown, and, on the GPU, split counts from 1 to more than the blocks and a race
+check of the fused merge. Inputs come from test_correctness's ``build`` (ragged,
+shuffled, memory no context covers poisoned with NaN and Inf)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import paged_attention as pa
+from helpers import DTYPES, IMPL_NAMES, assert_matches, dtype_id, seed  # noqa: F401
+from test_correctness import build
+
+# -- split-K (flash-decoding) --------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "lengths, block_size, block_n, num_splits, expected_splits",
+    [
+        ((300, 77, 16), 16, 16, 1, 1),
+        ((300, 77, 16), 16, 16, 2, 2),
+        ((300, 77, 5), 16, 16, 3, 3),
+        ((300, 0, 40, 5), 16, 16, 7, 7),  # an empty row, and rows shorter than the splits
+        ((300, 33), 16, 16, 100, 19),  # more splits than blocks: one block each
+        ((1100, 33), 16, 16, 1000, 69),  # more than 64 splits: the merge loops over chunks
+        ((200, 5, 3), 16, 16, 7, 7),  # contexts of fewer tokens than splits
+        ((45, 3), 4, 16, 7, None),  # tiles of four blocks; splits need not align with them
+        ((700, 256, 1, 0), 256, 16, 3, 3),  # blocks larger than a tile
+    ],
+    ids=["k1", "k2", "k3", "k7-empty-row", "k100-more-than-blocks", "k1000-merge-chunks",
+         "short-contexts", "small-blocks", "big-blocks"],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=dtype_id)
+@pytest.mark.parametrize("fused_merge", [True, False], ids=["fused-merge", "merge-kernel"])
+def test_split_k(lengths, block_size, block_n, num_splits, expected_splits, dtype, fused_merge, device, seed):
+    inputs = build(device, seed, context_lens=lengths, block_size=block_size, dtype=dtype_id(dtype),
+                   num_heads=4, num_kv_heads=2)
+    args = inputs.args()
+    shape = pa.check_decode_args(*args)
+    plan = pa.plan_launch(shape, inputs.query.device, inputs.query.dtype, num_splits=num_splits, block_n=block_n,
+                          fused_merge=fused_merge)
+    if expected_splits is None:
+        assert 1 < plan.num_splits <= num_splits
+    else:
+        assert plan.num_splits == expected_splits
+    assert plan.fused_merge is fused_merge
+    launch = pa.prepare_triton_decode(*args, num_splits=num_splits, block_n=block_n, fused_merge=fused_merge)
+    out = launch()
+    assert torch.isfinite(out).all()
+    assert_matches(out, inputs.query, pa.reference_decode(*args))
+    for b, n in enumerate(lengths):
+        if n == 0:
+            assert torch.equal(out[b], torch.zeros_like(out[b]))
+
+
+@pytest.mark.parametrize("fused_merge", [True, False], ids=["fused-merge", "merge-kernel"])
+def test_split_launcher_reuses_its_output(fused_merge, device, seed):
+    """Every launch rewrites the whole output: the fused merge's arrival counters are
+    reset by the program that merges, so a second launch merges again."""
+    inputs = build(device, seed, context_lens=(300, 0, 40), dtype="float32")
+    launch = pa.prepare_triton_decode(*inputs.args(), num_splits=5, block_n=16, fused_merge=fused_merge)
+    first = launch().clone()
+    for _ in range(2):
+        launch().fill_(float("nan"))
+        again = launch()
+        assert torch.equal(first, again)
+    assert again is launch()
+    assert_matches(again, inputs.query, pa.reference_decode(*inputs.args()))
+
+
+@pytest.mark.parametrize("fused_merge", [True, False], ids=["fused-merge", "merge-kernel"])
+def test_split_launcher_cuts_a_context_that_grew_past_its_plan(fused_merge, device, seed):
+    """A launcher prepared for short contexts, relaunched after the lengths grew in
+    place, attends to the blocks its plan covers and still merges every launch.
+    (The fused merge used to wait for splits that do not exist: no output, and an
+    arrival counter never reset; the merge kernel read past the row's partials.)"""
+    inputs = build(device, seed, context_lens=(300, 40), dtype="float32")
+    grown = inputs.context_lens.clone()
+    inputs.context_lens.copy_(torch.tensor([100, 40]))
+    launch = pa.prepare_triton_decode(*inputs.args(), num_splits=4, block_n=16, fused_merge=fused_merge)
+    plan = pa.plan_launch(pa.check_decode_args(*inputs.args()), inputs.query.device, inputs.query.dtype,
+                          num_splits=4, block_n=16, fused_merge=fused_merge)
+    covered = plan.num_splits * plan.tokens_per_split
+    assert 100 <= covered < 300
+    inputs.context_lens.copy_(grown)
+    cut = inputs.context_lens.clamp(max=covered)
+    args = (inputs.query, inputs.k_cache, inputs.v_cache, inputs.block_tables, cut)
+    for _ in range(2):
+        launch().fill_(float("nan"))
+        assert_matches(launch(), inputs.query, pa.reference_decode(*args))
+
+
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_prepared_launcher_of_empty_contexts_writes_zeros_every_call(impl, device, seed):
+    """Nothing to attend to is still a call that writes its output: zeros, every time."""
+    inputs = build(device, seed, context_lens=(0, 0, 0), dtype="float16")
+    launch = pa.prepare(impl, *inputs.args())
+    for _ in range(2):
+        launch().fill_(float("nan"))
+        out = launch()
+        assert torch.equal(out, torch.zeros_like(out))
+
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("num_splits", [None, 1, 2, 3, 7, 16, 64, 1000])
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+def test_gpu_split_k(num_splits, dtype, seed):
+    """Few sequences, long contexts: the case split-K exists for. ``None`` is the
+    heuristic's own choice."""
+    cfg = pa.DecodeConfig(
+        batch_size=3, context_lens=(16384, 0, 2500), num_heads=32, num_kv_heads=8, head_dim=128,
+        block_size=16, dtype=dtype_id(dtype), device="cuda", seed=seed,
+    )
+    inputs = pa.build_decode_inputs(cfg, poison=True)
+    overrides = {} if num_splits is None else {"num_splits": num_splits}
+    out = pa.prepare_triton_decode(*inputs.args(), **overrides)()
+    assert_matches(out, inputs.query, pa.reference_decode(*inputs.args()))
+    assert torch.equal(out[1], torch.zeros_like(out[1]))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "batch, context", [(1, 32768), (8, 8192), (3, 5000)], ids=["b1-32k", "b8-8k", "b3-5k"]
+)
+def test_gpu_fused_merge_is_race_free(batch, context, seed):
+    """The fused merge relies on a release/acquire arrival counter; a missed
+    ordering would show as an occasional wrong or stale row. Replay a CUDA graph
+    of many launches, poisoning the output before each, and demand bit-identical
+    results every time (the merge order is fixed, whichever program merges)."""
+    cfg = pa.DecodeConfig(
+        batch_size=batch, context_lens=context, num_heads=32, num_kv_heads=8, head_dim=128,
+        block_size=16, dtype="float16", device="cuda", seed=seed, block_layout="shuffled",
+    )
+    inputs = pa.build_decode_inputs(cfg, poison=True)
+    launch = pa.prepare_triton_decode(*inputs.args())
+    plan = pa.plan_launch(pa.check_decode_args(*inputs.args()), inputs.query.device, inputs.query.dtype)
+    assert plan.num_splits > 1 and plan.fused_merge
+    expected = launch().clone()
+    assert_matches(expected, inputs.query, pa.reference_decode(*inputs.args()))
+    out = launch()
+    results = torch.empty(20, *out.shape, dtype=out.dtype, device=out.device)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            for i in range(results.shape[0]):
+                out.fill_(float("nan"))
+                results[i].copy_(launch())
+    torch.cuda.current_stream().wait_stream(stream)
+    for _ in range(25):  # 500 launches
+        results.fill_(0)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(results, expected.expand_as(results))
