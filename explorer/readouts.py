@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from paged_attention.bench import achieved_gbps
 from paged_attention.config import DecodeConfig
 
 
@@ -81,7 +82,7 @@ def results_rows(
     base = next((r for r in results if r.name == baseline), None) if reads_kv else None
     rows = []
     for r in results:
-        best_gbps = r.gpu_gbps if r.gpu_gbps is not None else r.gbps
+        best_gbps = achieved_gbps(r)
         if not reads_kv:
             best_gbps = None
         rows.append(

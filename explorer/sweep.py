@@ -31,6 +31,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from paged_attention.bench import achieved_gbps
 from paged_attention.config import DecodeConfig
 from paged_attention.implementations import LABELS
 
@@ -302,7 +303,7 @@ def result_row(
     warmup: int, iters: int,
 ) -> dict:
     """One ``"ok"`` row from a :class:`~paged_attention.bench.BenchResult`."""
-    best = result.gpu_gbps if result.gpu_gbps is not None else result.gbps
+    best = achieved_gbps(result)
     return {
         "axis": axis, "value": int(value), "implementation": result.name, "label": result.label, "status": "ok",
         "median_ms": result.median_ms, "p20_ms": result.p20_ms, "p80_ms": result.p80_ms,

@@ -125,6 +125,15 @@ class BenchResult:
         return d
 
 
+def achieved_gbps(result) -> float | None:
+    """The achieved bandwidth to report for ``result``, in GB/s: from GPU time
+    where CUDA graphs measured it (no host in it), else from the call latency.
+
+    ``result`` is a :class:`BenchResult` or anything with ``gpu_gbps`` and ``gbps``.
+    """
+    return result.gpu_gbps if result.gpu_gbps is not None else result.gbps
+
+
 def benchmark_implementations(
     names: Sequence[str],
     inputs: DecodeInputs,
