@@ -68,14 +68,16 @@ def _run() -> None:
     with st.status("Running the benchmark…", expanded=True) as status:
         bar = st.progress(0.0, text="preparing inputs")
 
-        def on_round(done: int, total: int) -> None:
-            bar.progress(done / total, text=f"round {done}/{total}: each implementation once, order rotated")
+        how = "interleaved rounds" if config.device.startswith("cuda") else "one implementation after another"
+
+        def on_progress(done: int, total: int) -> None:
+            bar.progress(done / total, text=f"{done:,} of {total:,} timed calls ({how})")
 
         def on_result(r, reused: bool) -> None:
             mark = "✓" if r.passed else "✗"
             note = " (measured by the run your click replaced)" if reused else ""
             st.write(f"{mark} **{r.label}**: median {r.median_ms:.4g} ms over "
-                     f"{formatting.count(len(r.samples_ms), 'round')}{note}")
+                     f"{formatting.count(len(r.samples_ms), 'call')}{note}")
 
         def on_wait() -> None:
             st.info("Queued: another session is running a benchmark on this machine; yours starts when it ends.",
@@ -88,7 +90,7 @@ def _run() -> None:
         try:
             results, copy_gbps = run_benchmark_locked(
                 config, names, warmup=plan.warmup, iters=plan.iters,
-                on_round=on_round, on_result=on_result, on_wait=on_wait, on_own_wait=on_own_wait,
+                on_progress=on_progress, on_result=on_result, on_wait=on_wait, on_own_wait=on_own_wait,
                 done=partial["results"],
             )
         # A run stopped by a second click raises Streamlit's StopException (not an

@@ -143,13 +143,18 @@ def benchmark_implementations(
     reference: torch.Tensor | None = None,
     graph: bool = True,
     flush: L2Flusher | None = None,
-    on_round: Callable[[int, int], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> list[BenchResult]:
     """Time implementations ``names`` against each other on ``inputs``, in
-    interleaved rounds (:func:`time_interleaved`), and check each once against the
-    reference.
+    interleaved rounds (:func:`~paged_attention.timing.time_interleaved`), and
+    check each once against the reference.
 
-    The accuracy check runs before timing, on the output of a separate call.
+    The accuracy check runs before timing, on the output of a separate call. On
+    the CPU the implementations are timed one after another instead: there the
+    Triton kernels run in Triton's interpreter, hundreds of milliseconds of NumPy a
+    call that evict the caches and leave BLAS threads spinning, and interleaving
+    would charge that to whatever PyTorch call comes next (docs/benchmarks.md,
+    "Timings that hold still").
 
     Parameters
     ----------
@@ -165,8 +170,8 @@ def benchmark_implementations(
         Also measure GPU time with CUDA graphs (GPU and capturable implementations only).
     flush : L2Flusher, optional
         Reused between calls to save memory; made if not given.
-    on_round : callable, optional
-        ``on_round(done, total)`` after each timed round.
+    on_progress : callable, optional
+        ``on_progress(done, total)``, in timed calls.
 
     Returns
     -------
@@ -189,7 +194,8 @@ def benchmark_implementations(
     accuracy = {name: check_accuracy(run().clone(), reference) for name, run in runs.items()}
     timings = time_interleaved(
         runs, device=device, warmup=warmup, rounds=iters, flush=flush,
-        graph=[n for n in names if n in GRAPH_CAPTURABLE] if graph else (), on_round=on_round,
+        graph=[n for n in names if n in GRAPH_CAPTURABLE] if graph else (), interleave=device.type == "cuda",
+        on_progress=on_progress,
     )
     nbytes = inputs.config.decode_bytes()
     return [_result(name, str(device), timings[name], accuracy[name], nbytes) for name in names]
@@ -236,7 +242,7 @@ def run_benchmark(
     warmup: int = 10,
     iters: int = 50,
     graph: bool = True,
-    on_round: Callable[[int, int], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> list[BenchResult]:
     """Build inputs for ``config`` once and benchmark the implementations on them
     against each other (:func:`benchmark_implementations`).
@@ -251,8 +257,8 @@ def run_benchmark(
         Untimed and timed interleaved rounds.
     graph : bool
         Also measure CUDA-graph GPU time where possible.
-    on_round : callable, optional
-        Called as ``on_round(done, total)`` after each timed round.
+    on_progress : callable, optional
+        Called as ``on_progress(done, total)``, in timed calls.
 
     Returns
     -------
@@ -268,7 +274,7 @@ def run_benchmark(
     inputs = build_decode_inputs(config)
     reference = reference_decode(*inputs.args())
     return benchmark_implementations(
-        names, inputs, warmup=warmup, iters=iters, reference=reference, graph=graph, on_round=on_round
+        names, inputs, warmup=warmup, iters=iters, reference=reference, graph=graph, on_progress=on_progress
     )
 
 
@@ -385,12 +391,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"device: {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}; "
           f"torch {torch.__version__}; Triton {_triton_version()} ({execution_mode()})")
     rows, full = [], []
-    with tqdm(total=sum(iters for _, iters in configs), desc="benchmark", unit="round", file=sys.stderr) as bar:
+    calls = sum(iters for _, iters in configs) * len(args.impl)
+    with tqdm(total=calls, desc="benchmark", unit="call", file=sys.stderr) as bar:
         for config, iters in configs:
             bar.set_postfix_str(f"B={config.batch_size} ctx={max(config.lengths)}")
+            start = bar.n
             results = run_benchmark(
                 config, args.impl, warmup=args.warmup, iters=iters, graph=not args.no_graph,
-                on_round=lambda done, total: bar.update(1),
+                on_progress=lambda done, total, start=start: bar.update(start + done - bar.n),
             )
             naive = next((r for r in results if r.name == "naive"), None)
             for r in results:

@@ -113,7 +113,8 @@ def time_interleaved(
     graph: Iterable[str] = (),
     gpu_rounds: int = 20,
     calls_per_graph: int = 10,
-    on_round: Callable[[int, int], None] | None = None,
+    interleave: bool = True,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Timing]:
     """Time several implementations against each other in interleaved rounds.
 
@@ -140,8 +141,13 @@ def time_interleaved(
         Runs to time with CUDA graphs too (capturable ones; ignored on the CPU).
     gpu_rounds, calls_per_graph : int
         Replay rounds, and calls in each graph.
-    on_round : callable, optional
-        ``on_round(done, total)`` after each timed round of call latency.
+    interleave : bool
+        False: each run's warm-up and timed calls in a block of their own, one run
+        after another (what :func:`benchmark_implementations
+        <paged_attention.bench.benchmark_implementations>` does on the CPU).
+    on_progress : callable, optional
+        ``on_progress(done, total)``, in timed calls, after each round (each run's
+        block when not interleaved).
 
     Returns
     -------
@@ -159,17 +165,24 @@ def time_interleaved(
     names = list(runs)
     out = {name: Timing(call_ms=[]) for name in names}
     cuda = device.type == "cuda"
+    total = rounds * len(names)
     with gc_paused():
-        for r in range(warmup):
-            for name in rotated(names, r):
-                runs[name]()
-        if cuda:
-            torch.cuda.synchronize(device)
-        for r in range(rounds):
-            for name in rotated(names, r):
-                out[name].call_ms.append(_time_one(runs[name], cuda, flush))
-            if on_round is not None:
-                on_round(r + 1, rounds)
+        if interleave:
+            for r in range(warmup):
+                for name in rotated(names, r):
+                    runs[name]()
+            if cuda:
+                torch.cuda.synchronize(device)
+            for r in range(rounds):
+                for name in rotated(names, r):
+                    out[name].call_ms.append(_time_one(runs[name], cuda, flush))
+                if on_progress is not None:
+                    on_progress((r + 1) * len(names), total)
+        else:
+            for i, name in enumerate(names):
+                out[name].call_ms = time_calls(runs[name], device=device, warmup=warmup, iters=rounds, flush=flush)
+                if on_progress is not None:
+                    on_progress((i + 1) * rounds, total)
         graphed = [n for n in names if n in set(graph)] if cuda else []
         if graphed:
             for name, samples in _gpu_rounds({n: runs[n] for n in graphed}, device=device,

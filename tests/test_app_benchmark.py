@@ -273,7 +273,7 @@ def test_a_replacing_run_reuses_the_results_the_stopped_run_kept(monkeypatch):
     kept = SimpleNamespace(name="naive")
     done = [kept]
     results, _ = bench_ui.run_benchmark_locked(
-        config, ["naive", "vectorized", "triton"], warmup=0, iters=1, on_round=lambda *a: None,
+        config, ["naive", "vectorized", "triton"], warmup=0, iters=1, on_progress=lambda *a: None,
         on_result=lambda r, reused: told.append((r.name, reused)), on_wait=lambda: None, done=done,
     )
     assert timed == [["vectorized", "triton"]]  # one interleaved run of what is left
@@ -298,7 +298,7 @@ def test_cpu_runs_time_on_one_torch_thread_and_restore_the_count(monkeypatch):
     torch.set_num_threads(2)
     try:
         bench_ui.run_benchmark_locked(config, ["naive", "vectorized"], warmup=0, iters=1,
-                                      on_round=lambda *a: None, on_result=lambda r, reused: None,
+                                      on_progress=lambda *a: None, on_result=lambda r, reused: None,
                                       on_wait=lambda: None)
         assert seen == [bench_ui.CPU_TIMING_THREADS]  # both timed together, on one thread
         assert torch.get_num_threads() == 2  # restored

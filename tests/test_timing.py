@@ -29,6 +29,18 @@ def test_rounds_call_every_run_once_in_rotated_order_with_gc_paused():
     assert rotated(["a", "b", "c"], 4) == ["b", "c", "a"] and rotated([], 2) == []
 
 
+def test_blocks_time_each_run_alone_and_report_progress_in_calls():
+    log, progress = [], []
+    runs = {n: (lambda n=n: log.append(n)) for n in "ab"}
+    time_interleaved(runs, device=torch.device("cpu"), warmup=1, rounds=2, interleave=False,
+                     on_progress=lambda done, total: progress.append((done, total)))
+    assert log == list("aaabbb") and progress == [(2, 4), (4, 4)]
+    progress.clear()
+    time_interleaved(runs, device=torch.device("cpu"), warmup=0, rounds=2,
+                     on_progress=lambda done, total: progress.append((done, total)))
+    assert progress == [(2, 4), (4, 4)]
+
+
 def test_rounds_must_be_positive():
     with pytest.raises(ValueError, match="rounds must be at least 1"):
         time_interleaved({"a": lambda: None}, device=torch.device("cpu"), warmup=0, rounds=0)

@@ -220,14 +220,14 @@ def run_benchmark_locked(
     *,
     warmup: int,
     iters: int,
-    on_round: Callable[[int, int], None],
+    on_progress: Callable[[int, int], None],
     on_result: Callable[[BenchResult, bool], None],
     on_wait: Callable[[], None],
     on_own_wait: Callable[[], None] | None = None,
     done: list[BenchResult] | None = None,
 ) -> tuple[list[BenchResult], float | None]:
     """Time ``names`` against each other on one set of inputs for ``config``
-    (interleaved rounds: :func:`paged_attention.bench.benchmark_implementations`),
+    (interleaved rounds on a GPU: :func:`paged_attention.bench.benchmark_implementations`),
     holding the process lock (:func:`exclusive_run`).
 
     ``done`` holds results already measured on these inputs by a run that was
@@ -235,7 +235,7 @@ def run_benchmark_locked(
     checks): an implementation found there is not timed again; the others are
     timed together and appended to it as soon as they are measured, before
     ``on_result`` (which may stop a script run) is called for each result, with
-    whether it was reused. ``on_round(done, total)`` follows the timed rounds.
+    whether it was reused. ``on_progress(done, total)`` follows the timed calls.
 
     Returns
     -------
@@ -260,7 +260,7 @@ def run_benchmark_locked(
         todo = [n for n in names if n not in reused]
         if todo:
             done.extend(benchmark_implementations(
-                todo, inputs, warmup=warmup, iters=iters, reference=reference, on_round=on_round
+                todo, inputs, warmup=warmup, iters=iters, reference=reference, on_progress=on_progress
             ))
         results = [next(r for r in done if r.name == name) for name in names]
         for r in results:
