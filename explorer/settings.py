@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 from paged_attention.config import BLOCK_LAYOUTS, DTYPES, DecodeConfig, ragged_lengths
 from paged_attention.runtime import HAS_CUDA, default_device
 
-from explorer.formatting import count
+from explorer.formatting import count, plain
 
 #: Model presets: ``name -> (num_heads, num_kv_heads, head_dim)``.
 MODEL_PRESETS: dict[str, tuple[int, int, int]] = {
@@ -255,7 +255,7 @@ def settings_from_query(
                 values[name] = value
         except (ValueError, TypeError) as exc:
             reason = str(exc) if "must be" in str(exc) or "expected" in str(exc) else "not a valid value"
-            notes.append(f"`{key}={raw}` ignored ({reason}); using {_fallback(defaults, name)}.")
+            notes.append(f"{plain(f'{key}={raw}')} ignored ({reason}); using {_fallback(defaults, name)}.")
     settings = Settings(**values)
 
     if settings.num_heads % settings.num_kv_heads:

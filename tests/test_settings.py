@@ -114,3 +114,13 @@ def test_bad_lens_say_what_is_used_instead():
     assert len(notes) == 1 and "using the lengths drawn from the spread" in notes[0] and "None" not in notes[0]
     _, notes = state.settings_from_query({"batch": "2", "ctx_mode": "ragged", "lens": "5"})
     assert "it holds 1 value for batch size 2" in notes[0] and "drawn from the spread" in notes[0]
+
+
+def test_an_ignored_url_value_is_quoted_as_typed_never_as_markdown():
+    """A backtick in a shared link's value must not close the code span and let the
+    rest render as Markdown (bold, links) inside the app's warning."""
+    _, notes = state.settings_from_query({"seed": "` **BIG** [click me](http://example.com) `"})
+    (note,) = notes
+    span, rest = note[1:].split("`", 1)
+    assert "**BIG** [click me](http://example.com)" in span  # all of it inside one code span
+    assert rest.startswith(" ignored (") and "http" not in rest
