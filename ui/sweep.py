@@ -148,20 +148,20 @@ def run_next_point(
                 job.fail(f"Stopped at {job.axis} = {value:,}: {exc}")
                 return
             copy = copy_bandwidth(config.device)
-            skip = None  # naive's decision when it is over its budget at this point
-            if "naive" in job.names:
+            timed = list(job.names)
+            if "naive" in timed:
                 decision = naive_plan(config, budget_s=job.naive_budget_s, calls=job.calls, last=job.naive_last,
                                       free_bytes=_free_bytes(config))
                 if decision.action == "probe":
                     decision = after_probe(_probe_ms(slot, config, job.naive_budget_s), budget_s=job.naive_budget_s,
                                            calls=job.calls)
-                skip = decision if decision.action == "skip" else None
-            timed = [n for n in job.names if not (n == "naive" and skip is not None)]
+                if decision.action == "skip":
+                    timed.remove("naive")
             measured = _measure_point(job, config, timed) if timed else {}
             for name in job.names:
-                if name not in measured:
-                    rows.append(status_row("naive", "skipped", config, job.axis, value, note=skip.reason,
-                                           predicted_ms=skip.predicted_ms, copy_gbps=copy, **common))
+                if name not in measured:  # naive, over its budget
+                    rows.append(status_row("naive", "skipped", config, job.axis, value, note=decision.reason,
+                                           predicted_ms=decision.predicted_ms, copy_gbps=copy, **common))
                 elif isinstance(measured[name], Exception):
                     exc = measured[name]
                     rows.append(status_row(name, "failed", config, job.axis, value,
