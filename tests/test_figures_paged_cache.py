@@ -38,10 +38,68 @@ def test_block_table_samples_large_tables():
     fig = figures.block_table_figure(tables, [2048 * 16] * 256, 16)
     z = np.array(fig.data[0].z)
     assert z.size <= figures.MAX_TABLE_CELLS
-    xs, ys = np.array(fig.data[0].x), np.array(fig.data[0].y)
-    assert np.array_equal(z, tables[np.ix_(ys, xs)])  # sampled cells keep exact values
-    grid = figures.sample_grid(256, 2048, figures.MAX_TABLE_CELLS)
-    assert grid.sampled and "every" in grid.note("sequence", "logical block")
+    grid = figures.block_table_grid(256, 2048)
+    assert grid.sampled and "every 2nd sequence" in grid.note("sequence", "logical block")
+    assert "16 consecutive logical blocks" in grid.note("sequence", "logical block")
+    edges, ys = np.array(fig.data[0].x), np.array(fig.data[0].y)
+    assert np.array_equal(ys, grid.rows) and np.array_equal(edges, np.arange(0, 2049, 16) - 0.5)
+    assert np.array_equal(z, tables[np.ix_(ys, np.arange(0, 2048, 16))])  # each column's first block, exact
+
+
+def _marks(trace) -> np.ndarray:
+    """The text a heatmap trace writes in each cell: Plotly fills its texttemplate
+    for every cell, gaps included, so a constant template marks them all."""
+    shape = np.shape(trace.z)
+    if trace.texttemplate is None:
+        return np.full(shape, "", dtype=object)
+    if "%{text}" not in trace.texttemplate:
+        return np.full(shape, trace.texttemplate, dtype=object)
+    return np.array(trace.text, dtype=object).reshape(shape)
+
+
+def test_unallocated_mark_only_in_unallocated_cells():
+    config, tables, _ = _layout()
+    fig = figures.block_table_figure(tables, config.lengths, config.block_size, config.num_blocks)
+    alloc, unalloc = fig.data[0], fig.data[1]
+    assert alloc.texttemplate == "%{z}"  # the ids are written...
+    marks = _marks(unalloc)
+    assert np.array_equal(marks == "–", tables < 0)  # ...and only the -1 entries carry the dash
+    assert set(marks[tables >= 0]) == {""}
+
+
+def test_short_sequences_show_beside_a_huge_one():
+    """A one-block and a four-block sequence beside a million-token one: every k-th
+    column of 65,536 drew their blocks a tenth of a pixel wide, so both rows looked
+    empty. Aggregated columns keep each row's blocks at least MIN_COLUMN_PX wide."""
+    lens = (5, 1_048_576, 57)
+    config = DecodeConfig(batch_size=3, context_lens=lens, block_size=16, block_layout="shuffled", seed=0)
+    tables = assign_blocks(config)[0].numpy()
+    assert tables.shape == (3, 65536)
+    for plot_width in (figures.PLOT_WIDTH_PX, 180):
+        fig = figures.block_table_figure(tables, lens, 16, config.num_blocks, plot_width=plot_width)
+        z = np.array(fig.data[0].z, dtype=float)
+        edges = np.array(fig.data[0].x, dtype=float)
+        assert len(edges) == z.shape[1] + 1 and edges[0] == -0.5 and edges[-1] == 65535.5
+        px_per_block = plot_width / 65536
+        for row, blocks in zip(range(3), (1, 65536, 4)):
+            drawn = ~np.isnan(z[row])
+            width_px = (np.diff(edges)[drawn]).sum() * px_per_block
+            assert width_px >= figures.MIN_COLUMN_PX  # visible, not a sliver under a pixel
+            assert z[row, 0] == tables[row, 0]  # coloured by the row's first block
+        cd = np.array(fig.data[0].customdata)
+        assert cd[0, 0, 5] == 1 and cd[2, 0, 5] == 4  # hover: "1 of k", "4 of k blocks allocated"
+        assert "blocks allocated" in fig.data[0].hovertemplate
+        assert "logical blocks per column" in fig.layout.title.subtitle.text
+
+
+def test_block_table_aggregation_is_vectorised():
+    """The app allows a million blocks: the aggregated view is numpy, not a loop per block."""
+    import time
+    tables = np.arange(1_000_000, dtype=np.int64).reshape(1, -1)
+    t0 = time.perf_counter()
+    fig = figures.block_table_figure(tables, [16_000_000], 16, 1_000_000)
+    assert time.perf_counter() - t0 < 2.0
+    assert np.array(fig.data[0].z).size <= figures.PLOT_WIDTH_PX
 
 
 @pytest.mark.parametrize("rows, cols, cap", [(1, 1, 10), (4, 65536, 20000), (4096, 3, 1000), (300, 300, 20000)])
@@ -153,4 +211,5 @@ def test_token_walk_sampling_note_names_the_sampled_axis():
     assert "every 2nd logical block shown" in rows.layout.title.subtitle.text
     assert "slot" not in rows.layout.title.subtitle.text.split("sampled")[-1]
     table = figures.block_table_figure(np.arange(256 * 2048).reshape(256, 2048), [2048 * 16] * 256, 16)
-    assert "every 2nd row and every 16th column" in table.layout.title.subtitle.text  # not "every 2th row"
+    assert "every 2nd row shown" in table.layout.title.subtitle.text  # not "every 2th row"
+    assert "16 logical blocks per column" in table.layout.title.subtitle.text

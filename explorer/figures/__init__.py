@@ -21,8 +21,10 @@ Five families, one module each (this package re-exports their public names, so
 
 A browser draws a few tens of thousands of heatmap cells comfortably. Past that
 the cache figures sample (every k-th row and column, exact values in the cells
-shown) or aggregate (the pool: k consecutive blocks per cell), and
-:func:`sample_grid` tells the page what was done so it can say so.
+shown) or aggregate (the block table's columns when it is wider than the plot
+has pixels for, and the pool: k consecutive blocks per cell), and
+:func:`block_table_grid` and :func:`sample_grid` tell the page what was done so
+it can say so.
 
 Every implementation keeps one colour in every chart (:data:`IMPL_COLORS`).
 """
@@ -42,6 +44,7 @@ from .style import (  # noqa: F401
     MAX_TEXT_CELLS,
     MAX_WALK_CELLS,
     MAX_WALK_POINTS,
+    MIN_COLUMN_PX,
     MIN_GAP_CELL_PX,
     MIN_TICK_PX,
     OTHER_COLOR,
@@ -61,6 +64,7 @@ from .sampling import (  # noqa: F401
 from .paged_cache import (  # noqa: F401
     block_fill,
     block_table_figure,
+    block_table_grid,
     block_walk_figure,
     pool_figure,
     token_walk_figure,

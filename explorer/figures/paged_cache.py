@@ -13,16 +13,29 @@ import plotly.graph_objects as go
 from paged_attention.inputs import FREE, OTHER
 
 from explorer.formatting import compact, count, ordinal
-from .sampling import pool_grid_shape, sample_grid
+from .sampling import GridSample, pool_grid_shape, sample_grid
 from .style import (
     BLOCK_COLORSCALE, FREE_COLOR, MAX_POOL_CELLS, MAX_SEQUENCE_LEGEND, MAX_TABLE_CELLS, MAX_WALK_CELLS,
-    MAX_WALK_POINTS, OTHER_COLOR, PLOT_WIDTH_PX, SEQUENCE_COLORS, UNALLOCATED_COLOR, _colorbar_px,
+    MAX_WALK_POINTS, MIN_COLUMN_PX, OTHER_COLOR, PLOT_WIDTH_PX, SEQUENCE_COLORS, UNALLOCATED_COLOR, _colorbar_px,
     _fits_text, _gaps, _int_ticks, _margins, _plot_height, _style,
 )
 
 def _filled(lengths: np.ndarray, logical: np.ndarray, block_size: int) -> np.ndarray:
     """Slots filled in logical block ``logical`` of sequences of ``lengths``."""
     return np.clip(lengths - logical * block_size, 0, block_size)
+
+
+def block_table_grid(
+    n_rows: int, n_cols: int, max_cells: int = MAX_TABLE_CELLS, plot_width: float = PLOT_WIDTH_PX
+) -> GridSample:
+    """What :func:`block_table_figure` draws of an ``n_rows x n_cols`` block table.
+
+    Every k-th row past ``max_cells`` cells; past ``plot_width /``
+    :data:`MIN_COLUMN_PX` logical blocks (or the cell budget), k consecutive
+    logical blocks per drawn column. Its :meth:`~GridSample.note` is the caption
+    that says so.
+    """
+    return sample_grid(n_rows, n_cols, max_cells, max_cols=int(plot_width // MIN_COLUMN_PX), col_bins=True)
 
 
 def block_table_figure(
@@ -39,8 +52,14 @@ def block_table_figure(
     """The block table as a heatmap: one row per sequence, one column per logical block.
 
     Cells are coloured by physical block id; unallocated entries (``-1``) are a
-    separate pale trace. Hover shows sequence, logical block, token range,
-    physical block and slots filled.
+    separate pale trace marked "–". Hover shows sequence, logical block, token
+    range, physical block and slots filled.
+
+    A table wider than the plot has pixels for (see :func:`block_table_grid`)
+    aggregates columns: each stands for k consecutive logical blocks, is coloured
+    by the first allocated one among them and hovers how many are allocated, so
+    a one-block sequence beside a million-block one still shows a column. Past
+    ``max_cells`` cells every k-th row is drawn.
 
     Parameters
     ----------
@@ -53,7 +72,7 @@ def block_table_figure(
     num_blocks : int, optional
         Pool size, the top of the colour scale (default: the largest id + 1).
     max_cells : int
-        Past this many cells, rows and columns are sampled (see :func:`sample_grid`).
+        Past this many cells, rows are sampled and columns aggregated.
     seq_ids : sequence of int, optional
         A name for each row (a serving simulation's ``seq_id``), shown in the
         hover and on the y axis instead of the row index.
@@ -61,13 +80,17 @@ def block_table_figure(
         The figure's title.
     plot_width : float
         About how many pixels wide the plot area will be; block ids are written in
-        the cells only where they fit.
+        the cells only where they fit, and columns are aggregated past
+        ``plot_width /`` :data:`MIN_COLUMN_PX`.
 
     Returns
     -------
     go.Figure
-        Trace 0: allocated cells (``z`` = physical id, NaN where unallocated);
-        trace 1: unallocated cells.
+        Trace 0: allocated cells (``z`` = physical id, of the first allocated
+        block of each aggregated column; NaN where unallocated); trace 1:
+        unallocated cells, whose ``text`` is "–" exactly there. ``x`` holds the
+        logical block of each column, or the column edges (``len + 1`` values,
+        at half blocks) when columns are aggregated.
     """
     tables = np.asarray(block_tables)
     if tables.ndim != 2:
@@ -76,35 +99,68 @@ def block_table_figure(
     batch, width = tables.shape
     if num_blocks is None:
         num_blocks = int(tables.max(initial=0)) + 1
-    grid = sample_grid(batch, width, max_cells)
-    rows, cols = grid.rows, grid.cols
-    sub = tables[np.ix_(rows, cols)].astype(np.int64)
-    unalloc = sub < 0
+    grid = block_table_grid(batch, width, max_cells, plot_width)
+    rows, per_col = grid.rows, grid.col_stride
     names = rows if seq_ids is None else np.asarray(seq_ids, dtype=np.int64)[rows]
-    seq = np.broadcast_to(names[:, None], sub.shape)
-    logical = np.broadcast_to(cols[None, :], sub.shape)
     seq_len = lengths[rows][:, None]
-    start = logical * block_size
-    end = np.minimum(seq_len, start + block_size) - 1
-    filled = _filled(seq_len, logical, block_size)
-    custom = np.stack([seq, logical, start, end, sub, filled], axis=-1).astype(np.int32)
+    if per_col == 1:
+        x = first = last = grid.cols
+        sub = tables[np.ix_(rows, x)].astype(np.int64)
+        unalloc = sub < 0
+    else:
+        n_cols = math.ceil(width / per_col)
+        padded = np.full((len(rows), n_cols * per_col), -1, dtype=np.int64)
+        padded[:, :width] = tables[rows]
+        bins = padded.reshape(len(rows), n_cols, per_col)
+        held = bins >= 0
+        allocated = held.sum(-1)
+        unalloc = allocated == 0
+        sub = np.where(unalloc, -1, np.take_along_axis(bins, held.argmax(-1)[..., None], -1)[..., 0])
+        first = np.arange(n_cols) * per_col
+        last = np.minimum(first + per_col, width) - 1
+        x = np.append(first, width) - 0.5  # column edges: each column spans exactly its blocks
+    shape = sub.shape
+    seq = np.broadcast_to(names[:, None], shape)
+    start = np.broadcast_to(first[None, :] * block_size, shape)
+    end = np.minimum(seq_len, (last[None, :] + 1) * block_size) - 1
+    if per_col == 1:
+        columns = [seq, np.broadcast_to(first[None, :], shape), start, end, sub,
+                   _filled(seq_len, first[None, :], block_size)]
+        hover = ("sequence %{customdata[0]}<br>logical block %{customdata[1]}"
+                 "<br>tokens %{customdata[2]}–%{customdata[3]}<br>physical block %{customdata[4]}"
+                 f"<br>slots filled %{{customdata[5]}}/{block_size}<extra></extra>")
+        hover_unalloc = "sequence %{customdata[0]}<br>logical block %{customdata[1]}<br>unallocated (-1)<extra></extra>"
+    else:
+        columns = [seq, np.broadcast_to(first[None, :], shape), start, end, sub, allocated,
+                   np.broadcast_to(last[None, :] - first[None, :] + 1, shape),
+                   np.broadcast_to(last[None, :], shape)]
+        hover = ("sequence %{customdata[0]}<br>logical blocks %{customdata[1]}–%{customdata[7]}"
+                 "<br>tokens %{customdata[2]}–%{customdata[3]}"
+                 "<br>%{customdata[5]} of %{customdata[6]} blocks allocated"
+                 "<br>first: physical block %{customdata[4]}<extra></extra>")
+        hover_unalloc = ("sequence %{customdata[0]}<br>logical blocks %{customdata[1]}–%{customdata[7]}"
+                         "<br>unallocated (-1)<extra></extra>")
+    custom = np.stack(columns, axis=-1).astype(np.int32)
 
     z = np.where(unalloc, np.nan, sub).astype(float)
-    text_on = _fits_text(grid.cells, len(cols), num_blocks - 1, plot_width)
+    text_on = per_col == 1 and _fits_text(grid.cells, shape[1], num_blocks - 1, plot_width)
     subtitle = (f"{count(batch, 'sequence')} x {count(width, 'logical block')} of "
                 f"{count(block_size, 'token')}; colour = physical block id")
     if grid.sampled:
-        subtitle += f" · sampled: {grid.strides('row', 'column')} shown"
+        parts = [f"every {ordinal(grid.row_stride)} row shown"] if grid.row_stride > 1 else []
+        if per_col > 1:
+            parts.append(f"{per_col:,} logical blocks per column (colour: the first allocated)")
+        subtitle += " · sampled: " + "; ".join(parts)
     # At least 170 px of plot, so the colour bar keeps room for its ticks under its
     # two-line title when there are only a few rows.
     height = int(min(720, max(sum(_margins(subtitle)) + 170, 140 + 26 * len(rows))))
     plot_height = _plot_height(height, subtitle)
-    gaps = _gaps(len(rows), len(cols), plot_height)
+    gaps = _gaps(len(rows), shape[1], plot_height)
     fig = go.Figure()
     fig.add_trace(
         go.Heatmap(
             z=z,
-            x=cols,
+            x=x,
             y=rows,
             customdata=custom,
             colorscale=BLOCK_COLORSCALE,
@@ -113,30 +169,27 @@ def block_table_figure(
             colorbar=dict(title=dict(text="physical<br>block id"), thickness=14,
                           **_int_ticks(0, max(1, num_blocks - 1), _colorbar_px(plot_height))),
             hoverongaps=False,
-            hovertemplate=(
-                "sequence %{customdata[0]}<br>logical block %{customdata[1]}"
-                "<br>tokens %{customdata[2]}–%{customdata[3]}"
-                "<br>physical block %{customdata[4]}"
-                f"<br>slots filled %{{customdata[5]}}/{block_size}<extra></extra>"
-            ),
+            hovertemplate=hover,
             texttemplate="%{z}" if text_on else None,
             textfont=dict(size=10),
             **gaps,
             name="allocated",
         )
     )
+    # The mark goes in the unallocated cells only: a constant texttemplate would
+    # be written over every cell, striking through the allocated cells' ids.
     fig.add_trace(
         go.Heatmap(
             z=np.where(unalloc, 1.0, np.nan),
-            x=cols,
+            x=x,
             y=rows,
             customdata=custom,
             colorscale=[[0, UNALLOCATED_COLOR], [1, UNALLOCATED_COLOR]],
             showscale=False,
             hoverongaps=False,
-            hovertemplate="sequence %{customdata[0]}<br>logical block %{customdata[1]}"
-            "<br>unallocated (-1)<extra></extra>",
-            texttemplate="–" if text_on else None,
+            hovertemplate=hover_unalloc,
+            text=np.where(unalloc, "–", "") if text_on else None,
+            texttemplate="%{text}" if text_on else None,
             textfont=dict(size=10, color="#94A3B8"),
             **gaps,
             name="unallocated (-1)",

@@ -55,6 +55,10 @@ PLOT_WIDTH_PX = 400
 #: Heatmap cells (and bars) thinner than this get no 1 px gap or outline: it
 #: would swallow them.
 MIN_GAP_CELL_PX = 6
+#: Block-table columns stay at least this many pixels wide: past ``plot width /
+#: MIN_COLUMN_PX`` logical blocks, a column aggregates several (a one-block
+#: sequence in a table a million blocks wide would otherwise draw nothing).
+MIN_COLUMN_PX = 2
 #: Integer ticks stay at least this far apart (every 2nd, 5th, ... id when not every one fits).
 MIN_TICK_PX = 30
 
