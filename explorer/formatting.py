@@ -75,28 +75,38 @@ def format_axis_value(v: float) -> str:
     return compact(v)
 
 
-def format_duration(ms: float) -> str:
-    """A time given in ms, in the unit that keeps it short, to three significant
-    digits: ``0.001683 -> "1.68 µs"``, ``0.5162 -> "516 µs"``, ``12.34 -> "12.3 ms"``,
-    ``1234 -> "1.23 s"`` (for a metric card, whose value is cut off when long)."""
-    for value, unit in ((ms * 1e3, "µs"), (ms, "ms"), (ms / 1e3, "s")):
-        if abs(value) < 999.5 or unit == "s":
-            break
+def format_duration(ms: float, unit: str | None = None) -> str:
+    """A time given in ms, to three significant digits, the app's one rule for
+    durations: in the unit that keeps it short (``0.001683 -> "1.68 µs"``,
+    ``0.5162 -> "516 µs"``, ``12.34 -> "12.3 ms"``, ``1234 -> "1.23 s"``: for a
+    metric card, whose value is cut off when long), or always in ``unit``
+    (``"µs"``, ``"ms"`` or ``"s"``; see :func:`format_ms`)."""
+    scale = {"µs": 1e3, "ms": 1.0, "s": 1e-3}
+    if unit is None:
+        for unit in scale:
+            if abs(ms * scale[unit]) < 999.5 or unit == "s":
+                break
+    value = ms * scale[unit]
+    if not math.isfinite(value):
+        return f"{value:g} {unit}"
     value = float(f"{value:.3g}")  # round first: 0.99996 ms is "1.00 ms", not "1.000 ms"
     if value == 0:
         return f"0 {unit}"
     decimals = max(0, 2 - math.floor(math.log10(abs(value))))
-    return f"{value:.{decimals}f} {unit}"
+    return f"{value:,.{decimals}f} {unit}"
+
+
+#: :func:`format_ms`'s rule in d3-format, for Plotly hover templates that format
+#: on the browser's side (``"%{y:,.3r} ms"``): three significant digits in fixed
+#: notation with thousands separators, ``518.6 -> "519"``, ``2 -> "2.00"``.
+MS_D3 = ",.3r"
 
 
 def format_ms(ms: float) -> str:
-    """``184.9 -> "185 ms"``, ``2 -> "2.00 ms"``, ``0.1849 -> "0.185 ms"``: always
-    milliseconds, the unit of the axes, with three significant digits below 100."""
-    if not math.isfinite(ms) or ms <= 0:
-        return f"{ms:g} ms"
-    if ms >= 100:
-        return f"{ms:,.0f} ms"
-    return f"{ms:.{max(0, 2 - math.floor(math.log10(ms)))}f} ms"
+    """``184.9 -> "185 ms"``, ``2 -> "2.00 ms"``, ``0.1849 -> "0.185 ms"``,
+    ``1234 -> "1,230 ms"``: :func:`format_duration` always in milliseconds, the
+    unit of the charts' axes, for their labels and hovers."""
+    return format_duration(ms, "ms")
 
 
 def format_speedup(s: float) -> str:

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from explorer import figures
+from explorer.formatting import MS_D3
 from explorer.serving_history import simulate
 from explorer.simulator import LengthDist, ServingConfig
 from explorer.tradeoff import block_size_tradeoff
@@ -75,6 +76,7 @@ def test_tradeoff_figure():
     y2 = with_latency.layout.yaxis2
     assert y2.title.text == "Triton latency (ms)" and y2.range is None and y2.overlaying == "y"
     assert with_latency.layout.yaxis.title.text.startswith("wasted slots")
+    assert "%{y:" + MS_D3 + "} ms" in line.hovertemplate  # three significant digits, as everywhere
 
 
 def test_pool_animation(history):

@@ -90,3 +90,13 @@ def test_sweep_ratio_of_two_sources():
 def test_empty_sweep_figures():
     for make in (figures.sweep_latency_figure, figures.sweep_bandwidth_figure):
         assert "No points" in make(frame().iloc[:0]).layout.annotations[0].text
+
+
+def test_latency_hover_writes_durations_by_the_one_rule():
+    """The hover wrote "%{y:.4g} ms" ("518.6 ms") where the app writes three significant digits."""
+    from explorer.formatting import MS_D3
+
+    fig = figures.sweep_latency_figure(frame())
+    (triton,) = traces(fig, implementation="triton", kind="timed")
+    assert f"median %{{y:{MS_D3}}} ms" in triton.hovertemplate
+    assert f"%{{customdata[0]:{MS_D3}}}–%{{customdata[1]:{MS_D3}}} ms" in triton.hovertemplate

@@ -16,6 +16,17 @@ def test_format_duration(ms, text):
     assert formatting.format_duration(ms) == text
 
 
+@pytest.mark.parametrize("ms, text", [(518.6, "519 ms"), (184.9, "185 ms"), (2, "2.00 ms"), (0.1849, "0.185 ms"),
+                                      (99.96, "100 ms"), (0.99996, "1.00 ms"), (1234.5, "1,230 ms"),
+                                      (0.0, "0 ms"), (float("nan"), "nan ms")])
+def test_format_ms_keeps_three_significant_digits_in_ms(ms, text):
+    """The charts' one duration rule is the metric cards' (three significant digits),
+    fixed to the axes' unit: it wrote "100.0 ms", "1.000 ms" and "1,235 ms"."""
+    assert formatting.format_ms(ms) == text
+    if ms and ms == ms:
+        assert formatting.format_duration(ms, "ms") == text
+
+
 @pytest.mark.parametrize("n, noun, text", [(1, "sequence", "1 sequence"), (0, "sequence", "0 sequences"),
                                            (1200, "token", "1,200 tokens"), (2, "block size", "2 block sizes")])
 def test_count(n, noun, text):

@@ -9,7 +9,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.formatting import count
+from explorer.formatting import MS_D3, count
 from .paged_cache import pool_figure
 from .sampling import pool_grid_shape
 from .style import (
@@ -207,7 +207,7 @@ def tradeoff_figure(table, latency_ms: Mapping[int, float] | None = None, curren
             x=[str(b) for b in measured], y=[latency_ms[b] for b in measured], name="Triton latency",
             mode="lines+markers", yaxis="y2", line=dict(color=impl_color("triton"), width=2.4),
             marker=dict(size=9, color=impl_color("triton")),
-            hovertemplate="block size %{x}<br>Triton decode %{y:.4g} ms on the busiest step<extra></extra>",
+            hovertemplate=f"block size %{{x}}<br>Triton decode %{{y:{MS_D3}}} ms on the busiest step<extra></extra>",
         ))
         subtitle += "; line: Triton decode latency on each block size's busiest step"
         fig.update_layout(yaxis2=dict(title="Triton latency (ms)", overlaying="y", side="right", rangemode="tozero",

@@ -10,7 +10,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.formatting import format_axis_value
+from explorer.formatting import MS_D3, format_axis_value
 from .style import IMPL_COLORS, _alpha, _log_hline_labels, _log_range, _margins, _no_data, _style, impl_color
 
 #: Line dash and marker of each source of a sweep chart (this session, then uploads).
@@ -109,8 +109,8 @@ def sweep_latency_figure(frame) -> go.Figure:
                     marker=dict(color=color, size=8, symbol=SOURCE_SYMBOLS[si % 4]),
                     error_y=dict(type="data", array=hi, arrayminus=lo, color=_alpha(color, 0.5), thickness=1.2, width=3),
                     customdata=np.stack([ok["p20_ms"].to_numpy(float), ok["p80_ms"].to_numpy(float)], axis=-1),
-                    hovertemplate=f"{label} ({source})<br>%{{x:,}}: median %{{y:.4g}} ms"
-                    "<br>p20–p80 %{customdata[0]:.4g}–%{customdata[1]:.4g} ms<extra></extra>",
+                    hovertemplate=f"{label} ({source})<br>%{{x:,}}: median %{{y:{MS_D3}}} ms"
+                    f"<br>p20–p80 %{{customdata[0]:{MS_D3}}}–%{{customdata[1]:{MS_D3}}} ms<extra></extra>",
                     meta={"implementation": name, "source": source, "kind": "timed"},
                 ))
             skipped = rows[rows["status"] == "skipped"]
