@@ -126,3 +126,91 @@ def test_accuracy_of_an_all_exact_run_spans_a_few_decades():
         assert hi - lo <= 4
         assert (hi - lo) / (axis.dtick or 1) <= 6
     assert all(t == "0 (exact)" for bar in fig.data for t in bar.text)
+
+
+FOUR = [
+    SimpleNamespace(**{**vars(_result("naive", [510.0, 518.6, 530.0], abs_err=2.4e-4)), "max_tol_ratio": 0.08}),
+    SimpleNamespace(**{**vars(_result("vectorized", [0.05, 0.0517, 0.06], abs_err=0.0)), "max_tol_ratio": 0.0}),
+    SimpleNamespace(**{**vars(_result("triton", [36.0, 36.8, 37.0], gpu=30.0)), "max_tol_ratio": 0.09}),
+    SimpleNamespace(**{**vars(_result("naive", [46.0, 46.9, 47.0])), "name": "triton_simple",
+                       "label": "Triton (simple grid)", "max_tol_ratio": 0.079}),
+]
+
+
+def _benchmark_figures(results):
+    return {
+        "latency": figures.latency_figure(results),
+        "speedup": figures.speedup_figure(results),
+        "bandwidth": figures.bandwidth_figure(results, copy_gbps=4000.0),
+        "accuracy": figures.accuracy_figure(results),
+        "history": figures.history_figure([{"run": 1, "label": "B=2", "results": results}]),
+    }
+
+
+def _axis(fig, trace, letter="y"):
+    ref = getattr(trace, f"{letter}axis", None) or letter
+    return fig.layout[ref.replace(letter, f"{letter}axis", 1)]
+
+
+@pytest.mark.parametrize("name", ["latency", "speedup", "bandwidth", "accuracy", "history"])
+def test_no_bars_on_a_log_axis(name):
+    """A bar on a log axis starts at an arbitrary floor: its length means nothing,
+    and an exact zero drew as a bar as tall as the rest."""
+    fig = _benchmark_figures(FOUR)[name]
+    for trace in fig.data:
+        if trace.type == "bar":
+            assert _axis(fig, trace).type != "log", f"{name}: bars {trace.name!r} on a log axis"
+
+
+def test_exact_zero_error_sits_on_the_axis_floor_labelled():
+    fig = figures.accuracy_figure(FOUR)
+    for trace in fig.data:
+        axis = _axis(fig, trace)
+        assert trace.type == "scatter" and "markers" in trace.mode
+        i = 1  # Optimized PyTorch: error 0
+        assert trace.y[i] == pytest.approx(10 ** axis.range[0])  # on the floor, not a normal height
+        assert trace.text[i] == "0 (exact)" and trace.marker.symbol[i] == "circle-open"
+        others = [y for j, y in enumerate(trace.y) if j != i]
+        assert min(others) >= 10 ** (axis.range[0] + 1) * 0.999  # a decade above the floor
+        assert [t for j, t in enumerate(trace.text) if j != i] == ["", "", ""]
+
+
+def test_speedup_on_a_log_axis_is_a_dot_on_a_stem_from_parity():
+    fig = figures.speedup_figure(FOUR)
+    dots = fig.data[0]
+    assert fig.layout.yaxis.type == "log" and dots.type == "scatter"
+    speed = np.array(dots.y, dtype=float)
+    # Stems run from each dot to the 1x line, down from a speedup and up from a slowdown.
+    assert np.allclose(speed - np.array(dots.error_y.arrayminus), np.where(speed > 1, 1, speed))
+    assert np.allclose(speed + np.array(dots.error_y.array), np.where(speed < 1, 1, speed))
+    assert dots.customdata[2].endswith("faster than Naive PyTorch")
+
+
+@pytest.mark.parametrize("name", ["latency", "speedup", "bandwidth", "accuracy"])
+def test_four_implementation_labels_stay_horizontal_and_whole(name):
+    """Rotated labels of four implementations ran off a half-page chart at 1280 px
+    (about 360 px of plot, 90 px a category, 13 px text at ~6.5 px a character)."""
+    fig = _benchmark_figures(FOUR)[name]
+    axis = fig.layout.xaxis2 if name == "accuracy" else fig.layout.xaxis
+    assert axis.tickangle == 0 and axis.automargin is True
+    assert list(axis.tickvals) == [r.label for r in FOUR]
+    lines = [line for text in axis.ticktext for line in text.split("<br>")]
+    assert max(len(line) for line in lines) * 6.5 <= 90
+    assert "Triton<br>(simple grid)" in axis.ticktext
+
+
+def test_durations_in_figures_follow_the_one_rule():
+    """Hovers wrote "518.6 ms" (d3's .4g) where the labels and cards write three
+    significant digits: every duration a figure writes goes through format_ms."""
+    import re
+
+    from explorer import formatting
+
+    figs = list(_benchmark_figures(FOUR).values())
+    for fig in figs:
+        for trace in fig.data:
+            for fmt in re.findall(r"%\{[^}:]*:([^}]*)\}(?:–%\{[^}]*\})? ms", trace.hovertemplate or ""):
+                assert fmt == formatting.MS_D3, trace.hovertemplate
+    latency = figs[0]
+    assert "<b>519 ms</b>" in [a.text for a in latency.layout.annotations]
+    assert "519 ms" in figs[-1].data[0].text

@@ -10,8 +10,10 @@ from typing import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.formatting import format_bytes, format_ms, format_speedup
-from .style import ERROR_FLOOR, FAIL_COLOR, PASS_COLOR, _alpha, _log_range, _margins, _style, impl_color
+from explorer.formatting import MS_D3, format_bytes, format_ms, format_speedup
+from .style import (
+    ERROR_FLOOR, FAIL_COLOR, PASS_COLOR, _alpha, _category_ticks, _log_range, _margins, _style, impl_color,
+)
 
 def latency_figure(results: Sequence, *, log_y: bool = True) -> go.Figure:
     """Per-call latency: every timed sample as a box with its points, median
@@ -41,7 +43,7 @@ def latency_figure(results: Sequence, *, log_y: bool = True) -> go.Figure:
                 boxpoints="all",
                 jitter=0.35,
                 pointpos=0,
-                hovertemplate=f"{r.label}<br>%{{y:.4g}} ms<extra></extra>",
+                hovertemplate=f"{r.label}<br>%{{y:{MS_D3}}} ms<extra></extra>",
                 showlegend=False,
             )
         )
@@ -58,7 +60,7 @@ def latency_figure(results: Sequence, *, log_y: bool = True) -> go.Figure:
                 mode="markers",
                 marker=dict(symbol="diamond", size=13, color="#111827", line=dict(color="white", width=1.5)),
                 name="GPU time (CUDA graph)",
-                hovertemplate="%{x}<br>GPU time %{y:.4g} ms<extra></extra>",
+                hovertemplate=f"%{{x}}<br>GPU time %{{y:{MS_D3}}} ms<extra></extra>",
             )
         )
     device = results[0].device if results else ""
@@ -70,16 +72,24 @@ def latency_figure(results: Sequence, *, log_y: bool = True) -> go.Figure:
     if log_y:
         _log_range(fig, [v for r in results for v in [*r.samples_ms, r.gpu_time_ms or r.median_ms]], 0.25, 0.45)
     fig.update_xaxes(title=None)
+    _category_ticks(fig, [r.label for r in results])
     return fig
 
 
 def speedup_figure(results: Sequence, baseline: str = "naive") -> go.Figure:
     """Speedup of each implementation's median call latency over ``baseline``'s.
 
+    A dot per implementation on a stem from the 1× line (parity): the axis turns
+    logarithmic when the speedups span more than 30×, where a bar from the
+    bottom of the axis would have a length that means nothing, and a stem from
+    1× still reads as "how many times faster or slower".
+
     Returns
     -------
     go.Figure
-        One bar trace; empty (with a note) when the baseline did not run.
+        One scatter trace ``"speedup"`` (``y`` = speedup, ``text`` its label,
+        ``error_y`` the stems to 1×); empty (with a note) when the baseline did
+        not run.
     """
     base = next((r for r in results if r.name == baseline), None)
     fig = go.Figure()
@@ -87,28 +97,46 @@ def speedup_figure(results: Sequence, baseline: str = "naive") -> go.Figure:
         fig.add_annotation(text=f"No {baseline} result to compare against.", showarrow=False)
         return _style(fig, "Speedup", height=360)
     speed = [base.median_ms / r.median_ms if r.median_ms > 0 else float("nan") for r in results]
+
+    def hover(s: float) -> str:
+        if not math.isfinite(s) or s <= 0:
+            return "no speedup (no time measured)"
+        if s >= 1:
+            return f"{format_speedup(s)} faster than {base.label}"
+        return f"{format_speedup(1 / s)} slower than {base.label}"
+
+    finite = [s for s in speed if math.isfinite(s) and s > 0]
     fig.add_trace(
-        go.Bar(
+        go.Scatter(
             x=[r.label for r in results],
             y=speed,
-            marker=dict(color=[impl_color(r.name) for r in results]),
+            mode="markers+text",
+            marker=dict(color=[impl_color(r.name) for r in results], size=16, line=dict(color="white", width=1.5)),
+            error_y=dict(type="data", symmetric=False, width=0, thickness=3, color="#CBD5E1",
+                         array=[max(1 - s, 0) if math.isfinite(s) else 0 for s in speed],
+                         arrayminus=[max(s - 1, 0) if math.isfinite(s) else 0 for s in speed]),
             text=[format_speedup(s) for s in speed],
-            textposition="outside",
+            textposition=["bottom center" if math.isfinite(s) and s < 1 else "top center" for s in speed],
+            textfont=dict(size=13),
             cliponaxis=False,
-            hovertemplate="%{x}<br>%{y:.3g}× faster than " + base.label + "<extra></extra>",
+            customdata=[hover(s) for s in speed],
+            hovertemplate="%{x}<br>%{customdata}<extra></extra>",
             name="speedup",
         )
     )
     fig.add_hline(y=1, line=dict(color="#9CA3AF", dash="dash", width=1))
-    finite = [s for s in speed if math.isfinite(s) and s > 0]
     log = bool(finite) and max(finite) / min(finite) > 30
-    _style(fig, f"Speedup over {base.label}", "median call latency of the baseline ÷ median of each", height=360)
-    fig.update_yaxes(title="speedup (×)", type="log" if log else "linear", rangemode="tozero")
+    _style(fig, f"Speedup over {base.label}", "median call latency of the baseline ÷ median of each; stem from 1×",
+           height=360)
+    fig.update_yaxes(title="speedup (×)", type="log" if log else "linear")
     if log:
-        _log_range(fig, finite, 0.3, 0.4)
+        # Room for the labels under the slowdowns' dots and over the speedups'.
+        _log_range(fig, [*finite, 1.0], 0.75 if min(finite) < 1 else 0.3, 0.6)
     else:
-        fig.update_yaxes(range=[0, max(finite, default=1) * 1.2])
+        fig.update_yaxes(range=[0, max([*finite, 1.0]) * 1.25])
     fig.update_layout(showlegend=False)
+    fig.update_xaxes(showgrid=False)
+    _category_ticks(fig, [r.label for r in results])
     return fig
 
 
@@ -170,21 +198,25 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
            height=380)
     fig.update_layout(barmode="group", bargap=0.3)
     fig.update_yaxes(title="GB/s", rangemode="tozero")
+    _category_ticks(fig, labels)
     return fig
 
 
 def accuracy_figure(results: Sequence) -> go.Figure:
-    """Error against the float64 reference, in two panels sharing the x axis.
+    """Error against the float64 reference, in two panels sharing the x axis: a dot
+    per implementation (both axes are logarithmic, where a bar's length would mean
+    nothing and an exact zero has no place).
 
     Top: the tolerance ratio ``max |out − ref| / (atol + rtol·|ref|)`` (the
     result's ``max_tol_ratio``), with a line at 1: a result passes exactly when
-    its bar stays below it. Bottom: the max absolute error with ``atol`` as a
-    line. Relative error is not drawn: it is large wherever the reference is near
-    zero, even for a correct output. Both axes are logarithmic.
+    its dot stays at or below it. Bottom: the max absolute error with ``atol`` as
+    a line. Relative error is not drawn: it is large wherever the reference is near
+    zero, even for a correct output.
 
-    Exact results (error 0) are drawn a decade under the smallest other bar or
-    line of their panel and labelled "0 (exact)"; NaN or inf at the top of the
-    axis and labelled in the hover. A result without
+    Each panel runs from a decade under its smallest error or line to above its
+    largest; exact results (error 0) sit on its floor as open circles labelled
+    "0 (exact)", NaN or inf at its top as crosses labelled "NaN/inf".
+    Errors under :data:`ERROR_FLOOR` count as that. A result without
     ``max_tol_ratio`` uses ``max_abs_err / atol``, an upper bound of it.
 
     Parameters
@@ -195,7 +227,9 @@ def accuracy_figure(results: Sequence) -> go.Figure:
     -------
     go.Figure
         Trace 0: "max abs error" (bottom panel, ``yaxis2``); trace 1:
-        "error ÷ tolerance" (top panel, ``yaxis``); ``y`` floored and finite.
+        "error ÷ tolerance" (top panel, ``yaxis``): marker scatters, ``y``
+        positive and finite (the floor or top of the axis where the error is 0
+        or not finite), ``text`` "0 (exact)" or "NaN/inf" there, else empty.
     """
     from plotly.subplots import make_subplots
 
@@ -207,41 +241,56 @@ def accuracy_figure(results: Sequence) -> go.Figure:
         return r.max_abs_err / r.atol if value is None else value
 
     ratios = [ratio(r) for r in results]
-    # Exact results (error 0) sit a decade under the smallest bar or line drawn,
-    # not at ERROR_FLOOR: an all-exact run would otherwise span twelve decades.
-    positive = [v for v in ratios if math.isfinite(v) and v > 0] + [1.0]
-    ratio_floor = max(ERROR_FLOOR, min(positive) / 10)
-    positive = [r.max_abs_err for r in results if math.isfinite(r.max_abs_err) and r.max_abs_err > 0]
-    abs_floor = max(ERROR_FLOOR, min(positive + [results[0].atol if results else 1e-3]) / 10)
-
-    def clean(v: float, floor: float = ERROR_FLOOR) -> float:
-        if not math.isfinite(v):
-            return 1e3
-        return max(v, floor)
+    errors = [r.max_abs_err for r in results]
+    atol = results[0].atol if results else 1e-3
 
     def hover(v: float) -> str:
         if not math.isfinite(v):
             return "NaN/inf"
         return "0 (exact)" if v == 0 else f"{v:.3g}"
 
+    def mark(v: float) -> str:
+        return "NaN/inf" if not math.isfinite(v) else "0 (exact)" if v == 0 else ""
+
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12)
+    # The axes first (a decade under the smallest error or line, for the exact
+    # ones' floor), then the dots, whose zeros and NaNs go to the axis' ends.
+    ranges = []
+    for row, values, line in ((1, ratios, 1.0), (2, errors, atol)):
+        positive = [max(v, ERROR_FLOOR) for v in values if math.isfinite(v) and v > 0] + [line]
+        _log_range(fig, positive, 1.0, 0.5, min_span=2, row=row, col=1)
+        ranges.append(fig.layout["yaxis" if row == 1 else "yaxis2"].range)
+
+    def place(values: Sequence[float], rng) -> list[float]:
+        lo, hi = rng
+        top = 10 ** (hi - 0.25)  # under the edge, clear of the pass/fail marks above the plot
+        return [top if not math.isfinite(v) else 10 ** lo if v == 0 else max(v, ERROR_FLOOR) for v in values]
+
+    def symbols(values: Sequence[float]) -> list[str]:
+        return ["x-thin" if not math.isfinite(v) else "circle-open" if v == 0 else "circle" for v in values]
+
+    def positions(values: Sequence[float]) -> list[str]:
+        return ["bottom center" if not math.isfinite(v) else "top center" for v in values]
+
     fig.add_trace(
-        go.Bar(
-            x=labels, y=[clean(r.max_abs_err, abs_floor) for r in results], name="max abs error",
-            text=["0 (exact)" if r.max_abs_err == 0 else "" for r in results], textposition="outside",
-            marker=dict(color=[_alpha(c, 0.4) for c in colors], line=dict(color=colors, width=1.5)),
-            showlegend=False,
-            customdata=[hover(r.max_abs_err) for r in results],
+        go.Scatter(
+            x=labels, y=place(errors, ranges[1]), name="max abs error", mode="markers+text",
+            marker=dict(color=[c if v == 0 else _alpha(c, 0.45) for c, v in zip(colors, errors)], size=14,
+                        symbol=symbols(errors), line=dict(color=colors, width=2)),
+            text=[mark(v) for v in errors], textposition=positions(errors), textfont=dict(size=12),
+            cliponaxis=False, showlegend=False,
+            customdata=[hover(v) for v in errors],
             hovertemplate="%{x}<br>max |out − ref| = %{customdata}<extra></extra>",
         ),
         row=2, col=1,
     )
     fig.add_trace(
-        go.Bar(
-            x=labels, y=[clean(v, ratio_floor) for v in ratios], name="error ÷ tolerance", marker=dict(color=colors),
-            text=["0 (exact)" if v == 0 else "" for v in ratios], textposition="outside",
-            showlegend=False,
-            customdata=np.array([[hover(v), hover(r.max_abs_err)] for v, r in zip(ratios, results)], dtype=object)
+        go.Scatter(
+            x=labels, y=place(ratios, ranges[0]), name="error ÷ tolerance", mode="markers+text",
+            marker=dict(color=colors, size=14, symbol=symbols(ratios), line=dict(color=colors, width=2)),
+            text=[mark(v) for v in ratios], textposition=positions(ratios), textfont=dict(size=12),
+            cliponaxis=False, showlegend=False,
+            customdata=np.array([[hover(v), hover(e)] for v, e in zip(ratios, errors)], dtype=object)
             if results else None,
             hovertemplate="%{x}<br>max |out − ref| / (atol + rtol·|ref|) = %{customdata[0]}"
             "<br>max |out − ref| = %{customdata[1]}<extra></extra>",
@@ -250,7 +299,7 @@ def accuracy_figure(results: Sequence) -> go.Figure:
     )
     tol = "tolerance"
     if results:
-        atol, rtol = results[0].atol, results[0].rtol
+        rtol = results[0].rtol
         tol += f" (atol = rtol = {atol:g})" if atol == rtol else f" (atol = {atol:g}, rtol = {rtol:g})"
     fig.add_hline(y=1, line=dict(color=FAIL_COLOR, dash="dash", width=1.2), row=1, col=1)
     # Annotations on a log axis take log10 coordinates (add_hline's own label does not).
@@ -271,19 +320,20 @@ def accuracy_figure(results: Sequence) -> go.Figure:
     subtitle = "top: max of |out − ref| / (atol + rtol·|ref|), pass ≤ 1; bottom: max |out − ref|"
     _style(fig, "Error against the float64 reference", subtitle, height=480)
     # Room above the plot for the pass/fail marks.
-    fig.update_layout(bargap=0.3, margin=dict(t=_margins(subtitle)[0] + 26), showlegend=False)
+    fig.update_layout(margin=dict(t=_margins(subtitle)[0] + 26), showlegend=False)
     fig.update_yaxes(type="log", exponentformat="power")
     fig.update_yaxes(title="error ÷ tol.", row=1, col=1)
     fig.update_yaxes(title="abs error", row=2, col=1)
-    # Whole decades on both panels: the minor 2…9 labels of a short log axis crowd a panel this low.
-    _log_range(fig, [clean(v, ratio_floor) for v in ratios] + [1.0], 0.4, 0.5, min_span=2, row=1, col=1)
-    _log_range(fig, [clean(r.max_abs_err, abs_floor) for r in results] + ([results[0].atol] if results else []),
-               0.4, 0.5, min_span=2, row=2, col=1)
+    fig.update_xaxes(showgrid=False, ticklabelstandoff=10)  # clear of the exact results' circles on the floor
+    _category_ticks(fig, labels)
     return fig
 
 
 def history_figure(history: Sequence[Mapping]) -> go.Figure:
     """Median call latency of each implementation across the runs of a session.
+
+    Dots, side by side within each run, on a log axis (where bars' lengths would
+    mean nothing), each labelled with its time.
 
     Parameters
     ----------
@@ -294,7 +344,8 @@ def history_figure(history: Sequence[Mapping]) -> go.Figure:
     Returns
     -------
     go.Figure
-        One bar trace per implementation seen, grouped by run (log y).
+        One marker trace per implementation seen (``y`` = median ms, None
+        where it did not run), grouped by run (log y).
     """
     order: list[tuple[str, str]] = []
     for h in history:
@@ -310,16 +361,18 @@ def history_figure(history: Sequence[Mapping]) -> go.Figure:
             ys.append(r.median_ms if r else None)
             hovers.append(h["label"])
         fig.add_trace(
-            go.Bar(
-                x=xs, y=ys, name=label, marker=dict(color=impl_color(name)), customdata=hovers,
-                text=[format_ms(y) if y is not None else "" for y in ys], textposition="outside",
-                textfont=dict(size=10), cliponaxis=False,
-                hovertemplate=f"{label}<br>run %{{x}}: %{{y:.4g}} ms<br>%{{customdata}}<extra></extra>",
+            go.Scatter(
+                x=xs, y=ys, name=label, mode="markers+text", offsetgroup=name,
+                marker=dict(color=impl_color(name), size=12, line=dict(color="white", width=1)),
+                customdata=hovers,
+                text=[format_ms(y) if y is not None else "" for y in ys], textposition="top center",
+                textfont=dict(size=10, color=impl_color(name)), cliponaxis=False,
+                hovertemplate=f"{label}<br>run %{{x}}: %{{y:{MS_D3}}} ms<br>%{{customdata}}<extra></extra>",
             )
         )
-    _style(fig, "Runs in this session", "median call latency per run; hover a bar for its configuration", height=380)
-    fig.update_layout(barmode="group", bargap=0.25)
+    _style(fig, "Runs in this session", "median call latency per run; hover a dot for its configuration", height=380)
+    fig.update_layout(scattermode="group", scattergap=0.25)
     fig.update_yaxes(title="median latency (ms)", type="log")
-    _log_range(fig, [r.median_ms for h in history for r in h["results"]], 0.2, 0.3)
-    fig.update_xaxes(title="run", type="category")
+    _log_range(fig, [r.median_ms for h in history for r in h["results"]], 0.3, 0.4)
+    fig.update_xaxes(title="run", type="category", showgrid=False)
     return fig

@@ -45,7 +45,7 @@ MAX_WALK_POINTS = 4_000
 #: Cells up to which numbers are printed inside heatmap cells.
 MAX_TEXT_CELLS = 400
 
-#: Errors of exactly zero are drawn at this height on the log axis.
+#: Errors are drawn at least this high on the log axes (exact zeros sit on the axis' floor).
 ERROR_FLOOR = 1e-12
 
 #: Width in pixels of a figure's plot area in the narrower columns the pages draw
@@ -98,6 +98,35 @@ def _wrap_subtitle(subtitle: str | None) -> str:
             lines[-1] += sep.strip(" ·")  # a line ends with its ";", not with a "·"
             lines.append(part)
     return "<br>".join(lines)
+
+
+#: Characters per line of a category's tick label: four implementation names side
+#: by side in a half-page chart at 1280 px (about 90 px a category) stay horizontal
+#: and whole ("Triton<br>(simple grid)"), where rotated ones ran off the figure.
+TICK_LINE = 13
+
+
+def _tick_lines(label: str, width: int = TICK_LINE) -> str:
+    """``label`` broken at its spaces into lines of at most ``width`` characters
+    (a longer word stays whole), joined by ``<br>``."""
+    lines: list[str] = []
+    for word in str(label).split():
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "<br>".join(lines)
+
+
+def _category_ticks(fig: go.Figure, labels: Sequence[str], **where) -> None:
+    """Horizontal tick labels of a categorical x axis, broken into lines
+    (:func:`_tick_lines`), with the bottom margin grown to hold them.
+    ``where`` (``row``, ``col``) picks the axis of a subplot; default all."""
+    labels = list(dict.fromkeys(labels))
+    # A whole category's width at each end: dots, unlike bars, would otherwise get
+    # an axis that ends at the outer dots and cuts their labels in half.
+    fig.update_xaxes(tickmode="array", tickvals=labels, ticktext=[_tick_lines(label) for label in labels],
+                     tickangle=0, automargin=True, range=[-0.5, len(labels) - 0.5], **where)
 
 
 def _margins(subtitle: str | None) -> tuple[int, int]:
