@@ -101,9 +101,9 @@ from .serving import (  # noqa: F401
     tradeoff_figure,
 )
 from .kernel import (  # noqa: F401
-    ERROR_FLOOR_F64,
     MAX_SPLIT_LEGEND,
     MAX_WALK_SEGMENTS,
+    OUTPUT_LABEL_ROOM,
     SPLIT_COLORS,
     SPLIT_COLORSCALE,
     kernel_walk_figure,

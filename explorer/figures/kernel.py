@@ -17,6 +17,9 @@ from .style import (
     _int_ticks, _margins, _no_data, _plot_height, _style, impl_color,
 )
 
+#: The online-softmax chart's x axis runs this fraction past the context, room for
+#: the output's label right of its star.
+OUTPUT_LABEL_ROOM = 0.2
 #: A walk with more block segments than this is drawn one bar per tile.
 MAX_WALK_SEGMENTS = 2000
 SPLIT_COLORS = SEQUENCE_COLORS
@@ -27,7 +30,6 @@ MAX_SPLIT_LEGEND = 8
 SPLIT_COLORSCALE: list[list] = [
     [float(x), c] for x, c in zip(np.linspace(0, 1, 9), sample_colorscale("Plasma", list(np.linspace(0, 0.85, 9))))
 ]
-ERROR_FLOOR_F64 = 1e-18
 
 
 def _split_colors(splits: Sequence[int]) -> dict[int, str]:
@@ -177,6 +179,10 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
     (and to the exact answer of its own split).
 
     All values in the kernel's base-2 units (scores times ``scale * log2(e)``).
+    The error panel's axis is linear from zero: the trace computes in float64, so
+    the last tile lands at round-off (1e-16), and a log axis running down to it
+    flattened the whole approach into its top decade. The x axis runs on past the
+    context to hold the output's label clear of the lines.
 
     Parameters
     ----------
@@ -191,8 +197,8 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
     go.Figure
         Per split: traces ``"m (split s)"``, ``"tile max (split s)"``,
         ``"l (split s)"``, ``"error vs final (split s)"``, ``"error vs split
-        (split s)"`` (``x`` = ``token_end``); then ``"output"`` (the star) when
-        ``final_error`` is given. Zero errors are drawn at :data:`ERROR_FLOOR_F64`.
+        (split s)"`` (``x`` = ``token_end``; NaN errors are gaps); then
+        ``"output"`` (the star, ``y`` = ``final_error``) when it is given.
         A legend entry per split up to :data:`MAX_SPLIT_LEGEND` splits; past
         that none, and a last trace ``"split colours"`` carries a colour bar of
         split ids.
@@ -234,24 +240,28 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
             marker=dict(size=6, color=color), legendgroup=f"s{s}", showlegend=False,
             hovertemplate=who + "l = %{y:.5g}<extra></extra>",
         ), row=2, col=1)
-        err = np.maximum(np.nan_to_num(part["err_vs_row"].to_numpy(float), nan=np.inf), ERROR_FLOOR_F64)
+        err = part["err_vs_row"].to_numpy(float)
         fig.add_trace(go.Scatter(
             x=x, y=err, name="error vs final" + sfx, mode="lines+markers", line=dict(color=color, width=2),
             marker=dict(size=6, color=color), legendgroup=f"s{s}", showlegend=False,
             hovertemplate=who + "vs the final answer: %{y:.3g}<extra></extra>",
         ), row=3, col=1)
-        err_split = np.maximum(np.nan_to_num(part["err_vs_split"].to_numpy(float), nan=np.inf), ERROR_FLOOR_F64)
+        err_split = part["err_vs_split"].to_numpy(float)
         fig.add_trace(go.Scatter(
             x=x, y=err_split, name="error vs split" + sfx, mode="lines", line=dict(color=color, width=1.2, dash="dot"),
             legendgroup=f"s{s}", showlegend=False,
             hovertemplate=who + "vs this split's exact answer: %{y:.3g}<extra></extra>",
         ), row=3, col=1)
+    x_end = float(tiles["token_end"].max())
     if final_error is not None:
         merged = num_splits > 1
+        # The label goes right of the star, past the context where no line runs
+        # (above or left of it, it sat on the line coming down to the answer).
         fig.add_trace(go.Scatter(
-            x=[float(tiles["token_end"].max())], y=[max(float(final_error), ERROR_FLOOR_F64)], name="output",
+            x=[x_end], y=[float(final_error)], name="output",
             mode="markers+text", marker=dict(symbol="star", size=14, color="#111827"),
-            text=["merged output" if merged else "output"], textposition="top left", textfont=dict(size=11),
+            text=["merged output" if merged else "output"], textposition="middle right", textfont=dict(size=11),
+            cliponaxis=False,
             hovertemplate=("after the merge" if merged else "the output") + ": %{y:.2g} from the full softmax"
             "<extra></extra>", showlegend=False,
         ), row=3, col=1)
@@ -263,12 +273,25 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
     _style(fig, title, subtitle, height=640)
     fig.update_layout(margin=dict(t=_margins(subtitle)[0] + 24), showlegend=legend)  # + the panel titles
     fig.update_annotations(font=dict(size=13), x=0, xanchor="left")
-    # From zero: one tile alone would otherwise get an axis of 39.5 to 40.5 tokens.
-    fig.update_xaxes(rangemode="tozero", **_int_ticks(0, float(tiles["token_end"].max())))
-    fig.update_xaxes(title="tokens seen (end of tile)", row=3, col=1)
-    fig.update_yaxes(title="m", row=1, col=1)
-    fig.update_yaxes(title="l", type="log", row=2, col=1)
-    fig.update_yaxes(title="max abs error", type="log", exponentformat="power", row=3, col=1)
+    # From zero (one tile alone would otherwise get an axis of 39.5 to 40.5 tokens),
+    # and on past the context by the output label's width when there is one.
+    right = x_end * (1 + OUTPUT_LABEL_ROOM) if final_error is not None else x_end
+    ticks = _int_ticks(0, x_end)
+    if final_error is not None and ticks["tickmode"] == "auto":
+        # Whole-number ticks over the context only: none out in the label's room.
+        step = next(m * 10 ** e for e in range(int(math.log10(max(x_end, 1))) + 1) for m in (1, 2, 5)
+                    if x_end / (m * 10 ** e) <= 7)
+        ticks = dict(tickmode="array", tickvals=list(range(0, int(x_end) + 1, step)), tickformat=",d")
+    fig.update_xaxes(rangemode="tozero", range=[0, right], **ticks)
+    fig.update_xaxes(title="tokens seen (end of tile)", ticklabelstandoff=8, row=3, col=1)  # clear of the star at 0
+    # Spelled out: a rotated one-letter "l" read as a dash.
+    fig.update_yaxes(title="running max m", row=1, col=1)
+    fig.update_yaxes(title="running sum l", rangemode="tozero", row=2, col=1)
+    errors = np.concatenate([tiles["err_vs_row"].to_numpy(float), tiles["err_vs_split"].to_numpy(float),
+                             [float(final_error)] if final_error is not None else []])
+    errors = errors[np.isfinite(errors)]
+    top = float(errors.max()) if len(errors) and errors.max() > 0 else 1.0
+    fig.update_yaxes(title="max abs error", type="linear", range=[0, top * 1.08], row=3, col=1)
     return fig
 
 
