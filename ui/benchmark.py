@@ -97,7 +97,7 @@ class RunLock:
         return self._lock.locked()
 
 
-@st.cache_resource
+@st.cache_resource(show_spinner=False)
 def run_lock() -> RunLock:
     """The process-wide lock that serialises benchmark runs."""
     return RunLock()
@@ -109,7 +109,7 @@ def session_id() -> str | None:
     return ctx.session_id if ctx is not None else None
 
 
-@st.cache_resource
+@st.cache_resource(show_spinner=False)
 def inputs_slot() -> InputsSlot:
     """The process-wide slot holding the last configuration's tensors (one at most)."""
     return InputsSlot()
