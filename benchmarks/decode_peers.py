@@ -4,8 +4,6 @@ On the same inputs, in one process, for each configuration:
 
 * ``triton``           our Triton kernel (grouped GQA, split-K) on the paged cache;
 * ``triton_simple``    the textbook (batch, head)-grid Triton kernel;
-* ``triton_merge_kernel`` our kernel with the split merge in a second kernel, as
-                       before the merge was fused (only when asked for with --impl);
 * ``vectorized``       Optimized PyTorch (one gather, two batched products);
 * ``gather_sdpa``      the usual PyTorch path: gather the pages into a padded
                        contiguous cache, then ``scaled_dot_product_attention``;
@@ -150,15 +148,7 @@ def flex_paged(inputs, shape):
 FLEX_KERNEL_OPTIONS = ({}, {"BLOCK_M": 16, "BLOCK_N": 16})
 
 
-def triton_merge_kernel(inputs, shape):
-    """Our Triton kernel with split-K merged by a second kernel (the fusion's baseline)."""
-    from paged_attention.triton_decode import prepare_triton_decode
-
-    return prepare_triton_decode(*inputs.args(), fused_merge=False)
-
-
-PEERS = {"sdpa_contiguous": sdpa_contiguous, "gather_sdpa": gather_sdpa, "flex_paged": flex_paged,
-         "triton_merge_kernel": triton_merge_kernel}
+PEERS = {"sdpa_contiguous": sdpa_contiguous, "gather_sdpa": gather_sdpa, "flex_paged": flex_paged}
 OURS = ("triton", "triton_simple", "vectorized")
 
 
@@ -166,15 +156,14 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.decode_peers", description=__doc__.split("\n\n")[0])
     p.add_argument("--dtype", nargs="+", default=["float16", "bfloat16"])
     p.add_argument("--only", choices=["large", "small", "ragged"], nargs="+")
-    p.add_argument("--impl", nargs="+", default=list(OURS) + [p for p in PEERS if p != "triton_merge_kernel"],
-                   choices=list(OURS) + list(PEERS))
+    p.add_argument("--impl", nargs="+", default=list(OURS) + list(PEERS), choices=list(OURS) + list(PEERS))
     p.add_argument("--head-dim", type=int, default=BASE["head_dim"],
                    help="head_dim of every configuration (the targets in docs/benchmarks.md are at 128)")
     p.add_argument("--call-iters", type=int, default=30)
     p.add_argument("--out", help="CSV file for the full table")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
-        sys.exit(f"benchmarks.decode_peers needs a CUDA GPU (it times GPU kernels); none is visible here")
+        sys.exit("benchmarks.decode_peers needs a CUDA GPU (it times GPU kernels); none is visible here")
 
     import pandas as pd
     import triton

@@ -13,10 +13,6 @@ call), this times:
                       softmax, no merge (grid ``(KV heads, splits)``, 128-token tiles;
                       the faster of two shapes, checked against ``torch.sum``);
 * ``decode``          our Triton decode kernel (the default plan);
-* ``decode_no_merge`` the same launch with the split-K merge left out: the tile
-                      loops and the partial stores alone (its output is incomplete, so
-                      it is for timing only);
-
 * ``merge_chain``     a kernel with the decode's grid that does only what follows
                       the tile loops: each program stores a partial result, counts
                       itself in with the same release/acquire atomic, and the last of
@@ -38,7 +34,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import statistics
 import sys
@@ -161,29 +156,6 @@ def paged_read(k_cache, v_cache, table_row, needed_blocks, splits, num_stages):
     return launch
 
 
-@contextlib.contextmanager
-def _merge_left_out():
-    """Inside: a launcher prepared with ``fused_merge=False`` launches no merge kernel."""
-    real = _decode._merge_splits_kernel
-
-    class _NoLaunch:
-        def __getitem__(self, grid):
-            return lambda *args, **kwargs: None
-
-    _decode._merge_splits_kernel = _NoLaunch()
-    try:
-        yield
-    finally:
-        _decode._merge_splits_kernel = real
-
-
-def _no_merge(launch):
-    def run():
-        with _merge_left_out():  # the graph captures the launches made in here
-            return launch()
-    return run
-
-
 def runs_for(batch: int, context: int, layout: str, device: torch.device) -> dict:
     """Name -> launcher for one configuration (outputs checked here)."""
     cfg = DecodeConfig(batch_size=batch, context_lens=context, num_heads=32, num_kv_heads=8, head_dim=128,
@@ -196,8 +168,6 @@ def runs_for(batch: int, context: int, layout: str, device: torch.device) -> dic
     if not accuracy.passed:
         raise AssertionError(f"decode is wrong at {batch} x {context} ({layout}): {accuracy}")
     runs = {"decode": decode}
-    if _decode.plan_launch(_decode.check_decode_args(*args), device, cfg.torch_dtype).num_splits > 1:
-        runs["decode_no_merge"] = _no_merge(_decode.prepare_triton_decode(*args, fused_merge=False))
     if batch == 1:
         _, k_cache, v_cache, tables, _ = args
         row = tables[0].contiguous()
@@ -239,7 +209,7 @@ def main(argv=None) -> int:
     if len(args.batch) != len(args.context):
         p.error("give one --context per --batch")
     if not torch.cuda.is_available():
-        sys.exit(f"benchmarks.long_context_floor needs a CUDA GPU; none is visible here")
+        sys.exit("benchmarks.long_context_floor needs a CUDA GPU; none is visible here")
     dev = torch.device("cuda")
     copy_gbps = measure_copy_bandwidth(dev)
     flush = L2Flusher(dev)

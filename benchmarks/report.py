@@ -12,6 +12,8 @@ import argparse
 
 import pandas as pd
 
+#: Column order of the peers table. ``triton_merge_kernel`` (split-K merged by a second
+#: kernel, since removed) stays so the archived CSVs in docs/data keep that column.
 ORDER = ["triton", "triton_merge_kernel", "sdpa_contiguous", "gather_sdpa", "flex_paged", "vectorized", "triton_simple"]
 
 

@@ -42,10 +42,6 @@ def main(argv=None) -> int:
     p.add_argument("--block-n", type=int, nargs="+", default=[32, 64, 128])
     p.add_argument("--warps", type=int, nargs="+", default=[4, 8])
     p.add_argument("--stages", type=int, nargs="+", default=[2, 3, 4])
-    p.add_argument("--fused-merge", type=int, nargs="+", default=[1], choices=[0, 1],
-                   help="1: merge splits in the decode kernel; 0: in a second kernel")
-    p.add_argument("--kv-heads-first", type=int, nargs="+", default=[1], choices=[0, 1],
-                   help="grid order: 1: (kv_heads, splits, batch); 0: (splits, kv_heads, batch)")
     p.add_argument("--ragged", nargs="+", default=[], metavar="BATCH:MAX",
                    help="extra ragged batches: BATCH lengths spread over 1..MAX (e.g. 16:32768)")
     p.add_argument("--out")
@@ -55,7 +51,7 @@ def main(argv=None) -> int:
         batch, longest = (int(x) for x in spec.split(":"))
         extra.append(("ragged", batch, ragged_lengths(batch, 1, longest, seed=1), {}))
     if not torch.cuda.is_available():
-        sys.exit(f"benchmarks.tune_triton needs a CUDA GPU (it times GPU kernels); none is visible here")
+        sys.exit("benchmarks.tune_triton needs a CUDA GPU (it times GPU kernels); none is visible here")
     dev = torch.device("cuda")
     flush = L2Flusher(dev)
     rows = []
@@ -81,19 +77,16 @@ def main(argv=None) -> int:
 
         auto = plan_launch(shape, dev, cfg.torch_dtype)
         default = measure()
-        grid = [measure(num_splits=s or None, block_n=b, num_warps=w, num_stages=st, fused_merge=bool(f),
-                        kv_heads_first=bool(h))
-                for s, b, w, st, f, h in itertools.product(args.splits, args.block_n, args.warps, args.stages,
-                                                           args.fused_merge, args.kv_heads_first)]
+        grid = [measure(num_splits=s or None, block_n=b, num_warps=w, num_stages=st)
+                for s, b, w, st in itertools.product(args.splits, args.block_n, args.warps, args.stages)]
         rows += [dict(default, default=True)] + grid
         good = sorted((r for r in grid if "gpu_ms" in r and r["correct"]), key=lambda r: r["gpu_ms"])
         print(f"{kind:6s} B={batch:4d} ctx={base['context']:6d} bs={cfg.block_size:3d}: default (splits={auto.num_splits} "
-              f"block_n={auto.block_n} warps={auto.num_warps} stages={auto.num_stages} fused={auto.fused_merge}) "
+              f"block_n={auto.block_n} warps={auto.num_warps} stages={auto.num_stages}) "
               f"{default.get('gpu_ms', float('nan')):.4f} ms {default.get('gbps', 0):.0f} GB/s", flush=True)
         for r in good[:4]:
             print(f"    {r['gpu_ms']:.4f} ms {r['gbps']:.0f} GB/s splits={r['num_splits']} block_n={r['block_n']} "
-                  f"warps={r['num_warps']} stages={r['num_stages']} fused={r['fused_merge']} "
-                  f"kv_heads_first={r['kv_heads_first']}", flush=True)
+                  f"warps={r['num_warps']} stages={r['num_stages']}", flush=True)
         bad = [r for r in grid if "gpu_ms" in r and not r["correct"]]
         if bad:
             print(f"    INCORRECT in {len(bad)} combinations, e.g. {bad[0]}", flush=True)

@@ -13,7 +13,8 @@ from .implementations import GRAPH_CAPTURABLE, IMPLEMENTATIONS, LABELS, VARIANTS
 from .naive import naive_decode
 from .reference import reference_decode
 from .launch_plan import plan_launch
-from .triton_decode import prepare_triton_decode, triton_decode, triton_decode_simple
+from .triton_decode import prepare_triton_decode, triton_decode
+from .triton_decode_simple import triton_decode_simple
 from .validation import DecodeShape, check_decode_args
 from .vectorized import vectorized_decode
 

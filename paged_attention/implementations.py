@@ -7,7 +7,8 @@ from typing import Callable, Mapping
 import torch
 
 from .naive import naive_decode
-from .triton_decode import prepare_triton_decode, prepare_triton_decode_simple, triton_decode, triton_decode_simple
+from .triton_decode import prepare_triton_decode, triton_decode
+from .triton_decode_simple import prepare_triton_decode_simple, triton_decode_simple
 from .validation import check_decode_args
 from .vectorized import vectorized_decode, vectorized_decode_unchecked
 

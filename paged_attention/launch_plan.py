@@ -58,12 +58,6 @@ class LaunchPlan:
         Triton launch options.
     block_size : int
         Tokens per physical block (to convert splits to tokens).
-    fused_merge : bool
-        With splits: the last split of each (sequence, KV head) to finish merges the
-        partial results (found with an atomic counter), instead of a second kernel.
-    kv_heads_first : bool
-        Grid order ``(kv_heads, splits, batch)`` rather than ``(splits, kv_heads,
-        batch)``: the programs that share blocks launch together.
     """
 
     block_n: int
@@ -75,8 +69,6 @@ class LaunchPlan:
     num_warps: int
     num_stages: int
     block_size: int
-    fused_merge: bool = True
-    kv_heads_first: bool = True
 
     @property
     def tokens_per_split(self) -> int:
@@ -145,8 +137,6 @@ def plan_launch(
     block_n: int | None = None,
     num_warps: int | None = None,
     num_stages: int | None = None,
-    fused_merge: bool | None = None,
-    kv_heads_first: bool | None = None,
 ) -> LaunchPlan:
     """Pick the tile, split count and launch options for one decode call.
 
@@ -171,10 +161,6 @@ def plan_launch(
         Element type of the cache.
     num_splits, block_n, num_warps, num_stages : int, optional
         Override the heuristic (benchmarks use this to sweep).
-    fused_merge : bool, optional
-        Merge splits in the decode kernel (default) or in a second kernel.
-    kv_heads_first : bool, optional
-        Grid order (see :class:`LaunchPlan`).
 
     Returns
     -------
@@ -184,11 +170,10 @@ def plan_launch(
     ------
     ValueError
         If an override is not a positive whole number (``num_splits``,
-        ``num_stages``), not a power of two (``block_n`` at least 16, ``num_warps``
-        1 to 16), or not a bool (``fused_merge``, ``kv_heads_first``).
+        ``num_stages``) or not a power of two (``block_n`` at least 16,
+        ``num_warps`` 1 to 16).
     """
-    _check_plan_overrides(num_splits=num_splits, block_n=block_n, num_warps=num_warps, num_stages=num_stages,
-                          fused_merge=fused_merge, kv_heads_first=kv_heads_first)
+    _check_plan_overrides(num_splits=num_splits, block_n=block_n, num_warps=num_warps, num_stages=num_stages)
     max_blocks = max(1, -(-shape.max_context_len // shape.block_size))
     if num_splits is None:
         num_splits = choose_num_splits(shape.context_lens, shape.num_kv_heads, _num_sms(device), shape.block_size)
@@ -235,8 +220,6 @@ def plan_launch(
         num_warps=4 if num_warps is None else num_warps,
         num_stages=num_stages,
         block_size=shape.block_size,
-        fused_merge=True if fused_merge is None else bool(fused_merge),
-        kv_heads_first=True if kv_heads_first is None else bool(kv_heads_first),
     )
 
 
@@ -244,10 +227,6 @@ def _check_plan_overrides(**overrides) -> None:
     """ValueError for a launch-plan override that the kernel cannot take."""
     for name, value in overrides.items():
         if value is None:
-            continue
-        if name in ("fused_merge", "kv_heads_first"):
-            if not isinstance(value, bool):
-                raise ValueError(f"{name} must be True or False; got {value!r}")
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive whole number; got {value!r}")

@@ -33,6 +33,27 @@ def execution_mode() -> str:
     return "interpreter" if TRITON_INTERPRET else "compiled"
 
 
+def check_triton_device(device: torch.device) -> None:
+    """Refuse inputs the Triton kernels cannot run on in this process.
+
+    Parameters
+    ----------
+    device : torch.device
+        Where the decode inputs live.
+
+    Raises
+    ------
+    ValueError
+        When Triton runs compiled (``TRITON_INTERPRET`` unset) and ``device`` is not
+        a CUDA device: compiled kernels read only GPU memory.
+    """
+    if device.type != "cuda" and not TRITON_INTERPRET:
+        raise ValueError(
+            f"the Triton kernel runs compiled here, so its inputs must be CUDA tensors; got "
+            f"{device} (set TRITON_INTERPRET=1 before importing to run it on the CPU)"
+        )
+
+
 def default_device() -> str:
     """``"cuda"`` when a CUDA GPU is visible, else ``"cpu"``."""
     return "cuda" if HAS_CUDA else "cpu"

@@ -1,7 +1,6 @@
-"""Split-K (flash-decoding): the Triton kernel's split plans, both merge paths
-(the fused last-split merge and the separate merge kernel), launchers reused or
-outgrown, and, on the GPU, split counts from 1 to more than the blocks and a race
-check of the fused merge. Inputs come from test_correctness's ``build`` (ragged,
+"""Split-K (flash-decoding): the Triton kernel's split plans, the merge by the last
+split to finish, launchers reused or outgrown, and, on the GPU, split counts from 1
+to more than the blocks and a race check of the merge. Inputs come from test_correctness's ``build`` (ragged,
 shuffled, memory no context covers poisoned with NaN and Inf)."""
 
 from __future__ import annotations
@@ -32,20 +31,17 @@ from test_correctness import build
          "short-contexts", "small-blocks", "big-blocks"],
 )
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=dtype_id)
-@pytest.mark.parametrize("fused_merge", [True, False], ids=["fused-merge", "merge-kernel"])
-def test_split_k(lengths, block_size, block_n, num_splits, expected_splits, dtype, fused_merge, device, seed):
+def test_split_k(lengths, block_size, block_n, num_splits, expected_splits, dtype, device, seed):
     inputs = build(device, seed, context_lens=lengths, block_size=block_size, dtype=dtype_id(dtype),
                    num_heads=4, num_kv_heads=2)
     args = inputs.args()
     shape = pa.check_decode_args(*args)
-    plan = pa.plan_launch(shape, inputs.query.device, inputs.query.dtype, num_splits=num_splits, block_n=block_n,
-                          fused_merge=fused_merge)
+    plan = pa.plan_launch(shape, inputs.query.device, inputs.query.dtype, num_splits=num_splits, block_n=block_n)
     if expected_splits is None:
         assert 1 < plan.num_splits <= num_splits
     else:
         assert plan.num_splits == expected_splits
-    assert plan.fused_merge is fused_merge
-    launch = pa.prepare_triton_decode(*args, num_splits=num_splits, block_n=block_n, fused_merge=fused_merge)
+    launch = pa.prepare_triton_decode(*args, num_splits=num_splits, block_n=block_n)
     out = launch()
     assert torch.isfinite(out).all()
     assert_matches(out, inputs.query, pa.reference_decode(*args))
@@ -54,12 +50,11 @@ def test_split_k(lengths, block_size, block_n, num_splits, expected_splits, dtyp
             assert torch.equal(out[b], torch.zeros_like(out[b]))
 
 
-@pytest.mark.parametrize("fused_merge", [True, False], ids=["fused-merge", "merge-kernel"])
-def test_split_launcher_reuses_its_output(fused_merge, device, seed):
-    """Every launch rewrites the whole output: the fused merge's arrival counters are
+def test_split_launcher_reuses_its_output(device, seed):
+    """Every launch rewrites the whole output: the merge's arrival counters are
     reset by the program that merges, so a second launch merges again."""
     inputs = build(device, seed, context_lens=(300, 0, 40), dtype="float32")
-    launch = pa.prepare_triton_decode(*inputs.args(), num_splits=5, block_n=16, fused_merge=fused_merge)
+    launch = pa.prepare_triton_decode(*inputs.args(), num_splits=5, block_n=16)
     first = launch().clone()
     for _ in range(2):
         launch().fill_(float("nan"))
@@ -69,18 +64,17 @@ def test_split_launcher_reuses_its_output(fused_merge, device, seed):
     assert_matches(again, inputs.query, pa.reference_decode(*inputs.args()))
 
 
-@pytest.mark.parametrize("fused_merge", [True, False], ids=["fused-merge", "merge-kernel"])
-def test_split_launcher_cuts_a_context_that_grew_past_its_plan(fused_merge, device, seed):
+def test_split_launcher_cuts_a_context_that_grew_past_its_plan(device, seed):
     """A launcher prepared for short contexts, relaunched after the lengths grew in
     place, attends to the blocks its plan covers and still merges every launch.
-    (The fused merge used to wait for splits that do not exist: no output, and an
-    arrival counter never reset; the merge kernel read past the row's partials.)"""
+    (The merge used to wait for splits that do not exist: no output, and an
+    arrival counter never reset.)"""
     inputs = build(device, seed, context_lens=(300, 40), dtype="float32")
     grown = inputs.context_lens.clone()
     inputs.context_lens.copy_(torch.tensor([100, 40]))
-    launch = pa.prepare_triton_decode(*inputs.args(), num_splits=4, block_n=16, fused_merge=fused_merge)
+    launch = pa.prepare_triton_decode(*inputs.args(), num_splits=4, block_n=16)
     plan = pa.plan_launch(pa.check_decode_args(*inputs.args()), inputs.query.device, inputs.query.dtype,
-                          num_splits=4, block_n=16, fused_merge=fused_merge)
+                          num_splits=4, block_n=16)
     covered = plan.num_splits * plan.tokens_per_split
     assert 100 <= covered < 300
     inputs.context_lens.copy_(grown)
@@ -125,7 +119,7 @@ def test_gpu_split_k(num_splits, dtype, seed):
     "batch, context", [(1, 32768), (8, 8192), (3, 5000)], ids=["b1-32k", "b8-8k", "b3-5k"]
 )
 def test_gpu_fused_merge_is_race_free(batch, context, seed):
-    """The fused merge relies on a release/acquire arrival counter; a missed
+    """The fused merge (by the last split to finish) relies on a release/acquire arrival counter; a missed
     ordering would show as an occasional wrong or stale row. Replay a CUDA graph
     of many launches, poisoning the output before each, and demand bit-identical
     results every time (the merge order is fixed, whichever program merges)."""
@@ -136,7 +130,7 @@ def test_gpu_fused_merge_is_race_free(batch, context, seed):
     inputs = pa.build_decode_inputs(cfg, poison=True)
     launch = pa.prepare_triton_decode(*inputs.args())
     plan = pa.plan_launch(pa.check_decode_args(*inputs.args()), inputs.query.device, inputs.query.dtype)
-    assert plan.num_splits > 1 and plan.fused_merge
+    assert plan.num_splits > 1
     expected = launch().clone()
     assert_matches(expected, inputs.query, pa.reference_decode(*inputs.args()))
     out = launch()

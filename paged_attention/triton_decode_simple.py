@@ -1,0 +1,161 @@
+"""The textbook Triton paged-attention decode, kept as the baseline of :mod:`.triton_decode`.
+
+``_paged_decode_simple_kernel`` runs one program per (sequence, query head) and looks
+up the block table once per token. Each query head re-reads its KV head, and a long
+context with a small batch leaves most SMs idle: what the grouped, split kernel of
+:func:`~paged_attention.triton_decode.triton_decode` fixes. The app and the
+benchmarks show the two side by side.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from . import runtime  # first: sets TRITON_INTERPRET before triton loads
+import triton
+import triton.language as tl
+
+from .launch_plan import _next_pow2
+from .triton_decode import LOG2E
+from .validation import check_decode_args
+
+
+@triton.jit
+def _paged_decode_simple_kernel(
+    out_ptr, q_ptr, k_ptr, v_ptr, block_tables_ptr, context_lens_ptr,
+    scale_log2e,
+    stride_qb, stride_qh, stride_qd,
+    stride_kb, stride_ks, stride_kh, stride_kd,
+    stride_vb, stride_vs, stride_vh, stride_vd,
+    stride_tb,
+    stride_ob, stride_oh, stride_od,
+    QUERY_GROUP: tl.constexpr,
+    HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """Baseline: one program per (sequence, query head), a table lookup per token."""
+    seq = tl.program_id(0).to(tl.int64)
+    head = tl.program_id(1)
+    kv_head = (head // QUERY_GROUP).to(tl.int64)
+    context_len = tl.load(context_lens_ptr + seq)
+
+    dims = tl.arange(0, HEAD_DIM_PAD)
+    dim_mask = dims < HEAD_DIM
+    q = tl.load(q_ptr + seq * stride_qb + head * stride_qh + dims * stride_qd, mask=dim_mask, other=0.0)
+    q = q.to(tl.float32) * scale_log2e
+
+    m_i = tl.full([], float("-inf"), tl.float32)
+    l_i = tl.full([], 0.0, tl.float32)
+    acc = tl.zeros([HEAD_DIM_PAD], tl.float32)
+    offs = tl.arange(0, BLOCK_N)
+    for start in range(0, context_len, BLOCK_N):
+        token = start + offs
+        valid = token < context_len
+        physical = tl.load(block_tables_ptr + seq * stride_tb + token // BLOCK_SIZE, mask=valid, other=0)
+        physical = physical.to(tl.int64)
+        slot = token % BLOCK_SIZE
+        mask = valid[:, None] & dim_mask[None, :]
+        k = tl.load(
+            k_ptr + physical[:, None] * stride_kb + slot[:, None] * stride_ks
+            + kv_head * stride_kh + dims[None, :] * stride_kd,
+            mask=mask, other=0.0,
+        )
+        scores = tl.sum(k.to(tl.float32) * q[None, :], 1)
+        scores = tl.where(valid, scores, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(scores, 0))
+        alpha = tl.math.exp2(m_i - m_new)
+        p = tl.math.exp2(scores - m_new)
+        l_i = l_i * alpha + tl.sum(p, 0)
+        v = tl.load(
+            v_ptr + physical[:, None] * stride_vb + slot[:, None] * stride_vs
+            + kv_head * stride_vh + dims[None, :] * stride_vd,
+            mask=mask, other=0.0,
+        )
+        acc = acc * alpha + tl.sum(p[:, None] * v.to(tl.float32), 0)
+        m_i = m_new
+    out = acc / tl.where(l_i > 0, l_i, 1.0)
+    tl.store(out_ptr + seq * stride_ob + head * stride_oh + dims * stride_od,
+             out.to(out_ptr.dtype.element_ty), mask=dim_mask)
+
+
+
+# -- wrappers ------------------------------------------------------------------
+
+def triton_decode_simple(
+    query: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    *,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """Baseline Triton decode: grid ``(batch_size, num_heads)``, a lookup per token.
+
+    Each query head re-reads its KV head, so under GQA the cache is read
+    ``num_heads / num_kv_heads`` times; with one program per (sequence, head) a
+    long context with a small batch leaves most SMs idle. Kept to show, next to
+    :func:`~paged_attention.triton_decode.triton_decode`, what grouping and split-K
+    buy.
+
+    Parameters, returns and raised errors are those of
+    :func:`~paged_attention.triton_decode.triton_decode` (accumulation is float32).
+    """
+    return prepare_triton_decode_simple(
+        query, k_cache, v_cache, block_tables, context_lens, scale=scale
+    )()
+
+
+def prepare_triton_decode_simple(
+    query: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    *,
+    scale: float | None = None,
+) -> Callable[[], torch.Tensor]:
+    """Validate once, allocate the output, and return a launcher.
+
+    Parameters are those of :func:`triton_decode_simple`.
+
+    Returns
+    -------
+    callable
+        ``launch() -> Tensor`` of shape ``[batch_size, num_heads, head_dim]``, the
+        same tensor on every call; no host synchronisation, so a CUDA graph can
+        capture it.
+
+    Raises
+    ------
+    ValueError
+        On invalid arguments, before anything is launched.
+    """
+    shape = check_decode_args(query, k_cache, v_cache, block_tables, context_lens, scale)
+    runtime.check_triton_device(query.device)
+    block_tables, context_lens = block_tables.contiguous(), context_lens.contiguous()
+    batch, num_heads, head_dim = query.shape
+    out = torch.empty_like(query)
+    if batch == 0:
+        return lambda: out
+    head_dim_pad = _next_pow2(head_dim)
+    block_n = 64 if head_dim_pad <= 128 else 32
+    scale_log2e = shape.scale * LOG2E
+
+    def launch() -> torch.Tensor:
+        _paged_decode_simple_kernel[(batch, num_heads)](
+            out, query, k_cache, v_cache, block_tables, context_lens,
+            scale_log2e,
+            *query.stride(), *k_cache.stride(), *v_cache.stride(),
+            block_tables.stride(0),
+            *out.stride(),
+            QUERY_GROUP=shape.query_group_size,
+            HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_pad,
+            BLOCK_SIZE=shape.block_size, BLOCK_N=block_n,
+            num_warps=4,
+        )
+        return out
+
+    return launch
