@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from paged_attention import default_device, reference_decode, tolerance, triton_decode
-from explorer.simulator import METRIC_COLUMNS, LengthDist, ServingConfig, ServingSimulator, Snapshot, metrics_frame
+from explorer.simulator import LengthDist, ServingConfig, ServingSimulator
+from explorer.snapshot import METRIC_COLUMNS, Snapshot, metrics_frame
 from explorer.tradeoff import DEFAULT_BLOCK_SIZES, block_size_tradeoff
 
 
