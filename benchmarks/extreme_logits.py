@@ -52,7 +52,7 @@ def extreme_inputs(dtype: str, device: str, seed: int = 0):
 def main(argv=None) -> int:
     argparse.ArgumentParser(prog="python -m benchmarks.extreme_logits", description=__doc__.split("\n\n")[0]).parse_args(argv)
     if not torch.cuda.is_available():
-        sys.exit(f"benchmarks.extreme_logits needs a CUDA GPU; none is visible here")
+        sys.exit("benchmarks.extreme_logits needs a CUDA GPU; none is visible here")
     for dtype in ("float16", "bfloat16"):
         inputs = extreme_inputs(dtype, "cuda")
         args = inputs.args()

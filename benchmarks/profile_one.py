@@ -24,7 +24,7 @@ def main() -> None:
     p.add_argument("--impl", default="triton")
     args = p.parse_args()
     if not torch.cuda.is_available():
-        sys.exit(f"benchmarks.profile_one needs a CUDA GPU (it times GPU kernels); none is visible here")
+        sys.exit("benchmarks.profile_one needs a CUDA GPU (it times GPU kernels); none is visible here")
     cfg = DecodeConfig(batch_size=args.batch, context_lens=args.context, num_heads=args.num_heads, num_kv_heads=8,
                        head_dim=128, block_size=args.block_size, dtype="float16", device="cuda", block_layout="shuffled")
     run = prepare(args.impl, *build_decode_inputs(cfg).args())

@@ -24,7 +24,7 @@ def main() -> int:
     p.add_argument("--dtype", default="float16")
     args = p.parse_args()
     if not torch.cuda.is_available():
-        sys.exit(f"benchmarks.profile_vectorized needs a CUDA GPU; none is visible here")
+        sys.exit("benchmarks.profile_vectorized needs a CUDA GPU; none is visible here")
     dev = torch.device("cuda")
     cfg = DecodeConfig(batch_size=args.batch, context_lens=args.context, num_heads=32, num_kv_heads=8, head_dim=128,
                        block_size=16, dtype=args.dtype, device="cuda", block_layout="shuffled")

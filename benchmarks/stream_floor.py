@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     p.add_argument("--out")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
-        sys.exit(f"benchmarks.stream_floor needs a CUDA GPU; none is visible here")
+        sys.exit("benchmarks.stream_floor needs a CUDA GPU; none is visible here")
     dev = torch.device("cuda")
     copy_gbps = measure_copy_bandwidth(dev)
     flush = L2Flusher(dev)

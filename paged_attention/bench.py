@@ -201,12 +201,6 @@ def benchmark_implementations(
     return [_result(name, str(device), timings[name], accuracy[name], nbytes) for name in names]
 
 
-def benchmark_implementation(name: str, inputs: DecodeInputs, **kwargs) -> BenchResult:
-    """:func:`benchmark_implementations` of one implementation (no rounds to
-    interleave with); same keyword arguments."""
-    return benchmark_implementations([name], inputs, **kwargs)[0]
-
-
 def _result(name: str, device: str, timing: Timing, accuracy: Accuracy, nbytes: int) -> BenchResult:
     samples, gpu = timing.call_ms, timing.gpu_ms
     median = statistics.median(samples)
