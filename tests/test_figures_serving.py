@@ -104,3 +104,39 @@ def test_serving_block_table_of_long_sequences_is_not_empty():
     tables = np.arange(8 * 600).reshape(8, 600)
     fig = figures.block_table_figure(tables, [600 * 4] * 8, 4, 16384, seq_ids=range(100, 108), title="Running")
     assert fig.data[0].xgap == 0
+
+
+@pytest.mark.parametrize("num_steps, max_frames", [(120, 80), (1000, 80), (81, 80), (80, 80), (60, 4), (2, 80), (1, 80)])
+def test_animation_steps_land_on_round_steps_with_first_and_last(num_steps, max_frames):
+    """An even spread rounded to steps gave 0, 2, 3, 5, 6, ...: frames now fall on
+    every k-th step (k = 1, 2, 5, 10, 20, 25, ...) from 0, then the last."""
+    steps = figures.animation_steps(num_steps, max_frames)
+    assert steps[0] == 0 and steps[-1] == num_steps - 1 and len(steps) <= max_frames
+    strides = set(np.diff(steps[:-1]).tolist())
+    assert len(strides) <= 1 and strides <= {1, 2, 5, 10, 20, 25, 50}
+    assert all(np.diff(steps) > 0)  # the last step once, after the last round one
+    if num_steps == 120:
+        assert steps == [*range(0, 120, 2), 119]
+
+
+def test_pool_animation_controls_axes_and_legend(history):
+    """The slider's "step 0" sat under the Pause button ("tep 0"); the grid had no
+    axis titles and no legend."""
+    steps = [0, 20, 40, 59]
+    owners = np.stack([history.records[s].pool_owner() for s in steps])
+    fig = figures.pool_animation_figure(owners, steps, 4)
+    layout = fig.layout
+    plot_height = layout.height - layout.margin.t - layout.margin.b
+    (menu,), (slider,) = layout.updatemenus, layout.sliders
+    # Buttons on their own row under the axis; the slider and its label on the next one.
+    assert menu.yanchor == slider.yanchor == "top" and menu.x == slider.x == 0
+    assert (menu.y - slider.y) * plot_height >= 36  # a button row (~32 px) above the slider
+    assert -menu.y * plot_height >= 50  # under the x axis' ticks and title
+    assert slider.currentvalue.xanchor == "left" and slider.currentvalue.prefix == "step "
+    assert layout.margin.b >= -slider.y * plot_height + 70  # the slider's rail and labels, then the legend
+    assert [s.label for s in slider.steps] == [str(s) for s in steps]
+    assert layout.xaxis.visible is not False and layout.xaxis.title.text == "+ offset within row"
+    assert layout.yaxis.visible is not False and layout.yaxis.title.text == "first block"
+    assert layout.showlegend is True
+    names = [t.name for t in fig.data if t.showlegend is not False and t.type == "scatter"]
+    assert names[0] == "free" and len(names) > 1

@@ -14,7 +14,7 @@ Five families, one module each (this package re-exports their public names, so
   :func:`sweep_speedup_figure`, :func:`sweep_ratio_figure`;
 * the serving simulation: :func:`serving_pool_figure`,
   :func:`serving_timeline_figure`, :func:`tradeoff_figure`,
-  :func:`pool_animation_figure`;
+  :func:`pool_animation_figure` (on the steps of :func:`animation_steps`);
 * inside the kernel (a :class:`~explorer.kernel_trace.KernelTrace`):
   :func:`kernel_walk_figure`, :func:`online_softmax_figure`,
   :func:`split_merge_figure`.
@@ -95,6 +95,7 @@ from .serving import (  # noqa: F401
     TAKEN_COLOR,
     WAITING_COLOR,
     WASTE_COLOR,
+    animation_steps,
     pool_animation_figure,
     serving_pool_figure,
     serving_timeline_figure,

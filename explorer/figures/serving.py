@@ -4,17 +4,18 @@ the block-size trade-off and the pool's animation over the steps.
 
 from __future__ import annotations
 
+import math
 from typing import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.formatting import MS_D3, count
-from .paged_cache import pool_figure
+from explorer.formatting import MS_D3, compact, count
+from .paged_cache import _legend_square, pool_figure
 from .sampling import pool_grid_shape
 from .style import (
-    FREE_COLOR, MAX_POOL_CELLS, OTHER_COLOR, SEQUENCE_COLORS, _alpha, _gaps, _int_ticks, _margins, _style,
-    impl_color,
+    FREE_COLOR, MAX_POOL_CELLS, MAX_SEQUENCE_LEGEND, OTHER_COLOR, SEQUENCE_COLORS, _alpha, _gaps, _int_ticks,
+    _margins, _style, impl_color,
 )
 
 TAKEN_COLOR = "#FFFFFF"
@@ -224,12 +225,48 @@ def tradeoff_figure(table, latency_ms: Mapping[int, float] | None = None, curren
 
 #: Most frames :func:`pool_animation_figure` animates.
 MAX_ANIMATION_FRAMES = 80
+#: Pixels under the animated pool: its axis (ticks and title), the Play and Pause
+#: buttons, the step slider below them (its current-value label on its own row,
+#: never under the buttons) and the legend.
+_AXIS_PX, _BUTTONS_PX, _SLIDER_PX, _LEGEND_PX = 54, 40, 76, 36
+
+
+def animation_steps(num_steps: int, max_frames: int = MAX_ANIMATION_FRAMES) -> list[int]:
+    """The steps :func:`pool_animation_figure` should show of a run of ``num_steps``
+    steps (0 to ``num_steps - 1``): every k-th step from 0, k the first of 1, 2, 5,
+    10, 20, 25, 50, 100, ... that keeps them within ``max_frames``, then the last
+    step. Frames land on round steps (0, 2, 4, ..., 118, 119), not on whatever
+    rounding an even spread over the run gives (0, 2, 3, 5, 6, ...).
+
+    Parameters
+    ----------
+    num_steps : int
+        Steps in the run (at least 1).
+    max_frames : int
+        Most steps returned (at least 2).
+
+    Returns
+    -------
+    list of int
+        Increasing steps, first 0 and last ``num_steps - 1``.
+    """
+    last = max(int(num_steps), 1) - 1
+    max_frames = max(int(max_frames), 2)
+    # 1, 2, 5, 10, 20, 25, 50, 100, ...: the last is past the run, giving [0, last].
+    strides = (int(m * 10 ** e) for e in range(len(str(last)) + 1) for m in ((1, 2, 5) if e == 0 else (1, 2, 2.5, 5)))
+
+    def frames(k: int) -> list[int]:
+        steps = list(range(0, last + 1, k))
+        return steps if steps[-1] == last else [*steps, last]
+
+    return next(steps for steps in map(frames, strides) if len(steps) <= max_frames)
 
 
 def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: int) -> go.Figure:
     """The pool replayed step by step as a Plotly animation (Play, Pause and a step
     slider run in the browser), coloured as :func:`pool_figure`: grey free, one
-    colour per ``seq_id`` (repeating every ``len(SEQUENCE_COLORS)`` sequences).
+    colour per ``seq_id`` (repeating every ``len(SEQUENCE_COLORS)`` sequences),
+    with its axes titled and a legend.
 
     Parameters
     ----------
@@ -238,15 +275,17 @@ def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: 
         frame, ``-1`` free; at most :data:`MAX_ANIMATION_FRAMES` frames and
         :data:`MAX_POOL_CELLS` blocks.
     steps : sequence of int
-        The step of each frame.
+        The step of each frame (see :func:`animation_steps`).
     block_size : int
 
     Returns
     -------
     go.Figure
-        Trace 0: the first frame's heatmap; ``frames``: one per step (named by the
-        step), each a heatmap ``z`` of category codes (0 free,
-        ``2 + seq_id % len(SEQUENCE_COLORS)``).
+        Trace 0: the first frame's heatmap; then legend-only traces ``"free"``
+        and, for up to :data:`MAX_SEQUENCE_LEGEND` sequences over all frames,
+        ``"sequence s"``, else one ``"a sequence (colour by seq_id)"``;
+        ``frames``: one per step (named by the step), each a heatmap ``z`` of
+        category codes (0 free, ``2 + seq_id % len(SEQUENCE_COLORS)``).
 
     Raises
     ------
@@ -263,9 +302,11 @@ def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: 
     pad = n_rows * n_cols - num_blocks
     subtitle = (f"{count(num_blocks, 'block')} of {count(block_size, 'slot')}; colour = owning sequence "
                 f"({len(SEQUENCE_COLORS)} colours, repeating), grey = free")
-    height = int(min(720, max(360, 240 + 24 * n_rows)))
-    # The bottom margin holds the play buttons and slider (see below).
-    gaps = _gaps(n_rows, n_cols, height - _margins(subtitle)[0] - 110)
+    top = _margins(subtitle)[0]
+    bottom = _AXIS_PX + _BUTTONS_PX + _SLIDER_PX + _LEGEND_PX
+    plot_height = int(min(720, max(360, 240 + 24 * n_rows))) - top - 110
+    height = plot_height + top + bottom
+    gaps = _gaps(n_rows, n_cols, plot_height)
     colors = [FREE_COLOR, OTHER_COLOR, *SEQUENCE_COLORS]
     k = len(colors)
     scale = [p for i, c in enumerate(colors) for p in ([i / k, c], [(i + 1) / k, c])]
@@ -281,15 +322,26 @@ def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: 
 
     fig = go.Figure(data=[heatmap(owners[0])] if len(owners) else [])
     fig.frames = [go.Frame(data=[heatmap(o)], name=str(int(s)), traces=[0]) for o, s in zip(owners, steps)]
+    _legend_square(fig, FREE_COLOR, "free", line="#CBD5E1")
+    seqs = np.unique(owners[owners >= 0])
+    if len(seqs) <= MAX_SEQUENCE_LEGEND:
+        for seq in seqs:
+            _legend_square(fig, SEQUENCE_COLORS[int(seq) % len(SEQUENCE_COLORS)], f"sequence {int(seq)}",
+                           meta={"sequence": int(seq)})
+    else:
+        _legend_square(fig, SEQUENCE_COLORS[0], "a sequence (colour by seq_id)")
     slider_steps = [
         dict(method="animate", label=str(int(s)),
              args=[[str(int(s))], dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))])
         for s in steps
     ]
+    # Paper coordinates of the controls, from pixels under the plot: the buttons
+    # under the axis title, the slider on its own row under them.
+    below = lambda px: -px / plot_height  # noqa: E731
     fig.update_layout(
         updatemenus=[dict(
-            type="buttons", direction="left", x=0, xanchor="left", y=-0.06, yanchor="top", showactive=False,
-            pad=dict(r=10, t=0),
+            type="buttons", direction="left", x=0, xanchor="left", y=below(_AXIS_PX), yanchor="top",
+            showactive=False, pad=dict(r=10, t=0),
             buttons=[
                 dict(label="▶ Play", method="animate",
                      args=[None, dict(frame=dict(duration=250, redraw=True), fromcurrent=True, transition=dict(duration=0))]),
@@ -297,11 +349,16 @@ def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: 
                      args=[[None], dict(frame=dict(duration=0, redraw=False), mode="immediate", transition=dict(duration=0))]),
             ],
         )],
-        sliders=[dict(active=0, steps=slider_steps, x=0.2, len=0.8, y=-0.02, yanchor="top",
-                      currentvalue=dict(prefix="step ", font=dict(size=13)), pad=dict(t=0))],
+        sliders=[dict(active=0, steps=slider_steps, x=0, xanchor="left", len=1, y=below(_AXIS_PX + _BUTTONS_PX),
+                      yanchor="top", currentvalue=dict(prefix="step ", font=dict(size=13), xanchor="left"),
+                      pad=dict(t=0, b=0, l=0, r=0))],
     )
     _style(fig, "The pool, replayed", subtitle, height=height)
-    fig.update_layout(showlegend=False, margin=dict(b=110))
-    fig.update_xaxes(visible=False, range=[-0.5, n_cols - 0.5])
-    fig.update_yaxes(visible=False, autorange="reversed")
+    fig.update_layout(margin=dict(b=bottom))
+    fig.update_xaxes(title="+ offset within row", range=[-0.5, n_cols - 0.5], showgrid=False, zeroline=False,
+                     **_int_ticks(0, n_cols - 1))
+    step = max(1, math.ceil(n_rows / 10))
+    rows = list(range(0, n_rows, step))
+    fig.update_yaxes(title="first block", autorange="reversed", showgrid=False, zeroline=False, tickmode="array",
+                     tickvals=rows, ticktext=[compact(r * n_cols) for r in rows])
     return fig
