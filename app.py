@@ -1,7 +1,7 @@
 """Paged-attention explorer: the Streamlit entry point.
 
 Run with ``streamlit run app.py``. Each page is a file in ``app_pages/``; add one to
-``PAGES`` to extend the app. The sidebar (decode configuration, mirrored into the
+``PAGES`` to extend the app. The sidebar (decode configuration, kept in the
 URL) is drawn here, once, for every page; pages read it with
 ``ui.sidebar.current()``.
 
@@ -14,7 +14,6 @@ when that session opens a page's URL directly.
 import streamlit as st
 
 import paged_attention  # noqa: F401  (first: sets TRITON_INTERPRET on a CPU-only machine)
-from ui.persist import keep_page_widgets
 from ui.sidebar import render_sidebar
 
 st.set_page_config(
@@ -34,5 +33,4 @@ PAGES = [
 
 page = st.navigation(PAGES)
 render_sidebar()
-keep_page_widgets()
 page.run()

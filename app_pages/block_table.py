@@ -66,7 +66,8 @@ st.subheader("Token walk")
 if st.session_state.get("bt_seq", 0) >= config.batch_size:
     st.session_state["bt_seq"] = config.batch_size - 1
 pick, info = st.columns([1, 4], vertical_alignment="bottom")
-seq = bounded_number_input(pick, "Sequence", 0, config.batch_size - 1, step=1, key="bt_seq", note_parent=st)
+seq = bounded_number_input(pick, "Sequence", 0, config.batch_size - 1, step=1, key="bt_seq",
+                           persist_state="session", note_parent=st)
 needed = config.blocks_per_sequence[seq]
 info.markdown(
     f"Sequence **{seq}** holds **{formatting.count(lengths[seq], 'token')}** in **{formatting.count(needed, 'block')}**; "

@@ -38,7 +38,7 @@ if config.device == "cpu":
 
 controls = st.columns([2, 2, 3], vertical_alignment="center")
 include_simple = controls[0].checkbox(
-    f"Include {LABELS['triton_simple']}", key="bench_include_simple",
+    f"Include {LABELS['triton_simple']}", key="bench_include_simple", persist_state="session",
     help="the textbook Triton kernel: one program per (sequence, query head), a table lookup per token",
 )
 run = controls[1].button(

@@ -41,14 +41,18 @@ if not ss.get("ik_override", False):  # the disabled override fields show the pl
 
 with st.container(border=True):
     c = st.columns([1, 1, 1.3, 1, 1], vertical_alignment="bottom")
-    seq = bounded_number_input(c[0], "Sequence", 0, config.batch_size - 1, step=1, key="ik_seq", note_parent=st)
-    head = bounded_number_input(c[1], "Query head", 0, config.num_heads - 1, step=1, key="ik_head", note_parent=st)
-    override = c[2].toggle("Override plan", key="ik_override",
+    seq = bounded_number_input(c[0], "Sequence", 0, config.batch_size - 1, step=1, key="ik_seq",
+                               persist_state="session", note_parent=st)
+    head = bounded_number_input(c[1], "Query head", 0, config.num_heads - 1, step=1, key="ik_head",
+                                persist_state="session", note_parent=st)
+    override = c[2].toggle("Override plan", key="ik_override", persist_state="session",
                            help="override the launch plan: the kernel's heuristic picks the tile and the split "
                                 "count from the whole batch and the GPU; override them to see how the walk changes")
-    splits = bounded_number_input(c[3], "Splits", 1, MAX_SPLITS, step=1, key="ik_splits", disabled=not override,
+    splits = bounded_number_input(c[3], "Splits", 1, MAX_SPLITS, step=1, key="ik_splits",
+                                  persist_state="session", disabled=not override,
                                   note_parent=st, help="programs along the context (split-K); 1 = no split")
-    block_n = c[4].selectbox("BLOCK_N (tokens per tile)", BLOCK_N_CHOICES, key="ik_block_n", disabled=not override)
+    block_n = c[4].selectbox("BLOCK_N (tokens per tile)", BLOCK_N_CHOICES, key="ik_block_n",
+                             persist_state="session", disabled=not override)
     plan = launch_plan(config, tables, num_splits=int(splits), block_n=int(block_n)) if override else default_plan
     group = config.num_heads // config.num_kv_heads
     n = config.lengths[seq]

@@ -69,26 +69,32 @@ for key in ("sv_prompt_kind", "sv_output_kind"):
 L = SERVING_LABELS
 with st.container(border=True):
     c = st.columns(6)
-    bounded_number_input(c[0], L["num_blocks"], 1, MAX_POOL_BLOCKS, step=64, key="sv_num_blocks", note_parent=st,
+    bounded_number_input(c[0], L["num_blocks"], 1, MAX_POOL_BLOCKS, step=64, key="sv_num_blocks",
+                         persist_state="session", note_parent=st,
                          help="physical blocks in the KV-cache pool")
-    c[1].selectbox(L["block_size"], state.BLOCK_SIZES, key="sv_block_size", help="tokens per block")
-    bounded_number_input(c[2], L["max_batch_size"], 1, MAX_SIM_BATCH, step=1, key="sv_max_batch", note_parent=st,
+    c[1].selectbox(L["block_size"], state.BLOCK_SIZES, key="sv_block_size",
+                   persist_state="session", help="tokens per block")
+    bounded_number_input(c[2], L["max_batch_size"], 1, MAX_SIM_BATCH, step=1, key="sv_max_batch",
+                         persist_state="session", note_parent=st,
                          help="most sequences decoding at once")
-    bounded_number_input(c[3], L["arrival_rate"], 0.0, MAX_RATE, step=0.05, key="sv_rate", format="%.2f",
+    bounded_number_input(c[3], L["arrival_rate"], 0.0, MAX_RATE, step=0.05, key="sv_rate",
+                         persist_state="session", format="%.2f",
                          note_parent=st, help="mean new requests per decode step (Poisson)")
-    bounded_number_input(c[4], L["seed"], 0, state.MAX_SEED, step=1, key="sv_seed", note_parent=st,
+    bounded_number_input(c[4], L["seed"], 0, state.MAX_SEED, step=1, key="sv_seed",
+                         persist_state="session", note_parent=st,
                          help="the request stream depends on it alone")
-    bounded_number_input(c[5], L["steps"], 1, MAX_STEPS, step=50, key="sv_steps", note_parent=st)
+    bounded_number_input(c[5], L["steps"], 1, MAX_STEPS, step=50, key="sv_steps",
+                         persist_state="session", note_parent=st)
     p = st.columns([1.7, 1, 1, 0.2, 1.7, 1, 1], vertical_alignment="bottom")  # "uniform" whole at 1280 px
-    p[0].segmented_control(L["prompt_len"], LENGTH_KINDS, key="sv_prompt_kind",
+    p[0].segmented_control(L["prompt_len"], LENGTH_KINDS, key="sv_prompt_kind", persist_state="session",
                            help="uniform: every length in the range equally likely; long-tail: log-normal, "
                                 "most short and a few long, as in chat traffic")
-    p[4].segmented_control(L["output_len"], LENGTH_KINDS, key="sv_output_kind")
+    p[4].segmented_control(L["output_len"], LENGTH_KINDS, key="sv_output_kind", persist_state="session")
     lengths = ((p[1], "sv_prompt_lo", "prompt_len", "low"), (p[2], "sv_prompt_hi", "prompt_len", "high"),
                (p[5], "sv_output_lo", "output_len", "low"), (p[6], "sv_output_hi", "output_len", "high"))
     for col, key, dist, bound in lengths:
         bounded_number_input(col, L[bound], 1, MAX_LENGTH, step=16, key=key, name=f"{L[dist]} {L[bound]}",
-                             note_parent=st)
+                             note_parent=st, persist_state="session")
 
 prompt = (ss["sv_prompt_kind"], int(ss["sv_prompt_lo"]), int(ss["sv_prompt_hi"]))
 output = (ss["sv_output_kind"], int(ss["sv_output_lo"]), int(ss["sv_output_hi"]))
@@ -106,7 +112,7 @@ if "sv_step" not in ss:  # start at the busiest step: the pool under the most pr
 if ss["sv_step"] >= steps:
     ss["sv_step"] = steps - 1
 if steps > 1:
-    step = st.slider("Decode step", 0, steps - 1, key="sv_step",
+    step = st.slider("Decode step", 0, steps - 1, key="sv_step", persist_state="session",
                      help="drag to move through the simulation; every chart on the page follows")
 else:  # a slider needs two ends
     step = 0
@@ -173,7 +179,7 @@ st.caption(
     "a queue forms when the batch or the pool is full."
 )
 
-if st.toggle("Play the pool over time (animation)", key="sv_anim",
+if st.toggle("Play the pool over time (animation)", key="sv_anim", persist_state="session",
              help="replays the pool in the browser; built only while this is on, as it is a large figure"):
     if num_blocks > figures.MAX_POOL_CELLS:
         st.caption(f"The animation draws pools of up to {figures.MAX_POOL_CELLS:,} blocks.")

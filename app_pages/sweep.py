@@ -77,19 +77,23 @@ def _start(base, grid: sweep.GridPlan, axis: str, names: tuple[str, ...], budget
 with st.container(border=True):
     # From and To hold seven digits (1048576) beside their buttons at 1280 px (checked in Chromium).
     top = st.columns([1.8, 1.2, 1.7, 1.7, 0.7], vertical_alignment="bottom")
-    axis = top[0].selectbox("Sweep over", list(sweep.AXES), key="sw_axis", format_func=sweep.AXES.get,
+    axis = top[0].selectbox("Sweep over", list(sweep.AXES), key="sw_axis",
+                            persist_state="session", format_func=sweep.AXES.get,
                             on_change=_axis_defaults, disabled=running)
-    top[1].segmented_control("Spacing", sweep.SPACINGS, key="sw_spacing", disabled=running,
+    top[1].segmented_control("Spacing", sweep.SPACINGS, key="sw_spacing", persist_state="session", disabled=running,
                              help="log: each point a constant factor larger (the default); linear: constant steps. "
                                   "Block sizes are always powers of two, KV heads divisors of the query heads.")
     lo_limit, hi_limit = sweep.AXIS_LIMITS[axis]
     for key in ("sw_low", "sw_high"):  # a value from another axis may lie outside this one's limits
         ss[key] = min(max(int(ss.get(key, lo_limit)), lo_limit), hi_limit)
-    low = bounded_number_input(top[2], "From", lo_limit, hi_limit, step=1, key="sw_low", disabled=running,
+    low = bounded_number_input(top[2], "From", lo_limit, hi_limit, step=1, key="sw_low",
+                               persist_state="session", disabled=running,
                                note_parent=st)
-    high = bounded_number_input(top[3], "To", lo_limit, hi_limit, step=1, key="sw_high", disabled=running,
+    high = bounded_number_input(top[3], "To", lo_limit, hi_limit, step=1, key="sw_high",
+                                persist_state="session", disabled=running,
                                 note_parent=st)
     points = bounded_number_input(top[4], "Points", 1, sweep.MAX_POINTS, step=1, key="sw_points",
+                                  persist_state="session",
                                   disabled=running, note_parent=st)
 
     error, grid = None, None
@@ -104,10 +108,12 @@ with st.container(border=True):
         error = str(exc)
 
     bottom = st.columns([2.2, 1.6, 1.4, 1.0, 1.4], vertical_alignment="bottom")
-    simple = bottom[0].checkbox(f"Include {LABELS['triton_simple']}", key="sw_simple", disabled=running,
+    simple = bottom[0].checkbox(f"Include {LABELS['triton_simple']}", key="sw_simple",
+                                persist_state="session", disabled=running,
                                 help="the textbook Triton kernel: one program per (sequence, query head)")
     budget = bounded_number_input(
-        bottom[1], "Naive budget per point (s)", 0.0, MAX_BUDGET_S, step=1.0, key="sw_budget", disabled=running,
+        bottom[1], "Naive budget per point (s)", 0.0, MAX_BUDGET_S, step=1.0, key="sw_budget",
+            persist_state="session", disabled=running,
         note_parent=st,
         help="the naive Python loop is skipped at a point when its calls are predicted to take longer "
              "(from the previous point's time, or from one probing call); skipped points are marked, not dropped",

@@ -426,3 +426,50 @@ def test_page_link_clicked_during_the_first_run_keeps_the_sidebar(server, page):
             expect(pg).to_have_url(re.compile(re.escape(field)), timeout=WAIT)
         no_exception(pg)
         context.close()
+
+
+def test_shared_url_page_visits_and_garbage_url(server, page):
+    # A shared URL reproduces the sidebar (Streamlit's bind="query-params").
+    shared = {"batch": "3", "ctx_mode": "uniform", "ctx": "100", "heads": "4", "kv_heads": "2", "head_dim": "32",
+              "preset": "Custom", "block": "8", "layout": "contiguous", "dtype": "bfloat16", "iters": "2"}
+    page.goto(f"{server}/sweep?{urlencode(shared)}")
+    page.get_by_role("button", name="Run sweep").wait_for(timeout=60_000)
+    expect(page.get_by_label("Batch size (sequences)")).to_have_value("3", timeout=WAIT)
+    expect(page.get_by_label("Tokens per sequence")).to_have_value("100", timeout=WAIT)
+    for label, value in (("KV heads", "2"), ("Block size", "8"), ("Block layout", "contiguous"), ("dtype", "bfloat16")):
+        expect(page.get_by_role("combobox", name=label)).to_have_value(value, timeout=WAIT)
+    _settle(page)
+
+    # A page's own controls survive a visit to another page (persist_state="session").
+    points = page.get_by_role("spinbutton", name="Points", exact=True)
+    points.fill("3")
+    points.press("Enter")
+    expect(points).to_have_value("3", timeout=WAIT)
+    _settle(page)
+    page.get_by_role("link", name="Block table").click()
+    expect(page.locator(".js-plotly-plot >> text=Block table").first).to_be_visible(timeout=60_000)
+    _settle(page)
+    page.get_by_role("link", name="Sweep").click()
+    points = page.get_by_role("spinbutton", name="Points", exact=True)
+    expect(points).to_have_value("3", timeout=60_000)
+    expect(page.get_by_role("combobox", name="Block size")).to_have_value("8", timeout=WAIT)
+    for name, value in shared.items():  # and the URL still carries the sidebar
+        expect(page).to_have_url(re.compile(rf"[?&]{name}={re.escape(value)}(&|$)"), timeout=WAIT)
+    no_exception(page)
+
+    # A garbage URL is harmless: each ignored value is named, and the URL is
+    # rewritten to the values used.
+    garbage = {"batch": "lots", "block": "3", "kv_heads": "5", "iters": "0", "dtype": "float8", "utm_source": "x"}
+    page.goto(f"{server}/?{urlencode(garbage)}")
+    expect(page.locator(".js-plotly-plot")).to_have_count(4, timeout=60_000)
+    warnings = page.locator("[data-testid=stSidebar] [data-testid=stAlertContentWarning]")
+    for text in ("batch=lots", "block=3", "kv_heads=5", "iters=0", "dtype=float8"):
+        expect(warnings.filter(has_text=text)).to_have_count(1, timeout=WAIT)
+    _settle(page)
+    d = state.default_settings()
+    used = {"batch": d.batch_size, "block": d.block_size, "kv_heads": state.nearest_kv_heads(d.num_heads, 5), "iters": d.iters,
+            "dtype": d.dtype}
+    for name, value in used.items():
+        expect(page).to_have_url(re.compile(rf"[?&]{name}={value}(&|$)"), timeout=WAIT)
+    no_exception(page)
+    no_error(page)

@@ -1,12 +1,20 @@
 """The sidebar every page shares: decode configuration, mirrored into the URL.
 
 ``app.py`` calls :func:`render_sidebar` once per run, before the page; pages read
-the result with :func:`current`. Every widget has a key (prefix ``sb_``); their
-values live in ``st.session_state`` and are written to ``st.query_params`` after
-each run, so a copied URL reproduces the view. The URL is read once per session,
-on its first run; values that do not parse are replaced by defaults and listed in
-a warning. The logic (parsing, presets, validation) is in
-:mod:`explorer.settings`.
+the result with :func:`current`. Every widget has a key (prefix ``sb_``) and
+``persist_state="session"``, so a value survives while its widget is hidden (the
+ragged fields in uniform mode) or another page is open. Their values are written
+to ``st.query_params`` after each run, so a copied URL reproduces the view. The
+URL is read once per session, on its first run; values that do not parse are
+replaced by defaults and listed in a warning. The logic (parsing, presets,
+validation) is in :mod:`explorer.settings`.
+
+Why not ``bind="query-params"``: in Streamlit 1.67 a bound widget's URL
+parameter does not follow a value the script sets (a preset filling the head
+fields, a number clamped to its range, KV heads snapped to a divisor): the
+browser keeps the old parameter, so a copied URL would not reproduce the view;
+and a bound widget with ``format_func`` writes the label, not the value, into
+the URL (docs/streamlit.md).
 """
 
 from __future__ import annotations
@@ -47,7 +55,9 @@ _LENGTHS_SOURCE = "sb_lengths_source"  # the generator parameters they came from
 _LOADED = "sb_loaded_from_url"
 _NOTES = "sb_url_notes"
 _RESULT = "sb_result"
-_SAVED = "sb_saved"  # widget values, kept while a widget is hidden (Streamlit drops their state)
+#: Every sidebar widget keeps its value for the session while it is not drawn (the
+#: ragged fields in uniform mode and vice versa).
+KEEP = {"persist_state": "session"}
 
 
 @dataclass(frozen=True)
@@ -85,15 +95,6 @@ def _load_from_url() -> None:
     st.session_state[_NOTES] = tuple(notes)
 
 
-def _restore_hidden() -> None:
-    """Put back the values of widgets that a previous run did not draw (the
-    ragged fields in uniform mode and vice versa), which Streamlit forgets."""
-    saved = st.session_state.get(_SAVED, {})
-    for key in WIDGET_KEYS.values():
-        if key not in st.session_state and key in saved:
-            st.session_state[key] = saved[key]
-
-
 def _pin_widgets() -> None:
     """Re-assign every sidebar widget's value, so this run sends it to the browser.
 
@@ -108,10 +109,6 @@ def _pin_widgets() -> None:
     for key in WIDGET_KEYS.values():
         if key in ss:
             ss[key] = ss[key]
-
-
-def _save_widgets() -> None:
-    st.session_state[_SAVED] = {k: st.session_state[k] for k in WIDGET_KEYS.values() if k in st.session_state}
 
 
 def _generator_params(s: Settings) -> tuple:
@@ -192,7 +189,6 @@ def _ragged_editor(settings: Settings) -> tuple[tuple[int, ...] | None, str | No
 def render_sidebar() -> SidebarResult:
     """Draw the shared sidebar and return its settings and config (or error)."""
     _load_from_url()
-    _restore_hidden()
     _pin_widgets()
     ss = st.session_state
     error = None
@@ -206,31 +202,32 @@ def render_sidebar() -> SidebarResult:
             st.rerun()
 
         st.subheader("Batch")
-        bounded_number_input(st, "Batch size (sequences)", 1, state.MAX_BATCH, step=1, key=WIDGET_KEYS["batch_size"])
+        bounded_number_input(st, "Batch size (sequences)", 1, state.MAX_BATCH, step=1, key=WIDGET_KEYS["batch_size"],
+                             **KEEP)
         if ss.get(WIDGET_KEYS["context_mode"]) is None:  # deselected (a click on the selected option)
             ss[WIDGET_KEYS["context_mode"]] = "uniform"  # before the widget: Streamlit forbids it after
         st.segmented_control(
-            "Context length", state.CONTEXT_MODES, key=WIDGET_KEYS["context_mode"],
+            "Context length", state.CONTEXT_MODES, key=WIDGET_KEYS["context_mode"], **KEEP,
             format_func={"uniform": "Same for all", "ragged": "Ragged"}.get,
         )
         lengths = None
         if ss[WIDGET_KEYS["context_mode"]] == "uniform":
             bounded_number_input(st, "Tokens per sequence", 0, state.MAX_CONTEXT, step=16,
-                                 key=WIDGET_KEYS["context_len"])
+                                 key=WIDGET_KEYS["context_len"], **KEEP)
         else:
-            st.selectbox("Spread", state.SPREADS, key=WIDGET_KEYS["spread"],
+            st.selectbox("Spread", state.SPREADS, key=WIDGET_KEYS["spread"], **KEEP,
                          help="long-tail draws log-uniformly: most sequences short, a few long, as in chat traffic")
             lo, hi = st.columns(2)
-            bounded_number_input(lo, "Shortest", 0, state.MAX_CONTEXT, step=16, key=WIDGET_KEYS["ragged_low"],
+            bounded_number_input(lo, "Shortest", 0, state.MAX_CONTEXT, step=16, key=WIDGET_KEYS["ragged_low"], **KEEP,
                                  note_parent=st)
-            bounded_number_input(hi, "Longest", 0, state.MAX_CONTEXT, step=16, key=WIDGET_KEYS["ragged_high"],
+            bounded_number_input(hi, "Longest", 0, state.MAX_CONTEXT, step=16, key=WIDGET_KEYS["ragged_high"], **KEEP,
                                  note_parent=st)
             lengths, error = _ragged_editor(_read_settings())
 
         st.subheader("Model")
-        st.selectbox("Preset", state.PRESET_NAMES, key=WIDGET_KEYS["preset"], on_change=_on_preset,
+        st.selectbox("Preset", state.PRESET_NAMES, key=WIDGET_KEYS["preset"], **KEEP, on_change=_on_preset,
                      help="fills the head fields; editing them switches to Custom")
-        bounded_number_input(st, "Query heads", 1, state.MAX_HEADS, step=1, key=WIDGET_KEYS["num_heads"],
+        bounded_number_input(st, "Query heads", 1, state.MAX_HEADS, step=1, key=WIDGET_KEYS["num_heads"], **KEEP,
                              on_change=_on_heads)
         options = state.kv_head_options(ss[WIDGET_KEYS["num_heads"]])
         if ss[WIDGET_KEYS["num_kv_heads"]] not in options:
@@ -238,31 +235,33 @@ def render_sidebar() -> SidebarResult:
                 ss[WIDGET_KEYS["num_heads"]], ss[WIDGET_KEYS["num_kv_heads"]]
             )
         kv, dim = st.columns(2)
-        kv.selectbox("KV heads", options, key=WIDGET_KEYS["num_kv_heads"], on_change=_on_heads,
+        kv.selectbox("KV heads", options, key=WIDGET_KEYS["num_kv_heads"], **KEEP, on_change=_on_heads,
                      help="only divisors of the query heads: each KV head serves a group of query heads (GQA)")
-        bounded_number_input(dim, "Head dim", 1, state.MAX_HEAD_DIM, step=1, key=WIDGET_KEYS["head_dim"],
+        bounded_number_input(dim, "Head dim", 1, state.MAX_HEAD_DIM, step=1, key=WIDGET_KEYS["head_dim"], **KEEP,
                              on_change=_on_heads, note_parent=st)
 
         st.subheader("Cache")
         bs, dt = st.columns(2)
-        bs.selectbox("Block size", state.BLOCK_SIZES, key=WIDGET_KEYS["block_size"], help="tokens per physical block")
-        dt.selectbox("dtype", state.DTYPE_NAMES, key=WIDGET_KEYS["dtype"])
-        st.selectbox("Block layout", BLOCK_LAYOUTS, key=WIDGET_KEYS["block_layout"],
+        bs.selectbox("Block size", state.BLOCK_SIZES, key=WIDGET_KEYS["block_size"],
+                     **KEEP, help="tokens per physical block")
+        dt.selectbox("dtype", state.DTYPE_NAMES, key=WIDGET_KEYS["dtype"], **KEEP)
+        st.selectbox("Block layout", BLOCK_LAYOUTS, key=WIDGET_KEYS["block_layout"], **KEEP,
                      help="contiguous: blocks in order; shuffled: a random permutation of the pool; "
                           "fragmented: the free list left after other sequences came and went")
-        st.selectbox("Spare blocks in the pool", state.POOL_HEADROOMS, key=WIDGET_KEYS["pool_headroom"],
+        st.selectbox("Spare blocks in the pool", state.POOL_HEADROOMS, key=WIDGET_KEYS["pool_headroom"], **KEEP,
                      format_func=lambda p: "an eighth (default)" if p == 0 else f"{p}% of the blocks used",
                      help="free blocks beyond those the batch needs; with more room the fragmented layout "
                           "interleaves the batch with other sequences' blocks")
         dev, seed = st.columns(2)
-        dev.selectbox("Device", state.DEVICES, key=WIDGET_KEYS["device"])
-        bounded_number_input(seed, "Seed", 0, state.MAX_SEED, step=1, key=WIDGET_KEYS["seed"],
+        dev.selectbox("Device", state.DEVICES, key=WIDGET_KEYS["device"], **KEEP)
+        bounded_number_input(seed, "Seed", 0, state.MAX_SEED, step=1, key=WIDGET_KEYS["seed"], **KEEP,
                              note_parent=st)
 
         st.subheader("Timing")
         wu, it = st.columns(2)
-        bounded_number_input(wu, "Warm-up", 0, state.MAX_WARMUP, step=1, key=WIDGET_KEYS["warmup"], note_parent=st)
-        bounded_number_input(it, "Timed iterations", 1, state.MAX_ITERS, step=1, key=WIDGET_KEYS["iters"],
+        bounded_number_input(wu, "Warm-up", 0, state.MAX_WARMUP, step=1, key=WIDGET_KEYS["warmup"],
+                             **KEEP, note_parent=st)
+        bounded_number_input(it, "Timed iterations", 1, state.MAX_ITERS, step=1, key=WIDGET_KEYS["iters"], **KEEP,
                              note_parent=st)
 
         settings = replace(_read_settings(), lengths=lengths)
@@ -274,7 +273,6 @@ def render_sidebar() -> SidebarResult:
                 error = str(exc)
         _memory_readout(config)
 
-    _save_widgets()
     ss[_LOADED] = True
     _write_url(settings)
     result = SidebarResult(settings, config, error, tuple(ss.get(_NOTES, ())))
