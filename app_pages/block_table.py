@@ -47,7 +47,7 @@ with left:
         figures.block_table_figure(tables, lengths, config.block_size, config.num_blocks),
         key="bt_table", width="stretch",
     )
-    note = figures.sample_grid(*tables.shape, figures.MAX_TABLE_CELLS).note("sequence", "logical block")
+    note = figures.block_table_grid(*tables.shape).note("sequence", "logical block")
     st.caption(note or "Hover a cell for its token range and fill. Pale cells are unallocated (-1).")
 with right:
     st.plotly_chart(

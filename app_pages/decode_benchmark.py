@@ -76,7 +76,7 @@ def _run() -> None:
         def on_result(r, reused: bool) -> None:
             mark = "✓" if r.passed else "✗"
             note = " (measured by the run your click replaced)" if reused else ""
-            st.write(f"{mark} **{r.label}**: median {r.median_ms:.4g} ms over "
+            st.write(f"{mark} **{r.label}**: median {formatting.format_duration(r.median_ms)} over "
                      f"{formatting.count(len(r.samples_ms), 'call')}{note}")
 
         def on_wait() -> None:
@@ -167,10 +167,10 @@ for col, r, row in zip(cols, results, rows):
         delta, color, arrow = f"{speed:.1f}× faster", "normal", "up"  # than naive: short enough for 1280 px
     else:
         delta, color, arrow = f"{1 / speed:.1f}× slower", "inverse", "down"
-    gpu = f" · GPU time {r.gpu_time_ms:.4g} ms" if r.gpu_time_ms is not None else ""
+    gpu = f" · GPU time {formatting.format_duration(r.gpu_time_ms)}" if r.gpu_time_ms is not None else ""
     col.metric(
         r.label, formatting.format_duration(r.median_ms), delta, delta_color=color, delta_arrow=arrow, border=True,
-        help=f"median call latency over {formatting.count(len(r.samples_ms), 'call')}: {r.median_ms:.4g} ms{gpu}; "
+        help=f"median call latency over {formatting.count(len(r.samples_ms), 'call')}: {formatting.format_duration(r.median_ms)}{gpu}; "
              + ("" if r.name == "naive" or not reads_kv or speed is None
                 else "the arrow compares it with Naive PyTorch; ")
              + ("correct" if r.passed else "INCORRECT") + " against the float64 reference",

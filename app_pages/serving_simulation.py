@@ -185,11 +185,12 @@ if st.toggle("Play the pool over time (animation)", key="sv_anim", persist_state
         st.caption(f"The animation draws pools of up to {figures.MAX_POOL_CELLS:,} blocks.")
     else:
         count = max(2, min(steps, figures.MAX_ANIMATION_FRAMES, MAX_ANIMATION_VALUES // num_blocks))
-        frames = np.unique(np.linspace(0, steps - 1, count).round().astype(int))
+        frames = np.array(figures.animation_steps(steps, count))
         owners = np.stack([history.records[s].pool_owner() for s in frames])
         st.plotly_chart(figures.pool_animation_figure(owners, frames.tolist(), block_size), key="sv_anim_chart",
                         width="stretch")
-        st.caption(f"{len(frames)} evenly spaced steps; press Play (the animation runs in the browser).")
+        spacing = f" (every {frames[1] - frames[0]} steps, and the last)" if len(frames) > 2 else ""
+        st.caption(f"{formatting.count(len(frames), 'frame')}{spacing}; press Play (the animation runs in the browser).")
 
 # -- the kernel on this step ----------------------------------------------------------
 
@@ -256,7 +257,7 @@ else:
 measured = ss.get(LATENCY, {}).get(context, {})
 if step in measured:
     r = measured[step]
-    st.metric(f"Triton decode at step {step}", f"{r['median_ms']:.4g} ms",
+    st.metric(f"Triton decode at step {step}", formatting.format_duration(r['median_ms']),
               f"{r['gbps']:.3g} GB/s · {formatting.count(r['running'], 'sequence')}, {formatting.count(r['tokens'], 'token')}",
               delta_color="off",
               delta_arrow="off", border=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from paged_attention.config import DecodeConfig
 
-from explorer.formatting import count
+from explorer.formatting import count, format_duration
 
 #: A lower bound on the naive loop's Python cost per block visited (two cache
 #: indexings and a table read); used to refuse even a probing call.
@@ -52,7 +52,8 @@ class NaiveDecision:
 
 def _skip_reason(predicted_ms: float, calls: int, budget_s: float) -> str:
     return (
-        f"skipped: {count(calls, 'call')} x ~{predicted_ms:,.4g} ms predicted = {calls * predicted_ms / 1e3:,.3g} s, "
+        f"skipped: {count(calls, 'call')} x ~{format_duration(predicted_ms)} predicted = "
+        f"{format_duration(calls * predicted_ms)}, "
         f"over the {budget_s:g} s budget"
     )
 
