@@ -220,8 +220,8 @@ with charts:
                 "a time-ratio chart here."
             )
 
-        shown = ["source", "value", "label", "status", "median_ms", "p20_ms", "p80_ms", "gpu_time_ms", "gbps",
-                 "pct_of_copy_bw", "max_abs_err", "correct", "predicted_ms", "note"]
+        shown = ["source", "value", "label", "status", "correct", "median_ms", "p20_ms", "p80_ms", "gpu_time_ms",
+                 "gbps", "pct_of_copy_bw", "max_abs_err", "predicted_ms", "note"]
         table = frame[shown].dropna(axis=1, how="all")  # no GPU columns on the CPU, no prediction if none skipped
         if (table["note"] == "").all():
             table = table.drop(columns="note")

@@ -73,6 +73,9 @@ def test_run_benchmark_produces_charts_table_and_history():
     table = at.dataframe[0].value
     assert list(table["implementation"]) == ["Naive PyTorch", "Optimized PyTorch", "Triton"]
     assert list(table["correct"]) == ["yes", "yes", "yes"]
+    # What a speaker points at comes first, on screen at 1280 px.
+    assert list(at.dataframe[0].proto.column_order)[:3] == ["implementation", "correct", "median_ms"]
+    assert list(at.dataframe[1].value.columns)[:2] == ["run", "all correct"]
     assert "gpu_time_ms" not in table.columns or torch.cuda.is_available()
     assert at.get("download_button")
 

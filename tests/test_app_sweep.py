@@ -60,6 +60,7 @@ def test_sweep_runs_a_tiny_grid_and_marks_skipped_naive_points():
     assert job.state == "done" and job.next_index == 2
     table = at.dataframe[0].value
     assert len(table) == 6
+    assert list(table.columns)[:5] == ["source", "value", "label", "status", "correct"]  # on screen at 1280 px
     naive = table[table["label"] == "Naive PyTorch"]
     assert list(naive["status"]) == ["skipped"] * 2 and naive["note"].str.contains("budget").all()
     assert (table[table["label"] != "Naive PyTorch"]["status"] == "ok").all()
