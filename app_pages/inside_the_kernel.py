@@ -23,7 +23,7 @@ result = current()
 if show_config_error(result):
     st.stop()
 config = result.config
-too_big = limits.table_size_error(config)
+too_big = limits.layout_size_error(config)
 if too_big:
     st.error(too_big, icon=":material/error:")
     st.stop()

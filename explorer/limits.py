@@ -1,6 +1,6 @@
 """What the explorer refuses or caps, and why: the one home of its limits.
 
-The block-table page's size limit, and the CPU budget: on the CPU the Triton
+The block-table page's size limit, the Inside-the-kernel page's (:func:`layout_size_error`), and the CPU budget: on the CPU the Triton
 kernel runs in the interpreter, about a second per call at :data:`CPU_MAX_WORK`,
 so the benchmark, the sweep and the serving page refuse more work than that
 (:func:`cpu_refusal`, worded with the levers that lower it) and cap the warm-up
@@ -62,6 +62,32 @@ def table_size_error(config: DecodeConfig) -> str | None:
             f"{_table_advice(config, 'a shorter context or fewer spare blocks')}"
         )
     return None
+
+
+#: The Inside-the-kernel page refuses configurations whose block table and pool
+#: together hold more entries than this: it lays out the whole batch on the CPU
+#: (:func:`paged_attention.assign_blocks`) to find the traced sequence's physical
+#: blocks and the launch plan, and draws neither the table nor the pool.
+MAX_LAYOUT_ENTRIES = 40_000_000
+
+
+def layout_size_error(config: DecodeConfig) -> str | None:
+    """Why the Inside-the-kernel page refuses ``config``, or None when it fits.
+
+    The page traces one sequence, but looks its blocks up in the block table of the
+    whole batch, laid out over the whole pool: ``batch_size x max_num_blocks`` table
+    entries plus ``num_blocks`` pool blocks, at most :data:`MAX_LAYOUT_ENTRIES`.
+    """
+    table = config.batch_size * config.max_num_blocks
+    total = table + config.num_blocks
+    if total <= MAX_LAYOUT_ENTRIES:
+        return None
+    return (
+        f"To find the traced sequence's physical blocks, this page lays out the whole batch on the CPU: a block "
+        f"table of {table:,} entries (batch {config.batch_size} x {config.max_num_blocks:,} blocks) over a pool of "
+        f"{config.num_blocks:,} blocks, {total:,} in all; it lays out at most {MAX_LAYOUT_ENTRIES:,}. "
+        f"{_table_advice(config, 'a smaller batch, a shorter context or fewer spare blocks')}"
+    )
 
 
 @dataclass(frozen=True)

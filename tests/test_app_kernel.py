@@ -123,3 +123,16 @@ def test_kernel_page_says_when_every_sequence_is_empty():
     (info,) = [i.value for i in at.info if "no cached tokens" in i.value]
     assert info.startswith("Every sequence is empty")
     assert "Pick another sequence" not in info
+
+
+def test_kernel_page_has_its_own_size_limit_not_the_pool_drawing_one():
+    """The page draws no pool: a pool too large to draw on the Block table page is traced here."""
+    query = {"batch": "4096", "ctx_mode": "uniform", "ctx": "3900", "block": "1"}
+    at = open_app(query, page=KERNEL, timeout=120)
+    assert_clean(at)
+    assert {m.label: m.value for m in at.metric}["Tokens"] == "3,900"
+    at = open_app({**query, "ctx": "8000"}, page=KERNEL, timeout=120)
+    assert not at.exception
+    (error,) = [e.value for e in at.error]
+    assert "draws pools" not in error and "lays out the whole batch" in error
+    assert error.endswith("Use a larger block size, a smaller batch, a shorter context or fewer spare blocks.")

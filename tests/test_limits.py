@@ -87,3 +87,16 @@ def test_cap_iterations_caps_on_the_cpu_only():
     assert (warmup, iters) == (limits.CPU_MAX_WARMUP, limits.CPU_MAX_ITERS)
     assert notes == (f"warm-up iterations capped from 10 to {limits.CPU_MAX_WARMUP} on the CPU",
                      f"timed iterations capped from 50 to {limits.CPU_MAX_ITERS} on the CPU")
+
+
+def test_layout_size_guard_of_the_kernel_page_counts_table_and_pool():
+    pool_too_big_to_draw = DecodeConfig(batch_size=4096, context_lens=3900, block_size=1)
+    assert "draws pools" in limits.table_size_error(pool_too_big_to_draw)
+    assert limits.layout_size_error(pool_too_big_to_draw) is None
+    huge = DecodeConfig(batch_size=4096, context_lens=8000, block_size=1)
+    error = limits.layout_size_error(huge)
+    table, pool = 4096 * 8000, huge.num_blocks
+    assert f"a block table of {table:,} entries" in error and f"a pool of {pool:,} blocks" in error
+    assert f"{table + pool:,} in all; it lays out at most {limits.MAX_LAYOUT_ENTRIES:,}" in error
+    largest = huge.with_(block_size=state.BLOCK_SIZES[-1], context_lens=1 << 20, spare_blocks=10_000_000)
+    assert limits.layout_size_error(largest).endswith("Use a smaller batch, a shorter context or fewer spare blocks.")
