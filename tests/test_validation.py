@@ -375,6 +375,14 @@ def test_plan_must_fit_the_inputs(device, seed):
         pa.prepare_triton_decode(*args.values(), plan=wrong_block)
 
 
+@pytest.mark.parametrize("name", ["triton", "triton_simple"])
+def test_compiled_triton_refuses_cpu_tensors(name, monkeypatch, seed):
+    """With Triton compiled (no interpreter), CPU inputs are refused before any launch."""
+    monkeypatch.setattr(pa.runtime, "TRITON_INTERPRET", False)
+    with pytest.raises(ValueError, match="must be CUDA tensors; got cpu"):
+        pa.prepare(name, *valid_args("cpu", seed).values())
+
+
 @pytest.mark.parametrize("count", [4, 6])
 def test_prepare_takes_five_tensors(count, device, seed):
     tensors = list(valid_args(device, seed).values())
