@@ -3,7 +3,8 @@
 import streamlit as st
 
 from explorer import figures, formatting, limits, readouts
-from explorer.kernel_trace_view import BLOCK_N_CHOICES, launch_plan, split_note, trace_size_error
+from explorer.kernel_trace_view import (BLOCK_N_CHOICES, launch_plan, row_splits, row_tiles, showcase_plan,
+                                        split_note, trace_size_error)
 from ui.data import block_arrays_for, config_key, kernel_trace
 from ui.inputs import bounded_number_input
 from ui.sidebar import current, show_config_error
@@ -35,6 +36,11 @@ if "ik_seq" not in ss:  # the longest sequence walks the most tiles
 for key, top in (("ik_seq", config.batch_size - 1), ("ik_head", config.num_heads - 1)):
     if ss.get(key, 0) > top:
         ss[key] = top
+if "ik_override" not in ss:  # first visit: if the kernel's own plan shows no merge, start on one that does
+    showcase = showcase_plan(config, tables, int(ss["ik_seq"]))
+    if showcase:
+        ss["ik_override"], ss["ik_showcase"] = True, True
+        ss["ik_splits"], ss["ik_block_n"] = showcase
 default_plan = launch_plan(config, tables)
 if not ss.get("ik_override", False):  # the disabled override fields show the plan in use
     ss["ik_splits"], ss["ik_block_n"] = default_plan.num_splits, default_plan.block_n
@@ -46,6 +52,7 @@ with st.container(border=True):
     head = bounded_number_input(c[1], "Query head", 0, config.num_heads - 1, step=1, key="ik_head",
                                 persist_state="session", note_parent=st)
     override = c[2].toggle("Override plan", key="ik_override", persist_state="session",
+                           on_change=lambda: ss.pop("ik_showcase", None),
                            help="override the launch plan: the kernel's heuristic picks the tile and the split "
                                 "count from the whole batch and the GPU; override them to see how the walk changes")
     splits = bounded_number_input(c[3], "Splits", 1, MAX_SPLITS, step=1, key="ik_splits",
@@ -67,6 +74,15 @@ with st.container(border=True):
         + f" · sequence {seq} holds {formatting.count(n, 'token')} · query head {head} reads "
         f"KV head {head // group} (GQA group of {group})"
     )
+    if override and ss.get("ik_showcase"):
+        own_splits, own_tiles = row_splits(default_plan, n), row_tiles(default_plan, n)
+        st.info(
+            f"The kernel's own plan for this batch (BLOCK_N = {default_plan.block_n}, "
+            f"{formatting.count(default_plan.num_splits, 'split')}) walks sequence {seq} as "
+            f"{formatting.count(own_splits, 'split')} of {formatting.count(own_tiles, 'tile')} in all"
+            + (": nothing to merge" if own_splits < 2 else "") + ". To show the tiles and the split-K merge, this "
+            "page opened with **Override plan** on; turn it off to see the kernel's own plan (the output is the same "
+            "to float64 rounding).", icon=":material/call_split:")
     capped = split_note(config, int(splits), plan) if override else None
     if capped:
         st.info(capped, icon=":material/call_split:")

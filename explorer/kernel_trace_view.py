@@ -96,6 +96,49 @@ def row_tiles(plan: LaunchPlan, context_len: int) -> int:
     return tiles
 
 
+def row_splits(plan: LaunchPlan, context_len: int) -> int:
+    """Splits of ``plan`` that walk any of a row of ``context_len`` tokens (the
+    others start past its last block and return at once)."""
+    needed = -(-int(context_len) // plan.block_size)
+    return min(plan.num_splits, -(-needed // plan.blocks_per_split))
+
+
+#: The page's first view wants the traced row walked as this many splits ...
+SHOWCASE_SPLITS = 4
+#: ... of at least this many tiles each, where the row is long enough.
+SHOWCASE_TILES_PER_SPLIT = 2
+
+
+def showcase_plan(config: DecodeConfig, block_tables: np.ndarray, seq: int) -> tuple[int, int] | None:
+    """``(num_splits, block_n)`` to override the launch plan with so that sequence
+    ``seq`` shows what the page explains (several tiles per split and a split-K
+    merge), or None when the kernel's own plan (:func:`launch_plan`) already does,
+    or the row is too short to split (fewer than two blocks).
+
+    The override asks for :data:`SHOWCASE_SPLITS` splits (fewer for a row of
+    fewer blocks) and the largest ``BLOCK_N`` of :data:`BLOCK_N_CHOICES` that gives
+    each at least :data:`SHOWCASE_TILES_PER_SPLIT` tiles, or the smallest
+    ``BLOCK_N`` when none does; a plan :func:`trace_size_error` would refuse is
+    never proposed.
+    """
+    n = config.lengths[seq]
+    own = launch_plan(config, block_tables)
+    if row_splits(own, n) >= 2 and row_tiles(own, n) >= 2 * SHOWCASE_TILES_PER_SPLIT:
+        return None
+    splits = min(SHOWCASE_SPLITS, -(-n // config.block_size))
+    if splits < 2:
+        return None
+    candidates = []  # (enough tiles per split, block_n) of the plans that split this row
+    for block_n in BLOCK_N_CHOICES:
+        plan = launch_plan(config, block_tables, num_splits=splits, block_n=block_n)
+        if row_splits(plan, n) >= 2 and trace_size_error(n, plan) is None:
+            candidates.append((row_tiles(plan, n) >= SHOWCASE_TILES_PER_SPLIT * row_splits(plan, n), block_n))
+    if not candidates:
+        return None
+    enough = [block_n for ok, block_n in candidates if ok]
+    return splits, (max(enough) if enough else min(block_n for _, block_n in candidates))
+
+
 def trace_size_error(context_len: int, plan: LaunchPlan) -> str | None:
     """Why the page will not trace this row, or None."""
     if context_len > MAX_TRACE_TOKENS:

@@ -136,3 +136,23 @@ def test_kernel_page_has_its_own_size_limit_not_the_pool_drawing_one():
     (error,) = [e.value for e in at.error]
     assert "draws pools" not in error and "lays out the whole batch" in error
     assert error.endswith("Use a larger block size, a smaller batch, a shorter context or fewer spare blocks.")
+
+
+def test_kernel_page_opens_on_a_walk_with_tiles_and_a_merge():
+    """The first view shows what the page is for; the note says the plan is overridden, and any choice stays."""
+    at = open_app(page=KERNEL)
+    assert_clean(at)
+    metrics = {m.label: (m.value, m.delta) for m in at.metric}
+    assert int(metrics["Splits that run"][0]) >= 2 and int(metrics["Tiles walked"][0]) >= 4
+    chart(at, "ik_merge_chart")
+    (note,) = [i.value for i in at.info if "kernel's own plan" in i.value]
+    if at.toggle(key="ik_override").value:  # the CPU's own plan walks the default batch as one split
+        assert "nothing to merge" in note and "turn it off to see the kernel's own plan" in note
+    at.number_input(key="ik_splits").set_value(2).run()
+    assert {m.label: m.delta for m in at.metric}["Splits that run"] == "of 2"
+    at.toggle(key="ik_override").set_value(False).run()
+    assert_clean(at)
+    assert not any("kernel's own plan" in i.value for i in at.info)
+    at.switch_page("app_pages/block_table.py").run()
+    at.switch_page(KERNEL).run()
+    assert at.toggle(key="ik_override").value is False  # the speaker's choice is kept

@@ -60,3 +60,20 @@ def test_split_note_says_when_and_why_the_split_count_was_capped():
     ones = config.with_(context_lens=(0, 5000, 31), block_size=1)
     plan = kernel_view.launch_plan(ones, np.zeros((3, 5000), np.int64), num_splits=10_000)
     assert "has 5,000 blocks of 1 token," in kernel_view.split_note(ones, 10_000, plan)  # not "1 tokens"
+
+
+@pytest.mark.parametrize("lengths, block_size, expected", [
+    ((236, 57), 16, (4, 32)),  # 15 blocks: 4 splits of 4, 3 with BLOCK_N = 32 give 2 tiles each
+    ((30000,), 16, (4, 256)),  # long: the largest tile that still gives each split 2 tiles
+    ((20, 3), 16, (2, 16)),  # 2 blocks: 2 splits of one tile each, the most this row can show
+    ((16,), 16, None),  # one block: nothing to split
+    ((0, 0), 16, None),
+])
+def test_showcase_plan_splits_the_row_into_several_tiles(lengths, block_size, expected):
+    config = DecodeConfig(batch_size=len(lengths), context_lens=lengths, block_size=block_size, device="cpu")
+    tables = np.array([[b for b in range(-(-max(lengths) // block_size) or 1)]] * len(lengths))
+    assert kernel_view.showcase_plan(config, tables, 0) == expected
+    if expected:
+        plan = kernel_view.launch_plan(config, tables, num_splits=expected[0], block_n=expected[1])
+        assert kernel_view.row_splits(plan, lengths[0]) >= 2
+
