@@ -109,8 +109,12 @@ metrics = history.metrics
 
 if "sv_step" not in ss:  # start at the busiest step: the pool under the most pressure
     ss["sv_step"] = int(metrics["blocks_in_use"].to_numpy().argmax())
-if ss["sv_step"] >= steps:
-    ss["sv_step"] = steps - 1
+# Fewer steps than the chosen one show the last; the chosen step is kept (as (chosen, shown)) and comes back when
+# Steps grows again, unless the slider was moved meanwhile: then that is the choice.
+held = ss.get("sv_step_held")
+chosen = held[0] if held and ss["sv_step"] == held[1] else ss["sv_step"]
+ss["sv_step"] = min(chosen, steps - 1)
+ss["sv_step_held"] = (chosen, ss["sv_step"]) if ss["sv_step"] != chosen else None
 if steps > 1:
     step = st.slider("Decode step", 0, steps - 1, key="sv_step", persist_state="session",
                      help="drag to move through the simulation; every chart on the page follows")

@@ -98,6 +98,24 @@ def test_serving_with_one_step_draws_it_without_a_slider():
     assert chart(at, "sv_pool_chart")["layout"]["title"]["text"].endswith("after step 0")
 
 
+def test_serving_step_comes_back_when_steps_grow_again():
+    """Steps down to 1 and back: the slider returns to the step chosen before, not to an empty step 0."""
+    at = open_serving()
+    at.slider(key="sv_step").set_value(60).run()
+    at.number_input(key="sv_steps").set_value(1).run()
+    at.number_input(key="sv_steps").set_value(40).run()  # the chosen step is still out of range: the last
+    assert_clean(at)
+    assert at.slider(key="sv_step").value == 39
+    at.number_input(key="sv_steps").set_value(120).run()
+    assert at.slider(key="sv_step").value == 60
+    assert chart(at, "sv_pool_chart")["layout"]["title"]["text"] == "Physical block pool after step 60"
+    at.number_input(key="sv_steps").set_value(40).run()
+    at.slider(key="sv_step").set_value(10).run()  # a step chosen meanwhile is the choice from then on
+    at.number_input(key="sv_steps").set_value(120).run()
+    assert_clean(at)
+    assert at.slider(key="sv_step").value == 10
+
+
 def test_serving_controls_change_the_simulation():
     at = open_serving()
     at.selectbox(key="sv_block_size").set_value(16).run()
