@@ -24,13 +24,28 @@ st.set_page_config(
 )
 
 PAGES = [
-    st.Page("app_pages/block_table.py", title="Block table", icon=":material/grid_view:", default=True),
-    st.Page("app_pages/decode_benchmark.py", title="Decode benchmark", icon=":material/speed:"),
-    st.Page("app_pages/sweep.py", title="Sweep", icon=":material/show_chart:"),
-    st.Page("app_pages/serving_simulation.py", title="Serving simulation", icon=":material/dns:"),
-    st.Page("app_pages/inside_the_kernel.py", title="Inside the kernel", icon=":material/memory:"),
+    st.Page("app_pages/block_table.py", title="Block table", icon=":material/grid_view:", url_path="block_table"),
+    st.Page("app_pages/decode_benchmark.py", title="Decode benchmark", icon=":material/speed:",
+            url_path="decode_benchmark"),
+    st.Page("app_pages/sweep.py", title="Sweep", icon=":material/show_chart:", url_path="sweep"),
+    st.Page("app_pages/serving_simulation.py", title="Serving simulation", icon=":material/dns:",
+            url_path="serving_simulation"),
+    st.Page("app_pages/inside_the_kernel.py", title="Inside the kernel", icon=":material/memory:",
+            url_path="inside_the_kernel"),
 ]
 
-page = st.navigation(PAGES)
+
+def _open_first_page() -> None:
+    """The root URL opens the first page at its own path, with the same query."""
+    st.switch_page(PAGES[0], query_params=st.query_params.to_dict())
+
+
+# Every page answers at its own path. Streamlit 1.67 serves the default page only at
+# the root ("/block_table" would be "Page not found"), so the default is this hidden
+# page, which sends the root on to the first page's path.
+ROOT = st.Page(_open_first_page, title="Paged-attention explorer", url_path="open", default=True,
+               visibility="hidden")
+
+page = st.navigation([ROOT, *PAGES])
 render_sidebar()
 page.run()

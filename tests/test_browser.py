@@ -348,6 +348,25 @@ def test_every_page_opens_without_error(server, page):
         no_error(page)
 
 
+def test_every_page_answers_at_its_own_path(server, page):
+    """Every page, the first one included, has a stable URL path; the root opens the first one at its path."""
+    for path, heading in (("block_table", "Block table"), ("decode_benchmark", "Decode benchmark"),
+                          ("sweep", "Sweep"), ("serving_simulation", "Serving simulation"),
+                          ("inside_the_kernel", "Inside the kernel")):
+        page.goto(f"{server}/{path}?{urlencode(TINY)}")
+        expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible(timeout=60_000)
+        _settle(page)
+        expect(page.get_by_text("Page not found")).to_have_count(0, timeout=WAIT)
+        expect(page).to_have_url(re.compile(rf"/{path}\?.*batch=2"), timeout=WAIT)
+        no_exception(page)
+    page.goto(f"{server}/?{urlencode(TINY)}")
+    expect(page).to_have_url(re.compile(r"/block_table\?.*batch=2"), timeout=60_000)
+    expect(page.get_by_role("heading", name="Block table", exact=True)).to_be_visible(timeout=60_000)
+    _settle(page)
+    expect(page.get_by_text("Page not found")).to_have_count(0, timeout=WAIT)
+    no_exception(page)
+
+
 def test_number_beyond_its_maximum_is_clamped_in_the_box(server, page):
     page.goto(f"{server}/decode_benchmark?{urlencode(TINY)}")
     batch = page.get_by_label("Batch size (sequences)")
