@@ -155,6 +155,9 @@ if job is not None:
             st.error(job.message, icon=":material/memory:")
     if job.base != config:
         st.caption(f":material/info: Results below are for the sweep started on: {readouts.config_summary(job.base)}.")
+    reused = sweep.cache_note(job.frame(SOURCE)) if job.rows else None
+    if reused:
+        st.caption(f":material/history: {reused}")
 
 charts = st.container()
 
@@ -210,6 +213,11 @@ with charts:
             b.plotly_chart(figures.sweep_ratio_figure(frame, sources[1], sources[0]), key="sw_ratio_chart",
                            width="stretch")
             b.caption("The uploaded sweep's time over this session's, per implementation: below 1 it was faster.")
+            same = sweep.shared_measurements(frame, sources[1], sources[0])
+            if same:
+                b.warning(f"{formatting.count(same, 'timing')} of the upload are this session's own measurements "
+                          "(the same point, implementation and `measured_at`): their ratio is 1 by construction. "
+                          "**Clear cache** and run the sweep again to re-time them.", icon=":material/history:")
         else:
             b.markdown(
                 "**Reading the sweep**\n\n"
@@ -220,11 +228,12 @@ with charts:
                 "a time-ratio chart here."
             )
 
-        shown = ["source", "value", "label", "status", "correct", "median_ms", "p20_ms", "p80_ms", "gpu_time_ms",
-                 "gbps", "pct_of_copy_bw", "max_abs_err", "predicted_ms", "note"]
+        shown = ["source", "value", "label", "status", "correct", "cached", "median_ms", "p20_ms", "p80_ms",
+                 "gpu_time_ms", "gbps", "pct_of_copy_bw", "max_abs_err", "predicted_ms", "note"]
         table = frame[shown].dropna(axis=1, how="all")  # no GPU columns on the CPU, no prediction if none skipped
-        if (table["note"] == "").all():
-            table = table.drop(columns="note")
+        for column in ("cached", "note"):
+            if column in table and (table[column].fillna("") == "").all():
+                table = table.drop(columns=column)
         st.subheader("Points")
         st.dataframe(
             table,
@@ -234,6 +243,9 @@ with charts:
                 "value": st.column_config.NumberColumn(sweep.AXES[frame["axis"].iloc[0]], format="%d"),
                 "label": "Implementation",
                 "status": "Status",
+                "cached": st.column_config.TextColumn(
+                    "From cache", help="yes: timed by an earlier sweep on this server (any session) and reused; "
+                                       "the caption above says when"),
                 "median_ms": st.column_config.NumberColumn("Median (ms)", format="%.4g"),
                 "p20_ms": st.column_config.NumberColumn("p20 (ms)", format="%.4g"),
                 "p80_ms": st.column_config.NumberColumn("p80 (ms)", format="%.4g"),

@@ -69,9 +69,10 @@ SWEEP_COLUMNS: tuple[str, ...] = (
     "median_ms", "p20_ms", "p80_ms", "gpu_time_ms", "gpu_p20_ms", "gpu_p80_ms", "gbps", "gpu_gbps", "copy_gbps",
     "pct_of_copy_bw", "bytes_moved", "max_abs_err", "correct", "predicted_ms", "note",
     "batch_size", "context_len", "tokens", "num_heads", "num_kv_heads", "head_dim", "block_size",
-    "dtype", "block_layout", "device", "device_name", "warmup", "iters",
+    "dtype", "block_layout", "device", "device_name", "warmup", "iters", "measured_at", "cached",
 )
-#: Columns an uploaded CSV must have; the others are filled with blanks.
+#: Columns an uploaded CSV must have; the others are filled with blanks (a CSV from
+#: before ``measured_at`` and ``cached`` existed still loads).
 REQUIRED_COLUMNS: tuple[str, ...] = ("axis", "value", "implementation", "status", "median_ms")
 _NUMERIC = (
     "value", "median_ms", "p20_ms", "p80_ms", "gpu_time_ms", "gpu_p20_ms", "gpu_p80_ms", "gbps", "gpu_gbps", "copy_gbps", "pct_of_copy_bw",
@@ -300,9 +301,14 @@ def _config_fields(config: DecodeConfig) -> dict:
 
 def result_row(
     result, config: DecodeConfig, axis: str, value: int, *, copy_gbps: float | None, device_name: str,
-    warmup: int, iters: int,
+    warmup: int, iters: int, measured_at: str = "", cached: bool = False,
 ) -> dict:
-    """One ``"ok"`` row from a :class:`~paged_attention.bench.BenchResult`."""
+    """One ``"ok"`` row from a :class:`~paged_attention.bench.BenchResult`.
+
+    ``measured_at`` is when the timing was taken (ISO 8601, UTC), ``cached`` whether
+    it was reused from an earlier sweep's measurement rather than timed for this one
+    (the ``cached`` column holds ``"yes"`` or ``""``).
+    """
     best = achieved_gbps(result)
     return {
         "axis": axis, "value": int(value), "implementation": result.name, "label": result.label, "status": "ok",
@@ -313,6 +319,7 @@ def result_row(
         "bytes_moved": result.bytes_moved, "max_abs_err": result.max_abs_err,
         "correct": "yes" if result.passed else "NO", "predicted_ms": None, "note": "",
         **_config_fields(config), "device_name": device_name, "warmup": warmup, "iters": iters,
+        "measured_at": measured_at, "cached": "yes" if cached else "",
     }
 
 
@@ -330,7 +337,40 @@ def status_row(
         "gpu_p20_ms": None, "gpu_p80_ms": None, "gbps": None, "gpu_gbps": None, "copy_gbps": copy_gbps, "pct_of_copy_bw": None,
         "bytes_moved": config.decode_bytes(), "max_abs_err": None, "correct": "", "predicted_ms": predicted_ms,
         "note": note, **_config_fields(config), "device_name": device_name, "warmup": warmup, "iters": iters,
+        "measured_at": "", "cached": "",
     }
+
+
+def cache_note(frame: pd.DataFrame) -> str | None:
+    """What a sweep's ``frame`` (:data:`SWEEP_COLUMNS`) reused from the server's
+    cache of measurements, or None when every point was timed for it, e.g.
+    ``"2 of 6 points reused from this server's cache, measured at 06:12 UTC; ..."``.
+
+    A point counts as reused when any of its rows is ``cached``; the times are those
+    rows' ``measured_at``, as one minute or the first and the last.
+    """
+    points = frame.groupby("value")["cached"].apply(lambda c: (c == "yes").any())
+    reused = int(points.sum())
+    if not reused:
+        return None
+    stamps = pd.to_datetime(frame.loc[frame["cached"] == "yes", "measured_at"], utc=True, errors="coerce").dropna()
+    minutes = sorted({t.strftime("%H:%M") for t in stamps})
+    when = ("" if not minutes else f", measured at {minutes[0]} UTC" if len(minutes) == 1
+            else f", measured between {minutes[0]} and {minutes[-1]} UTC")
+    return (f"{reused} of {count(len(points), 'point')} reused from this server's cache{when}, not timed again for "
+            "this sweep; **Clear cache** to re-time them.")
+
+
+def shared_measurements(frame: pd.DataFrame, source: str, other: str) -> int:
+    """Timed rows of ``source`` that are the very measurements of ``other`` in
+    ``frame``: the same point and implementation with the same non-empty
+    ``measured_at`` (an uploaded CSV of this session's own sweep, or of points
+    it reused). Their time ratio is 1 by construction."""
+    keys = ["value", "implementation", "measured_at"]
+    timed = frame[(frame["status"] == "ok") & (frame["measured_at"].fillna("") != "")]
+    mine = timed[timed["source"] == source][keys]
+    theirs = timed[timed["source"] == other][keys].drop_duplicates()
+    return len(mine.merge(theirs, on=keys))
 
 
 def rows_frame(rows: Iterable[Mapping], source: str) -> pd.DataFrame:
@@ -549,7 +589,7 @@ def read_sweep_csv(data: bytes | str, source: str) -> pd.DataFrame:
     out["implementation"] = names
     out["status"] = statuses
     out["label"] = [LABELS[n] for n in names]
-    for col in ("note", "correct", "dtype", "block_layout", "device", "device_name"):
+    for col in ("note", "correct", "dtype", "block_layout", "device", "device_name", "measured_at", "cached"):
         out[col] = out[col].astype(object).fillna("").astype(str)
     out["source"] = source
     return out

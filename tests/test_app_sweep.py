@@ -305,3 +305,53 @@ def test_a_point_times_its_implementations_together_and_a_failing_one_gets_its_o
     assert status == {"vectorized": "ok", "triton": "failed"}
     assert "kernel exploded" in next(r["note"] for r in job.rows if r["implementation"] == "triton")
     sweep_ui.measure.clear()
+
+
+def test_a_sweep_says_which_points_it_reused_from_the_servers_cache():
+    """Another session's sweep of the same points reuses its timings: the page says so, when they were taken,
+    and marks the rows; after Clear cache they are timed again."""
+    sweep_ui.measure.clear()
+    first = sweep_grid(open_app(TINY, page=SWEEP, timeout=120), 16, 32, 2, budget=0.0)
+    first.button(key="sw_run").click().run()
+    assert_clean(first)
+    assert not any("reused from this server's cache" in c.value for c in first.caption)
+    assert "cached" not in first.dataframe[0].value.columns
+    measured = first.session_state[sweep_ui.JOB].frame()
+    stamps = measured.loc[measured["status"] == "ok", "measured_at"]
+    assert stamps.str.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ").all()
+
+    second = sweep_grid(open_app(TINY, page=SWEEP, timeout=120), 16, 32, 2, budget=0.0)
+    second.button(key="sw_run").click().run()
+    assert_clean(second)
+    (note,) = [c.value for c in second.caption if "reused from this server's cache" in c.value]
+    minutes = sorted({s[11:16] for s in stamps})
+    assert "2 of 2 points reused from this server's cache, measured " in note
+    assert minutes[0] in note and note.endswith("**Clear cache** to re-time them.")
+    table = second.dataframe[0].value
+    assert list(table.loc[table["status"] == "ok", "cached"]) == ["yes"] * 4
+    again = second.session_state[sweep_ui.JOB].frame()
+    assert list(again.loc[again["status"] == "ok", "measured_at"]) == list(stamps)
+    assert "measured_at" in sweep.sweep_csv(again).splitlines()[0].split(",")
+
+    second.button(key="sw_clear").click().run()
+    second.button(key="sw_run").click().run()
+    assert_clean(second)
+    assert not any("reused from this server's cache" in c.value for c in second.caption)
+    assert "cached" not in second.dataframe[0].value.columns
+    sweep_ui.measure.clear()
+
+
+def test_upload_of_this_sessions_own_sweep_says_the_ratio_is_one_by_construction():
+    sweep_ui.measure.clear()
+    at = sweep_grid(open_app(TINY, page=SWEEP, timeout=120), 16, 32, 2, budget=0.0)
+    at.button(key="sw_run").click().run()
+    own = sweep.sweep_csv(at.session_state[sweep_ui.JOB].frame()).encode()
+    at = upload(at, "mine.csv", own)
+    assert_clean(at)
+    (note,) = [w.value for w in at.warning if "by construction" in w.value]
+    assert note.startswith("4 timings of the upload are this session's own measurements")
+    older = "\n".join(",".join(cells[:-2]) for cells in (line.split(",") for line in own.decode().splitlines()))
+    at = upload(at, "older.csv", older.encode())  # a CSV from before measured_at: nothing to match
+    assert_clean(at)
+    assert not any("by construction" in w.value for w in at.warning)
+    sweep_ui.measure.clear()

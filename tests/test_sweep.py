@@ -130,6 +130,24 @@ def test_minimal_csv_is_accepted():
     text = "axis,value,implementation,status,median_ms\ncontext_len,16,triton,ok,0.1\ncontext_len,32,naive,skipped,\n"
     frame = sweep.read_sweep_csv(text, "up")
     assert list(frame["label"]) == ["Triton", "Naive PyTorch"] and frame["gbps"].isna().all()
+    assert list(frame["measured_at"]) == ["", ""] and list(frame["cached"]) == ["", ""]  # a CSV from before them
+    assert sweep.cache_note(frame) is None
+
+
+def test_cache_note_counts_points_and_says_when_they_were_measured():
+    frame = sweep.rows_frame(job_rows(values=(16, 32, 64)), "this session")
+    assert sweep.cache_note(frame) is None
+    frame["measured_at"] = "2026-12-01T06:12:40Z"
+    frame.loc[frame["value"] == 64, "measured_at"] = "2026-12-01T06:30:02Z"
+    frame.loc[frame["value"] == 16, "cached"] = "yes"
+    assert sweep.cache_note(frame) == ("1 of 3 points reused from this server's cache, measured at 06:12 UTC, not "
+                                       "timed again for this sweep; **Clear cache** to re-time them.")
+    frame.loc[frame["value"] == 64, "cached"] = "yes"
+    assert sweep.cache_note(frame).startswith("2 of 3 points reused from this server's cache, measured between "
+                                              "06:12 and 06:30 UTC")
+    back = sweep.read_sweep_csv(sweep.sweep_csv(frame).encode(), "up")
+    assert list(back["cached"]) == list(frame["cached"].fillna("")) and list(back["measured_at"]) == list(
+        frame["measured_at"])
 
 
 GOOD = "axis,value,implementation,status,median_ms\ncontext_len,16,triton,ok,0.1\n"

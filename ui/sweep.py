@@ -11,7 +11,9 @@ pressing it stops the sweep after the point in flight, and keeps every point don
   through the same memory check before any tensor is allocated.
 * Each (device, configuration, implementation) is measured once per process:
   :func:`measure` is ``st.cache_data`` keyed on plain values, returning a
-  one-row DataFrame, never tensors.
+  one-row DataFrame, never tensors. Each row carries when it was measured, so a
+  sweep that reuses it (another session's, or an earlier one) marks its rows
+  ``cached`` and the page says so.
 * The naive implementation gets a time budget per point
   (:func:`~paged_attention.sweep.naive_plan`); points over it are recorded as
   skipped, with the predicted time.
@@ -20,6 +22,7 @@ pressing it stops the sweep after the point in flight, and keeps every point don
 from __future__ import annotations
 
 import math
+from datetime import datetime, timezone
 from types import SimpleNamespace
 from typing import Callable
 
@@ -52,22 +55,36 @@ def measure(device: str, key: tuple, names: tuple[str, ...], warmup: int, iters:
     the configuration ``key`` on ``device``.
 
     The caller holds the run lock. Returns one row of
-    :meth:`~paged_attention.bench.BenchResult.row` per name, in order.
+    :meth:`~paged_attention.bench.BenchResult.row` per name, in order, with
+    ``samples`` and ``measured_at`` (:func:`_now`, when the timing finished): a
+    later call served from the cache returns the same time.
     """
     config = DecodeConfig(**dict(key))
     inputs, reference = inputs_slot().get(config)
     results = benchmark_implementations(list(names), inputs, warmup=warmup, iters=iters, reference=reference)
-    return pd.DataFrame([{**r.row(), "samples": len(r.samples_ms)} for r in results])
+    measured_at = _now()
+    return pd.DataFrame([{**r.row(), "samples": len(r.samples_ms), "measured_at": measured_at} for r in results])
+
+
+def _now() -> str:
+    """The time now, UTC, ISO 8601 to the microsecond (so strings compare in time order)."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
 def _measure_point(job: SweepJob, config: DecodeConfig, names: list[str]) -> dict[str, dict | Exception]:
     """Each name's result row at ``config``, timed together; when that raises
     (other than out of memory), each is timed alone, so the implementation that
-    failed gets its own exception and the others their rows."""
+    failed gets its own exception and the others their rows. A row measured
+    before this call came from :func:`measure`'s cache: its ``cached`` is True."""
     key = config_key(config)
+    asked_at = _now()
+
+    def rows(frame: pd.DataFrame) -> list[dict]:
+        return [{**row, "cached": row["measured_at"] < asked_at} for row in frame.to_dict("records")]
+
     try:
         frame = measure(job.device_name, key, tuple(names), job.warmup, job.iters)
-        return {row["name"]: row for row in frame.to_dict("records")}
+        return {row["name"]: row for row in rows(frame)}
     except torch.cuda.OutOfMemoryError:
         raise
     except Exception:
@@ -76,7 +93,7 @@ def _measure_point(job: SweepJob, config: DecodeConfig, names: list[str]) -> dic
     out: dict[str, dict | Exception] = {}
     for name in names:
         try:
-            out[name] = measure(job.device_name, key, (name,), job.warmup, job.iters).iloc[0].to_dict()
+            out[name] = rows(measure(job.device_name, key, (name,), job.warmup, job.iters))[0]
         except torch.cuda.OutOfMemoryError:
             raise
         except Exception as exc:  # one implementation failing must not end the sweep
@@ -168,7 +185,8 @@ def run_next_point(
                                            note=f"{type(exc).__name__}: {exc}", copy_gbps=copy, **common))
                 else:
                     result = _plain(measured[name])
-                    rows.append(result_row(result, config, job.axis, value, copy_gbps=copy, **common))
+                    rows.append(result_row(result, config, job.axis, value, copy_gbps=copy, **common,
+                                           measured_at=result.measured_at[:19] + "Z", cached=result.cached))
                     if name == "naive":
                         job.naive_last = (naive_cost(config), result.median_ms)
             job.record(rows)
