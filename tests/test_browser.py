@@ -183,14 +183,14 @@ def test_ragged_lengths_editor(server, page):
         ".some(m => m.innerText.includes('Blocks used') && /\\b39\\b/.test(m.innerText) && m.innerText.includes('in the pool'))",
         timeout=30_000,
     )
-    # Lengths outside 0..MAX_CONTEXT are refused by the editor itself: the cell keeps
-    # its value, the lengths in the URL stay valid, and nothing breaks.
-    for bad in ("-5", "2000000"):
-        _edit_length(page, 1, bad)
-        page.keyboard.press("Escape")
-        page.wait_for_timeout(1500)
-        expect(page).to_have_url(re.compile(r"lens=500"), timeout=WAIT)
-        expect(page).not_to_have_url(re.compile(re.escape(bad)), timeout=WAIT)
+    # Lengths outside 0..MAX_CONTEXT are clamped, and a note under the editor says so,
+    # as the number boxes do: not silently (-5 used to become 5 with no word).
+    note = page.locator("[data-testid=stSidebar] [data-testid=stAlertContentWarning]")
+    for bad, used, says in (("-5", "0", ": -5 is below the minimum, 0; using 0."),
+                            ("99999999", "1048576", ": 99,999,999 is above the maximum, 1,048,576; using 1,048,576.")):
+        _edit_length(page, 1, bad)  # row 1, or row 2 when row 1 was selected already (Enter moves down)
+        expect(page).to_have_url(re.compile(rf"lens=500(%2C|,)(\d+(%2C|,))?{used}(&|$|%2C|,)"), timeout=WAIT)
+        expect(note).to_contain_text(re.compile(r"context_len of sequence [12]" + re.escape(says)), timeout=WAIT)
         no_exception(page)
     no_error(page)
     _edit_length(page, 1, "77")  # the same cell still takes a valid length

@@ -27,6 +27,7 @@ import streamlit as st
 from paged_attention import BLOCK_LAYOUTS, DecodeConfig, device_description, execution_mode
 from explorer import formatting, readouts, settings as state
 from explorer.settings import Settings
+from explorer.limits import clamp_value
 from ui.inputs import bounded_number_input
 
 #: Session-state key of the widget that holds each Settings field.
@@ -52,6 +53,7 @@ WIDGET_KEYS: dict[str, str] = {
 }
 _LENGTHS_BASE = "sb_lengths_base"  # the ragged lengths the editor starts from
 _LENGTHS_SOURCE = "sb_lengths_source"  # the generator parameters they came from
+_LENGTHS_NOTES = "sb_lengths_notes"  # (lengths in use, notes) after an edit was clamped into range
 _LOADED = "sb_loaded_from_url"
 _NOTES = "sb_url_notes"
 _RESULT = "sb_result"
@@ -148,7 +150,11 @@ def _mode_badge() -> None:
 
 
 def _ragged_editor(settings: Settings) -> tuple[tuple[int, ...] | None, str | None]:
-    """The per-sequence lengths editor; returns the lengths (None: as drawn) or an error."""
+    """The per-sequence lengths editor; returns the lengths (None: as drawn) or an error.
+
+    A length outside ``0 .. MAX_CONTEXT`` is clamped into range, the editor redrawn
+    with the lengths in use, and a warning under it names each value and the limit
+    (as :func:`~ui.inputs.bounded_number_input` does for a number box)."""
     ss = st.session_state
     try:
         generated = settings.generated_lengths()
@@ -169,8 +175,9 @@ def _ragged_editor(settings: Settings) -> tuple[tuple[int, ...] | None, str | No
             num_rows="fixed",
             height=min(320, 38 + 35 * len(base)),
             width="stretch",
-            column_config={"context_len": st.column_config.NumberColumn(
-                "context_len", min_value=0, max_value=state.MAX_CONTEXT, step=1, format="%d")},
+            # No min_value / max_value: the grid would clamp (and drop a minus sign) without a word;
+            # the values arrive as typed and are clamped below, with a note.
+            column_config={"context_len": st.column_config.NumberColumn("context_len", step=1, format="%d")},
         )
         if st.button("Redraw from spread", key="sb_lengths_reset", width="stretch"):
             ss[_LENGTHS_BASE] = generated
@@ -181,8 +188,20 @@ def _ragged_editor(settings: Settings) -> tuple[tuple[int, ...] | None, str | No
         lengths = tuple(int(v) for v in values)
     except (TypeError, ValueError):
         return None, "context_len must be a whole number for every sequence (an edited cell is empty)"
-    if any(not 0 <= n <= state.MAX_CONTEXT for n in lengths):
-        return None, f"context_len must be between 0 and {state.MAX_CONTEXT:,} for every sequence"
+    checked = [clamp_value(n, 0, state.MAX_CONTEXT, f"context_len of sequence {seq}") for seq, n in enumerate(lengths)]
+    notes = tuple(note for _, note in checked if note)
+    if notes:  # start the editor again from the lengths in use, so it shows them, and say why
+        clamped = tuple(int(used) for used, _ in checked)
+        ss[_LENGTHS_BASE] = clamped
+        ss[_LENGTHS_NOTES] = (clamped, notes)
+        ss.pop(f"sb_lengths_editor_{hash(base) & 0xFFFFFFFF:x}", None)
+        st.rerun()
+    held = ss.get(_LENGTHS_NOTES)
+    if held and held[0] == lengths:  # the notes stay while the clamped lengths do
+        for note in held[1]:
+            st.warning(note, icon=":material/vertical_align_center:")
+    else:
+        ss.pop(_LENGTHS_NOTES, None)
     return (None if lengths == generated else lengths), None
 
 
