@@ -6,6 +6,7 @@ import streamlit as st
 from paged_attention import IMPLEMENTATIONS, LABELS
 from explorer import figures, formatting, limits, readouts
 from ui.benchmark import BenchmarkOOM, BenchmarkRefused, run_benchmark_locked
+from ui.recorded import show_recorded, show_recorded_pointer
 from ui.sidebar import current, show_config_error
 
 MAX_HISTORY = 20
@@ -35,6 +36,7 @@ if config.device == "cpu":
         "compare speed.",
         icon=":material/warning:",
     )
+    show_recorded_pointer()
 
 controls = st.columns([2, 2, 3], vertical_alignment="center")
 include_simple = controls[0].checkbox(
@@ -136,6 +138,7 @@ last = st.session_state.get(LAST)
 if last is None:
     if plan.refusal is None:  # a refused configuration shows the refusal alone
         st.info("Press **Run benchmark** to time the implementations on this configuration.", icon=":material/info:")
+    show_recorded(config, expanded=config.device == "cpu")
     st.stop()
 
 results, copy_gbps = last["results"], last["copy_gbps"]
@@ -258,3 +261,5 @@ st.dataframe(
     column_config={label: st.column_config.NumberColumn(f"{label} (ms)", format="%.4g") for label in LABELS.values()},
 )
 st.button("Clear history", icon=":material/delete:", key="bench_clear", on_click=_clear_history)
+
+show_recorded(config, expanded=config.device == "cpu")

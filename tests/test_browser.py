@@ -495,3 +495,44 @@ def test_shared_url_page_visits_and_garbage_url(server, page):
         expect(page).to_have_url(re.compile(rf"[?&]{name}={value}(&|$)"), timeout=WAIT)
     no_exception(page)
     no_error(page)
+
+
+def test_recorded_gpu_runs_beside_a_live_cpu_run(server, page):
+    # A talk from a laptop: the live run is the CPU's, the GPU numbers are the shipped
+    # H200 runs, each labelled as what it is; screenshots at a projector's 1280x720.
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(f"{server}/decode_benchmark?{urlencode(TINY)}")
+    run = page.get_by_role("button", name="Run benchmark")
+    run.wait_for(timeout=60_000)
+    section = page.locator("[data-testid=stExpander]").filter(has_text="Recorded on a GPU")
+    expect(section).to_contain_text("NVIDIA H200 (recorded, not this machine)", timeout=WAIT)
+    expect(page.get_by_text("runs recorded on an NVIDIA H200 are under")).to_be_visible(timeout=WAIT)
+    run.click()
+    page.wait_for_selector("text=Compare runs", timeout=180_000)
+    no_exception(page)
+    no_error(page)
+    metrics = page.locator("[data-testid=stMetric]")
+    for label in LABELS:  # the live CPU run
+        expect(metrics.filter(has_text=label).first).to_be_visible(timeout=WAIT)
+    expect(page.get_by_text("CPU mode: these are not GPU timings.")).to_be_visible(timeout=WAIT)
+    expect(section.locator(".js-plotly-plot").first).to_contain_text("Recorded on NVIDIA H200", timeout=WAIT)
+    expect(section).to_contain_text("driver 580.159.04", timeout=WAIT)
+    expect(section.locator("[data-testid=stDataFrame]")).to_have_count(1, timeout=WAIT)
+    expect(page.locator(".js-plotly-plot").filter(has_text="Latency per decode step (cpu)")).to_have_count(
+        1, timeout=WAIT)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    section.evaluate("e => e.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(1000)  # plotly lays out once visible
+    page.screenshot(path=str(SHOTS / "recorded_section_1280.png"))
+    full_screenshot(page, SHOTS / "recorded_beside_live.png")
+
+    # a sidebar configuration that was recorded is highlighted, and said to be
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(f"{server}/decode_benchmark?" + urlencode({
+        **TINY, "batch": "4", "ctx": "2048", "heads": "32", "kv_heads": "8", "head_dim": "128", "block": "16"}))
+    expect(section).to_contain_text("batch 4 × 2,048 tokens, was recorded", timeout=60_000)
+    expect(section.locator(".js-plotly-plot").first).to_contain_text("your configuration", timeout=WAIT)
+    no_exception(page)
+    section.locator(".js-plotly-plot").first.evaluate("e => e.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(1000)
+    page.screenshot(path=str(SHOTS / "recorded_highlight_1280.png"))

@@ -8,7 +8,8 @@ Five families, one module each (this package re-exports their public names, so
   :func:`block_walk_figure`;
 * benchmark results (lists of :class:`~paged_attention.bench.BenchResult`):
   :func:`latency_figure`, :func:`speedup_figure`, :func:`bandwidth_figure`,
-  :func:`accuracy_figure`, :func:`history_figure`;
+  :func:`accuracy_figure`, :func:`history_figure`; a set recorded on a GPU
+  (:mod:`explorer.recorded`): :func:`recorded_latency_figure`;
 * sweeps (DataFrames of :data:`~explorer.sweep.SWEEP_COLUMNS`):
   :func:`sweep_latency_figure`, :func:`sweep_bandwidth_figure`,
   :func:`sweep_speedup_figure`, :func:`sweep_ratio_figure`;
@@ -75,6 +76,10 @@ from .benchmark import (  # noqa: F401
     history_figure,
     latency_figure,
     speedup_figure,
+)
+from .recorded import (  # noqa: F401
+    HIGHLIGHT_COLOR,
+    recorded_latency_figure,
 )
 from .sweep import (  # noqa: F401
     LOG_X_SPAN,

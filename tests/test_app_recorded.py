@@ -1,0 +1,76 @@
+"""AppTest of the Decode benchmark page's "Recorded on a GPU" section: on a CPU host
+the shipped H200 runs are shown, labelled as recorded, apart from the live run, with
+the sidebar's configuration highlighted when it was recorded."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from test_app import BENCH, TINY, assert_clean, chart, open_app  # noqa: E402
+
+CPU_ONLY = pytest.mark.skipif(torch.cuda.is_available(), reason="what a CPU host shows")
+#: A recorded classic configuration (batch 4 x 2048 tokens, 32/8 heads, head_dim 128, float16).
+RECORDED = {"batch": "4", "ctx_mode": "uniform", "ctx": "2048", "heads": "32", "kv_heads": "8", "head_dim": "128",
+            "preset": "Custom", "block": "16", "dtype": "float16"}
+
+
+def _section(at):
+    (expander,) = [e for e in at.expander if e.label.startswith("Recorded on a GPU")]
+    return expander
+
+
+@CPU_ONLY
+def test_cpu_host_shows_the_recorded_h200_runs_before_any_run():
+    at = open_app(TINY, page=BENCH)
+    assert_clean(at)
+    assert any("recorded on an **NVIDIA H200**" in c.value for c in at.caption)  # beside the CPU warning
+    section = _section(at)
+    assert section.label == "Recorded on a GPU: NVIDIA H200 (recorded, not this machine)"
+    assert section.proto.expanded  # open on a CPU host
+    text = " ".join(e.value for e in [*section.markdown, *section.caption])
+    assert "driver 580.159.04" in text and "torch 2.11.0+cu130" in text and "4,240 GB/s" in text
+    assert "recorded 2026-11-29" in text
+    spec = chart(at, "recorded_chart")
+    assert spec["layout"]["title"]["text"] == "Recorded on NVIDIA H200: latency per decode step"
+    assert spec["layout"]["yaxis"]["type"] == "log"
+    assert not spec["layout"].get("shapes")  # TINY is not a recorded configuration
+    assert any("not among the recorded ones" in c.value for c in section.caption)
+    (table,) = section.dataframe
+    rows = table.value
+    assert len(rows) == 12 and set(rows["correct"]) == {"yes"}
+    assert list(rows.columns) == ["configuration", "implementation", "gpu_time_ms", "median_ms", "gbps",
+                                  "pct_of_copy_bw", "correct"]
+
+
+def test_recorded_section_stays_apart_from_a_live_run():
+    at = open_app(TINY, page=BENCH, timeout=120)
+    at.button(key="bench_run").click().run()
+    assert_clean(at)
+    live = chart(at, "bench_latency")
+    assert all("H200" not in str(t.get("name")) for t in live["data"])
+    recorded = chart(at, "recorded_chart")
+    assert all(t["hovertemplate"].startswith("recorded · ") for t in recorded["data"])
+    # the live table and history come first, as before; the recorded table is the section's own
+    assert list(at.dataframe[0].value["implementation"]) == ["Naive PyTorch", "Optimized PyTorch", "Triton"]
+    assert len(_section(at).dataframe) == 1
+    assert _section(at).proto.expanded == (not torch.cuda.is_available())
+
+
+def test_sidebar_configuration_that_was_recorded_is_highlighted():
+    at = open_app(RECORDED, page=BENCH)
+    assert_clean(at)
+    assert any("batch 4 × 2,048 tokens, was recorded" in s.value for s in at.success)
+    (band,) = chart(at, "recorded_chart")["layout"]["shapes"]
+    assert (band["x0"], band["x1"]) == (2.5, 3.5)
+    assert at.radio(key="recorded_layout").value == "shuffled"  # the sidebar's layout
+    at.radio(key="recorded_layout").set_value("contiguous").run()
+    assert_clean(at)
+    assert "contiguous block table" in chart(at, "recorded_chart")["layout"]["title"]["subtitle"]["text"]
