@@ -111,8 +111,14 @@ def _run() -> None:
         status.update(label=f"Done: {formatting.count(len(results), 'implementation')}", state="complete",
                       expanded=False)
     history = st.session_state.setdefault(HISTORY, [])
+    before = history[-1] if history else None
+    change = readouts.run_change(before["config"] if before else None, config)
+    if change == "same settings" and (before["warmup"], before["iters"]) != (plan.warmup, plan.iters):
+        change = f"timed calls {before['iters']:,}→{plan.iters:,}" if before["iters"] != plan.iters else (
+            f"warm-up {before['warmup']:,}→{plan.warmup:,}")
     entry = {
         "run": (history[-1]["run"] + 1) if history else 1,
+        "change": change,
         "label": readouts.config_summary(config),
         "config": config,
         "warmup": plan.warmup,
@@ -251,7 +257,8 @@ if len(history) < 2:
 st.plotly_chart(figures.history_figure(history), key="bench_history_chart", width="stretch")
 summary = pd.DataFrame(
     [
-        {"run": h["run"], "all correct": "yes" if all(r.passed for r in h["results"]) else "NO",
+        {"run": h["run"], "change": h.get("change", ""),
+         "all correct": "yes" if all(r.passed for r in h["results"]) else "NO",
          **{r.label: r.median_ms for r in h["results"]}, "configuration": h["label"]}
         for h in history
     ]

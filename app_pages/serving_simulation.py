@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from paged_attention import build_decode_inputs
 from explorer import figures, formatting, limits, readouts, settings as state
 from explorer.simulator import LENGTH_KINDS
 from explorer.tradeoff import DEFAULT_BLOCK_SIZES
@@ -222,6 +223,13 @@ def _time_triton(record, warmup: int, iters: int):
     return r
 
 
+def _time_config(dconfig, warmup: int, iters: int):
+    """Median ms and GB/s of the Triton kernel on fresh inputs for ``dconfig``; raises as time_inputs_locked."""
+    (r,) = time_inputs_locked(dconfig, lambda: build_decode_inputs(dconfig), ["triton"], warmup=warmup,
+                              iters=iters, on_wait=_queued, on_own_wait=_own_queued)
+    return r
+
+
 def _run_guarded(fn, *args):
     """Run ``fn``; turn the run's failures into messages on the page (None returned)."""
     try:
@@ -287,14 +295,17 @@ if dropped:
 if sizes:
     table, busiest = block_size_table(pool_tokens, *traffic, TRADEOFF_STEPS, tuple(sizes))
     candidates = [b for b in sizes if b in CPU_TRADEOFF_SIZES] if cpu else sizes
+    # Every block size is timed on the same batch, so that block size is all that
+    # differs: the running sequences of one busiest step (this page's block size if
+    # it is a candidate), laid out in blocks of each size.
+    source = block_size if block_size in candidates else next(iter(candidates), None)
+    shared = busiest[source].snapshot() if source is not None and busiest[source].num_running else None
     # Plan every size before offering the button, so that it times what it says.
-    plans, refused = {}, {}
-    for b_size in candidates:
-        rec = busiest[b_size]
-        if rec.num_running == 0:
-            continue
-        dcfg = rec.snapshot().decode_config(**heads)
+    plans, refused, configs = {}, {}, {}
+    for b_size in candidates if shared is not None else ():
+        dcfg = shared.decode_config(**heads).with_(block_size=b_size, spare_blocks=None)
         plan = limits.plan_run(dcfg, settings.warmup, settings.iters)
+        configs[b_size] = dcfg
         if plan.refusal:
             refused[b_size] = dcfg
         else:
@@ -303,14 +314,17 @@ if sizes:
     a, b = st.columns([1.35, 3], vertical_alignment="center")  # the label whole at 1280 px
     go_measure = a.button("Time Triton per block size", icon=":material/speed:", key="sv_tradeoff_run",
                           width="stretch", disabled=not plans)
-    b.caption("Times the Triton kernel on each block size's busiest step (most tokens stored) with the sidebar's "
-              "heads, head dim, dtype and device."
+    same = (f"the {formatting.count(shared.num_running, 'running sequence')} ({shared.tokens_stored:,} tokens) "
+            f"of block size {source}'s busiest step" if shared is not None else "one busiest step")
+    b.caption(f"Times the Triton kernel on one batch for every block size: {same}, laid out in blocks of each "
+              "size (same tokens per sequence, so block size is all that differs), with the sidebar's heads, head "
+              "dim, dtype and device."
               + (f" On the CPU only block sizes {', '.join(map(str, candidates))} are candidates (the interpreter "
                  "is slow)." if cpu else ""))
     if refused:
         some, first = ", ".join(map(str, refused)), next(iter(refused.values()))
         st.warning(
-            f"{'Not timed' if plans else 'Nothing to time'}: the busiest step at block size"
+            f"{'Not timed' if plans else 'Nothing to time'}: the batch at block size"
             f"{'s' if len(refused) > 1 else ''} {some} is over the CPU cap ({limits.CPU_WORK_RULE}; block size "
             f"{next(iter(refused))}: {limits.cpu_work_detail(first)}). Lower "
             f"{formatting.join_or([LEVERS[lever] for lever in limits.cpu_work_levers(first)])}.",
@@ -321,7 +335,7 @@ if sizes:
         bar = st.progress(0.0, text="timing")
         for i, (b_size, plan) in enumerate(plans.items()):
             bar.progress(i / len(plans), text=f"block size {b_size} ({i + 1}/{len(plans)})")
-            r = _run_guarded(_time_triton, busiest[b_size], plan.warmup, plan.iters)
+            r = _run_guarded(_time_config, configs[b_size], plan.warmup, plan.iters)
             if r is None:
                 break
             latencies[b_size] = r.median_ms

@@ -55,6 +55,53 @@ def config_summary(config: DecodeConfig) -> str:
     )
 
 
+#: How :func:`run_change` names each DecodeConfig field, in the order it lists them.
+_CHANGE_NAMES: dict[str, str] = {
+    "batch_size": "batch", "context_lens": "ctx", "num_heads": "heads", "num_kv_heads": "KV heads",
+    "head_dim": "head_dim", "block_size": "block_size", "dtype": "dtype", "block_layout": "layout",
+    "spare_blocks": "spare blocks", "seed": "seed", "device": "device",
+}
+
+
+def _lens_text(config: DecodeConfig) -> str:
+    lens = config.lengths
+    if len(set(lens)) <= 1:
+        return f"{lens[0] if lens else 0:,}"
+    return f"{min(lens):,}-{max(lens):,}"
+
+
+def run_change(previous: DecodeConfig | None, current: DecodeConfig, *, most: int = 2) -> str:
+    """What differs in ``current`` from the ``previous`` run's configuration, for a
+    run-history label: ``"block_size 16→32"``, ``"batch 4→8, seed 0→1"``.
+
+    At most ``most`` fields are named, then ``"+k more"``. ``"first run"`` when
+    there is no previous run; ``"same settings"`` when nothing differs (a repeat).
+    Ragged lengths that changed but keep their range read ``"ctx lengths"``.
+    """
+    if previous is None:
+        return "first run"
+    changes = []
+    for name, label in _CHANGE_NAMES.items():
+        before, after = getattr(previous, name), getattr(current, name)
+        if name == "context_lens":
+            if previous.lengths == current.lengths:
+                continue
+            before, after = _lens_text(previous), _lens_text(current)
+            if before == after:  # same range: new lengths in it, or only more or fewer sequences
+                if previous.batch_size == current.batch_size:
+                    changes.append("ctx lengths")
+                continue
+        elif before == after:
+            continue
+        elif isinstance(before, int) and isinstance(after, int):
+            before, after = f"{before:,}", f"{after:,}"
+        changes.append(f"{label} {before}→{after}")
+    if not changes:
+        return "same settings"
+    shown = ", ".join(changes[:most])
+    return shown if len(changes) <= most else f"{shown} +{len(changes) - most} more"
+
+
 def reads_no_kv(config: DecodeConfig) -> bool:
     """True when every context of ``config`` is empty: a decode step has nothing
     to attend to and reads no K or V (each implementation only writes zeros), so

@@ -76,12 +76,12 @@ def test_run_benchmark_produces_charts_table_and_history():
     assert list(table["correct"]) == ["yes", "yes", "yes"]
     # What a speaker points at comes first, on screen at 1280 px.
     assert list(at.dataframe[0].proto.column_order)[:3] == ["implementation", "correct", "median_ms"]
-    assert list(at.dataframe[1].value.columns)[:2] == ["run", "all correct"]
+    assert list(at.dataframe[1].value.columns)[:3] == ["run", "change", "all correct"]
     assert "gpu_time_ms" not in table.columns or torch.cuda.is_available()
     assert at.get("download_button")
 
     history = chart(at, "bench_history_chart")
-    assert [t["x"] for t in history["data"]] == [["#1"]] * 3
+    assert [t["x"] for t in history["data"]] == [["#1<br>first run"]] * 3
 
     # change one setting: the last results stay until Run is pressed again
     at.number_input(key="sb_seed").set_value(1).run()
@@ -93,7 +93,9 @@ def test_run_benchmark_produces_charts_table_and_history():
     assert [b["name"] for b in boxes][-1] == "Triton (simple grid)"
     history = chart(at, "bench_history_chart")
     assert [t["name"] for t in history["data"]][-1] == "Triton (simple grid)"
-    assert history["data"][0]["x"] == ["#1", "#2"]
+    # each run is named by what changed since the one before
+    assert history["data"][0]["x"] == ["#1<br>first run", "#2<br>seed 0→1"]
+    assert list(at.dataframe[1].value["change"]) == ["first run", "seed 0→1"]
     assert len(at.dataframe[1].value) == 2
 
     # one set of inputs is kept, for the latest configuration only

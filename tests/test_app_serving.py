@@ -239,3 +239,25 @@ def test_serving_step_refusal_names_max_batch_not_the_sidebar_batch():
     (refusal,) = [w.value for w in at.warning if w.value.startswith("On the CPU the benchmark runs only when")]
     assert "Lower **Max batch**, the sidebar's KV heads or the longest prompt or output, or run on a GPU." in refusal
     assert "Lower the batch" not in refusal
+
+
+@CPU_ONLY
+def test_block_sizes_are_timed_on_one_batch(monkeypatch):
+    # Each block size on its own busiest step would time different token and
+    # sequence counts; the trade-off must differ in block size alone.
+    import ui.benchmark as bench_ui
+
+    seen = []
+    real = bench_ui.time_inputs_locked
+
+    def spy(config, build, names, **kwargs):
+        seen.append(config)
+        return real(config, build, names, **kwargs)
+
+    monkeypatch.setattr(bench_ui, "time_inputs_locked", spy)
+    at = open_serving(sv_num_blocks=32)  # a pool so tight that each block size's busiest step runs another batch
+    at.button(key="sv_tradeoff_run").click().run()
+    assert_clean(at)
+    assert [c.block_size for c in seen] == [4, 16, 64]
+    assert len({(c.batch_size, c.lengths) for c in seen}) == 1 and sum(seen[0].lengths) > 0
+    assert any("one batch for every block size" in c.value for c in at.caption)

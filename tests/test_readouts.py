@@ -45,3 +45,19 @@ def test_results_rows_of_an_empty_batch_have_no_bandwidth_or_speedup():
     for key in ("speedup_vs_naive", "gbps", "gpu_gbps", "pct_of_copy_bw"):
         assert [r[key] for r in rows] == [None, None], key
     assert [r["median_ms"] for r in rows] == [10.0, 0.1]
+
+
+def test_run_change_names_what_differs_from_the_run_before():
+    from paged_attention import DecodeConfig as C
+    from explorer.readouts import run_change
+
+    assert run_change(None, C()) == "first run"
+    assert run_change(C(), C()) == "same settings"
+    assert run_change(C(), C(block_size=32)) == "block_size 16→32"
+    assert run_change(C(), C(batch_size=8, seed=1)) == "batch 4→8, seed 0→1"  # uniform lengths follow the batch
+    assert run_change(C(), C(batch_size=8, seed=1, dtype="bfloat16")) == "batch 4→8, dtype float16→bfloat16 +1 more"
+    assert run_change(C(context_lens=512), C(context_lens=2048)) == "ctx 512→2,048"
+    assert run_change(C(batch_size=3, context_lens=(5, 40, 16)), C(batch_size=3, context_lens=(5, 30, 40))) == (
+        "ctx lengths")
+    assert run_change(C(batch_size=2, context_lens=(5, 40)), C(batch_size=2, context_lens=(0, 40))) == (
+        "ctx 5-40→0-40")

@@ -338,8 +338,9 @@ def history_figure(history: Sequence[Mapping]) -> go.Figure:
     Parameters
     ----------
     history : sequence of mapping
-        Each with ``"run"`` (int), ``"label"`` (config summary) and ``"results"``
-        (list of BenchResult).
+        Each with ``"run"`` (int), ``"label"`` (config summary), ``"results"``
+        (list of BenchResult) and optionally ``"change"`` (what differs from the
+        run before, shown under the run's number).
 
     Returns
     -------
@@ -352,7 +353,9 @@ def history_figure(history: Sequence[Mapping]) -> go.Figure:
         for r in h["results"]:
             if (r.name, r.label) not in order:
                 order.append((r.name, r.label))
-    xs = [f"#{h['run']}" for h in history]
+    # Each run is named by what changed since the one before (``"change"``, from
+    # explorer.readouts.run_change), not by its number alone.
+    xs = [f"#{h['run']}<br>{h['change']}" if h.get("change") else f"#{h['run']}" for h in history]
     fig = go.Figure()
     for name, label in order:
         ys, hovers = [], []
