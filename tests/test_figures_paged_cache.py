@@ -213,3 +213,27 @@ def test_token_walk_sampling_note_names_the_sampled_axis():
     table = figures.block_table_figure(np.arange(256 * 2048).reshape(256, 2048), [2048 * 16] * 256, 16)
     assert "every 2nd row shown" in table.layout.title.subtitle.text  # not "every 2th row"
     assert "16 logical blocks per column" in table.layout.title.subtitle.text
+
+
+def test_block_table_in_sequence_colours_matches_the_pool():
+    # One colour language: coloured by sequence, a row's cells take the colour its
+    # blocks have in the pool, and the physical id stays in the cell.
+    from paged_attention import DecodeConfig, assign_blocks
+
+    config = DecodeConfig(batch_size=3, context_lens=(5, 40, 17), block_size=8, block_layout="fragmented")
+    tables, owner = (t.numpy() for t in assign_blocks(config))
+    seq_ids = np.array([7, 12, 30])  # names, as a serving simulation's seq_id
+    owner_ids = np.where(owner >= 0, seq_ids[np.clip(owner, 0, None)], owner)
+    table = figures.block_table_figure(tables, config.lengths, 8, config.num_blocks, seq_ids=seq_ids,
+                                       color_by="sequence")
+    pool = figures.pool_figure(owner_ids, tables, config.lengths, 8)
+    codes, text = np.asarray(table.data[0].z, dtype=float), np.asarray(table.data[0].text)
+    pool_codes = np.asarray(pool.data[0].z, dtype=float).ravel()
+    allocated = tables >= 0
+    assert np.array_equal(codes[allocated], pool_codes[tables[allocated]])
+    assert np.isnan(codes[~allocated]).all()
+    assert [list(map(int, t[a])) for t, a in zip(text, allocated)] == [list(r[a]) for r, a in zip(tables, allocated)]
+    assert table.data[0].colorscale == pool.data[0].colorscale and table.data[0].showscale is False
+    assert "colour = sequence, as in the pool" in table.layout.title.subtitle.text
+    with pytest.raises(ValueError, match="color_by"):
+        figures.block_table_figure(tables, config.lengths, 8, color_by="owner")

@@ -48,11 +48,15 @@ def block_table_figure(
     seq_ids: Sequence[int] | None = None,
     title: str = "Block table",
     plot_width: float = PLOT_WIDTH_PX,
+    color_by: str = "physical",
 ) -> go.Figure:
     """The block table as a heatmap: one row per sequence, one column per logical block.
 
-    Cells are coloured by physical block id; unallocated entries (``-1``) are a
-    separate pale trace marked "–". Hover shows sequence, logical block, token
+    Cells are coloured by physical block id (``color_by="physical"``) or by the
+    owning sequence in the colours :func:`pool_figure` gives it
+    (``color_by="sequence"``: a row's cells match its blocks in the pool), and
+    then carry the physical id as text where it fits; unallocated entries (``-1``)
+    are a separate pale trace marked "–". Hover shows sequence, logical block, token
     range, physical block and slots filled.
 
     A table wider than the plot has pixels for (see :func:`block_table_grid`)
@@ -82,12 +86,17 @@ def block_table_figure(
         About how many pixels wide the plot area will be; block ids are written in
         the cells only where they fit, and columns are aggregated past
         ``plot_width /`` :data:`MIN_COLUMN_PX`.
+    color_by : {"physical", "sequence"}
+        What a cell's colour says: its physical block id (a continuous scale), or
+        its sequence (``seq_ids`` when given, else the row), as in the pool.
 
     Returns
     -------
     go.Figure
         Trace 0: allocated cells (``z`` = physical id, of the first allocated
-        block of each aggregated column; NaN where unallocated); trace 1:
+        block of each aggregated column, or with ``color_by="sequence"`` the
+        pool's colour code ``2 + seq % len(SEQUENCE_COLORS)`` and the id in
+        ``text``; NaN where unallocated); trace 1:
         unallocated cells, whose ``text`` is "–" exactly there. ``x`` holds the
         logical block of each column, or the column edges (``len + 1`` values,
         at half blocks) when columns are aggregated.
@@ -95,6 +104,8 @@ def block_table_figure(
     tables = np.asarray(block_tables)
     if tables.ndim != 2:
         raise ValueError(f"block_tables must be 2-D; got shape {tables.shape}")
+    if color_by not in ("physical", "sequence"):
+        raise ValueError(f"color_by must be 'physical' or 'sequence'; got {color_by!r}")
     lengths = np.asarray(context_lens, dtype=np.int64)
     batch, width = tables.shape
     if num_blocks is None:
@@ -144,8 +155,10 @@ def block_table_figure(
 
     z = np.where(unalloc, np.nan, sub).astype(float)
     text_on = per_col == 1 and _fits_text(grid.cells, shape[1], num_blocks - 1, plot_width)
+    by_sequence = color_by == "sequence"
     subtitle = (f"{count(batch, 'sequence')} x {count(width, 'logical block')} of "
-                f"{count(block_size, 'token')}; colour = physical block id")
+                f"{count(block_size, 'token')}; colour = "
+                + ("sequence, as in the pool; number = physical block" if by_sequence else "physical block id"))
     if grid.sampled:
         parts = [f"every {ordinal(grid.row_stride)} row shown"] if grid.row_stride > 1 else []
         if per_col > 1:
@@ -156,22 +169,26 @@ def block_table_figure(
     height = int(min(720, max(sum(_margins(subtitle)) + 170, 140 + 26 * len(rows))))
     plot_height = _plot_height(height, subtitle)
     gaps = _gaps(len(rows), shape[1], plot_height)
+    if by_sequence:  # the pool's categorical colours: 0 free, 1 other, 2 + seq % n a sequence
+        codes = np.where(unalloc, np.nan, 2 + seq % len(SEQUENCE_COLORS)).astype(float)
+        scale, k = _owner_colorscale()
+        colour = dict(z=codes, colorscale=scale, zmin=-0.5, zmax=k - 0.5, showscale=False,
+                      text=np.where(unalloc, "", sub.astype(str)), texttemplate="%{text}" if text_on else None)
+    else:
+        colour = dict(z=z, colorscale=BLOCK_COLORSCALE, zmin=0, zmax=max(1, num_blocks - 1),
+                      colorbar=dict(title=dict(text="physical<br>block id"), thickness=14,
+                                    **_int_ticks(0, max(1, num_blocks - 1), _colorbar_px(plot_height))),
+                      texttemplate="%{z}" if text_on else None)
     fig = go.Figure()
     fig.add_trace(
         go.Heatmap(
-            z=z,
             x=x,
             y=rows,
             customdata=custom,
-            colorscale=BLOCK_COLORSCALE,
-            zmin=0,
-            zmax=max(1, num_blocks - 1),
-            colorbar=dict(title=dict(text="physical<br>block id"), thickness=14,
-                          **_int_ticks(0, max(1, num_blocks - 1), _colorbar_px(plot_height))),
             hoverongaps=False,
             hovertemplate=hover,
-            texttemplate="%{z}" if text_on else None,
             textfont=dict(size=10),
+            **colour,
             **gaps,
             name="allocated",
         )
@@ -205,6 +222,13 @@ def block_table_figure(
     step = 1 if len(rows) <= 40 else math.ceil(len(rows) * 14 / plot_height)
     fig.update_yaxes(tickmode="array", tickvals=rows[::step], ticktext=[str(r) for r in names[::step]])
     return fig
+
+
+def _owner_colorscale() -> tuple[list, int]:
+    """The pool's categorical colour scale for owner codes (0 free, 1 other,
+    ``2 + seq % len(SEQUENCE_COLORS)`` a sequence), and how many codes it has."""
+    colors = [FREE_COLOR, OTHER_COLOR, *SEQUENCE_COLORS]
+    return [[(i + j) / len(colors), c] for i, c in enumerate(colors) for j in (0, 1)], len(colors)
 
 
 def _legend_square(fig: go.Figure, color: str, name: str, line: str | None = None, meta: dict | None = None) -> None:
@@ -341,11 +365,7 @@ def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_co
         else:
             hover.append(f"block {b}<br>free")
     hover += [""] * pad
-    colors = [FREE_COLOR, OTHER_COLOR, *palette]
-    k = len(colors)
-    scale = []
-    for i, c in enumerate(colors):
-        scale += [[i / k, c], [(i + 1) / k, c]]
+    scale, k = _owner_colorscale()
     cells = n_rows * n_cols
     small = cells <= 5000
     fig.add_trace(
