@@ -3,6 +3,7 @@
 import streamlit as st
 
 from explorer import figures, formatting, limits, readouts
+from ui.charts import show_chart
 from ui.data import block_arrays_for
 from ui.inputs import bounded_number_input
 from ui.sidebar import current, show_config_error
@@ -43,14 +44,14 @@ c5.metric("KV cache", formatting.format_bytes(mem.kv_cache_bytes, significant=3)
 
 left, right = st.columns([3, 2], gap="medium")
 with left:
-    st.plotly_chart(
+    show_chart(
         figures.block_table_figure(tables, lengths, config.block_size, config.num_blocks),
         key="bt_table", width="stretch",
     )
     note = figures.block_table_grid(*tables.shape).note("sequence", "logical block")
     st.caption(note or "Hover a cell for its token range and fill. Pale cells are unallocated (-1).")
 with right:
-    st.plotly_chart(
+    show_chart(
         figures.pool_figure(owner, tables, lengths, config.block_size), key="bt_pool", width="stretch",
     )
     rows, cols, per_cell = figures.pool_grid_shape(len(owner))
@@ -75,13 +76,13 @@ info.markdown(
     f"and the block table sends that logical block to a physical one."
 )
 walk, path = st.columns([3, 2], gap="medium")
-walk.plotly_chart(
+show_chart(
     figures.token_walk_figure(tables[seq], lengths[seq], config.block_size, seq, config.num_blocks),
-    key="bt_walk", width="stretch",
+    key="bt_walk", parent=walk, width="stretch",
 )
-path.plotly_chart(
+show_chart(
     figures.block_walk_figure(tables[seq], lengths[seq], config.block_size, seq, config.num_blocks),
-    key="bt_path", width="stretch",
+    key="bt_path", parent=path, width="stretch",
 )
 walk_grid = figures.sample_grid(needed, config.block_size, figures.MAX_WALK_CELLS)
 if walk_grid.sampled:

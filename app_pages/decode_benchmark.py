@@ -6,6 +6,7 @@ import streamlit as st
 from paged_attention import IMPLEMENTATIONS, LABELS
 from explorer import figures, formatting, limits, readouts
 from ui.benchmark import BenchmarkOOM, BenchmarkRefused, run_benchmark_locked
+from ui.charts import show_chart
 from ui.recorded import show_recorded, show_recorded_pointer
 from ui.sidebar import current, show_config_error
 
@@ -186,18 +187,18 @@ for col, r, row in zip(cols, results, rows):
     )
 
 a, b = st.columns(2, gap="medium")
-a.plotly_chart(figures.latency_figure(results), key="bench_latency", width="stretch")
+show_chart(figures.latency_figure(results), key="bench_latency", parent=a, width="stretch")
 if reads_kv:
-    b.plotly_chart(figures.speedup_figure(results), key="bench_speedup", width="stretch")
+    show_chart(figures.speedup_figure(results), key="bench_speedup", parent=b, width="stretch")
 else:
     b.info("**Speedup: not meaningful.** Every context is empty, so no implementation attends to anything.",
            icon=":material/block:")
 a, b = st.columns(2, gap="medium")
 if reads_kv:
-    a.plotly_chart(figures.bandwidth_figure(results, copy_gbps), key="bench_bandwidth", width="stretch")
+    show_chart(figures.bandwidth_figure(results, copy_gbps), key="bench_bandwidth", parent=a, width="stretch")
 else:
     a.info("**Bandwidth: n/a.** No K or V is read when every context is empty.", icon=":material/block:")
-b.plotly_chart(figures.accuracy_figure(results), key="bench_accuracy", width="stretch")
+show_chart(figures.accuracy_figure(results), key="bench_accuracy", parent=b, width="stretch")
 if copy_gbps and reads_kv:
     st.caption(
         f"Copy bandwidth of this GPU, measured once per process: {copy_gbps:,.0f} GB/s (bytes read + written). "
@@ -254,7 +255,7 @@ history = st.session_state.get(HISTORY, [])
 st.subheader("Compare runs")
 if len(history) < 2:
     st.caption("Change one setting in the sidebar and run again: each run of this session is kept here.")
-st.plotly_chart(figures.history_figure(history), key="bench_history_chart", width="stretch")
+show_chart(figures.history_figure(history), key="bench_history_chart", width="stretch")
 summary = pd.DataFrame(
     [
         {"run": h["run"], "change": h.get("change", ""),

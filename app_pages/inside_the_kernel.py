@@ -5,6 +5,7 @@ import streamlit as st
 from explorer import figures, formatting, limits, readouts
 from explorer.kernel_trace_view import (BLOCK_N_CHOICES, launch_plan, row_splits, row_tiles, showcase_plan,
                                         split_note, trace_size_error)
+from ui.charts import show_chart
 from ui.data import block_arrays_for, config_key, kernel_trace
 from ui.inputs import bounded_number_input
 from ui.sidebar import current, show_config_error
@@ -119,7 +120,7 @@ m[4].metric("Error vs reference", f"{err:.1e}", "matches" if err < 1e-10 else "M
 
 def explained(fig, key: str, text: str) -> None:
     chart, words = st.columns([3, 1.15], gap="medium")
-    chart.plotly_chart(fig, key=key, width="stretch")
+    show_chart(fig, key=key, parent=chart, width="stretch")
     words.markdown(text)
 
 

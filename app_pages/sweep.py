@@ -5,6 +5,7 @@ import streamlit as st
 
 from paged_attention import IMPLEMENTATIONS, LABELS
 from explorer import figures, formatting, readouts, sweep
+from ui.charts import show_chart
 from ui.inputs import bounded_number_input
 from ui.sidebar import current, show_config_error
 from ui.sweep import JOB, cancel_sweep, device_name, measure, run_next_point
@@ -199,19 +200,19 @@ with charts:
     else:
         frame = pd.concat(frames, ignore_index=True)
         a, b = st.columns(2, gap="medium")
-        a.plotly_chart(figures.sweep_latency_figure(frame), key="sw_latency_chart", width="stretch")
+        show_chart(figures.sweep_latency_figure(frame), key="sw_latency_chart", parent=a, width="stretch")
         a.caption("Median latency of one decode step at each point. On a GPU, small points sit on the launch-overhead "
                   "floor and large ones grow with the bytes read; the naive loop grows with the blocks it visits.")
-        b.plotly_chart(figures.sweep_bandwidth_figure(frame), key="sw_bandwidth_chart", width="stretch")
+        show_chart(figures.sweep_bandwidth_figure(frame), key="sw_bandwidth_chart", parent=b, width="stretch")
         b.caption("Decode is memory-bound: the bytes of K and V it must read, over its time, against this device's "
                   "measured copy bandwidth (measured once per process with a large device-to-device copy).")
         a, b = st.columns(2, gap="medium")
-        a.plotly_chart(figures.sweep_speedup_figure(frame), key="sw_speedup_chart", width="stretch")
+        show_chart(figures.sweep_speedup_figure(frame), key="sw_speedup_chart", parent=a, width="stretch")
         a.caption("How many times faster Triton is than each other implementation at each point.")
         sources = list(dict.fromkeys(frame["source"]))
         if len(sources) > 1:
-            b.plotly_chart(figures.sweep_ratio_figure(frame, sources[1], sources[0]), key="sw_ratio_chart",
-                           width="stretch")
+            show_chart(figures.sweep_ratio_figure(frame, sources[1], sources[0]), key="sw_ratio_chart", parent=b,
+                       width="stretch")
             b.caption("The uploaded sweep's time over this session's, per implementation: below 1 it was faster.")
             same = sweep.shared_measurements(frame, sources[1], sources[0])
             if same:

@@ -78,6 +78,9 @@ class Settings:
     seed: int = 0
     warmup: int = 1
     iters: int = 3
+    #: Presentation mode: every chart's text, markers and lines enlarged
+    #: (:func:`explorer.figures.style.for_presentation`).
+    present: bool = False
 
     def generated_lengths(self) -> tuple[int, ...]:
         """The ragged lengths the spread draws (before any hand edits).
@@ -179,6 +182,7 @@ QUERY_KEYS: dict[str, str] = {
     "seed": "seed",
     "warmup": "warmup",
     "iters": "iters",
+    "present": "present",
 }
 
 _INT_BOUNDS: dict[str, tuple[int, int]] = {
@@ -195,6 +199,9 @@ _INT_BOUNDS: dict[str, tuple[int, int]] = {
 }
 
 DTYPE_NAMES: tuple[str, ...] = tuple(DTYPES)
+
+#: On/off fields, written ``1`` (only when on) and read from ``1`` or ``0``.
+_FLAGS = ("present",)
 
 _CHOICES: dict[str, tuple] = {
     "preset": PRESET_NAMES,
@@ -247,6 +254,10 @@ def settings_from_query(
                 values[name] = tuple(_parse_int(p, 0, MAX_CONTEXT) for p in parts)
             elif name in _INT_BOUNDS:
                 values[name] = _parse_int(raw, *_INT_BOUNDS[name])
+            elif name in _FLAGS:
+                if str(raw).strip() not in ("0", "1"):
+                    raise ValueError("must be 0 or 1")
+                values[name] = str(raw).strip() == "1"
             else:
                 choices = _CHOICES[name]
                 value = int(raw) if name in ("block_size", "pool_headroom") else str(raw)
@@ -283,6 +294,8 @@ def _fallback(defaults: Settings, name: str) -> str:
     """How a URL note names the value used instead of a bad one."""
     if name == "lengths" and defaults.lengths is None:
         return "the lengths drawn from the spread (`lo`, `hi`, `spread`, `seed`)"
+    if name in _FLAGS:
+        return str(int(getattr(defaults, name)))
     return repr(getattr(defaults, name))
 
 
@@ -290,12 +303,16 @@ def settings_to_query(settings: Settings) -> dict[str, str]:
     """URL query parameters that reproduce ``settings``.
 
     Hand-edited ragged lengths are written as ``lens=3,17,...`` only when they
-    differ from what the spread draws.
+    differ from what the spread draws; on/off fields (``present=1``) only when on.
     """
     out: dict[str, str] = {}
     for f in fields(Settings):
         value = getattr(settings, f.name)
         if f.name == "lengths":
+            continue
+        if f.name in _FLAGS:
+            if value:
+                out[QUERY_KEYS[f.name]] = "1"
             continue
         out[QUERY_KEYS[f.name]] = str(value)
     if settings.context_mode == "ragged" and settings.lengths is not None:

@@ -21,7 +21,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from paged_attention import assign_blocks, execution_mode  # noqa: E402
-from explorer import settings as state  # noqa: E402
+from explorer import figures, settings as state  # noqa: E402
 
 APP = str(ROOT / "app.py")
 BENCH = "app_pages/decode_benchmark.py"
@@ -279,3 +279,28 @@ def test_number_typed_beyond_the_maximum_is_clamped_and_said():
     at.number_input(key="sb_iters").set_value(0).run()
     assert at.number_input(key="sb_iters").value == 1
     assert any("0 is below the minimum, 1; using 1" in w.value for w in at.sidebar.warning)
+
+
+# -- presentation mode ---------------------------------------------------------
+
+def test_presentation_mode_from_the_url_enlarges_the_charts():
+    plain = chart(open_app(TINY), "bt_table")
+    at = open_app({**TINY, "present": "1"})
+    assert_clean(at)
+    assert at.toggle(key="sb_present").value is True
+    big = chart(at, "bt_table")
+    assert big["layout"]["font"]["size"] == pytest.approx(plain["layout"]["font"]["size"] * figures.PRESENTATION_SCALE)
+    assert big["layout"]["title"]["font"]["size"] > plain["layout"]["title"]["font"]["size"]
+    assert big["layout"]["height"] > plain["layout"]["height"]
+    assert at.query_params["present"] == "1"
+    at.toggle(key="sb_present").set_value(False).run()  # off again: plain charts, and the URL drops it
+    assert chart(at, "bt_table")["layout"]["font"] == plain["layout"]["font"]
+    assert "present" not in at.query_params
+
+
+def test_bad_presentation_value_in_the_url_is_named():
+    at = open_app({**TINY, "present": "banana"})
+    assert_clean(at)
+    assert any("`present=banana` ignored" in w.value for w in at.sidebar.warning)
+    assert at.toggle(key="sb_present").value is False
+    assert "present" not in at.query_params

@@ -119,7 +119,7 @@ def full_screenshot(pg, path: Path) -> None:
         if content + 40 <= height:
             break
         height = content + 40
-        pg.set_viewport_size({"width": 1600, "height": height})
+        pg.set_viewport_size({"width": pg.viewport_size["width"], "height": height})
         pg.wait_for_timeout(1500)  # plotly re-lays out to the new size
     path.parent.mkdir(parents=True, exist_ok=True)
     pg.screenshot(path=str(path), full_page=True)
@@ -495,6 +495,40 @@ def test_shared_url_page_visits_and_garbage_url(server, page):
         expect(page).to_have_url(re.compile(rf"[?&]{name}={value}(&|$)"), timeout=WAIT)
     no_exception(page)
     no_error(page)
+
+
+def test_presentation_mode_on_every_page(server, browser):
+    # present=1 enlarges every chart's text; at 1280x720 (a projector) nothing may overlap or be clipped:
+    # the screenshots are for looking at.
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    query = urlencode({**TINY, "present": "1"})
+    for path, name, charts in (("", "block_table", 4), ("decode_benchmark", "decode_benchmark", 5),
+                               ("sweep", "sweep", 3), ("serving_simulation", "serving_simulation", 4),
+                               ("inside_the_kernel", "inside_the_kernel", 3)):
+        page.set_viewport_size({"width": 1280, "height": 720})
+        page.goto(f"{server}/{path}?{query}")
+        expect(page.get_by_role("switch", name="Presentation mode")).to_be_checked(timeout=60_000)
+        _settle(page)
+        if name == "decode_benchmark":
+            page.get_by_role("button", name="Run benchmark").click()
+            expect(page.get_by_text("Compare runs")).to_be_visible(timeout=180_000)
+        elif name == "sweep":
+            page.get_by_role("button", name="Run sweep").click()
+            expect(page.get_by_text(re.compile(r"^(\d+) of \1 points$"))).to_be_visible(timeout=300_000)
+        elif name == "serving_simulation":
+            page.get_by_text("Play the pool over time (animation)").click()
+            charts += 1
+        _settle(page, 300_000)
+        expect(page.locator(".js-plotly-plot").nth(charts - 1)).to_be_visible(timeout=60_000)  # at least these
+        # Titles are 16 px, enlarged up to PRESENTATION_SCALE times (less when long).
+        expect(page.locator(".js-plotly-plot .gtitle").first).to_have_css(
+            "font-size", re.compile(r"^(1[7-9]|[2-9]\d)(\.\d+)?px$"), timeout=WAIT)
+        expect(page).to_have_url(re.compile(r"[?&]present=1(&|$)"), timeout=WAIT)
+        no_exception(page)
+        no_error(page)
+        full_screenshot(page, SHOTS / f"present_{name}.png")
+    context.close()
 
 
 def test_recorded_gpu_runs_beside_a_live_cpu_run(server, page):

@@ -68,6 +68,8 @@ def test_generated_lengths_are_not_written_to_the_url():
         ({"head_dim": "1024"}, "head_dim"),
         ({"lens": "1,x,3"}, "lens"),
         ({"ctx_mode": ["ragged", "zigzag"]}, "ctx_mode"),
+        ({"present": "banana"}, "present"),
+        ({"present": "2"}, "present"),
     ],
 )
 def test_bad_query_values_fall_back_with_a_note(params, key):
@@ -124,3 +126,13 @@ def test_an_ignored_url_value_is_quoted_as_typed_never_as_markdown():
     span, rest = note[1:].split("`", 1)
     assert "**BIG** [click me](http://example.com)" in span  # all of it inside one code span
     assert rest.startswith(" ignored (") and "http" not in rest
+
+
+def test_presentation_mode_is_in_the_url_only_when_on():
+    assert "present" not in state.settings_to_query(Settings(device="cpu"))
+    on = Settings(device="cpu", present=True)
+    assert state.settings_to_query(on)["present"] == "1"
+    assert state.settings_from_query(state.settings_to_query(on)) == (on, [])
+    assert state.settings_from_query({"present": "0"}, Settings(device="cpu"))[0].present is False
+    _, notes = state.settings_from_query({"present": "banana"}, Settings(device="cpu"))
+    assert notes == ["`present=banana` ignored (must be 0 or 1); using 0."]

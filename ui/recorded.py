@@ -11,6 +11,7 @@ from explorer import formatting
 from explorer.figures.recorded import recorded_latency_figure
 from explorer.recorded import RecordedSet, config_label, load_recorded, matching_config, recorded_rows
 from paged_attention import DecodeConfig
+from ui.charts import show_chart
 
 TITLE = "Recorded on a GPU"
 #: Background of the table rows of the sidebar's configuration.
@@ -88,7 +89,7 @@ def _show_set(recorded: RecordedSet, config: DecodeConfig) -> None:
         st.caption(f"Your sidebar's configuration is not among the recorded ones ({len(recorded.configs)} "
                    "configurations at one context length each, with the heads, head_dim, block size and dtype "
                    "above).")
-    st.plotly_chart(
+    show_chart(
         recorded_latency_figure(rows, gpu=m["gpu"], date=str(m["date"]), layout=layout, highlight=highlight),
         key="recorded_chart", width="stretch",
     )

@@ -50,6 +50,7 @@ WIDGET_KEYS: dict[str, str] = {
     "seed": "sb_seed",
     "warmup": "sb_warmup",
     "iters": "sb_iters",
+    "present": "sb_present",
 }
 _LENGTHS_BASE = "sb_lengths_base"  # the ragged lengths the editor starts from
 _LENGTHS_SOURCE = "sb_lengths_source"  # the generator parameters they came from
@@ -219,6 +220,8 @@ def render_sidebar() -> SidebarResult:
         if notes and st.button("Dismiss the URL notes", key="sb_dismiss_url_notes", width="stretch"):
             ss[_NOTES] = ()
             st.rerun()
+        st.toggle("Presentation mode", key=WIDGET_KEYS["present"], **KEEP,
+                  help="larger chart text, markers and lines, readable from the back of a room")
 
         st.subheader("Batch")
         bounded_number_input(st, "Batch size (sequences)", 1, state.MAX_BATCH, step=1, key=WIDGET_KEYS["batch_size"],

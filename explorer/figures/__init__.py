@@ -20,6 +20,9 @@ Five families, one module each (this package re-exports their public names, so
   :func:`kernel_walk_figure`, :func:`online_softmax_figure`,
   :func:`split_merge_figure`.
 
+Any of them can be enlarged for a room with :func:`for_presentation` (the app's
+presentation mode).
+
 A browser draws a few tens of thousands of heatmap cells comfortably. Past that
 the cache figures sample (every k-th row and column, exact values in the cells
 shown) or aggregate (the block table's columns when it is wider than the plot
@@ -51,10 +54,12 @@ from .style import (  # noqa: F401
     OTHER_COLOR,
     PASS_COLOR,
     PLOT_WIDTH_PX,
+    PRESENTATION_SCALE,
     SEQUENCE_COLORS,
     SUBTITLE_LINE,
     SUBTITLE_LINE_HEIGHT,
     UNALLOCATED_COLOR,
+    for_presentation,
     impl_color,
 )
 from .sampling import (  # noqa: F401

@@ -4,10 +4,12 @@ every figure gets (:func:`_style`), cell gaps, integer ticks and log-axis helper
 
 from __future__ import annotations
 
+import base64
 import math
 import re
 from typing import Sequence
 
+import numpy as np
 import plotly.graph_objects as go
 
 #: One colour per implementation, in every chart.
@@ -84,15 +86,15 @@ SUBTITLE_LINE = 60
 SUBTITLE_LINE_HEIGHT = 17
 
 
-def _wrap_subtitle(subtitle: str | None) -> str:
-    """``subtitle`` broken into lines of at most :data:`SUBTITLE_LINE` characters at
-    its `` · `` and ``; `` separators (a part longer than that stays whole)."""
-    if not subtitle or len(subtitle) <= SUBTITLE_LINE:
+def _wrap_subtitle(subtitle: str | None, width: int = SUBTITLE_LINE) -> str:
+    """``subtitle`` broken into lines of at most ``width`` characters at its
+    `` · `` and ``; `` separators (a part longer than that stays whole)."""
+    if not subtitle or len(subtitle) <= width:
         return subtitle or ""
     pieces = re.split(r"( · |; )", subtitle)  # text, separator, text, ...
     lines = [pieces[0]]
     for sep, part in zip(pieces[1::2], pieces[2::2]):
-        if len(lines[-1]) + len(sep) + len(part) <= SUBTITLE_LINE:
+        if len(lines[-1]) + len(sep) + len(part) <= width:
             lines[-1] += sep + part
         else:
             lines[-1] += sep.strip(" ·")  # a line ends with its ";", not with a "·"
@@ -230,3 +232,278 @@ def _no_data(fig: go.Figure, text: str, title: str, height: int = 380) -> go.Fig
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return _style(fig, title, height=height)
+
+
+# -- presentation mode -----------------------------------------------------------
+
+#: How much :func:`for_presentation` enlarges text, markers and lines: chart text
+#: of 12-16 px becomes 18-24 px, readable from the back of a room, and still fits
+#: the half-page charts of a 1280 px wide screen (at 1.6 their titles, subtitles
+#: and subplot titles no longer did).
+PRESENTATION_SCALE = 1.5
+#: Plotly's defaults for what a figure leaves unset and :func:`for_presentation`
+#: must still scale (text that is unset follows ``layout.font``, which it sets).
+_PLOTLY_FONT_SIZE = 12
+_PLOTLY_HOVER_SIZE = 13
+_PLOTLY_MARKER_SIZE = 6
+_PLOTLY_LINE_WIDTH = 2
+_SCALED = "presentation_scale"
+#: Characters of a title that the narrowest charts (two fifths of a 1280 px page)
+#: hold at 16 px bold; a longer title grows less than ``scale``.
+TITLE_LINE = 36
+#: A subtitle's size at scale 1 (Plotly draws an unset one smaller than the title,
+#: so it would follow the title's shrinking).
+_SUBTITLE_SIZE = 11.2
+#: A heatmap's in-cell text grows only while a row of it would fit in this many
+#: characters at its original size (the token walk's 16 two-digit cells fill a
+#: half-page chart at 1280 px already).
+_CELL_TEXT_CHARS = 32
+#: Pixels between the figure's top edge and its title in presentation mode.
+_TITLE_PAD = 12
+#: Height of a line of text in px of its font size.
+_LINE = 1.3
+#: Height of a legend row in px of its font size.
+_LEGEND_ROW = 1.4
+
+
+def for_presentation(fig: go.Figure, scale: float = PRESENTATION_SCALE) -> go.Figure:
+    """A copy of ``fig`` with its text, markers and lines ``scale`` times larger.
+
+    Every font size (layout, titles, axis titles and ticks, legend, colour bars,
+    annotations, hover labels, heatmap and bar text, slider and button labels),
+    marker size and line width is multiplied by ``scale``, in the layout, the
+    traces and every animation frame; sizes Plotly (or Streamlit's chart theme,
+    on axes) would pick itself are set to Plotly's default times ``scale``. So that
+    the figure keeps its width: subtitles, category tick labels and notes wrap
+    into shorter lines; a long title, long row names and a heatmap's dense
+    in-cell text grow less (never shrink). Margins and the figure's height grow
+    with the text (the plot area keeps its size), and the title hangs from the
+    figure's top edge.
+
+    Parameters
+    ----------
+    fig : go.Figure
+        A figure of :mod:`explorer.figures`; it is not modified.
+    scale : float
+        Factor on every size; 1 returns an unchanged copy.
+
+    Returns
+    -------
+    go.Figure
+        The enlarged copy. It records ``scale`` in ``layout.meta``; a figure that
+        already has one is returned as an unchanged copy, so applying it twice
+        does not compound.
+
+    Examples
+    --------
+    >>> big = for_presentation(go.Figure(go.Scatter(y=[1, 2])).update_layout(font_size=10))
+    >>> big.layout.font.size, big.data[0].marker.size
+    (15.0, 9.0)
+    """
+    spec = fig.to_plotly_json()
+    layout = spec.setdefault("layout", {})
+    meta = layout.get("meta")
+    if scale == 1 or (isinstance(meta, dict) and _SCALED in meta):
+        return go.Figure(fig)
+    _scale_sizes(spec, scale)  # explicit sizes everywhere: layout, traces, frames
+    font = layout.setdefault("font", {})
+    font.setdefault("size", _times(_PLOTLY_FONT_SIZE, scale))
+    layout.setdefault("hoverlabel", {}).setdefault("font", {}).setdefault("size", _times(_PLOTLY_HOVER_SIZE, scale))
+    for key, axis in layout.items():
+        if re.fullmatch(r"[xy]axis\d*", key) and isinstance(axis, dict):
+            # Set, not inherited: Streamlit's chart theme gives axes smaller text of its own.
+            # Long row names (the kernel walk's tiles) keep Plotly's size: they would take the plot's width.
+            long_names = key.startswith("y") and any(len(str(t)) > TICK_LINE for t in axis.get("ticktext") or ())
+            axis.setdefault("tickfont", {}).setdefault("size", _times(_PLOTLY_FONT_SIZE, 1 if long_names else scale))
+            if key.startswith("x") and axis.get("ticktext") is not None:  # categories (:func:`_tick_lines`)
+                axis["ticktext"] = [_wrap_words(str(t).replace("<br>", " "), max(int(TICK_LINE / scale), 1))
+                                    for t in axis["ticktext"]]
+            title = axis.setdefault("title", {})
+            if isinstance(title, dict):
+                title.setdefault("font", {}).setdefault("size", font["size"])
+    for trace in spec.get("data", []):
+        if trace.get("type", "scatter") in ("scatter", "scattergl"):
+            trace.setdefault("marker", {}).setdefault("size", _times(_PLOTLY_MARKER_SIZE, scale))
+            trace.setdefault("line", {}).setdefault("width", _times(_PLOTLY_LINE_WIDTH, scale))
+    title_size = _fit_title(spec, scale)
+    subtitle_font = layout["title"].setdefault("subtitle", {}).setdefault("font", {})
+    subtitle_size = subtitle_font.setdefault("size", _times(_SUBTITLE_SIZE, scale))
+    top = 0.0  # pixels from the figure's top edge to its plot area that the text needs
+    for where in (layout, *(frame.get("layout", {}) for frame in spec.get("frames", []))):
+        _rewrap_subtitle(where, scale)
+        _rewrap_annotations(where, layout, scale)
+        title = where.get("title", {})
+        lines = [(title.get(k) or {}).get("text") if k else title.get("text") for k in ("", "subtitle")]
+        top = max(top, _TITLE_PAD + sum(_lines(text) * size * _LINE for text, size in
+                                        zip(lines, (title_size, subtitle_size)))
+                  + _above_plot(where, layout, font["size"]))
+    for trace in (*spec.get("data", []), *(t for f in spec.get("frames", []) for t in f.get("data", []))):
+        _fit_cell_text(trace, scale)
+    margin = layout.get("margin", {})
+    if margin:
+        grown = {side: round(margin[side] * scale) for side in ("l", "r", "t", "b") if margin.get(side) is not None}
+        grown["t"] = max(grown.get("t", 0), round(top))
+        if layout.get("height") is not None:
+            layout["height"] = layout["height"] + sum(grown.get(s, 0) - (margin.get(s) or 0) for s in ("t", "b"))
+            legend_size = layout.get("legend", {}).get("font", {}).get("size") or font["size"]
+            layout["height"] += round(_legend_rows(spec) * _LEGEND_ROW * legend_size * (scale - 1) / scale)
+            if layout.get("title", {}).get("text"):
+                # Hung from the top edge: Plotly centres a title on the top margin, so a
+                # taller title block would otherwise grow down into what sits above the plot.
+                layout["title"].update(yref="container", y=1 - _TITLE_PAD / layout["height"], yanchor="top")
+        margin.update(grown)
+    layout["meta"] = {**meta, _SCALED: scale} if isinstance(meta, dict) else (
+        {_SCALED: scale} if meta is None else meta)
+    return go.Figure(spec)
+
+
+def _lines(text: str | None) -> int:
+    """Lines of a Plotly text (0 for none)."""
+    return text.count("<br>") + 1 if text else 0
+
+
+def _above_plot(layout: dict, figure_layout: dict, font_size: float) -> float:
+    """Pixels the annotations over the top edge of the plot area take (subplot
+    titles of the top row, marks hung above the top plot), in ``layout`` (a
+    figure's or a frame's, as JSON)."""
+    px = 0.0
+    for note in layout.get("annotations", []):
+        yref, y = note.get("yref") or "y", note.get("y") or 0
+        if note.get("yanchor") != "bottom" or y < 1 or not note.get("text"):
+            continue
+        if yref.endswith(" domain"):
+            domain = figure_layout.get("yaxis" + yref.split()[0][1:], {}).get("domain") or (0, 1)
+            if domain[1] < 0.99:
+                continue
+        elif yref != "paper":
+            continue
+        size = (note.get("font") or {}).get("size") or font_size
+        px = max(px, _lines(note["text"]) * size * _LINE + (note.get("yshift") or 0))
+    return px
+
+
+def _legend_rows(spec: dict) -> int:
+    """Entries of a figure's legend (the figure as JSON): the rows it takes at
+    most, one entry a row as in a narrow column."""
+    traces = spec.get("data", [])
+    if not spec["layout"].get("showlegend", len(traces) > 1):
+        return 0
+    return sum(1 for t in traces if t.get("showlegend") is not False and t.get("name"))
+
+
+def _scale_sizes(node, scale: float, parent: str = "") -> None:
+    """Scale, in place, every ``size`` of a font (a key ending in ``font``), every
+    ``size`` of a ``marker`` and every ``width`` of a ``line`` in a figure's JSON
+    (its template aside: Plotly's own defaults there are not ours to scale)."""
+    if isinstance(node, list):
+        for item in node:
+            _scale_sizes(item, scale, parent)
+        return
+    if not isinstance(node, dict):
+        return
+    sized = parent.endswith("font") or parent == "marker"
+    for key, value in node.items():
+        if (sized and key == "size") or (parent == "line" and key == "width"):
+            node[key] = _times(value, scale)
+        elif isinstance(value, (dict, list)) and key != "template":
+            _scale_sizes(value, scale, key)
+
+
+def _times(value, scale: float):
+    """``value`` (a number or an array of them; anything else, such as None, as
+    it is) times ``scale``."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return round(value * scale, 2)
+    if isinstance(value, (list, tuple)):
+        return [_times(v, scale) for v in value]
+    if isinstance(value, np.ndarray):
+        return np.round(value * scale, 2)
+    return value
+
+
+def _wrap_words(text: str, width: int) -> str:
+    """``text`` broken at spaces into lines of at most ``width`` characters (a
+    longer word stays whole); its own ``<br>`` breaks are kept. Text with tags
+    that have attributes (a break could fall inside one) stays as it is."""
+    if re.search(r"<(?!/?(br|b|i|sup|sub)>)", text):
+        return text
+    lines: list[str] = []
+    for line in text.split("<br>"):
+        lines.append("")
+        for word in line.split(" "):
+            if lines[-1] and len(lines[-1]) + 1 + len(word) > width:
+                lines.append(word)
+            else:
+                lines[-1] = f"{lines[-1]} {word}" if lines[-1] else word
+    return "<br>".join(lines)
+
+
+def _rewrap_subtitle(layout: dict, scale: float) -> None:
+    """Break the subtitle of ``layout`` (a figure's or a frame's, as JSON) into
+    lines ``scale`` times shorter, in place."""
+    subtitle = layout.get("title", {}).get("subtitle", {})
+    text = subtitle.get("text")
+    if text:
+        width = max(int(SUBTITLE_LINE / scale), 1)
+        subtitle["text"] = "<br>".join(_wrap_words(_wrap_subtitle(line, width), width) for line in text.split("<br>"))
+
+
+def _fit_title(spec: dict, scale: float) -> float:
+    """Set, in place, the title size of a figure (as JSON): ``scale`` times its
+    size, less for a title too long for the narrowest chart at that size (never
+    below its original size); return it. Titles are not wrapped: Plotly
+    positions a title of several lines above the anchor it is given."""
+    title = spec["layout"].setdefault("title", {})
+    base = (title.get("font") or {}).get("size")
+    base = base / scale if base else 16  # already scaled with every font, or Plotly's default
+    texts = [title.get("text"), *((f.get("layout") or {}).get("title", {}).get("text") for f in spec.get("frames", []))]
+    longest = max((len(re.sub(r"<[^>]*>", "", t)) for t in texts if t), default=0)
+    fit = min(scale, max(1.0, TITLE_LINE / longest)) if longest else scale
+    title.setdefault("font", {})["size"] = _times(base, fit)
+    return title["font"]["size"]
+
+
+def _rewrap_annotations(layout: dict, figure_layout: dict, scale: float) -> None:
+    """Break long annotations placed on the figure (subplot titles, notes) of
+    ``layout`` into lines that fit their subplot's width at ``scale``, in place."""
+    for note in layout.get("annotations", []):
+        text = note.get("text")
+        if not text or note.get("xref") != "paper":  # labels on data and lines stay where they are
+            continue
+        if note.get("yref") == "paper" and note.get("yanchor") == "bottom" and (note.get("y") or 0) < 1:
+            continue  # a lower row's subplot title: more lines would grow into the plot above
+        # Three quarters: an annotation spans the plot area, a subtitle the whole figure.
+        width = max(int(0.75 * SUBTITLE_LINE * _domain_width(figure_layout, note.get("xref") or "x") / scale), 8)
+        note["text"] = _wrap_words(text, width)
+
+
+def _domain_width(layout: dict, xref: str) -> float:
+    """Fraction of the figure's width that an annotation's ``xref`` spans: its x
+    axis' domain, or the whole width for ``paper``. Subplot titles (``paper``)
+    take the narrowest x axis' domain: they sit over one subplot each."""
+    if xref == "paper":
+        domains = [a["domain"] for k, a in layout.items() if k.startswith("xaxis") and a.get("domain")]
+        return min((d[1] - d[0] for d in domains), default=1.0)
+    axis = layout.get("xaxis" + xref.split()[0][1:], {})
+    domain = axis.get("domain") or (0.0, 1.0)
+    return domain[1] - domain[0]
+
+
+def _fit_cell_text(trace: dict, scale: float) -> None:
+    """Shrink, in place, a heatmap's in-cell text (enlarged ``scale`` times with
+    every font) back to the size at which a row of it stays within
+    :data:`_CELL_TEXT_CHARS` characters of the original size, and never below it."""
+    if trace.get("type") != "heatmap" or not trace.get("texttemplate") or not trace.get("textfont", {}).get("size"):
+        return
+    cells = trace.get("text") if "%{text}" in trace["texttemplate"] else trace.get("z")
+    if cells is None:
+        return
+    if isinstance(cells, dict) and "bdata" in cells:  # a typed array, as Plotly writes NumPy data
+        shape = [int(n) for n in str(cells.get("shape", "-1")).split(",")]
+        cells = np.frombuffer(base64.b64decode(cells["bdata"]), dtype=cells["dtype"]).reshape(shape)
+    rows = np.asarray(cells, dtype=object)
+    if rows.ndim != 2 or not rows.size:
+        return
+    chars = max(len(str(v)) for v in rows.ravel())
+    fit = min(scale, max(1.0, _CELL_TEXT_CHARS / max(rows.shape[1] * chars, 1)))
+    trace["textfont"]["size"] = round(trace["textfont"]["size"] / scale * fit, 2)
