@@ -10,6 +10,7 @@ from explorer.simulator import LENGTH_KINDS
 from explorer.tradeoff import DEFAULT_BLOCK_SIZES
 from explorer.serving_history import valid_block_sizes
 from ui.benchmark import BenchmarkOOM, BenchmarkRefused, time_inputs_locked
+from ui.charts import show_chart
 from ui.data import SERVING_LABELS, block_size_table, serving_history
 from ui.inputs import bounded_number_input
 from ui.sidebar import current, show_config_error
@@ -145,7 +146,7 @@ m[5].metric("Blocks taken", f"{len(taken):,}", f"{len(freed):,} freed · {len(re
 left, right = st.columns([3, 2], gap="medium")
 with left:
     tables = record.block_tables()
-    st.plotly_chart(
+    show_chart(
         figures.serving_pool_figure(record.pool_owner(), tables, record.context_lens, block_size, step=step,
                                     taken=taken, freed=freed, recycled=recycled),
         key="sv_pool_chart", width="stretch",
@@ -166,7 +167,7 @@ with left:
         )
 with right:
     if record.num_running:
-        st.plotly_chart(
+        show_chart(
             figures.block_table_figure(tables, record.context_lens, block_size, num_blocks,
                                        seq_ids=record.seq_ids, title="Block tables of the running sequences",
                                        plot_width=180),  # two fifths of a 1280 px page, less the colour bar
@@ -177,7 +178,7 @@ with right:
     else:
         st.info(f"No sequence is running after step {step}: the block table is empty.", icon=":material/info:")
 
-st.plotly_chart(figures.serving_timeline_figure(metrics, step, num_blocks), key="sv_timeline_chart", width="stretch")
+show_chart(figures.serving_timeline_figure(metrics, step, num_blocks), key="sv_timeline_chart", width="stretch")
 st.caption(
     "Blocks in use follow the load; wasted slots stay below one block per running sequence (internal "
     "fragmentation only: a paged cache has no external fragmentation, any free block serves any sequence); "
@@ -192,8 +193,8 @@ if st.toggle("Play the pool over time (animation)", key="sv_anim", persist_state
         count = max(2, min(steps, figures.MAX_ANIMATION_FRAMES, MAX_ANIMATION_VALUES // num_blocks))
         frames = np.array(figures.animation_steps(steps, count))
         owners = np.stack([history.records[s].pool_owner() for s in frames])
-        st.plotly_chart(figures.pool_animation_figure(owners, frames.tolist(), block_size), key="sv_anim_chart",
-                        width="stretch")
+        show_chart(figures.pool_animation_figure(owners, frames.tolist(), block_size), key="sv_anim_chart",
+                   width="stretch")
         spacing = f" (every {frames[1] - frames[0]} steps, and the last)" if len(frames) > 2 else ""
         st.caption(f"{formatting.count(len(frames), 'frame')}{spacing}; press Play (the animation runs in the browser).")
 
@@ -342,8 +343,8 @@ if sizes:
         bar.progress(1.0, text=f"timed {formatting.count(len(latencies), 'block size')}")
         ss.setdefault(TRADEOFF_LATENCY, {})[t_key] = latencies
     latency = ss.get(TRADEOFF_LATENCY, {}).get(t_key)
-    st.plotly_chart(figures.tradeoff_figure(table, latency, current=block_size), key="sv_tradeoff_chart",
-                    width="stretch")
+    show_chart(figures.tradeoff_figure(table, latency, current=block_size), key="sv_tradeoff_chart",
+               width="stretch")
     st.caption("Waste grows with the block size: up to block_size − 1 slots per running sequence. Small blocks "
                "cost the kernel one block-table lookup per block and shorter contiguous reads; measure to see "
                "that side on this device.")
