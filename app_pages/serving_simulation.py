@@ -170,10 +170,12 @@ with right:
         show_chart(
             figures.block_table_figure(tables, record.context_lens, block_size, num_blocks,
                                        seq_ids=record.seq_ids, title="Block tables of the running sequences",
+                                       color_by="sequence",
                                        plot_width=180),  # two fifths of a 1280 px page, less the colour bar
             key="sv_table_chart", width="stretch",
         )
-        st.caption("One row per running sequence (its seq_id): the physical block behind each logical block. "
+        st.caption("One row per running sequence (its seq_id), in its colour in the pool: the physical block "
+                   "behind each logical block. "
                    "This table and the lengths are what the decode kernel receives at this step.")
     else:
         st.info(f"No sequence is running after step {step}: the block table is empty.", icon=":material/info:")

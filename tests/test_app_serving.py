@@ -261,3 +261,11 @@ def test_block_sizes_are_timed_on_one_batch(monkeypatch):
     assert [c.block_size for c in seen] == [4, 16, 64]
     assert len({(c.batch_size, c.lengths) for c in seen}) == 1 and sum(seen[0].lengths) > 0
     assert any("one batch for every block size" in c.value for c in at.caption)
+
+
+def test_serving_block_tables_use_the_pools_sequence_colours():
+    at = open_serving()
+    assert_clean(at)
+    table, pool = chart(at, "sv_table_chart"), chart(at, "sv_pool_chart")
+    assert table["data"][0]["colorscale"] == pool["data"][0]["colorscale"]
+    assert "colour = sequence, as in the pool" in table["layout"]["title"]["subtitle"]["text"]
