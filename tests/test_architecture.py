@@ -70,3 +70,13 @@ def test_importing_the_library_loads_no_app_dependencies():
 def test_only_the_library_is_shipped():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert project["tool"]["setuptools"]["packages"] == ["paged_attention"]
+
+
+def test_every_chart_goes_through_show_chart():
+    # Presentation mode enlarges a chart only when the page draws it with
+    # ui.charts.show_chart; a direct st.plotly_chart would stay small in a talk.
+    direct = [f"{path.relative_to(ROOT)}:{n}" for path in [ROOT / "app.py", *(ROOT / "app_pages").glob("*.py"),
+                                                          *(ROOT / "ui").glob("*.py")]
+              if path.name != "charts.py"
+              for n, line in enumerate(path.read_text().splitlines(), 1) if "plotly_chart(" in line]
+    assert direct == []
