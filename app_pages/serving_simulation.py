@@ -300,8 +300,8 @@ if sizes:
     candidates = [b for b in sizes if b in CPU_TRADEOFF_SIZES] if cpu else sizes
     # Every block size is timed on the same batch, so that block size is all that
     # differs: the running sequences of one busiest step (this page's block size if
-    # it is a candidate), laid out in blocks of each size.
-    source = block_size if block_size in candidates else next(iter(candidates), None)
+    # it was simulated), laid out in blocks of each size.
+    source = block_size if block_size in busiest else next(iter(candidates), None)
     shared = busiest[source].snapshot() if source is not None and busiest[source].num_running else None
     # Plan every size before offering the button, so that it times what it says.
     plans, refused, configs = {}, {}, {}

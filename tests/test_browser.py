@@ -225,8 +225,10 @@ def _settle(pg, timeout: int = 120_000) -> None:
 
 
 def test_sweep_cancel_run_and_compare_in_browser(server, page, tmp_path):
-    # Many timed calls keep each point busy for seconds on a GPU too (the CPU caps them).
-    page.goto(f"{server}/sweep?{urlencode({**TINY, 'iters': '2000'})}")
+    # Many timed calls keep each point busy for seconds on a GPU too (the CPU caps
+    # them); head_dim 256 makes the interpreted Triton kernel's points about 3x
+    # longer, so the sweep outlasts a starved browser's delay before Cancel.
+    page.goto(f"{server}/sweep?{urlencode({**TINY, 'iters': '2000', 'head_dim': '256'})}")
     run = page.get_by_role("button", name="Run sweep")
     run.wait_for(timeout=60_000)
     # Six points, the largest up to a second a call on a CPU.

@@ -208,9 +208,9 @@ def tradeoff_figure(table, latency_ms: Mapping[int, float] | None = None, curren
             x=[str(b) for b in measured], y=[latency_ms[b] for b in measured], name="Triton latency",
             mode="lines+markers", yaxis="y2", line=dict(color=impl_color("triton"), width=2.4),
             marker=dict(size=9, color=impl_color("triton")),
-            hovertemplate=f"block size %{{x}}<br>Triton decode %{{y:{MS_D3}}} ms on the busiest step<extra></extra>",
+            hovertemplate=f"block size %{{x}}<br>Triton decode %{{y:{MS_D3}}} ms on the shared batch<extra></extra>",
         ))
-        subtitle += "; line: Triton decode latency on each block size's busiest step"
+        subtitle += "; line: Triton decode latency, one batch laid out in each block size"
         fig.update_layout(yaxis2=dict(title="Triton latency (ms)", overlaying="y", side="right", rangemode="tozero",
                                       tickmode="auto", nticks=6,
                                       showgrid=False, color=impl_color("triton")))
