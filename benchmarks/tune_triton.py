@@ -34,6 +34,9 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser(prog="python -m benchmarks.tune_triton", description=__doc__.split("\n\n")[0])
     p.add_argument("--dtype", default="float16")
+    p.add_argument("--kv-dtype", default=None, choices=["float8_e4m3fn", "float8_e5m2"],
+                   help="an fp8 cache (default: the cache has --dtype)")
+    p.add_argument("--kv-scale", default="per_tensor", choices=["per_tensor", "per_head"])
     p.add_argument("--only", nargs="+", choices=["large", "small", "ragged"])
     p.add_argument("--configs", type=int, nargs="+", help="indices into decode_peers.CONFIGS")
     p.add_argument("--head-dim", type=int, default=BASE["head_dim"])
@@ -59,16 +62,18 @@ def main(argv=None) -> int:
         if index < len(CONFIGS) and ((args.only and kind not in args.only) or (args.configs and index not in args.configs)):
             continue
         cfg = DecodeConfig(batch_size=batch, context_lens=lens, dtype=args.dtype, device="cuda", seed=3,
+                           kv_dtype=args.kv_dtype, kv_scale=args.kv_scale,
                            **{**BASE, "head_dim": args.head_dim, **over})
         inputs = build_decode_inputs(cfg)
-        shape = check_decode_args(*inputs.args())
-        ref = reference_decode(*inputs.args())
+        shape = check_decode_args(*inputs.args(), **inputs.scales())
+        ref = reference_decode(*inputs.args(), **inputs.scales())
         nbytes = cfg.decode_bytes()
-        base = dict(kind=kind, batch=batch, context=max(cfg.lengths), block_size=cfg.block_size, head_dim=cfg.head_dim)
+        base = dict(kind=kind, batch=batch, context=max(cfg.lengths), block_size=cfg.block_size, head_dim=cfg.head_dim,
+                    kv_dtype=str(cfg.kv_torch_dtype).removeprefix("torch."))
 
         def measure(**kw):
             try:
-                run = prepare_triton_decode(*inputs.args(), **kw)
+                run = prepare_triton_decode(*inputs.args(), **inputs.scales(), **kw)
                 ok = check_accuracy(run().clone(), ref).passed
                 ms = gpu_time(run, device=dev, flush=flush, calls_per_graph=5, replays=10)
             except Exception as exc:  # an invalid combination (e.g. too much shared memory)

@@ -7,8 +7,8 @@ CPU tensors. See :func:`execution_mode`.
 
 from .runtime import HAS_CUDA, default_device, device_description, execution_mode  # first: sets TRITON_INTERPRET
 
-from .inputs import LOUD_VALUE, DecodeInputs, assign_blocks, build_decode_inputs
-from .config import BLOCK_LAYOUTS, DTYPES, TOLERANCES, DecodeConfig, ragged_lengths, tolerance
+from .inputs import LOUD_VALUE, DecodeInputs, assign_blocks, build_decode_inputs, unquantized_cache
+from .config import BLOCK_LAYOUTS, DTYPES, KV_DTYPES, KV_SCALES, TOLERANCES, DecodeConfig, ragged_lengths, tolerance
 from .implementations import GRAPH_CAPTURABLE, IMPLEMENTATIONS, LABELS, VARIANTS, get_implementation, prepare
 from .naive import naive_decode
 from .reference import reference_decode
@@ -19,10 +19,10 @@ from .validation import DecodeShape, check_decode_args
 from .vectorized import vectorized_decode
 
 __all__ = [
-    "BLOCK_LAYOUTS", "DTYPES", "GRAPH_CAPTURABLE", "HAS_CUDA", "IMPLEMENTATIONS", "LABELS",
+    "BLOCK_LAYOUTS", "DTYPES", "GRAPH_CAPTURABLE", "HAS_CUDA", "IMPLEMENTATIONS", "KV_DTYPES", "KV_SCALES", "LABELS",
     "LOUD_VALUE", "TOLERANCES", "VARIANTS", "DecodeConfig", "DecodeInputs", "DecodeShape",
     "assign_blocks", "build_decode_inputs", "check_decode_args", "default_device",
     "device_description", "execution_mode", "get_implementation", "naive_decode", "plan_launch",
     "prepare", "prepare_triton_decode", "ragged_lengths", "reference_decode", "tolerance",
-    "triton_decode", "triton_decode_simple", "vectorized_decode",
+    "triton_decode", "triton_decode_simple", "unquantized_cache", "vectorized_decode",
 ]

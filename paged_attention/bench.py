@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Sequence
 import torch
 
 from .inputs import DecodeInputs, build_decode_inputs
-from .config import BLOCK_LAYOUTS, DTYPES, DecodeConfig, tolerance
+from .config import BLOCK_LAYOUTS, DTYPES, KV_DTYPES, KV_SCALES, DecodeConfig, tolerance
 from .implementations import GRAPH_CAPTURABLE, IMPLEMENTATIONS, LABELS, prepare
 from .reference import reference_decode
 from .runtime import default_device, execution_mode
@@ -188,9 +188,9 @@ def benchmark_implementations(
         raise ValueError(f"each implementation may be named once; got {names}")
     device = inputs.query.device
     if reference is None:
-        reference = reference_decode(*inputs.args())
+        reference = reference_decode(*inputs.args(), **inputs.scales())
     flush = flush or L2Flusher(device)
-    runs = {name: prepare(name, *inputs.args()) for name in names}
+    runs = {name: prepare(name, *inputs.args(), **inputs.scales()) for name in names}
     accuracy = {name: check_accuracy(run().clone(), reference) for name, run in runs.items()}
     timings = time_interleaved(
         runs, device=device, warmup=warmup, rounds=iters, flush=flush,
@@ -266,7 +266,7 @@ def run_benchmark(
     config.validate()
     names = list(names)
     inputs = build_decode_inputs(config)
-    reference = reference_decode(*inputs.args())
+    reference = reference_decode(*inputs.args(), **inputs.scales())
     return benchmark_implementations(
         names, inputs, warmup=warmup, iters=iters, reference=reference, graph=graph, on_progress=on_progress
     )
@@ -282,6 +282,8 @@ def classic_configs(args: argparse.Namespace) -> list[tuple[DecodeConfig, int]]:
         head_dim=args.head_dim,
         block_size=args.block_size,
         dtype=args.dtype,
+        kv_dtype=None if args.kv_dtype == "auto" else args.kv_dtype,
+        kv_scale=args.kv_scale,
         device=args.device,
         seed=args.seed,
         block_layout=args.layout,
@@ -350,7 +352,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-kv-heads", type=int, default=8)
     p.add_argument("--head-dim", type=int, default=128)
     p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--dtype", choices=list(DTYPES), default="float16")
+    p.add_argument("--dtype", choices=list(DTYPES), default="float16", help="query, output and (by default) cache dtype")
+    p.add_argument("--kv-dtype", choices=["auto", *KV_DTYPES], default="auto",
+                   help="KV-cache dtype: auto = --dtype, or an 8-bit float format with amax scales")
+    p.add_argument("--kv-scale", choices=list(KV_SCALES), default="per_tensor", help="fp8 scales: one per tensor or per KV head")
     p.add_argument("--layout", choices=list(BLOCK_LAYOUTS), default="contiguous", help="physical block layout")
     p.add_argument("--device", default=default_device(), help="cpu or cuda (default: cuda when present)")
     p.add_argument("--seed", type=int, default=0)
@@ -399,6 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 row = {
                     "batch_size": config.batch_size,
                     "context_len": max(config.lengths),
+                    "kv_dtype": str(config.kv_torch_dtype).removeprefix("torch."),
                     "implementation": r.label,
                     "median_ms": r.median_ms,
                     "p20_ms": r.p20_ms,

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .validation import FP8_DTYPES
+
 DTYPES: dict[str, torch.dtype] = {
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
@@ -24,6 +26,12 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float16: (2e-3, 2e-3),
     torch.bfloat16: (1.6e-2, 1.6e-2),
 }
+
+#: 8-bit KV-cache dtypes by name (a cache of any other dtype has the query's dtype).
+KV_DTYPES: dict[str, torch.dtype] = {str(d).removeprefix("torch."): d for d in FP8_DTYPES}
+
+#: How an fp8 cache's scales are chosen: one per K (and V) tensor, or one per KV head.
+KV_SCALES: tuple[str, ...] = ("per_tensor", "per_head")
 
 BLOCK_LAYOUTS: tuple[str, ...] = ("contiguous", "shuffled", "fragmented")
 
@@ -111,6 +119,14 @@ class DecodeConfig:
         Physical blocks in the pool beyond those the batch needs. They hold loud
         values so that a read of a wrong block shows. ``None`` picks an eighth of
         the needed blocks (at least 1).
+    kv_dtype : str or None
+        How the KV cache is stored: ``None`` (or ``dtype`` itself) for the query's
+        dtype, ``"float8_e4m3fn"`` or ``"float8_e5m2"`` for an 8-bit cache with
+        dequantization scales (stored value * scale = value).
+    kv_scale : str
+        For an fp8 cache: ``"per_tensor"`` (one scale for K, one for V) or
+        ``"per_head"`` (one per KV head), each the absolute maximum over the
+        values it covers divided by the format's largest finite value.
     """
 
     batch_size: int = 4
@@ -124,6 +140,8 @@ class DecodeConfig:
     seed: int = 0
     block_layout: str = "shuffled"
     spare_blocks: int | None = field(default=None)
+    kv_dtype: str | None = None
+    kv_scale: str = "per_tensor"
 
     def __post_init__(self) -> None:
         # Lists are unhashable; keep the config usable as a cache key. Whole numbers
@@ -137,6 +155,8 @@ class DecodeConfig:
         object.__setattr__(self, "context_lens", _plain_int(lens))
         for name in _INT_FIELDS:
             object.__setattr__(self, name, _plain_int(getattr(self, name)))
+        if self.kv_dtype == self.dtype:  # a cache in the query's own dtype is the default
+            object.__setattr__(self, "kv_dtype", None)
 
     # -- derived sizes ---------------------------------------------------------
     @property
@@ -152,8 +172,23 @@ class DecodeConfig:
 
     @property
     def element_size(self) -> int:
-        """Bytes per element of ``dtype``."""
+        """Bytes per element of ``dtype`` (the query and output)."""
         return torch.empty((), dtype=self.torch_dtype).element_size()
+
+    @property
+    def is_fp8(self) -> bool:
+        """True for an 8-bit KV cache."""
+        return self.kv_dtype is not None
+
+    @property
+    def kv_torch_dtype(self) -> torch.dtype:
+        """The KV cache's dtype: ``KV_DTYPES[kv_dtype]``, or the query's."""
+        return KV_DTYPES[self.kv_dtype] if self.is_fp8 else self.torch_dtype
+
+    @property
+    def kv_element_size(self) -> int:
+        """Bytes per stored K or V element (1 for fp8)."""
+        return torch.empty((), dtype=self.kv_torch_dtype).element_size()
 
     @property
     def blocks_per_sequence(self) -> tuple[int, ...]:
@@ -187,11 +222,12 @@ class DecodeConfig:
 
     def kv_cache_bytes(self) -> int:
         """Bytes of the K and V cache pools together."""
-        return 2 * self.num_blocks * self.block_size * self.num_kv_heads * self.head_dim * self.element_size
+        return 2 * self.num_blocks * self.block_size * self.num_kv_heads * self.head_dim * self.kv_element_size
 
     def needed_kv_bytes(self) -> int:
-        """Bytes of K and V that one decode step must read: every cached token once."""
-        return 2 * sum(self.lengths) * self.num_kv_heads * self.head_dim * self.element_size
+        """Bytes of K and V that one decode step must read: every cached token once,
+        in the cache's own dtype (the scales of an fp8 cache are not counted)."""
+        return 2 * sum(self.lengths) * self.num_kv_heads * self.head_dim * self.kv_element_size
 
     def decode_bytes(self) -> int:
         """Bytes one decode step must move: needed K and V, the query, and the output."""
@@ -239,6 +275,13 @@ class DecodeConfig:
             if not is_whole(n) or n < 0:
                 raise ValueError(f"context_lens must be non-negative integers; got {n!r}")
         resolve_dtype(self.dtype)
+        if self.kv_dtype is not None and self.kv_dtype not in KV_DTYPES:
+            raise ValueError(
+                f"kv_dtype must be the query's dtype ({self.dtype}) or one of {', '.join(KV_DTYPES)}; "
+                f"got {self.kv_dtype!r}"
+            )
+        if self.kv_scale not in KV_SCALES:
+            raise ValueError(f"kv_scale must be one of {', '.join(KV_SCALES)}; got {self.kv_scale!r}")
         if self.block_layout not in BLOCK_LAYOUTS:
             raise ValueError(
                 f"block_layout must be one of {', '.join(BLOCK_LAYOUTS)}; got {self.block_layout!r}"

@@ -9,13 +9,14 @@ import torch
 from .naive import naive_decode
 from .triton_decode import prepare_triton_decode, triton_decode
 from .triton_decode_simple import prepare_triton_decode_simple, triton_decode_simple
-from .validation import check_decode_args
+from .validation import check_decode_args, kv_scale_tensors
 from .vectorized import vectorized_decode, vectorized_decode_unchecked
 
 DecodeFn = Callable[..., torch.Tensor]
 
 #: The three implementations the app races, by key. Each takes
-#: ``(query, k_cache, v_cache, block_tables, context_lens, *, scale=None)``.
+#: ``(query, k_cache, v_cache, block_tables, context_lens, *, scale=None,
+#: k_scale=None, v_scale=None)``; the scales are for an fp8 cache.
 IMPLEMENTATIONS: Mapping[str, DecodeFn] = {
     "naive": naive_decode,
     "vectorized": vectorized_decode,
@@ -49,7 +50,13 @@ def get_implementation(name: str) -> DecodeFn:
     return table[name]
 
 
-def prepare(name: str, *args: torch.Tensor, scale: float | None = None) -> Callable[[], torch.Tensor]:
+def prepare(
+    name: str,
+    *args: torch.Tensor,
+    scale: float | None = None,
+    k_scale: float | torch.Tensor | None = None,
+    v_scale: float | torch.Tensor | None = None,
+) -> Callable[[], torch.Tensor]:
     """Validate the arguments once and return a zero-argument callable that runs
     implementation ``name`` on them.
 
@@ -65,6 +72,9 @@ def prepare(name: str, *args: torch.Tensor, scale: float | None = None) -> Calla
         ``query, k_cache, v_cache, block_tables, context_lens``.
     scale : float, optional
         Softmax scale.
+    k_scale, v_scale : float or Tensor, optional
+        Dequantization scales of an fp8 cache (see
+        :func:`paged_attention.validation.check_decode_args`).
 
     Raises
     ------
@@ -84,14 +94,16 @@ def prepare(name: str, *args: torch.Tensor, scale: float | None = None) -> Calla
             f"got {len(args)}"
         )
     fn = get_implementation(name)
+    scales = dict(k_scale=k_scale, v_scale=v_scale)
     if name == "triton":
-        return prepare_triton_decode(*args, scale=scale)
+        return prepare_triton_decode(*args, scale=scale, **scales)
     if name == "triton_simple":
-        return prepare_triton_decode_simple(*args, scale=scale)
-    shape = check_decode_args(*args, scale)
+        return prepare_triton_decode_simple(*args, scale=scale, **scales)
+    shape = check_decode_args(*args, scale, **scales)
     if name == "vectorized":
-        return lambda: vectorized_decode_unchecked(*args, shape)
-    return lambda: fn(*args, scale=scale)
+        device_scales = kv_scale_tensors(shape, k_scale, v_scale, args[0].device)
+        return lambda: vectorized_decode_unchecked(*args, shape, *device_scales)
+    return lambda: fn(*args, scale=scale, **scales)
 
 
 GRAPH_CAPTURABLE = frozenset({"vectorized", "triton", "triton_simple"})

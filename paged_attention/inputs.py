@@ -54,6 +54,9 @@ class DecodeInputs:
         sequence outside this batch (fragmented layout).
     config : DecodeConfig
         The configuration these were built from.
+    k_scale, v_scale : float or Tensor or None
+        Dequantization scales of an fp8 cache (a float per tensor, or float32
+        ``[num_kv_heads]`` per KV head, by ``config.kv_scale``); None otherwise.
     """
 
     query: torch.Tensor
@@ -63,10 +66,19 @@ class DecodeInputs:
     context_lens: torch.Tensor
     pool_owner: torch.Tensor
     config: DecodeConfig
+    k_scale: float | torch.Tensor | None = None
+    v_scale: float | torch.Tensor | None = None
 
     def args(self) -> tuple[torch.Tensor, ...]:
         """``(query, k_cache, v_cache, block_tables, context_lens)``."""
         return (self.query, self.k_cache, self.v_cache, self.block_tables, self.context_lens)
+
+    def scales(self) -> dict[str, float | torch.Tensor]:
+        """``{"k_scale": ..., "v_scale": ...}`` for an fp8 cache, ``{}`` otherwise:
+        every implementation takes ``(*inputs.args(), **inputs.scales())``."""
+        if self.k_scale is None:
+            return {}
+        return {"k_scale": self.k_scale, "v_scale": self.v_scale}
 
 
 def assign_blocks(config: DecodeConfig) -> tuple[torch.Tensor, torch.Tensor]:
@@ -150,6 +162,12 @@ def build_decode_inputs(config: DecodeConfig, *, poison: bool = False) -> Decode
     normal; all other slots hold :data:`LOUD_VALUE`, or with ``poison`` the
     values of :data:`POISON_VALUES` (see :func:`fill_uncovered`).
 
+    An fp8 cache (``config.kv_dtype``) is quantized as a serving engine does it:
+    the same standard-normal float32 draws (:func:`unquantized_cache` returns
+    them), a scale per tensor or per KV head equal to the absolute maximum over
+    the pool divided by the format's largest finite value (448 for e4m3, 57344
+    for e5m2), rounded to float32, then ``(value / scale)`` rounded to fp8.
+
     Parameters
     ----------
     config : DecodeConfig
@@ -184,8 +202,13 @@ def build_decode_inputs(config: DecodeConfig, *, poison: bool = False) -> Decode
     query = torch.randn(
         config.batch_size, config.num_heads, config.head_dim, generator=gen, device=device
     ).to(dtype)
-    k_cache = torch.randn(shape, generator=gen, device=device).to(dtype)
-    v_cache = torch.randn(shape, generator=gen, device=device).to(dtype)
+    k_scale = v_scale = None
+    if config.is_fp8:
+        k_cache, k_scale = quantize_fp8(torch.randn(shape, generator=gen, device=device), config)
+        v_cache, v_scale = quantize_fp8(torch.randn(shape, generator=gen, device=device), config)
+    else:
+        k_cache = torch.randn(shape, generator=gen, device=device).to(dtype)
+        v_cache = torch.randn(shape, generator=gen, device=device).to(dtype)
     block_tables = block_tables.to(device)
     context_lens = torch.tensor(config.lengths, dtype=torch.int32, device=device)
     covered = context_mask(block_tables, context_lens, config.num_blocks, config.block_size)
@@ -200,7 +223,63 @@ def build_decode_inputs(config: DecodeConfig, *, poison: bool = False) -> Decode
         context_lens=context_lens,
         pool_owner=owner,
         config=config,
+        k_scale=k_scale,
+        v_scale=v_scale,
     )
+
+
+def quantize_fp8(values: torch.Tensor, config: DecodeConfig) -> tuple[torch.Tensor, float | torch.Tensor]:
+    """Quantize a float32 cache pool to ``config.kv_dtype`` with amax scaling.
+
+    Parameters
+    ----------
+    values : Tensor
+        ``[num_blocks, block_size, num_kv_heads, head_dim]`` float32.
+    config : DecodeConfig
+        ``kv_dtype`` (an fp8 format) and ``kv_scale`` (``"per_tensor"`` or ``"per_head"``).
+
+    Returns
+    -------
+    stored : Tensor
+        ``values / scale`` rounded to the fp8 format, same shape.
+    scale : float or Tensor
+        ``amax / fp8_max`` rounded to float32: a Python float per tensor, or float32
+        ``[num_kv_heads]`` on the values' device per KV head (an all-zero head gets 1).
+    """
+    fp8 = config.kv_torch_dtype
+    fp8_max = torch.finfo(fp8).max
+    dims = (0, 1, 3) if config.kv_scale == "per_head" else (0, 1, 2, 3)
+    if values.numel():
+        amax = values.abs().amax(dim=dims)
+    else:  # an empty pool (every context 0, no spare block)
+        amax = torch.zeros(values.shape[2] if config.kv_scale == "per_head" else (), device=values.device)
+    scale = torch.where(amax > 0, amax / fp8_max, 1.0).to(torch.float32)
+    stored = (values / (scale[:, None] if scale.dim() else scale)).to(fp8)
+    return stored, (scale if config.kv_scale == "per_head" else float(scale))
+
+
+def unquantized_cache(config: DecodeConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """The float32 K and V an fp8 cache of ``config`` was quantized from.
+
+    The same draws :func:`build_decode_inputs` makes (same seed, same order), before
+    quantization; slots no context covers hold the draws too (never read). With
+    the quantized cache's query and block table, the float64 reference on these
+    gives the answer an unquantized cache would: the quantization error is the fp8
+    result's distance from it.
+
+    Returns
+    -------
+    k, v : Tensor
+        ``[num_blocks, block_size, num_kv_heads, head_dim]`` float32 on ``config.device``.
+    """
+    config.validate()
+    device = torch.device(config.device)
+    gen = torch.Generator(device=device).manual_seed(config.seed)
+    shape = (config.num_blocks, config.block_size, config.num_kv_heads, config.head_dim)
+    torch.randn(config.batch_size, config.num_heads, config.head_dim, generator=gen, device=device)  # the query
+    k = torch.randn(shape, generator=gen, device=device)
+    v = torch.randn(shape, generator=gen, device=device)
+    return k, v
 
 
 def context_mask(
@@ -259,18 +338,25 @@ def fill_uncovered(
     covered : Tensor
         ``[num_blocks, block_size]`` bool, from :func:`context_mask`.
     poison : bool
-        False: :data:`LOUD_VALUE` everywhere. True: uncovered slot ``i`` (counted
-        over the flattened pool) holds ``(*POISON_VALUES, denormal)[i % 5]`` in
-        every head and dimension, so each kind of dirt lands in tail slots and in
-        whole blocks alike.
+        False: :data:`LOUD_VALUE` everywhere (in an fp8 cache the format's
+        largest value, which dequantizes to the data's absolute maximum). True: uncovered slot
+        ``i`` (counted over the flattened pool) holds
+        ``(*POISON_VALUES, denormal)[i % 5]`` in every head and dimension, so each
+        kind of dirt lands in tail slots and in whole blocks alike. float8_e4m3fn
+        has no infinity: ±Inf and 6e4 are stored as ±448, its largest value.
     """
     uncovered = ~covered.to(k_cache.device)
     for cache in (k_cache, v_cache):
-        if not poison:
-            cache[uncovered] = LOUD_VALUE
-            continue
         finfo = torch.finfo(cache.dtype)
-        values = torch.tensor((*POISON_VALUES, finfo.tiny / 4), dtype=cache.dtype, device=cache.device)
+        if not poison:
+            # An fp8 cache's largest value (448 or 57344) is as loud as it gets: its
+            # scale maps the data's absolute maximum there.
+            values = torch.tensor([finfo.max if finfo.bits == 8 else LOUD_VALUE], dtype=cache.dtype)
+        else:
+            values = torch.tensor((*POISON_VALUES, finfo.tiny / 4), dtype=cache.dtype)
+        values = values.to(cache.device)
+        if finfo.bits == 8:  # PyTorch fills no fp8 tensor through a mask: write the bytes
+            cache, values = cache.view(torch.uint8), values.view(torch.uint8)
         slot = torch.arange(uncovered.numel(), device=cache.device).view(uncovered.shape)
         cache[uncovered] = values[slot[uncovered] % len(values)][:, None, None]
 

@@ -158,7 +158,8 @@ def plan_launch(
     device : torch.device
         Where the kernel runs (the SM count comes from it).
     dtype : torch.dtype
-        Element type of the cache.
+        Element type of the query (the compute dtype); the cache's own element
+        size (``shape.kv_dtype``, 1 byte for fp8) sizes the pipeline buffers.
     num_splits, block_n, num_warps, num_stages : int, optional
         Override the heuristic (benchmarks use this to sweep).
 
@@ -201,7 +202,8 @@ def plan_launch(
         block_n = min(block_n, _next_pow2(partition))
         # The pipeliner buffers num_stages - 1 K and V tiles in shared memory (228 KB
         # per SM on Hopper); stay well inside it.
-        while block_n > 16 and (num_stages - 1) * 2 * block_n * head_dim_pad * element_size > SHARED_MEMORY_BUDGET:
+        kv_bytes = torch.empty((), dtype=shape.kv_dtype).element_size()  # 1 for an fp8 cache
+        while block_n > 16 and (num_stages - 1) * 2 * block_n * head_dim_pad * kv_bytes > SHARED_MEMORY_BUDGET:
             block_n //= 2
     block_n = max(16, _next_pow2(block_n))
     block_size_pad = _next_pow2(shape.block_size)

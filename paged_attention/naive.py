@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .validation import check_decode_args
+from .validation import check_decode_args, kv_scale_tensors
 
 
 def naive_decode(
@@ -15,25 +15,31 @@ def naive_decode(
     context_lens: torch.Tensor,
     *,
     scale: float | None = None,
+    k_scale: float | torch.Tensor | None = None,
+    v_scale: float | torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Paged-attention decode, the way one first writes it.
 
     Walks each sequence's block table block by block in Python, gathers the blocks
     with ``torch.cat``, pads every sequence to the longest context, and runs masked
-    ``torch.matmul`` attention in float32.
+    ``torch.matmul`` attention in float32. An fp8 cache is dequantized in float32
+    after the gather (``stored * scale``).
 
     Parameters
     ----------
     query : Tensor
         ``[batch_size, num_heads, head_dim]``, float16, bfloat16 or float32.
     k_cache, v_cache : Tensor
-        ``[num_blocks, block_size, num_kv_heads, head_dim]``.
+        ``[num_blocks, block_size, num_kv_heads, head_dim]``, the query's dtype or fp8.
     block_tables : Tensor
         ``[batch_size, max_num_blocks]`` int32 or int64.
     context_lens : Tensor
         ``[batch_size]`` int32 or int64.
     scale : float, optional
         Softmax scale, ``1 / sqrt(head_dim)`` by default.
+    k_scale, v_scale : float or Tensor, optional
+        Dequantization scales of an fp8 cache (see
+        :func:`paged_attention.validation.check_decode_args`).
 
     Returns
     -------
@@ -45,7 +51,9 @@ def naive_decode(
     ValueError
         On invalid arguments (see :func:`paged_attention.validation.check_decode_args`).
     """
-    shape = check_decode_args(query, k_cache, v_cache, block_tables, context_lens, scale)
+    shape = check_decode_args(
+        query, k_cache, v_cache, block_tables, context_lens, scale, k_scale=k_scale, v_scale=v_scale
+    )
     batch, num_heads, head_dim = query.shape
     num_kv_heads, group = shape.num_kv_heads, shape.query_group_size
     max_len = shape.max_context_len
@@ -64,6 +72,11 @@ def naive_decode(
             v_blocks.append(v_cache[block_id])
         keys[b, :n] = torch.cat(k_blocks, dim=0)[:n].float()
         values[b, :n] = torch.cat(v_blocks, dim=0)[:n].float()
+
+    if shape.is_fp8:
+        k_scales, v_scales = kv_scale_tensors(shape, k_scale, v_scale, device)
+        keys *= k_scales[:, None]
+        values *= v_scales[:, None]
 
     # Each query head h reads KV head h // group.
     keys = keys.repeat_interleave(group, dim=2).permute(0, 2, 1, 3)  # [b, heads, len, dim]

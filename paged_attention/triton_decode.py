@@ -39,7 +39,7 @@ import triton.language as tl
 from .launch_plan import (  # noqa: F401  (LaunchPlan, plan_launch: part of this module's API)
     FUSED_MERGE_VALUES, LaunchPlan, _check_plan_fits, _fp32_dot, _next_pow2, plan_launch,
 )
-from .validation import check_decode_args
+from .validation import check_decode_args, kv_scale_tensors
 
 LOG2E = 1.4426950408889634
 
@@ -50,14 +50,16 @@ LOG2E = 1.4426950408889634
 def _attend_tile(
     q, m_i, l_i, acc, k_head, v_head, physical, slot, valid, dims, dim_mask, scale_log2e,
     stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd,
-    EVEN_D: tl.constexpr, FP32_DOT: tl.constexpr,
+    EVEN_D: tl.constexpr, FP32_DOT: tl.constexpr, KV_FP8: tl.constexpr,
 ):
     """One online-softmax step over a tile of tokens for a group of query heads.
 
     ``physical`` and ``slot`` locate each token of the tile (int64 block ids, so
     block * stride cannot overflow); ``valid`` masks tokens past the context or the
     block. Returns the updated running max ``m_i`` (log2 units), normalizer ``l_i``
-    and unnormalised output ``acc``.
+    and unnormalised output ``acc``. An fp8 tile is widened to the query's dtype in
+    registers (exact: every e4m3 and e5m2 value is a float16 and a bfloat16); its
+    scales are applied by the caller.
     """
     if EVEN_D:
         kv_mask = valid[:, None]  # constant along head_dim: keeps 16-byte loads
@@ -68,6 +70,9 @@ def _attend_tile(
                 mask=kv_mask, other=0.0)
     v = tl.load(v_head + (physical * stride_vb + slot * stride_vs)[:, None] + dims[None, :] * stride_vd,
                 mask=kv_mask, other=0.0)
+    if KV_FP8:
+        k = k.to(q.dtype)
+        v = v.to(q.dtype)
     if FP32_DOT:
         scores = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision="ieee")
     else:
@@ -135,7 +140,7 @@ def _merge_group(
 @triton.jit
 def _paged_decode_kernel(
     out_ptr, part_ml_ptr, part_acc_ptr, counter_ptr,
-    q_ptr, k_ptr, v_ptr, block_tables_ptr, context_lens_ptr,
+    q_ptr, k_ptr, v_ptr, block_tables_ptr, context_lens_ptr, k_scale_ptr, v_scale_ptr,
     scale_log2e,
     stride_qb, stride_qh, stride_qd,
     stride_kb, stride_ks, stride_kh, stride_kd,
@@ -147,7 +152,7 @@ def _paged_decode_kernel(
     HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, BLOCKS_PER_TILE: tl.constexpr, SLOTS_PER_TILE: tl.constexpr,
     SUBTILES: tl.constexpr, SPLIT: tl.constexpr, FP32_DOT: tl.constexpr, EVEN_D: tl.constexpr,
-    GROUP_POW2: tl.constexpr, MERGE_CHUNK: tl.constexpr,
+    GROUP_POW2: tl.constexpr, MERGE_CHUNK: tl.constexpr, KV_FP8: tl.constexpr,
 ):
     # The KV heads of one (sequence, split) launch next to each other, so the
     # programs reading the same blocks (each a slice of every token row) run in step.
@@ -182,6 +187,10 @@ def _paged_decode_kernel(
     m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
     l_i = tl.zeros([GROUP_PAD], tl.float32)
     acc = tl.zeros([GROUP_PAD, HEAD_DIM_PAD], tl.float32)
+    if KV_FP8:
+        # K's scale folds into the logits' scale; V's multiplies the accumulator once
+        # at the end (every split of this KV head shares it, so the merge is unchanged).
+        scale_log2e = scale_log2e * tl.load(k_scale_ptr + kv_head)
 
     table_row = block_tables_ptr + seq * stride_tb
     k_head = k_ptr + kv_head.to(tl.int64) * stride_kh
@@ -203,7 +212,7 @@ def _paged_decode_kernel(
             valid = (slot < BLOCK_SIZE) & (block * BLOCK_SIZE + slot < context_len)
             m_i, l_i, acc = _attend_tile(
                 q, m_i, l_i, acc, k_head, v_head, physical, slot, valid, dims, dim_mask, scale_log2e,
-                stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd, EVEN_D, FP32_DOT,
+                stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd, EVEN_D, FP32_DOT, KV_FP8,
             )
     else:
         # Small blocks: each tile holds BLOCKS_PER_TILE whole blocks. Lanes of one
@@ -216,8 +225,10 @@ def _paged_decode_kernel(
             valid = block_ok & (tile_slot < BLOCK_SIZE) & (logical * BLOCK_SIZE + tile_slot < context_len)
             m_i, l_i, acc = _attend_tile(
                 q, m_i, l_i, acc, k_head, v_head, physical, tile_slot, valid, dims, dim_mask, scale_log2e,
-                stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd, EVEN_D, FP32_DOT,
+                stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd, EVEN_D, FP32_DOT, KV_FP8,
             )
+    if KV_FP8:
+        acc = acc * tl.load(v_scale_ptr + kv_head)
 
     out_rows = out_ptr + seq * stride_ob + heads[:, None] * stride_oh + dims[None, :] * stride_od
     out_mask = group_mask[:, None] & dim_mask[None, :]
@@ -263,6 +274,8 @@ def prepare_triton_decode(
     context_lens: torch.Tensor,
     *,
     scale: float | None = None,
+    k_scale: float | torch.Tensor | None = None,
+    v_scale: float | torch.Tensor | None = None,
     plan: LaunchPlan | None = None,
     **plan_overrides: int,
 ) -> Callable[[], torch.Tensor]:
@@ -274,7 +287,7 @@ def prepare_triton_decode(
 
     Parameters
     ----------
-    query, k_cache, v_cache, block_tables, context_lens, scale
+    query, k_cache, v_cache, block_tables, context_lens, scale, k_scale, v_scale
         As for :func:`triton_decode`.
     plan : LaunchPlan, optional
         A fixed launch plan; by default :func:`plan_launch` picks one.
@@ -304,7 +317,9 @@ def prepare_triton_decode(
     lengths grow. Launches of one launcher must not overlap (they share the split
     buffers and the merge's arrival counters); launches in one stream never do.
     """
-    shape = check_decode_args(query, k_cache, v_cache, block_tables, context_lens, scale)
+    shape = check_decode_args(
+        query, k_cache, v_cache, block_tables, context_lens, scale, k_scale=k_scale, v_scale=v_scale
+    )
     runtime.check_triton_device(query.device)
     # The kernels index the table row by row and the lengths as a vector.
     block_tables, context_lens = block_tables.contiguous(), context_lens.contiguous()
@@ -338,11 +353,14 @@ def prepare_triton_decode(
     # The merge reads [group, chunk, head_dim] float32 at a time: at most
     # FUSED_MERGE_VALUES values unless one split's group is larger.
     merge_chunk = max(1, min(splits_pad, FUSED_MERGE_VALUES // (group_pow2 * head_dim_pad)))
+    k_scales, v_scales = kv_scale_tensors(shape, k_scale, v_scale, query.device)
+    if k_scales is None:
+        k_scales = v_scales = counters  # unused: not an fp8 cache
 
     def launch() -> torch.Tensor:
         _paged_decode_kernel[grid](
             out, part_ml, part_acc, counters,
-            query, k_cache, v_cache, block_tables, context_lens,
+            query, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales,
             scale_log2e,
             *query.stride(), *k_cache.stride(), *v_cache.stride(),
             block_tables.stride(0),
@@ -353,7 +371,7 @@ def prepare_triton_decode(
             BLOCK_SIZE=shape.block_size, BLOCKS_PER_TILE=plan.blocks_per_tile,
             SLOTS_PER_TILE=plan.slots_per_tile, SUBTILES=plan.subtiles,
             SPLIT=split, FP32_DOT=_fp32_dot(query.dtype), EVEN_D=head_dim == head_dim_pad,
-            GROUP_POW2=group_pow2, MERGE_CHUNK=merge_chunk,
+            GROUP_POW2=group_pow2, MERGE_CHUNK=merge_chunk, KV_FP8=shape.is_fp8,
             num_warps=plan.num_warps, num_stages=plan.num_stages,
         )
         return out
@@ -369,6 +387,8 @@ def triton_decode(
     context_lens: torch.Tensor,
     *,
     scale: float | None = None,
+    k_scale: float | torch.Tensor | None = None,
+    v_scale: float | torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Paged-attention decode in one Triton kernel launch.
 
@@ -384,7 +404,9 @@ def triton_decode(
     query : Tensor
         ``[batch_size, num_heads, head_dim]``, float16, bfloat16 or float32.
     k_cache, v_cache : Tensor
-        ``[num_blocks, block_size, num_kv_heads, head_dim]``, any strides.
+        ``[num_blocks, block_size, num_kv_heads, head_dim]``, any strides; the
+        query's dtype, or float8_e4m3fn / float8_e5m2 (read as 8 bits, widened in
+        registers, K's scale folded into the logits and V's into the output).
     block_tables : Tensor
         ``[batch_size, max_num_blocks]`` int32 or int64; entries past a sequence's
         last needed block are ignored.
@@ -392,6 +414,10 @@ def triton_decode(
         ``[batch_size]`` int32 or int64; a 0 gives an all-zero row.
     scale : float, optional
         Softmax scale, ``1 / sqrt(head_dim)`` by default.
+    k_scale, v_scale : float or Tensor, optional
+        Dequantization scales of an fp8 cache: a positive number (per tensor) or a
+        float32 ``[num_kv_heads]`` tensor (per KV head); see
+        :func:`~paged_attention.validation.check_decode_args`.
 
     Returns
     -------
@@ -405,5 +431,5 @@ def triton_decode(
         On invalid arguments, before any kernel runs.
     """
     return prepare_triton_decode(
-        query, k_cache, v_cache, block_tables, context_lens, scale=scale
+        query, k_cache, v_cache, block_tables, context_lens, scale=scale, k_scale=k_scale, v_scale=v_scale
     )()

@@ -19,12 +19,12 @@ import triton.language as tl
 
 from .launch_plan import _next_pow2
 from .triton_decode import LOG2E
-from .validation import check_decode_args
+from .validation import check_decode_args, kv_scale_tensors
 
 
 @triton.jit
 def _paged_decode_simple_kernel(
-    out_ptr, q_ptr, k_ptr, v_ptr, block_tables_ptr, context_lens_ptr,
+    out_ptr, q_ptr, k_ptr, v_ptr, block_tables_ptr, context_lens_ptr, k_scale_ptr, v_scale_ptr,
     scale_log2e,
     stride_qb, stride_qh, stride_qd,
     stride_kb, stride_ks, stride_kh, stride_kd,
@@ -33,7 +33,7 @@ def _paged_decode_simple_kernel(
     stride_ob, stride_oh, stride_od,
     QUERY_GROUP: tl.constexpr,
     HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
-    BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, KV_FP8: tl.constexpr,
 ):
     """Baseline: one program per (sequence, query head), a table lookup per token."""
     seq = tl.program_id(0).to(tl.int64)
@@ -45,6 +45,8 @@ def _paged_decode_simple_kernel(
     dim_mask = dims < HEAD_DIM
     q = tl.load(q_ptr + seq * stride_qb + head * stride_qh + dims * stride_qd, mask=dim_mask, other=0.0)
     q = q.to(tl.float32) * scale_log2e
+    if KV_FP8:  # an fp8 cache: K's scale folds into the query, V's into the output
+        q = q * tl.load(k_scale_ptr + kv_head)
 
     m_i = tl.full([], float("-inf"), tl.float32)
     l_i = tl.full([], 0.0, tl.float32)
@@ -75,6 +77,8 @@ def _paged_decode_simple_kernel(
         )
         acc = acc * alpha + tl.sum(p[:, None] * v.to(tl.float32), 0)
         m_i = m_new
+    if KV_FP8:
+        acc = acc * tl.load(v_scale_ptr + kv_head)
     out = acc / tl.where(l_i > 0, l_i, 1.0)
     tl.store(out_ptr + seq * stride_ob + head * stride_oh + dims * stride_od,
              out.to(out_ptr.dtype.element_ty), mask=dim_mask)
@@ -91,6 +95,8 @@ def triton_decode_simple(
     context_lens: torch.Tensor,
     *,
     scale: float | None = None,
+    k_scale: float | torch.Tensor | None = None,
+    v_scale: float | torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Baseline Triton decode: grid ``(batch_size, num_heads)``, a lookup per token.
 
@@ -104,7 +110,7 @@ def triton_decode_simple(
     :func:`~paged_attention.triton_decode.triton_decode` (accumulation is float32).
     """
     return prepare_triton_decode_simple(
-        query, k_cache, v_cache, block_tables, context_lens, scale=scale
+        query, k_cache, v_cache, block_tables, context_lens, scale=scale, k_scale=k_scale, v_scale=v_scale
     )()
 
 
@@ -116,6 +122,8 @@ def prepare_triton_decode_simple(
     context_lens: torch.Tensor,
     *,
     scale: float | None = None,
+    k_scale: float | torch.Tensor | None = None,
+    v_scale: float | torch.Tensor | None = None,
 ) -> Callable[[], torch.Tensor]:
     """Validate once, allocate the output, and return a launcher.
 
@@ -133,7 +141,9 @@ def prepare_triton_decode_simple(
     ValueError
         On invalid arguments, before anything is launched.
     """
-    shape = check_decode_args(query, k_cache, v_cache, block_tables, context_lens, scale)
+    shape = check_decode_args(
+        query, k_cache, v_cache, block_tables, context_lens, scale, k_scale=k_scale, v_scale=v_scale
+    )
     runtime.check_triton_device(query.device)
     block_tables, context_lens = block_tables.contiguous(), context_lens.contiguous()
     batch, num_heads, head_dim = query.shape
@@ -143,17 +153,20 @@ def prepare_triton_decode_simple(
     head_dim_pad = _next_pow2(head_dim)
     block_n = 64 if head_dim_pad <= 128 else 32
     scale_log2e = shape.scale * LOG2E
+    k_scales, v_scales = kv_scale_tensors(shape, k_scale, v_scale, query.device)
+    if k_scales is None:
+        k_scales = v_scales = context_lens  # unused: not an fp8 cache
 
     def launch() -> torch.Tensor:
         _paged_decode_simple_kernel[(batch, num_heads)](
-            out, query, k_cache, v_cache, block_tables, context_lens,
+            out, query, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales,
             scale_log2e,
             *query.stride(), *k_cache.stride(), *v_cache.stride(),
             block_tables.stride(0),
             *out.stride(),
             QUERY_GROUP=shape.query_group_size,
             HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_pad,
-            BLOCK_SIZE=shape.block_size, BLOCK_N=block_n,
+            BLOCK_SIZE=shape.block_size, BLOCK_N=block_n, KV_FP8=shape.is_fp8,
             num_warps=4,
         )
         return out

@@ -8,6 +8,7 @@ implementation the caller chose.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -15,6 +16,8 @@ import torch
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 INDEX_DTYPES = (torch.int32, torch.int64)
+#: 8-bit float KV-cache dtypes: the stored value times its scale is the value meant.
+FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,14 @@ class DecodeShape:
     scale: float
     context_lens: torch.Tensor
     block_tables: torch.Tensor
+    kv_dtype: torch.dtype = torch.float16
+    k_scale: torch.Tensor | None = None
+    v_scale: torch.Tensor | None = None
+
+    @property
+    def is_fp8(self) -> bool:
+        """True when the cache is stored in 8-bit floats (``k_scale``/``v_scale`` set)."""
+        return self.kv_dtype in FP8_DTYPES
 
     @property
     def query_group_size(self) -> int:
@@ -60,6 +71,8 @@ def check_decode_args(
     context_lens: torch.Tensor,
     scale: float | None = None,
     *,
+    k_scale: float | torch.Tensor | None = None,
+    v_scale: float | torch.Tensor | None = None,
     allow_float64: bool = False,
 ) -> DecodeShape:
     """Validate the arguments of a decode step and return its sizes.
@@ -69,14 +82,21 @@ def check_decode_args(
     query : Tensor
         ``[batch_size, num_heads, head_dim]``, float16, bfloat16 or float32.
     k_cache, v_cache : Tensor
-        ``[num_blocks, block_size, num_kv_heads, head_dim]``, same dtype and device as
-        ``query``. Any strides are accepted.
+        ``[num_blocks, block_size, num_kv_heads, head_dim]`` on the query's device,
+        any strides. Either the query's dtype, or both ``torch.float8_e4m3fn`` or
+        both ``torch.float8_e5m2`` (an fp8 cache, which needs ``k_scale`` and
+        ``v_scale``).
     block_tables : Tensor
         ``[batch_size, max_num_blocks]`` int32 or int64.
     context_lens : Tensor
         ``[batch_size]`` int32 or int64.
     scale : float, optional
         Softmax scale; ``1 / sqrt(head_dim)`` when ``None``.
+    k_scale, v_scale : float or Tensor, optional
+        Dequantization scales of an fp8 cache (the value of a stored element is
+        ``stored * scale``): a positive finite number (one per tensor) or a float32
+        tensor of shape ``[num_kv_heads]`` on the query's device (one per KV head).
+        Required for an fp8 cache, refused for any other.
     allow_float64 : bool
         Accept float64 tensors (the reference does; kernels do not).
 
@@ -93,7 +113,9 @@ def check_decode_args(
         same shape; head_dim matches; num_heads is a multiple of num_kv_heads; the
         batch sizes agree; lengths are non-negative and fit the block table; every
         block-table entry a context needs lies in ``[0, num_blocks)``; scale is
-        finite and positive.
+        finite and positive; an fp8 cache has both scales, each a positive finite
+        number or a float32 ``[num_kv_heads]`` tensor of positive finite values on
+        the query's device, and a cache of any other dtype has neither.
     """
     names = ("query", "k_cache", "v_cache", "block_tables", "context_lens")
     tensors = (query, k_cache, v_cache, block_tables, context_lens)
@@ -116,8 +138,14 @@ def check_decode_args(
             f"query dtype must be one of {', '.join(str(d) for d in allowed)}; got {query.dtype}"
         )
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
-        if t.dtype != query.dtype:
-            raise ValueError(f"{name} dtype ({t.dtype}) must match query dtype ({query.dtype})")
+        if t.dtype not in FP8_DTYPES and t.dtype != query.dtype:
+            raise ValueError(
+                f"{name} dtype ({t.dtype}) must match query dtype ({query.dtype}), "
+                "or be float8_e4m3fn or float8_e5m2 with k_scale and v_scale"
+            )
+    if v_cache.dtype != k_cache.dtype:
+        raise ValueError(f"k_cache and v_cache must share one dtype; got {k_cache.dtype} and {v_cache.dtype}")
+    fp8 = k_cache.dtype in FP8_DTYPES
     for name, t in (("block_tables", block_tables), ("context_lens", context_lens)):
         if t.dtype not in INDEX_DTYPES:
             raise ValueError(f"{name} must be int32 or int64; got {t.dtype}")
@@ -162,6 +190,9 @@ def check_decode_args(
     if not math.isfinite(scale) or scale <= 0:
         raise ValueError(f"scale must be a finite positive number; got {scale}")
 
+    k_scale = _check_kv_scale("k_scale", k_scale, fp8, k_cache.dtype, num_kv_heads, query.device)
+    v_scale = _check_kv_scale("v_scale", v_scale, fp8, k_cache.dtype, num_kv_heads, query.device)
+
     lens = context_lens.detach().to("cpu", torch.int64)
     tables = block_tables.detach().to("cpu", torch.int64)
     if batch_size and int(lens.min()) < 0:
@@ -194,4 +225,78 @@ def check_decode_args(
         scale=scale,
         context_lens=lens,
         block_tables=tables,
+        kv_dtype=k_cache.dtype,
+        k_scale=k_scale,
+        v_scale=v_scale,
     )
+
+
+def _check_kv_scale(
+    name: str, value: object, fp8: bool, kv_dtype: torch.dtype, num_kv_heads: int, device: torch.device
+) -> torch.Tensor | None:
+    """A dequantization scale checked and returned as a float64 CPU tensor of shape
+    ``[num_kv_heads]`` (exact for a Python float and for float32 values), or None
+    for a cache that is not fp8."""
+    if not fp8:
+        if value is not None:
+            raise ValueError(
+                f"{name} is only for an fp8 cache (float8_e4m3fn or float8_e5m2); this cache is {kv_dtype}"
+            )
+        return None
+    if value is None:
+        raise ValueError(
+            f"the cache is {kv_dtype}: pass k_scale and v_scale (stored value * scale = value), "
+            "each a positive number or a float32 tensor of shape [num_kv_heads]"
+        )
+    if isinstance(value, torch.Tensor):
+        if value.dtype != torch.float32 or tuple(value.shape) != (num_kv_heads,):
+            raise ValueError(
+                f"{name} as a tensor must be float32 of shape [num_kv_heads] = [{num_kv_heads}]; "
+                f"got {value.dtype} of shape {list(value.shape)}"
+            )
+        if value.device != device:
+            raise ValueError(f"{name} is on {value.device} but query is on {device}: all inputs must share one device")
+        host = value.detach().to("cpu", torch.float64)
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        host = torch.full((num_kv_heads,), float(value), dtype=torch.float64)
+    else:
+        raise ValueError(f"{name} must be a positive finite number or a float32 tensor; got {type(value).__name__}")
+    bad = ~(torch.isfinite(host) & (host > 0))
+    if bool(bad.any()):
+        head = int(torch.nonzero(bad)[0])
+        raise ValueError(f"{name} must be positive and finite; KV head {head} has {float(host[head])}")
+    return host
+
+
+
+def kv_scale_tensors(
+    shape: DecodeShape, k_scale: float | torch.Tensor | None, v_scale: float | torch.Tensor | None,
+    device: torch.device,
+) -> tuple[torch.Tensor, torch.Tensor] | tuple[None, None]:
+    """Checked dequantization scales as the kernels take them.
+
+    Parameters
+    ----------
+    shape : DecodeShape
+        From :func:`check_decode_args`, which accepted ``k_scale`` and ``v_scale``.
+    k_scale, v_scale : float or Tensor or None
+        As given to :func:`check_decode_args`.
+    device : torch.device
+        The query's device.
+
+    Returns
+    -------
+    (Tensor, Tensor) or (None, None)
+        float32 ``[num_kv_heads]`` tensors on ``device`` for an fp8 cache, else
+        ``(None, None)``. A contiguous tensor is returned as given, so refilling it
+        in place changes what a prepared launcher (or a CUDA graph replay) reads.
+    """
+    if not shape.is_fp8:
+        return None, None
+
+    def as_tensor(value: float | torch.Tensor) -> torch.Tensor:
+        if isinstance(value, torch.Tensor):
+            return value.contiguous()
+        return torch.full((shape.num_kv_heads,), float(value), dtype=torch.float32, device=device)
+
+    return as_tensor(k_scale), as_tensor(v_scale)

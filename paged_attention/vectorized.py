@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .validation import DecodeShape, check_decode_args
+from .validation import DecodeShape, check_decode_args, kv_scale_tensors
 
 
 def vectorized_decode(
@@ -16,6 +16,8 @@ def vectorized_decode(
     context_lens: torch.Tensor,
     *,
     scale: float | None = None,
+    k_scale: float | torch.Tensor | None = None,
+    v_scale: float | torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Paged-attention decode with no Python loop over blocks or sequences.
 
@@ -35,20 +37,25 @@ def vectorized_decode(
 
     Memory traffic is about three times the K/V bytes (the gather reads and writes
     them, the attention reads them again): the cost of paging without a paged
-    kernel.
+    kernel. An fp8 cache is gathered as bytes and dequantized (``stored * scale``)
+    to float32, and the attention runs in float32: SDPA takes no fp8, and rounding
+    the dequantized values to 16 bits would add an error the kernels do not make.
 
     Parameters
     ----------
     query : Tensor
         ``[batch_size, num_heads, head_dim]``, float16, bfloat16 or float32.
     k_cache, v_cache : Tensor
-        ``[num_blocks, block_size, num_kv_heads, head_dim]``.
+        ``[num_blocks, block_size, num_kv_heads, head_dim]``, the query's dtype or fp8.
     block_tables : Tensor
         ``[batch_size, max_num_blocks]`` int32 or int64.
     context_lens : Tensor
         ``[batch_size]`` int32 or int64.
     scale : float, optional
         Softmax scale, ``1 / sqrt(head_dim)`` by default.
+    k_scale, v_scale : float or Tensor, optional
+        Dequantization scales of an fp8 cache (see
+        :func:`paged_attention.validation.check_decode_args`).
 
     Returns
     -------
@@ -60,8 +67,11 @@ def vectorized_decode(
     ValueError
         On invalid arguments (see :func:`paged_attention.validation.check_decode_args`).
     """
-    shape = check_decode_args(query, k_cache, v_cache, block_tables, context_lens, scale)
-    return vectorized_decode_unchecked(query, k_cache, v_cache, block_tables, context_lens, shape)
+    shape = check_decode_args(
+        query, k_cache, v_cache, block_tables, context_lens, scale, k_scale=k_scale, v_scale=v_scale
+    )
+    scales = kv_scale_tensors(shape, k_scale, v_scale, query.device)
+    return vectorized_decode_unchecked(query, k_cache, v_cache, block_tables, context_lens, shape, *scales)
 
 
 def vectorized_decode_unchecked(
@@ -71,9 +81,12 @@ def vectorized_decode_unchecked(
     block_tables: torch.Tensor,
     context_lens: torch.Tensor,
     shape: DecodeShape,
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """:func:`vectorized_decode` after validation; no host synchronisation, so a CUDA
-    graph can capture it."""
+    graph can capture it. ``k_scale``/``v_scale``: float32 ``[num_kv_heads]`` on the
+    query's device, for an fp8 cache."""
     batch, num_heads, head_dim = query.shape
     kv_heads, block_size = shape.num_kv_heads, shape.block_size
     if shape.max_context_len == 0:
@@ -85,6 +98,8 @@ def vectorized_decode_unchecked(
     # do not, every table entry read is needed and the tail of the last block is
     # sliced off, so there is no padding, no mask, and SDPA takes its fastest kernel.
     ragged = shape.min_context_len != longest
+    if shape.is_fp8:  # gather the bytes; dequantize after the gather
+        k_cache, v_cache = k_cache.view(torch.uint8), v_cache.view(torch.uint8)
     if not ragged:
         # One gather of whole blocks (contiguous rows of the pool) per cache, viewed
         # as [batch, kv_heads, tokens, head_dim] without a copy.
@@ -93,6 +108,11 @@ def vectorized_decode_unchecked(
         values = v_cache.index_select(0, table)
     else:
         keys, values = _gather_ragged(k_cache, v_cache, block_tables, context_lens, cols, block_size)
+    if shape.is_fp8:
+        # SDPA takes no fp8, and rounding ``stored * scale`` to a 16-bit dtype would
+        # add an error the kernels do not make: attend in float32.
+        keys = keys.view(shape.kv_dtype).float() * k_scale[:, None]
+        values = values.view(shape.kv_dtype).float() * v_scale[:, None]
     keys = keys.view(batch, tokens, kv_heads, head_dim).transpose(1, 2)
     values = values.view(batch, tokens, kv_heads, head_dim).transpose(1, 2)
     bias = None
@@ -102,11 +122,11 @@ def vectorized_decode_unchecked(
         # An additive -inf on padding slots. A boolean mask here let PyTorch's fused
         # kernel use a finite sentinel, which real logits near -1e5 fell below.
         padding = torch.arange(tokens, device=query.device)[None, :] >= context_lens[:, None]
-        bias = torch.zeros(batch, 1, 1, tokens, dtype=query.dtype, device=query.device)
+        bias = torch.zeros(batch, 1, 1, tokens, dtype=keys.dtype, device=query.device)
         bias.masked_fill_(padding[:, None, None, :], float("-inf"))
     out = F.scaled_dot_product_attention(
-        query[:, :, None, :], keys, values, attn_mask=bias, scale=shape.scale, enable_gqa=True
-    ).view(batch, num_heads, head_dim)
+        query[:, :, None, :].to(keys.dtype), keys, values, attn_mask=bias, scale=shape.scale, enable_gqa=True
+    ).view(batch, num_heads, head_dim).to(query.dtype)
     if shape.min_context_len == 0:
         # A row with no valid key comes out NaN (0/0): zero by contract.
         out = out.masked_fill(context_lens.view(batch, 1, 1) == 0, 0.0)

@@ -46,12 +46,15 @@ def run_and_compare(
     *,
     scale: float | None = None,
     expected: torch.Tensor | None = None,
+    scales: dict | None = None,
 ) -> torch.Tensor:
-    """Run implementation ``name`` on ``args`` and compare it with the reference
-    (of ``args`` unless ``expected`` is given). Returns the output."""
+    """Run implementation ``name`` on ``args`` (with an fp8 cache's ``scales``,
+    ``{"k_scale": ..., "v_scale": ...}``) and compare it with the reference (of
+    ``args`` unless ``expected`` is given). Returns the output."""
+    scales = scales or {}
     if expected is None:
-        expected = pa.reference_decode(*args, scale=scale)
-    out = IMPLS[name](*args, scale=scale)
+        expected = pa.reference_decode(*args, scale=scale, **scales)
+    out = IMPLS[name](*args, scale=scale, **scales)
     assert torch.isfinite(out).all()
     assert_matches(out, args[0], expected)
     return out

@@ -239,6 +239,79 @@ def test_float64_is_for_the_reference_only(caller, device, seed):
         call(caller, args)
 
 
+# -- fp8 caches and their scales -------------------------------------------------
+
+def _fp8(dtype=torch.float8_e4m3fn, v_dtype=None):
+    def change(args):
+        args["k_cache"] = args["k_cache"].to(dtype)
+        args["v_cache"] = args["v_cache"].to(v_dtype or dtype)
+        return args
+    return change
+
+
+def _same(args):
+    return args
+
+
+#: (change to the valid float32 arguments, scales, message)
+BAD_FP8 = {
+    "fp8-without-scales": (_fp8(), {}, r"the cache is torch.float8_e4m3fn: pass k_scale and v_scale"),
+    "fp8-without-v-scale": (_fp8(torch.float8_e5m2), {"k_scale": 0.5},
+                            r"the cache is torch.float8_e5m2: pass k_scale and v_scale"),
+    "scales-for-a-float32-cache": (_same, {"k_scale": 0.5, "v_scale": 0.5},
+                                   r"k_scale is only for an fp8 cache .*; this cache is torch.float32"),
+    "v-scale-for-a-float32-cache": (_same, {"v_scale": 0.5}, r"v_scale is only for an fp8 cache"),
+    "scale-zero": (_fp8(), {"k_scale": 0.0, "v_scale": 1.0}, r"k_scale must be positive and finite; KV head 0 has 0.0"),
+    "scale-negative": (_fp8(), {"k_scale": 1.0, "v_scale": -2.0}, r"v_scale must be positive and finite; KV head 0 has -2.0"),
+    "scale-nan": (_fp8(), {"k_scale": math.nan, "v_scale": 1.0}, r"k_scale must be positive and finite; KV head 0 has nan"),
+    "scale-inf": (_fp8(), {"k_scale": 1.0, "v_scale": math.inf}, r"v_scale must be positive and finite; KV head 0 has inf"),
+    "scale-tensor-nan-head": (_fp8(), {"k_scale": torch.tensor([1.0, math.nan]), "v_scale": 1.0},
+                              r"k_scale must be positive and finite; KV head 1 has nan"),
+    "scale-tensor-zero-head": (_fp8(), {"k_scale": 1.0, "v_scale": torch.tensor([0.0, 1.0])},
+                               r"v_scale must be positive and finite; KV head 0 has 0.0"),
+    "scale-tensor-shape": (_fp8(), {"k_scale": torch.ones(3), "v_scale": 1.0},
+                           r"k_scale as a tensor must be float32 of shape \[num_kv_heads\] = \[2\]; "
+                           r"got torch.float32 of shape \[3\]"),
+    "scale-tensor-scalar": (_fp8(), {"k_scale": torch.tensor(1.0), "v_scale": 1.0},
+                            r"k_scale as a tensor must be float32 of shape \[num_kv_heads\]"),
+    "scale-tensor-dtype": (_fp8(), {"k_scale": 1.0, "v_scale": torch.ones(2, dtype=torch.float64)},
+                           r"v_scale as a tensor must be float32 .*got torch.float64"),
+    "scale-tensor-device": (_fp8(), {"k_scale": torch.ones(2, device="meta"), "v_scale": 1.0},
+                            r"k_scale is on meta but query is on .*all inputs must share one device"),
+    "scale-bool": (_fp8(), {"k_scale": True, "v_scale": 1.0}, r"k_scale must be a positive finite number or a float32 tensor; got bool"),
+    "scale-string": (_fp8(), {"k_scale": 1.0, "v_scale": "1"}, r"v_scale must be a positive finite number .*; got str"),
+    "fp8-query": (_set("query", lambda a: a["query"].to(torch.float8_e4m3fn)), {"k_scale": 1.0, "v_scale": 1.0},
+                  r"query dtype must be one of .*; got torch.float8_e4m3fn"),
+    "k-fp8-v-float32": (_set("k_cache", lambda a: a["k_cache"].to(torch.float8_e4m3fn)), {"k_scale": 1.0, "v_scale": 1.0},
+                        r"k_cache and v_cache must share one dtype; got torch.float8_e4m3fn and torch.float32"),
+    "k-e4m3-v-e5m2": (_fp8(torch.float8_e4m3fn, torch.float8_e5m2), {"k_scale": 1.0, "v_scale": 1.0},
+                      r"k_cache and v_cache must share one dtype"),
+    "k-float16": (_set("k_cache", lambda a: a["k_cache"].half()), {},
+                  r"k_cache dtype \(torch.float16\) must match query dtype \(torch.float32\), or be float8"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_FP8)
+@pytest.mark.parametrize("caller", CALLERS)
+def test_bad_fp8_arguments_raise(caller, case, device, seed):
+    change, scales, message = BAD_FP8[case]
+    args = change(valid_args(device, seed))
+    scales = {k: v.to(device) if isinstance(v, torch.Tensor) and v.device.type != "meta" else v
+              for k, v in scales.items()}
+    with pytest.raises(ValueError, match=message):
+        CALLERS[caller](*args.values(), **scales)
+
+
+@pytest.mark.parametrize("caller", CALLERS)
+def test_the_guard_catches_fp8_compute(caller, device, seed):
+    """Valid fp8 arguments reach the compute (so the cases above were refused by a rule)."""
+    args = _fp8()(valid_args(device, seed))
+    with pytest.raises(_ComputeRan):
+        out = CALLERS[caller](*args.values(), k_scale=0.5, v_scale=torch.tensor([0.25, 2.0], device=device))
+        if callable(out):
+            out()
+
+
 # -- DecodeConfig ---------------------------------------------------------------
 
 BASE_CONFIG = dict(batch_size=2, context_lens=(5, 9), num_heads=4, num_kv_heads=2, head_dim=16, block_size=4,
