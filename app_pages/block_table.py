@@ -40,7 +40,10 @@ c3.metric("Blocks used", formatting.compact(mem.blocks_used), f"of {formatting.c
 c4.metric("Wasted slots", formatting.compact(mem.wasted_slots), f"{100 * mem.wasted_fraction:.1f}% of allocated",
           **quiet, help="allocated but unfilled slots in each sequence's last block, as a share of all allocated slots")
 c5.metric("KV cache", formatting.format_bytes(mem.kv_cache_bytes, significant=3),
-          help=f"K and V pools: {mem.kv_cache_bytes:,} bytes")
+          f"{formatting.format_bytes(mem.block_bytes, significant=3)} per block", **quiet,
+          help=f"K and V pools in {mem.kv_dtype} ({formatting.count(mem.kv_element_bytes, 'byte')} per value): "
+               f"{mem.kv_cache_bytes:,} bytes; one block of {config.block_size} tokens holds "
+               f"{mem.block_bytes:,} bytes of K and V")
 
 left, right = st.columns([3, 2], gap="medium")
 with left:

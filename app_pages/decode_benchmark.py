@@ -90,11 +90,13 @@ def _run() -> None:
             st.info("Your previous run is still finishing its timing rounds; this run takes over when it ends "
                     "and keeps what it measured.", icon=":material/hourglass_top:")
 
+        quantization = []  # filled for an fp8 cache
+
         try:
             results, copy_gbps = run_benchmark_locked(
                 config, names, warmup=plan.warmup, iters=plan.iters,
                 on_progress=on_progress, on_result=on_result, on_wait=on_wait, on_own_wait=on_own_wait,
-                done=partial["results"],
+                done=partial["results"], on_quantization=quantization.append,
             )
         # A run stopped by a second click raises Streamlit's StopException (not an
         # Exception): its results stay in PARTIAL for the run that replaced it.
@@ -126,6 +128,7 @@ def _run() -> None:
         "iters": plan.iters,
         "results": results,
         "copy_gbps": copy_gbps,
+        "quantization": quantization[0] if quantization else None,
     }
     history.append(entry)
     del history[:-MAX_HISTORY]
@@ -198,7 +201,11 @@ if reads_kv:
     show_chart(figures.bandwidth_figure(results, copy_gbps), key="bench_bandwidth", parent=a, width="stretch")
 else:
     a.info("**Bandwidth: n/a.** No K or V is read when every context is empty.", icon=":material/block:")
-show_chart(figures.accuracy_figure(results), key="bench_accuracy", parent=b, width="stretch")
+quantization = last.get("quantization")
+show_chart(figures.accuracy_figure(results, quantization.max_abs_err if quantization else None),
+           key="bench_accuracy", parent=b, width="stretch")
+if quantization is not None:
+    b.caption(readouts.quantization_caption(quantization, last["config"]))
 if copy_gbps and reads_kv:
     st.caption(
         f"Copy bandwidth of this GPU, measured once per process: {copy_gbps:,.0f} GB/s (bytes read + written). "

@@ -203,6 +203,9 @@ if st.toggle("Play the pool over time (animation)", key="sv_anim", persist_state
 # -- the kernel on this step ----------------------------------------------------------
 
 st.subheader("Decode latency at this step")
+if config.is_fp8:
+    st.caption(f":material/info: This page times a {config.dtype} KV cache: the sidebar's "
+               f"{formatting.kv_dtype_label(config.kv_dtype)} cache is used on the Decode benchmark and Sweep pages.")
 heads = dict(num_heads=config.num_heads, num_kv_heads=config.num_kv_heads, head_dim=config.head_dim,
              dtype=config.dtype, device=config.device, seed=config.seed)
 context = (num_blocks, block_size, *traffic, steps, tuple(sorted(heads.items())))

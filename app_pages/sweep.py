@@ -68,11 +68,15 @@ if job is not None and job.lock.locked():
 running = job is not None and job.running
 
 
-def _start(base, grid: sweep.GridPlan, axis: str, names: tuple[str, ...], budget: float) -> None:
+def _start(base, grid: sweep.GridPlan, axis: str, names: tuple[str, ...], budget: float, caches: tuple) -> None:
     ss[JOB] = sweep.SweepJob(
         base=base, axis=axis, values=grid.values, names=names, warmup=grid.warmup, iters=grid.iters,
-        naive_budget_s=float(budget), device_name=device_name(config.device),
+        naive_budget_s=float(budget), device_name=device_name(config.device), caches=caches,
     )
+
+
+def _cache_name(kv_dtype) -> str:
+    return formatting.kv_dtype_label(kv_dtype, config.dtype)
 
 
 with st.container(border=True):
@@ -112,6 +116,11 @@ with st.container(border=True):
     simple = bottom[0].checkbox(f"Include {LABELS['triton_simple']}", key="sw_simple",
                                 persist_state="session", disabled=running,
                                 help="the textbook Triton kernel: one program per (sequence, query head)")
+    compare = bottom[0].checkbox("Compare cache dtypes", key="sw_compare_kv", persist_state="session",
+                                 disabled=running,
+                                 help="time every point twice: with K and V in the compute dtype and in fp8 "
+                                      "(the sidebar's fp8 format, else fp8 e4m3), to see what half the bytes buys")
+    caches = sweep.compared_caches(config) if compare else ()
     budget = bounded_number_input(
         bottom[1], "Naive budget per point (s)", 0.0, MAX_BUDGET_S, step=1.0, key="sw_budget",
             persist_state="session", disabled=running,
@@ -122,7 +131,8 @@ with st.container(border=True):
     names = (*IMPLEMENTATIONS, *(("triton_simple",) if simple else ()))
     bottom[2].button(
         "Run sweep", type="primary", icon=":material/play_arrow:", key="sw_run", width="stretch",
-        disabled=error is not None or running, on_click=_start, args=(config, grid, axis, names, budget),
+        disabled=error is not None or running, on_click=_start,
+        args=(config, grid, axis, names, budget, caches),
     )
     bottom[3].button("Cancel", icon=":material/stop:", key="sw_cancel", width="stretch", disabled=not running,
                      on_click=cancel_sweep, help="stop after the point in flight; the points done are kept")
@@ -136,7 +146,8 @@ with st.container(border=True):
         shown = ", ".join(f"{v:,}" for v in grid.values)
         st.caption(
             f"**{formatting.count(len(grid.values), 'point')}**: {shown} · {AXIS_NOTES[axis]} · "
-            f"warm-up {grid.warmup}, {formatting.count(grid.iters, 'timed call')} per implementation · "
+            + (f"each with a {_cache_name(caches[0])} and an {_cache_name(caches[1])} KV cache · " if caches else "")
+            + f"warm-up {grid.warmup}, {formatting.count(grid.iters, 'timed call')} per implementation · "
             f"sidebar: {readouts.config_summary(config)}"
         )
         for note in grid.notes:
@@ -146,8 +157,9 @@ job = ss.get(JOB)
 if job is not None:
     done = job.next_index
     if job.running:
+        cache = f", {_cache_name(job.caches[done % len(job.caches)])} cache" if len(job.caches) > 1 else ""
         st.progress(done / job.total, text=f"Point {done + 1} of {job.total}: {sweep.AXES[job.axis]} = "
-                                           f"{job.values[done]:,} · Cancel stops after this point")
+                                           f"{job.value_at(done):,}{cache} · Cancel stops after this point")
     else:
         st.progress(done / job.total, text=f"{done} of {formatting.count(job.total, 'point')}")
         if job.state == "cancelled":
@@ -210,8 +222,11 @@ with charts:
         show_chart(figures.sweep_speedup_figure(frame), key="sw_speedup_chart", parent=a, width="stretch")
         a.caption("How many times faster Triton is than each other implementation at each point.")
         sources = list(dict.fromkeys(frame["source"]))
+        kv_dtypes = list(dict.fromkeys(frame["kv_dtype"]))
         if len(sources) > 1:
-            show_chart(figures.sweep_ratio_figure(frame, sources[1], sources[0]), key="sw_ratio_chart", parent=b,
+            # one cache dtype's times against the other source's: this session's first cache
+            same_cache = frame[frame["kv_dtype"] == kv_dtypes[0]] if len(kv_dtypes) > 1 else frame
+            show_chart(figures.sweep_ratio_figure(same_cache, sources[1], sources[0]), key="sw_ratio_chart", parent=b,
                        width="stretch")
             b.caption("The uploaded sweep's time over this session's, per implementation: below 1 it was faster.")
             same = sweep.shared_measurements(frame, sources[1], sources[0])
@@ -219,6 +234,14 @@ with charts:
                 b.warning(f"{formatting.count(same, 'timing')} of the upload are this session's own measurements "
                           "(the same point, implementation and `measured_at`): their ratio is 1 by construction. "
                           "**Clear cache** and run the sweep again to re-time them.", icon=":material/history:")
+        elif len(kv_dtypes) > 1:
+            by_cache = frame.assign(source=frame["kv_dtype"].map(formatting.kv_dtype_label))
+            slow, fast = (formatting.kv_dtype_label(k) for k in kv_dtypes[:2])
+            show_chart(figures.sweep_ratio_figure(by_cache, fast, slow, title=f"{fast} cache against {slow}"),
+                       key="sw_kv_ratio_chart", parent=b, width="stretch")
+            b.caption(f"Each implementation's time with the {fast} KV cache over its time with the {slow} one: "
+                      "below 1 the smaller cache is faster. Where decode is memory-bound, half the bytes can "
+                      "approach 0.5.")
         else:
             b.markdown(
                 "**Reading the sweep**\n\n"
@@ -229,12 +252,14 @@ with charts:
                 "a time-ratio chart here."
             )
 
-        shown = ["source", "value", "label", "status", "correct", "cached", "median_ms", "p20_ms", "p80_ms",
+        shown = ["source", "value", "label", "kv_dtype", "status", "correct", "cached", "median_ms", "p20_ms", "p80_ms",
                  "gpu_time_ms", "gbps", "pct_of_copy_bw", "max_abs_err", "predicted_ms", "note"]
         table = frame[shown].dropna(axis=1, how="all")  # no GPU columns on the CPU, no prediction if none skipped
         for column in ("cached", "note"):
             if column in table and (table[column].fillna("") == "").all():
                 table = table.drop(columns=column)
+        if table["kv_dtype"].nunique() <= 1:
+            table = table.drop(columns="kv_dtype")
         st.subheader("Points")
         st.dataframe(
             table,
@@ -243,6 +268,7 @@ with charts:
                 "source": "Source",
                 "value": st.column_config.NumberColumn(sweep.AXES[frame["axis"].iloc[0]], format="%d"),
                 "label": "Implementation",
+                "kv_dtype": "KV cache",
                 "status": "Status",
                 "cached": st.column_config.TextColumn(
                     "From cache", help="yes: timed by an earlier sweep on this server (any session) and reused; "

@@ -136,3 +136,18 @@ def format_bytes(n: float, significant: int | None = None) -> str:
         return f"{n:.2f} {unit}"
     decimals = max(0, significant - 1 - math.floor(math.log10(abs(n)))) if n else 0
     return f"{n:.{decimals}f} {unit}"
+
+
+#: How the app names an 8-bit KV-cache dtype (``DecodeConfig.kv_dtype``).
+KV_DTYPE_LABELS: dict[str, str] = {"float8_e4m3fn": "fp8 e4m3", "float8_e5m2": "fp8 e5m2"}
+#: How the app names an fp8 cache's scales (``DecodeConfig.kv_scale``).
+KV_SCALE_LABELS: dict[str, str] = {"per_tensor": "per tensor", "per_head": "per head"}
+
+
+def kv_dtype_label(kv_dtype: str | None, dtype: str | None = None) -> str:
+    """A KV-cache dtype as the app writes it: ``"fp8 e4m3"``, ``"fp8 e5m2"``; a
+    cache in the compute dtype (``None``) is named by ``dtype`` (``"float16"``),
+    or ``"same as compute"`` without one. Any other name is returned as is."""
+    if kv_dtype is None or kv_dtype == dtype:
+        return dtype or "same as compute"
+    return KV_DTYPE_LABELS.get(kv_dtype, kv_dtype)

@@ -12,6 +12,8 @@ from typing import Iterable
 from paged_attention.bench import achieved_gbps
 from paged_attention.config import DecodeConfig
 
+from explorer.formatting import KV_SCALE_LABELS, kv_dtype_label
+
 
 @dataclass(frozen=True)
 class MemorySummary:
@@ -23,6 +25,12 @@ class MemorySummary:
     blocks_in_pool: int
     allocated_slots: int
     wasted_slots: int
+    #: The cache's dtype as the app names it (``"float16"``, ``"fp8 e4m3"``).
+    kv_dtype: str = ""
+    #: Bytes of one stored K or V value (1 for fp8).
+    kv_element_bytes: int = 0
+    #: Bytes of one physical block, K and V together.
+    block_bytes: int = 0
 
     @property
     def wasted_fraction(self) -> float:
@@ -39,11 +47,15 @@ def memory_summary(config: DecodeConfig) -> MemorySummary:
         blocks_in_pool=config.num_blocks,
         allocated_slots=config.num_blocks_used * config.block_size,
         wasted_slots=config.wasted_slots,
+        kv_dtype=kv_dtype_label(config.kv_dtype, config.dtype),
+        kv_element_bytes=config.kv_element_size,
+        block_bytes=config.kv_cache_bytes() // config.num_blocks,
     )
 
 
 def config_summary(config: DecodeConfig) -> str:
-    """A short label for one configuration, e.g. ``"B=4 ctx=128 H=32/8 d=128 bs=16 float16 shuffled"``."""
+    """A short label for one configuration, e.g. ``"B=4 ctx=128 H=32/8 d=128 bs=16 float16 shuffled"``;
+    an fp8 cache adds its format and scales after the dtype: ``"float16 kv=fp8 e4m3 per tensor"``."""
     lens = config.lengths
     if len(set(lens)) <= 1:
         ctx = f"ctx={lens[0] if lens else 0}"
@@ -51,14 +63,22 @@ def config_summary(config: DecodeConfig) -> str:
         ctx = f"ctx={min(lens)}-{max(lens)} (mean {sum(lens) / len(lens):.0f})"
     return (
         f"B={config.batch_size} {ctx} H={config.num_heads}/{config.num_kv_heads} "
-        f"d={config.head_dim} bs={config.block_size} {config.dtype} {config.block_layout} {config.device}"
+        f"d={config.head_dim} bs={config.block_size} {config.dtype}{_kv_text(config)} {config.block_layout} "
+        f"{config.device}"
     )
+
+
+def _kv_text(config: DecodeConfig) -> str:
+    if not config.is_fp8:
+        return ""
+    return f" kv={kv_dtype_label(config.kv_dtype)} {KV_SCALE_LABELS.get(config.kv_scale, config.kv_scale)}"
 
 
 #: How :func:`run_change` names each DecodeConfig field, in the order it lists them.
 _CHANGE_NAMES: dict[str, str] = {
     "batch_size": "batch", "context_lens": "ctx", "num_heads": "heads", "num_kv_heads": "KV heads",
-    "head_dim": "head_dim", "block_size": "block_size", "dtype": "dtype", "block_layout": "layout",
+    "head_dim": "head_dim", "block_size": "block_size", "dtype": "dtype", "kv_dtype": "KV cache",
+    "kv_scale": "scales", "block_layout": "layout",
     "spare_blocks": "spare blocks", "seed": "seed", "device": "device",
 }
 
@@ -91,6 +111,16 @@ def run_change(previous: DecodeConfig | None, current: DecodeConfig, *, most: in
                 if previous.batch_size == current.batch_size:
                     changes.append("ctx lengths")
                 continue
+        elif name == "kv_dtype":
+            if not (previous.is_fp8 or current.is_fp8):
+                continue  # a cache in the compute dtype changes with it: "dtype" says so
+            before, after = kv_dtype_label(before, previous.dtype), kv_dtype_label(after, current.dtype)
+            if before == after:
+                continue
+        elif name == "kv_scale":
+            if before == after or not (previous.is_fp8 and current.is_fp8):
+                continue  # scales of a 16-bit cache mean nothing
+            before, after = KV_SCALE_LABELS.get(before, before), KV_SCALE_LABELS.get(after, after)
         elif before == after:
             continue
         elif isinstance(before, int) and isinstance(after, int):
@@ -155,3 +185,22 @@ def results_rows(
             }
         )
     return rows
+
+
+def quantization_caption(quantization, config: DecodeConfig) -> str:
+    """What the error chart's two errors are, for an fp8 cache.
+
+    ``quantization`` is an :class:`~explorer.quantization.QuantizationError`
+    (``max_abs_err`` None, with a ``note``, when it was not measured).
+    """
+    kernel = (f"The dots are each kernel's own error: against the float64 reference on the dequantized "
+              f"{quantization.kv_dtype} cache (what the kernels read), with the {config.dtype} tolerance.")
+    if quantization.max_abs_err is None:
+        return f"{kernel} The fp8 quantization error was {quantization.note}."
+    ratio = quantization.max_tol_ratio
+    times = f"{ratio:.2g}× the {config.dtype} tolerance" if ratio is not None else ""
+    return (
+        f"{kernel} The dashed line is the **fp8 quantization error**, max {quantization.max_abs_err:.2g} "
+        f"({times}): that exact answer on the fp8 cache against the float64 reference on the original, "
+        "unquantized values. Storing K and V in 8 bits costs it whatever the kernel, so it has no pass/fail."
+    )

@@ -13,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Mapping, Sequence
 
-from paged_attention.config import BLOCK_LAYOUTS, DTYPES, DecodeConfig, ragged_lengths
+from paged_attention.config import BLOCK_LAYOUTS, DTYPES, KV_DTYPES, KV_SCALES, DecodeConfig, ragged_lengths
 from paged_attention.runtime import HAS_CUDA, default_device
 
 from explorer.formatting import count, plain
@@ -38,6 +38,10 @@ BLOCK_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 #: the library's default (an eighth). A roomier pool shows more fragmentation.
 POOL_HEADROOMS: tuple[int, ...] = (0, 25, 50, 100, 200, 400)
 DEVICES: tuple[str, ...] = ("cuda", "cpu") if HAS_CUDA else ("cpu",)
+#: The KV cache's dtype: ``"same"`` (the compute dtype, as the query) or an 8-bit
+#: float format, stored with dequantization scales.
+SAME_AS_COMPUTE = "same"
+KV_CACHE_DTYPES: tuple[str, ...] = (SAME_AS_COMPUTE, *KV_DTYPES)
 
 # Widget bounds. The library's own rules (DecodeConfig.validate) are checked on top.
 MAX_BATCH = 4096
@@ -72,6 +76,10 @@ class Settings:
     head_dim: int = 128
     block_size: int = 16
     dtype: str = "float16"
+    #: ``"same"`` or a key of :data:`~paged_attention.config.KV_DTYPES`.
+    kv_dtype: str = SAME_AS_COMPUTE
+    #: Scales of an fp8 cache (ignored for a cache in the compute dtype).
+    kv_scale: str = "per_tensor"
     device: str = field(default_factory=default_device)
     block_layout: str = "shuffled"
     pool_headroom: int = 0
@@ -121,6 +129,10 @@ class Settings:
             head_dim=self.head_dim,
             block_size=self.block_size,
             dtype=self.dtype,
+            kv_dtype=None if self.kv_dtype == SAME_AS_COMPUTE else self.kv_dtype,
+            # Scales mean nothing to a cache in the compute dtype: leave the default, so the
+            # configuration (a cache key, a run's label) does not change with a hidden choice.
+            kv_scale=self.kv_scale if self.kv_dtype != SAME_AS_COMPUTE else "per_tensor",
             device=self.device,
             seed=self.seed,
             block_layout=self.block_layout,
@@ -176,6 +188,8 @@ QUERY_KEYS: dict[str, str] = {
     "head_dim": "head_dim",
     "block_size": "block",
     "dtype": "dtype",
+    "kv_dtype": "kv_dtype",
+    "kv_scale": "kv_scale",
     "device": "device",
     "block_layout": "layout",
     "pool_headroom": "headroom",
@@ -208,6 +222,8 @@ _CHOICES: dict[str, tuple] = {
     "context_mode": CONTEXT_MODES,
     "spread": SPREADS,
     "dtype": DTYPE_NAMES,
+    "kv_dtype": KV_CACHE_DTYPES,
+    "kv_scale": KV_SCALES,
     "device": DEVICES,
     "block_layout": BLOCK_LAYOUTS,
     "block_size": BLOCK_SIZES,

@@ -57,6 +57,8 @@ AXIS_LIMITS: dict[str, tuple[int, int]] = {
     "head_dim": (1, MAX_HEAD_DIM),
 }
 SPACINGS: tuple[str, ...] = ("log", "linear")
+#: The fp8 format a comparison of cache dtypes uses when the sidebar's cache is not fp8.
+DEFAULT_FP8 = "float8_e4m3fn"
 MAX_POINTS = 12
 #: On the CPU (Triton interpreted) a sweep keeps at most this many points.
 CPU_MAX_POINTS = 6
@@ -69,10 +71,12 @@ SWEEP_COLUMNS: tuple[str, ...] = (
     "median_ms", "p20_ms", "p80_ms", "gpu_time_ms", "gpu_p20_ms", "gpu_p80_ms", "gbps", "gpu_gbps", "copy_gbps",
     "pct_of_copy_bw", "bytes_moved", "max_abs_err", "correct", "predicted_ms", "note",
     "batch_size", "context_len", "tokens", "num_heads", "num_kv_heads", "head_dim", "block_size",
-    "dtype", "block_layout", "device", "device_name", "warmup", "iters", "measured_at", "cached",
+    "dtype", "kv_dtype", "kv_scale", "block_layout", "device", "device_name", "warmup", "iters", "measured_at",
+    "cached",
 )
 #: Columns an uploaded CSV must have; the others are filled with blanks (a CSV from
-#: before ``measured_at`` and ``cached`` existed still loads).
+#: before ``measured_at`` and ``cached`` existed still loads), ``kv_dtype`` with
+#: ``dtype`` (before fp8 caches, the cache had the compute dtype).
 REQUIRED_COLUMNS: tuple[str, ...] = ("axis", "value", "implementation", "status", "median_ms")
 _NUMERIC = (
     "value", "median_ms", "p20_ms", "p80_ms", "gpu_time_ms", "gpu_p20_ms", "gpu_p80_ms", "gbps", "gpu_gbps", "copy_gbps", "pct_of_copy_bw",
@@ -181,6 +185,13 @@ def default_points(axis: str, low: int, high: int, cpu: bool) -> int:
     """Points for a range: one per power of two in it (a doubling per step), capped."""
     doublings = int(math.floor(math.log2(max(high, 1) / max(low, 1)))) + 1 if high >= low >= 1 else 1
     return max(1, min(doublings, CPU_MAX_POINTS if cpu else MAX_POINTS, MAX_POINTS))
+
+
+def compared_caches(base: DecodeConfig) -> tuple[str | None, str]:
+    """The two KV-cache dtypes a sweep comparing caches times at every point: the
+    compute dtype's cache (None) and an fp8 one, the sidebar's fp8 format when
+    ``base`` has one, else :data:`DEFAULT_FP8` (with ``base``'s scales)."""
+    return None, base.kv_dtype or DEFAULT_FP8
 
 
 def point_config(base: DecodeConfig, axis: str, value: int) -> DecodeConfig:
@@ -294,6 +305,8 @@ def _config_fields(config: DecodeConfig) -> dict:
         "head_dim": config.head_dim,
         "block_size": config.block_size,
         "dtype": config.dtype,
+        "kv_dtype": str(config.kv_torch_dtype).removeprefix("torch."),
+        "kv_scale": config.kv_scale if config.is_fp8 else "",
         "block_layout": config.block_layout,
         "device": config.device,
     }
@@ -387,6 +400,11 @@ def rows_frame(rows: Iterable[Mapping], source: str) -> pd.DataFrame:
 class SweepJob:
     """A sweep in progress: its grid, the rows measured so far and its state.
 
+    ``caches`` are the KV-cache dtypes timed at every axis value, in order (None:
+    the compute dtype's; empty: ``base``'s own cache only); a *point* is one
+    (axis value, cache) pair, :meth:`value_at` and :meth:`config_at` give its
+    value and configuration.
+
     The page runs one point per script run (:meth:`config_at`, then
     :meth:`record`), so it can redraw between points and a Cancel button's
     callback (:meth:`cancel`) takes effect before the next point; the points done
@@ -421,16 +439,23 @@ class SweepJob:
     state: str = "running"
     message: str = ""
     naive_last: tuple[float, float] | None = None
+    caches: tuple[str | None, ...] = ()
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_axis(self.axis)
         if not self.values:
             raise ValueError("a sweep needs at least one point")
+        if not self.caches:
+            self.caches = (self.base.kv_dtype,)
 
     @property
     def total(self) -> int:
-        return len(self.values)
+        return len(self.values) * len(self.caches)
+
+    def value_at(self, index: int) -> int:
+        """The axis value of point ``index``."""
+        return self.values[index // len(self.caches)]
 
     @property
     def running(self) -> bool:
@@ -442,7 +467,8 @@ class SweepJob:
         return self.warmup + self.iters + 1
 
     def config_at(self, index: int) -> DecodeConfig:
-        return point_config(self.base, self.axis, self.values[index])
+        config = point_config(self.base, self.axis, self.value_at(index))
+        return config.with_(kv_dtype=self.caches[index % len(self.caches)]).validate()
 
     def record(self, rows: Sequence[Mapping]) -> None:
         """Add the rows of the next point and move on (``"done"`` after the last).
@@ -589,7 +615,9 @@ def read_sweep_csv(data: bytes | str, source: str) -> pd.DataFrame:
     out["implementation"] = names
     out["status"] = statuses
     out["label"] = [LABELS[n] for n in names]
-    for col in ("note", "correct", "dtype", "block_layout", "device", "device_name", "measured_at", "cached"):
+    for col in ("note", "correct", "dtype", "kv_dtype", "kv_scale", "block_layout", "device", "device_name",
+                "measured_at", "cached"):
         out[col] = out[col].astype(object).fillna("").astype(str)
+    out["kv_dtype"] = out["kv_dtype"].where(out["kv_dtype"] != "", out["dtype"])
     out["source"] = source
     return out

@@ -22,6 +22,7 @@ if str(ROOT) not in sys.path:
 
 from paged_attention import assign_blocks, execution_mode  # noqa: E402
 from explorer import figures, settings as state  # noqa: E402
+from explorer.formatting import format_bytes  # noqa: E402
 
 APP = str(ROOT / "app.py")
 BENCH = "app_pages/decode_benchmark.py"
@@ -304,3 +305,48 @@ def test_bad_presentation_value_in_the_url_is_named():
     assert any("`present=banana` ignored" in w.value for w in at.sidebar.warning)
     assert at.toggle(key="sb_present").value is False
     assert "present" not in at.query_params
+
+
+def test_fp8_kv_cache_halves_the_memory_readouts():
+    at = open_app(BASE)
+    assert_clean(at)
+    assert at.selectbox(key="sb_kv_dtype").value == "same"
+    assert not [b for b in at.button_group if b.key == "sb_kv_scale"]  # scales are for fp8 only
+
+    def readouts() -> tuple[str, str, str]:
+        memory = next(m.value for m in at.sidebar.markdown if "KV cache:" in m.value)
+        metric = next(m for m in at.metric if m.label == "KV cache")
+        return memory, metric.value, metric.delta
+
+    config = state.settings_from_query(BASE)[0].config()
+    memory, value, delta = readouts()
+    assert "float16: 2 bytes per value" in memory
+    assert value == format_bytes(config.kv_cache_bytes(), significant=3)
+    assert delta == f"{format_bytes(config.kv_cache_bytes() // config.num_blocks, significant=3)} per block"
+
+    at.selectbox(key="sb_kv_dtype").set_value("float8_e4m3fn").run()
+    assert_clean(at)
+    fp8 = config.with_(kv_dtype="float8_e4m3fn")
+    memory, value, delta = readouts()
+    assert "fp8 e4m3: 1 byte per value" in memory
+    assert f"**{format_bytes(fp8.kv_cache_bytes())}**" in memory
+    assert value == format_bytes(config.kv_cache_bytes() // 2, significant=3)
+    assert delta == f"{format_bytes(config.kv_cache_bytes() // config.num_blocks // 2, significant=3)} per block"
+    at.button_group(key="sb_kv_scale").set_value("per_head").run()
+    assert_clean(at)
+    assert at.query_params["kv_dtype"] in ("float8_e4m3fn", ["float8_e4m3fn"])
+    assert at.query_params["kv_scale"] in ("per_head", ["per_head"])
+
+
+def test_kv_cache_dtype_from_the_url_and_a_bad_one_named():
+    at = open_app({**BASE, "kv_dtype": "float8_e5m2", "kv_scale": "per_head"})
+    assert_clean(at)
+    assert not at.warning
+    assert at.selectbox(key="sb_kv_dtype").value == "float8_e5m2"
+    assert at.button_group(key="sb_kv_scale").value == "per_head"
+    at = open_app({**BASE, "kv_dtype": "int4", "kv_scale": "per_row"})
+    assert_clean(at)
+    warnings = " ".join(w.value for w in at.warning)
+    assert "kv_dtype=int4" in warnings and "kv_scale=per_row" in warnings
+    assert at.selectbox(key="sb_kv_dtype").value == "same"
+    assert at.query_params["kv_dtype"] in ("same", ["same"])  # rewritten to the value used

@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from paged_attention import DecodeConfig, TOLERANCES, execution_mode  # noqa: E402
+from paged_attention import (  # noqa: E402
+    TOLERANCES, DecodeConfig, build_decode_inputs, execution_mode, reference_decode, unquantized_cache,
+)
 from explorer import settings as state  # noqa: E402
 import ui.benchmark as bench_ui  # noqa: E402
 
@@ -326,3 +328,52 @@ def test_benchmark_and_block_table_controls_survive_a_visit_to_another_page():
     assert at.checkbox(key="bench_include_simple").value
     at.switch_page("app_pages/block_table.py").run()
     assert at.number_input(key="bt_seq").value == 1
+
+
+def test_fp8_run_separates_the_quantization_error_from_the_kernel_error():
+    at = open_app({**TINY, "kv_dtype": "float8_e4m3fn"}, page=BENCH, timeout=120)
+    assert any("kv=fp8 e4m3 per tensor" in c.value for c in at.caption)
+    at.button(key="bench_run").click().run()
+    assert_clean(at)
+    table = at.dataframe[0].value
+    assert list(table["correct"]) == ["yes", "yes", "yes"]  # the kernels, against the dequantized reference
+    config = state.settings_from_query({**TINY, "kv_dtype": "float8_e4m3fn"})[0].config()
+    inputs = build_decode_inputs(config)
+    quantized = reference_decode(*inputs.args(), **inputs.scales())
+    k32, v32 = unquantized_cache(config)
+    exact = reference_decode(inputs.query.double(), k32.double(), v32.double(), inputs.block_tables,
+                             inputs.context_lens)
+    q = float((quantized - exact).abs().max())
+
+    accuracy = chart(at, "bench_accuracy")
+    kernel, _, line = accuracy["data"]
+    assert line["name"] == "fp8 quantization error (vs unquantized cache)"
+    assert line["y"] == pytest.approx([q] * 3) and line["yaxis"] == "y2"
+    assert max(kernel["y"]) < TOLERANCES[torch.float16][0] < q  # the kernels' error is far below fp8's own
+    caption = next(c.value for c in at.caption if "quantization error" in c.value)
+    assert f"max {q:.2g}" in caption and "unquantized" in caption and "dequantized fp8 e4m3" in caption
+    # bytes moved count one byte per K and V value
+    assert bench_ui.inputs_slot().key.decode_bytes() == config.decode_bytes() < config.with_(kv_dtype=None).decode_bytes()
+
+    at.selectbox(key="sb_kv_dtype").set_value("same").run()
+    at.button(key="bench_run").click().run()  # a 16-bit cache: the chart as before
+    assert_clean(at)
+    assert len(chart(at, "bench_accuracy")["data"]) == 2
+    assert not any("quantization error" in c.value for c in at.caption)
+    assert list(at.dataframe[1].value["change"]) == ["first run", "KV cache fp8 e4m3→float16"]
+
+
+def test_quantization_error_too_large_for_memory_is_skipped_with_a_note(monkeypatch):
+    real = bench_ui.check_memory
+
+    def check(config):
+        memory = real(config)
+        return memory if config.dtype != "float32" else SimpleNamespace(fits=False, need=8 << 30, free=1 << 30)
+
+    monkeypatch.setattr(bench_ui, "check_memory", check)
+    at = open_app({**TINY, "kv_dtype": "float8_e5m2"}, page=BENCH, timeout=120)
+    at.button(key="bench_run").click().run()
+    assert_clean(at)
+    assert len(chart(at, "bench_accuracy")["data"]) == 2
+    caption = next(c.value for c in at.caption if "quantization error" in c.value)
+    assert "not measured" in caption and "8.59 GB" in caption

@@ -355,3 +355,30 @@ def test_upload_of_this_sessions_own_sweep_says_the_ratio_is_one_by_construction
     assert_clean(at)
     assert not any("by construction" in w.value for w in at.warning)
     sweep_ui.measure.clear()
+
+
+def test_sweep_compares_a_float16_and_an_fp8_cache_in_one_chart():
+    at = sweep_grid(open_app(TINY, page=SWEEP, timeout=180), 16, 32, 2, budget=0.0)
+    at.checkbox(key="sw_compare_kv").check().run()
+    assert any("each with a float16 and an fp8 e4m3 KV cache" in c.value for c in at.caption)
+    at.button(key="sw_run").click().run()
+    assert_clean(at)
+    job = at.session_state[sweep_ui.JOB]
+    assert job.state == "done" and job.total == 4
+    table = at.dataframe[0].value
+    assert list(table["kv_dtype"]) == ["float16"] * 3 + ["float8_e4m3fn"] * 3 + ["float16"] * 3 + ["float8_e4m3fn"] * 3
+    assert (table[table["status"] == "ok"]["correct"] == "yes").all()
+    frame = job.frame()
+    fp8 = frame[frame["kv_dtype"] == "float8_e4m3fn"]["bytes_moved"].to_numpy()
+    half = frame[frame["kv_dtype"] == "float16"]["bytes_moved"].to_numpy()
+    assert (fp8 < half).all()  # one byte per K and V value
+    assert "kv_dtype" in sweep.sweep_csv(frame).splitlines()[0].split(",")
+
+    for key in ("sw_latency_chart", "sw_bandwidth_chart"):
+        lines = traces(chart(at, key), implementation="triton", kind="timed")
+        assert [t["name"] for t in lines] == ["Triton · float16", "Triton · fp8 e4m3"]
+        assert [t["line"]["dash"] for t in lines] == ["solid", "dash"]
+        assert all(arr(t["x"]).tolist() == [16, 32] for t in lines)
+    ratio = chart(at, "sw_kv_ratio_chart")
+    assert ratio["layout"]["title"]["text"] == "fp8 e4m3 cache against float16"
+    assert {t["meta"]["implementation"] for t in ratio["data"] if t.get("meta")} >= {"vectorized", "triton"}

@@ -218,6 +218,26 @@ def test_benchmark_run_in_browser(server, page):
     expect(page.get_by_role("button", name="Download CSV")).to_be_visible(timeout=WAIT)
     full_screenshot(page, SHOTS / "decode_benchmark.png")
 
+    # fp8 end to end: the sidebar's KV-cache dtype, a run, every kernel correct against the
+    # dequantized reference, and the quantization error drawn apart from the kernels' errors
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    kv_dtype = page.get_by_role("combobox", name="KV-cache dtype")
+    kv_dtype.click()
+    kv_dtype.press("ArrowDown")  # opens the list where a click alone left it shut (seen in headless Chromium)
+    page.get_by_role("option", name="fp8 e4m3", exact=True).click()
+    expect(page).to_have_url(re.compile(r"[?&]kv_dtype=float8_e4m3fn(&|$)"), timeout=WAIT)
+    _settle(page)
+    run.click()
+    expect(page.get_by_text("Run #2", exact=True)).to_be_visible(timeout=180_000)
+    correct = page.locator("[data-testid=stDataFrame]").first.locator("td[role=gridcell][aria-colindex='2']")
+    expect(correct).to_have_text(["yes"] * 4, timeout=WAIT)
+    expect(page.locator(".js-plotly-plot >> text=fp8 quantization error (vs unquantized cache)")).to_be_visible(
+        timeout=WAIT)
+    expect(marks.filter(has_text="✓ pass")).to_have_count(4, timeout=WAIT)
+    no_exception(page)
+    no_error(page)
+    full_screenshot(page, SHOTS / "decode_benchmark_fp8.png")
+
 
 def _settle(pg, timeout: int = 120_000) -> None:
     """Wait until the app has finished its current run (the status widget is gone)."""
@@ -479,7 +499,7 @@ def test_shared_url_page_visits_and_garbage_url(server, page):
     expect(page.get_by_label("Batch size (sequences)")).to_have_value("3", timeout=WAIT)
     expect(page.get_by_label("Tokens per sequence")).to_have_value("100", timeout=WAIT)
     for label, value in (("KV heads", "2"), ("Block size", "8"), ("Block layout", "contiguous"), ("dtype", "bfloat16")):
-        expect(page.get_by_role("combobox", name=label)).to_have_value(value, timeout=WAIT)
+        expect(page.get_by_role("combobox", name=label, exact=True)).to_have_value(value, timeout=WAIT)
     _settle(page)
 
     # A page's own controls survive a visit to another page (persist_state="session").

@@ -214,3 +214,18 @@ def test_durations_in_figures_follow_the_one_rule():
     latency = figs[0]
     assert "<b>519 ms</b>" in [a.text for a in latency.layout.annotations]
     assert "519 ms" in figs[-1].data[0].text
+
+
+def test_accuracy_shows_the_fp8_quantization_error_as_a_labelled_line_without_pass_fail():
+    results = [_result("naive", [1.0], abs_err=1e-4), _result("triton", [0.1], abs_err=2e-4)]
+    plain = figures.accuracy_figure(results)
+    assert len(plain.data) == 2  # a 16-bit cache: as before
+    fig = figures.accuracy_figure(results, quantization_error=0.03)
+    assert len(fig.data) == 3
+    line = fig.data[2]
+    assert line.name == "fp8 quantization error (vs unquantized cache)" and line.yaxis == "y2"
+    assert list(line.y) == [0.03, 0.03] and list(line.x) == ["Naive PyTorch", "Triton"]
+    assert any(a.text.startswith("fp8 quantization error (vs unquantized cache): 0.03") for a in fig.layout.annotations)
+    assert fig.layout.yaxis2.range[1] > math.log10(0.03)  # on the axis
+    marks = [a.text for a in fig.layout.annotations if "pass" in a.text or "FAIL" in a.text]
+    assert marks == ["✓ pass", "✓ pass"]  # pass/fail is the kernels' only

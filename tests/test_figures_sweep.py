@@ -100,3 +100,18 @@ def test_latency_hover_writes_durations_by_the_one_rule():
     (triton,) = traces(fig, implementation="triton", kind="timed")
     assert f"median %{{y:{MS_D3}}} ms" in triton.hovertemplate
     assert f"%{{customdata[0]:{MS_D3}}}–%{{customdata[1]:{MS_D3}}} ms" in triton.hovertemplate
+
+
+def test_a_sweep_comparing_caches_draws_one_line_style_per_cache():
+    half = frame(copy=4.0)
+    fp8 = half.assign(kv_dtype="float8_e4m3fn", median_ms=half["median_ms"] / 2)
+    both = pd.concat([half, fp8], ignore_index=True)
+    fig = figures.sweep_latency_figure(both)
+    mine, theirs = traces(fig, implementation="triton", kind="timed")
+    assert (mine.name, theirs.name) == ("Triton · float16", "Triton · fp8 e4m3")
+    assert (mine.line.dash, theirs.line.dash) == ("solid", "dash")
+    assert list(theirs.y) == pytest.approx([0.05] * 3)
+    assert "line style = KV cache" in fig.layout.title.subtitle.text
+    bandwidth = figures.sweep_bandwidth_figure(both)
+    assert len(traces(bandwidth, implementation="triton")) == 2
+    assert [s.y0 for s in bandwidth.layout.shapes] == [4.0]  # one device, one ceiling

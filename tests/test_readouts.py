@@ -61,3 +61,22 @@ def test_run_change_names_what_differs_from_the_run_before():
         "ctx lengths")
     assert run_change(C(batch_size=2, context_lens=(5, 40)), C(batch_size=2, context_lens=(0, 40))) == (
         "ctx 5-40→0-40")
+
+
+def test_memory_summary_of_an_fp8_cache_counts_one_byte_per_value():
+    half = DecodeConfig(batch_size=3, context_lens=(17, 300, 1), block_size=16)
+    fp8 = half.with_(kv_dtype="float8_e4m3fn")
+    m16, m8 = readouts.memory_summary(half), readouts.memory_summary(fp8)
+    assert m8.kv_cache_bytes * 2 == m16.kv_cache_bytes
+    assert m8.block_bytes * 2 == m16.block_bytes == 2 * 16 * half.num_kv_heads * half.head_dim * 2
+    assert (m16.kv_dtype, m16.kv_element_bytes, m8.kv_dtype, m8.kv_element_bytes) == ("float16", 2, "fp8 e4m3", 1)
+
+
+def test_fp8_cache_in_the_summary_and_the_run_history():
+    half = DecodeConfig(batch_size=4, context_lens=128, dtype="float16")
+    fp8 = half.with_(kv_dtype="float8_e5m2", kv_scale="per_head")
+    assert "float16 kv=fp8 e5m2 per head shuffled" in readouts.config_summary(fp8)
+    assert "kv=" not in readouts.config_summary(half)
+    assert readouts.run_change(half, fp8) == "KV cache float16→fp8 e5m2"
+    assert readouts.run_change(fp8, fp8.with_(kv_scale="per_tensor")) == "scales per head→per tensor"
+    assert readouts.run_change(half, half.with_(dtype="bfloat16")) == "dtype float16→bfloat16"

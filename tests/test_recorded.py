@@ -67,6 +67,7 @@ def test_rows_take_bandwidth_from_gpu_time_where_measured():
     ({"head_dim": 64}, None),
     ({"dtype": "bfloat16"}, None),
     ({"block_size": 32}, None),
+    ({"kv_dtype": "float8_e4m3fn"}, None),  # recorded with a float16 cache
 ])
 def test_matching_config(overrides, expected):
     s = rec.load_recorded_set(H200)

@@ -136,3 +136,23 @@ def test_presentation_mode_is_in_the_url_only_when_on():
     assert state.settings_from_query({"present": "0"}, Settings(device="cpu"))[0].present is False
     _, notes = state.settings_from_query({"present": "banana"}, Settings(device="cpu"))
     assert notes == ["`present=banana` ignored (must be 0 or 1); using 0."]
+
+
+def test_kv_cache_dtype_and_scales_round_trip_through_the_url():
+    s = Settings(kv_dtype="float8_e5m2", kv_scale="per_head", device="cpu")
+    query = state.settings_to_query(s)
+    assert (query["kv_dtype"], query["kv_scale"]) == ("float8_e5m2", "per_head")
+    back, notes = state.settings_from_query(query)
+    assert notes == [] and back == s
+    config = back.config()
+    assert (config.kv_dtype, config.kv_scale, config.kv_element_size) == ("float8_e5m2", "per_head", 1)
+    # "same as compute" is today's cache; its scales choice is kept but means nothing
+    same = Settings(kv_scale="per_head", device="cpu").config()
+    assert same == Settings(device="cpu").config() and not same.is_fp8
+
+
+@pytest.mark.parametrize("key, value", [("kv_dtype", "int4"), ("kv_dtype", "float8"), ("kv_scale", "per_row")])
+def test_bad_kv_cache_values_in_the_url_fall_back_with_a_note(key, value):
+    settings, notes = state.settings_from_query({key: value, "kv_dtype": "float8_e4m3fn", **{key: value}})
+    assert len(notes) == 1 and f"{key}={value}" in notes[0] and "must be one of" in notes[0]
+    assert settings.config().kv_element_size == (2 if key == "kv_dtype" else 1)

@@ -208,3 +208,28 @@ def test_cpu_grid_with_no_point_quotes_the_rule_of_cpu_work():
     assert over.refusal.endswith("Lower the batch size (sequences) range, or the sidebar's query heads.")
     tokens = sweep.cap_grid(base.with_(num_heads=8), "context_len", (2048, 4096), warmup=0, iters=1)
     assert tokens.refusal.endswith("Lower the context length (tokens) range, or the sidebar's batch or KV heads.")
+
+
+def test_a_sweep_comparing_caches_times_each_value_with_both():
+    caches = sweep.compared_caches(BASE)
+    assert caches == (None, "float8_e4m3fn")
+    assert sweep.compared_caches(BASE.with_(kv_dtype="float8_e5m2")) == (None, "float8_e5m2")
+    job = sweep.SweepJob(BASE, "context_len", (16, 32), ("triton",), 0, 2, 1.0, "test", caches=caches)
+    assert job.total == 4
+    assert [job.value_at(i) for i in range(4)] == [16, 16, 32, 32]
+    assert [job.config_at(i).kv_dtype for i in range(4)] == [None, "float8_e4m3fn"] * 2
+    assert job.config_at(3).lengths == (32, 32)
+    assert sweep.SweepJob(BASE, "context_len", (16,), ("triton",), 0, 2, 1.0, "test").total == 1
+
+
+def test_sweep_rows_and_csv_carry_the_cache_dtype():
+    fp8 = sweep.point_config(BASE.with_(kv_dtype="float8_e4m3fn", kv_scale="per_head"), "context_len", 16)
+    row = sweep.status_row("naive", "skipped", fp8, "context_len", 16, note="x")
+    assert (row["kv_dtype"], row["kv_scale"]) == ("float8_e4m3fn", "per_head")
+    assert row["bytes_moved"] == fp8.decode_bytes() < fp8.with_(kv_dtype=None).decode_bytes()
+    rows = [row, sweep.status_row("naive", "skipped", fp8.with_(kv_dtype=None), "context_len", 16, note="x")]
+    back = sweep.read_sweep_csv(sweep.sweep_csv(sweep.rows_frame(rows, "me")), "up")
+    assert list(back["kv_dtype"]) == ["float8_e4m3fn", "float16"] and list(back["kv_scale"]) == ["per_head", ""]
+    # a CSV from before fp8 caches: the cache had the compute dtype
+    old = "axis,value,implementation,status,median_ms,dtype\ncontext_len,16,triton,ok,0.1,bfloat16\n"
+    assert list(sweep.read_sweep_csv(old, "up")["kv_dtype"]) == ["bfloat16"]

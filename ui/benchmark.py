@@ -30,7 +30,8 @@ import torch
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from paged_attention import DecodeConfig, DecodeInputs, build_decode_inputs, reference_decode
-from explorer.formatting import format_bytes
+from explorer.formatting import format_bytes, kv_dtype_label
+from explorer.quantization import QuantizationError, quantization_error, unquantized_config
 from paged_attention.bench import BenchResult, benchmark_implementations
 from paged_attention.timing import GPU_HEADROOM_BYTES, check_memory, measure_copy_bandwidth
 
@@ -44,15 +45,17 @@ class BenchmarkOOM(Exception):
 
 @dataclass
 class InputsSlot:
-    """The inputs and float64 reference of one configuration, kept between runs."""
+    """The inputs and float64 reference of one configuration, kept between runs,
+    and for an fp8 cache its quantization error once asked for."""
 
     key: DecodeConfig | None = None
     inputs: DecodeInputs | None = None
     reference: torch.Tensor | None = None
+    quantization: QuantizationError | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def release(self) -> None:
-        self.key = self.inputs = self.reference = None
+        self.key = self.inputs = self.reference = self.quantization = None
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -63,9 +66,29 @@ class InputsSlot:
             self.release()
             check_fits(config)
             inputs = build_decode_inputs(config)
-            reference = reference_decode(*inputs.args())
+            reference = reference_decode(*inputs.args(), **inputs.scales())
             self.key, self.inputs, self.reference = config, inputs, reference
         return self.inputs, self.reference
+
+    def quantization_error(self, config: DecodeConfig) -> QuantizationError:
+        """The quantization error of the fp8 ``config`` (:mod:`explorer.quantization`),
+        measured once per configuration; not measured, with a note, when the
+        unquantized float32 cache it needs does not fit beside the inputs (the rule
+        of :func:`paged_attention.timing.check_memory`)."""
+        inputs, reference = self.get(config)
+        if self.quantization is None:
+            memory = check_memory(unquantized_config(config))
+            if memory.fits:
+                self.quantization = quantization_error(inputs, reference)
+            else:
+                where = "GPU" if config.device.startswith("cuda") else "host"
+                self.quantization = QuantizationError(
+                    kv_dtype_label(config.kv_dtype), None, None,
+                    note=f"not measured: the unquantized float32 cache it is measured against needs about "
+                         f"{format_bytes(memory.need)} of {where} memory, but only {format_bytes(memory.free)} "
+                         "is free",
+                )
+        return self.quantization
 
     def held_bytes(self) -> int:
         if self.inputs is None:
@@ -225,6 +248,7 @@ def run_benchmark_locked(
     on_wait: Callable[[], None],
     on_own_wait: Callable[[], None] | None = None,
     done: list[BenchResult] | None = None,
+    on_quantization: Callable[[QuantizationError], None] | None = None,
 ) -> tuple[list[BenchResult], float | None]:
     """Time ``names`` against each other on one set of inputs for ``config``
     (interleaved rounds on a GPU: :func:`paged_attention.bench.benchmark_implementations`),
@@ -236,6 +260,8 @@ def run_benchmark_locked(
     timed together and appended to it as soon as they are measured, before
     ``on_result`` (which may stop a script run) is called for each result, with
     whether it was reused. ``on_progress(done, total)`` follows the timed calls.
+    For an fp8 cache, ``on_quantization`` gets the quantization error of the
+    inputs (:meth:`InputsSlot.quantization_error`) after the timing.
 
     Returns
     -------
@@ -265,6 +291,8 @@ def run_benchmark_locked(
         results = [next(r for r in done if r.name == name) for name in names]
         for r in results:
             on_result(r, r.name in reused)
+        if config.is_fp8 and on_quantization is not None:
+            on_quantization(inputs_slot().quantization_error(config))
         return results, copy_bandwidth(config.device)
 
 

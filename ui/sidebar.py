@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 import streamlit as st
 
-from paged_attention import BLOCK_LAYOUTS, DecodeConfig, device_description, execution_mode
+from paged_attention import BLOCK_LAYOUTS, KV_SCALES, DecodeConfig, device_description, execution_mode
 from explorer import formatting, readouts, settings as state
 from explorer.settings import Settings
 from explorer.limits import clamp_value
@@ -44,6 +44,8 @@ WIDGET_KEYS: dict[str, str] = {
     "head_dim": "sb_head_dim",
     "block_size": "sb_block_size",
     "dtype": "sb_dtype",
+    "kv_dtype": "sb_kv_dtype",
+    "kv_scale": "sb_kv_scale",
     "device": "sb_device",
     "block_layout": "sb_block_layout",
     "pool_headroom": "sb_pool_headroom",
@@ -266,7 +268,19 @@ def render_sidebar() -> SidebarResult:
         bs, dt = st.columns(2)
         bs.selectbox("Block size", state.BLOCK_SIZES, key=WIDGET_KEYS["block_size"],
                      **KEEP, help="tokens per physical block")
-        dt.selectbox("dtype", state.DTYPE_NAMES, key=WIDGET_KEYS["dtype"], **KEEP)
+        dt.selectbox("dtype", state.DTYPE_NAMES, key=WIDGET_KEYS["dtype"], **KEEP,
+                     help="of the query and the output, and of the arithmetic around them")
+        st.selectbox("KV-cache dtype", state.KV_CACHE_DTYPES, key=WIDGET_KEYS["kv_dtype"], **KEEP,
+                     format_func=lambda d: formatting.kv_dtype_label(None if d == state.SAME_AS_COMPUTE else d),
+                     help="how K and V are stored: in the compute dtype, or as 8-bit floats (1 byte per value) "
+                          "that the kernels multiply by a scale as they read them")
+        if ss.get(WIDGET_KEYS["kv_scale"]) is None:  # deselected (a click on the selected option)
+            ss[WIDGET_KEYS["kv_scale"]] = "per_tensor"
+        if ss[WIDGET_KEYS["kv_dtype"]] != state.SAME_AS_COMPUTE:  # kept while hidden (persist_state)
+            st.segmented_control("Scales", KV_SCALES, key=WIDGET_KEYS["kv_scale"], **KEEP,
+                                 format_func=formatting.KV_SCALE_LABELS.get,
+                                 help="one scale for all of K (and one for V), or one per KV head; each is the "
+                                      "largest |value| it covers over the format's largest finite number")
         st.selectbox("Block layout", BLOCK_LAYOUTS, key=WIDGET_KEYS["block_layout"], **KEEP,
                      help="contiguous: blocks in order; shuffled: a random permutation of the pool; "
                           "fragmented: the free list left after other sequences came and went")
@@ -309,7 +323,8 @@ def _memory_readout(config: DecodeConfig | None) -> None:
         return
     m = readouts.memory_summary(config)
     st.markdown(
-        f"- KV cache: **{formatting.format_bytes(m.kv_cache_bytes)}** (K + V pool)\n"
+        f"- KV cache: **{formatting.format_bytes(m.kv_cache_bytes)}** (K + V pool, {m.kv_dtype}: "
+        f"{formatting.count(m.kv_element_bytes, 'byte')} per value)\n"
         f"- With query, output and block table: {formatting.format_bytes(m.total_bytes)}\n"
         f"- Blocks: **{m.blocks_used:,}** used of {m.blocks_in_pool:,} in the pool\n"
         f"- Slots wasted in partly filled last blocks: **{m.wasted_slots:,}** ({100 * m.wasted_fraction:.1f}%)"

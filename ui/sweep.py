@@ -118,7 +118,7 @@ def _probe_ms(slot, config: DecodeConfig, budget_s: float) -> float:
     """Milliseconds of one naive call at ``config``: the faster of two, since a
     process's first call pays one-time costs; one only, if it alone is over budget."""
     inputs, _ = slot.get(config)
-    run = prepare("naive", *inputs.args())
+    run = prepare("naive", *inputs.args(), **inputs.scales())
     first = time_calls(run, device=inputs.query.device, warmup=0, iters=1)[0]
     if first > budget_s * 1e3:
         return first
@@ -146,7 +146,7 @@ def run_next_point(
     goes on.
     """
     index = job.next_index
-    value = job.values[index]
+    value = job.value_at(index)
     config = job.config_at(index)
     common = dict(device_name=job.device_name, warmup=job.warmup, iters=job.iters)
     rows: list[dict] = []

@@ -202,7 +202,14 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
     return fig
 
 
-def accuracy_figure(results: Sequence) -> go.Figure:
+#: Colour and default name of the fp8 quantization error's line on the error chart.
+QUANTIZATION_COLOR = "#7C3AED"
+QUANTIZATION_LABEL = "fp8 quantization error (vs unquantized cache)"
+
+
+def accuracy_figure(
+    results: Sequence, quantization_error: float | None = None, quantization_label: str = QUANTIZATION_LABEL
+) -> go.Figure:
     """Error against the float64 reference, in two panels sharing the x axis: a dot
     per implementation (both axes are logarithmic, where a bar's length would mean
     nothing and an exact zero has no place).
@@ -219,9 +226,19 @@ def accuracy_figure(results: Sequence) -> go.Figure:
     Errors under :data:`ERROR_FLOOR` count as that. A result without
     ``max_tol_ratio`` uses ``max_abs_err / atol``, an upper bound of it.
 
+    For an fp8 KV cache, ``quantization_error`` (the float64 answer on the
+    dequantized cache against the one on the unquantized values: what storing K
+    and V in 8 bits costs, whatever the kernel) is drawn in the bottom panel as a
+    dashed line labelled ``quantization_label``, with no pass/fail: the dots
+    remain each kernel's own error against the dequantized reference.
+
     Parameters
     ----------
     results : sequence of BenchResult
+    quantization_error : float, optional
+        ``max |ref_fp8 − ref_unquantized|``; None for a 16-bit or 32-bit cache.
+    quantization_label : str
+        The line's name and label.
 
     Returns
     -------
@@ -230,6 +247,8 @@ def accuracy_figure(results: Sequence) -> go.Figure:
         "error ÷ tolerance" (top panel, ``yaxis``): marker scatters, ``y``
         positive and finite (the floor or top of the axis where the error is 0
         or not finite), ``text`` "0 (exact)" or "NaN/inf" there, else empty.
+        With ``quantization_error``, trace 2 named ``quantization_label``
+        (bottom panel, ``y`` the error at every implementation).
     """
     from plotly.subplots import make_subplots
 
@@ -256,7 +275,8 @@ def accuracy_figure(results: Sequence) -> go.Figure:
     # The axes first (a decade under the smallest error or line, for the exact
     # ones' floor), then the dots, whose zeros and NaNs go to the axis' ends.
     ranges = []
-    for row, values, line in ((1, ratios, 1.0), (2, errors, atol)):
+    quantized = quantization_error is not None and math.isfinite(quantization_error) and bool(results)
+    for row, values, line in ((1, ratios, 1.0), (2, [*errors, *([quantization_error] if quantized else [])], atol)):
         positive = [max(v, ERROR_FLOOR) for v in values if math.isfinite(v) and v > 0] + [line]
         _log_range(fig, positive, 1.0, 0.5, min_span=2, row=row, col=1)
         ranges.append(fig.layout["yaxis" if row == 1 else "yaxis2"].range)
@@ -297,6 +317,22 @@ def accuracy_figure(results: Sequence) -> go.Figure:
         ),
         row=1, col=1,
     )
+    if quantized:
+        level = max(quantization_error, ERROR_FLOOR)
+        fig.add_trace(
+            go.Scatter(
+                x=labels, y=[level] * len(labels), name=quantization_label, mode="lines+markers",
+                line=dict(color=QUANTIZATION_COLOR, dash="dash", width=2),
+                marker=dict(symbol="line-ew-open", size=28, color=QUANTIZATION_COLOR, line=dict(width=2)),
+                showlegend=False,
+                hovertemplate=f"{quantization_label}<br>max |ref on fp8 − ref on unquantized| = "
+                f"{quantization_error:.3g}<extra></extra>",
+            ),
+            row=2, col=1,
+        )
+        fig.add_annotation(x=1, xref="x2 domain", xanchor="right", y=math.log10(level), yref="y2",
+                           yanchor="bottom", text=f"{quantization_label}: {quantization_error:.2g}", showarrow=False,
+                           font=dict(color=QUANTIZATION_COLOR, size=12), bgcolor="rgba(255,255,255,0.85)")
     tol = "tolerance"
     if results:
         rtol = results[0].rtol
@@ -318,6 +354,8 @@ def accuracy_figure(results: Sequence) -> go.Figure:
             font=dict(size=13, color=PASS_COLOR if r.passed else FAIL_COLOR),
         )
     subtitle = "top: max of |out − ref| / (atol + rtol·|ref|), pass ≤ 1; bottom: max |out − ref|"
+    if quantized:
+        subtitle += "; ref = float64 on the dequantized fp8 cache"
     _style(fig, "Error against the float64 reference", subtitle, height=480)
     # Room above the plot for the pass/fail marks.
     fig.update_layout(margin=dict(t=_margins(subtitle)[0] + 26), showlegend=False)

@@ -10,7 +10,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.formatting import MS_D3, format_axis_value
+from explorer.formatting import MS_D3, format_axis_value, kv_dtype_label
 from .style import IMPL_COLORS, _alpha, _log_hline_labels, _log_range, _margins, _no_data, _style, impl_color
 
 #: Line dash and marker of each source of a sweep chart (this session, then uploads).
@@ -24,6 +24,28 @@ LOG_Y_SPAN = 10
 
 def _sources(frame) -> list[str]:
     return list(dict.fromkeys(frame["source"].astype(str))) if len(frame) else []
+
+
+def _series(frame) -> list[tuple[str, str, object]]:
+    """``(name, source, rows)`` of each line style: a source, or where the frame
+    holds more than one KV-cache dtype (a sweep comparing caches), each source's
+    cache dtypes, named ``"fp8 e4m3"`` (one source) or ``"this session · fp8 e4m3"``."""
+    if not len(frame):
+        return []
+    caches = (frame["kv_dtype"].fillna("").astype(str) if "kv_dtype" in frame
+              else frame["source"].astype(str).map(lambda _: ""))
+    kinds = list(dict.fromkeys(c for c in caches if c))
+    sources = _sources(frame)
+    out = []
+    for source in sources:
+        mine = frame["source"].astype(str) == source
+        if len(kinds) <= 1:
+            out.append((source, source, frame[mine]))
+            continue
+        for kind in dict.fromkeys(caches[mine]):
+            label = kv_dtype_label(kind) if kind else "cache unknown"
+            out.append((label if len(sources) == 1 else f"{source} · {label}", source, frame[mine & (caches == kind)]))
+    return out
 
 
 def _impl_order(frame) -> list[str]:
@@ -90,10 +112,10 @@ def sweep_latency_figure(frame) -> go.Figure:
     title = "Latency across the sweep"
     if frame is None or not len(frame):
         return _no_data(fig, "No points yet.", title)
-    sources = _sources(frame)
+    series = _series(frame)
+    sources = [name for name, _, _ in series]
     ys: list[float] = []
-    for si, source in enumerate(sources):
-        part = frame[frame["source"].astype(str) == source]
+    for si, (source, _, part) in enumerate(series):
         for name in _impl_order(part):
             rows = part[part["implementation"] == name].sort_values("value")
             color, label = impl_color(name), _label(name)
@@ -131,7 +153,9 @@ def sweep_latency_figure(frame) -> go.Figure:
     if skipped_any:
         subtitle += "; ○ = skipped, drawn at its predicted time"
     if len(sources) > 1:
-        subtitle += "; line style = source"
+        origins = len(_sources(frame))
+        subtitle += "; line style = " + ("source" if len(sources) == origins else "KV cache" if origins == 1
+                                         else "source and KV cache")
     _style(fig, title, subtitle, height=440)
     _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
     if _y_log(fig, ys, title="latency (ms)"):
@@ -164,16 +188,17 @@ def sweep_bandwidth_figure(frame) -> go.Figure:
     title = "Achieved bandwidth and the copy ceiling"
     if frame is None or not len(frame):
         return _no_data(fig, "No points yet.", title)
-    sources = _sources(frame)
+    series = _series(frame)
+    sources = [name for name, _, _ in series]
     ys: list[float] = []
     ceilings: list[tuple[str, float, str]] = []
-    for si, source in enumerate(sources):
-        part = frame[frame["source"].astype(str) == source]
+    for si, (source, origin, part) in enumerate(series):
         copy = part["copy_gbps"].to_numpy(float)
         copy = copy[np.isfinite(copy) & (copy > 0)]
-        if len(copy):
+        if len(copy) and origin not in [c[0] for c in ceilings]:  # one ceiling per source (its device)
+            whole = frame[frame["source"].astype(str) == origin]["copy_gbps"].to_numpy(float)
             device = part["device_name"].astype(str).iloc[0] if "device_name" in part else ""
-            ceilings.append((source, float(np.median(copy)), device))
+            ceilings.append((origin, float(np.median(whole[np.isfinite(whole) & (whole > 0)])), device))
         for name in _impl_order(part):
             rows = part[(part["implementation"] == name) & (part["status"] == "ok")].sort_values("value")
             if not len(rows):
@@ -181,7 +206,8 @@ def sweep_bandwidth_figure(frame) -> go.Figure:
             color, label = impl_color(name), _label(name)
             gbps = _best_gbps(rows)
             ys += list(gbps)
-            pct = 100 * gbps / ceilings[-1][1] if ceilings and ceilings[-1][0] == source else np.full(len(gbps), np.nan)
+            ceiling = next((c[1] for c in ceilings if c[0] == origin), None)
+            pct = 100 * gbps / ceiling if ceiling else np.full(len(gbps), np.nan)
             fig.add_trace(go.Scatter(
                 x=rows["value"].to_numpy(float), y=gbps, mode="lines+markers", name=_trace_name(label, source, sources),
                 legendgroup=name, line=dict(color=color, width=2.2, dash=SOURCE_DASHES[si % 4]),
@@ -197,7 +223,7 @@ def sweep_bandwidth_figure(frame) -> go.Figure:
         fig.add_hline(
             y=gbps, line=dict(color="#111827" if i == 0 else "#6B7280", dash="dash" if i == 0 else "dot", width=1.4),
             annotation_text=f"ceiling: copy bandwidth {gbps:,.0f} GB/s{where}"
-            + (f" · {source}" if len(sources) > 1 else ""),
+            + (f" · {source}" if len(_sources(frame)) > 1 else ""),
             # Alternate sides so that two close ceilings keep their labels apart.
             annotation_position="top left" if i % 2 == 0 else "bottom right", annotation_font=dict(size=12, color="#111827" if i == 0 else "#6B7280"),
         )
@@ -238,10 +264,10 @@ def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
     title = f"Speedup of {label_t} over the others"
     if frame is None or not len(frame) or not ((frame["implementation"] == target) & (frame["status"] == "ok")).any():
         return _no_data(fig, f"No {label_t} result to compare against.", title, height=400)
-    sources = _sources(frame)
+    series = _series(frame)
+    sources = [name for name, _, _ in series]
     ys: list[float] = []
-    for si, source in enumerate(sources):
-        part = frame[frame["source"].astype(str) == source]
+    for si, (source, _, part) in enumerate(series):
         base = part[(part["implementation"] == target) & (part["status"] == "ok")].set_index("value")["median_ms"]
         base = base[~base.index.duplicated()]
         for name in _impl_order(part):
@@ -280,7 +306,9 @@ def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
     return fig
 
 
-def sweep_ratio_figure(frame, numerator: str, denominator: str) -> go.Figure:
+def sweep_ratio_figure(
+    frame, numerator: str, denominator: str, title: str = "Time ratio between the two sweeps"
+) -> go.Figure:
     """Two sources side by side: each implementation's median at ``numerator``
     ÷ its median at ``denominator``, at the axis values both measured.
 
@@ -290,7 +318,6 @@ def sweep_ratio_figure(frame, numerator: str, denominator: str) -> go.Figure:
         One trace per implementation both sources timed (``meta["implementation"]``).
     """
     fig = go.Figure()
-    title = "Time ratio between the two sweeps"
     ys: list[float] = []
     for name in _impl_order(frame):
         def medians(source: str):
