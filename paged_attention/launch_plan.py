@@ -84,6 +84,14 @@ FUSED_MERGE_VALUES = 16384
 #: Bytes of shared memory the K/V pipeline stages of one program may take.
 SHARED_MEMORY_BUDGET = 160 * 1024
 
+#: An fp8 cache with at least this many (sequence, KV head) rows runs one warp per
+#: program, with enough splits for FP8_ONE_WARP_PROGRAMS programs (8 per SM on an
+#: H200). Half the bytes per token leave a 4-warp program's per-tile work, not
+#: memory, setting the pace; many one-warp programs keep more loads in flight.
+#: Measurements: docs/performance.md, "fp8".
+FP8_ONE_WARP_MIN_ROWS = 256
+FP8_ONE_WARP_PROGRAMS = 1024
+
 
 def choose_num_splits(context_lens: torch.Tensor, num_kv_heads: int, num_sms: int, block_size: int) -> int:
     """Split count for flash-decoding: enough programs to keep every SM streaming.
@@ -148,7 +156,10 @@ def plan_launch(
     no longer than a split
     rounded up to a power of two, and halved until the pipeline's K/V buffers fit
     :data:`SHARED_MEMORY_BUDGET`; 4 warps; 3 pipeline stages for 16-bit caches, 2
-    for float32. The sweeps that chose these defaults are in docs/performance.md,
+    for float32. An fp8 cache whose batch has at least
+    :data:`FP8_ONE_WARP_MIN_ROWS` (sequence, KV head) rows instead runs one warp per
+    program, splits until there are :data:`FP8_ONE_WARP_PROGRAMS` programs, and
+    takes tiles of 32 tokens (64 for blocks of 64 or more) and 2 stages. The sweeps that chose these defaults are in docs/performance.md,
     section "The launch plan and the measurements behind it".
 
     Parameters
@@ -176,8 +187,12 @@ def plan_launch(
     """
     _check_plan_overrides(num_splits=num_splits, block_n=block_n, num_warps=num_warps, num_stages=num_stages)
     max_blocks = max(1, -(-shape.max_context_len // shape.block_size))
+    rows = shape.batch_size * shape.num_kv_heads
+    one_warp = shape.is_fp8 and num_warps is None and rows >= FP8_ONE_WARP_MIN_ROWS
     if num_splits is None:
         num_splits = choose_num_splits(shape.context_lens, shape.num_kv_heads, _num_sms(device), shape.block_size)
+        if one_warp:
+            num_splits = max(num_splits, -(-FP8_ONE_WARP_PROGRAMS // rows))
     num_splits = max(1, min(int(num_splits), max_blocks))
     blocks_per_split = -(-max_blocks // num_splits)
     num_splits = -(-max_blocks // blocks_per_split)
@@ -185,7 +200,9 @@ def plan_launch(
     head_dim_pad = max(16, _next_pow2(shape.head_dim))
     element_size = torch.empty((), dtype=dtype).element_size()
     if num_stages is None:
-        num_stages = 3 if element_size < 4 else 2
+        num_stages = 2 if one_warp else 3 if element_size < 4 else 2
+    if block_n is None and one_warp:
+        block_n = min(64 if shape.block_size >= 64 else 32, _next_pow2(blocks_per_split * shape.block_size))
     if block_n is None:
         block_n = (128 if head_dim_pad <= 128 else 64) // (2 if element_size == 4 else 1)
         partition = blocks_per_split * shape.block_size
@@ -219,7 +236,7 @@ def plan_launch(
         subtiles=subtiles,
         num_splits=num_splits,
         blocks_per_split=blocks_per_split,
-        num_warps=4 if num_warps is None else num_warps,
+        num_warps=(1 if one_warp else 4) if num_warps is None else num_warps,
         num_stages=num_stages,
         block_size=shape.block_size,
     )

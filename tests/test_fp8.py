@@ -192,3 +192,40 @@ def test_gpu_fp8_shapes_in_a_cuda_graph(impl, head_dim, block_size, num_heads, n
     graph.replay()
     torch.cuda.synchronize()
     assert_matches(out, inputs.query, pa.reference_decode(*inputs.args(), **inputs.scales()))
+
+
+def _shape(batch, length, kv_dtype, block_size=16, num_kv_heads=8):
+    blocks = -(-length // block_size)
+    return pa.DecodeShape(
+        batch_size=batch, num_heads=4 * num_kv_heads, num_kv_heads=num_kv_heads, head_dim=128,
+        num_blocks=batch * blocks, block_size=block_size, max_num_blocks=blocks, scale=0.1,
+        context_lens=torch.full((batch,), length), block_tables=torch.zeros(batch, blocks, dtype=torch.long),
+        kv_dtype=kv_dtype,
+    )
+
+
+@pytest.mark.parametrize("batch, length, block_size, splits, block_n", [
+    (64, 4096, 16, 2, 32), (32, 2048, 16, 4, 32), (128, 1024, 16, 1, 32), (32, 2048, 256, 4, 64),
+])
+def test_fp8_plan_runs_many_one_warp_programs(monkeypatch, batch, length, block_size, splits, block_n):
+    """A big fp8 batch: one warp per program, splits up to 1024 programs, small tiles,
+    2 stages (docs/performance.md, "fp8"); the same batch in float16 keeps 4 warps."""
+    from paged_attention import launch_plan
+
+    monkeypatch.setattr(launch_plan, "_num_sms", lambda device: 132)
+    plan = pa.plan_launch(_shape(batch, length, torch.float8_e4m3fn, block_size), torch.device("cpu"), torch.float16)
+    assert (plan.num_warps, plan.num_splits, plan.block_n, plan.num_stages) == (1, splits, block_n, 2)
+    assert batch * 8 * plan.num_splits >= launch_plan.FP8_ONE_WARP_PROGRAMS
+    half = pa.plan_launch(_shape(batch, length, torch.float16, block_size), torch.device("cpu"), torch.float16)
+    assert half.num_warps == 4 and half.num_stages == 3
+
+
+def test_fp8_plan_of_a_small_batch_and_overrides(monkeypatch):
+    from paged_attention import launch_plan
+
+    monkeypatch.setattr(launch_plan, "_num_sms", lambda device: 132)
+    small = pa.plan_launch(_shape(8, 8192, torch.float8_e4m3fn), torch.device("cpu"), torch.float16)
+    assert small.num_warps == 4  # 64 rows: too few programs for one warp each
+    fixed = pa.plan_launch(_shape(64, 4096, torch.float8_e4m3fn), torch.device("cpu"), torch.float16,
+                           num_warps=4, num_splits=1)
+    assert (fixed.num_warps, fixed.num_splits) == (4, 1)
