@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 
 from explorer.formatting import MS_D3, format_bytes, format_duration, format_speedup, in_unit
 from .style import (
-    ERROR_FLOOR, FAIL_COLOR, PASS_COLOR, _alpha, _category_ticks, _log_range, _margins, _style, impl_color,
+    ERROR_FLOOR, FAIL_COLOR, PASS_COLOR, PRESENTATION_SCALE, _alpha, _category_ticks, _log_range, _margins,
+    _plot_height, _style, impl_color,
 )
 
 def latency_figure(results: Sequence, *, log_y: bool = True, unit: str = "ms") -> go.Figure:
@@ -207,6 +208,11 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
     return fig
 
 
+#: The accuracy chart's height, the pixels over its plot for the pass/fail marks,
+#: and the font size of its tolerance lines' labels.
+_ACCURACY_HEIGHT, _ACCURACY_MARKS_PX, _LABEL_SIZE = 480, 26, 12
+
+
 def accuracy_figure(results: Sequence) -> go.Figure:
     """Error against the float64 reference, in two panels sharing the x axis: a dot
     per implementation (both axes are logarithmic, where a bar's length would mean
@@ -258,6 +264,7 @@ def accuracy_figure(results: Sequence) -> go.Figure:
         return "NaN/inf" if not math.isfinite(v) else "0 (exact)" if v == 0 else ""
 
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12)
+    subtitle = "top: max of |out − ref| / (atol + rtol·|ref|), pass ≤ 1; bottom: max |out − ref|"
     # The axes first (a decade under the smallest error or line, for the exact
     # ones' floor), then the dots, whose zeros and NaNs go to the axis' ends.
     ranges = []
@@ -265,6 +272,16 @@ def accuracy_figure(results: Sequence) -> go.Figure:
         positive = [max(v, ERROR_FLOOR) for v in values if math.isfinite(v) and v > 0] + [line]
         _log_range(fig, positive, 1.0, 0.5, min_span=2, row=row, col=1)
         ranges.append(fig.layout["yaxis" if row == 1 else "yaxis2"].range)
+    # Room in pixels, not decades, between the tolerance line (at 1, log 0) and the
+    # pass marks over the top panel, for the line's label at presentation size
+    # (which keeps the plot area): half a decade shrank to a few pixels on a tall span.
+    lo, hi = ranges[0]
+    domain = fig.layout.yaxis.domain
+    panel_px = (domain[1] - domain[0]) * (_plot_height(_ACCURACY_HEIGHT, subtitle) - _ACCURACY_MARKS_PX)
+    share = min((_LABEL_SIZE * PRESENTATION_SCALE * 1.2 + 6) / panel_px, 0.5)
+    if hi / (hi - lo) < share:
+        ranges[0] = (lo, -share * lo / (1 - share))
+        fig.update_yaxes(range=list(ranges[0]), row=1, col=1)
 
     def place(values: Sequence[float], rng) -> list[float]:
         lo, hi = rng
@@ -309,23 +326,22 @@ def accuracy_figure(results: Sequence) -> go.Figure:
     fig.add_hline(y=1, line=dict(color=FAIL_COLOR, dash="dash", width=1.2), row=1, col=1)
     # Annotations on a log axis take log10 coordinates (add_hline's own label does not).
     fig.add_annotation(x=0, xref="x domain", xanchor="left", y=0, yref="y", yanchor="bottom",
-                       text=tol, showarrow=False, font=dict(color=FAIL_COLOR, size=12),
+                       text=tol, showarrow=False, font=dict(color=FAIL_COLOR, size=_LABEL_SIZE),
                        bgcolor="rgba(255,255,255,0.85)")
     if results:
         fig.add_hline(y=atol, line=dict(color=FAIL_COLOR, dash="dot", width=1.2), row=2, col=1)
         fig.add_annotation(x=0, xref="x2 domain", xanchor="left", y=math.log10(atol), yref="y2",
                            yanchor="bottom", text=f"atol = {atol:g}", showarrow=False,
-                           font=dict(color=FAIL_COLOR, size=12), bgcolor="rgba(255,255,255,0.85)")
+                           font=dict(color=FAIL_COLOR, size=_LABEL_SIZE), bgcolor="rgba(255,255,255,0.85)")
     for r in results:
         fig.add_annotation(
             x=r.label, xref="x", y=1, yref="y domain", yanchor="bottom", yshift=2, showarrow=False,
             text="✓ pass" if r.passed else "✗ FAIL",
             font=dict(size=13, color=PASS_COLOR if r.passed else FAIL_COLOR),
         )
-    subtitle = "top: max of |out − ref| / (atol + rtol·|ref|), pass ≤ 1; bottom: max |out − ref|"
-    _style(fig, "Error against the float64 reference", subtitle, height=480)
+    _style(fig, "Error against the float64 reference", subtitle, height=_ACCURACY_HEIGHT)
     # Room above the plot for the pass/fail marks.
-    fig.update_layout(margin=dict(t=_margins(subtitle)[0] + 26), showlegend=False)
+    fig.update_layout(margin=dict(t=_margins(subtitle)[0] + _ACCURACY_MARKS_PX), showlegend=False)
     fig.update_yaxes(type="log", exponentformat="power")
     fig.update_yaxes(title="error ÷ tol.", row=1, col=1)
     fig.update_yaxes(title="abs error", row=2, col=1)
