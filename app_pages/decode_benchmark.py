@@ -7,7 +7,7 @@ from paged_attention import IMPLEMENTATIONS, LABELS
 from explorer import figures, formatting, limits, readouts
 from ui.benchmark import BenchmarkOOM, BenchmarkRefused, run_benchmark_locked
 from ui.charts import show_chart
-from ui.recorded import show_recorded, show_recorded_pointer
+from ui.recorded import recorded_durations, show_recorded, show_recorded_pointer
 from ui.sidebar import current, show_config_error
 
 MAX_HISTORY = 20
@@ -145,10 +145,16 @@ def _clear_history() -> None:
 
 
 last = st.session_state.get(LAST)
+history = st.session_state.get(HISTORY, [])
+#: The page's one unit of time, for its cards, charts and tables alike, chosen
+#: from every time it shows (the live runs' and the recorded ones').
+unit = formatting.duration_unit(
+    [t for h in history for r in h["results"] for t in (r.median_ms, r.gpu_time_ms)] + recorded_durations()
+)
 if last is None:
     if plan.refusal is None:  # a refused configuration shows the refusal alone
         st.info("Press **Run benchmark** to time the implementations on this configuration.", icon=":material/info:")
-    show_recorded(config, expanded=config.device == "cpu")
+    show_recorded(config, expanded=config.device == "cpu", unit=unit)
     st.stop()
 
 results, copy_gbps = last["results"], last["copy_gbps"]
@@ -180,17 +186,17 @@ for col, r, row in zip(cols, results, rows):
         delta, color, arrow = f"{speed:.1f}× faster", "normal", "up"  # than naive: short enough for 1280 px
     else:
         delta, color, arrow = f"{1 / speed:.1f}× slower", "inverse", "down"
-    gpu = f" · GPU time {formatting.format_duration(r.gpu_time_ms)}" if r.gpu_time_ms is not None else ""
+    gpu = f" · GPU time {formatting.format_duration(r.gpu_time_ms, unit)}" if r.gpu_time_ms is not None else ""
     col.metric(
-        r.label, formatting.format_duration(r.median_ms), delta, delta_color=color, delta_arrow=arrow, border=True,
-        help=f"median call latency over {formatting.count(len(r.samples_ms), 'call')}: {formatting.format_duration(r.median_ms)}{gpu}; "
+        r.label, formatting.format_duration(r.median_ms, unit), delta, delta_color=color, delta_arrow=arrow, border=True,
+        help=f"median call latency over {formatting.count(len(r.samples_ms), 'call')}: {formatting.format_duration(r.median_ms, unit)}{gpu}; "
              + ("" if r.name == "naive" or not reads_kv or speed is None
                 else "the arrow compares it with Naive PyTorch; ")
              + ("correct" if r.passed else "INCORRECT") + " against the float64 reference",
     )
 
 a, b = st.columns(2, gap="medium")
-show_chart(figures.latency_figure(results), key="bench_latency", parent=a, width="stretch")
+show_chart(figures.latency_figure(results, unit=unit), key="bench_latency", parent=a, width="stretch")
 if reads_kv:
     show_chart(figures.speedup_figure(results), key="bench_speedup", parent=b, width="stretch")
 else:
@@ -218,6 +224,13 @@ table = pd.DataFrame(rows)
 if not reads_kv:  # say n/a rather than leave the columns out
     table["speedup_vs_naive"] = table["gbps"] = "n/a"
 table = table.dropna(axis=1, how="all")  # no GPU columns on the CPU
+# Times in the page's unit and bandwidths to three significant digits, as text the
+# width of what it says (a NumberColumn's "%.3g" clipped 0.000612 to ".000612" at 1280 px).
+TIMES = ["median_ms", "p20_ms", "p80_ms", "gpu_time_ms"]
+for column in [c for c in TIMES if c in table]:
+    table[column] = [formatting.duration_number(v, unit) if pd.notna(v) else "n/a" for v in table[column]]
+for column in [c for c in ("gbps", "gpu_gbps") if c in table and reads_kv]:
+    table[column] = [formatting.format_gbps(v) if pd.notna(v) else "n/a" for v in table[column]]
 na = {"speedup_vs_naive": st.column_config.TextColumn("Speedup vs naive"),
       "gbps": st.column_config.TextColumn("GB/s")}
 #: What a speaker points at comes first, so it stays on screen at 1280 px.
@@ -229,15 +242,15 @@ st.dataframe(
     column_config={
         "implementation": "Implementation",
         "device": "Device",
-        "median_ms": st.column_config.NumberColumn("Median (ms)", format="%.4g"),
-        "p20_ms": st.column_config.NumberColumn("p20 (ms)", format="%.4g"),
-        "p80_ms": st.column_config.NumberColumn("p80 (ms)", format="%.4g"),
-        "gpu_time_ms": st.column_config.NumberColumn("GPU time (ms)", format="%.4g"),
+        "median_ms": st.column_config.TextColumn(f"Median ({unit})", alignment="right"),
+        "p20_ms": st.column_config.TextColumn(f"p20 ({unit})", alignment="right"),
+        "p80_ms": st.column_config.TextColumn(f"p80 ({unit})", alignment="right"),
+        "gpu_time_ms": st.column_config.TextColumn(f"GPU time ({unit})", alignment="right"),
         "gpu_p20_ms": None,  # in the CSV; the table keeps to the call latency's spread
         "gpu_p80_ms": None,
         "speedup_vs_naive": st.column_config.NumberColumn("Speedup vs naive", format="%.3g×"),
-        "gbps": st.column_config.NumberColumn("GB/s", format="%.3g"),
-        "gpu_gbps": st.column_config.NumberColumn("GB/s (GPU time)", format="%.3g"),
+        "gbps": st.column_config.TextColumn("GB/s", alignment="right"),
+        "gpu_gbps": st.column_config.TextColumn("GB/s (GPU time)", alignment="right"),
         "pct_of_copy_bw": st.column_config.NumberColumn("% of copy BW", format="%.0f%%"),
         "max_abs_err": st.column_config.NumberColumn("Max abs err", format="%.2e"),
         # Relative error is large wherever the reference is near zero, even on a
@@ -258,23 +271,24 @@ st.download_button(
     icon=":material/download:", key="bench_csv",
 )
 
-history = st.session_state.get(HISTORY, [])
 st.subheader("Compare runs")
 if len(history) < 2:
     st.caption("Change one setting in the sidebar and run again: each run of this session is kept here.")
-show_chart(figures.history_figure(history), key="bench_history_chart", width="stretch")
+show_chart(figures.history_figure(history, unit), key="bench_history_chart", width="stretch")
 summary = pd.DataFrame(
     [
         {"run": h["run"], "change": h.get("change", ""),
          "all correct": "yes" if all(r.passed for r in h["results"]) else "NO",
-         **{r.label: r.median_ms for r in h["results"]}, "configuration": h["label"]}
+         **{r.label: formatting.duration_number(r.median_ms, unit) for r in h["results"]},
+         "configuration": h["label"]}
         for h in history
     ]
 )
 st.dataframe(
     summary, hide_index=True, width="stretch", key="bench_history_table",
-    column_config={label: st.column_config.NumberColumn(f"{label} (ms)", format="%.4g") for label in LABELS.values()},
+    column_config={label: st.column_config.TextColumn(f"{label} ({unit})", alignment="right")
+                   for label in LABELS.values()},
 )
 st.button("Clear history", icon=":material/delete:", key="bench_clear", on_click=_clear_history)
 
-show_recorded(config, expanded=config.device == "cpu")
+show_recorded(config, expanded=config.device == "cpu", unit=unit)

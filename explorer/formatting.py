@@ -75,25 +75,67 @@ def format_axis_value(v: float) -> str:
     return compact(v)
 
 
+#: The duration units, each with how many of it make a millisecond.
+DURATION_UNITS: dict[str, float] = {"µs": 1e3, "ms": 1.0, "s": 1e-3}
+
+
+def duration_unit(values_ms: Sequence[float | None]) -> str:
+    """The one unit a page writes its durations in, chosen once from its data:
+    the unit in which the geometric middle of the smallest and largest positive
+    value lies under 1,000 (``[0.02, 1.5] -> "µs"``: 20.0 µs and 1,500 µs;
+    ``[0.3, 3000] -> "ms"``: 0.300 ms and 3,000 ms). ``"ms"`` when there is no
+    positive finite value. Cards, charts and tables then read the same unit."""
+    positive = [v for v in values_ms if v is not None and math.isfinite(v) and v > 0]
+    if not positive:
+        return "ms"
+    middle = math.sqrt(min(positive) * max(positive))
+    return next(u for u, scale in DURATION_UNITS.items() if middle * scale < 999.5 or u == "s")
+
+
+def in_unit(ms: float, unit: str) -> float:
+    """``ms`` milliseconds expressed in ``unit`` (a key of :data:`DURATION_UNITS`)."""
+    return ms * DURATION_UNITS[unit]
+
+
+def _three_digits(value: float) -> str:
+    """``value`` to three significant digits in fixed notation with thousands
+    separators: ``0.000612 -> "0.000612"``, ``69.84 -> "69.8"``, ``1234 -> "1,230"``."""
+    if not math.isfinite(value):
+        return f"{value:g}"
+    value = float(f"{value:.3g}")  # round first: 0.99996 is "1.00", not "1.000"
+    if value == 0:
+        return "0"
+    decimals = max(0, 2 - math.floor(math.log10(abs(value))))
+    return f"{value:,.{decimals}f}"
+
+
+def duration_number(ms: float, unit: str) -> str:
+    """``ms`` in ``unit`` to three significant digits, without the unit, for a
+    table column whose header names it: ``duration_number(0.8137, "µs") -> "814"``."""
+    return _three_digits(in_unit(ms, unit))
+
+
 def format_duration(ms: float, unit: str | None = None) -> str:
     """A time given in ms, to three significant digits, the app's one rule for
     durations: in the unit that keeps it short (``0.001683 -> "1.68 µs"``,
-    ``0.5162 -> "516 µs"``, ``12.34 -> "12.3 ms"``, ``1234 -> "1.23 s"``: for a
-    metric card, whose value is cut off when long), or always in ``unit``
-    (``"µs"``, ``"ms"`` or ``"s"``; see :func:`format_ms`)."""
-    scale = {"µs": 1e3, "ms": 1.0, "s": 1e-3}
+    ``0.5162 -> "516 µs"``, ``12.34 -> "12.3 ms"``, ``1234 -> "1.23 s"``), or
+    always in ``unit`` (``"µs"``, ``"ms"`` or ``"s"``; a page that shows several
+    durations takes one from :func:`duration_unit`; see also :func:`format_ms`)."""
     if unit is None:
-        for unit in scale:
-            if abs(ms * scale[unit]) < 999.5 or unit == "s":
+        for unit in DURATION_UNITS:
+            if abs(in_unit(ms, unit)) < 999.5 or unit == "s":
                 break
-    value = ms * scale[unit]
-    if not math.isfinite(value):
-        return f"{value:g} {unit}"
-    value = float(f"{value:.3g}")  # round first: 0.99996 ms is "1.00 ms", not "1.000 ms"
-    if value == 0:
-        return f"0 {unit}"
-    decimals = max(0, 2 - math.floor(math.log10(abs(value))))
-    return f"{value:,.{decimals}f} {unit}"
+    return f"{duration_number(ms, unit)} {unit}"
+
+
+def format_gbps(gbps: float | None) -> str:
+    """A bandwidth in GB/s, without the unit, short enough for a narrow table
+    column: three significant digits under 100 (``0.000612 -> "0.000612"``,
+    ``48.31 -> "48.3"``), whole numbers above (``4243.2 -> "4,243"``); ``"n/a"``
+    for None."""
+    if gbps is None or (isinstance(gbps, float) and math.isnan(gbps)):
+        return "n/a"
+    return _three_digits(gbps) if abs(gbps) < 100 else f"{gbps:,.0f}"
 
 
 #: :func:`format_ms`'s rule in d3-format, for Plotly hover templates that format

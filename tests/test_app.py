@@ -282,6 +282,26 @@ def test_number_typed_beyond_the_maximum_is_clamped_and_said():
     assert any("0 is below the minimum, 1; using 1" in w.value for w in at.sidebar.warning)
 
 
+def test_fraction_typed_in_a_whole_number_box_is_rounded_and_said():
+    """An integer box dropped a fraction without a word (3.7 became 3; in the
+    browser, which reads an integer box with parseInt, "1e3" became 1): the box is
+    a float box whose callback rounds and says so (tests/test_browser.py types them)."""
+    at = open_app({**TINY, "batch": "4"}, page=BENCH)
+    at.number_input(key="sb_batch_size").set_value(3.7).run()
+    assert not at.exception
+    assert at.number_input(key="sb_batch_size").value == 4
+    assert any("3.7 is not a whole number; using 4" in w.value for w in at.sidebar.warning)
+    assert at.query_params["batch"] == "4"
+    at.number_input(key="sb_batch_size").set_value(1000.0).run()  # what the browser sends for "1e3"
+    assert at.number_input(key="sb_batch_size").value == 1000
+    assert isinstance(at.number_input(key="sb_batch_size").value, int)
+    assert at.query_params["batch"] == "1000"
+    assert not any("whole number" in w.value for w in at.sidebar.warning)
+    at.number_input(key="sb_seed").set_value(2.5).run()  # another whole-number box, in a row of two
+    assert at.number_input(key="sb_seed").value == 3
+    assert any("2.5 is not a whole number; using 3" in w.value for w in at.sidebar.warning)
+
+
 # -- presentation mode ---------------------------------------------------------
 
 def test_presentation_mode_from_the_url_enlarges_the_charts():

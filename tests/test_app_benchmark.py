@@ -377,3 +377,38 @@ def test_quantization_error_too_large_for_memory_is_skipped_with_a_note(monkeypa
     assert len(chart(at, "bench_accuracy")["data"]) == 2
     caption = next(c.value for c in at.caption if "quantization error" in c.value)
     assert "not measured" in caption and "8.59 GB" in caption
+
+
+def test_one_unit_of_time_in_cards_charts_and_tables():
+    """A speaker reads one unit on the page: the cards said µs, the charts ms and
+    the tables raw ms (0.8137, "%.4g"); GB/s such as 0.000612 was a NumberColumn
+    clipped to ".000612" at 1280 px, now text to three significant digits."""
+    at = open_app(TINY, page=BENCH, timeout=120)
+    at.button(key="bench_run").click().run()
+    at.button(key="bench_run").click().run()  # a second run, for the history's chart and table
+    assert_clean(at)
+    unit = at.metric[0].value.rsplit(" ", 1)[-1]
+    assert unit in ("µs", "ms", "s")
+    table = at.dataframe[0].value
+    columns = json.loads(at.dataframe[0].proto.columns)
+    assert [m.value for m in at.metric] == [f"{v} {unit}" for v in table["median_ms"]]
+    for column in ("median_ms", "p20_ms", "p80_ms"):
+        assert columns[column]["label"].endswith(f"({unit})"), columns[column]
+    for key, title in (("bench_latency", "latency"), ("bench_history_chart", "median latency"),
+                       ("recorded_chart", "recorded latency")):
+        spec = chart(at, key)
+        assert spec["layout"]["yaxis"]["title"]["text"] == f"{title} ({unit})"
+        assert all(f"}} {unit}<" in t["hovertemplate"] for t in spec["data"]), key
+    latency = chart(at, "bench_latency")
+    medians = [a["text"] for a in latency["layout"]["annotations"]]
+    assert medians == [f"<b>{m.value}</b>" for m in at.metric]
+    history = at.dataframe[1]
+    labels = [c for c in json.loads(history.proto.columns).values() if c.get("label", "").endswith(")")]
+    assert labels and all(c["label"].endswith(f"({unit})") for c in labels)
+    recorded = json.loads(at.dataframe[2].proto.columns)
+    assert recorded["median_ms"]["label"] == f"Call latency ({unit})"
+    # Bandwidths: text, three significant digits at most, never scientific or clipped.
+    for value in table["gbps"]:
+        assert isinstance(value, str) and "e" not in value
+        digits = value.replace(",", "").replace(".", "").lstrip("0")
+        assert len(digits) <= 3 or float(value.replace(",", "")) >= 100, value

@@ -421,6 +421,25 @@ def test_number_beyond_its_maximum_is_clamped_in_the_box(server, page):
     no_exception(page)
 
 
+def test_typed_exponent_and_fraction_are_read_whole(server, page):
+    # Streamlit's browser reads an integer box with parseInt: "1e3" became 1 and "3.7" 3, without a word.
+    page.goto(f"{server}/decode_benchmark?{urlencode(TINY)}")
+    batch = page.get_by_label("Batch size (sequences)")
+    batch.wait_for(timeout=60_000)
+    batch.fill("1e3")
+    batch.press("Enter")
+    expect(batch).to_have_value("1000", timeout=30_000)
+    expect(page).to_have_url(re.compile(r"batch=1000\b"), timeout=30_000)
+    _settle(page)
+    batch.fill("3.7")
+    batch.press("Enter")
+    expect(batch).to_have_value("4", timeout=30_000)
+    note = page.locator("[data-testid=stSidebar] [data-testid=stAlertContentWarning]")
+    expect(note).to_contain_text("3.7 is not a whole number; using 4", timeout=30_000)
+    expect(page).to_have_url(re.compile(r"batch=4\b"), timeout=30_000)
+    _settle(page)
+    no_exception(page)
+
 def test_second_run_click_replaces_the_first_run(server, page):
     # About a second per interpreted Triton call on a CPU: long enough to click again mid-run.
     query = {"batch": "4", "ctx_mode": "uniform", "ctx": "64", "warmup": "1", "iters": "3", "preset": "Llama-3-8B"}

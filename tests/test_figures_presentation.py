@@ -181,3 +181,44 @@ def test_does_not_compound():
 
 def _spec(fig: go.Figure) -> dict:
     return json.loads(fig.to_json())
+
+
+@pytest.mark.parametrize("num_splits", [1, 3])
+def test_output_label_keeps_its_room_in_presentation_mode(num_splits):
+    """Presentation mode cut the online-softmax chart's "merged output" to "merged
+    outp": its room was a share of the x axis, which does not grow with the text.
+    It sits in the right margin, which grows with it (an average character of a
+    sans-serif font is taken as 0.55 of its size)."""
+    _, _, _, trace = kernel_trace(block_n=16, num_splits=num_splits)
+    plain = figures.online_softmax_figure(trace.tiles, final_error=trace.max_abs_error)
+    for fig in (plain, for_presentation(plain)):
+        star = next(t for t in fig.data if t.name == "output")
+        need = star.marker.size / 2 + len(star.text[0]) * star.textfont.size * 0.55
+        assert fig.layout.margin.r >= need, (star.text[0], fig.layout.margin.r, need)
+    assert star.text[0] == ("merged output" if num_splits > 1 else "output")
+
+
+def _tolerance_room(fig) -> tuple[float, float]:
+    """Pixels from the accuracy chart's tolerance line (ratio 1) up to its panel's
+    top edge, where the pass marks hang, and the height its label needs there."""
+    axis, layout = fig.layout.yaxis, fig.layout
+    lo, hi = axis.range
+    plot = layout.height - layout.margin.t - layout.margin.b
+    panel = (axis.domain[1] - axis.domain[0]) * plot
+    label = next(a for a in layout.annotations if (a.text or "").startswith("tolerance"))
+    return hi / (hi - lo) * panel, label.font.size * 1.2 + 2
+
+
+@pytest.mark.parametrize("abs_errs", [(1e-4, 1e-4, 1e-4), (1e-10, 1.5e-3, 1e-4), (0.0, 1e-4, float("nan"))])
+def test_tolerance_label_stays_under_the_pass_marks(abs_errs):
+    """The error chart was cramped: in presentation mode "✓ pass" (above the top
+    panel) overlapped the tolerance label (above the line at 1), which had half a
+    decade of the panel, whatever its height in pixels."""
+    from test_figures_benchmark import _result
+
+    results = [_result(name, [1.0], abs_err=err, passed=err == err)
+               for name, err in zip(("naive", "vectorized", "triton"), abs_errs)]
+    plain = figures.accuracy_figure(results)
+    for fig in (plain, for_presentation(plain)):
+        room, need = _tolerance_room(fig)
+        assert room >= need, (room, need)

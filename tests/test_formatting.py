@@ -59,3 +59,25 @@ def test_format_bytes(n, significant, text):
 @pytest.mark.parametrize("n, text", [(0, "0"), (12345, "12,345"), (524288, "524k"), (589824, "590k"), (8_388_608, "8.4M"), (12_345_678, "12.3M")])
 def test_compact(n, text):
     assert formatting.compact(n) == text
+
+
+@pytest.mark.parametrize("values, unit", [([0.02, 1.5], "µs"), ([0.3, 3000.0], "ms"), ([5.0, 2000.0], "ms"),
+                                          ([1500.0, 90_000.0], "s"), ([], "ms"), ([None, 0.0, float("nan")], "ms"),
+                                          ([0.0044, 69.8, None], "µs")])
+def test_duration_unit_is_chosen_once_from_the_data(values, unit):
+    """A page's cards, charts and tables share one unit: the metric cards wrote
+    "814 µs" while the charts said ms and the tables 0.8137."""
+    assert formatting.duration_unit(values) == unit
+
+
+@pytest.mark.parametrize("ms, unit, text", [(0.8137, "µs", "814"), (69.84, "µs", "69,800"), (0.8137, "ms", "0.814"),
+                                            (1234.5, "s", "1.23"), (0.0, "ms", "0")])
+def test_duration_number_is_three_significant_digits_in_the_unit(ms, unit, text):
+    assert formatting.duration_number(ms, unit) == text
+    assert formatting.format_duration(ms, unit) == f"{text} {unit}"
+
+
+@pytest.mark.parametrize("gbps, text", [(0.000612, "0.000612"), (0.0002863, "0.000286"), (48.31, "48.3"),
+                                        (4243.2, "4,243"), (None, "n/a"), (float("nan"), "n/a")])
+def test_format_gbps_keeps_three_significant_digits(gbps, text):
+    assert formatting.format_gbps(gbps) == text

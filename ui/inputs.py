@@ -13,20 +13,47 @@ box as the widget's default, which for ``number_input`` without ``value`` is
 ``min_value`` or 0: a number nobody typed (a cleared "Tokens per sequence" would
 empty the batch). So the widget is made nullable (``value=None``), a cleared box
 arrives as None, and the callback puts back the value the box last held.
+
+A whole-number box is sent to the browser as a float box. Streamlit's browser
+reads an integer box's text with ``parseInt``, so ``1e3`` arrives as 1 and ``3.7``
+as 3, silently; a float box reads it whole (``parseFloat``), and the callback
+rounds a fraction to the nearest whole number with a note, as it does for a
+value out of range.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import streamlit as st
 
+from explorer.formatting import format_number
 from explorer.limits import clamp_value
 
 #: Session-state key of the notes: ``widget key -> (value used, message)``.
 NOTES = "clamp_notes"
 #: Session-state key of each box's last value, ``widget key -> value``, put back when the box is cleared.
 LAST = "clamp_last_values"
+#: Session-state key of the whole-number boxes' keys (sent to the browser as float boxes).
+WHOLE = "whole_number_boxes"
+
+
+def _whole_values_as_ints() -> None:
+    """Give every whole-number box's session value back as an int.
+
+    A float box's value comes back from the browser as a float on every rerun
+    (``4.0``), and the pages read some boxes' values before drawing them (the
+    sidebar's ragged lengths use the seed): each box's first call of a run puts
+    them all back as ints. A box already drawn in this run holds an int already
+    (and may no longer be set)."""
+    ss = st.session_state
+    for key in ss.get(WHOLE, ()):
+        if isinstance(ss.get(key), float) and math.isfinite(ss[key]):
+            try:
+                ss[key] = math.floor(ss[key] + 0.5)
+            except st.errors.StreamlitAPIException:
+                pass
 
 
 def bounded_number_input(
@@ -47,10 +74,18 @@ def bounded_number_input(
     ``on_change`` runs after the clamp. The note names the input ``name``
     (default ``label``) and goes to ``note_parent`` (default ``parent``; pass
     ``st`` to put it below a row of columns). A ``value`` in ``kwargs`` is the
-    starting value (default ``min_value``). Returns the widget's value.
+    starting value (default ``min_value``). Returns the widget's value (an int
+    when ``min_value``, ``max_value`` and ``step`` are ints).
     """
     ss = st.session_state
     start = kwargs.pop("value", min_value)
+    whole = all(isinstance(v, int) for v in (min_value, max_value, kwargs.get("step", 1)))
+    if whole:  # a float box, so that "1e3" and "3.7" reach the callback as typed (see the module's docstring)
+        kwargs["step"] = float(kwargs.get("step", 1))
+        kwargs.setdefault("format", "%.0f")
+    if whole:
+        ss.setdefault(WHOLE, set()).add(key)
+        _whole_values_as_ints()
     if ss.get(key) is None:
         ss[key] = start
 
@@ -62,14 +97,22 @@ def bounded_number_input(
             ss[key] = ss.get(LAST, {}).get(key, start)
         else:
             used, note = clamp_value(value, min_value, max_value, name or label)
+            if whole and used != math.floor(used + 0.5):
+                used = math.floor(used + 0.5)
+                note = (f"**{name or label}**: {format_number(value)} is not a whole number; "
+                        f"using {format_number(used)}.")
+            if whole:
+                used = int(used)
+            ss[key] = used
             if note:
-                ss[key] = used
                 notes[key] = (used, note)
         if on_change is not None:
             on_change()
 
     # value=None makes a cleared box arrive as None rather than as a made-up default.
     value = parent.number_input(label, key=key, value=None, on_change=clamp, **kwargs)
+    if whole and value is not None:
+        value = int(value)
     ss.setdefault(LAST, {})[key] = value
     notes = ss.get(NOTES, {})
     if key in notes:

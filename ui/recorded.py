@@ -37,7 +37,16 @@ def show_recorded_pointer() -> None:
                    f"**{TITLE}** below.")
 
 
-def show_recorded(config: DecodeConfig, *, expanded: bool) -> None:
+def recorded_durations() -> list[float]:
+    """Every time (ms) the shipped sets hold, for the page to choose its one unit
+    (:func:`explorer.formatting.duration_unit`) from what it shows."""
+    sets = _recorded()
+    if isinstance(sets, str):
+        return []
+    return [float(v) for s in sets for col in ("median_ms", "gpu_time_ms") for v in s.table[col].dropna()]
+
+
+def show_recorded(config: DecodeConfig, *, expanded: bool, unit: str = "ms") -> None:
     """The section: which GPU and versions, a table and a chart of the recorded
     classic configurations, the sidebar's configuration highlighted when recorded.
 
@@ -48,6 +57,8 @@ def show_recorded(config: DecodeConfig, *, expanded: bool) -> None:
     expanded : bool
         Whether the expander starts open (on a CPU host, where these are the only
         GPU numbers).
+    unit : str
+        The page's unit of time (``"µs"``, ``"ms"`` or ``"s"``), for the chart and table.
     """
     sets = _recorded()
     if isinstance(sets, str):
@@ -62,10 +73,10 @@ def show_recorded(config: DecodeConfig, *, expanded: bool) -> None:
             titles = {s.name: s.meta.get("title", s.name) for s in sets}
             name = st.selectbox("Recorded set", list(titles), format_func=titles.get, key="recorded_set")
             recorded = next(s for s in sets if s.name == name)
-        _show_set(recorded, config)
+        _show_set(recorded, config, unit)
 
 
-def _show_set(recorded: RecordedSet, config: DecodeConfig) -> None:
+def _show_set(recorded: RecordedSet, config: DecodeConfig, unit: str) -> None:
     m, shared = recorded.meta, recorded.meta["config"]
     st.markdown(
         f"**Recorded on {m['gpu']}**, not on this machine, and never mixed with the live run: "
@@ -90,12 +101,15 @@ def _show_set(recorded: RecordedSet, config: DecodeConfig) -> None:
                    "configurations at one context length each, with the heads, head_dim, block size and dtype "
                    "above).")
     show_chart(
-        recorded_latency_figure(rows, gpu=m["gpu"], date=str(m["date"]), layout=layout, highlight=highlight),
+        recorded_latency_figure(rows, gpu=m["gpu"], date=str(m["date"]), layout=layout, highlight=highlight,
+                                unit=unit),
         key="recorded_chart", width="stretch",
     )
     table = rows.drop(columns=["batch_size", "context_len", "key"])
-    # Text, so that a time never measured reads "n/a" rather than "None".
-    table["gpu_time_ms"] = [f"{v:.4g}" if pd.notna(v) else "n/a" for v in table["gpu_time_ms"]]
+    # Text in the page's unit, three significant digits (a time never measured reads "n/a", not "None").
+    for column in ("gpu_time_ms", "median_ms"):
+        table[column] = [formatting.duration_number(v, unit) if pd.notna(v) else "n/a" for v in table[column]]
+    table["gbps"] = [formatting.format_gbps(v) for v in table["gbps"]]
     styled = table.style.apply(
         lambda row: [_MATCH_STYLE if row["configuration"] == highlight else ""] * len(row), axis=1
     )
@@ -105,13 +119,13 @@ def _show_set(recorded: RecordedSet, config: DecodeConfig) -> None:
             "configuration": "Configuration (recorded)",
             "implementation": "Implementation",
             "gpu_time_ms": st.column_config.TextColumn(
-                "GPU time (ms)", alignment="right",
+                f"GPU time ({unit})", alignment="right",
                 help="median CUDA-graph replay time, recorded (n/a: Naive PyTorch reads the block table on the "
                      "host and cannot be captured)"),
-            "median_ms": st.column_config.NumberColumn("Call latency (ms)", format="%.4g",
-                                                       help="median call latency a Python caller saw, recorded"),
-            "gbps": st.column_config.NumberColumn("GB/s", format="%.4g",
-                                                  help="from GPU time where measured, else from call latency"),
+            "median_ms": st.column_config.TextColumn(f"Call latency ({unit})", alignment="right",
+                                                     help="median call latency a Python caller saw, recorded"),
+            "gbps": st.column_config.TextColumn("GB/s", alignment="right",
+                                                help="from GPU time where measured, else from call latency"),
             "pct_of_copy_bw": st.column_config.NumberColumn(
                 "% of copy BW", format="%.2g%%", help=f"of the recorded copy bandwidth, {m['copy_gbps']:,.0f} GB/s"),
             "correct": "Correct",

@@ -114,7 +114,7 @@ from .serving import (  # noqa: F401
 from .kernel import (  # noqa: F401
     MAX_SPLIT_LEGEND,
     MAX_WALK_SEGMENTS,
-    OUTPUT_LABEL_ROOM,
+    OUTPUT_STAR_ROOM,
     SPLIT_COLORS,
     SPLIT_COLORSCALE,
     kernel_walk_figure,

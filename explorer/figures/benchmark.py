@@ -10,18 +10,22 @@ from typing import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.formatting import MS_D3, format_bytes, format_ms, format_speedup
+from explorer.formatting import MS_D3, format_bytes, format_duration, format_speedup, in_unit
 from .style import (
-    ERROR_FLOOR, FAIL_COLOR, PASS_COLOR, _alpha, _category_ticks, _log_range, _margins, _style, impl_color,
+    ERROR_FLOOR, FAIL_COLOR, PASS_COLOR, PRESENTATION_SCALE, _alpha, _category_ticks, _log_range, _margins,
+    _plot_height, _style, impl_color,
 )
 
-def latency_figure(results: Sequence, *, log_y: bool = True) -> go.Figure:
+def latency_figure(results: Sequence, *, log_y: bool = True, unit: str = "ms") -> go.Figure:
     """Per-call latency: every timed sample as a box with its points, median
     labelled, and the CUDA-graph GPU time as a diamond where measured.
 
     Parameters
     ----------
     results : sequence of BenchResult
+    unit : str
+        The unit of the axis, labels and hovers (``"µs"``, ``"ms"`` or ``"s"``;
+        the page's :func:`explorer.formatting.duration_unit`).
 
     Returns
     -------
@@ -34,7 +38,7 @@ def latency_figure(results: Sequence, *, log_y: bool = True) -> go.Figure:
         color = impl_color(r.name)
         fig.add_trace(
             go.Box(
-                y=list(r.samples_ms),
+                y=[in_unit(v, unit) for v in r.samples_ms],
                 x=[r.label] * len(r.samples_ms),
                 name=r.label,
                 marker=dict(color=color, size=5, opacity=0.6),
@@ -43,12 +47,13 @@ def latency_figure(results: Sequence, *, log_y: bool = True) -> go.Figure:
                 boxpoints="all",
                 jitter=0.35,
                 pointpos=0,
-                hovertemplate=f"{r.label}<br>%{{y:{MS_D3}}} ms<extra></extra>",
+                hovertemplate=f"{r.label}<br>%{{y:{MS_D3}}} {unit}<extra></extra>",
                 showlegend=False,
             )
         )
+        p80 = in_unit(r.p80_ms, unit)
         fig.add_annotation(
-            x=r.label, y=math.log10(max(r.p80_ms, 1e-9)) if log_y else r.p80_ms, text=f"<b>{format_ms(r.median_ms)}</b>",
+            x=r.label, y=math.log10(max(p80, 1e-9)) if log_y else p80, text=f"<b>{format_duration(r.median_ms, unit)}</b>",
             showarrow=False, yshift=16, font=dict(size=12, color=color),
         )
     gpu = [r for r in results if getattr(r, "gpu_time_ms", None) is not None]
@@ -56,11 +61,11 @@ def latency_figure(results: Sequence, *, log_y: bool = True) -> go.Figure:
         fig.add_trace(
             go.Scatter(
                 x=[r.label for r in gpu],
-                y=[r.gpu_time_ms for r in gpu],
+                y=[in_unit(r.gpu_time_ms, unit) for r in gpu],
                 mode="markers",
                 marker=dict(symbol="diamond", size=13, color="#111827", line=dict(color="white", width=1.5)),
                 name="GPU time (CUDA graph)",
-                hovertemplate=f"%{{x}}<br>GPU time %{{y:{MS_D3}}} ms<extra></extra>",
+                hovertemplate=f"%{{x}}<br>GPU time %{{y:{MS_D3}}} {unit}<extra></extra>",
             )
         )
     device = results[0].device if results else ""
@@ -68,9 +73,10 @@ def latency_figure(results: Sequence, *, log_y: bool = True) -> go.Figure:
     if gpu:
         subtitle += "; ◆ = GPU time without launch overhead"
     _style(fig, f"Latency per decode step ({device})", subtitle, height=430)
-    fig.update_yaxes(title="latency (ms)", type="log" if log_y else "linear")
+    fig.update_yaxes(title=f"latency ({unit})", type="log" if log_y else "linear")
     if log_y:
-        _log_range(fig, [v for r in results for v in [*r.samples_ms, r.gpu_time_ms or r.median_ms]], 0.25, 0.45)
+        _log_range(fig, [in_unit(v, unit) for r in results for v in [*r.samples_ms, r.gpu_time_ms or r.median_ms]],
+                   0.25, 0.45)
     fig.update_xaxes(title=None)
     _category_ticks(fig, [r.label for r in results])
     return fig
@@ -206,6 +212,10 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
 QUANTIZATION_COLOR = "#7C3AED"
 QUANTIZATION_LABEL = "fp8 quantization error (vs unquantized cache)"
 
+#: The accuracy chart's height, the pixels over its plot for the pass/fail marks,
+#: and the font size of its tolerance lines' labels.
+_ACCURACY_HEIGHT, _ACCURACY_MARKS_PX, _LABEL_SIZE = 480, 26, 12
+
 
 def accuracy_figure(
     results: Sequence, quantization_error: float | None = None, quantization_label: str = QUANTIZATION_LABEL
@@ -272,14 +282,27 @@ def accuracy_figure(
         return "NaN/inf" if not math.isfinite(v) else "0 (exact)" if v == 0 else ""
 
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12)
+    quantized = quantization_error is not None and math.isfinite(quantization_error) and bool(results)
+    subtitle = "top: max of |out − ref| / (atol + rtol·|ref|), pass ≤ 1; bottom: max |out − ref|"
+    if quantized:
+        subtitle += "; ref = float64 on the dequantized fp8 cache"
     # The axes first (a decade under the smallest error or line, for the exact
     # ones' floor), then the dots, whose zeros and NaNs go to the axis' ends.
     ranges = []
-    quantized = quantization_error is not None and math.isfinite(quantization_error) and bool(results)
     for row, values, line in ((1, ratios, 1.0), (2, [*errors, *([quantization_error] if quantized else [])], atol)):
         positive = [max(v, ERROR_FLOOR) for v in values if math.isfinite(v) and v > 0] + [line]
         _log_range(fig, positive, 1.0, 0.5, min_span=2, row=row, col=1)
         ranges.append(fig.layout["yaxis" if row == 1 else "yaxis2"].range)
+    # Room in pixels, not decades, between the tolerance line (at 1, log 0) and the
+    # pass marks over the top panel, for the line's label at presentation size
+    # (which keeps the plot area): half a decade shrank to a few pixels on a tall span.
+    lo, hi = ranges[0]
+    domain = fig.layout.yaxis.domain
+    panel_px = (domain[1] - domain[0]) * (_plot_height(_ACCURACY_HEIGHT, subtitle) - _ACCURACY_MARKS_PX)
+    share = min((_LABEL_SIZE * PRESENTATION_SCALE * 1.2 + 6) / panel_px, 0.5)
+    if hi / (hi - lo) < share:
+        ranges[0] = (lo, -share * lo / (1 - share))
+        fig.update_yaxes(range=list(ranges[0]), row=1, col=1)
 
     def place(values: Sequence[float], rng) -> list[float]:
         lo, hi = rng
@@ -340,25 +363,22 @@ def accuracy_figure(
     fig.add_hline(y=1, line=dict(color=FAIL_COLOR, dash="dash", width=1.2), row=1, col=1)
     # Annotations on a log axis take log10 coordinates (add_hline's own label does not).
     fig.add_annotation(x=0, xref="x domain", xanchor="left", y=0, yref="y", yanchor="bottom",
-                       text=tol, showarrow=False, font=dict(color=FAIL_COLOR, size=12),
+                       text=tol, showarrow=False, font=dict(color=FAIL_COLOR, size=_LABEL_SIZE),
                        bgcolor="rgba(255,255,255,0.85)")
     if results:
         fig.add_hline(y=atol, line=dict(color=FAIL_COLOR, dash="dot", width=1.2), row=2, col=1)
         fig.add_annotation(x=0, xref="x2 domain", xanchor="left", y=math.log10(atol), yref="y2",
                            yanchor="bottom", text=f"atol = {atol:g}", showarrow=False,
-                           font=dict(color=FAIL_COLOR, size=12), bgcolor="rgba(255,255,255,0.85)")
+                           font=dict(color=FAIL_COLOR, size=_LABEL_SIZE), bgcolor="rgba(255,255,255,0.85)")
     for r in results:
         fig.add_annotation(
             x=r.label, xref="x", y=1, yref="y domain", yanchor="bottom", yshift=2, showarrow=False,
             text="✓ pass" if r.passed else "✗ FAIL",
             font=dict(size=13, color=PASS_COLOR if r.passed else FAIL_COLOR),
         )
-    subtitle = "top: max of |out − ref| / (atol + rtol·|ref|), pass ≤ 1; bottom: max |out − ref|"
-    if quantized:
-        subtitle += "; ref = float64 on the dequantized fp8 cache"
-    _style(fig, "Error against the float64 reference", subtitle, height=480)
+    _style(fig, "Error against the float64 reference", subtitle, height=_ACCURACY_HEIGHT)
     # Room above the plot for the pass/fail marks.
-    fig.update_layout(margin=dict(t=_margins(subtitle)[0] + 26), showlegend=False)
+    fig.update_layout(margin=dict(t=_margins(subtitle)[0] + _ACCURACY_MARKS_PX), showlegend=False)
     fig.update_yaxes(type="log", exponentformat="power")
     fig.update_yaxes(title="error ÷ tol.", row=1, col=1)
     fig.update_yaxes(title="abs error", row=2, col=1)
@@ -367,7 +387,7 @@ def accuracy_figure(
     return fig
 
 
-def history_figure(history: Sequence[Mapping]) -> go.Figure:
+def history_figure(history: Sequence[Mapping], unit: str = "ms") -> go.Figure:
     """Median call latency of each implementation across the runs of a session.
 
     Dots, side by side within each run, on a log axis (where bars' lengths would
@@ -379,6 +399,8 @@ def history_figure(history: Sequence[Mapping]) -> go.Figure:
         Each with ``"run"`` (int), ``"label"`` (config summary), ``"results"``
         (list of BenchResult) and optionally ``"change"`` (what differs from the
         run before, shown under the run's number).
+    unit : str
+        The unit of the axis, labels and hovers (as :func:`latency_figure`'s).
 
     Returns
     -------
@@ -396,24 +418,22 @@ def history_figure(history: Sequence[Mapping]) -> go.Figure:
     xs = [f"#{h['run']}<br>{h['change']}" if h.get("change") else f"#{h['run']}" for h in history]
     fig = go.Figure()
     for name, label in order:
-        ys, hovers = [], []
-        for h in history:
-            r = next((r for r in h["results"] if r.name == name), None)
-            ys.append(r.median_ms if r else None)
-            hovers.append(h["label"])
+        ms = [next((r.median_ms for r in h["results"] if r.name == name), None) for h in history]
+        ys = [in_unit(v, unit) if v is not None else None for v in ms]
+        hovers = [h["label"] for h in history]
         fig.add_trace(
             go.Scatter(
                 x=xs, y=ys, name=label, mode="markers+text", offsetgroup=name,
                 marker=dict(color=impl_color(name), size=12, line=dict(color="white", width=1)),
                 customdata=hovers,
-                text=[format_ms(y) if y is not None else "" for y in ys], textposition="top center",
+                text=[format_duration(v, unit) if v is not None else "" for v in ms], textposition="top center",
                 textfont=dict(size=10, color=impl_color(name)), cliponaxis=False,
-                hovertemplate=f"{label}<br>run %{{x}}: %{{y:{MS_D3}}} ms<br>%{{customdata}}<extra></extra>",
+                hovertemplate=f"{label}<br>run %{{x}}: %{{y:{MS_D3}}} {unit}<br>%{{customdata}}<extra></extra>",
             )
         )
     _style(fig, "Runs in this session", "median call latency per run; hover a dot for its configuration", height=380)
     fig.update_layout(scattermode="group", scattergap=0.25)
-    fig.update_yaxes(title="median latency (ms)", type="log")
-    _log_range(fig, [r.median_ms for h in history for r in h["results"]], 0.3, 0.4)
+    fig.update_yaxes(title=f"median latency ({unit})", type="log")
+    _log_range(fig, [in_unit(r.median_ms, unit) for h in history for r in h["results"]], 0.3, 0.4)
     fig.update_xaxes(title="run", type="category", showgrid=False)
     return fig

@@ -17,9 +17,16 @@ from .style import (
     _int_ticks, _margins, _no_data, _plot_height, _style, impl_color,
 )
 
-#: The online-softmax chart's x axis runs this fraction past the context, room for
-#: the output's label right of its star.
-OUTPUT_LABEL_ROOM = 0.2
+#: The online-softmax chart's x axis runs this fraction past the context: room for
+#: half the output's star. Its label goes in the right margin, in pixels
+#: (:func:`_label_margin`), which presentation mode grows with the text; a share of
+#: the axis did not, and cut "merged output" to "merged outp".
+OUTPUT_STAR_ROOM = 0.04
+#: Width of a character of the chart's sans-serif font, as a share of its size
+#: (generous: "m" and "w" are wider than the average).
+_CHAR_WIDTH = 0.62
+#: The output's star: its size and its label's font size (px).
+_STAR_SIZE, _STAR_TEXT = 14, 11
 #: A walk with more block segments than this is drawn one bar per tile.
 MAX_WALK_SEGMENTS = 2000
 SPLIT_COLORS = SEQUENCE_COLORS
@@ -253,14 +260,15 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
             hovertemplate=who + "vs this split's exact answer: %{y:.3g}<extra></extra>",
         ), row=3, col=1)
     x_end = float(tiles["token_end"].max())
+    label = "merged output" if num_splits > 1 else "output"
     if final_error is not None:
         merged = num_splits > 1
         # The label goes right of the star, past the context where no line runs
         # (above or left of it, it sat on the line coming down to the answer).
         fig.add_trace(go.Scatter(
             x=[x_end], y=[float(final_error)], name="output",
-            mode="markers+text", marker=dict(symbol="star", size=14, color="#111827"),
-            text=["merged output" if merged else "output"], textposition="middle right", textfont=dict(size=11),
+            mode="markers+text", marker=dict(symbol="star", size=_STAR_SIZE, color="#111827"),
+            text=[label], textposition="middle right", textfont=dict(size=_STAR_TEXT),
             cliponaxis=False,
             hovertemplate=("after the merge" if merged else "the output") + ": %{y:.2g} from the full softmax"
             "<extra></extra>", showlegend=False,
@@ -272,10 +280,12 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
         _split_colorbar(fig, tiles["split"], _plot_height(640, subtitle), row=1, col=1)
     _style(fig, title, subtitle, height=640)
     fig.update_layout(margin=dict(t=_margins(subtitle)[0] + 24), showlegend=legend)  # + the panel titles
+    if final_error is not None:
+        fig.update_layout(margin=dict(r=_label_margin(label)))
     fig.update_annotations(font=dict(size=13), x=0, xanchor="left")
     # From zero (one tile alone would otherwise get an axis of 39.5 to 40.5 tokens),
-    # and on past the context by the output label's width when there is one.
-    right = x_end * (1 + OUTPUT_LABEL_ROOM) if final_error is not None else x_end
+    # and on past the context by half the output's star when there is one.
+    right = x_end * (1 + OUTPUT_STAR_ROOM) if final_error is not None else x_end
     ticks = _int_ticks(0, x_end)
     if final_error is not None and ticks["tickmode"] == "auto":
         # Whole-number ticks over the context only: none out in the label's room.
@@ -293,6 +303,12 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
     top = float(errors.max()) if len(errors) and errors.max() > 0 else 1.0
     fig.update_yaxes(title="max abs error", type="linear", range=[0, top * 1.08], row=3, col=1)
     return fig
+
+
+def _label_margin(label: str) -> int:
+    """Right margin (px) that holds the output's ``label`` right of its star at the
+    end of the axis: the star's other half, Plotly's gap and the text."""
+    return math.ceil(_STAR_SIZE / 2 + 6 + len(label) * _STAR_TEXT * _CHAR_WIDTH) + 4
 
 
 def split_merge_figure(splits) -> go.Figure:

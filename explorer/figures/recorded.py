@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from explorer.formatting import MS_D3
+from explorer.formatting import MS_D3, in_unit
 from .style import _category_ticks, _log_range, _style, impl_color
 
 #: Fill of the configuration that matches the sidebar's.
@@ -14,7 +14,7 @@ HIGHLIGHT_COLOR = "rgba(250, 204, 21, 0.25)"
 
 
 def recorded_latency_figure(
-    rows: pd.DataFrame, *, gpu: str, date: str, layout: str, highlight: str | None = None
+    rows: pd.DataFrame, *, gpu: str, date: str, layout: str, highlight: str | None = None, unit: str = "ms"
 ) -> go.Figure:
     """Recorded latency per implementation per configuration, as dots on a log axis.
 
@@ -29,6 +29,9 @@ def recorded_latency_figure(
         subtitle).
     highlight : str, optional
         A ``configuration`` to mark as the sidebar's own (a shaded band).
+    unit : str
+        The unit of the axis and hovers (``"µs"``, ``"ms"`` or ``"s"``: the page's
+        :func:`explorer.formatting.duration_unit`).
 
     Returns
     -------
@@ -45,15 +48,15 @@ def recorded_latency_figure(
         common = dict(mode="markers", offsetgroup=label, legendgroup=label)
         if not gpu_rows.empty:
             fig.add_trace(go.Scatter(
-                x=list(gpu_rows["configuration"]), y=list(gpu_rows["gpu_time_ms"]), name=f"{label} · GPU time",
+                x=list(gpu_rows["configuration"]), y=[in_unit(v, unit) for v in gpu_rows["gpu_time_ms"]], name=f"{label} · GPU time",
                 marker=dict(color=color, size=11, symbol="circle", line=dict(color="white", width=1)),
-                hovertemplate=f"recorded · {label}<br>%{{x}}<br>GPU time %{{y:{MS_D3}}} ms<extra></extra>",
+                hovertemplate=f"recorded · {label}<br>%{{x}}<br>GPU time %{{y:{MS_D3}}} {unit}<extra></extra>",
                 **common,
             ))
         fig.add_trace(go.Scatter(
-            x=list(group["configuration"]), y=list(group["median_ms"]), name=f"{label} · call latency",
+            x=list(group["configuration"]), y=[in_unit(v, unit) for v in group["median_ms"]], name=f"{label} · call latency",
             marker=dict(color=color, size=10, symbol="circle-open", line=dict(color=color, width=2)),
-            hovertemplate=f"recorded · {label}<br>%{{x}}<br>call latency %{{y:{MS_D3}}} ms<extra></extra>",
+            hovertemplate=f"recorded · {label}<br>%{{x}}<br>call latency %{{y:{MS_D3}}} {unit}<extra></extra>",
             **common,
         ))
     if highlight in configs:
@@ -65,9 +68,9 @@ def recorded_latency_figure(
            f"recorded {date}, not this machine · {layout} block table · ● GPU time (CUDA graph); "
            "○ call latency", height=460)
     fig.update_layout(scattermode="group", scattergap=0.5)
-    fig.update_yaxes(title="recorded latency (ms)", type="log")
+    fig.update_yaxes(title=f"recorded latency ({unit})", type="log")
     # room above the highest dot for the band's label
-    _log_range(fig, [*rows["gpu_time_ms"].dropna(), *rows["median_ms"]], 0.2, 0.6 if highlight in configs else 0.3)
+    _log_range(fig, [in_unit(v, unit) for v in [*rows["gpu_time_ms"].dropna(), *rows["median_ms"]]], 0.2, 0.6 if highlight in configs else 0.3)
     _category_ticks(fig, configs)
     fig.update_xaxes(title=None)
     return fig
