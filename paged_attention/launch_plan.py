@@ -89,7 +89,7 @@ SHARED_MEMORY_BUDGET = 160 * 1024
 #: H200). Half the bytes per token leave a 4-warp program's per-tile work, not
 #: memory, setting the pace; many one-warp programs keep more loads in flight.
 #: Measurements: docs/performance.md, "fp8".
-FP8_ONE_WARP_MIN_ROWS = 256
+FP8_ONE_WARP_MIN_ROWS = 64
 FP8_ONE_WARP_PROGRAMS = 1024
 
 

@@ -206,9 +206,10 @@ def _shape(batch, length, kv_dtype, block_size=16, num_kv_heads=8):
 
 @pytest.mark.parametrize("batch, length, block_size, splits, block_n", [
     (64, 4096, 16, 2, 32), (32, 2048, 16, 4, 32), (128, 1024, 16, 1, 32), (32, 2048, 256, 4, 64),
+    (8, 8192, 16, 16, 32),
 ])
 def test_fp8_plan_runs_many_one_warp_programs(monkeypatch, batch, length, block_size, splits, block_n):
-    """A big fp8 batch: one warp per program, splits up to 1024 programs, small tiles,
+    """An fp8 batch of 64+ (sequence, KV head) rows: one warp per program, splits up to 1024 programs, small tiles,
     2 stages (docs/performance.md, "fp8"); the same batch in float16 keeps 4 warps."""
     from paged_attention import launch_plan
 
@@ -224,8 +225,8 @@ def test_fp8_plan_of_a_small_batch_and_overrides(monkeypatch):
     from paged_attention import launch_plan
 
     monkeypatch.setattr(launch_plan, "_num_sms", lambda device: 132)
-    small = pa.plan_launch(_shape(8, 8192, torch.float8_e4m3fn), torch.device("cpu"), torch.float16)
-    assert small.num_warps == 4  # 64 rows: too few programs for one warp each
+    small = pa.plan_launch(_shape(1, 32768, torch.float8_e4m3fn), torch.device("cpu"), torch.float16)
+    assert small.num_warps == 4  # 8 rows: 1024 one-warp programs would be splits of 256 tokens
     fixed = pa.plan_launch(_shape(64, 4096, torch.float8_e4m3fn), torch.device("cpu"), torch.float16,
                            num_warps=4, num_splits=1)
     assert (fixed.num_warps, fixed.num_splits) == (4, 1)
