@@ -60,6 +60,24 @@ def run_and_compare(
     return out
 
 
+def replay_with_a_new_query(run, query: torch.Tensor) -> torch.Tensor:
+    """Capture one call of the prepared launcher ``run`` in a CUDA graph (after a
+    warm-up on a side stream), refill ``query`` in place with new values, replay,
+    and return the graph's output: what a CUDA-graph decode loop does."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        run()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = run()
+    query.copy_(torch.randn_like(query))
+    graph.replay()
+    torch.cuda.synchronize()
+    return out
+
+
 def paged_inputs(
     lengths: Sequence[int],
     block_ids: Sequence[Sequence[int]],

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import paged_attention as pa
 from paged_attention.inputs import OTHER
-from helpers import DTYPES, IMPL_NAMES, IMPLS, assert_matches, dtype_id, loud_block, paged_inputs, run_and_compare, seed  # noqa: F401
+from helpers import DTYPES, IMPL_NAMES, IMPLS, assert_matches, dtype_id, loud_block, paged_inputs, replay_with_a_new_query, run_and_compare, seed  # noqa: F401
 
 TRITON_IMPLS = ("triton", "triton_simple")
 
@@ -551,16 +551,6 @@ def test_gpu_prepared_implementations_replay_in_a_cuda_graph(impl, lengths, seed
     CUDA graph, refill the query in place, replay, and compare with the reference."""
     inputs = build("cuda", seed, context_lens=lengths, dtype="float16")
     run = pa.prepare(impl, *inputs.args())
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        run()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = run()
-    inputs.query.copy_(torch.randn_like(inputs.query))
-    graph.replay()
-    torch.cuda.synchronize()
+    out = replay_with_a_new_query(run, inputs.query)
     assert torch.isfinite(out).all()
     assert_matches(out, inputs.query, pa.reference_decode(*inputs.args()))

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import paged_attention as pa
-from helpers import IMPL_NAMES, IMPLS, assert_matches, run_and_compare, seed  # noqa: F401
+from helpers import IMPL_NAMES, IMPLS, assert_matches, replay_with_a_new_query, run_and_compare, seed  # noqa: F401
 from test_correctness import small_configs
 
 FORMATS = ("float8_e4m3fn", "float8_e5m2")
@@ -180,17 +180,7 @@ def test_gpu_fp8_shapes_in_a_cuda_graph(impl, head_dim, block_size, num_heads, n
     )
     inputs = pa.build_decode_inputs(cfg, poison=True)
     run = pa.prepare(impl, *inputs.args(), **inputs.scales())
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        run()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = run()
-    inputs.query.copy_(torch.randn_like(inputs.query))
-    graph.replay()
-    torch.cuda.synchronize()
+    out = replay_with_a_new_query(run, inputs.query)
     assert_matches(out, inputs.query, pa.reference_decode(*inputs.args(), **inputs.scales()))
 
 
