@@ -220,19 +220,11 @@ def _own_queued() -> None:
     st.info("Your previous run is still finishing; this run starts when it ends.", icon=":material/hourglass_top:")
 
 
-def _time_triton(record, warmup: int, iters: int):
-    """Median ms and GB/s of the Triton kernel on ``record``'s batch; raises as time_inputs_locked."""
-    snap = record.snapshot()
-    dconfig = snap.decode_config(**heads)
-    (r,) = time_inputs_locked(dconfig, lambda: snap.decode_inputs(**heads), ["triton"], warmup=warmup, iters=iters,
+def _time_triton(dconfig, make_inputs, warmup: int, iters: int):
+    """Median ms and GB/s of the Triton kernel on ``make_inputs()`` (inputs of
+    ``dconfig``); raises as time_inputs_locked."""
+    (r,) = time_inputs_locked(dconfig, make_inputs, ["triton"], warmup=warmup, iters=iters,
                               on_wait=_queued, on_own_wait=_own_queued)
-    return r
-
-
-def _time_config(dconfig, warmup: int, iters: int):
-    """Median ms and GB/s of the Triton kernel on fresh inputs for ``dconfig``; raises as time_inputs_locked."""
-    (r,) = time_inputs_locked(dconfig, lambda: build_decode_inputs(dconfig), ["triton"], warmup=warmup,
-                              iters=iters, on_wait=_queued, on_own_wait=_own_queued)
     return r
 
 
@@ -266,7 +258,9 @@ else:
         st.info(f"Capped: {note}.", icon=":material/speed:")
     if clicked:
         with st.spinner("Timing the Triton kernel…"):
-            r = _run_guarded(_time_triton, record, plan.warmup, plan.iters)
+            snap = record.snapshot()
+            r = _run_guarded(_time_triton, snap.decode_config(**heads), lambda: snap.decode_inputs(**heads),
+                             plan.warmup, plan.iters)
         if r is not None:
             ss.setdefault(LATENCY, {}).setdefault(context, {})[step] = {
                 "step": step, "running": record.num_running, "tokens": int(record.context_lens.sum()),
@@ -341,7 +335,8 @@ if sizes:
         bar = st.progress(0.0, text="timing")
         for i, (b_size, plan) in enumerate(plans.items()):
             bar.progress(i / len(plans), text=f"block size {b_size} ({i + 1}/{len(plans)})")
-            r = _run_guarded(_time_config, configs[b_size], plan.warmup, plan.iters)
+            r = _run_guarded(_time_triton, configs[b_size], lambda c=configs[b_size]: build_decode_inputs(c),
+                             plan.warmup, plan.iters)
             if r is None:
                 break
             latencies[b_size] = r.median_ms
