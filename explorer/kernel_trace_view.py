@@ -48,6 +48,7 @@ def decode_shape(config: DecodeConfig, block_tables: np.ndarray) -> DecodeShape:
         head_dim=config.head_dim, num_blocks=config.num_blocks, block_size=config.block_size,
         max_num_blocks=tables.shape[1], scale=1.0 / math.sqrt(config.head_dim),
         context_lens=torch.tensor(config.lengths, dtype=torch.int64), block_tables=tables,
+        kv_dtype=config.kv_torch_dtype,
     )
 
 

@@ -77,3 +77,16 @@ def test_showcase_plan_splits_the_row_into_several_tiles(lengths, block_size, ex
         plan = kernel_view.launch_plan(config, tables, num_splits=expected[0], block_n=expected[1])
         assert kernel_view.row_splits(plan, lengths[0]) >= 2
 
+
+
+@pytest.mark.parametrize("kv_dtype", [None, "float8_e4m3fn"])
+def test_the_page_plans_as_the_kernel_does_for_the_cache_dtype(kv_dtype):
+    """The page's plan is the one triton_decode picks for this cache: an fp8 batch of
+    64+ (sequence, KV head) rows runs one warp per program (launch_plan)."""
+    config = DecodeConfig(batch_size=16, context_lens=300, num_heads=8, num_kv_heads=4, head_dim=32, block_size=16,
+                          kv_dtype=kv_dtype)
+    inputs = build_decode_inputs(config)
+    shape = check_decode_args(*inputs.args(), **inputs.scales())
+    expected = plan_launch(shape, inputs.query.device, inputs.query.dtype)
+    assert kernel_view.launch_plan(config, inputs.block_tables.numpy()) == expected
+    assert expected.num_warps == (1 if kv_dtype else 4)
