@@ -91,6 +91,9 @@ SHARED_MEMORY_BUDGET = 160 * 1024
 #: Measurements: docs/performance.md, "fp8".
 FP8_ONE_WARP_MIN_ROWS = 64
 FP8_ONE_WARP_PROGRAMS = 1024
+#: ... but no split shorter than this many tokens of the longest context: splits
+#: of 512 tokens were fast at (8, 8192) and (16, 4096), of 256 slow at (1, 32768).
+FP8_ONE_WARP_SPLIT_TOKENS = 512
 
 
 def choose_num_splits(context_lens: torch.Tensor, num_kv_heads: int, num_sms: int, block_size: int) -> int:
@@ -158,7 +161,8 @@ def plan_launch(
     :data:`SHARED_MEMORY_BUDGET`; 4 warps; 3 pipeline stages for 16-bit caches, 2
     for float32. An fp8 cache whose batch has at least
     :data:`FP8_ONE_WARP_MIN_ROWS` (sequence, KV head) rows instead runs one warp per
-    program, splits until there are :data:`FP8_ONE_WARP_PROGRAMS` programs, and
+    program, splits until there are :data:`FP8_ONE_WARP_PROGRAMS` programs (no split
+    shorter than :data:`FP8_ONE_WARP_SPLIT_TOKENS` tokens), and
     takes tiles of 32 tokens (64 for blocks of 64 or more) and 2 stages. The sweeps that chose these defaults are in docs/performance.md,
     section "The launch plan and the measurements behind it".
 
@@ -192,7 +196,8 @@ def plan_launch(
     if num_splits is None:
         num_splits = choose_num_splits(shape.context_lens, shape.num_kv_heads, _num_sms(device), shape.block_size)
         if one_warp:
-            num_splits = max(num_splits, -(-FP8_ONE_WARP_PROGRAMS // rows))
+            wanted = min(-(-FP8_ONE_WARP_PROGRAMS // rows), -(-shape.max_context_len // FP8_ONE_WARP_SPLIT_TOKENS))
+            num_splits = max(num_splits, wanted)
     num_splits = max(1, min(int(num_splits), max_blocks))
     blocks_per_split = -(-max_blocks // num_splits)
     num_splits = -(-max_blocks // blocks_per_split)

@@ -211,6 +211,16 @@ def test_fp8_plan_runs_many_one_warp_programs(monkeypatch, batch, length, block_
     assert half.num_warps == 4 and half.num_stages == 3
 
 
+def test_fp8_plan_splits_no_shorter_than_512_tokens(monkeypatch):
+    from paged_attention import launch_plan
+
+    monkeypatch.setattr(launch_plan, "_num_sms", lambda device: 132)
+    short = pa.plan_launch(_shape(16, 236, torch.float8_e4m3fn), torch.device("cpu"), torch.float16)
+    assert short.num_warps == 1 and short.num_splits == 1  # not 8 splits of 32 tokens
+    medium = pa.plan_launch(_shape(16, 1500, torch.float8_e4m3fn), torch.device("cpu"), torch.float16)
+    assert medium.num_splits == 3 and medium.blocks_per_split * 16 >= 500
+
+
 def test_fp8_plan_of_a_small_batch_and_overrides(monkeypatch):
     from paged_attention import launch_plan
 
