@@ -224,7 +224,7 @@ def block_table_figure(
     if ref_counts is not None:
         cell_px = min(plot_height / max(1, len(rows)), plot_width / max(1, shape[1]))
         _shared_marks(fig, sub, rows, names, first, np.asarray(ref_counts), grid.row_stride,
-                      exact=per_col == 1, size=float(np.clip(0.4 * cell_px, 4, 10)))
+                      exact=per_col == 1, size=float(np.clip(0.28 * cell_px, 3, 8)))
     _style(fig, title, subtitle, height=height)
     fig.update_xaxes(title="logical block", showgrid=False, zeroline=False, **_int_ticks(0, width - 1))
     fig.update_yaxes(title="sequence" if seq_ids is None else "sequence (seq_id)", autorange="reversed",
