@@ -3,10 +3,15 @@
 import streamlit as st
 
 from explorer import figures, formatting, limits, readouts
+from explorer.settings import MAX_CONTEXT
 from ui.charts import show_chart
-from ui.data import block_arrays_for
+from ui.data import block_arrays_for, shared_batch_for
 from ui.inputs import bounded_number_input
 from ui.sidebar import current, show_config_error
+
+#: The sharing scenario's bounds: samples per request (n), and its default common prompt.
+MAX_SAMPLES = 64
+DEFAULT_COMMON_PROMPT = 64
 
 st.title("Block table")
 st.markdown(
@@ -24,9 +29,45 @@ if too_big:
     st.error(too_big, icon=":material/error:")
     st.stop()
 
-tables, owner = block_arrays_for(config)
+toggle_col, common_col, samples_col = st.columns([2, 1, 1], vertical_alignment="bottom")
+sharing = toggle_col.toggle(
+    "Sharing: n samples per request, a common prompt", key="bt_share", persist_state="session",
+    help="Group the batch into requests of n samples whose prompts start with the same tokens, and lay it out "
+         "with a block manager that shares blocks: prefix caching of full blocks, fork, copy-on-write.",
+)
+if sharing:
+    common_prompt = bounded_number_input(common_col, "Common prompt (tokens)", 0, MAX_CONTEXT, step=1,
+                                         value=DEFAULT_COMMON_PROMPT, key="bt_common",
+                                         persist_state="session", note_parent=st,
+                                         help="tokens every request's prompt starts with (a system prompt)")
+    samples = bounded_number_input(samples_col, "Samples per request", 1, MAX_SAMPLES, step=1, value=2,
+                                   key="bt_samples", persist_state="session", note_parent=st,
+                                   help="sequences per request (n): consecutive sequences of the batch")
+    too_many = limits.sharing_size_error(config)
+    if too_many:
+        st.error(too_many, icon=":material/error:")
+        st.stop()
+
 lengths = config.lengths
 mem = readouts.memory_summary(config)
+if sharing:
+    shared = shared_batch_for(config, common_prompt, samples)
+    tables, owner = shared.block_tables, shared.pool_owner
+    saved = shared.blocks_saved
+    st.markdown(
+        f"**Sharing saves {formatting.count(saved, 'block')} of {shared.blocks_unshared:,}** "
+        f"({100 * saved / max(1, shared.blocks_unshared):.0f}%, "
+        f"{formatting.format_bytes(saved * mem.block_bytes, significant=3)} of K and V): the batch holds "
+        f"{formatting.count(shared.blocks_used, 'block')} "
+        f"({formatting.format_bytes(shared.blocks_used * mem.block_bytes, significant=3)}) instead of "
+        f"{shared.blocks_unshared:,} "
+        f"({formatting.format_bytes(shared.blocks_unshared * mem.block_bytes, significant=3)}). "
+        f"Blocks held by more than one sequence: {shared.shared_blocks:,}. Prefix caching "
+        f"found {shared.prefix_hits:,} of {formatting.count(shared.prefix_queries, 'full prompt block')}, and "
+        f"decoding made {formatting.count(shared.cow_copies, 'copy-on-write copy', 'copy-on-write copies')}."
+    )
+else:
+    tables, owner = block_arrays_for(config)
 
 # Short values with the detail on the grey line under them: five metrics share a
 # row, and long values were cut off ("44,141 …") on a 1280-pixel screen.
@@ -34,10 +75,15 @@ quiet = dict(delta_color="off", delta_arrow="off")
 c1, c2, c3, c4, c5 = st.columns(5)
 c1.metric("Sequences", formatting.compact(config.batch_size))
 c2.metric("Tokens cached", formatting.compact(sum(lengths)), help=formatting.count(sum(lengths), "token"))
-c3.metric("Blocks used", formatting.compact(mem.blocks_used), f"of {formatting.compact(mem.blocks_in_pool)} in the pool",
-          **quiet, help=f"{formatting.count(mem.blocks_used, 'block')} hold this batch's tokens; the pool has "
-                        f"{mem.blocks_in_pool:,}")
-c4.metric("Wasted slots", formatting.compact(mem.wasted_slots), f"{100 * mem.wasted_fraction:.1f}% of allocated",
+used = shared.blocks_used if sharing else mem.blocks_used
+c3.metric("Blocks used", formatting.compact(used), f"of {formatting.compact(mem.blocks_in_pool)} in the pool",
+          **quiet, help=f"{formatting.count(used, 'block')} hold this batch's tokens; the pool has "
+                        f"{mem.blocks_in_pool:,}" + (f"; without sharing {mem.blocks_used:,}" if sharing else ""))
+if sharing:
+    wasted, allocated = shared.wasted_slots, used * config.block_size
+else:
+    wasted, allocated = mem.wasted_slots, mem.allocated_slots
+c4.metric("Wasted slots", formatting.compact(wasted), f"{100 * wasted / max(1, allocated):.1f}% of allocated",
           **quiet, help="allocated but unfilled slots in each sequence's last block, as a share of all allocated slots")
 c5.metric("KV cache", formatting.format_bytes(mem.kv_cache_bytes, significant=3),
           f"{formatting.format_bytes(mem.block_bytes, significant=3)} per block", **quiet,
@@ -48,17 +94,35 @@ c5.metric("KV cache", formatting.format_bytes(mem.kv_cache_bytes, significant=3)
 left, right = st.columns([3, 2], gap="medium")
 with left:
     show_chart(
-        figures.block_table_figure(tables, lengths, config.block_size, config.num_blocks),
+        figures.block_table_figure(tables, lengths, config.block_size, config.num_blocks,
+                                   ref_counts=shared.ref_counts if sharing else None),
         key="bt_table", width="stretch",
     )
-    note = figures.block_table_grid(*tables.shape).note("sequence", "logical block")
-    st.caption(note or "Hover a cell for its token range and fill. Pale cells are unallocated (-1).")
+    grid = figures.block_table_grid(*tables.shape)
+    note = grid.note("sequence", "logical block")
+    if sharing:
+        st.caption(
+            f"Sequences {samples} at a time are the samples of one request; each request's prompt is one token "
+            f"shorter than its shortest sample and starts with the common prompt. "
+            + ("A white diamond marks a block more than one sequence holds (same physical id). "
+               if grid.col_stride == 1 else "Shared blocks are not marked at this scale. ")
+            + "Blocks come from the block manager's free list in arrival order, not the sidebar's layout. "
+            + (note or "")
+        )
+    else:
+        st.caption(note or "Hover a cell for its token range and fill. Pale cells are unallocated (-1).")
 with right:
     show_chart(
+        figures.pool_ref_count_figure(shared.ref_counts, tables, config.block_size) if sharing else
         figures.pool_figure(owner, tables, lengths, config.block_size), key="bt_pool", width="stretch",
     )
     rows, cols, per_cell = figures.pool_grid_shape(len(owner))
-    if per_cell > 1:
+    if sharing:
+        st.caption("Colour = how many sequences hold each block: the common prompt's blocks are held by every "
+                   "request's samples, a request's own prompt blocks by its samples, generated tokens by one."
+                   + (f" {per_cell} consecutive blocks per cell, coloured by the most holders among them."
+                      if per_cell > 1 else ""))
+    elif per_cell > 1:
         st.caption(
             f"Aggregated for the browser: {len(owner):,} blocks drawn as {rows * cols:,} cells of {per_cell} "
             f"consecutive blocks each; partly filled blocks are not marked at this scale."

@@ -7,6 +7,28 @@ two operations. Prefill takes ``ceil(prompt_len / block_size)`` blocks at once;
 decode appends one token and takes one more block only when the token lands at
 position ``t`` with ``t % block_size == 0`` (the last block is full). A finished
 sequence returns all its blocks.
+
+Paging's second idea is **sharing**, and the manager has it too, as vLLM's block
+manager and prefix caching (and nano-vllm's ``BlockManager``) do it:
+
+- every physical block has a **reference count**, the number of block-table
+  entries pointing at it; freeing a sequence decrements its blocks' counts and a
+  block goes back to the free list only at 0;
+- :meth:`BlockManager.fork` gives a new sequence the table of a live one (n
+  samples of one prompt, a beam that splits): same blocks, counts + 1;
+- **prefix caching**: a sequence allocated with its prompt's ``tokens`` reuses every
+  leading *full* block whose content is already cached, found by a hash of the
+  block's tokens chained with the hash of everything before it (vLLM's
+  ``hash_block_tokens``), so one block stands for one whole prefix. A freed block
+  keeps its hash while it waits on the free list and is revived by a hit until the
+  free list hands it out again (vLLM v1's evictable cached blocks);
+- **copy-on-write**: a token appended into a shared, partly filled last block goes
+  to a fresh block that first gets a copy of the shared block's filled slots; the
+  shared block loses one reference and the other holders never see the write.
+
+Sequences allocated without ``tokens`` share nothing and behave exactly as a plain
+allocator: this is what the serving simulation and the pages use unless they ask
+for sharing.
 """
 
 from __future__ import annotations
@@ -18,6 +40,9 @@ import numpy as np
 import torch
 
 from paged_attention.inputs import FREE
+
+#: ``slot_tokens`` value of a slot no token has been written to.
+EMPTY_SLOT = -1
 
 
 def check_int(name: str, value: object, minimum: int) -> None:
@@ -31,8 +56,20 @@ def blocks_for(num_tokens: int, block_size: int) -> int:
     return -(-num_tokens // block_size)
 
 
+def block_hash(parent: int | None, tokens: Sequence[int]) -> int:
+    """The prefix-cache key of one full block: its tokens chained to its prefix.
+
+    ``parent`` is the key of the block before it (``None`` for a sequence's first
+    block), so equal keys mean equal *prefixes*, not only equal blocks, as in
+    vLLM's ``hash_block_tokens``. A hit is also checked against the block's stored
+    tokens (as nano-vllm does), so only two different prefixes whose parents'
+    64-bit keys collide could be confused.
+    """
+    return hash((parent, tuple(int(t) for t in tokens)))
+
+
 class BlockManager:
-    """Free list and block tables of a paged KV cache.
+    """Free list, block tables and reference counts of a paged KV cache.
 
     Parameters
     ----------
@@ -47,10 +84,22 @@ class BlockManager:
         The free list. Blocks are taken from the left and returned on the right,
         so a freed block is reused last; after some churn a new sequence's blocks
         are scattered over the pool, which is exactly what the block table is for.
+        A free block may still hold a cached prefix (see :meth:`cached_blocks`).
     block_tables : dict
         ``seq_id -> list`` of physical block ids, in logical order.
     context_lens : dict
         ``seq_id ->`` tokens stored.
+    ref_counts : ndarray
+        ``[num_blocks]`` int64: block-table entries pointing at each block, 0 free.
+    slot_tokens : ndarray or None
+        ``[num_blocks, block_size]`` int64, the token id whose K and V each slot
+        holds (:data:`EMPTY_SLOT` if none): a stand-in for the cache's contents,
+        created on the first allocation with ``tokens``. Prefix-cache hits are
+        checked against it and copy-on-write copies it.
+    prefix_queries, prefix_hits : int
+        Full prompt blocks looked up in the prefix cache, and found.
+    cow_copies : int
+        Copy-on-write events: appends that copied a shared partly filled block.
 
     Raises
     ------
@@ -66,7 +115,19 @@ class BlockManager:
         self.free_blocks: deque[int] = deque(range(self.num_blocks))
         self.block_tables: dict[int, list[int]] = {}
         self.context_lens: dict[int, int] = {}
-        # Reverse map of the block tables, kept so a snapshot is one array copy.
+        self.ref_counts = np.zeros(self.num_blocks, dtype=np.int64)
+        self.slot_tokens: np.ndarray | None = None
+        self.prefix_queries = 0
+        self.prefix_hits = 0
+        self.cow_copies = 0
+        # Sequences whose tokens are known (allocated with ``tokens`` or forked from
+        # one) -> the prefix keys of their full blocks, in order.
+        self._keys: dict[int, list[int]] = {}
+        # The prefix cache, both ways: key -> block, and block -> its key.
+        self._cached: dict[int, int] = {}
+        self._key_of: dict[int, int] = {}
+        # Reverse map of the block tables, kept so a snapshot is one array copy. A
+        # shared block's owner is the lowest seq_id holding it.
         self._owner = np.full(self.num_blocks, FREE, dtype=np.int64)
 
     @property
@@ -77,80 +138,312 @@ class BlockManager:
     def num_used(self) -> int:
         return self.num_blocks - len(self.free_blocks)
 
+    # -- taking and dropping references ------------------------------------------
     def _take(self, seq_id: int) -> int:
+        """A fresh block from the head of the free list (evicting its cached prefix)."""
         block = self.free_blocks.popleft()
+        key = self._key_of.pop(block, None)
+        if key is not None:
+            del self._cached[key]
+        if self.slot_tokens is not None:
+            self.slot_tokens[block] = EMPTY_SLOT
+        self.ref_counts[block] = 1
         self._owner[block] = seq_id
         self.block_tables[seq_id].append(block)
         return block
 
-    def allocate(self, seq_id: int, num_tokens: int) -> list[int]:
-        """Prefill: store ``num_tokens`` tokens of a new sequence.
+    def _share(self, seq_id: int, block: int) -> None:
+        """One more reference to ``block``, from the end of ``seq_id``'s table."""
+        if self.ref_counts[block] == 0:  # a cached block waiting on the free list
+            self.free_blocks.remove(block)
+            self._owner[block] = seq_id
+        else:
+            self._owner[block] = min(int(self._owner[block]), seq_id)
+        self.ref_counts[block] += 1
+        self.block_tables[seq_id].append(block)
+
+    def _release(self, seq_id: int, block: int) -> None:
+        """One reference to ``block`` fewer (``seq_id`` no longer holds it)."""
+        self.ref_counts[block] -= 1
+        if self.ref_counts[block] == 0:
+            self._owner[block] = FREE
+            self.free_blocks.append(block)
+        elif self._owner[block] == seq_id:
+            self._owner[block] = min(s for s, t in self.block_tables.items() if s != seq_id and block in t)
+
+    # -- prefix cache ------------------------------------------------------------
+    def _prefix_hits(self, tokens: Sequence[int]) -> list[tuple[int, int]]:
+        """``(key, block)`` of each leading full block of ``tokens`` that is cached.
+
+        Stops at the first miss, as vLLM's longest-cache-hit search does.
+        """
+        hits: list[tuple[int, int]] = []
+        key = None
+        bs = self.block_size
+        for start in range(0, len(tokens) - bs + 1, bs):
+            chunk = tokens[start : start + bs]
+            key = block_hash(key, chunk)
+            block = self._cached.get(key)
+            if block is None or self.slot_tokens is None or list(self.slot_tokens[block]) != list(chunk):
+                break
+            hits.append((key, block))
+        return hits
+
+    def _register(self, block: int, parent_key: int | None) -> int:
+        """Cache the full ``block`` under its prefix key.
+
+        A key already held by a live block stays with it (the new block is a
+        duplicate nobody will be sent to); one held by a free block moves to the new
+        block, so every prefix that a live sequence holds stays findable. Returns the
+        key.
+        """
+        key = block_hash(parent_key, self.slot_tokens[block])
+        old = self._cached.get(key)
+        if old is not None:
+            if self.ref_counts[old] > 0:
+                return key
+            del self._key_of[old]
+        self._cached[key] = block
+        self._key_of[block] = key
+        return key
+
+    def blocks_needed(self, num_tokens: int | None = None, *, tokens: Sequence[int] | None = None) -> int:
+        """Free-list blocks that ``allocate(seq_id, num_tokens, tokens=tokens)`` would take.
+
+        Without ``tokens``, ``ceil(num_tokens / block_size)``; with them, the blocks
+        the prefix cache does not hold, plus the cached ones now on the free list
+        (a hit revives them from it).
+        """
+        n = self._prompt_len(num_tokens, tokens)
+        needed = blocks_for(n, self.block_size)
+        if tokens is None:
+            return needed
+        hits = self._prefix_hits(tokens)
+        return needed - sum(1 for _, b in hits if self.ref_counts[b] > 0)
+
+    @staticmethod
+    def _prompt_len(num_tokens: int | None, tokens: Sequence[int] | None) -> int:
+        if tokens is None:
+            if num_tokens is None:
+                raise ValueError("allocate needs num_tokens or tokens")
+            check_int("num_tokens", num_tokens, 1)
+            return int(num_tokens)
+        if num_tokens is not None and num_tokens != len(tokens):
+            raise ValueError(f"num_tokens is {num_tokens} but {len(tokens)} tokens were given")
+        check_int("len(tokens)", len(tokens), 1)
+        for t in tokens:
+            check_int("a token id", t, 0)
+        return len(tokens)
+
+    # -- the operations ----------------------------------------------------------
+    def allocate(self, seq_id: int, num_tokens: int | None = None, *, tokens: Sequence[int] | None = None) -> list[int]:
+        """Prefill: store the prompt of a new sequence.
+
+        Parameters
+        ----------
+        seq_id : int
+            A sequence that is not live.
+        num_tokens : int, optional
+            Prompt length (may be left out when ``tokens`` is given).
+        tokens : sequence of int, optional
+            The prompt's token ids (non-negative). With them the sequence takes part
+            in prefix caching: its leading full blocks that are cached are shared
+            (counts + 1), its other full blocks are cached for later sequences, and
+            later appends need a token id.
 
         Returns
         -------
         list of int
-            The ``ceil(num_tokens / block_size)`` physical blocks taken, in order.
+            The sequence's ``ceil(num_tokens / block_size)`` physical blocks, in order
+            (shared ones included; :attr:`prefix_hits` counts those).
 
         Raises
         ------
         ValueError
-            If ``seq_id`` is already live or ``num_tokens < 1``.
+            If ``seq_id`` is already live, the prompt is empty, a token id is not a
+            non-negative integer, or ``num_tokens`` disagrees with ``tokens``.
         RuntimeError
-            If the free list holds too few blocks (check :meth:`can_allocate` first).
+            If the free list holds too few blocks (check :meth:`blocks_needed` first).
         """
         if seq_id in self.block_tables:
             raise ValueError(f"sequence {seq_id} already holds blocks")
-        check_int("num_tokens", num_tokens, 1)
-        needed = blocks_for(num_tokens, self.block_size)
+        n = self._prompt_len(num_tokens, tokens)
+        needed = self.blocks_needed(n, tokens=tokens)
         if needed > self.num_free:
             raise RuntimeError(f"sequence {seq_id} needs {needed} blocks but {self.num_free} are free")
         self.block_tables[seq_id] = []
-        self.context_lens[seq_id] = int(num_tokens)
-        return [self._take(seq_id) for _ in range(needed)]
+        self.context_lens[seq_id] = n
+        if tokens is None:
+            return [self._take(seq_id) for _ in range(needed)]
+
+        if self.slot_tokens is None:
+            self.slot_tokens = np.full((self.num_blocks, self.block_size), EMPTY_SLOT, dtype=np.int64)
+        bs = self.block_size
+        hits = self._prefix_hits(tokens)
+        self.prefix_queries += n // bs
+        self.prefix_hits += len(hits)
+        keys = self._keys[seq_id] = [key for key, _ in hits]
+        # Revive the hits first: taking fresh blocks could otherwise evict one of them.
+        for _, block in hits:
+            self._share(seq_id, block)
+        for logical in range(len(hits), blocks_for(n, bs)):
+            block = self._take(seq_id)
+            chunk = tokens[logical * bs : (logical + 1) * bs]
+            self.slot_tokens[block, : len(chunk)] = chunk
+            if len(chunk) == bs:
+                keys.append(self._register(block, keys[-1] if keys else None))
+        return list(self.block_tables[seq_id])
+
+    def fork(self, parent: int, child: int) -> list[int]:
+        """A new sequence ``child`` that shares every block of ``parent``.
+
+        The n samples of one prompt, or a beam that splits (vLLM's ``fork``): the
+        child's table is a copy of the parent's, each block's count goes up by
+        one, and no block is taken. The first append of either into their shared
+        partly filled last block copies it (copy-on-write).
+
+        Returns
+        -------
+        list of int
+            The child's block table.
+
+        Raises
+        ------
+        ValueError
+            If ``parent`` is not live or ``child`` is.
+        """
+        if parent not in self.block_tables:
+            raise ValueError(f"cannot fork sequence {parent}: it is not live")
+        if child in self.block_tables:
+            raise ValueError(f"cannot fork into sequence {child}: it already holds blocks")
+        self.block_tables[child] = []
+        for block in self.block_tables[parent]:
+            self._share(child, block)
+        self.context_lens[child] = self.context_lens[parent]
+        if parent in self._keys:
+            self._keys[child] = list(self._keys[parent])
+        return list(self.block_tables[child])
 
     def can_allocate(self, num_blocks: int) -> bool:
         return num_blocks <= self.num_free
 
     def needs_block(self, seq_id: int) -> bool:
-        """Whether the next token of ``seq_id`` starts a new block.
+        """Whether the next token of ``seq_id`` takes a block from the free list.
 
-        The token goes to position ``t = context_len``; its block is new when
-        ``t % block_size == 0``, i.e. when the last block is full.
+        The token goes to position ``t = context_len``; it needs a new block when
+        ``t % block_size == 0`` (the last block is full) or when the last block is
+        shared (copy-on-write).
         """
-        return self.context_lens[seq_id] % self.block_size == 0
+        if self.context_lens[seq_id] % self.block_size == 0:
+            return True
+        return bool(self.ref_counts[self.block_tables[seq_id][-1]] > 1)
 
-    def append_token(self, seq_id: int) -> int | None:
+    def append_token(self, seq_id: int, token: int | None = None) -> int | None:
         """Decode: store one more token of ``seq_id``.
+
+        Parameters
+        ----------
+        seq_id : int
+            A live sequence.
+        token : int, optional
+            Its token id: required for a sequence allocated with ``tokens`` (or
+            forked from one), refused for the others.
 
         Returns
         -------
         int or None
-            The physical block taken, or ``None`` if the token fit in the last block.
+            The physical block taken (a new last block, or the copy of a shared one),
+            or ``None`` if the token fit in the sequence's own last block.
 
         Raises
         ------
+        ValueError
+            If ``seq_id`` is not live, or ``token`` is missing, not a non-negative
+            integer, or given for a sequence without tokens.
         RuntimeError
-            If a new block is needed and the free list is empty.
+            If a block is needed and the free list is empty.
         """
+        if seq_id not in self.block_tables:
+            raise ValueError(f"cannot append to sequence {seq_id}: it is not live")
+        with_tokens = seq_id in self._keys
+        if with_tokens:
+            if token is None:
+                raise ValueError(f"sequence {seq_id} was allocated with tokens; append_token needs its token id")
+            check_int("token", token, 0)
+        elif token is not None:
+            raise ValueError(f"sequence {seq_id} was allocated without tokens; append_token takes no token id")
+        table = self.block_tables[seq_id]
+        n = self.context_lens[seq_id]
+        slot = n % self.block_size
         block = None
-        if self.needs_block(seq_id):
+        if slot == 0 or self.ref_counts[table[-1]] > 1:
             if not self.free_blocks:
                 raise RuntimeError(f"sequence {seq_id} needs a block but the free list is empty")
-            block = self._take(seq_id)
-        self.context_lens[seq_id] += 1
+            if slot == 0:
+                block = self._take(seq_id)
+            else:  # copy-on-write: the filled slots go to a fresh block first
+                shared = table.pop()
+                block = self._take(seq_id)
+                if self.slot_tokens is not None:
+                    self.slot_tokens[block, :slot] = self.slot_tokens[shared, :slot]
+                self._release(seq_id, shared)
+                self.cow_copies += 1
+        self.context_lens[seq_id] = n + 1
+        if with_tokens:
+            last = table[-1]
+            self.slot_tokens[last, slot] = token
+            if slot == self.block_size - 1:
+                keys = self._keys[seq_id]
+                keys.append(self._register(last, keys[-1] if keys else None))
         return block
 
     def free(self, seq_id: int) -> None:
-        """Return every block of ``seq_id`` to the free list and forget it."""
-        for block in self.block_tables.pop(seq_id):
-            self._owner[block] = FREE
-            self.free_blocks.append(block)
+        """Drop ``seq_id``: each of its blocks loses a reference, and returns to
+        the free list when none is left.
+
+        A sequence with tokens returns its blocks last first (vLLM v1 does the same),
+        so the free list evicts a cached prefix's tail before its head.
+
+        Raises
+        ------
+        ValueError
+            If ``seq_id`` is not live.
+        """
+        if seq_id not in self.block_tables:
+            raise ValueError(f"cannot free sequence {seq_id}: it is not live")
+        table = self.block_tables.pop(seq_id)
+        for block in reversed(table) if seq_id in self._keys else table:
+            self._release(seq_id, block)
         del self.context_lens[seq_id]
+        self._keys.pop(seq_id, None)
 
     # -- views ---------------------------------------------------------------
     def pool_owner(self) -> torch.Tensor:
-        """``[num_blocks]`` int64: the ``seq_id`` owning each block, ``-1`` if free."""
+        """``[num_blocks]`` int64: the ``seq_id`` owning each block (the lowest of a
+        shared block's holders), ``-1`` if free."""
         return torch.from_numpy(self._owner.copy())
+
+    def pool_ref_counts(self) -> np.ndarray:
+        """``[num_blocks]`` int64: a copy of each block's reference count."""
+        return self.ref_counts.copy()
+
+    def cached_blocks(self) -> list[int]:
+        """Blocks that hold a cached full-block prefix (live or on the free list), by id."""
+        return sorted(self._key_of)
+
+    def sequence_tokens(self, seq_id: int) -> list[int]:
+        """The token ids ``seq_id`` reads through its block table, in order.
+
+        Raises
+        ------
+        ValueError
+            If ``seq_id`` is not live or was allocated without tokens.
+        """
+        if seq_id not in self._keys:
+            raise ValueError(f"sequence {seq_id} is not live or was allocated without tokens")
+        n = self.context_lens[seq_id]
+        flat = self.slot_tokens[self.block_tables[seq_id]].reshape(-1)
+        return [int(t) for t in flat[:n]]
 
     def block_table(self, seq_ids: Sequence[int]) -> torch.Tensor:
         """Dense block table of ``seq_ids``.
@@ -175,26 +468,39 @@ class BlockManager:
         Raises
         ------
         AssertionError
-            Naming the first broken invariant: every block is free or owned by
-            exactly one live sequence (``free + owned == num_blocks``, no duplicates,
-            ids in range); the owner map agrees with the free list and the block
-            tables; each sequence holds exactly ``ceil(context_len / block_size)``
-            blocks.
+            Naming the first broken invariant: every block is either on the free
+            list or in at least one block table (``free + held == num_blocks``, ids
+            in range, nothing listed twice, no block twice in one table); each
+            block's reference count is the number of table entries pointing at it;
+            the owner map names the lowest holder of each block; each sequence holds
+            exactly ``ceil(context_len / block_size)`` blocks; only full blocks are
+            cached, each under one key.
         """
         free = list(self.free_blocks)
-        owned = [b for table in self.block_tables.values() for b in table]
-        assert len(free) + len(owned) == self.num_blocks, (
-            f"conservation: {len(free)} free + {len(owned)} owned != num_blocks {self.num_blocks}"
+        holders: dict[int, list[int]] = {}
+        for seq_id, table in self.block_tables.items():
+            assert len(set(table)) == len(table), f"sequence {seq_id} holds a block twice: {table}"
+            for b in table:
+                holders.setdefault(b, []).append(seq_id)
+        assert len(free) + len(holders) == self.num_blocks, (
+            f"conservation: {len(free)} free + {len(holders)} held != num_blocks {self.num_blocks}"
         )
-        everything = free + owned
+        everything = free + list(holders)
         assert all(0 <= b < self.num_blocks for b in everything), "a block id lies outside the pool"
         assert len(set(everything)) == self.num_blocks, (
-            "a block is listed twice (free and owned, or owned twice)"
+            "a block is listed twice (on the free list and in a block table, or twice free)"
         )
-        # With no duplicates, the owner map must be exactly the inverse of the tables.
+        expected_refs = np.zeros(self.num_blocks, dtype=np.int64)
+        for b, seqs in holders.items():
+            expected_refs[b] = len(seqs)
+        wrong = np.flatnonzero(expected_refs != self.ref_counts)
+        assert wrong.size == 0, (
+            f"reference count of block {wrong[0]} is {self.ref_counts[wrong[0]]}, but "
+            f"{expected_refs[wrong[0]]} table entries point at it" if wrong.size else ""
+        )
         expected = np.full(self.num_blocks, FREE, dtype=np.int64)
-        for seq_id, table in self.block_tables.items():
-            expected[table] = seq_id
+        for b, seqs in holders.items():
+            expected[b] = min(seqs)
         wrong = np.flatnonzero(expected != self._owner)
         assert wrong.size == 0, (
             f"pool owner of block {wrong[0]} is {self._owner[wrong[0]]}, but the free list and "
@@ -209,4 +515,16 @@ class BlockManager:
             assert len(table) == blocks_for(n, self.block_size), (
                 f"sequence {seq_id} stores {n} tokens in {len(table)} blocks; "
                 f"expected ceil({n}/{self.block_size}) = {blocks_for(n, self.block_size)}"
+            )
+        assert self._keys.keys() <= self.block_tables.keys(), "a sequence with tokens is not live"
+        for seq_id, keys in self._keys.items():
+            assert len(keys) == self.context_lens[seq_id] // self.block_size, (
+                f"sequence {seq_id} has {len(keys)} prefix keys for {self.context_lens[seq_id]} tokens"
+            )
+        assert len(self._cached) == len(self._key_of) and all(
+            self._key_of.get(b) == k for k, b in self._cached.items()
+        ), "the prefix cache's two maps disagree"
+        for b in self._key_of:
+            assert self.slot_tokens is not None and (self.slot_tokens[b] != EMPTY_SLOT).all(), (
+                f"cached block {b} is not full"
             )

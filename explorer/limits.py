@@ -64,6 +64,22 @@ def table_size_error(config: DecodeConfig) -> str | None:
     return None
 
 
+#: The block-table page's sharing scenario writes every token of the batch through
+#: the block manager in Python (prefill hashes, one call per decoded token), about
+#: 10 us a token: it refuses batches of more tokens than this.
+MAX_SHARING_TOKENS = 250_000
+
+
+def sharing_size_error(config: DecodeConfig) -> str | None:
+    """Why the block-table page's sharing scenario refuses ``config``, or None."""
+    tokens = sum(config.lengths)
+    if tokens > MAX_SHARING_TOKENS:
+        return (f"The sharing scenario writes each of the batch's {tokens:,} tokens through the block manager; "
+                f"it builds batches of at most {MAX_SHARING_TOKENS:,} tokens. Use a smaller batch or a "
+                f"shorter context, or turn Sharing off.")
+    return None
+
+
 #: The Inside-the-kernel page refuses configurations whose block table and pool
 #: together hold more entries than this: it lays out the whole batch on the CPU
 #: (:func:`paged_attention.assign_blocks`) to find the traced sequence's physical

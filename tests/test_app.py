@@ -255,6 +255,51 @@ def test_reruns_do_not_grow_memory():
     assert growth < 8 * 2**20, f"grew {growth / 2**20:.1f} MiB over 12 reruns"
 
 
+def test_block_table_sharing_scenario_marks_shared_cells_and_states_the_saving():
+    from explorer.sharing import shared_prefix_batch
+
+    at = open_app(BASE)
+    at.toggle(key="bt_share").set_value(True).run()
+    at.number_input(key="bt_samples").set_value(2).run()
+    at.number_input(key="bt_common").set_value(64).run()
+    assert_clean(at)
+    config = state.settings_from_query(BASE)[0].config()
+    b = shared_prefix_batch(config.lengths, config.block_size, config.num_blocks, 64, 2)
+    block = config.kv_cache_bytes() // config.num_blocks
+    saving = next(m.value for m in at.markdown if m.value.startswith("**Sharing saves"))
+    assert saving.startswith(f"**Sharing saves {b.blocks_saved} blocks of {b.blocks_unshared}**")
+    assert format_bytes(b.blocks_saved * block, significant=3) in saving
+    assert f"{b.cow_copies} copy-on-write copies" in saving and f"found {b.prefix_hits} of" in saving
+    assert {m.label: m.value for m in at.metric}["Blocks used"] == str(b.blocks_used)
+    table = chart(at, "bt_table")
+    assert np.array_equal(arr(table["data"][0]["z"]), np.where(b.block_tables < 0, np.nan, b.block_tables),
+                          equal_nan=True)
+    marks = table["data"][-1]
+    assert marks["name"] == "shared block (2+ sequences)"
+    marked = arr(marks["customdata"])
+    assert len(marked) == int((b.ref_counts[b.block_tables[b.block_tables >= 0]] > 1).sum())
+    pool = chart(at, "bt_pool")
+    assert pool["layout"]["title"]["text"] == "Physical block pool: sharing"
+    assert np.array_equal(arr(pool["data"][0]["z"]).ravel()[: config.num_blocks], b.ref_counts)
+    # The walk follows the shared table.
+    walk = chart(at, "bt_walk")
+    assert set(arr(walk["data"][0]["z"]).ravel()[~np.isnan(arr(walk["data"][0]["z"]).ravel())]) == \
+        set(b.block_tables[0][b.block_tables[0] >= 0].tolist())
+    # Off again: the unshared page, no marks.
+    at.toggle(key="bt_share").set_value(False).run()
+    assert_clean(at)
+    assert all("shared" not in (d.get("name") or "") for d in chart(at, "bt_table")["data"])
+    assert chart(at, "bt_pool")["layout"]["title"]["text"] == "Physical block pool"
+
+
+def test_block_table_sharing_refuses_a_batch_too_big_to_write_token_by_token():
+    at = open_app({**BASE, "ctx_mode": "uniform", "ctx": "100000", "batch": "4"})
+    at.toggle(key="bt_share").set_value(True).run()
+    assert not at.exception
+    assert any("at most 250,000 tokens" in e.value and "turn Sharing off" in e.value for e in at.error)
+    assert not at.get("plotly_chart")
+
+
 # -- number boxes --------------------------------------------------------------
 
 def test_cleared_number_box_keeps_its_previous_value():

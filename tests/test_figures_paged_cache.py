@@ -237,3 +237,50 @@ def test_block_table_in_sequence_colours_matches_the_pool():
     assert "colour = sequence, as in the pool" in table.layout.title.subtitle.text
     with pytest.raises(ValueError, match="color_by"):
         figures.block_table_figure(tables, config.lengths, 8, color_by="owner")
+
+
+# -- sharing ---------------------------------------------------------------------------
+
+def _shared_example():
+    from explorer.sharing import shared_prefix_batch
+
+    return shared_prefix_batch((236, 114, 57, 205), 16, 45, common_prompt=64, samples=2)
+
+
+def test_block_table_marks_exactly_the_cells_of_shared_blocks():
+    b = _shared_example()
+    fig = figures.block_table_figure(b.block_tables, b.context_lens, 16, 45, ref_counts=b.ref_counts)
+    marks = fig.data[-1]
+    assert marks.name == "shared block (2+ sequences)"
+    cells = {(int(s), int(j)) for s, j, _, _ in marks.customdata}
+    t = b.block_tables
+    assert cells == {(s, j) for s, j in zip(*np.nonzero(t >= 0)) if b.ref_counts[t[s, j]] > 1}
+    assert all(int(p) == t[s, j] and int(k) == b.ref_counts[p] for s, j, p, k in marks.customdata)
+    # Without counts, no marks; with counts but nothing shared, an empty trace.
+    plain = figures.block_table_figure(b.block_tables, b.context_lens, 16, 45)
+    assert all("shared" not in (d.name or "") for d in plain.data)
+    lone = figures.block_table_figure(t[:1], (236,), 16, 45, ref_counts=np.ones(45, dtype=int))
+    assert lone.data[-1].customdata is None
+
+
+def test_pool_ref_count_figure_colours_each_block_by_its_holders():
+    b = _shared_example()
+    fig = figures.pool_ref_count_figure(b.ref_counts, b.block_tables, 16)
+    z = fig.data[0].z.ravel()
+    assert np.array_equal(z[:45], b.ref_counts) and np.isnan(z[45:]).all()
+    assert [d.name for d in fig.data[1:]] == ["free", "one sequence", "2 sequences", "4 sequences"]
+    assert fig.data[0].showscale is False
+    holders = fig.data[0].customdata.ravel()
+    assert holders[0] == "block 0<br>held by 4 sequences: 0, 1, 2, 3" and holders[44] == "block 44<br>free"
+    # Many holders: a colour bar instead of one legend entry per count.
+    many = figures.pool_ref_count_figure(np.array([0, 1, 30]), np.zeros((30, 1), dtype=int) + 2, 4)
+    assert many.data[0].showscale is True and [d.name for d in many.data[1:]] == ["free", "one sequence"]
+
+
+def test_pool_ref_count_figure_aggregates_a_large_pool_by_the_most_holders():
+    refs = np.zeros(50_000, dtype=int)
+    refs[:10] = 3
+    refs[10:100] = 1
+    fig = figures.pool_ref_count_figure(refs, np.full((1, 1), -1), 16)
+    z = fig.data[0].z.ravel()
+    assert z[0] == 3 and z[2] == 1 and np.nanmax(z) == 3 and "5 per cell" in fig.layout.title.subtitle.text

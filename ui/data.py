@@ -16,6 +16,7 @@ import streamlit as st
 from paged_attention import DecodeConfig
 from paged_attention import assign_blocks
 from explorer.kernel_trace_view import trace_row
+from explorer.sharing import SharedBatch, shared_prefix_batch
 from explorer.simulator import LengthDist, ServingConfig
 from explorer.tradeoff import block_size_tradeoff
 from explorer.serving_history import ServingHistory, StepRecord, simulate
@@ -47,6 +48,19 @@ def block_arrays_for(config: DecodeConfig) -> tuple[np.ndarray, np.ndarray]:
     return block_arrays(
         tuple(config.lengths), config.block_size, config.block_layout, config.seed, config.spare_blocks
     )
+
+
+@st.cache_data(max_entries=8, show_spinner="Sharing blocks…")
+def shared_batch(
+    lengths: tuple[int, ...], block_size: int, num_blocks: int, common_prompt: int, samples: int
+) -> SharedBatch:
+    """:func:`explorer.sharing.shared_prefix_batch`, cached."""
+    return shared_prefix_batch(lengths, block_size, num_blocks, common_prompt, samples)
+
+
+def shared_batch_for(config: DecodeConfig, common_prompt: int, samples: int) -> SharedBatch:
+    """:func:`shared_batch` of ``config``'s lengths, block size and pool."""
+    return shared_batch(tuple(config.lengths), config.block_size, config.num_blocks, int(common_prompt), int(samples))
 
 
 def config_key(config: DecodeConfig) -> tuple:

@@ -5,7 +5,8 @@ Five families, one module each (this package re-exports their public names, so
 
 * the paged cache, drawn from the block table alone (no KV tensors):
   :func:`block_table_figure`, :func:`pool_figure`, :func:`token_walk_figure`,
-  :func:`block_walk_figure`;
+  :func:`block_walk_figure`; with shared blocks, :func:`pool_ref_count_figure`
+  (and ``block_table_figure(..., ref_counts=...)``);
 * benchmark results (lists of :class:`~paged_attention.bench.BenchResult`):
   :func:`latency_figure`, :func:`speedup_figure`, :func:`bandwidth_figure`,
   :func:`accuracy_figure`, :func:`history_figure`; a set recorded on a GPU
@@ -74,6 +75,9 @@ from .paged_cache import (  # noqa: F401
     block_walk_figure,
     pool_figure,
     token_walk_figure,
+)
+from .sharing import (  # noqa: F401
+    pool_ref_count_figure,
 )
 from .benchmark import (  # noqa: F401
     accuracy_figure,

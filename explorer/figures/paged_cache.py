@@ -49,6 +49,7 @@ def block_table_figure(
     title: str = "Block table",
     plot_width: float = PLOT_WIDTH_PX,
     color_by: str = "physical",
+    ref_counts: np.ndarray | None = None,
 ) -> go.Figure:
     """The block table as a heatmap: one row per sequence, one column per logical block.
 
@@ -89,6 +90,11 @@ def block_table_figure(
     color_by : {"physical", "sequence"}
         What a cell's colour says: its physical block id (a continuous scale), or
         its sequence (``seq_ids`` when given, else the row), as in the pool.
+    ref_counts : ndarray, optional
+        ``[num_blocks]``: sequences holding each physical block (a sharing
+        :class:`~explorer.block_manager.BlockManager`'s counts). Cells whose block
+        more than one sequence holds get a white diamond in their top-left corner
+        (when every logical block has its own column).
 
     Returns
     -------
@@ -99,7 +105,9 @@ def block_table_figure(
         ``text``; NaN where unallocated); trace 1:
         unallocated cells, whose ``text`` is "–" exactly there. ``x`` holds the
         logical block of each column, or the column edges (``len + 1`` values,
-        at half blocks) when columns are aggregated.
+        at half blocks) when columns are aggregated. With ``ref_counts``, a
+        scatter trace ``"shared block"`` follows (``customdata`` = sequence,
+        logical block, physical block, holders), empty when nothing drawn is shared.
     """
     tables = np.asarray(block_tables)
     if tables.ndim != 2:
@@ -213,6 +221,10 @@ def block_table_figure(
         )
     )
     _legend_square(fig, UNALLOCATED_COLOR, "unallocated (-1)", line="#CBD5E1")
+    if ref_counts is not None:
+        cell_px = min(plot_height / max(1, len(rows)), plot_width / max(1, shape[1]))
+        _shared_marks(fig, sub, rows, names, first, np.asarray(ref_counts), grid.row_stride,
+                      exact=per_col == 1, size=float(np.clip(0.28 * cell_px, 3, 8)))
     _style(fig, title, subtitle, height=height)
     fig.update_xaxes(title="logical block", showgrid=False, zeroline=False, **_int_ticks(0, width - 1))
     fig.update_yaxes(title="sequence" if seq_ids is None else "sequence (seq_id)", autorange="reversed",
@@ -222,6 +234,26 @@ def block_table_figure(
     step = 1 if len(rows) <= 40 else math.ceil(len(rows) * 14 / plot_height)
     fig.update_yaxes(tickmode="array", tickvals=rows[::step], ticktext=[str(r) for r in names[::step]])
     return fig
+
+
+def _shared_marks(fig, sub, rows, names, cols, ref_counts, row_stride, *, exact: bool, size: float) -> None:
+    """White diamonds on the block-table cells whose physical block is shared."""
+    holders = np.where(sub >= 0, ref_counts[np.maximum(sub, 0)], 0)
+    r, c = np.nonzero(holders > 1) if exact else (np.array([], dtype=int),) * 2
+    fig.add_trace(
+        go.Scatter(
+            x=cols[c] - 0.3,
+            y=rows[r] - 0.3 * row_stride,
+            mode="markers",
+            marker=dict(symbol="diamond", size=size, color="white",
+                        line=dict(color="#111827", width=1.5)),
+            customdata=np.stack([names[r], cols[c], sub[r, c], holders[r, c]], axis=-1) if len(r) else None,
+            hovertemplate="sequence %{customdata[0]}, logical block %{customdata[1]}"
+            "<br>physical block %{customdata[2]}: shared by %{customdata[3]} sequences<extra></extra>",
+            cliponaxis=False,
+            name="shared block (2+ sequences)",
+        )
+    )
 
 
 def _owner_colorscale() -> tuple[list, int]:
