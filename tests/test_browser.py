@@ -21,7 +21,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlparse
 
 import pytest
 pytest.importorskip("playwright", reason="the browser test needs Playwright (requirements-dev.txt)")
@@ -405,6 +405,34 @@ def test_every_page_answers_at_its_own_path(server, page):
     _settle(page)
     expect(page.get_by_text("Page not found")).to_have_count(0, timeout=WAIT)
     no_exception(page)
+
+
+def test_no_request_leaves_this_machine(server, page):
+    """A talk given offline: loading any page asks nothing of the internet. A
+    ``:material/...:`` page_icon made Streamlit point the favicon at fonts.gstatic.com;
+    the icons drawn in the page (navigation, buttons, alerts) come from Streamlit's
+    bundled font."""
+    outside = []
+
+    def record(request):
+        url = urlparse(request.url)
+        if url.scheme not in ("data", "blob") and url.hostname not in ("127.0.0.1", "localhost"):
+            outside.append(request.url)
+
+    page.on("request", record)
+    favicon = page.locator("link[rel='shortcut icon']")
+    for path, heading in (("block_table", "Block table"), ("decode_benchmark", "Decode benchmark"),
+                          ("sweep", "Sweep"), ("serving_simulation", "Serving simulation"),
+                          ("inside_the_kernel", "Inside the kernel")):
+        page.goto(f"{server}/{path}?{urlencode(TINY)}")
+        expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible(timeout=60_000)
+        _settle(page)
+        # The app's favicon replaced Streamlit's default (./favicon.png), and is inline or served
+        # from this server (an image page_icon is a /media/ URL).
+        expect(favicon).to_have_attribute(
+            "href", re.compile(r"^(data:|https?://(127\.0\.0\.1|localhost)(:\d+)?/media/)"), timeout=WAIT)
+        no_exception(page)
+    assert outside == [], f"requests outside this machine: {sorted(set(outside))}"
 
 
 def test_number_beyond_its_maximum_is_clamped_in_the_box(server, page):
