@@ -325,6 +325,65 @@ def test_sweep_cancel_run_and_compare_in_browser(server, page, tmp_path):
         pytest.xfail("a Cancel press had no effect: the sweep ran to its end (open defect, docs/streamlit.md)")
 
 
+# What in a row of controls a projector's width may not squeeze: a label on two lines, a
+# number box whose value is cut or that lost its step buttons (Streamlit drops them from a
+# narrow box), a button whose text is cut. ``root`` is one element inside the row's block.
+_SQUEEZED_CONTROLS_JS = """root => {
+    let block = root;
+    while (block && block.dataset.testid !== 'stVerticalBlock') block = block.parentElement;
+    const lines = el => {
+        const range = document.createRange();
+        range.selectNodeContents(el);
+        return new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top))).size;
+    };
+    const problems = [];
+    for (const label of block.querySelectorAll('[data-testid=stWidgetLabel] p, [data-testid=stCheckbox] p')) {
+        if (lines(label) > 1) problems.push(`label "${label.innerText}" on ${lines(label)} lines`);
+    }
+    for (const box of block.querySelectorAll('[data-testid=stNumberInput]')) {
+        const name = box.querySelector('[data-testid=stWidgetLabel]').innerText.trim();
+        const input = box.querySelector('input');
+        if (input.scrollWidth > input.clientWidth || input.clientWidth < 9 * input.value.length + 8)
+            problems.push(`"${name}": ${input.value} in ${input.clientWidth} px`);
+        if (!box.querySelector('[data-testid=stNumberInputStepUp]')) problems.push(`"${name}" lost its step buttons`);
+    }
+    for (const button of block.querySelectorAll('button[data-testid^=stBaseButton]')) {
+        if (button.scrollWidth > button.clientWidth + 1) problems.push(`button "${button.innerText}" cut`);
+    }
+    return problems;
+}"""
+
+
+@pytest.mark.parametrize("width, height", [(1280, 720), (1920, 1080)])
+def test_sweep_controls_are_readable_on_a_projector(server, browser, width, height):
+    # "Points" had 0.7 of a five-column row: at 1280 px its box lost its step buttons and
+    # "Naive budget per point (s)" put "(s)" on a line of its own. The widest values go in.
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.goto(f"{server}/sweep?{urlencode(TINY)}")
+    expect(page.get_by_role("button", name="Run sweep")).to_be_visible(timeout=60_000)
+    for label, value in (("To", "1048576"), ("From", "1048575"), ("Points", "12"),
+                         ("Naive budget per point (s)", "600")):
+        box = page.get_by_role("spinbutton", name=label, exact=True)
+        box.fill(value)
+        box.press("Enter")
+        expect(box).to_have_value(re.compile(rf"^{value}(\.00)?$"), timeout=WAIT)
+        _settle(page)
+    no_exception(page)
+    controls = page.get_by_role("button", name="Run sweep").locator("xpath=ancestor::*[@data-testid='stVerticalBlock'"
+                                                                    " and .//*[text()='Sweep over']][1]")
+    expect(controls).to_have_count(1, timeout=WAIT)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    try:  # a wait, not one look: the columns lay out again after each rerun
+        page.wait_for_function(f"root => ({_SQUEEZED_CONTROLS_JS})(root).length === 0",
+                               arg=controls.element_handle(), timeout=15_000)
+    except PlaywrightTimeoutError:
+        pytest.fail(f"at {width}x{height}: {controls.evaluate(_SQUEEZED_CONTROLS_JS)}")
+    finally:
+        page.screenshot(path=str(SHOTS / f"sweep_controls_{width}.png"))
+        context.close()
+
+
 def test_serving_simulation_in_browser(server, page):
     page.goto(f"{server}/serving_simulation?{urlencode(TINY)}")
     title = page.locator(".js-plotly-plot >> text=/Physical block pool after step \\d+/")
