@@ -239,6 +239,40 @@ def test_benchmark_run_in_browser(server, page):
     full_screenshot(page, SHOTS / "decode_benchmark_fp8.png")
 
 
+def test_four_benchmark_cards_hold_the_widest_value_at_1280(server, browser):
+    # The recorded H200 runs keep the page in µs while the interpreted Triton kernel takes
+    # 100+ ms, so a card can read "888,000 µs", the widest value three significant digits
+    # write (the card font's digits are all one width). Headless Chromium hides scrollbars; a
+    # desktop browser's takes 10 px of a 1280 px window, so the page is 1270 px wide here.
+    context = browser.new_context(viewport={"width": 1270, "height": 720})
+    page = context.new_page()
+    page.goto(f"{server}/decode_benchmark?{urlencode(TINY)}")
+    run = page.get_by_role("button", name="Run benchmark")
+    run.wait_for(timeout=60_000)
+    page.get_by_text("Include Triton (simple grid)").click()
+    expect(page.get_by_role("checkbox", name="Include Triton (simple grid)")).to_be_checked(timeout=WAIT)
+    _settle(page)
+    run.click()
+    expect(page.get_by_text("Compare runs")).to_be_visible(timeout=180_000)
+    _settle(page)
+    values = page.locator("[data-testid=stMetric] [data-testid=stMetricValue]")
+    expect(values).to_have_count(4, timeout=WAIT)
+    expect(values.first).to_contain_text(re.compile(r"\d (µs|ms|s)$"), timeout=WAIT)
+    widths = values.evaluate_all("""values => values.map(v => {
+        const box = v.firstElementChild, style = getComputedStyle(box);
+        const ctx = document.createElement('canvas').getContext('2d');
+        ctx.font = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+        return {shown: box.innerText, cut: box.scrollWidth > box.clientWidth,
+                box: box.getBoundingClientRect().width, widest: ctx.measureText('888,000 µs').width};
+    })""")
+    values.first.evaluate("e => e.scrollIntoView({block: 'center'})")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "benchmark_cards_1280.png"))
+    context.close()
+    for card in widths:
+        assert not card["cut"] and card["widest"] <= card["box"], widths
+
+
 def _settle(pg, timeout: int = 120_000) -> None:
     """Wait until the app has finished its current run (the status widget is gone)."""
     pg.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout)
