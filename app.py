@@ -16,9 +16,12 @@ import streamlit as st
 import paged_attention  # noqa: F401  (first: sets TRITON_INTERPRET on a CPU-only machine)
 from ui.sidebar import render_sidebar
 
+# The favicon is an emoji, drawn inline (a data: URL): a ``:material/...:`` page_icon is
+# fetched from fonts.gstatic.com, which fails in a talk given offline. The other
+# ``:material/...:`` icons (navigation, buttons, alerts) come from Streamlit's bundled font.
 st.set_page_config(
     page_title="Paged-attention explorer",
-    page_icon=":material/view_module:",
+    page_icon="🧱",
     layout="wide",
     initial_sidebar_state="expanded",
 )

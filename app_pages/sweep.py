@@ -80,24 +80,30 @@ def _cache_name(kv_dtype) -> str:
 
 
 with st.container(border=True):
-    # From and To hold seven digits (1048576) beside their buttons at 1280 px (checked in Chromium).
-    top = st.columns([1.8, 1.2, 1.7, 1.7, 0.7], vertical_alignment="bottom")
+    # Three rows on one grid: what and over which range; how; go. At 1280 px every label
+    # stays on one line and every number box keeps its step buttons with its widest value
+    # (From and To 1048576, Points 12, 600.00 s): five controls in one row squeezed Points
+    # to a box with no buttons (checked in Chromium at 1280x720 and 1920x1080, test_browser).
+    top = st.columns([2, 1.5, 1.5], vertical_alignment="bottom")
+    middle = st.columns([1, 1, 1.5, 1.5], vertical_alignment="bottom")
     axis = top[0].selectbox("Sweep over", list(sweep.AXES), key="sw_axis",
                             persist_state="session", format_func=sweep.AXES.get,
                             on_change=_axis_defaults, disabled=running)
-    top[1].segmented_control("Spacing", sweep.SPACINGS, key="sw_spacing", persist_state="session", disabled=running,
-                             help="log: each point a constant factor larger (the default); linear: constant steps. "
-                                  "Block sizes are always powers of two, KV heads divisors of the query heads.")
+    middle[0].segmented_control("Spacing", sweep.SPACINGS, key="sw_spacing", persist_state="session",
+                                disabled=running,
+                                help="log: each point a constant factor larger (the default); linear: constant "
+                                     "steps. Block sizes are always powers of two, KV heads divisors of the "
+                                     "query heads.")
     lo_limit, hi_limit = sweep.AXIS_LIMITS[axis]
     for key in ("sw_low", "sw_high"):  # a value from another axis may lie outside this one's limits
         ss[key] = min(max(int(ss.get(key, lo_limit)), lo_limit), hi_limit)
-    low = bounded_number_input(top[2], "From", lo_limit, hi_limit, step=1, key="sw_low",
+    low = bounded_number_input(top[1], "From", lo_limit, hi_limit, step=1, key="sw_low",
                                persist_state="session", disabled=running,
                                note_parent=st)
-    high = bounded_number_input(top[3], "To", lo_limit, hi_limit, step=1, key="sw_high",
+    high = bounded_number_input(top[2], "To", lo_limit, hi_limit, step=1, key="sw_high",
                                 persist_state="session", disabled=running,
                                 note_parent=st)
-    points = bounded_number_input(top[4], "Points", 1, sweep.MAX_POINTS, step=1, key="sw_points",
+    points = bounded_number_input(middle[1], "Points", 1, sweep.MAX_POINTS, step=1, key="sw_points",
                                   persist_state="session",
                                   disabled=running, note_parent=st)
 
@@ -112,31 +118,31 @@ with st.container(border=True):
     except ValueError as exc:
         error = str(exc)
 
-    bottom = st.columns([2.2, 1.6, 1.4, 1.0, 1.4], vertical_alignment="bottom")
-    simple = bottom[0].checkbox(f"Include {LABELS['triton_simple']}", key="sw_simple",
+    simple = middle[3].checkbox(f"Include {LABELS['triton_simple']}", key="sw_simple",
                                 persist_state="session", disabled=running,
                                 help="the textbook Triton kernel: one program per (sequence, query head)")
-    compare = bottom[0].checkbox("Compare cache dtypes", key="sw_compare_kv", persist_state="session",
+    compare = middle[3].checkbox("Compare cache dtypes", key="sw_compare_kv", persist_state="session",
                                  disabled=running,
                                  help="time every point twice: with K and V in the compute dtype and in fp8 "
                                       "(the sidebar's fp8 format, else fp8 e4m3), to see what half the bytes buys")
     caches = sweep.compared_caches(config) if compare else ()
     budget = bounded_number_input(
-        bottom[1], "Naive budget per point (s)", 0.0, MAX_BUDGET_S, step=1.0, key="sw_budget",
+        middle[2], "Naive budget per point (s)", 0.0, MAX_BUDGET_S, step=1.0, key="sw_budget",
             persist_state="session", disabled=running,
         note_parent=st,
         help="the naive Python loop is skipped at a point when its calls are predicted to take longer "
              "(from the previous point's time, or from one probing call); skipped points are marked, not dropped",
     )
     names = (*IMPLEMENTATIONS, *(("triton_simple",) if simple else ()))
-    bottom[2].button(
+    bottom = st.columns([2, 1.5, 1.5], vertical_alignment="bottom")
+    bottom[0].button(
         "Run sweep", type="primary", icon=":material/play_arrow:", key="sw_run", width="stretch",
         disabled=error is not None or running, on_click=_start,
         args=(config, grid, axis, names, budget, caches),
     )
-    bottom[3].button("Cancel", icon=":material/stop:", key="sw_cancel", width="stretch", disabled=not running,
+    bottom[1].button("Cancel", icon=":material/stop:", key="sw_cancel", width="stretch", disabled=not running,
                      on_click=cancel_sweep, help="stop after the point in flight; the points done are kept")
-    bottom[4].button("Clear cache", icon=":material/delete_sweep:", key="sw_clear", width="stretch",
+    bottom[2].button("Clear cache", icon=":material/delete_sweep:", key="sw_clear", width="stretch",
                      on_click=measure.clear, help="forget the cached points: timings are cached per device and "
                                                   "configuration; clear them to measure again")
 

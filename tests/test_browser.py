@@ -21,7 +21,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlparse
 
 import pytest
 pytest.importorskip("playwright", reason="the browser test needs Playwright (requirements-dev.txt)")
@@ -239,6 +239,40 @@ def test_benchmark_run_in_browser(server, page):
     full_screenshot(page, SHOTS / "decode_benchmark_fp8.png")
 
 
+def test_four_benchmark_cards_hold_the_widest_value_at_1280(server, browser):
+    # The recorded H200 runs keep the page in µs while the interpreted Triton kernel takes
+    # 100+ ms, so a card can read "888,000 µs", the widest value three significant digits
+    # write (the card font's digits are all one width). Headless Chromium hides scrollbars; a
+    # desktop browser's takes 10 px of a 1280 px window, so the page is 1270 px wide here.
+    context = browser.new_context(viewport={"width": 1270, "height": 720})
+    page = context.new_page()
+    page.goto(f"{server}/decode_benchmark?{urlencode(TINY)}")
+    run = page.get_by_role("button", name="Run benchmark")
+    run.wait_for(timeout=60_000)
+    page.get_by_text("Include Triton (simple grid)").click()
+    expect(page.get_by_role("checkbox", name="Include Triton (simple grid)")).to_be_checked(timeout=WAIT)
+    _settle(page)
+    run.click()
+    expect(page.get_by_text("Compare runs")).to_be_visible(timeout=180_000)
+    _settle(page)
+    values = page.locator("[data-testid=stMetric] [data-testid=stMetricValue]")
+    expect(values).to_have_count(4, timeout=WAIT)
+    expect(values.first).to_contain_text(re.compile(r"\d (µs|ms|s)$"), timeout=WAIT)
+    widths = values.evaluate_all("""values => values.map(v => {
+        const box = v.firstElementChild, style = getComputedStyle(box);
+        const ctx = document.createElement('canvas').getContext('2d');
+        ctx.font = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+        return {shown: box.innerText, cut: box.scrollWidth > box.clientWidth,
+                box: box.getBoundingClientRect().width, widest: ctx.measureText('888,000 µs').width};
+    })""")
+    values.first.evaluate("e => e.scrollIntoView({block: 'center'})")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "benchmark_cards_1280.png"))
+    context.close()
+    for card in widths:
+        assert not card["cut"] and card["widest"] <= card["box"], widths
+
+
 def _settle(pg, timeout: int = 120_000) -> None:
     """Wait until the app has finished its current run (the status widget is gone)."""
     pg.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout)
@@ -325,6 +359,65 @@ def test_sweep_cancel_run_and_compare_in_browser(server, page, tmp_path):
         pytest.xfail("a Cancel press had no effect: the sweep ran to its end (open defect, docs/streamlit.md)")
 
 
+# What in a row of controls a projector's width may not squeeze: a label on two lines, a
+# number box whose value is cut or that lost its step buttons (Streamlit drops them from a
+# narrow box), a button whose text is cut. ``root`` is one element inside the row's block.
+_SQUEEZED_CONTROLS_JS = """root => {
+    let block = root;
+    while (block && block.dataset.testid !== 'stVerticalBlock') block = block.parentElement;
+    const lines = el => {
+        const range = document.createRange();
+        range.selectNodeContents(el);
+        return new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top))).size;
+    };
+    const problems = [];
+    for (const label of block.querySelectorAll('[data-testid=stWidgetLabel] p, [data-testid=stCheckbox] p')) {
+        if (lines(label) > 1) problems.push(`label "${label.innerText}" on ${lines(label)} lines`);
+    }
+    for (const box of block.querySelectorAll('[data-testid=stNumberInput]')) {
+        const name = box.querySelector('[data-testid=stWidgetLabel]').innerText.trim();
+        const input = box.querySelector('input');
+        if (input.scrollWidth > input.clientWidth || input.clientWidth < 9 * input.value.length + 8)
+            problems.push(`"${name}": ${input.value} in ${input.clientWidth} px`);
+        if (!box.querySelector('[data-testid=stNumberInputStepUp]')) problems.push(`"${name}" lost its step buttons`);
+    }
+    for (const button of block.querySelectorAll('button[data-testid^=stBaseButton]')) {
+        if (button.scrollWidth > button.clientWidth + 1) problems.push(`button "${button.innerText}" cut`);
+    }
+    return problems;
+}"""
+
+
+@pytest.mark.parametrize("width, height", [(1280, 720), (1920, 1080)])
+def test_sweep_controls_are_readable_on_a_projector(server, browser, width, height):
+    # "Points" had 0.7 of a five-column row: at 1280 px its box lost its step buttons and
+    # "Naive budget per point (s)" put "(s)" on a line of its own. The widest values go in.
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.goto(f"{server}/sweep?{urlencode(TINY)}")
+    expect(page.get_by_role("button", name="Run sweep")).to_be_visible(timeout=60_000)
+    for label, value in (("To", "1048576"), ("From", "1048575"), ("Points", "12"),
+                         ("Naive budget per point (s)", "600")):
+        box = page.get_by_role("spinbutton", name=label, exact=True)
+        box.fill(value)
+        box.press("Enter")
+        expect(box).to_have_value(re.compile(rf"^{value}(\.00)?$"), timeout=WAIT)
+        _settle(page)
+    no_exception(page)
+    controls = page.get_by_role("button", name="Run sweep").locator("xpath=ancestor::*[@data-testid='stVerticalBlock'"
+                                                                    " and .//*[text()='Sweep over']][1]")
+    expect(controls).to_have_count(1, timeout=WAIT)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    try:  # a wait, not one look: the columns lay out again after each rerun
+        page.wait_for_function(f"root => ({_SQUEEZED_CONTROLS_JS})(root).length === 0",
+                               arg=controls.element_handle(), timeout=15_000)
+    except PlaywrightTimeoutError:
+        pytest.fail(f"at {width}x{height}: {controls.evaluate(_SQUEEZED_CONTROLS_JS)}")
+    finally:
+        page.screenshot(path=str(SHOTS / f"sweep_controls_{width}.png"))
+        context.close()
+
+
 def test_serving_simulation_in_browser(server, page):
     page.goto(f"{server}/serving_simulation?{urlencode(TINY)}")
     title = page.locator(".js-plotly-plot >> text=/Physical block pool after step \\d+/")
@@ -405,6 +498,34 @@ def test_every_page_answers_at_its_own_path(server, page):
     _settle(page)
     expect(page.get_by_text("Page not found")).to_have_count(0, timeout=WAIT)
     no_exception(page)
+
+
+def test_no_request_leaves_this_machine(server, page):
+    """A talk given offline: loading any page asks nothing of the internet. A
+    ``:material/...:`` page_icon made Streamlit point the favicon at fonts.gstatic.com;
+    the icons drawn in the page (navigation, buttons, alerts) come from Streamlit's
+    bundled font."""
+    outside = []
+
+    def record(request):
+        url = urlparse(request.url)
+        if url.scheme not in ("data", "blob") and url.hostname not in ("127.0.0.1", "localhost"):
+            outside.append(request.url)
+
+    page.on("request", record)
+    favicon = page.locator("link[rel='shortcut icon']")
+    for path, heading in (("block_table", "Block table"), ("decode_benchmark", "Decode benchmark"),
+                          ("sweep", "Sweep"), ("serving_simulation", "Serving simulation"),
+                          ("inside_the_kernel", "Inside the kernel")):
+        page.goto(f"{server}/{path}?{urlencode(TINY)}")
+        expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible(timeout=60_000)
+        _settle(page)
+        # The app's favicon replaced Streamlit's default (./favicon.png), and is inline or served
+        # from this server (an image page_icon is a /media/ URL).
+        expect(favicon).to_have_attribute(
+            "href", re.compile(r"^(data:|https?://(127\.0\.0\.1|localhost)(:\d+)?/media/)"), timeout=WAIT)
+        no_exception(page)
+    assert outside == [], f"requests outside this machine: {sorted(set(outside))}"
 
 
 def test_number_beyond_its_maximum_is_clamped_in_the_box(server, page):
