@@ -20,6 +20,8 @@ MAX_STEPS = 1000
 MAX_SIM_BATCH = 256
 MAX_RATE = 8.0
 MAX_LENGTH = 16_384
+#: Most samples per request (n); a request's samples also need that many batch slots.
+MAX_SAMPLES = 64
 TRADEOFF_STEPS = 200
 #: The animation sends frames x blocks cells to the browser; at most this many.
 MAX_ANIMATION_VALUES = 200_000
@@ -56,6 +58,7 @@ DEFAULTS = {
     "sv_rate": 0.2 if cpu else 0.28, "sv_prompt_kind": "long-tail", "sv_prompt_lo": 4 if cpu else 16,
     "sv_prompt_hi": 96 if cpu else 2048, "sv_output_kind": "long-tail", "sv_output_lo": 4 if cpu else 16,
     "sv_output_hi": 48 if cpu else 512, "sv_seed": 0, "sv_steps": 150 if cpu else 400,
+    "sv_system_prompt": 0, "sv_samples": 1,  # no sharing: the plain block manager
 }
 if cpu:
     nominal = DEFAULTS["sv_max_batch"]
@@ -97,13 +100,25 @@ with st.container(border=True):
     for col, key, dist, bound in lengths:
         bounded_number_input(col, L[bound], 1, MAX_LENGTH, step=16, key=key, name=f"{L[dist]} {L[bound]}",
                              note_parent=st, persist_state="session")
+    share_cols = st.columns([1, 1, 3], vertical_alignment="bottom")
+    bounded_number_input(share_cols[0], L["system_prompt"], 0, MAX_LENGTH, step=16, key="sv_system_prompt",
+                         persist_state="session", note_parent=st,
+                         help="tokens every request's prompt starts with, before its own prompt; its full blocks are "
+                              "shared through the prefix cache (0: none)")
+    bounded_number_input(share_cols[1], L["samples"], 1, MAX_SAMPLES, step=1, key="sv_samples", persist_state="session",
+                         note_parent=st, help="sequences per request (n), forked from the first: they share the "
+                                              "prompt's blocks and copy a shared partly filled block on write")
+    share_cols[2].caption("Sharing is on when either is above its default (0, 1): the block manager then shares blocks "
+                 "(prefix caching, fork, copy-on-write) and the page compares it with the same batch unshared.")
 
 prompt = (ss["sv_prompt_kind"], int(ss["sv_prompt_lo"]), int(ss["sv_prompt_hi"]))
 output = (ss["sv_output_kind"], int(ss["sv_output_lo"]), int(ss["sv_output_hi"]))
 traffic = (int(ss["sv_max_batch"]), float(ss["sv_rate"]), prompt, output, int(ss["sv_seed"]))
 num_blocks, block_size, steps = int(ss["sv_num_blocks"]), int(ss["sv_block_size"]), int(ss["sv_steps"])
+system_prompt, samples = int(ss["sv_system_prompt"]), int(ss["sv_samples"])
+sharing = system_prompt > 0 or samples > 1
 try:
-    history = serving_history(num_blocks, block_size, *traffic, steps)
+    history = serving_history(num_blocks, block_size, *traffic, steps, system_prompt, samples)
 except ValueError as exc:
     st.error(f"**Invalid simulation.** {formatting.sentence(str(exc))}", icon=":material/error:")
     st.stop()
@@ -167,18 +182,41 @@ with left:
         )
 with right:
     if record.num_running:
+        refs = np.bincount(record.blocks, minlength=num_blocks) if sharing else None
         show_chart(
             figures.block_table_figure(tables, record.context_lens, block_size, num_blocks,
                                        seq_ids=record.seq_ids, title="Block tables of the running sequences",
-                                       color_by="sequence",
+                                       color_by="sequence", ref_counts=refs,
                                        plot_width=180),  # two fifths of a 1280 px page, less the colour bar
             key="sv_table_chart", width="stretch",
         )
         st.caption("One row per running sequence (its seq_id), in its colour in the pool: the physical block "
                    "behind each logical block. "
-                   "This table and the lengths are what the decode kernel receives at this step.")
+                   + ("A white diamond marks a block more than one running sequence holds; the pool colours a "
+                      "shared block by the lowest seq_id holding it. " if sharing else "")
+                   + "This table and the lengths are what the decode kernel receives at this step.")
     else:
         st.info(f"No sequence is running after step {step}: the block table is empty.", icon=":material/info:")
+
+if sharing:
+    st.subheader("Sharing")
+    saved = int(row["blocks_unshared"] - row["blocks_in_use"])
+    queries, hits = int(row["prefix_queries"]), int(row["prefix_hits"])
+    rate = f"{100 * hits / queries:.0f}%" if queries else "no full prompt block looked up yet"
+    st.markdown(
+        f"Requests of **{formatting.count(samples, 'sample')}** whose prompts start with the same "
+        f"**{formatting.count(system_prompt, 'token')}**. At step {step} the running sequences hold "
+        f"**{formatting.count(int(row['blocks_in_use']), 'block')}** with sharing against "
+        f"**{int(row['blocks_unshared']):,}** without (**{saved:,} saved**"
+        + (f", {100 * saved / row['blocks_unshared']:.0f}%" if row["blocks_unshared"] else "") + "). "
+        f"Up to this step: **{formatting.count(int(row['cow_copies']), 'copy-on-write copy', 'copy-on-write copies')}** "
+        f"(a sample's first write into a shared partly filled block), and a **prefix-cache hit rate of {rate}**"
+        + (f" ({hits:,} of {formatting.count(queries, 'full prompt block')} found cached)." if queries else ".")
+    )
+    show_chart(figures.sharing_timeline_figure(metrics, step, num_blocks), key="sv_sharing_chart", width="stretch")
+    st.caption("Without sharing: the same running sequences at each step, each in blocks of its own "
+               "(ceil(context_len / block_size) each); above the dashed line that batch would not fit the pool. "
+               "Both lines follow one simulation, the one with sharing, so the schedule is the same.")
 
 show_chart(figures.serving_timeline_figure(metrics, step, num_blocks), key="sv_timeline_chart", width="stretch")
 st.caption(
@@ -289,6 +327,9 @@ st.markdown(
     f"same memory ({pool_tokens:,} token slots). Larger blocks mean fewer block-table entries and lookups per "
     "sequence, but more slots wasted in each sequence's partly filled last block."
 )
+if sharing:
+    st.caption("Replayed without sharing (no system prompt, one sample per request): the trade-off is the "
+               "plain block manager's.")
 if dropped:
     st.caption(f"Block sizes {', '.join(map(str, dropped))} left out: a pool of {pool_tokens:,} slots in blocks "
                "that large cannot hold the longest request.")

@@ -31,10 +31,26 @@ know in advance. vLLM instead admits optimistically and, when the pool runs dry,
 preempts a sequence (frees its blocks and recomputes it later). The simulator
 avoids preemption so that a sequence's block table only ever grows, which keeps
 the pictures readable.
+
+Sharing
+-------
+With a common system prompt (``ServingConfig.system_prompt`` tokens that every
+request's prompt starts with) or n samples per request (``samples``), the block
+manager shares: the first sample is prefilled with its prompt's token ids, so the
+system prompt's full blocks are found in the prefix cache after the first request;
+the other samples are forked from it; a sample's first token written into a shared
+partly filled block copies it (copy-on-write). A request's n samples are admitted
+together and take n batch slots. The safety test then counts as released by a
+sequence only the blocks it holds alone, and one copy-on-write block more for a
+sequence whose last block is shared: both err on the safe side. Snapshots also
+carry ``blocks_unshared``, the blocks the same running sequences would hold
+without sharing. Without either option (``system_prompt=0, samples=1``) nothing is
+shared and the simulator is exactly the plain one.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -147,6 +163,13 @@ class ServingConfig:
         Seeds the request stream: arrivals and lengths depend on it alone, never on
         the pool, so two configs that differ only in ``num_blocks``,
         ``block_size`` or ``max_batch_size`` see the same requests.
+    system_prompt : int
+        Tokens every request's prompt starts with, before its own ``prompt_len``
+        tokens (0: none). Shared through the prefix cache.
+    samples : int
+        Sequences per request (n), forked from the first. Each sample draws its own
+        output length; the first sample's is the request's, so the stream of
+        arrivals and first lengths does not depend on ``samples``.
     """
 
     num_blocks: int = 1024
@@ -156,11 +179,27 @@ class ServingConfig:
     prompt_len: LengthDist = field(default_factory=lambda: LengthDist("long-tail", 16, 2048))
     output_len: LengthDist = field(default_factory=lambda: LengthDist("long-tail", 8, 1024))
     seed: int = 0
+    system_prompt: int = 0
+    samples: int = 1
+
+    @property
+    def shares(self) -> bool:
+        """Whether requests share blocks (a system prompt, or more than one sample)."""
+        return self.system_prompt > 0 or self.samples > 1
 
     @property
     def max_request_blocks(self) -> int:
-        """Blocks the longest possible request holds when it finishes."""
-        return blocks_for(self.prompt_len.high + self.output_len.high, self.block_size)
+        """Blocks the longest possible request holds when it finishes.
+
+        With sharing, the bound the admission test uses for a request alone in the
+        pool: its prompt's blocks, plus for each sample its output's blocks and one
+        copy-on-write block when there are several samples.
+        """
+        bs = self.block_size
+        if not self.shares:
+            return blocks_for(self.prompt_len.high + self.output_len.high, bs)
+        growth = blocks_for(self.output_len.high, bs) + (1 if self.samples > 1 else 0)
+        return blocks_for(self.system_prompt + self.prompt_len.high, bs) + self.samples * growth
 
     def validate(self, labels: Mapping[str, str] | None = None) -> "ServingConfig":
         """Check every rule and return ``self``.
@@ -170,7 +209,7 @@ class ServingConfig:
         labels : mapping, optional
             What the messages call each field (``"num_blocks"``, ``"block_size"``,
             ``"max_batch_size"``, ``"arrival_rate"``, ``"seed"``, ``"prompt_len"``,
-            ``"output_len"``) and the bounds of a length (``"low"``, ``"high"``);
+            ``"output_len"``, ``"system_prompt"``, ``"samples"``) and the bounds of a length (``"low"``, ``"high"``);
             by default their names here. An app passes the labels of its controls.
 
         Raises
@@ -189,6 +228,13 @@ class ServingConfig:
         check_int(name("block_size"), self.block_size, 1)
         check_int(name("max_batch_size"), self.max_batch_size, 1)
         check_int(name("seed"), self.seed, 0)
+        check_int(name("system_prompt"), self.system_prompt, 0)
+        check_int(name("samples"), self.samples, 1)
+        if self.samples > self.max_batch_size:
+            raise ValueError(
+                f"{name('samples')} must be at most {name('max_batch_size')}: a request's samples run together; "
+                f"got {name('samples')} = {self.samples}, {name('max_batch_size')} = {self.max_batch_size}"
+            )
         rate = self.arrival_rate
         is_number = isinstance(rate, (int, float)) and not isinstance(rate, bool)
         if not (is_number and math.isfinite(rate) and rate >= 0):
@@ -196,6 +242,15 @@ class ServingConfig:
         bounds = dict(low=name("low"), high=name("high"))
         self.prompt_len.validate(name("prompt_len"), **bounds)
         self.output_len.validate(name("output_len"), **bounds)
+        if self.max_request_blocks > self.num_blocks and self.shares:
+            raise ValueError(
+                f"the pool must hold the longest request: {name('system_prompt')} + {name('prompt_len')} "
+                f"{name('high')} = {self.system_prompt + self.prompt_len.high} tokens, then "
+                f"{self.samples} x ({name('output_len')} {name('high')} = {self.output_len.high} tokens"
+                + (" + a copy-on-write block" if self.samples > 1 else "") + f") need up to "
+                f"{self.max_request_blocks} blocks ({name('block_size')} = {self.block_size}), but "
+                f"{name('num_blocks')} = {self.num_blocks}"
+            )
         if self.max_request_blocks > self.num_blocks:
             raise ValueError(
                 f"the pool must hold the longest request: {name('prompt_len')} {name('high')} + "
@@ -221,6 +276,8 @@ class Request:
     generated: int = 0
     admitted_step: int | None = None
     finished_step: int | None = None
+    #: With samples: the request's other samples, admitted with it (forked from it).
+    siblings: list["Request"] = field(default_factory=list)
 
     @property
     def context_len(self) -> int:
@@ -266,8 +323,15 @@ class ServingSimulator:
         self.finished: list[Request] = []
         self._next_id = 0
         # Blocks the running sequences will still take before they finish: the sum
-        # of the needs in _claims(), kept up to date for the safety fast path.
+        # of the needs in _claims(), kept up to date for the safety fast path (plain
+        # pools only: with sharing a sibling's copy-on-write changes another's need).
         self._outstanding = 0
+        # Sharing: the samples' own output lengths come from a second generator, so
+        # the arrivals and first lengths are those of the same seed without samples;
+        # token ids past the system prompt's are fresh, never matched by the cache.
+        self._sample_rng = np.random.default_rng([config.seed, 1])
+        self._fresh_tokens = itertools.count(config.system_prompt)
+        self._prompts: dict[int, list[int]] = {}  # seq_id of a waiting request -> its prompt's token ids
 
     # -- traffic -------------------------------------------------------------
     def submit(self, prompt_len: int, output_len: int) -> Request:
@@ -287,10 +351,23 @@ class ServingSimulator:
                 f"a request of {prompt_len + output_len} tokens needs {need} blocks; the pool has "
                 f"{self.config.num_blocks}"
             )
+        if self.config.shares:
+            return self._submit_shared(int(prompt_len), int(output_len))
         request = Request(self._next_id, self.step_index, int(prompt_len), int(output_len))
         self._next_id += 1
         self.waiting.append(request)
         return request
+
+    def _submit_shared(self, prompt_len: int, output_len: int) -> Request:
+        """A request of ``samples`` sequences whose prompt is the system prompt and
+        ``prompt_len`` tokens of its own."""
+        full = self.config.system_prompt + prompt_len
+        outputs = [output_len, *self.config.output_len.sample(self._sample_rng, self.config.samples - 1).tolist()]
+        first, *rest = [Request(self._next_id + i, self.step_index, full, int(o)) for i, o in enumerate(outputs)]
+        self._next_id += len(outputs)
+        first.siblings = rest
+        self.waiting.append(first)
+        return first
 
     def _arrivals(self) -> int:
         count = int(self._rng.poisson(self.config.arrival_rate))
@@ -302,13 +379,21 @@ class ServingSimulator:
 
     # -- safety (banker's algorithm, one resource: blocks) -------------------
     def _claims(self) -> list[tuple[int, int]]:
-        """``(held, still_needed)`` blocks of every running sequence."""
+        """``(held, still_needed)`` blocks of every running sequence.
+
+        ``held`` counts the blocks the sequence alone holds (what finishing releases
+        for sure); ``still_needed`` adds a copy-on-write block when its last block is
+        shared and partly filled. Without sharing: its blocks, and the blocks it
+        will still append.
+        """
         bs = self.config.block_size
-        return [
-            (len(self.blocks.block_tables[r.seq_id]),
-             blocks_for(r.final_len, bs) - len(self.blocks.block_tables[r.seq_id]))
-            for r in self.running
-        ]
+        refs = self.blocks.ref_counts
+        claims = []
+        for r in self.running:
+            table = self.blocks.block_tables[r.seq_id]
+            cow = int(r.context_len % bs != 0 and refs[table[-1]] > 1)
+            claims.append((int((refs[table] == 1).sum()), blocks_for(r.final_len, bs) - len(table) + cow))
+        return claims
 
     @staticmethod
     def _is_safe(free: int, claims: list[tuple[int, int]]) -> bool:
@@ -324,7 +409,32 @@ class ServingSimulator:
             free += held
         return True
 
+    def _prompt_tokens(self, request: Request) -> list[int]:
+        """The token ids of ``request``'s prompt: the system prompt's, then fresh ones
+        (drawn once, on the first call)."""
+        if request.seq_id not in self._prompts:
+            own = request.prompt_len - self.config.system_prompt
+            self._prompts[request.seq_id] = [*range(self.config.system_prompt),
+                                             *itertools.islice(self._fresh_tokens, own)]
+        return self._prompts[request.seq_id]
+
+    def _can_admit_shared(self, request: Request) -> bool:
+        """Whether ``request`` and its samples may start now (sharing)."""
+        if len(self.running) + 1 + len(request.siblings) > self.config.max_batch_size:
+            return False
+        bs = self.config.block_size
+        taken = self.blocks.blocks_needed(tokens=self._prompt_tokens(request))
+        if not self.blocks.can_allocate(taken):
+            return False
+        prompt_blocks = blocks_for(request.prompt_len, bs)
+        cow = int(request.prompt_len % bs != 0 and request.siblings != [])
+        # The new samples hold nothing alone yet: counting no release is safe.
+        new = [(0, blocks_for(r.final_len, bs) - prompt_blocks + cow) for r in (request, *request.siblings)]
+        return self._is_safe(self.blocks.num_free - taken, self._claims() + new)
+
     def _can_admit(self, request: Request) -> bool:
+        if self.config.shares:
+            return self._can_admit_shared(request)
         bs = self.config.block_size
         prompt_blocks = blocks_for(request.prompt_len, bs)
         if not self.blocks.can_allocate(prompt_blocks):
@@ -341,7 +451,7 @@ class ServingSimulator:
         free = self.blocks.num_free
         if free == 0:
             return False
-        if free >= self._outstanding:  # the fast path of _can_admit, after the grant
+        if not self.config.shares and free >= self._outstanding:  # the fast path of _can_admit, after the grant
             return True
         claims = self._claims()
         held, need = claims[index]
@@ -359,10 +469,17 @@ class ServingSimulator:
             if not self._can_admit(self.waiting[0]):
                 break  # strict FIFO: nobody overtakes the oldest waiting request
             request = self.waiting.popleft()
-            prompt_blocks = len(self.blocks.allocate(request.seq_id, request.prompt_len))
-            self._outstanding += blocks_for(request.final_len, self.config.block_size) - prompt_blocks
-            request.admitted_step = self.step_index
-            self.running.append(request)
+            if self.config.shares:
+                self.blocks.allocate(request.seq_id, tokens=self._prompt_tokens(request))
+                del self._prompts[request.seq_id]
+                for sibling in request.siblings:
+                    self.blocks.fork(request.seq_id, sibling.seq_id)
+            else:
+                prompt_blocks = len(self.blocks.allocate(request.seq_id, request.prompt_len))
+                self._outstanding += blocks_for(request.final_len, self.config.block_size) - prompt_blocks
+            for sample in (request, *request.siblings):
+                sample.admitted_step = self.step_index
+                self.running.append(sample)
             admitted += 1
 
         decoded = stalled = 0
@@ -373,7 +490,8 @@ class ServingSimulator:
                 stalled += 1
                 index += 1
                 continue
-            if self.blocks.append_token(request.seq_id) is not None:
+            token = next(self._fresh_tokens) if self.config.shares else None
+            if self.blocks.append_token(request.seq_id, token) is not None:
                 self._outstanding -= 1
             request.generated += 1
             decoded += 1
@@ -416,16 +534,27 @@ class ServingSimulator:
         run so far (0 for the empty pool before the first step).
         """
         ids = [r.seq_id for r in self.running]
+        bm, bs = self.blocks, self.config.block_size
+        lens = [bm.context_lens[s] for s in ids]
+        sharing = {}
+        if self.config.shares:
+            # Slots holding a token, each counted once however many sequences read it.
+            fill = np.zeros(self.config.num_blocks, dtype=np.int64)
+            for s, n in zip(ids, lens):
+                table = bm.block_tables[s]
+                np.maximum.at(fill, table, np.clip(n - bs * np.arange(len(table)), 0, bs))
+            sharing = dict(blocks_unshared=sum(blocks_for(n, bs) for n in lens), filled_slots=int(fill.sum()),
+                           cow_copies=bm.cow_copies, prefix_hits=bm.prefix_hits, prefix_queries=bm.prefix_queries)
         return Snapshot(
             step=self.step_index,
             block_size=self.config.block_size,
             num_blocks=self.config.num_blocks,
             seq_ids=torch.tensor(ids, dtype=torch.int64),
             block_tables=self.blocks.block_table(ids),
-            context_lens=torch.tensor([self.blocks.context_lens[s] for s in ids], dtype=torch.int32),
+            context_lens=torch.tensor(lens, dtype=torch.int32),
             pool_owner=self.blocks.pool_owner(),
             arrived=arrived, admitted=admitted, decoded=decoded, stalled=stalled,
-            waiting=len(self.waiting), finished=len(self.finished),
+            waiting=len(self.waiting), finished=len(self.finished), **sharing,
         )
 
     def check_invariants(self) -> None:
@@ -457,7 +586,7 @@ class ServingSimulator:
             )
             assert r.generated < r.output_len, f"sequence {r.seq_id} is done but still running"
         claims = self._claims()
-        assert self._outstanding == sum(need for _, need in claims), (
+        assert self.config.shares or self._outstanding == sum(need for _, need in claims), (
             f"outstanding need {self._outstanding} != sum of claims {sum(need for _, need in claims)}"
         )
         assert self._is_safe(self.blocks.num_free, claims), "the pool is not in a safe state"

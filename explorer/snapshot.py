@@ -23,6 +23,7 @@ from paged_attention.inputs import FREE, DecodeInputs, context_mask, fill_uncove
 METRIC_COLUMNS: tuple[str, ...] = (
     "step", "running", "waiting", "arrived", "admitted", "decoded", "stalled", "finished",
     "blocks_in_use", "free_blocks", "tokens_stored", "wasted_slots", "wasted_fraction",
+    "blocks_unshared", "cow_copies", "prefix_hits", "prefix_queries",
 )
 
 
@@ -54,6 +55,16 @@ class Snapshot:
         Length of the waiting queue after the step.
     finished : int
         Requests finished so far (cumulative).
+    blocks_unshared : int or None
+        Blocks the running sequences would hold without sharing
+        (``sum(ceil(context_len / block_size))``); ``None`` when nothing can be
+        shared, where it equals :attr:`blocks_in_use`.
+    filled_slots : int or None
+        Slots holding a token, each counted once however many sequences read it
+        (``None``: :attr:`tokens_stored`, nothing being shared).
+    cow_copies, prefix_hits, prefix_queries : int
+        So far (cumulative): copy-on-write copies, and full prompt blocks found in
+        the prefix cache and looked up.
     """
 
     step: int
@@ -69,6 +80,11 @@ class Snapshot:
     stalled: int
     waiting: int
     finished: int
+    blocks_unshared: int | None = None
+    filled_slots: int | None = None
+    cow_copies: int = 0
+    prefix_hits: int = 0
+    prefix_queries: int = 0
 
     @property
     def num_running(self) -> int:
@@ -90,7 +106,8 @@ class Snapshot:
     def wasted_slots(self) -> int:
         """Allocated but unfilled slots (internal fragmentation):
         ``blocks_in_use * block_size - tokens_stored``."""
-        return self.blocks_in_use * self.block_size - self.tokens_stored
+        filled = self.tokens_stored if self.filled_slots is None else self.filled_slots
+        return self.blocks_in_use * self.block_size - filled
 
     @property
     def wasted_fraction(self) -> float:
@@ -107,6 +124,8 @@ class Snapshot:
             "blocks_in_use": self.blocks_in_use, "free_blocks": self.free_blocks,
             "tokens_stored": self.tokens_stored, "wasted_slots": self.wasted_slots,
             "wasted_fraction": self.wasted_fraction,
+            "blocks_unshared": self.blocks_in_use if self.blocks_unshared is None else self.blocks_unshared,
+            "cow_copies": self.cow_copies, "prefix_hits": self.prefix_hits, "prefix_queries": self.prefix_queries,
         }
 
     def decode_config(

@@ -272,3 +272,60 @@ def test_serving_block_tables_use_the_pools_sequence_colours():
     table, pool = chart(at, "sv_table_chart"), chart(at, "sv_pool_chart")
     assert table["data"][0]["colorscale"] == pool["data"][0]["colorscale"]
     assert "colour = sequence, as in the pool" in table["layout"]["title"]["subtitle"]["text"]
+
+
+# -- sharing: a common system prompt and n samples per request ------------------------------
+
+SHARING = {"sv_system_prompt": 20, "sv_samples": 3, "sv_num_blocks": 96}
+
+
+def sharing_history():
+    config = serving_config(SHARING["sv_num_blocks"], SIM["sv_block_size"], SIM["sv_max_batch"], SIM["sv_rate"],
+                            ("long-tail", SIM["sv_prompt_lo"], SIM["sv_prompt_hi"]),
+                            ("long-tail", SIM["sv_output_lo"], SIM["sv_output_hi"]), 0,
+                            SHARING["sv_system_prompt"], SHARING["sv_samples"])
+    return simulate(config, SIM["sv_steps"])
+
+
+def test_serving_without_sharing_shows_no_sharing_chart():
+    at = open_serving()
+    assert_clean(at)
+    assert at.number_input(key="sv_system_prompt").value == 0 and at.number_input(key="sv_samples").value == 1
+    assert not any(e.proto.id.endswith("-sv_sharing_chart") for e in at.get("plotly_chart"))
+    assert not any("copy-on-write" in m.value for m in at.markdown)
+
+
+def test_serving_with_sharing_draws_both_lines_and_states_cow_and_hit_rate():
+    at = open_serving(**SHARING)
+    assert_clean(at)
+    metrics = sharing_history().metrics
+    spec = chart(at, "sv_sharing_chart")
+    lines = {t["name"]: arr(t["y"]) for t in spec["data"]}
+    assert lines["with sharing"].tolist() == metrics["blocks_in_use"].tolist()
+    assert lines["without sharing"].tolist() == metrics["blocks_unshared"].tolist()
+    assert (lines["with sharing"] <= lines["without sharing"]).all()
+    assert (lines["with sharing"] < lines["without sharing"]).any()
+    assert lines["pool size"].tolist() == [96, 96]
+    step = at.slider(key="sv_step").value
+    row = metrics.iloc[step]
+    text = next(m.value for m in at.markdown if "copy-on-write" in m.value)
+    assert f"**{int(row['cow_copies']):,} copy-on-write cop" in text
+    rate = f"{100 * row['prefix_hits'] / row['prefix_queries']:.0f}%"
+    assert f"prefix-cache hit rate of {rate}**" in text and row["prefix_hits"] > 0
+    # the block table marks the shared cells
+    table = {t.get("name"): t for t in chart(at, "sv_table_chart")["data"]}
+    assert "shared block (2+ sequences)" in table
+    at.slider(key="sv_step").set_value(5).run()
+    assert_clean(at)
+    assert {s["x0"] for s in chart(at, "sv_sharing_chart")["layout"]["shapes"]} == {5}
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"sv_samples": 7}, "Samples per request must be at most Max batch"),
+    ({"sv_system_prompt": 600}, "The pool must hold the longest request: Common system prompt (tokens) + Prompt"),
+])
+def test_invalid_sharing_shows_an_error(changes, message):
+    at = open_serving(**{**SHARING, **changes})
+    assert not at.exception
+    assert any(message in e.value for e in at.error), [e.value for e in at.error]
+    assert not at.get("plotly_chart")

@@ -155,6 +155,24 @@ def test_block_table_page_follows_the_sidebar(server, page):
     full_screenshot(page, SHOTS / "block_table.png")
 
 
+def test_block_table_sharing_in_browser(server, page):
+    # 4 sequences of 100 tokens as 2 requests of 2 samples with a 64-token common prompt (the defaults):
+    # the prompt's first 4 blocks are held by all 4, the rest of each request's prompt by its 2 samples.
+    page.goto(f"{server}/?{urlencode({**TINY, 'batch': '4', 'ctx': '100', 'block': '16'})}")
+    expect(page.locator(".js-plotly-plot")).to_have_count(4, timeout=60_000)
+    _settle(page)
+    page.get_by_text("Sharing: n samples per request, a common prompt").click()
+    expect(page.get_by_text(re.compile(r"Sharing saves \d+ blocks? of \d+"))).to_be_visible(timeout=WAIT)
+    legend = page.locator(".js-plotly-plot .legendtext")
+    for entry in ("shared block (2+ sequences)", "one sequence", "2 sequences", "4 sequences"):
+        expect(legend.filter(has_text=entry)).to_have_count(1, timeout=WAIT)
+    expect(page.locator(".js-plotly-plot >> text=Physical block pool: sharing")).to_be_visible(timeout=WAIT)
+    _settle(page)
+    no_exception(page)
+    no_error(page)
+    full_screenshot(page, SHOTS / "block_table_sharing.png")
+
+
 def _edit_length(pg, row: int, value: str) -> None:
     """Type ``value`` into the ``context_len`` cell of ``row`` of the lengths editor
     (a canvas grid: click the cell, open its editor, replace, commit)."""

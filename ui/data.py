@@ -75,12 +75,14 @@ SERVING_LABELS: dict[str, str] = {
     "num_blocks": "Pool (blocks)", "block_size": "Block size", "max_batch_size": "Max batch",
     "arrival_rate": "Arrivals per step", "seed": "Seed", "steps": "Steps", "prompt_len": "Prompt length",
     "output_len": "Output length", "low": "shortest", "high": "longest",
+    "system_prompt": "Common system prompt (tokens)", "samples": "Samples per request",
 }
 
 
 def serving_config(
     num_blocks: int, block_size: int, max_batch_size: int, arrival_rate: float,
     prompt: tuple[str, int, int], output: tuple[str, int, int], seed: int,
+    system_prompt: int = 0, samples: int = 1,
 ) -> ServingConfig:
     """The validated :class:`ServingConfig` of the page's controls.
 
@@ -92,6 +94,7 @@ def serving_config(
     return ServingConfig(
         num_blocks=num_blocks, block_size=block_size, max_batch_size=max_batch_size,
         arrival_rate=float(arrival_rate), prompt_len=LengthDist(*prompt), output_len=LengthDist(*output), seed=seed,
+        system_prompt=system_prompt, samples=samples,
     ).validate(SERVING_LABELS)
 
 
@@ -99,6 +102,7 @@ def serving_config(
 def serving_history(
     num_blocks: int, block_size: int, max_batch_size: int, arrival_rate: float,
     prompt: tuple[str, int, int], output: tuple[str, int, int], seed: int, steps: int,
+    system_prompt: int = 0, samples: int = 1,
 ) -> ServingHistory:
     """Every step of a simulation (NumPy and pandas only, no tensors).
 
@@ -111,7 +115,8 @@ def serving_history(
     ValueError
         If the parameters are invalid.
     """
-    config = serving_config(num_blocks, block_size, max_batch_size, arrival_rate, prompt, output, seed)
+    config = serving_config(num_blocks, block_size, max_batch_size, arrival_rate, prompt, output, seed,
+                            system_prompt, samples)
     return simulate(config, steps)
 
 

@@ -78,6 +78,7 @@ from .paged_cache import (  # noqa: F401
 )
 from .sharing import (  # noqa: F401
     pool_ref_count_figure,
+    sharing_timeline_figure,
 )
 from .benchmark import (  # noqa: F401
     accuracy_figure,

@@ -1,6 +1,7 @@
 """Figures of a KV cache that shares blocks: the physical pool coloured by how many
 sequences hold each block (the block table's marks are :func:`block_table_figure`'s
-``ref_counts``)."""
+``ref_counts``), and a serving simulation's blocks in use with sharing against
+without."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from plotly.colors import sample_colorscale
 from explorer.formatting import compact, count
 from .paged_cache import _legend_square
 from .sampling import pool_grid_shape
-from .style import FREE_COLOR, MAX_POOL_CELLS, _fits_text, _gaps, _int_ticks, _plot_height, _style
+from .style import FREE_COLOR, MAX_POOL_CELLS, _alpha, _fits_text, _gaps, _int_ticks, _plot_height, _style
 
 #: One sequence: pale blue; two or more: amber to deep red, darker with more holders.
 ONE_HOLDER_COLOR = "#BFDBFE"
@@ -143,4 +144,59 @@ def pool_ref_count_figure(
     tick_rows = list(range(0, n_rows, step))
     fig.update_yaxes(title="first block", autorange="reversed", showgrid=False, zeroline=False,
                      tickmode="array", tickvals=tick_rows, ticktext=[compact(r * n_cols * per_cell) for r in tick_rows])
+    return fig
+
+
+#: The serving timeline's two lines: blocks in use with sharing, and the same batch without.
+SHARED_LINE_COLOR = "#2563EB"
+UNSHARED_LINE_COLOR = "#9CA3AF"
+
+
+def sharing_timeline_figure(metrics, step: int | None = None, num_blocks: int | None = None) -> go.Figure:
+    """Blocks in use over a serving simulation, with sharing against without.
+
+    Parameters
+    ----------
+    metrics : DataFrame
+        :func:`~explorer.simulator.metrics_frame` of a simulation with sharing: its
+        ``blocks_in_use`` (the pool with sharing) and ``blocks_unshared`` (the same
+        running sequences, each in blocks of its own).
+    step : int, optional
+        The step shown elsewhere on the page, marked by a dotted line.
+    num_blocks : int, optional
+        Pool size, drawn dashed: without sharing the batch can need more blocks than
+        the pool has.
+
+    Returns
+    -------
+    go.Figure
+        Traces ``"without sharing"`` and ``"with sharing"`` (``y`` per step), then
+        ``"pool size"`` when given.
+    """
+    x = metrics["step"].to_numpy()
+    shared, unshared = metrics["blocks_in_use"].to_numpy(), metrics["blocks_unshared"].to_numpy()
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(
+        x=x, y=unshared, name="without sharing", mode="lines", line=dict(color=UNSHARED_LINE_COLOR, width=1.8),
+        hovertemplate="step %{x}: %{y:,} blocks without sharing<extra></extra>",
+    ))
+    fig.add_trace(go.Scatter(
+        x=x, y=shared, name="with sharing", mode="lines", line=dict(color=SHARED_LINE_COLOR, width=2),
+        fill="tonexty", fillcolor=_alpha(SHARED_LINE_COLOR, 0.10), customdata=unshared - shared,
+        hovertemplate="step %{x}: %{y:,} blocks with sharing (%{customdata:,} saved)<extra></extra>",
+    ))
+    if num_blocks is not None:
+        fig.add_trace(go.Scatter(
+            x=[x[0], x[-1]] if len(x) else [], y=[num_blocks, num_blocks], name="pool size", mode="lines",
+            line=dict(color="#111827", dash="dash", width=1), hovertemplate=f"pool: {num_blocks:,} blocks<extra></extra>",
+        ))
+    if step is not None and len(x):
+        fig.add_vline(x=step, line=dict(color="#111827", width=1, dash="dot"))
+    subtitle = "the same running sequences each step; shaded = blocks saved" + (
+        "; dotted line = the step shown above" if step is not None else "")
+    _style(fig, "Blocks in use: with sharing against without", subtitle, height=360)
+    top = max(num_blocks or 0, int(unshared.max(initial=0)), 1)
+    fig.update_xaxes(title="decode step", **_int_ticks(x.min(initial=0), x.max(initial=0)))
+    fig.update_yaxes(title="blocks", rangemode="tozero", **_int_ticks(0, top, 220))
+    fig.update_layout(hovermode="x unified")
     return fig
