@@ -72,8 +72,10 @@ from .paged_cache import (  # noqa: F401
     block_fill,
     block_table_figure,
     block_table_grid,
-    block_walk_figure,
     pool_figure,
+)
+from .token_walk import (  # noqa: F401
+    block_walk_figure,
     token_walk_figure,
 )
 from .sharing import (  # noqa: F401
