@@ -54,6 +54,20 @@ if plan.refusal:
     st.warning(plan.refusal, icon=":material/block:")
 for note in plan.notes:
     st.info(f"Capped: {note} (the interpreter needs about a second per Triton call).", icon=":material/speed:")
+stopped = st.session_state.get(PARTIAL)
+if stopped is not None and not run:
+    # Streamlit stops a running script when the page is left or a widget changes:
+    # say so, rather than let the run vanish. What it measured is kept for a rerun.
+    done, names = len(stopped["results"]), stopped["key"][1]
+    now = (*IMPLEMENTATIONS, *(("triton_simple",) if include_simple else ()))
+    same = stopped["key"] == (config, now, plan.warmup, plan.iters)
+    st.warning(
+        f"The last run stopped before it finished ({done} of {formatting.count(len(names), 'implementation')} "
+        "measured), because the page was left or a setting changed while it ran. "
+        + ("Press **Run benchmark** to finish it: what it measured is kept." if same else
+           "The settings have changed since; press **Run benchmark** to run them."),
+        icon=":material/pause_circle:",
+    )
 
 
 def _failed(status, label: str, message: str, icon: str) -> None:

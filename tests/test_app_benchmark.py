@@ -412,3 +412,33 @@ def test_one_unit_of_time_in_cards_charts_and_tables():
         assert isinstance(value, str) and "e" not in value
         digits = value.replace(",", "").replace(".", "").lstrip("0")
         assert len(digits) <= 3 or float(value.replace(",", "")) >= 100, value
+
+
+def test_a_run_stopped_midway_says_so_and_the_next_run_keeps_what_it_measured(monkeypatch):
+    """Streamlit stops a running script when the page is left or a setting changes:
+    the page says the last run stopped, and pressing Run again measures only what
+    is missing (the stopped run's results are kept)."""
+    from streamlit.runtime.scriptrunner_utils.exceptions import StopException
+
+    real = bench_ui.run_benchmark_locked
+    calls = []
+
+    def stops_after_the_first(config, names, **kw):
+        calls.append(list(names))
+        if len(calls) == 1:
+            real(config, names[:1], **kw)  # measures the first implementation, then the script is stopped
+            raise StopException()
+        return real(config, names, **kw)
+
+    monkeypatch.setattr(bench_ui, "run_benchmark_locked", stops_after_the_first)
+    at = open_app(TINY, page=BENCH, timeout=120)
+    at.button(key="bench_run").click().run()
+    at.run()  # the page as it is drawn after the stop, on the next script run
+    assert not at.exception
+    stopped = [w.value for w in at.warning if "last run stopped" in w.value]
+    assert stopped and "1 of 3 implementations measured" in stopped[0] and "what it measured is kept" in stopped[0]
+    at.button(key="bench_run").click().run()
+    assert_clean(at)
+    assert not [w for w in at.warning if "last run stopped" in w.value]
+    assert list(at.dataframe[0].value["correct"]) == ["yes", "yes", "yes"]
+    assert any("measured by the run your click replaced" in m.value for m in at.markdown)
