@@ -64,8 +64,9 @@ if stopped is not None and not run:
     st.warning(
         f"The last run stopped before it finished ({done} of {formatting.count(len(names), 'implementation')} "
         "measured), because the page was left or a setting changed while it ran. "
-        + ("Press **Run benchmark** to finish it: what it measured is kept." if same else
-           "The settings have changed since; press **Run benchmark** to run them."),
+        + ("The settings have changed since; press **Run benchmark** to run them." if not same else
+           "Press **Run benchmark** to finish it: what it measured is kept." if done else
+           "Press **Run benchmark** to run it again."),
         icon=":material/pause_circle:",
     )
 
