@@ -121,10 +121,12 @@ with st.container(border=True):
     simple = middle[3].checkbox(f"Include {LABELS['triton_simple']}", key="sw_simple",
                                 persist_state="session", disabled=running,
                                 help="the textbook Triton kernel: one program per (sequence, query head)")
+    fp8_bytes = sweep.bytes_fraction(sweep.cache_bytes_ratio(sweep.compared_caches(config), config.dtype))
     compare = middle[3].checkbox("Compare cache dtypes", key="sw_compare_kv", persist_state="session",
                                  disabled=running,
-                                 help="time every point twice: with K and V in the compute dtype and in fp8 "
-                                      "(the sidebar's fp8 format, else fp8 e4m3), to see what half the bytes buys")
+                                 help=f"time every point twice: with K and V in the compute dtype "
+                                      f"({config.dtype}) and in fp8 (the sidebar's fp8 format, else fp8 e4m3), "
+                                      f"to see what {fp8_bytes} buys")
     caches = sweep.compared_caches(config) if compare else ()
     budget = bounded_number_input(
         middle[2], "Naive budget per point (s)", 0.0, MAX_BUDGET_S, step=1.0, key="sw_budget",
@@ -245,9 +247,10 @@ with charts:
             slow, fast = (formatting.kv_dtype_label(k) for k in kv_dtypes[:2])
             show_chart(figures.sweep_ratio_figure(by_cache, fast, slow, title=f"{fast} cache against {slow}"),
                        key="sw_kv_ratio_chart", parent=b, width="stretch")
+            ratio = sweep.cache_bytes_ratio(kv_dtypes[:2])
             b.caption(f"Each implementation's time with the {fast} KV cache over its time with the {slow} one: "
-                      "below 1 the smaller cache is faster. Where decode is memory-bound, half the bytes can "
-                      "approach 0.5.")
+                      "below 1 the smaller cache is faster. Where decode is memory-bound, "
+                      f"{sweep.bytes_fraction(ratio)} can approach {ratio:g}.")
         else:
             b.markdown(
                 "**Reading the sweep**\n\n"

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
@@ -382,3 +383,21 @@ def test_sweep_compares_a_float16_and_an_fp8_cache_in_one_chart():
     ratio = chart(at, "sw_kv_ratio_chart")
     assert ratio["layout"]["title"]["text"] == "fp8 e4m3 cache against float16"
     assert {t["meta"]["implementation"] for t in ratio["data"] if t.get("meta")} >= {"vectorized", "triton"}
+
+
+def test_cache_comparison_words_the_byte_ratio_from_the_two_element_sizes():
+    at = open_app({**TINY, "dtype": "float32"}, page=SWEEP)
+    help_text = at.checkbox(key="sw_compare_kv").help
+    assert "a quarter of the bytes" in help_text and "half the bytes" not in help_text  # fp8 is 1 byte of float32's 4
+    base = sweep.rows_frame(job_rows(values=(16, 32), skip_from=1000), "x").assign(dtype="float32")
+    both = pd.concat([base.assign(kv_dtype="float32"), base.assign(kv_dtype="float8_e5m2")], ignore_index=True)
+    at = upload(at, "f32.csv", sweep.sweep_csv(both).encode())
+    assert_clean(at)
+    (note,) = [c.value for c in at.caption if "KV cache over its time" in c.value]
+    assert "a quarter of the bytes can approach 0.25" in note and "0.5" not in note
+    assert "half the bytes can approach 0.5" in next(  # float16: half
+        c.value for c in upload(open_app(TINY, page=SWEEP), "f16.csv", sweep.sweep_csv(
+            pd.concat([base.assign(dtype="float16", kv_dtype="float16"),
+                       base.assign(dtype="float16", kv_dtype="float8_e5m2")], ignore_index=True)).encode()).caption
+        if "KV cache over its time" in c.value)
+    assert "half the bytes" in open_app(TINY, page=SWEEP).checkbox(key="sw_compare_kv").help
