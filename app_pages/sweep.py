@@ -166,8 +166,13 @@ if job is not None:
     done = job.next_index
     if job.running:
         cache = f", {_cache_name(job.caches[done % len(job.caches)])} cache" if len(job.caches) > 1 else ""
-        st.progress(done / job.total, text=f"Point {done + 1} of {job.total}: {sweep.AXES[job.axis]} = "
-                                           f"{job.value_at(done):,}{cache} · Cancel stops after this point")
+        unit = "Run" if len(job.caches) > 1 else "Point"
+        st.progress(done / job.total, text=f"{unit} {done + 1} of {job.total}: "
+                                           f"{sweep.AXES[job.axis]} = {job.value_at(done):,}{cache} · "
+                                           "Cancel stops after this point")
+    elif len(job.caches) > 1:  # as the caption counts them: points, each timed with every cache
+        st.progress(done / job.total, text=f"{done} of {formatting.count(job.total, 'run')} "
+                                           f"({formatting.count(len(job.values), 'point')} × {len(job.caches)} caches)")
     else:
         st.progress(done / job.total, text=f"{done} of {formatting.count(job.total, 'point')}")
         if job.state == "cancelled":
@@ -269,6 +274,8 @@ with charts:
                 table = table.drop(columns=column)
         if table["kv_dtype"].nunique() <= 1:
             table = table.drop(columns="kv_dtype")
+        else:  # named as the charts name them
+            table = table.assign(kv_dtype=table["kv_dtype"].map(formatting.kv_dtype_label))
         st.subheader("Points")
         st.dataframe(
             table,

@@ -366,8 +366,10 @@ def test_sweep_compares_a_float16_and_an_fp8_cache_in_one_chart():
     assert_clean(at)
     job = at.session_state[sweep_ui.JOB]
     assert job.state == "done" and job.total == 4
+    # Counted as the caption counts: points, each with both caches.
+    assert [p.proto.text for p in at.get("progress")] == ["4 of 4 runs (2 points × 2 caches)"]
     table = at.dataframe[0].value
-    assert list(table["kv_dtype"]) == ["float16"] * 3 + ["float8_e4m3fn"] * 3 + ["float16"] * 3 + ["float8_e4m3fn"] * 3
+    assert list(table["kv_dtype"]) == ["float16"] * 3 + ["fp8 e4m3"] * 3 + ["float16"] * 3 + ["fp8 e4m3"] * 3
     assert (table[table["status"] == "ok"]["correct"] == "yes").all()
     frame = job.frame()
     fp8 = frame[frame["kv_dtype"] == "float8_e4m3fn"]["bytes_moved"].to_numpy()
