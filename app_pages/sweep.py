@@ -239,9 +239,13 @@ with charts:
         if len(sources) > 1:
             # one cache dtype's times against the other source's: this session's first cache
             same_cache = frame[frame["kv_dtype"] == kv_dtypes[0]] if len(kv_dtypes) > 1 else frame
-            show_chart(figures.sweep_ratio_figure(same_cache, sources[1], sources[0]), key="sw_ratio_chart", parent=b,
-                       width="stretch")
-            b.caption("The uploaded sweep's time over this session's, per implementation: below 1 it was faster.")
+            one = f"{_cache_name(kv_dtypes[0])} cache" if len(kv_dtypes) > 1 else None
+            title = f"Time ratio between the two sweeps: {one} only" if one else "Time ratio between the two sweeps"
+            show_chart(figures.sweep_ratio_figure(same_cache, sources[1], sources[0], title=title),
+                       key="sw_ratio_chart", parent=b, width="stretch")
+            b.caption("The uploaded sweep's time over this session's, per implementation: below 1 it was faster."
+                      + (f" Only the points with a {one} are compared; the latency chart shows every cache."
+                         if one else ""))
             same = sweep.shared_measurements(frame, sources[1], sources[0])
             if same:
                 b.warning(f"{formatting.count(same, 'timing')} of the upload are this session's own measurements "

@@ -386,6 +386,13 @@ def test_sweep_compares_a_float16_and_an_fp8_cache_in_one_chart():
     assert ratio["layout"]["title"]["text"] == "fp8 e4m3 cache against float16"
     assert {t["meta"]["implementation"] for t in ratio["data"] if t.get("meta")} >= {"vectorized", "triton"}
 
+    # Its own CSV uploaded back: the time ratio compares the first cache only, and says so.
+    at = upload(at, "sweep_context_len.csv", sweep.sweep_csv(frame).encode())
+    assert_clean(at)
+    ratio = chart(at, "sw_ratio_chart")
+    assert ratio["layout"]["title"]["text"] == "Time ratio between the two sweeps: float16 cache only"
+    assert any("Only the points with a float16 cache are compared" in c.value for c in at.caption)
+
 
 def test_cache_comparison_words_the_byte_ratio_from_the_two_element_sizes():
     at = open_app({**TINY, "dtype": "float32"}, page=SWEEP)
