@@ -270,9 +270,13 @@ with charts:
                 "a time-ratio chart here."
             )
 
-        shown = ["source", "value", "label", "kv_dtype", "status", "correct", "cached", "median_ms", "p20_ms", "p80_ms",
+        # Narrow enough for the main column at 1280 px with the sidebar open: p20 and p80 are the
+        # latency chart's bars and in the CSV, and the upload (one at a time, named in its caption
+        # and the charts) is "upload" here.
+        shown = ["source", "value", "label", "kv_dtype", "status", "correct", "cached", "median_ms",
                  "gpu_time_ms", "gbps", "pct_of_copy_bw", "max_abs_err", "predicted_ms", "note"]
         table = frame[shown].dropna(axis=1, how="all")  # no GPU columns on the CPU, no prediction if none skipped
+        table = table.assign(source=table["source"].map(lambda s: "upload" if s.startswith("uploaded: ") else s))
         for column in ("cached", "note"):
             if column in table and (table[column].fillna("") == "").all():
                 table = table.drop(columns=column)
@@ -285,22 +289,21 @@ with charts:
             table,
             hide_index=True, width="stretch", key="sw_table", height=min(720, 38 + 35 * len(table)),
             column_config={
-                "source": "Source",
-                "value": st.column_config.NumberColumn(sweep.AXES[frame["axis"].iloc[0]], format="%d"),
-                "label": "Implementation",
-                "kv_dtype": "KV cache",
-                "status": "Status",
+                "source": st.column_config.TextColumn("Source", width=95),
+                "value": st.column_config.NumberColumn(sweep.AXES[frame["axis"].iloc[0]], format="%d", width=110,
+                                                       help=sweep.AXES[frame["axis"].iloc[0]]),
+                "label": st.column_config.TextColumn("Implementation", width=125),
+                "kv_dtype": st.column_config.TextColumn("KV cache", width=80),
+                "status": st.column_config.TextColumn("Status", width=60),
                 "cached": st.column_config.TextColumn(
                     "From cache", help="yes: timed by an earlier sweep on this server (any session) and reused; "
                                        "the caption above says when"),
-                "median_ms": st.column_config.NumberColumn("Median (ms)", format="%.4g"),
-                "p20_ms": st.column_config.NumberColumn("p20 (ms)", format="%.4g"),
-                "p80_ms": st.column_config.NumberColumn("p80 (ms)", format="%.4g"),
+                "median_ms": st.column_config.NumberColumn("Median (ms)", format="%.4g", width=95),
                 "gpu_time_ms": st.column_config.NumberColumn("GPU time (ms)", format="%.4g"),
-                "gbps": st.column_config.NumberColumn("GB/s", format="%.4g"),
+                "gbps": st.column_config.NumberColumn("GB/s", format="%.4g", width=80),
                 "pct_of_copy_bw": st.column_config.NumberColumn("% of copy BW", format="%.0f%%"),
-                "max_abs_err": st.column_config.NumberColumn("Max abs err", format="%.2e"),
-                "correct": "Correct",
+                "max_abs_err": st.column_config.NumberColumn("Max abs err", format="%.2e", width=95),
+                "correct": st.column_config.TextColumn("Correct", width=65),
                 "predicted_ms": st.column_config.NumberColumn("Predicted (ms)", format="%.4g"),
                 "note": "Note",
             },

@@ -204,7 +204,7 @@ def test_uploaded_csv_is_compared_side_by_side():
     mine_ms = at.session_state[sweep_ui.JOB].frame().query("implementation == 'triton'")["median_ms"].to_numpy()
     np.testing.assert_allclose(arr(triton["y"]), 0.1 / mine_ms)
     sources = set(at.dataframe[0].value["source"])
-    assert sources == {"this session", "uploaded: h200.csv"}
+    assert sources == {"this session", "upload"}  # the upload's name is in its caption and the charts
 
 
 @pytest.mark.parametrize("data, message", [
@@ -410,3 +410,15 @@ def test_cache_comparison_words_the_byte_ratio_from_the_two_element_sizes():
                        base.assign(dtype="float16", kv_dtype="float8_e5m2")], ignore_index=True)).encode()).caption
         if "KV cache over its time" in c.value)
     assert "half the bytes" in open_app(TINY, page=SWEEP).checkbox(key="sw_compare_kv").help
+
+
+def test_points_table_is_narrow_enough_for_1280_px():
+    base = sweep.rows_frame(job_rows(values=(16, 32), skip_from=1000), "x")
+    both = pd.concat([base.assign(kv_dtype="float16"), base.assign(kv_dtype="float8_e5m2")], ignore_index=True)
+    at = upload(open_app(TINY, page=SWEEP), "sweep_context_len.csv", sweep.sweep_csv(both).encode())
+    assert_clean(at)
+    table = at.dataframe[0].value
+    # p20 and p80 are the latency chart's bars (and in the CSV); the upload is "upload"
+    assert list(table.columns) == ["source", "value", "label", "kv_dtype", "status", "correct", "median_ms", "gbps",
+                                   "max_abs_err"]
+    assert set(table["source"]) == {"upload"} and set(table["kv_dtype"]) == {"float16", "fp8 e5m2"}
