@@ -121,10 +121,12 @@ with st.container(border=True):
     simple = middle[3].checkbox(f"Include {LABELS['triton_simple']}", key="sw_simple",
                                 persist_state="session", disabled=running,
                                 help="the textbook Triton kernel: one program per (sequence, query head)")
+    fp8_bytes = sweep.bytes_fraction(sweep.cache_bytes_ratio(sweep.compared_caches(config), config.dtype))
     compare = middle[3].checkbox("Compare cache dtypes", key="sw_compare_kv", persist_state="session",
                                  disabled=running,
-                                 help="time every point twice: with K and V in the compute dtype and in fp8 "
-                                      "(the sidebar's fp8 format, else fp8 e4m3), to see what half the bytes buys")
+                                 help=f"time every point twice: with K and V in the compute dtype "
+                                      f"({config.dtype}) and in fp8 (the sidebar's fp8 format, else fp8 e4m3), "
+                                      f"to see what {fp8_bytes} buys")
     caches = sweep.compared_caches(config) if compare else ()
     budget = bounded_number_input(
         middle[2], "Naive budget per point (s)", 0.0, MAX_BUDGET_S, step=1.0, key="sw_budget",
@@ -164,8 +166,13 @@ if job is not None:
     done = job.next_index
     if job.running:
         cache = f", {_cache_name(job.caches[done % len(job.caches)])} cache" if len(job.caches) > 1 else ""
-        st.progress(done / job.total, text=f"Point {done + 1} of {job.total}: {sweep.AXES[job.axis]} = "
-                                           f"{job.value_at(done):,}{cache} · Cancel stops after this point")
+        unit = "Run" if len(job.caches) > 1 else "Point"
+        st.progress(done / job.total, text=f"{unit} {done + 1} of {job.total}: "
+                                           f"{sweep.AXES[job.axis]} = {job.value_at(done):,}{cache} · "
+                                           "Cancel stops after this point")
+    elif len(job.caches) > 1:  # as the caption counts them: points, each timed with every cache
+        st.progress(done / job.total, text=f"{done} of {formatting.count(job.total, 'run')} "
+                                           f"({formatting.count(len(job.values), 'point')} × {len(job.caches)} caches)")
     else:
         st.progress(done / job.total, text=f"{done} of {formatting.count(job.total, 'point')}")
         if job.state == "cancelled":
@@ -232,9 +239,13 @@ with charts:
         if len(sources) > 1:
             # one cache dtype's times against the other source's: this session's first cache
             same_cache = frame[frame["kv_dtype"] == kv_dtypes[0]] if len(kv_dtypes) > 1 else frame
-            show_chart(figures.sweep_ratio_figure(same_cache, sources[1], sources[0]), key="sw_ratio_chart", parent=b,
-                       width="stretch")
-            b.caption("The uploaded sweep's time over this session's, per implementation: below 1 it was faster.")
+            one = f"{_cache_name(kv_dtypes[0])} cache" if len(kv_dtypes) > 1 else None
+            title = f"Time ratio between the two sweeps: {one} only" if one else "Time ratio between the two sweeps"
+            show_chart(figures.sweep_ratio_figure(same_cache, sources[1], sources[0], title=title),
+                       key="sw_ratio_chart", parent=b, width="stretch")
+            b.caption("The uploaded sweep's time over this session's, per implementation: below 1 it was faster."
+                      + (f" Only the points with a {one} are compared; the latency chart shows every cache."
+                         if one else ""))
             same = sweep.shared_measurements(frame, sources[1], sources[0])
             if same:
                 b.warning(f"{formatting.count(same, 'timing')} of the upload are this session's own measurements "
@@ -245,9 +256,10 @@ with charts:
             slow, fast = (formatting.kv_dtype_label(k) for k in kv_dtypes[:2])
             show_chart(figures.sweep_ratio_figure(by_cache, fast, slow, title=f"{fast} cache against {slow}"),
                        key="sw_kv_ratio_chart", parent=b, width="stretch")
+            ratio = sweep.cache_bytes_ratio(kv_dtypes[:2])
             b.caption(f"Each implementation's time with the {fast} KV cache over its time with the {slow} one: "
-                      "below 1 the smaller cache is faster. Where decode is memory-bound, half the bytes can "
-                      "approach 0.5.")
+                      "below 1 the smaller cache is faster. Where decode is memory-bound, "
+                      f"{sweep.bytes_fraction(ratio)} can approach {ratio:g}.")
         else:
             b.markdown(
                 "**Reading the sweep**\n\n"
@@ -258,35 +270,40 @@ with charts:
                 "a time-ratio chart here."
             )
 
-        shown = ["source", "value", "label", "kv_dtype", "status", "correct", "cached", "median_ms", "p20_ms", "p80_ms",
+        # Narrow enough for the main column at 1280 px with the sidebar open: p20 and p80 are the
+        # latency chart's bars and in the CSV, and the upload (one at a time, named in its caption
+        # and the charts) is "upload" here.
+        shown = ["source", "value", "label", "kv_dtype", "status", "correct", "cached", "median_ms",
                  "gpu_time_ms", "gbps", "pct_of_copy_bw", "max_abs_err", "predicted_ms", "note"]
         table = frame[shown].dropna(axis=1, how="all")  # no GPU columns on the CPU, no prediction if none skipped
+        table = table.assign(source=table["source"].map(lambda s: "upload" if s.startswith("uploaded: ") else s))
         for column in ("cached", "note"):
             if column in table and (table[column].fillna("") == "").all():
                 table = table.drop(columns=column)
         if table["kv_dtype"].nunique() <= 1:
             table = table.drop(columns="kv_dtype")
+        else:  # named as the charts name them
+            table = table.assign(kv_dtype=table["kv_dtype"].map(formatting.kv_dtype_label))
         st.subheader("Points")
         st.dataframe(
             table,
             hide_index=True, width="stretch", key="sw_table", height=min(720, 38 + 35 * len(table)),
             column_config={
-                "source": "Source",
-                "value": st.column_config.NumberColumn(sweep.AXES[frame["axis"].iloc[0]], format="%d"),
-                "label": "Implementation",
-                "kv_dtype": "KV cache",
-                "status": "Status",
+                "source": st.column_config.TextColumn("Source", width=95),
+                "value": st.column_config.NumberColumn(sweep.AXES[frame["axis"].iloc[0]], format="%d", width=110,
+                                                       help=sweep.AXES[frame["axis"].iloc[0]]),
+                "label": st.column_config.TextColumn("Implementation", width=125),
+                "kv_dtype": st.column_config.TextColumn("KV cache", width=80),
+                "status": st.column_config.TextColumn("Status", width=60),
                 "cached": st.column_config.TextColumn(
                     "From cache", help="yes: timed by an earlier sweep on this server (any session) and reused; "
                                        "the caption above says when"),
-                "median_ms": st.column_config.NumberColumn("Median (ms)", format="%.4g"),
-                "p20_ms": st.column_config.NumberColumn("p20 (ms)", format="%.4g"),
-                "p80_ms": st.column_config.NumberColumn("p80 (ms)", format="%.4g"),
+                "median_ms": st.column_config.NumberColumn("Median (ms)", format="%.4g", width=95),
                 "gpu_time_ms": st.column_config.NumberColumn("GPU time (ms)", format="%.4g"),
-                "gbps": st.column_config.NumberColumn("GB/s", format="%.4g"),
+                "gbps": st.column_config.NumberColumn("GB/s", format="%.4g", width=80),
                 "pct_of_copy_bw": st.column_config.NumberColumn("% of copy BW", format="%.0f%%"),
-                "max_abs_err": st.column_config.NumberColumn("Max abs err", format="%.2e"),
-                "correct": "Correct",
+                "max_abs_err": st.column_config.NumberColumn("Max abs err", format="%.2e", width=95),
+                "correct": st.column_config.TextColumn("Correct", width=65),
                 "predicted_ms": st.column_config.NumberColumn("Predicted (ms)", format="%.4g"),
                 "note": "Note",
             },

@@ -194,6 +194,24 @@ def compared_caches(base: DecodeConfig) -> tuple[str | None, str]:
     return None, base.kv_dtype or DEFAULT_FP8
 
 
+def cache_bytes_ratio(kv_dtypes: Sequence[str | None], dtype: str | None = None) -> float:
+    """Bytes per element of the second KV-cache dtype over the first's (``None``:
+    ``dtype``, the compute dtype), e.g. 0.5 for fp8 against float16, 0.25 against
+    float32: the time ratio a memory-bound decode can approach."""
+    import torch
+
+    def size(name: str | None) -> int:
+        return torch.empty((), dtype=getattr(torch, name or dtype)).element_size()
+
+    return size(kv_dtypes[1]) / size(kv_dtypes[0])
+
+
+def bytes_fraction(ratio: float) -> str:
+    """``ratio`` of bytes in words: ``"half the bytes"``, ``"a quarter of the bytes"``."""
+    words = {0.5: "half the bytes", 0.25: "a quarter of the bytes", 1.0: "the same bytes", 2.0: "twice the bytes"}
+    return words.get(ratio, f"{ratio:g}× the bytes")
+
+
 def point_config(base: DecodeConfig, axis: str, value: int) -> DecodeConfig:
     """``base`` with ``axis`` set to ``value``.
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
@@ -203,7 +204,7 @@ def test_uploaded_csv_is_compared_side_by_side():
     mine_ms = at.session_state[sweep_ui.JOB].frame().query("implementation == 'triton'")["median_ms"].to_numpy()
     np.testing.assert_allclose(arr(triton["y"]), 0.1 / mine_ms)
     sources = set(at.dataframe[0].value["source"])
-    assert sources == {"this session", "uploaded: h200.csv"}
+    assert sources == {"this session", "upload"}  # the upload's name is in its caption and the charts
 
 
 @pytest.mark.parametrize("data, message", [
@@ -365,8 +366,10 @@ def test_sweep_compares_a_float16_and_an_fp8_cache_in_one_chart():
     assert_clean(at)
     job = at.session_state[sweep_ui.JOB]
     assert job.state == "done" and job.total == 4
+    # Counted as the caption counts: points, each with both caches.
+    assert [p.proto.text for p in at.get("progress")] == ["4 of 4 runs (2 points × 2 caches)"]
     table = at.dataframe[0].value
-    assert list(table["kv_dtype"]) == ["float16"] * 3 + ["float8_e4m3fn"] * 3 + ["float16"] * 3 + ["float8_e4m3fn"] * 3
+    assert list(table["kv_dtype"]) == ["float16"] * 3 + ["fp8 e4m3"] * 3 + ["float16"] * 3 + ["fp8 e4m3"] * 3
     assert (table[table["status"] == "ok"]["correct"] == "yes").all()
     frame = job.frame()
     fp8 = frame[frame["kv_dtype"] == "float8_e4m3fn"]["bytes_moved"].to_numpy()
@@ -382,3 +385,40 @@ def test_sweep_compares_a_float16_and_an_fp8_cache_in_one_chart():
     ratio = chart(at, "sw_kv_ratio_chart")
     assert ratio["layout"]["title"]["text"] == "fp8 e4m3 cache against float16"
     assert {t["meta"]["implementation"] for t in ratio["data"] if t.get("meta")} >= {"vectorized", "triton"}
+
+    # Its own CSV uploaded back: the time ratio compares the first cache only, and says so.
+    at = upload(at, "sweep_context_len.csv", sweep.sweep_csv(frame).encode())
+    assert_clean(at)
+    ratio = chart(at, "sw_ratio_chart")
+    assert ratio["layout"]["title"]["text"] == "Time ratio between the two sweeps: float16 cache only"
+    assert any("Only the points with a float16 cache are compared" in c.value for c in at.caption)
+
+
+def test_cache_comparison_words_the_byte_ratio_from_the_two_element_sizes():
+    at = open_app({**TINY, "dtype": "float32"}, page=SWEEP)
+    help_text = at.checkbox(key="sw_compare_kv").help
+    assert "a quarter of the bytes" in help_text and "half the bytes" not in help_text  # fp8 is 1 byte of float32's 4
+    base = sweep.rows_frame(job_rows(values=(16, 32), skip_from=1000), "x").assign(dtype="float32")
+    both = pd.concat([base.assign(kv_dtype="float32"), base.assign(kv_dtype="float8_e5m2")], ignore_index=True)
+    at = upload(at, "f32.csv", sweep.sweep_csv(both).encode())
+    assert_clean(at)
+    (note,) = [c.value for c in at.caption if "KV cache over its time" in c.value]
+    assert "a quarter of the bytes can approach 0.25" in note and "0.5" not in note
+    assert "half the bytes can approach 0.5" in next(  # float16: half
+        c.value for c in upload(open_app(TINY, page=SWEEP), "f16.csv", sweep.sweep_csv(
+            pd.concat([base.assign(dtype="float16", kv_dtype="float16"),
+                       base.assign(dtype="float16", kv_dtype="float8_e5m2")], ignore_index=True)).encode()).caption
+        if "KV cache over its time" in c.value)
+    assert "half the bytes" in open_app(TINY, page=SWEEP).checkbox(key="sw_compare_kv").help
+
+
+def test_points_table_is_narrow_enough_for_1280_px():
+    base = sweep.rows_frame(job_rows(values=(16, 32), skip_from=1000), "x")
+    both = pd.concat([base.assign(kv_dtype="float16"), base.assign(kv_dtype="float8_e5m2")], ignore_index=True)
+    at = upload(open_app(TINY, page=SWEEP), "sweep_context_len.csv", sweep.sweep_csv(both).encode())
+    assert_clean(at)
+    table = at.dataframe[0].value
+    # p20 and p80 are the latency chart's bars (and in the CSV); the upload is "upload"
+    assert list(table.columns) == ["source", "value", "label", "kv_dtype", "status", "correct", "median_ms", "gbps",
+                                   "max_abs_err"]
+    assert set(table["source"]) == {"upload"} and set(table["kv_dtype"]) == {"float16", "fp8 e5m2"}

@@ -115,3 +115,30 @@ def test_a_sweep_comparing_caches_draws_one_line_style_per_cache():
     bandwidth = figures.sweep_bandwidth_figure(both)
     assert len(traces(bandwidth, implementation="triton")) == 2
     assert [s.y0 for s in bandwidth.layout.shapes] == [4.0]  # one device, one ceiling
+
+
+def _two_sources_two_caches():
+    """An upload of a sweep comparing caches, beside this session's: 4 line styles."""
+    parts = []
+    for source in ("this session", "uploaded: sweep_context_len.csv"):
+        for kv in ("float16", "float8_e5m2"):
+            parts.append(frame(source=source, skip_from=1000).assign(kv_dtype=kv))
+    return pd.concat(parts, ignore_index=True)
+
+
+@pytest.mark.parametrize("make", [figures.sweep_latency_figure, figures.sweep_bandwidth_figure,
+                                  figures.sweep_speedup_figure])
+def test_a_long_legend_goes_in_a_column_and_the_figure_grows_so_the_plot_keeps_its_height(make):
+    from explorer.figures.sweep import LEGEND_ROW_PX
+
+    fig = make(_two_sources_two_caches())
+    entries = [t for t in fig.data if t.showlegend is not False and t.name]
+    assert len(entries) >= 8
+    assert fig.layout.legend.orientation == "v"  # one entry a row: none cut off at the right
+    # A short legend keeps its rows under the plot and the figure its height.
+    small = make(frame(skip_from=1000))
+    assert small.layout.legend.orientation == "h" and small.layout.height == 440
+    # Plot area: the height less the title block, the legend's rows and the x axis (~60 px),
+    # at least what a 440 px figure with this title block leaves between its margins.
+    plot = fig.layout.height - fig.layout.margin.t - LEGEND_ROW_PX * len(entries) - 60
+    assert plot >= 440 - fig.layout.margin.t - small.layout.margin.b >= 200

@@ -233,3 +233,11 @@ def test_sweep_rows_and_csv_carry_the_cache_dtype():
     # a CSV from before fp8 caches: the cache had the compute dtype
     old = "axis,value,implementation,status,median_ms,dtype\ncontext_len,16,triton,ok,0.1,bfloat16\n"
     assert list(sweep.read_sweep_csv(old, "up")["kv_dtype"]) == ["bfloat16"]
+
+
+def test_cache_bytes_ratio_and_its_words():
+    assert sweep.cache_bytes_ratio([None, "float8_e4m3fn"], "float16") == 0.5
+    assert sweep.cache_bytes_ratio(["float32", "float8_e5m2"]) == 0.25
+    assert sweep.cache_bytes_ratio(["bfloat16", "float8_e5m2"]) == 0.5
+    assert sweep.bytes_fraction(0.5) == "half the bytes"
+    assert sweep.bytes_fraction(0.25) == "a quarter of the bytes"

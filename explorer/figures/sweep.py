@@ -20,6 +20,43 @@ SKIPPED_SYMBOL = "circle-open"
 #: Log axes once the data spans this factor.
 LOG_X_SPAN = 4
 LOG_Y_SPAN = 10
+#: A sweep chart's legend keeps Plotly's rows under the plot while its entries fit in
+#: this many rows of a half-width chart (:data:`LEGEND_WIDTH_PX`); more entries (two
+#: sources of two caches each) go in one column under the plot, one entry a row of
+#: :data:`LEGEND_ROW_PX`, and the figure grows by those rows so the plot keeps its height.
+LEGEND_MAX_ROWS = 2
+LEGEND_WIDTH_PX = 520
+LEGEND_ROW_PX = 21
+
+
+def _legend_entry_px(name: str) -> float:
+    """Estimated width (px) of a legend entry of 12 px text: symbol, gap and text."""
+    return 46 + 6.8 * len(name)
+
+
+def _legend_rows_h(names: Sequence[str], width: float = LEGEND_WIDTH_PX) -> int:
+    """Rows a horizontal legend of ``names`` takes in ``width`` px (greedy, as Plotly wraps)."""
+    rows, x = (1 if names else 0), 0.0
+    for name in names:
+        w = _legend_entry_px(name)
+        if x and x + w > width:
+            rows, x = rows + 1, 0.0
+        x += w
+    return rows
+
+
+def _fit_legend(fig: go.Figure) -> go.Figure:
+    """Lay out a styled sweep figure's legend so that every entry shows and the plot
+    keeps its height: in rows while they are at most :data:`LEGEND_MAX_ROWS`, else in
+    one column with the figure taller by a row per entry (less what its margin held)."""
+    names = [t.name for t in fig.data if t.showlegend is not False and t.name]
+    if len(names) < 2 or _legend_rows_h(names) <= LEGEND_MAX_ROWS:
+        return fig
+    fig.update_layout(legend=dict(orientation="v", tracegroupgap=0),
+                      # The bottom margin of :func:`_style` holds the x axis title and about
+                      # 1.5 rows of legend; the column needs a row per entry.
+                      height=fig.layout.height + LEGEND_ROW_PX * len(names) - 30)
+    return fig
 
 
 def _sources(frame) -> list[str]:
@@ -160,7 +197,7 @@ def sweep_latency_figure(frame) -> go.Figure:
     _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
     if _y_log(fig, ys, title="latency (ms)"):
         _log_range(fig, ys, 0.2, 0.55 if skipped_any else 0.35)  # room for the "skipped" labels
-    return fig
+    return _fit_legend(fig)
 
 
 def _best_gbps(rows) -> np.ndarray:
@@ -243,7 +280,7 @@ def sweep_bandwidth_figure(frame) -> go.Figure:
         fig.update_yaxes(rangemode="tozero", range=[0, max(ys, default=1) * 1.15])
     if not ceilings:
         fig.update_layout(margin=dict(t=_margins(subtitle)[0] + 26))  # room for the note above the plot
-    return fig
+    return _fit_legend(fig)
 
 
 def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
@@ -303,7 +340,7 @@ def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
         _log_hline_labels(fig)
     else:
         fig.update_yaxes(rangemode="tozero", range=[0, max([*ys, 1.0]) * 1.15])
-    return fig
+    return _fit_legend(fig)
 
 
 def sweep_ratio_figure(
@@ -348,4 +385,4 @@ def sweep_ratio_figure(
         _log_range(fig, [*ys, 1.0], 0.2, 0.3)
     else:
         fig.update_yaxes(rangemode="tozero", range=[0, max([*ys, 1.0]) * 1.15])
-    return fig
+    return _fit_legend(fig)
