@@ -415,3 +415,17 @@ def test_kv_cache_dtype_from_the_url_and_a_bad_one_named():
     assert "kv_dtype=int4" in warnings and "kv_scale=per_row" in warnings
     assert at.selectbox(key="sb_kv_dtype").value == "same"
     assert at.query_params["kv_dtype"] in ("same", ["same"])  # rewritten to the value used
+
+
+def test_fp8_wording_matches_the_sidebar():
+    """Review: the KV-cache option "same as compute" named no control (the dtype box
+    was labelled "dtype"), the Scales option read "per head" (they are per KV head),
+    and its help spoke of "the largest |value| it covers over the format's largest
+    finite number"."""
+    at = open_app({**TINY, "kv_dtype": "float8_e4m3fn"})
+    assert at.selectbox(key="sb_dtype").label == "Compute dtype"
+    assert "same as compute dtype" in at.selectbox(key="sb_kv_dtype").options
+    scales = next(e for e in at.sidebar if getattr(e, "proto", None) is not None
+                  and "each scale maps" in (getattr(e.proto, "help", "") or ""))
+    assert "each scale maps the largest value it covers to fp8's largest number" in scales.proto.help
+    assert "per KV head" in [o.content for o in scales.proto.options]

@@ -268,7 +268,7 @@ def render_sidebar() -> SidebarResult:
         bs, dt = st.columns(2)
         bs.selectbox("Block size", state.BLOCK_SIZES, key=WIDGET_KEYS["block_size"],
                      **KEEP, help="tokens per physical block")
-        dt.selectbox("dtype", state.DTYPE_NAMES, key=WIDGET_KEYS["dtype"], **KEEP,
+        dt.selectbox("Compute dtype", state.DTYPE_NAMES, key=WIDGET_KEYS["dtype"], **KEEP,
                      help="of the query and the output, and of the arithmetic around them")
         st.selectbox("KV-cache dtype", state.KV_CACHE_DTYPES, key=WIDGET_KEYS["kv_dtype"], **KEEP,
                      format_func=lambda d: formatting.kv_dtype_label(None if d == state.SAME_AS_COMPUTE else d),
@@ -279,8 +279,8 @@ def render_sidebar() -> SidebarResult:
         if ss[WIDGET_KEYS["kv_dtype"]] != state.SAME_AS_COMPUTE:  # kept while hidden (persist_state)
             st.segmented_control("Scales", KV_SCALES, key=WIDGET_KEYS["kv_scale"], **KEEP,
                                  format_func=formatting.KV_SCALE_LABELS.get,
-                                 help="one scale for all of K (and one for V), or one per KV head; each is the "
-                                      "largest |value| it covers over the format's largest finite number")
+                                 help="one scale for all of K (and one for V), or one per KV head; each scale maps "
+                                      "the largest value it covers to fp8's largest number")
         st.selectbox("Block layout", BLOCK_LAYOUTS, key=WIDGET_KEYS["block_layout"], **KEEP,
                      help="contiguous: blocks in order; shuffled: a random permutation of the pool; "
                           "fragmented: the free list left after other sequences came and went")
