@@ -187,6 +187,17 @@ def results_rows(
     return rows
 
 
+def results_csv(run: int, label: str, rows: list[dict], quantization_error: float | None = None) -> str:
+    """The Decode benchmark's CSV download: a line per implementation (``rows``, as
+    :func:`results_rows` makes them) after the run's number and configuration, and,
+    for an fp8 cache, its quantization error (the error chart's dashed line) as the
+    column ``fp8_quantization_error``."""
+    import pandas as pd
+
+    extra = {} if quantization_error is None else {"fp8_quantization_error": quantization_error}
+    return pd.DataFrame([{"run": run, "config": label, **row, **extra} for row in rows]).to_csv(index=False)
+
+
 def quantization_caption(quantization, config: DecodeConfig) -> str:
     """What the error chart's two errors are, for an fp8 cache.
 
