@@ -52,9 +52,11 @@ def ordinal(n: int) -> str:
 
 
 def format_number(v: float) -> str:
-    """``5000 -> "5,000"``, ``2.5 -> "2.5"``: an int with thousands separators, a
-    float in its shortest form (as a widget value is quoted back to the user)."""
-    return f"{v:,}" if isinstance(v, int) else f"{v:,g}"
+    """``5000 -> "5,000"``, ``2.5 -> "2.5"``, ``99999999.0 -> "99,999,999"``: a
+    number as typed, with thousands separators (as a widget value is quoted back
+    to the user); up to 15 significant digits, so a typed number is not rounded
+    to an exponent (``:,g`` quoted 99,999,999 as "1e+08")."""
+    return f"{v:,}" if isinstance(v, int) else f"{v:,.15g}"
 
 
 def compact(n: int) -> str:

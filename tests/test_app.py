@@ -429,3 +429,14 @@ def test_fp8_wording_matches_the_sidebar():
                   and "each scale maps" in (getattr(e.proto, "help", "") or ""))
     assert "each scale maps the largest value it covers to fp8's largest number" in scales.proto.help
     assert "per KV head" in [o.content for o in scales.proto.options]
+
+
+def test_large_typed_number_is_quoted_with_separators_not_an_exponent():
+    """Review: typing 99999999 said "1e+08 is above the maximum"."""
+    at = open_app(TINY, page=BENCH)
+    at.number_input(key="sb_batch_size").set_value(99999999).run()
+    assert not at.exception
+    assert any("99,999,999 is above the maximum, 4,096" in w.value for w in at.sidebar.warning), \
+        [w.value for w in at.sidebar.warning]
+    assert not any("e+" in w.value for w in at.sidebar.warning)
+
