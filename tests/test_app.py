@@ -440,3 +440,15 @@ def test_large_typed_number_is_quoted_with_separators_not_an_exponent():
         [w.value for w in at.sidebar.warning]
     assert not any("e+" in w.value for w in at.sidebar.warning)
 
+
+def test_kv_heads_changed_to_keep_a_divisor_is_said():
+    """Review: −5 query heads became 1 with a note, but KV heads went from 2 to 1 silently."""
+    at = open_app(TINY, page=BENCH)  # 4 query heads, 2 KV heads
+    at.number_input(key="sb_num_heads").set_value(-5).run()
+    assert not at.exception
+    assert at.number_input(key="sb_num_heads").value == 1 and at.selectbox(key="sb_num_kv_heads").value == 1
+    notes = [w.value for w in at.sidebar.warning]
+    assert any("**Query heads**: -5 is below the minimum" in n for n in notes), notes
+    assert "**KV heads**: 2 does not divide 1 query head; using 1, the nearest divisor." in notes
+    at.number_input(key="sb_num_heads").set_value(8).run()  # KV heads stays 1 (a divisor): the note goes
+    assert not any("KV heads" in w.value for w in at.sidebar.warning)

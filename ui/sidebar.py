@@ -129,13 +129,21 @@ def _on_preset() -> None:
         st.session_state[WIDGET_KEYS["head_dim"]] = dim
 
 
+#: Session key of the note saying that the app changed the KV heads: ``(value set, note)``.
+KV_HEADS_NOTE = "_kv_heads_note"
+
+
 def _on_heads() -> None:
     ss = st.session_state
     heads = ss[WIDGET_KEYS["num_heads"]]
     kv = ss[WIDGET_KEYS["num_kv_heads"]]
+    ss.pop(KV_HEADS_NOTE, None)
     if heads % kv:
-        kv = state.nearest_kv_heads(heads, kv)
+        before, kv = kv, state.nearest_kv_heads(heads, kv)
         ss[WIDGET_KEYS["num_kv_heads"]] = kv
+        # Said, as a clamped number box says it: KV heads changed silently before.
+        ss[KV_HEADS_NOTE] = (kv, f"**KV heads**: {before} does not divide {formatting.count(heads, 'query head')}; "
+                                 f"using {kv}, the nearest divisor.")
     ss[WIDGET_KEYS["preset"]] = state.preset_for(heads, kv, ss[WIDGET_KEYS["head_dim"]])
 
 
@@ -261,6 +269,12 @@ def render_sidebar() -> SidebarResult:
         kv, dim = st.columns(2)
         kv.selectbox("KV heads", options, key=WIDGET_KEYS["num_kv_heads"], **KEEP, on_change=_on_heads,
                      help="only divisors of the query heads: each KV head serves a group of query heads (GQA)")
+        kv_note = ss.get(KV_HEADS_NOTE)
+        if kv_note is not None:
+            if ss[WIDGET_KEYS["num_kv_heads"]] == kv_note[0]:
+                st.warning(kv_note[1], icon=":material/vertical_align_center:")
+            else:  # changed since
+                ss.pop(KV_HEADS_NOTE, None)
         bounded_number_input(dim, "Head dim", 1, state.MAX_HEAD_DIM, step=1, key=WIDGET_KEYS["head_dim"], **KEEP,
                              on_change=_on_heads, note_parent=st)
 
