@@ -656,7 +656,7 @@ def test_shared_url_page_visits_and_garbage_url(server, page):
     page.get_by_role("button", name="Run sweep").wait_for(timeout=60_000)
     expect(page.get_by_label("Batch size (sequences)")).to_have_value("3", timeout=WAIT)
     expect(page.get_by_label("Tokens per sequence")).to_have_value("100", timeout=WAIT)
-    for label, value in (("KV heads", "2"), ("Block size", "8"), ("Block layout", "contiguous"), ("dtype", "bfloat16")):
+    for label, value in (("KV heads", "2"), ("Block size", "8"), ("Block layout", "contiguous"), ("Compute dtype", "bfloat16")):
         expect(page.get_by_role("combobox", name=label, exact=True)).to_have_value(value, timeout=WAIT)
     _settle(page)
 
