@@ -284,7 +284,8 @@ st.dataframe(
         **({} if reads_kv else na),
     },
 )
-csv = pd.DataFrame([{"run": last["run"], "config": last["label"], **row} for row in rows]).to_csv(index=False)
+csv = readouts.results_csv(last["run"], last["label"], rows,
+                           quantization.max_abs_err if quantization is not None else None)
 st.download_button(
     "Download CSV", csv, file_name=f"decode_benchmark_run{last['run']}.csv", mime="text/csv",
     icon=":material/download:", key="bench_csv",

@@ -52,9 +52,11 @@ def ordinal(n: int) -> str:
 
 
 def format_number(v: float) -> str:
-    """``5000 -> "5,000"``, ``2.5 -> "2.5"``: an int with thousands separators, a
-    float in its shortest form (as a widget value is quoted back to the user)."""
-    return f"{v:,}" if isinstance(v, int) else f"{v:,g}"
+    """``5000 -> "5,000"``, ``2.5 -> "2.5"``, ``99999999.0 -> "99,999,999"``: a
+    number as typed, with thousands separators (as a widget value is quoted back
+    to the user); up to 15 significant digits, so a typed number is not rounded
+    to an exponent (``:,g`` quoted 99,999,999 as "1e+08")."""
+    return f"{v:,}" if isinstance(v, int) else f"{v:,.15g}"
 
 
 def compact(n: int) -> str:
@@ -151,6 +153,17 @@ def format_ms(ms: float) -> str:
     return format_duration(ms, "ms")
 
 
+def format_times(v: float) -> str:
+    """A ratio to three significant digits, in fixed notation below a million:
+    ``419.7 -> "420×"``, ``1.5 -> "1.5×"``, ``12345 -> "12,300×"``, ``2.5e7 -> "2.5e+07×"``."""
+    if not math.isfinite(v) or abs(v) >= 1e6:
+        return f"{v:.3g}×"
+    text = _three_digits(v)
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return f"{text}×"
+
+
 def format_speedup(s: float) -> str:
     """``0.5 -> "0.5×"``, ``12.34 -> "12.3×"``, ``1234 -> "1,234×"``; empty when not finite."""
     if not math.isfinite(s):
@@ -183,13 +196,14 @@ def format_bytes(n: float, significant: int | None = None) -> str:
 #: How the app names an 8-bit KV-cache dtype (``DecodeConfig.kv_dtype``).
 KV_DTYPE_LABELS: dict[str, str] = {"float8_e4m3fn": "fp8 e4m3", "float8_e5m2": "fp8 e5m2"}
 #: How the app names an fp8 cache's scales (``DecodeConfig.kv_scale``).
-KV_SCALE_LABELS: dict[str, str] = {"per_tensor": "per tensor", "per_head": "per head"}
+KV_SCALE_LABELS: dict[str, str] = {"per_tensor": "per tensor", "per_head": "per KV head"}
 
 
 def kv_dtype_label(kv_dtype: str | None, dtype: str | None = None) -> str:
     """A KV-cache dtype as the app writes it: ``"fp8 e4m3"``, ``"fp8 e5m2"``; a
     cache in the compute dtype (``None``) is named by ``dtype`` (``"float16"``),
-    or ``"same as compute"`` without one. Any other name is returned as is."""
+    or ``"same as compute dtype"`` (the sidebar's "Compute dtype") without one.
+    Any other name is returned as is."""
     if kv_dtype is None or kv_dtype == dtype:
-        return dtype or "same as compute"
+        return dtype or "same as compute dtype"
     return KV_DTYPE_LABELS.get(kv_dtype, kv_dtype)

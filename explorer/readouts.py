@@ -12,7 +12,7 @@ from typing import Iterable
 from paged_attention.bench import achieved_gbps
 from paged_attention.config import DecodeConfig
 
-from explorer.formatting import KV_SCALE_LABELS, kv_dtype_label
+from explorer.formatting import KV_SCALE_LABELS, format_times, kv_dtype_label
 
 
 @dataclass(frozen=True)
@@ -187,6 +187,17 @@ def results_rows(
     return rows
 
 
+def results_csv(run: int, label: str, rows: list[dict], quantization_error: float | None = None) -> str:
+    """The Decode benchmark's CSV download: a line per implementation (``rows``, as
+    :func:`results_rows` makes them) after the run's number and configuration, and,
+    for an fp8 cache, its quantization error (the error chart's dashed line) as the
+    column ``fp8_quantization_error``."""
+    import pandas as pd
+
+    extra = {} if quantization_error is None else {"fp8_quantization_error": quantization_error}
+    return pd.DataFrame([{"run": run, "config": label, **row, **extra} for row in rows]).to_csv(index=False)
+
+
 def quantization_caption(quantization, config: DecodeConfig) -> str:
     """What the error chart's two errors are, for an fp8 cache.
 
@@ -198,9 +209,9 @@ def quantization_caption(quantization, config: DecodeConfig) -> str:
     if quantization.max_abs_err is None:
         return f"{kernel} The fp8 quantization error was {quantization.note}."
     ratio = quantization.max_tol_ratio
-    times = f"{ratio:.2g}× the {config.dtype} tolerance" if ratio is not None else ""
+    times = f" ({format_times(ratio)} the {config.dtype} tolerance)" if ratio is not None else ""
     return (
-        f"{kernel} The dashed line is the **fp8 quantization error**, max {quantization.max_abs_err:.2g} "
-        f"({times}): that exact answer on the fp8 cache against the float64 reference on the original, "
-        "unquantized values. Storing K and V in 8 bits costs it whatever the kernel, so it has no pass/fail."
+        f"{kernel} The dashed line is the **fp8 quantization error**, max {quantization.max_abs_err:.2g}{times}: "
+        "how far the exact answer on the fp8 cache is from the exact answer on the original values before "
+        "quantization. Storing K and V in 8 bits costs it whatever the kernel, so it has no pass/fail."
     )

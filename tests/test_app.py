@@ -415,3 +415,40 @@ def test_kv_cache_dtype_from_the_url_and_a_bad_one_named():
     assert "kv_dtype=int4" in warnings and "kv_scale=per_row" in warnings
     assert at.selectbox(key="sb_kv_dtype").value == "same"
     assert at.query_params["kv_dtype"] in ("same", ["same"])  # rewritten to the value used
+
+
+def test_fp8_wording_matches_the_sidebar():
+    """Review: the KV-cache option "same as compute" named no control (the dtype box
+    was labelled "dtype"), the Scales option read "per head" (they are per KV head),
+    and its help spoke of "the largest |value| it covers over the format's largest
+    finite number"."""
+    at = open_app({**TINY, "kv_dtype": "float8_e4m3fn"})
+    assert at.selectbox(key="sb_dtype").label == "Compute dtype"
+    assert "same as compute dtype" in at.selectbox(key="sb_kv_dtype").options
+    scales = next(e for e in at.sidebar if getattr(e, "proto", None) is not None
+                  and "each scale maps" in (getattr(e.proto, "help", "") or ""))
+    assert "each scale maps the largest value it covers to fp8's largest number" in scales.proto.help
+    assert "per KV head" in [o.content for o in scales.proto.options]
+
+
+def test_large_typed_number_is_quoted_with_separators_not_an_exponent():
+    """Review: typing 99999999 said "1e+08 is above the maximum"."""
+    at = open_app(TINY, page=BENCH)
+    at.number_input(key="sb_batch_size").set_value(99999999).run()
+    assert not at.exception
+    assert any("99,999,999 is above the maximum, 4,096" in w.value for w in at.sidebar.warning), \
+        [w.value for w in at.sidebar.warning]
+    assert not any("e+" in w.value for w in at.sidebar.warning)
+
+
+def test_kv_heads_changed_to_keep_a_divisor_is_said():
+    """Review: −5 query heads became 1 with a note, but KV heads went from 2 to 1 silently."""
+    at = open_app(TINY, page=BENCH)  # 4 query heads, 2 KV heads
+    at.number_input(key="sb_num_heads").set_value(-5).run()
+    assert not at.exception
+    assert at.number_input(key="sb_num_heads").value == 1 and at.selectbox(key="sb_num_kv_heads").value == 1
+    notes = [w.value for w in at.sidebar.warning]
+    assert any("**Query heads**: -5 is below the minimum" in n for n in notes), notes
+    assert "**KV heads**: 2 does not divide 1 query head; using 1, the nearest divisor." in notes
+    at.number_input(key="sb_num_heads").set_value(8).run()  # KV heads stays 1 (a divisor): the note goes
+    assert not any("KV heads" in w.value for w in at.sidebar.warning)

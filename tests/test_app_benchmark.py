@@ -351,7 +351,7 @@ def test_fp8_run_separates_the_quantization_error_from_the_kernel_error():
     assert line["y"] == pytest.approx([q] * 3) and line["yaxis"] == "y2"
     assert max(kernel["y"]) < TOLERANCES[torch.float16][0] < q  # the kernels' error is far below fp8's own
     caption = next(c.value for c in at.caption if "quantization error" in c.value)
-    assert f"max {q:.2g}" in caption and "unquantized" in caption and "dequantized fp8 e4m3" in caption
+    assert f"max {q:.2g}" in caption and "before quantization" in caption and "dequantized fp8 e4m3" in caption
     # bytes moved count one byte per K and V value
     assert bench_ui.inputs_slot().key.decode_bytes() == config.decode_bytes() < config.with_(kv_dtype=None).decode_bytes()
 

@@ -154,3 +154,27 @@ def test_split_merge_and_kernel_walk_of_many_splits():
     assert len(set(walk.data[0].marker.color)) == 157
     (bar,) = [t for t in walk.data if t.name == "split colours"]
     assert _integer_ticks(bar.marker.colorbar)
+
+
+def test_split_merge_at_presentation_size_keeps_its_labels_apart():
+    """Review at 1280x720 in presentation mode: the "max m" label on the dotted line
+    sat on the largest bar's value, and "% of softmax mass" (the right panel's axis
+    title) lay on the left panel's last bar."""
+    from explorer.figures import for_presentation
+
+    _, _, _, trace = kernel_trace(num_splits=4)
+    fig = for_presentation(figures.split_merge_figure(trace.splits))
+    # No label of its own on the line: the largest bar's value says it is the max.
+    assert not [a for a in fig.layout.annotations if a.yref == "y"]  # on the line, in data units
+    top = int(np.argmax(trace.splits["m"]))
+    assert fig.data[0].text[top].startswith("max<br>")
+    # Room above the largest bar for its two-line label (18 px lines) within the panel.
+    lo, hi = fig.layout.yaxis.range
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    assert (hi - trace.splits["m"].max()) / (hi - lo) * plot_px >= 2 * 18 * 1.3
+    # Between the panels (the chart is 577 px wide at 1280 px): the right axis' tick
+    # labels ("30"), title line and Plotly's standoffs.
+    width = 577 - fig.layout.margin.l - fig.layout.margin.r
+    gap = (fig.layout.xaxis2.domain[0] - fig.layout.xaxis.domain[1]) * width
+    size = fig.layout.yaxis2.title.font.size
+    assert gap >= 1.3 * size + 2 * 0.6 * fig.layout.yaxis2.tickfont.size + 20, gap

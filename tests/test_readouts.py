@@ -75,8 +75,37 @@ def test_memory_summary_of_an_fp8_cache_counts_one_byte_per_value():
 def test_fp8_cache_in_the_summary_and_the_run_history():
     half = DecodeConfig(batch_size=4, context_lens=128, dtype="float16")
     fp8 = half.with_(kv_dtype="float8_e5m2", kv_scale="per_head")
-    assert "float16 kv=fp8 e5m2 per head shuffled" in readouts.config_summary(fp8)
+    assert "float16 kv=fp8 e5m2 per KV head shuffled" in readouts.config_summary(fp8)
     assert "kv=" not in readouts.config_summary(half)
     assert readouts.run_change(half, fp8) == "KV cache float16→fp8 e5m2"
-    assert readouts.run_change(fp8, fp8.with_(kv_scale="per_tensor")) == "scales per head→per tensor"
+    assert readouts.run_change(fp8, fp8.with_(kv_scale="per_tensor")) == "scales per KV head→per tensor"
     assert readouts.run_change(half, half.with_(dtype="bfloat16")) == "dtype float16→bfloat16"
+
+
+def test_quantization_caption_in_plain_words():
+    """Review: "4.2e+02× the float32 tolerance", and "that exact answer on the fp8
+    cache against the float64 reference on the original, unquantized values"."""
+    from explorer.quantization import QuantizationError
+
+    config = DecodeConfig(batch_size=1, context_lens=(5,), dtype="float32", kv_dtype="float8_e4m3fn")
+    caption = readouts.quantization_caption(QuantizationError("fp8 e4m3", 0.022, 419.7), config)
+    assert "420× the float32 tolerance" in caption and "e+" not in caption
+    assert ("how far the exact answer on the fp8 cache is from the exact answer on the original values "
+            "before quantization") in caption
+    assert "()" not in readouts.quantization_caption(QuantizationError("fp8 e4m3", 0.022, None), config)
+
+
+def test_format_times():
+    from explorer.formatting import format_times
+
+    assert [format_times(v) for v in (419.7, 1.5, 0.5, 12345, 999_999, 2.5e7)] == [
+        "420×", "1.5×", "0.5×", "12,300×", "1,000,000×", "2.5e+07×"]
+
+
+def test_results_csv_carries_the_quantization_error():
+    rows = readouts.results_rows([_result("naive", 10.0)], copy_gbps=40.0)
+    plain = readouts.results_csv(1, "cfg", rows)
+    assert "fp8_quantization_error" not in plain.splitlines()[0]
+    header, line = readouts.results_csv(1, "cfg", rows, 0.022).splitlines()
+    assert header.endswith(",fp8_quantization_error") and line.endswith(",0.022")
+

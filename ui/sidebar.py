@@ -129,13 +129,21 @@ def _on_preset() -> None:
         st.session_state[WIDGET_KEYS["head_dim"]] = dim
 
 
+#: Session key of the note saying that the app changed the KV heads: ``(value set, note)``.
+KV_HEADS_NOTE = "_kv_heads_note"
+
+
 def _on_heads() -> None:
     ss = st.session_state
     heads = ss[WIDGET_KEYS["num_heads"]]
     kv = ss[WIDGET_KEYS["num_kv_heads"]]
+    ss.pop(KV_HEADS_NOTE, None)
     if heads % kv:
-        kv = state.nearest_kv_heads(heads, kv)
+        before, kv = kv, state.nearest_kv_heads(heads, kv)
         ss[WIDGET_KEYS["num_kv_heads"]] = kv
+        # Said, as a clamped number box says it: KV heads changed silently before.
+        ss[KV_HEADS_NOTE] = (kv, f"**KV heads**: {before} does not divide {formatting.count(heads, 'query head')}; "
+                                 f"using {kv}, the nearest divisor.")
     ss[WIDGET_KEYS["preset"]] = state.preset_for(heads, kv, ss[WIDGET_KEYS["head_dim"]])
 
 
@@ -261,6 +269,12 @@ def render_sidebar() -> SidebarResult:
         kv, dim = st.columns(2)
         kv.selectbox("KV heads", options, key=WIDGET_KEYS["num_kv_heads"], **KEEP, on_change=_on_heads,
                      help="only divisors of the query heads: each KV head serves a group of query heads (GQA)")
+        kv_note = ss.get(KV_HEADS_NOTE)
+        if kv_note is not None:
+            if ss[WIDGET_KEYS["num_kv_heads"]] == kv_note[0]:
+                st.warning(kv_note[1], icon=":material/vertical_align_center:")
+            else:  # changed since
+                ss.pop(KV_HEADS_NOTE, None)
         bounded_number_input(dim, "Head dim", 1, state.MAX_HEAD_DIM, step=1, key=WIDGET_KEYS["head_dim"], **KEEP,
                              on_change=_on_heads, note_parent=st)
 
@@ -268,7 +282,7 @@ def render_sidebar() -> SidebarResult:
         bs, dt = st.columns(2)
         bs.selectbox("Block size", state.BLOCK_SIZES, key=WIDGET_KEYS["block_size"],
                      **KEEP, help="tokens per physical block")
-        dt.selectbox("dtype", state.DTYPE_NAMES, key=WIDGET_KEYS["dtype"], **KEEP,
+        dt.selectbox("Compute dtype", state.DTYPE_NAMES, key=WIDGET_KEYS["dtype"], **KEEP,
                      help="of the query and the output, and of the arithmetic around them")
         st.selectbox("KV-cache dtype", state.KV_CACHE_DTYPES, key=WIDGET_KEYS["kv_dtype"], **KEEP,
                      format_func=lambda d: formatting.kv_dtype_label(None if d == state.SAME_AS_COMPUTE else d),
@@ -279,8 +293,8 @@ def render_sidebar() -> SidebarResult:
         if ss[WIDGET_KEYS["kv_dtype"]] != state.SAME_AS_COMPUTE:  # kept while hidden (persist_state)
             st.segmented_control("Scales", KV_SCALES, key=WIDGET_KEYS["kv_scale"], **KEEP,
                                  format_func=formatting.KV_SCALE_LABELS.get,
-                                 help="one scale for all of K (and one for V), or one per KV head; each is the "
-                                      "largest |value| it covers over the format's largest finite number")
+                                 help="one scale for all of K (and one for V), or one per KV head; each scale maps "
+                                      "the largest value it covers to fp8's largest number")
         st.selectbox("Block layout", BLOCK_LAYOUTS, key=WIDGET_KEYS["block_layout"], **KEEP,
                      help="contiguous: blocks in order; shuffled: a random permutation of the pool; "
                           "fragmented: the free list left after other sequences came and went")

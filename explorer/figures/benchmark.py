@@ -212,6 +212,22 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
 QUANTIZATION_COLOR = "#7C3AED"
 QUANTIZATION_LABEL = "fp8 quantization error (vs unquantized cache)"
 
+#: The error chart's title: short enough (:data:`~explorer.figures.style.TITLE_LINE`)
+#: to grow in presentation mode like the other charts' titles.
+ACCURACY_TITLE = "Error vs float64 reference"
+#: From this many implementations on, the pass/fail marks over the error chart are
+#: "✓" and "✗" alone (hover for the word): "✓ pass" four abreast touched.
+CROWDED_MARKS = 4
+
+
+def _quantization_text(label: str, error: float) -> str:
+    """The quantization line's label: the value after the label's first words, any
+    parenthesis on a second line, so that it stays inside a half-page plot at
+    presentation size (on one line it ran left over the axis)."""
+    head, sep, rest = label.partition(" (")
+    return f"{head}: {error:.2g}<br>({rest}" if sep else f"{label}: {error:.2g}"
+
+
 #: The accuracy chart's height, the pixels over its plot for the pass/fail marks,
 #: and the font size of its tolerance lines' labels.
 _ACCURACY_HEIGHT, _ACCURACY_MARKS_PX, _LABEL_SIZE = 480, 26, 12
@@ -354,7 +370,8 @@ def accuracy_figure(
             row=2, col=1,
         )
         fig.add_annotation(x=1, xref="x2 domain", xanchor="right", y=math.log10(level), yref="y2",
-                           yanchor="bottom", text=f"{quantization_label}: {quantization_error:.2g}", showarrow=False,
+                           yanchor="bottom", text=_quantization_text(quantization_label, quantization_error),
+                           showarrow=False, align="right",
                            font=dict(color=QUANTIZATION_COLOR, size=12), bgcolor="rgba(255,255,255,0.85)")
     tol = "tolerance"
     if results:
@@ -370,13 +387,15 @@ def accuracy_figure(
         fig.add_annotation(x=0, xref="x2 domain", xanchor="left", y=math.log10(atol), yref="y2",
                            yanchor="bottom", text=f"atol = {atol:g}", showarrow=False,
                            font=dict(color=FAIL_COLOR, size=_LABEL_SIZE), bgcolor="rgba(255,255,255,0.85)")
+    crowded = len(results) >= CROWDED_MARKS  # "✓ pass" side by side ran into each other
     for r in results:
         fig.add_annotation(
             x=r.label, xref="x", y=1, yref="y domain", yanchor="bottom", yshift=2, showarrow=False,
-            text="✓ pass" if r.passed else "✗ FAIL",
+            text=("✓" if r.passed else "✗") if crowded else ("✓ pass" if r.passed else "✗ FAIL"),
+            hovertext=f"{r.label}: {'pass' if r.passed else 'FAIL'}",
             font=dict(size=13, color=PASS_COLOR if r.passed else FAIL_COLOR),
         )
-    _style(fig, "Error against the float64 reference", subtitle, height=_ACCURACY_HEIGHT)
+    _style(fig, ACCURACY_TITLE, subtitle, height=_ACCURACY_HEIGHT)
     # Room above the plot for the pass/fail marks.
     fig.update_layout(margin=dict(t=_margins(subtitle)[0] + _ACCURACY_MARKS_PX), showlegend=False)
     fig.update_yaxes(type="log", exponentformat="power")

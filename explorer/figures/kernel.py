@@ -14,7 +14,7 @@ from plotly.colors import sample_colorscale
 from explorer.formatting import count
 from .style import (
     BLOCK_COLORSCALE, MIN_GAP_CELL_PX, PLOT_WIDTH_PX, SEQUENCE_COLORS, UNALLOCATED_COLOR, _colorbar_px,
-    _int_ticks, _margins, _no_data, _plot_height, _style, impl_color,
+    PRESENTATION_SCALE, _int_ticks, _margins, _no_data, _plot_height, _style, impl_color,
 )
 
 #: The online-softmax chart's x axis runs this fraction past the context: room for
@@ -325,8 +325,10 @@ def split_merge_figure(splits) -> go.Figure:
     """
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
-                        subplot_titles=("Each split's running max m", "Share of the softmax mass after the merge"))
+    # A fifth of the width between the panels: the right panel's tick labels and axis
+    # title at presentation size (0.12 put "% of softmax mass" on the left panel's bar).
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.2,
+                        subplot_titles=("m per split", "Share after the merge"))
     n = len(splits)
     x = [f"split {int(s)}" for s in splits["split"]]
     palette = _split_colors(splits["split"]) if n > 1 else {int(s): SPLIT_COLORS[0] for s in splits["split"]}
@@ -339,7 +341,10 @@ def split_merge_figure(splits) -> go.Figure:
     share = 100 * splits["share"].to_numpy(float)
     fig.add_trace(go.Bar(
         x=x, y=m, name="m", marker=dict(color=colors, line=dict(width=0.5 if labelled else 0)), customdata=custom,
-        text=[f"{v:.3g}" for v in m] if labelled else None, textposition="outside", cliponaxis=False,
+        # The largest split's label says it is the max: a separate "max m" label on the
+        # dotted line landed on that bar's value.
+        text=[f"max<br>{v:.3g}" if i == int(np.argmax(m)) else f"{v:.3g}" for i, v in enumerate(m)]
+        if labelled else None, textposition="outside", cliponaxis=False,
         hovertemplate="%{x} (tokens %{customdata[2]}–%{customdata[3]})<br>m = %{y:.4g}, l = %{customdata[0]:.4g}"
         "<br>merge weight w = 2^(m − max m) = %{customdata[1]:.3g}<extra></extra>",
     ), row=1, col=1)
@@ -351,13 +356,17 @@ def split_merge_figure(splits) -> go.Figure:
     ), row=1, col=2)
     if n:
         fig.add_hline(y=float(m.max()), line=dict(color="#111827", dash="dot", width=1), row=1, col=1,
-                      annotation_text="max m", annotation_position="top left")
+                      layer="below")  # under the bars' value labels it crosses
     subtitle = "out = Σ w·acc / Σ w·l with w = 2^(m − max m); each split rescaled to the common max"
     _style(fig, "Merging the splits", subtitle, height=400)
     fig.update_layout(showlegend=False, margin=dict(t=_margins(subtitle)[0] + 16))  # + the panel titles
     fig.update_annotations(font=dict(size=13))
     lo, hi = (float(m.min()), float(m.max())) if n else (0.0, 1.0)
     pad = max(1.0, 0.25 * (hi - lo))
-    fig.update_yaxes(title="m (log2 units)", range=[min(0.0, lo - pad), hi + pad], row=1, col=1)
+    bottom = min(0.0, lo - pad)
+    # Headroom for the max's two-line label at presentation size, as a share of the panel.
+    room = min((2 * 12 * PRESENTATION_SCALE * 1.3 + 8) / _plot_height(400, subtitle), 0.5)
+    top = max(hi + pad, (hi - room * bottom) / (1 - room))
+    fig.update_yaxes(title="m (log2 units)", range=[bottom, top], row=1, col=1)
     fig.update_yaxes(title="% of softmax mass", range=[0, max([*share, 1]) * 1.2], row=1, col=2)
     return fig

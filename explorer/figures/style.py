@@ -316,8 +316,13 @@ def for_presentation(fig: go.Figure, scale: float = PRESENTATION_SCALE) -> go.Fi
             long_names = key.startswith("y") and any(len(str(t)) > TICK_LINE for t in axis.get("ticktext") or ())
             axis.setdefault("tickfont", {}).setdefault("size", _times(_PLOTLY_FONT_SIZE, 1 if long_names else scale))
             if key.startswith("x") and axis.get("ticktext") is not None:  # categories (:func:`_tick_lines`)
-                axis["ticktext"] = [_wrap_words(str(t).replace("<br>", " "), max(int(TICK_LINE / scale), 1))
-                                    for t in axis["ticktext"]]
+                names = [str(t).replace("<br>", " ") for t in axis["ticktext"]]
+                if _crowded_categories(names, axis["tickfont"]["size"]):
+                    # Side by side, the wrapped names ran together ("NaiveOptimizedTriton"):
+                    # angled, each on one line, they stay apart.
+                    axis.update(ticktext=names, tickangle=-45, automargin=True)
+                else:
+                    axis["ticktext"] = [_wrap_words(t, max(int(TICK_LINE / scale), 1)) for t in names]
             title = axis.setdefault("title", {})
             if isinstance(title, dict):
                 title.setdefault("font", {}).setdefault("size", font["size"])
@@ -355,6 +360,23 @@ def for_presentation(fig: go.Figure, scale: float = PRESENTATION_SCALE) -> go.Fi
     layout["meta"] = {**meta, _SCALED: scale} if isinstance(meta, dict) else (
         {_SCALED: scale} if meta is None else meta)
     return go.Figure(spec)
+
+
+#: Pixels of plot width a half-page chart has at 1280 px in presentation mode
+#: (its margins grown), shared by its categories.
+_PRESENTED_PLOT_PX = 280
+#: Width of a character in px of its font size (Inter, Arial: about half).
+_CHAR_WIDTH = 0.55
+
+
+def _crowded_categories(names: Sequence[str], size: float) -> bool:
+    """Whether category tick labels ``names`` at font ``size`` would run into
+    each other in a half-page chart even wrapped at every space: their longest
+    word wider than a category's share of :data:`_PRESENTED_PLOT_PX`."""
+    if not names:
+        return False
+    longest = max((len(word) for name in names for word in name.split()), default=0)
+    return longest * _CHAR_WIDTH * size > 0.9 * _PRESENTED_PLOT_PX / len(names)
 
 
 def _lines(text: str | None) -> int:
