@@ -88,7 +88,7 @@ SHARED_MEMORY_BUDGET = 160 * 1024
 #: program, with enough splits for FP8_ONE_WARP_PROGRAMS programs (8 per SM on an
 #: H200). Half the bytes per token leave a 4-warp program's per-tile work, not
 #: memory, setting the pace; many one-warp programs keep more loads in flight.
-#: Measurements: docs/performance.md, "fp8".
+#: Measurements: docs/performance.md, "v13".
 FP8_ONE_WARP_MIN_ROWS = 64
 FP8_ONE_WARP_PROGRAMS = 1024
 #: ... but no split shorter than this many tokens of the longest context: splits
@@ -159,12 +159,13 @@ def plan_launch(
     no longer than a split
     rounded up to a power of two, and halved until the pipeline's K/V buffers fit
     :data:`SHARED_MEMORY_BUDGET`; 4 warps; 3 pipeline stages for 16-bit caches, 2
-    for float32. An fp8 cache whose batch has at least
-    :data:`FP8_ONE_WARP_MIN_ROWS` (sequence, KV head) rows instead runs one warp per
-    program, splits until there are :data:`FP8_ONE_WARP_PROGRAMS` programs (no split
-    shorter than :data:`FP8_ONE_WARP_SPLIT_TOKENS` tokens), and
-    takes tiles of 32 tokens (64 for blocks of 64 or more) and 2 stages. The sweeps that chose these defaults are in docs/performance.md,
-    section "The launch plan and the measurements behind it".
+    for float32. An fp8 cache whose batch has at least :data:`FP8_ONE_WARP_MIN_ROWS`
+    (sequence, KV head) rows instead runs one warp per program, splits until there
+    are :data:`FP8_ONE_WARP_PROGRAMS` programs (no split shorter than
+    :data:`FP8_ONE_WARP_SPLIT_TOKENS` tokens), and takes tiles of 32 tokens (64 for
+    blocks of 64 or more) and 2 stages. The sweeps that chose these defaults are in
+    docs/performance.md, sections "The launch plan and the measurements behind it"
+    and "v13".
 
     Parameters
     ----------

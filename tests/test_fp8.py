@@ -200,7 +200,7 @@ def _shape(batch, length, kv_dtype, block_size=16, num_kv_heads=8):
 ])
 def test_fp8_plan_runs_many_one_warp_programs(monkeypatch, batch, length, block_size, splits, block_n):
     """An fp8 batch of 64+ (sequence, KV head) rows: one warp per program, splits up to 1024 programs, small tiles,
-    2 stages (docs/performance.md, "fp8"); the same batch in float16 keeps 4 warps."""
+    2 stages (docs/performance.md, "v13"); the same batch in float16 keeps 4 warps."""
     from paged_attention import launch_plan
 
     monkeypatch.setattr(launch_plan, "_num_sms", lambda device: 132)
