@@ -23,13 +23,15 @@ class PageField:
     """One page control in the URL: its URL name, its widget key, and what it accepts.
 
     Exactly one of ``choices`` (the values allowed, compared as strings and
-    returned as the choice itself) or ``bounds`` (inclusive whole-number range).
+    returned as the choice itself) or ``bounds`` (an inclusive range: of whole
+    numbers, or of any finite number when ``decimal``).
     """
 
     url: str
     key: str
     choices: tuple | None = None
-    bounds: tuple[int, int] | None = None
+    bounds: tuple[float, float] | None = None
+    decimal: bool = False
 
 
 #: The URL name -> widget key of each page's controls, by the page's URL path.
@@ -37,6 +39,10 @@ PAGE_URL_KEYS: dict[str, dict[str, str]] = {
     "sweep": {"sw_axis": "sw_axis", "sw_from": "sw_low", "sw_to": "sw_high", "sw_points": "sw_points",
               "sw_spacing": "sw_spacing"},
     "inside_the_kernel": {"ik_seq": "ik_seq", "ik_head": "ik_head"},
+    "serving_simulation": {key: key for key in (
+        "sv_num_blocks", "sv_block_size", "sv_max_batch", "sv_rate", "sv_seed", "sv_steps", "sv_prompt_kind",
+        "sv_prompt_lo", "sv_prompt_hi", "sv_output_kind", "sv_output_lo", "sv_output_hi", "sv_system_prompt",
+        "sv_samples")},
 }
 
 
@@ -71,9 +77,11 @@ def read_fields(
             else:
                 low, high = f.bounds
                 try:
-                    value = int(raw.strip())
+                    value = float(raw.strip()) if f.decimal else int(raw.strip())
                 except ValueError:
-                    raise ValueError("not a whole number") from None
+                    raise ValueError("not a number" if f.decimal else "not a whole number") from None
+                if value != value or value in (float("inf"), float("-inf")):
+                    raise ValueError("not a number")
                 if not low <= value <= high:
                     raise ValueError(f"must be between {low:,} and {high:,}")
                 values[f.key] = value

@@ -61,3 +61,11 @@ def test_page_params_picks_the_page_keys():
     params = {"batch": "3", "sw_axis": "head_dim", "sw_to": ["9"], "ik_seq": "1"}
     assert page_params("sweep", params) == {"sw_axis": "head_dim", "sw_to": "9"}
     assert page_params("block_table", params) == {}
+
+
+def test_decimal_fields():
+    field = [PageField("sv_rate", "sv_rate", bounds=(0.0, 8.0), decimal=True)]
+    assert read_fields(field, {"sv_rate": "0.25"}, {}) == ({"sv_rate": 0.25}, [])
+    for bad in ("nan", "inf", "9", "x"):
+        values, notes = read_fields(field, {"sv_rate": bad}, {"sv_rate": 0.2})
+        assert values == {} and len(notes) == 1 and notes[0].endswith("using 0.2.")

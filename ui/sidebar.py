@@ -9,6 +9,12 @@ URL is read once per session, on its first run; values that do not parse are
 replaced by defaults and listed in a warning. The logic (parsing, presets,
 validation) is in :mod:`explorer.settings`.
 
+The open page's own controls go into the URL beside the sidebar's, under keys
+prefixed per page (:mod:`explorer.page_urls`); other pages' keys are dropped. A
+page reads its keys with :func:`take_page_query` when its widgets are first
+created in a session, shows what it ignored with :func:`show_page_url_notes`, and
+calls :func:`sync_url` once its controls are drawn.
+
 Why not ``bind="query-params"``: in Streamlit 1.67 a bound widget's URL
 parameter does not follow a value the script sets (a preset filling the head
 fields, a number clamped to its range, KV heads snapped to a divisor): the
