@@ -50,5 +50,5 @@ ROOT = st.Page(_open_first_page, title="Paged-attention explorer", url_path="ope
                visibility="hidden")
 
 page = st.navigation([ROOT, *PAGES])
-render_sidebar()
+render_sidebar(page.url_path)
 page.run()

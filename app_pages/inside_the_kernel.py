@@ -8,7 +8,8 @@ from explorer.kernel_trace_view import (BLOCK_N_CHOICES, launch_plan, row_splits
 from ui.charts import show_chart
 from ui.data import block_arrays_for, config_key, kernel_trace
 from ui.inputs import bounded_number_input
-from ui.sidebar import current, show_config_error
+from explorer.page_urls import PageField, read_fields
+from ui.sidebar import current, show_config_error, show_page_url_notes, sync_url, take_page_query
 
 MAX_SPLITS = 256
 
@@ -32,8 +33,16 @@ if too_big:
 ss = st.session_state
 tables, _ = block_arrays_for(config)
 
-if "ik_seq" not in ss:  # the longest sequence walks the most tiles
-    ss["ik_seq"] = max(range(config.batch_size), key=lambda b: config.lengths[b])
+if "ik_seq" not in ss:  # the page's first run in this session
+    # The URL's sequence and query head (ik_seq, ik_head), else the longest sequence: it walks the most tiles.
+    defaults = {"ik_seq": max(range(config.batch_size), key=lambda b: config.lengths[b]), "ik_head": 0}
+    found, notes = read_fields([PageField("ik_seq", "ik_seq", bounds=(0, config.batch_size - 1)),
+                                PageField("ik_head", "ik_head", bounds=(0, config.num_heads - 1))],
+                               take_page_query("inside_the_kernel"), defaults)
+    ss.update({**defaults, **found})
+    show_page_url_notes("ik", notes)
+else:
+    show_page_url_notes("ik")
 for key, top in (("ik_seq", config.batch_size - 1), ("ik_head", config.num_heads - 1)):
     if ss.get(key, 0) > top:
         ss[key] = top
@@ -61,6 +70,7 @@ with st.container(border=True):
                                   note_parent=st, help="programs along the context (split-K); 1 = no split")
     block_n = c[4].selectbox("BLOCK_N (tokens per tile)", BLOCK_N_CHOICES, key="ik_block_n",
                              persist_state="session", disabled=not override)
+    sync_url()  # the URL holds the sequence and head as drawn
     plan = launch_plan(config, tables, num_splits=int(splits), block_n=int(block_n)) if override else default_plan
     group = config.num_heads // config.num_kv_heads
     n = config.lengths[seq]

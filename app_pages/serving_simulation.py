@@ -13,7 +13,8 @@ from ui.benchmark import BenchmarkOOM, BenchmarkRefused, time_inputs_locked
 from ui.charts import show_chart
 from ui.data import SERVING_LABELS, block_size_table, serving_history
 from ui.inputs import bounded_number_input
-from ui.sidebar import current, show_config_error
+from explorer.page_urls import PageField, read_fields
+from ui.sidebar import current, show_config_error, show_page_url_notes, sync_url, take_page_query
 
 MAX_POOL_BLOCKS = 16_384
 MAX_STEPS = 1000
@@ -65,6 +66,29 @@ if cpu:
     DEFAULTS["sv_max_batch"] = limits.largest_cpu_batch(
         config, DEFAULTS["sv_prompt_hi"] + DEFAULTS["sv_output_hi"], nominal)
     DEFAULTS["sv_rate"] = max(0.01, round(DEFAULTS["sv_rate"] * DEFAULTS["sv_max_batch"] / nominal, 2))
+if "sv_num_blocks" not in ss:  # the page's first run in this session: the URL's values over the defaults
+    length_bounds = (1, MAX_LENGTH)
+    found, notes = read_fields(
+        [PageField("sv_num_blocks", "sv_num_blocks", bounds=(1, MAX_POOL_BLOCKS)),
+         PageField("sv_block_size", "sv_block_size", choices=state.BLOCK_SIZES),
+         PageField("sv_max_batch", "sv_max_batch", bounds=(1, MAX_SIM_BATCH)),
+         PageField("sv_rate", "sv_rate", bounds=(0.0, MAX_RATE), decimal=True),
+         PageField("sv_seed", "sv_seed", bounds=(0, state.MAX_SEED)),
+         PageField("sv_steps", "sv_steps", bounds=(1, MAX_STEPS)),
+         PageField("sv_prompt_kind", "sv_prompt_kind", choices=tuple(LENGTH_KINDS)),
+         PageField("sv_prompt_lo", "sv_prompt_lo", bounds=length_bounds),
+         PageField("sv_prompt_hi", "sv_prompt_hi", bounds=length_bounds),
+         PageField("sv_output_kind", "sv_output_kind", choices=tuple(LENGTH_KINDS)),
+         PageField("sv_output_lo", "sv_output_lo", bounds=length_bounds),
+         PageField("sv_output_hi", "sv_output_hi", bounds=length_bounds),
+         PageField("sv_system_prompt", "sv_system_prompt", bounds=(0, MAX_LENGTH)),
+         PageField("sv_samples", "sv_samples", bounds=(1, MAX_SAMPLES))],
+        take_page_query("serving_simulation"), DEFAULTS,
+    )
+    ss.update({**DEFAULTS, **found})
+    show_page_url_notes("sv", notes)
+else:
+    show_page_url_notes("sv")
 for key, value in DEFAULTS.items():
     ss.setdefault(key, value)
 for key in ("sv_prompt_kind", "sv_output_kind"):
@@ -108,6 +132,7 @@ with st.container(border=True):
     bounded_number_input(share_cols[1], L["samples"], 1, MAX_SAMPLES, step=1, key="sv_samples", persist_state="session",
                          note_parent=st, help="sequences per request (n), forked from the first: they share the "
                                               "prompt's blocks and copy a shared partly filled block on write")
+    sync_url()  # the URL holds the page's settings as drawn
     share_cols[2].caption("Sharing is on when either is above its default (0, 1): the block manager then shares blocks "
                  "(prefix caching, fork, copy-on-write) and the page compares it with the same batch unshared.")
 

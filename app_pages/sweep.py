@@ -5,9 +5,10 @@ import streamlit as st
 
 from paged_attention import IMPLEMENTATIONS, LABELS
 from explorer import figures, formatting, readouts, sweep
+from explorer.page_urls import PageField, read_fields
 from ui.charts import show_chart
 from ui.inputs import bounded_number_input
-from ui.sidebar import current, show_config_error
+from ui.sidebar import current, show_config_error, show_page_url_notes, sync_url, take_page_query
 from ui.sweep import JOB, cancel_sweep, device_name, measure, run_next_point
 
 DEFAULT_BUDGET_S = 10.0
@@ -43,9 +44,32 @@ def _axis_defaults() -> None:
     ss["sw_points"] = sweep.default_points(ss["sw_axis"], low, high, cpu)
 
 
-if ss.get("sw_axis") not in sweep.AXES:
-    ss["sw_axis"] = "context_len"
+def _from_url() -> list[str]:
+    """Seed the controls from the URL (``sw_axis``, ``sw_from``, ``sw_to``, ``sw_points``,
+    ``sw_spacing``), the axis first: the range's defaults and limits depend on it."""
+    query = take_page_query("sweep")
+    found, notes = read_fields([PageField("sw_axis", "sw_axis", choices=tuple(sweep.AXES))], query,
+                               {"sw_axis": "context_len"})
+    ss["sw_axis"] = found.get("sw_axis", "context_len")
     _axis_defaults()
+    ss["sw_spacing"] = "log"
+    limits = sweep.AXIS_LIMITS[ss["sw_axis"]]
+    found, more = read_fields(
+        [PageField("sw_from", "sw_low", bounds=limits), PageField("sw_to", "sw_high", bounds=limits),
+         PageField("sw_points", "sw_points", bounds=(1, sweep.MAX_POINTS)),
+         PageField("sw_spacing", "sw_spacing", choices=sweep.SPACINGS)],
+        query, {k: ss[k] for k in ("sw_low", "sw_high", "sw_points", "sw_spacing")},
+    )
+    ss.update(found)
+    if ("sw_low" in found or "sw_high" in found) and "sw_points" not in found:  # one per doubling, as by hand
+        ss["sw_points"] = sweep.default_points(ss["sw_axis"], ss["sw_low"], ss["sw_high"], cpu)
+    return notes + more
+
+
+if ss.get("sw_axis") not in sweep.AXES:  # the page's first run in this session
+    show_page_url_notes("sw", _from_url())
+else:
+    show_page_url_notes("sw")
 ss.setdefault("sw_spacing", "log")
 ss.setdefault("sw_budget", DEFAULT_BUDGET_S)
 if ss["sw_spacing"] is None:  # segmented control deselected
@@ -148,6 +172,7 @@ with st.container(border=True):
                      on_click=measure.clear, help="forget the cached points: timings are cached per device and "
                                                   "configuration; clear them to measure again")
 
+    sync_url()  # the URL holds the controls as drawn (a range clamped to a new axis included)
     if error:
         st.error(f"**Invalid sweep.** {formatting.sentence(error)}", icon=":material/error:")
     else:

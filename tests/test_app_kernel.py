@@ -156,3 +156,24 @@ def test_kernel_page_opens_on_a_walk_with_tiles_and_a_merge():
     at.switch_page("app_pages/block_table.py").run()
     at.switch_page(KERNEL).run()
     assert at.toggle(key="ik_override").value is False  # the speaker's choice is kept
+
+
+def test_kernel_page_sequence_and_head_from_the_url():
+    at = open_app({**RAGGED, "ik_seq": "1", "ik_head": "5"}, page=KERNEL)
+    assert_clean(at)
+    assert at.number_input(key="ik_seq").value == 1 and at.number_input(key="ik_head").value == 5
+    assert {m.label: m.value for m in at.metric}["Tokens"] == "97"
+    assert not [w for w in at.warning if w.value.startswith("URL:")]
+    assert at.query_params["ik_seq"] in ("1", ["1"]) and at.query_params["ik_head"] in ("5", ["5"])
+    at.number_input(key="ik_head").set_value(2).run()
+    assert at.query_params["ik_head"] in ("2", ["2"])
+
+
+def test_kernel_page_bad_sequence_in_the_url_is_named():
+    at = open_app({**RAGGED, "ik_seq": "3", "ik_head": "x"}, page=KERNEL)
+    assert not at.exception
+    notes = [w.value for w in at.warning if w.value.startswith("URL:")]
+    assert any("ik_seq=3" in n and "between 0 and 2" in n and "using 0" in n for n in notes), notes
+    assert any("ik_head=x" in n for n in notes), notes
+    assert at.number_input(key="ik_seq").value == 0  # the longest sequence, as without a URL
+    assert at.query_params["ik_seq"] in ("0", ["0"])

@@ -329,3 +329,31 @@ def test_invalid_sharing_shows_an_error(changes, message):
     assert not at.exception
     assert any(message in e.value for e in at.error), [e.value for e in at.error]
     assert not at.get("plotly_chart")
+
+
+def test_serving_settings_from_the_url():
+    from test_app import open_app
+    query = {**TINY, "sv_num_blocks": "48", "sv_block_size": "4", "sv_max_batch": "3", "sv_rate": "0.25",
+             "sv_steps": "60", "sv_prompt_kind": "uniform", "sv_prompt_hi": "40", "sv_samples": "2"}
+    at = open_app(query, page=SERVING, timeout=120)
+    assert_clean(at)
+    assert not [w for w in at.warning if w.value.startswith("URL:")]
+    assert at.number_input(key="sv_num_blocks").value == 48 and at.selectbox(key="sv_block_size").value == 4
+    assert at.number_input(key="sv_max_batch").value == 3 and at.number_input(key="sv_rate").value == 0.25
+    assert at.number_input(key="sv_steps").value == 60 and at.number_input(key="sv_prompt_hi").value == 40
+    assert at.number_input(key="sv_samples").value == 2 and at.session_state["sv_prompt_kind"] == "uniform"
+    q = {k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()}
+    assert {k: q.get(k) for k in query if k.startswith("sv_")} == {k: v for k, v in query.items() if k.startswith("sv_")}
+    assert "sv_output_hi" in q  # every setting is in the URL, the defaults too
+
+
+def test_serving_bad_url_values_are_named():
+    from test_app import open_app
+    at = open_app({**TINY, "sv_num_blocks": "0", "sv_rate": "nan", "sv_block_size": "3", "sv_steps": "60"},
+                  page=SERVING, timeout=120)
+    assert not at.exception
+    notes = [w.value for w in at.warning if w.value.startswith("URL:")]
+    for text in ("sv_num_blocks=0", "sv_rate=nan", "sv_block_size=3"):
+        assert any(text in n for n in notes), (text, notes)
+    assert at.number_input(key="sv_steps").value == 60
+    assert at.query_params["sv_num_blocks"] != "0"

@@ -422,3 +422,46 @@ def test_points_table_is_narrow_enough_for_1280_px():
     assert list(table.columns) == ["source", "value", "label", "kv_dtype", "status", "correct", "median_ms", "gbps",
                                    "max_abs_err"]
     assert set(table["source"]) == {"upload"} and set(table["kv_dtype"]) == {"float16", "fp8 e5m2"}
+
+
+# -- page controls in the URL ------------------------------------------------------
+
+def test_sweep_url_sets_the_page_controls():
+    query = {**TINY, "sw_axis": "batch_size", "sw_from": "2", "sw_to": "8", "sw_points": "3", "sw_spacing": "linear"}
+    at = open_app(query, page=SWEEP)
+    assert_clean(at)
+    assert at.selectbox(key="sw_axis").value == "batch_size"
+    assert at.number_input(key="sw_low").value == 2 and at.number_input(key="sw_high").value == 8
+    assert at.number_input(key="sw_points").value == 3
+    assert at.session_state["sw_spacing"] == "linear"
+    assert not [w for w in at.warning if w.value.startswith("URL:")]
+    # the URL keeps the page's controls beside the sidebar's
+    q = {k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()}
+    assert {k: q.get(k) for k in ("sw_axis", "sw_from", "sw_to", "sw_points", "sw_spacing", "batch")} == {
+        "sw_axis": "batch_size", "sw_from": "2", "sw_to": "8", "sw_points": "3", "sw_spacing": "linear", "batch": "2"}
+    # edited controls follow into the URL
+    at.number_input(key="sw_high").set_value(6).run()
+    assert at.query_params["sw_to"] in ("6", ["6"])
+
+
+def test_sweep_url_garbage_is_named_and_replaced():
+    query = {**TINY, "sw_axis": "sideways", "sw_from": "lots", "sw_points": "99"}
+    at = open_app(query, page=SWEEP)
+    assert not at.exception
+    notes = [w.value for w in at.warning if w.value.startswith("URL:")]
+    assert any("sw_axis=sideways" in n for n in notes) and any("sw_from=lots" in n for n in notes)
+    assert any("sw_points=99" in n and "between 1 and 12" in n for n in notes)
+    assert at.selectbox(key="sw_axis").value == "context_len"
+    assert at.query_params["sw_axis"] in ("context_len", ["context_len"])  # rewritten to the value used
+    at.button(key="sw_dismiss_url_notes").click().run()
+    assert not [w for w in at.warning if w.value.startswith("URL:")]
+
+
+def test_other_pages_drop_the_sweep_keys():
+    at = open_app({**TINY, "sw_axis": "batch_size"}, page=SWEEP)
+    assert at.query_params["sw_axis"] in ("batch_size", ["batch_size"])
+    at.switch_page("app_pages/block_table.py").run()
+    assert "sw_axis" not in at.query_params
+    at.switch_page(SWEEP).run()  # and back: the controls kept, and in the URL again
+    assert at.selectbox(key="sw_axis").value == "batch_size"
+    assert at.query_params["sw_axis"] in ("batch_size", ["batch_size"])

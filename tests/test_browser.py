@@ -695,6 +695,46 @@ def test_shared_url_page_visits_and_garbage_url(server, page):
     no_error(page)
 
 
+def test_sweep_page_controls_travel_in_a_copied_url(server, browser, page):
+    # A speaker's deck of links: set the Sweep page's controls, copy the address bar,
+    # and a new page (a new session) opens with the same controls.
+    page.goto(f"{server}/sweep?{urlencode(TINY)}")
+    expect(page.get_by_role("button", name="Run sweep")).to_be_visible(timeout=60_000)
+    _settle(page)
+    page.get_by_role("combobox", name="Sweep over").click()
+    page.get_by_role("option", name="batch size (sequences)").click()
+    expect(page).to_have_url(re.compile(r"[?&]sw_axis=batch_size(&|$)"), timeout=WAIT)
+    _settle(page)
+    for label, value in (("To", "6"), ("From", "2"), ("Points", "3")):
+        box = page.get_by_role("spinbutton", name=label, exact=True)
+        box.fill(value)
+        box.press("Enter")
+        expect(box).to_have_value(value, timeout=WAIT)
+        _settle(page)
+    page.locator("[data-testid=stButtonGroup]").get_by_text("linear", exact=True).click()
+    for name, value in (("sw_axis", "batch_size"), ("sw_from", "2"), ("sw_to", "6"), ("sw_points", "3"),
+                        ("sw_spacing", "linear"), ("batch", "2")):
+        expect(page).to_have_url(re.compile(rf"[?&]{name}={value}(&|$)"), timeout=WAIT)
+    _settle(page)
+    copied = page.url
+
+    other = browser.new_context(viewport={"width": 1600, "height": 1000})
+    try:
+        fresh = other.new_page()
+        fresh.goto(copied)
+        expect(fresh.get_by_role("combobox", name="Sweep over")).to_have_value("batch size (sequences)",
+                                                                                timeout=60_000)
+        for label, value in (("From", "2"), ("To", "6"), ("Points", "3")):
+            expect(fresh.get_by_role("spinbutton", name=label, exact=True)).to_have_value(value, timeout=WAIT)
+        # linear spacing: 2, 4, 6 (log spacing would give 2, 3, 6)
+        expect(fresh.get_by_text(re.compile(r"3 points: 2, 4, 6 "))).to_have_count(1, timeout=WAIT)
+        expect(fresh).to_have_url(re.compile(r"[?&]sw_spacing=linear(&|$)"), timeout=WAIT)
+        no_exception(fresh)
+        no_error(fresh)
+    finally:
+        other.close()
+
+
 def test_presentation_mode_on_every_page(server, browser):
     # present=1 enlarges every chart's text; at 1280x720 (a projector) nothing may overlap or be clipped:
     # the screenshots are for looking at.

@@ -9,6 +9,12 @@ URL is read once per session, on its first run; values that do not parse are
 replaced by defaults and listed in a warning. The logic (parsing, presets,
 validation) is in :mod:`explorer.settings`.
 
+The open page's own controls go into the URL beside the sidebar's, under keys
+prefixed per page (:mod:`explorer.page_urls`); other pages' keys are dropped. A
+page reads its keys with :func:`take_page_query` when its widgets are first
+created in a session, shows what it ignored with :func:`show_page_url_notes`, and
+calls :func:`sync_url` once its controls are drawn.
+
 Why not ``bind="query-params"``: in Streamlit 1.67 a bound widget's URL
 parameter does not follow a value the script sets (a preset filling the head
 fields, a number clamped to its range, KV heads snapped to a divisor): the
@@ -25,7 +31,7 @@ import pandas as pd
 import streamlit as st
 
 from paged_attention import BLOCK_LAYOUTS, KV_SCALES, DecodeConfig, device_description, execution_mode
-from explorer import formatting, readouts, settings as state
+from explorer import formatting, page_urls, readouts, settings as state
 from explorer.settings import Settings
 from explorer.limits import clamp_value
 from ui.inputs import bounded_number_input
@@ -60,6 +66,10 @@ _LENGTHS_NOTES = "sb_lengths_notes"  # (lengths in use, notes) after an edit was
 _LOADED = "sb_loaded_from_url"
 _NOTES = "sb_url_notes"
 _RESULT = "sb_result"
+_PAGE = "sb_url_page"  # the URL path of the page this run draws
+#: The open page's own URL values, as the session's first URL held them, until the page reads them:
+#: ``(page path, {url name: text})``.
+_PAGE_QUERY = "sb_url_page_query"
 #: Every sidebar widget keeps its value for the session while it is not drawn (the
 #: ragged fields in uniform mode and vice versa).
 KEEP = {"persist_state": "session"}
@@ -80,7 +90,7 @@ def current() -> SidebarResult:
     return st.session_state[_RESULT]
 
 
-def _load_from_url() -> None:
+def _load_from_url(page: str | None = None) -> None:
     """Until a run of the session has drawn the whole sidebar, seed the widgets from
     the URL (or defaults).
 
@@ -98,6 +108,7 @@ def _load_from_url() -> None:
         st.session_state[_LENGTHS_BASE] = settings.lengths
         st.session_state[_LENGTHS_SOURCE] = _generator_params(settings)
     st.session_state[_NOTES] = tuple(notes)
+    st.session_state[_PAGE_QUERY] = (page, page_urls.page_params(page, st.query_params.to_dict()))
 
 
 def _pin_widgets() -> None:
@@ -216,9 +227,13 @@ def _ragged_editor(settings: Settings) -> tuple[tuple[int, ...] | None, str | No
     return (None if lengths == generated else lengths), None
 
 
-def render_sidebar() -> SidebarResult:
-    """Draw the shared sidebar and return its settings and config (or error)."""
-    _load_from_url()
+def render_sidebar(page: str | None = None) -> SidebarResult:
+    """Draw the shared sidebar and return its settings and config (or error).
+
+    ``page`` is the URL path of the page this run draws: its own controls' URL keys
+    (:data:`explorer.page_urls.PAGE_URL_KEYS`) are kept in the URL, other pages' dropped."""
+    st.session_state[_PAGE] = page
+    _load_from_url(page)
     _pin_widgets()
     ss = st.session_state
     error = None
@@ -345,8 +360,51 @@ def _memory_readout(config: DecodeConfig | None) -> None:
     )
 
 
+def take_page_query(page: str) -> dict[str, str]:
+    """The URL values of ``page``'s own controls that the session's first URL held,
+    once: a second call gets ``{}`` (a page reads its URL when its widgets are first
+    created in a session)."""
+    ss = st.session_state
+    held = ss.get(_PAGE_QUERY)
+    if not held or held[0] != page:
+        return {}
+    ss[_PAGE_QUERY] = (None, {})
+    return dict(held[1])
+
+
+def show_page_url_notes(key: str, notes: list[str] | tuple[str, ...] | None = None) -> None:
+    """Show (and keep, until dismissed) the notes on a page's ignored URL values,
+    as the sidebar shows its own. ``key`` is the page's prefix (``sw``)."""
+    ss = st.session_state
+    held = f"{key}_url_notes"
+    if notes is not None:
+        ss[held] = tuple(notes)
+    shown = ss.get(held, ())
+    for note in shown:
+        st.warning(f"URL: {note}", icon=":material/link_off:")
+    if shown and st.button("Dismiss the URL notes", key=f"{key}_dismiss_url_notes"):
+        ss[held] = ()
+        st.rerun()
+
+
+def sync_url() -> None:
+    """Write the URL again, with the values the open page's controls hold now
+    (a page calls it once its controls are drawn)."""
+    result = st.session_state.get(_RESULT)
+    if result is not None:
+        _write_url(result.settings)
+
+
 def _write_url(settings: Settings) -> None:
+    """The sidebar's settings, then the open page's own controls: from their widgets,
+    or (until the page has read them) as the URL held them."""
+    ss = st.session_state
+    page = ss.get(_PAGE)
     wanted = state.settings_to_query(settings)
+    held = ss.get(_PAGE_QUERY)
+    if held and held[0] == page:
+        wanted.update(held[1])
+    wanted.update(page_urls.page_query(page, ss))
     if st.query_params.to_dict() != wanted:
         st.query_params.from_dict(wanted)
 
