@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from explorer.formatting import plain
+from explorer.settings import last_value
 
 
 @dataclass(frozen=True)
@@ -46,12 +47,6 @@ PAGE_URL_KEYS: dict[str, dict[str, str]] = {
 }
 
 
-def _raw(value: str | Sequence[str]) -> str:
-    if isinstance(value, (list, tuple)):
-        return str(value[-1]) if value else ""
-    return str(value)
-
-
 def read_fields(
     fields: Sequence[PageField], params: Mapping[str, str | Sequence[str]], defaults: Mapping[str, Any]
 ) -> tuple[dict[str, Any], list[str]]:
@@ -67,7 +62,7 @@ def read_fields(
     for f in fields:
         if f.url not in params:
             continue
-        raw = _raw(params[f.url])
+        raw = last_value(params[f.url])
         try:
             if f.choices is not None:
                 by_text = {str(c): c for c in f.choices}
@@ -108,4 +103,4 @@ def page_query(page: str | None, values: Mapping[str, Any]) -> dict[str, str]:
 def page_params(page: str | None, params: Mapping[str, str | Sequence[str]]) -> dict[str, str]:
     """The entries of ``params`` that are ``page``'s URL keys."""
     keys = PAGE_URL_KEYS.get(page or "", {})
-    return {k: _raw(v) for k, v in params.items() if k in keys}
+    return {k: last_value(v) for k, v in params.items() if k in keys}

@@ -231,6 +231,13 @@ _CHOICES: dict[str, tuple] = {
 }
 
 
+def last_value(raw: str | Sequence[str]) -> str:
+    """A URL parameter's value as text; of a repeated parameter, the last."""
+    if isinstance(raw, (list, tuple)):
+        return str(raw[-1]) if raw else ""
+    return str(raw)
+
+
 def _parse_int(text: str, low: int, high: int) -> int:
     value = int(str(text).strip())
     if not low <= value <= high:
@@ -259,9 +266,7 @@ def settings_from_query(
     for name, key in QUERY_KEYS.items():
         if key not in params:
             continue
-        raw = params[key]
-        if isinstance(raw, (list, tuple)):
-            raw = raw[-1] if raw else ""
+        raw = last_value(params[key])
         try:
             if name == "lengths":
                 parts = [p for p in str(raw).split(",") if p.strip()]
