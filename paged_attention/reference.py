@@ -61,6 +61,8 @@ def reference_decode(
     )
     group = shape.query_group_size
     out = torch.zeros(query.shape, dtype=torch.float64, device=query.device)
+    if shape.is_fp8:  # [num_kv_heads, 1] scales, broadcast over tokens and dims
+        k_scales, v_scales = (s.to(query.device)[:, None] for s in (shape.k_scale, shape.v_scale))
     for b in range(shape.batch_size):
         n = int(shape.context_lens[b])
         if n == 0:
@@ -70,9 +72,8 @@ def reference_decode(
         slots = (tokens % shape.block_size).to(query.device)
         keys = k_cache[blocks, slots].double()  # [n, num_kv_heads, head_dim]
         values = v_cache[blocks, slots].double()
-        if shape.is_fp8:  # [num_kv_heads] scales, broadcast over tokens and dims
-            keys = keys * shape.k_scale.to(query.device)[:, None]
-            values = values * shape.v_scale.to(query.device)[:, None]
+        if shape.is_fp8:
+            keys, values = keys * k_scales, values * v_scales
         # Query head h = kv * group + g reads KV head kv.
         q = query[b].double().reshape(shape.num_kv_heads, group, shape.head_dim)
         scores = torch.einsum("kgd,nkd->kgn", q, keys) * shape.scale
