@@ -665,6 +665,10 @@ def test_shared_url_page_visits_and_garbage_url(server, page):
     points.fill("3")
     points.press("Enter")
     expect(points).to_have_value("3", timeout=WAIT)
+    # The server has the value once the page writes it to the URL: only then leave
+    # (the box shows 3 before the rerun that records it has started, and _settle
+    # could return before that rerun began; a full-suite run lost the value so).
+    expect(page).to_have_url(re.compile(r"[?&]sw_points=3(&|$)"), timeout=60_000)
     _settle(page)
     page.get_by_role("link", name="Block table").click()
     expect(page.locator(".js-plotly-plot >> text=Block table").first).to_be_visible(timeout=60_000)
