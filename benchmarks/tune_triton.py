@@ -45,6 +45,9 @@ def main(argv=None) -> int:
     p.add_argument("--block-n", type=int, nargs="+", default=[32, 64, 128])
     p.add_argument("--warps", type=int, nargs="+", default=[4, 8])
     p.add_argument("--stages", type=int, nargs="+", default=[2, 3, 4])
+    p.add_argument("--max-programs", type=int, nargs="+", default=[0],
+                   help="balanced-plan program budgets (each forces the balanced plan, with --splits ignored); "
+                        "0: the plan's own choice of plan and budget")
     p.add_argument("--ragged", nargs="+", default=[], metavar="BATCH:MAX",
                    help="extra ragged batches: BATCH lengths spread over 1..MAX (e.g. 16:32768)")
     p.add_argument("--out")
@@ -82,15 +85,19 @@ def main(argv=None) -> int:
 
         auto = plan_launch(shape, dev, cfg.torch_dtype)
         default = measure()
-        grid = [measure(num_splits=s or None, block_n=b, num_warps=w, num_stages=st)
-                for s, b, w, st in itertools.product(args.splits, args.block_n, args.warps, args.stages)]
+        combos = itertools.product(args.max_programs, args.splits, args.block_n, args.warps, args.stages)
+        grid = [measure(num_splits=s or None, block_n=b, num_warps=w, num_stages=st) if not mp else
+                measure(balanced=True, max_programs=mp, block_n=b, num_warps=w, num_stages=st)
+                for mp, s, b, w, st in combos if not (mp and s != args.splits[0])]
         rows += [dict(default, default=True)] + grid
         good = sorted((r for r in grid if "gpu_ms" in r and r["correct"]), key=lambda r: r["gpu_ms"])
-        print(f"{kind:6s} B={batch:4d} ctx={base['context']:6d} bs={cfg.block_size:3d}: default (splits={auto.num_splits} "
+        print(f"{kind:6s} B={batch:4d} ctx={base['context']:6d} bs={cfg.block_size:3d}: default "
+              f"({'balanced, cap ' + str(auto.blocks_per_split) + ' blocks, ' if auto.balanced else ''}splits={auto.num_splits} "
               f"block_n={auto.block_n} warps={auto.num_warps} stages={auto.num_stages}) "
               f"{default.get('gpu_ms', float('nan')):.4f} ms {default.get('gbps', 0):.0f} GB/s", flush=True)
         for r in good[:4]:
-            print(f"    {r['gpu_ms']:.4f} ms {r['gbps']:.0f} GB/s splits={r['num_splits']} block_n={r['block_n']} "
+            how = f"balanced max_programs={r['max_programs']}" if r.get("max_programs") else f"splits={r['num_splits']}"
+            print(f"    {r['gpu_ms']:.4f} ms {r['gbps']:.0f} GB/s {how} block_n={r['block_n']} "
                   f"warps={r['num_warps']} stages={r['num_stages']}", flush=True)
         bad = [r for r in grid if "gpu_ms" in r and not r["correct"]]
         if bad:

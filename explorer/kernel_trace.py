@@ -4,9 +4,10 @@
 ``_paged_decode_kernel`` in :mod:`paged_attention.triton_decode` does for one
 query head of one sequence under a :class:`~paged_attention.launch_plan.LaunchPlan`:
 
-1. The context is cut into splits of ``blocks_per_split`` logical blocks; each
-   split is one program (split-K, flash-decoding). Splits that start past the
-   sequence's last block return at once.
+1. The context is cut into splits (:meth:`LaunchPlan.sequence_items`): pieces of
+   ``blocks_per_split`` logical blocks, or, under the balanced plan of a ragged
+   batch, as few pieces of at most that many blocks as the row needs, of about
+   equal length; each split is one program (split-K, flash-decoding).
 2. A program walks its split one tile at a time: ``blocks_per_tile`` blocks of
    ``slots_per_tile`` slots (``block_n`` lanes), or, when a block is larger than a
    tile, ``subtiles`` tiles per block. It loads each block-table entry once per
@@ -237,11 +238,9 @@ def trace_decode(
     split_rows: list[dict] = []
     partials: list[tuple[float, float, torch.Tensor]] = []
 
-    for split in range(plan.num_splits):
-        first_block = split * plan.blocks_per_split
-        if first_block >= needed_blocks:
-            continue  # the kernel returns at once; the merge never reads this split
-        last_block = min(first_block + plan.blocks_per_split, needed_blocks)
+    for split, (first_block, last_block) in enumerate(plan.sequence_items(n)):
+        if first_block >= last_block:
+            continue  # an empty row: its one program writes zeros
         split_start, split_end = first_block * bs, min(last_block * bs, n)
         split_tokens = slice(split_start, split_end)
         split_answer = _attend(row_keys[split_tokens], row_values[split_tokens], q, shape.scale)

@@ -87,21 +87,13 @@ def split_note(config: DecodeConfig, requested: int, plan: LaunchPlan) -> str | 
 
 def row_tiles(plan: LaunchPlan, context_len: int) -> int:
     """Tiles the kernel walks for a row of ``context_len`` tokens under ``plan``."""
-    needed = -(-int(context_len) // plan.block_size)
-    tiles = 0
-    for split in range(plan.num_splits):
-        first = split * plan.blocks_per_split
-        if first < needed:
-            blocks = min(first + plan.blocks_per_split, needed) - first
-            tiles += -(-blocks // plan.blocks_per_tile) * plan.subtiles
-    return tiles
+    return sum(-(-(last - first) // plan.blocks_per_tile) * plan.subtiles
+               for first, last in plan.sequence_items(context_len))
 
 
 def row_splits(plan: LaunchPlan, context_len: int) -> int:
-    """Splits of ``plan`` that walk any of a row of ``context_len`` tokens (the
-    others start past its last block and return at once)."""
-    needed = -(-int(context_len) // plan.block_size)
-    return min(plan.num_splits, -(-needed // plan.blocks_per_split))
+    """Programs (splits) of ``plan`` that walk any of a row of ``context_len`` tokens."""
+    return sum(1 for first, last in plan.sequence_items(context_len) if last > first)
 
 
 #: The page's first view wants the traced row walked as this many splits ...

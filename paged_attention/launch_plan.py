@@ -58,6 +58,12 @@ class LaunchPlan:
         Triton launch options.
     block_size : int
         Tokens per physical block (to convert splits to tokens).
+    balanced : bool
+        How a sequence's blocks become programs (work items), see
+        :meth:`sequence_items`: False cuts every sequence at the same split
+        boundaries (``blocks_per_split`` each); True (a ragged batch) cuts each
+        sequence into as few pieces of at most ``blocks_per_split`` blocks as it
+        needs, of about equal length, and launches the longest pieces first.
     """
 
     block_n: int
@@ -69,11 +75,33 @@ class LaunchPlan:
     num_warps: int
     num_stages: int
     block_size: int
+    balanced: bool = False
 
     @property
     def tokens_per_split(self) -> int:
-        """Context tokens each split covers."""
+        """Context tokens each split covers (at most, for a balanced plan)."""
         return self.blocks_per_split * self.block_size
+
+    def sequence_items(self, context_len: int, first_block: int = 0) -> list[tuple[int, int]]:
+        """The logical block ranges ``[first, last)`` of the programs that read one
+        sequence, from ``first_block`` (0, or where a shared-prefix pass stops) to
+        its last needed block.
+
+        Every sequence gets at least one (maybe empty) range: the program that
+        writes its output. The kernel lets a sequence's last program run on to the
+        context's end at launch time, so a context that grew after planning is
+        still read in full.
+        """
+        needed = -(-int(context_len) // self.block_size)
+        if needed <= first_block:
+            return [(first_block, first_block)]
+        blocks = needed - first_block
+        per = self.blocks_per_split
+        if self.balanced:  # as few pieces as the cap allows, of about equal length
+            pieces = -(-blocks // per)
+            per = -(-blocks // pieces)
+            per = -(-per // self.blocks_per_tile) * self.blocks_per_tile
+        return [(start, min(start + per, needed)) for start in range(first_block, needed, per)]
 
 
 #: Partial-result values the fused merge loads per round: one round for 32 splits
@@ -95,6 +123,37 @@ FP8_ONE_WARP_PROGRAMS = 1024
 #: of 512 tokens were fast at (8, 8192) and (16, 4096), of 256 slow at (1, 32768).
 FP8_ONE_WARP_SPLIT_TOKENS = 512
 
+#: A batch whose longest context is over this many times the mean is ragged: it
+#: gets the balanced plan (:func:`choose_chunk_blocks`) rather than one split count.
+RAGGED_RATIO = 1.25
+#: The balanced plan's program budget. A batch of fewer (sequence, KV head) rows
+#: than BALANCED_MANY_ROWS keeps 128-token tiles (one program per SM fits) and
+#: gets one program per BALANCED_PIECE_TOKENS tokens of its work (rows x tokens);
+#: a batch of more rows takes 64-token tiles (several programs per SM) and
+#: BALANCED_PROGRAMS_PER_ROW programs per row. Either way the budget stays within
+#: BALANCED_MIN_PROGRAMS_PER_SM to BALANCED_MAX_PROGRAMS_PER_SM programs per SM.
+#: Measured on the ragged set: docs/performance.md, "v14".
+BALANCED_MANY_ROWS = 128
+BALANCED_PIECE_TOKENS = 2048
+BALANCED_PROGRAMS_PER_ROW = 4
+BALANCED_MIN_PROGRAMS_PER_SM = 2
+BALANCED_MAX_PROGRAMS_PER_SM = 8
+#: No piece of the balanced plan is shorter than this many tokens.
+BALANCED_MIN_TOKENS = 256
+
+
+def balanced_budget(context_lens: torch.Tensor, num_kv_heads: int, num_sms: int) -> tuple[int, bool]:
+    """The balanced plan's program budget for a batch, and whether it takes the
+    smaller (64-token) tiles; see :data:`BALANCED_MANY_ROWS`."""
+    rows = int(context_lens.numel()) * num_kv_heads
+    many_rows = rows >= BALANCED_MANY_ROWS
+    if many_rows:
+        budget = BALANCED_PROGRAMS_PER_ROW * rows
+    else:
+        budget = num_kv_heads * int(context_lens.to(torch.int64).sum()) // BALANCED_PIECE_TOKENS
+    budget = max(BALANCED_MIN_PROGRAMS_PER_SM * num_sms, min(BALANCED_MAX_PROGRAMS_PER_SM * num_sms, budget))
+    return budget, many_rows
+
 
 def choose_num_splits(context_lens: torch.Tensor, num_kv_heads: int, num_sms: int, block_size: int) -> int:
     """Split count for flash-decoding: enough programs to keep every SM streaming.
@@ -110,11 +169,6 @@ def choose_num_splits(context_lens: torch.Tensor, num_kv_heads: int, num_sms: in
     wave efficiency; when the contexts are too short for that, the largest count
     that keeps splits at least 64 tokens long (256 once the grid already has more
     programs than SMs, where short splits only add merge work).
-
-    A ragged batch (longest context over 1.25 times the mean) is split further, so
-    that no program holds more than a quarter of the work of one of the ``2 *
-    num_sms`` program slots (and no less than 1024 tokens): its longest sequences
-    would otherwise run alone after the short ones finish.
     """
     lens = context_lens.to(torch.int64)
     max_len = int(lens.max()) if lens.numel() else 0
@@ -131,12 +185,43 @@ def choose_num_splits(context_lens: torch.Tensor, num_kv_heads: int, num_sms: in
         waves = programs / num_sms
         if waves >= 1.9 and waves / math.ceil(waves) >= 0.9:
             break
-    total = int(lens.sum())
-    if max_len * lens.numel() > 1.25 * total:  # ragged
-        per_slot = num_kv_heads * total / (2 * num_sms)
-        partition = max(1024.0, per_slot / 4)
-        chosen = max(chosen, min(max_splits, math.ceil(max_len / partition)))
     return chosen
+
+
+def is_ragged(context_lens: torch.Tensor) -> bool:
+    """Whether a batch's longest context is over :data:`RAGGED_RATIO` times the mean."""
+    lens = context_lens.to(torch.int64)
+    return lens.numel() > 0 and int(lens.max()) * lens.numel() > RAGGED_RATIO * int(lens.sum())
+
+
+def choose_chunk_blocks(
+    needed_blocks: torch.Tensor, num_kv_heads: int, max_programs: int, unit: int, min_blocks: int
+) -> int:
+    """The balanced plan's cap on a piece of a sequence, in blocks.
+
+    The smallest multiple of ``unit`` blocks (one tile), and at least
+    ``min_blocks``, for which cutting every sequence into ``ceil(needed /
+    chunk)`` pieces gives at most ``max_programs`` programs over all KV heads: the
+    most even cut of the batch's work that still fits that many programs. A
+    binary search, as FlashInfer's decode planner searches its KV chunk size
+    (``flashinfer/include/flashinfer/attention/scheduler.cuh``).
+    """
+    needed = needed_blocks.to(torch.int64)
+    longest = int(needed.max()) if needed.numel() else 0
+    top = max(1, -(-longest // unit))
+    low = min(top, max(1, -(-min_blocks // unit)))
+
+    def programs(units: int) -> int:
+        chunk = units * unit
+        return num_kv_heads * int(((needed + chunk - 1) // chunk).clamp(min=1).sum())
+
+    while low < top:
+        mid = (low + top) // 2
+        if programs(mid) <= max_programs:
+            top = mid
+        else:
+            low = mid + 1
+    return top * unit
 
 
 def plan_launch(
@@ -148,6 +233,8 @@ def plan_launch(
     block_n: int | None = None,
     num_warps: int | None = None,
     num_stages: int | None = None,
+    balanced: bool | None = None,
+    max_programs: int | None = None,
 ) -> LaunchPlan:
     """Pick the tile, split count and launch options for one decode call.
 
@@ -163,9 +250,20 @@ def plan_launch(
     (sequence, KV head) rows instead runs one warp per program, splits until there
     are :data:`FP8_ONE_WARP_PROGRAMS` programs (no split shorter than
     :data:`FP8_ONE_WARP_SPLIT_TOKENS` tokens), and takes tiles of 32 tokens (64 for
-    blocks of 64 or more) and 2 stages. The sweeps that chose these defaults are in
-    docs/performance.md, sections "The launch plan and the measurements behind it"
-    and "v13".
+    blocks of 64 or more) and 2 stages.
+
+    A ragged batch (:func:`is_ragged`) gets the balanced plan instead of one split
+    count: each sequence is cut into as few pieces of about equal length as a cap
+    of ``blocks_per_split`` blocks allows, the cap being the smallest that keeps the
+    grid within a budget of programs (:func:`balanced_budget`, which also picks
+    64-token tiles for batches of many rows; :data:`FP8_ONE_WARP_PROGRAMS` for the
+    one-warp fp8 plan) and no piece under
+    :data:`BALANCED_MIN_TOKENS` tokens (:func:`choose_chunk_blocks`); the longest
+    pieces launch first. Long sequences get many programs, short ones one, and no
+    program is launched only to find itself past its context.
+
+    The sweeps that chose these defaults are in docs/performance.md, sections "The
+    launch plan and the measurements behind it", "v13" and "v14".
 
     Parameters
     ----------
@@ -177,7 +275,13 @@ def plan_launch(
         Element type of the query (the compute dtype); the cache's own element
         size (``shape.kv_dtype``, 1 byte for fp8) sizes the pipeline buffers.
     num_splits, block_n, num_warps, num_stages : int, optional
-        Override the heuristic (benchmarks use this to sweep).
+        Override the heuristic (benchmarks use this to sweep). With ``balanced``,
+        ``num_splits`` sets the cap as ``ceil(longest / num_splits)`` blocks.
+    balanced : bool, optional
+        Force the balanced plan on (True) or off (False); by default it is on for a
+        ragged batch unless ``num_splits`` is given.
+    max_programs : int, optional
+        The balanced plan's program budget (default above).
 
     Returns
     -------
@@ -187,49 +291,79 @@ def plan_launch(
     ------
     ValueError
         If an override is not a positive whole number (``num_splits``,
-        ``num_stages``) or not a power of two (``block_n`` at least 16,
+        ``num_stages``, ``max_programs``), ``balanced`` is not a bool, or a tile
+        option is not a power of two (``block_n`` at least 16,
         ``num_warps`` 1 to 16).
     """
-    _check_plan_overrides(num_splits=num_splits, block_n=block_n, num_warps=num_warps, num_stages=num_stages)
+    block_n_override = block_n
+    _check_plan_overrides(num_splits=num_splits, block_n=block_n, num_warps=num_warps, num_stages=num_stages,
+                          max_programs=max_programs, balanced=balanced)
     max_blocks = max(1, -(-shape.max_context_len // shape.block_size))
     rows = shape.batch_size * shape.num_kv_heads
     one_warp = shape.is_fp8 and num_warps is None and rows >= FP8_ONE_WARP_MIN_ROWS
-    if num_splits is None:
-        num_splits = choose_num_splits(shape.context_lens, shape.num_kv_heads, _num_sms(device), shape.block_size)
-        if one_warp:
-            wanted = min(-(-FP8_ONE_WARP_PROGRAMS // rows), -(-shape.max_context_len // FP8_ONE_WARP_SPLIT_TOKENS))
-            num_splits = max(num_splits, wanted)
-    num_splits = max(1, min(int(num_splits), max_blocks))
-    blocks_per_split = -(-max_blocks // num_splits)
-    num_splits = -(-max_blocks // blocks_per_split)
-
+    lens = shape.context_lens.to(torch.int64)
+    ragged = is_ragged(lens)
+    if balanced is None:
+        balanced = ragged and num_splits is None
+    num_sms = _num_sms(device)
     head_dim_pad = max(16, _next_pow2(shape.head_dim))
     element_size = torch.empty((), dtype=dtype).element_size()
+    kv_bytes = torch.empty((), dtype=shape.kv_dtype).element_size()  # 1 for an fp8 cache
+    block_size_pad = _next_pow2(shape.block_size)
     if num_stages is None:
         num_stages = 2 if one_warp else 3 if element_size < 4 else 2
-    if block_n is None and one_warp:
-        block_n = min(64 if shape.block_size >= 64 else 32, _next_pow2(blocks_per_split * shape.block_size))
+
     if block_n is None:
-        block_n = (128 if head_dim_pad <= 128 else 64) // (2 if element_size == 4 else 1)
-        partition = blocks_per_split * shape.block_size
-        programs = shape.num_kv_heads * int(((shape.context_lens + partition - 1) // partition).sum())
-        lens = shape.context_lens
-        uniform = shape.max_context_len * lens.numel() <= 1.25 * int(lens.sum())
-        if programs >= 3 * _num_sms(device) and uniform and head_dim_pad <= 128:
+        if one_warp:
+            block_n = 64 if shape.block_size >= 64 else 32
+        else:
+            block_n = (128 if head_dim_pad <= 128 else 64) // (2 if element_size == 4 else 1)
+    if balanced:
+        # Pieces are whole tiles, so no piece but a sequence's last ends mid-tile.
+        unit = max(1, block_n // block_size_pad)
+        if num_splits is not None:
+            blocks_per_split = -(-max_blocks // max(1, min(int(num_splits), max_blocks)))
+            blocks_per_split = -(-blocks_per_split // unit) * unit
+        else:
+            if max_programs is None and one_warp:
+                max_programs = FP8_ONE_WARP_PROGRAMS
+            elif max_programs is None:
+                max_programs, many_rows = balanced_budget(lens, shape.num_kv_heads, num_sms)
+                if many_rows and block_n_override is None and block_n == 128:
+                    block_n = 64
+                    unit = max(1, block_n // block_size_pad)
+            min_tokens = FP8_ONE_WARP_SPLIT_TOKENS if one_warp else BALANCED_MIN_TOKENS
+            blocks_per_split = choose_chunk_blocks(
+                -(-lens // shape.block_size), shape.num_kv_heads, max_programs, unit, -(-min_tokens // shape.block_size)
+            )
+        num_splits = -(-max_blocks // blocks_per_split)
+    else:
+        if num_splits is None:
+            num_splits = choose_num_splits(lens, shape.num_kv_heads, num_sms, shape.block_size)
+            if one_warp:
+                wanted = min(-(-FP8_ONE_WARP_PROGRAMS // rows), -(-shape.max_context_len // FP8_ONE_WARP_SPLIT_TOKENS))
+                num_splits = max(num_splits, wanted)
+        num_splits = max(1, min(int(num_splits), max_blocks))
+        blocks_per_split = -(-max_blocks // num_splits)
+        num_splits = -(-max_blocks // blocks_per_split)
+
+    partition = blocks_per_split * shape.block_size
+    if not one_warp and block_n_override is None:
+        programs = shape.num_kv_heads * int(((lens + partition - 1) // partition).sum())
+        if programs >= 3 * num_sms and not ragged and head_dim_pad <= 128:
             # Many programs of equal length: smaller tiles leave shared memory for
             # three of them per SM. Not in a ragged batch, whose longest programs set
             # the time and want the larger tile, nor above head_dim 128, whose tiles
             # are that small already. Measurements: docs/performance.md, section
             # "The launch plan and the measurements behind it".
             block_n //= 2
-        block_n = min(block_n, _next_pow2(partition))
         # The pipeliner buffers num_stages - 1 K and V tiles in shared memory (228 KB
         # per SM on Hopper); stay well inside it.
-        kv_bytes = torch.empty((), dtype=shape.kv_dtype).element_size()  # 1 for an fp8 cache
         while block_n > 16 and (num_stages - 1) * 2 * block_n * head_dim_pad * kv_bytes > SHARED_MEMORY_BUDGET:
             block_n //= 2
+    if block_n_override is None:
+        block_n = min(block_n, _next_pow2(partition))
     block_n = max(16, _next_pow2(block_n))
-    block_size_pad = _next_pow2(shape.block_size)
     if block_size_pad <= block_n:
         blocks_per_tile, slots_per_tile, subtiles = block_n // block_size_pad, block_size_pad, 1
     else:
@@ -245,11 +379,107 @@ def plan_launch(
         num_warps=(1 if one_warp else 4) if num_warps is None else num_warps,
         num_stages=num_stages,
         block_size=shape.block_size,
+        balanced=bool(balanced),
+    )
+
+
+#: A program's last block when it is its sequence's last: read to the context's
+#: end at launch time (a context that grew after planning is still read in full).
+TO_CONTEXT_END = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class WorkList:
+    """The programs of one launch, as the kernel reads them.
+
+    Attributes
+    ----------
+    items : Tensor
+        ``[num_items, 4]`` int32 on the CPU, one row per program (per KV head):
+        ``(seq, first_block, last_block, slot)``, logical blocks
+        ``[first_block, last_block)`` of sequence ``seq`` (``last_block`` is
+        :data:`TO_CONTEXT_END` for a sequence's last program), and the partial-result
+        slot the program writes when the sequence has more than one.
+    sequences : Tensor
+        ``[batch_size, 3]`` int32 on the CPU: ``(first_slot, num_slots,
+        num_items)``. A sequence's slots are consecutive; the first
+        ``num_slots - num_items`` hold shared-prefix partials written before the
+        launch, the rest its own programs'. The program that finishes last merges
+        all ``num_slots``.
+    num_slots : int
+        Partial-result slots over the batch.
+    """
+
+    items: torch.Tensor
+    sequences: torch.Tensor
+    num_slots: int
+
+    @property
+    def num_items(self) -> int:
+        return int(self.items.shape[0])
+
+    @property
+    def needs_merge(self) -> bool:
+        """Whether any sequence has more than one partial result."""
+        return self.num_slots > int(self.sequences.shape[0])
+
+
+def build_work_list(
+    plan: LaunchPlan,
+    context_lens: torch.Tensor,
+    *,
+    first_blocks: list[int] | None = None,
+    prefix_slots: list[int] | None = None,
+) -> WorkList:
+    """Cut each sequence into programs as ``plan`` says (:meth:`LaunchPlan.sequence_items`).
+
+    Parameters
+    ----------
+    plan : LaunchPlan
+    context_lens : Tensor
+        ``[batch_size]`` integer lengths on the CPU (validation's host copy).
+    first_blocks : list of int, optional
+        Per sequence, the first block its own programs read (the blocks before it
+        are read by a shared-prefix pass); 0 by default.
+    prefix_slots : list of int, optional
+        Per sequence, how many partial results the shared-prefix pass writes for it.
+
+    Returns
+    -------
+    WorkList
+        Items in sequence order, or longest first for a balanced plan (the GPU
+        starts programs about in launch order, so the short ones fill the gaps at
+        the end, as longest-processing-time-first scheduling does).
+    """
+    lens = [int(n) for n in context_lens.tolist()]
+    items: list[tuple[int, int, int, int]] = []
+    sizes: list[int] = []
+    sequences: list[tuple[int, int, int]] = []
+    slot = 0
+    for seq, length in enumerate(lens):
+        first = first_blocks[seq] if first_blocks else 0
+        extra = prefix_slots[seq] if prefix_slots else 0
+        ranges = plan.sequence_items(length, first)
+        for j, (start, stop) in enumerate(ranges):
+            items.append((seq, start, TO_CONTEXT_END if j == len(ranges) - 1 else stop, slot + extra + j))
+            sizes.append(stop - start)
+        sequences.append((slot, extra + len(ranges), len(ranges)))
+        slot += extra + len(ranges)
+    if plan.balanced:
+        order = sorted(range(len(items)), key=lambda i: -sizes[i])
+        items = [items[i] for i in order]
+    return WorkList(
+        items=torch.tensor(items, dtype=torch.int32).reshape(-1, 4),
+        sequences=torch.tensor(sequences, dtype=torch.int32).reshape(-1, 3),
+        num_slots=slot,
     )
 
 
 def _check_plan_overrides(**overrides) -> None:
     """ValueError for a launch-plan override that the kernel cannot take."""
+    balanced = overrides.pop("balanced", None)
+    if balanced is not None and not isinstance(balanced, bool):
+        raise ValueError(f"balanced must be True, False or None; got {balanced!r}")
     for name, value in overrides.items():
         if value is None:
             continue

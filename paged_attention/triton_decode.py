@@ -37,7 +37,7 @@ import triton
 import triton.language as tl
 
 from .launch_plan import (  # noqa: F401  (LaunchPlan, plan_launch: part of this module's API)
-    FUSED_MERGE_VALUES, LaunchPlan, _check_plan_fits, _fp32_dot, _next_pow2, plan_launch,
+    FUSED_MERGE_VALUES, LaunchPlan, _check_plan_fits, _fp32_dot, _next_pow2, build_work_list, plan_launch,
 )
 from .validation import check_decode_args, kv_scale_tensors
 
@@ -95,7 +95,7 @@ def _attend_tile(
 
 @triton.jit
 def _merge_group(
-    out_ptr, stride_oh, stride_od, part_ml_ptr, part_acc_ptr, first_row, max_splits, num_splits,
+    out_ptr, stride_oh, stride_od, part_ml_ptr, part_acc_ptr, first_row, split_stride, num_splits,
     QUERY_GROUP: tl.constexpr, GROUP_POW2: tl.constexpr, HEAD_DIM: tl.constexpr,
     HEAD_DIM_PAD: tl.constexpr, MERGE_CHUNK: tl.constexpr,
 ):
@@ -103,21 +103,22 @@ def _merge_group(
     and store the group's output rows.
 
     ``out_ptr`` points at the group's first output row; ``first_row`` is the
-    partial-buffer row of the group's first head at split 0 (head ``g`` of the group
-    is ``g * max_splits`` rows further). ``MERGE_CHUNK`` splits are read at a time and
+    partial-buffer row of the group's first head in its first slot (head ``g`` of
+    the group is ``g`` rows further, and each further slot ``split_stride`` rows
+    further). ``MERGE_CHUNK`` slots are read at a time and
     folded in with the same rescaling as the online softmax. Loads bypass L1
     (``.cg``): other programs wrote the partials during this launch.
     """
     g = tl.arange(0, GROUP_POW2)
     g_ok = g < QUERY_GROUP
-    rows = first_row + g.to(tl.int64) * max_splits
+    rows = first_row + g.to(tl.int64)
     dims = tl.arange(0, HEAD_DIM_PAD)
     c = tl.arange(0, MERGE_CHUNK)
     m_run = tl.full([GROUP_POW2], float("-inf"), tl.float32)
     total = tl.zeros([GROUP_POW2], tl.float32)
     acc = tl.zeros([GROUP_POW2, HEAD_DIM_PAD], tl.float32)
     for start in range(0, num_splits, MERGE_CHUNK):
-        r = rows[:, None] + (start + c)[None, :]  # [GROUP_POW2, MERGE_CHUNK]
+        r = rows[:, None] + (start + c).to(tl.int64)[None, :] * split_stride  # [GROUP_POW2, MERGE_CHUNK]
         ok = g_ok[:, None] & ((start + c)[None, :] < num_splits)
         m_c = tl.load(part_ml_ptr + r * 2, mask=ok, other=float("-inf"), cache_modifier=".cg")
         l_c = tl.load(part_ml_ptr + r * 2 + 1, mask=ok, other=0.0, cache_modifier=".cg")
@@ -141,34 +142,31 @@ def _merge_group(
 def _paged_decode_kernel(
     out_ptr, part_ml_ptr, part_acc_ptr, counter_ptr,
     q_ptr, k_ptr, v_ptr, block_tables_ptr, context_lens_ptr, k_scale_ptr, v_scale_ptr,
+    items_ptr, sequences_ptr,
     scale_log2e,
     stride_qb, stride_qh, stride_qd,
     stride_kb, stride_ks, stride_kh, stride_kd,
     stride_vb, stride_vs, stride_vh, stride_vd,
     stride_tb,
     stride_ob, stride_oh, stride_od,
-    blocks_per_split, max_splits,
     QUERY_GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
     HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, BLOCKS_PER_TILE: tl.constexpr, SLOTS_PER_TILE: tl.constexpr,
     SUBTILES: tl.constexpr, SPLIT: tl.constexpr, FP32_DOT: tl.constexpr, EVEN_D: tl.constexpr,
     GROUP_POW2: tl.constexpr, MERGE_CHUNK: tl.constexpr, KV_FP8: tl.constexpr,
 ):
-    # The KV heads of one (sequence, split) launch next to each other, so the
-    # programs reading the same blocks (each a slice of every token row) run in step.
+    # The KV heads of one work item launch next to each other, so the programs
+    # reading the same blocks (each a slice of every token row) run in step.
     kv_head = tl.program_id(0)
-    split = tl.program_id(1)
+    item = tl.program_id(1)
     num_kv_heads = tl.num_programs(0)
-    seq = tl.program_id(2).to(tl.int64)
+    num_heads = num_kv_heads * QUERY_GROUP
 
+    seq = tl.load(items_ptr + item * 4).to(tl.int64)
+    first_block = tl.load(items_ptr + item * 4 + 1)
     context_len = tl.load(context_lens_ptr + seq)
     needed_blocks = tl.cdiv(context_len, BLOCK_SIZE)
-    first_block = split * blocks_per_split
-    if SPLIT:
-        # Split 0 always runs, so an empty row still gets its zeros written.
-        if split > 0 and first_block >= needed_blocks:
-            return  # past the context: not counted in this row's active splits
-    last_block = tl.minimum(first_block + blocks_per_split, needed_blocks)
+    last_block = tl.minimum(tl.load(items_ptr + item * 4 + 2), needed_blocks)
 
     group = tl.arange(0, GROUP_PAD)
     heads = kv_head * QUERY_GROUP + group
@@ -232,30 +230,28 @@ def _paged_decode_kernel(
 
     out_rows = out_ptr + seq * stride_ob + heads[:, None] * stride_oh + dims[None, :] * stride_od
     out_mask = group_mask[:, None] & dim_mask[None, :]
-    # Splits of this row that hold at least one block (the others returned above).
-    # A context longer than the plan covers is cut at max_splits: without the cap
-    # the last split would wait for splits that do not exist, and no one would merge.
-    active = tl.minimum(tl.maximum(tl.cdiv(needed_blocks, blocks_per_split), 1), max_splits)
-    if SPLIT and active > 1:
-        # Partial results: part_ml[seq, head, split, 0:2] = (max, sum) in log2 units,
-        # part_acc[seq, head, split, :] = unnormalised weighted sum of V.
-        base = (seq * (QUERY_GROUP * num_kv_heads) + heads) * max_splits + split
+    num_slots = tl.load(sequences_ptr + seq * 3 + 1)
+    if SPLIT and num_slots > 1:
+        # Partial results by slot: part_ml[slot, head, 0:2] = (max, sum) in log2
+        # units, part_acc[slot, head, :] = unnormalised weighted sum of V.
+        first_slot = tl.load(sequences_ptr + seq * 3)
+        base = tl.load(items_ptr + item * 4 + 3).to(tl.int64) * num_heads + heads
         tl.store(part_ml_ptr + base * 2, m_i, mask=group_mask)
         tl.store(part_ml_ptr + base * 2 + 1, l_i, mask=group_mask)
         tl.store(part_acc_ptr + base[:, None] * HEAD_DIM_PAD + dims[None, :], acc, mask=out_mask)
-        # The last split of this (sequence, KV head) to finish merges all of them,
-        # so no second kernel is launched. The barrier orders every thread's stores
-        # before the counter's release; the acquire orders the counter before the
-        # loads of the other splits' partials (read through L2).
+        # The last of this (sequence, KV head)'s programs to finish merges every
+        # slot, so no second kernel is launched. The barrier orders every thread's
+        # stores before the counter's release; the acquire orders the counter before
+        # the loads of the other programs' partials (read through L2).
         tl.debug_barrier()
         counter = counter_ptr + seq * num_kv_heads + kv_head
         finished = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
-        if finished == active - 1:
+        if finished == tl.load(sequences_ptr + seq * 3 + 2) - 1:
             tl.debug_barrier()
             _merge_group(
                 out_ptr + seq * stride_ob + (kv_head * QUERY_GROUP) * stride_oh, stride_oh, stride_od,
-                part_ml_ptr, part_acc_ptr, (seq * (QUERY_GROUP * num_kv_heads) + kv_head * QUERY_GROUP) * max_splits,
-                max_splits, active,
+                part_ml_ptr, part_acc_ptr, first_slot.to(tl.int64) * num_heads + kv_head * QUERY_GROUP,
+                num_heads, num_slots,
                 QUERY_GROUP, GROUP_POW2, HEAD_DIM, HEAD_DIM_PAD, MERGE_CHUNK,
             )
             tl.atomic_xchg(counter, 0)  # ready for the next launch (and graph replay)
@@ -265,6 +261,14 @@ def _paged_decode_kernel(
 
 
 # -- wrapper -------------------------------------------------------------------
+
+def _pinned(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Page-locked copies of host tensors, so their copies to the GPU do not wait
+    on the stream (no synchronisation with earlier work)."""
+    if not torch.cuda.is_available():
+        return tensors
+    return tuple(t.pin_memory() for t in tensors)
+
 
 def prepare_triton_decode(
     query: torch.Tensor,
@@ -336,23 +340,23 @@ def prepare_triton_decode(
 
     group = shape.query_group_size
     head_dim_pad = max(16, _next_pow2(head_dim))
-    split = plan.num_splits > 1
+    work = build_work_list(plan, shape.context_lens)
+    split = work.needs_merge
     if split:
-        part_ml = torch.empty(batch, num_heads, plan.num_splits, 2, dtype=torch.float32, device=query.device)
-        part_acc = torch.empty(
-            batch, num_heads, plan.num_splits, head_dim_pad, dtype=torch.float32, device=query.device
-        )
+        part_ml = torch.empty(work.num_slots, num_heads, 2, dtype=torch.float32, device=query.device)
+        part_acc = torch.empty(work.num_slots, num_heads, head_dim_pad, dtype=torch.float32, device=query.device)
     else:
         part_ml = part_acc = out  # unused
     # One arrival counter per (sequence, KV head); the merging program resets it.
     counters = torch.zeros(batch * shape.num_kv_heads if split else 1, dtype=torch.int32, device=query.device)
+    items, sequences = (t.to(query.device, non_blocking=True) for t in _pinned(work.items, work.sequences))
     scale_log2e = shape.scale * LOG2E
-    grid = (shape.num_kv_heads, plan.num_splits, batch)
-    splits_pad = max(2, _next_pow2(plan.num_splits))
+    grid = (shape.num_kv_heads, work.num_items)
+    slots_pad = max(2, _next_pow2(int(work.sequences[:, 1].max())))
     group_pow2 = _next_pow2(group)
     # The merge reads [group, chunk, head_dim] float32 at a time: at most
-    # FUSED_MERGE_VALUES values unless one split's group is larger.
-    merge_chunk = max(1, min(splits_pad, FUSED_MERGE_VALUES // (group_pow2 * head_dim_pad)))
+    # FUSED_MERGE_VALUES values unless one slot's group is larger.
+    merge_chunk = max(1, min(slots_pad, FUSED_MERGE_VALUES // (group_pow2 * head_dim_pad)))
     k_scales, v_scales = kv_scale_tensors(shape, k_scale, v_scale, query.device)
     if k_scales is None:
         k_scales = v_scales = counters  # unused: not an fp8 cache
@@ -361,11 +365,11 @@ def prepare_triton_decode(
         _paged_decode_kernel[grid](
             out, part_ml, part_acc, counters,
             query, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales,
+            items, sequences,
             scale_log2e,
             *query.stride(), *k_cache.stride(), *v_cache.stride(),
             block_tables.stride(0),
             *out.stride(),
-            plan.blocks_per_split, plan.num_splits,
             QUERY_GROUP=group, GROUP_PAD=max(16, _next_pow2(group)),
             HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_pad,
             BLOCK_SIZE=shape.block_size, BLOCKS_PER_TILE=plan.blocks_per_tile,

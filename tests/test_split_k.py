@@ -64,25 +64,38 @@ def test_split_launcher_reuses_its_output(device, seed):
     assert_matches(again, inputs.query, pa.reference_decode(*inputs.args()))
 
 
-def test_split_launcher_cuts_a_context_that_grew_past_its_plan(device, seed):
+@pytest.mark.parametrize("balanced", [False, True])
+def test_split_launcher_reads_a_context_that_grew_past_its_plan(balanced, device, seed):
     """A launcher prepared for short contexts, relaunched after the lengths grew in
-    place, attends to the blocks its plan covers and still merges every launch.
-    (The merge used to wait for splits that do not exist: no output, and an
-    arrival counter never reset.)"""
+    place (as a CUDA graph replays), still reads every block: each sequence's last
+    program runs on to the context's end at launch time, and every launch merges.
+    (The first split plan cut the context at its last split; earlier, the merge
+    waited for splits that did not exist and wrote nothing.)"""
     inputs = build(device, seed, context_lens=(300, 40), dtype="float32")
     grown = inputs.context_lens.clone()
     inputs.context_lens.copy_(torch.tensor([100, 40]))
-    launch = pa.prepare_triton_decode(*inputs.args(), num_splits=4, block_n=16)
+    launch = pa.prepare_triton_decode(*inputs.args(), num_splits=4, block_n=16, balanced=balanced)
     plan = pa.plan_launch(pa.check_decode_args(*inputs.args()), inputs.query.device, inputs.query.dtype,
-                          num_splits=4, block_n=16)
+                          num_splits=4, block_n=16, balanced=balanced)
     covered = plan.num_splits * plan.tokens_per_split
     assert 100 <= covered < 300
     inputs.context_lens.copy_(grown)
-    cut = inputs.context_lens.clamp(max=covered)
-    args = (inputs.query, inputs.k_cache, inputs.v_cache, inputs.block_tables, cut)
     for _ in range(2):
         launch().fill_(float("nan"))
-        assert_matches(launch(), inputs.query, pa.reference_decode(*args))
+        assert_matches(launch(), inputs.query, pa.reference_decode(*inputs.args()))
+
+
+def test_split_launcher_of_contexts_that_shrank_merges_empty_programs(device, seed):
+    """Lengths that shrink after planning leave programs with no blocks: each still
+    writes an empty partial and counts as arrived, so the merge runs every launch."""
+    inputs = build(device, seed, context_lens=(300, 250), dtype="float32")
+    launch = pa.prepare_triton_decode(*inputs.args(), num_splits=5, block_n=16)
+    inputs.context_lens.copy_(torch.tensor([20, 0]))
+    for _ in range(2):
+        launch().fill_(float("nan"))
+        out = launch()
+        assert_matches(out, inputs.query, pa.reference_decode(*inputs.args()))
+        assert torch.equal(out[1], torch.zeros_like(out[1]))
 
 
 @pytest.mark.parametrize("impl", IMPL_NAMES)
