@@ -60,6 +60,7 @@ DEFAULTS = {
     "sv_prompt_hi": 96 if cpu else 2048, "sv_output_kind": "long-tail", "sv_output_lo": 4 if cpu else 16,
     "sv_output_hi": 48 if cpu else 512, "sv_seed": 0, "sv_steps": 150 if cpu else 400,
     "sv_system_prompt": 0, "sv_samples": 1,  # no sharing: the plain block manager
+    "sv_pool_colour": "sequence",
 }
 if cpu:
     nominal = DEFAULTS["sv_max_batch"]
@@ -82,7 +83,8 @@ if "sv_num_blocks" not in ss:  # the page's first run in this session: the URL's
          PageField("sv_output_lo", "sv_output_lo", bounds=length_bounds),
          PageField("sv_output_hi", "sv_output_hi", bounds=length_bounds),
          PageField("sv_system_prompt", "sv_system_prompt", bounds=(0, MAX_LENGTH)),
-         PageField("sv_samples", "sv_samples", bounds=(1, MAX_SAMPLES))],
+         PageField("sv_samples", "sv_samples", bounds=(1, MAX_SAMPLES)),
+         PageField("sv_pool_colour", "sv_pool_colour", choices=figures.POOL_COLOR_MODES)],
         take_page_query("serving_simulation"), DEFAULTS,
     )
     ss.update({**DEFAULTS, **found})
@@ -91,9 +93,9 @@ else:
     show_page_url_notes("sv")
 for key, value in DEFAULTS.items():
     ss.setdefault(key, value)
-for key in ("sv_prompt_kind", "sv_output_kind"):
+for key in ("sv_prompt_kind", "sv_output_kind", "sv_pool_colour"):
     if ss[key] is None:  # segmented control deselected
-        ss[key] = "long-tail"
+        ss[key] = DEFAULTS[key]
 
 L = SERVING_LABELS
 with st.container(border=True):
@@ -165,7 +167,7 @@ else:  # a slider needs two ends
     st.caption("Decode step 0, the only one (raise **Steps** to move through a longer run).")
 record = history.records[step]
 row = metrics.iloc[step]
-taken, freed, recycled = history.changes(step)
+changes = history.changes(step)
 
 # Values stay short (a number) so that six fit side by side; the detail goes below.
 m = st.columns(6)
@@ -179,31 +181,52 @@ m[2].metric("Blocks in use", f"{int(row['blocks_in_use']):,}",
 m[3].metric("Wasted slots", f"{int(row['wasted_slots']):,}", f"{100 * row['wasted_fraction']:.1f}% of allocated",
             **quiet, help="allocated but unfilled slots in each sequence's last block (internal fragmentation)")
 m[4].metric("Finished so far", f"{int(row['finished']):,}")
-m[5].metric("Blocks taken", f"{len(taken):,}", f"{len(freed):,} freed · {len(recycled):,} recycled", **quiet,
-            help=f"blocks taken and freed during step {step}; recycled: taken blocks that an earlier sequence "
-                 "had released")
+m[5].metric("Blocks taken", f"{len(changes.taken):,}",
+            f"{len(changes.freed):,} freed · " + (f"{len(changes.copied):,} copied" if sharing
+                                                 else f"{len(changes.recycled):,} recycled"), **quiet,
+            help=f"blocks taken from the free list during step {step} (copy-on-write copies included) and "
+                 "returned to it (their last reference gone); "
+                 + ("copied: copy-on-write copies. A block that only gains or loses a reference is neither taken "
+                    "nor freed." if sharing else "recycled: taken blocks that an earlier sequence had released"))
 
 left, right = st.columns([3, 2], gap="medium")
 with left:
     tables = record.block_tables()
+    colour_by = st.segmented_control(
+        "Colour the pool by", figures.POOL_COLOR_MODES, key="sv_pool_colour", persist_state="session",
+        help="sequence: the sequence owning each block (a shared block: its lowest seq_id); reference count: how "
+             "many running sequences hold each block (1, 2, 3–4, 5+)") or DEFAULTS["sv_pool_colour"]
     show_chart(
         figures.serving_pool_figure(record.pool_owner(), tables, record.context_lens, block_size, step=step,
-                                    taken=taken, freed=freed, recycled=recycled),
+                                    taken=changes.taken, freed=changes.freed, recycled=changes.recycled,
+                                    copied=changes.copied, revived=changes.revived, color_by=colour_by,
+                                    sharing=sharing, seq_ids=record.seq_ids),
         key="sv_pool_chart", width="stretch",
     )
     per_cell = figures.pool_grid_shape(num_blocks)[2]
+    colours = ("Colour = the sequence owning the block (by seq_id; a shared block: its lowest), grey = free, "
+               "● = a partly filled last block. " if colour_by == "sequence" else
+               "Colour = how many running sequences hold the block (its reference count: 1, 2, 3–4, 5+), "
+               "grey = free. ")
     if per_cell == 1:
         st.caption(
-            "Colour = the sequence owning the block (by seq_id), grey = free, ● = a partly filled last block. "
-            "▲ = taken this step, ◆ = taken again after an earlier sequence released it (recycled), "
-            "✕ = freed this step. Freed blocks go to the back of the free list, so new sequences scatter "
-            "over the pool: the block table absorbs it."
+            colours + "Marks: what left the free list or went back to it during this step. ▲ = taken for new "
+            "tokens, ◆ = taken again after an earlier sequence released it (recycled), "
+            + ("★ = a copy-on-write copy (a new block: a sample's first write into a shared partly filled "
+               "block), ⬟ = revived: a cached block that a prefix-cache hit took back from the free list, " if sharing else "")
+            + "✕ = freed (its last reference gone). "
+            + ("A block that only gains or loses a reference (a prefix-cache hit on a block in use, a fork, a "
+               "sample finishing while others still hold it) is not marked: colour by reference count to see it. "
+               if sharing else "")
+            + "Freed blocks go to the back of the free list, so new sequences scatter over the pool: the block "
+            "table absorbs it."
         )
     else:  # too many blocks for one cell each: the figure shades cells by use and draws no markers
         st.caption(
             f"{num_blocks:,} blocks are too many to draw one by one: each cell stands for {per_cell:,} blocks, "
-            "shaded by the share of them in use, and the per-block marks (taken, recycled, freed) are left "
-            "out. A smaller pool shows every block."
+            + ("shaded by the share of them in use" if colour_by == "sequence" else
+               "coloured by the most sequences holding one of them")
+            + ", and the per-block marks (taken, recycled, freed) are left out. A smaller pool shows every block."
         )
 with right:
     if record.num_running:

@@ -43,7 +43,7 @@ PAGE_URL_KEYS: dict[str, dict[str, str]] = {
     "serving_simulation": {key: key for key in (
         "sv_num_blocks", "sv_block_size", "sv_max_batch", "sv_rate", "sv_seed", "sv_steps", "sv_prompt_kind",
         "sv_prompt_lo", "sv_prompt_hi", "sv_output_kind", "sv_output_lo", "sv_output_hi", "sv_system_prompt",
-        "sv_samples")},
+        "sv_samples", "sv_pool_colour")},
 }
 
 

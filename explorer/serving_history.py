@@ -4,14 +4,14 @@
 :class:`~explorer.simulator.Snapshot` (torch tensors, a whole pool-owner map)
 per step. A page that scrubs through hundreds of steps wants them small,
 picklable and free of tensors: :class:`StepRecord` keeps one step as the running
-sequences' ids, lengths and block ids (the pool map is derived from them), and
-:class:`ServingHistory` keeps every step plus per-step counts of blocks taken,
-freed and recycled (taken again after an earlier sequence released them).
+sequences' ids, lengths and block ids (the pool map is derived from them) and
+the step's :class:`~explorer.snapshot.PoolChanges`, and :class:`ServingHistory`
+keeps every step plus per-step counts of those changes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Sequence
 
 import numpy as np
@@ -22,9 +22,11 @@ from paged_attention.inputs import FREE
 
 from explorer.block_manager import blocks_for
 from explorer.simulator import ServingConfig, ServingSimulator, Snapshot, metrics_frame
+from explorer.snapshot import PoolChanges
 
-#: Columns :func:`simulate` adds to :func:`~explorer.simulator.metrics_frame`.
-POOL_CHANGE_COLUMNS: tuple[str, ...] = ("taken", "freed", "recycled")
+#: Columns :func:`simulate` adds to :func:`~explorer.simulator.metrics_frame`: the
+#: number of blocks in each of the step's :class:`~explorer.snapshot.PoolChanges`.
+POOL_CHANGE_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(PoolChanges))
 #: Most ``steps x num_blocks`` a simulation may record (bounds its memory).
 MAX_STEP_BLOCKS = 20_000_000
 
@@ -44,6 +46,8 @@ class StepRecord:
         int32, every running sequence's physical blocks in logical order, one
         sequence after the other (``ceil(context_len / block_size)`` each).
     arrived, admitted, decoded, stalled, waiting, finished : int
+    blocks_unshared, filled_slots, cow_copies, prefix_hits, prefix_queries
+    changes : PoolChanges
         As in :class:`~explorer.simulator.Snapshot`.
     """
 
@@ -59,6 +63,12 @@ class StepRecord:
     stalled: int = 0
     waiting: int = 0
     finished: int = 0
+    blocks_unshared: int | None = None
+    filled_slots: int | None = None
+    cow_copies: int = 0
+    prefix_hits: int = 0
+    prefix_queries: int = 0
+    changes: PoolChanges = PoolChanges()
 
     @classmethod
     def from_snapshot(cls, snap: Snapshot) -> "StepRecord":
@@ -69,7 +79,9 @@ class StepRecord:
             context_lens=snap.context_lens.numpy().astype(np.int32),
             blocks=tables[tables >= 0].astype(np.int32),
             arrived=snap.arrived, admitted=snap.admitted, decoded=snap.decoded, stalled=snap.stalled,
-            waiting=snap.waiting, finished=snap.finished,
+            waiting=snap.waiting, finished=snap.finished, blocks_unshared=snap.blocks_unshared,
+            filled_slots=snap.filled_slots, cow_copies=snap.cow_copies, prefix_hits=snap.prefix_hits,
+            prefix_queries=snap.prefix_queries, changes=snap.changes,
         )
 
     @property
@@ -91,9 +103,11 @@ class StepRecord:
         return table
 
     def pool_owner(self) -> np.ndarray:
-        """``[num_blocks]`` int64: the ``seq_id`` owning each block, ``-1`` if free."""
-        owner = np.full(self.num_blocks, FREE, dtype=np.int64)
-        owner[self.blocks] = np.repeat(self.seq_ids, self.blocks_per_sequence)
+        """``[num_blocks]`` int64: the ``seq_id`` owning each block (the lowest of a
+        shared block's holders, as :meth:`BlockManager.pool_owner`), ``-1`` if free."""
+        owner = np.full(self.num_blocks, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(owner, self.blocks, np.repeat(self.seq_ids, self.blocks_per_sequence))
+        owner[owner == np.iinfo(np.int64).max] = FREE
         return owner
 
     def snapshot(self) -> Snapshot:
@@ -106,7 +120,9 @@ class StepRecord:
             context_lens=torch.from_numpy(self.context_lens.copy()),
             pool_owner=torch.from_numpy(self.pool_owner()),
             arrived=self.arrived, admitted=self.admitted, decoded=self.decoded, stalled=self.stalled,
-            waiting=self.waiting, finished=self.finished,
+            waiting=self.waiting, finished=self.finished, blocks_unshared=self.blocks_unshared,
+            filled_slots=self.filled_slots, cow_copies=self.cow_copies, prefix_hits=self.prefix_hits,
+            prefix_queries=self.prefix_queries, changes=self.changes,
         )
 
 
@@ -121,9 +137,9 @@ class ServingHistory:
         One per step, ``records[s].step == s``.
     metrics : DataFrame
         :func:`~explorer.simulator.metrics_frame` plus
-        :data:`POOL_CHANGE_COLUMNS`: blocks ``taken`` and ``freed`` during the
-        step (by comparing the pool with the previous step's), and ``recycled``:
-        blocks taken that an earlier sequence had held.
+        :data:`POOL_CHANGE_COLUMNS`: how many blocks the step took, recycled,
+        copied on write, revived from the prefix cache and freed (see
+        :class:`~explorer.snapshot.PoolChanges`).
     """
 
     config: ServingConfig
@@ -134,17 +150,9 @@ class ServingHistory:
     def steps(self) -> int:
         return len(self.records)
 
-    def changes(self, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Block ids ``(taken, freed, recycled)`` during ``step`` (``recycled`` is a
-        subset of ``taken``)."""
-        owner = self.records[step].pool_owner()
-        before = self.records[step - 1].pool_owner() if step > 0 else np.full_like(owner, FREE)
-        ever = np.zeros(len(owner), dtype=bool)
-        for record in self.records[:step]:
-            ever[record.blocks] = True
-        taken = np.flatnonzero((owner >= 0) & (owner != before))
-        freed = np.flatnonzero((before >= 0) & (owner != before))
-        return taken, freed, taken[ever[taken]]
+    def changes(self, step: int) -> PoolChanges:
+        """The blocks ``step`` took from the free list and returned to it."""
+        return self.records[step].changes
 
 
 def simulate(config: ServingConfig, steps: int) -> ServingHistory:
@@ -168,18 +176,8 @@ def simulate(config: ServingConfig, steps: int) -> ServingHistory:
     snapshots = ServingSimulator(config).run(steps)
     records = tuple(StepRecord.from_snapshot(s) for s in snapshots)
     frame = metrics_frame(snapshots)
-    taken, freed, recycled = [], [], []
-    before = np.full(config.num_blocks, FREE, dtype=np.int64)
-    ever = np.zeros(config.num_blocks, dtype=bool)
-    for snap in snapshots:
-        owner = snap.pool_owner.numpy()
-        new = (owner >= 0) & (owner != before)
-        taken.append(int(new.sum()))
-        freed.append(int(((before >= 0) & (owner != before)).sum()))
-        recycled.append(int((new & ever).sum()))
-        ever |= owner >= 0
-        before = owner
-    frame["taken"], frame["freed"], frame["recycled"] = taken, freed, recycled
+    for column in POOL_CHANGE_COLUMNS:
+        frame[column] = [len(getattr(s.changes, column)) for s in snapshots]
     return ServingHistory(config, records, frame)
 
 

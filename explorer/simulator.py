@@ -60,7 +60,7 @@ import numpy as np
 import torch
 
 from explorer.block_manager import BlockManager, blocks_for, check_int
-from explorer.snapshot import METRIC_COLUMNS, Snapshot, metrics_frame
+from explorer.snapshot import METRIC_COLUMNS, PoolChanges, Snapshot, metrics_frame
 
 # METRIC_COLUMNS, Snapshot and metrics_frame live in explorer.snapshot and are
 # re-exported here for the modules that import them from the simulator.
@@ -332,6 +332,9 @@ class ServingSimulator:
         self._sample_rng = np.random.default_rng([config.seed, 1])
         self._fresh_tokens = itertools.count(config.system_prompt)
         self._prompts: dict[int, list[int]] = {}  # seq_id of a waiting request -> its prompt's token ids
+        # The step's pool changes (see PoolChanges), and the blocks any sequence has held so far.
+        self._changes: dict[str, list[int]] = {}
+        self._ever_held = np.zeros(config.num_blocks, dtype=bool)
 
     # -- traffic -------------------------------------------------------------
     def submit(self, prompt_len: int, output_len: int) -> Request:
@@ -458,10 +461,47 @@ class ServingSimulator:
         claims[index] = (held + 1, need - 1)
         return self._is_safe(free - 1, claims)
 
+    # -- pool changes ----------------------------------------------------------
+    def _took(self, blocks, *, copied: bool = False) -> None:
+        """Note ``blocks``, just taken from the free list for new tokens."""
+        for block in blocks:
+            self._changes["taken"].append(block)
+            if self._ever_held[block]:
+                self._changes["recycled"].append(block)
+            if copied:
+                self._changes["copied"].append(block)
+            self._ever_held[block] = True
+
+    def _free(self, seq_id: int) -> None:
+        """Free ``seq_id`` and note the blocks whose last reference it held."""
+        table = self.blocks.block_tables[seq_id]
+        self.blocks.free(seq_id)
+        refs = self.blocks.ref_counts
+        self._changes["freed"].extend(b for b in table if refs[b] == 0)
+
+    def _admit(self, request: Request) -> None:
+        """Prefill ``request`` (and fork its samples), noting the blocks it took."""
+        bm = self.blocks
+        if not self.config.shares:
+            table = bm.allocate(request.seq_id, request.prompt_len)
+            self._took(table)
+            self._outstanding += blocks_for(request.final_len, self.config.block_size) - len(table)
+            return
+        hits = bm.prefix_hits
+        table = bm.allocate(request.seq_id, tokens=self._prompt_tokens(request))
+        del self._prompts[request.seq_id]
+        hits = bm.prefix_hits - hits  # the table's first `hits` blocks were found in the cache
+        # A hit whose count is now 1 was a cached block on the free list; the others were in use already.
+        self._changes["revived"].extend(b for b in table[:hits] if bm.ref_counts[b] == 1)
+        self._took(table[hits:])
+        for sibling in request.siblings:
+            bm.fork(request.seq_id, sibling.seq_id)
+
     # -- one step ------------------------------------------------------------
     def step(self) -> Snapshot:
         """Advance one step: arrivals, admission, one decode token per running
         sequence, frees. Returns the snapshot after it."""
+        self._changes = {name: [] for name in ("taken", "recycled", "copied", "revived", "freed")}
         arrived = self._arrivals()
 
         admitted = 0
@@ -469,14 +509,7 @@ class ServingSimulator:
             if not self._can_admit(self.waiting[0]):
                 break  # strict FIFO: nobody overtakes the oldest waiting request
             request = self.waiting.popleft()
-            if self.config.shares:
-                self.blocks.allocate(request.seq_id, tokens=self._prompt_tokens(request))
-                del self._prompts[request.seq_id]
-                for sibling in request.siblings:
-                    self.blocks.fork(request.seq_id, sibling.seq_id)
-            else:
-                prompt_blocks = len(self.blocks.allocate(request.seq_id, request.prompt_len))
-                self._outstanding += blocks_for(request.final_len, self.config.block_size) - prompt_blocks
+            self._admit(request)
             for sample in (request, *request.siblings):
                 sample.admitted_step = self.step_index
                 self.running.append(sample)
@@ -491,19 +524,24 @@ class ServingSimulator:
                 index += 1
                 continue
             token = next(self._fresh_tokens) if self.config.shares else None
-            if self.blocks.append_token(request.seq_id, token) is not None:
+            copy = self.blocks.context_lens[request.seq_id] % self.config.block_size != 0  # a block now is a copy
+            block = self.blocks.append_token(request.seq_id, token)
+            if block is not None:
                 self._outstanding -= 1
+                self._took([block], copied=copy)
             request.generated += 1
             decoded += 1
             if request.generated == request.output_len:
                 # Free at once, so sequences later in this step can use the blocks.
-                self.blocks.free(request.seq_id)
+                self._free(request.seq_id)
                 request.finished_step = self.step_index
                 self.finished.append(self.running.pop(index))
             else:
                 index += 1
 
-        snapshot = self.snapshot(arrived=arrived, admitted=admitted, decoded=decoded, stalled=stalled)
+        changes = PoolChanges(**{name: tuple(map(int, blocks)) for name, blocks in self._changes.items()})
+        snapshot = self.snapshot(arrived=arrived, admitted=admitted, decoded=decoded, stalled=stalled,
+                                 changes=changes)
         self.step_index += 1
         return snapshot
 
@@ -525,9 +563,11 @@ class ServingSimulator:
         return [self.step() for _ in range(num_steps)]
 
     def snapshot(
-        self, *, arrived: int = 0, admitted: int = 0, decoded: int = 0, stalled: int = 0
+        self, *, arrived: int = 0, admitted: int = 0, decoded: int = 0, stalled: int = 0,
+        changes: PoolChanges | None = None,
     ) -> Snapshot:
-        """The current state as a :class:`Snapshot`.
+        """The current state as a :class:`Snapshot` (``changes``: the step's pool
+        changes, none by default).
 
         :meth:`step` calls this before counting the step, so its snapshot's ``step``
         is the step just run; called between steps, ``step`` is the number of steps
@@ -554,7 +594,7 @@ class ServingSimulator:
             context_lens=torch.tensor(lens, dtype=torch.int32),
             pool_owner=self.blocks.pool_owner(),
             arrived=arrived, admitted=admitted, decoded=decoded, stalled=stalled,
-            waiting=len(self.waiting), finished=len(self.finished), **sharing,
+            waiting=len(self.waiting), finished=len(self.finished), changes=changes or PoolChanges(), **sharing,
         )
 
     def check_invariants(self) -> None:

@@ -9,7 +9,7 @@ a decode kernel would take next, the pool's owners, and the step's counts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Sequence
 
@@ -25,6 +25,42 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "blocks_in_use", "free_blocks", "tokens_stored", "wasted_slots", "wasted_fraction",
     "blocks_unshared", "cow_copies", "prefix_hits", "prefix_queries",
 )
+
+
+@dataclass(frozen=True)
+class PoolChanges:
+    """What one step did to the pool: physical block ids, one entry per event.
+
+    A block enters the pool's use when it leaves the free list and leaves it when
+    its last reference goes: those are the events here. A block that only gains a
+    reference (a prefix-cache hit on a block in use, a fork) or loses one while
+    others still hold it (a sample finishing, a copy-on-write) is not listed: its
+    reference count says so. A block freed and taken again within one step is in
+    both ``freed`` and ``taken``.
+
+    Attributes
+    ----------
+    taken : tuple of int
+        Left the free list to hold new tokens: prompt blocks, new last blocks and
+        copy-on-write copies.
+    recycled : tuple of int
+        Those of ``taken`` that an earlier sequence had held (their old contents
+        are overwritten).
+    copied : tuple of int
+        Those of ``taken`` that are copy-on-write copies of a shared partly filled
+        block.
+    revived : tuple of int
+        Cached full blocks taken back from the free list by a prefix-cache hit,
+        their contents kept (nothing is written).
+    freed : tuple of int
+        Lost their last reference and went back to the free list.
+    """
+
+    taken: tuple[int, ...] = ()
+    recycled: tuple[int, ...] = ()
+    copied: tuple[int, ...] = ()
+    revived: tuple[int, ...] = ()
+    freed: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -65,6 +101,8 @@ class Snapshot:
     cow_copies, prefix_hits, prefix_queries : int
         So far (cumulative): copy-on-write copies, and full prompt blocks found in
         the prefix cache and looked up.
+    changes : PoolChanges
+        The blocks this step took from the free list and returned to it.
     """
 
     step: int
@@ -85,6 +123,7 @@ class Snapshot:
     cow_copies: int = 0
     prefix_hits: int = 0
     prefix_queries: int = 0
+    changes: PoolChanges = field(default_factory=PoolChanges)
 
     @property
     def num_running(self) -> int:

@@ -17,6 +17,7 @@ if str(ROOT) not in sys.path:
 
 from paged_attention import execution_mode  # noqa: E402
 from explorer import limits  # noqa: E402
+from explorer.figures import SEQUENCE_COLORS  # noqa: E402
 from explorer.serving_history import simulate  # noqa: E402
 from ui.data import serving_config  # noqa: E402
 
@@ -82,10 +83,10 @@ def test_serving_slider_moves_every_figure():
         assert pool["layout"]["title"]["text"] == f"Physical block pool after step {step}"
         owner = history.records[step].pool_owner()
         assert np.array_equal(pool_codes(at, 64) == 0, owner == -1)
-        taken, freed, recycled = history.changes(step)
+        freed = history.changes(step).freed
         marks = {t["name"]: t for t in pool["data"]}
-        got = set(arr(marks["freed this step"]["customdata"])[:, 0].astype(int)) if len(freed) else set()
-        assert got == set(freed.tolist())
+        got = set(arr(marks["freed"]["customdata"])[:, 0].astype(int)) if len(freed) else set()
+        assert got == set(freed)
         shapes = chart(at, "sv_timeline_chart")["layout"]["shapes"]
         assert {s["x0"] for s in shapes} == {step}
 
@@ -318,6 +319,48 @@ def test_serving_with_sharing_draws_both_lines_and_states_cow_and_hit_rate():
     at.slider(key="sv_step").set_value(5).run()
     assert_clean(at)
     assert {s["x0"] for s in chart(at, "sv_sharing_chart")["layout"]["shapes"]} == {5}
+
+
+def test_serving_pool_by_reference_count_with_sharing_marks():
+    """The pool's colour mode: a widget in the URL; by reference count the shared blocks stand out in few levels,
+    and the step's marks are the block manager's events, not differences of the owner map."""
+    history = sharing_history()
+    at = open_serving(**SHARING)
+    assert_clean(at)
+    assert at.segmented_control(key="sv_pool_colour").value == "sequence"
+    step = int(history.metrics["copied"].to_numpy().argmax())
+    at.slider(key="sv_step").set_value(step).run()
+    record = history.records[step]
+    shared = int(np.flatnonzero(np.bincount(record.blocks) > 1)[0])
+    lowest = min(s for s, row in zip(record.seq_ids, record.block_tables()) if shared in row)
+    assert pool_codes(at, 96)[shared] == 2 + lowest % len(SEQUENCE_COLORS)  # a shared block: its lowest holder
+    at.segmented_control(key="sv_pool_colour").set_value("reference count").run()
+    assert_clean(at)
+    assert at.query_params["sv_pool_colour"] in ("reference count", ["reference count"])
+    pool = chart(at, "sv_pool_chart")
+    refs = np.bincount(history.records[step].blocks, minlength=96)
+    levels = np.select([refs == 0, refs == 1, refs == 2, refs <= 4], [0, 1, 2, 3], 4)
+    assert (pool_codes(at, 96) == levels).all() and (levels >= 2).any()
+    marks = {t["name"]: t for t in pool["data"]}
+    assert {"1 sequence", "2 sequences", "3–4 sequences", "5+ sequences"} <= set(marks)
+    c = history.changes(step)
+    got = set(arr(marks["copy-on-write copy"]["customdata"])[:, 0].astype(int))
+    assert got == set(c.copied) and got
+    assert any("★ = a copy-on-write copy" in cap.value and "reference count" in cap.value for cap in at.caption)
+    taken = next(m for m in at.metric if m.label == "Blocks taken")
+    assert (taken.value, taken.delta) == (f"{len(c.taken)}", f"{len(c.freed)} freed · {len(c.copied)} copied")
+
+
+def test_serving_pool_colour_from_the_url():
+    from test_app import open_app
+    query = {**TINY, **{k: str(v) for k, v in {**SIM, **SHARING}.items()}, "sv_pool_colour": "reference count"}
+    at = open_app(query, page=SERVING, timeout=120)
+    assert_clean(at)
+    assert at.segmented_control(key="sv_pool_colour").value == "reference count"
+    assert "5+ sequences" in {t["name"] for t in chart(at, "sv_pool_chart")["data"]}
+    bad = open_app({**query, "sv_pool_colour": "owner"}, page=SERVING, timeout=120)
+    assert any("sv_pool_colour=owner" in w.value for w in bad.warning if w.value.startswith("URL:"))
+    assert bad.segmented_control(key="sv_pool_colour").value == "sequence"
 
 
 @pytest.mark.parametrize("changes, message", [

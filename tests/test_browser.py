@@ -464,6 +464,28 @@ def test_serving_simulation_in_browser(server, page):
     full_screenshot(page, SHOTS / "serving_simulation.png")
 
 
+def test_serving_sharing_pool_by_reference_count_in_browser(server, page):
+    """With sharing, the pool's colour mode comes from the URL and goes back to it; by reference count the legend
+    names the levels and the sharing marks."""
+    sharing = {"sv_num_blocks": "96", "sv_block_size": "8", "sv_max_batch": "6", "sv_rate": "0.3",
+               "sv_prompt_hi": "96", "sv_output_hi": "48", "sv_steps": "120", "sv_system_prompt": "20",
+               "sv_samples": "3", "sv_pool_colour": "reference count"}
+    page.goto(f"{server}/serving_simulation?{urlencode({**TINY, **sharing})}")
+    pool = page.locator(".js-plotly-plot").filter(has_text=re.compile(r"Physical block pool after step \d+"))
+    for name in ("1 sequence", "2 sequences", "3–4 sequences", "5+ sequences", "copy-on-write copy", "freed"):
+        expect(pool.get_by_text(name, exact=True)).to_be_visible(timeout=60_000)
+    no_exception(page)
+    no_error(page)
+    pool.scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / "serving_pool_reference_count.png"))
+    _settle(page)
+    page.locator("[data-testid=stButtonGroup]").get_by_text("sequence", exact=True).click()
+    expect(page).to_have_url(re.compile(r"[?&]sv_pool_colour=sequence(&|$)"), timeout=WAIT)
+    expect(pool.get_by_text("5+ sequences", exact=True)).to_have_count(0, timeout=WAIT)
+    expect(pool.get_by_text("copy-on-write copy", exact=True)).to_be_visible(timeout=WAIT)
+    no_exception(page)
+
+
 def test_inside_the_kernel_in_browser(server, page):
     query = {"batch": "4", "ctx_mode": "ragged", "lo": "16", "hi": "256", "spread": "long-tail", "seed": "0",
              "block": "16"}

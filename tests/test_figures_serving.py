@@ -22,7 +22,8 @@ def history():
 def test_serving_pool_marks_what_the_step_changed(history):
     step = int(history.metrics["recycled"].to_numpy().argmax())
     record = history.records[step]
-    taken, freed, recycled = history.changes(step)
+    c = history.changes(step)
+    taken, freed, recycled = np.array(c.taken), np.array(c.freed), np.array(c.recycled)
     owner = record.pool_owner()
     fig = figures.serving_pool_figure(owner, record.block_tables(), record.context_lens, 4, step=step,
                                       taken=taken, freed=freed, recycled=recycled)
@@ -31,13 +32,13 @@ def test_serving_pool_marks_what_the_step_changed(history):
     assert np.array_equal(z == 0, owner == -1)
     _, n_cols, _ = figures.pool_grid_shape(len(owner))
     marks = {t.name: t for t in fig.data}
-    got = {int(b) for b in np.array(marks["recycled this step"].customdata)[:, 0]}
+    got = {int(b) for b in np.array(marks["recycled"].customdata)[:, 0]}
     assert got == set(recycled.tolist()) and len(got) > 0
-    fresh = marks["taken this step"]
+    fresh = marks["taken"]
     fresh_ids = set() if fresh.customdata is None else {int(b) for b in np.array(fresh.customdata)[:, 0]}
     assert fresh_ids == set(taken.tolist()) - got
-    b = int(recycled[0])
-    assert marks["recycled this step"].x[0] == pytest.approx(b % n_cols - 0.27)
+    b = min(got)  # marks are drawn in block order
+    assert marks["recycled"].x[0] == pytest.approx(b % n_cols - 0.27)
     hover = np.array(fig.data[0].customdata).ravel()
     assert f"sequence {owner[b]}" in hover[b]
 
@@ -46,7 +47,7 @@ def test_serving_pool_aggregated_has_no_step_marks():
     owner = np.full(figures.MAX_POOL_CELLS * 2, -1)
     owner[:10] = 1
     fig = figures.serving_pool_figure(owner, np.array([np.arange(10)]), [40], 4, taken=[1, 2], freed=[20])
-    assert not {"taken this step", "freed this step"} & {t.name for t in fig.data}
+    assert not {"taken", "freed"} & {t.name for t in fig.data}
 
 
 def test_serving_timeline(history):
@@ -140,3 +141,66 @@ def test_pool_animation_controls_axes_and_legend(history):
     assert layout.showlegend is True
     names = [t.name for t in fig.data if t.showlegend is not False and t.type == "scatter"]
     assert names[0] == "free" and len(names) > 1
+
+
+# -- with sharing: the pool by reference count, and the copy-on-write and prefix-cache marks --------------
+
+SHARED = ServingConfig(num_blocks=64, block_size=4, max_batch_size=6, arrival_rate=0.1,
+                       prompt_len=LengthDist("uniform", 2, 12), output_len=LengthDist("uniform", 2, 16), seed=0,
+                       system_prompt=9, samples=2)
+
+
+def _pool(history, step, **kwargs):
+    record, c = history.records[step], history.changes(step)
+    return figures.serving_pool_figure(
+        record.pool_owner(), record.block_tables(), record.context_lens, 4, step=step, taken=c.taken,
+        freed=c.freed, recycled=c.recycled, copied=c.copied, revived=c.revived, seq_ids=record.seq_ids, **kwargs)
+
+
+def test_serving_pool_by_reference_count_in_few_levels():
+    history = simulate(SHARED, 150)
+    step = int(history.metrics["copied"].to_numpy().argmax())
+    record = history.records[step]
+    fig = _pool(history, step, color_by="reference count", sharing=True)
+    refs = np.bincount(record.blocks, minlength=64)
+    assert refs.max() > 1
+    z = np.array(fig.data[0].z, dtype=float).ravel()[:64]
+    expected = np.select([refs == 0, refs == 1, refs == 2, refs <= 4], [0, 1, 2, 3], 4)  # free, 1, 2, 3-4, 5+
+    np.testing.assert_array_equal(z, expected)
+    names = [t.name for t in fig.data]
+    # Every level in the legend, present or not, so it never moves while scrubbing; large enough for a room.
+    assert names[1:6] == ["free", "1 sequence", "2 sequences", "3–4 sequences", "5+ sequences"]
+    assert fig.layout.legend.font.size >= 15
+    assert fig.layout.title.text == f"Physical block pool after step {step}"
+    shared = int(np.flatnonzero(refs > 1)[0])
+    holders = [s for s, row in zip(record.seq_ids, record.block_tables()) if shared in row]
+    hover = np.array(fig.data[0].customdata).ravel()[shared]
+    assert hover.endswith(", ".join(map(str, holders)))  # the holders by seq_id, not by row
+
+
+def test_serving_pool_marks_copies_and_prefix_cache_hits_apart_from_new_blocks():
+    history = simulate(SHARED, 150)
+    m = history.metrics
+    for column, name in (("copied", "copy-on-write copy"), ("revived", "revived (prefix cache)")):
+        step = int(m[column].to_numpy().argmax())
+        c = history.changes(step)
+        for color_by in figures.POOL_COLOR_MODES:
+            marks = {t.name: t for t in _pool(history, step, color_by=color_by, sharing=True).data}
+            ids = {n: set() if t.customdata is None else {int(b) for b in np.array(t.customdata)[:, 0]}
+                   for n, t in marks.items() if n in {v[0] for v in figures.POOL_CHANGE_MARKS.values()}}
+            assert ids[name] == set(getattr(c, column)) and ids[name]
+            assert ids["taken"] == set(c.taken) - set(c.recycled) - set(c.copied)
+            assert ids["recycled"] == set(c.recycled) - set(c.copied)
+            assert ids["freed"] == set(c.freed)
+    # A step that copies nothing still lists both sharing marks (a steady legend) when sharing is on, not when off.
+    quiet = int(np.flatnonzero((m["copied"] == 0) & (m["revived"] == 0))[0])
+    assert "copy-on-write copy" in {t.name for t in _pool(history, quiet, sharing=True).data}
+    assert "copy-on-write copy" not in {t.name for t in _pool(history, quiet).data}
+    with pytest.raises(ValueError, match="color_by"):
+        _pool(history, quiet, color_by="owner")
+
+
+def test_pool_ref_count_levels_are_checked():
+    with pytest.raises(ValueError, match="levels"):
+        figures.pool_ref_count_figure(np.array([1, 2]), np.array([[0, 1]]), 4, levels=(2, 3))
+    assert figures.ref_level_names((1, 2, 3, 5)) == ["1 sequence", "2 sequences", "3–4 sequences", "5+ sequences"]

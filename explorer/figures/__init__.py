@@ -79,7 +79,9 @@ from .token_walk import (  # noqa: F401
     token_walk_figure,
 )
 from .sharing import (  # noqa: F401
+    REF_LEVELS,
     pool_ref_count_figure,
+    ref_level_names,
     sharing_timeline_figure,
 )
 from .benchmark import (  # noqa: F401
@@ -107,7 +109,9 @@ from .sweep import (  # noqa: F401
 from .serving import (  # noqa: F401
     FREED_COLOR,
     MAX_ANIMATION_FRAMES,
+    POOL_CHANGE_MARKS,
     POOL_COLOR,
+    POOL_COLOR_MODES,
     RUNNING_COLOR,
     TAKEN_COLOR,
     WAITING_COLOR,

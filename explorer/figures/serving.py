@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from explorer.formatting import MS_D3, compact, count
 from .paged_cache import _legend_square, pool_figure
 from .sampling import pool_grid_shape
+from .sharing import REF_LEVELS, pool_ref_count_figure
 from .style import (
     FREE_COLOR, MAX_POOL_CELLS, MAX_SEQUENCE_LEGEND, OTHER_COLOR, SEQUENCE_COLORS, _alpha, _gaps, _int_ticks,
     _margins, _style, impl_color,
@@ -26,6 +27,20 @@ WAITING_COLOR = "#DC2626"
 RUNNING_COLOR = "#0F766E"
 
 
+#: What :func:`serving_pool_figure` colours the pool by.
+POOL_COLOR_MODES = ("sequence", "reference count")
+#: The marks of a step's pool changes: trace name, symbol, fill, outline, offset in the cell.
+POOL_CHANGE_MARKS = {
+    "taken": ("taken", "triangle-up", TAKEN_COLOR, "#111827", -0.27),
+    "recycled": ("recycled", "diamond", "#111827", "white", -0.27),
+    "copied": ("copy-on-write copy", "star", "#FACC15", "#111827", -0.27),
+    "revived": ("revived (prefix cache)", "pentagon", "#22C55E", "#111827", -0.27),
+    "freed": ("freed", "x-thin", FREED_COLOR, FREED_COLOR, 0.0),
+}
+#: The pool's legend, read from the back of a room: its font, and the pixels of one row of two entries.
+_POOL_LEGEND_FONT, _POOL_LEGEND_ROW_PX = 15, 26
+
+
 def serving_pool_figure(
     pool_owner: np.ndarray,
     block_tables: np.ndarray,
@@ -36,12 +51,25 @@ def serving_pool_figure(
     taken: Sequence[int] = (),
     freed: Sequence[int] = (),
     recycled: Sequence[int] = (),
+    copied: Sequence[int] = (),
+    revived: Sequence[int] = (),
+    color_by: str = "sequence",
+    sharing: bool = False,
+    seq_ids: Sequence[int] | None = None,
     max_cells: int = MAX_POOL_CELLS,
 ) -> go.Figure:
-    """The pool of a serving simulation at one step: :func:`pool_figure` (colour =
-    owning ``seq_id``, grey = free, dot = partly filled last block) plus what the
-    step changed: blocks taken (▲), taken again after an earlier sequence released
-    them (recycled, ◆) and released (✕).
+    """The pool of a serving simulation at one step, plus what the step changed.
+
+    Coloured by owning sequence (:func:`pool_figure`: colour = owning ``seq_id``,
+    the lowest of a shared block's holders, grey = free, dot = partly filled last
+    block) or by reference count (:func:`pool_ref_count_figure` in the levels
+    :data:`REF_LEVELS`: how many running sequences hold each block). The marks
+    show blocks that left the free list or went back to it during the step (see
+    :class:`~explorer.snapshot.PoolChanges`): taken for new tokens (▲), taken
+    again after an earlier sequence held them (recycled, ◆), copy-on-write
+    copies (★), cached blocks revived by a prefix-cache hit (⬟) and blocks whose
+    last reference went (✕). A block that only gains or loses a reference is not
+    marked: the reference-count colours show it.
 
     Parameters
     ----------
@@ -49,39 +77,77 @@ def serving_pool_figure(
         ``[num_blocks]``: owning ``seq_id``, ``-1`` free.
     block_tables, context_lens, block_size
         The running batch, as for :func:`pool_figure`.
-    taken, freed, recycled : sequence of int
-        Physical block ids (``recycled`` a subset of ``taken``).
+    taken, freed, recycled, copied, revived : sequence of int
+        Physical block ids (``recycled`` and ``copied`` subsets of ``taken``).
+    color_by : {"sequence", "reference count"}
+    sharing : bool
+        Whether blocks can be shared: the copy-on-write and prefix-cache marks are
+        then always in the legend (otherwise only when the step has some), so the
+        legend stays put while the step changes.
+    seq_ids : sequence of int, optional
+        The ``seq_id`` of each row of ``block_tables`` (the hover of the
+        reference-count view names them).
 
     Returns
     -------
     go.Figure
-        :func:`pool_figure`'s traces, then (exact view only) the traces
-        ``"taken this step"``, ``"recycled this step"`` and ``"freed this step"``
-        whose ``customdata[:, 0]`` are the block ids.
+        The base figure's traces, then (exact view only) one trace per mark,
+        named as in :data:`POOL_CHANGE_MARKS` (``"taken"`` holds the taken blocks
+        neither recycled nor copied, ``"recycled"`` the recycled ones not copied), whose ``customdata[:, 0]`` are the block ids.
+
+    Raises
+    ------
+    ValueError
+        On an unknown ``color_by``.
     """
+    if color_by not in POOL_COLOR_MODES:
+        raise ValueError(f"color_by must be one of {', '.join(POOL_COLOR_MODES)}; got {color_by!r}")
     owner = np.asarray(pool_owner, dtype=np.int64)
-    fig = pool_figure(owner, block_tables, context_lens, block_size, max_cells=max_cells)
+    if color_by == "sequence":
+        fig = pool_figure(owner, block_tables, context_lens, block_size, max_cells=max_cells)
+    else:
+        tables = np.asarray(block_tables, dtype=np.int64)
+        refs = np.bincount(tables[tables >= 0], minlength=len(owner))
+        fig = pool_ref_count_figure(refs, tables, block_size, max_cells=max_cells, levels=REF_LEVELS,
+                                    seq_ids=seq_ids)
     n_rows, n_cols, per_cell = pool_grid_shape(len(owner), max_cells)
     if step is not None:
         fig.update_layout(title_text=f"Physical block pool after step {step}")
     if per_cell > 1:
-        return fig
+        return _pool_legend(fig, n_rows)
     small = n_rows * n_cols <= 5000
-    recycled_set = {int(b) for b in recycled}
-    fresh = np.array([int(b) for b in taken if int(b) not in recycled_set], dtype=np.int64)
-    marks = (
-        ("taken this step", fresh, "triangle-up", TAKEN_COLOR, "#111827", -0.27),
-        ("recycled this step", np.array(sorted(recycled_set), dtype=np.int64), "diamond", "#111827", "white", -0.27),
-        ("freed this step", np.asarray(freed, dtype=np.int64), "x-thin", FREED_COLOR, FREED_COLOR, 0.0),
-    )
-    for name, blocks, symbol, color, line, dx in marks:
-        fig.add_trace(go.Scatter(
-            x=blocks % n_cols + dx, y=blocks // n_cols + (dx if dx else 0.0), mode="markers", name=name,
-            marker=dict(symbol=symbol, size=8 if small else 5, color=color,
+    copied_set = {int(b) for b in copied}
+    recycled_set = {int(b) for b in recycled} - copied_set
+    blocks_of = {
+        "taken": sorted({int(b) for b in taken} - recycled_set - copied_set),
+        "recycled": sorted(recycled_set), "copied": sorted(copied_set),
+        "revived": sorted({int(b) for b in revived}), "freed": sorted({int(b) for b in freed}),
+    }
+    for key, (name, symbol, color, line, dx) in POOL_CHANGE_MARKS.items():
+        blocks = np.array(blocks_of[key], dtype=np.int64)
+        if key in ("copied", "revived") and not len(blocks) and not sharing:
+            continue  # marks only sharing makes
+        fig.add_trace(go.Scatter(  # an empty mark still gets its legend entry: one point at None
+            x=blocks % n_cols + dx if len(blocks) else [None], y=blocks // n_cols + dx if len(blocks) else [None],
+            mode="markers", name=name,
+            marker=dict(symbol=symbol, size=(10 if key == "copied" else 8) if small else 5, color=color,
                         line=dict(color=line, width=1.5 if symbol == "x-thin" else 1)),
             customdata=np.stack([blocks, owner[blocks]], axis=-1) if len(blocks) else None,
-            hovertemplate="block %{customdata[0]}: " + name + "<extra></extra>",
+            hovertemplate="block %{customdata[0]}: " + name + " this step<extra></extra>",
         ))
+    return _pool_legend(fig, n_rows)
+
+
+def _pool_legend(fig: go.Figure, n_rows: int) -> go.Figure:
+    """A large legend of two entries a row under the pool's grid of ``n_rows`` rows,
+    the figure grown by its rows so that the grid keeps its height."""
+    entries = sum(1 for t in fig.data if t.type != "heatmap" and t.showlegend is not False and t.name)
+    top = fig.layout.margin.t
+    grid_px = max(min(720, max(320, 190 + 24 * n_rows)) - top - 100, 1)  # the grid of a one-row legend
+    fig.update_layout(
+        height=int(top + grid_px + 74 + _POOL_LEGEND_ROW_PX * math.ceil(entries / 2)),
+        legend=dict(font=dict(size=_POOL_LEGEND_FONT), entrywidth=0.5, entrywidthmode="fraction"),
+    )
     return fig
 
 

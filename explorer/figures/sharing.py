@@ -6,6 +6,7 @@ without."""
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -21,6 +22,10 @@ ONE_HOLDER_COLOR = "#BFDBFE"
 SHARED_COLORS = ("#FCD34D", "#F97316", "#B91C1C", "#581C87")
 #: Past this many holders the colour bar is a gradient rather than one step per count.
 MAX_STEPPED_REFS = 12
+#: Reference-count levels that read from the back of a room: the first count of each
+#: (1, 2, 3-4, 5+), and their colours, strong enough to tell from free grey at a glance.
+REF_LEVELS = (1, 2, 3, 5)
+REF_LEVEL_COLORS = ("#60A5FA", "#FBBF24", "#EA580C", "#7F1D1D")
 
 
 def ref_color(k: int, top: int) -> str:
@@ -44,15 +49,35 @@ def _ref_colorscale(top: int) -> list:
             *[[edge + (1 - edge) * i / (len(SHARED_COLORS) - 1), c] for i, c in enumerate(SHARED_COLORS)]]
 
 
+def ref_level_names(levels: Sequence[int] = REF_LEVELS) -> list[str]:
+    """Legend names of reference-count ``levels`` (first counts, increasing from 1):
+    ``["1 sequence", "2 sequences", "3–4 sequences", "5+ sequences"]``."""
+    names = []
+    for i, lo in enumerate(levels):
+        hi = levels[i + 1] - 1 if i + 1 < len(levels) else None
+        span = f"{lo}+" if hi is None else str(lo) if hi == lo else f"{lo}–{hi}"
+        names.append(f"{span} sequence" + ("" if span == "1" else "s"))
+    return names
+
+
+def _level_colorscale(n: int) -> list:
+    """Colour scale over ``z`` in ``[-0.5, n + 0.5]``: free grey, then one band per level."""
+    colors = [FREE_COLOR, *REF_LEVEL_COLORS[:n]]
+    return [[(k + j) / (n + 1), c] for k, c in enumerate(colors) for j in (0, 1)]
+
+
 def pool_ref_count_figure(
-    ref_counts: np.ndarray, block_tables: np.ndarray, block_size: int, *, max_cells: int = MAX_POOL_CELLS
+    ref_counts: np.ndarray, block_tables: np.ndarray, block_size: int, *, max_cells: int = MAX_POOL_CELLS,
+    levels: Sequence[int] | None = None, seq_ids: Sequence[int] | None = None,
 ) -> go.Figure:
     """The physical pool coloured by reference count: how many sequences hold each block.
 
     Free blocks are grey, blocks of one sequence pale blue, shared blocks warm,
     darker the more sequences hold them. Pools larger than ``max_cells`` blocks are
     aggregated: each cell covers consecutive blocks and is coloured by the most
-    holders among them.
+    holders among them. With ``levels`` the counts are binned into a few colours
+    (:data:`REF_LEVEL_COLORS`), every level always in the legend, for a pool shown
+    to a room.
 
     Parameters
     ----------
@@ -61,6 +86,12 @@ def pool_ref_count_figure(
     block_tables : ndarray
         ``[batch_size, max_num_blocks]``, ``-1`` unallocated (the holders in the hover).
     block_size : int
+    levels : sequence of int, optional
+        The first count of each colour level, increasing from 1 (e.g.
+        :data:`REF_LEVELS`: 1, 2, 3–4, 5+); at most ``len(REF_LEVEL_COLORS)``.
+    seq_ids : sequence of int, optional
+        The ``seq_id`` of each row of ``block_tables``, named in the hover (by
+        default the row index).
 
     Returns
     -------
@@ -70,7 +101,19 @@ def pool_ref_count_figure(
         and ``zmax = max + 0.5``. Legend-only squares ``"free"``, ``"one sequence"``
         and, up to :data:`MAX_STEPPED_REFS` holders, ``"k sequences"``
         (``meta={"refs": k}``) for each count present follow; past that a colour bar.
+        With ``levels``, ``z`` is the level instead (0 free, ``i + 1`` for level
+        ``i``) and the squares are ``"free"`` and every level's
+        :func:`ref_level_names` (``meta={"level": i + 1}``).
+
+    Raises
+    ------
+    ValueError
+        If ``levels`` does not start at 1, does not increase, or has more entries
+        than :data:`REF_LEVEL_COLORS`.
     """
+    if levels is not None and (not 0 < len(levels) <= len(REF_LEVEL_COLORS) or levels[0] != 1
+                               or any(b <= a for a, b in zip(levels, levels[1:]))):
+        raise ValueError(f"levels must increase from 1, at most {len(REF_LEVEL_COLORS)} of them; got {levels!r}")
     refs = np.asarray(ref_counts, dtype=np.int64)
     num_blocks = len(refs)
     n_rows, n_cols, per_cell = pool_grid_shape(num_blocks, max_cells)
@@ -79,24 +122,27 @@ def pool_ref_count_figure(
     padded[:num_blocks] = refs
     groups = padded.reshape(cells, per_cell)
     z = groups.max(1).astype(float)
+    if levels is not None:  # the level of each count: 0 free, i + 1 for levels[i] <= count < levels[i + 1]
+        z = np.searchsorted(np.asarray(levels), z, side="right").astype(float)
     z[groups.max(1) < 0] = np.nan
     top = max(2, int(refs.max(initial=0)))
     shared = int((refs > 1).sum())
     subtitle = (f"{count(num_blocks, 'block')}, {count(shared, 'shared block')}; colour = sequences holding it"
                 if per_cell == 1 else
                 f"{count(num_blocks, 'block')}, {per_cell} per cell; colour = most sequences holding one")
-    stepped = top <= MAX_STEPPED_REFS
-    counts = np.unique(refs[refs > 1]) if stepped else np.array([], dtype=np.int64)
+    stepped = top <= MAX_STEPPED_REFS or levels is not None
+    counts = (np.unique(refs[refs > 1]) if stepped and levels is None else np.array([], dtype=np.int64))
     # Grow the figure by its legend (Plotly stacks these entries one a row in a
     # narrow column) rather than let it squeeze the grid.
-    extra = 22 * (1 + len(counts))
+    extra = 22 * (1 + len(counts)) if levels is None else 30
     height = int(min(720, max(320, 190 + 24 * n_rows)) + extra)
     plot_height = _plot_height(height, subtitle) - extra
     if per_cell == 1:
         holders: list[list[int]] = [[] for _ in range(num_blocks)]
         tables = np.asarray(block_tables, dtype=np.int64)
+        names = list(range(len(tables))) if seq_ids is None else [int(s) for s in seq_ids]
         for seq, col in zip(*np.nonzero(tables >= 0)):
-            holders[tables[seq, col]].append(int(seq))
+            holders[tables[seq, col]].append(names[seq])
         hover = [f"block {b}<br>free" if not h else
                  f"block {b}<br>held by {count(len(h), 'sequence')}: "
                  + ", ".join(map(str, h[:8])) + (", …" if len(h) > 8 else "")
@@ -120,9 +166,9 @@ def pool_ref_count_figure(
             text=None if text is None else text.reshape(n_rows, n_cols),
             texttemplate="%{text}" if text_on else None,
             textfont=dict(size=9),
-            colorscale=_ref_colorscale(top),
+            colorscale=_ref_colorscale(top) if levels is None else _level_colorscale(len(levels)),
             zmin=-0.5,
-            zmax=top + 0.5,
+            zmax=(top if levels is None else len(levels)) + 0.5,
             showscale=not stepped,
             colorbar=dict(title=dict(text="sequences<br>holding it"), thickness=14,
                           **_int_ticks(0, top, plot_height)),
@@ -133,8 +179,12 @@ def pool_ref_count_figure(
         )
     )
     _legend_square(fig, FREE_COLOR, "free")
-    _legend_square(fig, ONE_HOLDER_COLOR, "one sequence")
-    if stepped:  # one entry per count present; a colour bar of a few steps is too short to read
+    if levels is not None:
+        for i, name in enumerate(ref_level_names(levels)):
+            _legend_square(fig, REF_LEVEL_COLORS[i], name, meta={"level": i + 1})
+    else:
+        _legend_square(fig, ONE_HOLDER_COLOR, "one sequence")
+    if stepped and levels is None:  # one entry per count present; a colour bar of a few steps is too short to read
         for k in counts:
             _legend_square(fig, ref_color(int(k), top), f"{k} sequences", meta={"refs": int(k)})
     _style(fig, "Physical block pool: sharing", subtitle, height=height)
