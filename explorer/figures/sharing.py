@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
 from explorer.formatting import compact, count
-from .paged_cache import _legend_square
+from .paged_cache import _legend_square, pool_pick
+from .picking import GRID_PAD
 from .sampling import pool_grid_shape
 from .style import FREE_COLOR, MAX_POOL_CELLS, _alpha, _fits_text, _gaps, _int_ticks, _plot_height, _style
 
@@ -45,7 +46,8 @@ def _ref_colorscale(top: int) -> list:
 
 
 def pool_ref_count_figure(
-    ref_counts: np.ndarray, block_tables: np.ndarray, block_size: int, *, max_cells: int = MAX_POOL_CELLS
+    ref_counts: np.ndarray, block_tables: np.ndarray, block_size: int, *, max_cells: int = MAX_POOL_CELLS,
+    highlight: range | None = None,
 ) -> go.Figure:
     """The physical pool coloured by reference count: how many sequences hold each block.
 
@@ -61,6 +63,8 @@ def pool_ref_count_figure(
     block_tables : ndarray
         ``[batch_size, max_num_blocks]``, ``-1`` unallocated (the holders in the hover).
     block_size : int
+    highlight : range, optional
+        Physical block ids to outline (see :func:`~.paged_cache.pool_pick`).
 
     Returns
     -------
@@ -70,6 +74,7 @@ def pool_ref_count_figure(
         and ``zmax = max + 0.5``. Legend-only squares ``"free"``, ``"one sequence"``
         and, up to :data:`MAX_STEPPED_REFS` holders, ``"k sequences"``
         (``meta={"refs": k}``) for each count present follow; past that a colour bar.
+        Then :func:`~.paged_cache.pool_pick`'s traces.
     """
     refs = np.asarray(ref_counts, dtype=np.int64)
     num_blocks = len(refs)
@@ -137,13 +142,14 @@ def pool_ref_count_figure(
     if stepped:  # one entry per count present; a colour bar of a few steps is too short to read
         for k in counts:
             _legend_square(fig, ref_color(int(k), top), f"{k} sequences", meta={"refs": int(k)})
+    pool_pick(fig, num_blocks, max_cells, plot_height, highlight)
     _style(fig, "Physical block pool: sharing", subtitle, height=height)
     fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)" if per_cell > 1
                      else "+ offset within row", showgrid=False, zeroline=False, **_int_ticks(0, n_cols - 1))
     step = max(1, math.ceil(n_rows / 10))
     tick_rows = list(range(0, n_rows, step))
-    fig.update_yaxes(title="first block", autorange="reversed", showgrid=False, zeroline=False,
-                     tickmode="array", tickvals=tick_rows, ticktext=[compact(r * n_cols * per_cell) for r in tick_rows])
+    fig.update_yaxes(title="first block", range=[n_rows - 0.5 + GRID_PAD, -0.5 - GRID_PAD], showgrid=False,
+                     zeroline=False, tickmode="array", tickvals=tick_rows, ticktext=[compact(r * n_cols * per_cell) for r in tick_rows])
     return fig
 
 
