@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from explorer import figures, formatting, limits, readouts
+from explorer import block_link, figures, formatting, limits, readouts
 from explorer.settings import MAX_CONTEXT
 from ui.charts import show_chart
 from ui.data import block_arrays_for, shared_batch_for
@@ -69,6 +69,21 @@ if sharing:
 else:
     tables, owner = block_arrays_for(config)
 
+# A click on either chart picks physical blocks; both charts outline them. The
+# pick is kept as (first, last) and checked against the pool on every run: the
+# settings may have changed since (a smaller pool, another layout).
+num_blocks = len(owner)
+
+
+def _pick_from(chart_key: str):
+    def store():
+        blocks = block_link.picked_blocks(st.session_state.get(chart_key), num_blocks)
+        st.session_state["bt_pick"] = None if blocks is None else (blocks.start, blocks.stop - 1)
+    return store
+
+
+pick = block_link.valid_pick(st.session_state.get("bt_pick"), num_blocks)
+
 # Short values with the detail on the grey line under them: five metrics share a
 # row, and long values were cut off ("44,141 …") on a 1280-pixel screen.
 quiet = dict(delta_color="off", delta_arrow="off")
@@ -95,8 +110,8 @@ left, right = st.columns([3, 2], gap="medium")
 with left:
     show_chart(
         figures.block_table_figure(tables, lengths, config.block_size, config.num_blocks,
-                                   ref_counts=shared.ref_counts if sharing else None),
-        key="bt_table", width="stretch",
+                                   ref_counts=shared.ref_counts if sharing else None, highlight=pick),
+        key="bt_table", width="stretch", on_select=_pick_from("bt_table"), selection_mode="points",
     )
     grid = figures.block_table_grid(*tables.shape)
     note = grid.note("sequence", "logical block")
@@ -113,8 +128,9 @@ with left:
         st.caption(note or "Hover a cell for its token range and fill. Pale cells are unallocated (-1).")
 with right:
     show_chart(
-        figures.pool_ref_count_figure(shared.ref_counts, tables, config.block_size) if sharing else
-        figures.pool_figure(owner, tables, lengths, config.block_size), key="bt_pool", width="stretch",
+        figures.pool_ref_count_figure(shared.ref_counts, tables, config.block_size, highlight=pick) if sharing else
+        figures.pool_figure(owner, tables, lengths, config.block_size, highlight=pick), key="bt_pool",
+        width="stretch", on_select=_pick_from("bt_pool"), selection_mode="points",
     )
     rows, cols, per_cell = figures.pool_grid_shape(len(owner))
     if sharing:
@@ -129,6 +145,16 @@ with right:
         )
     else:
         st.caption("Grey blocks are free; a dark dot marks a sequence's partly filled last block.")
+
+# Streamlit's charts report clicks, not hover: a click is what links the two.
+if pick is None:
+    st.caption(":material/ads_click: Click a table cell to find its block in the pool, or a pool block to find "
+               "the cells that point to it.")
+else:
+    per_cell = figures.pool_grid_shape(num_blocks)[2]
+    st.markdown(":material/ads_click: " + block_link.pick_note(tables, pick, grid)
+                + (f" The pool outlines the cell of {per_cell:,} blocks that holds it." if per_cell > 1 and len(pick) == 1 else "")
+                + " Double-click a chart to clear.")
 
 st.subheader("Token walk")
 if st.session_state.get("bt_seq", 0) >= config.batch_size:

@@ -292,6 +292,27 @@ def test_block_table_sharing_scenario_marks_shared_cells_and_states_the_saving()
     assert chart(at, "bt_pool")["layout"]["title"]["text"] == "Physical block pool"
 
 
+def test_block_table_pick_outlines_both_charts_and_survives_a_smaller_pool():
+    at = open_app(BASE)
+    config = state.settings_from_query(BASE)[0].config()
+    tables, _ = assign_blocks(config)
+    block = int(tables[1, 0])
+    at.session_state["bt_pick"] = (block, block)  # what a click on the cell stores
+    at.run()
+    assert_clean(at)
+    outline = {t["name"]: t for t in chart(at, "bt_table")["data"]}["selected block"]
+    xs, ys = outline["x"][:5], outline["y"][:5]
+    assert (min(xs), max(xs), min(ys), max(ys)) == (-0.5, 0.5, 0.5, 1.5)  # sequence 1, logical block 0
+    assert "selected block" in {t["name"] for t in chart(at, "bt_pool")["data"]}
+    assert any(f"Block {block}: 1 table cell of 1 sequence (1) points here" in m.value for m in at.markdown)
+    # A pick past the pool (left from other settings) is dropped without a fuss.
+    at.session_state["bt_pick"] = (10**9, 10**9)
+    at.run()
+    assert_clean(at)
+    assert all(t["name"] != "selected block" for t in chart(at, "bt_table")["data"])
+    assert any("Click a table cell to find its block in the pool" in c.value for c in at.caption)
+
+
 def test_block_table_sharing_refuses_a_batch_too_big_to_write_token_by_token():
     at = open_app({**BASE, "ctx_mode": "uniform", "ctx": "100000", "batch": "4"})
     at.toggle(key="bt_share").set_value(True).run()

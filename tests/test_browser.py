@@ -173,6 +173,43 @@ def test_block_table_sharing_in_browser(server, page):
     full_screenshot(page, SHOTS / "block_table_sharing.png")
 
 
+def _click_target(pg, chart, i: int) -> None:
+    """Click the ``i``-th click target of ``chart`` (a ``.js-plotly-plot``), at the
+    pixel Plotly puts it on."""
+    chart.scroll_into_view_if_needed()
+    box = chart.locator(".nsewdrag").first.bounding_box()
+    x, y = chart.evaluate(
+        "(gd, i) => { const t = gd._fullData.find(d => d.name === 'click targets'); const L = gd._fullLayout;"
+        " return [L.xaxis.d2p(t.x[i]), L.yaxis.d2p(t.y[i])]; }", i)
+    pg.mouse.click(box["x"] + x, box["y"] + y)
+
+
+def test_block_table_click_links_table_and_pool(server, page):
+    # 4 sequences of 100 tokens sharing a 64-token prompt: a click on sequence 0's first
+    # cell finds its block, held by all four, and outlines their four cells.
+    page.goto(f"{server}/?{urlencode({**TINY, 'batch': '4', 'ctx': '100', 'block': '16'})}")
+    expect(page.locator(".js-plotly-plot")).to_have_count(4, timeout=60_000)
+    _settle(page)
+    expect(page.get_by_text("Click a table cell to find its block in the pool")).to_be_visible(timeout=WAIT)
+    page.get_by_text("Sharing: n samples per request, a common prompt").click()
+    expect(page.locator(".js-plotly-plot >> text=Physical block pool: sharing")).to_be_visible(timeout=WAIT)
+    _settle(page)
+    _click_target(page, page.locator(".js-plotly-plot").first, 0)
+    expect(page.get_by_text(re.compile(r"Block \d+: 4 table cells of 4 sequences \(0, 1, 2, 3\) point here, "
+                                       r"outlined"))).to_be_visible(timeout=WAIT)
+    _settle(page)
+    full_screenshot(page, SHOTS / "block_table_pick_table.png")
+    # Now the other way: a pool block held by one sequence finds its one cell.
+    pool = page.locator(".js-plotly-plot").nth(1)
+    _click_target(page, pool, 20)
+    expect(page.get_by_text(re.compile(r"Block 20: (1 table cell of 1 sequence \(\d\) points here, outlined|"
+                                       r"no sequence of this table points to it)"))).to_be_visible(timeout=WAIT)
+    _settle(page)
+    no_exception(page)
+    no_error(page)
+    full_screenshot(page, SHOTS / "block_table_pick_pool.png")
+
+
 def _edit_length(pg, row: int, value: str) -> None:
     """Type ``value`` into the ``context_len`` cell of ``row`` of the lengths editor
     (a canvas grid: click the cell, open its editor, replace, commit)."""

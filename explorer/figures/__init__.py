@@ -6,7 +6,9 @@ Five families, one module each (this package re-exports their public names, so
 * the paged cache, drawn from the block table alone (no KV tensors):
   :func:`block_table_figure`, :func:`pool_figure`, :func:`token_walk_figure`,
   :func:`block_walk_figure`; with shared blocks, :func:`pool_ref_count_figure`
-  (and ``block_table_figure(..., ref_counts=...)``);
+  (and ``block_table_figure(..., ref_counts=...)``); each of the table and pool
+  figures takes ``highlight`` (physical blocks to outline) and carries click
+  targets (:mod:`.picking`), which link the two on the Block table page;
 * benchmark results (lists of :class:`~paged_attention.bench.BenchResult`):
   :func:`latency_figure`, :func:`speedup_figure`, :func:`bandwidth_figure`,
   :func:`accuracy_figure`, :func:`history_figure`; a set recorded on a GPU

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from paged_attention.inputs import FREE, OTHER
 
 from explorer.formatting import compact, count, ordinal
+from .picking import GRID_PAD, add_click_targets, add_outline, add_veil
 from .sampling import GridSample, pool_grid_shape, sample_grid
 from .style import (
     BLOCK_COLORSCALE, FREE_COLOR, MAX_POOL_CELLS, MAX_SEQUENCE_LEGEND, MAX_TABLE_CELLS, MIN_COLUMN_PX, OTHER_COLOR, PLOT_WIDTH_PX, SEQUENCE_COLORS, UNALLOCATED_COLOR, _colorbar_px,
@@ -49,6 +50,7 @@ def block_table_figure(
     plot_width: float = PLOT_WIDTH_PX,
     color_by: str = "physical",
     ref_counts: np.ndarray | None = None,
+    highlight: range | None = None,
 ) -> go.Figure:
     """The block table as a heatmap: one row per sequence, one column per logical block.
 
@@ -94,6 +96,11 @@ def block_table_figure(
         :class:`~explorer.block_manager.BlockManager`'s counts). Cells whose block
         more than one sequence holds get a white diamond in their top-left corner
         (when every logical block has its own column).
+    highlight : range, optional
+        Physical block ids to outline: every drawn cell that points to one of
+        them (an aggregated column: that holds one) gets a thick outline, and a
+        pale veil dims the others. Cells of rows the sampling leaves out are not
+        drawn, so not outlined.
 
     Returns
     -------
@@ -107,6 +114,11 @@ def block_table_figure(
         at half blocks) when columns are aggregated. With ``ref_counts``, a
         scatter trace ``"shared block"`` follows (``customdata`` = sequence,
         logical block, physical block, holders), empty when nothing drawn is shared.
+        Before it, a transparent scatter ``"click targets"`` (legend group
+        :data:`~.picking.PICK_GROUP`) on every allocated cell, its ``customdata``
+        trace 0's with the picked block twice appended (the first allocated of
+        an aggregated column). With ``highlight``, the traces of
+        :func:`~.picking.add_veil` and :func:`~.picking.add_outline` come last.
     """
     tables = np.asarray(block_tables)
     if tables.ndim != 2:
@@ -125,6 +137,7 @@ def block_table_figure(
         x = first = last = grid.cols
         sub = tables[np.ix_(rows, x)].astype(np.int64)
         unalloc = sub < 0
+        picked = None if highlight is None else (sub >= highlight.start) & (sub < highlight.stop)
     else:
         n_cols = math.ceil(width / per_col)
         padded = np.full((len(rows), n_cols * per_col), -1, dtype=np.int64)
@@ -137,6 +150,8 @@ def block_table_figure(
         first = np.arange(n_cols) * per_col
         last = np.minimum(first + per_col, width) - 1
         x = np.append(first, width) - 0.5  # column edges: each column spans exactly its blocks
+        picked = None if highlight is None else (
+            held & (bins >= highlight.start) & (bins < highlight.stop)).any(-1)
     shape = sub.shape
     seq = np.broadcast_to(names[:, None], shape)
     start = np.broadcast_to(first[None, :] * block_size, shape)
@@ -220,10 +235,19 @@ def block_table_figure(
         )
     )
     _legend_square(fig, UNALLOCATED_COLOR, "unallocated (-1)", line="#CBD5E1")
+    cell_px = min(plot_height / max(1, len(rows)), plot_width / max(1, shape[1]))
+    r, c = np.nonzero(~unalloc)
+    centres = first + (last - first) / 2
+    add_click_targets(fig, centres[c], rows[r], np.concatenate([custom[r, c], sub[r, c, None], sub[r, c, None]], -1),
+                      cell_px, hovertemplate=hover)
     if ref_counts is not None:
-        cell_px = min(plot_height / max(1, len(rows)), plot_width / max(1, shape[1]))
         _shared_marks(fig, sub, rows, names, first, np.asarray(ref_counts), grid.row_stride,
                       exact=per_col == 1, size=float(np.clip(0.28 * cell_px, 3, 8)))
+    if highlight is not None:
+        add_veil(fig, x, rows, picked, **gaps)
+        r, c = np.nonzero(picked)
+        half = grid.row_stride / 2
+        add_outline(fig, first[c] - 0.5, last[c] + 0.5, rows[r] - half, rows[r] + half, cell_px)
     _style(fig, title, subtitle, height=height)
     fig.update_xaxes(title="logical block", showgrid=False, zeroline=False, **_int_ticks(0, width - 1))
     fig.update_yaxes(title="sequence" if seq_ids is None else "sequence (seq_id)", autorange="reversed",
@@ -308,6 +332,7 @@ def pool_figure(
     block_size: int,
     *,
     max_cells: int = MAX_POOL_CELLS,
+    highlight: range | None = None,
 ) -> go.Figure:
     """The physical pool as a grid of blocks, coloured by owning sequence.
 
@@ -325,6 +350,8 @@ def pool_figure(
         ``[batch_size, max_num_blocks]``, ``-1`` unallocated.
     context_lens : sequence of int
     block_size : int
+    highlight : range, optional
+        Physical block ids to outline (see :func:`pool_pick`).
 
     Up to :data:`MAX_SEQUENCE_LEGEND` sequences each get a legend entry; past
     that the colours repeat (every ``len(SEQUENCE_COLORS)`` sequences), the
@@ -337,7 +364,7 @@ def pool_figure(
         0 free, 1 other, ``2 + seq % len(SEQUENCE_COLORS)`` a sequence) or the
         in-batch share (aggregated view). In the exact view, legend-only traces
         ``"free"``, ``"other sequences (not in batch)"`` and ``"sequence s"``
-        (``meta={"sequence": s}``) follow.
+        (``meta={"sequence": s}``) follow. Then :func:`pool_pick`'s traces.
     """
     owner = np.asarray(pool_owner, dtype=np.int64)
     num_blocks = len(owner)
@@ -363,15 +390,52 @@ def pool_figure(
                     seqs if listed else ())
     else:
         _pool_aggregated(fig, owner, n_rows, n_cols, per_cell, plot_height)
+    pool_pick(fig, num_blocks, max_cells, plot_height, highlight)
     _style(fig, "Physical block pool", subtitle, height=height)
     fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)"
                      if per_cell > 1 else "+ offset within row", showgrid=False, zeroline=False,
                      **_int_ticks(0, n_cols - 1))
-    fig.update_yaxes(title="first block", autorange="reversed", showgrid=False, zeroline=False)
+    fig.update_yaxes(title="first block", range=[n_rows - 0.5 + GRID_PAD, -0.5 - GRID_PAD], showgrid=False,
+                     zeroline=False)
     step = max(1, math.ceil(n_rows / 10))
     rows = list(range(0, n_rows, step))
     fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=[compact(r * n_cols * per_cell) for r in rows])
     return fig
+
+
+def pool_pick(fig: go.Figure, num_blocks: int, max_cells: int, plot_height: float,
+              highlight: range | None = None) -> None:
+    """Click targets on a pool view's cells and the outline of the picked blocks.
+
+    The targets (see :func:`~.picking.add_click_targets`) repeat trace 0's hover
+    (its ``customdata`` as text in the exact view) and pick their cell's blocks:
+    one, or the ``blocks_per_cell`` of an aggregated cell. ``highlight`` outlines
+    every cell that holds one of its blocks and veils the others
+    (:func:`~.picking.add_veil`).
+    """
+    n_rows, n_cols, per_cell = pool_grid_shape(num_blocks, max_cells)
+    heat = fig.data[0]
+    cells = np.arange(math.ceil(num_blocks / per_cell))
+    first = cells * per_cell
+    last = np.minimum(first + per_cell, num_blocks) - 1
+    custom = np.asarray(heat.customdata, dtype=object).reshape(n_rows * n_cols, -1)[cells]
+    picks = np.stack([first, last], axis=-1)
+    if per_cell == 1:
+        text, template, custom = custom[:, 0], "%{text}<extra></extra>", picks
+    else:
+        text, template, custom = None, heat.hovertemplate, np.concatenate([custom.astype(np.int64), picks], -1)
+    size = min(plot_height / max(1, n_rows), PLOT_WIDTH_PX / max(1, n_cols))
+    add_click_targets(fig, cells % n_cols, cells // n_cols, custom, size, hovertemplate=template, text=text)
+    # The grid's extent and room for an outline on its edge: the markers would pad the autorange.
+    fig.update_xaxes(range=[-0.5 - GRID_PAD, n_cols - 0.5 + GRID_PAD])
+    if highlight is not None and len(highlight):
+        lo, hi = max(highlight.start, 0) // per_cell, min(highlight.stop - 1, num_blocks - 1) // per_cell
+        shown = np.arange(lo, hi + 1)
+        col, row = shown % n_cols, shown // n_cols
+        picked = np.zeros(n_rows * n_cols, dtype=bool)
+        picked[shown] = True
+        add_veil(fig, None, None, picked.reshape(n_rows, n_cols), **_gaps(n_rows, n_cols, plot_height))
+        add_outline(fig, col - 0.5, col + 0.5, row - 0.5, row + 0.5, size)
 
 
 def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_cols, plot_height, listed) -> None:
@@ -436,7 +500,6 @@ def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_co
             name="partly filled last block",
         )
     )
-    fig.update_xaxes(range=[-0.5, n_cols - 0.5])
 
 
 def _pool_aggregated(fig, owner, n_rows, n_cols, per_cell, plot_height) -> None:

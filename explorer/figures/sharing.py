@@ -13,7 +13,8 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
 from explorer.formatting import compact, count
-from .paged_cache import _legend_square
+from .paged_cache import _legend_square, pool_pick
+from .picking import GRID_PAD
 from .sampling import pool_grid_shape
 from .style import FREE_COLOR, MAX_POOL_CELLS, _alpha, _fits_text, _gaps, _int_ticks, _plot_height, _style
 
@@ -69,6 +70,7 @@ def _level_colorscale(n: int) -> list:
 def pool_ref_count_figure(
     ref_counts: np.ndarray, block_tables: np.ndarray, block_size: int, *, max_cells: int = MAX_POOL_CELLS,
     levels: Sequence[int] | None = None, seq_ids: Sequence[int] | None = None,
+    highlight: range | None = None,
 ) -> go.Figure:
     """The physical pool coloured by reference count: how many sequences hold each block.
 
@@ -92,6 +94,8 @@ def pool_ref_count_figure(
     seq_ids : sequence of int, optional
         The ``seq_id`` of each row of ``block_tables``, named in the hover (by
         default the row index).
+    highlight : range, optional
+        Physical block ids to outline (see :func:`~.paged_cache.pool_pick`).
 
     Returns
     -------
@@ -103,7 +107,8 @@ def pool_ref_count_figure(
         (``meta={"refs": k}``) for each count present follow; past that a colour bar.
         With ``levels``, ``z`` is the level instead (0 free, ``i + 1`` for level
         ``i``) and the squares are ``"free"`` and every level's
-        :func:`ref_level_names` (``meta={"level": i + 1}``).
+        :func:`ref_level_names` (``meta={"level": i + 1}``). Then
+        :func:`~.paged_cache.pool_pick`'s traces.
 
     Raises
     ------
@@ -187,13 +192,14 @@ def pool_ref_count_figure(
     if stepped and levels is None:  # one entry per count present; a colour bar of a few steps is too short to read
         for k in counts:
             _legend_square(fig, ref_color(int(k), top), f"{k} sequences", meta={"refs": int(k)})
+    pool_pick(fig, num_blocks, max_cells, plot_height, highlight)
     _style(fig, "Physical block pool: sharing", subtitle, height=height)
     fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)" if per_cell > 1
                      else "+ offset within row", showgrid=False, zeroline=False, **_int_ticks(0, n_cols - 1))
     step = max(1, math.ceil(n_rows / 10))
     tick_rows = list(range(0, n_rows, step))
-    fig.update_yaxes(title="first block", autorange="reversed", showgrid=False, zeroline=False,
-                     tickmode="array", tickvals=tick_rows, ticktext=[compact(r * n_cols * per_cell) for r in tick_rows])
+    fig.update_yaxes(title="first block", range=[n_rows - 0.5 + GRID_PAD, -0.5 - GRID_PAD], showgrid=False,
+                     zeroline=False, tickmode="array", tickvals=tick_rows, ticktext=[compact(r * n_cols * per_cell) for r in tick_rows])
     return fig
 
 
