@@ -13,6 +13,7 @@ from .implementations import GRAPH_CAPTURABLE, IMPLEMENTATIONS, LABELS, VARIANTS
 from .naive import naive_decode
 from .reference import reference_decode
 from .launch_plan import plan_launch
+from .shared_prefix import PrefixGroup, find_shared_prefixes
 from .triton_decode import prepare_triton_decode, triton_decode
 from .triton_decode_simple import triton_decode_simple
 from .validation import DecodeShape, check_decode_args
@@ -22,7 +23,7 @@ __all__ = [
     "BLOCK_LAYOUTS", "DTYPES", "GRAPH_CAPTURABLE", "HAS_CUDA", "IMPLEMENTATIONS", "KV_DTYPES", "KV_SCALES", "LABELS",
     "LOUD_VALUE", "TOLERANCES", "VARIANTS", "DecodeConfig", "DecodeInputs", "DecodeShape",
     "assign_blocks", "build_decode_inputs", "check_decode_args", "default_device",
-    "device_description", "execution_mode", "get_implementation", "naive_decode", "plan_launch",
+    "device_description", "execution_mode", "get_implementation", "naive_decode", "plan_launch", "PrefixGroup", "find_shared_prefixes",
     "prepare", "prepare_triton_decode", "ragged_lengths", "reference_decode", "tolerance",
     "triton_decode", "triton_decode_simple", "unquantized_cache", "vectorized_decode",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable, Mapping
 
 import torch
@@ -26,6 +27,9 @@ IMPLEMENTATIONS: Mapping[str, DecodeFn] = {
 #: Extra variants the benchmarks and app can show beside the three.
 VARIANTS: Mapping[str, DecodeFn] = {
     "triton_simple": triton_decode_simple,
+    # A prefix pass over the blocks groups of sequences share (found in the block
+    # table), then the decode kernel for each sequence's own blocks.
+    "triton_prefix": partial(triton_decode, shared_prefixes="detect"),
 }
 
 LABELS: Mapping[str, str] = {
@@ -33,6 +37,7 @@ LABELS: Mapping[str, str] = {
     "vectorized": "Optimized PyTorch",
     "triton": "Triton",
     "triton_simple": "Triton (simple grid)",
+    "triton_prefix": "Triton (prefix-aware)",
 }
 
 
@@ -60,7 +65,7 @@ def prepare(
     """Validate the arguments once and return a zero-argument callable that runs
     implementation ``name`` on them.
 
-    For ``"vectorized"``, ``"triton"`` and ``"triton_simple"`` the callable does no
+    For ``"vectorized"`` and the Triton kernels the callable does no
     host synchronisation, so a CUDA graph can capture it. ``"naive"`` reads the
     block table on the host by design and cannot be captured.
 
@@ -97,6 +102,8 @@ def prepare(
     scales = dict(k_scale=k_scale, v_scale=v_scale)
     if name == "triton":
         return prepare_triton_decode(*args, scale=scale, **scales)
+    if name == "triton_prefix":
+        return prepare_triton_decode(*args, scale=scale, shared_prefixes="detect", **scales)
     if name == "triton_simple":
         return prepare_triton_decode_simple(*args, scale=scale, **scales)
     shape = check_decode_args(*args, scale, **scales)
@@ -106,4 +113,4 @@ def prepare(
     return lambda: fn(*args, scale=scale, **scales)
 
 
-GRAPH_CAPTURABLE = frozenset({"vectorized", "triton", "triton_simple"})
+GRAPH_CAPTURABLE = frozenset({"vectorized", "triton", "triton_simple", "triton_prefix"})

@@ -28,7 +28,8 @@ for softmax", 2018. Dao et al., "Flash-Decoding for long-context inference", 202
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import replace
+from typing import Callable, Sequence
 
 import torch
 
@@ -38,7 +39,9 @@ import triton.language as tl
 
 from .launch_plan import (  # noqa: F401  (LaunchPlan, plan_launch: part of this module's API)
     FUSED_MERGE_VALUES, LaunchPlan, _check_plan_fits, _fp32_dot, _next_pow2, build_work_list, plan_launch,
+    plan_prefix,
 )
+from .shared_prefix import PREFIX_ROWS, PrefixGroup, check_shared_prefixes, find_shared_prefixes, prefix_work
 from .validation import check_decode_args, kv_scale_tensors
 
 LOG2E = 1.4426950408889634
@@ -48,15 +51,16 @@ LOG2E = 1.4426950408889634
 
 @triton.jit
 def _attend_tile(
-    q, m_i, l_i, acc, k_head, v_head, physical, slot, valid, dims, dim_mask, scale_log2e,
+    q, m_i, l_i, acc, k_head, v_head, physical, slot, valid, score_ok, dims, dim_mask, scale_log2e,
     stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd,
     EVEN_D: tl.constexpr, FP32_DOT: tl.constexpr, KV_FP8: tl.constexpr,
 ):
     """One online-softmax step over a tile of tokens for a group of query heads.
 
     ``physical`` and ``slot`` locate each token of the tile (int64 block ids, so
-    block * stride cannot overflow); ``valid`` masks tokens past the context or the
-    block. Returns the updated running max ``m_i`` (log2 units), normalizer ``l_i``
+    block * stride cannot overflow); ``valid`` masks the loads of tokens past the
+    context or the block, ``score_ok`` the scores (``valid[None, :]``, or per row
+    when the rows belong to sequences of different lengths). Returns the updated running max ``m_i`` (log2 units), normalizer ``l_i``
     and unnormalised output ``acc``. An fp8 tile is widened to the query's dtype in
     registers (exact: every e4m3 and e5m2 value is a float16 and a bfloat16); its
     scales are applied by the caller.
@@ -77,7 +81,7 @@ def _attend_tile(
         scores = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision="ieee")
     else:
         scores = tl.dot(q, tl.trans(k))
-    scores = tl.where(valid[None, :], scores * scale_log2e, float("-inf"))
+    scores = tl.where(score_ok, scores * scale_log2e, float("-inf"))
 
     m_new = tl.maximum(m_i, tl.max(scores, 1))
     # Rows that have seen no valid token keep max -inf; shift by 0 so the
@@ -91,6 +95,70 @@ def _attend_tile(
     else:
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
     return m_new, l_i, acc
+
+
+@triton.jit
+def _attend_blocks(
+    q, m_i, l_i, acc, k_ptr, v_ptr, kv_head, table_row, first_block, last_block, context_len, row_lens,
+    scale_log2e, dims, dim_mask,
+    stride_kb, stride_ks, stride_kh, stride_kd, stride_vb, stride_vs, stride_vh, stride_vd,
+    BLOCK_SIZE: tl.constexpr, BLOCKS_PER_TILE: tl.constexpr, SLOTS_PER_TILE: tl.constexpr,
+    SUBTILES: tl.constexpr, EVEN_D: tl.constexpr, FP32_DOT: tl.constexpr, KV_FP8: tl.constexpr,
+    PER_ROW: tl.constexpr,
+):
+    """Walk logical blocks ``[first_block, last_block)`` of one table row a tile at
+    a time (:func:`_attend_tile`) for one KV head.
+
+    Loads stop at ``context_len`` tokens; with ``PER_ROW`` each query row's scores
+    stop at its own length ``row_lens[row]`` too (the rows of a shared-prefix tile
+    belong to sequences of different lengths).
+    """
+    k_head = k_ptr + kv_head.to(tl.int64) * stride_kh
+    v_head = v_ptr + kv_head.to(tl.int64) * stride_vh
+    # A tile is BLOCKS_PER_TILE blocks x SLOTS_PER_TILE slots of tokens, flattened.
+    n = tl.arange(0, BLOCKS_PER_TILE * SLOTS_PER_TILE)
+    tile_block = n // SLOTS_PER_TILE
+    tile_slot = n % SLOTS_PER_TILE
+
+    if BLOCKS_PER_TILE == 1:
+        # Blocks at least as large as a tile: SUBTILES tiles walk each block, and the
+        # block's table entry is one scalar load (an L1 hit after the first subtile).
+        # One flat loop, not a nested one, so the software pipeliner sees a single
+        # stream of K/V loads to prefetch.
+        for t in range(first_block * SUBTILES, last_block * SUBTILES):
+            block = t // SUBTILES
+            physical = tl.load(table_row + block).to(tl.int64)
+            slot = (t % SUBTILES) * SLOTS_PER_TILE + tile_slot
+            token = block * BLOCK_SIZE + slot
+            valid = (slot < BLOCK_SIZE) & (token < context_len)
+            if PER_ROW:
+                score_ok = valid[None, :] & (token[None, :] < row_lens[:, None])
+            else:
+                score_ok = valid[None, :]
+            m_i, l_i, acc = _attend_tile(
+                q, m_i, l_i, acc, k_head, v_head, physical, slot, valid, score_ok, dims, dim_mask, scale_log2e,
+                stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd, EVEN_D, FP32_DOT, KV_FP8,
+            )
+    else:
+        # Small blocks: each tile holds BLOCKS_PER_TILE whole blocks. Lanes of one
+        # block read the same table entry: one memory transaction per block,
+        # broadcast to its SLOTS_PER_TILE lanes.
+        for block in range(first_block, last_block, BLOCKS_PER_TILE):
+            logical = block + tile_block
+            block_ok = logical < last_block
+            physical = tl.load(table_row + logical, mask=block_ok, other=0).to(tl.int64)
+            token = logical * BLOCK_SIZE + tile_slot
+            valid = block_ok & (tile_slot < BLOCK_SIZE) & (token < context_len)
+            if PER_ROW:
+                score_ok = valid[None, :] & (token[None, :] < row_lens[:, None])
+            else:
+                score_ok = valid[None, :]
+            m_i, l_i, acc = _attend_tile(
+                q, m_i, l_i, acc, k_head, v_head, physical, tile_slot, valid, score_ok, dims, dim_mask,
+                scale_log2e,
+                stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd, EVEN_D, FP32_DOT, KV_FP8,
+            )
+    return m_i, l_i, acc
 
 
 @triton.jit
@@ -190,41 +258,12 @@ def _paged_decode_kernel(
         # at the end (every split of this KV head shares it, so the merge is unchanged).
         scale_log2e = scale_log2e * tl.load(k_scale_ptr + kv_head)
 
-    table_row = block_tables_ptr + seq * stride_tb
-    k_head = k_ptr + kv_head.to(tl.int64) * stride_kh
-    v_head = v_ptr + kv_head.to(tl.int64) * stride_vh
-    # A tile is BLOCKS_PER_TILE blocks x SLOTS_PER_TILE slots of tokens, flattened.
-    n = tl.arange(0, BLOCKS_PER_TILE * SLOTS_PER_TILE)
-    tile_block = n // SLOTS_PER_TILE
-    tile_slot = n % SLOTS_PER_TILE
-
-    if BLOCKS_PER_TILE == 1:
-        # Blocks at least as large as a tile: SUBTILES tiles walk each block, and the
-        # block's table entry is one scalar load (an L1 hit after the first subtile).
-        # One flat loop, not a nested one, so the software pipeliner sees a single
-        # stream of K/V loads to prefetch.
-        for t in range(first_block * SUBTILES, last_block * SUBTILES):
-            block = t // SUBTILES
-            physical = tl.load(table_row + block).to(tl.int64)
-            slot = (t % SUBTILES) * SLOTS_PER_TILE + tile_slot
-            valid = (slot < BLOCK_SIZE) & (block * BLOCK_SIZE + slot < context_len)
-            m_i, l_i, acc = _attend_tile(
-                q, m_i, l_i, acc, k_head, v_head, physical, slot, valid, dims, dim_mask, scale_log2e,
-                stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd, EVEN_D, FP32_DOT, KV_FP8,
-            )
-    else:
-        # Small blocks: each tile holds BLOCKS_PER_TILE whole blocks. Lanes of one
-        # block read the same table entry: one memory transaction per block,
-        # broadcast to its SLOTS_PER_TILE lanes.
-        for block in range(first_block, last_block, BLOCKS_PER_TILE):
-            logical = block + tile_block
-            block_ok = logical < last_block
-            physical = tl.load(table_row + logical, mask=block_ok, other=0).to(tl.int64)
-            valid = block_ok & (tile_slot < BLOCK_SIZE) & (logical * BLOCK_SIZE + tile_slot < context_len)
-            m_i, l_i, acc = _attend_tile(
-                q, m_i, l_i, acc, k_head, v_head, physical, tile_slot, valid, dims, dim_mask, scale_log2e,
-                stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd, EVEN_D, FP32_DOT, KV_FP8,
-            )
+    m_i, l_i, acc = _attend_blocks(
+        q, m_i, l_i, acc, k_ptr, v_ptr, kv_head, block_tables_ptr + seq * stride_tb, first_block, last_block,
+        context_len, context_len, scale_log2e, dims, dim_mask,
+        stride_kb, stride_ks, stride_kh, stride_kd, stride_vb, stride_vs, stride_vh, stride_vd,
+        BLOCK_SIZE, BLOCKS_PER_TILE, SLOTS_PER_TILE, SUBTILES, EVEN_D, FP32_DOT, KV_FP8, False,
+    )
     if KV_FP8:
         acc = acc * tl.load(v_scale_ptr + kv_head)
 
@@ -260,7 +299,90 @@ def _paged_decode_kernel(
         tl.store(out_rows, out.to(out_ptr.dtype.element_ty), mask=out_mask)
 
 
+@triton.jit
+def _prefix_decode_kernel(
+    part_ml_ptr, part_acc_ptr,
+    q_ptr, k_ptr, v_ptr, block_tables_ptr, context_lens_ptr, k_scale_ptr, v_scale_ptr,
+    items_ptr, members_ptr, sequences_ptr,
+    scale_log2e,
+    stride_qb, stride_qh, stride_qd,
+    stride_kb, stride_ks, stride_kh, stride_kd,
+    stride_vb, stride_vs, stride_vh, stride_vd,
+    stride_tb,
+    QUERY_GROUP: tl.constexpr, GROUP_POW2: tl.constexpr, MEMBERS: tl.constexpr,
+    HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, BLOCKS_PER_TILE: tl.constexpr, SLOTS_PER_TILE: tl.constexpr,
+    SUBTILES: tl.constexpr, FP32_DOT: tl.constexpr, EVEN_D: tl.constexpr, KV_FP8: tl.constexpr,
+):
+    # One program: up to MEMBERS sequences of a shared-prefix group x the query
+    # heads of one KV head, as MEMBERS * GROUP_POW2 rows of one tile, against one
+    # piece of the group's shared blocks. Each row writes its partial result to its
+    # sequence's slot; the decode kernel launched next merges them.
+    kv_head = tl.program_id(0)
+    item = tl.program_id(1)
+    num_kv_heads = tl.num_programs(0)
+    num_heads = num_kv_heads * QUERY_GROUP
+    first_member = tl.load(items_ptr + item * 5)
+    num_members = tl.load(items_ptr + item * 5 + 1)
+    first_block = tl.load(items_ptr + item * 5 + 2)
+    slot = tl.load(items_ptr + item * 5 + 4)
+
+    rows = tl.arange(0, MEMBERS * GROUP_POW2)
+    member = rows // GROUP_POW2
+    g = rows % GROUP_POW2
+    member_ok = member < num_members
+    row_ok = member_ok & (g < QUERY_GROUP)
+    seq = tl.load(members_ptr + first_member + member, mask=member_ok, other=0).to(tl.int64)
+    row_lens = tl.load(context_lens_ptr + seq, mask=row_ok, other=0)
+    longest = tl.max(row_lens, 0)
+    last_block = tl.minimum(tl.load(items_ptr + item * 5 + 3), tl.cdiv(longest, BLOCK_SIZE))
+    heads = kv_head * QUERY_GROUP + g
+    dims = tl.arange(0, HEAD_DIM_PAD)
+    if EVEN_D:
+        dim_mask = dims < HEAD_DIM_PAD
+    else:
+        dim_mask = dims < HEAD_DIM
+    q = tl.load(
+        q_ptr + seq[:, None] * stride_qb + heads[:, None] * stride_qh + dims[None, :] * stride_qd,
+        mask=row_ok[:, None] & dim_mask[None, :],
+        other=0.0,
+    )
+    m_i = tl.full([MEMBERS * GROUP_POW2], float("-inf"), tl.float32)
+    l_i = tl.zeros([MEMBERS * GROUP_POW2], tl.float32)
+    acc = tl.zeros([MEMBERS * GROUP_POW2, HEAD_DIM_PAD], tl.float32)
+    if KV_FP8:
+        scale_log2e = scale_log2e * tl.load(k_scale_ptr + kv_head)
+    # Every member maps the shared blocks alike: walk the first member's table row.
+    table_row = block_tables_ptr + tl.load(members_ptr + first_member).to(tl.int64) * stride_tb
+    m_i, l_i, acc = _attend_blocks(
+        q, m_i, l_i, acc, k_ptr, v_ptr, kv_head, table_row, first_block, last_block,
+        longest, row_lens, scale_log2e, dims, dim_mask,
+        stride_kb, stride_ks, stride_kh, stride_kd, stride_vb, stride_vs, stride_vh, stride_vd,
+        BLOCK_SIZE, BLOCKS_PER_TILE, SLOTS_PER_TILE, SUBTILES, EVEN_D, FP32_DOT, KV_FP8, True,
+    )
+    if KV_FP8:
+        acc = acc * tl.load(v_scale_ptr + kv_head)
+    base = (tl.load(sequences_ptr + seq * 3, mask=row_ok, other=0) + slot).to(tl.int64) * num_heads + heads
+    tl.store(part_ml_ptr + base * 2, m_i, mask=row_ok)
+    tl.store(part_ml_ptr + base * 2 + 1, l_i, mask=row_ok)
+    tl.store(part_acc_ptr + base[:, None] * HEAD_DIM_PAD + dims[None, :], acc,
+             mask=row_ok[:, None] & dim_mask[None, :])
+
+
 # -- wrapper -------------------------------------------------------------------
+
+def _prefix_groups(shared_prefixes, shape) -> tuple[PrefixGroup, ...]:
+    """The shared-prefix groups to run a prefix pass for (those with shared blocks)."""
+    if shared_prefixes is None:
+        return ()
+    if isinstance(shared_prefixes, str):
+        if shared_prefixes != "detect":
+            raise ValueError(f"shared_prefixes must be 'detect', a sequence of PrefixGroup or None; got {shared_prefixes!r}")
+        groups = find_shared_prefixes(shape.block_tables, shape.context_lens, shape.block_size)
+    else:
+        groups = check_shared_prefixes(tuple(shared_prefixes), shape.block_tables, shape.context_lens, shape.block_size)
+    return tuple(g for g in groups if g.num_blocks > 0)
+
 
 def _pinned(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """Page-locked copies of host tensors, so their copies to the GPU do not wait
@@ -281,6 +403,8 @@ def prepare_triton_decode(
     k_scale: float | torch.Tensor | None = None,
     v_scale: float | torch.Tensor | None = None,
     plan: LaunchPlan | None = None,
+    shared_prefixes: str | Sequence[PrefixGroup] | None = None,
+    prefix_plan: LaunchPlan | None = None,
     **plan_overrides: int,
 ) -> Callable[[], torch.Tensor]:
     """Validate once, allocate the output and split buffers, and return a launcher.
@@ -294,10 +418,24 @@ def prepare_triton_decode(
     query, k_cache, v_cache, block_tables, context_lens, scale, k_scale, v_scale
         As for :func:`triton_decode`.
     plan : LaunchPlan, optional
-        A fixed launch plan; by default :func:`plan_launch` picks one.
+        A fixed launch plan; by default :func:`plan_launch` picks one (for the
+        lengths past the shared prefixes, when there are any).
+    shared_prefixes : "detect" or sequence of PrefixGroup, optional
+        Run a prefix pass first (:func:`_prefix_decode_kernel`): each group's query
+        rows attend to its shared blocks together, every shared byte read once per
+        group (per :data:`~paged_attention.shared_prefix.PREFIX_ROWS` rows), and the
+        decode kernel merges those partials with each sequence's own. ``"detect"``
+        finds the groups in the block table
+        (:func:`~paged_attention.shared_prefix.find_shared_prefixes`, from the host
+        copy validation makes); given groups are checked against the table
+        (:func:`~paged_attention.shared_prefix.check_shared_prefixes`). ``None``
+        (default): no prefix pass.
+    prefix_plan : LaunchPlan, optional
+        The prefix pass's tile and pieces; by default
+        :func:`~paged_attention.launch_plan.plan_prefix` picks them.
     **plan_overrides
-        ``num_splits``, ``block_n``, ``num_warps``, ``num_stages`` for
-        :func:`plan_launch` (not with ``plan``).
+        ``num_splits``, ``block_n``, ``num_warps``, ``num_stages``, ``balanced``,
+        ``max_programs`` for :func:`plan_launch` (not with ``plan``).
 
     Returns
     -------
@@ -314,12 +452,14 @@ def prepare_triton_decode(
 
     Notes
     -----
-    The launcher is bound to the inputs it was prepared with: the split plan comes
-    from the context lengths at this call. Tensors may be refilled in place between
-    launches (a CUDA graph replays this way), but a context that grows past
-    ``num_splits * blocks_per_split`` blocks is cut short; prepare again when the
-    lengths grow. Launches of one launcher must not overlap (they share the split
-    buffers and the merge's arrival counters); launches in one stream never do.
+    The launcher is bound to the inputs it was prepared with: the work list (which
+    program reads which blocks) comes from the context lengths and shared prefixes
+    at this call. Tensors may be refilled in place between launches (a CUDA graph
+    replays this way): each sequence's last program reads on to its context's end,
+    so a context that grew is read in full, only less evenly spread; prepare again
+    when the lengths change much, and whenever the shared blocks change. Launches
+    of one launcher must not overlap (they share the split buffers and the merge's
+    arrival counters); launches in one stream never do.
     """
     shape = check_decode_args(
         query, k_cache, v_cache, block_tables, context_lens, scale, k_scale=k_scale, v_scale=v_scale
@@ -327,8 +467,15 @@ def prepare_triton_decode(
     runtime.check_triton_device(query.device)
     # The kernels index the table row by row and the lengths as a vector.
     block_tables, context_lens = block_tables.contiguous(), context_lens.contiguous()
+    groups = _prefix_groups(shared_prefixes, shape)
+    first_blocks = [0] * shape.batch_size
+    for g in groups:
+        for seq in g.sequences:
+            first_blocks[seq] = g.num_blocks
+    # The decode kernel's plan is for what the prefix pass leaves: each sequence's own blocks.
+    own = replace(shape, context_lens=(shape.context_lens - torch.tensor(first_blocks) * shape.block_size).clamp(min=0))
     if plan is None:
-        plan = plan_launch(shape, query.device, query.dtype, **plan_overrides)
+        plan = plan_launch(own, query.device, query.dtype, **plan_overrides)
     elif plan_overrides:
         raise ValueError(f"pass either plan or overrides of it, not both (got {', '.join(plan_overrides)})")
     else:
@@ -339,8 +486,18 @@ def prepare_triton_decode(
         return out.zero_  # every launch writes the zeros again (nothing to attend to)
 
     group = shape.query_group_size
+    group_pow2 = _next_pow2(group)
     head_dim_pad = max(16, _next_pow2(head_dim))
-    work = build_work_list(plan, shape.context_lens)
+    prefix = None
+    if groups:
+        if prefix_plan is None:
+            prefix_plan = plan_prefix(shape, groups, query.device, query.dtype)
+        prefix = prefix_work(groups, batch, max(1, PREFIX_ROWS // group_pow2), prefix_plan.blocks_per_split,
+                             prefix_plan.blocks_per_tile)
+    elif prefix_plan is not None:
+        raise ValueError("prefix_plan needs shared_prefixes")
+    work = build_work_list(plan, shape.context_lens, first_blocks=prefix.first_blocks if prefix else None,
+                           prefix_slots=prefix.prefix_slots if prefix else None)
     split = work.needs_merge
     if split:
         part_ml = torch.empty(work.num_slots, num_heads, 2, dtype=torch.float32, device=query.device)
@@ -349,19 +506,38 @@ def prepare_triton_decode(
         part_ml = part_acc = out  # unused
     # One arrival counter per (sequence, KV head); the merging program resets it.
     counters = torch.zeros(batch * shape.num_kv_heads if split else 1, dtype=torch.int32, device=query.device)
-    items, sequences = (t.to(query.device, non_blocking=True) for t in _pinned(work.items, work.sequences))
+    host = (work.items, work.sequences) + ((prefix.items, prefix.members) if prefix else ())
+    items, sequences, *prefix_tensors = (t.to(query.device, non_blocking=True) for t in _pinned(*host))
     scale_log2e = shape.scale * LOG2E
     grid = (shape.num_kv_heads, work.num_items)
     slots_pad = max(2, _next_pow2(int(work.sequences[:, 1].max())))
-    group_pow2 = _next_pow2(group)
     # The merge reads [group, chunk, head_dim] float32 at a time: at most
     # FUSED_MERGE_VALUES values unless one slot's group is larger.
     merge_chunk = max(1, min(slots_pad, FUSED_MERGE_VALUES // (group_pow2 * head_dim_pad)))
     k_scales, v_scales = kv_scale_tensors(shape, k_scale, v_scale, query.device)
     if k_scales is None:
         k_scales = v_scales = counters  # unused: not an fp8 cache
+    fp32_dot, even_d = _fp32_dot(query.dtype), head_dim == head_dim_pad
+
+    def launch_prefix() -> None:
+        _prefix_decode_kernel[(shape.num_kv_heads, prefix.num_items)](
+            part_ml, part_acc,
+            query, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales,
+            prefix_tensors[0], prefix_tensors[1], sequences,
+            scale_log2e,
+            *query.stride(), *k_cache.stride(), *v_cache.stride(),
+            block_tables.stride(0),
+            QUERY_GROUP=group, GROUP_POW2=group_pow2, MEMBERS=max(1, PREFIX_ROWS // group_pow2),
+            HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_pad,
+            BLOCK_SIZE=shape.block_size, BLOCKS_PER_TILE=prefix_plan.blocks_per_tile,
+            SLOTS_PER_TILE=prefix_plan.slots_per_tile, SUBTILES=prefix_plan.subtiles,
+            FP32_DOT=fp32_dot, EVEN_D=even_d, KV_FP8=shape.is_fp8,
+            num_warps=prefix_plan.num_warps, num_stages=prefix_plan.num_stages,
+        )
 
     def launch() -> torch.Tensor:
+        if prefix is not None and prefix.num_items:
+            launch_prefix()
         _paged_decode_kernel[grid](
             out, part_ml, part_acc, counters,
             query, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales,
@@ -374,7 +550,7 @@ def prepare_triton_decode(
             HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_pad,
             BLOCK_SIZE=shape.block_size, BLOCKS_PER_TILE=plan.blocks_per_tile,
             SLOTS_PER_TILE=plan.slots_per_tile, SUBTILES=plan.subtiles,
-            SPLIT=split, FP32_DOT=_fp32_dot(query.dtype), EVEN_D=head_dim == head_dim_pad,
+            SPLIT=split, FP32_DOT=fp32_dot, EVEN_D=even_d,
             GROUP_POW2=group_pow2, MERGE_CHUNK=merge_chunk, KV_FP8=shape.is_fp8,
             num_warps=plan.num_warps, num_stages=plan.num_stages,
         )
@@ -393,6 +569,7 @@ def triton_decode(
     scale: float | None = None,
     k_scale: float | torch.Tensor | None = None,
     v_scale: float | torch.Tensor | None = None,
+    shared_prefixes: str | Sequence[PrefixGroup] | None = None,
 ) -> torch.Tensor:
     """Paged-attention decode in one Triton kernel launch.
 
@@ -422,6 +599,10 @@ def triton_decode(
         Dequantization scales of an fp8 cache: a positive number (per tensor) or a
         float32 ``[num_kv_heads]`` tensor (per KV head); see
         :func:`~paged_attention.validation.check_decode_args`.
+    shared_prefixes : "detect" or sequence of PrefixGroup, optional
+        Read the blocks that groups of sequences share once per group in a prefix
+        pass (see :func:`prepare_triton_decode`); ``None`` (default) reads every
+        sequence's blocks on their own.
 
     Returns
     -------
@@ -435,5 +616,6 @@ def triton_decode(
         On invalid arguments, before any kernel runs.
     """
     return prepare_triton_decode(
-        query, k_cache, v_cache, block_tables, context_lens, scale=scale, k_scale=k_scale, v_scale=v_scale
+        query, k_cache, v_cache, block_tables, context_lens, scale=scale, k_scale=k_scale, v_scale=v_scale,
+        shared_prefixes=shared_prefixes,
     )()

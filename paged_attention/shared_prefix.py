@@ -1,0 +1,217 @@
+"""Shared prefixes in a block table, and the prefix pass's share of the launch plan.
+
+Sequences that start with the same tokens (a common system prompt, n samples of one
+request, beams) point their block tables at the same physical blocks. A decode
+kernel that walks each sequence on its own reads those blocks once per sequence;
+``triton_decode(..., shared_prefixes=...)`` instead runs a prefix pass that
+attends every query head of a group's sequences to the shared blocks together,
+reading each shared byte once per group, then merges each sequence's prefix
+partials with its own suffix's (the split-K merge).
+
+:func:`find_shared_prefixes` finds the groups in a block table;
+:func:`check_shared_prefixes` checks groups a caller gives; :func:`prefix_work`
+cuts the groups into the prefix pass's programs. Plain Python on host tensors:
+nothing here launches a kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+#: A group's shared blocks get a prefix pass only when they hold at least this many
+#: tokens: a shorter prefix saves less than the second launch costs.
+SHARED_PREFIX_MIN_TOKENS = 256
+#: Query rows (sequences x query heads of one KV head) in one prefix-pass tile.
+PREFIX_ROWS = 64
+
+
+@dataclass(frozen=True)
+class PrefixGroup:
+    """Sequences whose block tables start with the same physical blocks.
+
+    Attributes
+    ----------
+    sequences : tuple of int
+        Batch indices of the members (one or more).
+    num_blocks : int
+        Leading logical blocks every member's table maps to the same physical
+        blocks, and every member's context reaches into.
+    """
+
+    sequences: tuple[int, ...]
+    num_blocks: int
+
+
+def find_shared_prefixes(
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    block_size: int,
+    *,
+    min_tokens: int = SHARED_PREFIX_MIN_TOKENS,
+) -> tuple[PrefixGroup, ...]:
+    """The groups of sequences that share leading physical blocks, from the table.
+
+    Sequences are grouped by their first physical block; a group's prefix is the
+    run of leading columns on which all its members' tables agree, within every
+    member's needed blocks. One level only: members that share more among
+    themselves than with the whole group (beams, samples under a common system
+    prompt) count only the part all of them share.
+
+    Parameters
+    ----------
+    block_tables : Tensor
+        ``[batch_size, max_num_blocks]`` integer, on the CPU (validation's copy).
+    context_lens : Tensor
+        ``[batch_size]`` integer, on the CPU.
+    block_size : int
+        Tokens per block.
+    min_tokens : int
+        Groups sharing fewer tokens than this (``num_blocks * block_size``), or of
+        one sequence, are left out.
+
+    Returns
+    -------
+    tuple of PrefixGroup
+        In order of each group's first member; no sequence is in two groups.
+    """
+    lens = context_lens.to(torch.int64)
+    needed = (lens + block_size - 1) // block_size
+    tables = block_tables.to(torch.int64)
+    by_first: dict[int, list[int]] = {}
+    for seq in torch.nonzero(needed > 0).flatten().tolist():
+        by_first.setdefault(int(tables[seq, 0]), []).append(seq)
+    groups = []
+    for members in by_first.values():
+        if len(members) < 2:
+            continue
+        cols = int(needed[members].min())
+        rows = tables[members, :cols]
+        differs = (rows != rows[0]).any(0)
+        num_blocks = int(differs.nonzero()[0]) if bool(differs.any()) else cols
+        if num_blocks * block_size >= min_tokens:
+            groups.append(PrefixGroup(tuple(members), num_blocks))
+    return tuple(sorted(groups, key=lambda g: g.sequences[0]))
+
+
+def check_shared_prefixes(
+    groups: Sequence[PrefixGroup], block_tables: torch.Tensor, context_lens: torch.Tensor, block_size: int
+) -> tuple[PrefixGroup, ...]:
+    """ValueError unless every group's members do share its blocks.
+
+    Parameters
+    ----------
+    groups : sequence of PrefixGroup
+    block_tables, context_lens : Tensor
+        Host copies, as for :func:`find_shared_prefixes`.
+    block_size : int
+
+    Returns
+    -------
+    tuple of PrefixGroup
+
+    Raises
+    ------
+    ValueError
+        If a group is not a :class:`PrefixGroup`, has no member, a member out of
+        range or in two groups, a negative ``num_blocks``, a member whose context
+        does not reach into every shared block, or members whose tables differ on
+        the shared blocks.
+    """
+    batch = int(context_lens.shape[0])
+    seen: set[int] = set()
+    for i, group in enumerate(groups):
+        if not isinstance(group, PrefixGroup):
+            raise ValueError(f"shared_prefixes[{i}] must be a PrefixGroup; got {type(group).__name__}")
+        if not group.sequences:
+            raise ValueError(f"shared_prefixes[{i}] has no sequences")
+        if isinstance(group.num_blocks, bool) or not isinstance(group.num_blocks, int) or group.num_blocks < 0:
+            raise ValueError(f"shared_prefixes[{i}].num_blocks must be a non-negative integer; got {group.num_blocks!r}")
+        for seq in group.sequences:
+            if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq < batch:
+                raise ValueError(f"shared_prefixes[{i}] names sequence {seq!r}; the batch has {batch}")
+            if seq in seen:
+                raise ValueError(f"sequence {seq} is in two shared-prefix groups")
+            seen.add(seq)
+            needed = -(-int(context_lens[seq]) // block_size)
+            if needed < group.num_blocks:
+                raise ValueError(
+                    f"shared_prefixes[{i}] shares {group.num_blocks} blocks, but sequence {seq} has context "
+                    f"{int(context_lens[seq])}, which needs only {needed}"
+                )
+        first = block_tables[group.sequences[0], : group.num_blocks].to(torch.int64)
+        for seq in group.sequences[1:]:
+            row = block_tables[seq, : group.num_blocks].to(torch.int64)
+            if not torch.equal(row, first):
+                col = int((row != first).nonzero()[0])
+                raise ValueError(
+                    f"shared_prefixes[{i}]: sequences {group.sequences[0]} and {seq} map logical block {col} to "
+                    f"physical blocks {int(first[col])} and {int(row[col])}; a shared prefix is the same blocks"
+                )
+    return tuple(groups)
+
+
+@dataclass(frozen=True)
+class PrefixWork:
+    """The prefix pass's programs (per KV head) and what they leave to the rest.
+
+    Attributes
+    ----------
+    items : Tensor
+        ``[num_items, 5]`` int32 on the CPU: ``(first_member, num_members,
+        first_block, last_block, slot)``: members ``members[first_member :
+        first_member + num_members]`` attend to logical blocks ``[first_block,
+        last_block)`` of the group's shared prefix and each writes its partial
+        result to its own slot number ``slot`` (counted from the sequence's first).
+    members : Tensor
+        ``[num_members_total]`` int32 on the CPU: the groups' sequences, in order.
+    first_blocks : list of int
+        Per sequence, the first block its own programs read.
+    prefix_slots : list of int
+        Per sequence, how many prefix partials it receives.
+    """
+
+    items: torch.Tensor
+    members: torch.Tensor
+    first_blocks: list[int]
+    prefix_slots: list[int]
+
+    @property
+    def num_items(self) -> int:
+        return int(self.items.shape[0])
+
+
+def prefix_work(
+    groups: Sequence[PrefixGroup], batch_size: int, members_per_tile: int, chunk_blocks: int, unit: int = 1
+) -> PrefixWork:
+    """Cut each group into programs: ``members_per_tile`` members by at most
+    ``chunk_blocks`` shared blocks each, the pieces of one group about equal and
+    whole multiples of ``unit`` blocks (one tile) but the last."""
+    items: list[tuple[int, int, int, int, int]] = []
+    members: list[int] = []
+    first_blocks = [0] * batch_size
+    prefix_slots = [0] * batch_size
+    for group in groups:
+        if group.num_blocks == 0:
+            continue
+        pieces = -(-group.num_blocks // chunk_blocks)
+        per = -(-group.num_blocks // pieces)
+        per = -(-per // unit) * unit
+        starts = list(range(0, group.num_blocks, per))
+        offset = len(members)
+        members.extend(group.sequences)
+        for seq in group.sequences:
+            first_blocks[seq] = group.num_blocks
+            prefix_slots[seq] = len(starts)
+        for m in range(0, len(group.sequences), members_per_tile):
+            n = min(members_per_tile, len(group.sequences) - m)
+            for slot, start in enumerate(starts):
+                items.append((offset + m, n, start, min(start + per, group.num_blocks), slot))
+    return PrefixWork(
+        items=torch.tensor(items, dtype=torch.int32).reshape(-1, 5),
+        members=torch.tensor(members or [0], dtype=torch.int32),
+        first_blocks=first_blocks,
+        prefix_slots=prefix_slots,
+    )

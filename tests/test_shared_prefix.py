@@ -1,0 +1,163 @@
+"""The prefix-aware Triton decode (``shared_prefixes=``): groups of sequences whose
+block tables start with the same physical blocks attend to them together in a
+prefix pass, then each sequence's own blocks, merged. Compared with the float64
+reference on tables built to share blocks, with memory no context covers (the
+blocks sharing left unreferenced included) poisoned with NaN and Inf; plus the
+detection of groups in a table and the errors for groups that do not share."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import paged_attention as pa
+from paged_attention.inputs import context_mask, fill_uncovered
+from paged_attention.launch_plan import plan_prefix
+from paged_attention.shared_prefix import PREFIX_ROWS, PrefixGroup, find_shared_prefixes, prefix_work
+from helpers import assert_matches, seed  # noqa: F401
+from test_correctness import build
+
+
+def shared(device, seed, lengths, groups, **changes):
+    """``build``'s inputs with each group's first ``num_blocks`` table columns made
+    the first member's: those physical blocks are shared (the first member must
+    cover every slot another member reads). Blocks no table points at any more are
+    poisoned again."""
+    inputs = build(device, seed, context_lens=lengths, **changes)
+    tables = inputs.block_tables.clone()
+    for g in groups:
+        first = g.sequences[0]
+        for seq in g.sequences[1:]:
+            tables[seq, : g.num_blocks] = tables[first, : g.num_blocks]
+    inputs.block_tables.copy_(tables)
+    cfg = inputs.config
+    covered = context_mask(inputs.block_tables, inputs.context_lens, cfg.num_blocks, cfg.block_size)
+    fill_uncovered(inputs.k_cache, inputs.v_cache, covered, poison=True)
+    return inputs
+
+
+def check(inputs, groups, **kw):
+    args = inputs.args()
+    scales = inputs.scales()
+    expected = pa.reference_decode(*args, **scales)
+    launch = pa.prepare_triton_decode(*args, **scales, shared_prefixes=groups, **kw)
+    for _ in range(2):  # counters reset and prefix partials rewritten: a second launch is exact too
+        launch().fill_(float("nan"))
+        out = launch()
+        assert_matches(out, inputs.query, expected)
+    for b, n in enumerate(inputs.context_lens.tolist()):
+        if n == 0:
+            assert torch.equal(out[b], torch.zeros_like(out[b]))
+    return out
+
+
+G = PrefixGroup
+
+CASES = {
+    # lengths, groups, block_size
+    "one-group-whole-blocks": ((700, 650, 900, 640), [G((0, 1, 2, 3), 40)], 16),
+    "forked-prefix-ends-inside-a-block": ((37, 37, 37), [G((0, 1, 2), 3)], 16),
+    "members-end-at-different-slots-of-the-last-shared-block": ((37, 35, 40, 33), [G((2, 0, 1, 3), 3)], 16),
+    "group-of-one": ((300, 90, 17), [G((0,), 10)], 16),
+    "many-groups-singles-and-an-empty-row": (
+        (400, 0, 390, 130, 410, 77, 385, 140), [G((0, 2, 6), 24), G((3, 7), 8), G((4,), 20)], 16),
+    "block-size-5": ((121, 133, 101, 0, 128), [G((0, 1, 2, 4), 20)], 5),
+    "big-blocks": ((700, 530, 600), [G((0, 1, 2), 2)], 256),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_prefix_pass_is_exact(case, dtype, device, seed):
+    lengths, groups, block_size = CASES[case]
+    inputs = shared(device, seed, lengths, groups, block_size=block_size, dtype=dtype)
+    check(inputs, groups)
+
+
+@pytest.mark.parametrize("num_heads, num_kv_heads", [(3, 3), (8, 2), (8, 1)], ids=["mha", "gqa4", "mqa"])
+def test_prefix_pass_more_members_than_one_tile_holds(num_heads, num_kv_heads, device, seed):
+    """More rows than PREFIX_ROWS: the group is walked in several member tiles."""
+    per_tile = PREFIX_ROWS // (1 << (num_heads // num_kv_heads - 1).bit_length())
+    members = per_tile + 3
+    lengths = tuple(96 + 7 * (i % 5) for i in range(members))
+    groups = [G(tuple(range(members)), 6)]
+    inputs = shared(device, seed, lengths, groups, num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=24)
+    check(inputs, groups)
+
+
+@pytest.mark.parametrize("kv_dtype", ["float8_e5m2", "float8_e4m3fn"])
+def test_prefix_pass_fp8_per_head_scales(kv_dtype, device, seed):
+    lengths = (260, 300, 270, 5)
+    groups = [G((0, 1, 2), 16)]
+    inputs = shared(device, seed, lengths, groups, kv_dtype=kv_dtype, kv_scale="per_head", dtype="float16")
+    check(inputs, groups)
+
+
+def test_prefix_pass_in_pieces_and_odd_head_dim(device, seed):
+    """A long prefix cut into several pieces per group (each a partial slot), head_dim 40."""
+    lengths = (800, 810, 790)
+    groups = [G((0, 1, 2), 48)]
+    inputs = shared(device, seed, lengths, groups, head_dim=40, dtype="float32")
+    shape = pa.check_decode_args(*inputs.args())
+    prefix_plan = plan_prefix(shape, tuple(groups), inputs.query.device, inputs.query.dtype, max_programs=8)
+    assert -(-48 // prefix_plan.blocks_per_split) > 1
+    check(inputs, groups, prefix_plan=prefix_plan)
+
+
+def test_detected_groups_and_the_prefix_aware_implementation(device, seed):
+    lengths = (600, 610, 5, 640, 0, 620)
+    groups = [G((0, 1, 3), 30), G((2,), 0)]
+    inputs = shared(device, seed, lengths, groups[:1])
+    shape = pa.check_decode_args(*inputs.args())
+    found = find_shared_prefixes(shape.block_tables, shape.context_lens, shape.block_size)
+    assert found == (G((0, 1, 3), 30),)  # seq 5 has its own blocks; 2 and 4 share nothing
+    assert find_shared_prefixes(shape.block_tables, shape.context_lens, shape.block_size, min_tokens=481) == ()
+    out = pa.prepare("triton_prefix", *inputs.args())()
+    assert_matches(out, inputs.query, pa.reference_decode(*inputs.args()))
+    assert_matches(pa.triton_decode(*inputs.args(), shared_prefixes="detect"), inputs.query,
+                   pa.reference_decode(*inputs.args()))
+
+
+def test_prefix_work_gives_each_member_its_pieces():
+    groups = [G((4, 1, 7), 10), G((0,), 3), G((2, 3), 0)]
+    work = prefix_work(groups, 8, members_per_tile=2, chunk_blocks=4, unit=2)
+    assert work.first_blocks == [3, 10, 0, 0, 10, 0, 0, 10]
+    assert work.prefix_slots == [1, 3, 0, 0, 3, 0, 0, 3]
+    items = work.items.tolist()
+    members = work.members.tolist()
+    covered = {}
+    for first, n, start, stop, slot in items:
+        for seq in members[first : first + n]:
+            covered.setdefault(seq, []).append((start, stop, slot))
+    for seq, ranges in covered.items():
+        ranges.sort()
+        blocks = [b for start, stop, _ in ranges for b in range(start, stop)]
+        assert blocks == list(range(work.first_blocks[seq]))
+        assert [slot for *_, slot in ranges] == list(range(work.prefix_slots[seq]))
+
+
+@pytest.mark.parametrize(
+    "groups, message",
+    [
+        ([G((0, 1), 3)], "map logical block 0 to physical blocks"),
+        ([G((0, 1), 30)], "which needs only"),
+        ([G((0,), 1), G((0, 2), 1)], "sequence 0 is in two shared-prefix groups"),
+        ([G((5,), 1)], "names sequence 5; the batch has 3"),
+        ([G((), 1)], "has no sequences"),
+        ([G((0,), -1)], "num_blocks must be a non-negative integer"),
+        ([(0, 1)], "must be a PrefixGroup"),
+        ("auto", "shared_prefixes must be 'detect'"),
+    ],
+)
+def test_groups_that_do_not_share_are_refused(groups, message, device, seed):
+    inputs = build(device, seed, context_lens=(100, 90, 40))
+    with pytest.raises(ValueError, match=message):
+        pa.prepare_triton_decode(*inputs.args(), shared_prefixes=groups)
+
+
+def test_prefix_plan_needs_shared_prefixes(device, seed):
+    inputs = build(device, seed, context_lens=(100, 90))
+    shape = pa.check_decode_args(*inputs.args())
+    plan = plan_prefix(shape, (G((0, 1), 1),), inputs.query.device, inputs.query.dtype)
+    with pytest.raises(ValueError, match="prefix_plan needs shared_prefixes"):
+        pa.prepare_triton_decode(*inputs.args(), prefix_plan=plan)
