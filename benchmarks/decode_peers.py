@@ -13,7 +13,14 @@ On the same inputs, in one process, for each configuration:
                        the speed paging would have to match to be free;
 * ``flashinfer``       FlashInfer's ``BatchDecodeWithPagedKVCacheWrapper`` (CUDA-core
                        decode) on our pools, which are its NHD paged layout;
-* ``flashinfer_tc``    the same wrapper with ``use_tensor_cores=True``.
+* ``flashinfer_tc``    the same wrapper with ``use_tensor_cores=True``;
+* ``triton_prefix``    (``--set prefix``) our prefix-aware Triton kernel,
+                       ``prepare_triton_decode(..., shared_prefixes="detect")``;
+                       skipped with a note on a library without it;
+* ``flashinfer_cascade`` (``--set prefix``) FlashInfer's
+                       ``MultiLevelCascadeAttentionWrapper`` with two levels: each
+                       prefix group's shared pages once for all its query rows,
+                       then each sequence's own pages.
 
 The FlashInfer rows need ``flashinfer`` installed; without it they are skipped with
 a note. Its index arrays and ``plan()`` are built outside the timing; only
@@ -21,7 +28,13 @@ a note. Its index arrays and ``plan()`` are built outside the timing; only
 
 ``--set`` picks the configurations: ``classic`` (default) those of
 docs/benchmarks.md; ``ragged`` lengths drawn uniformly in 1..8192 and 1..32768 at
-batches 4 to 64, and one long-tailed draw; ``fp8`` the large configurations.
+batches 4 to 64, and one long-tailed draw; ``fp8`` the large configurations;
+``prefix`` batches whose sequences share a prompt (issue 15): shared prefix P and
+own suffix S per sequence, the batch cut into prefix groups, and one control with
+nothing shared. For ``prefix`` the bandwidth counts the UNIQUE bytes (a shared
+block once, :meth:`DecodeConfig.unique_decode_bytes`), the floor a kernel that
+reads each shared block once can reach; the CSV carries the logical (``kv_mb``)
+and the unique (``kv_unique_mb``) megabytes of K and V.
 ``--kv-dtype`` picks how the cache is stored: ``same`` (the compute dtype, as
 before) and/or ``float8_e4m3fn`` / ``float8_e5m2`` with per-tensor or per-head
 scales (``--kv-scale``); ``--set fp8`` runs ``same`` and ``float8_e4m3fn`` by
@@ -42,6 +55,7 @@ Usage (on a GPU host)::
     python -m benchmarks.decode_peers --out peers.csv
     python -m benchmarks.decode_peers --set fp8 --out peers_fp8.csv
     python -m benchmarks.decode_peers --set ragged --out peers_ragged.csv
+    python -m benchmarks.decode_peers --set prefix --out peers_prefix.csv
 """
 
 from __future__ import annotations
@@ -85,10 +99,26 @@ RAGGED_CONFIGS = [
     for batch in (4, 8, 16, 32, 64)
 ] + [("long-tail", 32, ragged_lengths(32, 1, 32768, seed=1, spread="long-tail"), {})]
 
+#: Shared prompts (issue 15): (batch, shared prefix P, own suffix S, prefix groups);
+#: every sequence holds P + S tokens. The last shares nothing: the control.
+PREFIX_SHAPES = [
+    (64, 8192, 256, 1),
+    (32, 32768, 512, 1),
+    (128, 2048, 128, 1),
+    (16, 4096, 1024, 1),
+    (64, 4096, 256, 4),
+    (32, 0, 2048, 1),
+]
+PREFIX_CONFIGS = [
+    ("prefix", batch, prefix + suffix, {"shared_prefix": prefix, "prefix_groups": groups})
+    for batch, prefix, suffix, groups in PREFIX_SHAPES
+]
+
 CONFIG_SETS = {
     "classic": CONFIGS,
     "ragged": RAGGED_CONFIGS,
     "fp8": [c for c in CONFIGS if c[0] == "large"],
+    "prefix": PREFIX_CONFIGS,
 }
 
 #: Where the inputs live and the kernels run (the CLI tests point it at the CPU).
@@ -316,11 +346,149 @@ def flashinfer_decode(flashinfer, inputs, shape, scales, *, use_tensor_cores: bo
     return run
 
 
+# -- shared prefixes -------------------------------------------------------------
+
+def triton_prefix(inputs, scales):
+    """Our prefix-aware Triton kernel: ``prepare_triton_decode(..., shared_prefixes="detect")``.
+
+    Raises
+    ------
+    Skipped
+        On a library whose ``prepare_triton_decode`` takes no ``shared_prefixes``
+        (a TypeError naming it); any other error is the kernel's.
+    """
+    from paged_attention.triton_decode import prepare_triton_decode
+
+    try:
+        return prepare_triton_decode(*inputs.args(), shared_prefixes="detect", **scales)
+    except TypeError as exc:
+        if "shared_prefixes" not in str(exc):
+            raise
+        raise Skipped("prefix-aware kernel not available: prepare_triton_decode takes no shared_prefixes=") from None
+
+
+def cascade_page_indices(
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    block_size: int,
+    shared_blocks: int,
+    prefix_group_of: tuple[int, ...],
+) -> dict[str, list[torch.Tensor]]:
+    """Our shared-prefix block table as the index arrays of FlashInfer's
+    ``MultiLevelCascadeAttentionWrapper.plan`` (CSR per level).
+
+    Level 0 holds each prefix group's ``shared_blocks`` shared pages once (the
+    group's first member's first table columns), as one request whose query rows
+    are all the group's sequences; level 1 holds each sequence's own pages, the
+    table columns from ``shared_blocks`` to its last needed block (the block with
+    the prefix's last tokens included), one query row each. FlashInfer merges the
+    two levels' partial softmax states. Without shared blocks (``shared_blocks``
+    0) there is one level: every sequence's pages.
+
+    Parameters
+    ----------
+    block_tables : Tensor
+        ``[batch_size, max_num_blocks]`` int32 or int64; entries past each
+        sequence's needed blocks may hold anything.
+    context_lens : Tensor
+        ``[batch_size]``; each at least ``shared_blocks * block_size``.
+    block_size : int
+        Tokens per block (FlashInfer's ``page_size``).
+    shared_blocks : int
+        Whole prefix blocks each group shares (``DecodeConfig.shared_blocks``).
+    prefix_group_of : tuple of int
+        Every sequence's prefix group, non-decreasing (groups are runs of
+        consecutive sequences; ``DecodeConfig.prefix_group_of``).
+
+    Returns
+    -------
+    dict of lists, one tensor per level, all int32 on ``block_tables``' device
+        ``qo_indptr``: ``[requests + 1]``, query rows of each request;
+        ``kv_indptr``: ``[requests + 1]``; ``kv_indices``: the pages;
+        ``kv_last_page_len``: ``[requests]``, tokens in each request's last page
+        (``block_size`` for shared pages; 0 for a request with no pages). The
+        keys follow ``plan()``'s first four arguments in order.
+
+    Raises
+    ------
+    ValueError
+        If the groups are not runs of consecutive sequences.
+    """
+    device = block_tables.device
+    lens = context_lens.to(device, torch.int64)
+    batch = lens.numel()
+    groups = torch.tensor(prefix_group_of, dtype=torch.int64, device=device)
+    if groups.numel() != batch or bool((groups[1:] < groups[:-1]).any()):
+        raise ValueError("prefix_group_of must give one non-decreasing group per sequence")
+    own_lens = lens - shared_blocks * block_size
+    own_pages = (own_lens + block_size - 1) // block_size
+    cols = torch.arange(block_tables.shape[1], device=device)[None, :]
+    own = (cols >= shared_blocks) & (cols < shared_blocks + own_pages[:, None])
+    unique_level = dict(
+        qo_indptr=torch.arange(batch + 1, dtype=torch.int32, device=device),
+        kv_indptr=torch.cat([own_pages.new_zeros(1), own_pages.cumsum(0)]).to(torch.int32),
+        kv_indices=block_tables[own].to(torch.int32),
+        kv_last_page_len=torch.where(own_lens > 0, (own_lens - 1) % block_size + 1, 0).to(torch.int32),
+    )
+    levels = [unique_level]
+    if shared_blocks > 0:
+        first = torch.ones(batch, dtype=torch.bool, device=device)
+        first[1:] = groups[1:] != groups[:-1]
+        starts = torch.nonzero(first).flatten()
+        sizes = torch.diff(torch.cat([starts, torch.tensor([batch], device=device)]))
+        num_groups = starts.numel()
+        levels.insert(0, dict(
+            qo_indptr=torch.cat([sizes.new_zeros(1), sizes.cumsum(0)]).to(torch.int32),
+            kv_indptr=(torch.arange(num_groups + 1, device=device) * shared_blocks).to(torch.int32),
+            kv_indices=block_tables[starts, :shared_blocks].reshape(-1).to(torch.int32),
+            kv_last_page_len=torch.full((num_groups,), block_size, dtype=torch.int32, device=device),
+        ))
+    return {key: [level[key] for level in levels] for key in unique_level}
+
+
+def flashinfer_cascade(flashinfer, inputs, shape, scales):
+    """FlashInfer's ``MultiLevelCascadeAttentionWrapper`` on our shared-prefix cache,
+    planned here; the callable runs ``run()`` only.
+
+    Two levels (:func:`cascade_page_indices`): each group's shared pages with all
+    its query rows attached, then each sequence's own pages; one level when nothing
+    is shared. NHD layout, the pools as a ``(k_cache, v_cache)`` tuple,
+    ``q_data_type`` and ``kv_data_type`` the query's and the cache's dtypes,
+    ``causal=False`` (one query row per sequence, after every cached token).
+
+    Raises
+    ------
+    Skipped
+        A float32 query, or an fp8 cache (the cascade's ``run()`` takes no scales).
+    """
+    q, k_cache, v_cache, tables, lens = inputs.args()
+    if q.dtype not in (torch.float16, torch.bfloat16):
+        raise Skipped(f"FlashInfer's cascade takes float16 or bfloat16 queries, not {str(q.dtype).removeprefix('torch.')}")
+    if scales:
+        raise Skipped("FlashInfer's cascade run() takes no k_scale or v_scale (no fp8 cache)")
+    config = inputs.config
+    levels = cascade_page_indices(tables, lens, shape.block_size, config.shared_blocks, config.prefix_group_of)
+    workspace = torch.zeros(FLASHINFER_WORKSPACE_BYTES, dtype=torch.uint8, device=q.device)
+    wrapper = flashinfer.MultiLevelCascadeAttentionWrapper(len(levels["qo_indptr"]), workspace, "NHD")
+    wrapper.plan(
+        levels["qo_indptr"], levels["kv_indptr"], levels["kv_indices"], levels["kv_last_page_len"],
+        shape.num_heads, shape.num_kv_heads, shape.head_dim, shape.block_size,
+        causal=False, sm_scale=shape.scale, q_data_type=q.dtype, kv_data_type=k_cache.dtype,
+    )
+    cache = (k_cache, v_cache)
+    return lambda: wrapper.run(q, cache)
+
+
 # -- command line ----------------------------------------------------------------
 
 IMPLS = list(OURS) + list(PEERS) + list(FLASHINFER)
+#: Implementations for shared prefixes; only ``--set prefix`` runs them by default.
+PREFIX_IMPLS = ["triton_prefix", "flashinfer_cascade"]
+ALL_IMPLS = IMPLS + PREFIX_IMPLS
+#: Rows that need flashinfer.
+FLASHINFER_ROWS = (*FLASHINFER, "flashinfer_cascade")
 #: Implementations that take an fp8 cache; the other peers run on 16-bit caches only.
-FP8_IMPLS = (*OURS, *FLASHINFER)
+FP8_IMPLS = (*OURS, *FLASHINFER, "triton_prefix")
 FP8_KV = ("float8_e4m3fn", "float8_e5m2")
 KV_CHOICES = ("same", *FP8_KV, "both")
 #: Defaults by set: compute dtypes, KV-cache dtypes, implementations.
@@ -328,6 +496,8 @@ SET_DEFAULTS = {
     "classic": (["float16", "bfloat16"], ["same"], IMPLS),
     "ragged": (["float16"], ["same"], [n for n in IMPLS if n not in ("gather_sdpa", "flex_paged")]),
     "fp8": (["float16"], ["same", "float8_e4m3fn"], [n for n in IMPLS if n not in ("gather_sdpa", "flex_paged")]),
+    "prefix": (["float16"], ["same"], ["triton", "triton_prefix", "sdpa_contiguous", "flashinfer_tc",
+                                       "flashinfer_cascade"]),
 }
 
 
@@ -335,7 +505,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m benchmarks.decode_peers", description=__doc__.split("\n\n")[0])
     p.add_argument("--set", dest="config_set", choices=list(CONFIG_SETS), default="classic",
                    help="configurations: classic (docs/benchmarks.md, default), ragged (uniform 1..8192 and "
-                        "1..32768 at batches 4-64, one long-tailed draw), fp8 (the large ones)")
+                        "1..32768 at batches 4-64, one long-tailed draw), fp8 (the large ones), prefix (shared "
+                        "prompts; GB/s from unique bytes)")
     p.add_argument("--dtype", nargs="+", choices=["float16", "bfloat16", "float32"],
                    help="compute dtypes, query and output (default: float16 bfloat16 for classic, float16 otherwise)")
     p.add_argument("--kv-dtype", nargs="+", choices=KV_CHOICES,
@@ -345,9 +516,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="scales of an fp8 cache (FlashInfer takes per_tensor only)")
     kinds = sorted({c[0] for configs in CONFIG_SETS.values() for c in configs})
     p.add_argument("--only", choices=kinds, nargs="+", help="configurations of these kinds within the set")
-    p.add_argument("--impl", nargs="+", choices=IMPLS,
-                   help="implementations (default: all for classic; all but gather_sdpa and flex_paged for "
-                        "ragged and fp8)")
+    p.add_argument("--impl", nargs="+", choices=ALL_IMPLS,
+                   help="implementations (default: all but triton_prefix and flashinfer_cascade for classic; "
+                        "all but those, gather_sdpa and flex_paged for ragged and fp8; triton triton_prefix "
+                        "sdpa_contiguous flashinfer_tc flashinfer_cascade for prefix)")
     p.add_argument("--head-dim", type=int, default=BASE["head_dim"],
                    help="head_dim of every configuration (the targets in docs/benchmarks.md are at 128)")
     p.add_argument("--call-iters", type=int, default=30)
@@ -379,8 +551,12 @@ def make_run(name, inputs, shape, scales, flashinfer):
     """The zero-argument callable that runs implementation ``name`` on ``inputs``."""
     if name in OURS:
         return prepare(name, *inputs.args(), **scales)
+    if name == "triton_prefix":
+        return triton_prefix(inputs, scales)
     if name in FLASHINFER:
         return flashinfer_decode(flashinfer, inputs, shape, scales, use_tensor_cores=FLASHINFER[name])
+    if name == "flashinfer_cascade":
+        return flashinfer_cascade(flashinfer, inputs, shape, scales)
     return PEERS[name](inputs, shape)
 
 
@@ -416,8 +592,11 @@ def first_line(exc: BaseException) -> str:
 
 def row_text(row: dict) -> str:
     """One progress line for a row."""
-    head = (f"{row['kind']} {row['dtype']} kv={row['kv_dtype']} B={row['batch']} len={row['lengths']} "
-            f"bs={row['block_size']} {row['impl']}: ")
+    head = f"{row['kind']} {row['dtype']} kv={row['kv_dtype']} B={row['batch']} len={row['lengths']} "
+    if "shared_prefix" in row:
+        head += (f"(P={row['shared_prefix']} S={row['context'] - row['shared_prefix']} groups={row['prefix_groups']}; "
+                 f"KV {row['kv_mb']:.4g} MB logical, {row['kv_unique_mb']:.4g} MB unique) ")
+    head += f"bs={row['block_size']} {row['impl']}: "
     if "gpu_ms" not in row:
         return head + (f"skipped: {row['note']}" if row.get("note") else row.get("error", ""))
     text = head + (f"{row['gpu_ms']:.4f} ms GPU, {row['call_ms']:.4f} ms call, {row['gbps']:.0f} GB/s, "
@@ -441,10 +620,10 @@ def main(argv=None) -> int:
 
     impls = list(args.impl)
     flashinfer = None
-    if any(name in FLASHINFER for name in impls):
+    if any(name in FLASHINFER_ROWS for name in impls):
         flashinfer = load_flashinfer()
         if flashinfer is None:
-            impls = [name for name in impls if name not in FLASHINFER]
+            impls = [name for name in impls if name not in FLASHINFER_ROWS]
     if dev.type == "cuda":
         import triton
 
@@ -457,6 +636,9 @@ def main(argv=None) -> int:
     print(f"set {args.config_set}: {len(args.configs)} configuration(s); dtypes {' '.join(args.dtype)}; KV caches "
           + " ".join("in the compute dtype" if kv == "same" else f"{kv} ({args.kv_scale} scales)" for kv in args.kv_dtype)
           + f"; implementations {' '.join(impls)}")
+    if args.config_set == "prefix":
+        print("GB/s and fraction of copy count UNIQUE bytes (each shared block once: unique_decode_bytes); "
+              "kv_mb is every sequence's K and V, kv_unique_mb the pool's")
     no_fp8 = [name for name in impls if name not in FP8_IMPLS]
     if fp8_kv and no_fp8:
         print(f"{', '.join(no_fp8)}: no fp8 cache; "
@@ -494,8 +676,12 @@ def main(argv=None) -> int:
                     print(f"[{time.perf_counter() - start:4.0f} s] " + row_text(rows[-1]), file=sys.stderr, flush=True)
                     traceback.print_exc(limit=2, file=sys.stderr)
                     continue
-                nbytes = cfg.decode_bytes()
+                # Unique bytes equal the logical ones unless blocks are shared (--set prefix).
+                nbytes = cfg.unique_decode_bytes()
                 label["kv_mb"] = cfg.needed_kv_bytes() / 1e6
+                if "shared_prefix" in over:
+                    label.update(shared_prefix=cfg.shared_prefix, prefix_groups=cfg.prefix_groups,
+                                 kv_unique_mb=cfg.unique_kv_bytes() / 1e6)
                 for name in impls:
                     if fp8 and name not in FP8_IMPLS:
                         continue
@@ -503,7 +689,7 @@ def main(argv=None) -> int:
                     try:
                         run = make_run(name, inputs, shape, scales, flashinfer)
                         row.update(measure(run, ref, nbytes, dev, flush, copy_gbps, args.call_iters,
-                                           graph_fallback=name in FLASHINFER))
+                                           graph_fallback=name in FLASHINFER_ROWS))
                         if getattr(run, "backend", None):
                             row["note"] = "; ".join(filter(None, (f"backend {run.backend}", row.get("note"))))
                     except Skipped as exc:
@@ -538,19 +724,21 @@ def print_summary(table) -> None:
     pd.set_option("display.width", 250)
     pd.set_option("display.max_rows", 1000)
     pd.set_option("display.max_columns", 40)
-    cols = [c for c in ["kind", "dtype", "kv_dtype", "batch", "lengths", "block_size", "impl", "gpu_ms", "call_ms",
+    cols = [c for c in ["kind", "dtype", "kv_dtype", "batch", "lengths", "shared_prefix", "prefix_groups", "kv_mb",
+                        "kv_unique_mb", "block_size", "impl", "gpu_ms", "call_ms",
                         "gbps", "frac_copy", "speedup_vs_triton_16bit", "speedup_vs_own_16bit", "correct", "error",
                         "note"] if c in table]
     print(table[cols].to_string(index=False, float_format=lambda x: f"{x:.4g}", na_rep=""))
     if "gpu_ms" not in table:
         return
     ok = table.dropna(subset=["gpu_ms"]).copy()
-    index = ["kind", "dtype", "kv_dtype", "batch", "lengths", "block_size"]
+    index = [c for c in ["kind", "dtype", "kv_dtype", "batch", "lengths", "shared_prefix", "prefix_groups",
+                         "block_size"] if c in ok]
     ok["cell"] = [f"{ms:.4f} ({frac:.0%})" for ms, frac in zip(ok["gpu_ms"], ok["frac_copy"])]
-    order = [name for name in IMPLS if name in set(ok["impl"])]
+    order = [name for name in ALL_IMPLS if name in set(ok["impl"])]
     wide = ok.pivot_table(index=index, columns="impl", values="cell", aggfunc="first", sort=False)[order]
     ms = ok.pivot_table(index=index, columns="impl", values="gpu_ms", sort=False)
-    fi = [name for name in FLASHINFER if name in ms]
+    fi = [name for name in FLASHINFER_ROWS if name in ms]
     if "triton" in ms and fi:  # above 1: our Triton is faster than FlashInfer's better path
         wide["flashinfer_best/triton"] = (ms[fi].min(axis=1) / ms["triton"]).map(
             lambda x: "" if pd.isna(x) else f"{x:.2f}")
@@ -560,7 +748,7 @@ def print_summary(table) -> None:
     if "speedup_vs_triton_16bit" in fp8 and fp8["speedup_vs_triton_16bit"].notna().any():
         speed = fp8.pivot_table(index=index, columns="impl", values="speedup_vs_triton_16bit", sort=False)
         print("\nfp8 cache: speedup over our Triton kernel on the 16-bit cache of the same configuration:")
-        print(speed[[name for name in IMPLS if name in speed]].to_string(float_format=lambda x: f"{x:.2f}"))
+        print(speed[[name for name in ALL_IMPLS if name in speed]].to_string(float_format=lambda x: f"{x:.2f}"))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ BLOCK_LAYOUTS: tuple[str, ...] = ("contiguous", "shuffled", "fragmented")
 #: Fields of DecodeConfig that hold whole numbers; NumPy integers become ``int``.
 _INT_FIELDS: tuple[str, ...] = (
     "batch_size", "num_heads", "num_kv_heads", "head_dim", "block_size", "seed", "spare_blocks",
+    "shared_prefix", "prefix_groups",
 )
 
 
@@ -127,6 +128,19 @@ class DecodeConfig:
         For an fp8 cache: ``"per_tensor"`` (one scale for K, one for V) or
         ``"per_head"`` (one per KV head), each the absolute maximum over the
         values it covers divided by the format's largest finite value.
+    shared_prefix : int
+        Tokens at the start of every sequence that its prefix group shares (a
+        common system prompt, or parallel samples of one prompt), from 0 (nothing
+        shared, the default) to the shortest context. The prefix's
+        ``shared_prefix // block_size`` whole blocks are physically shared: every
+        member's table holds the same block ids in those columns. The block that
+        holds the prefix's last ``shared_prefix % block_size`` tokens, if any, is
+        each sequence's own, as copy-on-write leaves it once the sequence appended
+        a token; its first slots hold copies of the group's first member's K and V.
+    prefix_groups : int
+        How many groups of consecutive sequences share a prefix, 1 to
+        ``batch_size``: sequence ``i`` is in group ``i * prefix_groups // batch_size``.
+        Groups share nothing with each other.
     """
 
     batch_size: int = 4
@@ -142,6 +156,8 @@ class DecodeConfig:
     spare_blocks: int | None = field(default=None)
     kv_dtype: str | None = None
     kv_scale: str = "per_tensor"
+    shared_prefix: int = 0
+    prefix_groups: int = 1
 
     def __post_init__(self) -> None:
         # Lists are unhashable; keep the config usable as a cache key. Whole numbers
@@ -192,7 +208,8 @@ class DecodeConfig:
 
     @property
     def blocks_per_sequence(self) -> tuple[int, ...]:
-        """Physical blocks each sequence needs: ``ceil(context_len / block_size)``."""
+        """Blocks each sequence's table lists: ``ceil(context_len / block_size)``
+        (logical: a block shared by a prefix group counts in every member)."""
         return tuple(math.ceil(n / self.block_size) for n in self.lengths)
 
     @property
@@ -201,8 +218,21 @@ class DecodeConfig:
         return max(1, max(self.blocks_per_sequence, default=1))
 
     @property
+    def prefix_group_of(self) -> tuple[int, ...]:
+        """Prefix group of every sequence: ``i * prefix_groups // batch_size``."""
+        return tuple(i * self.prefix_groups // self.batch_size for i in range(self.batch_size))
+
+    @property
+    def shared_blocks(self) -> int:
+        """Whole blocks of the shared prefix, held once per prefix group:
+        ``shared_prefix // block_size``."""
+        return self.shared_prefix // self.block_size
+
+    @property
     def num_blocks_used(self) -> int:
-        return sum(self.blocks_per_sequence)
+        """Physical blocks the batch holds: every sequence's blocks, a prefix
+        group's shared blocks once."""
+        return sum(self.blocks_per_sequence) - (self.batch_size - self.prefix_groups) * self.shared_blocks
 
     @property
     def num_spare_blocks(self) -> int:
@@ -216,29 +246,55 @@ class DecodeConfig:
         return self.num_blocks_used + self.num_spare_blocks
 
     @property
+    def unique_tokens(self) -> int:
+        """Token slots the batch fills in the pool: every sequence's tokens, those of
+        a prefix group's shared blocks once (the copied slots of each member's own
+        tail block count in every member, as they are stored there)."""
+        return sum(self.lengths) - (self.batch_size - self.prefix_groups) * self.shared_blocks * self.block_size
+
+    @property
     def wasted_slots(self) -> int:
         """Token slots allocated but unfilled in each sequence's last block."""
-        return self.num_blocks_used * self.block_size - sum(self.lengths)
+        return self.num_blocks_used * self.block_size - self.unique_tokens
 
     def kv_cache_bytes(self) -> int:
         """Bytes of the K and V cache pools together."""
         return 2 * self.num_blocks * self.block_size * self.num_kv_heads * self.head_dim * self.kv_element_size
 
+    def _kv_bytes(self, tokens: int) -> int:
+        return 2 * tokens * self.num_kv_heads * self.head_dim * self.kv_element_size
+
+    def _qo_bytes(self) -> int:
+        return 2 * self.batch_size * self.num_heads * self.head_dim * self.element_size
+
     def needed_kv_bytes(self) -> int:
-        """Bytes of K and V that one decode step must read: every cached token once,
-        in the cache's own dtype (the scales of an fp8 cache are not counted)."""
-        return 2 * sum(self.lengths) * self.num_kv_heads * self.head_dim * self.kv_element_size
+        """Bytes of K and V that one decode step reads, logically: every cached token
+        of every sequence once, in the cache's own dtype (the scales of an fp8 cache
+        are not counted). A shared prefix counts in every member of its group; see
+        :meth:`unique_kv_bytes` for the bytes the pool holds."""
+        return self._kv_bytes(sum(self.lengths))
+
+    def unique_kv_bytes(self) -> int:
+        """Bytes of K and V one decode step must read at least, in bytes: every token
+        slot the batch fills (:attr:`unique_tokens`), a prefix group's shared blocks
+        once. Equals :meth:`needed_kv_bytes` when nothing is shared."""
+        return self._kv_bytes(self.unique_tokens)
 
     def decode_bytes(self) -> int:
-        """Bytes one decode step must move: needed K and V, the query, and the output."""
-        qo = 2 * self.batch_size * self.num_heads * self.head_dim * self.element_size
-        return self.needed_kv_bytes() + qo
+        """Bytes one decode step must move, logically: :meth:`needed_kv_bytes`, the
+        query and the output."""
+        return self.needed_kv_bytes() + self._qo_bytes()
+
+    def unique_decode_bytes(self) -> int:
+        """Bytes one decode step must move at least, in bytes: :meth:`unique_kv_bytes`,
+        the query and the output; the floor a kernel that reads each shared block
+        once can reach."""
+        return self.unique_kv_bytes() + self._qo_bytes()
 
     def memory_bytes(self) -> int:
         """Estimate of the device memory the inputs and one output occupy, in bytes."""
-        qo = 2 * self.batch_size * self.num_heads * self.head_dim * self.element_size
         tables = 4 * self.batch_size * (self.max_num_blocks + 1)
-        return self.kv_cache_bytes() + qo + tables
+        return self.kv_cache_bytes() + self._qo_bytes() + tables
 
     # -- validation ------------------------------------------------------------
     def validate(self) -> "DecodeConfig":
@@ -274,6 +330,19 @@ class DecodeConfig:
         for n in self.lengths:
             if not is_whole(n) or n < 0:
                 raise ValueError(f"context_lens must be non-negative integers; got {n!r}")
+        if not is_whole(self.shared_prefix) or self.shared_prefix < 0:
+            raise ValueError(f"shared_prefix must be a non-negative integer; got {self.shared_prefix!r}")
+        for i, n in enumerate(self.lengths):
+            if n < self.shared_prefix:
+                raise ValueError(
+                    f"shared_prefix ({self.shared_prefix}) must be at most every context length; "
+                    f"sequence {i} holds only {n} tokens"
+                )
+        if not is_whole(self.prefix_groups) or not 1 <= self.prefix_groups <= self.batch_size:
+            raise ValueError(
+                f"prefix_groups must be an integer from 1 to batch_size ({self.batch_size}); "
+                f"got {self.prefix_groups!r}"
+            )
         resolve_dtype(self.dtype)
         if self.kv_dtype is not None and self.kv_dtype not in KV_DTYPES:
             raise ValueError(

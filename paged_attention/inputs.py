@@ -50,7 +50,8 @@ class DecodeInputs:
         ``[batch_size]`` int32.
     pool_owner : Tensor
         ``[num_blocks]`` int64 on the CPU: the sequence that owns each physical
-        block, ``FREE`` (-1) for a free block, ``OTHER`` (-2) for a block held by a
+        block (for a block a prefix group shares, its lowest member's index),
+        ``FREE`` (-1) for a free block, ``OTHER`` (-2) for a block held by a
         sequence outside this batch (fragmented layout).
     config : DecodeConfig
         The configuration these were built from.
@@ -84,11 +85,17 @@ class DecodeInputs:
 def assign_blocks(config: DecodeConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """Hand out physical blocks to the sequences of ``config`` by its block layout.
 
+    Group by prefix group (``config.prefix_group_of``), blocks are taken from the
+    layout's order: first the group's ``config.shared_blocks`` shared blocks, whose
+    ids every member's table holds in its first columns, then each member's own
+    blocks in sequence order. Without a shared prefix this is sequence after
+    sequence.
+
     Parameters
     ----------
     config : DecodeConfig
         Uses ``batch_size``, ``context_lens``, ``block_size``, ``num_blocks``,
-        ``block_layout`` and ``seed``.
+        ``block_layout``, ``seed``, ``shared_prefix`` and ``prefix_groups``.
 
     Returns
     -------
@@ -96,7 +103,8 @@ def assign_blocks(config: DecodeConfig) -> tuple[torch.Tensor, torch.Tensor]:
         ``[batch_size, max_num_blocks]`` int32 on the CPU, ``-1`` past each
         sequence's last block.
     pool_owner : Tensor
-        ``[num_blocks]`` int64 on the CPU (see :class:`DecodeInputs`).
+        ``[num_blocks]`` int64 on the CPU (see :class:`DecodeInputs`); a shared
+        block belongs to its group's lowest sequence index.
 
     Raises
     ------
@@ -117,13 +125,57 @@ def assign_blocks(config: DecodeConfig) -> tuple[torch.Tensor, torch.Tensor]:
         order = _fragmented_free_list(num_blocks, config.num_blocks_used, gen, owner)
 
     tables = torch.full((config.batch_size, config.max_num_blocks), -1, dtype=torch.int32)
+    shared = config.shared_blocks
+    group_of = config.prefix_group_of
     cursor = 0
     for seq, n in enumerate(needed):
-        ids = order[cursor : cursor + n]
-        cursor += n
-        tables[seq, :n] = ids.to(torch.int32)
-        owner[ids] = seq
+        if seq == 0 or group_of[seq] != group_of[seq - 1]:  # a group's first member: its shared blocks
+            ids = order[cursor : cursor + shared]
+            cursor += shared
+            owner[ids] = seq
+        tables[seq, :shared] = ids.to(torch.int32)
+        own = order[cursor : cursor + n - shared]
+        cursor += n - shared
+        tables[seq, shared:n] = own.to(torch.int32)
+        owner[own] = seq
     return tables, owner
+
+
+def first_members(config: DecodeConfig) -> tuple[int, ...]:
+    """Every sequence's prefix group's first (lowest) sequence index."""
+    group_of = config.prefix_group_of
+    first = {}
+    for seq, group in enumerate(group_of):
+        first.setdefault(group, seq)
+    return tuple(first[group] for group in group_of)
+
+
+def copy_prefix_tails(
+    k: torch.Tensor, v: torch.Tensor, block_tables: torch.Tensor, config: DecodeConfig
+) -> None:
+    """Copy, in place, the shared prefix's last ``shared_prefix % block_size`` tokens
+    of each group's first member into the same slots of every other member's own
+    block (what copy-on-write leaves), so every member attends over the same prefix.
+
+    Parameters
+    ----------
+    k, v : Tensor
+        ``[num_blocks, block_size, num_kv_heads, head_dim]``, any dtype (an fp8
+        cache's float32 draws before quantization, so its stored bytes match too).
+    block_tables : Tensor
+        ``[batch_size, max_num_blocks]`` from :func:`assign_blocks`, on ``k``'s device.
+    config : DecodeConfig
+        Uses ``shared_prefix``, ``prefix_groups`` and ``block_size``.
+    """
+    rest = config.shared_prefix % config.block_size
+    first = torch.tensor(first_members(config), device=block_tables.device)
+    copies = first != torch.arange(config.batch_size, device=block_tables.device)
+    if rest == 0 or not bool(copies.any()):
+        return
+    column = block_tables[:, config.shared_blocks].long()
+    src, dst = column[first[copies]], column[copies]
+    for cache in (k, v):
+        cache[dst, :rest] = cache[src, :rest]
 
 
 def _fragmented_free_list(
@@ -160,7 +212,12 @@ def build_decode_inputs(config: DecodeConfig, *, poison: bool = False) -> Decode
 
     The query and every K/V slot that a sequence's context covers are standard
     normal; all other slots hold :data:`LOUD_VALUE`, or with ``poison`` the
-    values of :data:`POISON_VALUES` (see :func:`fill_uncovered`).
+    values of :data:`POISON_VALUES` (see :func:`fill_uncovered`). With a shared
+    prefix (``config.shared_prefix``) the tables of a prefix group share its whole
+    prefix blocks, and the prefix's last tokens in each member's own block are
+    copies of the first member's (see :func:`assign_blocks` and
+    :func:`copy_prefix_tails`): attention over the prefix is the same for every
+    member.
 
     An fp8 cache (``config.kv_dtype``) is quantized as a serving engine does it:
     the same standard-normal float32 draws (:func:`unquantized_cache` returns
@@ -202,14 +259,18 @@ def build_decode_inputs(config: DecodeConfig, *, poison: bool = False) -> Decode
     query = torch.randn(
         config.batch_size, config.num_heads, config.head_dim, generator=gen, device=device
     ).to(dtype)
+    block_tables = block_tables.to(device)
     k_scale = v_scale = None
     if config.is_fp8:
-        k_cache, k_scale = quantize_fp8(torch.randn(shape, generator=gen, device=device), config)
-        v_cache, v_scale = quantize_fp8(torch.randn(shape, generator=gen, device=device), config)
-    else:
+        k, v = torch.randn(shape, generator=gen, device=device), torch.randn(shape, generator=gen, device=device)
+        copy_prefix_tails(k, v, block_tables, config)
+        k_cache, k_scale = quantize_fp8(k, config)
+        v_cache, v_scale = quantize_fp8(v, config)
+        del k, v
+    else:  # converted one at a time, so only one float32 pool is alive; a copy commutes with the cast
         k_cache = torch.randn(shape, generator=gen, device=device).to(dtype)
         v_cache = torch.randn(shape, generator=gen, device=device).to(dtype)
-    block_tables = block_tables.to(device)
+        copy_prefix_tails(k_cache, v_cache, block_tables, config)
     context_lens = torch.tensor(config.lengths, dtype=torch.int32, device=device)
     covered = context_mask(block_tables, context_lens, config.num_blocks, config.block_size)
     fill_uncovered(k_cache, v_cache, covered, poison=poison)
@@ -261,8 +322,9 @@ def quantize_fp8(values: torch.Tensor, config: DecodeConfig) -> tuple[torch.Tens
 def unquantized_cache(config: DecodeConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """The float32 K and V an fp8 cache of ``config`` was quantized from.
 
-    The same draws :func:`build_decode_inputs` makes (same seed, same order), before
-    quantization; slots no context covers hold the draws too (never read). With
+    The same draws :func:`build_decode_inputs` makes (same seed, same order, a
+    shared prefix's tail slots copied), before quantization; slots no context
+    covers hold the draws too (never read). With
     the quantized cache's query and block table, the float64 reference on these
     gives the answer an unquantized cache would: the quantization error is the fp8
     result's distance from it.
@@ -279,6 +341,7 @@ def unquantized_cache(config: DecodeConfig) -> tuple[torch.Tensor, torch.Tensor]
     torch.randn(config.batch_size, config.num_heads, config.head_dim, generator=gen, device=device)  # the query
     k = torch.randn(shape, generator=gen, device=device)
     v = torch.randn(shape, generator=gen, device=device)
+    copy_prefix_tails(k, v, assign_blocks(config)[0].to(device), config)
     return k, v
 
 

@@ -207,3 +207,152 @@ def test_a_flashinfer_call_no_graph_captures_is_timed_plainly(on_cpu, fake_flash
     assert "RuntimeError: operation not permitted" in table.loc["triton", "error"]  # ours: a failure
     assert table.loc["flashinfer", "gpu_ms"] == table.loc["flashinfer", "call_ms"] == 0.02
     assert table.loc["flashinfer", "note"].startswith("backend fake; no CUDA graph (RuntimeError")
+
+
+# -- --set prefix ------------------------------------------------------------------------
+
+def test_prefix_set_holds_the_shapes_asked_for():
+    args = dp.parse_args(["--set", "prefix"])
+    assert args.dtype == ["float16"] and args.kv_dtype == ["same"]
+    assert args.impl == ["triton", "triton_prefix", "sdpa_contiguous", "flashinfer_tc", "flashinfer_cascade"]
+    shapes = [(b, over["shared_prefix"], lens - over["shared_prefix"], over["prefix_groups"])
+              for kind, b, lens, over in args.configs]
+    assert shapes == [(64, 8192, 256, 1), (32, 32768, 512, 1), (128, 2048, 128, 1), (16, 4096, 1024, 1),
+                      (64, 4096, 256, 4), (32, 0, 2048, 1)]
+    assert {kind for kind, *_ in args.configs} == {"prefix"}
+    assert "triton_prefix" not in dp.parse_args([]).impl  # classic runs what it ran before
+
+
+def test_cascade_indices_by_hand():
+    # block 4; groups {0, 1} and {2, 3, 4}; prefix 9 tokens: 2 shared pages, the 9th token in each own block.
+    tables = torch.tensor([
+        [10, 11, 20, 21, -1],
+        [10, 11, 22, -1, -1],
+        [30, 31, 40, 41, 42],
+        [30, 31, 43, 7, 7],  # junk past the needed blocks
+        [30, 31, 44, 45, -1],
+    ], dtype=torch.int32)
+    lens = torch.tensor([14, 9, 20, 11, 13])
+    levels = dp.cascade_page_indices(tables, lens, 4, 2, (0, 0, 1, 1, 1))
+    as_lists = {key: [t.tolist() for t in value] for key, value in levels.items()}
+    assert as_lists == {
+        "qo_indptr": [[0, 2, 5], [0, 1, 2, 3, 4, 5]],
+        "kv_indptr": [[0, 2, 4], [0, 2, 3, 6, 7, 9]],
+        "kv_indices": [[10, 11, 30, 31], [20, 21, 22, 40, 41, 42, 43, 44, 45]],
+        "kv_last_page_len": [[4, 4], [2, 1, 4, 3, 1]],
+    }
+    assert all(t.dtype == torch.int32 for value in levels.values() for t in value)
+    # Nothing shared: one level, every sequence's pages.
+    one = dp.cascade_page_indices(tables, lens, 4, 0, (0, 0, 1, 1, 1))
+    assert [len(v) for v in one.values()] == [1, 1, 1, 1]
+    assert one["kv_indptr"][0].tolist() == [0, 4, 7, 12, 15, 19]
+    assert one["kv_last_page_len"][0].tolist() == [2, 1, 4, 3, 1]
+    # A sequence that holds only the shared pages gets no own page and length 0.
+    edge = dp.cascade_page_indices(tables[:2], torch.tensor([8, 9]), 4, 2, (0, 0))
+    assert edge["kv_indptr"][1].tolist() == [0, 0, 1] and edge["kv_last_page_len"][1].tolist() == [0, 1]
+    with pytest.raises(ValueError, match="non-decreasing"):
+        dp.cascade_page_indices(tables, lens, 4, 2, (0, 1, 0, 1, 1))
+
+
+@pytest.mark.parametrize("poison", [False, True])
+def test_cascade_indices_cover_each_sequences_tokens_once(poison):
+    cfg = DecodeConfig(batch_size=7, context_lens=(40, 37, 70, 23, 51, 35, 64), block_size=8, shared_prefix=21,
+                       prefix_groups=3, num_heads=4, num_kv_heads=2, head_dim=8, seed=5)
+    inputs = build_decode_inputs(cfg, poison=poison)
+    levels = dp.cascade_page_indices(inputs.block_tables, inputs.context_lens, 8, cfg.shared_blocks,
+                                     cfg.prefix_group_of)
+    (qo0, qo1), (ip0, ip1), (ix0, ix1), (last0, last1) = levels.values()
+    for b, n in enumerate(cfg.lengths):
+        g = int(torch.searchsorted(qo0, b, right=True)) - 1  # the level-0 request whose rows hold b
+        assert g == cfg.prefix_group_of[b]
+        pages = torch.cat([ix0[ip0[g]:ip0[g + 1]], ix1[ip1[b]:ip1[b + 1]]]).long()
+        keys = inputs.k_cache[pages].reshape(-1, 2, 8)
+        own = (int(ip1[b + 1] - ip1[b]) - 1) * 8 + int(last1[b])
+        shared = len(ix0[ip0[g]:ip0[g + 1]]) * 8
+        assert shared + own == n
+        keys = torch.cat([keys[:shared], keys[shared:shared + own]])
+        t = torch.arange(n)
+        assert torch.equal(keys, inputs.k_cache[inputs.block_tables[b, t // 8].long(), t % 8])
+
+
+class FakeCascadeWrapper:
+    """FlashInfer's MultiLevelCascadeAttentionWrapper as its documentation describes it, in
+    float64 on the CPU: per level, each request's query rows attend over its pages; the
+    levels' softmax states are merged."""
+
+    def __init__(self, num_levels, workspace, kv_layout="NHD"):
+        assert kv_layout == "NHD" and workspace.dtype == torch.uint8
+        self.num_levels = num_levels
+
+    def plan(self, qo_indptr_arr, paged_kv_indptr_arr, paged_kv_indices_arr, paged_kv_last_page_len, num_qo_heads,
+             num_kv_heads, head_dim, page_size, causal=False, *, sm_scale, q_data_type, kv_data_type):
+        assert len(qo_indptr_arr) == self.num_levels and not causal
+        self.levels = list(zip(qo_indptr_arr, paged_kv_indptr_arr, paged_kv_indices_arr, paged_kv_last_page_len))
+        self.kvh, self.page_size, self.sm_scale = num_kv_heads, page_size, sm_scale
+        self.dtypes = (q_data_type, kv_data_type)
+
+    def run(self, q, paged_kv_cache):
+        k_cache, v_cache = paged_kv_cache
+        assert (q.dtype, k_cache.dtype) == self.dtypes
+        b, h, d = q.shape
+        num = torch.zeros(b, h, d, dtype=torch.float64)
+        den = torch.zeros(b, h, dtype=torch.float64)
+        top = torch.full((b, h), -torch.inf, dtype=torch.float64)
+        for qo, indptr, indices, last in self.levels:
+            for r in range(len(qo) - 1):
+                pages = indices[indptr[r]:indptr[r + 1]].long()
+                n = 0 if len(pages) == 0 else (len(pages) - 1) * self.page_size + int(last[r])
+                if n == 0:
+                    continue
+                k = k_cache[pages].reshape(-1, self.kvh, d)[:n].double()
+                v = v_cache[pages].reshape(-1, self.kvh, d)[:n].double()
+                for row in range(int(qo[r]), int(qo[r + 1])):
+                    s = torch.einsum("kgd,nkd->kgn", q[row].double().reshape(self.kvh, -1, d), k).reshape(h, n)
+                    s = s * self.sm_scale
+                    new_top = torch.maximum(top[row], s.max(-1).values)
+                    fix = torch.exp(top[row] - new_top)
+                    p = torch.exp(s - new_top[:, None])
+                    vv = v.repeat_interleave(h // self.kvh, dim=1).transpose(0, 1)  # [h, n, d]
+                    num[row] = num[row] * fix[:, None] + torch.einsum("hn,hnd->hd", p, vv)
+                    den[row] = den[row] * fix + p.sum(-1)
+                    top[row] = new_top
+        return (num / den[..., None]).to(q.dtype)
+
+
+@pytest.fixture
+def prefix_on_cpu(on_cpu, monkeypatch):
+    """``--set prefix`` with tiny sizes: a shared prefix ending inside a block, two groups,
+    and a control with nothing shared."""
+    small = {"num_heads": 4, "num_kv_heads": 2}
+    monkeypatch.setitem(dp.CONFIG_SETS, "prefix", [
+        ("prefix", 5, 40, {"shared_prefix": 21, "prefix_groups": 2, **small}),
+        ("prefix", 3, 30, {"shared_prefix": 0, "prefix_groups": 1, **small}),
+    ])
+    module = types.ModuleType("flashinfer")
+    module.__version__ = "fake"
+    module.BatchDecodeWithPagedKVCacheWrapper = FakeDecodeWrapper
+    module.MultiLevelCascadeAttentionWrapper = FakeCascadeWrapper
+    monkeypatch.setitem(sys.modules, "flashinfer", module)
+
+
+def test_prefix_set_on_the_cpu(prefix_on_cpu, tmp_path, capsys):
+    table = run_on_cpu(tmp_path, "--set", "prefix")
+    printed = capsys.readouterr().out
+    assert "GB/s and fraction of copy count UNIQUE bytes" in printed
+    assert table["impl"].tolist() == dp.SET_DEFAULTS["prefix"][2] * 2
+    ran = table.dropna(subset=["gpu_ms"])
+    assert ran["correct"].all()
+    assert "error" not in table or table["error"].isna().all()
+    # The prefix-aware kernel runs, or is skipped with a note on a library without it.
+    prefix_rows = table[table["impl"] == "triton_prefix"]
+    assert prefix_rows["correct"].eq(True).all() or prefix_rows["note"].str.contains("not available").all()
+    assert set(ran["impl"]) >= {"triton", "sdpa_contiguous", "flashinfer_tc", "flashinfer_cascade"}
+    first, control = table.iloc[0], table.iloc[-1]
+    per_token = 2 * 2 * 16 * 2 / 1e6  # K and V, 2 heads of 16, float16, in MB
+    assert first["kv_mb"] == pytest.approx(5 * 40 * per_token)
+    assert first["kv_unique_mb"] == pytest.approx((5 * 40 - 3 * 16) * per_token)  # 1 shared block, 5 members, 2 groups
+    assert control["kv_mb"] == pytest.approx(control["kv_unique_mb"])
+    assert (first["shared_prefix"], first["prefix_groups"]) == (21, 2)
+    # GB/s from the unique bytes: (unique K and V + query + output) / time.
+    qo = 2 * 5 * 4 * 16 * 2 / 1e6
+    assert first["gbps"] == pytest.approx((first["kv_unique_mb"] + qo) / 0.01)  # MB per ms is GB/s
