@@ -161,3 +161,18 @@ def test_prefix_plan_needs_shared_prefixes(device, seed):
     plan = plan_prefix(shape, (G((0, 1), 1),), inputs.query.device, inputs.query.dtype)
     with pytest.raises(ValueError, match="prefix_plan needs shared_prefixes"):
         pa.prepare_triton_decode(*inputs.args(), prefix_plan=plan)
+
+
+@pytest.mark.parametrize("shared_prefix, prefix_groups, block_size", [(300, 1, 16), (290, 2, 16), (128, 3, 64)])
+def test_prefix_aware_decode_on_shared_prefix_configs(shared_prefix, prefix_groups, block_size, device, seed):
+    """DecodeConfig's shared prefixes (whole blocks shared, the tail block each
+    sequence's own copy): detection finds every group, and the result is exact."""
+    cfg = pa.DecodeConfig(batch_size=6, context_lens=(330, 400, 310, 512, 300, 350), num_heads=8, num_kv_heads=2,
+                          head_dim=32, block_size=block_size, shared_prefix=shared_prefix,
+                          prefix_groups=prefix_groups, device=device, seed=seed)
+    inputs = pa.build_decode_inputs(cfg, poison=True)
+    shape = pa.check_decode_args(*inputs.args())
+    found = find_shared_prefixes(shape.block_tables, shape.context_lens, block_size, min_tokens=1)
+    assert len(found) == prefix_groups
+    assert all(g.num_blocks == shared_prefix // block_size for g in found)
+    check(inputs, list(found))
