@@ -49,13 +49,15 @@ def main(argv=None) -> int:
                    help="balanced-plan program budgets (each forces the balanced plan, with --splits ignored); "
                         "0: the plan's own choice of plan and budget")
     p.add_argument("--ragged", nargs="+", default=[], metavar="BATCH:MAX",
-                   help="extra ragged batches: BATCH lengths spread over 1..MAX (e.g. 16:32768)")
+                   help="extra ragged batches: BATCH lengths spread over 1..MAX (e.g. 16:32768, or 32:32768:long-tail)")
     p.add_argument("--out")
     args = p.parse_args(argv)
     extra = []
     for spec in args.ragged:
-        batch, longest = (int(x) for x in spec.split(":"))
-        extra.append(("ragged", batch, ragged_lengths(batch, 1, longest, seed=1), {}))
+        batch, longest, *spread = spec.split(":")
+        spread = spread[0] if spread else "uniform"
+        extra.append((spread if spread != "uniform" else "ragged", int(batch),
+                      ragged_lengths(int(batch), 1, int(longest), seed=1, spread=spread), {}))
     if not torch.cuda.is_available():
         sys.exit("benchmarks.tune_triton needs a CUDA GPU (it times GPU kernels); none is visible here")
     dev = torch.device("cuda")

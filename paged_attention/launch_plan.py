@@ -65,6 +65,9 @@ class LaunchPlan:
         boundaries (``blocks_per_split`` each); True (a ragged batch) cuts each
         sequence into as few pieces of at most ``blocks_per_split`` blocks as it
         needs, of about equal length, and launches the longest pieces first.
+    query_rows : int
+        The shared-prefix pass's rows per tile (sequences x query heads of one KV
+        head; :func:`plan_prefix`); 0 for the decode kernel's plan.
     """
 
     block_n: int
@@ -77,6 +80,7 @@ class LaunchPlan:
     num_stages: int
     block_size: int
     balanced: bool = False
+    query_rows: int = 0
 
     @property
     def tokens_per_split(self) -> int:
@@ -129,7 +133,8 @@ FP8_ONE_WARP_SPLIT_TOKENS = 512
 RAGGED_RATIO = 1.25
 #: The balanced plan's program budget. A batch of fewer (sequence, KV head) rows
 #: than BALANCED_MANY_ROWS keeps 128-token tiles (one program per SM fits) and
-#: gets one program per BALANCED_PIECE_TOKENS tokens of its work (rows x tokens);
+#: gets one program per BALANCED_PIECE_TOKENS tokens of its work (rows x tokens),
+#: rounded up to a whole number of programs per SM;
 #: a batch of more rows takes 64-token tiles (several programs per SM) and
 #: BALANCED_PROGRAMS_PER_ROW programs per row. Either way the budget stays within
 #: BALANCED_MIN_PROGRAMS_PER_SM to BALANCED_MAX_PROGRAMS_PER_SM programs per SM.
@@ -151,7 +156,10 @@ def balanced_budget(context_lens: torch.Tensor, num_kv_heads: int, num_sms: int)
     if many_rows:
         budget = BALANCED_PROGRAMS_PER_ROW * rows
     else:
-        budget = num_kv_heads * int(context_lens.to(torch.int64).sum()) // BALANCED_PIECE_TOKENS
+        # Whole waves: a 128-token tile's program fills an SM (shared memory), and
+        # the pieces are about equal, so 3.3 waves take as long as 4.
+        work = num_kv_heads * int(context_lens.to(torch.int64).sum())
+        budget = -(-work // (BALANCED_PIECE_TOKENS * num_sms)) * num_sms
     budget = max(BALANCED_MIN_PROGRAMS_PER_SM * num_sms, min(BALANCED_MAX_PROGRAMS_PER_SM * num_sms, budget))
     return budget, many_rows
 
@@ -399,6 +407,7 @@ def plan_prefix(
     num_warps: int | None = None,
     num_stages: int | None = None,
     max_programs: int | None = None,
+    query_rows: int | None = None,
 ) -> LaunchPlan:
     """The tile and pieces of the shared-prefix pass (``triton_decode(...,
     shared_prefixes=...)``).
@@ -420,6 +429,9 @@ def plan_prefix(
         As for :func:`plan_launch`.
     block_n, num_warps, num_stages, max_programs : int, optional
         Override the defaults (benchmarks sweep them).
+    query_rows : int, optional
+        Rows per tile, a power of two of at least 16 (default
+        :data:`~paged_attention.shared_prefix.PREFIX_ROWS`).
 
     Returns
     -------
@@ -431,7 +443,9 @@ def plan_prefix(
     ValueError
         On an override the kernel cannot take (as :func:`plan_launch`).
     """
-    _check_plan_overrides(block_n=block_n, num_warps=num_warps, num_stages=num_stages, max_programs=max_programs)
+    _check_plan_overrides(block_n=block_n, num_warps=num_warps, num_stages=num_stages, max_programs=max_programs,
+                          query_rows=query_rows)
+    query_rows = PREFIX_ROWS if query_rows is None else query_rows
     head_dim_pad = max(16, _next_pow2(shape.head_dim))
     element_size = torch.empty((), dtype=dtype).element_size()
     if block_n is None:
@@ -443,7 +457,7 @@ def plan_prefix(
         blocks_per_tile, slots_per_tile, subtiles = block_n // block_size_pad, block_size_pad, 1
     else:
         blocks_per_tile, slots_per_tile, subtiles = 1, block_n, block_size_pad // block_n
-    members_per_tile = max(1, PREFIX_ROWS // _next_pow2(shape.query_group_size))
+    members_per_tile = max(1, query_rows // _next_pow2(shape.query_group_size))
     pieces = [g.num_blocks for g in groups for _ in range(0, len(g.sequences), members_per_tile)]
     if max_programs is None:
         max_programs = PREFIX_PROGRAMS_PER_SM * _num_sms(device)
@@ -455,7 +469,7 @@ def plan_prefix(
         block_n=block_n, blocks_per_tile=blocks_per_tile, slots_per_tile=slots_per_tile, subtiles=subtiles,
         num_splits=max(1, max((-(-n // chunk) for n in pieces), default=1)), blocks_per_split=chunk,
         num_warps=4 if num_warps is None else num_warps, num_stages=num_stages, block_size=shape.block_size,
-        balanced=True,
+        balanced=True, query_rows=query_rows,
     )
 
 
@@ -561,8 +575,8 @@ def _check_plan_overrides(**overrides) -> None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive whole number; got {value!r}")
-        if name == "block_n" and (value < 16 or value & (value - 1)):
-            raise ValueError(f"block_n must be a power of two of at least 16; got {value}")
+        if name in ("block_n", "query_rows") and (value < 16 or value & (value - 1)):
+            raise ValueError(f"{name} must be a power of two of at least 16; got {value}")
         if name == "num_warps" and (value > 16 or value & (value - 1)):
             raise ValueError(f"num_warps must be 1, 2, 4, 8 or 16; got {value}")
 

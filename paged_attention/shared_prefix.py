@@ -205,9 +205,11 @@ def prefix_work(
         for seq in group.sequences:
             first_blocks[seq] = group.num_blocks
             prefix_slots[seq] = len(starts)
-        for m in range(0, len(group.sequences), members_per_tile):
-            n = min(members_per_tile, len(group.sequences) - m)
-            for slot, start in enumerate(starts):
+        # The member tiles of one piece launch next to each other: they read the
+        # same blocks at about the same time, so all but the first hit in L2.
+        for slot, start in enumerate(starts):
+            for m in range(0, len(group.sequences), members_per_tile):
+                n = min(members_per_tile, len(group.sequences) - m)
                 items.append((offset + m, n, start, min(start + per, group.num_blocks), slot))
     return PrefixWork(
         items=torch.tensor(items, dtype=torch.int32).reshape(-1, 5),

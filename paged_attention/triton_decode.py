@@ -41,7 +41,7 @@ from .launch_plan import (  # noqa: F401  (LaunchPlan, plan_launch: part of this
     FUSED_MERGE_VALUES, LaunchPlan, _check_plan_fits, _fp32_dot, _next_pow2, build_work_list, plan_launch,
     plan_prefix,
 )
-from .shared_prefix import PREFIX_ROWS, PrefixGroup, check_shared_prefixes, find_shared_prefixes, prefix_work
+from .shared_prefix import PrefixGroup, check_shared_prefixes, find_shared_prefixes, prefix_work
 from .validation import check_decode_args, kv_scale_tensors
 
 LOG2E = 1.4426950408889634
@@ -423,7 +423,7 @@ def prepare_triton_decode(
     shared_prefixes : "detect" or sequence of PrefixGroup, optional
         Run a prefix pass first (:func:`_prefix_decode_kernel`): each group's query
         rows attend to its shared blocks together, every shared byte read once per
-        group (per :data:`~paged_attention.shared_prefix.PREFIX_ROWS` rows), and the
+        group (per tile of ``prefix_plan.query_rows`` rows), and the
         decode kernel merges those partials with each sequence's own. ``"detect"``
         finds the groups in the block table
         (:func:`~paged_attention.shared_prefix.find_shared_prefixes`, from the host
@@ -492,7 +492,11 @@ def prepare_triton_decode(
     if groups:
         if prefix_plan is None:
             prefix_plan = plan_prefix(shape, groups, query.device, query.dtype)
-        prefix = prefix_work(groups, batch, max(1, PREFIX_ROWS // group_pow2), prefix_plan.blocks_per_split,
+        elif prefix_plan.query_rows < 16 or prefix_plan.block_size != shape.block_size:
+            raise ValueError("prefix_plan must come from plan_prefix for these inputs (query_rows >= 16, the "
+                             f"cache's block_size {shape.block_size}); got {prefix_plan}")
+        members = max(1, prefix_plan.query_rows // group_pow2)
+        prefix = prefix_work(groups, batch, members, prefix_plan.blocks_per_split,
                              prefix_plan.blocks_per_tile)
     elif prefix_plan is not None:
         raise ValueError("prefix_plan needs shared_prefixes")
@@ -527,7 +531,7 @@ def prepare_triton_decode(
             scale_log2e,
             *query.stride(), *k_cache.stride(), *v_cache.stride(),
             block_tables.stride(0),
-            QUERY_GROUP=group, GROUP_POW2=group_pow2, MEMBERS=max(1, PREFIX_ROWS // group_pow2),
+            QUERY_GROUP=group, GROUP_POW2=group_pow2, MEMBERS=members,
             HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_pad,
             BLOCK_SIZE=shape.block_size, BLOCKS_PER_TILE=prefix_plan.blocks_per_tile,
             SLOTS_PER_TILE=prefix_plan.slots_per_tile, SUBTILES=prefix_plan.subtiles,
