@@ -131,15 +131,17 @@ FP8_ONE_WARP_SPLIT_TOKENS = 512
 #: A batch whose longest context is over this many times the mean is ragged: it
 #: gets the balanced plan (:func:`choose_chunk_blocks`) rather than one split count.
 RAGGED_RATIO = 1.25
-#: The balanced plan's program budget. A batch of fewer (sequence, KV head) rows
-#: than BALANCED_MANY_ROWS keeps 128-token tiles (one program per SM fits) and
-#: gets one program per BALANCED_PIECE_TOKENS tokens of its work (rows x tokens),
-#: rounded up to a whole number of programs per SM;
-#: a batch of more rows takes 64-token tiles (several programs per SM) and
-#: BALANCED_PROGRAMS_PER_ROW programs per row. Either way the budget stays within
-#: BALANCED_MIN_PROGRAMS_PER_SM to BALANCED_MAX_PROGRAMS_PER_SM programs per SM.
+#: The balanced plan's program budget. A batch with fewer than BALANCED_MANY_ROWS
+#: effective (sequence, KV head) rows keeps 128-token tiles (one program per SM
+#: fits) and gets one program per BALANCED_PIECE_TOKENS tokens of its work (rows x
+#: tokens), rounded up to a whole number of programs per SM; a batch with more
+#: takes 64-token tiles (several programs per SM) and BALANCED_PROGRAMS_PER_ROW
+#: programs per row. Either way the budget stays within BALANCED_MIN_PROGRAMS_PER_SM
+#: to BALANCED_MAX_PROGRAMS_PER_SM programs per SM. Effective rows weigh rows by
+#: their work, ``num_kv_heads * sum(L)**2 / sum(L**2)``: a long-tailed batch of 32
+#: sequences, a few long among many short, counts as a handful.
 #: Measured on the ragged set: docs/performance.md, "v14".
-BALANCED_MANY_ROWS = 128
+BALANCED_MANY_ROWS = 64
 BALANCED_PIECE_TOKENS = 2048
 BALANCED_PROGRAMS_PER_ROW = 4
 BALANCED_MIN_PROGRAMS_PER_SM = 2
@@ -150,9 +152,25 @@ BALANCED_MIN_TOKENS = 256
 
 def balanced_budget(context_lens: torch.Tensor, num_kv_heads: int, num_sms: int) -> tuple[int, bool]:
     """The balanced plan's program budget for a batch, and whether it takes the
-    smaller (64-token) tiles; see :data:`BALANCED_MANY_ROWS`."""
-    rows = int(context_lens.numel()) * num_kv_heads
-    many_rows = rows >= BALANCED_MANY_ROWS
+    smaller (64-token) tiles; see :data:`BALANCED_MANY_ROWS`.
+
+    Parameters
+    ----------
+    context_lens : Tensor
+        ``[batch_size]`` integer lengths, on the CPU.
+    num_kv_heads, num_sms : int
+
+    Returns
+    -------
+    (int, bool)
+        The most programs the balanced plan may launch, and whether the batch has
+        many effective rows.
+    """
+    lens = context_lens.to(torch.float64)
+    rows = int(lens.numel()) * num_kv_heads
+    square_sum = float((lens * lens).sum())
+    effective_rows = num_kv_heads * float(lens.sum()) ** 2 / square_sum if square_sum else 0.0
+    many_rows = effective_rows >= BALANCED_MANY_ROWS
     if many_rows:
         budget = BALANCED_PROGRAMS_PER_ROW * rows
     else:

@@ -107,6 +107,10 @@ def test_balanced_budget_follows_rows_and_work(monkeypatch):
     many, many_rows = lp.balanced_budget(torch.tensor([5000, 10] * 16), 8, 132)
     assert many_rows and many == 4 * 32 * 8
     assert lp.balanced_budget(torch.tensor([5000, 10] * 64), 8, 132)[0] == 8 * 132
+    # A long-tailed batch of 32 (a few long among many short) has few effective rows.
+    long_tail = torch.tensor(pa.ragged_lengths(32, 1, 32768, seed=1, spread="long-tail"))
+    budget, many_rows = lp.balanced_budget(long_tail, 8, 132)
+    assert not many_rows and budget % 132 == 0
 
 
 @pytest.mark.parametrize(
