@@ -2,7 +2,7 @@
 
 For each configuration of ``decode_peers --set prefix`` that shares a prefix, every
 combination of rows per tile, ``block_n``, ``num_warps``, ``num_stages`` and
-program budget of :func:`paged_attention.launch_plan.plan_prefix` is timed as in
+program budget of :func:`paged_attention.shared_prefix.plan_prefix` is timed as in
 ``paged_attention.bench.gpu_time`` (CUDA graphs, L2 flushed by a read before each
 call) with the decode kernel's own plan, and checked against the float64
 reference. GB/s count unique bytes (a shared block once).
@@ -22,8 +22,7 @@ import torch
 
 from paged_attention import DecodeConfig, build_decode_inputs, reference_decode
 from paged_attention.bench import check_accuracy
-from paged_attention.launch_plan import plan_prefix
-from paged_attention.shared_prefix import find_shared_prefixes
+from paged_attention.shared_prefix import find_shared_prefixes, plan_prefix
 from paged_attention.timing import L2Flusher, gpu_time
 from paged_attention.triton_decode import prepare_triton_decode
 from paged_attention.validation import check_decode_args

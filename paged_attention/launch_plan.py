@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import torch
 
 from . import runtime
-from .shared_prefix import PREFIX_ROWS, PrefixGroup
 from .validation import DecodeShape
+from .work_list import TO_CONTEXT_END, WorkList, build_work_list  # noqa: F401  (part of this module's API)
 
 
 def _fp32_dot(dtype: torch.dtype) -> bool:
@@ -67,7 +67,7 @@ class LaunchPlan:
         needs, of about equal length, and launches the longest pieces first.
     query_rows : int
         The shared-prefix pass's rows per tile (sequences x query heads of one KV
-        head; :func:`plan_prefix`); 0 for the decode kernel's plan.
+        head; :func:`~paged_attention.shared_prefix.plan_prefix`); 0 for the decode kernel's plan.
     """
 
     block_n: int
@@ -407,179 +407,6 @@ def plan_launch(
         num_stages=num_stages,
         block_size=shape.block_size,
         balanced=bool(balanced),
-    )
-
-
-#: The prefix pass aims at this many programs per SM (each reads its piece of the
-#: shared blocks once for up to PREFIX_ROWS query rows).
-PREFIX_PROGRAMS_PER_SM = 2
-
-
-def plan_prefix(
-    shape: DecodeShape,
-    groups: tuple[PrefixGroup, ...],
-    device: torch.device,
-    dtype: torch.dtype,
-    *,
-    block_n: int | None = None,
-    num_warps: int | None = None,
-    num_stages: int | None = None,
-    max_programs: int | None = None,
-    query_rows: int | None = None,
-) -> LaunchPlan:
-    """The tile and pieces of the shared-prefix pass (``triton_decode(...,
-    shared_prefixes=...)``).
-
-    A program holds up to :data:`~paged_attention.shared_prefix.PREFIX_ROWS` query
-    rows (a group's sequences x the query heads of one KV head), so its tiles are
-    64 tokens (32 for float32 or ``head_dim > 128``), 4 warps, 3 stages (2 for
-    float32). Each group's shared blocks are cut into pieces of at most
-    ``blocks_per_split`` blocks, the smallest cap that keeps the pass within
-    :data:`PREFIX_PROGRAMS_PER_SM` programs per SM and no piece under
-    :data:`BALANCED_MIN_TOKENS` tokens (:func:`choose_chunk_blocks`).
-
-    Parameters
-    ----------
-    shape : DecodeShape
-    groups : tuple of PrefixGroup
-        The groups the pass reads (each with ``num_blocks > 0``).
-    device, dtype
-        As for :func:`plan_launch`.
-    block_n, num_warps, num_stages, max_programs : int, optional
-        Override the defaults (benchmarks sweep them).
-    query_rows : int, optional
-        Rows per tile, a power of two of at least 16 (default
-        :data:`~paged_attention.shared_prefix.PREFIX_ROWS`).
-
-    Returns
-    -------
-    LaunchPlan
-        ``num_splits`` is the most pieces of any group.
-
-    Raises
-    ------
-    ValueError
-        On an override the kernel cannot take (as :func:`plan_launch`).
-    """
-    _check_plan_overrides(block_n=block_n, num_warps=num_warps, num_stages=num_stages, max_programs=max_programs,
-                          query_rows=query_rows)
-    query_rows = PREFIX_ROWS if query_rows is None else query_rows
-    head_dim_pad = max(16, _next_pow2(shape.head_dim))
-    element_size = torch.empty((), dtype=dtype).element_size()
-    if block_n is None:
-        block_n = 32 if element_size == 4 or head_dim_pad > 128 else 64
-    if num_stages is None:
-        num_stages = 2 if element_size == 4 else 3
-    block_size_pad = _next_pow2(shape.block_size)
-    if block_size_pad <= block_n:
-        blocks_per_tile, slots_per_tile, subtiles = block_n // block_size_pad, block_size_pad, 1
-    else:
-        blocks_per_tile, slots_per_tile, subtiles = 1, block_n, block_size_pad // block_n
-    members_per_tile = max(1, query_rows // _next_pow2(shape.query_group_size))
-    pieces = [g.num_blocks for g in groups for _ in range(0, len(g.sequences), members_per_tile)]
-    if max_programs is None:
-        max_programs = PREFIX_PROGRAMS_PER_SM * _num_sms(device)
-    chunk = choose_chunk_blocks(
-        torch.tensor(pieces or [1]), shape.num_kv_heads, max_programs, blocks_per_tile,
-        -(-BALANCED_MIN_TOKENS // shape.block_size),
-    )
-    return LaunchPlan(
-        block_n=block_n, blocks_per_tile=blocks_per_tile, slots_per_tile=slots_per_tile, subtiles=subtiles,
-        num_splits=max(1, max((-(-n // chunk) for n in pieces), default=1)), blocks_per_split=chunk,
-        num_warps=4 if num_warps is None else num_warps, num_stages=num_stages, block_size=shape.block_size,
-        balanced=True, query_rows=query_rows,
-    )
-
-
-#: A program's last block when it is its sequence's last: read to the context's
-#: end at launch time (a context that grew after planning is still read in full).
-TO_CONTEXT_END = 2**31 - 1
-
-
-@dataclass(frozen=True)
-class WorkList:
-    """The programs of one launch, as the kernel reads them.
-
-    Attributes
-    ----------
-    items : Tensor
-        ``[num_items, 4]`` int32 on the CPU, one row per program (per KV head):
-        ``(seq, first_block, last_block, slot)``, logical blocks
-        ``[first_block, last_block)`` of sequence ``seq`` (``last_block`` is
-        :data:`TO_CONTEXT_END` for a sequence's last program), and the partial-result
-        slot the program writes when the sequence has more than one.
-    sequences : Tensor
-        ``[batch_size, 3]`` int32 on the CPU: ``(first_slot, num_slots,
-        num_items)``. A sequence's slots are consecutive; the first
-        ``num_slots - num_items`` hold shared-prefix partials written before the
-        launch, the rest its own programs'. The program that finishes last merges
-        all ``num_slots``.
-    num_slots : int
-        Partial-result slots over the batch.
-    """
-
-    items: torch.Tensor
-    sequences: torch.Tensor
-    num_slots: int
-
-    @property
-    def num_items(self) -> int:
-        return int(self.items.shape[0])
-
-    @property
-    def needs_merge(self) -> bool:
-        """Whether any sequence has more than one partial result."""
-        return self.num_slots > int(self.sequences.shape[0])
-
-
-def build_work_list(
-    plan: LaunchPlan,
-    context_lens: torch.Tensor,
-    *,
-    first_blocks: list[int] | None = None,
-    prefix_slots: list[int] | None = None,
-) -> WorkList:
-    """Cut each sequence into programs as ``plan`` says (:meth:`LaunchPlan.sequence_items`).
-
-    Parameters
-    ----------
-    plan : LaunchPlan
-    context_lens : Tensor
-        ``[batch_size]`` integer lengths on the CPU (validation's host copy).
-    first_blocks : list of int, optional
-        Per sequence, the first block its own programs read (the blocks before it
-        are read by a shared-prefix pass); 0 by default.
-    prefix_slots : list of int, optional
-        Per sequence, how many partial results the shared-prefix pass writes for it.
-
-    Returns
-    -------
-    WorkList
-        Items in sequence order, or longest first for a balanced plan (the GPU
-        starts programs about in launch order, so the short ones fill the gaps at
-        the end, as longest-processing-time-first scheduling does).
-    """
-    lens = [int(n) for n in context_lens.tolist()]
-    items: list[tuple[int, int, int, int]] = []
-    sizes: list[int] = []
-    sequences: list[tuple[int, int, int]] = []
-    slot = 0
-    for seq, length in enumerate(lens):
-        first = first_blocks[seq] if first_blocks else 0
-        extra = prefix_slots[seq] if prefix_slots else 0
-        ranges = plan.sequence_items(length, first)
-        for j, (start, stop) in enumerate(ranges):
-            items.append((seq, start, TO_CONTEXT_END if j == len(ranges) - 1 else stop, slot + extra + j))
-            sizes.append(stop - start)
-        sequences.append((slot, extra + len(ranges), len(ranges)))
-        slot += extra + len(ranges)
-    if plan.balanced:
-        order = sorted(range(len(items)), key=lambda i: -sizes[i])
-        items = [items[i] for i in order]
-    return WorkList(
-        items=torch.tensor(items, dtype=torch.int32).reshape(-1, 4),
-        sequences=torch.tensor(sequences, dtype=torch.int32).reshape(-1, 3),
-        num_slots=slot,
     )
 
 

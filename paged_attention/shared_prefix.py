@@ -9,8 +9,9 @@ reading each shared byte once per group, then merges each sequence's prefix
 partials with its own suffix's (the split-K merge).
 
 :func:`find_shared_prefixes` finds the groups in a block table;
-:func:`check_shared_prefixes` checks groups a caller gives; :func:`prefix_work`
-cuts the groups into the prefix pass's programs. Plain Python on host tensors:
+:func:`check_shared_prefixes` checks groups a caller gives; :func:`plan_prefix`
+picks the pass's tile and pieces and :func:`prefix_work` cuts the groups into its
+programs. Plain Python on host tensors:
 nothing here launches a kernel.
 """
 
@@ -20,6 +21,11 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import torch
+
+from .launch_plan import (
+    BALANCED_MIN_TOKENS, LaunchPlan, _check_plan_overrides, _next_pow2, _num_sms, choose_chunk_blocks,
+)
+from .validation import DecodeShape
 
 #: A group's shared blocks get a prefix pass only when they hold at least this many
 #: tokens: a shorter prefix saves less than the second launch costs.
@@ -216,4 +222,86 @@ def prefix_work(
         members=torch.tensor(members or [0], dtype=torch.int32),
         first_blocks=first_blocks,
         prefix_slots=prefix_slots,
+    )
+
+
+#: The prefix pass aims at this many programs per SM (each reads its piece of the
+#: shared blocks once for up to PREFIX_ROWS query rows).
+PREFIX_PROGRAMS_PER_SM = 2
+
+
+def plan_prefix(
+    shape: DecodeShape,
+    groups: tuple[PrefixGroup, ...],
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    block_n: int | None = None,
+    num_warps: int | None = None,
+    num_stages: int | None = None,
+    max_programs: int | None = None,
+    query_rows: int | None = None,
+) -> LaunchPlan:
+    """The tile and pieces of the shared-prefix pass (``triton_decode(...,
+    shared_prefixes=...)``).
+
+    A program holds up to :data:`PREFIX_ROWS` query
+    rows (a group's sequences x the query heads of one KV head), so its tiles are
+    64 tokens (32 for float32 or ``head_dim > 128``), 4 warps, 3 stages (2 for
+    float32). Each group's shared blocks are cut into pieces of at most
+    ``blocks_per_split`` blocks, the smallest cap that keeps the pass within
+    :data:`PREFIX_PROGRAMS_PER_SM` programs per SM and no piece under
+    :data:`~paged_attention.launch_plan.BALANCED_MIN_TOKENS` tokens
+    (:func:`~paged_attention.launch_plan.choose_chunk_blocks`).
+
+    Parameters
+    ----------
+    shape : DecodeShape
+    groups : tuple of PrefixGroup
+        The groups the pass reads (each with ``num_blocks > 0``).
+    device, dtype
+        As for :func:`~paged_attention.launch_plan.plan_launch`.
+    block_n, num_warps, num_stages, max_programs : int, optional
+        Override the defaults (benchmarks sweep them).
+    query_rows : int, optional
+        Rows per tile, a power of two of at least 16 (default :data:`PREFIX_ROWS`).
+
+    Returns
+    -------
+    LaunchPlan
+        ``num_splits`` is the most pieces of any group.
+
+    Raises
+    ------
+    ValueError
+        On an override the kernel cannot take (as
+        :func:`~paged_attention.launch_plan.plan_launch`).
+    """
+    _check_plan_overrides(block_n=block_n, num_warps=num_warps, num_stages=num_stages, max_programs=max_programs,
+                          query_rows=query_rows)
+    query_rows = PREFIX_ROWS if query_rows is None else query_rows
+    head_dim_pad = max(16, _next_pow2(shape.head_dim))
+    element_size = torch.empty((), dtype=dtype).element_size()
+    if block_n is None:
+        block_n = 32 if element_size == 4 or head_dim_pad > 128 else 64
+    if num_stages is None:
+        num_stages = 2 if element_size == 4 else 3
+    block_size_pad = _next_pow2(shape.block_size)
+    if block_size_pad <= block_n:
+        blocks_per_tile, slots_per_tile, subtiles = block_n // block_size_pad, block_size_pad, 1
+    else:
+        blocks_per_tile, slots_per_tile, subtiles = 1, block_n, block_size_pad // block_n
+    members_per_tile = max(1, query_rows // _next_pow2(shape.query_group_size))
+    pieces = [g.num_blocks for g in groups for _ in range(0, len(g.sequences), members_per_tile)]
+    if max_programs is None:
+        max_programs = PREFIX_PROGRAMS_PER_SM * _num_sms(device)
+    chunk = choose_chunk_blocks(
+        torch.tensor(pieces or [1]), shape.num_kv_heads, max_programs, blocks_per_tile,
+        -(-BALANCED_MIN_TOKENS // shape.block_size),
+    )
+    return LaunchPlan(
+        block_n=block_n, blocks_per_tile=blocks_per_tile, slots_per_tile=slots_per_tile, subtiles=subtiles,
+        num_splits=max(1, max((-(-n // chunk) for n in pieces), default=1)), blocks_per_split=chunk,
+        num_warps=4 if num_warps is None else num_warps, num_stages=num_stages, block_size=shape.block_size,
+        balanced=True, query_rows=query_rows,
     )

@@ -38,11 +38,11 @@ import triton
 import triton.language as tl
 
 from .launch_plan import (  # noqa: F401  (LaunchPlan, plan_launch: part of this module's API)
-    FUSED_MERGE_VALUES, LaunchPlan, _check_plan_fits, _fp32_dot, _next_pow2, build_work_list, plan_launch,
-    plan_prefix,
+    FUSED_MERGE_VALUES, LaunchPlan, _check_plan_fits, _fp32_dot, _next_pow2, plan_launch,
 )
-from .shared_prefix import PrefixGroup, check_shared_prefixes, find_shared_prefixes, prefix_work
+from .shared_prefix import PrefixGroup, check_shared_prefixes, find_shared_prefixes, plan_prefix, prefix_work
 from .validation import check_decode_args, kv_scale_tensors
+from .work_list import build_work_list
 
 LOG2E = 1.4426950408889634
 
@@ -432,7 +432,7 @@ def prepare_triton_decode(
         (default): no prefix pass.
     prefix_plan : LaunchPlan, optional
         The prefix pass's tile and pieces; by default
-        :func:`~paged_attention.launch_plan.plan_prefix` picks them.
+        :func:`~paged_attention.shared_prefix.plan_prefix` picks them.
     **plan_overrides
         ``num_splits``, ``block_n``, ``num_warps``, ``num_stages``, ``balanced``,
         ``max_programs`` for :func:`plan_launch` (not with ``plan``).
