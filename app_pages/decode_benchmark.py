@@ -44,12 +44,35 @@ include_simple = controls[0].checkbox(
     f"Include {LABELS['triton_simple']}", key="bench_include_simple", persist_state="session",
     help="the textbook Triton kernel: one program per (sequence, query head), a table lookup per token",
 )
+# Without a shared prefix the prefix-aware kernel is the Triton one: offered only with one.
+include_prefix = config.shared_prefix > 0 and controls[0].checkbox(
+    f"Include {LABELS['triton_prefix']}", value=True, key="bench_include_prefix", persist_state="session",
+    help="reads each prefix group's shared blocks once for all its sequences (a prefix pass), then each "
+         "sequence's own blocks, and merges the two",
+)
+names = [*IMPLEMENTATIONS, *(["triton_simple"] if include_simple else []),
+         *(["triton_prefix"] if include_prefix else [])]
 run = controls[1].button(
     "Run benchmark", type="primary", icon=":material/play_arrow:", key="bench_run",
     disabled=plan.refusal is not None, width="stretch",
 )
 controls[2].caption(f"{readouts.config_summary(config)} · warm-up {plan.warmup}, "
                     f"{formatting.count(plan.iters, 'timed call')}")
+shared = readouts.shared_kv(config)
+if shared is not None:
+    kv = st.columns(3, gap="xsmall")
+    kv[0].metric("KV read, logical", formatting.format_bytes(shared.logical_bytes, 3),
+                 "prefix in every sequence", delta_color="off", delta_arrow="off", border=True,
+                 help="K and V of every sequence's tokens: what a kernel that reads each sequence's blocks, "
+                      "shared or not, reads")
+    kv[1].metric("KV read, unique", formatting.format_bytes(shared.unique_bytes, 3),
+                 f"-{100 * shared.saved_fraction:.0f}%: prefix once per group", delta_color="inverse",
+                 delta_arrow="down", border=True, help="each shared block once: the least a decode step must read")
+    kv[2].markdown(
+        f"Triton reads the prefix's {formatting.count(shared.shared_blocks, 'shared block')} once per sequence; "
+        f"{LABELS['triton_prefix']} once per group ({formatting.count(shared.prefix_groups, 'group')}). "
+        "Bandwidths below count unique bytes."
+    )
 if plan.refusal:
     st.warning(plan.refusal, icon=":material/block:")
 for note in plan.notes:
@@ -58,11 +81,10 @@ stopped = st.session_state.get(PARTIAL)
 if stopped is not None and not run:
     # Streamlit stops a running script when the page is left or a widget changes:
     # say so, rather than let the run vanish. What it measured is kept for a rerun.
-    done, names = len(stopped["results"]), stopped["key"][1]
-    now = (*IMPLEMENTATIONS, *(("triton_simple",) if include_simple else ()))
-    same = stopped["key"] == (config, now, plan.warmup, plan.iters)
+    done, asked = len(stopped["results"]), stopped["key"][1]
+    same = stopped["key"] == (config, tuple(names), plan.warmup, plan.iters)
     st.warning(
-        f"The last run stopped before it finished ({done} of {formatting.count(len(names), 'implementation')} "
+        f"The last run stopped before it finished ({done} of {formatting.count(len(asked), 'implementation')} "
         "measured), because the page was left or a setting changed while it ran. "
         + ("The settings have changed since; press **Run benchmark** to run them." if not same else
            "Press **Run benchmark** to finish it: what it measured is kept." if done else
@@ -78,7 +100,6 @@ def _failed(status, label: str, message: str, icon: str) -> None:
 
 
 def _run() -> None:
-    names = [*IMPLEMENTATIONS, *(["triton_simple"] if include_simple else [])]
     key = (config, tuple(names), plan.warmup, plan.iters)
     partial = st.session_state.get(PARTIAL)
     if partial is None or partial["key"] != key:
@@ -250,11 +271,15 @@ for column in [c for c in TIMES if c in table]:
     table[column] = [formatting.duration_number(v, unit) if pd.notna(v) else "n/a" for v in table[column]]
 for column in [c for c in ("gbps", "gpu_gbps") if c in table and reads_kv]:
     table[column] = [formatting.format_gbps(v) if pd.notna(v) else "n/a" for v in table[column]]
+sharing = "unique_gbps" in table  # a shared prefix: bandwidth on unique bytes first, logical beside it
+for column in [c for c in ("unique_gbps", "gpu_unique_gbps") if c in table]:
+    table[column] = [formatting.format_gbps(v) if pd.notna(v) else "n/a" for v in table[column]]
+BYTES = " (logical bytes)" if sharing else ""
 na = {"speedup_vs_naive": st.column_config.TextColumn("Speedup vs naive"),
-      "gbps": st.column_config.TextColumn("GB/s")}
+      "gbps": st.column_config.TextColumn(f"GB/s{BYTES}")}
 #: What a speaker points at comes first, so it stays on screen at 1280 px.
-FIRST = ["implementation", "correct", "median_ms", "gpu_time_ms", "speedup_vs_naive", "gbps", "pct_of_copy_bw",
-         "max_tol_ratio"]
+FIRST = ["implementation", "correct", "median_ms", "gpu_time_ms", "speedup_vs_naive", "gpu_unique_gbps",
+         "unique_gbps", "gbps", "pct_of_copy_bw", "max_tol_ratio"]
 st.dataframe(
     table, hide_index=True, width="stretch", key="bench_table",
     column_order=[c for c in FIRST if c in table] + [c for c in table if c not in FIRST],
@@ -268,9 +293,15 @@ st.dataframe(
         "gpu_p20_ms": None,  # in the CSV; the table keeps to the call latency's spread
         "gpu_p80_ms": None,
         "speedup_vs_naive": st.column_config.NumberColumn("Speedup vs naive", format="%.3g×"),
-        "gbps": st.column_config.TextColumn("GB/s", alignment="right"),
-        "gpu_gbps": st.column_config.TextColumn("GB/s (GPU time)", alignment="right"),
-        "pct_of_copy_bw": st.column_config.NumberColumn("% of copy BW", format="%.0f%%"),
+        "gbps": st.column_config.TextColumn(f"GB/s{BYTES}", alignment="right"),
+        "gpu_gbps": st.column_config.TextColumn(f"GB/s{BYTES} (GPU time)" if sharing else "GB/s (GPU time)",
+                                                alignment="right"),
+        "unique_gbps": st.column_config.TextColumn(
+            "GB/s (unique bytes)", alignment="right",
+            help="each shared block counted once: the bytes a decode step must read at least"),
+        "gpu_unique_gbps": st.column_config.TextColumn("GB/s (unique, GPU time)", alignment="right"),
+        "pct_of_copy_bw": st.column_config.NumberColumn("% of copy BW" + (" (unique)" if sharing else ""),
+                                                        format="%.0f%%"),
         "max_abs_err": st.column_config.NumberColumn("Max abs err", format="%.2e"),
         # Relative error is large wherever the reference is near zero, even on a
         # passing row; the CSV keeps it, the table shows error / tolerance instead.

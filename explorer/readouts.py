@@ -1,7 +1,8 @@
 """Readouts of one configuration and its benchmark results, as the pages show them.
 
-The sidebar's memory summary, a configuration's one-line label, and the rows of
-the benchmark's results table and CSV (one per implementation).
+The sidebar's memory summary, a configuration's one-line label, the bytes a
+shared prefix saves, and the rows of the benchmark's results table and CSV (one
+per implementation).
 """
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from paged_attention.bench import achieved_gbps
+from paged_attention.bench import achieved_gbps, shares_kv
 from paged_attention.config import DecodeConfig
 
-from explorer.formatting import KV_SCALE_LABELS, format_times, kv_dtype_label
+from explorer.formatting import KV_SCALE_LABELS, count, format_times, kv_dtype_label
 
 
 @dataclass(frozen=True)
@@ -64,8 +65,37 @@ def config_summary(config: DecodeConfig) -> str:
     return (
         f"B={config.batch_size} {ctx} H={config.num_heads}/{config.num_kv_heads} "
         f"d={config.head_dim} bs={config.block_size} {config.dtype}{_kv_text(config)} {config.block_layout} "
-        f"{config.device}"
+        f"{config.device}{_prefix_text(config)}"
     )
+
+
+def _prefix_text(config: DecodeConfig) -> str:
+    if not config.shared_prefix:
+        return ""
+    return f" prefix={config.shared_prefix}×{count(config.prefix_groups, 'group')}"
+
+
+@dataclass(frozen=True)
+class SharedKV:
+    """K and V bytes one decode step reads, logically and at least (a shared
+    prefix's blocks once per group), for a batch with a shared prefix."""
+
+    logical_bytes: int
+    unique_bytes: int
+    shared_blocks: int
+    prefix_groups: int
+
+    @property
+    def saved_fraction(self) -> float:
+        """Share of the logical bytes that sharing leaves out."""
+        return 1 - self.unique_bytes / self.logical_bytes if self.logical_bytes else 0.0
+
+
+def shared_kv(config: DecodeConfig) -> SharedKV | None:
+    """The logical and unique K and V bytes of ``config``; None without a shared prefix."""
+    if not config.shared_prefix:
+        return None
+    return SharedKV(config.needed_kv_bytes(), config.unique_kv_bytes(), config.shared_blocks, config.prefix_groups)
 
 
 def _kv_text(config: DecodeConfig) -> str:
@@ -79,6 +109,7 @@ _CHANGE_NAMES: dict[str, str] = {
     "batch_size": "batch", "context_lens": "ctx", "num_heads": "heads", "num_kv_heads": "KV heads",
     "head_dim": "head_dim", "block_size": "block_size", "dtype": "dtype", "kv_dtype": "KV cache",
     "kv_scale": "scales", "block_layout": "layout",
+    "shared_prefix": "prefix", "prefix_groups": "prefix groups",
     "spare_blocks": "spare blocks", "seed": "seed", "device": "device",
 }
 
@@ -154,14 +185,22 @@ def results_rows(
     reads_kv : bool
         False when the step reads no K or V (:func:`reads_no_kv`): bandwidth, its
         fraction of the copy bandwidth and the speedup are then None (n/a).
+
+    With a shared prefix (:func:`~paged_attention.bench.shares_kv`) the rows add
+    ``unique_gbps`` and ``gpu_unique_gbps``, the bandwidth on unique bytes (a
+    shared block once), and ``pct_of_copy_bw`` counts unique bytes: the logical
+    ones a prefix-aware kernel never reads can go past the copy bandwidth.
     """
     results = list(results)
     base = next((r for r in results if r.name == baseline), None) if reads_kv else None
+    sharing = any(shares_kv(r) for r in results)
     rows = []
     for r in results:
-        best_gbps = achieved_gbps(r)
+        best_gbps = achieved_gbps(r, unique=sharing)
         if not reads_kv:
             best_gbps = None
+        unique = {"unique_gbps": r.unique_gbps if reads_kv else None,
+                  "gpu_unique_gbps": r.gpu_unique_gbps if reads_kv else None} if sharing else {}
         rows.append(
             {
                 "implementation": r.label,
@@ -175,6 +214,7 @@ def results_rows(
                 "speedup_vs_naive": (base.median_ms / r.median_ms) if base and r.median_ms > 0 else None,
                 "gbps": r.gbps if reads_kv else None,
                 "gpu_gbps": r.gpu_gbps if reads_kv else None,
+                **unique,
                 "pct_of_copy_bw": (100 * best_gbps / copy_gbps) if copy_gbps and best_gbps is not None else None,
                 "max_abs_err": r.max_abs_err,
                 "max_rel_err": r.max_rel_err,

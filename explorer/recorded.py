@@ -171,13 +171,14 @@ def matching_config(recorded: RecordedSet, config: DecodeConfig) -> tuple[int, i
     ``config`` matches when its batch size and its one uniform context length are a
     recorded pair and its heads, KV heads, head_dim, block size and dtype are the
     set's (device, seed and layout aside), and so is its KV-cache dtype (a set
-    without ``kv_dtype`` was recorded with a cache in its dtype, not fp8).
+    without ``kv_dtype`` was recorded with a cache in its dtype, not fp8) and its
+    shared prefix (a set without ``shared_prefix`` shared none).
     """
     shared = recorded.meta["config"]
     lengths = set(config.lengths)
     if len(lengths) != 1 or any(getattr(config, k) != shared[k] for k in REQUIRED_CONFIG):
         return None
-    if config.kv_dtype != shared.get("kv_dtype"):
+    if config.kv_dtype != shared.get("kv_dtype") or config.shared_prefix != shared.get("shared_prefix", 0):
         return None
     pair = (config.batch_size, lengths.pop())
     return pair if pair in recorded.configs else None

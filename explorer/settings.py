@@ -83,6 +83,10 @@ class Settings:
     device: str = field(default_factory=default_device)
     block_layout: str = "shuffled"
     pool_headroom: int = 0
+    #: Tokens at the start of every sequence that its prefix group shares (0: none).
+    shared_prefix: int = 0
+    #: Groups of consecutive sequences that share a prefix (ignored while ``shared_prefix`` is 0).
+    prefix_groups: int = 1
     seed: int = 0
     warmup: int = 1
     iters: int = 3
@@ -136,6 +140,10 @@ class Settings:
             device=self.device,
             seed=self.seed,
             block_layout=self.block_layout,
+            shared_prefix=self.shared_prefix,
+            # Groups mean nothing without a shared prefix: leave the default, so a hidden
+            # value neither changes the configuration nor breaks it (more groups than sequences).
+            prefix_groups=self.prefix_groups if self.shared_prefix else 1,
         ).validate()
         if self.pool_headroom:
             config = config.with_(spare_blocks=max(1, math.ceil(config.num_blocks_used * self.pool_headroom / 100)))
@@ -193,6 +201,8 @@ QUERY_KEYS: dict[str, str] = {
     "device": "device",
     "block_layout": "layout",
     "pool_headroom": "headroom",
+    "shared_prefix": "prefix",
+    "prefix_groups": "prefix_groups",
     "seed": "seed",
     "warmup": "warmup",
     "iters": "iters",
@@ -204,6 +214,8 @@ _INT_BOUNDS: dict[str, tuple[int, int]] = {
     "context_len": (0, MAX_CONTEXT),
     "ragged_low": (0, MAX_CONTEXT),
     "ragged_high": (0, MAX_CONTEXT),
+    "shared_prefix": (0, MAX_CONTEXT),
+    "prefix_groups": (1, MAX_BATCH),
     "num_heads": (1, MAX_HEADS),
     "num_kv_heads": (1, MAX_HEADS),
     "head_dim": (1, MAX_HEAD_DIM),
@@ -216,6 +228,8 @@ DTYPE_NAMES: tuple[str, ...] = tuple(DTYPES)
 
 #: On/off fields, written ``1`` (only when on) and read from ``1`` or ``0``.
 _FLAGS = ("present",)
+#: Written only when a prefix is shared.
+_PREFIX_FIELDS = ("shared_prefix", "prefix_groups")
 
 _CHOICES: dict[str, tuple] = {
     "preset": PRESET_NAMES,
@@ -324,12 +338,14 @@ def settings_to_query(settings: Settings) -> dict[str, str]:
     """URL query parameters that reproduce ``settings``.
 
     Hand-edited ragged lengths are written as ``lens=3,17,...`` only when they
-    differ from what the spread draws; on/off fields (``present=1``) only when on.
+    differ from what the spread draws; on/off fields (``present=1``) only when on;
+    the shared prefix and its groups (``prefix=128&prefix_groups=2``) only when a
+    prefix is shared.
     """
     out: dict[str, str] = {}
     for f in fields(Settings):
         value = getattr(settings, f.name)
-        if f.name == "lengths":
+        if f.name == "lengths" or (f.name in _PREFIX_FIELDS and not settings.shared_prefix):
             continue
         if f.name in _FLAGS:
             if value:

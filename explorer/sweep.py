@@ -72,7 +72,7 @@ SWEEP_COLUMNS: tuple[str, ...] = (
     "pct_of_copy_bw", "bytes_moved", "max_abs_err", "correct", "predicted_ms", "note",
     "batch_size", "context_len", "tokens", "num_heads", "num_kv_heads", "head_dim", "block_size",
     "dtype", "kv_dtype", "kv_scale", "block_layout", "device", "device_name", "warmup", "iters", "measured_at",
-    "cached",
+    "cached", "shared_prefix", "prefix_groups",
 )
 #: Columns an uploaded CSV must have; the others are filled with blanks (a CSV from
 #: before ``measured_at`` and ``cached`` existed still loads), ``kv_dtype`` with
@@ -81,7 +81,7 @@ REQUIRED_COLUMNS: tuple[str, ...] = ("axis", "value", "implementation", "status"
 _NUMERIC = (
     "value", "median_ms", "p20_ms", "p80_ms", "gpu_time_ms", "gpu_p20_ms", "gpu_p80_ms", "gbps", "gpu_gbps", "copy_gbps", "pct_of_copy_bw",
     "bytes_moved", "max_abs_err", "predicted_ms", "batch_size", "context_len", "tokens", "num_heads",
-    "num_kv_heads", "head_dim", "block_size", "warmup", "iters",
+    "num_kv_heads", "head_dim", "block_size", "warmup", "iters", "shared_prefix", "prefix_groups",
 )
 #: An uploaded CSV larger than this is refused before parsing.
 MAX_CSV_BYTES = 2_000_000
@@ -327,6 +327,8 @@ def _config_fields(config: DecodeConfig) -> dict:
         "kv_scale": config.kv_scale if config.is_fp8 else "",
         "block_layout": config.block_layout,
         "device": config.device,
+        "shared_prefix": config.shared_prefix,
+        "prefix_groups": config.prefix_groups,
     }
 
 

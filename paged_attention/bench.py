@@ -4,6 +4,11 @@ CUDA-graph GPU time), achieved bandwidth, and the command line.
 
 Achieved bandwidth is the bytes a decode step must move (each needed K and V
 element once, the query and the output) over the median time, in GB/s (1e9 B/s).
+Two counts of bytes: logical (every sequence's tokens,
+:meth:`~paged_attention.config.DecodeConfig.decode_bytes`) and unique (a block
+that a prefix group shares once,
+:meth:`~paged_attention.config.DecodeConfig.unique_decode_bytes`); they differ
+only for a batch with a shared prefix.
 
 Run ``python -m paged_attention.bench --help``.
 """
@@ -88,7 +93,10 @@ class BenchResult:
     """Timing and accuracy of one implementation on one configuration.
 
     Times are in milliseconds, bandwidth in GB/s (1e9 bytes per second), bytes in
-    bytes. ``samples_ms`` are call latencies, one per interleaved round;
+    bytes. ``bytes_moved`` and ``gbps`` count logical bytes (a shared prefix in
+    every sequence); ``unique_bytes``, ``unique_gbps`` and ``gpu_unique_gbps``
+    count a shared block once (the same as logical when nothing is shared).
+    ``samples_ms`` are call latencies, one per interleaved round;
     ``gpu_time_ms`` (the median of ``gpu_samples_ms``) is None where no CUDA graph
     could time it (CPU, or an implementation that synchronises with the host).
     ``p20_ms``/``p80_ms`` and ``gpu_p20_ms``/``gpu_p80_ms`` give the spread
@@ -116,6 +124,9 @@ class BenchResult:
     gpu_p20_ms: float | None = None
     gpu_p80_ms: float | None = None
     gpu_samples_ms: list[float] | None = None
+    unique_bytes: int | None = None
+    unique_gbps: float | None = None
+    gpu_unique_gbps: float | None = None
 
     def row(self) -> dict:
         """A flat dict without the samples (for tables and CSV)."""
@@ -125,12 +136,24 @@ class BenchResult:
         return d
 
 
-def achieved_gbps(result) -> float | None:
-    """The achieved bandwidth to report for ``result``, in GB/s: from GPU time
-    where CUDA graphs measured it (no host in it), else from the call latency.
+def shares_kv(result) -> bool:
+    """True when a shared prefix makes ``result``'s unique bytes fewer than its
+    logical bytes (``result`` is a :class:`BenchResult` or anything with
+    ``bytes_moved``, and maybe ``unique_bytes``)."""
+    unique = getattr(result, "unique_bytes", None)
+    return unique is not None and unique < result.bytes_moved
 
-    ``result`` is a :class:`BenchResult` or anything with ``gpu_gbps`` and ``gbps``.
+
+def achieved_gbps(result, *, unique: bool = False) -> float | None:
+    """The achieved bandwidth to report for ``result``, in GB/s: from GPU time
+    where CUDA graphs measured it (no host in it), else from the call latency;
+    on logical bytes, or with ``unique`` on unique bytes (a shared block once).
+
+    ``result`` is a :class:`BenchResult` or anything with ``gpu_gbps`` and ``gbps``
+    (and ``gpu_unique_gbps`` and ``unique_gbps`` for ``unique``).
     """
+    if unique:
+        return result.gpu_unique_gbps if result.gpu_unique_gbps is not None else result.unique_gbps
     return result.gpu_gbps if result.gpu_gbps is not None else result.gbps
 
 
@@ -197,14 +220,21 @@ def benchmark_implementations(
         graph=[n for n in names if n in GRAPH_CAPTURABLE] if graph else (), interleave=device.type == "cuda",
         on_progress=on_progress,
     )
-    nbytes = inputs.config.decode_bytes()
-    return [_result(name, str(device), timings[name], accuracy[name], nbytes) for name in names]
+    nbytes, unique = inputs.config.decode_bytes(), inputs.config.unique_decode_bytes()
+    return [_result(name, str(device), timings[name], accuracy[name], nbytes, unique) for name in names]
 
 
-def _result(name: str, device: str, timing: Timing, accuracy: Accuracy, nbytes: int) -> BenchResult:
+def _gbps(nbytes: int, ms: float | None) -> float | None:
+    return None if ms is None else nbytes / (ms * 1e-3) / 1e9
+
+
+def _result(
+    name: str, device: str, timing: Timing, accuracy: Accuracy, nbytes: int, unique_bytes: int | None = None
+) -> BenchResult:
     samples, gpu = timing.call_ms, timing.gpu_ms
     median = statistics.median(samples)
     gpu_ms = statistics.median(gpu) if gpu else None
+    unique_bytes = nbytes if unique_bytes is None else unique_bytes
     return BenchResult(
         name=name,
         label=LABELS[name],
@@ -215,8 +245,8 @@ def _result(name: str, device: str, timing: Timing, accuracy: Accuracy, nbytes: 
         p80_ms=percentile(samples, 0.8),
         gpu_time_ms=gpu_ms,
         bytes_moved=nbytes,
-        gbps=nbytes / (median * 1e-3) / 1e9,
-        gpu_gbps=None if gpu_ms is None else nbytes / (gpu_ms * 1e-3) / 1e9,
+        gbps=_gbps(nbytes, median),
+        gpu_gbps=_gbps(nbytes, gpu_ms),
         max_abs_err=accuracy.max_abs_err,
         max_rel_err=accuracy.max_rel_err,
         atol=accuracy.atol,
@@ -226,6 +256,9 @@ def _result(name: str, device: str, timing: Timing, accuracy: Accuracy, nbytes: 
         gpu_p20_ms=percentile(gpu, 0.2) if gpu else None,
         gpu_p80_ms=percentile(gpu, 0.8) if gpu else None,
         gpu_samples_ms=gpu,
+        unique_bytes=unique_bytes,
+        unique_gbps=_gbps(unique_bytes, median),
+        gpu_unique_gbps=_gbps(unique_bytes, gpu_ms),
     )
 
 
@@ -287,6 +320,8 @@ def classic_configs(args: argparse.Namespace) -> list[tuple[DecodeConfig, int]]:
         device=args.device,
         seed=args.seed,
         block_layout=args.layout,
+        shared_prefix=args.shared_prefix,
+        prefix_groups=args.prefix_groups if args.shared_prefix else 1,
     )
     if args.batch_size is None and args.context_len is None:
         return [
@@ -357,12 +392,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="KV-cache dtype: auto = --dtype, or an 8-bit float format with amax scales")
     p.add_argument("--kv-scale", choices=list(KV_SCALES), default="per_tensor", help="fp8 scales: one per tensor or per KV head")
     p.add_argument("--layout", choices=list(BLOCK_LAYOUTS), default="contiguous", help="physical block layout")
+    p.add_argument("--shared-prefix", type=int, default=0,
+                   help="tokens at the start of every sequence that its prefix group shares (whole blocks shared)")
+    p.add_argument("--prefix-groups", type=int, default=1, help="groups of consecutive sequences sharing a prefix")
     p.add_argument("--device", default=default_device(), help="cpu or cuda (default: cuda when present)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--warmup", type=int, default=CLASSIC_WARMUP, help="untimed rounds before timing")
     p.add_argument("--iters", type=int, help="timed rounds, each calling every implementation once (default: per config)")
     p.add_argument(
-        "--impl", nargs="+", default=list(IMPLEMENTATIONS), help="implementations (naive vectorized triton triton_simple)"
+        "--impl", nargs="+", default=list(IMPLEMENTATIONS), help="implementations (naive vectorized triton triton_simple triton_prefix)"
     )
     p.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph GPU-time measurement")
     p.add_argument("--csv", help="also write the results to this CSV file")
@@ -405,6 +443,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "batch_size": config.batch_size,
                     "context_len": max(config.lengths),
                     "kv_dtype": str(config.kv_torch_dtype).removeprefix("torch."),
+                    **({"shared_prefix": config.shared_prefix, "prefix_groups": config.prefix_groups}
+                       if config.shared_prefix else {}),
                     "implementation": r.label,
                     "median_ms": r.median_ms,
                     "p20_ms": r.p20_ms,
@@ -414,6 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "gpu_p80_ms": r.gpu_p80_ms,
                     "speedup_vs_naive": (naive.median_ms / r.median_ms) if naive else None,
                     "GB/s": r.gbps,
+                    **({"GB/s (unique bytes)": r.unique_gbps} if config.shared_prefix else {}),
                     "max_abs_err": r.max_abs_err,
                     "correct": "yes" if r.passed else "NO",
                 }

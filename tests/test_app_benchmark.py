@@ -442,3 +442,71 @@ def test_a_run_stopped_midway_says_so_and_the_next_run_keeps_what_it_measured(mo
     assert not [w for w in at.warning if "last run stopped" in w.value]
     assert list(at.dataframe[0].value["correct"]) == ["yes", "yes", "yes"]
     assert any("measured by the run your click replaced" in m.value for m in at.markdown)
+
+
+#: TINY with a batch of four that shares a 32-token prefix in two groups (two whole blocks of 16).
+PREFIX = {**TINY, "batch": "4", "ctx": "64", "prefix": "32", "prefix_groups": "2"}
+
+
+def test_shared_prefix_fields_follow_the_url_and_go_back_into_it():
+    at = open_app({**TINY, "batch": "4"}, page=BENCH)
+    assert_clean(at)
+    assert at.number_input(key="sb_shared_prefix").value == 0
+    # groups mean nothing without a prefix: hidden, and kept out of the URL
+    assert not [n for n in at.number_input if n.key == "sb_prefix_groups"]
+    assert "prefix" not in at.query_params and "prefix_groups" not in at.query_params
+    assert not [c for c in at.checkbox if c.key == "bench_include_prefix"]
+
+    at.number_input(key="sb_shared_prefix").set_value(32).run()
+    at.number_input(key="sb_prefix_groups").set_value(2).run()
+    assert_clean(at)
+    assert (at.query_params["prefix"], at.query_params["prefix_groups"]) == ("32", "2")
+
+    at = open_app(PREFIX, page=BENCH)
+    assert_clean(at)
+    assert (at.number_input(key="sb_shared_prefix").value, at.number_input(key="sb_prefix_groups").value) == (32, 2)
+    assert at.checkbox(key="bench_include_prefix").value  # on by default once a prefix is shared
+    sidebar = " ".join(m.value for m in at.sidebar.markdown)
+    assert "Shared prefix: **2 blocks** held once for each of 2 groups" in sidebar
+
+
+@pytest.mark.parametrize("query, rule", [
+    ({"prefix": "100"}, "shared_prefix (100) must be at most every context length; sequence 0 holds only 64 tokens"),
+    ({"prefix_groups": "5"}, "prefix_groups must be an integer from 1 to batch_size (4); got 5"),
+])
+def test_a_prefix_the_batch_cannot_hold_is_a_config_error(query, rule):
+    at = open_app({**PREFIX, **query}, page=BENCH)
+    assert not at.exception
+    assert [e.value for e in at.error] == [f"**Invalid configuration.** {rule}."]
+
+
+def test_bad_prefix_in_the_url_gets_a_note():
+    at = open_app({**TINY, "prefix": "lots", "prefix_groups": "0"}, page=BENCH)
+    assert_clean(at)
+    notes = [w.value for w in at.sidebar.warning if w.value.startswith("URL:")]
+    assert notes == ["URL: `prefix=lots` ignored (not a valid value); using 0.",
+                     "URL: `prefix_groups=0` ignored (must be between 1 and 4,096); using 1."]
+
+
+def test_run_with_a_shared_prefix_races_the_prefix_aware_kernel_on_unique_bytes():
+    at = open_app(PREFIX, page=BENCH, timeout=180)
+    config = DecodeConfig(batch_size=4, context_lens=64, num_heads=4, num_kv_heads=2, head_dim=32,
+                          shared_prefix=32, prefix_groups=2)
+    # the bytes before any run: 4 x 64 tokens logically, two 32-token prefixes fewer in the pool
+    kv = {m.label: (m.value, m.delta) for m in at.metric}
+    assert kv == {"KV read, logical": ("65.5 kB", "prefix in every sequence"),
+                  "KV read, unique": ("49.2 kB", "-25%: prefix once per group")}
+    assert config.needed_kv_bytes() == 65_536 and config.unique_kv_bytes() == 49_152
+    at.button(key="bench_run").click().run()
+    assert_clean(at)
+    table = at.dataframe[0].value
+    assert list(table["implementation"]) == ["Naive PyTorch", "Optimized PyTorch", "Triton", "Triton (prefix-aware)"]
+    assert list(table["correct"]) == ["yes"] * 4
+    assert float(table["max_tol_ratio"].iloc[3]) < 1
+    # bandwidth on unique bytes, named so, beside the logical one
+    columns = at.dataframe[0].proto.columns
+    assert "GB/s (unique bytes)" in columns and "GB/s (logical bytes)" in columns
+    assert "unique_gbps" in table.columns
+    bandwidth = chart(at, "bench_bandwidth")
+    assert "Bandwidth on unique bytes" in bandwidth["layout"]["title"]["text"]
+    assert any("prefix=32×2 groups" in c.value for c in at.caption)  # the run's label, in its CSV too

@@ -465,3 +465,18 @@ def test_other_pages_drop_the_sweep_keys():
     at.switch_page(SWEEP).run()  # and back: the controls kept, and in the URL again
     assert at.selectbox(key="sw_axis").value == "batch_size"
     assert at.query_params["sw_axis"] in ("batch_size", ["batch_size"])
+
+
+def test_sweep_of_a_shared_prefix_batch_keeps_the_prefix_in_its_rows():
+    shared = {**TINY, "batch": "4", "prefix": "16", "prefix_groups": "2"}
+    at = sweep_grid(open_app(shared, page=SWEEP, timeout=120), 32, 48, 2, budget=0.0)
+    at.button(key="sw_run").click().run()
+    assert_clean(at)
+    frame = at.session_state[sweep_ui.JOB].frame()
+    ok = frame[frame["status"] == "ok"]
+    assert len(ok) == 4 and (ok["correct"] == "yes").all()
+    assert set(frame["shared_prefix"]) == {16} and set(frame["prefix_groups"]) == {2}
+    # a point shorter than the prefix is the configuration's error, not a traceback
+    at = sweep_grid(at, 8, 48, 2, budget=0.0)
+    assert not at.exception
+    assert any("shared_prefix (16) must be at most every context length" in e.value for e in at.error)

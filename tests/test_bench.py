@@ -35,3 +35,34 @@ def test_bench_cli_runs_one_small_config(tmp_path, capsys):
     assert bench.main(argv) == 0
     table = out.read_text()
     assert table.count("yes") == 3 and "Triton" in table
+
+
+def test_results_count_logical_and_unique_bytes_of_a_shared_prefix():
+    from paged_attention import DecodeConfig, build_decode_inputs
+    from paged_attention.bench import achieved_gbps, benchmark_implementations, shares_kv
+
+    config = DecodeConfig(batch_size=4, context_lens=(70, 64, 99, 64), num_heads=4, num_kv_heads=2, head_dim=32,
+                          block_size=16, shared_prefix=40, prefix_groups=2)
+    inputs = build_decode_inputs(config)
+    plain, prefix = benchmark_implementations(["triton", "triton_prefix"], inputs, warmup=0, iters=1)
+    for r in (plain, prefix):
+        assert r.passed and shares_kv(r)
+        assert (r.bytes_moved, r.unique_bytes) == (config.decode_bytes(), config.unique_decode_bytes())
+        assert r.unique_gbps == pytest.approx(r.gbps * r.unique_bytes / r.bytes_moved)
+        assert achieved_gbps(r, unique=True) == r.unique_gbps  # no GPU time on the CPU
+    alone = benchmark_implementations(["vectorized"], build_decode_inputs(config.with_(shared_prefix=0)),
+                                      warmup=0, iters=1)[0]
+    assert not shares_kv(alone) and alone.unique_bytes == alone.bytes_moved
+
+
+def test_bench_cli_runs_a_shared_prefix(tmp_path):
+    from paged_attention import bench
+
+    out = tmp_path / "r.csv"
+    argv = ["--batch-size", "4", "--context-len", "64", "--num-heads", "4", "--num-kv-heads", "2", "--head-dim", "32",
+            "--shared-prefix", "32", "--prefix-groups", "2", "--impl", "vectorized", "triton_prefix",
+            "--iters", "1", "--warmup", "0", "--csv", str(out)]
+    assert bench.main(argv) == 0
+    header, *lines = out.read_text().splitlines()
+    assert "shared_prefix,prefix_groups" in header and "GB/s (unique bytes)" in header
+    assert len(lines) == 2 and "Triton (prefix-aware)" in lines[1] and ",32,2," in lines[1]

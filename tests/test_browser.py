@@ -294,6 +294,26 @@ def test_benchmark_run_in_browser(server, page):
     full_screenshot(page, SHOTS / "decode_benchmark_fp8.png")
 
 
+def test_shared_prefix_benchmark_in_browser(server, page):
+    # a shared prefix from the URL: the prefix-aware kernel races beside the others, correct,
+    # and the page reads the KV bytes logically and once per group
+    query = {**TINY, "batch": "4", "ctx": "64", "prefix": "32", "prefix_groups": "2"}
+    page.goto(f"{server}/decode_benchmark?{urlencode(query)}")
+    expect(page.get_by_role("spinbutton", name="Prefix groups")).to_have_value("2", timeout=60_000)
+    expect(page.get_by_text("Include Triton (prefix-aware)")).to_be_visible(timeout=WAIT)
+    metrics = page.locator("[data-testid=stMetric]")
+    expect(metrics.filter(has_text="KV read, unique")).to_contain_text("49.2 kB", timeout=WAIT)
+    page.get_by_role("button", name="Run benchmark").click()
+    expect(page.get_by_text("Run #1", exact=True)).to_be_visible(timeout=180_000)
+    expect(metrics.filter(has_text="Triton (prefix-aware)")).to_be_visible(timeout=WAIT)
+    correct = page.locator("[data-testid=stDataFrame]").first.locator("td[role=gridcell][aria-colindex='2']")
+    expect(correct).to_have_text(["yes"] * 4, timeout=WAIT)
+    expect(page.locator(".js-plotly-plot >> text=Bandwidth on unique bytes")).to_be_visible(timeout=WAIT)
+    no_exception(page)
+    no_error(page)
+    full_screenshot(page, SHOTS / "decode_benchmark_shared_prefix.png")
+
+
 def test_four_benchmark_cards_hold_the_widest_value_at_1280(server, browser):
     # The recorded H200 runs keep the page in µs while the interpreted Triton kernel takes
     # 100+ ms, so a card can read "888,000 µs", the widest value three significant digits

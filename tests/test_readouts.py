@@ -109,3 +109,33 @@ def test_results_csv_carries_the_quantization_error():
     header, line = readouts.results_csv(1, "cfg", rows, 0.022).splitlines()
     assert header.endswith(",fp8_quantization_error") and line.endswith(",0.022")
 
+
+
+def _shared(name, median, gpu=None):
+    """A result of a batch with a shared prefix: 1000 logical bytes, 400 unique."""
+    r = _result(name, median, gpu)
+    r.unique_bytes, r.unique_gbps, r.gpu_unique_gbps = 400, 4.0, None if gpu is None else 8.0
+    return r
+
+
+def test_results_rows_of_a_shared_prefix_add_bandwidth_on_unique_bytes():
+    rows = readouts.results_rows([_shared("naive", 10.0), _shared("triton_prefix", 2.0, gpu=1.0)], copy_gbps=40.0)
+    assert [(r["gbps"], r["unique_gbps"], r["gpu_unique_gbps"]) for r in rows] == [(10.0, 4.0, None),
+                                                                                   (10.0, 4.0, 8.0)]
+    # the fraction of the copy bandwidth counts unique bytes (GPU time where measured)
+    assert [r["pct_of_copy_bw"] for r in rows] == [pytest.approx(10.0), pytest.approx(20.0)]
+    # nothing shared: no unique columns, the CSV as before
+    assert "unique_gbps" not in readouts.results_rows([_result("naive", 10.0)])[0]
+
+
+def test_shared_kv_counts_the_prefix_once_per_group():
+    assert readouts.shared_kv(DecodeConfig(batch_size=4, context_lens=64)) is None
+    config = DecodeConfig(batch_size=4, context_lens=64, block_size=16, shared_prefix=48, prefix_groups=2,
+                          num_heads=4, num_kv_heads=2, head_dim=8)
+    kv = readouts.shared_kv(config)
+    per_token = 2 * 2 * 8 * 2  # K and V, KV heads, head_dim, float16
+    assert kv.logical_bytes == 4 * 64 * per_token
+    assert kv.unique_bytes == (4 * 64 - 2 * 3 * 16) * per_token  # 3 shared blocks held by 2 groups, not 4 sequences
+    assert kv.saved_fraction == pytest.approx(96 / 256)
+    assert "prefix=48×2 groups" in readouts.config_summary(config)
+    assert readouts.run_change(config.with_(prefix_groups=1), config) == "prefix groups 1→2"

@@ -68,6 +68,7 @@ def test_rows_take_bandwidth_from_gpu_time_where_measured():
     ({"dtype": "bfloat16"}, None),
     ({"block_size": 32}, None),
     ({"kv_dtype": "float8_e4m3fn"}, None),  # recorded with a float16 cache
+    ({"shared_prefix": 1024}, None),  # recorded sharing nothing
 ])
 def test_matching_config(overrides, expected):
     s = rec.load_recorded_set(H200)

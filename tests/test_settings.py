@@ -1,5 +1,7 @@
 """The sidebar's settings, without Streamlit: defaults, presets, KV-head choices and URL round trips."""
 
+import re
+
 import pytest
 
 from explorer import settings as state
@@ -156,3 +158,40 @@ def test_bad_kv_cache_values_in_the_url_fall_back_with_a_note(key, value):
     settings, notes = state.settings_from_query({key: value, "kv_dtype": "float8_e4m3fn", **{key: value}})
     assert len(notes) == 1 and f"{key}={value}" in notes[0] and "must be one of" in notes[0]
     assert settings.config().kv_element_size == (2 if key == "kv_dtype" else 1)
+
+
+def test_shared_prefix_round_trips_through_the_url_only_when_set():
+    plain_query = state.settings_to_query(Settings(device="cpu"))
+    assert "prefix" not in plain_query and "prefix_groups" not in plain_query
+    s = Settings(device="cpu", batch_size=4, context_mode="uniform", context_len=64, shared_prefix=40, prefix_groups=2)
+    query = state.settings_to_query(s)
+    assert (query["prefix"], query["prefix_groups"]) == ("40", "2")
+    back, notes = state.settings_from_query(query)
+    assert notes == [] and back == s
+    config = back.config()
+    assert (config.shared_prefix, config.prefix_groups, config.shared_blocks) == (40, 2, 2)
+
+
+def test_prefix_groups_mean_nothing_without_a_shared_prefix():
+    # a hidden groups value neither changes the configuration nor breaks it (more groups than sequences)
+    hidden = Settings(device="cpu", batch_size=2, prefix_groups=8).config()
+    assert hidden == Settings(device="cpu", batch_size=2).config() and hidden.prefix_groups == 1
+
+
+@pytest.mark.parametrize("params, key", [({"prefix": "-3"}, "prefix"), ({"prefix": "lots"}, "prefix"),
+                                         ({"prefix_groups": "0"}, "prefix_groups"),
+                                         ({"prefix_groups": "99999"}, "prefix_groups")])
+def test_bad_prefix_values_in_the_url_fall_back_with_a_note(params, key):
+    settings, notes = state.settings_from_query(params, Settings(device="cpu"))
+    assert len(notes) == 1 and notes[0].startswith(f"`{key}=") and "ignored" in notes[0]
+    assert (settings.shared_prefix, settings.prefix_groups) == (0, 1)
+
+
+@pytest.mark.parametrize("changes, rule", [
+    (dict(shared_prefix=100), "shared_prefix (100) must be at most every context length"),
+    (dict(shared_prefix=16, prefix_groups=5), "prefix_groups must be an integer from 1 to batch_size (4)"),
+])
+def test_a_prefix_the_batch_cannot_hold_raises_the_configs_rule(changes, rule):
+    s = Settings(device="cpu", batch_size=4, context_mode="uniform", context_len=64, **changes)
+    with pytest.raises(ValueError, match=re.escape(rule)):
+        s.config()

@@ -241,3 +241,11 @@ def test_cache_bytes_ratio_and_its_words():
     assert sweep.cache_bytes_ratio(["bfloat16", "float8_e5m2"]) == 0.5
     assert sweep.bytes_fraction(0.5) == "half the bytes"
     assert sweep.bytes_fraction(0.25) == "a quarter of the bytes"
+
+
+def test_sweep_rows_and_csv_carry_the_shared_prefix():
+    shared = sweep.point_config(BASE.with_(batch_size=4, shared_prefix=16, prefix_groups=2), "context_len", 64)
+    row = sweep.status_row("triton", "skipped", shared, "context_len", 64, note="x")
+    assert (row["shared_prefix"], row["prefix_groups"]) == (16, 2)
+    back = sweep.read_sweep_csv(sweep.sweep_csv(sweep.rows_frame([row], "me")), "up")
+    assert (back["shared_prefix"].iloc[0], back["prefix_groups"].iloc[0]) == (16, 2)

@@ -55,6 +55,8 @@ WIDGET_KEYS: dict[str, str] = {
     "device": "sb_device",
     "block_layout": "sb_block_layout",
     "pool_headroom": "sb_pool_headroom",
+    "shared_prefix": "sb_shared_prefix",
+    "prefix_groups": "sb_prefix_groups",
     "seed": "sb_seed",
     "warmup": "sb_warmup",
     "iters": "sb_iters",
@@ -270,6 +272,18 @@ def render_sidebar(page: str | None = None) -> SidebarResult:
             bounded_number_input(hi, "Longest", 0, state.MAX_CONTEXT, step=16, key=WIDGET_KEYS["ragged_high"], **KEEP,
                                  note_parent=st)
             lengths, error = _ragged_editor(_read_settings())
+        bounded_number_input(
+            st, "Shared prefix (tokens)", 0, state.MAX_CONTEXT, step=16, key=WIDGET_KEYS["shared_prefix"], **KEEP,
+            help="tokens at the start of every sequence that its group shares (one system prompt): the prefix's "
+                 "whole blocks are physically shared, the same block ids in every member's block table; the "
+                 "block holding its last partial tokens is each sequence's own, as copy-on-write leaves it",
+        )
+        if ss[WIDGET_KEYS["shared_prefix"]]:  # kept while hidden (persist_state)
+            bounded_number_input(
+                st, "Prefix groups", 1, state.MAX_BATCH, step=1, key=WIDGET_KEYS["prefix_groups"], **KEEP,
+                help="groups of consecutive sequences, each sharing a prefix of its own (1: the whole batch "
+                     "shares one); groups share no blocks with each other",
+            )
 
         st.subheader("Model")
         st.selectbox("Preset", state.PRESET_NAMES, key=WIDGET_KEYS["preset"], **KEEP, on_change=_on_preset,
@@ -358,6 +372,9 @@ def _memory_readout(config: DecodeConfig | None) -> None:
         f"- Blocks: **{m.blocks_used:,}** used of {m.blocks_in_pool:,} in the pool\n"
         f"- Slots wasted in partly filled last blocks: **{m.wasted_slots:,}** ({100 * m.wasted_fraction:.1f}%)"
     )
+    if config.shared_prefix:
+        st.markdown(f"- Shared prefix: **{formatting.count(config.shared_blocks, 'block')}** held once for "
+                    f"each of {formatting.count(config.prefix_groups, 'group')}")
 
 
 def take_page_query(page: str) -> dict[str, str]:

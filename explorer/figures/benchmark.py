@@ -10,6 +10,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from paged_attention.bench import shares_kv
 from explorer.formatting import MS_D3, format_bytes, format_duration, format_speedup, in_unit
 from .style import (
     ERROR_FLOOR, FAIL_COLOR, PASS_COLOR, PRESENTATION_SCALE, _alpha, _category_ticks, _log_range, _margins,
@@ -151,13 +152,28 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
 
     Bars for call latency, and beside them for GPU time where measured; with
     ``copy_gbps`` (this device's measured copy bandwidth) a line marks it and
-    each bar is labelled with the fraction reached.
+    each bar is labelled with the fraction reached. With a shared prefix
+    (:func:`~paged_attention.bench.shares_kv`) the bytes are the unique ones (a
+    shared block once), as the title says: on logical bytes a kernel that reads
+    each shared block once would seem to beat the copy bandwidth.
 
     Returns
     -------
     go.Figure
         Trace 0: "call latency" bars; trace 1 (when any GPU time): "GPU time" bars.
     """
+    if any(shares_kv(r) for r in results):
+        call = [r.unique_gbps for r in results]
+        gpu = [r.gpu_unique_gbps for r in results]
+        title = "Bandwidth on unique bytes"
+        subtitle = (f"{format_bytes(results[0].unique_bytes, 3)} per decode step: K, V (each shared block once), Q, O "
+                    f"({format_bytes(results[0].bytes_moved, 3)} logical)")
+    else:
+        call = [r.gbps for r in results]
+        gpu = [r.gpu_gbps for r in results]
+        title = "Achieved memory bandwidth"
+        bytes_moved = results[0].bytes_moved if results else 0
+        subtitle = f"{format_bytes(bytes_moved, 3)} moved per decode step (K, V once, Q, O)"
     labels = [r.label for r in results]
     colors = [impl_color(r.name) for r in results]
 
@@ -171,23 +187,23 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
     fig.add_trace(
         go.Bar(
             x=labels,
-            y=[r.gbps for r in results],
+            y=call,
             marker=dict(color=colors),
-            text=[label(r.gbps) for r in results],
+            text=[label(v) for v in call],
             textposition="outside",
             cliponaxis=False,
             name="from call latency",
             hovertemplate="%{x}<br>%{y:,.1f} GB/s from call latency<extra></extra>",
         )
     )
-    if any(r.gpu_gbps is not None for r in results):
+    if any(v is not None for v in gpu):
         fig.add_trace(
             go.Bar(
                 x=labels,
-                y=[r.gpu_gbps for r in results],
+                y=gpu,
                 marker=dict(color=[_alpha(c, 0.45) for c in colors], line=dict(color=colors, width=1.5),
                             pattern=dict(shape="/", fgcolor="white")),
-                text=[label(r.gpu_gbps) for r in results],
+                text=[label(v) for v in gpu],
                 textposition="outside",
                 cliponaxis=False,
                 name="from GPU time (CUDA graph)",
@@ -199,9 +215,7 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
             y=copy_gbps, line=dict(color="#111827", dash="dash", width=1.2),
             annotation_text=f"measured copy bandwidth {copy_gbps:,.0f} GB/s", annotation_position="top left",
         )
-    bytes_moved = results[0].bytes_moved if results else 0
-    _style(fig, "Achieved memory bandwidth", f"{format_bytes(bytes_moved, 3)} moved per decode step (K, V once, Q, O)",
-           height=380)
+    _style(fig, title, subtitle, height=380)
     fig.update_layout(barmode="group", bargap=0.3)
     fig.update_yaxes(title="GB/s", rangemode="tozero")
     _category_ticks(fig, labels)

@@ -18,6 +18,7 @@ IMPL_COLORS: dict[str, str] = {
     "vectorized": "#F0AD4E",
     "triton": "#2563EB",
     "triton_simple": "#14B8A6",
+    "triton_prefix": "#C026D3",
 }
 FALLBACK_COLOR = "#6B7280"
 
