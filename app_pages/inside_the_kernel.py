@@ -13,6 +13,8 @@ from explorer.page_urls import PageField, read_fields
 from ui.sidebar import current, show_config_error, show_page_url_notes, sync_url, take_page_query
 
 MAX_SPLITS = 256
+#: Trace columns that only say something when a prefix pass ran.
+PREFIX_COLUMNS = ("pass", "sequences", "query_rows")
 
 st.title("Inside the kernel")
 st.markdown(
@@ -107,7 +109,8 @@ with st.container(border=True):
 
 work = work_list(plan, config.lengths, groups=groups, prefix=pre_plan, query_group_size=group)
 st.subheader("1 · The launch: which program reads which blocks")
-st.markdown(work_list_summary(plan, work, config.num_kv_heads, pre_plan)
+st.markdown(("**Overridden plan.** " if override else "")
+            + work_list_summary(plan, work, config.num_kv_heads, pre_plan)
             + f" Sequence {seq}, traced below, is the marked row.")
 show_chart(figures.work_list_figure(work, config.lengths, config.block_size, highlight=int(seq)),
            key="ik_work_chart", width="stretch")
@@ -148,7 +151,7 @@ m[2].metric("Block-table lookups", f"{int(tiles['table_lookups'].sum()):,}",
             help="one per block: a tile loads each of its blocks' table entries once; later subtiles reuse it")
 num_prefix = int((split_rows["pass"] == "prefix").sum())
 if num_prefix:
-    m[3].metric("Partials merged", f"{len(split_rows)}", f"{num_prefix} from the prefix pass", delta_color="off",
+    m[3].metric("Partials merged", f"{len(split_rows)}", f"{num_prefix} prefix", delta_color="off",
                 delta_arrow="off", help="the prefix pass's pieces of the shared blocks, then the row's own programs")
 else:
     m[3].metric("Splits that run", f"{len(split_rows)}", f"of {plan.num_splits}", delta_color="off",
@@ -219,7 +222,8 @@ merge treats them like any split's.
 """ if num_prefix else ""),
     )
     st.dataframe(
-        split_rows, hide_index=True, width="stretch", key="ik_split_table",
+        split_rows if num_prefix else split_rows.drop(columns=list(PREFIX_COLUMNS), errors="ignore"),
+        hide_index=True, width="stretch", key="ik_split_table",
         column_config={c: st.column_config.NumberColumn(c, format="%.4g") for c in ("m", "l", "weight", "share",
                                                                                       "err_vs_row")},
     )
@@ -236,7 +240,8 @@ else:
 
 with st.expander(f"Every tile ({formatting.count(len(tiles), 'row')})"):
     st.dataframe(
-        tiles.assign(physical_blocks=tiles["physical_blocks"].map(lambda b: ", ".join(map(str, b)))),
+        tiles.assign(physical_blocks=tiles["physical_blocks"].map(lambda b: ", ".join(map(str, b))))
+        .drop(columns=[] if num_prefix else list(PREFIX_COLUMNS), errors="ignore"),
         hide_index=True, width="stretch", key="ik_tile_table",
         column_config={c: st.column_config.NumberColumn(c, format="%.4g")
                        for c in ("tile_max", "m", "alpha", "l", "err_vs_split", "err_vs_row")},

@@ -156,8 +156,8 @@ def work_list_summary(plan: LaunchPlan, work: pd.DataFrame, num_kv_heads: int, p
     pre = work[work["pass"] == "prefix"]
     if len(pre) and prefix is not None:
         text += (f". Before them, the **prefix pass** runs {count(int(pre['order'].nunique()), 'program')} per KV "
-                 f"head over the shared blocks, pieces of at most {count(prefix.blocks_per_split, 'block')}, each "
-                 "reading its blocks once for every sequence of its tile")
+                 f"head over the shared blocks, pieces of at most {count(prefix.blocks_per_split, 'block')}; each "
+                 "reads its piece once for all the sequences in its tile")
     return text + "."
 
 

@@ -108,8 +108,9 @@ def test_work_list_figure_draws_every_program_labelled_by_launch_order(lengths):
         assert (custom[mine, 0] == seq).all()
     labels = list(fig.layout.yaxis.ticktext)
     assert labels[3] == "<b>▶ seq 3</b>" and labels[0] == "seq 0"
-    (band,) = fig.layout.shapes
-    assert (band.y0, band.y1) == (2.5, 3.5)
+    band, outline = fig.layout.shapes
+    assert (band.y0, band.y1) == (outline.y0, outline.y1) == (2.5, 3.5)
+    assert (outline.x0, outline.x1) == (0, -(-lengths[3] // 16))
     if 0 in lengths:  # the empty sequence's program is a marker, not a bar
         assert [t.name for t in fig.data][-1] == "empty programs"
 

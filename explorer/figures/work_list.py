@@ -18,10 +18,12 @@ from .style import OTHER_COLOR, _alpha, _int_ticks, _margins, _no_data, _style
 
 #: Most sequences drawn; a larger batch shows every k-th one (and the traced one).
 MAX_WORK_ROWS = 40
-#: Height of a drawn row (px) while few, and the least it shrinks to.
-_ROW_PX, _MIN_ROW_PX = 30, 16
+#: Height of a drawn row (px) while few, and the least it shrinks to: enough for
+#: the launch-order labels (a thinner bar hides them).
+_ROW_PX, _MIN_ROW_PX = 30, 22
 #: The traced sequence's band.
-HIGHLIGHT_FILL = _alpha("#F59E0B", 0.28)
+HIGHLIGHT_LINE = "#F59E0B"
+HIGHLIGHT_FILL = _alpha(HIGHLIGHT_LINE, 0.28)
 
 
 def work_rows(batch_size: int, highlight: int | None = None, max_rows: int = MAX_WORK_ROWS) -> tuple[list[int], str]:
@@ -58,7 +60,7 @@ def work_list_figure(
     block_size : int
         Tokens per block.
     highlight : int, optional
-        The traced sequence: its row is banded and its label marked.
+        The traced sequence: its row is banded and outlined, and its label marked.
     max_rows : int
         Most sequences drawn (:func:`work_rows` picks them).
 
@@ -96,8 +98,8 @@ def work_list_figure(
     fig.add_trace(go.Bar(
         orientation="h", y=y[pick], base=drawn["first_block"].to_numpy()[pick], x=length[pick], name="programs",
         marker=dict(color=colors, line=dict(color="white", width=1)),
-        text=[str(int(o)) for o in orders[pick]], textposition="inside", insidetextanchor="middle",
-        textfont=dict(color="white", size=12), constraintext="inside",
+        text=[str(int(o)) for o in orders[pick]], textposition="inside", insidetextanchor="middle", textangle=0,
+        textfont=dict(color="white", size=11), constraintext="inside",
         customdata=custom[pick],
         hovertemplate="sequence %{customdata[0]}: program %{customdata[1]} (launch order)<br>blocks "
         "%{customdata[3]}–%{customdata[4]}, partial slot %{customdata[2]}<extra></extra>",
@@ -109,8 +111,8 @@ def work_list_figure(
             orientation="h", y=y[pre], base=drawn["first_block"].to_numpy()[pre], x=length[pre], name="prefix pass",
             marker=dict(color=_alpha(OTHER_COLOR, 0.35), line=dict(color=OTHER_COLOR, width=1),
                         pattern=dict(shape="/", fgcolor=OTHER_COLOR, size=8)),
-            text=[f"P{int(o)}" for o in orders[pre]], textposition="inside", insidetextanchor="middle",
-            textfont=dict(color="#111827", size=12), constraintext="inside",
+            text=[f"P{int(o)}" for o in orders[pre]], textposition="inside", insidetextanchor="middle", textangle=0,
+            textfont=dict(color="#111827", size=11), constraintext="inside",
             customdata=np.column_stack([custom[pre], sharing]),
             hovertemplate="sequence %{customdata[0]}: prefix-pass program P%{customdata[1]}, one tile for "
             "%{customdata[5]} sequences<br>shared blocks %{customdata[3]}–%{customdata[4]}, partial slot "
@@ -130,8 +132,11 @@ def work_list_figure(
     if highlight in row_of:
         i = row_of[highlight]
         labels[i] = f"<b>▶ seq {highlight}</b>"
+        # A band behind the row and an outline over it: a row read in full hides the band.
         fig.add_shape(type="rect", xref="paper", x0=0, x1=1, y0=i - 0.5, y1=i + 0.5, line=dict(width=0),
                       fillcolor=HIGHLIGHT_FILL, layer="below")
+        fig.add_shape(type="rect", x0=0, x1=max(needed[highlight], 1), y0=i - 0.5, y1=i + 0.5,
+                      line=dict(color=HIGHLIGHT_LINE, width=3), fillcolor="rgba(0,0,0,0)", layer="above")
     programs = int(work.loc[work["pass"] == "own", "order"].nunique())
     subtitle = (f"{count(len(lens), 'sequence')}, {count(programs, 'program')} per KV head; bar = the blocks one "
                 "program reads, number = launch order (dark first)")
@@ -139,7 +144,7 @@ def work_list_figure(
         subtitle += "; hatched P# = a prefix-pass program, one read for its group"
     if note:
         subtitle += f"; {note}"
-    row_px = max(_MIN_ROW_PX, min(_ROW_PX, 600 / max(len(rows), 1)))
+    row_px = max(_MIN_ROW_PX, min(_ROW_PX, 700 / max(len(rows), 1)))
     height = int(sum(_margins(subtitle)) + 20 + row_px * len(rows))
     _style(fig, title, subtitle, height=height)
     fig.update_yaxes(tickmode="array", tickvals=list(range(len(rows))), ticktext=labels, autorange="reversed",
