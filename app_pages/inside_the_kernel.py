@@ -3,8 +3,9 @@
 import streamlit as st
 
 from explorer import figures, formatting, limits, readouts
-from explorer.kernel_trace_view import (BLOCK_N_CHOICES, launch_plan, row_splits, row_tiles, showcase_plan,
-                                        split_note, trace_size_error)
+from explorer.kernel_trace_view import (BLOCK_N_CHOICES, launch_plan, prefix_groups, prefix_plan, row_splits,
+                                        row_tiles, showcase_plan, split_note, trace_size_error, work_list,
+                                        work_list_summary)
 from ui.charts import show_chart
 from ui.data import block_arrays_for, config_key, kernel_trace
 from ui.inputs import bounded_number_input
@@ -12,13 +13,16 @@ from explorer.page_urls import PageField, read_fields
 from ui.sidebar import current, show_config_error, show_page_url_notes, sync_url, take_page_query
 
 MAX_SPLITS = 256
+#: Trace columns that only say something when a prefix pass ran.
+PREFIX_COLUMNS = ("pass", "sequences", "query_rows")
 
 st.title("Inside the kernel")
 st.markdown(
     "What `_paged_decode_kernel` does for one query head of one sequence of the sidebar's batch, replayed step by "
     "step: the **tiles** of `BLOCK_N` tokens it walks through the block table, the **online softmax** state after "
     "each tile, and, when a long context is split across programs (**split-K**, flash-decoding), how the splits "
-    "are merged. The replay runs on the CPU in float64 on random float32 inputs: it explains the algorithm, it "
+    "are merged; when sequences share a prefix, the **prefix pass** that reads the shared blocks once per group. "
+    "The replay runs on the CPU in float64 on random float32 inputs: it explains the algorithm, it "
     "does not time it."
 )
 
@@ -32,6 +36,9 @@ if too_big:
     st.stop()
 ss = st.session_state
 tables, _ = block_arrays_for(config)
+# Shared prefixes in the table: triton_decode(..., shared_prefixes="detect") reads them in a prefix pass first.
+groups = prefix_groups(config, tables)
+pre_plan = prefix_plan(config, tables, groups)
 
 if "ik_seq" not in ss:  # the page's first run in this session
     # The URL's sequence and query head (ik_seq, ik_head), else the longest sequence: it walks the most tiles.
@@ -47,11 +54,11 @@ for key, top in (("ik_seq", config.batch_size - 1), ("ik_head", config.num_heads
     if ss.get(key, 0) > top:
         ss[key] = top
 if "ik_override" not in ss:  # first visit: if the kernel's own plan shows no merge, start on one that does
-    showcase = showcase_plan(config, tables, int(ss["ik_seq"]))
+    showcase = showcase_plan(config, tables, int(ss["ik_seq"]), groups)
     if showcase:
         ss["ik_override"], ss["ik_showcase"] = True, True
         ss["ik_splits"], ss["ik_block_n"] = showcase
-default_plan = launch_plan(config, tables)
+default_plan = launch_plan(config, tables, groups=groups)
 if not ss.get("ik_override", False):  # the disabled override fields show the plan in use
     ss["ik_splits"], ss["ik_block_n"] = default_plan.num_splits, default_plan.block_n
 
@@ -71,9 +78,11 @@ with st.container(border=True):
     block_n = c[4].selectbox("BLOCK_N (tokens per tile)", BLOCK_N_CHOICES, key="ik_block_n",
                              persist_state="session", disabled=not override)
     sync_url()  # the URL holds the sequence and head as drawn
-    plan = launch_plan(config, tables, num_splits=int(splits), block_n=int(block_n)) if override else default_plan
+    plan = (launch_plan(config, tables, num_splits=int(splits), block_n=int(block_n), groups=groups) if override
+            else default_plan)
     group = config.num_heads // config.num_kv_heads
     n = config.lengths[seq]
+    mine = next((g for g in groups if seq in g.sequences), None)
     tile = (f"{formatting.count(plan.blocks_per_tile, 'block')} of {formatting.count(plan.slots_per_tile, 'slot')}"
             if plan.subtiles == 1 else f"1/{plan.subtiles} of a block of {config.block_size}")
     st.caption(
@@ -98,6 +107,26 @@ with st.container(border=True):
     if capped:
         st.info(capped, icon=":material/call_split:")
 
+work = work_list(plan, config.lengths, groups=groups, prefix=pre_plan, query_group_size=group)
+st.subheader("1 · The launch: which program reads which blocks")
+st.markdown(("**Overridden plan.** " if override else "")
+            + work_list_summary(plan, work, config.num_kv_heads, pre_plan)
+            + f" Sequence {seq}, traced below, is the marked row.")
+show_chart(figures.work_list_figure(work, config.lengths, config.block_size, highlight=int(seq)),
+           key="ik_work_chart", width="stretch")
+if mine is not None:
+    members = formatting.count(len(mine.sequences), "sequence")
+    per_tile = work[(work["seq"] == seq) & (work["pass"] == "prefix")]["sequences"]
+    rows = int(per_tile.max()) * group
+    st.info(
+        f"Sequence {seq} shares its first {formatting.count(mine.num_blocks, 'block')} "
+        f"({formatting.count(mine.num_blocks * config.block_size, 'token')}) with its group of {members} "
+        f"({', '.join(map(str, mine.sequences[:12]))}{', …' if len(mine.sequences) > 12 else ''}). The **prefix "
+        f"pass** reads them once for the group: each of its programs holds up to {rows} query rows (sequences x "
+        f"the {formatting.count(group, 'query head')} of one KV head) as one tile. Its partials come first below "
+        "(**prefix** tiles); the sequence's own programs walk the rest, and the merge takes them all.",
+        icon=":material/group_work:")
+
 error = trace_size_error(n, plan)
 if error:
     st.error(error, icon=":material/error:")
@@ -111,7 +140,7 @@ if n == 0:
                 "zero. Give the sequences tokens in the sidebar to see the walk.", icon=":material/info:")
     st.stop()
 
-trace = kernel_trace(config_key(config), int(seq), int(head), plan)
+trace = kernel_trace(config_key(config), int(seq), int(head), plan, groups, pre_plan)
 tiles, split_rows = trace["tiles"], trace["splits"]
 err = trace["max_abs_error"]
 
@@ -120,8 +149,13 @@ m[0].metric("Tokens", f"{n:,}", help=f"{formatting.count(-(-n // config.block_si
 m[1].metric("Tiles walked", f"{len(tiles):,}", help="online-softmax updates, all splits together")
 m[2].metric("Block-table lookups", f"{int(tiles['table_lookups'].sum()):,}",
             help="one per block: a tile loads each of its blocks' table entries once; later subtiles reuse it")
-m[3].metric("Splits that run", f"{len(split_rows)}", f"of {plan.num_splits}", delta_color="off", delta_arrow="off",
-            help="splits past this sequence's last block return at once")
+num_prefix = int((split_rows["pass"] == "prefix").sum())
+if num_prefix:
+    m[3].metric("Partials merged", f"{len(split_rows)}", f"{num_prefix} prefix", delta_color="off",
+                delta_arrow="off", help="the prefix pass's pieces of the shared blocks, then the row's own programs")
+else:
+    m[3].metric("Splits that run", f"{len(split_rows)}", f"of {plan.num_splits}", delta_color="off",
+                delta_arrow="off", help="splits past this sequence's last block return at once")
 m[4].metric("Error vs reference", f"{err:.1e}", "matches" if err < 1e-10 else "MISMATCH",
             delta_color="normal" if err < 1e-10 else "inverse", delta_arrow="off",
             help="max |trace − full softmax|: the merged output of the replay against reference_decode "
@@ -134,7 +168,7 @@ def explained(fig, key: str, text: str) -> None:
     words.markdown(text)
 
 
-st.subheader("1 · The walk: tiles and block-table lookups")
+st.subheader("2 · The walk: tiles and block-table lookups")
 explained(
     figures.kernel_walk_figure(tiles, n, config.block_size, plan.block_n, num_blocks=config.num_blocks),
     "ik_walk_chart",
@@ -146,11 +180,12 @@ each of its blocks' entries once, so the number of **table lookups** is the numb
 Hatched lanes are **masked**: past the end of the context (the last, partly filled block), past the end of the
 split, or padding when the block size is not a power of two. They load nothing and score −∞.
 
-{"Dotted lines separate the **splits**: each is a separate program walking its own stretch of the context." if plan.num_splits > 1 else "One program walks the whole context (no split)."}
+{"Dotted lines separate the **splits**: each is a separate program walking its own stretch of the context." if len(split_rows) > 1 else "One program walks the whole context (no split)."}
+{"The grey band holds the **prefix pass**'s tiles: the same blocks, read once for every sequence of the group." if num_prefix else ""}
 """,
 )
 
-st.subheader("2 · Online softmax: running max m and normalizer l")
+st.subheader("3 · Online softmax: running max m and normalizer l")
 explained(
     figures.online_softmax_figure(tiles, final_error=err),
     "ik_softmax_chart",
@@ -168,7 +203,7 @@ len(split_rows) > 1 else ""}.
 """,
 )
 
-st.subheader("3 · Split-K: merging the splits")
+st.subheader("4 · Split-K: merging the splits")
 if len(split_rows) > 1:
     explained(
         figures.split_merge_figure(split_rows),
@@ -181,10 +216,14 @@ The last program of the row to finish (an atomic counter tells it, so no second 
 each split to the common max with the **weight** w = 2^(m − max m) and sums:
 out = Σ w·acc / Σ w·l. A split's **share** w·l / Σ w·l is the part of the softmax mass its tokens carry: one
 with a low max contributes little.
-""",
+""" + ("""
+The **prefix** partials were written by the prefix pass before this launch, into the row's first slots; the
+merge treats them like any split's.
+""" if num_prefix else ""),
     )
     st.dataframe(
-        split_rows, hide_index=True, width="stretch", key="ik_split_table",
+        split_rows if num_prefix else split_rows.drop(columns=list(PREFIX_COLUMNS), errors="ignore"),
+        hide_index=True, width="stretch", key="ik_split_table",
         column_config={c: st.column_config.NumberColumn(c, format="%.4g") for c in ("m", "l", "weight", "share",
                                                                                       "err_vs_row")},
     )
@@ -201,7 +240,8 @@ else:
 
 with st.expander(f"Every tile ({formatting.count(len(tiles), 'row')})"):
     st.dataframe(
-        tiles.assign(physical_blocks=tiles["physical_blocks"].map(lambda b: ", ".join(map(str, b)))),
+        tiles.assign(physical_blocks=tiles["physical_blocks"].map(lambda b: ", ".join(map(str, b))))
+        .drop(columns=[] if num_prefix else list(PREFIX_COLUMNS), errors="ignore"),
         hide_index=True, width="stretch", key="ik_tile_table",
         column_config={c: st.column_config.NumberColumn(c, format="%.4g")
                        for c in ("tile_max", "m", "alpha", "l", "err_vs_split", "err_vs_row")},

@@ -18,6 +18,11 @@ query head of one sequence under a :class:`~paged_attention.launch_plan.LaunchPl
 4. With more than one split, the per-split ``(m, l, acc)`` are merged with weights
    ``exp2(m_split - max m)``, as the kernel's fused merge (``_merge_group``, run by
    the last split to finish) does.
+5. With shared-prefix groups (``groups``), a row's shared blocks are read first by
+   the prefix pass (``_prefix_decode_kernel``): each of its programs holds every
+   group member's query heads of one KV head as the rows of one tile, so a
+   shared block is read once per group. Its partials take the row's first slots;
+   step 1 cuts only the blocks past the prefix, and step 4 merges them all.
 
 Each step is recorded, with the distance of the partial answer ``acc / l`` to the
 exact answer of its split and of the whole row, so a reader can watch the online
@@ -29,28 +34,29 @@ algorithm, not the rounding of a float16 kernel, and its output equals
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import pandas as pd
 import torch
 
 from paged_attention.inputs import DecodeInputs
-from paged_attention.launch_plan import LaunchPlan, plan_launch
+from paged_attention.launch_plan import LaunchPlan, plan_launch, plan_prefix
 from paged_attention.reference import reference_decode
+from paged_attention.shared_prefix import PrefixGroup, check_shared_prefixes, find_shared_prefixes, prefix_work
 from paged_attention.triton_decode import LOG2E
-from paged_attention.validation import check_decode_args
+from paged_attention.validation import DecodeShape, check_decode_args
 
 #: Columns of :attr:`KernelTrace.tiles`, one row per tile (online-softmax update).
 TILE_COLUMNS: tuple[str, ...] = (
-    "split", "tile", "subtile", "first_block", "end_block", "token_start", "token_end",
+    "split", "pass", "sequences", "query_rows", "tile", "subtile", "first_block", "end_block", "token_start", "token_end",
     "valid_tokens", "masked_lanes", "physical_blocks", "num_physical_blocks", "table_lookups",
     "tile_max", "m", "alpha", "l", "err_vs_split", "err_vs_row",
 )
 
 #: Columns of :attr:`KernelTrace.splits`, one row per split that runs.
 SPLIT_COLUMNS: tuple[str, ...] = (
-    "split", "first_block", "end_block", "token_start", "token_end", "num_tiles",
+    "split", "pass", "sequences", "first_block", "end_block", "token_start", "token_end", "num_tiles",
     "table_lookups", "m", "l", "weight", "share", "err_vs_row",
 )
 
@@ -73,7 +79,12 @@ class KernelTrace:
     tiles : DataFrame
         One row per tile, columns :data:`TILE_COLUMNS`:
 
-        - ``split``, ``tile`` (index within the split), ``subtile`` (index within
+        - ``split`` (the program's partial-result slot in the row: the prefix
+          pass's pieces first), ``pass`` (``"prefix"``: a program of the
+          shared-prefix pass, ``"own"``: one of the decode kernel's), ``sequences``
+          (sequences whose rows the program holds in one tile: 1 for ``"own"``)
+          and ``query_rows`` (``sequences`` x the query heads of the KV head);
+        - ``tile`` (index within the split), ``subtile`` (index within
           the block when a block spans several tiles, else 0);
         - ``first_block``, ``end_block``: logical blocks the tile covers,
           ``[first_block, end_block)``;
@@ -91,14 +102,20 @@ class KernelTrace:
         - ``err_vs_split``, ``err_vs_row``: max abs difference of the partial
           output ``acc / l`` from the exact answer of the split and of the row.
     splits : DataFrame
-        One row per split that runs, columns :data:`SPLIT_COLUMNS`: its blocks and
+        One row per split that runs, columns :data:`SPLIT_COLUMNS`: its pass and
+        sequences (as in ``tiles``), its blocks and
         tokens, ``num_tiles``, ``table_lookups``, final ``m`` and ``l``, the merge
         ``weight = exp2(m - max m)`` and ``share = weight * l / sum(weight * l)``
         (its part of the softmax mass), and ``err_vs_row`` of its own ``acc / l``.
     output : Tensor
-        ``[head_dim]`` float64, the traced result (merged when ``plan.num_splits > 1``).
+        ``[head_dim]`` float64, the traced result (merged when :attr:`merged`).
     reference : Tensor
         ``[head_dim]`` float64, ``reference_decode`` for this row.
+    prefix_group : PrefixGroup or None
+        The row's shared-prefix group, when a prefix pass reads its first
+        ``prefix_group.num_blocks`` blocks; ``plan`` then covers only the rest.
+    prefix_plan : LaunchPlan or None
+        The prefix pass's tile and pieces (with ``prefix_group``).
     """
 
     seq: int
@@ -112,11 +129,14 @@ class KernelTrace:
     splits: pd.DataFrame
     output: torch.Tensor
     reference: torch.Tensor
+    prefix_group: PrefixGroup | None = None
+    prefix_plan: LaunchPlan | None = None
 
     @property
     def merged(self) -> bool:
-        """Whether the splits are merged (the plan has more than one split)."""
-        return self.plan.num_splits > 1
+        """Whether partials are merged (the plan has more than one split, or a
+        prefix pass wrote some of the row's partials)."""
+        return self.plan.num_splits > 1 or self.prefix_group is not None
 
     @property
     def num_tiles(self) -> int:
@@ -142,6 +162,58 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max())
 
 
+def own_shape(shape: DecodeShape, groups: Sequence[PrefixGroup]) -> DecodeShape:
+    """``shape`` with each context shortened by its group's shared blocks: what the
+    decode kernel's plan is for once a prefix pass has read them (as
+    ``prepare_triton_decode`` plans it)."""
+    first_blocks = [0] * shape.batch_size
+    for g in groups:
+        for s in g.sequences:
+            first_blocks[s] = g.num_blocks
+    skipped = torch.tensor(first_blocks, dtype=torch.int64) * shape.block_size
+    return replace(shape, context_lens=(shape.context_lens.to(torch.int64) - skipped).clamp(min=0))
+
+
+def prefix_members_per_tile(prefix_plan: LaunchPlan, query_group_size: int) -> int:
+    """Sequences in one prefix-pass tile: ``query_rows`` over the query group
+    rounded up to a power of two (as ``prepare_triton_decode`` packs them)."""
+    return max(1, prefix_plan.query_rows // (1 << max(0, query_group_size - 1).bit_length()))
+
+
+def prefix_programs(
+    groups: Sequence[PrefixGroup], seq: int, batch_size: int, query_group_size: int, prefix_plan: LaunchPlan
+) -> list[tuple[tuple[int, ...], int, int, int]]:
+    """The prefix pass's programs (per KV head) that hold sequence ``seq``'s rows,
+    from :func:`~paged_attention.shared_prefix.prefix_work`: ``(members,
+    first_block, last_block, slot)`` in slot order; ``members`` are the sequences
+    whose query rows share the program's tile. Empty when ``seq`` is in no group."""
+    work = prefix_work(groups, batch_size, prefix_members_per_tile(prefix_plan, query_group_size),
+                       prefix_plan.blocks_per_split, prefix_plan.blocks_per_tile)
+    members = work.members.tolist()
+    found = []
+    for first, count, first_block, last_block, slot in work.items.tolist():
+        program = tuple(members[first : first + count])
+        if seq in program:
+            found.append((program, first_block, last_block, slot))
+    return sorted(found, key=lambda p: p[3])
+
+
+def resolve_groups(groups, shape: DecodeShape) -> tuple[PrefixGroup, ...]:
+    """The shared-prefix groups a prefix pass reads (those with shared blocks):
+    ``"detect"`` finds them in the block table
+    (:func:`~paged_attention.shared_prefix.find_shared_prefixes`), a sequence of
+    :class:`PrefixGroup` is checked, None gives none."""
+    if groups is None:
+        return ()
+    if isinstance(groups, str):
+        if groups != "detect":
+            raise ValueError(f"groups must be 'detect', a sequence of PrefixGroup or None; got {groups!r}")
+        found = find_shared_prefixes(shape.block_tables, shape.context_lens, shape.block_size)
+    else:
+        found = check_shared_prefixes(tuple(groups), shape.block_tables, shape.context_lens, shape.block_size)
+    return tuple(g for g in found if g.num_blocks > 0)
+
+
 def trace_decode(
     inputs: DecodeInputs | Sequence[torch.Tensor],
     seq: int = 0,
@@ -149,9 +221,18 @@ def trace_decode(
     *,
     plan: LaunchPlan | None = None,
     scale: float | None = None,
+    groups: str | Sequence[PrefixGroup] | None = None,
+    prefix_plan: LaunchPlan | None = None,
     **plan_overrides: int,
 ) -> KernelTrace:
     """Trace ``_paged_decode_kernel`` (and the split merge) for one query head.
+
+    With shared-prefix ``groups`` it traces ``triton_decode(...,
+    shared_prefixes=groups)``: when ``seq`` is in a group, the prefix pass's
+    programs (``_prefix_decode_kernel``: the group's sequences x the query heads of
+    one KV head as one tile, against one piece of the shared blocks) write the
+    row's first partials, the decode kernel's programs walk the rest of its blocks,
+    and the merge takes them all.
 
     Parameters
     ----------
@@ -165,9 +246,16 @@ def trace_decode(
         Query head, ``0 <= head < num_heads``.
     plan : LaunchPlan, optional
         The plan to trace; by default the one ``triton_decode`` would use,
-        ``plan_launch(check_decode_args(...), query.device, query.dtype)``.
+        ``plan_launch(check_decode_args(...), query.device, query.dtype)`` (with
+        groups, on the contexts past their shared blocks: :func:`own_shape`).
     scale : float, optional
         Softmax scale, ``1 / sqrt(head_dim)`` by default.
+    groups : "detect" or sequence of PrefixGroup, optional
+        Shared-prefix groups the prefix pass reads (:func:`resolve_groups`); None
+        (default): no prefix pass.
+    prefix_plan : LaunchPlan, optional
+        The prefix pass's plan; by default
+        :func:`~paged_attention.launch_plan.plan_prefix`'s.
     **plan_overrides
         ``num_splits`` or ``block_n`` (etc.) for :func:`plan_launch`, to trace
         another plan than the default.
@@ -203,14 +291,20 @@ def trace_decode(
         raise ValueError(f"seq must lie in [0, batch_size={shape.batch_size}); got {seq}")
     if not 0 <= head < shape.num_heads:
         raise ValueError(f"head must lie in [0, num_heads={shape.num_heads}); got {head}")
+    groups = resolve_groups(groups, shape)
+    group = next((g for g in groups if seq in g.sequences), None)
     if plan is None:
-        plan = plan_launch(shape, query.device, query.dtype, **plan_overrides)
+        plan = plan_launch(own_shape(shape, groups), query.device, query.dtype, **plan_overrides)
     elif plan_overrides:
         raise ValueError(f"give either plan or plan overrides, not both; got {sorted(plan_overrides)}")
     if plan.block_size != shape.block_size:
         raise ValueError(
             f"plan.block_size ({plan.block_size}) must equal the cache's block_size ({shape.block_size})"
         )
+    if groups and prefix_plan is None:
+        prefix_plan = plan_prefix(shape, groups, query.device, query.dtype)
+    if prefix_plan is not None and (prefix_plan.query_rows < 1 or prefix_plan.block_size != shape.block_size):
+        raise ValueError(f"prefix_plan must come from plan_prefix for these inputs; got {prefix_plan}")
 
     bs = shape.block_size
     kv_head = head // shape.query_group_size
@@ -233,37 +327,40 @@ def trace_decode(
         scale=shape.scale,
     )[0, head].cpu()
 
-    lanes = plan.blocks_per_tile * plan.slots_per_tile
     tile_rows: list[dict] = []
     split_rows: list[dict] = []
     partials: list[tuple[float, float, torch.Tensor]] = []
 
-    for split, (first_block, last_block) in enumerate(plan.sequence_items(n)):
-        if first_block >= last_block:
-            continue  # an empty row: its one program writes zeros
+    def walk(split: int, first_block: int, last_block: int, tiling: LaunchPlan, pass_: str, sequences: int) -> None:
+        """One program's walk over logical blocks ``[first_block, last_block)`` in
+        ``tiling``'s tiles, appending its tile rows, split row and partial."""
+        lanes = tiling.blocks_per_tile * tiling.slots_per_tile
         split_start, split_end = first_block * bs, min(last_block * bs, n)
         split_tokens = slice(split_start, split_end)
         split_answer = _attend(row_keys[split_tokens], row_values[split_tokens], q, shape.scale)
+        program = {"split": split, "pass": pass_, "sequences": sequences,
+                   "query_rows": sequences * shape.query_group_size}
 
         m = -math.inf
         l = 0.0
         acc = torch.zeros(shape.head_dim, dtype=torch.float64)
         tile = 0
-        for block in range(first_block, last_block, plan.blocks_per_tile):
+        for block in range(first_block, last_block, tiling.blocks_per_tile):
             # Lanes are laid out as the kernel lays them out: [blocks_per_tile, slots_per_tile].
-            logical = block + torch.arange(plan.blocks_per_tile)
+            logical = block + torch.arange(tiling.blocks_per_tile)
             block_ok = logical < last_block
             # One table load per block of the tile; masked entries read as block 0.
             physical = torch.where(block_ok, table[logical.clamp(max=needed_blocks - 1)], 0)
-            for sub in range(plan.subtiles):
-                slot = sub * plan.slots_per_tile + torch.arange(plan.slots_per_tile)
+            for sub in range(tiling.subtiles):
+                slot = sub * tiling.slots_per_tile + torch.arange(tiling.slots_per_tile)
                 token = (logical[:, None] * bs + slot[None, :]).flatten()
                 # Padded slots (block_size not a power of two), blocks past the split
-                # and tokens past the context are masked, as in the kernel.
+                # and tokens past the context are masked, as in the kernel (the prefix
+                # kernel masks each row at its own length: the same for this row).
                 valid = (block_ok[:, None] & (slot[None, :] < bs)).flatten() & (token < n)
-                lane_logical = logical.repeat_interleave(plan.slots_per_tile)
-                lane_physical = physical.repeat_interleave(plan.slots_per_tile)
-                lane_slot = slot.repeat(plan.blocks_per_tile)
+                lane_logical = logical.repeat_interleave(tiling.slots_per_tile)
+                lane_physical = physical.repeat_interleave(tiling.slots_per_tile)
+                lane_slot = slot.repeat(tiling.blocks_per_tile)
 
                 # The kernel reads k_cache[physical, slot]; `keys` holds the row's
                 # blocks in logical order, so index it by logical block. Masked lanes
@@ -288,15 +385,15 @@ def trace_decode(
 
                 valid_tokens = token[valid]
                 # An all-masked tile gets an empty range where its block's tokens end.
-                empty_at = min(min(block + plan.blocks_per_tile, last_block) * bs, n)
+                empty_at = min(min(block + tiling.blocks_per_tile, last_block) * bs, n)
                 partial = acc / l if l > 0 else torch.full_like(acc, math.nan)
                 touched = tuple(dict.fromkeys(lane_physical[valid].tolist()))
                 tile_rows.append({
-                    "split": split,
+                    **program,
                     "tile": tile,
                     "subtile": sub,
                     "first_block": block,
-                    "end_block": min(block + plan.blocks_per_tile, last_block),
+                    "end_block": min(block + tiling.blocks_per_tile, last_block),
                     "token_start": int(valid_tokens[0]) if valid_tokens.numel() else empty_at,
                     "token_end": int(valid_tokens[-1]) + 1 if valid_tokens.numel() else empty_at,
                     "valid_tokens": int(valid.sum()),
@@ -317,6 +414,8 @@ def trace_decode(
         partials.append((m, l, acc))
         split_rows.append({
             "split": split,
+            "pass": pass_,
+            "sequences": sequences,
             "first_block": first_block,
             "end_block": last_block,
             "token_start": split_start,
@@ -327,6 +426,15 @@ def trace_decode(
             "l": l,
             "err_vs_row": _max_diff(acc / l, reference),
         })
+
+    # The prefix pass's programs come first: their partials fill the row's first slots.
+    pieces = prefix_programs(groups, seq, shape.batch_size, shape.query_group_size, prefix_plan) if group else []
+    for members, first_block, last_block, slot in pieces:
+        walk(slot, first_block, last_block, prefix_plan, "prefix", len(members))
+    own_first = group.num_blocks if group else 0
+    for j, (first_block, last_block) in enumerate(plan.sequence_items(n, own_first)):
+        if first_block < last_block:  # else an empty row: its one program writes zeros, or merges the prefix's
+            walk(len(pieces) + j, first_block, last_block, plan, "own", 1)
 
     output = torch.zeros(shape.head_dim, dtype=torch.float64)
     if partials:
@@ -353,4 +461,6 @@ def trace_decode(
         splits=pd.DataFrame(split_rows, columns=list(SPLIT_COLUMNS)),
         output=output,
         reference=reference,
+        prefix_group=group,
+        prefix_plan=prefix_plan if group else None,
     )

@@ -20,15 +20,18 @@ import zlib
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import torch
 
 from paged_attention.config import DecodeConfig
 from paged_attention.inputs import context_mask, fill_uncovered
-from paged_attention.launch_plan import LaunchPlan, plan_launch
+from paged_attention.launch_plan import TO_CONTEXT_END, LaunchPlan, build_work_list, plan_launch, plan_prefix
+from paged_attention.shared_prefix import PrefixGroup, find_shared_prefixes, prefix_work
 from paged_attention.validation import DecodeShape
 
 from explorer.formatting import count
-from explorer.kernel_trace import KernelTrace, trace_decode
+from explorer.kernel_trace import (KernelTrace, own_shape, prefix_members_per_tile, prefix_programs,
+                                   trace_decode)
 
 #: The page traces contexts up to this many tokens ...
 MAX_TRACE_TOKENS = 32_768
@@ -52,13 +55,110 @@ def decode_shape(config: DecodeConfig, block_tables: np.ndarray) -> DecodeShape:
     )
 
 
+def prefix_groups(config: DecodeConfig, block_tables: np.ndarray) -> tuple[PrefixGroup, ...]:
+    """The shared-prefix groups ``triton_decode(..., shared_prefixes="detect")``
+    finds in ``block_tables`` (those with shared blocks)."""
+    shape = decode_shape(config, block_tables)
+    found = find_shared_prefixes(shape.block_tables, shape.context_lens, config.block_size)
+    return tuple(g for g in found if g.num_blocks > 0)
+
+
 def launch_plan(
-    config: DecodeConfig, block_tables: np.ndarray, *, num_splits: int | None = None, block_n: int | None = None
+    config: DecodeConfig, block_tables: np.ndarray, *, num_splits: int | None = None, block_n: int | None = None,
+    groups: tuple[PrefixGroup, ...] = (),
 ) -> LaunchPlan:
     """The plan ``triton_decode`` picks for ``config`` on its device and dtype, or
-    with ``num_splits`` / ``block_n`` overridden (as :func:`plan_launch` takes them)."""
-    shape = decode_shape(config, block_tables)
+    with ``num_splits`` / ``block_n`` overridden (as :func:`plan_launch` takes them).
+    With shared-prefix ``groups``, the decode kernel's plan: for the blocks past
+    each group's prefix (:func:`~explorer.kernel_trace.own_shape`)."""
+    shape = own_shape(decode_shape(config, block_tables), groups)
     return plan_launch(shape, torch.device(config.device), config.torch_dtype, num_splits=num_splits, block_n=block_n)
+
+
+def prefix_plan(config: DecodeConfig, block_tables: np.ndarray, groups: tuple[PrefixGroup, ...]) -> LaunchPlan | None:
+    """The prefix pass's plan (:func:`~paged_attention.launch_plan.plan_prefix`)
+    for ``groups``, or None without groups."""
+    if not groups:
+        return None
+    shape = decode_shape(config, block_tables)
+    return plan_prefix(shape, groups, torch.device(config.device), config.torch_dtype)
+
+
+#: Columns of :func:`work_list`, one row per (program, sequence it reads for).
+WORK_COLUMNS: tuple[str, ...] = ("seq", "pass", "order", "slot", "first_block", "end_block", "sequences")
+
+
+def work_list(
+    plan: LaunchPlan, context_lens, *, groups: tuple[PrefixGroup, ...] = (), prefix: LaunchPlan | None = None,
+    query_group_size: int = 1,
+) -> pd.DataFrame:
+    """Which program reads which blocks of which sequence, as the kernels launch them.
+
+    The decode kernel's programs come from
+    :func:`~paged_attention.launch_plan.build_work_list` (the launch's own work
+    list), the prefix pass's, with ``groups`` and their ``prefix`` plan, from
+    :func:`~paged_attention.shared_prefix.prefix_work`.
+
+    Parameters
+    ----------
+    plan : LaunchPlan
+        The decode kernel's plan (for the blocks past the prefixes, with groups).
+    context_lens : sequence of int
+        ``[batch_size]``.
+    groups, prefix, query_group_size
+        The shared-prefix groups, the prefix pass's plan and the query heads per KV
+        head (which set how many sequences share a prefix-pass tile).
+
+    Returns
+    -------
+    DataFrame
+        Columns :data:`WORK_COLUMNS`, one row per program per sequence it reads for
+        (a prefix program holds several): ``pass`` (``"prefix"`` or ``"own"``),
+        ``order`` (launch order within its pass, per KV head), ``slot`` (the
+        partial's slot, counted from the sequence's first), logical blocks
+        ``[first_block, end_block)`` (a sequence's last program ends at its last
+        needed block; it may be empty), ``sequences`` (sharing the program).
+    """
+    lens = torch.as_tensor([int(n) for n in context_lens], dtype=torch.int64)
+    rows = []
+    first_blocks = prefix_slots = None
+    if groups and prefix is not None:
+        pw = prefix_work(groups, len(lens), prefix_members_per_tile(prefix, query_group_size),
+                         prefix.blocks_per_split, prefix.blocks_per_tile)
+        members = pw.members.tolist()
+        for order, (first, n, first_block, last_block, slot) in enumerate(pw.items.tolist()):
+            for seq in members[first : first + n]:
+                rows.append((seq, "prefix", order, slot, first_block, last_block, n))
+        first_blocks, prefix_slots = pw.first_blocks, pw.prefix_slots
+    work = build_work_list(plan, lens, first_blocks=first_blocks, prefix_slots=prefix_slots)
+    first_slot = work.sequences[:, 0].tolist()
+    needed = (-(-lens // plan.block_size)).tolist()
+    for order, (seq, first_block, last_block, slot) in enumerate(work.items.tolist()):
+        end = needed[seq] if last_block == TO_CONTEXT_END else last_block
+        rows.append((seq, "own", order, slot - first_slot[seq], first_block, max(first_block, end), 1))
+    return pd.DataFrame(rows, columns=list(WORK_COLUMNS))
+
+
+def work_list_summary(plan: LaunchPlan, work: pd.DataFrame, num_kv_heads: int, prefix: LaunchPlan | None = None) -> str:
+    """The plan of :func:`work_list`'s ``work`` in a sentence (Markdown)."""
+    own = work[work["pass"] == "own"]
+    programs = int(own["order"].nunique())
+    tokens = count(plan.tokens_per_split, "token")
+    cap = f"{count(plan.blocks_per_split, 'block')} ({tokens})"
+    if plan.balanced:
+        text = (f"**Balanced plan** (a ragged batch): each sequence is cut into as few pieces of at most {cap} as "
+                "it needs, of about equal length, and the longest pieces launch first")
+    else:
+        text = (f"**Equal splits**: every sequence is cut at the same boundaries, every {cap}, "
+                f"in {count(plan.num_splits, 'split')} at most")
+    text += (f"; **{count(programs, 'program')} per KV head** "
+             f"({programs * num_kv_heads:,} in all over {count(num_kv_heads, 'KV head')})")
+    pre = work[work["pass"] == "prefix"]
+    if len(pre) and prefix is not None:
+        text += (f". Before them, the **prefix pass** runs {count(int(pre['order'].nunique()), 'program')} per KV "
+                 f"head over the shared blocks, pieces of at most {count(prefix.blocks_per_split, 'block')}; each "
+                 "reads its piece once for all the sequences in its tile")
+    return text + "."
 
 
 def split_note(config: DecodeConfig, requested: int, plan: LaunchPlan) -> str | None:
@@ -85,10 +185,11 @@ def split_note(config: DecodeConfig, requested: int, plan: LaunchPlan) -> str | 
     )
 
 
-def row_tiles(plan: LaunchPlan, context_len: int) -> int:
-    """Tiles the kernel walks for a row of ``context_len`` tokens under ``plan``."""
+def row_tiles(plan: LaunchPlan, context_len: int, first_block: int = 0) -> int:
+    """Tiles the kernel walks for a row of ``context_len`` tokens under ``plan``,
+    from ``first_block`` (past a shared prefix) on."""
     return sum(-(-(last - first) // plan.blocks_per_tile) * plan.subtiles
-               for first, last in plan.sequence_items(context_len))
+               for first, last in plan.sequence_items(context_len, first_block))
 
 
 def row_splits(plan: LaunchPlan, context_len: int) -> int:
@@ -102,7 +203,9 @@ SHOWCASE_SPLITS = 4
 SHOWCASE_TILES_PER_SPLIT = 2
 
 
-def showcase_plan(config: DecodeConfig, block_tables: np.ndarray, seq: int) -> tuple[int, int] | None:
+def showcase_plan(
+    config: DecodeConfig, block_tables: np.ndarray, seq: int, groups: tuple[PrefixGroup, ...] = ()
+) -> tuple[int, int] | None:
     """``(num_splits, block_n)`` to override the launch plan with so that sequence
     ``seq`` shows what the page explains (several tiles per split and a split-K
     merge), or None when the kernel's own plan (:func:`launch_plan`) already does,
@@ -112,10 +215,13 @@ def showcase_plan(config: DecodeConfig, block_tables: np.ndarray, seq: int) -> t
     fewer blocks) and the largest ``BLOCK_N`` of :data:`BLOCK_N_CHOICES` that gives
     each at least :data:`SHOWCASE_TILES_PER_SPLIT` tiles, or the smallest
     ``BLOCK_N`` when none does; a plan :func:`trace_size_error` would refuse is
-    never proposed.
+    never proposed. None too when ``seq`` is in a shared-prefix group of
+    ``groups``: the prefix pass's partials already make a merge.
     """
+    if any(seq in g.sequences for g in groups):
+        return None
     n = config.lengths[seq]
-    own = launch_plan(config, block_tables)
+    own = launch_plan(config, block_tables, groups=groups)
     if row_splits(own, n) >= 2 and row_tiles(own, n) >= 2 * SHOWCASE_TILES_PER_SPLIT:
         return None
     splits = min(SHOWCASE_SPLITS, -(-n // config.block_size))
@@ -123,7 +229,7 @@ def showcase_plan(config: DecodeConfig, block_tables: np.ndarray, seq: int) -> t
         return None
     candidates = []  # (enough tiles per split, block_n) of the plans that split this row
     for block_n in BLOCK_N_CHOICES:
-        plan = launch_plan(config, block_tables, num_splits=splits, block_n=block_n)
+        plan = launch_plan(config, block_tables, num_splits=splits, block_n=block_n, groups=groups)
         if row_splits(plan, n) >= 2 and trace_size_error(n, plan) is None:
             candidates.append((row_tiles(plan, n) >= SHOWCASE_TILES_PER_SPLIT * row_splits(plan, n), block_n))
     if not candidates:
@@ -176,13 +282,17 @@ def row_inputs(
 
 
 def trace_row(
-    config: DecodeConfig, block_tables: np.ndarray, seq: int, head: int, *, plan: LaunchPlan
+    config: DecodeConfig, block_tables: np.ndarray, seq: int, head: int, *, plan: LaunchPlan,
+    groups: tuple[PrefixGroup, ...] = (), prefix: LaunchPlan | None = None,
 ) -> KernelTrace:
     """Trace ``_paged_decode_kernel`` for sequence ``seq``, query head ``head`` of
-    ``config`` under ``plan`` (from :func:`launch_plan`).
+    ``config`` under ``plan`` (from :func:`launch_plan`), after the prefix pass of
+    ``groups`` under ``prefix`` (:func:`prefix_plan`) when ``seq`` is in one.
 
     The trace's ``physical_blocks`` are the ids of ``block_tables[seq]``; ``head``
-    and ``kv_head`` are those of the configuration.
+    and ``kv_head`` are those of the configuration, and so are the prefix pass's
+    ``sequences`` (the row's group-mates in each prefix program) and
+    ``prefix_group``.
 
     Raises
     ------
@@ -195,8 +305,22 @@ def trace_row(
         raise ValueError(f"head must lie in [0, num_heads={config.num_heads}); got {head}")
     n = config.lengths[seq]
     group = config.num_heads // config.num_kv_heads
-    trace = trace_decode(row_inputs(config, n, head), 0, head % group, plan=plan)
+    mine = next((g for g in groups if seq in g.sequences), None)
+    if mine is not None and prefix is None:
+        raise ValueError("a sequence in a shared-prefix group needs the prefix pass's plan (prefix=)")
+    # The packed row stands alone: a group of one with the same shared blocks walks the
+    # same pieces; the programs' real group-mates are filled in below.
+    packed = (PrefixGroup((0,), mine.num_blocks),) if mine else None
+    trace = trace_decode(row_inputs(config, n, head), 0, head % group, plan=plan, groups=packed,
+                         prefix_plan=prefix if mine else None)
     physical = np.asarray(block_tables)[seq]
-    tiles = trace.tiles.copy()
+    tiles, splits = trace.tiles.copy(), trace.splits.copy()
     tiles["physical_blocks"] = [tuple(int(physical[b]) for b in ids) for ids in tiles["physical_blocks"]]
-    return replace(trace, seq=seq, head=head, kv_head=head // group, tiles=tiles)
+    if mine is not None:
+        sharing = {slot: len(members) for members, _, _, slot in
+                   prefix_programs(groups, seq, config.batch_size, group, prefix)}
+        for frame in (tiles, splits):
+            pre = frame["pass"] == "prefix"
+            frame.loc[pre, "sequences"] = frame.loc[pre, "split"].map(sharing)
+        tiles["query_rows"] = tiles["sequences"] * group
+    return replace(trace, seq=seq, head=head, kv_head=head // group, tiles=tiles, splits=splits, prefix_group=mine)

@@ -177,3 +177,66 @@ def test_kernel_page_bad_sequence_in_the_url_is_named():
     assert any("ik_head=x" in n for n in notes), notes
     assert at.number_input(key="ik_seq").value == 0  # the longest sequence, as without a URL
     assert at.query_params["ik_seq"] in ("0", ["0"])
+
+
+def test_kernel_page_draws_the_work_list_of_a_ragged_batch():
+    at = open_app({**RAGGED, "kv_heads": "1"}, page=KERNEL)
+    assert_clean(at)
+    config = state.settings_from_query({**RAGGED, "kv_heads": "1"})[0].config()
+    work = chart(at, "ik_work_chart")
+    bars = work["data"][0]
+    assert bars["name"] == "programs"
+    custom = arr(bars["customdata"]).astype(int)
+    for seq, n in enumerate(config.lengths):  # every needed block of every sequence read by one program
+        mine = custom[:, 0] == seq
+        covered = np.concatenate([np.arange(a, b + 1) for a, b in zip(custom[mine, 3], custom[mine, 4])])
+        assert np.array_equal(np.sort(covered), np.arange(-(-n // 16)))
+    assert [int(t) for t in bars["text"]] == list(custom[:, 1])  # labelled by launch order
+    assert work["layout"]["yaxis"]["ticktext"][0] == "<b>▶ seq 0</b>"  # the traced (longest) sequence
+    (summary,) = [m.value for m in at.markdown if "programs per KV head" in m.value]
+    assert summary.startswith("**Balanced plan**") and "Sequence 0, traced below, is the marked row." in summary
+    at.number_input(key="ik_seq").set_value(2).run()
+    assert chart(at, "ik_work_chart")["layout"]["yaxis"]["ticktext"][2] == "<b>▶ seq 2</b>"
+
+
+def _shared_prefix_page():
+    """The page on a shared-prefix batch: the sidebar has no shared-prefix fields yet, so
+    this stands in for it, leaving the config where ``ui.sidebar.current`` reads it."""
+    import sys
+    from pathlib import Path
+
+    import streamlit as st
+
+    root = Path.cwd()
+    sys.path.insert(0, str(root))
+    import ui.sidebar as sidebar
+    from explorer.settings import Settings
+    from paged_attention import DecodeConfig
+
+    config = DecodeConfig(batch_size=5, context_lens=(1400, 1100, 1024, 1800, 1040), num_heads=6, num_kv_heads=2,
+                          head_dim=24, block_size=16, dtype="float32", device="cpu", shared_prefix=1024,
+                          prefix_groups=2)
+    st.session_state[sidebar._RESULT] = sidebar.SidebarResult(settings=Settings(), config=config, error=None)
+    page = root / "app_pages" / "inside_the_kernel.py"
+    exec(compile(page.read_text(), str(page), "exec"), {"__name__": "__main__"})
+
+
+def test_kernel_page_traces_the_prefix_pass_of_a_shared_prefix_group():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_shared_prefix_page, default_timeout=60).run()
+    assert_clean(at)
+    assert at.number_input(key="ik_seq").value == 3  # the longest
+    assert at.toggle(key="ik_override").value is False  # the prefix pass already makes a merge
+    (note,) = [i.value for i in at.info if "prefix pass" in i.value]
+    assert note.startswith("Sequence 3 shares its first 64 blocks (1,024 tokens) with its group of 2 sequences (3, 4)")
+    metrics = {m.label: (m.value, m.delta) for m in at.metric}
+    assert metrics["Partials merged"][1] == "2 prefix"  # the CPU plan: 2 pieces of 32 shared blocks
+    assert float(metrics["Error vs reference"][0]) < 1e-12
+    work = chart(at, "ik_work_chart")
+    assert [t["name"] for t in work["data"]][:2] == ["programs", "prefix pass"]
+    walk = chart(at, "ik_walk_chart")
+    assert walk["layout"]["yaxis"]["ticktext"][0].startswith("prefix 0 · tile 0")
+    merge = chart(at, "ik_merge_chart")
+    assert merge["data"][0]["x"][0] == "prefix 0" and merge["data"][0]["x"][-1].startswith("split")
+    assert sum(arr(merge["data"][1]["y"])) == pytest.approx(100)

@@ -9,6 +9,8 @@ from paged_attention import (
     default_device,
     DecodeConfig, build_decode_inputs, plan_launch, reference_decode, tolerance, triton_decode,
 )
+from paged_attention.launch_plan import plan_prefix
+from paged_attention.shared_prefix import PrefixGroup, find_shared_prefixes
 from paged_attention.validation import check_decode_args
 from explorer.kernel_trace import SPLIT_COLUMNS, TILE_COLUMNS, KernelTrace, trace_decode
 
@@ -166,3 +168,77 @@ def test_bad_arguments_raise_value_error():
         trace_decode(other, 0, 0, plan=plan)
     with pytest.raises(ValueError, match="inputs must be"):
         trace_decode(inputs.args()[:4], 0, 0)
+
+
+PREFIX_LENS = (1400, 1100, 1024, 1800, 1040)
+
+
+def prefix_inputs(dtype="float32", **kw):
+    # Two groups sharing 1024 tokens (64 blocks); sequence 2 is all prefix (no block of its own).
+    return make_inputs(16, context_lens=PREFIX_LENS, dtype=dtype, shared_prefix=1024, prefix_groups=2, **kw)
+
+
+@pytest.mark.parametrize("seq, head", [(0, 0), (1, 4), (2, 5), (3, 2), (4, 3)])
+@pytest.mark.parametrize("prefix_rows", [None, 16])
+def test_prefix_pass_partials_merge_to_the_reference(seq, head, prefix_rows):
+    inputs = prefix_inputs()
+    ref = reference_decode(*inputs.args())
+    shape = check_decode_args(*inputs.args())
+    groups = find_shared_prefixes(shape.block_tables, shape.context_lens, 16)
+    assert [g.sequences for g in groups] == [(0, 1, 2), (3, 4)] and {g.num_blocks for g in groups} == {64}
+    prefix = plan_prefix(shape, groups, inputs.query.device, inputs.query.dtype, query_rows=prefix_rows,
+                         max_programs=8)  # 2 KV heads x 2 groups x 2 pieces
+    assert prefix.blocks_per_split == 32
+    trace = trace_decode(inputs, seq, head, groups="detect", prefix_plan=prefix)
+    torch.testing.assert_close(trace.output, ref[seq, head], atol=F64_ATOL, rtol=0)
+    group = next(g for g in groups if seq in g.sequences)
+    assert trace.prefix_group == group and trace.merged
+    # The row's partials: the prefix pass's pieces first (its first slots), then its own programs.
+    pieces = -(-group.num_blocks // prefix.blocks_per_split)
+    own = [(a, b) for a, b in trace.plan.sequence_items(PREFIX_LENS[seq], group.num_blocks) if b > a]
+    splits = trace.splits
+    assert list(splits["pass"]) == ["prefix"] * pieces + ["own"] * len(own)
+    assert list(splits["split"]) == list(range(pieces + len(own)))
+    assert pieces == 2 and list(splits["end_block"].iloc[:pieces]) == [32, 64]
+    assert (splits["first_block"].iloc[pieces:] >= 64).all()
+    assert splits["share"].sum() == pytest.approx(1.0)
+    # A prefix tile holds the rows of every member in it (16 rows: 4 members of 3 query heads padded to 4).
+    members = min(len(group.sequences), (prefix_rows or 64) // 4)
+    tiles = trace.tiles
+    pre = tiles["pass"] == "prefix"
+    assert set(tiles.loc[pre, "sequences"]) == {members} and set(tiles.loc[pre, "query_rows"]) == {3 * members}
+    assert set(tiles.loc[~pre, "sequences"]) <= {1}
+    assert tiles.loc[pre, "valid_tokens"].sum() == 1024 and tiles["valid_tokens"].sum() == PREFIX_LENS[seq]
+    assert (tiles.loc[pre, "valid_tokens"] + tiles.loc[pre, "masked_lanes"] == prefix.block_n).all()
+
+
+def test_trace_without_groups_or_outside_a_group_has_no_prefix_pass():
+    inputs = prefix_inputs()
+    trace = trace_decode(inputs, 0, 0)
+    assert trace.prefix_group is None and set(trace.tiles["pass"]) == {"own"}
+    assert trace.tiles["first_block"].min() == 0
+    plain = make_inputs(16, context_lens=(300, 97))
+    trace = trace_decode(plain, 0, 0, groups="detect")  # nothing shared: the plain walk
+    assert trace.prefix_group is None and trace.prefix_plan is None
+    assert trace.tiles.equals(trace_decode(plain, 0, 0).tiles)
+
+
+def test_prefix_trace_agrees_with_the_prefix_aware_triton_kernel():
+    inputs = prefix_inputs(head_dim=16, device=default_device())
+    out = triton_decode(*inputs.args(), shared_prefixes="detect").cpu()
+    atol, rtol = tolerance(inputs.query.dtype)
+    for seq, head in [(0, 1), (2, 4), (4, 5)]:
+        trace = trace_decode(inputs, seq, head, groups="detect")
+        torch.testing.assert_close(trace.output.cpu(), out[seq, head].double(), atol=atol, rtol=rtol)
+
+
+def test_bad_groups_raise_value_error():
+    inputs = prefix_inputs()
+    with pytest.raises(ValueError, match="groups must be"):
+        trace_decode(inputs, 0, 0, groups="all")
+    with pytest.raises(ValueError, match="shared_prefixes\\[0\\]"):
+        trace_decode(inputs, 0, 0, groups=[PrefixGroup((0, 3), 64)])  # different blocks
+    shape = check_decode_args(*inputs.args())
+    with pytest.raises(ValueError, match="prefix_plan"):
+        trace_decode(inputs, 0, 0, groups="detect", prefix_plan=plan_launch(shape, inputs.query.device,
+                                                                            inputs.query.dtype))

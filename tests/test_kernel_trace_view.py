@@ -7,7 +7,7 @@ import pytest
 from paged_attention import DecodeConfig, build_decode_inputs, plan_launch
 from paged_attention.validation import check_decode_args
 from explorer import kernel_trace_view as kernel_view
-from explorer.kernel_trace import trace_decode
+from explorer.kernel_trace import own_shape, trace_decode
 
 from helpers import SWEEP_BASE as BASE
 
@@ -90,3 +90,34 @@ def test_the_page_plans_as_the_kernel_does_for_the_cache_dtype(kv_dtype):
     expected = plan_launch(shape, inputs.query.device, inputs.query.dtype)
     assert kernel_view.launch_plan(config, inputs.block_tables.numpy()) == expected
     assert expected.num_warps == (1 if kv_dtype else 4)
+
+
+def test_row_trace_with_a_shared_prefix_walks_like_the_full_trace():
+    """The page's row trace of a shared-prefix batch: the prefix pass's tiles and the row's own, the group-mates
+    of each prefix program, and the merge equal to the reference, as the full trace of the whole batch."""
+    config = DecodeConfig(batch_size=5, context_lens=(1400, 1100, 1024, 1800, 1040), num_heads=6, num_kv_heads=2,
+                          head_dim=24, block_size=16, dtype="float32", block_layout="shuffled", seed=2,
+                          shared_prefix=1024, prefix_groups=2)
+    inputs = build_decode_inputs(config)
+    tables = inputs.block_tables.numpy()
+    groups = kernel_view.prefix_groups(config, tables)
+    assert [g.sequences for g in groups] == [(0, 1, 2), (3, 4)]
+    plan = kernel_view.launch_plan(config, tables, groups=groups)
+    prefix = kernel_view.prefix_plan(config, tables, groups)
+    shape = check_decode_args(*inputs.args())
+    assert plan == plan_launch(own_shape(shape, groups), inputs.query.device, inputs.query.dtype)
+    walk = ["split", "pass", "sequences", "query_rows", "tile", "first_block", "end_block", "token_start",
+            "token_end", "valid_tokens", "masked_lanes", "physical_blocks", "table_lookups"]
+    for seq, head in [(0, 0), (2, 5), (4, 3)]:
+        full = trace_decode(inputs, seq, head, plan=plan, groups=groups, prefix_plan=prefix)
+        row = kernel_view.trace_row(config, tables, seq, head, plan=plan, groups=groups, prefix=prefix)
+        pd.testing.assert_frame_equal(row.tiles[walk], full.tiles[walk])
+        pd.testing.assert_frame_equal(row.splits[["split", "pass", "sequences"]], full.splits[["split", "pass", "sequences"]])
+        assert row.prefix_group == full.prefix_group and row.max_abs_error < 1e-12
+        assert set(row.tiles.loc[row.tiles["pass"] == "prefix", "sequences"]) == {len(row.prefix_group.sequences)}
+        # Shared blocks: the same physical ids in every member's prefix tiles.
+        mate = row.prefix_group.sequences[0]
+        assert set(row.tiles.loc[row.tiles["pass"] == "prefix", "physical_blocks"].sum()) == set(tables[mate][:64])
+    assert kernel_view.showcase_plan(config, tables, 0, groups) is None  # the prefix pass already makes a merge
+    with pytest.raises(ValueError, match="prefix="):
+        kernel_view.trace_row(config, tables, 0, 0, plan=plan, groups=groups)

@@ -25,7 +25,8 @@ from paged_attention.launch_plan import LaunchPlan
 
 @st.cache_data(max_entries=8, show_spinner="Assigning blocks…")
 def block_arrays(
-    lengths: tuple[int, ...], block_size: int, block_layout: str, seed: int, spare_blocks: int | None = None
+    lengths: tuple[int, ...], block_size: int, block_layout: str, seed: int, spare_blocks: int | None = None,
+    shared_prefix: int = 0, prefix_groups: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Block table ``[batch, max_num_blocks]`` and pool owners ``[num_blocks]`` of a
     configuration, from :func:`paged_attention.assign_blocks` (CPU only, no KV cache).
@@ -38,6 +39,7 @@ def block_arrays(
     config = DecodeConfig(
         batch_size=len(lengths), context_lens=lengths, block_size=block_size,
         block_layout=block_layout, seed=seed, num_heads=1, num_kv_heads=1, head_dim=1, spare_blocks=spare_blocks,
+        shared_prefix=shared_prefix, prefix_groups=prefix_groups,
     )
     tables, owner = assign_blocks(config)
     return tables.numpy(), owner.numpy()
@@ -46,7 +48,8 @@ def block_arrays(
 def block_arrays_for(config: DecodeConfig) -> tuple[np.ndarray, np.ndarray]:
     """:func:`block_arrays` keyed on the parts of ``config`` that decide the layout."""
     return block_arrays(
-        tuple(config.lengths), config.block_size, config.block_layout, config.seed, config.spare_blocks
+        tuple(config.lengths), config.block_size, config.block_layout, config.seed, config.spare_blocks,
+        config.shared_prefix, config.prefix_groups,
     )
 
 
@@ -139,14 +142,16 @@ def block_size_table(
 # -- inside the kernel -----------------------------------------------------------
 
 @st.cache_data(max_entries=16, show_spinner="Tracing the kernel…")
-def kernel_trace(key: tuple, seq: int, head: int, plan: LaunchPlan) -> dict:
+def kernel_trace(key: tuple, seq: int, head: int, plan: LaunchPlan, groups: tuple = (),
+                 prefix: LaunchPlan | None = None) -> dict:
     """:func:`~explorer.kernel_trace_view.trace_row` for the configuration ``key``
-    (``(field, value)`` pairs of a :class:`DecodeConfig`), without tensors:
-    ``tiles`` and ``splits`` DataFrames, ``max_abs_error`` against the float64
-    reference, ``kv_head``."""
+    (``(field, value)`` pairs of a :class:`DecodeConfig`), after the prefix pass of
+    shared-prefix ``groups`` under ``prefix``, without tensors: ``tiles`` and
+    ``splits`` DataFrames, ``max_abs_error`` against the float64 reference,
+    ``kv_head``."""
     config = DecodeConfig(**dict(key))
     tables, _ = block_arrays_for(config)
-    trace = trace_row(config, tables, seq, head, plan=plan)
+    trace = trace_row(config, tables, seq, head, plan=plan, groups=groups, prefix=prefix)
     return {
         "tiles": trace.tiles, "splits": trace.splits, "max_abs_error": trace.max_abs_error,
         "kv_head": trace.kv_head, "output": trace.output.numpy(), "reference": trace.reference.numpy(),

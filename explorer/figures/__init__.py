@@ -21,7 +21,8 @@ Five families, one module each (this package re-exports their public names, so
   :func:`pool_animation_figure` (on the steps of :func:`animation_steps`);
 * inside the kernel (a :class:`~explorer.kernel_trace.KernelTrace`):
   :func:`kernel_walk_figure`, :func:`online_softmax_figure`,
-  :func:`split_merge_figure`.
+  :func:`split_merge_figure`; and the launch's work list (which program reads
+  which blocks of which sequence): :func:`work_list_figure`.
 
 Any of them can be enlarged for a room with :func:`for_presentation` (the app's
 presentation mode).
@@ -133,4 +134,9 @@ from .kernel import (  # noqa: F401
     kernel_walk_figure,
     online_softmax_figure,
     split_merge_figure,
+)
+from .work_list import (  # noqa: F401
+    MAX_WORK_ROWS,
+    work_list_figure,
+    work_rows,
 )

@@ -73,7 +73,8 @@ def kernel_walk_figure(
     covers, cut into the physical blocks it reads (colour = physical block id, the
     scale of :func:`block_table_figure`); the pale tail is the tile's masked lanes
     (past the context, past the split or padding). Each row is labelled with its
-    distinct blocks and block-table lookups.
+    distinct blocks and block-table lookups. Tiles of a shared-prefix pass (``pass``
+    ``"prefix"``) are labelled ``prefix s`` and sit on a grey band.
 
     Parameters
     ----------
@@ -110,9 +111,15 @@ def kernel_walk_figure(
     if num_blocks is None:
         num_blocks = max([s[3] for s in segments], default=0) + 1
     lookups = int(t["table_lookups"].sum())
-    subtitle = (f"{count(n_tiles, 'tile')} of {block_n} lanes, {count(num_splits, 'split')}, "
+    prefix = (t["pass"] == "prefix").to_numpy() if "pass" in t else np.zeros(n_tiles, bool)
+    lanes = (t["valid_tokens"] + t["masked_lanes"]).to_numpy()
+    # The prefix pass has its own tile size; name both when they differ.
+    sizes = (f"{int(lanes[prefix][0])} (prefix pass) and {block_n}" if prefix.any() and int(lanes[prefix][0]) != block_n
+             else f"{block_n}")
+    subtitle = (f"{count(n_tiles, 'tile')} of {sizes} lanes, {count(num_splits, 'split')}, "
                 f"{count(lookups, 'block-table lookup')} for {count(context_len, 'token')}; "
-                + ("colour = physical block" if per_block else "colour = split") + "; hatched = masked lanes")
+                + ("colour = physical block" if per_block else "colour = split") + "; hatched = masked lanes"
+                + ("; grey band = the prefix pass's tiles, each read once for its whole group" if prefix.any() else ""))
     height = int(min(900, max(sum(_margins(subtitle)) + 170, 150 + 26 * min(n_tiles, 40) + (n_tiles > 40) * 200)))
     plot_height = _plot_height(height, subtitle)
     row_px = plot_height / n_tiles
@@ -155,13 +162,15 @@ def kernel_walk_figure(
         orientation="h", y=np.arange(n_tiles), x=masked, base=t["token_end"].to_numpy(), name="masked lanes",
         marker=dict(color=UNALLOCATED_COLOR, line=dict(color="#CBD5E1", width=1 if n_tiles <= 100 and thick_rows else 0),
                     pattern=dict(shape="/", fgcolor="#CBD5E1", size=6)),
-        customdata=masked, hovertemplate="%{customdata} of " + str(block_n) + " lanes masked<extra></extra>",
+        customdata=np.stack([masked, lanes], axis=-1),
+        hovertemplate="%{customdata[0]} of %{customdata[1]} lanes masked<extra></extra>",
     ))
     if not per_block and num_splits > MAX_SPLIT_LEGEND:
         _split_colorbar(fig, t["split"], plot_height)
     labels = []
-    for r in t.itertuples():
-        name = (f"split {int(r.split)} · " if num_splits > 1 else "") + f"tile {int(r.tile)}"
+    for i, r in enumerate(t.itertuples()):
+        name = ((f"prefix {int(r.split)} · " if prefix[i] else f"split {int(r.split)} · " if num_splits > 1 else "")
+                + f"tile {int(r.tile)}")
         labels.append(f"{name}: {count(int(r.num_physical_blocks), 'block')}, "
                       f"{count(int(r.table_lookups), 'lookup')}")
     step = max(1, math.ceil(n_tiles / 40))
@@ -172,6 +181,10 @@ def kernel_walk_figure(
         for s in sorted(t["split"].unique())[1:]:
             first = int(np.flatnonzero(t["split"].to_numpy() == s)[0])
             fig.add_hline(y=first - 0.5, line=dict(color="#9CA3AF", width=1, dash="dot"))
+    if prefix.any():
+        last = int(np.flatnonzero(prefix)[-1])
+        fig.add_shape(type="rect", xref="paper", x0=0, x1=1, y0=-0.5, y1=last + 0.5, line=dict(width=0),
+                      fillcolor="rgba(100,116,139,0.14)", layer="below")
     _style(fig, title, subtitle, height=height)
     fig.update_xaxes(title="logical token position", rangemode="tozero", zeroline=False, **_int_ticks(0, x_end))
     fig.update_layout(barmode="overlay", bargap=0.25 if thick_rows else 0)
@@ -227,8 +240,9 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
     legend = 1 < num_splits <= MAX_SPLIT_LEGEND
     for s, part in tiles.groupby("split", sort=True):
         color = colors[int(s)]
-        sfx = f" (split {int(s)})"
-        who = f"split {int(s)}: " if num_splits > 1 else ""
+        name = f"{'prefix' if 'pass' in part and part['pass'].iloc[0] == 'prefix' else 'split'} {int(s)}"
+        sfx = f" ({name})"
+        who = f"{name}: " if num_splits > 1 else ""
         x = part["token_end"].to_numpy(float)
         fig.add_trace(go.Scatter(
             x=x, y=part["m"].to_numpy(float), name="m" + sfx, mode="lines+markers", line=dict(color=color, shape="hv", width=2),
@@ -330,7 +344,8 @@ def split_merge_figure(splits) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.2,
                         subplot_titles=("m per split", "Share after the merge"))
     n = len(splits)
-    x = [f"split {int(s)}" for s in splits["split"]]
+    prefix = (splits["pass"] == "prefix").to_numpy() if "pass" in splits else np.zeros(n, bool)
+    x = [f"{'prefix' if p else 'split'} {int(s)}" for s, p in zip(splits["split"], prefix)]
     palette = _split_colors(splits["split"]) if n > 1 else {int(s): SPLIT_COLORS[0] for s in splits["split"]}
     colors = [palette[int(s)] for s in splits["split"]]
     # Values above the bars while they fit; the hover has them for many splits.
