@@ -34,16 +34,18 @@ algorithm, not the rounding of a float16 kernel, and its output equals
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
 import pandas as pd
 import torch
 
 from paged_attention.inputs import DecodeInputs
-from paged_attention.launch_plan import LaunchPlan, plan_launch, plan_prefix
+from paged_attention.launch_plan import LaunchPlan, plan_launch
 from paged_attention.reference import reference_decode
-from paged_attention.shared_prefix import PrefixGroup, check_shared_prefixes, find_shared_prefixes, prefix_work
+from paged_attention.shared_prefix import (
+    PrefixGroup, check_shared_prefixes, find_shared_prefixes, members_per_tile, own_shape, plan_prefix, prefix_work,
+)
 from paged_attention.triton_decode import LOG2E
 from paged_attention.validation import DecodeShape, check_decode_args
 
@@ -162,24 +164,6 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max())
 
 
-def own_shape(shape: DecodeShape, groups: Sequence[PrefixGroup]) -> DecodeShape:
-    """``shape`` with each context shortened by its group's shared blocks: what the
-    decode kernel's plan is for once a prefix pass has read them (as
-    ``prepare_triton_decode`` plans it)."""
-    first_blocks = [0] * shape.batch_size
-    for g in groups:
-        for s in g.sequences:
-            first_blocks[s] = g.num_blocks
-    skipped = torch.tensor(first_blocks, dtype=torch.int64) * shape.block_size
-    return replace(shape, context_lens=(shape.context_lens.to(torch.int64) - skipped).clamp(min=0))
-
-
-def prefix_members_per_tile(prefix_plan: LaunchPlan, query_group_size: int) -> int:
-    """Sequences in one prefix-pass tile: ``query_rows`` over the query group
-    rounded up to a power of two (as ``prepare_triton_decode`` packs them)."""
-    return max(1, prefix_plan.query_rows // (1 << max(0, query_group_size - 1).bit_length()))
-
-
 def prefix_programs(
     groups: Sequence[PrefixGroup], seq: int, batch_size: int, query_group_size: int, prefix_plan: LaunchPlan
 ) -> list[tuple[tuple[int, ...], int, int, int]]:
@@ -187,7 +171,7 @@ def prefix_programs(
     from :func:`~paged_attention.shared_prefix.prefix_work`: ``(members,
     first_block, last_block, slot)`` in slot order; ``members`` are the sequences
     whose query rows share the program's tile. Empty when ``seq`` is in no group."""
-    work = prefix_work(groups, batch_size, prefix_members_per_tile(prefix_plan, query_group_size),
+    work = prefix_work(groups, batch_size, members_per_tile(prefix_plan, query_group_size),
                        prefix_plan.blocks_per_split, prefix_plan.blocks_per_tile)
     members = work.members.tolist()
     found = []
@@ -247,7 +231,7 @@ def trace_decode(
     plan : LaunchPlan, optional
         The plan to trace; by default the one ``triton_decode`` would use,
         ``plan_launch(check_decode_args(...), query.device, query.dtype)`` (with
-        groups, on the contexts past their shared blocks: :func:`own_shape`).
+        groups, on the contexts past their shared blocks: :func:`~paged_attention.shared_prefix.own_shape`).
     scale : float, optional
         Softmax scale, ``1 / sqrt(head_dim)`` by default.
     groups : "detect" or sequence of PrefixGroup, optional
@@ -255,7 +239,7 @@ def trace_decode(
         (default): no prefix pass.
     prefix_plan : LaunchPlan, optional
         The prefix pass's plan; by default
-        :func:`~paged_attention.launch_plan.plan_prefix`'s.
+        :func:`~paged_attention.shared_prefix.plan_prefix`'s.
     **plan_overrides
         ``num_splits`` or ``block_n`` (etc.) for :func:`plan_launch`, to trace
         another plan than the default.

@@ -25,12 +25,15 @@ import torch
 
 from paged_attention.config import DecodeConfig
 from paged_attention.inputs import context_mask, fill_uncovered
-from paged_attention.launch_plan import TO_CONTEXT_END, LaunchPlan, build_work_list, plan_launch, plan_prefix
-from paged_attention.shared_prefix import PrefixGroup, find_shared_prefixes, prefix_work
+from paged_attention.launch_plan import LaunchPlan, plan_launch
+from paged_attention.shared_prefix import (
+    PrefixGroup, find_shared_prefixes, members_per_tile, own_shape, plan_prefix, prefix_work,
+)
+from paged_attention.work_list import TO_CONTEXT_END, build_work_list
 from paged_attention.validation import DecodeShape
 
 from explorer.formatting import count
-from explorer.kernel_trace import (KernelTrace, own_shape, prefix_members_per_tile, prefix_programs,
+from explorer.kernel_trace import (KernelTrace, prefix_programs,
                                    trace_decode)
 
 #: The page traces contexts up to this many tokens ...
@@ -70,7 +73,7 @@ def launch_plan(
     """The plan ``triton_decode`` picks for ``config`` on its device and dtype, or
     with ``num_splits`` / ``block_n`` overridden (as :func:`plan_launch` takes them).
     With shared-prefix ``groups``, the decode kernel's plan: for the blocks past
-    each group's prefix (:func:`~explorer.kernel_trace.own_shape`)."""
+    each group's prefix (:func:`~paged_attention.shared_prefix.own_shape`)."""
     shape = own_shape(decode_shape(config, block_tables), groups)
     return plan_launch(shape, torch.device(config.device), config.torch_dtype, num_splits=num_splits, block_n=block_n)
 
@@ -123,7 +126,7 @@ def work_list(
     rows = []
     first_blocks = prefix_slots = None
     if groups and prefix is not None:
-        pw = prefix_work(groups, len(lens), prefix_members_per_tile(prefix, query_group_size),
+        pw = prefix_work(groups, len(lens), members_per_tile(prefix, query_group_size),
                          prefix.blocks_per_split, prefix.blocks_per_tile)
         members = pw.members.tolist()
         for order, (first, n, first_block, last_block, slot) in enumerate(pw.items.tolist()):

@@ -17,7 +17,6 @@ import torch
 
 from . import runtime
 from .validation import DecodeShape
-from .work_list import TO_CONTEXT_END, WorkList, build_work_list  # noqa: F401  (part of this module's API)
 
 
 def _fp32_dot(dtype: torch.dtype) -> bool:

@@ -17,7 +17,7 @@ nothing here launches a kernel.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import torch
@@ -291,8 +291,8 @@ def plan_prefix(
         blocks_per_tile, slots_per_tile, subtiles = block_n // block_size_pad, block_size_pad, 1
     else:
         blocks_per_tile, slots_per_tile, subtiles = 1, block_n, block_size_pad // block_n
-    members_per_tile = max(1, query_rows // _next_pow2(shape.query_group_size))
-    pieces = [g.num_blocks for g in groups for _ in range(0, len(g.sequences), members_per_tile)]
+    per_tile = max(1, query_rows // _next_pow2(shape.query_group_size))
+    pieces = [g.num_blocks for g in groups for _ in range(0, len(g.sequences), per_tile)]
     if max_programs is None:
         max_programs = PREFIX_PROGRAMS_PER_SM * _num_sms(device)
     chunk = choose_chunk_blocks(
@@ -305,3 +305,32 @@ def plan_prefix(
         num_warps=4 if num_warps is None else num_warps, num_stages=num_stages, block_size=shape.block_size,
         balanced=True, query_rows=query_rows,
     )
+
+
+def own_shape(shape: DecodeShape, groups: Sequence[PrefixGroup]) -> DecodeShape:
+    """``shape`` with each context shortened by its group's shared blocks: what is
+    left for the decode kernel once a prefix pass has read them, and what its
+    launch plan is made for.
+
+    Parameters
+    ----------
+    shape : DecodeShape
+    groups : sequence of PrefixGroup
+
+    Returns
+    -------
+    DecodeShape
+        The same sizes, ``context_lens`` (CPU int64) reduced by ``num_blocks *
+        block_size`` for every member of a group, never below 0.
+    """
+    skipped = torch.zeros(shape.batch_size, dtype=torch.int64)
+    for g in groups:
+        skipped[list(g.sequences)] = g.num_blocks * shape.block_size
+    return replace(shape, context_lens=(shape.context_lens.to(torch.int64) - skipped).clamp(min=0))
+
+
+def members_per_tile(prefix_plan: LaunchPlan, query_group_size: int) -> int:
+    """Sequences whose query rows share one prefix-pass tile: ``query_rows`` over the
+    query group rounded up to a power of two (at least one)."""
+    return max(1, prefix_plan.query_rows // _next_pow2(query_group_size))
+

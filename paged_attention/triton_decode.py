@@ -28,7 +28,6 @@ for softmax", 2018. Dao et al., "Flash-Decoding for long-context inference", 202
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Callable, Sequence
 
 import torch
@@ -40,7 +39,9 @@ import triton.language as tl
 from .launch_plan import (  # noqa: F401  (LaunchPlan, plan_launch: part of this module's API)
     FUSED_MERGE_VALUES, LaunchPlan, _check_plan_fits, _fp32_dot, _next_pow2, plan_launch,
 )
-from .shared_prefix import PrefixGroup, check_shared_prefixes, find_shared_prefixes, plan_prefix, prefix_work
+from .shared_prefix import (
+    PrefixGroup, check_shared_prefixes, find_shared_prefixes, members_per_tile, own_shape, plan_prefix, prefix_work,
+)
 from .validation import check_decode_args, kv_scale_tensors
 from .work_list import build_work_list
 
@@ -468,14 +469,9 @@ def prepare_triton_decode(
     # The kernels index the table row by row and the lengths as a vector.
     block_tables, context_lens = block_tables.contiguous(), context_lens.contiguous()
     groups = _prefix_groups(shared_prefixes, shape)
-    first_blocks = [0] * shape.batch_size
-    for g in groups:
-        for seq in g.sequences:
-            first_blocks[seq] = g.num_blocks
-    # The decode kernel's plan is for what the prefix pass leaves: each sequence's own blocks.
-    own = replace(shape, context_lens=(shape.context_lens - torch.tensor(first_blocks) * shape.block_size).clamp(min=0))
     if plan is None:
-        plan = plan_launch(own, query.device, query.dtype, **plan_overrides)
+        # For what the prefix pass leaves: each sequence's own blocks.
+        plan = plan_launch(own_shape(shape, groups), query.device, query.dtype, **plan_overrides)
     elif plan_overrides:
         raise ValueError(f"pass either plan or overrides of it, not both (got {', '.join(plan_overrides)})")
     else:
@@ -495,7 +491,7 @@ def prepare_triton_decode(
         elif prefix_plan.query_rows < 16 or prefix_plan.block_size != shape.block_size:
             raise ValueError("prefix_plan must come from plan_prefix for these inputs (query_rows >= 16, the "
                              f"cache's block_size {shape.block_size}); got {prefix_plan}")
-        members = max(1, prefix_plan.query_rows // group_pow2)
+        members = members_per_tile(prefix_plan, group)
         prefix = prefix_work(groups, batch, members, prefix_plan.blocks_per_split,
                              prefix_plan.blocks_per_tile)
     elif prefix_plan is not None:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from paged_attention import DecodeConfig, assign_blocks
-from paged_attention.launch_plan import build_work_list
+from paged_attention.work_list import build_work_list
 from explorer import figures
 from explorer import kernel_trace_view as kernel_view
 

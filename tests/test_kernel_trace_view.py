@@ -7,7 +7,8 @@ import pytest
 from paged_attention import DecodeConfig, build_decode_inputs, plan_launch
 from paged_attention.validation import check_decode_args
 from explorer import kernel_trace_view as kernel_view
-from explorer.kernel_trace import own_shape, trace_decode
+from explorer.kernel_trace import trace_decode
+from paged_attention.shared_prefix import own_shape
 
 from helpers import SWEEP_BASE as BASE
 

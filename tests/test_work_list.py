@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 import paged_attention as pa
 from paged_attention import launch_plan as lp
+from paged_attention import work_list as wl
 from helpers import assert_matches, seed  # noqa: F401
 from test_correctness import build
 
@@ -36,10 +37,10 @@ def check_work_list(plan, lens, work):
     slots = set()
     for seq, first, last, slot in items:
         needed = -(-int(lens[seq]) // plan.block_size)
-        stop = needed if last == lp.TO_CONTEXT_END else last
+        stop = needed if last == wl.TO_CONTEXT_END else last
         assert first <= stop <= max(needed, first)
         assert stop - first <= plan.blocks_per_split
-        covered[seq].append((first, stop, last == lp.TO_CONTEXT_END))
+        covered[seq].append((first, stop, last == wl.TO_CONTEXT_END))
         first_slot, num_slots, num_items = seqs[seq]
         assert first_slot <= slot < first_slot + num_slots
         assert slot not in slots
@@ -61,7 +62,7 @@ def check_work_list(plan, lens, work):
        block_size=st.sampled_from([1, 5, 16, 64, 256]), num_kv_heads=st.sampled_from([1, 2, 8]))
 def test_work_list_covers_every_block_once(lengths, block_size, num_kv_heads, monkeypatch_session):
     plan, lens = plan_for(lengths, block_size=block_size, num_kv_heads=num_kv_heads, monkeypatch=monkeypatch_session)
-    work = lp.build_work_list(plan, lens)
+    work = wl.build_work_list(plan, lens)
     check_work_list(plan, lens, work)
     if plan.balanced:
         sizes = [min(last, -(-int(lens[s]) // block_size)) - first for s, first, last, _ in work.items.tolist()]
@@ -80,7 +81,7 @@ def test_ragged_batches_get_the_balanced_plan_and_uniform_ones_keep_splits(monke
     assert not plan.balanced
     plan, lens = plan_for([30000, 100, 200, 5000], monkeypatch=monkeypatch)
     assert plan.balanced
-    work = lp.build_work_list(plan, lens)
+    work = wl.build_work_list(plan, lens)
     per_seq = work.sequences[:, 2].tolist()
     assert per_seq[0] > per_seq[3] > 1 and per_seq[1] == per_seq[2] == 1  # pieces follow length
     # A split count given by the caller means the split plan, unless balanced is asked for too.
@@ -92,7 +93,7 @@ def test_ragged_batches_get_the_balanced_plan_and_uniform_ones_keep_splits(monke
 def test_balanced_plan_keeps_within_its_program_budget(budget, monkeypatch):
     lengths = [32000, 17, 0, 9000, 1, 25000, 300, 8000]
     plan, lens = plan_for(lengths, monkeypatch=monkeypatch, max_programs=budget)
-    work = lp.build_work_list(plan, lens)
+    work = wl.build_work_list(plan, lens)
     assert work.num_items * 8 <= budget
     # The cap is the smallest that fits: one tile less would need more programs.
     smaller = plan.blocks_per_split - plan.blocks_per_tile
