@@ -8,6 +8,7 @@ from explorer import figures, formatting, readouts, sweep
 from explorer.page_urls import PageField, read_fields
 from ui.charts import show_chart
 from ui.inputs import bounded_number_input
+from ui.recorded_sweeps import show_recorded_sweeps
 from ui.sidebar import current, show_config_error, show_page_url_notes, sync_url, take_page_query
 from ui.sweep import JOB, cancel_sweep, device_name, measure, run_next_point
 
@@ -338,6 +339,8 @@ with charts:
                 "Download CSV", sweep.sweep_csv(mine), file_name=f"sweep_{job.axis}.csv", mime="text/csv",
                 icon=":material/download:", key="sw_csv",
             )
+
+show_recorded_sweeps(mine)
 
 if job is not None and job.running:
     def _queued() -> None:

@@ -1,4 +1,15 @@
-"""Record the classic table on this GPU as a set the app can show on any machine.
+"""Record benchmark runs on this GPU as sets the app can show on any machine.
+
+Three kinds of set, each a CSV and a JSON of metadata beside it:
+
+* the classic table (the default, below);
+* a peer comparison (``--peers``): convert a ``python -m benchmarks.decode_peers``
+  run, its CSV and its log, into a set of :mod:`explorer.recorded_peers`;
+* sweeps (``--sweeps``): time the implementations along context length and batch
+  size in the Sweep page's own CSV format, sets of :mod:`explorer.recorded_sweeps`.
+
+The classic table
+-----------------
 
 Runs ``python -m paged_attention.bench`` (the classic configurations: (2, 60),
 (1, 512), (16, 256), (4, 2048) at 32 heads, 8 KV heads, head_dim 128, block_size 16,
@@ -16,6 +27,25 @@ is never left without an error. Put it in ``explorer/recorded_runs/`` to ship it
     python -m benchmarks.record --out explorer/recorded_runs/h200_2026-12-01.csv
 
 Exit status 1 when an implementation is incorrect (the set is still written).
+
+Peer comparisons
+----------------
+The CSV is copied unchanged; the GPU, torch, Triton and FlashInfer versions and the
+copy bandwidth come from the log's first lines (``decode_peers`` prints them); the
+driver, CUDA version and date, which the log does not hold, are given::
+
+    python -m benchmarks.record --peers docs/data/v14_peers_ragged.csv --log docs/data/v14_peers_ragged.txt \
+        --driver 580.159.04 --cuda 13.0 --date 2026-12-01 --out explorer/recorded_runs/peers/h200_ragged_2026-12-01.csv
+
+Sweeps
+------
+:data:`SWEEPS` (context length at batch 8, batch size at context 2048; float16,
+32 heads, 8 KV heads, head_dim 128, block size 16; Naive PyTorch, Optimized PyTorch
+and Triton, the naive loop skipped where its calls would pass ``--naive-budget``
+seconds), one CSV per axis named ``<gpu>_<date>_<axis>.csv`` in the ``--out``
+folder::
+
+    python -m benchmarks.record --sweeps --out explorer/recorded_runs/sweeps
 """
 
 from __future__ import annotations
@@ -24,9 +54,11 @@ import argparse
 import datetime
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -78,23 +110,304 @@ def write_recorded(table: pd.DataFrame, meta: dict, out: str | Path) -> Path:
     return out
 
 
+def _gpu_meta(title: str) -> dict:
+    """What every set recorded here says of the machine: GPU, driver, versions, date."""
+    import triton
+
+    props = torch.cuda.get_device_properties(0)
+    date = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    return {
+        "format": 1,
+        "title": title.replace("{gpu}", props.name).replace("{date}", date),
+        "gpu": props.name,
+        "sm_count": props.multi_processor_count,
+        "memory_mib": props.total_memory // 2**20,
+        "driver": driver_version(),
+        "cuda": torch.version.cuda,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "date": date,
+    }
+
+
+# -- peer comparisons ------------------------------------------------------------------
+
+_LOG_GPU = re.compile(r"^GPU (?P<gpu>.+?), (?P<sms>\d+) SMs; torch (?P<torch>\S+); Triton (?P<triton>[^;\s]+)"
+                      r"(?:; FlashInfer (?P<flashinfer>\S+))?\s*$")
+_LOG_COPY = re.compile(r"^measured device-to-device copy bandwidth: (?P<gbps>[\d.]+|nan|inf) GB/s")
+_LOG_SET = re.compile(r"^set (?P<set>\w[\w-]*):")
+
+
+def parse_peers_log(text: str) -> dict:
+    """The GPU, SM count, torch, Triton and FlashInfer versions, copy bandwidth and
+    set of a ``decode_peers`` log, from the lines it prints before its first row.
+
+    Returns
+    -------
+    dict
+        ``gpu``, ``sm_count``, ``torch``, ``triton``, ``flashinfer`` (None when it
+        did not run), ``copy_gbps`` (GB/s), ``set``.
+
+    Raises
+    ------
+    ValueError
+        If a line is missing, or the copy bandwidth is not a positive number (a
+        CPU run logs ``nan``).
+    """
+    found: dict = {}
+    for line in text.splitlines()[:20]:
+        if (m := _LOG_GPU.match(line)) and "gpu" not in found:
+            found.update(gpu=m["gpu"], sm_count=int(m["sms"]), torch=m["torch"], triton=m["triton"],
+                         flashinfer=m["flashinfer"])
+        elif (m := _LOG_COPY.match(line)) and "copy_gbps" not in found:
+            found["copy_gbps"] = float(m["gbps"])
+        elif (m := _LOG_SET.match(line)) and "set" not in found:
+            found["set"] = m["set"]
+    for key, what in (("gpu", "'GPU <name>, <n> SMs; torch ...; Triton ...'"),
+                      ("copy_gbps", "'measured device-to-device copy bandwidth: <n> GB/s'"),
+                      ("set", "'set <name>: ...'")):
+        if key not in found:
+            raise ValueError(f"the log has no line {what} in its first 20 lines: is it a decode_peers log?")
+    if not found["copy_gbps"] > 0:
+        raise ValueError(f"the log's copy bandwidth is {found['copy_gbps']}: not a GPU run")
+    return found
+
+
+def convert_peers(csv_path: str | Path, log_path: str | Path, out: str | Path, *, driver: str, cuda: str,
+                  date: str, command: str, title: str | None = None) -> Path:
+    """Write a ``decode_peers`` run (its CSV and log) as a recorded peer set.
+
+    The CSV's rows are copied unchanged to ``out``; the JSON beside it holds
+    :func:`parse_peers_log`'s fields, ``driver``, ``cuda`` and ``date`` (which the
+    log does not hold), the source files and ``command``. The pair is read back
+    with :func:`explorer.recorded_peers.load_peer_set`.
+
+    Raises
+    ------
+    ValueError
+        If the log lacks a line :func:`parse_peers_log` needs, or the pair breaks a
+        rule of :func:`explorer.recorded_peers.load_peer_set` (left in place).
+    """
+    from explorer.recorded_peers import load_peer_set
+
+    found = parse_peers_log(Path(log_path).read_text())
+    out = Path(out)
+    meta = {
+        "format": 1,
+        "kind": "peers",
+        "set": found["set"],
+        "title": title or f"{found['gpu']}, {found['set']} set against SDPA" + (" and FlashInfer" if found["flashinfer"] else "")
+                          + f", {date}",
+        "gpu": found["gpu"], "sm_count": found["sm_count"], "driver": driver, "cuda": cuda,
+        "torch": found["torch"], "triton": found["triton"], "flashinfer": found["flashinfer"], "date": date,
+        "copy_gbps": found["copy_gbps"],
+        "copy_note": "measured in the same run",
+        "harness": "Timed with benchmarks.decode_peers: GPU time from CUDA-graph replays with the L2 flushed "
+                   "before every call, and the plain-call latency; GB/s from GPU time.",
+        "source": f"{Path(csv_path).as_posix()} and {Path(log_path).as_posix()}, rows copied unchanged",
+        "command": command,
+    }
+    if found["set"] == "prefix":
+        meta["gbps_note"] = ("GB/s and % of copy count the unique bytes: each shared block once "
+                             "(DecodeConfig.unique_decode_bytes)")
+    out.write_bytes(Path(csv_path).read_bytes())
+    out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
+    load_peer_set(out)
+    return out
+
+
+# -- sweeps ----------------------------------------------------------------------------
+
+#: The sweeps ``--sweeps`` records: ``axis -> (the other size, the points)``.
+SWEEPS: dict[str, tuple[dict, tuple[int, ...]]] = {
+    "context_len": ({"batch_size": 8}, (512, 2048, 8192, 16384, 32768)),
+    "batch_size": ({"context_lens": 2048}, (1, 4, 16, 64, 128)),
+}
+#: What every sweep point shares (the classic table's heads, head_dim and block size).
+SWEEP_BASE = dict(num_heads=32, num_kv_heads=8, head_dim=128, block_size=16, dtype="float16")
+
+
+def sweep_rows(
+    base, axis: str, values, names, *, warmup: int, iters: int, naive_budget_s: float, device_name: str,
+    copy_gbps: float | None,
+) -> list[dict]:
+    """Time ``names`` at each point of one sweep: the Sweep page's rows
+    (:func:`explorer.sweep.result_row`, :func:`explorer.sweep.status_row`).
+
+    Parameters
+    ----------
+    base : DecodeConfig
+        The configuration every point starts from (its device is where they run).
+    axis : str
+        A key of :data:`explorer.sweep.AXES`.
+    values : sequence of int
+        The points, ascending.
+    names : sequence of str
+        Implementations; ``"naive"`` is skipped where its calls are predicted to pass
+        ``naive_budget_s`` seconds (:func:`explorer.naive_budget.naive_plan`, probing
+        one call at the first point), with a ``"skipped"`` row.
+    warmup, iters : int
+        Untimed and timed interleaved rounds per point.
+    device_name, copy_gbps
+        Written into every row (``copy_gbps`` None where not measured: the CPU).
+
+    Returns
+    -------
+    list of dict
+        One row per (point, implementation), in order; an implementation that
+        raises gets a ``"failed"`` row and the sweep goes on.
+    """
+    from explorer.naive_budget import after_probe, naive_cost, naive_plan
+    from explorer.sweep import point_config, result_row, status_row
+    from paged_attention import build_decode_inputs, prepare, reference_decode
+    from paged_attention.timing import time_calls
+
+    rows: list[dict] = []
+    last = None
+    calls = warmup + iters + 1
+    common = dict(device_name=device_name, warmup=warmup, iters=iters)
+    for value in values:
+        config = point_config(base, axis, value)
+        inputs = build_decode_inputs(config)
+        reference = reference_decode(*inputs.args(), **inputs.scales())
+        timed, decision = list(names), None
+        if "naive" in timed:
+            free = None
+            if config.device.startswith("cuda"):
+                free = torch.cuda.mem_get_info(torch.device(config.device))[0]
+            decision = naive_plan(config, budget_s=naive_budget_s, calls=calls, last=last, free_bytes=free)
+            if decision.action == "probe":
+                run = prepare("naive", *inputs.args(), **inputs.scales())
+                probe = time_calls(run, device=inputs.query.device, warmup=0, iters=1)[0]
+                decision = after_probe(probe, budget_s=naive_budget_s, calls=calls)
+            if decision.action == "skip":
+                timed.remove("naive")
+        measured: dict = {}
+        try:
+            measured = {r.name: r for r in bench.benchmark_implementations(
+                timed, inputs, warmup=warmup, iters=iters, reference=reference)}
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except Exception:  # time each alone, so the one that raises gets its own row
+            for name in timed:
+                try:
+                    (measured[name],) = bench.benchmark_implementations(
+                        [name], inputs, warmup=warmup, iters=iters, reference=reference)
+                except torch.cuda.OutOfMemoryError:
+                    raise
+                except Exception as exc:
+                    measured[name] = exc
+        stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+        for name in names:
+            if name not in measured:
+                rows.append(status_row("naive", "skipped", config, axis, value, note=decision.reason,
+                                       predicted_ms=decision.predicted_ms, copy_gbps=copy_gbps, **common))
+            elif isinstance(measured[name], Exception):
+                exc = measured[name]
+                rows.append(status_row(name, "failed", config, axis, value, note=f"{type(exc).__name__}: {exc}",
+                                       copy_gbps=copy_gbps, **common))
+            else:
+                result = measured[name]
+                rows.append(result_row(result, config, axis, value, copy_gbps=copy_gbps, measured_at=stamp,
+                                       **common))
+                if name == "naive":
+                    last = (naive_cost(config), result.median_ms)
+        del inputs, reference
+    return rows
+
+
+def record_sweeps(folder: str | Path, *, axes, warmup: int, iters: int, naive_budget_s: float,
+                  command: str) -> list[Path]:
+    """Run :data:`SWEEPS` of ``axes`` on the GPU and write each as a recorded sweep
+    (``<gpu>_<date>_<axis>.csv`` and its ``.json``) in ``folder``, read back with
+    :func:`explorer.recorded_sweeps.load_recorded_sweep`."""
+    from explorer.recorded_sweeps import load_recorded_sweep
+    from explorer.sweep import rows_frame, sweep_csv
+    from paged_attention import DecodeConfig, IMPLEMENTATIONS
+
+    copy = measure_copy_bandwidth("cuda")
+    written = []
+    for axis in axes:
+        fixed, values = SWEEPS[axis]
+        base = DecodeConfig(**{"batch_size": 8, "context_lens": 2048, **SWEEP_BASE, **fixed, "device": "cuda"})
+        meta = _gpu_meta("{gpu}, sweep of " + axis.replace("_len", " length").replace("_size", " size")
+                         + ", {date}")
+        start = time.perf_counter()
+        rows = sweep_rows(base, axis, values, list(IMPLEMENTATIONS), warmup=warmup, iters=iters,
+                          naive_budget_s=naive_budget_s, device_name=meta["gpu"], copy_gbps=copy)
+        elapsed = time.perf_counter() - start
+        slug = re.sub(r"[^a-z0-9]+", "_", meta["gpu"].lower().removeprefix("nvidia ")).strip("_")
+        out = Path(folder) / f"{slug}_{meta['date']}_{axis}.csv"
+        out.write_text(sweep_csv(rows_frame(rows, "recorded")))
+        meta.update(
+            kind="sweep", axis=axis, values=list(values), copy_gbps=round(copy, 1),
+            copy_note="measured in the same process, before the sweeps",
+            config={**SWEEP_BASE, **{k: v for k, v in fixed.items()}, "block_layout": base.block_layout},
+            naive_budget_s=naive_budget_s, warmup=warmup, iters=iters, elapsed_s=round(elapsed, 1),
+            harness="Timed like the Sweep page: interleaved rounds, call latency and CUDA-graph GPU time, "
+                    "L2 flushed before each call.",
+            command=command,
+        )
+        out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
+        load_recorded_sweep(out)
+        print(f"recorded the {axis} sweep ({len(values)} points) in {elapsed:.0f} s: {out}")
+        written.append(out)
+    return written
+
+
+# -- command line ------------------------------------------------------------------------
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     p = argparse.ArgumentParser(prog="python -m benchmarks.record", description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", required=True, help="CSV to write (its .json goes beside it)")
+    p.add_argument("--out", required=True,
+                   help="CSV to write, its .json beside it (--sweeps: the folder to write into)")
     p.add_argument("--layouts", nargs="+", choices=["contiguous", "shuffled"], default=["contiguous", "shuffled"])
-    p.add_argument("--title", help="how the app names the set (default: GPU, classic table, date)")
+    p.add_argument("--title", help="how the app names the set (default: GPU, what, date)")
+    p.add_argument("--peers", metavar="CSV", help="convert this decode_peers CSV (with --log, --driver, --cuda, "
+                                                  "--date) instead of timing the classic table")
+    p.add_argument("--log", help="decode_peers' log of the --peers run (its stdout)")
+    p.add_argument("--driver", help="--peers: the NVIDIA driver of the run")
+    p.add_argument("--cuda", help="--peers: the CUDA version of the run")
+    p.add_argument("--date", help="--peers: the day of the run, YYYY-MM-DD")
+    p.add_argument("--sweeps", nargs="*", choices=list(SWEEPS), metavar="AXIS",
+                   help=f"record the sweeps along these axes (default: all of {', '.join(SWEEPS)})")
+    p.add_argument("--naive-budget", type=float, default=2.0, help="--sweeps: seconds naive may take per point")
+    p.add_argument("--warmup", type=int, default=10, help="--sweeps: untimed rounds per point")
+    p.add_argument("--iters", type=int, default=50, help="--sweeps: timed rounds per point")
     args = p.parse_args(argv)
-    if not args.out.endswith(".csv"):
-        p.error(f"--out must name a .csv file; got {args.out}")
-    folder = os.path.dirname(os.path.abspath(args.out))
-    if not os.path.isdir(folder):
-        p.error(f"--out {args.out}: folder {folder} does not exist")
+    command = " ".join(["python -m benchmarks.record", *argv])
+
+    if args.sweeps is not None:
+        if not os.path.isdir(args.out):
+            p.error(f"--sweeps --out {args.out}: not a folder")
+    else:
+        if not args.out.endswith(".csv"):
+            p.error(f"--out must name a .csv file; got {args.out}")
+        folder = os.path.dirname(os.path.abspath(args.out))
+        if not os.path.isdir(folder):
+            p.error(f"--out {args.out}: folder {folder} does not exist")
+    if args.peers is not None:
+        missing = [f"--{k}" for k in ("log", "driver", "cuda", "date") if getattr(args, k) is None]
+        if missing:
+            p.error(f"--peers needs {', '.join(missing)}")
+        try:
+            datetime.date.fromisoformat(args.date)
+            out = convert_peers(args.peers, args.log, args.out, driver=args.driver, cuda=args.cuda,
+                                date=args.date, command=command, title=args.title)
+        except (OSError, ValueError) as exc:
+            sys.exit(f"benchmarks.record --peers: {exc}")
+        print(f"recorded peer set: {out} and {out.with_suffix('.json')}")
+        return 0
     if not torch.cuda.is_available():
         sys.exit("benchmarks.record needs a CUDA GPU (it records GPU timings); none is visible here. "
                  "The sets recorded on an H200 ship in explorer/recorded_runs/.")
-
-    import triton
+    if args.sweeps is not None:
+        start = time.perf_counter()
+        record_sweeps(args.out, axes=args.sweeps or list(SWEEPS), warmup=args.warmup, iters=args.iters,
+                      naive_budget_s=args.naive_budget, command=command)
+        print(f"all sweeps in {time.perf_counter() - start:.0f} s")
+        return 0
 
     frames, status = [], 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -109,29 +422,18 @@ def main(argv: list[str] | None = None) -> int:
     copy_gbps = measure_copy_bandwidth("cuda")
 
     defaults = bench.build_parser().parse_args([])
-    props = torch.cuda.get_device_properties(0)
-    date = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
-    meta = {
-        "format": 1,
-        "title": args.title or f"{props.name}, classic table, {date}",
-        "gpu": props.name,
-        "sm_count": props.multi_processor_count,
-        "memory_mib": props.total_memory // 2**20,
-        "driver": driver_version(),
-        "cuda": torch.version.cuda,
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "date": date,
+    meta = _gpu_meta(args.title or "{gpu}, classic table, {date}")
+    meta.update({
         "copy_gbps": round(copy_gbps, 1),
         "copy_note": "measured in the same process, after the tables",
         "harness": "Timed with paged_attention.timing's interleaved rounds (call latency with the GPU idle "
                    "at the start, GPU time from CUDA-graph replays, L2 flushed before each call).",
         "config": {k: getattr(defaults, k) for k in ("num_heads", "num_kv_heads", "head_dim", "block_size",
                                                      "dtype", "warmup")},
-        "command": " ".join(["python -m benchmarks.record", *argv]),
-    }
+        "command": command,
+    })
     out = write_recorded(table, meta, args.out)
-    print(f"recorded {len(table)} rows on {props.name} (copy {copy_gbps:,.0f} GB/s): {out} and "
+    print(f"recorded {len(table)} rows on {meta['gpu']} (copy {copy_gbps:,.0f} GB/s): {out} and "
           f"{out.with_suffix('.json')}")
     return status
 

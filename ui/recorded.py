@@ -12,6 +12,7 @@ from explorer.figures.recorded import recorded_latency_figure
 from explorer.recorded import RecordedSet, config_label, load_recorded, matching_config, recorded_rows
 from paged_attention import DecodeConfig
 from ui.charts import show_chart
+from ui.recorded_peers import peer_durations, peer_set_names, recorded_peer_sets, show_peer_set
 
 TITLE = "Recorded on a GPU"
 #: Background of the table rows of the sidebar's configuration.
@@ -42,13 +43,15 @@ def recorded_durations() -> list[float]:
     (:func:`explorer.formatting.duration_unit`) from what it shows."""
     sets = _recorded()
     if isinstance(sets, str):
-        return []
-    return [float(v) for s in sets for col in ("median_ms", "gpu_time_ms") for v in s.table[col].dropna()]
+        return peer_durations()
+    return [float(v) for s in sets for col in ("median_ms", "gpu_time_ms") for v in s.table[col].dropna()] + peer_durations()
 
 
 def show_recorded(config: DecodeConfig, *, expanded: bool, unit: str = "ms") -> None:
     """The section: which GPU and versions, a table and a chart of the recorded
-    classic configurations, the sidebar's configuration highlighted when recorded.
+    classic configurations, the sidebar's configuration highlighted when recorded;
+    and, picked with a segmented control, the recorded peer tables
+    (:mod:`ui.recorded_peers`).
 
     Parameters
     ----------
@@ -60,14 +63,28 @@ def show_recorded(config: DecodeConfig, *, expanded: bool, unit: str = "ms") -> 
     unit : str
         The page's unit of time (``"µs"``, ``"ms"`` or ``"s"``), for the chart and table.
     """
-    sets = _recorded()
-    if isinstance(sets, str):
-        st.warning(f"The recorded GPU runs could not be read: {sets}", icon=":material/error:")
+    sets, peers = _recorded(), recorded_peer_sets()
+    for broken in (sets, peers):
+        if isinstance(broken, str):
+            st.warning(f"The recorded GPU runs could not be read: {broken}", icon=":material/error:")
+    sets = sets if isinstance(sets, list) else []
+    peers = peers if isinstance(peers, list) else []
+    if not sets and not peers:
         return
-    if not sets:
-        return
-    with st.expander(f"{TITLE}: {sets[0].meta['gpu']} (recorded, not this machine)", expanded=expanded,
+    gpu = (sets or peers)[0].meta["gpu"]
+    with st.expander(f"{TITLE}: {gpu} (recorded, not this machine)", expanded=expanded,
                      icon=":material/history:"):
+        tables = {**({"classic": "classic"} if sets else {}), **peer_set_names(peers)}
+        shown = next(iter(tables))
+        if len(tables) > 1:
+            shown = st.segmented_control(
+                "Recorded table", list(tables), format_func=tables.get, default=shown, required=True,
+                key="recorded_kind",
+                help="classic: the three implementations of this page on the classic configurations; peers, ragged, "
+                     "shared prefix: our kernels against SDPA and FlashInfer (benchmarks/decode_peers.py)") or shown
+        if shown != "classic":
+            show_peer_set(next(p for p in peers if p.meta["set"] == shown.removeprefix("peers:")), unit)
+            return
         recorded = sets[0]
         if len(sets) > 1:
             titles = {s.name: s.meta.get("title", s.name) for s in sets}

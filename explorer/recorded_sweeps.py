@@ -1,0 +1,129 @@
+"""Sweeps recorded on a GPU and shipped with the app, for the Sweep page to draw
+beside (never into) a live sweep.
+
+A recorded sweep is two files of one name in :data:`SWEEPS_DIR`:
+
+* ``<name>.csv``: a sweep in the page's own CSV format (:data:`explorer.sweep.SWEEP_COLUMNS`,
+  read with :func:`explorer.sweep.read_sweep_csv`, so it passes every rule an
+  uploaded sweep does);
+* ``<name>.json``: where and how it was measured (:data:`REQUIRED_META`).
+
+``python -m benchmarks.record --sweeps --out explorer/recorded_runs/sweeps`` writes
+such pairs on a GPU host.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from explorer.recorded import RECORDED_DIR
+from explorer.sweep import AXES, read_sweep_csv
+
+#: Where the shipped sweeps live.
+SWEEPS_DIR = RECORDED_DIR / "sweeps"
+#: Keys every sidecar JSON has.
+REQUIRED_META = ("gpu", "driver", "cuda", "torch", "triton", "date", "copy_gbps", "axis", "command")
+
+
+@dataclass(frozen=True)
+class RecordedSweep:
+    """One recorded sweep.
+
+    Attributes
+    ----------
+    name : str
+        The files' common stem, e.g. ``"h200_2026-12-01_context_len"``.
+    meta : dict
+        The sidecar JSON (:data:`REQUIRED_META`, ``config``, ``elapsed_s``, ...).
+    frame : pd.DataFrame
+        :func:`explorer.sweep.read_sweep_csv`'s frame; its ``source`` is
+        :attr:`source` (how the charts name it).
+    """
+
+    name: str
+    meta: dict
+    frame: pd.DataFrame
+
+    @property
+    def source(self) -> str:
+        return source_name(self.meta["gpu"])
+
+    @property
+    def axis(self) -> str:
+        return self.meta["axis"]
+
+    def versions(self) -> str:
+        """One line naming the GPU, driver, CUDA, torch, Triton and date."""
+        m = self.meta
+        return (f"{m['gpu']} · driver {m['driver']} · CUDA {m['cuda']} · torch {m['torch']} · "
+                f"Triton {m['triton']} · recorded {m['date']}")
+
+
+def source_name(gpu: str) -> str:
+    """The ``source`` of a recorded sweep's rows, as charts and tables show it."""
+    return f"recorded on {gpu}"
+
+
+def _fail(path: Path, rule: str) -> None:
+    raise ValueError(f"{path.name}: {rule}")
+
+
+def load_recorded_sweep(csv_path: str | Path) -> RecordedSweep:
+    """Read and check one recorded sweep: ``csv_path`` and the JSON beside it.
+
+    Raises
+    ------
+    ValueError
+        Naming the file and the rule broken: the sidecar is missing, not a JSON
+        object, lacks a key of :data:`REQUIRED_META`, has a ``copy_gbps`` that is
+        not a positive number or an ``axis`` other than the CSV's; the CSV breaks a
+        rule of :func:`explorer.sweep.read_sweep_csv` or times no point.
+    """
+    path = Path(csv_path)
+    side = path.with_suffix(".json")
+    if not side.is_file():
+        _fail(path, f"no metadata file {side.name} beside it")
+    try:
+        meta = json.loads(side.read_text())
+    except json.JSONDecodeError as exc:
+        _fail(side, f"not valid JSON ({exc})")
+    if not isinstance(meta, dict):
+        _fail(side, "must hold a JSON object")
+    missing = [k for k in REQUIRED_META if k not in meta]
+    if missing:
+        _fail(side, f"missing metadata {', '.join(missing)}")
+    copy = meta["copy_gbps"]
+    if isinstance(copy, bool) or not isinstance(copy, (int, float)) or not math.isfinite(copy) or copy <= 0:
+        _fail(side, f"copy_gbps must be a positive number of GB/s; got {copy!r}")
+    if meta["axis"] not in AXES:
+        _fail(side, f"axis must be one of {', '.join(AXES)}; got {meta['axis']!r}")
+    try:
+        frame = read_sweep_csv(path.read_bytes(), source_name(str(meta["gpu"])))
+    except ValueError as exc:
+        _fail(path, str(exc))
+    if frame["axis"].iloc[0] != meta["axis"]:
+        _fail(path, f"varies {frame['axis'].iloc[0]}, but {side.name} says {meta['axis']}")
+    if not (frame["status"] == "ok").any():
+        _fail(path, "times no point (no row with status ok)")
+    return RecordedSweep(name=path.stem, meta=meta, frame=frame)
+
+
+def load_recorded_sweeps(folder: str | Path | None = None) -> list[RecordedSweep]:
+    """Every recorded sweep in ``folder``, in the order of :data:`explorer.sweep.AXES`,
+    newest date first within an axis; none when the folder does not exist.
+    ``folder`` defaults to :data:`SWEEPS_DIR` (looked up at the call).
+
+    Raises
+    ------
+    ValueError
+        If any sweep is malformed (:func:`load_recorded_sweep`).
+    """
+    sweeps = [load_recorded_sweep(p) for p in sorted(Path(SWEEPS_DIR if folder is None else folder).glob("*.csv"))]
+    sweeps.sort(key=lambda s: str(s.meta["date"]), reverse=True)
+    order = list(AXES)
+    return sorted(sweeps, key=lambda s: order.index(s.axis))

@@ -1,0 +1,134 @@
+"""Recorded peer sets (explorer/recorded_peers.py): the shipped H200 sets load, the
+converter of benchmarks/record.py writes a set the loader accepts, and broken sets
+are refused with the rule they break; the Decode benchmark page shows them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.record import convert_peers, parse_peers_log  # noqa: E402
+from explorer.recorded_peers import PEERS_DIR, SETS, load_peer_set, load_peer_sets, peer_rows  # noqa: E402
+from test_app import BENCH, TINY, assert_clean, open_app  # noqa: E402
+
+DATA = ROOT / "docs" / "data"
+
+
+def test_shipped_sets_load_one_per_kind_with_versions():
+    sets = load_peer_sets()
+    assert [s.meta["set"] for s in sets] == list(SETS)
+    for s in sets:
+        m = s.meta
+        assert (m["gpu"], m["driver"], m["cuda"], m["torch"], m["date"]) == (
+            "NVIDIA H200", "580.159.04", "13.0", "2.11.0+cu130", "2026-12-01")
+        assert s.table["correct"].all()
+    ragged = next(s for s in sets if s.meta["set"] == "ragged")
+    assert ragged.meta["flashinfer"] == "0.7.4" and ragged.meta["copy_gbps"] == 4240
+    assert "FlashInfer 0.7.4" in ragged.versions()
+    # copied unchanged from the run's data file
+    assert (PEERS_DIR / f"{ragged.name}.csv").read_bytes() == (DATA / "v14_peers_ragged.csv").read_bytes()
+
+
+def test_peer_rows_name_configurations_and_implementations():
+    prefix = next(s for s in load_peer_sets() if s.meta["set"] == "prefix")
+    rows = peer_rows(prefix)
+    assert rows["configuration"].iloc[0] == "batch 64 × 8,448 tokens · prefix 8,192"
+    assert "batch 64 × 4,352 tokens · prefix 4,096 in 4 groups" in set(rows["configuration"])
+    assert rows["configuration"].iloc[-1].endswith("nothing shared")
+    assert set(rows["implementation"]) >= {"Triton, prefix-aware (ours)", "FlashInfer cascade"}
+    classic = next(s for s in load_peer_sets() if s.meta["set"] == "classic")
+    assert len(peer_rows(classic, "bfloat16")) == len(peer_rows(classic, "float16")) == 22
+    assert "batch 32 × 2,048 tokens · block 256 · 16 heads" in set(peer_rows(classic)["configuration"])
+
+
+def test_log_parser_reads_versions_and_copy_bandwidth():
+    found = parse_peers_log((DATA / "v14_peers_prefix.txt").read_text())
+    assert found == {"gpu": "NVIDIA H200", "sm_count": 132, "torch": "2.11.0+cu130", "triton": "3.6.0",
+                     "flashinfer": "0.7.4", "copy_gbps": 4257.0, "set": "prefix"}
+    assert parse_peers_log((DATA / "v14_peers_classic.txt").read_text())["flashinfer"] is None
+    with pytest.raises(ValueError, match="is it a decode_peers log"):
+        parse_peers_log("hello\n")
+    cpu = "measured device-to-device copy bandwidth: nan GB/s (read + write)\nset classic: 1\nGPU x, 1 SMs; torch 2; Triton 3\n"
+    with pytest.raises(ValueError, match="not a GPU run"):
+        parse_peers_log(cpu)
+
+
+def test_converter_writes_a_set_the_loader_accepts(tmp_path):
+    out = convert_peers(DATA / "v14_peers_prefix.csv", DATA / "v14_peers_prefix.txt", tmp_path / "p.csv",
+                        driver="580.159.04", cuda="13.0", date="2026-12-01", command="python -m benchmarks.record")
+    s = load_peer_set(out)
+    assert s.meta["set"] == "prefix" and "unique bytes" in s.meta["gbps_note"]
+    assert len(s.table) == 30
+
+
+def _copy(tmp_path: Path) -> Path:
+    src = PEERS_DIR / "h200_ragged_2026-12-01"
+    for ext in (".csv", ".json"):
+        shutil.copy(src.with_suffix(ext), tmp_path / f"s{ext}")
+    return tmp_path / "s.csv"
+
+
+@pytest.mark.parametrize("change, rule", [
+    (lambda m, t: m.pop("driver"), "missing metadata driver"),
+    (lambda m, t: m.update(set="fp9"), "set must be one of"),
+    (lambda m, t: m.update(copy_gbps=0), "copy_gbps must be a positive"),
+    (lambda m, t: t.pop("gpu_ms"), "missing column gpu_ms"),
+    (lambda m, t: t.loc.__setitem__((0, "impl"), "mystery"), "unknown implementation mystery"),
+    (lambda m, t: t.loc.__setitem__((0, "gpu_ms"), -1), "gpu_ms must be a positive"),
+    (lambda m, t: t.loc.__setitem__((0, "correct"), "maybe"), "correct must be True or False"),
+    (lambda m, t: t.loc.__setitem__(1, t.loc[0]), "repeats a"),
+])
+def test_broken_sets_are_refused(tmp_path, change, rule):
+    import pandas as pd
+
+    path = _copy(tmp_path)
+    meta = json.loads(path.with_suffix(".json").read_text())
+    table = pd.read_csv(path, keep_default_na=False)
+    table["correct"] = table["correct"].astype(object)
+    change(meta, table)
+    path.with_suffix(".json").write_text(json.dumps(meta))
+    table.to_csv(path, index=False)
+    with pytest.raises(ValueError, match=rule):
+        load_peer_set(path)
+
+
+def test_missing_sidecar_and_empty_folder(tmp_path):
+    assert load_peer_sets(tmp_path / "none") == []
+    path = _copy(tmp_path)
+    path.with_suffix(".json").unlink()
+    with pytest.raises(ValueError, match="no metadata file s.json"):
+        load_peer_set(path)
+
+
+def test_decode_benchmark_page_shows_each_peer_set_as_recorded():
+    at = open_app(TINY, page=BENCH)
+    assert_clean(at)
+    kinds = at.segmented_control(key="recorded_kind")
+    assert kinds.options == ["classic", "peers", "ragged", "shared prefix"] and kinds.value == "classic"
+    live = at.dataframe
+    kinds.set_value("peers:ragged").run()
+    assert_clean(at)
+    (section,) = [e for e in at.expander if e.label.startswith("Recorded on a GPU")]
+    text = " ".join(e.value for e in [*section.markdown, *section.caption])
+    assert "Recorded on NVIDIA H200" in text and "FlashInfer 0.7.4" in text and "recorded 2026-12-01" in text
+    assert "4,240 GB/s" in text
+    (table,) = section.dataframe
+    assert len(table.value) == 66 and "FlashInfer, tensor cores" in set(table.value["implementation"])
+    assert len(at.dataframe) == len(live)  # the peer table replaces the classic one, nothing more
+    at.segmented_control(key="recorded_kind").set_value("peers:classic").run()
+    assert at.radio(key="recorded_peers_dtype").options == ["float16", "bfloat16"]
+    assert len(section_table(at).value) == 22
+
+
+def section_table(at):
+    (section,) = [e for e in at.expander if e.label.startswith("Recorded on a GPU")]
+    (table,) = section.dataframe
+    return table

@@ -1,0 +1,110 @@
+"""Recorded sweeps (explorer/recorded_sweeps.py): benchmarks.record's sweep rows on
+the CPU with a tiny configuration, written and read back as a recorded sweep; the
+Sweep page's "Recorded on a GPU" section from a fake one in a temporary folder,
+hidden when none is shipped."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.record import sweep_rows  # noqa: E402
+from explorer import recorded_sweeps  # noqa: E402
+from explorer.recorded_sweeps import load_recorded_sweep, load_recorded_sweeps  # noqa: E402
+from explorer.sweep import SWEEP_COLUMNS, rows_frame, sweep_csv  # noqa: E402
+from paged_attention import DecodeConfig  # noqa: E402
+from test_app import TINY, assert_clean, chart, open_app  # noqa: E402
+
+SWEEP = "app_pages/sweep.py"
+META = {"gpu": "Fake GPU", "driver": "1.0", "cuda": "13.0", "torch": "2.11", "triton": "3.6", "date": "2026-12-01",
+        "copy_gbps": 1000.0, "axis": "context_len", "command": "python -m benchmarks.record --sweeps --out x",
+        "config": {"batch_size": 2, "num_heads": 4}, "elapsed_s": 1.0}
+
+
+@pytest.fixture(scope="module")
+def rows():
+    base = DecodeConfig(batch_size=2, context_lens=16, num_heads=4, num_kv_heads=2, head_dim=32, block_size=16,
+                        dtype="float16", device="cpu")
+    return sweep_rows(base, "context_len", (16, 37), ["naive", "vectorized", "triton"], warmup=0, iters=1,
+                      naive_budget_s=30.0, device_name="CPU (Triton interpreter)", copy_gbps=None)
+
+
+def _write(folder: Path, rows, name="fake_context_len", **meta) -> Path:
+    path = folder / f"{name}.csv"
+    path.write_text(sweep_csv(rows_frame(rows, "recorded")))
+    path.with_suffix(".json").write_text(json.dumps({**META, **meta}))
+    return path
+
+
+def test_sweep_rows_are_the_pages_rows(rows):
+    assert [(r["value"], r["implementation"], r["status"]) for r in rows] == [
+        (v, n, "ok") for v in (16, 37) for n in ("naive", "vectorized", "triton")]
+    assert all(r["correct"] == "yes" and r["median_ms"] > 0 for r in rows)
+    assert set(rows[0]) == set(SWEEP_COLUMNS) - {"source"}
+
+
+def test_naive_over_its_budget_is_skipped_not_dropped():
+    base = DecodeConfig(batch_size=1, context_lens=16, num_heads=4, num_kv_heads=2, head_dim=32, block_size=16,
+                        dtype="float16", device="cpu")
+    rows = sweep_rows(base, "batch_size", (1,), ["naive", "vectorized"], warmup=0, iters=1, naive_budget_s=0.0,
+                      device_name="cpu", copy_gbps=None)
+    assert [(r["implementation"], r["status"]) for r in rows] == [("naive", "skipped"), ("vectorized", "ok")]
+    assert "budget" in rows[0]["note"]
+
+
+def test_loader_reads_back_and_checks(tmp_path, rows):
+    rec = load_recorded_sweep(_write(tmp_path, rows))
+    assert rec.axis == "context_len" and set(rec.frame["source"]) == {"recorded on Fake GPU"}
+    assert "driver 1.0" in rec.versions()
+    assert [s.name for s in load_recorded_sweeps(tmp_path)] == ["fake_context_len"]
+    assert load_recorded_sweeps(tmp_path / "none") == []
+    with pytest.raises(ValueError, match="says batch_size"):
+        load_recorded_sweep(_write(tmp_path, rows, name="b", axis="batch_size"))
+    with pytest.raises(ValueError, match="missing metadata driver"):
+        path = _write(tmp_path, rows, name="c")
+        meta = json.loads(path.with_suffix(".json").read_text())
+        del meta["driver"]
+        path.with_suffix(".json").write_text(json.dumps(meta))
+        load_recorded_sweep(path)
+    with pytest.raises(ValueError, match="copy_gbps"):
+        load_recorded_sweep(_write(tmp_path, rows, name="d", copy_gbps=-1))
+
+
+def _page(monkeypatch, folder: Path):
+    monkeypatch.setattr(recorded_sweeps, "SWEEPS_DIR", folder)
+    from ui.recorded_sweeps import recorded_sweeps as cached
+    cached.clear()
+    at = open_app(TINY, page=SWEEP)
+    cached.clear()
+    return at
+
+
+def test_sweep_page_hides_the_section_when_none_is_shipped(monkeypatch, tmp_path):
+    at = _page(monkeypatch, tmp_path)
+    assert_clean(at)
+    assert "Recorded on a GPU" not in [s.value for s in at.subheader]
+
+
+def test_sweep_page_draws_a_recorded_sweep_labelled_as_recorded(monkeypatch, tmp_path, rows):
+    _write(tmp_path, rows)
+    _write(tmp_path, [{**r, "axis": "batch_size"} for r in rows], name="fake_batch", axis="batch_size")
+    at = _page(monkeypatch, tmp_path)
+    assert_clean(at)
+    assert "Recorded on a GPU" in [s.value for s in at.subheader]
+    picker = at.segmented_control(key="sw_recorded")
+    assert len(picker.options) == 2 and picker.options[0].startswith("context length · Fake GPU")
+    text = " ".join(m.value for m in at.markdown)
+    assert "**Recorded on Fake GPU**" in text and "driver 1.0" in text
+    spec = chart(at, "sw_recorded_latency")
+    assert {t["meta"]["source"] for t in spec["data"]} == {"recorded on Fake GPU"}
+    assert all("recorded on Fake GPU" in t["hovertemplate"] for t in spec["data"])
+    assert any("Drawn alone: no sweep run here yet" in c.value for c in at.caption)
+    # the live table and CSV are this session's only: none before a run
+    assert not [d for d in at.dataframe if "sw_table" in d.proto.id]
