@@ -98,7 +98,7 @@ def work_list(
     """Which program reads which blocks of which sequence, as the kernels launch them.
 
     The decode kernel's programs come from
-    :func:`~paged_attention.launch_plan.build_work_list` (the launch's own work
+    :func:`~paged_attention.work_list.build_work_list` (the launch's own work
     list), the prefix pass's, with ``groups`` and their ``prefix`` plan, from
     :func:`~paged_attention.shared_prefix.prefix_work`.
 

@@ -9,7 +9,7 @@ from paged_attention import (
     default_device,
     DecodeConfig, build_decode_inputs, plan_launch, reference_decode, tolerance, triton_decode,
 )
-from paged_attention.launch_plan import plan_prefix
+from paged_attention.shared_prefix import plan_prefix
 from paged_attention.shared_prefix import PrefixGroup, find_shared_prefixes
 from paged_attention.validation import check_decode_args
 from explorer.kernel_trace import SPLIT_COLUMNS, TILE_COLUMNS, KernelTrace, trace_decode
