@@ -5,7 +5,6 @@ Assertions read the Plotly specs the page sends."""
 from __future__ import annotations
 
 import io
-
 import sys
 from pathlib import Path
 
