@@ -89,6 +89,9 @@ def test_gpu_kernel_page_traces_the_plan_of_the_gpu():
     query = {**RAGGED, "device": "cuda", "dtype": "float16"}
     at = open_app(query, page=KERNEL)
     assert_clean(at)
+    if at.toggle(key="ik_override").value:  # opened on a showcase plan (the GPU's shows no merge here)
+        at.toggle(key="ik_override").set_value(False).run()
+        assert_clean(at)
     config = state.settings_from_query(query)[0].config()
     tables, _ = assign_blocks(config)
     plan = plan_launch(decode_shape(config, tables.numpy()), torch.device("cuda"), torch.float16)
