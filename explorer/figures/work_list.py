@@ -45,7 +45,7 @@ def work_rows(batch_size: int, highlight: int | None = None, max_rows: int = MAX
 
 def work_list_figure(
     work, context_lens: Sequence[int], block_size: int, *, highlight: int | None = None,
-    max_rows: int = MAX_WORK_ROWS, title: str = "The work list: which program reads which blocks",
+    max_rows: int = MAX_WORK_ROWS, title: str = "Which program reads which blocks",
 ) -> go.Figure:
     """Each sequence as a row of logical blocks, each program's piece of it as a bar
     labelled by its launch order (per KV head; every KV head launches the same list).
