@@ -27,9 +27,6 @@ from .launch_plan import (
 )
 from .validation import DecodeShape
 
-#: A group's shared blocks get a prefix pass only when they hold at least this many
-#: tokens: a shorter prefix saves less than the second launch costs.
-SHARED_PREFIX_MIN_TOKENS = 256
 #: Query rows (sequences x query heads of one KV head) in one prefix-pass tile.
 PREFIX_ROWS = 64
 
@@ -56,7 +53,7 @@ def find_shared_prefixes(
     context_lens: torch.Tensor,
     block_size: int,
     *,
-    min_tokens: int = SHARED_PREFIX_MIN_TOKENS,
+    min_tokens: int = 1,
 ) -> tuple[PrefixGroup, ...]:
     """The groups of sequences that share leading physical blocks, from the table.
 
@@ -75,8 +72,9 @@ def find_shared_prefixes(
     block_size : int
         Tokens per block.
     min_tokens : int
-        Groups sharing fewer tokens than this (``num_blocks * block_size``), or of
-        one sequence, are left out.
+        Groups sharing fewer tokens than this (``num_blocks * block_size``) are
+        left out; by default any shared block counts. Groups of one sequence
+        always are.
 
     Returns
     -------

@@ -313,6 +313,22 @@ def test_block_table_pick_outlines_both_charts_and_survives_a_smaller_pool():
     assert any("Click a table cell to find its block in the pool" in c.value for c in at.caption)
 
 
+@pytest.mark.parametrize("order", ["prefix-first", "sharing-first"])
+def test_block_table_sharing_scenario_with_a_sidebar_shared_prefix(order):
+    """The sidebar's shared prefix makes the pool smaller than the unshared batch; the
+    Sharing scenario lays out its own sharing from unshared tables, so it must size
+    its pool for those (it crashed: "the batch holds 32 blocks without sharing but
+    the pool has 27")."""
+    query = {**BASE, "ctx_mode": "uniform", "ctx": "128", "prefix": "64", "prefix_groups": "2"}
+    at = open_app(query if order == "prefix-first" else BASE)
+    at.toggle(key="bt_share").set_value(True).run()
+    if order == "sharing-first":
+        at = open_app(query)
+        at.toggle(key="bt_share").set_value(True).run()
+    assert_clean(at)
+    assert any(m.value.startswith("**Sharing saves") for m in at.markdown)
+
+
 def test_block_table_sharing_refuses_a_batch_too_big_to_write_token_by_token():
     at = open_app({**BASE, "ctx_mode": "uniform", "ctx": "100000", "batch": "4"})
     at.toggle(key="bt_share").set_value(True).run()

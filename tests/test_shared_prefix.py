@@ -175,3 +175,13 @@ def test_prefix_aware_decode_on_shared_prefix_configs(shared_prefix, prefix_grou
     assert len(found) == prefix_groups
     assert all(g.num_blocks == shared_prefix // block_size for g in found)
     check(inputs, list(found))
+
+
+def test_detection_finds_a_prefix_of_a_few_blocks(device, seed):
+    """Any shared block counts: a 64-token prefix (4 blocks) gets a prefix pass."""
+    cfg = pa.DecodeConfig(batch_size=4, context_lens=100, num_heads=4, num_kv_heads=2, head_dim=32,
+                          block_size=16, shared_prefix=64, device=device, seed=seed)
+    inputs = pa.build_decode_inputs(cfg, poison=True)
+    shape = pa.check_decode_args(*inputs.args())
+    assert find_shared_prefixes(shape.block_tables, shape.context_lens, 16) == (G((0, 1, 2, 3), 4),)
+    assert_matches(pa.prepare("triton_prefix", *inputs.args())(), inputs.query, pa.reference_decode(*inputs.args()))

@@ -62,8 +62,11 @@ def shared_batch(
 
 
 def shared_batch_for(config: DecodeConfig, common_prompt: int, samples: int) -> SharedBatch:
-    """:func:`shared_batch` of ``config``'s lengths, block size and pool."""
-    return shared_batch(tuple(config.lengths), config.block_size, config.num_blocks, int(common_prompt), int(samples))
+    """:func:`shared_batch` of ``config``'s lengths, block size and pool. The pool is
+    the one the batch needs without the sidebar's shared prefix: the scenario lays
+    out its own sharing (its common prompt and samples) from unshared tables."""
+    unshared = config.with_(shared_prefix=0, prefix_groups=1)
+    return shared_batch(tuple(config.lengths), config.block_size, unshared.num_blocks, int(common_prompt), int(samples))
 
 
 def config_key(config: DecodeConfig) -> tuple:
