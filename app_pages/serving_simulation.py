@@ -1,5 +1,7 @@
 """Serving simulation: the block manager under traffic, step by step."""
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -42,9 +44,18 @@ st.markdown(
 )
 
 result = current()
-if show_config_error(result):
-    st.stop()
 config, settings = result.config, result.settings
+if result.error is not None:
+    # This page builds its own batch: an error in the sidebar's batch (lengths, shared prefix,
+    # prefix groups) does not stop it; the sidebar's model, cache, device and timing still must be valid.
+    settings = settings.without_batch()
+    try:
+        config = settings.config()
+    except ValueError as exc:  # an error outside the batch: the page cannot run
+        show_config_error(replace(result, error=str(exc)))
+        st.stop()
+    st.caption(":material/info: The sidebar's batch has an error, which this page ignores: it uses the sidebar's "
+               "heads, dtype and device only. Other pages show the error.")
 cpu = config.device == "cpu"
 ss = st.session_state
 

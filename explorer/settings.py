@@ -117,6 +117,40 @@ class Settings:
             return self.lengths
         return self.generated_lengths()
 
+    def check_prefix(self, lengths: int | tuple[int, ...]) -> None:
+        """Check the shared prefix against ``lengths`` (:meth:`context_lens`) and the batch,
+        in the sidebar's words (as :meth:`generated_lengths` does for Shortest and Longest);
+        :class:`DecodeConfig` states the same rules in its field names.
+
+        Raises
+        ------
+        ValueError
+            If the prefix is longer than a sequence, or there are more prefix groups than sequences.
+        """
+        if not self.shared_prefix:  # groups mean nothing without a prefix (see config)
+            return
+        if isinstance(lengths, int):
+            if self.shared_prefix > lengths:
+                raise ValueError(f"Shared prefix (tokens) ({self.shared_prefix:,}) must not exceed "
+                                 f"Tokens per sequence ({lengths:,}).")
+        elif len(lengths) == self.batch_size:  # otherwise DecodeConfig names the count first
+            for i, n in enumerate(lengths):
+                if n < self.shared_prefix:
+                    raise ValueError(f"Shared prefix (tokens) ({self.shared_prefix:,}) must not exceed any "
+                                     f"sequence's length; sequence {i} holds only {n:,} tokens.")
+        if not 1 <= self.prefix_groups <= self.batch_size:
+            raise ValueError(f"Prefix groups ({self.prefix_groups:,}) must be from 1 to "
+                             f"Batch size ({self.batch_size:,}).")
+
+    def without_batch(self) -> Settings:
+        """These settings with the batch (size, lengths, shared prefix and its groups) put back
+        to the defaults: the model, cache, device and timing kept, for a page that builds its
+        own batch (Serving simulation) and so must not be broken by the sidebar's."""
+        d = default_settings()
+        return replace(self, batch_size=d.batch_size, context_mode=d.context_mode, context_len=d.context_len,
+                       ragged_low=d.ragged_low, ragged_high=d.ragged_high, spread=d.spread, lengths=None,
+                       shared_prefix=0, prefix_groups=1)
+
     def config(self) -> DecodeConfig:
         """The validated decode configuration.
 
@@ -125,9 +159,11 @@ class Settings:
         ValueError
             With the rule that the settings break.
         """
+        lengths = self.context_lens()
+        self.check_prefix(lengths)
         config = DecodeConfig(
             batch_size=self.batch_size,
-            context_lens=self.context_lens(),
+            context_lens=lengths,
             num_heads=self.num_heads,
             num_kv_heads=self.num_kv_heads,
             head_dim=self.head_dim,

@@ -224,6 +224,28 @@ def test_ragged_range_breaking_the_rule_shows_error():
     assert_clean(at)
 
 
+@pytest.mark.parametrize("query, words", [
+    ({**BASE, "prefix": "32", "prefix_groups": "10"}, "Prefix groups (10) must be from 1 to Batch size (4)."),
+    ({**BASE, "prefix": "500", "ctx_mode": "uniform", "ctx": "128"},
+     "Shared prefix (tokens) (500) must not exceed Tokens per sequence (128)."),
+])
+def test_shared_prefix_errors_use_the_sidebars_labels(query, words):
+    at = open_app(query, page=TABLE)
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    assert any(words in e for e in errors), errors
+    assert not any("shared_prefix" in e or "prefix_groups" in e or "batch_size" in e for e in errors), errors
+
+
+def test_prefix_groups_box_is_bounded_by_the_batch_size():
+    at = open_app({**BASE, "prefix": "32", "prefix_groups": "2"}, page=TABLE)
+    assert_clean(at)
+    at.number_input(key="sb_prefix_groups").set_value(10).run()
+    assert at.number_input(key="sb_prefix_groups").value == 4
+    assert any("Prefix groups" in w.value and "using 4" in w.value for w in at.warning)
+    assert_clean(at)
+
+
 def test_table_too_large_is_refused():
     at = open_app({"batch": "4096", "ctx_mode": "uniform", "ctx": str(1 << 20), "block": "1"})
     assert not at.exception

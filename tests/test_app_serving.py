@@ -400,3 +400,31 @@ def test_serving_bad_url_values_are_named():
         assert any(text in n for n in notes), (text, notes)
     assert at.number_input(key="sv_steps").value == 60
     assert at.query_params["sv_num_blocks"] != "0"
+
+
+def test_serving_runs_despite_an_error_in_the_sidebars_batch():
+    from test_app import open_app
+    # TINY's batch, ragged (236 and 114 tokens): a 128-token prefix is longer than the second
+    query = {**TINY, "ctx_mode": "ragged", "lo": "16", "hi": "256", "prefix": "128", "prefix_groups": "2",
+             **{k: str(v) for k, v in SIM.items()}}
+    at = open_app(query, page=SERVING, timeout=120)
+    assert not at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert any("sidebar's batch has an error" in c.value for c in at.caption)
+    assert at.number_input(key="sv_num_blocks").value == SIM["sv_num_blocks"]
+    assert at.get("plotly_chart")
+    # the block table page, which uses the batch, still refuses it
+    at.switch_page("app_pages/block_table.py").run()
+    assert any("Shared prefix (tokens) (128)" in e.value for e in at.error)
+
+
+def test_serving_bad_url_values_are_named_despite_an_error_in_the_sidebars_batch():
+    from test_app import open_app
+    query = {**TINY, "ctx_mode": "ragged", "lo": "16", "hi": "256", "prefix": "128", "prefix_groups": "2",
+             "sv_pool_colour": "garbage", "sv_steps": "-5"}
+    at = open_app(query, page=SERVING, timeout=120)
+    assert not at.exception
+    notes = [w.value for w in at.warning if w.value.startswith("URL:")]
+    for text in ("sv_pool_colour=garbage", "sv_steps=-5"):
+        assert any(text in n for n in notes), (text, notes)
+    assert at.segmented_control(key="sv_pool_colour").value == "sequence"

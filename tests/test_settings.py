@@ -188,10 +188,30 @@ def test_bad_prefix_values_in_the_url_fall_back_with_a_note(params, key):
 
 
 @pytest.mark.parametrize("changes, rule", [
-    (dict(shared_prefix=100), "shared_prefix (100) must be at most every context length"),
-    (dict(shared_prefix=16, prefix_groups=5), "prefix_groups must be an integer from 1 to batch_size (4)"),
+    (dict(shared_prefix=100), "Shared prefix (tokens) (100) must not exceed Tokens per sequence (64)."),
+    (dict(shared_prefix=16, prefix_groups=5), "Prefix groups (5) must be from 1 to Batch size (4)."),
+    (dict(shared_prefix=50, context_mode="ragged", lengths=(64, 40, 64, 64)),
+     "Shared prefix (tokens) (50) must not exceed any sequence's length; sequence 1 holds only 40 tokens."),
 ])
-def test_a_prefix_the_batch_cannot_hold_raises_the_configs_rule(changes, rule):
-    s = Settings(device="cpu", batch_size=4, context_mode="uniform", context_len=64, **changes)
-    with pytest.raises(ValueError, match=re.escape(rule)):
+def test_a_prefix_the_batch_cannot_hold_raises_the_rule_in_the_sidebars_words(changes, rule):
+    s = Settings(**{**dict(device="cpu", batch_size=4, context_mode="uniform", context_len=64), **changes})
+    with pytest.raises(ValueError, match=re.escape(rule)) as info:
         s.config()
+    assert "shared_prefix" not in str(info.value) and "prefix_groups" not in str(info.value)
+    assert "batch_size" not in str(info.value)
+
+
+def test_without_batch_keeps_the_model_and_resets_only_the_batch():
+    broken = Settings(device="cpu", batch_size=4, context_mode="ragged", ragged_low=16, ragged_high=256,
+                      shared_prefix=64, prefix_groups=9, num_heads=8, num_kv_heads=2, head_dim=32,
+                      dtype="float32", seed=5, warmup=2, iters=7)
+    with pytest.raises(ValueError):
+        broken.config()
+    fixed = broken.without_batch()
+    config = fixed.config()
+    defaults = state.default_settings()
+    assert (config.num_heads, config.num_kv_heads, config.head_dim, config.dtype, config.device, config.seed) == (
+        8, 2, 32, "float32", "cpu", 5)
+    assert (fixed.warmup, fixed.iters) == (2, 7)
+    assert (fixed.batch_size, fixed.shared_prefix, fixed.prefix_groups, fixed.lengths) == (
+        defaults.batch_size, 0, 1, None)

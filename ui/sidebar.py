@@ -280,7 +280,10 @@ def render_sidebar(page: str | None = None) -> SidebarResult:
         )
         if ss[WIDGET_KEYS["shared_prefix"]]:  # kept while hidden (persist_state)
             bounded_number_input(
-                st, "Prefix groups", 1, state.MAX_BATCH, step=1, key=WIDGET_KEYS["prefix_groups"], **KEEP,
+                # At most one group per sequence; a batch cut below the groups afterwards (or a URL's
+                # groups) is not clamped but refused in these words (Settings.check_prefix).
+                st, "Prefix groups", 1, int(ss[WIDGET_KEYS["batch_size"]]), step=1, key=WIDGET_KEYS["prefix_groups"],
+                **KEEP,
                 help="groups of consecutive sequences, each sharing a prefix of its own (1: the whole batch "
                      "shares one); groups share no blocks with each other",
             )
