@@ -25,8 +25,7 @@ import pandas as pd
 
 from paged_attention import LABELS
 
-from explorer.formatting import count
-from explorer.recorded import RECORDED_DIR, config_label
+from explorer.recorded import RECORDED_DIR
 
 #: Where the shipped peer sets live.
 PEERS_DIR = RECORDED_DIR / "peers"
@@ -37,19 +36,25 @@ REQUIRED_COLUMNS = ("kind", "dtype", "batch", "context", "lengths", "block_size"
                     "gpu_ms", "call_ms", "gbps", "frac_copy", "correct")
 #: Keys every sidecar JSON has.
 REQUIRED_META = ("set", "gpu", "driver", "cuda", "torch", "triton", "date", "copy_gbps", "command")
-#: How the page names each ``decode_peers`` implementation.
+#: How the page names each ``decode_peers`` implementation: at most
+#: :data:`MAX_LABEL_CHARS` characters, so that a table column of them fits at 1280 px.
 PEER_LABELS: dict[str, str] = {
     "triton": f"{LABELS['triton']} (ours)",
-    "triton_prefix": "Triton, prefix-aware (ours)",
-    "triton_simple": LABELS["triton_simple"],
+    "triton_prefix": "Triton prefix (ours)",
+    "triton_simple": "Triton simple grid",
     "vectorized": LABELS["vectorized"],
     "gather_sdpa": "gather + SDPA",
     "flex_paged": "FlexAttention, paged",
-    "sdpa_contiguous": "SDPA, contiguous cache",
+    "sdpa_contiguous": "SDPA, contiguous",
     "flashinfer": "FlashInfer",
-    "flashinfer_tc": "FlashInfer, tensor cores",
+    "flashinfer_tc": "FlashInfer, TC",
     "flashinfer_cascade": "FlashInfer cascade",
 }
+MAX_LABEL_CHARS = 20
+#: What the short labels stand for, for a column's help.
+LABELS_HELP = ("ours: this repository's kernels; prefix: the prefix-aware kernel, reading shared blocks once; "
+               "SDPA, contiguous: SDPA on a cache that is already contiguous (no paging); FlashInfer, TC: "
+               "FlashInfer's tensor-core decode; FlashInfer cascade: its two-level shared-prefix cascade")
 
 
 @dataclass(frozen=True)
@@ -163,28 +168,33 @@ def load_peer_sets(folder: str | Path | None = None) -> list[PeerSet]:
     return sorted(sets, key=lambda s: order.index(s.meta["set"]))
 
 
+#: How the configuration column reads, for its help.
+CONFIGURATION_HELP = ("batch × tokens per sequence (a..b (mean m): ragged lengths); prefix P ×G: a shared prompt "
+                      "of P tokens, in G groups; tail: a long-tailed draw of lengths; no prefix: the control that shares nothing; block, heads, cache: "
+                      "where other than block size 16, 32 heads and the compute dtype")
+
+
 def configuration(row: pd.Series) -> str:
-    """How a peer row's configuration is named: ``"batch 32 × 2,048 tokens"``,
-    ``"batch 4 × 236..5193 (mean 3642) tokens"`` (ragged), ``"... · prefix 8,192"``
-    (shared), with a block size, head count or cache dtype other than the set's
-    usual ones appended."""
+    """How a peer row's configuration is named, short enough for a table column at
+    1280 px: ``"32 × 2048"`` (batch × tokens), ``"4 × 236..5193 (mean 3642)"``
+    (ragged), ``"64 × 8448, prefix 8192 ×1"`` (a shared prefix of 8,192 tokens in one
+    group), with a block size, head count or cache dtype other than the set's usual
+    ones appended (:data:`CONFIGURATION_HELP`)."""
     uniform = str(row["lengths"]) == str(row["context"])
-    text = (config_label(int(row["batch"]), int(row["context"])) if uniform
-            else f"batch {int(row['batch'])} × {row['lengths']} tokens")
+    text = f"{int(row['batch'])} × " + (f"{int(row['context'])}" if uniform else f"{row['lengths']}")
     prefix = row.get("shared_prefix")
     if prefix is not None and pd.notna(prefix):
         groups = int(row.get("prefix_groups", 1) or 1)
-        text += (" · nothing shared" if int(prefix) == 0 else
-                 f" · prefix {int(prefix):,}" + (f" in {count(groups, 'group')}" if groups > 1 else ""))
+        text += ", no prefix" if int(prefix) == 0 else f", prefix {int(prefix)} ×{groups}"
     if str(row.get("kind", "")) == "long-tail":
-        text += " · long tail"
+        text += ", tail"
     if int(row["block_size"]) != 16:
-        text += f" · block {int(row['block_size'])}"
+        text += f", block {int(row['block_size'])}"
     if int(row["num_heads"]) != 32:
-        text += f" · {int(row['num_heads'])} heads"
+        text += f", {int(row['num_heads'])} heads"
     kv = row.get("kv_dtype")
     if kv is not None and pd.notna(kv) and str(kv) != str(row["dtype"]):
-        text += f" · {kv} cache"
+        text += f", {kv} cache"
     return text
 
 

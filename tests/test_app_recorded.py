@@ -52,6 +52,7 @@ def test_cpu_host_shows_the_recorded_h200_runs_before_any_run():
 
 def test_recorded_section_stays_apart_from_a_live_run():
     at = open_app(TINY, page=BENCH, timeout=120)
+    (before,) = _section(at).dataframe
     at.button(key="bench_run").click().run()
     assert_clean(at)
     live = chart(at, "bench_latency")
@@ -61,6 +62,9 @@ def test_recorded_section_stays_apart_from_a_live_run():
     # the live table and history come first, as before; the recorded table is the section's own
     assert list(at.dataframe[0].value["implementation"]) == ["Naive PyTorch", "Optimized PyTorch", "Triton"]
     assert len(_section(at).dataframe) == 1
+    # the recorded table keeps its own unit, whatever the live run's
+    (after,) = _section(at).dataframe
+    assert after.value.equals(before.value)
     assert _section(at).proto.expanded == (not torch.cuda.is_available())
 
 

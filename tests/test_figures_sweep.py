@@ -142,3 +142,24 @@ def test_a_long_legend_goes_in_a_column_and_the_figure_grows_so_the_plot_keeps_i
     # at least what a 440 px figure with this title block leaves between its margins.
     plot = fig.layout.height - fig.layout.margin.t - LEGEND_ROW_PX * len(entries) - 60
     assert plot >= 440 - fig.layout.margin.t - small.layout.margin.b >= 200
+
+
+def test_two_sources_keep_legend_entries_and_ceiling_labels_short():
+    import pandas as pd
+
+    from explorer.figures import sweep_bandwidth_figure, sweep_latency_figure
+
+    base = dict(axis="context_len", label="", p20_ms=1.0, p80_ms=1.0, gpu_time_ms=float("nan"), gbps=100.0,
+                gpu_gbps=float("nan"), copy_gbps=4238.9, predicted_ms=float("nan"), note="",
+                device_name="NVIDIA H200", kv_dtype="float16")
+    frame = pd.DataFrame([
+        {**base, "source": src, "value": v, "implementation": impl, "status": st, "median_ms": 1.0,
+         "predicted_ms": 9.0}
+        for src in ("this session", "recorded") for v in (512, 2048)
+        for impl, st in (("naive", "skipped"), ("triton", "ok"))])
+    lat = sweep_latency_figure(frame, note="dashed: recorded on NVIDIA H200")
+    assert "recorded on NVIDIA H200" in lat.layout.title.subtitle.text
+    assert "Naive PyTorch: skipped · recorded" in [t.name for t in lat.data]
+    bw = sweep_bandwidth_figure(frame)
+    labels = [a.text for a in bw.layout.annotations]
+    assert "copy ceiling 4,239 GB/s · recorded" in labels and all(len(t) <= 40 for t in labels)

@@ -16,7 +16,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.record import convert_peers, parse_peers_log  # noqa: E402
-from explorer.recorded_peers import PEERS_DIR, SETS, load_peer_set, load_peer_sets, peer_rows  # noqa: E402
+from explorer.recorded_peers import MAX_LABEL_CHARS, PEERS_DIR, SETS, load_peer_set, load_peer_sets, peer_rows  # noqa: E402
 from test_app import BENCH, TINY, assert_clean, open_app  # noqa: E402
 
 DATA = ROOT / "docs" / "data"
@@ -40,13 +40,21 @@ def test_shipped_sets_load_one_per_kind_with_versions():
 def test_peer_rows_name_configurations_and_implementations():
     prefix = next(s for s in load_peer_sets() if s.meta["set"] == "prefix")
     rows = peer_rows(prefix)
-    assert rows["configuration"].iloc[0] == "batch 64 × 8,448 tokens · prefix 8,192"
-    assert "batch 64 × 4,352 tokens · prefix 4,096 in 4 groups" in set(rows["configuration"])
-    assert rows["configuration"].iloc[-1].endswith("nothing shared")
-    assert set(rows["implementation"]) >= {"Triton, prefix-aware (ours)", "FlashInfer cascade"}
+    assert rows["configuration"].iloc[0] == "64 × 8448, prefix 8192 ×1"
+    assert "64 × 4352, prefix 4096 ×4" in set(rows["configuration"])
+    assert rows["configuration"].iloc[-1].endswith("no prefix")
+    assert set(rows["implementation"]) >= {"Triton prefix (ours)", "FlashInfer cascade"}
     classic = next(s for s in load_peer_sets() if s.meta["set"] == "classic")
     assert len(peer_rows(classic, "bfloat16")) == len(peer_rows(classic, "float16")) == 22
-    assert "batch 32 × 2,048 tokens · block 256 · 16 heads" in set(peer_rows(classic)["configuration"])
+    assert "32 × 2048, block 256, 16 heads" in set(peer_rows(classic)["configuration"])
+
+
+def test_peer_table_text_fits_its_columns_at_1280_px():
+    # the widths ui/recorded_peers.py gives the columns (215 and 160 px) hold these at 13-14 px text
+    for s in load_peer_sets():
+        rows = peer_rows(s)
+        assert rows["configuration"].str.len().max() <= 31, s.meta["set"]
+        assert rows["implementation"].str.len().max() <= MAX_LABEL_CHARS
 
 
 def test_log_parser_reads_versions_and_copy_bandwidth():
@@ -121,7 +129,7 @@ def test_decode_benchmark_page_shows_each_peer_set_as_recorded():
     assert "Recorded on NVIDIA H200" in text and "FlashInfer 0.7.4" in text and "recorded 2026-12-01" in text
     assert "4,240 GB/s" in text
     (table,) = section.dataframe
-    assert len(table.value) == 66 and "FlashInfer, tensor cores" in set(table.value["implementation"])
+    assert len(table.value) == 66 and "FlashInfer, TC" in set(table.value["implementation"])
     assert len(at.dataframe) == len(live)  # the peer table replaces the classic one, nothing more
     at.segmented_control(key="recorded_kind").set_value("peers:classic").run()
     assert at.radio(key="recorded_peers_dtype").options == ["float16", "bfloat16"]

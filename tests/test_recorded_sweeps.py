@@ -61,7 +61,7 @@ def test_naive_over_its_budget_is_skipped_not_dropped():
 
 def test_loader_reads_back_and_checks(tmp_path, rows):
     rec = load_recorded_sweep(_write(tmp_path, rows))
-    assert rec.axis == "context_len" and set(rec.frame["source"]) == {"recorded on Fake GPU"}
+    assert rec.axis == "context_len" and set(rec.frame["source"]) == {"recorded"}
     assert "driver 1.0" in rec.versions()
     assert [s.name for s in load_recorded_sweeps(tmp_path)] == ["fake_context_len"]
     assert load_recorded_sweeps(tmp_path / "none") == []
@@ -103,8 +103,41 @@ def test_sweep_page_draws_a_recorded_sweep_labelled_as_recorded(monkeypatch, tmp
     text = " ".join(m.value for m in at.markdown)
     assert "**Recorded on Fake GPU**" in text and "driver 1.0" in text
     spec = chart(at, "sw_recorded_latency")
-    assert {t["meta"]["source"] for t in spec["data"]} == {"recorded on Fake GPU"}
-    assert all("recorded on Fake GPU" in t["hovertemplate"] for t in spec["data"])
+    assert {t["meta"]["source"] for t in spec["data"]} == {"recorded"}
+    assert all("(recorded)" in t["hovertemplate"] for t in spec["data"])
+    # the GPU is named once, in the subtitle, not in every legend entry
+    assert "recorded on Fake GPU" in spec["layout"]["title"]["subtitle"]["text"]
+    assert all("Fake GPU" not in t["name"] for t in spec["data"])
     assert any("Drawn alone: no sweep run here yet" in c.value for c in at.caption)
     # the live table and CSV are this session's only: none before a run
     assert not [d for d in at.dataframe if "sw_table" in d.proto.id]
+
+
+def test_session_sweep_beside_a_recorded_one_names_settings_and_hides_an_empty_ratio(monkeypatch, tmp_path, rows):
+    from test_app_sweep import sweep_grid
+
+    # recorded at other context lengths, and with other settings than TINY's
+    _write(tmp_path, [{**r, "value": r["value"] * 100} for r in rows],
+           config={"batch_size": 8, "num_heads": 32, "head_dim": 128})
+    at = sweep_grid(_page(monkeypatch, tmp_path), 16, 32, 2)
+    at.button(key="sw_run").click().run()
+    assert_clean(at)
+    captions = [c.value for c in at.caption]
+    assert any("recorded vs this session: batch 8 vs 2, 32 vs 4 heads, head_dim 128 vs 32" in c for c in captions)
+    assert any(c.startswith("No time ratio: the two sweeps share no measured context length") for c in captions)
+    assert not [c for c in at.get("plotly_chart") if str(c.proto.id).endswith("-sw_recorded_ratio")]
+    spec = chart(at, "sw_recorded_latency")
+    assert "dashed: recorded on Fake GPU" in spec["layout"]["title"]["subtitle"]["text"]
+    assert max(len(t["name"]) for t in spec["data"]) <= 40  # "Optimized PyTorch · this session"
+
+
+def test_session_sweep_sharing_points_draws_the_ratio(monkeypatch, tmp_path, rows):
+    from test_app_sweep import sweep_grid
+
+    _write(tmp_path, rows)
+    at = sweep_grid(_page(monkeypatch, tmp_path), 16, 32, 2)
+    at.button(key="sw_run").click().run()
+    assert_clean(at)
+    spec = chart(at, "sw_recorded_ratio")
+    assert spec["layout"]["title"]["text"] == "Time ratio: recorded on Fake GPU over this session"
+    assert not any(c.value.startswith("No time ratio") for c in at.caption)

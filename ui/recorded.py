@@ -61,8 +61,11 @@ def show_recorded(config: DecodeConfig, *, expanded: bool, unit: str = "ms") -> 
         Whether the expander starts open (on a CPU host, where these are the only
         GPU numbers).
     unit : str
-        The page's unit of time (``"µs"``, ``"ms"`` or ``"s"``), for the chart and table.
+        Ignored (kept for callers): the section writes its times in its own unit,
+        chosen from its own numbers (:func:`recorded_durations`), so that a live run
+        in another unit does not change how the recorded tables read.
     """
+    unit = formatting.duration_unit(recorded_durations())
     sets, peers = _recorded(), recorded_peer_sets()
     for broken in (sets, peers):
         if isinstance(broken, str):

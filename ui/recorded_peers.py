@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer import formatting
-from explorer.recorded_peers import SETS, PeerSet, load_peer_sets, peer_rows
+from explorer.recorded_peers import CONFIGURATION_HELP, LABELS_HELP, SETS, PeerSet, load_peer_sets, peer_rows
 
 #: Height of a table row in ``st.dataframe``.
 _ROW_PX = 35
@@ -67,8 +67,10 @@ def show_peer_set(peers: PeerSet, unit: str) -> None:
         styled, hide_index=True, width="stretch", key="recorded_peers_table",
         height=min(_MAX_TABLE_PX, _ROW_PX * (len(table) + 1) + 3),
         column_config={
-            "configuration": st.column_config.TextColumn("Configuration (recorded)", width="medium"),
-            "implementation": "Implementation",
+            # Widths (px) that hold the longest configuration and label, so that the
+            # table fits a 1280 px window without cutting either.
+            "configuration": st.column_config.TextColumn("Configuration", width=215, help=CONFIGURATION_HELP),
+            "implementation": st.column_config.TextColumn("Implementation", width=160, help=LABELS_HELP),
             "gpu_time_ms": st.column_config.TextColumn(
                 f"GPU time ({unit})", alignment="right",
                 help="median CUDA-graph replay time, L2 flushed before each call, recorded; bold: the fastest of "

@@ -9,7 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from explorer import figures, formatting
-from explorer.recorded_sweeps import RecordedSweep, load_recorded_sweeps
+from explorer.recorded_sweeps import (RecordedSweep, load_recorded_sweeps, recorded_note, setting_differences,
+                                      shared_points)
 from explorer.sweep import AXES
 from ui.charts import show_chart
 
@@ -60,16 +61,28 @@ def show_recorded_sweeps(mine: pd.DataFrame | None) -> None:
                + (f"{fixed}; " if fixed else "")
                + f"recorded with `{m['command']}`{took}. {beside}")
     frame = pd.concat([mine, rec.frame], ignore_index=True) if same_axis else rec.frame
+    note = recorded_note(m["gpu"], beside=same_axis)
     a, b = st.columns(2, gap="medium")
-    show_chart(figures.sweep_latency_figure(frame), key="sw_recorded_latency", parent=a, width="stretch")
-    show_chart(figures.sweep_bandwidth_figure(frame), key="sw_recorded_bandwidth", parent=b, width="stretch")
+    show_chart(figures.sweep_latency_figure(frame, note=note), key="sw_recorded_latency", parent=a, width="stretch")
+    show_chart(figures.sweep_bandwidth_figure(frame, note=note), key="sw_recorded_bandwidth", parent=b,
+               width="stretch")
     if same_axis:
-        a, b = st.columns(2, gap="medium")
-        show_chart(figures.sweep_ratio_figure(frame, rec.source, mine["source"].iloc[0],
-                                              title=f"Time ratio: {rec.source} over this session"),
-                   key="sw_recorded_ratio", parent=a, width="stretch")
-        b.caption(f"The recorded sweep's time over this session's, per implementation: below 1 the {m['gpu']} "
-                  "was faster.")
+        differ = setting_differences(rec, mine)
+        if differ:
+            st.caption("Settings that differ, recorded vs this session: " + ", ".join(differ) + ".")
+        if shared_points(rec.frame, mine):
+            a, b = st.columns(2, gap="medium")
+            show_chart(figures.sweep_ratio_figure(frame, rec.source, mine["source"].iloc[0],
+                                                  title=f"Time ratio: recorded on {m['gpu']} over this session"),
+                       key="sw_recorded_ratio", parent=a, width="stretch")
+            b.caption(f"The recorded sweep's time over this session's, per implementation: below 1 the {m['gpu']} "
+                      "was faster.")
+        else:
+            def values(f: pd.DataFrame) -> str:
+                return ", ".join(f"{v:,g}" for v in sorted(set(f["value"].astype(float))))
+
+            st.caption(f"No time ratio: the two sweeps share no measured {AXES[rec.axis].split(' (')[0]} "
+                       f"(recorded: {values(rec.frame)}; this session: {values(mine)}).")
     skipped = int((rec.frame["status"] == "skipped").sum())
     st.caption(f"{formatting.count(len(rec.frame), 'recorded row')}"
                + (f"; {skipped} naive {'point' if skipped == 1 else 'points'} over the "

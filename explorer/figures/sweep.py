@@ -123,7 +123,7 @@ def _trace_name(label: str, source: str, sources: Sequence[str]) -> str:
     return label if len(sources) <= 1 else f"{label} · {source}"
 
 
-def sweep_latency_figure(frame) -> go.Figure:
+def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
     """Median call latency of each implementation across a sweep's axis.
 
     Log-log when the axis spans a factor of :data:`LOG_X_SPAN` and the times a
@@ -136,6 +136,9 @@ def sweep_latency_figure(frame) -> go.Figure:
     frame : DataFrame
         Rows with the columns of :data:`~explorer.sweep.SWEEP_COLUMNS`
         (one or more ``source`` values: this session, uploads).
+    note : str, optional
+        Words appended to the subtitle (e.g. which GPU a recorded source ran on,
+        named once there rather than in every legend entry).
 
     Returns
     -------
@@ -178,7 +181,8 @@ def sweep_latency_figure(frame) -> go.Figure:
                 ys += list(pred[np.isfinite(pred)])
                 fig.add_trace(go.Scatter(
                     x=skipped["value"].to_numpy(float), y=pred, mode="markers+text",
-                    name=_trace_name(f"{label}: skipped (predicted time)", source, sources), legendgroup=f"{name}",
+                    name=_trace_name(f"{label}: skipped" + ("" if len(sources) > 1 else " (predicted time)"),
+                                     source, sources), legendgroup=f"{name}",
                     marker=dict(color=color, size=12, symbol=SKIPPED_SYMBOL, line=dict(width=2, color=color)),
                     text=["skipped"] * len(skipped), textposition="top center", textfont=dict(size=11, color=color),
                     customdata=skipped["note"].astype(str).to_numpy(),
@@ -193,6 +197,8 @@ def sweep_latency_figure(frame) -> go.Figure:
         origins = len(_sources(frame))
         subtitle += "; line style = " + ("source" if len(sources) == origins else "KV cache" if origins == 1
                                          else "source and KV cache")
+    if note:
+        subtitle += f"; {note}"
     _style(fig, title, subtitle, height=440)
     _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
     if _y_log(fig, ys, title="latency (ms)"):
@@ -206,13 +212,14 @@ def _best_gbps(rows) -> np.ndarray:
     return np.where(np.isfinite(gpu), gpu, call)
 
 
-def sweep_bandwidth_figure(frame) -> go.Figure:
+def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
     """Achieved bandwidth across a sweep against the device's ceiling (roofline style).
 
     Each point is the bytes a decode step must move over its time: GPU time
     (CUDA graph, no launch overhead) where measured, else call latency. Each
     source's measured copy bandwidth (the ``copy_gbps`` column) is drawn as its
-    ceiling; without one (the CPU) a note says there is none.
+    ceiling; without one (the CPU) a note says there is none. ``note`` is appended
+    to the subtitle (as in :func:`sweep_latency_figure`).
 
     Returns
     -------
@@ -257,10 +264,13 @@ def sweep_bandwidth_figure(frame) -> go.Figure:
     for i, (source, gbps, device) in enumerate(ceilings):
         ys.append(gbps)
         where = f" ({device})" if device else ""
+        # Beside another source the label names its source, not its device (the
+        # source's name or the subtitle says which device), so that it fits.
+        text = (f"copy ceiling {gbps:,.0f} GB/s · {source}" if len(_sources(frame)) > 1
+                else f"ceiling: copy bandwidth {gbps:,.0f} GB/s{where}")
         fig.add_hline(
             y=gbps, line=dict(color="#111827" if i == 0 else "#6B7280", dash="dash" if i == 0 else "dot", width=1.4),
-            annotation_text=f"ceiling: copy bandwidth {gbps:,.0f} GB/s{where}"
-            + (f" · {source}" if len(_sources(frame)) > 1 else ""),
+            annotation_text=text,
             # Alternate sides so that two close ceilings keep their labels apart.
             annotation_position="top left" if i % 2 == 0 else "bottom right", annotation_font=dict(size=12, color="#111827" if i == 0 else "#6B7280"),
         )
@@ -271,6 +281,8 @@ def sweep_bandwidth_figure(frame) -> go.Figure:
             font=dict(size=12, color="#92400E"), bgcolor="rgba(254,243,199,0.9)",
         )
     subtitle = "bytes a decode step must move ÷ time; GPU time where measured, else call latency"
+    if note:
+        subtitle += f"; {note}"
     _style(fig, title, subtitle, height=440)
     _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
     if _y_log(fig, ys, span=20, title="GB/s"):
