@@ -77,11 +77,14 @@ def test_loader_reads_back_and_checks(tmp_path, rows):
         load_recorded_sweep(_write(tmp_path, rows, name="d", copy_gbps=-1))
 
 
-def _page(monkeypatch, folder: Path):
+def _page(monkeypatch, folder: Path, show: bool = True):
     monkeypatch.setattr(recorded_sweeps, "SWEEPS_DIR", folder)
     from ui.recorded_sweeps import recorded_sweeps as cached
     cached.clear()
     at = open_app(TINY, page=SWEEP)
+    if show and at.get("toggle") and any(t.key == "sw_show_recorded" for t in at.toggle):
+        assert not [c for c in at.get("plotly_chart") if "sw_recorded" in str(c.proto.id)]  # off by default
+        at.toggle(key="sw_show_recorded").set_value(True).run()
     cached.clear()
     return at
 

@@ -40,6 +40,13 @@ def show_recorded_sweeps(mine: pd.DataFrame | None) -> None:
     if not sweeps:
         return
     st.subheader(TITLE)
+    # Off by default: its charts stay out of the way of this session's sweep (and of
+    # a page that reruns after every point) until a presenter asks for them.
+    if not st.toggle(f"Show the {len(sweeps)} sweeps recorded on {sweeps[0].meta['gpu']}" if len(sweeps) > 1
+                     else f"Show the sweep recorded on {sweeps[0].meta['gpu']}", key="sw_show_recorded"):
+        st.caption("Real GPU numbers for a machine without one: latency and bandwidth measured on a GPU, drawn "
+                   "beside this session's sweep when it varies the same axis.")
+        return
     names = {s.name: f"{AXES[s.axis].split(' (')[0]} · {s.meta['gpu']} · {s.meta['date']}" for s in sweeps}
     chosen = next(iter(names))
     if len(names) > 1:
