@@ -471,8 +471,8 @@ def test_shared_prefix_fields_follow_the_url_and_go_back_into_it():
 
 
 @pytest.mark.parametrize("query, rule", [
-    ({"prefix": "100"}, "shared_prefix (100) must be at most every context length; sequence 0 holds only 64 tokens"),
-    ({"prefix_groups": "5"}, "prefix_groups must be an integer from 1 to batch_size (4); got 5"),
+    ({"prefix": "100"}, "Shared prefix (tokens) (100) must not exceed Tokens per sequence (64)"),
+    ({"prefix_groups": "5"}, "Prefix groups (5) must be from 1 to Batch size (4)"),
 ])
 def test_a_prefix_the_batch_cannot_hold_is_a_config_error(query, rule):
     at = open_app({**PREFIX, **query}, page=BENCH)
