@@ -44,10 +44,10 @@ from paged_attention.inputs import DecodeInputs
 from paged_attention.launch_plan import LaunchPlan, plan_launch
 from paged_attention.reference import reference_decode
 from paged_attention.shared_prefix import (
-    PrefixGroup, check_shared_prefixes, find_shared_prefixes, members_per_tile, own_shape, plan_prefix, prefix_work,
+    PrefixGroup, members_per_tile, own_shape, plan_prefix, prefix_work, resolve_shared_prefixes,
 )
 from paged_attention.triton_decode import LOG2E
-from paged_attention.validation import DecodeShape, check_decode_args
+from paged_attention.validation import check_decode_args
 
 #: Columns of :attr:`KernelTrace.tiles`, one row per tile (online-softmax update).
 TILE_COLUMNS: tuple[str, ...] = (
@@ -182,22 +182,6 @@ def prefix_programs(
     return sorted(found, key=lambda p: p[3])
 
 
-def resolve_groups(groups, shape: DecodeShape) -> tuple[PrefixGroup, ...]:
-    """The shared-prefix groups a prefix pass reads (those with shared blocks):
-    ``"detect"`` finds them in the block table
-    (:func:`~paged_attention.shared_prefix.find_shared_prefixes`), a sequence of
-    :class:`PrefixGroup` is checked, None gives none."""
-    if groups is None:
-        return ()
-    if isinstance(groups, str):
-        if groups != "detect":
-            raise ValueError(f"groups must be 'detect', a sequence of PrefixGroup or None; got {groups!r}")
-        found = find_shared_prefixes(shape.block_tables, shape.context_lens, shape.block_size)
-    else:
-        found = check_shared_prefixes(tuple(groups), shape.block_tables, shape.context_lens, shape.block_size)
-    return tuple(g for g in found if g.num_blocks > 0)
-
-
 def trace_decode(
     inputs: DecodeInputs | Sequence[torch.Tensor],
     seq: int = 0,
@@ -235,7 +219,8 @@ def trace_decode(
     scale : float, optional
         Softmax scale, ``1 / sqrt(head_dim)`` by default.
     groups : "detect" or sequence of PrefixGroup, optional
-        Shared-prefix groups the prefix pass reads (:func:`resolve_groups`); None
+        Shared-prefix groups the prefix pass reads
+        (:func:`~paged_attention.shared_prefix.resolve_shared_prefixes`); None
         (default): no prefix pass.
     prefix_plan : LaunchPlan, optional
         The prefix pass's plan; by default
@@ -275,7 +260,7 @@ def trace_decode(
         raise ValueError(f"seq must lie in [0, batch_size={shape.batch_size}); got {seq}")
     if not 0 <= head < shape.num_heads:
         raise ValueError(f"head must lie in [0, num_heads={shape.num_heads}); got {head}")
-    groups = resolve_groups(groups, shape)
+    groups = resolve_shared_prefixes(groups, shape, name="groups")
     group = next((g for g in groups if seq in g.sequences), None)
     if plan is None:
         plan = plan_launch(own_shape(shape, groups), query.device, query.dtype, **plan_overrides)

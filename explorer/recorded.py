@@ -75,8 +75,38 @@ class RecordedSet:
                 f"Triton {m['triton']} · recorded {m['date']}")
 
 
-def _fail(path: Path, rule: str) -> None:
+def fail(path: Path, rule: str) -> None:
+    """ValueError naming the file and the rule it breaks."""
     raise ValueError(f"{path.name}: {rule}")
+
+
+def read_sidecar(csv_path: str | Path, required_meta: tuple[str, ...]) -> tuple[Path, Path, dict]:
+    """A recorded CSV's path, its JSON sidecar's path and the sidecar's object.
+
+    Raises
+    ------
+    ValueError
+        Naming the file: the sidecar is missing, not valid JSON, not an object,
+        lacks a key of ``required_meta``, or has a ``copy_gbps`` that is not a
+        positive number.
+    """
+    path = Path(csv_path)
+    side = path.with_suffix(".json")
+    if not side.is_file():
+        fail(path, f"no metadata file {side.name} beside it")
+    try:
+        meta = json.loads(side.read_text())
+    except json.JSONDecodeError as exc:
+        fail(side, f"not valid JSON ({exc})")
+    if not isinstance(meta, dict):
+        fail(side, "must hold a JSON object")
+    missing = [k for k in required_meta if k not in meta]
+    if missing:
+        fail(side, f"missing metadata {', '.join(missing)}")
+    copy = meta["copy_gbps"]
+    if isinstance(copy, bool) or not isinstance(copy, (int, float)) or not math.isfinite(copy) or copy <= 0:
+        fail(side, f"copy_gbps must be a positive number of GB/s; got {copy!r}")
+    return path, side, meta
 
 
 def load_recorded_set(csv_path: str | Path) -> RecordedSet:
@@ -101,54 +131,39 @@ def load_recorded_set(csv_path: str | Path) -> RecordedSet:
         implementation, has a non-positive size or time, a ``correct`` other than
         yes/NO, or repeats a (layout, batch_size, context_len, implementation) row.
     """
-    path = Path(csv_path)
-    side = path.with_suffix(".json")
-    if not side.is_file():
-        _fail(path, f"no metadata file {side.name} beside it")
-    try:
-        meta = json.loads(side.read_text())
-    except json.JSONDecodeError as exc:
-        _fail(side, f"not valid JSON ({exc})")
-    if not isinstance(meta, dict):
-        _fail(side, "must hold a JSON object")
-    missing = [k for k in REQUIRED_META if k not in meta]
-    if missing:
-        _fail(side, f"missing metadata {', '.join(missing)}")
+    path, side, meta = read_sidecar(csv_path, REQUIRED_META)
     if not isinstance(meta["config"], dict) or any(k not in meta["config"] for k in REQUIRED_CONFIG):
-        _fail(side, f"config must give {', '.join(REQUIRED_CONFIG)}")
-    copy = meta["copy_gbps"]
-    if isinstance(copy, bool) or not isinstance(copy, (int, float)) or not math.isfinite(copy) or copy <= 0:
-        _fail(side, f"copy_gbps must be a positive number of GB/s; got {copy!r}")
+        fail(side, f"config must give {', '.join(REQUIRED_CONFIG)}")
 
     try:
         table = pd.read_csv(path)
     except (pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
-        _fail(path, f"not a readable CSV ({exc})")
+        fail(path, f"not a readable CSV ({exc})")
     missing = [c for c in REQUIRED_COLUMNS if c not in table.columns]
     if missing:
-        _fail(path, f"missing column {', '.join(missing)}")
+        fail(path, f"missing column {', '.join(missing)}")
     if table.empty:
-        _fail(path, "has no rows")
+        fail(path, "has no rows")
     bad = sorted(set(table["layout"]) - set(LAYOUTS))
     if bad:
-        _fail(path, f"layout must be one of {', '.join(LAYOUTS)}; got {', '.join(map(str, bad))}")
+        fail(path, f"layout must be one of {', '.join(LAYOUTS)}; got {', '.join(map(str, bad))}")
     bad = sorted(set(table["implementation"]) - set(_KEYS))
     if bad:
-        _fail(path, f"unknown implementation {', '.join(map(str, bad))}; known: {', '.join(_KEYS)}")
+        fail(path, f"unknown implementation {', '.join(map(str, bad))}; known: {', '.join(_KEYS)}")
     for col in ("batch_size", "context_len", "median_ms", "GB/s"):
         values = pd.to_numeric(table[col], errors="coerce")
         if values.isna().any() or (values <= 0).any():
-            _fail(path, f"{col} must be a positive number in every row")
+            fail(path, f"{col} must be a positive number in every row")
         table[col] = values
     gpu = pd.to_numeric(table["gpu_time_ms"], errors="coerce")
     if (gpu[table["gpu_time_ms"].notna()].isna() | (gpu <= 0)).any():
-        _fail(path, "gpu_time_ms must be a positive number or empty (not measured)")
+        fail(path, "gpu_time_ms must be a positive number or empty (not measured)")
     table["gpu_time_ms"] = gpu
     bad = sorted(set(table["correct"].astype(str)) - {"yes", "NO"})
     if bad:
-        _fail(path, f"correct must be yes or NO; got {', '.join(bad)}")
+        fail(path, f"correct must be yes or NO; got {', '.join(bad)}")
     if table.duplicated(["layout", "batch_size", "context_len", "implementation"]).any():
-        _fail(path, "repeats a (layout, batch_size, context_len, implementation) row")
+        fail(path, "repeats a (layout, batch_size, context_len, implementation) row")
     table[["batch_size", "context_len"]] = table[["batch_size", "context_len"]].astype(int)
     return RecordedSet(name=path.stem, meta=meta, table=table)
 

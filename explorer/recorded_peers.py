@@ -16,7 +16,6 @@ A recorded peer set is two files of one name in :data:`PEERS_DIR`:
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,8 @@ import pandas as pd
 
 from paged_attention import LABELS
 
-from explorer.recorded import RECORDED_DIR
+from explorer.recorded import RECORDED_DIR, read_sidecar
+from explorer.recorded import fail as _fail
 
 #: Where the shipped peer sets live.
 PEERS_DIR = RECORDED_DIR / "peers"
@@ -85,10 +85,6 @@ class PeerSet:
                 f"Triton {m['triton']}{flashinfer} · recorded {m['date']}")
 
 
-def _fail(path: Path, rule: str) -> None:
-    raise ValueError(f"{path.name}: {rule}")
-
-
 def load_peer_set(csv_path: str | Path) -> PeerSet:
     """Read and check one recorded peer set: ``csv_path`` and the JSON beside it.
 
@@ -103,24 +99,9 @@ def load_peer_set(csv_path: str | Path) -> PeerSet:
         ``correct`` other than True/False, or repeats a (kind, dtype, kv_dtype,
         batch, lengths, block_size, num_heads, shared_prefix, prefix_groups, impl) row.
     """
-    path = Path(csv_path)
-    side = path.with_suffix(".json")
-    if not side.is_file():
-        _fail(path, f"no metadata file {side.name} beside it")
-    try:
-        meta = json.loads(side.read_text())
-    except json.JSONDecodeError as exc:
-        _fail(side, f"not valid JSON ({exc})")
-    if not isinstance(meta, dict):
-        _fail(side, "must hold a JSON object")
-    missing = [k for k in REQUIRED_META if k not in meta]
-    if missing:
-        _fail(side, f"missing metadata {', '.join(missing)}")
+    path, side, meta = read_sidecar(csv_path, REQUIRED_META)
     if meta["set"] not in SETS:
         _fail(side, f"set must be one of {', '.join(SETS)}; got {meta['set']!r}")
-    copy = meta["copy_gbps"]
-    if isinstance(copy, bool) or not isinstance(copy, (int, float)) or not math.isfinite(copy) or copy <= 0:
-        _fail(side, f"copy_gbps must be a positive number of GB/s; got {copy!r}")
 
     try:
         table = pd.read_csv(path, keep_default_na=False, na_values=[""])

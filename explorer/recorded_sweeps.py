@@ -14,14 +14,13 @@ such pairs on a GPU host.
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from explorer.recorded import RECORDED_DIR
+from explorer.recorded import RECORDED_DIR, read_sidecar
+from explorer.recorded import fail as _fail
 from explorer.sweep import AXES, read_sweep_csv
 
 #: Where the shipped sweeps live.
@@ -139,10 +138,6 @@ def shared_points(a: pd.DataFrame, b: pd.DataFrame) -> list[float]:
     return sorted({v for _, v in timed(a) & timed(b)})
 
 
-def _fail(path: Path, rule: str) -> None:
-    raise ValueError(f"{path.name}: {rule}")
-
-
 def load_recorded_sweep(csv_path: str | Path) -> RecordedSweep:
     """Read and check one recorded sweep: ``csv_path`` and the JSON beside it.
 
@@ -154,22 +149,7 @@ def load_recorded_sweep(csv_path: str | Path) -> RecordedSweep:
         not a positive number or an ``axis`` other than the CSV's; the CSV breaks a
         rule of :func:`explorer.sweep.read_sweep_csv` or times no point.
     """
-    path = Path(csv_path)
-    side = path.with_suffix(".json")
-    if not side.is_file():
-        _fail(path, f"no metadata file {side.name} beside it")
-    try:
-        meta = json.loads(side.read_text())
-    except json.JSONDecodeError as exc:
-        _fail(side, f"not valid JSON ({exc})")
-    if not isinstance(meta, dict):
-        _fail(side, "must hold a JSON object")
-    missing = [k for k in REQUIRED_META if k not in meta]
-    if missing:
-        _fail(side, f"missing metadata {', '.join(missing)}")
-    copy = meta["copy_gbps"]
-    if isinstance(copy, bool) or not isinstance(copy, (int, float)) or not math.isfinite(copy) or copy <= 0:
-        _fail(side, f"copy_gbps must be a positive number of GB/s; got {copy!r}")
+    path, side, meta = read_sidecar(csv_path, REQUIRED_META)
     if meta["axis"] not in AXES:
         _fail(side, f"axis must be one of {', '.join(AXES)}; got {meta['axis']!r}")
     try:

@@ -157,6 +157,29 @@ def check_shared_prefixes(
     return tuple(groups)
 
 
+def resolve_shared_prefixes(
+    spec: str | Sequence[PrefixGroup] | None, shape: DecodeShape, name: str = "shared_prefixes"
+) -> tuple[PrefixGroup, ...]:
+    """The groups a prefix pass reads, those with shared blocks: ``"detect"`` finds
+    them in the block table (:func:`find_shared_prefixes`), a sequence of
+    :class:`PrefixGroup` is checked (:func:`check_shared_prefixes`), None gives none.
+
+    Raises
+    ------
+    ValueError
+        On any other string (naming the argument ``name``), or groups that do not share.
+    """
+    if spec is None:
+        return ()
+    if isinstance(spec, str):
+        if spec != "detect":
+            raise ValueError(f"{name} must be 'detect', a sequence of PrefixGroup or None; got {spec!r}")
+        groups = find_shared_prefixes(shape.block_tables, shape.context_lens, shape.block_size)
+    else:
+        groups = check_shared_prefixes(tuple(spec), shape.block_tables, shape.context_lens, shape.block_size)
+    return tuple(g for g in groups if g.num_blocks > 0)
+
+
 @dataclass(frozen=True)
 class PrefixWork:
     """The prefix pass's programs (per KV head) and what they leave to the rest.

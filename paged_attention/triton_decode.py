@@ -40,7 +40,7 @@ from .launch_plan import (  # noqa: F401  (LaunchPlan, plan_launch: part of this
     FUSED_MERGE_VALUES, LaunchPlan, _check_plan_fits, _fp32_dot, _next_pow2, plan_launch,
 )
 from .shared_prefix import (
-    PrefixGroup, check_shared_prefixes, find_shared_prefixes, members_per_tile, own_shape, plan_prefix, prefix_work,
+    PrefixGroup, members_per_tile, own_shape, plan_prefix, prefix_work, resolve_shared_prefixes,
 )
 from .validation import check_decode_args, kv_scale_tensors
 from .work_list import build_work_list
@@ -372,19 +372,6 @@ def _prefix_decode_kernel(
 
 # -- wrapper -------------------------------------------------------------------
 
-def _prefix_groups(shared_prefixes, shape) -> tuple[PrefixGroup, ...]:
-    """The shared-prefix groups to run a prefix pass for (those with shared blocks)."""
-    if shared_prefixes is None:
-        return ()
-    if isinstance(shared_prefixes, str):
-        if shared_prefixes != "detect":
-            raise ValueError(f"shared_prefixes must be 'detect', a sequence of PrefixGroup or None; got {shared_prefixes!r}")
-        groups = find_shared_prefixes(shape.block_tables, shape.context_lens, shape.block_size)
-    else:
-        groups = check_shared_prefixes(tuple(shared_prefixes), shape.block_tables, shape.context_lens, shape.block_size)
-    return tuple(g for g in groups if g.num_blocks > 0)
-
-
 def _pinned(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """Page-locked copies of host tensors, so their copies to the GPU do not wait
     on the stream (no synchronisation with earlier work)."""
@@ -468,7 +455,7 @@ def prepare_triton_decode(
     runtime.check_triton_device(query.device)
     # The kernels index the table row by row and the lengths as a vector.
     block_tables, context_lens = block_tables.contiguous(), context_lens.contiguous()
-    groups = _prefix_groups(shared_prefixes, shape)
+    groups = resolve_shared_prefixes(shared_prefixes, shape)
     if plan is None:
         # For what the prefix pass leaves: each sequence's own blocks.
         plan = plan_launch(own_shape(shape, groups), query.device, query.dtype, **plan_overrides)
