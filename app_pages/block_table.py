@@ -2,7 +2,10 @@
 
 import streamlit as st
 
-from explorer import block_link, figures, formatting, limits, readouts
+from explorer import formatting, limits, style
+from explorer.bench import readouts
+from explorer.cache import block_link, sampling, sharing_figures, walk_figures
+from explorer.cache import figures as cache_figures
 from explorer.settings import MAX_CONTEXT
 from ui.charts import show_chart
 from ui.data import block_arrays_for, shared_batch_for
@@ -109,11 +112,11 @@ c5.metric("KV cache", formatting.format_bytes(mem.kv_cache_bytes, significant=3)
 left, right = st.columns([3, 2], gap="medium")
 with left:
     show_chart(
-        figures.block_table_figure(tables, lengths, config.block_size, config.num_blocks,
+        cache_figures.block_table_figure(tables, lengths, config.block_size, config.num_blocks,
                                    ref_counts=shared.ref_counts if sharing else None, highlight=pick),
         key="bt_table", width="stretch", on_select=_pick_from("bt_table"), selection_mode="points",
     )
-    grid = figures.block_table_grid(*tables.shape)
+    grid = cache_figures.block_table_grid(*tables.shape)
     note = grid.note("sequence", "logical block")
     if sharing:
         st.caption(
@@ -128,11 +131,11 @@ with left:
         st.caption(note or "Hover a cell for its token range and fill. Pale cells are unallocated (-1).")
 with right:
     show_chart(
-        figures.pool_ref_count_figure(shared.ref_counts, tables, config.block_size, highlight=pick) if sharing else
-        figures.pool_figure(owner, tables, lengths, config.block_size, highlight=pick), key="bt_pool",
+        sharing_figures.pool_ref_count_figure(shared.ref_counts, tables, config.block_size, highlight=pick) if sharing else
+        cache_figures.pool_figure(owner, tables, lengths, config.block_size, highlight=pick), key="bt_pool",
         width="stretch", on_select=_pick_from("bt_pool"), selection_mode="points",
     )
-    rows, cols, per_cell = figures.pool_grid_shape(len(owner))
+    rows, cols, per_cell = sampling.pool_grid_shape(len(owner))
     if sharing:
         st.caption("Colour = how many sequences hold each block: the common prompt's blocks are held by every "
                    "request's samples, a request's own prompt blocks by its samples, generated tokens by one."
@@ -151,7 +154,7 @@ if pick is None:
     st.caption(":material/ads_click: Click a table cell to find its block in the pool, or a pool block to find "
                "the cells that point to it.")
 else:
-    per_cell = figures.pool_grid_shape(num_blocks)[2]
+    per_cell = sampling.pool_grid_shape(num_blocks)[2]
     st.markdown(":material/ads_click: " + block_link.pick_note(tables, pick, grid)
                 + (f" The pool outlines the cell of {per_cell:,} blocks that holds it." if per_cell > 1 and len(pick) == 1 else "")
                 + " Double-click a chart to clear.")
@@ -170,13 +173,13 @@ info.markdown(
 )
 walk, path = st.columns([3, 2], gap="medium")
 show_chart(
-    figures.token_walk_figure(tables[seq], lengths[seq], config.block_size, seq, config.num_blocks),
+    walk_figures.token_walk_figure(tables[seq], lengths[seq], config.block_size, seq, config.num_blocks),
     key="bt_walk", parent=walk, width="stretch",
 )
 show_chart(
-    figures.block_walk_figure(tables[seq], lengths[seq], config.block_size, seq, config.num_blocks),
+    walk_figures.block_walk_figure(tables[seq], lengths[seq], config.block_size, seq, config.num_blocks),
     key="bt_path", parent=path, width="stretch",
 )
-walk_grid = figures.sample_grid(needed, config.block_size, figures.MAX_WALK_CELLS)
+walk_grid = sampling.sample_grid(needed, config.block_size, style.MAX_WALK_CELLS)
 if walk_grid.sampled:
     st.caption(walk_grid.note("logical block", "slot"))

@@ -3,8 +3,10 @@
 import pandas as pd
 import streamlit as st
 
+from explorer import formatting, limits
+from explorer.bench import figures as bench_figures
+from explorer.bench import readouts
 from paged_attention import IMPLEMENTATIONS, LABELS
-from explorer import figures, formatting, limits, readouts
 from ui.benchmark import BenchmarkOOM, BenchmarkRefused, run_benchmark_locked
 from ui.charts import show_chart
 from ui.recorded import recorded_durations, show_recorded, show_recorded_pointer
@@ -236,19 +238,19 @@ for col, r, row in zip(cols, results, rows):
     )
 
 a, b = st.columns(2, gap="medium")
-show_chart(figures.latency_figure(results, unit=unit), key="bench_latency", parent=a, width="stretch")
+show_chart(bench_figures.latency_figure(results, unit=unit), key="bench_latency", parent=a, width="stretch")
 if reads_kv:
-    show_chart(figures.speedup_figure(results), key="bench_speedup", parent=b, width="stretch")
+    show_chart(bench_figures.speedup_figure(results), key="bench_speedup", parent=b, width="stretch")
 else:
     b.info("**Speedup: not meaningful.** Every context is empty, so no implementation attends to anything.",
            icon=":material/block:")
 a, b = st.columns(2, gap="medium")
 if reads_kv:
-    show_chart(figures.bandwidth_figure(results, copy_gbps), key="bench_bandwidth", parent=a, width="stretch")
+    show_chart(bench_figures.bandwidth_figure(results, copy_gbps), key="bench_bandwidth", parent=a, width="stretch")
 else:
     a.info("**Bandwidth: n/a.** No K or V is read when every context is empty.", icon=":material/block:")
 quantization = last.get("quantization")
-show_chart(figures.accuracy_figure(results, quantization.max_abs_err if quantization else None),
+show_chart(bench_figures.accuracy_figure(results, quantization.max_abs_err if quantization else None),
            key="bench_accuracy", parent=b, width="stretch")
 if quantization is not None:
     b.caption(readouts.quantization_caption(quantization, last["config"]))
@@ -325,7 +327,7 @@ st.download_button(
 st.subheader("Compare runs")
 if len(history) < 2:
     st.caption("Change one setting in the sidebar and run again: each run of this session is kept here.")
-show_chart(figures.history_figure(history, unit), key="bench_history_chart", width="stretch")
+show_chart(bench_figures.history_figure(history, unit), key="bench_history_chart", width="stretch")
 summary = pd.DataFrame(
     [
         {"run": h["run"], "change": h.get("change", ""),

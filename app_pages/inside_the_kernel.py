@@ -2,15 +2,34 @@
 
 import streamlit as st
 
-from explorer import figures, formatting, limits, readouts
-from explorer.kernel_trace_view import (BLOCK_N_CHOICES, launch_plan, prefix_groups, prefix_plan, row_splits,
-                                        row_tiles, showcase_plan, split_note, trace_size_error, work_list,
-                                        work_list_summary)
+from explorer import formatting, limits
+from explorer.bench import readouts
+from explorer.kernel import figures as kernel_figures
+from explorer.kernel import work_list_figures
+from explorer.kernel.view import (
+    BLOCK_N_CHOICES,
+    launch_plan,
+    prefix_groups,
+    prefix_plan,
+    row_splits,
+    row_tiles,
+    showcase_plan,
+    split_note,
+    trace_size_error,
+    work_list,
+    work_list_summary,
+)
+from explorer.page_urls import PageField, read_fields
 from ui.charts import show_chart
 from ui.data import block_arrays_for, config_key, kernel_trace
 from ui.inputs import bounded_number_input
-from explorer.page_urls import PageField, read_fields
-from ui.sidebar import current, show_config_error, show_page_url_notes, sync_url, take_page_query
+from ui.sidebar import (
+    current,
+    show_config_error,
+    show_page_url_notes,
+    sync_url,
+    take_page_query,
+)
 
 MAX_SPLITS = 256
 #: Trace columns that only say something when a prefix pass ran.
@@ -112,7 +131,7 @@ st.subheader("1 · The launch: which program reads which blocks")
 st.markdown(("**Overridden plan.** " if override else "")
             + work_list_summary(plan, work, config.num_kv_heads, pre_plan)
             + f" Sequence {seq}, traced below, is the marked row.")
-show_chart(figures.work_list_figure(work, config.lengths, config.block_size, highlight=int(seq)),
+show_chart(work_list_figures.work_list_figure(work, config.lengths, config.block_size, highlight=int(seq)),
            key="ik_work_chart", width="stretch")
 if mine is not None:
     members = formatting.count(len(mine.sequences), "sequence")
@@ -170,7 +189,7 @@ def explained(fig, key: str, text: str) -> None:
 
 st.subheader("2 · The walk: tiles and block-table lookups")
 explained(
-    figures.kernel_walk_figure(tiles, n, config.block_size, plan.block_n, num_blocks=config.num_blocks),
+    kernel_figures.kernel_walk_figure(tiles, n, config.block_size, plan.block_n, num_blocks=config.num_blocks),
     "ik_walk_chart",
     f"""
 Each bar is one **tile**: the `BLOCK_N = {plan.block_n}` lanes a program processes at once, laid out as
@@ -187,7 +206,7 @@ split, or padding when the block size is not a power of two. They load nothing a
 
 st.subheader("3 · Online softmax: running max m and normalizer l")
 explained(
-    figures.online_softmax_figure(tiles, final_error=err),
+    kernel_figures.online_softmax_figure(tiles, final_error=err),
     "ik_softmax_chart",
     f"""
 The kernel never holds all scores at once. After each tile it keeps three things: the **running max m** of the
@@ -206,7 +225,7 @@ len(split_rows) > 1 else ""}.
 st.subheader("4 · Split-K: merging the splits")
 if len(split_rows) > 1:
     explained(
-        figures.split_merge_figure(split_rows),
+        kernel_figures.split_merge_figure(split_rows),
         "ik_merge_chart",
         """
 With **split-K** (flash-decoding) several programs share one sequence's context, so a short batch still fills

@@ -6,17 +6,28 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from explorer import formatting, limits, style
+from explorer import settings as state
+from explorer.bench import readouts
+from explorer.cache import figures as cache_figures
+from explorer.cache import sampling, sharing_figures
+from explorer.page_urls import PageField, read_fields
+from explorer.serving import figures as serving_figures
+from explorer.serving.history import valid_block_sizes
+from explorer.serving.simulator import LENGTH_KINDS
+from explorer.serving.tradeoff import DEFAULT_BLOCK_SIZES
 from paged_attention import build_decode_inputs
-from explorer import figures, formatting, limits, readouts, settings as state
-from explorer.simulator import LENGTH_KINDS
-from explorer.tradeoff import DEFAULT_BLOCK_SIZES
-from explorer.serving_history import valid_block_sizes
 from ui.benchmark import BenchmarkOOM, BenchmarkRefused, time_inputs_locked
 from ui.charts import show_chart
 from ui.data import SERVING_LABELS, block_size_table, serving_history
 from ui.inputs import bounded_number_input
-from explorer.page_urls import PageField, read_fields
-from ui.sidebar import current, show_config_error, show_page_url_notes, sync_url, take_page_query
+from ui.sidebar import (
+    current,
+    show_config_error,
+    show_page_url_notes,
+    sync_url,
+    take_page_query,
+)
 
 MAX_POOL_BLOCKS = 16_384
 MAX_STEPS = 1000
@@ -95,7 +106,7 @@ if "sv_num_blocks" not in ss:  # the page's first run in this session: the URL's
          PageField("sv_output_hi", "sv_output_hi", bounds=length_bounds),
          PageField("sv_system_prompt", "sv_system_prompt", bounds=(0, MAX_LENGTH)),
          PageField("sv_samples", "sv_samples", bounds=(1, MAX_SAMPLES)),
-         PageField("sv_pool_colour", "sv_pool_colour", choices=figures.POOL_COLOR_MODES)],
+         PageField("sv_pool_colour", "sv_pool_colour", choices=serving_figures.POOL_COLOR_MODES)],
         take_page_query("serving_simulation"), DEFAULTS,
     )
     ss.update({**DEFAULTS, **found})
@@ -204,17 +215,17 @@ left, right = st.columns([3, 2], gap="medium")
 with left:
     tables = record.block_tables()
     colour_by = st.segmented_control(
-        "Colour the pool by", figures.POOL_COLOR_MODES, key="sv_pool_colour", persist_state="session",
+        "Colour the pool by", serving_figures.POOL_COLOR_MODES, key="sv_pool_colour", persist_state="session",
         help="sequence: the sequence owning each block (a shared block: its lowest seq_id); reference count: how "
              "many running sequences hold each block (1, 2, 3–4, 5+)") or DEFAULTS["sv_pool_colour"]
     show_chart(
-        figures.serving_pool_figure(record.pool_owner(), tables, record.context_lens, block_size, step=step,
+        serving_figures.serving_pool_figure(record.pool_owner(), tables, record.context_lens, block_size, step=step,
                                     taken=changes.taken, freed=changes.freed, recycled=changes.recycled,
                                     copied=changes.copied, revived=changes.revived, color_by=colour_by,
                                     sharing=sharing, seq_ids=record.seq_ids),
         key="sv_pool_chart", width="stretch",
     )
-    per_cell = figures.pool_grid_shape(num_blocks)[2]
+    per_cell = sampling.pool_grid_shape(num_blocks)[2]
     colours = ("Colour = the sequence owning the block (by seq_id; a shared block: its lowest), grey = free, "
                "● = a partly filled last block. " if colour_by == "sequence" else
                "Colour = how many running sequences hold the block (its reference count: 1, 2, 3–4, 5+), "
@@ -243,7 +254,7 @@ with right:
     if record.num_running:
         refs = np.bincount(record.blocks, minlength=num_blocks) if sharing else None
         show_chart(
-            figures.block_table_figure(tables, record.context_lens, block_size, num_blocks,
+            cache_figures.block_table_figure(tables, record.context_lens, block_size, num_blocks,
                                        seq_ids=record.seq_ids, title="Block tables of the running sequences",
                                        color_by="sequence", ref_counts=refs,
                                        plot_width=180),  # two fifths of a 1280 px page, less the colour bar
@@ -272,12 +283,12 @@ if sharing:
         f"(a sample's first write into a shared partly filled block), and a **prefix-cache hit rate of {rate}**"
         + (f" ({hits:,} of {formatting.count(queries, 'full prompt block')} found cached)." if queries else ".")
     )
-    show_chart(figures.sharing_timeline_figure(metrics, step, num_blocks), key="sv_sharing_chart", width="stretch")
+    show_chart(sharing_figures.sharing_timeline_figure(metrics, step, num_blocks), key="sv_sharing_chart", width="stretch")
     st.caption("Without sharing: the same running sequences at each step, each in blocks of its own "
                "(ceil(context_len / block_size) each); above the dashed line that batch would not fit the pool. "
                "Both lines follow one simulation, the one with sharing, so the schedule is the same.")
 
-show_chart(figures.serving_timeline_figure(metrics, step, num_blocks), key="sv_timeline_chart", width="stretch")
+show_chart(serving_figures.serving_timeline_figure(metrics, step, num_blocks), key="sv_timeline_chart", width="stretch")
 st.caption(
     "Blocks in use follow the load; wasted slots stay below one block per running sequence (internal "
     "fragmentation only: a paged cache has no external fragmentation, any free block serves any sequence); "
@@ -286,13 +297,13 @@ st.caption(
 
 if st.toggle("Play the pool over time (animation)", key="sv_anim", persist_state="session",
              help="replays the pool in the browser; built only while this is on, as it is a large figure"):
-    if num_blocks > figures.MAX_POOL_CELLS:
-        st.caption(f"The animation draws pools of up to {figures.MAX_POOL_CELLS:,} blocks.")
+    if num_blocks > style.MAX_POOL_CELLS:
+        st.caption(f"The animation draws pools of up to {style.MAX_POOL_CELLS:,} blocks.")
     else:
-        count = max(2, min(steps, figures.MAX_ANIMATION_FRAMES, MAX_ANIMATION_VALUES // num_blocks))
-        frames = np.array(figures.animation_steps(steps, count))
+        count = max(2, min(steps, serving_figures.MAX_ANIMATION_FRAMES, MAX_ANIMATION_VALUES // num_blocks))
+        frames = np.array(serving_figures.animation_steps(steps, count))
         owners = np.stack([history.records[s].pool_owner() for s in frames])
-        show_chart(figures.pool_animation_figure(owners, frames.tolist(), block_size), key="sv_anim_chart",
+        show_chart(serving_figures.pool_animation_figure(owners, frames.tolist(), block_size), key="sv_anim_chart",
                    width="stretch")
         spacing = f" (every {frames[1] - frames[0]} steps, and the last)" if len(frames) > 2 else ""
         st.caption(f"{formatting.count(len(frames), 'frame')}{spacing}; press Play (the animation runs in the browser).")
@@ -443,7 +454,7 @@ if sizes:
         bar.progress(1.0, text=f"timed {formatting.count(len(latencies), 'block size')}")
         ss.setdefault(TRADEOFF_LATENCY, {})[t_key] = latencies
     latency = ss.get(TRADEOFF_LATENCY, {}).get(t_key)
-    show_chart(figures.tradeoff_figure(table, latency, current=block_size), key="sv_tradeoff_chart",
+    show_chart(serving_figures.tradeoff_figure(table, latency, current=block_size), key="sv_tradeoff_chart",
                width="stretch")
     st.caption("Waste grows with the block size: up to block_size − 1 slots per running sequence. Small blocks "
                "cost the kernel one block-table lookup per block and shorter contiguous reads; measure to see "

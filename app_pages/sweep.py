@@ -3,13 +3,23 @@
 import pandas as pd
 import streamlit as st
 
-from paged_attention import IMPLEMENTATIONS, LABELS
-from explorer import figures, formatting, readouts, sweep
+from explorer import formatting
+from explorer.bench import readouts
 from explorer.page_urls import PageField, read_fields
+from explorer.sweep import figures as sweep_figures
+from explorer.sweep import grid as sweep_grid
+from explorer.sweep import runs as sweep_runs
+from paged_attention import IMPLEMENTATIONS, LABELS
 from ui.charts import show_chart
 from ui.inputs import bounded_number_input
 from ui.recorded_sweeps import show_recorded_sweeps
-from ui.sidebar import current, show_config_error, show_page_url_notes, sync_url, take_page_query
+from ui.sidebar import (
+    current,
+    show_config_error,
+    show_page_url_notes,
+    sync_url,
+    take_page_query,
+)
 from ui.sweep import JOB, cancel_sweep, device_name, measure, run_next_point
 
 DEFAULT_BUDGET_S = 10.0
@@ -40,34 +50,34 @@ ss = st.session_state
 
 
 def _axis_defaults() -> None:
-    low, high = sweep.default_range(ss["sw_axis"], config, cpu)
+    low, high = sweep_grid.default_range(ss["sw_axis"], config, cpu)
     ss["sw_low"], ss["sw_high"] = low, high
-    ss["sw_points"] = sweep.default_points(ss["sw_axis"], low, high, cpu)
+    ss["sw_points"] = sweep_grid.default_points(ss["sw_axis"], low, high, cpu)
 
 
 def _from_url() -> list[str]:
     """Seed the controls from the URL (``sw_axis``, ``sw_from``, ``sw_to``, ``sw_points``,
     ``sw_spacing``), the axis first: the range's defaults and limits depend on it."""
     query = take_page_query("sweep")
-    found, notes = read_fields([PageField("sw_axis", "sw_axis", choices=tuple(sweep.AXES))], query,
+    found, notes = read_fields([PageField("sw_axis", "sw_axis", choices=tuple(sweep_grid.AXES))], query,
                                {"sw_axis": "context_len"})
     ss["sw_axis"] = found.get("sw_axis", "context_len")
     _axis_defaults()
     ss["sw_spacing"] = "log"
-    limits = sweep.AXIS_LIMITS[ss["sw_axis"]]
+    limits = sweep_grid.AXIS_LIMITS[ss["sw_axis"]]
     found, more = read_fields(
         [PageField("sw_from", "sw_low", bounds=limits), PageField("sw_to", "sw_high", bounds=limits),
-         PageField("sw_points", "sw_points", bounds=(1, sweep.MAX_POINTS)),
-         PageField("sw_spacing", "sw_spacing", choices=sweep.SPACINGS)],
+         PageField("sw_points", "sw_points", bounds=(1, sweep_grid.MAX_POINTS)),
+         PageField("sw_spacing", "sw_spacing", choices=sweep_grid.SPACINGS)],
         query, {k: ss[k] for k in ("sw_low", "sw_high", "sw_points", "sw_spacing")},
     )
     ss.update(found)
     if ("sw_low" in found or "sw_high" in found) and "sw_points" not in found:  # one per doubling, as by hand
-        ss["sw_points"] = sweep.default_points(ss["sw_axis"], ss["sw_low"], ss["sw_high"], cpu)
+        ss["sw_points"] = sweep_grid.default_points(ss["sw_axis"], ss["sw_low"], ss["sw_high"], cpu)
     return notes + more
 
 
-if ss.get("sw_axis") not in sweep.AXES:  # the page's first run in this session
+if ss.get("sw_axis") not in sweep_grid.AXES:  # the page's first run in this session
     show_page_url_notes("sw", _from_url())
 else:
     show_page_url_notes("sw")
@@ -93,8 +103,8 @@ if job is not None and job.lock.locked():
 running = job is not None and job.running
 
 
-def _start(base, grid: sweep.GridPlan, axis: str, names: tuple[str, ...], budget: float, caches: tuple) -> None:
-    ss[JOB] = sweep.SweepJob(
+def _start(base, grid: sweep_grid.GridPlan, axis: str, names: tuple[str, ...], budget: float, caches: tuple) -> None:
+    ss[JOB] = sweep_runs.SweepJob(
         base=base, axis=axis, values=grid.values, names=names, warmup=grid.warmup, iters=grid.iters,
         naive_budget_s=float(budget), device_name=device_name(config.device), caches=caches,
     )
@@ -111,15 +121,15 @@ with st.container(border=True):
     # to a box with no buttons (checked in Chromium at 1280x720 and 1920x1080, test_browser).
     top = st.columns([2, 1.5, 1.5], vertical_alignment="bottom")
     middle = st.columns([1, 1, 1.5, 1.5], vertical_alignment="bottom")
-    axis = top[0].selectbox("Sweep over", list(sweep.AXES), key="sw_axis",
-                            persist_state="session", format_func=sweep.AXES.get,
+    axis = top[0].selectbox("Sweep over", list(sweep_grid.AXES), key="sw_axis",
+                            persist_state="session", format_func=sweep_grid.AXES.get,
                             on_change=_axis_defaults, disabled=running)
-    middle[0].segmented_control("Spacing", sweep.SPACINGS, key="sw_spacing", persist_state="session",
+    middle[0].segmented_control("Spacing", sweep_grid.SPACINGS, key="sw_spacing", persist_state="session",
                                 disabled=running,
                                 help="log: each point a constant factor larger (the default); linear: constant "
                                      "steps. Block sizes are always powers of two, KV heads divisors of the "
                                      "query heads.")
-    lo_limit, hi_limit = sweep.AXIS_LIMITS[axis]
+    lo_limit, hi_limit = sweep_grid.AXIS_LIMITS[axis]
     for key in ("sw_low", "sw_high"):  # a value from another axis may lie outside this one's limits
         ss[key] = min(max(int(ss.get(key, lo_limit)), lo_limit), hi_limit)
     low = bounded_number_input(top[1], "From", lo_limit, hi_limit, step=1, key="sw_low",
@@ -128,7 +138,7 @@ with st.container(border=True):
     high = bounded_number_input(top[2], "To", lo_limit, hi_limit, step=1, key="sw_high",
                                 persist_state="session", disabled=running,
                                 note_parent=st)
-    points = bounded_number_input(middle[1], "Points", 1, sweep.MAX_POINTS, step=1, key="sw_points",
+    points = bounded_number_input(middle[1], "Points", 1, sweep_grid.MAX_POINTS, step=1, key="sw_points",
                                   persist_state="session",
                                   disabled=running, note_parent=st)
 
@@ -136,9 +146,9 @@ with st.container(border=True):
     try:
         if int(low) > int(high):  # in the page's words, not sweep_values' low/high
             raise ValueError(f"From ({int(low):,}) must not exceed To ({int(high):,}).")
-        values = sweep.sweep_values(axis, int(low), int(high), int(points), spacing=ss["sw_spacing"] or "log",
+        values = sweep_grid.sweep_values(axis, int(low), int(high), int(points), spacing=ss["sw_spacing"] or "log",
                                     num_heads=config.num_heads)
-        grid = sweep.cap_grid(config, axis, values, settings.warmup, settings.iters)
+        grid = sweep_grid.cap_grid(config, axis, values, settings.warmup, settings.iters)
         error = grid.refusal
     except ValueError as exc:
         error = str(exc)
@@ -146,13 +156,13 @@ with st.container(border=True):
     simple = middle[3].checkbox(f"Include {LABELS['triton_simple']}", key="sw_simple",
                                 persist_state="session", disabled=running,
                                 help="the textbook Triton kernel: one program per (sequence, query head)")
-    fp8_bytes = sweep.bytes_fraction(sweep.cache_bytes_ratio(sweep.compared_caches(config), config.dtype))
+    fp8_bytes = sweep_grid.bytes_fraction(sweep_grid.cache_bytes_ratio(sweep_grid.compared_caches(config), config.dtype))
     compare = middle[3].checkbox("Compare cache dtypes", key="sw_compare_kv", persist_state="session",
                                  disabled=running,
                                  help=f"time every point twice: with K and V in the compute dtype "
                                       f"({config.dtype}) and in fp8 (the sidebar's fp8 format, else fp8 e4m3), "
                                       f"to see what {fp8_bytes} buys")
-    caches = sweep.compared_caches(config) if compare else ()
+    caches = sweep_grid.compared_caches(config) if compare else ()
     budget = bounded_number_input(
         middle[2], "Naive budget per point (s)", 0.0, MAX_BUDGET_S, step=1.0, key="sw_budget",
             persist_state="session", disabled=running,
@@ -194,7 +204,7 @@ if job is not None:
         cache = f", {_cache_name(job.caches[done % len(job.caches)])} cache" if len(job.caches) > 1 else ""
         unit = "Run" if len(job.caches) > 1 else "Point"
         st.progress(done / job.total, text=f"{unit} {done + 1} of {job.total}: "
-                                           f"{sweep.AXES[job.axis]} = {job.value_at(done):,}{cache} · "
+                                           f"{sweep_grid.AXES[job.axis]} = {job.value_at(done):,}{cache} · "
                                            "Cancel stops after this point")
     elif len(job.caches) > 1:  # as the caption counts them: points, each timed with every cache
         st.progress(done / job.total, text=f"{done} of {formatting.count(job.total, 'run')} "
@@ -207,7 +217,7 @@ if job is not None:
             st.error(job.message, icon=":material/memory:")
     if job.base != config:
         st.caption(f":material/info: Results below are for the sweep started on: {readouts.config_summary(job.base)}.")
-    reused = sweep.cache_note(job.frame(SOURCE)) if job.rows else None
+    reused = sweep_runs.cache_note(job.frame(SOURCE)) if job.rows else None
     if reused:
         st.caption(f":material/history: {reused}")
 
@@ -216,12 +226,12 @@ charts = st.container()
 st.subheader("Compare with a saved sweep")
 upload = st.file_uploader(
     "Upload a sweep CSV downloaded from this page (another machine, or another version of the kernel)",
-    type=["csv"], key="sw_upload", max_upload_size=max(1, round(sweep.MAX_CSV_BYTES / 1e6)),
+    type=["csv"], key="sw_upload", max_upload_size=max(1, round(sweep_runs.MAX_CSV_BYTES / 1e6)),
 )
 uploaded = None
 if upload is not None:
     try:
-        uploaded = sweep.read_sweep_csv(upload.getvalue(), f"uploaded: {upload.name}")
+        uploaded = sweep_runs.read_sweep_csv(upload.getvalue(), f"uploaded: {upload.name}")
     except ValueError as exc:
         st.error(f"**Cannot compare with {formatting.plain(upload.name)}.** {formatting.sentence(str(exc))}",
                  icon=":material/error:")
@@ -230,8 +240,8 @@ mine = job.frame(SOURCE) if job is not None and job.rows else None
 frames = [f for f in (mine, uploaded) if f is not None]
 if mine is not None and uploaded is not None and set(uploaded["axis"]) != set(mine["axis"]):
     st.warning(
-        f"The uploaded sweep varies {sweep.AXES[uploaded['axis'].iloc[0]]}, this session's "
-        f"{sweep.AXES[mine['axis'].iloc[0]]}: the charts show this session's only.", icon=":material/compare_arrows:",
+        f"The uploaded sweep varies {sweep_grid.AXES[uploaded['axis'].iloc[0]]}, this session's "
+        f"{sweep_grid.AXES[mine['axis'].iloc[0]]}: the charts show this session's only.", icon=":material/compare_arrows:",
     )
     frames = [mine]
 elif uploaded is not None:
@@ -251,14 +261,14 @@ with charts:
     else:
         frame = pd.concat(frames, ignore_index=True)
         a, b = st.columns(2, gap="medium")
-        show_chart(figures.sweep_latency_figure(frame), key="sw_latency_chart", parent=a, width="stretch")
+        show_chart(sweep_figures.sweep_latency_figure(frame), key="sw_latency_chart", parent=a, width="stretch")
         a.caption("Median latency of one decode step at each point. On a GPU, small points sit on the launch-overhead "
                   "floor and large ones grow with the bytes read; the naive loop grows with the blocks it visits.")
-        show_chart(figures.sweep_bandwidth_figure(frame), key="sw_bandwidth_chart", parent=b, width="stretch")
+        show_chart(sweep_figures.sweep_bandwidth_figure(frame), key="sw_bandwidth_chart", parent=b, width="stretch")
         b.caption("Decode is memory-bound: the bytes of K and V it must read, over its time, against this device's "
                   "measured copy bandwidth (measured once per process with a large device-to-device copy).")
         a, b = st.columns(2, gap="medium")
-        show_chart(figures.sweep_speedup_figure(frame), key="sw_speedup_chart", parent=a, width="stretch")
+        show_chart(sweep_figures.sweep_speedup_figure(frame), key="sw_speedup_chart", parent=a, width="stretch")
         a.caption("How many times faster Triton is than each other implementation at each point.")
         sources = list(dict.fromkeys(frame["source"]))
         kv_dtypes = list(dict.fromkeys(frame["kv_dtype"]))
@@ -267,12 +277,12 @@ with charts:
             same_cache = frame[frame["kv_dtype"] == kv_dtypes[0]] if len(kv_dtypes) > 1 else frame
             one = f"{_cache_name(kv_dtypes[0])} cache" if len(kv_dtypes) > 1 else None
             title = f"Time ratio between the two sweeps: {one} only" if one else "Time ratio between the two sweeps"
-            show_chart(figures.sweep_ratio_figure(same_cache, sources[1], sources[0], title=title),
+            show_chart(sweep_figures.sweep_ratio_figure(same_cache, sources[1], sources[0], title=title),
                        key="sw_ratio_chart", parent=b, width="stretch")
             b.caption("The uploaded sweep's time over this session's, per implementation: below 1 it was faster."
                       + (f" Only the points with a {one} are compared; the latency chart shows every cache."
                          if one else ""))
-            same = sweep.shared_measurements(frame, sources[1], sources[0])
+            same = sweep_runs.shared_measurements(frame, sources[1], sources[0])
             if same:
                 b.warning(f"{formatting.count(same, 'timing')} of the upload are this session's own measurements "
                           "(the same point, implementation and `measured_at`): their ratio is 1 by construction. "
@@ -280,12 +290,12 @@ with charts:
         elif len(kv_dtypes) > 1:
             by_cache = frame.assign(source=frame["kv_dtype"].map(formatting.kv_dtype_label))
             slow, fast = (formatting.kv_dtype_label(k) for k in kv_dtypes[:2])
-            show_chart(figures.sweep_ratio_figure(by_cache, fast, slow, title=f"{fast} cache against {slow}"),
+            show_chart(sweep_figures.sweep_ratio_figure(by_cache, fast, slow, title=f"{fast} cache against {slow}"),
                        key="sw_kv_ratio_chart", parent=b, width="stretch")
-            ratio = sweep.cache_bytes_ratio(kv_dtypes[:2])
+            ratio = sweep_grid.cache_bytes_ratio(kv_dtypes[:2])
             b.caption(f"Each implementation's time with the {fast} KV cache over its time with the {slow} one: "
                       "below 1 the smaller cache is faster. Where decode is memory-bound, "
-                      f"{sweep.bytes_fraction(ratio)} can approach {ratio:g}.")
+                      f"{sweep_grid.bytes_fraction(ratio)} can approach {ratio:g}.")
         else:
             b.markdown(
                 "**Reading the sweep**\n\n"
@@ -316,8 +326,8 @@ with charts:
             hide_index=True, width="stretch", key="sw_table", height=min(720, 38 + 35 * len(table)),
             column_config={
                 "source": st.column_config.TextColumn("Source", width=95),
-                "value": st.column_config.NumberColumn(sweep.AXES[frame["axis"].iloc[0]], format="%d", width=110,
-                                                       help=sweep.AXES[frame["axis"].iloc[0]]),
+                "value": st.column_config.NumberColumn(sweep_grid.AXES[frame["axis"].iloc[0]], format="%d", width=110,
+                                                       help=sweep_grid.AXES[frame["axis"].iloc[0]]),
                 "label": st.column_config.TextColumn("Implementation", width=125),
                 "kv_dtype": st.column_config.TextColumn("KV cache", width=80),
                 "status": st.column_config.TextColumn("Status", width=60),
@@ -336,7 +346,7 @@ with charts:
         )
         if mine is not None:
             st.download_button(
-                "Download CSV", sweep.sweep_csv(mine), file_name=f"sweep_{job.axis}.csv", mime="text/csv",
+                "Download CSV", sweep_runs.sweep_csv(mine), file_name=f"sweep_{job.axis}.csv", mime="text/csv",
                 icon=":material/download:", key="sw_csv",
             )
 

@@ -4,9 +4,9 @@ Three kinds of set, each a CSV and a JSON of metadata beside it:
 
 * the classic table (the default, below);
 * a peer comparison (``--peers``): convert a ``python -m benchmarks.decode_peers``
-  run, its CSV and its log, into a set of :mod:`explorer.recorded_peers`;
+  run, its CSV and its log, into a set of :mod:`explorer.bench.recorded_peers`;
 * sweeps (``--sweeps``): time the implementations along context length and batch
-  size in the Sweep page's own CSV format, sets of :mod:`explorer.recorded_sweeps`.
+  size in the Sweep page's own CSV format, sets of :mod:`explorer.sweep.recorded`.
 
 The classic table
 -----------------
@@ -20,11 +20,11 @@ same process, and writes
 * the JSON of the same name beside it: GPU, SM count, memory, driver, CUDA, torch,
   Triton, date, copy bandwidth, the shared configuration and this command.
 
-The pair is then read back with :func:`explorer.recorded.load_recorded_set`, the
+The pair is then read back with :func:`explorer.bench.recorded.load_recorded_set`, the
 loader of the app's "Recorded on a GPU" section, so a set that the app would refuse
-is never left without an error. Put it in ``explorer/recorded_runs/`` to ship it.
+is never left without an error. Put it in ``explorer/bench/recorded_runs/`` to ship it.
 
-    python -m benchmarks.record --out explorer/recorded_runs/h200_2026-12-01.csv
+    python -m benchmarks.record --out explorer/bench/recorded_runs/h200_2026-12-01.csv
 
 Exit status 1 when an implementation is incorrect (the set is still written).
 
@@ -35,7 +35,7 @@ copy bandwidth come from the log's first lines (``decode_peers`` prints them); t
 driver, CUDA version and date, which the log does not hold, are given::
 
     python -m benchmarks.record --peers docs/data/v14_peers_ragged.csv --log docs/data/v14_peers_ragged.txt \
-        --driver 580.159.04 --cuda 13.0 --date 2026-12-01 --out explorer/recorded_runs/peers/h200_ragged_2026-12-01.csv
+        --driver 580.159.04 --cuda 13.0 --date 2026-12-01 --out explorer/bench/recorded_runs/peers/h200_ragged_2026-12-01.csv
 
 Sweeps
 ------
@@ -45,7 +45,7 @@ and Triton, the naive loop skipped where its calls would pass ``--naive-budget``
 seconds), one CSV per axis named ``<gpu>_<date>_<axis>.csv`` in the ``--out``
 folder::
 
-    python -m benchmarks.record --sweeps --out explorer/recorded_runs/sweeps
+    python -m benchmarks.record --sweeps --out explorer/bench/recorded_runs/sweeps
 """
 
 from __future__ import annotations
@@ -84,9 +84,9 @@ def write_recorded(table: pd.DataFrame, meta: dict, out: str | Path) -> Path:
     Parameters
     ----------
     table : pd.DataFrame
-        Rows of :data:`explorer.recorded.REQUIRED_COLUMNS` (and any more).
+        Rows of :data:`explorer.bench.recorded.REQUIRED_COLUMNS` (and any more).
     meta : dict
-        The sidecar's content (:data:`explorer.recorded.REQUIRED_META`).
+        The sidecar's content (:data:`explorer.bench.recorded.REQUIRED_META`).
     out : str or Path
         The CSV to write; the JSON gets the same stem.
 
@@ -98,10 +98,10 @@ def write_recorded(table: pd.DataFrame, meta: dict, out: str | Path) -> Path:
     Raises
     ------
     ValueError
-        If the pair breaks a rule of :func:`explorer.recorded.load_recorded_set`
+        If the pair breaks a rule of :func:`explorer.bench.recorded.load_recorded_set`
         (both files are left in place, to look at).
     """
-    from explorer.recorded import load_recorded_set
+    from explorer.bench.recorded import load_recorded_set
 
     out = Path(out)
     table.to_csv(out, index=False)
@@ -180,15 +180,15 @@ def convert_peers(csv_path: str | Path, log_path: str | Path, out: str | Path, *
     The CSV's rows are copied unchanged to ``out``; the JSON beside it holds
     :func:`parse_peers_log`'s fields, ``driver``, ``cuda`` and ``date`` (which the
     log does not hold), the source files and ``command``. The pair is read back
-    with :func:`explorer.recorded_peers.load_peer_set`.
+    with :func:`explorer.bench.recorded_peers.load_peer_set`.
 
     Raises
     ------
     ValueError
         If the log lacks a line :func:`parse_peers_log` needs, or the pair breaks a
-        rule of :func:`explorer.recorded_peers.load_peer_set` (left in place).
+        rule of :func:`explorer.bench.recorded_peers.load_peer_set` (left in place).
     """
-    from explorer.recorded_peers import load_peer_set
+    from explorer.bench.recorded_peers import load_peer_set
 
     found = parse_peers_log(Path(log_path).read_text())
     out = Path(out)
@@ -232,19 +232,19 @@ def sweep_rows(
     copy_gbps: float | None,
 ) -> list[dict]:
     """Time ``names`` at each point of one sweep: the Sweep page's rows
-    (:func:`explorer.sweep.result_row`, :func:`explorer.sweep.status_row`).
+    (:func:`explorer.sweep.runs.result_row`, :func:`explorer.sweep.runs.status_row`).
 
     Parameters
     ----------
     base : DecodeConfig
         The configuration every point starts from (its device is where they run).
     axis : str
-        A key of :data:`explorer.sweep.AXES`.
+        A key of :data:`explorer.sweep.grid.AXES`.
     values : sequence of int
         The points, ascending.
     names : sequence of str
         Implementations; ``"naive"`` is skipped where its calls are predicted to pass
-        ``naive_budget_s`` seconds (:func:`explorer.naive_budget.naive_plan`, probing
+        ``naive_budget_s`` seconds (:func:`explorer.sweep.naive_budget.naive_plan`, probing
         one call at the first point), with a ``"skipped"`` row.
     warmup, iters : int
         Untimed and timed interleaved rounds per point.
@@ -257,8 +257,9 @@ def sweep_rows(
         One row per (point, implementation), in order; an implementation that
         raises gets a ``"failed"`` row and the sweep goes on.
     """
-    from explorer.naive_budget import after_probe, naive_cost, naive_plan
-    from explorer.sweep import point_config, result_row, status_row
+    from explorer.sweep.grid import point_config
+    from explorer.sweep.naive_budget import after_probe, naive_cost, naive_plan
+    from explorer.sweep.runs import result_row, status_row
     from paged_attention import build_decode_inputs, prepare, reference_decode
     from paged_attention.timing import time_calls
 
@@ -320,10 +321,10 @@ def record_sweeps(folder: str | Path, *, axes, warmup: int, iters: int, naive_bu
                   command: str) -> list[Path]:
     """Run :data:`SWEEPS` of ``axes`` on the GPU and write each as a recorded sweep
     (``<gpu>_<date>_<axis>.csv`` and its ``.json``) in ``folder``, read back with
-    :func:`explorer.recorded_sweeps.load_recorded_sweep`."""
-    from explorer.recorded_sweeps import load_recorded_sweep
-    from explorer.sweep import rows_frame, sweep_csv
-    from paged_attention import DecodeConfig, IMPLEMENTATIONS
+    :func:`explorer.sweep.recorded.load_recorded_sweep`."""
+    from explorer.sweep.recorded import load_recorded_sweep
+    from explorer.sweep.runs import rows_frame, sweep_csv
+    from paged_attention import IMPLEMENTATIONS, DecodeConfig
 
     copy = measure_copy_bandwidth("cuda")
     written = []
@@ -401,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not torch.cuda.is_available():
         sys.exit("benchmarks.record needs a CUDA GPU (it records GPU timings); none is visible here. "
-                 "The sets recorded on an H200 ship in explorer/recorded_runs/.")
+                 "The sets recorded on an H200 ship in explorer/bench/recorded_runs/.")
     if args.sweeps is not None:
         start = time.perf_counter()
         record_sweeps(args.out, axes=args.sweeps or list(SWEEPS), warmup=args.warmup, iters=args.iters,

@@ -17,6 +17,15 @@ from paged_attention.config import DecodeConfig
 from explorer.formatting import format_number, join_or
 from explorer.settings import BLOCK_SIZES
 
+#: Cells the cache figures draw before they sample or aggregate (a browser draws a
+#: few tens of thousands of heatmap cells comfortably).
+MAX_TABLE_CELLS = 20_000
+MAX_POOL_CELLS = 12_000
+MAX_WALK_CELLS = 8_192
+MAX_WALK_POINTS = 4_000
+#: Cells up to which numbers are printed inside heatmap cells.
+MAX_TEXT_CELLS = 400
+
 #: The block-table page refuses configurations whose table would hold more
 #: entries than this (the table itself is built on the CPU, then sampled for drawing).
 MAX_TABLE_ENTRIES = 16_000_000

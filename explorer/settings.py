@@ -13,10 +13,16 @@ import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Mapping, Sequence
 
-from paged_attention.config import BLOCK_LAYOUTS, DTYPES, KV_DTYPES, KV_SCALES, DecodeConfig, ragged_lengths
-from paged_attention.runtime import HAS_CUDA, default_device
-
 from explorer.formatting import count, plain
+from paged_attention.config import (
+    BLOCK_LAYOUTS,
+    DTYPES,
+    KV_DTYPES,
+    KV_SCALES,
+    DecodeConfig,
+    ragged_lengths,
+)
+from paged_attention.runtime import HAS_CUDA, default_device
 
 #: Model presets: ``name -> (num_heads, num_kv_heads, head_dim)``.
 MODEL_PRESETS: dict[str, tuple[int, int, int]] = {
@@ -91,7 +97,7 @@ class Settings:
     warmup: int = 1
     iters: int = 3
     #: Presentation mode: every chart's text, markers and lines enlarged
-    #: (:func:`explorer.figures.style.for_presentation`).
+    #: (:func:`explorer.style.for_presentation`).
     present: bool = False
 
     def generated_lengths(self) -> tuple[int, ...]:

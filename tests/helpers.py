@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import paged_attention as pa
-from explorer import sweep
+from explorer.sweep import grid as sweep_grid
+from explorer.sweep import runs as sweep_runs
 from paged_attention.inputs import context_mask, fill_uncovered, poison_table
 
 #: Every decode function under test: the three the app races plus the variants.
@@ -156,13 +157,13 @@ def job_rows(values=(16, 32, 64), copy: float | None = None, skip_from: int = 64
     ``copy``, the ceiling in GB/s, is given)."""
     rows = []
     for v in values:
-        config = sweep.point_config(SWEEP_BASE, "context_len", v)
+        config = sweep_grid.point_config(SWEEP_BASE, "context_len", v)
         common = dict(device_name="test", warmup=0, iters=2)
         for name, ms in (("naive", 0.01 * v), ("vectorized", 0.5), ("triton", 0.1)):
             if name == "naive" and v >= skip_from:
-                rows.append(sweep.status_row(name, "skipped", config, "context_len", v, note="skipped: over budget",
+                rows.append(sweep_runs.status_row(name, "skipped", config, "context_len", v, note="skipped: over budget",
                                              predicted_ms=0.01 * v, copy_gbps=copy, **common))
             else:
-                rows.append(sweep.result_row(fake_result(name, ms, gpu=ms / 2 if copy else None), config,
+                rows.append(sweep_runs.result_row(fake_result(name, ms, gpu=ms / 2 if copy else None), config,
                                              "context_len", v, copy_gbps=copy, **common))
     return rows

@@ -20,9 +20,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from paged_attention import assign_blocks, execution_mode  # noqa: E402
-from explorer import figures, settings as state  # noqa: E402
+from explorer import settings as state  # noqa: E402
+from explorer import style
 from explorer.formatting import format_bytes  # noqa: E402
+from paged_attention import assign_blocks, execution_mode  # noqa: E402
 
 APP = str(ROOT / "app.py")
 BENCH = "app_pages/decode_benchmark.py"
@@ -278,7 +279,7 @@ def test_reruns_do_not_grow_memory():
 
 
 def test_block_table_sharing_scenario_marks_shared_cells_and_states_the_saving():
-    from explorer.sharing import shared_prefix_batch
+    from explorer.cache.sharing import shared_prefix_batch
 
     at = open_app(BASE)
     at.toggle(key="bt_share").set_value(True).run()
@@ -414,7 +415,7 @@ def test_presentation_mode_from_the_url_enlarges_the_charts():
     assert_clean(at)
     assert at.toggle(key="sb_present").value is True
     big = chart(at, "bt_table")
-    assert big["layout"]["font"]["size"] == pytest.approx(plain["layout"]["font"]["size"] * figures.PRESENTATION_SCALE)
+    assert big["layout"]["font"]["size"] == pytest.approx(plain["layout"]["font"]["size"] * style.PRESENTATION_SCALE)
     assert big["layout"]["title"]["font"]["size"] > plain["layout"]["title"]["font"]["size"]
     assert big["layout"]["height"] > plain["layout"]["height"]
     assert at.query_params["present"] == "1"

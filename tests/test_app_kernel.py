@@ -15,11 +15,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from paged_attention import assign_blocks, plan_launch  # noqa: E402
-from explorer import settings as state  # noqa: E402
-from explorer.kernel_trace_view import decode_shape  # noqa: E402
-
 from test_app import arr, assert_clean, chart, open_app  # noqa: E402
+
+from explorer import settings as state  # noqa: E402
+from explorer.kernel.view import decode_shape  # noqa: E402
+from paged_attention import assign_blocks, plan_launch  # noqa: E402
 
 KERNEL = "app_pages/inside_the_kernel.py"
 RAGGED = {"batch": "3", "ctx_mode": "ragged", "lens": "300,97,1", "heads": "6", "kv_heads": "2", "head_dim": "24",

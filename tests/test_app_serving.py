@@ -15,13 +15,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from paged_attention import execution_mode  # noqa: E402
-from explorer import limits  # noqa: E402
-from explorer.figures import SEQUENCE_COLORS  # noqa: E402
-from explorer.serving_history import simulate  # noqa: E402
-from ui.data import serving_config  # noqa: E402
-
 from test_app import CPU_ONLY, TINY, arr, assert_clean, chart  # noqa: E402
+
+from explorer import limits  # noqa: E402
+from explorer.style import SEQUENCE_COLORS  # noqa: E402
+from explorer.serving.history import simulate  # noqa: E402
+from paged_attention import execution_mode  # noqa: E402
+from ui.data import serving_config  # noqa: E402
 
 SERVING = "app_pages/serving_simulation.py"
 

@@ -18,12 +18,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from paged_attention import execution_mode  # noqa: E402
-from explorer import limits, settings as state, sweep  # noqa: E402
-import ui.sweep as sweep_ui  # noqa: E402
-
-from helpers import job_rows  # noqa: E402
 from test_app import CPU_ONLY, TINY, arr, assert_clean, chart, open_app  # noqa: E402
+
+import ui.sweep as sweep_ui  # noqa: E402
+from explorer import limits  # noqa: E402
+from explorer.sweep import grid, runs  # noqa: E402
+from explorer import settings as state
+from helpers import job_rows  # noqa: E402
+from paged_attention import execution_mode  # noqa: E402
 
 SWEEP = "app_pages/sweep.py"
 def traces(spec: dict, **meta) -> list[dict]:
@@ -147,7 +149,7 @@ def test_sweep_other_axes_and_axis_change_resets_the_range():
     assert_clean(at)
     config = state.settings_from_query(TINY)[0].config()
     assert (at.number_input(key="sw_low").value, at.number_input(key="sw_high").value) == \
-        sweep.default_range("block_size", config, cpu=config.device == "cpu")
+        grid.default_range("block_size", config, cpu=config.device == "cpu")
     at.selectbox(key="sw_axis").set_value("num_kv_heads").run()
     assert any("**3 points**: 1, 2, 4" in c.value for c in at.caption)  # divisors of 4 query heads
     at.number_input(key="sw_points").set_value(2).run()
@@ -190,9 +192,9 @@ def test_cpu_caps_the_grid_and_says_so():
 
 
 def test_uploaded_csv_is_compared_side_by_side():
-    other = sweep.rows_frame(job_rows(values=(16, 32), copy=4000.0), "h200")
+    other = runs.rows_frame(job_rows(values=(16, 32), copy=4000.0), "h200")
     other["device_name"] = "NVIDIA H200"
-    at = upload(open_app(TINY, page=SWEEP), "h200.csv", sweep.sweep_csv(other).encode())
+    at = upload(open_app(TINY, page=SWEEP), "h200.csv", runs.sweep_csv(other).encode())
     assert_clean(at)
     bandwidth = chart(at, "sw_bandwidth_chart")  # the upload alone: its ceiling is drawn
     assert [s["y0"] for s in bandwidth["layout"]["shapes"]] == [4000.0]
@@ -226,20 +228,20 @@ def test_bad_upload_is_an_error_not_a_traceback(data, message):
 
 
 def test_uploaded_names_are_shown_as_typed_not_as_markdown():
-    frame = sweep.rows_frame(job_rows(values=(16, 32)), "x")
+    frame = runs.rows_frame(job_rows(values=(16, 32)), "x")
     frame["device_name"] = ":red[RED] **GPU**"
-    at = upload(open_app(TINY, page=SWEEP), "$x$.csv", sweep.sweep_csv(frame).encode())
+    at = upload(open_app(TINY, page=SWEEP), "$x$.csv", runs.sweep_csv(frame).encode())
     assert_clean(at)
     (caption,) = [c.value for c in at.caption if "from" in c.value and "row" in c.value]
     assert caption.startswith(f"`$x$.csv`: {len(frame)} rows from `:red[RED] **GPU**`;"), caption
 
 
 def test_upload_of_another_axis_is_not_overlaid():
-    other = sweep.rows_frame(job_rows(values=(16, 32)), "x")
+    other = runs.rows_frame(job_rows(values=(16, 32)), "x")
     other["axis"] = "batch_size"
     at = sweep_grid(open_app(TINY, page=SWEEP, timeout=120), 16, 32, 2)
     at.button(key="sw_run").click().run()
-    at = upload(at, "batch.csv", sweep.sweep_csv(other).encode())
+    at = upload(at, "batch.csv", runs.sweep_csv(other).encode())
     assert_clean(at)
     assert any("varies batch size" in w.value for w in at.warning)
     assert {t["meta"]["source"] for t in chart(at, "sw_latency_chart")["data"] if t.get("meta")} == {"this session"}
@@ -293,8 +295,8 @@ def test_sweep_at_batch_one_does_not_advise_lowering_the_batch():
 def test_a_point_times_its_implementations_together_and_a_failing_one_gets_its_own_row(monkeypatch):
     """Interleaved rounds need every implementation in one call; when that call
     raises, each is timed alone so the others still get their rows."""
-    base = sweep.DecodeConfig(batch_size=1, context_lens=9, num_heads=2, num_kv_heads=1, head_dim=8, device="cpu")
-    job = sweep.SweepJob(base, "context_len", (9,), ("vectorized", "triton"), 0, 2, 600.0, "test")
+    base = runs.DecodeConfig(batch_size=1, context_lens=9, num_heads=2, num_kv_heads=1, head_dim=8, device="cpu")
+    job = runs.SweepJob(base, "context_len", (9,), ("vectorized", "triton"), 0, 2, 600.0, "test")
     calls = []
     real = sweep_ui.benchmark_implementations
 
@@ -338,7 +340,7 @@ def test_a_sweep_says_which_points_it_reused_from_the_servers_cache():
     assert list(table.loc[table["status"] == "ok", "cached"]) == ["yes"] * 4
     again = second.session_state[sweep_ui.JOB].frame()
     assert list(again.loc[again["status"] == "ok", "measured_at"]) == list(stamps)
-    assert "measured_at" in sweep.sweep_csv(again).splitlines()[0].split(",")
+    assert "measured_at" in runs.sweep_csv(again).splitlines()[0].split(",")
 
     second.button(key="sw_clear").click().run()
     second.button(key="sw_run").click().run()
@@ -352,7 +354,7 @@ def test_upload_of_this_sessions_own_sweep_says_the_ratio_is_one_by_construction
     sweep_ui.measure.clear()
     at = sweep_grid(open_app(TINY, page=SWEEP, timeout=120), 16, 32, 2, budget=0.0)
     at.button(key="sw_run").click().run()
-    own = sweep.sweep_csv(at.session_state[sweep_ui.JOB].frame()).encode()
+    own = runs.sweep_csv(at.session_state[sweep_ui.JOB].frame()).encode()
     at = upload(at, "mine.csv", own)
     assert_clean(at)
     (note,) = [w.value for w in at.warning if "by construction" in w.value]
@@ -381,7 +383,7 @@ def test_sweep_compares_a_float16_and_an_fp8_cache_in_one_chart():
     fp8 = frame[frame["kv_dtype"] == "float8_e4m3fn"]["bytes_moved"].to_numpy()
     half = frame[frame["kv_dtype"] == "float16"]["bytes_moved"].to_numpy()
     assert (fp8 < half).all()  # one byte per K and V value
-    assert "kv_dtype" in sweep.sweep_csv(frame).splitlines()[0].split(",")
+    assert "kv_dtype" in runs.sweep_csv(frame).splitlines()[0].split(",")
 
     for key in ("sw_latency_chart", "sw_bandwidth_chart"):
         lines = traces(chart(at, key), implementation="triton", kind="timed")
@@ -393,7 +395,7 @@ def test_sweep_compares_a_float16_and_an_fp8_cache_in_one_chart():
     assert {t["meta"]["implementation"] for t in ratio["data"] if t.get("meta")} >= {"vectorized", "triton"}
 
     # Its own CSV uploaded back: the time ratio compares the first cache only, and says so.
-    at = upload(at, "sweep_context_len.csv", sweep.sweep_csv(frame).encode())
+    at = upload(at, "sweep_context_len.csv", runs.sweep_csv(frame).encode())
     assert_clean(at)
     ratio = chart(at, "sw_ratio_chart")
     assert ratio["layout"]["title"]["text"] == "Time ratio between the two sweeps: float16 cache only"
@@ -404,14 +406,14 @@ def test_cache_comparison_words_the_byte_ratio_from_the_two_element_sizes():
     at = open_app({**TINY, "dtype": "float32"}, page=SWEEP)
     help_text = at.checkbox(key="sw_compare_kv").help
     assert "a quarter of the bytes" in help_text and "half the bytes" not in help_text  # fp8 is 1 byte of float32's 4
-    base = sweep.rows_frame(job_rows(values=(16, 32), skip_from=1000), "x").assign(dtype="float32")
+    base = runs.rows_frame(job_rows(values=(16, 32), skip_from=1000), "x").assign(dtype="float32")
     both = pd.concat([base.assign(kv_dtype="float32"), base.assign(kv_dtype="float8_e5m2")], ignore_index=True)
-    at = upload(at, "f32.csv", sweep.sweep_csv(both).encode())
+    at = upload(at, "f32.csv", runs.sweep_csv(both).encode())
     assert_clean(at)
     (note,) = [c.value for c in at.caption if "KV cache over its time" in c.value]
     assert "a quarter of the bytes can approach 0.25" in note and "0.5" not in note
     assert "half the bytes can approach 0.5" in next(  # float16: half
-        c.value for c in upload(open_app(TINY, page=SWEEP), "f16.csv", sweep.sweep_csv(
+        c.value for c in upload(open_app(TINY, page=SWEEP), "f16.csv", runs.sweep_csv(
             pd.concat([base.assign(dtype="float16", kv_dtype="float16"),
                        base.assign(dtype="float16", kv_dtype="float8_e5m2")], ignore_index=True)).encode()).caption
         if "KV cache over its time" in c.value)
@@ -419,9 +421,9 @@ def test_cache_comparison_words_the_byte_ratio_from_the_two_element_sizes():
 
 
 def test_points_table_is_narrow_enough_for_1280_px():
-    base = sweep.rows_frame(job_rows(values=(16, 32), skip_from=1000), "x")
+    base = runs.rows_frame(job_rows(values=(16, 32), skip_from=1000), "x")
     both = pd.concat([base.assign(kv_dtype="float16"), base.assign(kv_dtype="float8_e5m2")], ignore_index=True)
-    at = upload(open_app(TINY, page=SWEEP), "sweep_context_len.csv", sweep.sweep_csv(both).encode())
+    at = upload(open_app(TINY, page=SWEEP), "sweep_context_len.csv", runs.sweep_csv(both).encode())
     assert_clean(at)
     table = at.dataframe[0].value
     # p20 and p80 are the latency chart's bars (and in the CSV); the upload is "upload"

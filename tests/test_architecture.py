@@ -80,3 +80,20 @@ def test_every_chart_goes_through_show_chart():
               if path.name != "charts.py"
               for n, line in enumerate(path.read_text().splitlines(), 1) if "plotly_chart(" in line]
     assert direct == []
+
+
+def _imports_plotly(path: Path) -> bool:
+    return any(line.startswith(("import plotly", "from plotly")) for line in
+               (line.strip() for line in path.read_text().splitlines()))
+
+
+def test_every_explorer_logic_module_is_under_the_no_figures_contract():
+    """The contract "Explorer logic never imports figures" names every explorer module
+    that does not draw (draw = imports Plotly itself), and no drawing module."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (contract,) = [c for c in contracts if c["type"] == "forbidden" and c["forbidden_modules"] == ["plotly"]]
+    modules = {".".join(p.relative_to(ROOT).with_suffix("").parts): p for p in (ROOT / "explorer").rglob("*.py")
+               if p.name != "__init__.py"}
+    logic = {name for name, path in modules.items() if not _imports_plotly(path)}
+    assert set(contract["source_modules"]) == logic
+

@@ -9,10 +9,15 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
-    RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
 )
 
-from explorer.block_manager import BlockManager, blocks_for
+from explorer.serving.block_manager import BlockManager, blocks_for
 
 
 def test_block_manager_allocates_on_block_boundaries_and_frees_everything():

@@ -6,7 +6,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from explorer import figures
+from explorer import style
+from explorer.bench import figures as bench_figures
 
 
 def _result(name, samples, gpu=None, abs_err=1e-4, rel_err=1e-3, passed=True):
@@ -27,25 +28,25 @@ RESULTS = [
 
 
 def test_latency_figure():
-    fig = figures.latency_figure(RESULTS)
+    fig = bench_figures.latency_figure(RESULTS)
     boxes = [t for t in fig.data if t.type == "box"]
     assert [t.name for t in boxes] == ["Naive PyTorch", "Optimized PyTorch", "Triton"]
     assert list(boxes[0].y) == [10.0, 11.0, 12.0]
-    assert [t.marker.color for t in boxes] == [figures.IMPL_COLORS[n] for n in ("naive", "vectorized", "triton")]
+    assert [t.marker.color for t in boxes] == [style.IMPL_COLORS[n] for n in ("naive", "vectorized", "triton")]
     gpu = next(t for t in fig.data if t.name == "GPU time (CUDA graph)")
     assert list(gpu.y) == [0.5, 0.05]
     assert fig.layout.yaxis.type == "log" and "ms" in fig.layout.yaxis.title.text
 
 
 def test_speedup_figure():
-    fig = figures.speedup_figure(RESULTS)
+    fig = bench_figures.speedup_figure(RESULTS)
     assert list(fig.data[0].y) == pytest.approx([1.0, 10.0, 44.0])
     assert fig.data[0].text[2] == "44.0×"
-    assert "No naive" in figures.speedup_figure(RESULTS[1:]).layout.annotations[0].text
+    assert "No naive" in bench_figures.speedup_figure(RESULTS[1:]).layout.annotations[0].text
 
 
 def test_bandwidth_figure_with_copy_bandwidth():
-    fig = figures.bandwidth_figure(RESULTS, copy_gbps=100.0)
+    fig = bench_figures.bandwidth_figure(RESULTS, copy_gbps=100.0)
     assert [t.name for t in fig.data] == ["from call latency", "from GPU time (CUDA graph)"]
     assert fig.data[1].y[0] is None
     assert "%" in fig.data[1].text[2]
@@ -53,7 +54,7 @@ def test_bandwidth_figure_with_copy_bandwidth():
 
 
 def test_accuracy_figure_is_finite_and_marks_failures():
-    fig = figures.accuracy_figure(RESULTS)
+    fig = bench_figures.accuracy_figure(RESULTS)
     abs_bar, rel_bar = fig.data
     assert all(math.isfinite(v) and v > 0 for v in abs_bar.y)
     finite = [r.max_abs_err for r in RESULTS if math.isfinite(r.max_abs_err) and r.max_abs_err > 0]
@@ -71,10 +72,10 @@ def test_history_figure_groups_runs():
         {"run": 1, "label": "B=1", "results": RESULTS},
         {"run": 2, "label": "B=2", "results": RESULTS[1:]},
     ]
-    fig = figures.history_figure(history)
+    fig = bench_figures.history_figure(history)
     assert [t.name for t in fig.data] == ["Naive PyTorch", "Optimized PyTorch", "Triton"]
     assert list(fig.data[0].x) == ["#1", "#2"] and fig.data[0].y[1] is None
-    assert fig.data[2].marker.color == figures.IMPL_COLORS["triton"]
+    assert fig.data[2].marker.color == style.IMPL_COLORS["triton"]
 
 
 def _accuracy_result(name, label, abs_err, rel_err, ratio, passed=True):
@@ -86,7 +87,7 @@ def test_accuracy_plots_the_tolerance_ratio_not_the_relative_error():
     results = [_accuracy_result("naive", "Naive", 2e-4, 9.1, 0.21),
                _accuracy_result("triton", "Triton", 3e-4, 8.7, 0.3),
                _accuracy_result("vectorized", "Optimized", 0.0, 0.0, 0.0)]
-    fig = figures.accuracy_figure(results)
+    fig = bench_figures.accuracy_figure(results)
     abs_bar, ratio_bar = fig.data
     # Not the relative errors 9.1 and 8.7; the exact result a decade under the smallest bar or line.
     assert ratio_bar.y[:2] == (0.21, 0.3) and ratio_bar.y[2] == pytest.approx(0.021)
@@ -103,14 +104,14 @@ def test_accuracy_plots_the_tolerance_ratio_not_the_relative_error():
 def test_accuracy_without_a_tolerance_ratio_bounds_it_by_atol():
     result = SimpleNamespace(name="triton", label="Triton", max_abs_err=5e-4, max_rel_err=3.0, atol=1e-3,
                              rtol=1e-3, passed=True)
-    assert figures.accuracy_figure([result]).data[1].y[0] == pytest.approx(0.5)
+    assert bench_figures.accuracy_figure([result]).data[1].y[0] == pytest.approx(0.5)
 
 
 def test_latency_labels_use_the_axis_unit():
     results = [SimpleNamespace(name=n, label=n, samples_ms=s, median_ms=float(np.median(s)), p80_ms=max(s),
                                gpu_time_ms=None, device="cuda:0")
                for n, s in (("naive", [1.8, 2.0, 2.2]), ("triton", [0.18, 0.1849, 0.19]))]
-    fig = figures.latency_figure(results)
+    fig = bench_figures.latency_figure(results)
     labels = [a.text for a in fig.layout.annotations]
     assert labels == ["<b>2.00 ms</b>", "<b>0.185 ms</b>"]
     assert "ms" in fig.layout.yaxis.title.text and not any("µs" in t for t in labels)
@@ -120,7 +121,7 @@ def test_accuracy_of_an_all_exact_run_spans_a_few_decades():
     """An all-empty batch is exact everywhere: the panels must not stretch from 1e-12
     to 1 with a label per decade."""
     results = [_accuracy_result("naive", "Naive", 0.0, 0.0, 0.0), _accuracy_result("triton", "Triton", 0.0, 0.0, 0.0)]
-    fig = figures.accuracy_figure(results)
+    fig = bench_figures.accuracy_figure(results)
     for axis in (fig.layout.yaxis, fig.layout.yaxis2):
         lo, hi = axis.range
         assert hi - lo <= 4
@@ -139,11 +140,11 @@ FOUR = [
 
 def _benchmark_figures(results):
     return {
-        "latency": figures.latency_figure(results),
-        "speedup": figures.speedup_figure(results),
-        "bandwidth": figures.bandwidth_figure(results, copy_gbps=4000.0),
-        "accuracy": figures.accuracy_figure(results),
-        "history": figures.history_figure([{"run": 1, "label": "B=2", "results": results}]),
+        "latency": bench_figures.latency_figure(results),
+        "speedup": bench_figures.speedup_figure(results),
+        "bandwidth": bench_figures.bandwidth_figure(results, copy_gbps=4000.0),
+        "accuracy": bench_figures.accuracy_figure(results),
+        "history": bench_figures.history_figure([{"run": 1, "label": "B=2", "results": results}]),
     }
 
 
@@ -163,7 +164,7 @@ def test_no_bars_on_a_log_axis(name):
 
 
 def test_exact_zero_error_sits_on_the_axis_floor_labelled():
-    fig = figures.accuracy_figure(FOUR)
+    fig = bench_figures.accuracy_figure(FOUR)
     for trace in fig.data:
         axis = _axis(fig, trace)
         assert trace.type == "scatter" and "markers" in trace.mode
@@ -176,7 +177,7 @@ def test_exact_zero_error_sits_on_the_axis_floor_labelled():
 
 
 def test_speedup_on_a_log_axis_is_a_dot_on_a_stem_from_parity():
-    fig = figures.speedup_figure(FOUR)
+    fig = bench_figures.speedup_figure(FOUR)
     dots = fig.data[0]
     assert fig.layout.yaxis.type == "log" and dots.type == "scatter"
     speed = np.array(dots.y, dtype=float)
@@ -218,9 +219,9 @@ def test_durations_in_figures_follow_the_one_rule():
 
 def test_accuracy_shows_the_fp8_quantization_error_as_a_labelled_line_without_pass_fail():
     results = [_result("naive", [1.0], abs_err=1e-4), _result("triton", [0.1], abs_err=2e-4)]
-    plain = figures.accuracy_figure(results)
+    plain = bench_figures.accuracy_figure(results)
     assert len(plain.data) == 2  # a 16-bit cache: as before
-    fig = figures.accuracy_figure(results, quantization_error=0.03)
+    fig = bench_figures.accuracy_figure(results, quantization_error=0.03)
     assert len(fig.data) == 3
     line = fig.data[2]
     assert line.name == "fp8 quantization error (vs unquantized cache)" and line.yaxis == "y2"
@@ -241,9 +242,10 @@ def test_error_chart_at_presentation_size_keeps_its_labels_apart():
     """Review at 1280x720 in presentation mode: the quantization line's label ran
     left over the "abs error" axis, the title stayed small while the others grew,
     and four "✓ pass" marks touched."""
-    from explorer.figures import for_presentation, style
+    from explorer import style
+    from explorer.style import for_presentation
 
-    fig = for_presentation(figures.accuracy_figure(_four_results(), quantization_error=0.022))
+    fig = for_presentation(bench_figures.accuracy_figure(_four_results(), quantization_error=0.022))
     label = next(a for a in fig.layout.annotations if (a.text or "").startswith("fp8 quantization error"))
     assert label.xref == "x2 domain" and label.x == 1 and label.xanchor == "right"  # inside, from the right
     longest = max(len(line) for line in label.text.split("<br>"))
@@ -253,15 +255,15 @@ def test_error_chart_at_presentation_size_keeps_its_labels_apart():
     assert fig.layout.title.font.size >= 16 * 1.3  # grows like the other charts' titles
     marks = [a.text for a in fig.layout.annotations if a.yref == "y domain"]
     assert marks == ["✓"] * 4
-    few = figures.accuracy_figure(RESULTS[:2])
+    few = bench_figures.accuracy_figure(RESULTS[:2])
     assert [a.text for a in few.layout.annotations if a.yref == "y domain"] == ["✓ pass", "✓ pass"]
 
 
-@pytest.mark.parametrize("make", [figures.latency_figure, figures.bandwidth_figure, figures.speedup_figure])
+@pytest.mark.parametrize("make", [bench_figures.latency_figure, bench_figures.bandwidth_figure, bench_figures.speedup_figure])
 def test_four_category_names_are_angled_in_presentation_mode(make):
     """ "Naive PyTorch", "Optimized PyTorch", ... wrapped side by side at
     presentation size ran together ("NaiveOptimizedTriton") at 1280 px."""
-    from explorer.figures import for_presentation
+    from explorer.style import for_presentation
 
     plain = make(_four_results())
     assert plain.layout.xaxis.tickangle == 0

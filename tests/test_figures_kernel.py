@@ -3,11 +3,11 @@
 import numpy as np
 import pandas as pd
 import pytest
-
-from paged_attention import DecodeConfig, build_decode_inputs
-from explorer import figures
-from explorer.kernel_trace_view import launch_plan, trace_row
 from test_figures_style import _integer_ticks, _tiles
+
+from explorer.kernel import figures as kernel_figures
+from explorer.kernel.view import launch_plan, trace_row
+from paged_attention import DecodeConfig, build_decode_inputs
 
 
 def kernel_trace(context_lens=(300, 97), block_size=16, **overrides):
@@ -20,7 +20,7 @@ def kernel_trace(context_lens=(300, 97), block_size=16, **overrides):
 
 def test_kernel_walk_covers_every_token_once_in_its_physical_block():
     config, tables, plan, trace = kernel_trace(block_n=32, num_splits=3)
-    fig = figures.kernel_walk_figure(trace.tiles, 300, 16, plan.block_n, num_blocks=config.num_blocks)
+    fig = kernel_figures.kernel_walk_figure(trace.tiles, 300, 16, plan.block_n, num_blocks=config.num_blocks)
     bars = fig.data[0]
     base, length = np.array(bars.base).astype(int), np.array(bars.x).astype(int)
     phys = np.array(bars.customdata)[:, 0].astype(int)
@@ -42,19 +42,19 @@ def test_kernel_walk_of_a_long_row_draws_one_bar_per_tile():
         "token_start": range(0, 3000), "token_end": range(1, 3001), "valid_tokens": 1, "masked_lanes": 15,
         "physical_blocks": [(i,) for i in range(3000)], "num_physical_blocks": 1, "table_lookups": 1,
     })
-    fig = figures.kernel_walk_figure(tiles, 3000, 1, 16)
+    fig = kernel_figures.kernel_walk_figure(tiles, 3000, 1, 16)
     assert len(fig.data[0].x) == 3000 and len(fig.layout.yaxis.tickvals) <= 41
     assert "colour = split" in fig.layout.title.subtitle.text
 
 
 def test_kernel_walk_of_an_empty_row():
-    fig = figures.kernel_walk_figure(pd.DataFrame(), 0, 16, 64)
+    fig = kernel_figures.kernel_walk_figure(pd.DataFrame(), 0, 16, 64)
     assert "no cached tokens" in fig.layout.annotations[0].text
 
 
 def test_online_softmax_figure_follows_the_trace():
     _, _, _, trace = kernel_trace(block_n=16, num_splits=2)
-    fig = figures.online_softmax_figure(trace.tiles, final_error=trace.max_abs_error)
+    fig = kernel_figures.online_softmax_figure(trace.tiles, final_error=trace.max_abs_error)
     by_name = {t.name: t for t in fig.data}
     for s, part in trace.tiles.groupby("split"):
         assert list(by_name[f"m (split {s})"].y) == part["m"].tolist()
@@ -86,7 +86,7 @@ def test_online_softmax_reads_without_overlaps_and_shows_the_approach(num_splits
     read as a dash; the error axis ran to the last tile's 1e-16 round-off, so the
     approach from 0.8 to 0.035 filled a tenth of the panel and looked flat."""
     _, _, _, trace = kernel_trace(block_n=16, num_splits=num_splits)
-    fig = figures.online_softmax_figure(trace.tiles, final_error=trace.max_abs_error)
+    fig = kernel_figures.online_softmax_figure(trace.tiles, final_error=trace.max_abs_error)
     star = next(t for t in fig.data if t.name == "output")
     x_end = float(trace.tiles["token_end"].max())
     # The label sits right of the star, where no line runs, in the right margin (test_figures_presentation.py).
@@ -106,7 +106,7 @@ def test_online_softmax_reads_without_overlaps_and_shows_the_approach(num_splits
 
 def test_split_merge_shares_sum_to_one_hundred():
     _, _, _, trace = kernel_trace(num_splits=3)
-    fig = figures.split_merge_figure(trace.splits)
+    fig = kernel_figures.split_merge_figure(trace.splits)
     m, share = fig.data
     assert list(m.y) == trace.splits["m"].tolist()
     assert sum(share.y) == pytest.approx(100)
@@ -118,13 +118,13 @@ def test_split_merge_shares_sum_to_one_hundred():
 def test_online_softmax_of_one_tile_counts_tokens_from_zero():
     tiles = _tiles(1, 1)
     tiles["token_end"] = 40
-    fig = figures.online_softmax_figure(tiles, final_error=1e-16)
+    fig = kernel_figures.online_softmax_figure(tiles, final_error=1e-16)
     assert fig.layout.xaxis3.rangemode == "tozero" and fig.layout.xaxis3.range[0] == 0  # not 39.5 ... 40.5 tokens
     assert _integer_ticks(fig.layout.xaxis3)
 
 
 def test_online_softmax_of_many_splits_has_a_colour_bar_not_a_legend():
-    fig = figures.online_softmax_figure(_tiles(157), final_error=1e-9)
+    fig = kernel_figures.online_softmax_figure(_tiles(157), final_error=1e-9)
     assert fig.layout.showlegend is False
     assert not [t for t in fig.data if t.showlegend]
     (bar,) = [t for t in fig.data if t.name == "split colours"]
@@ -136,7 +136,7 @@ def test_online_softmax_of_many_splits_has_a_colour_bar_not_a_legend():
 
 
 def test_online_softmax_of_few_splits_has_one_legend_entry_each():
-    fig = figures.online_softmax_figure(_tiles(3), final_error=1e-9)
+    fig = kernel_figures.online_softmax_figure(_tiles(3), final_error=1e-9)
     assert [t.name for t in fig.data if t.showlegend] == ["m (split 0)", "m (split 1)", "m (split 2)"]
     assert fig.layout.showlegend is True
     assert not [t for t in fig.data if t.name == "split colours"]
@@ -146,10 +146,10 @@ def test_split_merge_and_kernel_walk_of_many_splits():
     splits = pd.DataFrame({"split": range(157), "m": np.linspace(0, 3, 157), "l": 1.0, "weight": 1.0,
                            "share": np.full(157, 1 / 157), "token_start": np.arange(157) * 32,
                            "token_end": np.arange(1, 158) * 32})
-    fig = figures.split_merge_figure(splits)
+    fig = kernel_figures.split_merge_figure(splits)
     assert len(set(fig.data[0].marker.color)) == 157 and fig.data[0].text is None
     assert fig.layout.showlegend is False
-    walk = figures.kernel_walk_figure(_tiles(157, 16), 157 * 16 * 16, 16, 16)  # > MAX_WALK_SEGMENTS: colour = split
+    walk = kernel_figures.kernel_walk_figure(_tiles(157, 16), 157 * 16 * 16, 16, 16)  # > MAX_WALK_SEGMENTS: colour = split
     assert "colour = split" in walk.layout.title.subtitle.text
     assert len(set(walk.data[0].marker.color)) == 157
     (bar,) = [t for t in walk.data if t.name == "split colours"]
@@ -160,10 +160,10 @@ def test_split_merge_at_presentation_size_keeps_its_labels_apart():
     """Review at 1280x720 in presentation mode: the "max m" label on the dotted line
     sat on the largest bar's value, and "% of softmax mass" (the right panel's axis
     title) lay on the left panel's last bar."""
-    from explorer.figures import for_presentation
+    from explorer.style import for_presentation
 
     _, _, _, trace = kernel_trace(num_splits=4)
-    fig = for_presentation(figures.split_merge_figure(trace.splits))
+    fig = for_presentation(kernel_figures.split_merge_figure(trace.splits))
     # No label of its own on the line: the largest bar's value says it is the max.
     assert not [a for a in fig.layout.annotations if a.yref == "y"]  # on the line, in data units
     top = int(np.argmax(trace.splits["m"]))

@@ -2,11 +2,13 @@
 
 import numpy as np
 import pytest
+from test_figures_style import _layout
 
+from explorer import style
+from explorer.cache import figures as cache_figures
+from explorer.cache import sampling, sharing_figures, walk_figures
 from paged_attention import DecodeConfig, assign_blocks
 from paged_attention.inputs import FREE, OTHER
-from explorer import figures
-from test_figures_style import _layout
 
 
 def _layout(batch=3, lens=(5, 40, 16), block_size=16, layout="shuffled", seed=0):
@@ -17,7 +19,7 @@ def _layout(batch=3, lens=(5, 40, 16), block_size=16, layout="shuffled", seed=0)
 
 def test_block_table_heatmap_matches_table():
     config, tables, _ = _layout()
-    fig = figures.block_table_figure(tables, config.lengths, config.block_size, config.num_blocks)
+    fig = cache_figures.block_table_figure(tables, config.lengths, config.block_size, config.num_blocks)
     alloc, unalloc = fig.data[0], fig.data[1]
     z = np.array(alloc.z, dtype=float)
     assert z.shape == tables.shape
@@ -35,10 +37,10 @@ def test_block_table_heatmap_matches_table():
 
 def test_block_table_samples_large_tables():
     tables = np.arange(256 * 2048, dtype=np.int64).reshape(256, 2048)
-    fig = figures.block_table_figure(tables, [2048 * 16] * 256, 16)
+    fig = cache_figures.block_table_figure(tables, [2048 * 16] * 256, 16)
     z = np.array(fig.data[0].z)
-    assert z.size <= figures.MAX_TABLE_CELLS
-    grid = figures.block_table_grid(256, 2048)
+    assert z.size <= style.MAX_TABLE_CELLS
+    grid = cache_figures.block_table_grid(256, 2048)
     assert grid.sampled and "every 2nd sequence" in grid.note("sequence", "logical block")
     assert "16 consecutive logical blocks" in grid.note("sequence", "logical block")
     edges, ys = np.array(fig.data[0].x), np.array(fig.data[0].y)
@@ -59,7 +61,7 @@ def _marks(trace) -> np.ndarray:
 
 def test_unallocated_mark_only_in_unallocated_cells():
     config, tables, _ = _layout()
-    fig = figures.block_table_figure(tables, config.lengths, config.block_size, config.num_blocks)
+    fig = cache_figures.block_table_figure(tables, config.lengths, config.block_size, config.num_blocks)
     alloc, unalloc = fig.data[0], fig.data[1]
     assert alloc.texttemplate == "%{z}"  # the ids are written...
     marks = _marks(unalloc)
@@ -75,8 +77,8 @@ def test_short_sequences_show_beside_a_huge_one():
     config = DecodeConfig(batch_size=3, context_lens=lens, block_size=16, block_layout="shuffled", seed=0)
     tables = assign_blocks(config)[0].numpy()
     assert tables.shape == (3, 65536)
-    for plot_width in (figures.PLOT_WIDTH_PX, 180):
-        fig = figures.block_table_figure(tables, lens, 16, config.num_blocks, plot_width=plot_width)
+    for plot_width in (style.PLOT_WIDTH_PX, 180):
+        fig = cache_figures.block_table_figure(tables, lens, 16, config.num_blocks, plot_width=plot_width)
         z = np.array(fig.data[0].z, dtype=float)
         edges = np.array(fig.data[0].x, dtype=float)
         assert len(edges) == z.shape[1] + 1 and edges[0] == -0.5 and edges[-1] == 65535.5
@@ -84,7 +86,7 @@ def test_short_sequences_show_beside_a_huge_one():
         for row, blocks in zip(range(3), (1, 65536, 4)):
             drawn = ~np.isnan(z[row])
             width_px = (np.diff(edges)[drawn]).sum() * px_per_block
-            assert width_px >= figures.MIN_COLUMN_PX  # visible, not a sliver under a pixel
+            assert width_px >= style.MIN_COLUMN_PX  # visible, not a sliver under a pixel
             assert z[row, 0] == tables[row, 0]  # coloured by the row's first block
         cd = np.array(fig.data[0].customdata)
         assert cd[0, 0, 5] == 1 and cd[2, 0, 5] == 4  # hover: "1 of k", "4 of k blocks allocated"
@@ -97,14 +99,14 @@ def test_block_table_aggregation_is_vectorised():
     import time
     tables = np.arange(1_000_000, dtype=np.int64).reshape(1, -1)
     t0 = time.perf_counter()
-    fig = figures.block_table_figure(tables, [16_000_000], 16, 1_000_000)
+    fig = cache_figures.block_table_figure(tables, [16_000_000], 16, 1_000_000)
     assert time.perf_counter() - t0 < 2.0
-    assert np.array(fig.data[0].z).size <= figures.PLOT_WIDTH_PX
+    assert np.array(fig.data[0].z).size <= style.PLOT_WIDTH_PX
 
 
 @pytest.mark.parametrize("rows, cols, cap", [(1, 1, 10), (4, 65536, 20000), (4096, 3, 1000), (300, 300, 20000)])
 def test_sample_grid_respects_cap(rows, cols, cap):
-    grid = figures.sample_grid(rows, cols, cap)
+    grid = sampling.sample_grid(rows, cols, cap)
     assert grid.cells <= cap
     assert grid.rows[0] == 0 and grid.cols[0] == 0
     assert (grid.cells == rows * cols) == (not grid.sampled)
@@ -113,12 +115,12 @@ def test_sample_grid_respects_cap(rows, cols, cap):
 def test_pool_figure_categories_and_partial_marks():
     config, tables, owner = _layout(batch=4, lens=(5, 40, 16, 900), layout="fragmented", seed=1)
     assert (owner == OTHER).any() and (owner == FREE).any()
-    fig = figures.pool_figure(owner, tables, config.lengths, config.block_size)
+    fig = cache_figures.pool_figure(owner, tables, config.lengths, config.block_size)
     heat = fig.data[0]
     z = np.array(heat.z, dtype=float).ravel()[: len(owner)]
     assert np.all(z[owner == FREE] == 0)
     assert np.all(z[owner == OTHER] == 1)
-    assert np.array_equal(z[owner >= 0], 2 + owner[owner >= 0] % len(figures.SEQUENCE_COLORS))
+    assert np.array_equal(z[owner >= 0], 2 + owner[owner >= 0] % len(style.SEQUENCE_COLORS))
     names = [t.name for t in fig.data]
     assert "free" in names and "other sequences (not in batch)" in names
     partial = next(t for t in fig.data if t.name == "partly filled last block")
@@ -131,10 +133,10 @@ def test_pool_figure_categories_and_partial_marks():
 
 def test_pool_figure_aggregates_large_pools():
     config, tables, owner = _layout(batch=64, lens=8192, block_size=1)
-    assert len(owner) > figures.MAX_POOL_CELLS
-    fig = figures.pool_figure(owner, tables, config.lengths, config.block_size)
+    assert len(owner) > style.MAX_POOL_CELLS
+    fig = cache_figures.pool_figure(owner, tables, config.lengths, config.block_size)
     z = np.array(fig.data[0].z, dtype=float)
-    assert z.size <= figures.MAX_POOL_CELLS
+    assert z.size <= style.MAX_POOL_CELLS
     share = z[~np.isnan(z)]
     assert share.min() >= 0 and share.max() <= 1
     counts = np.array(fig.data[0].customdata)[..., 2:].sum(-1).sum()
@@ -143,7 +145,7 @@ def test_pool_figure_aggregates_large_pools():
 
 def test_token_walk_maps_tokens_to_blocks_and_slots():
     config, tables, _ = _layout()
-    fig = figures.token_walk_figure(tables[1], 40, 16, seq=1, num_blocks=config.num_blocks)
+    fig = walk_figures.token_walk_figure(tables[1], 40, 16, seq=1, num_blocks=config.num_blocks)
     z = np.array(fig.data[0].z, dtype=float)
     assert z.shape == (3, 16)
     cd = np.array(fig.data[0].customdata)
@@ -156,36 +158,36 @@ def test_token_walk_maps_tokens_to_blocks_and_slots():
 
 
 def test_token_walk_scale_follows_a_sequence_lost_in_a_huge_pool():
-    fig = figures.token_walk_figure(np.arange(1000, 1064), 64 * 16, 16, num_blocks=500_000)
+    fig = walk_figures.token_walk_figure(np.arange(1000, 1064), 64 * 16, 16, num_blocks=500_000)
     assert (fig.data[0].zmin, fig.data[0].zmax) == (1000, 1063)
     assert "this sequence's blocks" in fig.layout.title.subtitle.text
     config, tables, _ = _layout()
-    small = figures.token_walk_figure(tables[1], 40, 16, num_blocks=config.num_blocks)
+    small = walk_figures.token_walk_figure(tables[1], 40, 16, num_blocks=config.num_blocks)
     assert (small.data[0].zmin, small.data[0].zmax) == (0, config.num_blocks - 1)
 
 
 def test_token_walk_of_an_empty_sequence():
-    fig = figures.token_walk_figure(np.array([-1]), 0, 16, seq=2)
+    fig = walk_figures.token_walk_figure(np.array([-1]), 0, 16, seq=2)
     assert "no cached tokens" in fig.layout.annotations[0].text
 
 
 def test_block_walk_follows_the_row():
     config, tables, _ = _layout()
-    fig = figures.block_walk_figure(tables[1], 40, 16, seq=1)
+    fig = walk_figures.block_walk_figure(tables[1], 40, 16, seq=1)
     assert list(fig.data[0].x) == [0, 1, 2]
     assert list(fig.data[0].y) == tables[1, :3].tolist()
 
 
 def test_numbers_in_cells_only_when_they_fit():
     config, tables, _ = _layout()
-    fig = figures.block_table_figure(tables, config.lengths, config.block_size, config.num_blocks)
+    fig = cache_figures.block_table_figure(tables, config.lengths, config.block_size, config.num_blocks)
     assert fig.data[0].texttemplate == "%{z}"
-    wide = figures.token_walk_figure(np.arange(12), 363, 32, num_blocks=108)
+    wide = walk_figures.token_walk_figure(np.arange(12), 363, 32, num_blocks=108)
     assert wide.data[0].texttemplate is None  # 32 slots of 3-digit token ids would overlap
 
 
 def test_block_walk_of_an_empty_sequence_says_so():
-    fig = figures.block_walk_figure(np.array([-1]), 0, 16, seq=3)
+    fig = walk_figures.block_walk_figure(np.array([-1]), 0, 16, seq=3)
     assert not fig.data
     assert fig.layout.annotations[0].text == "Sequence 3 has no cached tokens."
     assert fig.layout.xaxis.visible is False
@@ -194,23 +196,23 @@ def test_block_walk_of_an_empty_sequence_says_so():
 @pytest.mark.parametrize("context_len", [1, 20, 40])
 def test_token_walk_y_title_fits_beside_few_rows(context_len):
     config, tables, _ = _layout(1, context_len, 16)
-    fig = figures.token_walk_figure(tables[0], context_len, 16, 0, config.num_blocks)
+    fig = walk_figures.token_walk_figure(tables[0], context_len, 16, 0, config.num_blocks)
     plot_height = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
     assert 7.5 * len(fig.layout.yaxis.title.text) <= plot_height  # ~7.5 px a character at 13 px
 
 
 def test_token_walk_sampling_note_names_the_sampled_axis():
     row = np.arange(64)
-    slots = figures.token_walk_figure(row, 64 * 256, 256, num_blocks=64)  # 16,384 cells: every 2nd slot
-    grid = figures.sample_grid(64, 256, figures.MAX_WALK_CELLS)
+    slots = walk_figures.token_walk_figure(row, 64 * 256, 256, num_blocks=64)  # 16,384 cells: every 2nd slot
+    grid = sampling.sample_grid(64, 256, style.MAX_WALK_CELLS)
     assert grid.col_stride == 2 and grid.row_stride == 1
     assert list(slots.data[0].x) == list(grid.cols)  # drawn as the page's caption says
     assert "every 2nd slot" in slots.layout.title.subtitle.text
     assert "logical block" not in slots.layout.title.subtitle.text.split("sampled")[-1]
-    rows = figures.token_walk_figure(np.arange(4096), 4096 * 4, 4, num_blocks=4096)
+    rows = walk_figures.token_walk_figure(np.arange(4096), 4096 * 4, 4, num_blocks=4096)
     assert "every 2nd logical block shown" in rows.layout.title.subtitle.text
     assert "slot" not in rows.layout.title.subtitle.text.split("sampled")[-1]
-    table = figures.block_table_figure(np.arange(256 * 2048).reshape(256, 2048), [2048 * 16] * 256, 16)
+    table = cache_figures.block_table_figure(np.arange(256 * 2048).reshape(256, 2048), [2048 * 16] * 256, 16)
     assert "every 2nd row shown" in table.layout.title.subtitle.text  # not "every 2th row"
     assert "16 logical blocks per column" in table.layout.title.subtitle.text
 
@@ -224,9 +226,9 @@ def test_block_table_in_sequence_colours_matches_the_pool():
     tables, owner = (t.numpy() for t in assign_blocks(config))
     seq_ids = np.array([7, 12, 30])  # names, as a serving simulation's seq_id
     owner_ids = np.where(owner >= 0, seq_ids[np.clip(owner, 0, None)], owner)
-    table = figures.block_table_figure(tables, config.lengths, 8, config.num_blocks, seq_ids=seq_ids,
+    table = cache_figures.block_table_figure(tables, config.lengths, 8, config.num_blocks, seq_ids=seq_ids,
                                        color_by="sequence")
-    pool = figures.pool_figure(owner_ids, tables, config.lengths, 8)
+    pool = cache_figures.pool_figure(owner_ids, tables, config.lengths, 8)
     codes, text = np.asarray(table.data[0].z, dtype=float), np.asarray(table.data[0].text)
     pool_codes = np.asarray(pool.data[0].z, dtype=float).ravel()
     allocated = tables >= 0
@@ -236,20 +238,20 @@ def test_block_table_in_sequence_colours_matches_the_pool():
     assert table.data[0].colorscale == pool.data[0].colorscale and table.data[0].showscale is False
     assert "colour = sequence, as in the pool" in table.layout.title.subtitle.text
     with pytest.raises(ValueError, match="color_by"):
-        figures.block_table_figure(tables, config.lengths, 8, color_by="owner")
+        cache_figures.block_table_figure(tables, config.lengths, 8, color_by="owner")
 
 
 # -- sharing ---------------------------------------------------------------------------
 
 def _shared_example():
-    from explorer.sharing import shared_prefix_batch
+    from explorer.cache.sharing import shared_prefix_batch
 
     return shared_prefix_batch((236, 114, 57, 205), 16, 45, common_prompt=64, samples=2)
 
 
 def test_block_table_marks_exactly_the_cells_of_shared_blocks():
     b = _shared_example()
-    fig = figures.block_table_figure(b.block_tables, b.context_lens, 16, 45, ref_counts=b.ref_counts)
+    fig = cache_figures.block_table_figure(b.block_tables, b.context_lens, 16, 45, ref_counts=b.ref_counts)
     marks = fig.data[-1]
     assert marks.name == "shared block (2+ sequences)"
     cells = {(int(s), int(j)) for s, j, _, _ in marks.customdata}
@@ -257,15 +259,15 @@ def test_block_table_marks_exactly_the_cells_of_shared_blocks():
     assert cells == {(s, j) for s, j in zip(*np.nonzero(t >= 0)) if b.ref_counts[t[s, j]] > 1}
     assert all(int(p) == t[s, j] and int(k) == b.ref_counts[p] for s, j, p, k in marks.customdata)
     # Without counts, no marks; with counts but nothing shared, an empty trace.
-    plain = figures.block_table_figure(b.block_tables, b.context_lens, 16, 45)
+    plain = cache_figures.block_table_figure(b.block_tables, b.context_lens, 16, 45)
     assert all("shared" not in (d.name or "") for d in plain.data)
-    lone = figures.block_table_figure(t[:1], (236,), 16, 45, ref_counts=np.ones(45, dtype=int))
+    lone = cache_figures.block_table_figure(t[:1], (236,), 16, 45, ref_counts=np.ones(45, dtype=int))
     assert lone.data[-1].customdata is None
 
 
 def test_pool_ref_count_figure_colours_each_block_by_its_holders():
     b = _shared_example()
-    fig = figures.pool_ref_count_figure(b.ref_counts, b.block_tables, 16)
+    fig = sharing_figures.pool_ref_count_figure(b.ref_counts, b.block_tables, 16)
     z = fig.data[0].z.ravel()
     assert np.array_equal(z[:45], b.ref_counts) and np.isnan(z[45:]).all()
     assert [d.name for d in fig.data[1:]] == ["free", "one sequence", "2 sequences", "4 sequences",
@@ -274,7 +276,7 @@ def test_pool_ref_count_figure_colours_each_block_by_its_holders():
     holders = fig.data[0].customdata.ravel()
     assert holders[0] == "block 0<br>held by 4 sequences: 0, 1, 2, 3" and holders[44] == "block 44<br>free"
     # Many holders: a colour bar instead of one legend entry per count.
-    many = figures.pool_ref_count_figure(np.array([0, 1, 30]), np.zeros((30, 1), dtype=int) + 2, 4)
+    many = sharing_figures.pool_ref_count_figure(np.array([0, 1, 30]), np.zeros((30, 1), dtype=int) + 2, 4)
     assert many.data[0].showscale is True and [d.name for d in many.data[1:]] == ["free", "one sequence",
                                                                                      "click targets"]
 
@@ -283,6 +285,6 @@ def test_pool_ref_count_figure_aggregates_a_large_pool_by_the_most_holders():
     refs = np.zeros(50_000, dtype=int)
     refs[:10] = 3
     refs[10:100] = 1
-    fig = figures.pool_ref_count_figure(refs, np.full((1, 1), -1), 16)
+    fig = sharing_figures.pool_ref_count_figure(refs, np.full((1, 1), -1), 16)
     z = fig.data[0].z.ravel()
     assert z[0] == 3 and z[2] == 1 and np.nanmax(z) == 3 and "5 per cell" in fig.layout.title.subtitle.text

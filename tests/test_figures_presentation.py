@@ -9,17 +9,23 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
-
-from paged_attention import DecodeConfig, assign_blocks
-from explorer import figures, sweep
-from explorer.figures import for_presentation, style
-from explorer.serving_history import simulate
-from explorer.tradeoff import block_size_tradeoff
-
-from helpers import job_rows
 from test_figures_benchmark import RESULTS, _benchmark_figures
 from test_figures_kernel import kernel_trace
 from test_figures_serving import SERVING
+
+from explorer import style
+from explorer.style import for_presentation
+from explorer.bench import figures as bench_figures
+from explorer.cache import figures as cache_figures
+from explorer.cache import walk_figures
+from explorer.kernel import figures as kernel_figures
+from explorer.serving import figures as serving_figures
+from explorer.serving.history import simulate
+from explorer.serving.tradeoff import block_size_tradeoff
+from explorer.sweep import figures as sweep_figures
+from explorer.sweep import runs as sweep_runs
+from helpers import job_rows
+from paged_attention import DecodeConfig, assign_blocks
 
 SCALE = 1.6
 
@@ -30,39 +36,39 @@ def _family_figures() -> dict[str, go.Figure]:
     tables, owner = (t.numpy() for t in assign_blocks(config))
     lens = config.lengths
     out = {
-        "block_table": figures.block_table_figure(tables, lens, 16, config.num_blocks),
-        "pool": figures.pool_figure(owner, tables, lens, 16),
-        "token_walk": figures.token_walk_figure(tables[0], lens[0], 16, 0, config.num_blocks),
-        "block_walk": figures.block_walk_figure(tables[0], lens[0], 16, 0, config.num_blocks),
+        "block_table": cache_figures.block_table_figure(tables, lens, 16, config.num_blocks),
+        "pool": cache_figures.pool_figure(owner, tables, lens, 16),
+        "token_walk": walk_figures.token_walk_figure(tables[0], lens[0], 16, 0, config.num_blocks),
+        "block_walk": walk_figures.block_walk_figure(tables[0], lens[0], 16, 0, config.num_blocks),
     }
     out.update(_benchmark_figures(RESULTS))
-    frame = sweep.rows_frame(job_rows(copy=4000.0), "this session")
-    other = sweep.rows_frame(job_rows(copy=4000.0), "uploaded")
+    frame = sweep_runs.rows_frame(job_rows(copy=4000.0), "this session")
+    other = sweep_runs.rows_frame(job_rows(copy=4000.0), "uploaded")
     other["median_ms"] = other["median_ms"] * 2
     out.update({
-        "sweep_latency": figures.sweep_latency_figure(frame),
-        "sweep_bandwidth": figures.sweep_bandwidth_figure(frame),
-        "sweep_speedup": figures.sweep_speedup_figure(frame),
-        "sweep_ratio": figures.sweep_ratio_figure(pd.concat([frame, other], ignore_index=True), "uploaded",
+        "sweep_latency": sweep_figures.sweep_latency_figure(frame),
+        "sweep_bandwidth": sweep_figures.sweep_bandwidth_figure(frame),
+        "sweep_speedup": sweep_figures.sweep_speedup_figure(frame),
+        "sweep_ratio": sweep_figures.sweep_ratio_figure(pd.concat([frame, other], ignore_index=True), "uploaded",
                                                   "this session"),
     })
     history = simulate(SERVING, 60)
     record = history.records[30]
     steps = [0, 20, 40, 59]
     out.update({
-        "serving_pool": figures.serving_pool_figure(record.pool_owner(), record.block_tables(), record.context_lens,
+        "serving_pool": serving_figures.serving_pool_figure(record.pool_owner(), record.block_tables(), record.context_lens,
                                                     4, step=30),
-        "serving_timeline": figures.serving_timeline_figure(history.metrics, 30, 48),
-        "tradeoff": figures.tradeoff_figure(block_size_tradeoff(SERVING, (1, 4, 16), steps=40, pool_tokens=192).table,
+        "serving_timeline": serving_figures.serving_timeline_figure(history.metrics, 30, 48),
+        "tradeoff": serving_figures.tradeoff_figure(block_size_tradeoff(SERVING, (1, 4, 16), steps=40, pool_tokens=192).table,
                                             {1: 0.5, 16: 0.2}, current=4),
-        "pool_animation": figures.pool_animation_figure(
+        "pool_animation": serving_figures.pool_animation_figure(
             np.stack([history.records[s].pool_owner() for s in steps]), steps, 4),
     })
     _, _, _, trace = kernel_trace(block_n=16, num_splits=2)
     out.update({
-        "kernel_walk": figures.kernel_walk_figure(trace.tiles, 300, 16, 16),
-        "online_softmax": figures.online_softmax_figure(trace.tiles, final_error=trace.max_abs_error),
-        "split_merge": figures.split_merge_figure(trace.splits),
+        "kernel_walk": kernel_figures.kernel_walk_figure(trace.tiles, 300, 16, 16),
+        "online_softmax": kernel_figures.online_softmax_figure(trace.tiles, final_error=trace.max_abs_error),
+        "split_merge": kernel_figures.split_merge_figure(trace.splits),
     })
     return out
 
@@ -161,10 +167,10 @@ def test_dense_heatmap_text_keeps_its_size():
 
 
 def test_long_titles_and_subtitles_are_wrapped_for_the_narrowest_chart():
-    fig = figures.latency_figure(RESULTS)
+    fig = bench_figures.latency_figure(RESULTS)
     big = for_presentation(fig, SCALE)
     for line in big.layout.title.subtitle.text.split("<br>"):
-        assert len(line) <= figures.SUBTITLE_LINE / SCALE
+        assert len(line) <= style.SUBTITLE_LINE / SCALE
     assert big.layout.title.subtitle.text.replace("<br>", " ").split() == fig.layout.title.subtitle.text.replace(
         "<br>", " ").split()  # the same words
     assert big.layout.title.subtitle.text.count("<br>") > fig.layout.title.subtitle.text.count("<br>")
@@ -190,7 +196,7 @@ def test_output_label_keeps_its_room_in_presentation_mode(num_splits):
     It sits in the right margin, which grows with it (an average character of a
     sans-serif font is taken as 0.55 of its size)."""
     _, _, _, trace = kernel_trace(block_n=16, num_splits=num_splits)
-    plain = figures.online_softmax_figure(trace.tiles, final_error=trace.max_abs_error)
+    plain = kernel_figures.online_softmax_figure(trace.tiles, final_error=trace.max_abs_error)
     for fig in (plain, for_presentation(plain)):
         star = next(t for t in fig.data if t.name == "output")
         need = star.marker.size / 2 + len(star.text[0]) * star.textfont.size * 0.55
@@ -218,7 +224,7 @@ def test_tolerance_label_stays_under_the_pass_marks(abs_errs):
 
     results = [_result(name, [1.0], abs_err=err, passed=err == err)
                for name, err in zip(("naive", "vectorized", "triton"), abs_errs)]
-    plain = figures.accuracy_figure(results)
+    plain = bench_figures.accuracy_figure(results)
     for fig in (plain, for_presentation(plain)):
         room, need = _tolerance_room(fig)
         assert room >= need, (room, need)

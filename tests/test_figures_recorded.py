@@ -1,14 +1,15 @@
 """The figure of a recorded GPU set: dots per implementation on a log axis, coloured
 as everywhere else, titled as recorded, the sidebar's configuration highlighted."""
 
-from explorer import figures
-from explorer.recorded import RECORDED_DIR, load_recorded_set, recorded_rows
+from explorer import style
+from explorer.bench import recorded_figures
+from explorer.bench.recorded import RECORDED_DIR, load_recorded_set, recorded_rows
 
 ROWS = recorded_rows(load_recorded_set(RECORDED_DIR / "h200_2026-11-29.csv"), "shuffled")
 
 
 def _fig(highlight=None):
-    return figures.recorded_latency_figure(ROWS, gpu="NVIDIA H200", date="2026-11-29", layout="shuffled",
+    return recorded_figures.recorded_latency_figure(ROWS, gpu="NVIDIA H200", date="2026-11-29", layout="shuffled",
                                            highlight=highlight).to_plotly_json()
 
 
@@ -19,7 +20,7 @@ def test_dots_per_implementation_on_a_log_axis():
                      "Triton · GPU time", "Triton · call latency"]
     assert all(t["type"] == "scatter" and t["mode"] == "markers" for t in spec["data"])  # dots, not bars
     colors = [t["marker"]["color"] for t in spec["data"]]
-    assert colors == [figures.impl_color(k) for k in ("naive", "vectorized", "vectorized", "triton", "triton")]
+    assert colors == [style.impl_color(k) for k in ("naive", "vectorized", "vectorized", "triton", "triton")]
     assert [t["marker"]["symbol"] for t in spec["data"]][:2] == ["circle-open", "circle"]
     triton_gpu = spec["data"][3]
     assert list(triton_gpu["x"]) == ["batch 2 × 60 tokens", "batch 1 × 512 tokens", "batch 16 × 256 tokens",

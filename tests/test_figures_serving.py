@@ -3,12 +3,14 @@
 import numpy as np
 import pytest
 
-from explorer import figures
+from explorer import style
+from explorer.cache import figures as cache_figures
+from explorer.cache import sampling, sharing_figures
 from explorer.formatting import MS_D3
-from explorer.serving_history import simulate
-from explorer.simulator import LengthDist, ServingConfig
-from explorer.tradeoff import block_size_tradeoff
-
+from explorer.serving import figures as serving_figures
+from explorer.serving.history import simulate
+from explorer.serving.simulator import LengthDist, ServingConfig
+from explorer.serving.tradeoff import block_size_tradeoff
 
 SERVING = ServingConfig(num_blocks=48, block_size=4, max_batch_size=5, arrival_rate=0.6,
                         prompt_len=LengthDist("long-tail", 2, 40), output_len=LengthDist("uniform", 2, 20), seed=3)
@@ -25,12 +27,12 @@ def test_serving_pool_marks_what_the_step_changed(history):
     c = history.changes(step)
     taken, freed, recycled = np.array(c.taken), np.array(c.freed), np.array(c.recycled)
     owner = record.pool_owner()
-    fig = figures.serving_pool_figure(owner, record.block_tables(), record.context_lens, 4, step=step,
+    fig = serving_figures.serving_pool_figure(owner, record.block_tables(), record.context_lens, 4, step=step,
                                       taken=taken, freed=freed, recycled=recycled)
     assert fig.layout.title.text == f"Physical block pool after step {step}"
     z = np.array(fig.data[0].z, dtype=float).ravel()[: len(owner)]
     assert np.array_equal(z == 0, owner == -1)
-    _, n_cols, _ = figures.pool_grid_shape(len(owner))
+    _, n_cols, _ = sampling.pool_grid_shape(len(owner))
     marks = {t.name: t for t in fig.data}
     got = {int(b) for b in np.array(marks["recycled"].customdata)[:, 0]}
     assert got == set(recycled.tolist()) and len(got) > 0
@@ -44,15 +46,15 @@ def test_serving_pool_marks_what_the_step_changed(history):
 
 
 def test_serving_pool_aggregated_has_no_step_marks():
-    owner = np.full(figures.MAX_POOL_CELLS * 2, -1)
+    owner = np.full(style.MAX_POOL_CELLS * 2, -1)
     owner[:10] = 1
-    fig = figures.serving_pool_figure(owner, np.array([np.arange(10)]), [40], 4, taken=[1, 2], freed=[20])
+    fig = serving_figures.serving_pool_figure(owner, np.array([np.arange(10)]), [40], 4, taken=[1, 2], freed=[20])
     assert not {"taken", "freed"} & {t.name for t in fig.data}
 
 
 def test_serving_timeline(history):
     m = history.metrics
-    fig = figures.serving_timeline_figure(m, step=30, num_blocks=48)
+    fig = serving_figures.serving_timeline_figure(m, step=30, num_blocks=48)
     by_name = {t.name: t for t in fig.data if t.name}
     for name, col in (("blocks in use", "blocks_in_use"), ("wasted slots", "wasted_slots"),
                       ("running", "running"), ("waiting", "waiting")):
@@ -64,14 +66,14 @@ def test_serving_timeline(history):
 
 def test_tradeoff_figure():
     result = block_size_tradeoff(SERVING, (1, 4, 16), steps=40, pool_tokens=192)
-    fig = figures.tradeoff_figure(result.table, current=4)
+    fig = serving_figures.tradeoff_figure(result.table, current=4)
     bars = fig.data[0]
     assert list(bars.x) == ["1", "4", "16"]
     assert list(bars.y) == pytest.approx(100 * result.table["wasted_fraction"].to_numpy())
     assert bars.y[0] == 0  # one-token blocks waste nothing
     assert list(bars.marker.line.width) == [1, 2, 1]
     assert len(fig.data) == 1
-    with_latency = figures.tradeoff_figure(result.table, {1: 0.5, 16: 0.2})
+    with_latency = serving_figures.tradeoff_figure(result.table, {1: 0.5, 16: 0.2})
     line = with_latency.data[1]
     assert list(line.x) == ["1", "16"] and list(line.y) == [0.5, 0.2] and line.yaxis == "y2"
     y2 = with_latency.layout.yaxis2
@@ -83,19 +85,19 @@ def test_tradeoff_figure():
 def test_pool_animation(history):
     steps = [0, 20, 40, 59]
     owners = np.stack([history.records[s].pool_owner() for s in steps])
-    fig = figures.pool_animation_figure(owners, steps, 4)
+    fig = serving_figures.pool_animation_figure(owners, steps, 4)
     assert [f.name for f in fig.frames] == ["0", "20", "40", "59"]
     z = np.array(fig.frames[2].data[0].z, dtype=float).ravel()[: owners.shape[1]]
     assert np.array_equal(z == 0, owners[2] == -1)
-    assert np.array_equal(z[owners[2] >= 0], 2 + owners[2][owners[2] >= 0] % len(figures.SEQUENCE_COLORS))
+    assert np.array_equal(z[owners[2] >= 0], 2 + owners[2][owners[2] >= 0] % len(style.SEQUENCE_COLORS))
     assert fig.layout.updatemenus[0].buttons[0].label == "▶ Play"
     with pytest.raises(ValueError, match="frames"):
-        figures.pool_animation_figure(np.zeros((figures.MAX_ANIMATION_FRAMES + 1, 8)), list(range(81)), 4)
+        serving_figures.pool_animation_figure(np.zeros((serving_figures.MAX_ANIMATION_FRAMES + 1, 8)), list(range(81)), 4)
 
 
 def test_block_table_names_rows_by_seq_id():
     tables = np.array([[3, 4, -1], [0, -1, -1]])
-    fig = figures.block_table_figure(tables, [20, 5], 16, 8, seq_ids=[17, 42], title="Running")
+    fig = cache_figures.block_table_figure(tables, [20, 5], 16, 8, seq_ids=[17, 42], title="Running")
     cd = np.array(fig.data[0].customdata)
     assert cd[1, 0, 0] == 42 and cd[0, 1, 0] == 17
     assert list(fig.layout.yaxis.ticktext) == ["17", "42"] and fig.layout.title.text == "Running"
@@ -103,7 +105,7 @@ def test_block_table_names_rows_by_seq_id():
 
 def test_serving_block_table_of_long_sequences_is_not_empty():
     tables = np.arange(8 * 600).reshape(8, 600)
-    fig = figures.block_table_figure(tables, [600 * 4] * 8, 4, 16384, seq_ids=range(100, 108), title="Running")
+    fig = cache_figures.block_table_figure(tables, [600 * 4] * 8, 4, 16384, seq_ids=range(100, 108), title="Running")
     assert fig.data[0].xgap == 0
 
 
@@ -111,7 +113,7 @@ def test_serving_block_table_of_long_sequences_is_not_empty():
 def test_animation_steps_land_on_round_steps_with_first_and_last(num_steps, max_frames):
     """An even spread rounded to steps gave 0, 2, 3, 5, 6, ...: frames now fall on
     every k-th step (k = 1, 2, 5, 10, 20, 25, ...) from 0, then the last."""
-    steps = figures.animation_steps(num_steps, max_frames)
+    steps = serving_figures.animation_steps(num_steps, max_frames)
     assert steps[0] == 0 and steps[-1] == num_steps - 1 and len(steps) <= max_frames
     strides = set(np.diff(steps[:-1]).tolist())
     assert len(strides) <= 1 and strides <= {1, 2, 5, 10, 20, 25, 50}
@@ -125,7 +127,7 @@ def test_pool_animation_controls_axes_and_legend(history):
     axis titles and no legend."""
     steps = [0, 20, 40, 59]
     owners = np.stack([history.records[s].pool_owner() for s in steps])
-    fig = figures.pool_animation_figure(owners, steps, 4)
+    fig = serving_figures.pool_animation_figure(owners, steps, 4)
     layout = fig.layout
     plot_height = layout.height - layout.margin.t - layout.margin.b
     (menu,), (slider,) = layout.updatemenus, layout.sliders
@@ -152,7 +154,7 @@ SHARED = ServingConfig(num_blocks=64, block_size=4, max_batch_size=6, arrival_ra
 
 def _pool(history, step, **kwargs):
     record, c = history.records[step], history.changes(step)
-    return figures.serving_pool_figure(
+    return serving_figures.serving_pool_figure(
         record.pool_owner(), record.block_tables(), record.context_lens, 4, step=step, taken=c.taken,
         freed=c.freed, recycled=c.recycled, copied=c.copied, revived=c.revived, seq_ids=record.seq_ids, **kwargs)
 
@@ -184,10 +186,10 @@ def test_serving_pool_marks_copies_and_prefix_cache_hits_apart_from_new_blocks()
     for column, name in (("copied", "copy-on-write copy"), ("revived", "revived (prefix cache)")):
         step = int(m[column].to_numpy().argmax())
         c = history.changes(step)
-        for color_by in figures.POOL_COLOR_MODES:
+        for color_by in serving_figures.POOL_COLOR_MODES:
             marks = {t.name: t for t in _pool(history, step, color_by=color_by, sharing=True).data}
             ids = {n: set() if t.customdata is None else {int(b) for b in np.array(t.customdata)[:, 0]}
-                   for n, t in marks.items() if n in {v[0] for v in figures.POOL_CHANGE_MARKS.values()}}
+                   for n, t in marks.items() if n in {v[0] for v in serving_figures.POOL_CHANGE_MARKS.values()}}
             assert ids[name] == set(getattr(c, column)) and ids[name]
             assert ids["taken"] == set(c.taken) - set(c.recycled) - set(c.copied)
             assert ids["recycled"] == set(c.recycled) - set(c.copied)
@@ -202,5 +204,5 @@ def test_serving_pool_marks_copies_and_prefix_cache_hits_apart_from_new_blocks()
 
 def test_pool_ref_count_levels_are_checked():
     with pytest.raises(ValueError, match="levels"):
-        figures.pool_ref_count_figure(np.array([1, 2]), np.array([[0, 1]]), 4, levels=(2, 3))
-    assert figures.ref_level_names((1, 2, 3, 5)) == ["1 sequence", "2 sequences", "3–4 sequences", "5+ sequences"]
+        sharing_figures.pool_ref_count_figure(np.array([1, 2]), np.array([[0, 1]]), 4, levels=(2, 3))
+    assert sharing_figures.ref_level_names((1, 2, 3, 5)) == ["1 sequence", "2 sequences", "3–4 sequences", "5+ sequences"]

@@ -10,11 +10,15 @@ import plotly.colors
 import plotly.graph_objects as go
 import pytest
 
-from paged_attention import DecodeConfig, assign_blocks
-from explorer import figures, sweep
-from explorer.figures import style
-
+from explorer import style
+from explorer.cache import figures as cache_figures
+from explorer.cache import sampling, walk_figures
+from explorer.kernel import figures as kernel_figures
+from explorer.serving import figures as serving_figures
+from explorer.sweep import figures as sweep_figures
+from explorer.sweep import runs as sweep_runs
 from helpers import job_rows
+from paged_attention import DecodeConfig, assign_blocks
 
 
 def _layout(batch, lens, block_size, layout="shuffled", seed=0):
@@ -56,18 +60,18 @@ def _tiles(num_splits: int, tiles_per_split: int = 2, block: int = 16) -> pd.Dat
 def test_thin_block_table_columns_get_no_gap():
     config, tables, _ = _layout(3, 3855, 8)
     assert tables.shape[1] == 482
-    fig = figures.block_table_figure(tables, config.lengths, 8, config.num_blocks)
+    fig = cache_figures.block_table_figure(tables, config.lengths, 8, config.num_blocks)
     for heat in _heatmaps(fig):
         assert heat.xgap == 0  # a 1 px gap would eat cells under 1 px wide
     assert fig.data[0].ygap == 1  # three rows are tall: keep the gap between them
     config, tables, _ = _layout(3, (5, 40, 16), 16)
-    small = figures.block_table_figure(tables, config.lengths, 16, config.num_blocks)
+    small = cache_figures.block_table_figure(tables, config.lengths, 16, config.num_blocks)
     assert (small.data[0].xgap, small.data[0].ygap) == (1, 1)
 
 
 def test_token_walk_of_many_blocks_gets_no_row_gap():
     _, tables, _ = _layout(3, 3855, 8)
-    fig = figures.token_walk_figure(tables[1], 3855, 8)
+    fig = walk_figures.token_walk_figure(tables[1], 3855, 8)
     assert len(fig.data[0].y) == 482
     assert all(h.ygap == 0 for h in _heatmaps(fig))
     assert all(h.xgap == 1 for h in _heatmaps(fig))  # 8 slots are wide
@@ -76,21 +80,21 @@ def test_token_walk_of_many_blocks_gets_no_row_gap():
 def test_large_pool_cells_get_no_column_gap():
     owner = np.full(4096, -1)
     owner[:3000] = np.repeat(np.arange(30), 100)
-    fig = figures.serving_pool_figure(owner, np.zeros((0, 1), dtype=np.int64), [], 16)
-    _, n_cols, per_cell = figures.pool_grid_shape(4096)
+    fig = serving_figures.serving_pool_figure(owner, np.zeros((0, 1), dtype=np.int64), [], 16)
+    _, n_cols, per_cell = sampling.pool_grid_shape(4096)
     assert per_cell == 1 and n_cols > 100
     assert fig.data[0].xgap == 0
-    anim = figures.pool_animation_figure(np.stack([owner, owner]), [0, 1], 16)
+    anim = serving_figures.pool_animation_figure(np.stack([owner, owner]), [0, 1], 16)
     assert anim.data[0].xgap == 0 and anim.frames[1].data[0].xgap == 0
 
 
 def test_kernel_walk_drops_outlines_and_gaps_of_thin_bars():
     tiles = _tiles(157)
-    fig = figures.kernel_walk_figure(tiles, int(tiles["token_end"].max()), 16, 16)
+    fig = kernel_figures.kernel_walk_figure(tiles, int(tiles["token_end"].max()), 16, 16)
     assert fig.data[0].marker.line.width == 0  # 16 of 5,024 tokens is about 1 px
     assert fig.layout.bargap == 0  # 314 rows in ~700 px
     assert not fig.layout.shapes  # 156 dotted split lines would hatch the chart
-    few = figures.kernel_walk_figure(_tiles(2), 64, 16, 16)
+    few = kernel_figures.kernel_walk_figure(_tiles(2), 64, 16, 16)
     assert few.data[0].marker.line.width == 1 and few.layout.bargap == 0.25 and len(few.layout.shapes) == 1
 
 
@@ -105,7 +109,7 @@ def _lab(hex_color: str) -> np.ndarray:
 
 
 def test_sequence_colours_are_many_distinct_and_not_grey():
-    colors = figures.SEQUENCE_COLORS
+    colors = style.SEQUENCE_COLORS
     assert len(colors) >= 16 and len(set(colors)) == len(colors)
     library = {c.upper() for name in ("Dark24", "Alphabet", "Light24") for c in getattr(plotly.colors.qualitative, name)}
     assert set(colors) <= library
@@ -113,29 +117,29 @@ def test_sequence_colours_are_many_distinct_and_not_grey():
     assert min(np.hypot(*lab[1:]) for lab in labs) >= 30  # chroma: no greys
     closest = min(np.linalg.norm(a - b) for i, a in enumerate(labs) for b in labs[i + 1:])
     assert closest >= 20  # the old #76B7B2 and #86BCB6 were 4 apart
-    for grey in (figures.FREE_COLOR, figures.OTHER_COLOR):
+    for grey in (style.FREE_COLOR, style.OTHER_COLOR):
         assert min(np.linalg.norm(_lab(grey) - lab) for lab in labs) >= 20
 
 
 def test_pool_legend_names_each_of_few_sequences():
     config, tables, owner = _layout(6, (50, 90, 30, 120, 64, 10), 16, "fragmented", 1)
-    fig = figures.pool_figure(owner, tables, config.lengths, 16)
+    fig = cache_figures.pool_figure(owner, tables, config.lengths, 16)
     entries = [t for t in fig.data if t.meta and "sequence" in t.meta]
     assert [t.name for t in entries] == [f"sequence {s}" for s in range(6)]
     for t in entries:
-        assert t.marker.color == figures.SEQUENCE_COLORS[t.meta["sequence"] % len(figures.SEQUENCE_COLORS)]
+        assert t.marker.color == style.SEQUENCE_COLORS[t.meta["sequence"] % len(style.SEQUENCE_COLORS)]
     assert "free" in [t.name for t in fig.data]
 
 
 def test_pool_of_many_sequences_says_colours_repeat():
     config, tables, owner = _layout(20, tuple(range(20, 420, 20)), 16, "shuffled", 3)
-    fig = figures.pool_figure(owner, tables, config.lengths, 16)
+    fig = cache_figures.pool_figure(owner, tables, config.lengths, 16)
     assert not [t for t in fig.data if t.meta and "sequence" in t.meta]
     assert "repeating" in fig.layout.title.subtitle.text
     hover = np.array(fig.data[0].customdata).ravel()
     b = int(np.flatnonzero(owner == 19)[0])
     assert "sequence 19" in hover[b]  # the hover names the owner the colour cannot
-    anim = figures.pool_animation_figure(owner[None, :], [0], 16)
+    anim = serving_figures.pool_animation_figure(owner[None, :], [0], 16)
     assert "repeating" in anim.layout.title.subtitle.text
 
 
@@ -143,46 +147,46 @@ def test_pool_of_many_sequences_says_colours_repeat():
 
 def test_block_table_of_two_blocks_has_integer_ticks():
     config, tables, _ = _layout(1, 20, 16)
-    fig = figures.block_table_figure(tables, config.lengths, 16, 2)
+    fig = cache_figures.block_table_figure(tables, config.lengths, 16, 2)
     assert (fig.layout.xaxis.dtick, fig.layout.xaxis.tick0) == (1, 0)
     assert fig.data[0].colorbar.dtick == 1  # physical block ids 0 and 1, not 0, 0.5, 1
-    wide = figures.block_table_figure(*_layout(3, 3855, 8)[1:2], [3855] * 3, 8)
+    wide = cache_figures.block_table_figure(*_layout(3, 3855, 8)[1:2], [3855] * 3, 8)
     assert _integer_ticks(wide.layout.xaxis) and _integer_ticks(wide.data[0].colorbar)
 
 
 def test_token_and_block_walks_have_integer_ticks():
     config, tables, _ = _layout(1, 20, 16)
-    walk = figures.token_walk_figure(tables[0], 20, 16, 0, 2)
+    walk = walk_figures.token_walk_figure(tables[0], 20, 16, 0, 2)
     assert walk.data[0].colorbar.dtick == 1 and _integer_ticks(walk.layout.xaxis)
-    one_slot = figures.token_walk_figure(np.arange(3), 3, 1, 0, 3)
+    one_slot = walk_figures.token_walk_figure(np.arange(3), 3, 1, 0, 3)
     assert one_slot.layout.xaxis.dtick == 1  # not -0.4 ... 0.4 around the one slot
-    path = figures.block_walk_figure(tables[0], 20, 16, 0, 3)
+    path = walk_figures.block_walk_figure(tables[0], 20, 16, 0, 3)
     assert path.layout.xaxis.dtick == 1 and _integer_ticks(path.layout.yaxis)
-    long = figures.block_walk_figure(np.arange(500), 8000, 16, 0, 500)
+    long = walk_figures.block_walk_figure(np.arange(500), 8000, 16, 0, 500)
     assert _integer_ticks(long.layout.xaxis) and _integer_ticks(long.layout.yaxis)
 
 
 def test_pool_timeline_and_kernel_axes_have_integer_ticks():
     config, tables, owner = _layout(3, (5, 40, 16), 16)
-    pool = figures.pool_figure(owner, tables, config.lengths, 16)
+    pool = cache_figures.pool_figure(owner, tables, config.lengths, 16)
     assert _integer_ticks(pool.layout.xaxis)
     metrics = pd.DataFrame({"step": [0, 1, 2], "blocks_in_use": [1, 2, 2], "free_blocks": [3, 2, 2],
                             "wasted_slots": [3, 1, 0], "wasted_fraction": [0.2, 0.1, 0], "running": [1, 1, 2],
                             "waiting": [0, 1, 0]})
-    timeline = figures.serving_timeline_figure(metrics, 1, 4)
+    timeline = serving_figures.serving_timeline_figure(metrics, 1, 4)
     for axis in (timeline.layout.xaxis, timeline.layout.xaxis3, timeline.layout.yaxis, timeline.layout.yaxis2,
                  timeline.layout.yaxis3):
         assert _integer_ticks(axis)
-    walk = figures.kernel_walk_figure(_tiles(1, 1), 16, 16, 16)
+    walk = kernel_figures.kernel_walk_figure(_tiles(1, 1), 16, 16, 16)
     assert _integer_ticks(walk.layout.xaxis) and _integer_ticks(walk.data[0].marker.colorbar)
 
 
 # -- legends and line labels keep clear of the plot ------------------------------------
 
 def test_legend_hangs_from_the_figure_bottom():
-    both = pd.concat([sweep.rows_frame(job_rows(copy=4.0), "this session"),
-                      sweep.rows_frame(job_rows(copy=4.0), "uploaded: h200.csv")], ignore_index=True)
-    fig = figures.sweep_bandwidth_figure(both)
+    both = pd.concat([sweep_runs.rows_frame(job_rows(copy=4.0), "this session"),
+                      sweep_runs.rows_frame(job_rows(copy=4.0), "uploaded: h200.csv")], ignore_index=True)
+    fig = sweep_figures.sweep_bandwidth_figure(both)
     legend = fig.layout.legend
     # Anchored to the container, a legend of several rows pushes the plot up
     # rather than sliding under the x axis title.
@@ -199,15 +203,15 @@ def test_legend_hangs_from_the_figure_bottom():
 
 def test_counts_of_one_are_singular():
     config, tables, owner = _layout(1, 1, 1)
-    table = figures.block_table_figure(tables, config.lengths, 1, config.num_blocks).layout.title.subtitle.text
+    table = cache_figures.block_table_figure(tables, config.lengths, 1, config.num_blocks).layout.title.subtitle.text
     assert table.startswith("1 sequence x 1 logical block of 1 token;")
-    pool = figures.pool_figure(owner, tables, config.lengths, 1).layout.title.subtitle.text
+    pool = cache_figures.pool_figure(owner, tables, config.lengths, 1).layout.title.subtitle.text
     assert "of 1 slot," in pool and "1 slots" not in pool
-    walk = figures.token_walk_figure(tables[0], 1, 1).layout.title.subtitle.text
+    walk = walk_figures.token_walk_figure(tables[0], 1, 1).layout.title.subtitle.text
     assert walk.startswith("1 token in 1 block of 1;")
-    anim = figures.pool_animation_figure(owner[None, :], [0], 1).layout.title.subtitle.text
+    anim = serving_figures.pool_animation_figure(owner[None, :], [0], 1).layout.title.subtitle.text
     assert "of 1 slot;" in anim
-    kernel = figures.kernel_walk_figure(_tiles(1, 1), 16, 16, 16).layout.title.subtitle.text
+    kernel = kernel_figures.kernel_walk_figure(_tiles(1, 1), 16, 16, 16).layout.title.subtitle.text
     assert kernel.startswith("1 tile of 16 lanes, 1 split, 1 block-table lookup for 16 tokens")
 
 
@@ -227,7 +231,7 @@ def test_long_subtitles_wrap_at_their_separators_and_make_room():
     fig = style._style(go.Figure(), "t", long)
     text = fig.layout.title.subtitle.text
     lines = text.split("<br>")
-    assert len(lines) == 2 and all(len(line) <= figures.SUBTITLE_LINE for line in lines)
+    assert len(lines) == 2 and all(len(line) <= style.SUBTITLE_LINE for line in lines)
     assert lines[1] == "sampled: every 2nd row shown"
     assert fig.layout.margin.t > style._style(go.Figure(), "t", "short").layout.margin.t
     assert style._style(go.Figure(), "t", "short").layout.title.subtitle.text == "short"

@@ -3,8 +3,10 @@
 import pandas as pd
 import pytest
 
-from explorer import figures, sweep
-
+from explorer import style
+from explorer.sweep import figures as sweep_figures
+from explorer.sweep import grid as sweep_grid
+from explorer.sweep import runs as sweep_runs
 from helpers import job_rows
 
 
@@ -13,40 +15,40 @@ def traces(fig, **meta):
 
 
 def frame(copy=None, source="this session", **kw):
-    return sweep.rows_frame(job_rows(copy=copy, **kw), source)
+    return sweep_runs.rows_frame(job_rows(copy=copy, **kw), source)
 
 
 def test_sweep_latency_draws_timed_and_skipped_points():
-    fig = figures.sweep_latency_figure(frame())
+    fig = sweep_figures.sweep_latency_figure(frame())
     (triton,) = traces(fig, implementation="triton", kind="timed")
     assert list(triton.x) == [16, 32, 64] and list(triton.y) == pytest.approx([0.1] * 3)
-    assert triton.line.color == figures.IMPL_COLORS["triton"]
+    assert triton.line.color == style.IMPL_COLORS["triton"]
     assert list(triton.error_y.array) == pytest.approx([0.01] * 3)  # p80 - median
     (naive,) = traces(fig, implementation="naive", kind="timed")
     assert list(naive.x) == [16, 32]
     (skipped,) = traces(fig, implementation="naive", kind="skipped")
     assert list(skipped.x) == [64] and list(skipped.y) == pytest.approx([0.64])  # at the predicted time
-    assert skipped.marker.symbol == figures.SKIPPED_SYMBOL and list(skipped.text) == ["skipped"]
+    assert skipped.marker.symbol == sweep_figures.SKIPPED_SYMBOL and list(skipped.text) == ["skipped"]
     assert "over budget" in skipped.customdata[0]
-    assert fig.layout.xaxis.type == "log" and fig.layout.xaxis.title.text == sweep.AXES["context_len"]
+    assert fig.layout.xaxis.type == "log" and fig.layout.xaxis.title.text == sweep_grid.AXES["context_len"]
     assert list(fig.layout.xaxis.tickvals) == [16, 32, 64]
 
 
 def test_sweep_latency_axes_are_linear_when_the_range_is_narrow():
-    fig = figures.sweep_latency_figure(frame(values=(16, 20), skip_from=1000))
+    fig = sweep_figures.sweep_latency_figure(frame(values=(16, 20), skip_from=1000))
     assert fig.layout.xaxis.type == "linear" and fig.layout.yaxis.type == "linear"
 
 
 def test_two_sources_are_told_apart_by_line_style():
     both = pd.concat([frame(), frame(source="uploaded: h200.csv")], ignore_index=True)
-    fig = figures.sweep_latency_figure(both)
+    fig = sweep_figures.sweep_latency_figure(both)
     mine, theirs = traces(fig, implementation="triton", kind="timed")
     assert (mine.line.dash, theirs.line.dash) == ("solid", "dash")
     assert theirs.name == "Triton · uploaded: h200.csv"
 
 
 def test_sweep_bandwidth_uses_gpu_time_and_draws_the_ceiling():
-    fig = figures.sweep_bandwidth_figure(frame(copy=4.0))
+    fig = sweep_figures.sweep_bandwidth_figure(frame(copy=4.0))
     (triton,) = traces(fig, implementation="triton")
     assert list(triton.y) == pytest.approx([1e-3 / 0.05] * 3)  # gpu_gbps, not the call-latency gbps
     assert list(triton.customdata) == pytest.approx([100 * 0.02 / 4.0] * 3)
@@ -55,7 +57,7 @@ def test_sweep_bandwidth_uses_gpu_time_and_draws_the_ceiling():
 
 
 def test_sweep_bandwidth_on_the_cpu_says_there_is_no_ceiling():
-    fig = figures.sweep_bandwidth_figure(frame())
+    fig = sweep_figures.sweep_bandwidth_figure(frame())
     (triton,) = traces(fig, implementation="triton")
     assert list(triton.y) == pytest.approx([1e-3 / 0.1] * 3)
     assert not fig.layout.shapes
@@ -63,7 +65,7 @@ def test_sweep_bandwidth_on_the_cpu_says_there_is_no_ceiling():
 
 
 def test_sweep_speedup_against_triton():
-    fig = figures.sweep_speedup_figure(frame())
+    fig = sweep_figures.sweep_speedup_figure(frame())
     (vec,) = traces(fig, implementation="vectorized", kind="timed")
     assert list(vec.y) == pytest.approx([5.0] * 3)
     (naive,) = traces(fig, implementation="naive", kind="timed")
@@ -71,24 +73,24 @@ def test_sweep_speedup_against_triton():
     (skipped,) = traces(fig, implementation="naive", kind="skipped")
     assert list(skipped.x) == [64] and list(skipped.y) == pytest.approx([6.4])
     assert not traces(fig, implementation="triton")
-    empty = figures.sweep_speedup_figure(frame()[lambda f: f["implementation"] != "triton"])
+    empty = sweep_figures.sweep_speedup_figure(frame()[lambda f: f["implementation"] != "triton"])
     assert "No Triton result" in empty.layout.annotations[0].text
 
 
 def test_sweep_ratio_of_two_sources():
     other = frame(source="uploaded")
     other["median_ms"] = other["median_ms"] * 2
-    fig = figures.sweep_ratio_figure(pd.concat([frame(), other], ignore_index=True), "uploaded", "this session")
+    fig = sweep_figures.sweep_ratio_figure(pd.concat([frame(), other], ignore_index=True), "uploaded", "this session")
     (triton,) = [t for t in fig.data if t.meta and t.meta["implementation"] == "triton"]
     assert list(triton.y) == pytest.approx([2.0] * 3)
     (naive,) = [t for t in fig.data if t.meta and t.meta["implementation"] == "naive"]
     assert list(naive.x) == [16, 32]  # only points both timed
-    none = figures.sweep_ratio_figure(frame(), "uploaded", "this session")
+    none = sweep_figures.sweep_ratio_figure(frame(), "uploaded", "this session")
     assert "share no measured point" in none.layout.annotations[0].text
 
 
 def test_empty_sweep_figures():
-    for make in (figures.sweep_latency_figure, figures.sweep_bandwidth_figure):
+    for make in (sweep_figures.sweep_latency_figure, sweep_figures.sweep_bandwidth_figure):
         assert "No points" in make(frame().iloc[:0]).layout.annotations[0].text
 
 
@@ -96,7 +98,7 @@ def test_latency_hover_writes_durations_by_the_one_rule():
     """The hover wrote "%{y:.4g} ms" ("518.6 ms") where the app writes three significant digits."""
     from explorer.formatting import MS_D3
 
-    fig = figures.sweep_latency_figure(frame())
+    fig = sweep_figures.sweep_latency_figure(frame())
     (triton,) = traces(fig, implementation="triton", kind="timed")
     assert f"median %{{y:{MS_D3}}} ms" in triton.hovertemplate
     assert f"%{{customdata[0]:{MS_D3}}}–%{{customdata[1]:{MS_D3}}} ms" in triton.hovertemplate
@@ -106,13 +108,13 @@ def test_a_sweep_comparing_caches_draws_one_line_style_per_cache():
     half = frame(copy=4.0)
     fp8 = half.assign(kv_dtype="float8_e4m3fn", median_ms=half["median_ms"] / 2)
     both = pd.concat([half, fp8], ignore_index=True)
-    fig = figures.sweep_latency_figure(both)
+    fig = sweep_figures.sweep_latency_figure(both)
     mine, theirs = traces(fig, implementation="triton", kind="timed")
     assert (mine.name, theirs.name) == ("Triton · float16", "Triton · fp8 e4m3")
     assert (mine.line.dash, theirs.line.dash) == ("solid", "dash")
     assert list(theirs.y) == pytest.approx([0.05] * 3)
     assert "line style = KV cache" in fig.layout.title.subtitle.text
-    bandwidth = figures.sweep_bandwidth_figure(both)
+    bandwidth = sweep_figures.sweep_bandwidth_figure(both)
     assert len(traces(bandwidth, implementation="triton")) == 2
     assert [s.y0 for s in bandwidth.layout.shapes] == [4.0]  # one device, one ceiling
 
@@ -126,10 +128,10 @@ def _two_sources_two_caches():
     return pd.concat(parts, ignore_index=True)
 
 
-@pytest.mark.parametrize("make", [figures.sweep_latency_figure, figures.sweep_bandwidth_figure,
-                                  figures.sweep_speedup_figure])
+@pytest.mark.parametrize("make", [sweep_figures.sweep_latency_figure, sweep_figures.sweep_bandwidth_figure,
+                                  sweep_figures.sweep_speedup_figure])
 def test_a_long_legend_goes_in_a_column_and_the_figure_grows_so_the_plot_keeps_its_height(make):
-    from explorer.figures.sweep import LEGEND_ROW_PX
+    from explorer.sweep.figures import LEGEND_ROW_PX
 
     fig = make(_two_sources_two_caches())
     entries = [t for t in fig.data if t.showlegend is not False and t.name]
@@ -147,7 +149,7 @@ def test_a_long_legend_goes_in_a_column_and_the_figure_grows_so_the_plot_keeps_i
 def test_two_sources_keep_legend_entries_and_ceiling_labels_short():
     import pandas as pd
 
-    from explorer.figures import sweep_bandwidth_figure, sweep_latency_figure
+    from explorer.sweep.figures import sweep_bandwidth_figure, sweep_latency_figure
 
     base = dict(axis="context_len", label="", p20_ms=1.0, p80_ms=1.0, gpu_time_ms=float("nan"), gbps=100.0,
                 gpu_gbps=float("nan"), copy_gbps=4238.9, predicted_ms=float("nan"), note="",

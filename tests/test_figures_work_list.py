@@ -1,4 +1,4 @@
-"""The launch's work list (explorer.kernel_trace_view.work_list) and its figure:
+"""The launch's work list (explorer.kernel.view.work_list) and its figure:
 every needed block of every drawn row read by exactly one program, labelled by
 launch order; the balanced plan of a ragged batch and the equal splits of a
 uniform one; shared-prefix programs; sampled batches."""
@@ -6,10 +6,10 @@ uniform one; shared-prefix programs; sampled batches."""
 import numpy as np
 import pytest
 
+from explorer.kernel import view as kernel_view
+from explorer.kernel import work_list_figures
 from paged_attention import DecodeConfig, assign_blocks
 from paged_attention.work_list import build_work_list
-from explorer import figures
-from explorer import kernel_trace_view as kernel_view
 
 
 def setup(context_lens, block_size=16, num_kv_heads=2, **kw):
@@ -82,7 +82,7 @@ def test_shared_prefix_programs_read_the_group_blocks_once_per_group():
     assert (own["first_block"] >= 16).all() and (own["slot"] >= 1).all()  # after the prefix's slot
     text = kernel_view.work_list_summary(plan, work, config.num_kv_heads, prefix)
     assert "**prefix pass**" in text
-    fig = figures.work_list_figure(work, config.lengths, 16, highlight=3)
+    fig = work_list_figures.work_list_figure(work, config.lengths, 16, highlight=3)
     (bars,) = [t for t in fig.data if t.name == "prefix pass"]
     assert sorted(bars.text) == sorted(f"P{o}" for o in pre["order"])
 
@@ -90,14 +90,14 @@ def test_shared_prefix_programs_read_the_group_blocks_once_per_group():
 @pytest.mark.parametrize("lengths", [RAGGED, (1000,) * 4])
 def test_work_list_figure_draws_every_program_labelled_by_launch_order(lengths):
     config, plan, _, _, work = setup(lengths, num_kv_heads=1)
-    fig = figures.work_list_figure(work, config.lengths, 16, highlight=3)
+    fig = work_list_figures.work_list_figure(work, config.lengths, 16, highlight=3)
     bars = fig.data[0]
     assert bars.name == "programs"
     full = work[work["end_block"] > work["first_block"]]
     assert list(bars.text) == [str(o) for o in full["order"]]
     assert np.array_equal(np.array(bars.base, dtype=int), full["first_block"].to_numpy())
     custom = np.array(bars.customdata, dtype=int)
-    rows, note = figures.work_rows(len(lengths), 3)
+    rows, note = work_list_figures.work_rows(len(lengths), 3)
     assert note == "" and rows == list(range(len(lengths)))
     for seq, n in enumerate(config.lengths):  # each drawn row's needed blocks covered once
         mine = np.array(bars.y) == seq
@@ -118,9 +118,9 @@ def test_work_list_figure_draws_every_program_labelled_by_launch_order(lengths):
 def test_work_list_figure_samples_a_big_batch_and_keeps_the_traced_row():
     lengths = tuple(64 + 37 * (i % 11) for i in range(100))
     config, plan, _, _, work = setup(lengths)
-    fig = figures.work_list_figure(work, config.lengths, 16, highlight=7)
-    rows, note = figures.work_rows(100, 7)
-    assert len(rows) <= figures.MAX_WORK_ROWS + 1 and 7 in rows and rows == sorted(rows)
+    fig = work_list_figures.work_list_figure(work, config.lengths, 16, highlight=7)
+    rows, note = work_list_figures.work_rows(100, 7)
+    assert len(rows) <= work_list_figures.MAX_WORK_ROWS + 1 and 7 in rows and rows == sorted(rows)
     assert "sampled for the browser: every 4th sequence and the traced one" in note
     assert note in fig.layout.title.subtitle.text.replace("<br>", " ")
     bars = fig.data[0]
@@ -133,5 +133,5 @@ def test_work_list_figure_samples_a_big_batch_and_keeps_the_traced_row():
 
 def test_work_list_figure_of_empty_contexts_says_so():
     config, plan, _, _, work = setup((0, 0))
-    fig = figures.work_list_figure(work, config.lengths, 16)
+    fig = work_list_figures.work_list_figure(work, config.lengths, 16)
     assert "empty" in fig.layout.annotations[0].text

@@ -5,14 +5,18 @@ import math
 import pytest
 import torch
 
+from explorer.kernel.trace import SPLIT_COLUMNS, TILE_COLUMNS, KernelTrace, trace_decode
 from paged_attention import (
+    DecodeConfig,
+    build_decode_inputs,
     default_device,
-    DecodeConfig, build_decode_inputs, plan_launch, reference_decode, tolerance, triton_decode,
+    plan_launch,
+    reference_decode,
+    tolerance,
+    triton_decode,
 )
-from paged_attention.shared_prefix import plan_prefix
-from paged_attention.shared_prefix import PrefixGroup, find_shared_prefixes
+from paged_attention.shared_prefix import PrefixGroup, find_shared_prefixes, plan_prefix
 from paged_attention.validation import check_decode_args
-from explorer.kernel_trace import SPLIT_COLUMNS, TILE_COLUMNS, KernelTrace, trace_decode
 
 F64_ATOL = 1e-12
 

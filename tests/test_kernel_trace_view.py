@@ -4,13 +4,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from paged_attention import DecodeConfig, build_decode_inputs, plan_launch
-from paged_attention.validation import check_decode_args
-from explorer import kernel_trace_view as kernel_view
-from explorer.kernel_trace import trace_decode
-from paged_attention.shared_prefix import own_shape
-
+from explorer.kernel import view as kernel_view
+from explorer.kernel.trace import trace_decode
 from helpers import SWEEP_BASE as BASE
+from paged_attention import DecodeConfig, build_decode_inputs, plan_launch
+from paged_attention.shared_prefix import own_shape
+from paged_attention.validation import check_decode_args
 
 
 @pytest.mark.parametrize("block_size, overrides", [(16, {}), (3, {"num_splits": 3}), (16, {"block_n": 16, "num_splits": 2}),

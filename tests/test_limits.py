@@ -1,7 +1,8 @@
 """What the explorer refuses or caps: the table size, the CPU budget and its advice, clamped widget values."""
 
+from explorer import limits
+from explorer import settings as state
 from paged_attention import DecodeConfig
-from explorer import limits, settings as state
 
 
 def test_table_size_guard():

@@ -2,8 +2,7 @@
 
 import pytest
 
-from explorer import naive_budget
-
+from explorer.sweep import naive_budget
 from helpers import SWEEP_BASE as BASE
 
 

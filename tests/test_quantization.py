@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import paged_attention as pa
-from explorer.quantization import quantization_error, unquantized_config
+from explorer.bench.quantization import quantization_error, unquantized_config
 
 
 @pytest.mark.parametrize("kv_scale", ["per_tensor", "per_head"])

@@ -4,8 +4,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from explorer.bench import readouts
 from paged_attention import DecodeConfig
-from explorer import readouts
 
 
 def test_memory_summary_matches_config():
@@ -48,8 +48,8 @@ def test_results_rows_of_an_empty_batch_have_no_bandwidth_or_speedup():
 
 
 def test_run_change_names_what_differs_from_the_run_before():
+    from explorer.bench.readouts import run_change
     from paged_attention import DecodeConfig as C
-    from explorer.readouts import run_change
 
     assert run_change(None, C()) == "first run"
     assert run_change(C(), C()) == "same settings"
@@ -85,7 +85,7 @@ def test_fp8_cache_in_the_summary_and_the_run_history():
 def test_quantization_caption_in_plain_words():
     """Review: "4.2e+02× the float32 tolerance", and "that exact answer on the fp8
     cache against the float64 reference on the original, unquantized values"."""
-    from explorer.quantization import QuantizationError
+    from explorer.bench.quantization import QuantizationError
 
     config = DecodeConfig(batch_size=1, context_lens=(5,), dtype="float32", kv_dtype="float8_e4m3fn")
     caption = readouts.quantization_caption(QuantizationError("fp8 e4m3", 0.022, 419.7), config)

@@ -15,9 +15,17 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.record import convert_peers, parse_peers_log  # noqa: E402
-from explorer.recorded_peers import MAX_LABEL_CHARS, PEERS_DIR, SETS, load_peer_set, load_peer_sets, peer_rows  # noqa: E402
 from test_app import BENCH, TINY, assert_clean, open_app  # noqa: E402
+
+from benchmarks.record import convert_peers, parse_peers_log  # noqa: E402
+from explorer.bench.recorded_peers import (  # noqa: E402
+    MAX_LABEL_CHARS,
+    PEERS_DIR,
+    SETS,
+    load_peer_set,
+    load_peer_sets,
+    peer_rows,
+)
 
 DATA = ROOT / "docs" / "data"
 

@@ -15,12 +15,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.record import sweep_rows  # noqa: E402
-from explorer import recorded_sweeps  # noqa: E402
-from explorer.recorded_sweeps import load_recorded_sweep, load_recorded_sweeps  # noqa: E402
-from explorer.sweep import SWEEP_COLUMNS, rows_frame, sweep_csv  # noqa: E402
-from paged_attention import DecodeConfig  # noqa: E402
 from test_app import TINY, assert_clean, chart, open_app  # noqa: E402
+
+from benchmarks.record import sweep_rows  # noqa: E402
+from explorer.sweep import recorded as recorded_sweeps  # noqa: E402
+from explorer.sweep.recorded import load_recorded_sweep, load_recorded_sweeps  # noqa: E402
+from explorer.sweep.runs import SWEEP_COLUMNS, rows_frame, sweep_csv  # noqa: E402
+from paged_attention import DecodeConfig  # noqa: E402
 
 SWEEP = "app_pages/sweep.py"
 META = {"gpu": "Fake GPU", "driver": "1.0", "cuda": "13.0", "torch": "2.11", "triton": "3.6", "date": "2026-12-01",

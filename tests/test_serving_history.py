@@ -4,9 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.serving_history import MAX_STEP_BLOCKS, StepRecord, simulate, valid_block_sizes
-from explorer.simulator import LengthDist, ServingConfig, ServingSimulator
-
+from explorer.serving.history import (
+    MAX_STEP_BLOCKS,
+    StepRecord,
+    simulate,
+    valid_block_sizes,
+)
+from explorer.serving.simulator import LengthDist, ServingConfig, ServingSimulator
 
 SERVING = ServingConfig(num_blocks=48, block_size=4, max_batch_size=5, arrival_rate=0.6,
                         prompt_len=LengthDist("long-tail", 2, 40), output_len=LengthDist("uniform", 2, 20), seed=3)

@@ -4,8 +4,8 @@ laid out by the sharing block manager, against the same batch without sharing.""
 import numpy as np
 import pytest
 
-from explorer.block_manager import blocks_for
-from explorer.sharing import request_of, shared_prefix_batch
+from explorer.cache.sharing import request_of, shared_prefix_batch
+from explorer.serving.block_manager import blocks_for
 
 
 def test_two_requests_of_two_samples_share_the_common_prompt_and_their_own():

@@ -6,11 +6,12 @@ import math
 import numpy as np
 import pytest
 
+from explorer import limits
+from explorer.sweep import grid as sweep_grid
+from explorer.sweep import runs as sweep_runs
+from helpers import SWEEP_BASE as BASE
+from helpers import job_rows
 from paged_attention import DecodeConfig
-from explorer import limits, sweep
-
-from helpers import SWEEP_BASE as BASE, job_rows
-
 
 # -- grid --------------------------------------------------------------------------
 
@@ -25,13 +26,13 @@ from helpers import SWEEP_BASE as BASE, job_rows
     ("block_size", 1, 256, 3, "log", (1, 16, 256)),
 ])
 def test_sweep_values(axis, low, high, points, spacing, expected):
-    assert sweep.sweep_values(axis, low, high, points, spacing=spacing) == expected
+    assert sweep_grid.sweep_values(axis, low, high, points, spacing=spacing) == expected
 
 
 def test_kv_head_grid_is_divisors_of_the_query_heads():
-    assert sweep.sweep_values("num_kv_heads", 1, 32, 12, num_heads=32) == (1, 2, 4, 8, 16, 32)
-    assert sweep.sweep_values("num_kv_heads", 2, 12, 12, num_heads=12) == (2, 3, 4, 6, 12)
-    assert sweep.sweep_values("num_kv_heads", 1, 64, 3, num_heads=64) == (1, 8, 64)
+    assert sweep_grid.sweep_values("num_kv_heads", 1, 32, 12, num_heads=32) == (1, 2, 4, 8, 16, 32)
+    assert sweep_grid.sweep_values("num_kv_heads", 2, 12, 12, num_heads=12) == (2, 3, 4, 6, 12)
+    assert sweep_grid.sweep_values("num_kv_heads", 1, 64, 3, num_heads=64) == (1, 8, 64)
 
 
 @pytest.mark.parametrize("args, kw, match", [
@@ -49,50 +50,50 @@ def test_kv_head_grid_is_divisors_of_the_query_heads():
 ])
 def test_sweep_values_rejects(args, kw, match):
     with pytest.raises(ValueError, match=match):
-        sweep.sweep_values(*args, **kw)
+        sweep_grid.sweep_values(*args, **kw)
 
 
 def test_default_ranges_give_valid_grids():
     for cpu in (True, False):
-        for axis in sweep.AXES:
-            low, high = sweep.default_range(axis, BASE, cpu)
-            points = sweep.default_points(axis, low, high, cpu)
-            assert 1 <= points <= (sweep.CPU_MAX_POINTS if cpu else sweep.MAX_POINTS)
-            assert sweep.sweep_values(axis, low, high, points, num_heads=BASE.num_heads)
-    assert sweep.default_points("context_len", 128, 32768, cpu=False) == 9
+        for axis in sweep_grid.AXES:
+            low, high = sweep_grid.default_range(axis, BASE, cpu)
+            points = sweep_grid.default_points(axis, low, high, cpu)
+            assert 1 <= points <= (sweep_grid.CPU_MAX_POINTS if cpu else sweep_grid.MAX_POINTS)
+            assert sweep_grid.sweep_values(axis, low, high, points, num_heads=BASE.num_heads)
+    assert sweep_grid.default_points("context_len", 128, 32768, cpu=False) == 9
 
 
 def test_point_config_per_axis():
     ragged = BASE.with_(batch_size=3, context_lens=(5, 40, 16), spare_blocks=4)
-    assert sweep.point_config(ragged, "context_len", 100).lengths == (100, 100, 100)
-    grown = sweep.point_config(ragged, "batch_size", 7)
+    assert sweep_grid.point_config(ragged, "context_len", 100).lengths == (100, 100, 100)
+    grown = sweep_grid.point_config(ragged, "batch_size", 7)
     assert grown.lengths == (5, 40, 16, 5, 40, 16, 5)  # the ragged pattern repeats
     assert grown.spare_blocks == math.ceil(grown.num_blocks_used * 4 / ragged.num_blocks_used)
-    assert sweep.point_config(BASE, "batch_size", 5).lengths == (37,) * 5
-    assert sweep.point_config(BASE, "block_size", 64).block_size == 64
-    assert sweep.point_config(BASE, "head_dim", 80).head_dim == 80
-    assert sweep.point_config(BASE, "num_kv_heads", 4).num_kv_heads == 4
+    assert sweep_grid.point_config(BASE, "batch_size", 5).lengths == (37,) * 5
+    assert sweep_grid.point_config(BASE, "block_size", 64).block_size == 64
+    assert sweep_grid.point_config(BASE, "head_dim", 80).head_dim == 80
+    assert sweep_grid.point_config(BASE, "num_kv_heads", 4).num_kv_heads == 4
     with pytest.raises(ValueError, match="multiple of num_kv_heads"):
-        sweep.point_config(BASE, "num_kv_heads", 3)
+        sweep_grid.point_config(BASE, "num_kv_heads", 3)
 
 
 def test_cpu_caps_drop_thin_and_cap_iterations():
     base = BASE.with_(batch_size=4, num_kv_heads=2)  # 8 x context <= 8192: contexts up to 1024 fit
-    values = sweep.sweep_values("context_len", 16, 16384, 11)
-    grid = sweep.cap_grid(base, "context_len", values, warmup=10, iters=50)
+    values = sweep_grid.sweep_values("context_len", 16, 16384, 11)
+    grid = sweep_grid.cap_grid(base, "context_len", values, warmup=10, iters=50)
     assert max(grid.values) <= limits.CPU_MAX_WORK // 8
-    assert len(grid.values) <= sweep.CPU_MAX_POINTS and grid.values[0] == 16
+    assert len(grid.values) <= sweep_grid.CPU_MAX_POINTS and grid.values[0] == 16
     assert (grid.warmup, grid.iters) == (limits.CPU_MAX_WARMUP, limits.CPU_MAX_ITERS)
     notes = " ".join(grid.notes)
     assert "points dropped" in notes and "thinned" in notes and "capped from 50" in notes
-    small = sweep.cap_grid(base, "context_len", (16, 32), warmup=0, iters=2)
+    small = sweep_grid.cap_grid(base, "context_len", (16, 32), warmup=0, iters=2)
     assert small.values == (16, 32) and small.notes == ()
 
 
 # -- the job and its CSV -----------------------------------------------------------------
 
 def test_job_runs_point_by_point_and_cancel_keeps_done_points():
-    job = sweep.SweepJob(BASE, "context_len", (16, 32, 64), ("naive", "vectorized", "triton"), 0, 2, 1.0, "test")
+    job = sweep_runs.SweepJob(BASE, "context_len", (16, 32, 64), ("naive", "vectorized", "triton"), 0, 2, 1.0, "test")
     assert job.running and job.calls == 3 and job.config_at(1).lengths == (32, 32)
     rows = job_rows()
     job.record(rows[:3])
@@ -101,10 +102,10 @@ def test_job_runs_point_by_point_and_cancel_keeps_done_points():
     job.record(rows[3:6])  # the point in flight when Cancel was pressed is kept
     assert job.state == "cancelled" and "after 2 of 3" in job.message
     frame = job.frame()
-    assert list(frame.columns) == list(sweep.SWEEP_COLUMNS) and len(frame) == 6
+    assert list(frame.columns) == list(sweep_runs.SWEEP_COLUMNS) and len(frame) == 6
     job.record(rows[6:9])  # Cancel pressed during the last point: the sweep is complete
     assert (job.state, job.message) == ("done", "")
-    done = sweep.SweepJob(BASE, "context_len", (16,), ("triton",), 0, 2, 1.0, "test")
+    done = sweep_runs.SweepJob(BASE, "context_len", (16,), ("triton",), 0, 2, 1.0, "test")
     done.record(rows[2:3])
     assert done.state == "done"
     done.cancel()
@@ -112,13 +113,13 @@ def test_job_runs_point_by_point_and_cancel_keeps_done_points():
     with pytest.raises(RuntimeError, match="done"):
         done.record(rows[:3])
     with pytest.raises(ValueError, match="at least one point"):
-        sweep.SweepJob(BASE, "context_len", (), ("triton",), 0, 2, 1.0, "test")
+        sweep_runs.SweepJob(BASE, "context_len", (), ("triton",), 0, 2, 1.0, "test")
 
 
 def test_csv_round_trip():
-    frame = sweep.rows_frame(job_rows(copy=4000.0), "this session")
-    back = sweep.read_sweep_csv(sweep.sweep_csv(frame).encode(), "uploaded: x.csv")
-    assert list(back.columns) == list(sweep.SWEEP_COLUMNS)
+    frame = sweep_runs.rows_frame(job_rows(copy=4000.0), "this session")
+    back = sweep_runs.read_sweep_csv(sweep_runs.sweep_csv(frame).encode(), "uploaded: x.csv")
+    assert list(back.columns) == list(sweep_runs.SWEEP_COLUMNS)
     assert (back["source"] == "uploaded: x.csv").all()
     for col in ("value", "median_ms", "gbps", "gpu_gbps", "copy_gbps", "predicted_ms", "pct_of_copy_bw"):
         np.testing.assert_allclose(back[col].to_numpy(float), frame[col].to_numpy(float), equal_nan=True)
@@ -128,24 +129,24 @@ def test_csv_round_trip():
 
 def test_minimal_csv_is_accepted():
     text = "axis,value,implementation,status,median_ms\ncontext_len,16,triton,ok,0.1\ncontext_len,32,naive,skipped,\n"
-    frame = sweep.read_sweep_csv(text, "up")
+    frame = sweep_runs.read_sweep_csv(text, "up")
     assert list(frame["label"]) == ["Triton", "Naive PyTorch"] and frame["gbps"].isna().all()
     assert list(frame["measured_at"]) == ["", ""] and list(frame["cached"]) == ["", ""]  # a CSV from before them
-    assert sweep.cache_note(frame) is None
+    assert sweep_runs.cache_note(frame) is None
 
 
 def test_cache_note_counts_points_and_says_when_they_were_measured():
-    frame = sweep.rows_frame(job_rows(values=(16, 32, 64)), "this session")
-    assert sweep.cache_note(frame) is None
+    frame = sweep_runs.rows_frame(job_rows(values=(16, 32, 64)), "this session")
+    assert sweep_runs.cache_note(frame) is None
     frame["measured_at"] = "2026-12-01T06:12:40Z"
     frame.loc[frame["value"] == 64, "measured_at"] = "2026-12-01T06:30:02Z"
     frame.loc[frame["value"] == 16, "cached"] = "yes"
-    assert sweep.cache_note(frame) == ("1 of 3 points reused from this server's cache, measured at 06:12 UTC, not "
+    assert sweep_runs.cache_note(frame) == ("1 of 3 points reused from this server's cache, measured at 06:12 UTC, not "
                                        "timed again for this sweep; **Clear cache** to re-time them.")
     frame.loc[frame["value"] == 64, "cached"] = "yes"
-    assert sweep.cache_note(frame).startswith("2 of 3 points reused from this server's cache, measured between "
+    assert sweep_runs.cache_note(frame).startswith("2 of 3 points reused from this server's cache, measured between "
                                               "06:12 and 06:30 UTC")
-    back = sweep.read_sweep_csv(sweep.sweep_csv(frame).encode(), "up")
+    back = sweep_runs.read_sweep_csv(sweep_runs.sweep_csv(frame).encode(), "up")
     assert list(back["cached"]) == list(frame["cached"].fillna("")) and list(back["measured_at"]) == list(
         frame["measured_at"])
 
@@ -156,7 +157,7 @@ GOOD = "axis,value,implementation,status,median_ms\ncontext_len,16,triton,ok,0.1
 @pytest.mark.parametrize("data, match", [
     (b"", "empty"),
     (b"\xff\xfe\x00garbage\x00", "not UTF-8"),
-    (b"x" * (sweep.MAX_CSV_BYTES + 1), "MB"),
+    (b"x" * (sweep_runs.MAX_CSV_BYTES + 1), "MB"),
     ('a,b\n1,"unterminated\n', "not a readable CSV|lacks"),
     ("value,implementation\n1,triton\n", "lacks the columns axis, status, median_ms"),
     ("axis,value,implementation,status,median_ms\n", "no rows"),
@@ -177,75 +178,75 @@ GOOD = "axis,value,implementation,status,median_ms\ncontext_len,16,triton,ok,0.1
 ])
 def test_bad_csv_is_a_clear_error(data, match):
     with pytest.raises(ValueError, match=match):
-        sweep.read_sweep_csv(data, "up")
+        sweep_runs.read_sweep_csv(data, "up")
 
 
 def test_inf_in_an_optional_column_reads_as_missing():
-    frame = sweep.read_sweep_csv(GOOD.replace("median_ms\n", "median_ms,gbps\n").replace("0.1\n", "0.1,inf\n"), "up")
+    frame = sweep_runs.read_sweep_csv(GOOD.replace("median_ms\n", "median_ms,gbps\n").replace("0.1\n", "0.1,inf\n"), "up")
     assert frame["gbps"].isna().all() and frame["value"].tolist() == [16]
 
 
 def test_too_many_rows():
-    text = "axis,value,implementation,status,median_ms\n" + "context_len,16,triton,ok,0.1\n" * (sweep.MAX_CSV_ROWS + 1)
+    text = "axis,value,implementation,status,median_ms\n" + "context_len,16,triton,ok,0.1\n" * (sweep_runs.MAX_CSV_ROWS + 1)
     with pytest.raises(ValueError, match="at most"):
-        sweep.read_sweep_csv(text, "up")
+        sweep_runs.read_sweep_csv(text, "up")
 
 
 # -- the CPU cap -----------------------------------------------------------------------
 
 def test_cpu_grid_with_no_point_quotes_the_rule_of_cpu_work():
     base = DecodeConfig(batch_size=5, context_lens=64)  # 32 query heads: 5 x 32 x 64 = 10,240 at any context
-    values = sweep.sweep_values("context_len", 16, 256, 3)
-    grid = sweep.cap_grid(base, "context_len", values, warmup=0, iters=1)
+    values = sweep_grid.sweep_values("context_len", 16, 256, 3)
+    grid = sweep_grid.cap_grid(base, "context_len", values, warmup=0, iters=1)
     assert grid.values == () and grid.refusal is not None
     assert limits.CPU_WORK_RULE in grid.refusal and "5 x max(8 x 16, 32 x 64) = 10,240" in grid.refusal
     assert grid.refusal.endswith("Lower the sidebar's batch or query heads.")
     assert "batch_size x num_kv_heads x longest context" not in grid.refusal
-    on_batch = sweep.cap_grid(base, "batch_size", (2, 4, 8), warmup=0, iters=1)
+    on_batch = sweep_grid.cap_grid(base, "batch_size", (2, 4, 8), warmup=0, iters=1)
     assert on_batch.values == (2, 4)
     assert any(limits.CPU_WORK_RULE in note for note in on_batch.notes)
-    over = sweep.cap_grid(base, "batch_size", (5, 8), warmup=0, iters=1)
+    over = sweep_grid.cap_grid(base, "batch_size", (5, 8), warmup=0, iters=1)
     assert over.refusal.endswith("Lower the batch size (sequences) range, or the sidebar's query heads.")
-    tokens = sweep.cap_grid(base.with_(num_heads=8), "context_len", (2048, 4096), warmup=0, iters=1)
+    tokens = sweep_grid.cap_grid(base.with_(num_heads=8), "context_len", (2048, 4096), warmup=0, iters=1)
     assert tokens.refusal.endswith("Lower the context length (tokens) range, or the sidebar's batch or KV heads.")
 
 
 def test_a_sweep_comparing_caches_times_each_value_with_both():
-    caches = sweep.compared_caches(BASE)
+    caches = sweep_grid.compared_caches(BASE)
     assert caches == (None, "float8_e4m3fn")
-    assert sweep.compared_caches(BASE.with_(kv_dtype="float8_e5m2")) == (None, "float8_e5m2")
-    job = sweep.SweepJob(BASE, "context_len", (16, 32), ("triton",), 0, 2, 1.0, "test", caches=caches)
+    assert sweep_grid.compared_caches(BASE.with_(kv_dtype="float8_e5m2")) == (None, "float8_e5m2")
+    job = sweep_runs.SweepJob(BASE, "context_len", (16, 32), ("triton",), 0, 2, 1.0, "test", caches=caches)
     assert job.total == 4
     assert [job.value_at(i) for i in range(4)] == [16, 16, 32, 32]
     assert [job.config_at(i).kv_dtype for i in range(4)] == [None, "float8_e4m3fn"] * 2
     assert job.config_at(3).lengths == (32, 32)
-    assert sweep.SweepJob(BASE, "context_len", (16,), ("triton",), 0, 2, 1.0, "test").total == 1
+    assert sweep_runs.SweepJob(BASE, "context_len", (16,), ("triton",), 0, 2, 1.0, "test").total == 1
 
 
 def test_sweep_rows_and_csv_carry_the_cache_dtype():
-    fp8 = sweep.point_config(BASE.with_(kv_dtype="float8_e4m3fn", kv_scale="per_head"), "context_len", 16)
-    row = sweep.status_row("naive", "skipped", fp8, "context_len", 16, note="x")
+    fp8 = sweep_grid.point_config(BASE.with_(kv_dtype="float8_e4m3fn", kv_scale="per_head"), "context_len", 16)
+    row = sweep_runs.status_row("naive", "skipped", fp8, "context_len", 16, note="x")
     assert (row["kv_dtype"], row["kv_scale"]) == ("float8_e4m3fn", "per_head")
     assert row["bytes_moved"] == fp8.decode_bytes() < fp8.with_(kv_dtype=None).decode_bytes()
-    rows = [row, sweep.status_row("naive", "skipped", fp8.with_(kv_dtype=None), "context_len", 16, note="x")]
-    back = sweep.read_sweep_csv(sweep.sweep_csv(sweep.rows_frame(rows, "me")), "up")
+    rows = [row, sweep_runs.status_row("naive", "skipped", fp8.with_(kv_dtype=None), "context_len", 16, note="x")]
+    back = sweep_runs.read_sweep_csv(sweep_runs.sweep_csv(sweep_runs.rows_frame(rows, "me")), "up")
     assert list(back["kv_dtype"]) == ["float8_e4m3fn", "float16"] and list(back["kv_scale"]) == ["per_head", ""]
     # a CSV from before fp8 caches: the cache had the compute dtype
     old = "axis,value,implementation,status,median_ms,dtype\ncontext_len,16,triton,ok,0.1,bfloat16\n"
-    assert list(sweep.read_sweep_csv(old, "up")["kv_dtype"]) == ["bfloat16"]
+    assert list(sweep_runs.read_sweep_csv(old, "up")["kv_dtype"]) == ["bfloat16"]
 
 
 def test_cache_bytes_ratio_and_its_words():
-    assert sweep.cache_bytes_ratio([None, "float8_e4m3fn"], "float16") == 0.5
-    assert sweep.cache_bytes_ratio(["float32", "float8_e5m2"]) == 0.25
-    assert sweep.cache_bytes_ratio(["bfloat16", "float8_e5m2"]) == 0.5
-    assert sweep.bytes_fraction(0.5) == "half the bytes"
-    assert sweep.bytes_fraction(0.25) == "a quarter of the bytes"
+    assert sweep_grid.cache_bytes_ratio([None, "float8_e4m3fn"], "float16") == 0.5
+    assert sweep_grid.cache_bytes_ratio(["float32", "float8_e5m2"]) == 0.25
+    assert sweep_grid.cache_bytes_ratio(["bfloat16", "float8_e5m2"]) == 0.5
+    assert sweep_grid.bytes_fraction(0.5) == "half the bytes"
+    assert sweep_grid.bytes_fraction(0.25) == "a quarter of the bytes"
 
 
 def test_sweep_rows_and_csv_carry_the_shared_prefix():
-    shared = sweep.point_config(BASE.with_(batch_size=4, shared_prefix=16, prefix_groups=2), "context_len", 64)
-    row = sweep.status_row("triton", "skipped", shared, "context_len", 64, note="x")
+    shared = sweep_grid.point_config(BASE.with_(batch_size=4, shared_prefix=16, prefix_groups=2), "context_len", 64)
+    row = sweep_runs.status_row("triton", "skipped", shared, "context_len", 64, note="x")
     assert (row["shared_prefix"], row["prefix_groups"]) == (16, 2)
-    back = sweep.read_sweep_csv(sweep.sweep_csv(sweep.rows_frame([row], "me")), "up")
+    back = sweep_runs.read_sweep_csv(sweep_runs.sweep_csv(sweep_runs.rows_frame([row], "me")), "up")
     assert (back["shared_prefix"].iloc[0], back["prefix_groups"].iloc[0]) == (16, 2)

@@ -4,10 +4,10 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-
-from explorer.simulator import ServingConfig, ServingSimulator
-from explorer.tradeoff import TRADEOFF_COLUMNS, block_size_tradeoff
 from test_simulator import small_config
+
+from explorer.serving.simulator import ServingConfig, ServingSimulator
+from explorer.serving.tradeoff import TRADEOFF_COLUMNS, block_size_tradeoff
 
 
 def test_tradeoff_under_memory_pressure():

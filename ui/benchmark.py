@@ -29,11 +29,25 @@ import streamlit as st
 import torch
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from paged_attention import DecodeConfig, DecodeInputs, build_decode_inputs, reference_decode
+from explorer.bench.quantization import (
+    QuantizationError,
+    quantization_error,
+    unquantized_config,
+)
 from explorer.formatting import format_bytes, kv_dtype_label
-from explorer.quantization import QuantizationError, quantization_error, unquantized_config
+from paged_attention import (
+    DecodeConfig,
+    DecodeInputs,
+    build_decode_inputs,
+    reference_decode,
+)
 from paged_attention.bench import BenchResult, benchmark_implementations
-from paged_attention.timing import GPU_HEADROOM_BYTES, check_memory, measure_copy_bandwidth
+from paged_attention.timing import (
+    GPU_HEADROOM_BYTES,
+    check_memory,
+    measure_copy_bandwidth,
+)
+
 
 class BenchmarkRefused(Exception):
     """A run that must not start (too large for free memory); the message says why."""
@@ -71,7 +85,7 @@ class InputsSlot:
         return self.inputs, self.reference
 
     def quantization_error(self, config: DecodeConfig) -> QuantizationError:
-        """The quantization error of the fp8 ``config`` (:mod:`explorer.quantization`),
+        """The quantization error of the fp8 ``config`` (:mod:`explorer.bench.quantization`),
         measured once per configuration; not measured, with a note, when the
         unquantized float32 cache it needs does not fit beside the inputs (the rule
         of :func:`paged_attention.timing.check_memory`)."""

@@ -6,13 +6,13 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from explorer.figures import for_presentation
+from explorer.style import for_presentation
 from ui.sidebar import current
 
 
 def show_chart(fig: go.Figure, *, key: str, parent=st, **kwargs):
     """``parent.plotly_chart(fig, key=key, **kwargs)``, the figure enlarged by
-    :func:`~explorer.figures.for_presentation` when the sidebar's
+    :func:`~explorer.for_presentation` when the sidebar's
     presentation mode is on.
 
     Parameters

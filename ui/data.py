@@ -13,13 +13,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from paged_attention import DecodeConfig
-from paged_attention import assign_blocks
-from explorer.kernel_trace_view import trace_row
-from explorer.sharing import SharedBatch, shared_prefix_batch
-from explorer.simulator import LengthDist, ServingConfig
-from explorer.tradeoff import block_size_tradeoff
-from explorer.serving_history import ServingHistory, StepRecord, simulate
+from explorer.cache.sharing import SharedBatch, shared_prefix_batch
+from explorer.kernel.view import trace_row
+from explorer.serving.history import ServingHistory, StepRecord, simulate
+from explorer.serving.simulator import LengthDist, ServingConfig
+from explorer.serving.tradeoff import block_size_tradeoff
+from paged_attention import DecodeConfig, assign_blocks
 from paged_attention.launch_plan import LaunchPlan
 
 
@@ -57,7 +56,7 @@ def block_arrays_for(config: DecodeConfig) -> tuple[np.ndarray, np.ndarray]:
 def shared_batch(
     lengths: tuple[int, ...], block_size: int, num_blocks: int, common_prompt: int, samples: int
 ) -> SharedBatch:
-    """:func:`explorer.sharing.shared_prefix_batch`, cached."""
+    """:func:`explorer.cache.sharing.shared_prefix_batch`, cached."""
     return shared_prefix_batch(lengths, block_size, num_blocks, common_prompt, samples)
 
 
@@ -132,7 +131,7 @@ def block_size_table(
     prompt: tuple[str, int, int], output: tuple[str, int, int], seed: int, steps: int,
     block_sizes: tuple[int, ...],
 ) -> tuple[pd.DataFrame, dict[int, StepRecord]]:
-    """:func:`~explorer.tradeoff.block_size_tradeoff` on the same traffic:
+    """:func:`~explorer.serving.tradeoff.block_size_tradeoff` on the same traffic:
     its table, and each block size's busiest step as a :class:`StepRecord`."""
     base = ServingConfig(
         num_blocks=pool_tokens, block_size=1, max_batch_size=max_batch_size, arrival_rate=float(arrival_rate),
@@ -147,7 +146,7 @@ def block_size_table(
 @st.cache_data(max_entries=16, show_spinner="Tracing the kernel…")
 def kernel_trace(key: tuple, seq: int, head: int, plan: LaunchPlan, groups: tuple = (),
                  prefix: LaunchPlan | None = None) -> dict:
-    """:func:`~explorer.kernel_trace_view.trace_row` for the configuration ``key``
+    """:func:`~explorer.kernel.view.trace_row` for the configuration ``key``
     (``(field, value)`` pairs of a :class:`DecodeConfig`), after the prefix pass of
     shared-prefix ``groups`` under ``prefix``, without tensors: ``tiles`` and
     ``splits`` DataFrames, ``max_abs_error`` against the float64 reference,

@@ -1,5 +1,5 @@
 """The Decode benchmark page's "Recorded on a GPU" section: a benchmark set recorded
-on a GPU (:mod:`explorer.recorded`), shown apart from the live run and labelled as
+on a GPU (:mod:`explorer.bench.recorded`), shown apart from the live run and labelled as
 recorded, so that a laptop without a GPU still has real GPU numbers to show."""
 
 from __future__ import annotations
@@ -8,11 +8,22 @@ import pandas as pd
 import streamlit as st
 
 from explorer import formatting
-from explorer.figures.recorded import recorded_latency_figure
-from explorer.recorded import RecordedSet, config_label, load_recorded, matching_config, recorded_rows
+from explorer.bench.recorded import (
+    RecordedSet,
+    config_label,
+    load_recorded,
+    matching_config,
+    recorded_rows,
+)
+from explorer.bench.recorded_figures import recorded_latency_figure
 from paged_attention import DecodeConfig
 from ui.charts import show_chart
-from ui.recorded_peers import peer_durations, peer_set_names, recorded_peer_sets, show_peer_set
+from ui.recorded_peers import (
+    peer_durations,
+    peer_set_names,
+    recorded_peer_sets,
+    show_peer_set,
+)
 
 TITLE = "Recorded on a GPU"
 #: Background of the table rows of the sidebar's configuration.

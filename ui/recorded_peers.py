@@ -1,5 +1,5 @@
 """The peer tables of the Decode benchmark page's "Recorded on a GPU" section: our
-kernels against SDPA and FlashInfer, recorded on a GPU (:mod:`explorer.recorded_peers`),
+kernels against SDPA and FlashInfer, recorded on a GPU (:mod:`explorer.bench.recorded_peers`),
 shown as recorded and never beside a live row."""
 
 from __future__ import annotations
@@ -7,7 +7,14 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer import formatting
-from explorer.recorded_peers import CONFIGURATION_HELP, LABELS_HELP, SETS, PeerSet, load_peer_sets, peer_rows
+from explorer.bench.recorded_peers import (
+    CONFIGURATION_HELP,
+    LABELS_HELP,
+    SETS,
+    PeerSet,
+    load_peer_sets,
+    peer_rows,
+)
 
 #: Height of a table row in ``st.dataframe``.
 _ROW_PX = 35

@@ -1,5 +1,5 @@
 """The Sweep page's "Recorded on a GPU" section: sweeps recorded on a GPU
-(:mod:`explorer.recorded_sweeps`), drawn with the page's own sweep charts, beside
+(:mod:`explorer.sweep.recorded`), drawn with the page's own sweep charts, beside
 this session's sweep along the same axis but never in its table or CSV. Hidden when
 none are shipped."""
 
@@ -8,10 +8,16 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from explorer import figures, formatting
-from explorer.recorded_sweeps import (RecordedSweep, load_recorded_sweeps, recorded_note, setting_differences,
-                                      shared_points)
-from explorer.sweep import AXES
+from explorer import formatting
+from explorer.sweep import figures as sweep_figures
+from explorer.sweep.grid import AXES
+from explorer.sweep.recorded import (
+    RecordedSweep,
+    load_recorded_sweeps,
+    recorded_note,
+    setting_differences,
+    shared_points,
+)
 from ui.charts import show_chart
 
 TITLE = "Recorded on a GPU"
@@ -31,7 +37,7 @@ def recorded_sweeps() -> list[RecordedSweep] | str:
 
 def show_recorded_sweeps(mine: pd.DataFrame | None) -> None:
     """The section: pick a recorded sweep; its latency and bandwidth charts, with
-    this session's sweep (``mine``, :data:`explorer.sweep.SWEEP_COLUMNS`) drawn
+    this session's sweep (``mine``, :data:`explorer.sweep.runs.SWEEP_COLUMNS`) drawn
     beside it when it varies the same axis, and then the ratio of the two."""
     sweeps = recorded_sweeps()
     if isinstance(sweeps, str):
@@ -70,8 +76,8 @@ def show_recorded_sweeps(mine: pd.DataFrame | None) -> None:
     frame = pd.concat([mine, rec.frame], ignore_index=True) if same_axis else rec.frame
     note = recorded_note(m["gpu"], beside=same_axis)
     a, b = st.columns(2, gap="medium")
-    show_chart(figures.sweep_latency_figure(frame, note=note), key="sw_recorded_latency", parent=a, width="stretch")
-    show_chart(figures.sweep_bandwidth_figure(frame, note=note), key="sw_recorded_bandwidth", parent=b,
+    show_chart(sweep_figures.sweep_latency_figure(frame, note=note), key="sw_recorded_latency", parent=a, width="stretch")
+    show_chart(sweep_figures.sweep_bandwidth_figure(frame, note=note), key="sw_recorded_bandwidth", parent=b,
                width="stretch")
     if same_axis:
         differ = setting_differences(rec, mine)
@@ -79,7 +85,7 @@ def show_recorded_sweeps(mine: pd.DataFrame | None) -> None:
             st.caption("Settings that differ, recorded vs this session: " + ", ".join(differ) + ".")
         if shared_points(rec.frame, mine):
             a, b = st.columns(2, gap="medium")
-            show_chart(figures.sweep_ratio_figure(frame, rec.source, mine["source"].iloc[0],
+            show_chart(sweep_figures.sweep_ratio_figure(frame, rec.source, mine["source"].iloc[0],
                                                   title=f"Time ratio: recorded on {m['gpu']} over this session"),
                        key="sw_recorded_ratio", parent=a, width="stretch")
             b.caption(f"The recorded sweep's time over this session's, per implementation: below 1 the {m['gpu']} "

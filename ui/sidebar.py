@@ -30,10 +30,18 @@ from dataclasses import dataclass, replace
 import pandas as pd
 import streamlit as st
 
-from paged_attention import BLOCK_LAYOUTS, KV_SCALES, DecodeConfig, device_description, execution_mode
-from explorer import formatting, page_urls, readouts, settings as state
-from explorer.settings import Settings
+from explorer import formatting, page_urls
+from explorer import settings as state
+from explorer.bench import readouts
 from explorer.limits import clamp_value
+from explorer.settings import Settings
+from paged_attention import (
+    BLOCK_LAYOUTS,
+    KV_SCALES,
+    DecodeConfig,
+    device_description,
+    execution_mode,
+)
 from ui.inputs import bounded_number_input
 
 #: Session-state key of the widget that holds each Settings field.

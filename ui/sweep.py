@@ -30,12 +30,19 @@ import pandas as pd
 import streamlit as st
 import torch
 
+from explorer.sweep.naive_budget import after_probe, naive_cost, naive_plan
+from explorer.sweep.runs import SweepJob, result_row, status_row
 from paged_attention import DecodeConfig, prepare
 from paged_attention.bench import benchmark_implementations
 from paged_attention.timing import GPU_HEADROOM_BYTES, time_calls
-from explorer.naive_budget import after_probe, naive_cost, naive_plan
-from explorer.sweep import SweepJob, result_row, status_row
-from ui.benchmark import BenchmarkOOM, BenchmarkRefused, check_fits, copy_bandwidth, exclusive_run, inputs_slot
+from ui.benchmark import (
+    BenchmarkOOM,
+    BenchmarkRefused,
+    check_fits,
+    copy_bandwidth,
+    exclusive_run,
+    inputs_slot,
+)
 from ui.data import config_key
 
 #: Session-state key of the current sweep.

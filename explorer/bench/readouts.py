@@ -1,0 +1,256 @@
+"""Readouts of one configuration and its benchmark results, as the pages show them.
+
+The sidebar's memory summary, a configuration's one-line label, the bytes a
+shared prefix saves, and the rows of the benchmark's results table and CSV (one
+per implementation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from explorer.formatting import KV_SCALE_LABELS, count, format_times, kv_dtype_label
+from paged_attention.bench import achieved_gbps, shares_kv
+from paged_attention.config import DecodeConfig
+
+
+@dataclass(frozen=True)
+class MemorySummary:
+    """The sidebar's memory readout for one configuration."""
+
+    kv_cache_bytes: int
+    total_bytes: int
+    blocks_used: int
+    blocks_in_pool: int
+    allocated_slots: int
+    wasted_slots: int
+    #: The cache's dtype as the app names it (``"float16"``, ``"fp8 e4m3"``).
+    kv_dtype: str = ""
+    #: Bytes of one stored K or V value (1 for fp8).
+    kv_element_bytes: int = 0
+    #: Bytes of one physical block, K and V together.
+    block_bytes: int = 0
+
+    @property
+    def wasted_fraction(self) -> float:
+        """Share of allocated slots left empty in partly filled last blocks."""
+        return self.wasted_slots / self.allocated_slots if self.allocated_slots else 0.0
+
+
+def memory_summary(config: DecodeConfig) -> MemorySummary:
+    """KV-cache bytes, blocks and wasted slots of ``config`` (nothing is allocated)."""
+    return MemorySummary(
+        kv_cache_bytes=config.kv_cache_bytes(),
+        total_bytes=config.memory_bytes(),
+        blocks_used=config.num_blocks_used,
+        blocks_in_pool=config.num_blocks,
+        allocated_slots=config.num_blocks_used * config.block_size,
+        wasted_slots=config.wasted_slots,
+        kv_dtype=kv_dtype_label(config.kv_dtype, config.dtype),
+        kv_element_bytes=config.kv_element_size,
+        block_bytes=config.kv_cache_bytes() // config.num_blocks,
+    )
+
+
+def config_summary(config: DecodeConfig) -> str:
+    """A short label for one configuration, e.g. ``"B=4 ctx=128 H=32/8 d=128 bs=16 float16 shuffled"``;
+    an fp8 cache adds its format and scales after the dtype: ``"float16 kv=fp8 e4m3 per tensor"``."""
+    lens = config.lengths
+    if len(set(lens)) <= 1:
+        ctx = f"ctx={lens[0] if lens else 0}"
+    else:
+        ctx = f"ctx={min(lens)}-{max(lens)} (mean {sum(lens) / len(lens):.0f})"
+    return (
+        f"B={config.batch_size} {ctx} H={config.num_heads}/{config.num_kv_heads} "
+        f"d={config.head_dim} bs={config.block_size} {config.dtype}{_kv_text(config)} {config.block_layout} "
+        f"{config.device}{_prefix_text(config)}"
+    )
+
+
+def _prefix_text(config: DecodeConfig) -> str:
+    if not config.shared_prefix:
+        return ""
+    return f" prefix={config.shared_prefix}×{count(config.prefix_groups, 'group')}"
+
+
+@dataclass(frozen=True)
+class SharedKV:
+    """K and V bytes one decode step reads, logically and at least (a shared
+    prefix's blocks once per group), for a batch with a shared prefix."""
+
+    logical_bytes: int
+    unique_bytes: int
+    shared_blocks: int
+    prefix_groups: int
+
+    @property
+    def saved_fraction(self) -> float:
+        """Share of the logical bytes that sharing leaves out."""
+        return 1 - self.unique_bytes / self.logical_bytes if self.logical_bytes else 0.0
+
+
+def shared_kv(config: DecodeConfig) -> SharedKV | None:
+    """The logical and unique K and V bytes of ``config``; None without a shared prefix."""
+    if not config.shared_prefix:
+        return None
+    return SharedKV(config.needed_kv_bytes(), config.unique_kv_bytes(), config.shared_blocks, config.prefix_groups)
+
+
+def _kv_text(config: DecodeConfig) -> str:
+    if not config.is_fp8:
+        return ""
+    return f" kv={kv_dtype_label(config.kv_dtype)} {KV_SCALE_LABELS.get(config.kv_scale, config.kv_scale)}"
+
+
+#: How :func:`run_change` names each DecodeConfig field, in the order it lists them.
+_CHANGE_NAMES: dict[str, str] = {
+    "batch_size": "batch", "context_lens": "ctx", "num_heads": "heads", "num_kv_heads": "KV heads",
+    "head_dim": "head_dim", "block_size": "block_size", "dtype": "dtype", "kv_dtype": "KV cache",
+    "kv_scale": "scales", "block_layout": "layout",
+    "shared_prefix": "prefix", "prefix_groups": "prefix groups",
+    "spare_blocks": "spare blocks", "seed": "seed", "device": "device",
+}
+
+
+def _lens_text(config: DecodeConfig) -> str:
+    lens = config.lengths
+    if len(set(lens)) <= 1:
+        return f"{lens[0] if lens else 0:,}"
+    return f"{min(lens):,}-{max(lens):,}"
+
+
+def run_change(previous: DecodeConfig | None, current: DecodeConfig, *, most: int = 2) -> str:
+    """What differs in ``current`` from the ``previous`` run's configuration, for a
+    run-history label: ``"block_size 16→32"``, ``"batch 4→8, seed 0→1"``.
+
+    At most ``most`` fields are named, then ``"+k more"``. ``"first run"`` when
+    there is no previous run; ``"same settings"`` when nothing differs (a repeat).
+    Ragged lengths that changed but keep their range read ``"ctx lengths"``.
+    """
+    if previous is None:
+        return "first run"
+    changes = []
+    for name, label in _CHANGE_NAMES.items():
+        before, after = getattr(previous, name), getattr(current, name)
+        if name == "context_lens":
+            if previous.lengths == current.lengths:
+                continue
+            before, after = _lens_text(previous), _lens_text(current)
+            if before == after:  # same range: new lengths in it, or only more or fewer sequences
+                if previous.batch_size == current.batch_size:
+                    changes.append("ctx lengths")
+                continue
+        elif name == "kv_dtype":
+            if not (previous.is_fp8 or current.is_fp8):
+                continue  # a cache in the compute dtype changes with it: "dtype" says so
+            before, after = kv_dtype_label(before, previous.dtype), kv_dtype_label(after, current.dtype)
+            if before == after:
+                continue
+        elif name == "kv_scale":
+            if before == after or not (previous.is_fp8 and current.is_fp8):
+                continue  # scales of a 16-bit cache mean nothing
+            before, after = KV_SCALE_LABELS.get(before, before), KV_SCALE_LABELS.get(after, after)
+        elif before == after:
+            continue
+        elif isinstance(before, int) and isinstance(after, int):
+            before, after = f"{before:,}", f"{after:,}"
+        changes.append(f"{label} {before}→{after}")
+    if not changes:
+        return "same settings"
+    shown = ", ".join(changes[:most])
+    return shown if len(changes) <= most else f"{shown} +{len(changes) - most} more"
+
+
+def reads_no_kv(config: DecodeConfig) -> bool:
+    """True when every context of ``config`` is empty: a decode step has nothing
+    to attend to and reads no K or V (each implementation only writes zeros), so
+    its bandwidth is undefined and speedups between implementations mean nothing."""
+    return config.needed_kv_bytes() == 0
+
+
+def results_rows(
+    results: Iterable, copy_gbps: float | None = None, baseline: str = "naive", *, reads_kv: bool = True
+) -> list[dict]:
+    """Flat rows for the results table and its CSV, one per implementation.
+
+    Parameters
+    ----------
+    results : iterable of BenchResult
+    copy_gbps : float, optional
+        This device's measured copy bandwidth (GB/s), to add the fraction reached.
+    baseline : str
+        Implementation whose median the speedup is taken against.
+    reads_kv : bool
+        False when the step reads no K or V (:func:`reads_no_kv`): bandwidth, its
+        fraction of the copy bandwidth and the speedup are then None (n/a).
+
+    With a shared prefix (:func:`~paged_attention.bench.shares_kv`) the rows add
+    ``unique_gbps`` and ``gpu_unique_gbps``, the bandwidth on unique bytes (a
+    shared block once), and ``pct_of_copy_bw`` counts unique bytes: the logical
+    ones a prefix-aware kernel never reads can go past the copy bandwidth.
+    """
+    results = list(results)
+    base = next((r for r in results if r.name == baseline), None) if reads_kv else None
+    sharing = any(shares_kv(r) for r in results)
+    rows = []
+    for r in results:
+        best_gbps = achieved_gbps(r, unique=sharing)
+        if not reads_kv:
+            best_gbps = None
+        unique = {"unique_gbps": r.unique_gbps if reads_kv else None,
+                  "gpu_unique_gbps": r.gpu_unique_gbps if reads_kv else None} if sharing else {}
+        rows.append(
+            {
+                "implementation": r.label,
+                "device": r.device,
+                "median_ms": r.median_ms,
+                "p20_ms": r.p20_ms,
+                "p80_ms": r.p80_ms,
+                "gpu_time_ms": r.gpu_time_ms,
+                "gpu_p20_ms": getattr(r, "gpu_p20_ms", None),
+                "gpu_p80_ms": getattr(r, "gpu_p80_ms", None),
+                "speedup_vs_naive": (base.median_ms / r.median_ms) if base and r.median_ms > 0 else None,
+                "gbps": r.gbps if reads_kv else None,
+                "gpu_gbps": r.gpu_gbps if reads_kv else None,
+                **unique,
+                "pct_of_copy_bw": (100 * best_gbps / copy_gbps) if copy_gbps and best_gbps is not None else None,
+                "max_abs_err": r.max_abs_err,
+                "max_rel_err": r.max_rel_err,
+                "max_tol_ratio": r.max_tol_ratio,
+                "atol": r.atol,
+                "correct": "yes" if r.passed else "NO",
+                "samples": len(r.samples_ms),
+            }
+        )
+    return rows
+
+
+def results_csv(run: int, label: str, rows: list[dict], quantization_error: float | None = None) -> str:
+    """The Decode benchmark's CSV download: a line per implementation (``rows``, as
+    :func:`results_rows` makes them) after the run's number and configuration, and,
+    for an fp8 cache, its quantization error (the error chart's dashed line) as the
+    column ``fp8_quantization_error``."""
+    import pandas as pd
+
+    extra = {} if quantization_error is None else {"fp8_quantization_error": quantization_error}
+    return pd.DataFrame([{"run": run, "config": label, **row, **extra} for row in rows]).to_csv(index=False)
+
+
+def quantization_caption(quantization, config: DecodeConfig) -> str:
+    """What the error chart's two errors are, for an fp8 cache.
+
+    ``quantization`` is an :class:`~explorer.bench.quantization.QuantizationError`
+    (``max_abs_err`` None, with a ``note``, when it was not measured).
+    """
+    kernel = (f"The dots are each kernel's own error: against the float64 reference on the dequantized "
+              f"{quantization.kv_dtype} cache (what the kernels read), with the {config.dtype} tolerance.")
+    if quantization.max_abs_err is None:
+        return f"{kernel} The fp8 quantization error was {quantization.note}."
+    ratio = quantization.max_tol_ratio
+    times = f" ({format_times(ratio)} the {config.dtype} tolerance)" if ratio is not None else ""
+    return (
+        f"{kernel} The dashed line is the **fp8 quantization error**, max {quantization.max_abs_err:.2g}{times}: "
+        "how far the exact answer on the fp8 cache is from the exact answer on the original values before "
+        "quantization. Storing K and V in 8 bits costs it whatever the kernel, so it has no pass/fail."
+    )

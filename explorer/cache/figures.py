@@ -1,0 +1,548 @@
+"""Figures of the paged KV cache, drawn from the block table alone (no KV tensors):
+the block table and the physical pool (a sequence's walk: :mod:`.token_walk`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.cache.picking import GRID_PAD, add_click_targets, add_outline, add_veil
+from explorer.cache.sampling import GridSample, pool_grid_shape, sample_grid
+from explorer.formatting import compact, count, ordinal
+from explorer.style import (
+    BLOCK_COLORSCALE,
+    FREE_COLOR,
+    MAX_POOL_CELLS,
+    MAX_SEQUENCE_LEGEND,
+    MAX_TABLE_CELLS,
+    MIN_COLUMN_PX,
+    OTHER_COLOR,
+    PLOT_WIDTH_PX,
+    SEQUENCE_COLORS,
+    UNALLOCATED_COLOR,
+    _colorbar_px,
+    _fits_text,
+    _gaps,
+    _int_ticks,
+    _margins,
+    _plot_height,
+    _style,
+)
+from paged_attention.inputs import FREE, OTHER
+
+
+def _filled(lengths: np.ndarray, logical: np.ndarray, block_size: int) -> np.ndarray:
+    """Slots filled in logical block ``logical`` of sequences of ``lengths``."""
+    return np.clip(lengths - logical * block_size, 0, block_size)
+
+
+def block_table_grid(
+    n_rows: int, n_cols: int, max_cells: int = MAX_TABLE_CELLS, plot_width: float = PLOT_WIDTH_PX
+) -> GridSample:
+    """What :func:`block_table_figure` draws of an ``n_rows x n_cols`` block table.
+
+    Every k-th row past ``max_cells`` cells; past ``plot_width /``
+    :data:`MIN_COLUMN_PX` logical blocks (or the cell budget), k consecutive
+    logical blocks per drawn column. Its :meth:`~GridSample.note` is the caption
+    that says so.
+    """
+    return sample_grid(n_rows, n_cols, max_cells, max_cols=int(plot_width // MIN_COLUMN_PX), col_bins=True)
+
+
+def block_table_figure(
+    block_tables: np.ndarray,
+    context_lens: Sequence[int],
+    block_size: int,
+    num_blocks: int | None = None,
+    *,
+    max_cells: int = MAX_TABLE_CELLS,
+    seq_ids: Sequence[int] | None = None,
+    title: str = "Block table",
+    plot_width: float = PLOT_WIDTH_PX,
+    color_by: str = "physical",
+    ref_counts: np.ndarray | None = None,
+    highlight: range | None = None,
+) -> go.Figure:
+    """The block table as a heatmap: one row per sequence, one column per logical block.
+
+    Cells are coloured by physical block id (``color_by="physical"``) or by the
+    owning sequence in the colours :func:`pool_figure` gives it
+    (``color_by="sequence"``: a row's cells match its blocks in the pool), and
+    then carry the physical id as text where it fits; unallocated entries (``-1``)
+    are a separate pale trace marked "–". Hover shows sequence, logical block, token
+    range, physical block and slots filled.
+
+    A table wider than the plot has pixels for (see :func:`block_table_grid`)
+    aggregates columns: each stands for k consecutive logical blocks, is coloured
+    by the first allocated one among them and hovers how many are allocated, so
+    a one-block sequence beside a million-block one still shows a column. Past
+    ``max_cells`` cells every k-th row is drawn.
+
+    Parameters
+    ----------
+    block_tables : ndarray
+        ``[batch_size, max_num_blocks]`` integers, ``-1`` unallocated.
+    context_lens : sequence of int
+        ``batch_size`` context lengths.
+    block_size : int
+        Tokens per block.
+    num_blocks : int, optional
+        Pool size, the top of the colour scale (default: the largest id + 1).
+    max_cells : int
+        Past this many cells, rows are sampled and columns aggregated.
+    seq_ids : sequence of int, optional
+        A name for each row (a serving simulation's ``seq_id``), shown in the
+        hover and on the y axis instead of the row index.
+    title : str
+        The figure's title.
+    plot_width : float
+        About how many pixels wide the plot area will be; block ids are written in
+        the cells only where they fit, and columns are aggregated past
+        ``plot_width /`` :data:`MIN_COLUMN_PX`.
+    color_by : {"physical", "sequence"}
+        What a cell's colour says: its physical block id (a continuous scale), or
+        its sequence (``seq_ids`` when given, else the row), as in the pool.
+    ref_counts : ndarray, optional
+        ``[num_blocks]``: sequences holding each physical block (a sharing
+        :class:`~explorer.serving.block_manager.BlockManager`'s counts). Cells whose block
+        more than one sequence holds get a white diamond in their top-left corner
+        (when every logical block has its own column).
+    highlight : range, optional
+        Physical block ids to outline: every drawn cell that points to one of
+        them (an aggregated column: that holds one) gets a thick outline, and a
+        pale veil dims the others. Cells of rows the sampling leaves out are not
+        drawn, so not outlined.
+
+    Returns
+    -------
+    go.Figure
+        Trace 0: allocated cells (``z`` = physical id, of the first allocated
+        block of each aggregated column, or with ``color_by="sequence"`` the
+        pool's colour code ``2 + seq % len(SEQUENCE_COLORS)`` and the id in
+        ``text``; NaN where unallocated); trace 1:
+        unallocated cells, whose ``text`` is "–" exactly there. ``x`` holds the
+        logical block of each column, or the column edges (``len + 1`` values,
+        at half blocks) when columns are aggregated. With ``ref_counts``, a
+        scatter trace ``"shared block"`` follows (``customdata`` = sequence,
+        logical block, physical block, holders), empty when nothing drawn is shared.
+        Before it, a transparent scatter ``"click targets"`` (legend group
+        :data:`~.picking.PICK_GROUP`) on every allocated cell, its ``customdata``
+        trace 0's with the picked block twice appended (the first allocated of
+        an aggregated column). With ``highlight``, the traces of
+        :func:`~.picking.add_veil` and :func:`~.picking.add_outline` come last.
+    """
+    tables = np.asarray(block_tables)
+    if tables.ndim != 2:
+        raise ValueError(f"block_tables must be 2-D; got shape {tables.shape}")
+    if color_by not in ("physical", "sequence"):
+        raise ValueError(f"color_by must be 'physical' or 'sequence'; got {color_by!r}")
+    lengths = np.asarray(context_lens, dtype=np.int64)
+    batch, width = tables.shape
+    if num_blocks is None:
+        num_blocks = int(tables.max(initial=0)) + 1
+    grid = block_table_grid(batch, width, max_cells, plot_width)
+    rows, per_col = grid.rows, grid.col_stride
+    names = rows if seq_ids is None else np.asarray(seq_ids, dtype=np.int64)[rows]
+    seq_len = lengths[rows][:, None]
+    if per_col == 1:
+        x = first = last = grid.cols
+        sub = tables[np.ix_(rows, x)].astype(np.int64)
+        unalloc = sub < 0
+        picked = None if highlight is None else (sub >= highlight.start) & (sub < highlight.stop)
+    else:
+        n_cols = math.ceil(width / per_col)
+        padded = np.full((len(rows), n_cols * per_col), -1, dtype=np.int64)
+        padded[:, :width] = tables[rows]
+        bins = padded.reshape(len(rows), n_cols, per_col)
+        held = bins >= 0
+        allocated = held.sum(-1)
+        unalloc = allocated == 0
+        sub = np.where(unalloc, -1, np.take_along_axis(bins, held.argmax(-1)[..., None], -1)[..., 0])
+        first = np.arange(n_cols) * per_col
+        last = np.minimum(first + per_col, width) - 1
+        x = np.append(first, width) - 0.5  # column edges: each column spans exactly its blocks
+        picked = None if highlight is None else (
+            held & (bins >= highlight.start) & (bins < highlight.stop)).any(-1)
+    shape = sub.shape
+    seq = np.broadcast_to(names[:, None], shape)
+    start = np.broadcast_to(first[None, :] * block_size, shape)
+    end = np.minimum(seq_len, (last[None, :] + 1) * block_size) - 1
+    if per_col == 1:
+        columns = [seq, np.broadcast_to(first[None, :], shape), start, end, sub,
+                   _filled(seq_len, first[None, :], block_size)]
+        hover = ("sequence %{customdata[0]}<br>logical block %{customdata[1]}"
+                 "<br>tokens %{customdata[2]}–%{customdata[3]}<br>physical block %{customdata[4]}"
+                 f"<br>slots filled %{{customdata[5]}}/{block_size}<extra></extra>")
+        hover_unalloc = "sequence %{customdata[0]}<br>logical block %{customdata[1]}<br>unallocated (-1)<extra></extra>"
+    else:
+        columns = [seq, np.broadcast_to(first[None, :], shape), start, end, sub, allocated,
+                   np.broadcast_to(last[None, :] - first[None, :] + 1, shape),
+                   np.broadcast_to(last[None, :], shape)]
+        hover = ("sequence %{customdata[0]}<br>logical blocks %{customdata[1]}–%{customdata[7]}"
+                 "<br>tokens %{customdata[2]}–%{customdata[3]}"
+                 "<br>%{customdata[5]} of %{customdata[6]} blocks allocated"
+                 "<br>first: physical block %{customdata[4]}<extra></extra>")
+        hover_unalloc = ("sequence %{customdata[0]}<br>logical blocks %{customdata[1]}–%{customdata[7]}"
+                         "<br>unallocated (-1)<extra></extra>")
+    custom = np.stack(columns, axis=-1).astype(np.int32)
+
+    z = np.where(unalloc, np.nan, sub).astype(float)
+    text_on = per_col == 1 and _fits_text(grid.cells, shape[1], num_blocks - 1, plot_width)
+    by_sequence = color_by == "sequence"
+    subtitle = (f"{count(batch, 'sequence')} x {count(width, 'logical block')} of "
+                f"{count(block_size, 'token')}; colour = "
+                + ("sequence, as in the pool; number = physical block" if by_sequence else "physical block id"))
+    if grid.sampled:
+        parts = [f"every {ordinal(grid.row_stride)} row shown"] if grid.row_stride > 1 else []
+        if per_col > 1:
+            parts.append(f"{per_col:,} logical blocks per column (colour: the first allocated)")
+        subtitle += " · sampled: " + "; ".join(parts)
+    # At least 170 px of plot, so the colour bar keeps room for its ticks under its
+    # two-line title when there are only a few rows.
+    height = int(min(720, max(sum(_margins(subtitle)) + 170, 140 + 26 * len(rows))))
+    plot_height = _plot_height(height, subtitle)
+    gaps = _gaps(len(rows), shape[1], plot_height)
+    if by_sequence:  # the pool's categorical colours: 0 free, 1 other, 2 + seq % n a sequence
+        codes = np.where(unalloc, np.nan, 2 + seq % len(SEQUENCE_COLORS)).astype(float)
+        scale, k = _owner_colorscale()
+        colour = dict(z=codes, colorscale=scale, zmin=-0.5, zmax=k - 0.5, showscale=False,
+                      text=np.where(unalloc, "", sub.astype(str)), texttemplate="%{text}" if text_on else None)
+    else:
+        colour = dict(z=z, colorscale=BLOCK_COLORSCALE, zmin=0, zmax=max(1, num_blocks - 1),
+                      colorbar=dict(title=dict(text="physical<br>block id"), thickness=14,
+                                    **_int_ticks(0, max(1, num_blocks - 1), _colorbar_px(plot_height))),
+                      texttemplate="%{z}" if text_on else None)
+    fig = go.Figure()
+    fig.add_trace(
+        go.Heatmap(
+            x=x,
+            y=rows,
+            customdata=custom,
+            hoverongaps=False,
+            hovertemplate=hover,
+            textfont=dict(size=10),
+            **colour,
+            **gaps,
+            name="allocated",
+        )
+    )
+    # The mark goes in the unallocated cells only: a constant texttemplate would
+    # be written over every cell, striking through the allocated cells' ids.
+    fig.add_trace(
+        go.Heatmap(
+            z=np.where(unalloc, 1.0, np.nan),
+            x=x,
+            y=rows,
+            customdata=custom,
+            colorscale=[[0, UNALLOCATED_COLOR], [1, UNALLOCATED_COLOR]],
+            showscale=False,
+            hoverongaps=False,
+            hovertemplate=hover_unalloc,
+            text=np.where(unalloc, "–", "") if text_on else None,
+            texttemplate="%{text}" if text_on else None,
+            textfont=dict(size=10, color="#94A3B8"),
+            **gaps,
+            name="unallocated (-1)",
+        )
+    )
+    _legend_square(fig, UNALLOCATED_COLOR, "unallocated (-1)", line="#CBD5E1")
+    cell_px = min(plot_height / max(1, len(rows)), plot_width / max(1, shape[1]))
+    r, c = np.nonzero(~unalloc)
+    centres = first + (last - first) / 2
+    add_click_targets(fig, centres[c], rows[r], np.concatenate([custom[r, c], sub[r, c, None], sub[r, c, None]], -1),
+                      cell_px, hovertemplate=hover)
+    if ref_counts is not None:
+        _shared_marks(fig, sub, rows, names, first, np.asarray(ref_counts), grid.row_stride,
+                      exact=per_col == 1, size=float(np.clip(0.28 * cell_px, 3, 8)))
+    if highlight is not None:
+        add_veil(fig, x, rows, picked, **gaps)
+        r, c = np.nonzero(picked)
+        half = grid.row_stride / 2
+        add_outline(fig, first[c] - 0.5, last[c] + 0.5, rows[r] - half, rows[r] + half, cell_px)
+    _style(fig, title, subtitle, height=height)
+    fig.update_xaxes(title="logical block", showgrid=False, zeroline=False, **_int_ticks(0, width - 1))
+    fig.update_yaxes(title="sequence" if seq_ids is None else "sequence (seq_id)", autorange="reversed",
+                     showgrid=False, zeroline=False)
+    # Label rows by name (a seq_id need not be the row index): each of up to 40,
+    # past that every k-th, 14 px or more apart.
+    step = 1 if len(rows) <= 40 else math.ceil(len(rows) * 14 / plot_height)
+    fig.update_yaxes(tickmode="array", tickvals=rows[::step], ticktext=[str(r) for r in names[::step]])
+    return fig
+
+
+def _shared_marks(fig, sub, rows, names, cols, ref_counts, row_stride, *, exact: bool, size: float) -> None:
+    """White diamonds on the block-table cells whose physical block is shared."""
+    holders = np.where(sub >= 0, ref_counts[np.maximum(sub, 0)], 0)
+    r, c = np.nonzero(holders > 1) if exact else (np.array([], dtype=int),) * 2
+    fig.add_trace(
+        go.Scatter(
+            x=cols[c] - 0.3,
+            y=rows[r] - 0.3 * row_stride,
+            mode="markers",
+            marker=dict(symbol="diamond", size=size, color="white",
+                        line=dict(color="#111827", width=1.5)),
+            customdata=np.stack([names[r], cols[c], sub[r, c], holders[r, c]], axis=-1) if len(r) else None,
+            hovertemplate="sequence %{customdata[0]}, logical block %{customdata[1]}"
+            "<br>physical block %{customdata[2]}: shared by %{customdata[3]} sequences<extra></extra>",
+            cliponaxis=False,
+            name="shared block (2+ sequences)",
+        )
+    )
+
+
+def _owner_colorscale() -> tuple[list, int]:
+    """The pool's categorical colour scale for owner codes (0 free, 1 other,
+    ``2 + seq % len(SEQUENCE_COLORS)`` a sequence), and how many codes it has."""
+    colors = [FREE_COLOR, OTHER_COLOR, *SEQUENCE_COLORS]
+    return [[(i + j) / len(colors), c] for i, c in enumerate(colors) for j in (0, 1)], len(colors)
+
+
+def _legend_square(fig: go.Figure, color: str, name: str, line: str | None = None, meta: dict | None = None) -> None:
+    """A legend entry for a heatmap category (heatmaps have no legend of their own)."""
+    fig.update_layout(showlegend=True)
+    fig.add_trace(
+        go.Scatter(
+            x=[None],
+            y=[None],
+            mode="markers",
+            marker=dict(symbol="square", size=12, color=color, line=dict(color=line or color, width=1)),
+            name=name,
+            hoverinfo="skip",
+            meta=meta,
+        )
+    )
+
+
+def block_fill(
+    block_tables: np.ndarray, context_lens: Sequence[int], block_size: int, num_blocks: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per physical block: its logical index in its sequence and the slots it holds.
+
+    Returns
+    -------
+    logical : ndarray
+        ``[num_blocks]`` int64, ``-1`` for blocks no sequence of the table uses.
+    filled : ndarray
+        ``[num_blocks]`` int64 slots filled (0 for unused blocks).
+    """
+    tables = np.asarray(block_tables, dtype=np.int64)
+    lengths = np.asarray(context_lens, dtype=np.int64)
+    seq, col = np.nonzero(tables >= 0)
+    phys = tables[seq, col]
+    logical = np.full(num_blocks, -1, dtype=np.int64)
+    filled = np.zeros(num_blocks, dtype=np.int64)
+    logical[phys] = col
+    filled[phys] = _filled(lengths[seq], col, block_size)
+    return logical, filled
+
+
+def pool_figure(
+    pool_owner: np.ndarray,
+    block_tables: np.ndarray,
+    context_lens: Sequence[int],
+    block_size: int,
+    *,
+    max_cells: int = MAX_POOL_CELLS,
+    highlight: range | None = None,
+) -> go.Figure:
+    """The physical pool as a grid of blocks, coloured by owning sequence.
+
+    Free blocks are grey, blocks held by sequences outside the batch (the
+    fragmented layout's ``OTHER``) dark slate, and each sequence's partly filled
+    last block carries a dark dot. Pools larger than ``max_cells`` blocks are
+    aggregated: each cell covers consecutive blocks and is coloured by the share
+    that belongs to this batch.
+
+    Parameters
+    ----------
+    pool_owner : ndarray
+        ``[num_blocks]``: the owning sequence, ``-1`` free, ``-2`` other.
+    block_tables : ndarray
+        ``[batch_size, max_num_blocks]``, ``-1`` unallocated.
+    context_lens : sequence of int
+    block_size : int
+    highlight : range, optional
+        Physical block ids to outline (see :func:`pool_pick`).
+
+    Up to :data:`MAX_SEQUENCE_LEGEND` sequences each get a legend entry; past
+    that the colours repeat (every ``len(SEQUENCE_COLORS)`` sequences), the
+    subtitle says so, and the hover names each block's owner.
+
+    Returns
+    -------
+    go.Figure
+        Trace 0 is the heatmap; its ``z`` is the category code (exact view:
+        0 free, 1 other, ``2 + seq % len(SEQUENCE_COLORS)`` a sequence) or the
+        in-batch share (aggregated view). In the exact view, legend-only traces
+        ``"free"``, ``"other sequences (not in batch)"`` and ``"sequence s"``
+        (``meta={"sequence": s}``) follow. Then :func:`pool_pick`'s traces.
+    """
+    owner = np.asarray(pool_owner, dtype=np.int64)
+    num_blocks = len(owner)
+    n_rows, n_cols, per_cell = pool_grid_shape(num_blocks, max_cells)
+    seqs = np.unique(owner[owner >= 0])
+    listed = per_cell == 1 and len(seqs) <= MAX_SEQUENCE_LEGEND
+    fig = go.Figure()
+    if per_cell == 1:
+        subtitle = (f"{count(num_blocks, 'physical block')} of {count(block_size, 'slot')}, {n_cols} per row; "
+                    "colour = owning sequence")
+        if not listed:
+            subtitle = (f"{count(num_blocks, 'block')} of {count(block_size, 'slot')}, {n_cols} per row; "
+                        f"colour = sequence ({len(SEQUENCE_COLORS)} colours, repeating)")
+    else:
+        subtitle = f"{count(num_blocks, 'block')}, {per_cell} per cell; colour = share held by this batch"
+    # Grow the figure by the sequences' legend (two entries a row in a narrow
+    # column) rather than let it squeeze the grid.
+    legend_rows = math.ceil((len(seqs) + 3) / 2) if listed else 1
+    height = int(min(720, max(320, 190 + 24 * n_rows)) + 22 * (legend_rows - 1))
+    plot_height = _plot_height(height, subtitle) - 22 * (legend_rows - 1)
+    if per_cell == 1:
+        _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_cols, plot_height,
+                    seqs if listed else ())
+    else:
+        _pool_aggregated(fig, owner, n_rows, n_cols, per_cell, plot_height)
+    pool_pick(fig, num_blocks, max_cells, plot_height, highlight)
+    _style(fig, "Physical block pool", subtitle, height=height)
+    fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)"
+                     if per_cell > 1 else "+ offset within row", showgrid=False, zeroline=False,
+                     **_int_ticks(0, n_cols - 1))
+    fig.update_yaxes(title="first block", range=[n_rows - 0.5 + GRID_PAD, -0.5 - GRID_PAD], showgrid=False,
+                     zeroline=False)
+    step = max(1, math.ceil(n_rows / 10))
+    rows = list(range(0, n_rows, step))
+    fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=[compact(r * n_cols * per_cell) for r in rows])
+    return fig
+
+
+def pool_pick(fig: go.Figure, num_blocks: int, max_cells: int, plot_height: float,
+              highlight: range | None = None) -> None:
+    """Click targets on a pool view's cells and the outline of the picked blocks.
+
+    The targets (see :func:`~.picking.add_click_targets`) repeat trace 0's hover
+    (its ``customdata`` as text in the exact view) and pick their cell's blocks:
+    one, or the ``blocks_per_cell`` of an aggregated cell. ``highlight`` outlines
+    every cell that holds one of its blocks and veils the others
+    (:func:`~.picking.add_veil`).
+    """
+    n_rows, n_cols, per_cell = pool_grid_shape(num_blocks, max_cells)
+    heat = fig.data[0]
+    cells = np.arange(math.ceil(num_blocks / per_cell))
+    first = cells * per_cell
+    last = np.minimum(first + per_cell, num_blocks) - 1
+    custom = np.asarray(heat.customdata, dtype=object).reshape(n_rows * n_cols, -1)[cells]
+    picks = np.stack([first, last], axis=-1)
+    if per_cell == 1:
+        text, template, custom = custom[:, 0], "%{text}<extra></extra>", picks
+    else:
+        text, template, custom = None, heat.hovertemplate, np.concatenate([custom.astype(np.int64), picks], -1)
+    size = min(plot_height / max(1, n_rows), PLOT_WIDTH_PX / max(1, n_cols))
+    add_click_targets(fig, cells % n_cols, cells // n_cols, custom, size, hovertemplate=template, text=text)
+    # The grid's extent and room for an outline on its edge: the markers would pad the autorange.
+    fig.update_xaxes(range=[-0.5 - GRID_PAD, n_cols - 0.5 + GRID_PAD])
+    if highlight is not None and len(highlight):
+        lo, hi = max(highlight.start, 0) // per_cell, min(highlight.stop - 1, num_blocks - 1) // per_cell
+        shown = np.arange(lo, hi + 1)
+        col, row = shown % n_cols, shown // n_cols
+        picked = np.zeros(n_rows * n_cols, dtype=bool)
+        picked[shown] = True
+        add_veil(fig, None, None, picked.reshape(n_rows, n_cols), **_gaps(n_rows, n_cols, plot_height))
+        add_outline(fig, col - 0.5, col + 0.5, row - 0.5, row + 0.5, size)
+
+
+def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_cols, plot_height, listed) -> None:
+    num_blocks = len(owner)
+    palette = SEQUENCE_COLORS
+    codes = np.where(owner >= 0, 2 + owner % len(palette), np.where(owner == OTHER, 1, 0)).astype(float)
+    logical, filled = block_fill(block_tables, context_lens, block_size, num_blocks)
+    pad = n_rows * n_cols - num_blocks
+    ids = np.arange(n_rows * n_cols)
+    z = np.concatenate([codes, np.full(pad, np.nan)]).reshape(n_rows, n_cols)
+
+    hover = []
+    for b in range(num_blocks):
+        o = int(owner[b])
+        if o >= 0:
+            hover.append(
+                f"block {b}<br>sequence {o}, logical block {int(logical[b])}"
+                f"<br>slots filled {int(filled[b])}/{block_size}"
+            )
+        elif o == OTHER:
+            hover.append(f"block {b}<br>held by a sequence outside this batch")
+        else:
+            hover.append(f"block {b}<br>free")
+    hover += [""] * pad
+    scale, k = _owner_colorscale()
+    cells = n_rows * n_cols
+    small = cells <= 5000
+    fig.add_trace(
+        go.Heatmap(
+            z=z,
+            customdata=np.array(hover, dtype=object).reshape(n_rows, n_cols),
+            text=np.array([str(i) if i < num_blocks else "" for i in ids], dtype=object).reshape(n_rows, n_cols),
+            texttemplate="%{text}" if _fits_text(cells, n_cols, num_blocks - 1) else None,
+            textfont=dict(size=9),
+            colorscale=scale,
+            zmin=-0.5,
+            zmax=k - 0.5,
+            showscale=False,
+            hoverongaps=False,
+            hovertemplate="%{customdata}<extra></extra>",
+            **_gaps(n_rows, n_cols, plot_height),
+            name="blocks",
+        )
+    )
+    _legend_square(fig, FREE_COLOR, "free")
+    if (owner == OTHER).any():
+        _legend_square(fig, OTHER_COLOR, "other sequences (not in batch)")
+    for seq in listed:
+        _legend_square(fig, palette[int(seq) % len(palette)], f"sequence {int(seq)}", meta={"sequence": int(seq)})
+    partial = np.nonzero((owner >= 0) & (filled > 0) & (filled < block_size))[0]
+    fig.add_trace(
+        go.Scatter(
+            x=partial % n_cols + 0.27,
+            y=partial // n_cols - 0.27,
+            mode="markers",
+            marker=dict(symbol="circle", size=7 if small else 4, color="#111827", line=dict(color="white", width=1)),
+            customdata=np.stack([partial, owner[partial], filled[partial], block_size - filled[partial]], axis=-1)
+            if len(partial)
+            else None,
+            hovertemplate="block %{customdata[0]}: last block of sequence %{customdata[1]}"
+            f"<br>%{{customdata[2]}}/{block_size} slots filled, %{{customdata[3]}} wasted<extra></extra>",
+            name="partly filled last block",
+        )
+    )
+
+
+def _pool_aggregated(fig, owner, n_rows, n_cols, per_cell, plot_height) -> None:
+    num_blocks = len(owner)
+    cells = n_rows * n_cols
+    padded = np.full(cells * per_cell, -3, dtype=np.int64)
+    padded[:num_blocks] = owner
+    groups = padded.reshape(cells, per_cell)
+    in_batch = (groups >= 0).sum(1)
+    free = (groups == FREE).sum(1)
+    other = (groups == OTHER).sum(1)
+    present = in_batch + free + other
+    share = np.where(present > 0, in_batch / np.maximum(present, 1), np.nan)
+    first = np.arange(cells) * per_cell
+    last = np.minimum(first + per_cell, num_blocks) - 1
+    custom = np.stack([first, last, in_batch, free, other], axis=-1).reshape(n_rows, n_cols, 5)
+    fig.add_trace(
+        go.Heatmap(
+            z=share.reshape(n_rows, n_cols),
+            customdata=custom,
+            colorscale=[[0, "#F3F4F6"], [1, "#1D4ED8"]],
+            zmin=0,
+            zmax=1,
+            colorbar=dict(title=dict(text="share in<br>this batch"), thickness=14, tickformat=".0%"),
+            hoverongaps=False,
+            hovertemplate="blocks %{customdata[0]}–%{customdata[1]}<br>in this batch: %{customdata[2]}"
+            "<br>free: %{customdata[3]}<br>other sequences: %{customdata[4]}<extra></extra>",
+            **_gaps(n_rows, n_cols, plot_height),
+            name="blocks",
+        )
+    )

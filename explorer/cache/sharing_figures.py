@@ -1,0 +1,267 @@
+"""Figures of a KV cache that shares blocks: the physical pool coloured by how many
+sequences hold each block (the block table's marks are :func:`block_table_figure`'s
+``ref_counts``), and a serving simulation's blocks in use with sharing against
+without."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
+
+from explorer.cache.figures import _legend_square, pool_pick
+from explorer.cache.picking import GRID_PAD
+from explorer.cache.sampling import pool_grid_shape
+from explorer.formatting import compact, count
+from explorer.style import (
+    FREE_COLOR,
+    MAX_POOL_CELLS,
+    _alpha,
+    _fits_text,
+    _gaps,
+    _int_ticks,
+    _plot_height,
+    _style,
+)
+
+#: One sequence: pale blue; two or more: amber to deep red, darker with more holders.
+ONE_HOLDER_COLOR = "#BFDBFE"
+SHARED_COLORS = ("#FCD34D", "#F97316", "#B91C1C", "#581C87")
+#: Past this many holders the colour bar is a gradient rather than one step per count.
+MAX_STEPPED_REFS = 12
+#: Reference-count levels that read from the back of a room: the first count of each
+#: (1, 2, 3-4, 5+), and their colours, strong enough to tell from free grey at a glance.
+REF_LEVELS = (1, 2, 3, 5)
+REF_LEVEL_COLORS = ("#60A5FA", "#FBBF24", "#EA580C", "#7F1D1D")
+
+
+def ref_color(k: int, top: int) -> str:
+    """The colour of a block ``k`` sequences hold, in a pool whose most is ``top``."""
+    if k <= 0:
+        return FREE_COLOR
+    if k == 1:
+        return ONE_HOLDER_COLOR
+    warm = [[i / (len(SHARED_COLORS) - 1), c] for i, c in enumerate(SHARED_COLORS)]
+    return sample_colorscale(warm, [(k - 2) / max(1, top - 2)])[0]
+
+
+def _ref_colorscale(top: int) -> list:
+    """Colour scale over ``z`` in ``[-0.5, top + 0.5]``: one step per count up to
+    :data:`MAX_STEPPED_REFS`, past that grey, blue, then a warm gradient."""
+    span = top + 1
+    if top <= MAX_STEPPED_REFS:
+        return [[(k + j) / span, ref_color(k, top)] for k in range(span) for j in (0, 1)]
+    edge = 1.5 / span
+    return [[0.0, FREE_COLOR], [0.5 / span, FREE_COLOR], [0.5 / span, ONE_HOLDER_COLOR], [edge, ONE_HOLDER_COLOR],
+            *[[edge + (1 - edge) * i / (len(SHARED_COLORS) - 1), c] for i, c in enumerate(SHARED_COLORS)]]
+
+
+def ref_level_names(levels: Sequence[int] = REF_LEVELS) -> list[str]:
+    """Legend names of reference-count ``levels`` (first counts, increasing from 1):
+    ``["1 sequence", "2 sequences", "3–4 sequences", "5+ sequences"]``."""
+    names = []
+    for i, lo in enumerate(levels):
+        hi = levels[i + 1] - 1 if i + 1 < len(levels) else None
+        span = f"{lo}+" if hi is None else str(lo) if hi == lo else f"{lo}–{hi}"
+        names.append(f"{span} sequence" + ("" if span == "1" else "s"))
+    return names
+
+
+def _level_colorscale(n: int) -> list:
+    """Colour scale over ``z`` in ``[-0.5, n + 0.5]``: free grey, then one band per level."""
+    colors = [FREE_COLOR, *REF_LEVEL_COLORS[:n]]
+    return [[(k + j) / (n + 1), c] for k, c in enumerate(colors) for j in (0, 1)]
+
+
+def pool_ref_count_figure(
+    ref_counts: np.ndarray, block_tables: np.ndarray, block_size: int, *, max_cells: int = MAX_POOL_CELLS,
+    levels: Sequence[int] | None = None, seq_ids: Sequence[int] | None = None,
+    highlight: range | None = None,
+) -> go.Figure:
+    """The physical pool coloured by reference count: how many sequences hold each block.
+
+    Free blocks are grey, blocks of one sequence pale blue, shared blocks warm,
+    darker the more sequences hold them. Pools larger than ``max_cells`` blocks are
+    aggregated: each cell covers consecutive blocks and is coloured by the most
+    holders among them. With ``levels`` the counts are binned into a few colours
+    (:data:`REF_LEVEL_COLORS`), every level always in the legend, for a pool shown
+    to a room.
+
+    Parameters
+    ----------
+    ref_counts : ndarray
+        ``[num_blocks]`` integers, 0 free.
+    block_tables : ndarray
+        ``[batch_size, max_num_blocks]``, ``-1`` unallocated (the holders in the hover).
+    block_size : int
+    levels : sequence of int, optional
+        The first count of each colour level, increasing from 1 (e.g.
+        :data:`REF_LEVELS`: 1, 2, 3–4, 5+); at most ``len(REF_LEVEL_COLORS)``.
+    seq_ids : sequence of int, optional
+        The ``seq_id`` of each row of ``block_tables``, named in the hover (by
+        default the row index).
+    highlight : range, optional
+        Physical block ids to outline (see :func:`~.paged_cache.pool_pick`).
+
+    Returns
+    -------
+    go.Figure
+        Trace 0 is the heatmap; its ``z`` is the reference count of each block
+        (the most in each cell when aggregated; NaN past the pool), ``zmin=-0.5``
+        and ``zmax = max + 0.5``. Legend-only squares ``"free"``, ``"one sequence"``
+        and, up to :data:`MAX_STEPPED_REFS` holders, ``"k sequences"``
+        (``meta={"refs": k}``) for each count present follow; past that a colour bar.
+        With ``levels``, ``z`` is the level instead (0 free, ``i + 1`` for level
+        ``i``) and the squares are ``"free"`` and every level's
+        :func:`ref_level_names` (``meta={"level": i + 1}``). Then
+        :func:`~.paged_cache.pool_pick`'s traces.
+
+    Raises
+    ------
+    ValueError
+        If ``levels`` does not start at 1, does not increase, or has more entries
+        than :data:`REF_LEVEL_COLORS`.
+    """
+    if levels is not None and (not 0 < len(levels) <= len(REF_LEVEL_COLORS) or levels[0] != 1
+                               or any(b <= a for a, b in zip(levels, levels[1:]))):
+        raise ValueError(f"levels must increase from 1, at most {len(REF_LEVEL_COLORS)} of them; got {levels!r}")
+    refs = np.asarray(ref_counts, dtype=np.int64)
+    num_blocks = len(refs)
+    n_rows, n_cols, per_cell = pool_grid_shape(num_blocks, max_cells)
+    cells = n_rows * n_cols
+    padded = np.full(cells * per_cell, -1, dtype=np.int64)
+    padded[:num_blocks] = refs
+    groups = padded.reshape(cells, per_cell)
+    z = groups.max(1).astype(float)
+    if levels is not None:  # the level of each count: 0 free, i + 1 for levels[i] <= count < levels[i + 1]
+        z = np.searchsorted(np.asarray(levels), z, side="right").astype(float)
+    z[groups.max(1) < 0] = np.nan
+    top = max(2, int(refs.max(initial=0)))
+    shared = int((refs > 1).sum())
+    subtitle = (f"{count(num_blocks, 'block')}, {count(shared, 'shared block')}; colour = sequences holding it"
+                if per_cell == 1 else
+                f"{count(num_blocks, 'block')}, {per_cell} per cell; colour = most sequences holding one")
+    stepped = top <= MAX_STEPPED_REFS or levels is not None
+    counts = (np.unique(refs[refs > 1]) if stepped and levels is None else np.array([], dtype=np.int64))
+    # Grow the figure by its legend (Plotly stacks these entries one a row in a
+    # narrow column) rather than let it squeeze the grid.
+    extra = 22 * (1 + len(counts)) if levels is None else 30
+    height = int(min(720, max(320, 190 + 24 * n_rows)) + extra)
+    plot_height = _plot_height(height, subtitle) - extra
+    if per_cell == 1:
+        holders: list[list[int]] = [[] for _ in range(num_blocks)]
+        tables = np.asarray(block_tables, dtype=np.int64)
+        names = list(range(len(tables))) if seq_ids is None else [int(s) for s in seq_ids]
+        for seq, col in zip(*np.nonzero(tables >= 0)):
+            holders[tables[seq, col]].append(names[seq])
+        hover = [f"block {b}<br>free" if not h else
+                 f"block {b}<br>held by {count(len(h), 'sequence')}: "
+                 + ", ".join(map(str, h[:8])) + (", …" if len(h) > 8 else "")
+                 for b, h in enumerate(holders)] + [""] * (cells - num_blocks)
+        custom = np.array(hover, dtype=object).reshape(n_rows, n_cols)
+        template = "%{customdata}<extra></extra>"
+        text = np.array([str(i) if i < num_blocks else "" for i in range(cells)], dtype=object)
+        text_on = _fits_text(cells, n_cols, num_blocks - 1)
+    else:
+        first = np.arange(cells) * per_cell
+        last = np.minimum(first + per_cell, num_blocks) - 1
+        custom = np.stack([first, last, (groups > 0).sum(1), (groups > 1).sum(1), groups.max(1)],
+                          axis=-1).reshape(n_rows, n_cols, 5)
+        template = ("blocks %{customdata[0]}–%{customdata[1]}<br>in use: %{customdata[2]}"
+                    "<br>shared: %{customdata[3]} (up to %{customdata[4]} sequences)<extra></extra>")
+        text, text_on = None, False
+    fig = go.Figure(
+        go.Heatmap(
+            z=z.reshape(n_rows, n_cols),
+            customdata=custom,
+            text=None if text is None else text.reshape(n_rows, n_cols),
+            texttemplate="%{text}" if text_on else None,
+            textfont=dict(size=9),
+            colorscale=_ref_colorscale(top) if levels is None else _level_colorscale(len(levels)),
+            zmin=-0.5,
+            zmax=(top if levels is None else len(levels)) + 0.5,
+            showscale=not stepped,
+            colorbar=dict(title=dict(text="sequences<br>holding it"), thickness=14,
+                          **_int_ticks(0, top, plot_height)),
+            hoverongaps=False,
+            hovertemplate=template,
+            **_gaps(n_rows, n_cols, plot_height),
+            name="blocks",
+        )
+    )
+    _legend_square(fig, FREE_COLOR, "free")
+    if levels is not None:
+        for i, name in enumerate(ref_level_names(levels)):
+            _legend_square(fig, REF_LEVEL_COLORS[i], name, meta={"level": i + 1})
+    else:
+        _legend_square(fig, ONE_HOLDER_COLOR, "one sequence")
+    if stepped and levels is None:  # one entry per count present; a colour bar of a few steps is too short to read
+        for k in counts:
+            _legend_square(fig, ref_color(int(k), top), f"{k} sequences", meta={"refs": int(k)})
+    pool_pick(fig, num_blocks, max_cells, plot_height, highlight)
+    _style(fig, "Physical block pool: sharing", subtitle, height=height)
+    fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)" if per_cell > 1
+                     else "+ offset within row", showgrid=False, zeroline=False, **_int_ticks(0, n_cols - 1))
+    step = max(1, math.ceil(n_rows / 10))
+    tick_rows = list(range(0, n_rows, step))
+    fig.update_yaxes(title="first block", range=[n_rows - 0.5 + GRID_PAD, -0.5 - GRID_PAD], showgrid=False,
+                     zeroline=False, tickmode="array", tickvals=tick_rows, ticktext=[compact(r * n_cols * per_cell) for r in tick_rows])
+    return fig
+
+
+#: The serving timeline's two lines: blocks in use with sharing, and the same batch without.
+SHARED_LINE_COLOR = "#2563EB"
+UNSHARED_LINE_COLOR = "#9CA3AF"
+
+
+def sharing_timeline_figure(metrics, step: int | None = None, num_blocks: int | None = None) -> go.Figure:
+    """Blocks in use over a serving simulation, with sharing against without.
+
+    Parameters
+    ----------
+    metrics : DataFrame
+        :func:`~explorer.serving.simulator.metrics_frame` of a simulation with sharing: its
+        ``blocks_in_use`` (the pool with sharing) and ``blocks_unshared`` (the same
+        running sequences, each in blocks of its own).
+    step : int, optional
+        The step shown elsewhere on the page, marked by a dotted line.
+    num_blocks : int, optional
+        Pool size, drawn dashed: without sharing the batch can need more blocks than
+        the pool has.
+
+    Returns
+    -------
+    go.Figure
+        Traces ``"without sharing"`` and ``"with sharing"`` (``y`` per step), then
+        ``"pool size"`` when given.
+    """
+    x = metrics["step"].to_numpy()
+    shared, unshared = metrics["blocks_in_use"].to_numpy(), metrics["blocks_unshared"].to_numpy()
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(
+        x=x, y=unshared, name="without sharing", mode="lines", line=dict(color=UNSHARED_LINE_COLOR, width=1.8),
+        hovertemplate="step %{x}: %{y:,} blocks without sharing<extra></extra>",
+    ))
+    fig.add_trace(go.Scatter(
+        x=x, y=shared, name="with sharing", mode="lines", line=dict(color=SHARED_LINE_COLOR, width=2),
+        fill="tonexty", fillcolor=_alpha(SHARED_LINE_COLOR, 0.10), customdata=unshared - shared,
+        hovertemplate="step %{x}: %{y:,} blocks with sharing (%{customdata:,} saved)<extra></extra>",
+    ))
+    if num_blocks is not None:
+        fig.add_trace(go.Scatter(
+            x=[x[0], x[-1]] if len(x) else [], y=[num_blocks, num_blocks], name="pool size", mode="lines",
+            line=dict(color="#111827", dash="dash", width=1), hovertemplate=f"pool: {num_blocks:,} blocks<extra></extra>",
+        ))
+    if step is not None and len(x):
+        fig.add_vline(x=step, line=dict(color="#111827", width=1, dash="dot"))
+    subtitle = "the same running sequences each step; shaded = blocks saved" + (
+        "; dotted line = the step shown above" if step is not None else "")
+    _style(fig, "Blocks in use: with sharing against without", subtitle, height=360)
+    top = max(num_blocks or 0, int(unshared.max(initial=0)), 1)
+    fig.update_xaxes(title="decode step", **_int_ticks(x.min(initial=0), x.max(initial=0)))
+    fig.update_yaxes(title="blocks", rangemode="tozero", **_int_ticks(0, top, 220))
+    fig.update_layout(hovermode="x unified")
+    return fig

@@ -1,0 +1,203 @@
+"""A sequence's walk through its tokens and blocks: the two figures that follow one
+row of the block table from logical tokens to physical blocks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.cache.figures import _legend_square
+from explorer.cache.sampling import sample_grid
+from explorer.formatting import count, ordinal
+from explorer.style import (
+    BLOCK_COLORSCALE,
+    MAX_WALK_CELLS,
+    MAX_WALK_POINTS,
+    UNALLOCATED_COLOR,
+    _colorbar_px,
+    _fits_text,
+    _gaps,
+    _int_ticks,
+    _plot_height,
+    _style,
+)
+
+
+def token_walk_figure(
+    table_row: np.ndarray,
+    context_len: int,
+    block_size: int,
+    seq: int = 0,
+    num_blocks: int | None = None,
+    *,
+    max_cells: int = MAX_WALK_CELLS,
+) -> go.Figure:
+    """Where each token of one sequence lands: one row per logical block, one
+    column per slot, coloured by the physical block (the scale of
+    :func:`block_table_figure`), with the token index in each cell when small.
+
+    Slots past the context in the last block are drawn pale ("empty").
+
+    Parameters
+    ----------
+    table_row : ndarray
+        ``[max_num_blocks]``: the sequence's row of the block table.
+    context_len : int
+        Tokens in the sequence.
+    block_size : int
+    seq : int
+        The sequence's index (for labels).
+    num_blocks : int, optional
+        Pool size, the top of the colour scale.
+
+    Returns
+    -------
+    go.Figure
+        Trace 0: filled slots, ``z`` = physical block, ``customdata`` =
+        ``(token, logical block, physical block, slot)``; trace 1: empty slots.
+    """
+    row = np.asarray(table_row, dtype=np.int64)
+    n = int(context_len)
+    needed = math.ceil(n / block_size)
+    if num_blocks is None:
+        num_blocks = int(row.max(initial=0)) + 1
+    fig = go.Figure()
+    if needed == 0:
+        return _no_tokens(fig, seq, f"Token walk of sequence {seq}")
+    grid = sample_grid(needed, block_size, max_cells)
+    logical = grid.rows
+    slots = grid.cols
+    phys = row[logical]
+    token = logical[:, None] * block_size + slots[None, :]
+    valid = token < n
+    z = np.where(valid, phys[:, None], np.nan).astype(float)
+    custom = np.stack(
+        [token, np.broadcast_to(logical[:, None], token.shape), np.broadcast_to(phys[:, None], token.shape),
+         np.broadcast_to(slots[None, :], token.shape)],
+        axis=-1,
+    ).astype(np.int32)
+    # A long sequence in a huge pool spans a sliver of the table's colour scale;
+    # stretch the scale over its own blocks then, and say so.
+    zmin, zmax = 0, max(1, num_blocks - 1)
+    lo, hi = int(phys.min()), int(phys.max())
+    own_scale = (hi - lo + 1) < 0.1 * num_blocks
+    if own_scale:
+        zmin, zmax = lo, max(hi, lo + 1)
+    cells = token.size
+    text_on = _fits_text(cells, len(slots), n - 1)
+    subtitle = f"{count(n, 'token')} in {count(needed, 'block')} of {block_size}; colour = physical block id"
+    if own_scale:
+        subtitle += f" (scale: this sequence's blocks {lo:,}–{hi:,})"
+    if grid.sampled:
+        subtitle += f" · sampled: {grid.strides('logical block', 'slot')} shown"
+    # Tall enough for the y axis title beside even one or two rows.
+    height = int(min(720, max(320, 140 + 22 * len(logical))))
+    plot_height = _plot_height(height, subtitle)
+    gaps = _gaps(len(logical), len(slots), plot_height)
+    fig.add_trace(
+        go.Heatmap(
+            z=z,
+            x=slots,
+            y=logical,
+            customdata=custom,
+            text=token,
+            texttemplate="%{text}" if text_on else None,
+            textfont=dict(size=9),
+            colorscale=BLOCK_COLORSCALE,
+            zmin=zmin,
+            zmax=zmax,
+            colorbar=dict(title=dict(text="physical<br>block id"), thickness=14,
+                          **_int_ticks(zmin, zmax, _colorbar_px(plot_height))),
+            hoverongaps=False,
+            hovertemplate="token %{customdata[0]}<br>logical block %{customdata[1]}, slot %{customdata[3]}"
+            "<br>→ physical block %{customdata[2]}, slot %{customdata[3]}<extra></extra>",
+            **gaps,
+            name="tokens",
+        )
+    )
+    fig.add_trace(
+        go.Heatmap(
+            z=np.where(valid, np.nan, 1.0),
+            x=slots,
+            y=logical,
+            customdata=custom,
+            colorscale=[[0, UNALLOCATED_COLOR], [1, UNALLOCATED_COLOR]],
+            showscale=False,
+            hoverongaps=False,
+            hovertemplate="physical block %{customdata[2]}, slot %{customdata[3]}"
+            "<br>empty: allocated but unused<extra></extra>",
+            **gaps,
+            name="empty slot",
+        )
+    )
+    _legend_square(fig, UNALLOCATED_COLOR, "empty slot (wasted)", line="#CBD5E1")
+    _style(fig, f"Token walk of sequence {seq}", subtitle, height=height)
+    fig.update_xaxes(title="slot within block", showgrid=False, zeroline=False, **_int_ticks(0, block_size - 1))
+    fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False)
+    if len(logical) <= 40:
+        fig.update_yaxes(title="logical → physical", tickmode="array", tickvals=logical,
+                         ticktext=[f"{j} → {p}" for j, p in zip(logical, phys)])
+    else:
+        fig.update_yaxes(title="logical block", **_int_ticks(0, needed - 1, plot_height))
+    return fig
+
+
+def _no_tokens(fig: go.Figure, seq: int, title: str) -> go.Figure:
+    """The figure of a sequence without tokens: a note, no axes."""
+    fig.add_annotation(text=f"Sequence {seq} has no cached tokens.", showarrow=False, font=dict(size=14))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return _style(fig, title, height=260)
+
+
+def block_walk_figure(
+    table_row: np.ndarray, context_len: int, block_size: int, seq: int = 0, num_blocks: int | None = None
+) -> go.Figure:
+    """The path one sequence takes through the pool: physical block id against
+    logical block. A straight line is a contiguous allocation; jumps are what the
+    kernel's block-table lookups absorb.
+
+    Returns
+    -------
+    go.Figure
+        One scatter trace, ``x`` = logical block, ``y`` = physical block
+        (every k-th block when there are more than ``MAX_WALK_POINTS``); for an
+        empty sequence no trace, a note.
+    """
+    row = np.asarray(table_row, dtype=np.int64)
+    needed = math.ceil(int(context_len) / block_size)
+    title = f"Sequence {seq} through the pool"
+    if needed == 0:
+        return _no_tokens(go.Figure(), seq, title)
+    top = max(1, (num_blocks or int(row.max(initial=0)) + 1) - 1)
+    stride = max(1, math.ceil(needed / MAX_WALK_POINTS))
+    logical = np.arange(0, needed, stride)
+    phys = row[logical]
+    start = logical * block_size
+    end = np.minimum(int(context_len), start + block_size) - 1
+    fig = go.Figure(
+        go.Scatter(
+            x=logical,
+            y=phys,
+            mode="lines+markers" if len(logical) <= 400 else "lines",
+            line=dict(color="#94A3B8", width=1),
+            marker=dict(size=7, color=phys, colorscale=BLOCK_COLORSCALE, cmin=0, cmax=top),
+            customdata=np.stack([start, end], axis=-1) if len(logical) else None,
+            cliponaxis=False,
+            hovertemplate="logical block %{x} (tokens %{customdata[0]}–%{customdata[1]})"
+            "<br>→ physical block %{y}<extra></extra>",
+            name="block",
+        )
+    )
+    subtitle = "straight line = contiguous; jumps = scattered blocks"
+    if stride > 1:
+        subtitle += f" · every {ordinal(stride)} block"
+    _style(fig, title, subtitle, height=380)
+    fig.update_xaxes(title="logical block", zeroline=False, **_int_ticks(0, needed - 1))
+    fig.update_yaxes(title="physical block id", zeroline=False, rangemode="tozero",
+                     **_int_ticks(0, int(phys.max()), _plot_height(380, subtitle)))
+    fig.update_layout(showlegend=False)
+    return fig

@@ -1,0 +1,398 @@
+"""Figures of the Triton kernel's trace (a :class:`~explorer.kernel.trace.KernelTrace`):
+its walk over the blocks, the online softmax tile by tile and the split merge.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
+
+from explorer.formatting import count
+from explorer.style import (
+    BLOCK_COLORSCALE,
+    MIN_GAP_CELL_PX,
+    PLOT_WIDTH_PX,
+    PRESENTATION_SCALE,
+    SEQUENCE_COLORS,
+    UNALLOCATED_COLOR,
+    _colorbar_px,
+    _int_ticks,
+    _margins,
+    _no_data,
+    _plot_height,
+    _style,
+    impl_color,
+)
+
+#: The online-softmax chart's x axis runs this fraction past the context: room for
+#: half the output's star. Its label goes in the right margin, in pixels
+#: (:func:`_label_margin`), which presentation mode grows with the text; a share of
+#: the axis did not, and cut "merged output" to "merged outp".
+OUTPUT_STAR_ROOM = 0.04
+#: Width of a character of the chart's sans-serif font, as a share of its size
+#: (generous: "m" and "w" are wider than the average).
+_CHAR_WIDTH = 0.62
+#: The output's star: its size and its label's font size (px).
+_STAR_SIZE, _STAR_TEXT = 14, 11
+#: A walk with more block segments than this is drawn one bar per tile.
+MAX_WALK_SEGMENTS = 2000
+SPLIT_COLORS = SEQUENCE_COLORS
+#: Up to this many splits, each has a colour of :data:`SPLIT_COLORS` and a legend
+#: entry; past it, colours run along :data:`SPLIT_COLORSCALE` with a colour bar.
+MAX_SPLIT_LEGEND = 8
+#: Plasma up to its pale yellow end (too faint on white), for many splits.
+SPLIT_COLORSCALE: list[list] = [
+    [float(x), c] for x, c in zip(np.linspace(0, 1, 9), sample_colorscale("Plasma", list(np.linspace(0, 0.85, 9))))
+]
+
+
+def _split_colors(splits: Sequence[int]) -> dict[int, str]:
+    """The colour of each split id in ``splits``: Triton's colour for one split,
+    distinct palette colours up to :data:`MAX_SPLIT_LEGEND`, and past it a point
+    of :data:`SPLIT_COLORSCALE` by split id (neighbours alike, none repeated)."""
+    ids = sorted({int(s) for s in splits})
+    if len(ids) <= 1:
+        return {s: impl_color("triton") for s in ids}
+    if len(ids) <= MAX_SPLIT_LEGEND:
+        return {s: SPLIT_COLORS[i] for i, s in enumerate(ids)}
+    lo, hi = ids[0], ids[-1]
+    points = sample_colorscale(SPLIT_COLORSCALE, [(s - lo) / (hi - lo) for s in ids])
+    return dict(zip(ids, points))
+
+
+def _split_colorbar(fig: go.Figure, splits: Sequence[int], length_px: float, **where) -> None:
+    """A colour bar of split ids (for more splits than :data:`MAX_SPLIT_LEGEND`)."""
+    lo, hi = int(min(splits)), int(max(splits))
+    fig.add_trace(go.Scatter(
+        x=[None], y=[None], mode="markers", name="split colours", showlegend=False, hoverinfo="skip",
+        marker=dict(color=[lo, hi], colorscale=SPLIT_COLORSCALE, cmin=lo, cmax=hi, showscale=True,
+                    colorbar=dict(title=dict(text="split"), thickness=14, **_int_ticks(lo, hi, length_px))),
+    ), **where)
+
+
+def kernel_walk_figure(
+    tiles, context_len: int, block_size: int, block_n: int, *, num_blocks: int | None = None,
+    title: str = "The tiles the kernel walks",
+) -> go.Figure:
+    """The chunks of ``block_n`` tokens the Triton kernel walks for one row, in order.
+
+    One bar per tile (top to bottom in walk order) spanning the logical tokens it
+    covers, cut into the physical blocks it reads (colour = physical block id, the
+    scale of :func:`block_table_figure`); the pale tail is the tile's masked lanes
+    (past the context, past the split or padding). Each row is labelled with its
+    distinct blocks and block-table lookups. Tiles of a shared-prefix pass (``pass``
+    ``"prefix"``) are labelled ``prefix s`` and sit on a grey band.
+
+    Parameters
+    ----------
+    tiles : DataFrame
+        :attr:`~explorer.kernel.trace.KernelTrace.tiles`.
+    context_len, block_size, block_n : int
+
+    Returns
+    -------
+    go.Figure
+        Trace 0: ``"tokens read"`` horizontal bars (``base`` = first token,
+        ``x`` = tokens, ``y`` = tile row, ``customdata[:, 0]`` = physical block, or
+        the split when more segments than :data:`MAX_WALK_SEGMENTS`); trace 1:
+        ``"masked lanes"``; coloured by split with more than
+        :data:`MAX_SPLIT_LEGEND` splits, trace 2 carries the colour bar of split ids.
+    """
+    fig = go.Figure()
+    if tiles is None or not len(tiles):
+        return _no_data(fig, "This sequence has no cached tokens: the kernel's programs return at once.", title, 300)
+    t = tiles.reset_index(drop=True)
+    n_tiles = len(t)
+    num_splits = int(t["split"].nunique())
+    segments = []  # (row, start, length, physical, split, tile)
+    for row, tile in t.iterrows():
+        phys = list(tile["physical_blocks"])
+        k = 0
+        for block in range(int(tile["first_block"]), int(tile["end_block"])):
+            lo = max(block * block_size, int(tile["token_start"]))
+            hi = min((block + 1) * block_size, int(tile["token_end"]))
+            if hi > lo and k < len(phys):
+                segments.append((row, lo, hi - lo, phys[k], int(tile["split"]), int(tile["tile"])))
+                k += 1
+    per_block = len(segments) <= MAX_WALK_SEGMENTS
+    if num_blocks is None:
+        num_blocks = max([s[3] for s in segments], default=0) + 1
+    lookups = int(t["table_lookups"].sum())
+    prefix = (t["pass"] == "prefix").to_numpy() if "pass" in t else np.zeros(n_tiles, bool)
+    lanes = (t["valid_tokens"] + t["masked_lanes"]).to_numpy()
+    # The prefix pass has its own tile size; name both when they differ.
+    sizes = (f"{int(lanes[prefix][0])} (prefix pass) and {block_n}" if prefix.any() and int(lanes[prefix][0]) != block_n
+             else f"{block_n}")
+    subtitle = (f"{count(n_tiles, 'tile')} of {sizes} lanes, {count(num_splits, 'split')}, "
+                f"{count(lookups, 'block-table lookup')} for {count(context_len, 'token')}; "
+                + ("colour = physical block" if per_block else "colour = split") + "; hatched = masked lanes"
+                + ("; grey band = the prefix pass's tiles, each read once for its whole group" if prefix.any() else ""))
+    height = int(min(900, max(sum(_margins(subtitle)) + 170, 150 + 26 * min(n_tiles, 40) + (n_tiles > 40) * 200)))
+    plot_height = _plot_height(height, subtitle)
+    row_px = plot_height / n_tiles
+    x_end = int((t["token_end"] + t["masked_lanes"]).max())
+    # White outlines between segments and gaps between rows, only where the bars
+    # are thick enough to keep them (a 1 px outline swallows a 1 px segment).
+    px_per_token = PLOT_WIDTH_PX / max(x_end, 1)
+    thick_rows = row_px >= MIN_GAP_CELL_PX
+    if per_block:
+        seg = np.array(segments, dtype=np.int64).reshape(-1, 6)
+        # Block ids fit inside their segments when each digit gets ~8 px of a ~700 px wide axis.
+        text_px_per_token = 700 / max(context_len, 1)
+        text_on = len(seg) <= 160 and all(length * text_px_per_token >= 8 * len(str(p)) for _, _, length, p, _, _ in segments)
+        outline = thick_rows and 0 < len(seg) <= 400 and seg[:, 2].min() * px_per_token >= MIN_GAP_CELL_PX
+        fig.add_trace(go.Bar(
+            orientation="h", y=seg[:, 0], x=seg[:, 2], base=seg[:, 1], name="tokens read",
+            marker=dict(color=seg[:, 3], colorscale=BLOCK_COLORSCALE, cmin=0, cmax=max(1, num_blocks - 1),
+                        line=dict(color="white", width=1 if outline else 0),
+                        colorbar=dict(title=dict(text="physical<br>block id"), thickness=14,
+                                      **_int_ticks(0, max(1, num_blocks - 1), _colorbar_px(plot_height)))),
+            text=[str(p) for p in seg[:, 3]] if text_on else None, textposition="inside", insidetextanchor="middle",
+            textfont=dict(size=10, color="white"),
+            customdata=np.stack([seg[:, 3], seg[:, 1], seg[:, 1] + seg[:, 2] - 1, seg[:, 4], seg[:, 5]], axis=-1),
+            hovertemplate="split %{customdata[3]}, tile %{customdata[4]}<br>tokens %{customdata[1]}–%{customdata[2]}"
+            "<br>physical block %{customdata[0]}<extra></extra>",
+        ))
+    else:
+        colors = _split_colors(t["split"])
+        fig.add_trace(go.Bar(
+            orientation="h", y=np.arange(n_tiles), x=(t["token_end"] - t["token_start"]).to_numpy(),
+            base=t["token_start"].to_numpy(), name="tokens read",
+            marker=dict(color=[colors[int(s)] for s in t["split"]], line=dict(width=0)),
+            customdata=np.stack([t["split"].to_numpy(), t["token_start"].to_numpy(), t["token_end"].to_numpy() - 1,
+                                 t["num_physical_blocks"].to_numpy()], axis=-1),
+            hovertemplate="split %{customdata[0]}<br>tokens %{customdata[1]}–%{customdata[2]}"
+            "<br>%{customdata[3]} physical blocks<extra></extra>",
+        ))
+    masked = t["masked_lanes"].to_numpy()
+    fig.add_trace(go.Bar(
+        orientation="h", y=np.arange(n_tiles), x=masked, base=t["token_end"].to_numpy(), name="masked lanes",
+        marker=dict(color=UNALLOCATED_COLOR, line=dict(color="#CBD5E1", width=1 if n_tiles <= 100 and thick_rows else 0),
+                    pattern=dict(shape="/", fgcolor="#CBD5E1", size=6)),
+        customdata=np.stack([masked, lanes], axis=-1),
+        hovertemplate="%{customdata[0]} of %{customdata[1]} lanes masked<extra></extra>",
+    ))
+    if not per_block and num_splits > MAX_SPLIT_LEGEND:
+        _split_colorbar(fig, t["split"], plot_height)
+    labels = []
+    for i, r in enumerate(t.itertuples()):
+        name = ((f"prefix {int(r.split)} · " if prefix[i] else f"split {int(r.split)} · " if num_splits > 1 else "")
+                + f"tile {int(r.tile)}")
+        labels.append(f"{name}: {count(int(r.num_physical_blocks), 'block')}, "
+                      f"{count(int(r.table_lookups), 'lookup')}")
+    step = max(1, math.ceil(n_tiles / 40))
+    fig.update_yaxes(tickmode="array", tickvals=list(range(0, n_tiles, step)), ticktext=labels[::step],
+                     autorange="reversed", title=None, showgrid=False, zeroline=False)
+    # Split boundaries, unless so many that the dotted lines would hatch the chart.
+    if plot_height / num_splits >= 10:
+        for s in sorted(t["split"].unique())[1:]:
+            first = int(np.flatnonzero(t["split"].to_numpy() == s)[0])
+            fig.add_hline(y=first - 0.5, line=dict(color="#9CA3AF", width=1, dash="dot"))
+    if prefix.any():
+        last = int(np.flatnonzero(prefix)[-1])
+        fig.add_shape(type="rect", xref="paper", x0=0, x1=1, y0=-0.5, y1=last + 0.5, line=dict(width=0),
+                      fillcolor="rgba(100,116,139,0.14)", layer="below")
+    _style(fig, title, subtitle, height=height)
+    fig.update_xaxes(title="logical token position", rangemode="tozero", zeroline=False, **_int_ticks(0, x_end))
+    fig.update_layout(barmode="overlay", bargap=0.25 if thick_rows else 0)
+    fig.update_yaxes(automargin=True)
+    return fig
+
+
+def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
+    """The online softmax state after each tile, one line per split, against the
+    tokens seen: the running max ``m`` (with each tile's own max), the normalizer
+    ``l``, and the distance of the partial output ``acc / l`` to the final answer
+    (and to the exact answer of its own split).
+
+    All values in the kernel's base-2 units (scores times ``scale * log2(e)``).
+    The error panel's axis is linear from zero: the trace computes in float64, so
+    the last tile lands at round-off (1e-16), and a log axis running down to it
+    flattened the whole approach into its top decade. The x axis runs on past the
+    context to hold the output's label clear of the lines.
+
+    Parameters
+    ----------
+    tiles : DataFrame
+        :attr:`~explorer.kernel.trace.KernelTrace.tiles`.
+    final_error : float, optional
+        Max abs error of the final (merged) output against the reference, drawn
+        as a star at the end of the context.
+
+    Returns
+    -------
+    go.Figure
+        Per split: traces ``"m (split s)"``, ``"tile max (split s)"``,
+        ``"l (split s)"``, ``"error vs final (split s)"``, ``"error vs split
+        (split s)"`` (``x`` = ``token_end``; NaN errors are gaps); then
+        ``"output"`` (the star, ``y`` = ``final_error``) when it is given.
+        A legend entry per split up to :data:`MAX_SPLIT_LEGEND` splits; past
+        that none, and a last trace ``"split colours"`` carries a colour bar of
+        split ids.
+    """
+    from plotly.subplots import make_subplots
+
+    title = "Online softmax, tile by tile"
+    if tiles is None or not len(tiles):
+        return _no_data(go.Figure(), "No tiles: the sequence is empty.", title, 300)
+    fig = make_subplots(
+        rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.09,
+        subplot_titles=("Running max m (log2 units)", "Normalizer l = Σ 2^(s − m)",
+                        "Max |acc / l − final answer|"),
+    )
+    num_splits = int(tiles["split"].nunique())
+    colors = _split_colors(tiles["split"])
+    # One legend entry per split while few; past that a colour bar (a legend of
+    # a hundred entries would squash the panels).
+    legend = 1 < num_splits <= MAX_SPLIT_LEGEND
+    for s, part in tiles.groupby("split", sort=True):
+        color = colors[int(s)]
+        name = f"{'prefix' if 'pass' in part and part['pass'].iloc[0] == 'prefix' else 'split'} {int(s)}"
+        sfx = f" ({name})"
+        who = f"{name}: " if num_splits > 1 else ""
+        x = part["token_end"].to_numpy(float)
+        fig.add_trace(go.Scatter(
+            x=x, y=part["m"].to_numpy(float), name="m" + sfx, mode="lines+markers", line=dict(color=color, shape="hv", width=2),
+            marker=dict(size=6, color=color), legendgroup=f"s{s}", showlegend=legend,
+            customdata=np.stack([part["tile"].to_numpy(), part["alpha"].to_numpy(float)], axis=-1),
+            hovertemplate=who + "after tile %{customdata[0]} (tokens < %{x:,}): m = %{y:.4g}"
+            "<br>rescale α = 2^(m_old − m) = %{customdata[1]:.3g}<extra></extra>",
+        ), row=1, col=1)
+        fig.add_trace(go.Scatter(
+            x=x, y=part["tile_max"].to_numpy(float), name="tile max" + sfx, mode="markers",
+            marker=dict(size=7, color=color, symbol="circle-open"), legendgroup=f"s{s}", showlegend=False,
+            hovertemplate=who + "tile max %{y:.4g}<extra></extra>",
+        ), row=1, col=1)
+        fig.add_trace(go.Scatter(
+            x=x, y=part["l"].to_numpy(float), name="l" + sfx, mode="lines+markers", line=dict(color=color, width=2),
+            marker=dict(size=6, color=color), legendgroup=f"s{s}", showlegend=False,
+            hovertemplate=who + "l = %{y:.5g}<extra></extra>",
+        ), row=2, col=1)
+        err = part["err_vs_row"].to_numpy(float)
+        fig.add_trace(go.Scatter(
+            x=x, y=err, name="error vs final" + sfx, mode="lines+markers", line=dict(color=color, width=2),
+            marker=dict(size=6, color=color), legendgroup=f"s{s}", showlegend=False,
+            hovertemplate=who + "vs the final answer: %{y:.3g}<extra></extra>",
+        ), row=3, col=1)
+        err_split = part["err_vs_split"].to_numpy(float)
+        fig.add_trace(go.Scatter(
+            x=x, y=err_split, name="error vs split" + sfx, mode="lines", line=dict(color=color, width=1.2, dash="dot"),
+            legendgroup=f"s{s}", showlegend=False,
+            hovertemplate=who + "vs this split's exact answer: %{y:.3g}<extra></extra>",
+        ), row=3, col=1)
+    x_end = float(tiles["token_end"].max())
+    label = "merged output" if num_splits > 1 else "output"
+    if final_error is not None:
+        merged = num_splits > 1
+        # The label goes right of the star, past the context where no line runs
+        # (above or left of it, it sat on the line coming down to the answer).
+        fig.add_trace(go.Scatter(
+            x=[x_end], y=[float(final_error)], name="output",
+            mode="markers+text", marker=dict(symbol="star", size=_STAR_SIZE, color="#111827"),
+            text=[label], textposition="middle right", textfont=dict(size=_STAR_TEXT),
+            cliponaxis=False,
+            hovertemplate=("after the merge" if merged else "the output") + ": %{y:.2g} from the full softmax"
+            "<extra></extra>", showlegend=False,
+        ), row=3, col=1)
+    subtitle = "x axis: tokens seen; ○ = the tile's own max; dotted = distance to the split's own exact answer"
+    if final_error is not None:
+        subtitle += "; ★ = the output"
+    if num_splits > MAX_SPLIT_LEGEND:
+        _split_colorbar(fig, tiles["split"], _plot_height(640, subtitle), row=1, col=1)
+    _style(fig, title, subtitle, height=640)
+    fig.update_layout(margin=dict(t=_margins(subtitle)[0] + 24), showlegend=legend)  # + the panel titles
+    if final_error is not None:
+        fig.update_layout(margin=dict(r=_label_margin(label)))
+    fig.update_annotations(font=dict(size=13), x=0, xanchor="left")
+    # From zero (one tile alone would otherwise get an axis of 39.5 to 40.5 tokens),
+    # and on past the context by half the output's star when there is one.
+    right = x_end * (1 + OUTPUT_STAR_ROOM) if final_error is not None else x_end
+    ticks = _int_ticks(0, x_end)
+    if final_error is not None and ticks["tickmode"] == "auto":
+        # Whole-number ticks over the context only: none out in the label's room.
+        step = next(m * 10 ** e for e in range(int(math.log10(max(x_end, 1))) + 1) for m in (1, 2, 5)
+                    if x_end / (m * 10 ** e) <= 7)
+        ticks = dict(tickmode="array", tickvals=list(range(0, int(x_end) + 1, step)), tickformat=",d")
+    fig.update_xaxes(rangemode="tozero", range=[0, right], **ticks)
+    fig.update_xaxes(title="tokens seen (end of tile)", ticklabelstandoff=8, row=3, col=1)  # clear of the star at 0
+    # Spelled out: a rotated one-letter "l" read as a dash.
+    fig.update_yaxes(title="running max m", row=1, col=1)
+    fig.update_yaxes(title="running sum l", rangemode="tozero", row=2, col=1)
+    errors = np.concatenate([tiles["err_vs_row"].to_numpy(float), tiles["err_vs_split"].to_numpy(float),
+                             [float(final_error)] if final_error is not None else []])
+    errors = errors[np.isfinite(errors)]
+    top = float(errors.max()) if len(errors) and errors.max() > 0 else 1.0
+    fig.update_yaxes(title="max abs error", type="linear", range=[0, top * 1.08], row=3, col=1)
+    return fig
+
+
+def _label_margin(label: str) -> int:
+    """Right margin (px) that holds the output's ``label`` right of its star at the
+    end of the axis: the star's other half, Plotly's gap and the text."""
+    return math.ceil(_STAR_SIZE / 2 + 6 + len(label) * _STAR_TEXT * _CHAR_WIDTH) + 4
+
+
+def split_merge_figure(splits) -> go.Figure:
+    """The split-K (flash-decoding) merge: each split's final running max ``m``, and
+    its share of the softmax mass after rescaling, ``w·l / Σ w·l`` with
+    ``w = 2^(m − max m)``.
+
+    Returns
+    -------
+    go.Figure
+        Trace 0: bars ``"m"`` (one per split, ``x`` = split label); trace 1: bars
+        ``"share"`` (percent) on the second panel; ``customdata`` holds
+        ``(l, weight, first token, last token)``.
+    """
+    from plotly.subplots import make_subplots
+
+    # A fifth of the width between the panels: the right panel's tick labels and axis
+    # title at presentation size (0.12 put "% of softmax mass" on the left panel's bar).
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.2,
+                        subplot_titles=("m per split", "Share after the merge"))
+    n = len(splits)
+    prefix = (splits["pass"] == "prefix").to_numpy() if "pass" in splits else np.zeros(n, bool)
+    x = [f"{'prefix' if p else 'split'} {int(s)}" for s, p in zip(splits["split"], prefix)]
+    palette = _split_colors(splits["split"]) if n > 1 else {int(s): SPLIT_COLORS[0] for s in splits["split"]}
+    colors = [palette[int(s)] for s in splits["split"]]
+    # Values above the bars while they fit; the hover has them for many splits.
+    labelled = n <= 16
+    custom = np.stack([splits["l"].to_numpy(float), splits["weight"].to_numpy(float),
+                       splits["token_start"].to_numpy(), splits["token_end"].to_numpy() - 1], axis=-1)
+    m = splits["m"].to_numpy(float)
+    share = 100 * splits["share"].to_numpy(float)
+    fig.add_trace(go.Bar(
+        x=x, y=m, name="m", marker=dict(color=colors, line=dict(width=0.5 if labelled else 0)), customdata=custom,
+        # The largest split's label says it is the max: a separate "max m" label on the
+        # dotted line landed on that bar's value.
+        text=[f"max<br>{v:.3g}" if i == int(np.argmax(m)) else f"{v:.3g}" for i, v in enumerate(m)]
+        if labelled else None, textposition="outside", cliponaxis=False,
+        hovertemplate="%{x} (tokens %{customdata[2]}–%{customdata[3]})<br>m = %{y:.4g}, l = %{customdata[0]:.4g}"
+        "<br>merge weight w = 2^(m − max m) = %{customdata[1]:.3g}<extra></extra>",
+    ), row=1, col=1)
+    fig.add_trace(go.Bar(
+        x=x, y=share, name="share", marker=dict(color=colors, line=dict(width=0.5 if labelled else 0)),
+        customdata=custom,
+        text=[f"{v:.1f}%" for v in share] if labelled else None, textposition="outside", cliponaxis=False,
+        hovertemplate="%{x}: %{y:.2f}% of Σ w·l<br>w = %{customdata[1]:.3g}, l = %{customdata[0]:.4g}<extra></extra>",
+    ), row=1, col=2)
+    if n:
+        fig.add_hline(y=float(m.max()), line=dict(color="#111827", dash="dot", width=1), row=1, col=1,
+                      layer="below")  # under the bars' value labels it crosses
+    subtitle = "out = Σ w·acc / Σ w·l with w = 2^(m − max m); each split rescaled to the common max"
+    _style(fig, "Merging the splits", subtitle, height=400)
+    fig.update_layout(showlegend=False, margin=dict(t=_margins(subtitle)[0] + 16))  # + the panel titles
+    fig.update_annotations(font=dict(size=13))
+    lo, hi = (float(m.min()), float(m.max())) if n else (0.0, 1.0)
+    pad = max(1.0, 0.25 * (hi - lo))
+    bottom = min(0.0, lo - pad)
+    # Headroom for the max's two-line label at presentation size, as a share of the panel.
+    room = min((2 * 12 * PRESENTATION_SCALE * 1.3 + 8) / _plot_height(400, subtitle), 0.5)
+    top = max(hi + pad, (hi - room * bottom) / (1 - room))
+    fig.update_yaxes(title="m (log2 units)", range=[bottom, top], row=1, col=1)
+    fig.update_yaxes(title="% of softmax mass", range=[0, max([*share, 1]) * 1.2], row=1, col=2)
+    return fig

@@ -1,0 +1,332 @@
+"""Inputs and launch plan for explaining one (sequence, head) of a decode config.
+
+The "Inside the kernel" page traces what ``_paged_decode_kernel`` does for one
+query head of one sequence of the sidebar's configuration
+(:func:`~explorer.kernel.trace.trace_decode`). The plan it traces is the one
+``triton_decode`` would pick for the *whole* batch on the configured device and
+dtype (:func:`launch_plan`): the split count depends on every sequence.
+
+The trace itself needs K and V only for the traced row and its KV head, so
+:func:`trace_row` builds exactly that on the CPU in float32 (the trace computes in
+float64), with the row's blocks packed into a small pool, and maps the packed
+block ids back to the physical ids of the configuration's block table. A
+configuration with gigabytes of cache costs a few megabytes here.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import torch
+
+from explorer.formatting import count
+from explorer.kernel.trace import KernelTrace, prefix_programs, trace_decode
+from paged_attention.config import DecodeConfig
+from paged_attention.inputs import context_mask, fill_uncovered
+from paged_attention.launch_plan import LaunchPlan, plan_launch
+from paged_attention.shared_prefix import (
+    PrefixGroup,
+    find_shared_prefixes,
+    members_per_tile,
+    own_shape,
+    plan_prefix,
+    prefix_work,
+)
+from paged_attention.validation import DecodeShape
+from paged_attention.work_list import TO_CONTEXT_END, build_work_list
+
+#: The page traces contexts up to this many tokens ...
+MAX_TRACE_TOKENS = 32_768
+#: ... and plans of up to this many tiles for the row.
+MAX_TRACE_TILES = 1024
+#: Tile sizes (``BLOCK_N``) the page offers as overrides.
+BLOCK_N_CHOICES: tuple[int, ...] = (16, 32, 64, 128, 256)
+
+
+def decode_shape(config: DecodeConfig, block_tables: np.ndarray) -> DecodeShape:
+    """The :class:`~paged_attention.validation.DecodeShape` the kernel would see for
+    ``config`` with ``block_tables`` (``[batch_size, max_num_blocks]``), built
+    without allocating the cache."""
+    tables = torch.as_tensor(np.asarray(block_tables), dtype=torch.int64)
+    return DecodeShape(
+        batch_size=config.batch_size, num_heads=config.num_heads, num_kv_heads=config.num_kv_heads,
+        head_dim=config.head_dim, num_blocks=config.num_blocks, block_size=config.block_size,
+        max_num_blocks=tables.shape[1], scale=1.0 / math.sqrt(config.head_dim),
+        context_lens=torch.tensor(config.lengths, dtype=torch.int64), block_tables=tables,
+        kv_dtype=config.kv_torch_dtype,
+    )
+
+
+def prefix_groups(config: DecodeConfig, block_tables: np.ndarray) -> tuple[PrefixGroup, ...]:
+    """The shared-prefix groups ``triton_decode(..., shared_prefixes="detect")``
+    finds in ``block_tables`` (those with shared blocks)."""
+    shape = decode_shape(config, block_tables)
+    found = find_shared_prefixes(shape.block_tables, shape.context_lens, config.block_size)
+    return tuple(g for g in found if g.num_blocks > 0)
+
+
+def launch_plan(
+    config: DecodeConfig, block_tables: np.ndarray, *, num_splits: int | None = None, block_n: int | None = None,
+    groups: tuple[PrefixGroup, ...] = (),
+) -> LaunchPlan:
+    """The plan ``triton_decode`` picks for ``config`` on its device and dtype, or
+    with ``num_splits`` / ``block_n`` overridden (as :func:`plan_launch` takes them).
+    With shared-prefix ``groups``, the decode kernel's plan: for the blocks past
+    each group's prefix (:func:`~paged_attention.shared_prefix.own_shape`)."""
+    shape = own_shape(decode_shape(config, block_tables), groups)
+    return plan_launch(shape, torch.device(config.device), config.torch_dtype, num_splits=num_splits, block_n=block_n)
+
+
+def prefix_plan(config: DecodeConfig, block_tables: np.ndarray, groups: tuple[PrefixGroup, ...]) -> LaunchPlan | None:
+    """The prefix pass's plan (:func:`~paged_attention.launch_plan.plan_prefix`)
+    for ``groups``, or None without groups."""
+    if not groups:
+        return None
+    shape = decode_shape(config, block_tables)
+    return plan_prefix(shape, groups, torch.device(config.device), config.torch_dtype)
+
+
+#: Columns of :func:`work_list`, one row per (program, sequence it reads for).
+WORK_COLUMNS: tuple[str, ...] = ("seq", "pass", "order", "slot", "first_block", "end_block", "sequences")
+
+
+def work_list(
+    plan: LaunchPlan, context_lens, *, groups: tuple[PrefixGroup, ...] = (), prefix: LaunchPlan | None = None,
+    query_group_size: int = 1,
+) -> pd.DataFrame:
+    """Which program reads which blocks of which sequence, as the kernels launch them.
+
+    The decode kernel's programs come from
+    :func:`~paged_attention.work_list.build_work_list` (the launch's own work
+    list), the prefix pass's, with ``groups`` and their ``prefix`` plan, from
+    :func:`~paged_attention.shared_prefix.prefix_work`.
+
+    Parameters
+    ----------
+    plan : LaunchPlan
+        The decode kernel's plan (for the blocks past the prefixes, with groups).
+    context_lens : sequence of int
+        ``[batch_size]``.
+    groups, prefix, query_group_size
+        The shared-prefix groups, the prefix pass's plan and the query heads per KV
+        head (which set how many sequences share a prefix-pass tile).
+
+    Returns
+    -------
+    DataFrame
+        Columns :data:`WORK_COLUMNS`, one row per program per sequence it reads for
+        (a prefix program holds several): ``pass`` (``"prefix"`` or ``"own"``),
+        ``order`` (launch order within its pass, per KV head), ``slot`` (the
+        partial's slot, counted from the sequence's first), logical blocks
+        ``[first_block, end_block)`` (a sequence's last program ends at its last
+        needed block; it may be empty), ``sequences`` (sharing the program).
+    """
+    lens = torch.as_tensor([int(n) for n in context_lens], dtype=torch.int64)
+    rows = []
+    first_blocks = prefix_slots = None
+    if groups and prefix is not None:
+        pw = prefix_work(groups, len(lens), members_per_tile(prefix, query_group_size),
+                         prefix.blocks_per_split, prefix.blocks_per_tile)
+        members = pw.members.tolist()
+        for order, (first, n, first_block, last_block, slot) in enumerate(pw.items.tolist()):
+            for seq in members[first : first + n]:
+                rows.append((seq, "prefix", order, slot, first_block, last_block, n))
+        first_blocks, prefix_slots = pw.first_blocks, pw.prefix_slots
+    work = build_work_list(plan, lens, first_blocks=first_blocks, prefix_slots=prefix_slots)
+    first_slot = work.sequences[:, 0].tolist()
+    needed = (-(-lens // plan.block_size)).tolist()
+    for order, (seq, first_block, last_block, slot) in enumerate(work.items.tolist()):
+        end = needed[seq] if last_block == TO_CONTEXT_END else last_block
+        rows.append((seq, "own", order, slot - first_slot[seq], first_block, max(first_block, end), 1))
+    return pd.DataFrame(rows, columns=list(WORK_COLUMNS))
+
+
+def work_list_summary(plan: LaunchPlan, work: pd.DataFrame, num_kv_heads: int, prefix: LaunchPlan | None = None) -> str:
+    """The plan of :func:`work_list`'s ``work`` in a sentence (Markdown)."""
+    own = work[work["pass"] == "own"]
+    programs = int(own["order"].nunique())
+    tokens = count(plan.tokens_per_split, "token")
+    cap = f"{count(plan.blocks_per_split, 'block')} ({tokens})"
+    if plan.balanced:
+        text = (f"**Balanced plan** (a ragged batch): each sequence is cut into as few pieces of at most {cap} as "
+                "it needs, of about equal length, and the longest pieces launch first")
+    else:
+        text = (f"**Equal splits**: every sequence is cut at the same boundaries, every {cap}, "
+                f"in {count(plan.num_splits, 'split')} at most")
+    text += (f"; **{count(programs, 'program')} per KV head** "
+             f"({programs * num_kv_heads:,} in all over {count(num_kv_heads, 'KV head')})")
+    pre = work[work["pass"] == "prefix"]
+    if len(pre) and prefix is not None:
+        text += (f". Before them, the **prefix pass** runs {count(int(pre['order'].nunique()), 'program')} per KV "
+                 f"head over the shared blocks, pieces of at most {count(prefix.blocks_per_split, 'block')}; each "
+                 "reads its piece once for all the sequences in its tile")
+    return text + "."
+
+
+def split_note(config: DecodeConfig, requested: int, plan: LaunchPlan) -> str | None:
+    """Why ``plan`` runs fewer splits than the ``requested`` override, or None.
+
+    :func:`~paged_attention.launch_plan.plan_launch` gives a split at least one
+    block of the longest sequence, and every split but the last the same whole
+    number of blocks, so 256 splits of 313 blocks become 157 of 2.
+    """
+    if plan.num_splits >= requested:
+        return None
+    longest = max(config.lengths, default=0)
+    head = f"Splits capped from {requested:,} to {plan.num_splits:,}"
+    if longest == 0:
+        return f"{head}: every context is empty, so there is nothing to split."
+    blocks = -(-longest // config.block_size)
+    has = f"the longest sequence has {count(blocks, 'block')} of {count(config.block_size, 'token')}"
+    if requested >= blocks:
+        return f"{head}: {has}, and a split covers at least one block."
+    per = plan.blocks_per_split
+    return (
+        f"{head}: {has}; every split but the last covers the same whole number of blocks, so {requested:,} "
+        f"splits need {per:,} blocks each, and {plan.num_splits:,} splits of {per:,} already cover all {blocks:,}."
+    )
+
+
+def row_tiles(plan: LaunchPlan, context_len: int, first_block: int = 0) -> int:
+    """Tiles the kernel walks for a row of ``context_len`` tokens under ``plan``,
+    from ``first_block`` (past a shared prefix) on."""
+    return sum(-(-(last - first) // plan.blocks_per_tile) * plan.subtiles
+               for first, last in plan.sequence_items(context_len, first_block))
+
+
+def row_splits(plan: LaunchPlan, context_len: int) -> int:
+    """Programs (splits) of ``plan`` that walk any of a row of ``context_len`` tokens."""
+    return sum(1 for first, last in plan.sequence_items(context_len) if last > first)
+
+
+#: The page's first view wants the traced row walked as this many splits ...
+SHOWCASE_SPLITS = 4
+#: ... of at least this many tiles each, where the row is long enough.
+SHOWCASE_TILES_PER_SPLIT = 2
+
+
+def showcase_plan(
+    config: DecodeConfig, block_tables: np.ndarray, seq: int, groups: tuple[PrefixGroup, ...] = ()
+) -> tuple[int, int] | None:
+    """``(num_splits, block_n)`` to override the launch plan with so that sequence
+    ``seq`` shows what the page explains (several tiles per split and a split-K
+    merge), or None when the kernel's own plan (:func:`launch_plan`) already does,
+    or the row is too short to split (fewer than two blocks).
+
+    The override asks for :data:`SHOWCASE_SPLITS` splits (fewer for a row of
+    fewer blocks) and the largest ``BLOCK_N`` of :data:`BLOCK_N_CHOICES` that gives
+    each at least :data:`SHOWCASE_TILES_PER_SPLIT` tiles, or the smallest
+    ``BLOCK_N`` when none does; a plan :func:`trace_size_error` would refuse is
+    never proposed. None too when ``seq`` is in a shared-prefix group of
+    ``groups``: the prefix pass's partials already make a merge.
+    """
+    if any(seq in g.sequences for g in groups):
+        return None
+    n = config.lengths[seq]
+    own = launch_plan(config, block_tables, groups=groups)
+    if row_splits(own, n) >= 2 and row_tiles(own, n) >= 2 * SHOWCASE_TILES_PER_SPLIT:
+        return None
+    splits = min(SHOWCASE_SPLITS, -(-n // config.block_size))
+    if splits < 2:
+        return None
+    candidates = []  # (enough tiles per split, block_n) of the plans that split this row
+    for block_n in BLOCK_N_CHOICES:
+        plan = launch_plan(config, block_tables, num_splits=splits, block_n=block_n, groups=groups)
+        if row_splits(plan, n) >= 2 and trace_size_error(n, plan) is None:
+            candidates.append((row_tiles(plan, n) >= SHOWCASE_TILES_PER_SPLIT * row_splits(plan, n), block_n))
+    if not candidates:
+        return None
+    enough = [block_n for ok, block_n in candidates if ok]
+    return splits, (max(enough) if enough else min(block_n for _, block_n in candidates))
+
+
+def trace_size_error(context_len: int, plan: LaunchPlan) -> str | None:
+    """Why the page will not trace this row, or None."""
+    if context_len > MAX_TRACE_TOKENS:
+        return (
+            f"This sequence holds {context_len:,} tokens; the walkthrough traces at most "
+            f"{MAX_TRACE_TOKENS:,}. Pick a shorter sequence or shorten the context in the sidebar."
+        )
+    tiles = row_tiles(plan, context_len)
+    if tiles > MAX_TRACE_TILES:
+        return (
+            f"This plan walks {tiles:,} tiles for the sequence; the walkthrough draws at most "
+            f"{MAX_TRACE_TILES:,}. Use a larger BLOCK_N or a shorter sequence."
+        )
+    return None
+
+
+def row_inputs(
+    config: DecodeConfig, context_len: int, head: int, *, dtype: torch.dtype = torch.float32
+) -> tuple[torch.Tensor, ...]:
+    """CPU inputs holding one row: its KV head only, its blocks packed as ``0 .. n-1``.
+
+    Returns ``(query, k_cache, v_cache, block_tables, context_lens)`` with
+    ``query`` ``[1, group, head_dim]`` (the GQA group of ``head``), caches
+    ``[needed_blocks + 1, block_size, 1, head_dim]`` (one spare block of
+    :data:`~paged_attention.inputs.LOUD_VALUE`, like the unfilled tail slots) and the
+    table ``[[0, 1, ..., needed_blocks - 1]]``. Values are standard normal, seeded
+    by the configuration's seed and the row.
+    """
+    group = config.num_heads // config.num_kv_heads
+    bs, d = config.block_size, config.head_dim
+    needed = -(-int(context_len) // bs)
+    kv_head = head // group
+    gen = torch.Generator().manual_seed(zlib.crc32(f"{config.seed}/{context_len}/{kv_head}".encode()))
+    query = torch.randn(1, group, d, generator=gen)
+    shape = (needed + 1, bs, 1, d)
+    k = torch.randn(shape, generator=gen)
+    v = torch.randn(shape, generator=gen)
+    table = torch.arange(max(needed, 1), dtype=torch.int32)[None, :]
+    lens = torch.tensor([int(context_len)], dtype=torch.int32)
+    fill_uncovered(k, v, context_mask(table, lens, needed + 1, bs))
+    return query.to(dtype), k.to(dtype), v.to(dtype), table, lens
+
+
+def trace_row(
+    config: DecodeConfig, block_tables: np.ndarray, seq: int, head: int, *, plan: LaunchPlan,
+    groups: tuple[PrefixGroup, ...] = (), prefix: LaunchPlan | None = None,
+) -> KernelTrace:
+    """Trace ``_paged_decode_kernel`` for sequence ``seq``, query head ``head`` of
+    ``config`` under ``plan`` (from :func:`launch_plan`), after the prefix pass of
+    ``groups`` under ``prefix`` (:func:`prefix_plan`) when ``seq`` is in one.
+
+    The trace's ``physical_blocks`` are the ids of ``block_tables[seq]``; ``head``
+    and ``kv_head`` are those of the configuration, and so are the prefix pass's
+    ``sequences`` (the row's group-mates in each prefix program) and
+    ``prefix_group``.
+
+    Raises
+    ------
+    ValueError
+        If ``seq`` or ``head`` is out of range or the plan's block size differs.
+    """
+    if not 0 <= seq < config.batch_size:
+        raise ValueError(f"seq must lie in [0, batch_size={config.batch_size}); got {seq}")
+    if not 0 <= head < config.num_heads:
+        raise ValueError(f"head must lie in [0, num_heads={config.num_heads}); got {head}")
+    n = config.lengths[seq]
+    group = config.num_heads // config.num_kv_heads
+    mine = next((g for g in groups if seq in g.sequences), None)
+    if mine is not None and prefix is None:
+        raise ValueError("a sequence in a shared-prefix group needs the prefix pass's plan (prefix=)")
+    # The packed row stands alone: a group of one with the same shared blocks walks the
+    # same pieces; the programs' real group-mates are filled in below.
+    packed = (PrefixGroup((0,), mine.num_blocks),) if mine else None
+    trace = trace_decode(row_inputs(config, n, head), 0, head % group, plan=plan, groups=packed,
+                         prefix_plan=prefix if mine else None)
+    physical = np.asarray(block_tables)[seq]
+    tiles, splits = trace.tiles.copy(), trace.splits.copy()
+    tiles["physical_blocks"] = [tuple(int(physical[b]) for b in ids) for ids in tiles["physical_blocks"]]
+    if mine is not None:
+        sharing = {slot: len(members) for members, _, _, slot in
+                   prefix_programs(groups, seq, config.batch_size, group, prefix)}
+        for frame in (tiles, splits):
+            pre = frame["pass"] == "prefix"
+            frame.loc[pre, "sequences"] = frame.loc[pre, "split"].map(sharing)
+        tiles["query_rows"] = tiles["sequences"] * group
+    return replace(trace, seq=seq, head=head, kv_head=head // group, tiles=tiles, splits=splits, prefix_group=mine)

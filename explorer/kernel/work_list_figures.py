@@ -1,0 +1,156 @@
+"""The launch's work list: which program reads which logical blocks of which
+sequence (a DataFrame of :data:`~explorer.kernel.view.WORK_COLUMNS`, from
+:func:`~explorer.kernel.view.work_list`).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
+
+from explorer.cache.sampling import sample_grid
+from explorer.formatting import count
+from explorer.kernel.figures import SPLIT_COLORSCALE
+from explorer.style import OTHER_COLOR, _alpha, _int_ticks, _margins, _no_data, _style
+
+#: Most sequences drawn; a larger batch shows every k-th one (and the traced one).
+MAX_WORK_ROWS = 40
+#: Height of a drawn row (px) while few, and the least it shrinks to: enough for
+#: the launch-order labels (a thinner bar hides them).
+_ROW_PX, _MIN_ROW_PX = 30, 22
+#: The traced sequence's band.
+HIGHLIGHT_LINE = "#F59E0B"
+HIGHLIGHT_FILL = _alpha(HIGHLIGHT_LINE, 0.28)
+
+
+def work_rows(batch_size: int, highlight: int | None = None, max_rows: int = MAX_WORK_ROWS) -> tuple[list[int], str]:
+    """The sequences :func:`work_list_figure` draws, and a note saying what was
+    sampled (``""`` when every sequence is drawn).
+
+    Every ``k``-th sequence (:func:`~explorer.cache.sampling.sample_grid` over
+    the rows) and ``highlight``, when it is not among them.
+    """
+    grid = sample_grid(batch_size, 1, max_rows)
+    rows = [int(r) for r in grid.rows] if batch_size else []
+    if highlight is not None and 0 <= highlight < batch_size and highlight not in rows:
+        rows = sorted([*rows, int(highlight)])
+    if not grid.sampled:
+        return rows, ""
+    extra = " and the traced one" if highlight is not None and highlight % grid.row_stride else ""
+    return rows, f"sampled for the browser: {grid.strides('sequence', 'block')}{extra} ({len(rows):,} of {batch_size:,})"
+
+
+def work_list_figure(
+    work, context_lens: Sequence[int], block_size: int, *, highlight: int | None = None,
+    max_rows: int = MAX_WORK_ROWS, title: str = "Which program reads which blocks",
+) -> go.Figure:
+    """Each sequence as a row of logical blocks, each program's piece of it as a bar
+    labelled by its launch order (per KV head; every KV head launches the same list).
+
+    Parameters
+    ----------
+    work : DataFrame
+        :func:`~explorer.kernel.view.work_list`: columns ``seq``, ``pass``,
+        ``order``, ``slot``, ``first_block``, ``end_block``, ``sequences``.
+    context_lens : sequence of int
+        ``[batch_size]`` tokens per sequence.
+    block_size : int
+        Tokens per block.
+    highlight : int, optional
+        The traced sequence: its row is banded and outlined, and its label marked.
+    max_rows : int
+        Most sequences drawn (:func:`work_rows` picks them).
+
+    Returns
+    -------
+    go.Figure
+        Trace ``"programs"``: horizontal bars of the decode kernel's programs
+        (``y`` = drawn row, ``base`` = first block, ``x`` = blocks, ``text`` =
+        launch order, ``customdata`` = ``(seq, order, slot, first_block,
+        end_block - 1)``), coloured by launch order; ``"prefix pass"``: the
+        shared-prefix programs' pieces on every member's row, labelled ``P`` and
+        their order; ``"empty programs"``: markers for programs with no blocks (a
+        sequence read whole by the prefix pass, or an empty one). The y axis's
+        tick labels name the sequences.
+    """
+    fig = go.Figure()
+    lens = [int(n) for n in context_lens]
+    if not lens or not max(lens, default=0):
+        return _no_data(fig, "Every context is empty: no program reads a block.", title, 300)
+    rows, note = work_rows(len(lens), highlight, max_rows)
+    row_of = {seq: i for i, seq in enumerate(rows)}
+    drawn = work[work["seq"].isin(row_of)]
+    y = drawn["seq"].map(row_of).to_numpy()
+    needed = [-(-n // block_size) for n in lens]
+    x_end = max(needed[s] for s in rows) if rows else 1
+
+    own = drawn["pass"].to_numpy() == "own"
+    length = (drawn["end_block"] - drawn["first_block"]).to_numpy()
+    full = length > 0
+    orders = drawn["order"].to_numpy()
+    top = max(int(work.loc[work["pass"] == "own", "order"].max()), 1) if (work["pass"] == "own").any() else 1
+    custom = np.stack([drawn["seq"], orders, drawn["slot"], drawn["first_block"], drawn["end_block"] - 1], axis=-1)
+    pick = own & full
+    colors = sample_colorscale(SPLIT_COLORSCALE, list(orders[pick] / top)) if pick.any() else []
+    fig.add_trace(go.Bar(
+        orientation="h", y=y[pick], base=drawn["first_block"].to_numpy()[pick], x=length[pick], name="programs",
+        marker=dict(color=colors, line=dict(color="white", width=1)),
+        text=[str(int(o)) for o in orders[pick]], textposition="inside", insidetextanchor="middle", textangle=0,
+        textfont=dict(color="white", size=11), constraintext="inside",
+        customdata=custom[pick],
+        hovertemplate="sequence %{customdata[0]}: program %{customdata[1]} (launch order)<br>blocks "
+        "%{customdata[3]}–%{customdata[4]}, partial slot %{customdata[2]}<extra></extra>",
+    ))
+    pre = ~own & full
+    if pre.any():
+        sharing = drawn["sequences"].to_numpy()[pre]
+        fig.add_trace(go.Bar(
+            orientation="h", y=y[pre], base=drawn["first_block"].to_numpy()[pre], x=length[pre], name="prefix pass",
+            marker=dict(color=_alpha(OTHER_COLOR, 0.35), line=dict(color=OTHER_COLOR, width=1),
+                        pattern=dict(shape="/", fgcolor=OTHER_COLOR, size=8)),
+            text=[f"P{int(o)}" for o in orders[pre]], textposition="inside", insidetextanchor="middle", textangle=0,
+            textfont=dict(color="#111827", size=11), constraintext="inside",
+            customdata=np.column_stack([custom[pre], sharing]),
+            hovertemplate="sequence %{customdata[0]}: prefix-pass program P%{customdata[1]}, one tile for "
+            "%{customdata[5]} sequences<br>shared blocks %{customdata[3]}–%{customdata[4]}, partial slot "
+            "%{customdata[2]}<extra></extra>",
+        ))
+    empty = own & ~full
+    if empty.any():
+        fig.add_trace(go.Scatter(
+            x=drawn["first_block"].to_numpy()[empty], y=y[empty], mode="markers", name="empty programs",
+            marker=dict(symbol="line-ns", size=14, line=dict(width=2, color="#111827")),
+            customdata=custom[empty],
+            hovertemplate="sequence %{customdata[0]}: program %{customdata[1]} reads no block of its own"
+            "<br>(it writes the output, merging any prefix partials)<extra></extra>",
+        ))
+
+    labels = [f"seq {s}" for s in rows]
+    if highlight in row_of:
+        i = row_of[highlight]
+        labels[i] = f"<b>▶ seq {highlight}</b>"
+        # A band behind the row and an outline over it: a row read in full hides the band.
+        fig.add_shape(type="rect", xref="paper", x0=0, x1=1, y0=i - 0.5, y1=i + 0.5, line=dict(width=0),
+                      fillcolor=HIGHLIGHT_FILL, layer="below")
+        fig.add_shape(type="rect", x0=0, x1=max(needed[highlight], 1), y0=i - 0.5, y1=i + 0.5,
+                      line=dict(color=HIGHLIGHT_LINE, width=3), fillcolor="rgba(0,0,0,0)", layer="above")
+    programs = int(work.loc[work["pass"] == "own", "order"].nunique())
+    subtitle = (f"{count(len(lens), 'sequence')}, {count(programs, 'program')} per KV head; bar = the blocks one "
+                "program reads, number = launch order (dark first)")
+    if pre.any():
+        subtitle += "; hatched P# = a prefix-pass program, one read for its group"
+    if note:
+        subtitle += f"; {note}"
+    row_px = max(_MIN_ROW_PX, min(_ROW_PX, 700 / max(len(rows), 1)))
+    height = int(sum(_margins(subtitle)) + 20 + row_px * len(rows))
+    _style(fig, title, subtitle, height=height)
+    fig.update_yaxes(tickmode="array", tickvals=list(range(len(rows))), ticktext=labels, autorange="reversed",
+                     showgrid=False, zeroline=False, title=None, automargin=True)
+    fig.update_xaxes(title=f"logical block ({count(block_size, 'token')} each)", range=[0, x_end],
+                     zeroline=False, **_int_ticks(0, x_end))
+    fig.update_layout(barmode="overlay", bargap=0.2, showlegend=False,
+                      uniformtext=dict(minsize=10, mode="hide"))
+    return fig

@@ -1,0 +1,439 @@
+"""Figures of the serving simulation: the pool at one step, the timeline of a run,
+the block-size trade-off and the pool's animation over the steps.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.cache.figures import _legend_square, pool_figure
+from explorer.cache.sampling import pool_grid_shape
+from explorer.cache.sharing_figures import REF_LEVELS, pool_ref_count_figure
+from explorer.formatting import MS_D3, compact, count
+from explorer.style import (
+    FREE_COLOR,
+    MAX_POOL_CELLS,
+    MAX_SEQUENCE_LEGEND,
+    OTHER_COLOR,
+    SEQUENCE_COLORS,
+    _alpha,
+    _gaps,
+    _int_ticks,
+    _margins,
+    _style,
+    impl_color,
+)
+
+TAKEN_COLOR = "#FFFFFF"
+FREED_COLOR = "#374151"
+POOL_COLOR = "#2563EB"
+WASTE_COLOR = "#F59E0B"
+WAITING_COLOR = "#DC2626"
+RUNNING_COLOR = "#0F766E"
+
+
+#: What :func:`serving_pool_figure` colours the pool by.
+POOL_COLOR_MODES = ("sequence", "reference count")
+#: The marks of a step's pool changes: trace name, symbol, fill, outline, offset in the cell.
+POOL_CHANGE_MARKS = {
+    "taken": ("taken", "triangle-up", TAKEN_COLOR, "#111827", -0.27),
+    "recycled": ("recycled", "diamond", "#111827", "white", -0.27),
+    "copied": ("copy-on-write copy", "star", "#FACC15", "#111827", -0.27),
+    "revived": ("revived (prefix cache)", "pentagon", "#22C55E", "#111827", -0.27),
+    "freed": ("freed", "x-thin", FREED_COLOR, FREED_COLOR, 0.0),
+}
+#: The pool's legend, read from the back of a room: its font, and the pixels of one row of two entries.
+_POOL_LEGEND_FONT, _POOL_LEGEND_ROW_PX = 15, 26
+
+
+def serving_pool_figure(
+    pool_owner: np.ndarray,
+    block_tables: np.ndarray,
+    context_lens: Sequence[int],
+    block_size: int,
+    *,
+    step: int | None = None,
+    taken: Sequence[int] = (),
+    freed: Sequence[int] = (),
+    recycled: Sequence[int] = (),
+    copied: Sequence[int] = (),
+    revived: Sequence[int] = (),
+    color_by: str = "sequence",
+    sharing: bool = False,
+    seq_ids: Sequence[int] | None = None,
+    max_cells: int = MAX_POOL_CELLS,
+) -> go.Figure:
+    """The pool of a serving simulation at one step, plus what the step changed.
+
+    Coloured by owning sequence (:func:`pool_figure`: colour = owning ``seq_id``,
+    the lowest of a shared block's holders, grey = free, dot = partly filled last
+    block) or by reference count (:func:`pool_ref_count_figure` in the levels
+    :data:`REF_LEVELS`: how many running sequences hold each block). The marks
+    show blocks that left the free list or went back to it during the step (see
+    :class:`~explorer.serving.snapshot.PoolChanges`): taken for new tokens (▲), taken
+    again after an earlier sequence held them (recycled, ◆), copy-on-write
+    copies (★), cached blocks revived by a prefix-cache hit (⬟) and blocks whose
+    last reference went (✕). A block that only gains or loses a reference is not
+    marked: the reference-count colours show it.
+
+    Parameters
+    ----------
+    pool_owner : ndarray
+        ``[num_blocks]``: owning ``seq_id``, ``-1`` free.
+    block_tables, context_lens, block_size
+        The running batch, as for :func:`pool_figure`.
+    taken, freed, recycled, copied, revived : sequence of int
+        Physical block ids (``recycled`` and ``copied`` subsets of ``taken``).
+    color_by : {"sequence", "reference count"}
+    sharing : bool
+        Whether blocks can be shared: the copy-on-write and prefix-cache marks are
+        then always in the legend (otherwise only when the step has some), so the
+        legend stays put while the step changes.
+    seq_ids : sequence of int, optional
+        The ``seq_id`` of each row of ``block_tables`` (the hover of the
+        reference-count view names them).
+
+    Returns
+    -------
+    go.Figure
+        The base figure's traces, then (exact view only) one trace per mark,
+        named as in :data:`POOL_CHANGE_MARKS` (``"taken"`` holds the taken blocks
+        neither recycled nor copied, ``"recycled"`` the recycled ones not copied), whose ``customdata[:, 0]`` are the block ids.
+
+    Raises
+    ------
+    ValueError
+        On an unknown ``color_by``.
+    """
+    if color_by not in POOL_COLOR_MODES:
+        raise ValueError(f"color_by must be one of {', '.join(POOL_COLOR_MODES)}; got {color_by!r}")
+    owner = np.asarray(pool_owner, dtype=np.int64)
+    if color_by == "sequence":
+        fig = pool_figure(owner, block_tables, context_lens, block_size, max_cells=max_cells)
+    else:
+        tables = np.asarray(block_tables, dtype=np.int64)
+        refs = np.bincount(tables[tables >= 0], minlength=len(owner))
+        fig = pool_ref_count_figure(refs, tables, block_size, max_cells=max_cells, levels=REF_LEVELS,
+                                    seq_ids=seq_ids)
+    n_rows, n_cols, per_cell = pool_grid_shape(len(owner), max_cells)
+    if step is not None:
+        fig.update_layout(title_text=f"Physical block pool after step {step}")
+    if per_cell > 1:
+        return _pool_legend(fig, n_rows)
+    small = n_rows * n_cols <= 5000
+    copied_set = {int(b) for b in copied}
+    recycled_set = {int(b) for b in recycled} - copied_set
+    blocks_of = {
+        "taken": sorted({int(b) for b in taken} - recycled_set - copied_set),
+        "recycled": sorted(recycled_set), "copied": sorted(copied_set),
+        "revived": sorted({int(b) for b in revived}), "freed": sorted({int(b) for b in freed}),
+    }
+    for key, (name, symbol, color, line, dx) in POOL_CHANGE_MARKS.items():
+        blocks = np.array(blocks_of[key], dtype=np.int64)
+        if key in ("copied", "revived") and not len(blocks) and not sharing:
+            continue  # marks only sharing makes
+        fig.add_trace(go.Scatter(  # an empty mark still gets its legend entry: one point at None
+            x=blocks % n_cols + dx if len(blocks) else [None], y=blocks // n_cols + dx if len(blocks) else [None],
+            mode="markers", name=name,
+            marker=dict(symbol=symbol, size=(10 if key == "copied" else 8) if small else 5, color=color,
+                        line=dict(color=line, width=1.5 if symbol == "x-thin" else 1)),
+            customdata=np.stack([blocks, owner[blocks]], axis=-1) if len(blocks) else None,
+            hovertemplate="block %{customdata[0]}: " + name + " this step<extra></extra>",
+        ))
+    return _pool_legend(fig, n_rows)
+
+
+def _pool_legend(fig: go.Figure, n_rows: int) -> go.Figure:
+    """A large legend of two entries a row under the pool's grid of ``n_rows`` rows,
+    the figure grown by its rows so that the grid keeps its height."""
+    entries = sum(1 for t in fig.data if t.type != "heatmap" and t.showlegend is not False and t.name)
+    top = fig.layout.margin.t
+    grid_px = max(min(720, max(320, 190 + 24 * n_rows)) - top - 100, 1)  # the grid of a one-row legend
+    fig.update_layout(
+        height=int(top + grid_px + 74 + _POOL_LEGEND_ROW_PX * math.ceil(entries / 2)),
+        legend=dict(font=dict(size=_POOL_LEGEND_FONT), entrywidth=0.5, entrywidthmode="fraction"),
+    )
+    return fig
+
+
+def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | None = None) -> go.Figure:
+    """A serving simulation over time, three panels sharing the step axis: blocks in
+    use (against the pool), slots wasted in partly filled last blocks (internal
+    fragmentation), and the running batch and waiting queue. A line marks ``step``.
+
+    Parameters
+    ----------
+    metrics : DataFrame
+        :func:`~explorer.serving.simulator.metrics_frame` (one row per step).
+    step : int, optional
+        The step shown elsewhere on the page.
+    num_blocks : int, optional
+        Pool size, drawn as a dashed line on the first panel.
+
+    Returns
+    -------
+    go.Figure
+        Traces named ``"blocks in use"``, ``"wasted slots"``, ``"running"``,
+        ``"waiting"`` (``y`` = the metric per step), then ``"pool size"`` when given.
+    """
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(
+        rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.09,
+        subplot_titles=("Blocks in use", "Slots wasted in partly filled last blocks (internal fragmentation)",
+                        "Running batch and waiting queue"),
+    )
+    x = metrics["step"].to_numpy()
+    fig.add_trace(go.Scatter(
+        x=x, y=metrics["blocks_in_use"].to_numpy(), name="blocks in use", mode="lines",
+        line=dict(color=POOL_COLOR, width=1.8), fill="tozeroy", fillcolor=_alpha(POOL_COLOR, 0.15),
+        customdata=metrics["free_blocks"].to_numpy(),
+        hovertemplate="step %{x}: %{y:,} blocks in use, %{customdata:,} free<extra></extra>",
+    ), row=1, col=1)
+    fig.add_trace(go.Scatter(
+        x=x, y=metrics["wasted_slots"].to_numpy(), name="wasted slots", mode="lines",
+        line=dict(color=WASTE_COLOR, width=1.8), fill="tozeroy", fillcolor=_alpha(WASTE_COLOR, 0.18),
+        customdata=100 * metrics["wasted_fraction"].to_numpy(float),
+        hovertemplate="step %{x}: %{y:,} slots wasted (%{customdata:.1f}% of allocated)<extra></extra>",
+    ), row=2, col=1)
+    fig.add_trace(go.Scatter(
+        x=x, y=metrics["running"].to_numpy(), name="running", mode="lines", line=dict(color=RUNNING_COLOR, width=1.8),
+        hovertemplate="step %{x}: %{y} running<extra></extra>",
+    ), row=3, col=1)
+    fig.add_trace(go.Scatter(
+        x=x, y=metrics["waiting"].to_numpy(), name="waiting", mode="lines", line=dict(color=WAITING_COLOR, width=1.8),
+        fill="tozeroy", fillcolor=_alpha(WAITING_COLOR, 0.12),
+        hovertemplate="step %{x}: %{y} waiting<extra></extra>",
+    ), row=3, col=1)
+    if num_blocks is not None:
+        fig.add_trace(go.Scatter(
+            x=[x[0], x[-1]] if len(x) else [], y=[num_blocks, num_blocks], name="pool size", mode="lines",
+            line=dict(color="#111827", dash="dash", width=1), hovertemplate=f"pool: {num_blocks:,} blocks<extra></extra>",
+        ), row=1, col=1)
+    if step is not None and len(x):
+        row = metrics[metrics["step"] == step]
+        for r, col in ((1, "blocks_in_use"), (2, "wasted_slots"), (3, "waiting")):
+            fig.add_vline(x=step, line=dict(color="#111827", width=1, dash="dot"), row=r, col=1)
+            if len(row):
+                fig.add_trace(go.Scatter(
+                    x=[step], y=[row[col].iloc[0]], mode="markers", showlegend=False, hoverinfo="skip",
+                    marker=dict(color="#111827", size=7),
+                ), row=r, col=1)
+    subtitle = "dotted line = the step shown above"
+    _style(fig, "The pool over time", subtitle, height=620)
+    fig.update_layout(margin=dict(t=_margins(subtitle)[0] + 6), hovermode="x unified")  # + the panel titles
+    fig.update_annotations(font=dict(size=13), x=0, xanchor="left")
+    fig.update_xaxes(**_int_ticks(x.min(initial=0), x.max(initial=0)))
+    fig.update_xaxes(title="decode step", row=3, col=1)
+    # Counts: whole-number ticks even when a short run never leaves 0 to 3.
+    panel_px = (620 - 90 - 100) * (1 - 2 * 0.09) / 3
+    def top(*columns: str) -> float:
+        return max((float(metrics[c].max()) for c in columns), default=0.0) if len(x) else 0.0
+
+    tops = {1: max(num_blocks or 0, top("blocks_in_use")), 2: top("wasted_slots"), 3: top("running", "waiting")}
+    for r, name in ((1, "blocks"), (2, "slots"), (3, "requests")):
+        fig.update_yaxes(title=name, rangemode="tozero", row=r, col=1, **_int_ticks(0, max(1, tops[r]), panel_px))
+    return fig
+
+
+def tradeoff_figure(table, latency_ms: Mapping[int, float] | None = None, current: int | None = None) -> go.Figure:
+    """Block size trade-off on one request stream: memory wasted in partly filled
+    last blocks (bars, left axis) against the Triton kernel's latency on each
+    block size's busiest step (line, right axis, once measured).
+
+    Parameters
+    ----------
+    table : DataFrame
+        :func:`~explorer.serving.tradeoff.block_size_tradeoff`'s table.
+    latency_ms : mapping, optional
+        ``block_size -> milliseconds``.
+    current : int, optional
+        The block size chosen on the page (its bar is outlined).
+
+    Returns
+    -------
+    go.Figure
+        Trace 0: bars ``"wasted slots (%)"`` (``y`` = percent of allocated slots);
+        trace 1 (when latencies are given): ``"Triton latency"`` on ``y2``.
+    """
+    sizes = table["block_size"].astype(int).tolist()
+    x = [str(b) for b in sizes]
+    waste = 100 * table["wasted_fraction"].to_numpy(float)
+    custom = np.stack([table["mean_wasted_slots"].to_numpy(float), table["mean_blocks_in_use"].to_numpy(float),
+                       table["mean_waiting"].to_numpy(float), table["stalled"].to_numpy(float)], axis=-1)
+    fig = go.Figure()
+    fig.add_trace(go.Bar(
+        x=x, y=waste, name="wasted slots (%)", marker=dict(
+            color=[_alpha(WASTE_COLOR, 0.85 if b == current else 0.55) for b in sizes],
+            line=dict(color=["#111827" if b == current else WASTE_COLOR for b in sizes], width=[2 if b == current else 1 for b in sizes]),
+        ),
+        text=[f"{w:.1f}%" for w in waste], textposition="outside", cliponaxis=False, customdata=custom,
+        hovertemplate="block size %{x}<br>%{y:.1f}% of allocated slots wasted (mean %{customdata[0]:,.0f} slots)"
+        "<br>mean blocks in use %{customdata[1]:,.0f}<br>mean waiting %{customdata[2]:.1f}, "
+        "stalled %{customdata[3]:,.0f} sequence-steps<extra></extra>",
+    ))
+    subtitle = "bars: slots allocated but unfilled, as % of allocated (mean over the run)"
+    if latency_ms:
+        measured = [b for b in sizes if b in latency_ms]
+        fig.add_trace(go.Scatter(
+            x=[str(b) for b in measured], y=[latency_ms[b] for b in measured], name="Triton latency",
+            mode="lines+markers", yaxis="y2", line=dict(color=impl_color("triton"), width=2.4),
+            marker=dict(size=9, color=impl_color("triton")),
+            hovertemplate=f"block size %{{x}}<br>Triton decode %{{y:{MS_D3}}} ms on the shared batch<extra></extra>",
+        ))
+        subtitle += "; line: Triton decode latency, one batch laid out in each block size"
+        fig.update_layout(yaxis2=dict(title="Triton latency (ms)", overlaying="y", side="right", rangemode="tozero",
+                                      tickmode="auto", nticks=6,
+                                      showgrid=False, color=impl_color("triton")))
+    _style(fig, "Block size: memory waste against kernel latency", subtitle, height=420)
+    fig.update_xaxes(title="block size (tokens)", type="category")
+    # The waste axis only: update_yaxes would also reach the latency axis (y2).
+    fig.update_layout(yaxis=dict(title="wasted slots (% of allocated)", rangemode="tozero",
+                                 range=[0, max([*waste, 1]) * 1.2]),
+                      margin=dict(r=70 if latency_ms else 20), bargap=0.35)
+    return fig
+
+
+#: Most frames :func:`pool_animation_figure` animates.
+MAX_ANIMATION_FRAMES = 80
+#: Pixels under the animated pool: its axis (ticks and title), the Play and Pause
+#: buttons, the step slider below them (its current-value label on its own row,
+#: never under the buttons) and the legend.
+_AXIS_PX, _BUTTONS_PX, _SLIDER_PX, _LEGEND_PX = 54, 40, 76, 36
+
+
+def animation_steps(num_steps: int, max_frames: int = MAX_ANIMATION_FRAMES) -> list[int]:
+    """The steps :func:`pool_animation_figure` should show of a run of ``num_steps``
+    steps (0 to ``num_steps - 1``): every k-th step from 0, k the first of 1, 2, 5,
+    10, 20, 25, 50, 100, ... that keeps them within ``max_frames``, then the last
+    step. Frames land on round steps (0, 2, 4, ..., 118, 119), not on whatever
+    rounding an even spread over the run gives (0, 2, 3, 5, 6, ...).
+
+    Parameters
+    ----------
+    num_steps : int
+        Steps in the run (at least 1).
+    max_frames : int
+        Most steps returned (at least 2).
+
+    Returns
+    -------
+    list of int
+        Increasing steps, first 0 and last ``num_steps - 1``.
+    """
+    last = max(int(num_steps), 1) - 1
+    max_frames = max(int(max_frames), 2)
+    # 1, 2, 5, 10, 20, 25, 50, 100, ...: the last is past the run, giving [0, last].
+    strides = (int(m * 10 ** e) for e in range(len(str(last)) + 1) for m in ((1, 2, 5) if e == 0 else (1, 2, 2.5, 5)))
+
+    def frames(k: int) -> list[int]:
+        steps = list(range(0, last + 1, k))
+        return steps if steps[-1] == last else [*steps, last]
+
+    return next(steps for steps in map(frames, strides) if len(steps) <= max_frames)
+
+
+def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: int) -> go.Figure:
+    """The pool replayed step by step as a Plotly animation (Play, Pause and a step
+    slider run in the browser), coloured as :func:`pool_figure`: grey free, one
+    colour per ``seq_id`` (repeating every ``len(SEQUENCE_COLORS)`` sequences),
+    with its axes titled and a legend.
+
+    Parameters
+    ----------
+    owners : ndarray
+        ``[frames, num_blocks]``: the owning ``seq_id`` of each block at each
+        frame, ``-1`` free; at most :data:`MAX_ANIMATION_FRAMES` frames and
+        :data:`MAX_POOL_CELLS` blocks.
+    steps : sequence of int
+        The step of each frame (see :func:`animation_steps`).
+    block_size : int
+
+    Returns
+    -------
+    go.Figure
+        Trace 0: the first frame's heatmap; then legend-only traces ``"free"``
+        and, for up to :data:`MAX_SEQUENCE_LEGEND` sequences over all frames,
+        ``"sequence s"``, else one ``"a sequence (colour by seq_id)"``;
+        ``frames``: one per step (named by the step), each a heatmap ``z`` of
+        category codes (0 free, ``2 + seq_id % len(SEQUENCE_COLORS)``).
+
+    Raises
+    ------
+    ValueError
+        On more frames or blocks than drawn, or ``steps`` of another length.
+    """
+    owners = np.asarray(owners, dtype=np.int64)
+    if owners.ndim != 2 or len(steps) != len(owners):
+        raise ValueError(f"owners must be [frames, num_blocks] with one step per frame; got {owners.shape}, {len(steps)} steps")
+    if len(owners) > MAX_ANIMATION_FRAMES or owners.shape[1] > MAX_POOL_CELLS:
+        raise ValueError(f"at most {MAX_ANIMATION_FRAMES} frames of {MAX_POOL_CELLS} blocks; got {owners.shape}")
+    num_blocks = owners.shape[1]
+    n_rows, n_cols, _ = pool_grid_shape(num_blocks)
+    pad = n_rows * n_cols - num_blocks
+    subtitle = (f"{count(num_blocks, 'block')} of {count(block_size, 'slot')}; colour = owning sequence "
+                f"({len(SEQUENCE_COLORS)} colours, repeating), grey = free")
+    top = _margins(subtitle)[0]
+    bottom = _AXIS_PX + _BUTTONS_PX + _SLIDER_PX + _LEGEND_PX
+    plot_height = int(min(720, max(360, 240 + 24 * n_rows))) - top - 110
+    height = plot_height + top + bottom
+    gaps = _gaps(n_rows, n_cols, plot_height)
+    colors = [FREE_COLOR, OTHER_COLOR, *SEQUENCE_COLORS]
+    k = len(colors)
+    scale = [p for i, c in enumerate(colors) for p in ([i / k, c], [(i + 1) / k, c])]
+
+    def codes(owner: np.ndarray) -> np.ndarray:
+        z = np.where(owner >= 0, 2 + owner % len(SEQUENCE_COLORS), 0).astype(float)
+        return np.concatenate([z, np.full(pad, np.nan)]).reshape(n_rows, n_cols)
+
+    def heatmap(owner: np.ndarray) -> go.Heatmap:
+        used = int((owner >= 0).sum())
+        return go.Heatmap(z=codes(owner), colorscale=scale, zmin=-0.5, zmax=k - 0.5, showscale=False,
+                          **gaps, hoverinfo="skip", name=f"{count(used, 'block')} in use")
+
+    fig = go.Figure(data=[heatmap(owners[0])] if len(owners) else [])
+    fig.frames = [go.Frame(data=[heatmap(o)], name=str(int(s)), traces=[0]) for o, s in zip(owners, steps)]
+    _legend_square(fig, FREE_COLOR, "free", line="#CBD5E1")
+    seqs = np.unique(owners[owners >= 0])
+    if len(seqs) <= MAX_SEQUENCE_LEGEND:
+        for seq in seqs:
+            _legend_square(fig, SEQUENCE_COLORS[int(seq) % len(SEQUENCE_COLORS)], f"sequence {int(seq)}",
+                           meta={"sequence": int(seq)})
+    else:
+        _legend_square(fig, SEQUENCE_COLORS[0], "a sequence (colour by seq_id)")
+    slider_steps = [
+        dict(method="animate", label=str(int(s)),
+             args=[[str(int(s))], dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))])
+        for s in steps
+    ]
+    # Paper coordinates of the controls, from pixels under the plot: the buttons
+    # under the axis title, the slider on its own row under them.
+    below = lambda px: -px / plot_height  # noqa: E731
+    fig.update_layout(
+        updatemenus=[dict(
+            type="buttons", direction="left", x=0, xanchor="left", y=below(_AXIS_PX), yanchor="top",
+            showactive=False, pad=dict(r=10, t=0),
+            buttons=[
+                dict(label="▶ Play", method="animate",
+                     args=[None, dict(frame=dict(duration=250, redraw=True), fromcurrent=True, transition=dict(duration=0))]),
+                dict(label="❚❚ Pause", method="animate",
+                     args=[[None], dict(frame=dict(duration=0, redraw=False), mode="immediate", transition=dict(duration=0))]),
+            ],
+        )],
+        sliders=[dict(active=0, steps=slider_steps, x=0, xanchor="left", len=1, y=below(_AXIS_PX + _BUTTONS_PX),
+                      yanchor="top", currentvalue=dict(prefix="step ", font=dict(size=13), xanchor="left"),
+                      pad=dict(t=0, b=0, l=0, r=0))],
+    )
+    _style(fig, "The pool, replayed", subtitle, height=height)
+    fig.update_layout(margin=dict(b=bottom))
+    fig.update_xaxes(title="+ offset within row", range=[-0.5, n_cols - 0.5], showgrid=False, zeroline=False,
+                     **_int_ticks(0, n_cols - 1))
+    step = max(1, math.ceil(n_rows / 10))
+    rows = list(range(0, n_rows, step))
+    fig.update_yaxes(title="first block", autorange="reversed", showgrid=False, zeroline=False, tickmode="array",
+                     tickvals=rows, ticktext=[compact(r * n_cols) for r in rows])
+    return fig

@@ -1,0 +1,198 @@
+"""A serving simulation's history in compact NumPy form, for pictures of it.
+
+:class:`~explorer.serving.simulator.ServingSimulator` returns one
+:class:`~explorer.serving.simulator.Snapshot` (torch tensors, a whole pool-owner map)
+per step. A page that scrubs through hundreds of steps wants them small,
+picklable and free of tensors: :class:`StepRecord` keeps one step as the running
+sequences' ids, lengths and block ids (the pool map is derived from them) and
+the step's :class:`~explorer.serving.snapshot.PoolChanges`, and :class:`ServingHistory`
+keeps every step plus per-step counts of those changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from explorer.serving.block_manager import blocks_for
+from explorer.serving.simulator import (
+    ServingConfig,
+    ServingSimulator,
+    Snapshot,
+    metrics_frame,
+)
+from explorer.serving.snapshot import PoolChanges
+from paged_attention.inputs import FREE
+
+#: Columns :func:`simulate` adds to :func:`~explorer.serving.simulator.metrics_frame`: the
+#: number of blocks in each of the step's :class:`~explorer.serving.snapshot.PoolChanges`.
+POOL_CHANGE_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(PoolChanges))
+#: Most ``steps x num_blocks`` a simulation may record (bounds its memory).
+MAX_STEP_BLOCKS = 20_000_000
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step's batch and pool, without tensors.
+
+    Attributes
+    ----------
+    step, block_size, num_blocks : int
+    seq_ids : ndarray
+        ``[running]`` int64, in admission order.
+    context_lens : ndarray
+        ``[running]`` int32.
+    blocks : ndarray
+        int32, every running sequence's physical blocks in logical order, one
+        sequence after the other (``ceil(context_len / block_size)`` each).
+    arrived, admitted, decoded, stalled, waiting, finished : int
+    blocks_unshared, filled_slots, cow_copies, prefix_hits, prefix_queries
+    changes : PoolChanges
+        As in :class:`~explorer.serving.simulator.Snapshot`.
+    """
+
+    step: int
+    block_size: int
+    num_blocks: int
+    seq_ids: np.ndarray
+    context_lens: np.ndarray
+    blocks: np.ndarray
+    arrived: int = 0
+    admitted: int = 0
+    decoded: int = 0
+    stalled: int = 0
+    waiting: int = 0
+    finished: int = 0
+    blocks_unshared: int | None = None
+    filled_slots: int | None = None
+    cow_copies: int = 0
+    prefix_hits: int = 0
+    prefix_queries: int = 0
+    changes: PoolChanges = PoolChanges()
+
+    @classmethod
+    def from_snapshot(cls, snap: Snapshot) -> "StepRecord":
+        tables = snap.block_tables.numpy()
+        return cls(
+            step=snap.step, block_size=snap.block_size, num_blocks=snap.num_blocks,
+            seq_ids=snap.seq_ids.numpy().astype(np.int64),
+            context_lens=snap.context_lens.numpy().astype(np.int32),
+            blocks=tables[tables >= 0].astype(np.int32),
+            arrived=snap.arrived, admitted=snap.admitted, decoded=snap.decoded, stalled=snap.stalled,
+            waiting=snap.waiting, finished=snap.finished, blocks_unshared=snap.blocks_unshared,
+            filled_slots=snap.filled_slots, cow_copies=snap.cow_copies, prefix_hits=snap.prefix_hits,
+            prefix_queries=snap.prefix_queries, changes=snap.changes,
+        )
+
+    @property
+    def num_running(self) -> int:
+        return len(self.seq_ids)
+
+    @property
+    def blocks_per_sequence(self) -> np.ndarray:
+        return -(-self.context_lens.astype(np.int64) // self.block_size)
+
+    def block_tables(self) -> np.ndarray:
+        """``[running, max_blocks]`` int32, ``-1`` padded (at least one column)."""
+        counts = self.blocks_per_sequence
+        width = max(1, int(counts.max(initial=0)))
+        table = np.full((self.num_running, width), -1, dtype=np.int32)
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        for i, n in enumerate(counts):
+            table[i, :n] = self.blocks[starts[i] : starts[i] + n]
+        return table
+
+    def pool_owner(self) -> np.ndarray:
+        """``[num_blocks]`` int64: the ``seq_id`` owning each block (the lowest of a
+        shared block's holders, as :meth:`BlockManager.pool_owner`), ``-1`` if free."""
+        owner = np.full(self.num_blocks, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(owner, self.blocks, np.repeat(self.seq_ids, self.blocks_per_sequence))
+        owner[owner == np.iinfo(np.int64).max] = FREE
+        return owner
+
+    def snapshot(self) -> Snapshot:
+        """The :class:`~explorer.serving.simulator.Snapshot` this record came from
+        (for :meth:`~explorer.serving.simulator.Snapshot.decode_inputs`)."""
+        return Snapshot(
+            step=self.step, block_size=self.block_size, num_blocks=self.num_blocks,
+            seq_ids=torch.from_numpy(self.seq_ids.copy()),
+            block_tables=torch.from_numpy(self.block_tables()),
+            context_lens=torch.from_numpy(self.context_lens.copy()),
+            pool_owner=torch.from_numpy(self.pool_owner()),
+            arrived=self.arrived, admitted=self.admitted, decoded=self.decoded, stalled=self.stalled,
+            waiting=self.waiting, finished=self.finished, blocks_unshared=self.blocks_unshared,
+            filled_slots=self.filled_slots, cow_copies=self.cow_copies, prefix_hits=self.prefix_hits,
+            prefix_queries=self.prefix_queries, changes=self.changes,
+        )
+
+
+@dataclass(frozen=True)
+class ServingHistory:
+    """Every step of one simulation.
+
+    Attributes
+    ----------
+    config : ServingConfig
+    records : tuple of StepRecord
+        One per step, ``records[s].step == s``.
+    metrics : DataFrame
+        :func:`~explorer.serving.simulator.metrics_frame` plus
+        :data:`POOL_CHANGE_COLUMNS`: how many blocks the step took, recycled,
+        copied on write, revived from the prefix cache and freed (see
+        :class:`~explorer.serving.snapshot.PoolChanges`).
+    """
+
+    config: ServingConfig
+    records: tuple[StepRecord, ...]
+    metrics: pd.DataFrame
+
+    @property
+    def steps(self) -> int:
+        return len(self.records)
+
+    def changes(self, step: int) -> PoolChanges:
+        """The blocks ``step`` took from the free list and returned to it."""
+        return self.records[step].changes
+
+
+def simulate(config: ServingConfig, steps: int) -> ServingHistory:
+    """Run :class:`~explorer.serving.simulator.ServingSimulator` for ``steps`` steps
+    and keep every step.
+
+    Raises
+    ------
+    ValueError
+        If ``config`` is invalid (see :meth:`ServingConfig.validate`), ``steps < 1``
+        or ``steps x num_blocks`` exceeds :data:`MAX_STEP_BLOCKS`.
+    """
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise ValueError(f"steps must be a positive integer; got {steps!r}")
+    config.validate()
+    if steps * config.num_blocks > MAX_STEP_BLOCKS:
+        raise ValueError(
+            f"{steps:,} steps x {config.num_blocks:,} blocks is more than this page records "
+            f"({MAX_STEP_BLOCKS:,}); use fewer steps or a smaller pool"
+        )
+    snapshots = ServingSimulator(config).run(steps)
+    records = tuple(StepRecord.from_snapshot(s) for s in snapshots)
+    frame = metrics_frame(snapshots)
+    for column in POOL_CHANGE_COLUMNS:
+        frame[column] = [len(getattr(s.changes, column)) for s in snapshots]
+    return ServingHistory(config, records, frame)
+
+
+def max_request_tokens(config: ServingConfig) -> int:
+    """Tokens of the longest possible request (prompt and output at their highs)."""
+    return config.prompt_len.high + config.output_len.high
+
+
+def valid_block_sizes(config: ServingConfig, block_sizes: Sequence[int], pool_tokens: int) -> tuple[list[int], list[int]]:
+    """Split ``block_sizes`` into those whose pool of ``pool_tokens // b`` blocks
+    holds the longest request, and those that do not."""
+    need = max_request_tokens(config)
+    ok = [b for b in block_sizes if blocks_for(need, b) <= pool_tokens // b]
+    return ok, [b for b in block_sizes if b not in ok]

@@ -1,0 +1,409 @@
+"""Figures of parameter sweeps (DataFrames of :data:`~explorer.sweep.runs.SWEEP_COLUMNS`):
+latency, bandwidth, speedup and the ratio of two sources along the swept axis.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.formatting import MS_D3, format_axis_value, kv_dtype_label
+from explorer.style import (
+    IMPL_COLORS,
+    _alpha,
+    _log_hline_labels,
+    _log_range,
+    _margins,
+    _no_data,
+    _style,
+    impl_color,
+)
+
+#: Line dash and marker of each source of a sweep chart (this session, then uploads).
+SOURCE_DASHES: tuple[str, ...] = ("solid", "dash", "dot", "dashdot")
+SOURCE_SYMBOLS: tuple[str, ...] = ("circle", "diamond", "square", "triangle-up")
+SKIPPED_SYMBOL = "circle-open"
+#: Log axes once the data spans this factor.
+LOG_X_SPAN = 4
+LOG_Y_SPAN = 10
+#: A sweep chart's legend keeps Plotly's rows under the plot while its entries fit in
+#: this many rows of a half-width chart (:data:`LEGEND_WIDTH_PX`); more entries (two
+#: sources of two caches each) go in one column under the plot, one entry a row of
+#: :data:`LEGEND_ROW_PX`, and the figure grows by those rows so the plot keeps its height.
+LEGEND_MAX_ROWS = 2
+LEGEND_WIDTH_PX = 520
+LEGEND_ROW_PX = 21
+
+
+def _legend_entry_px(name: str) -> float:
+    """Estimated width (px) of a legend entry of 12 px text: symbol, gap and text."""
+    return 46 + 6.8 * len(name)
+
+
+def _legend_rows_h(names: Sequence[str], width: float = LEGEND_WIDTH_PX) -> int:
+    """Rows a horizontal legend of ``names`` takes in ``width`` px (greedy, as Plotly wraps)."""
+    rows, x = (1 if names else 0), 0.0
+    for name in names:
+        w = _legend_entry_px(name)
+        if x and x + w > width:
+            rows, x = rows + 1, 0.0
+        x += w
+    return rows
+
+
+def _fit_legend(fig: go.Figure) -> go.Figure:
+    """Lay out a styled sweep figure's legend so that every entry shows and the plot
+    keeps its height: in rows while they are at most :data:`LEGEND_MAX_ROWS`, else in
+    one column with the figure taller by a row per entry (less what its margin held)."""
+    names = [t.name for t in fig.data if t.showlegend is not False and t.name]
+    if len(names) < 2 or _legend_rows_h(names) <= LEGEND_MAX_ROWS:
+        return fig
+    fig.update_layout(legend=dict(orientation="v", tracegroupgap=0),
+                      # The bottom margin of :func:`_style` holds the x axis title and about
+                      # 1.5 rows of legend; the column needs a row per entry.
+                      height=fig.layout.height + LEGEND_ROW_PX * len(names) - 30)
+    return fig
+
+
+def _sources(frame) -> list[str]:
+    return list(dict.fromkeys(frame["source"].astype(str))) if len(frame) else []
+
+
+def _series(frame) -> list[tuple[str, str, object]]:
+    """``(name, source, rows)`` of each line style: a source, or where the frame
+    holds more than one KV-cache dtype (a sweep comparing caches), each source's
+    cache dtypes, named ``"fp8 e4m3"`` (one source) or ``"this session · fp8 e4m3"``."""
+    if not len(frame):
+        return []
+    caches = (frame["kv_dtype"].fillna("").astype(str) if "kv_dtype" in frame
+              else frame["source"].astype(str).map(lambda _: ""))
+    kinds = list(dict.fromkeys(c for c in caches if c))
+    sources = _sources(frame)
+    out = []
+    for source in sources:
+        mine = frame["source"].astype(str) == source
+        if len(kinds) <= 1:
+            out.append((source, source, frame[mine]))
+            continue
+        for kind in dict.fromkeys(caches[mine]):
+            label = kv_dtype_label(kind) if kind else "cache unknown"
+            out.append((label if len(sources) == 1 else f"{source} · {label}", source, frame[mine & (caches == kind)]))
+    return out
+
+
+def _impl_order(frame) -> list[str]:
+    present = set(frame["implementation"].astype(str))
+    known = [n for n in IMPL_COLORS if n in present]
+    return known + sorted(present - set(known))
+
+
+def _label(name: str) -> str:
+    from paged_attention.implementations import LABELS
+
+    return LABELS.get(name, name)
+
+
+def _axis_title(frame) -> str:
+    from explorer.sweep.grid import AXES
+
+    axes = frame["axis"].dropna().astype(str).unique().tolist() if len(frame) else []
+    return AXES.get(axes[0], axes[0]) if axes else ""
+
+
+def _sweep_x_axis(fig: go.Figure, values: Sequence[float], title: str, **kw) -> None:
+    values = sorted({float(v) for v in values if v is not None and math.isfinite(v) and v > 0})
+    log = len(values) > 1 and values[-1] / values[0] >= LOG_X_SPAN
+    fig.update_xaxes(title=title, type="log" if log else "linear", zeroline=False, **kw)
+    if values and len(values) <= 16:
+        fig.update_xaxes(tickmode="array", tickvals=values, ticktext=[format_axis_value(v) for v in values], **kw)
+
+
+def _y_log(fig: go.Figure, values: Sequence[float], span: float = LOG_Y_SPAN, **kw) -> bool:
+    finite = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    log = len(finite) > 1 and max(finite) / min(finite) >= span
+    fig.update_yaxes(type="log" if log else "linear", **kw)
+    return log
+
+
+def _trace_name(label: str, source: str, sources: Sequence[str]) -> str:
+    return label if len(sources) <= 1 else f"{label} · {source}"
+
+
+def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
+    """Median call latency of each implementation across a sweep's axis.
+
+    Log-log when the axis spans a factor of :data:`LOG_X_SPAN` and the times a
+    factor of :data:`LOG_Y_SPAN`. Error bars span p20 to p80. Points the naive
+    implementation skipped (over its time budget) are open circles at the
+    predicted time, so they read as skipped, not missing.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        Rows with the columns of :data:`~explorer.sweep.runs.SWEEP_COLUMNS`
+        (one or more ``source`` values: this session, uploads).
+    note : str, optional
+        Words appended to the subtitle (e.g. which GPU a recorded source ran on,
+        named once there rather than in every legend entry).
+
+    Returns
+    -------
+    go.Figure
+        Per source and implementation one ``"lines+markers"`` trace of timed points
+        (``x`` = axis value, ``y`` = median ms, ``meta`` = ``{"implementation",
+        "source", "kind": "timed"}``), and, where points were skipped, one marker
+        trace with ``meta["kind"] == "skipped"`` (``y`` = predicted ms).
+    """
+    fig = go.Figure()
+    title = "Latency across the sweep"
+    if frame is None or not len(frame):
+        return _no_data(fig, "No points yet.", title)
+    series = _series(frame)
+    sources = [name for name, _, _ in series]
+    ys: list[float] = []
+    for si, (source, _, part) in enumerate(series):
+        for name in _impl_order(part):
+            rows = part[part["implementation"] == name].sort_values("value")
+            color, label = impl_color(name), _label(name)
+            ok = rows[rows["status"] == "ok"]
+            if len(ok):
+                med = ok["median_ms"].to_numpy(float)
+                hi = np.nan_to_num(ok["p80_ms"].to_numpy(float) - med, nan=0.0).clip(min=0)
+                lo = np.nan_to_num(med - ok["p20_ms"].to_numpy(float), nan=0.0).clip(min=0)
+                ys += [*med, *(med + hi), *(med - lo)]
+                fig.add_trace(go.Scatter(
+                    x=ok["value"].to_numpy(float), y=med, mode="lines+markers", name=_trace_name(label, source, sources),
+                    legendgroup=f"{name}", line=dict(color=color, width=2.2, dash=SOURCE_DASHES[si % 4]),
+                    marker=dict(color=color, size=8, symbol=SOURCE_SYMBOLS[si % 4]),
+                    error_y=dict(type="data", array=hi, arrayminus=lo, color=_alpha(color, 0.5), thickness=1.2, width=3),
+                    customdata=np.stack([ok["p20_ms"].to_numpy(float), ok["p80_ms"].to_numpy(float)], axis=-1),
+                    hovertemplate=f"{label} ({source})<br>%{{x:,}}: median %{{y:{MS_D3}}} ms"
+                    f"<br>p20–p80 %{{customdata[0]:{MS_D3}}}–%{{customdata[1]:{MS_D3}}} ms<extra></extra>",
+                    meta={"implementation": name, "source": source, "kind": "timed"},
+                ))
+            skipped = rows[rows["status"] == "skipped"]
+            if len(skipped):
+                pred = skipped["predicted_ms"].to_numpy(float)
+                ys += list(pred[np.isfinite(pred)])
+                fig.add_trace(go.Scatter(
+                    x=skipped["value"].to_numpy(float), y=pred, mode="markers+text",
+                    name=_trace_name(f"{label}: skipped" + ("" if len(sources) > 1 else " (predicted time)"),
+                                     source, sources), legendgroup=f"{name}",
+                    marker=dict(color=color, size=12, symbol=SKIPPED_SYMBOL, line=dict(width=2, color=color)),
+                    text=["skipped"] * len(skipped), textposition="top center", textfont=dict(size=11, color=color),
+                    customdata=skipped["note"].astype(str).to_numpy(),
+                    hovertemplate=f"{label} ({source})<br>%{{x:,}}: %{{customdata}}<extra></extra>",
+                    meta={"implementation": name, "source": source, "kind": "skipped"},
+                ))
+    skipped_any = bool((frame["status"] == "skipped").any())
+    subtitle = "median call latency; bars span p20–p80"
+    if skipped_any:
+        subtitle += "; ○ = skipped, drawn at its predicted time"
+    if len(sources) > 1:
+        origins = len(_sources(frame))
+        subtitle += "; line style = " + ("source" if len(sources) == origins else "KV cache" if origins == 1
+                                         else "source and KV cache")
+    if note:
+        subtitle += f"; {note}"
+    _style(fig, title, subtitle, height=440)
+    _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
+    if _y_log(fig, ys, title="latency (ms)"):
+        _log_range(fig, ys, 0.2, 0.55 if skipped_any else 0.35)  # room for the "skipped" labels
+    return _fit_legend(fig)
+
+
+def _best_gbps(rows) -> np.ndarray:
+    gpu = rows["gpu_gbps"].to_numpy(float)
+    call = rows["gbps"].to_numpy(float)
+    return np.where(np.isfinite(gpu), gpu, call)
+
+
+def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
+    """Achieved bandwidth across a sweep against the device's ceiling (roofline style).
+
+    Each point is the bytes a decode step must move over its time: GPU time
+    (CUDA graph, no launch overhead) where measured, else call latency. Each
+    source's measured copy bandwidth (the ``copy_gbps`` column) is drawn as its
+    ceiling; without one (the CPU) a note says there is none. ``note`` is appended
+    to the subtitle (as in :func:`sweep_latency_figure`).
+
+    Returns
+    -------
+    go.Figure
+        One ``"lines+markers"`` trace per source and implementation (``meta`` as in
+        :func:`sweep_latency_figure`); one dashed line shape per ceiling, whose
+        ``y0`` is the copy bandwidth in GB/s.
+    """
+    fig = go.Figure()
+    title = "Achieved bandwidth and the copy ceiling"
+    if frame is None or not len(frame):
+        return _no_data(fig, "No points yet.", title)
+    series = _series(frame)
+    sources = [name for name, _, _ in series]
+    ys: list[float] = []
+    ceilings: list[tuple[str, float, str]] = []
+    for si, (source, origin, part) in enumerate(series):
+        copy = part["copy_gbps"].to_numpy(float)
+        copy = copy[np.isfinite(copy) & (copy > 0)]
+        if len(copy) and origin not in [c[0] for c in ceilings]:  # one ceiling per source (its device)
+            whole = frame[frame["source"].astype(str) == origin]["copy_gbps"].to_numpy(float)
+            device = part["device_name"].astype(str).iloc[0] if "device_name" in part else ""
+            ceilings.append((origin, float(np.median(whole[np.isfinite(whole) & (whole > 0)])), device))
+        for name in _impl_order(part):
+            rows = part[(part["implementation"] == name) & (part["status"] == "ok")].sort_values("value")
+            if not len(rows):
+                continue
+            color, label = impl_color(name), _label(name)
+            gbps = _best_gbps(rows)
+            ys += list(gbps)
+            ceiling = next((c[1] for c in ceilings if c[0] == origin), None)
+            pct = 100 * gbps / ceiling if ceiling else np.full(len(gbps), np.nan)
+            fig.add_trace(go.Scatter(
+                x=rows["value"].to_numpy(float), y=gbps, mode="lines+markers", name=_trace_name(label, source, sources),
+                legendgroup=name, line=dict(color=color, width=2.2, dash=SOURCE_DASHES[si % 4]),
+                marker=dict(color=color, size=8, symbol=SOURCE_SYMBOLS[si % 4]),
+                customdata=pct,
+                hovertemplate=f"{label} ({source})<br>%{{x:,}}: %{{y:,.4g}} GB/s"
+                + ("<br>%{customdata:.0f}% of the ceiling" if np.isfinite(pct).any() else "") + "<extra></extra>",
+                meta={"implementation": name, "source": source, "kind": "timed"},
+            ))
+    for i, (source, gbps, device) in enumerate(ceilings):
+        ys.append(gbps)
+        where = f" ({device})" if device else ""
+        # Beside another source the label names its source, not its device (the
+        # source's name or the subtitle says which device), so that it fits.
+        text = (f"copy ceiling {gbps:,.0f} GB/s · {source}" if len(_sources(frame)) > 1
+                else f"ceiling: copy bandwidth {gbps:,.0f} GB/s{where}")
+        fig.add_hline(
+            y=gbps, line=dict(color="#111827" if i == 0 else "#6B7280", dash="dash" if i == 0 else "dot", width=1.4),
+            annotation_text=text,
+            # Alternate sides so that two close ceilings keep their labels apart.
+            annotation_position="top left" if i % 2 == 0 else "bottom right", annotation_font=dict(size=12, color="#111827" if i == 0 else "#6B7280"),
+        )
+    if not ceilings:
+        fig.add_annotation(
+            text="No ceiling on the CPU (a GPU measure)",
+            x=0, xref="paper", xanchor="left", y=1, yref="paper", yanchor="bottom", showarrow=False,
+            font=dict(size=12, color="#92400E"), bgcolor="rgba(254,243,199,0.9)",
+        )
+    subtitle = "bytes a decode step must move ÷ time; GPU time where measured, else call latency"
+    if note:
+        subtitle += f"; {note}"
+    _style(fig, title, subtitle, height=440)
+    _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
+    if _y_log(fig, ys, span=20, title="GB/s"):
+        _log_range(fig, ys, 0.2, 0.3)
+        _log_hline_labels(fig)
+    else:
+        fig.update_yaxes(rangemode="tozero", range=[0, max(ys, default=1) * 1.15])
+    if not ceilings:
+        fig.update_layout(margin=dict(t=_margins(subtitle)[0] + 26))  # room for the note above the plot
+    return _fit_legend(fig)
+
+
+def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
+    """Speedup of ``target`` over every other implementation across a sweep:
+    the other's median ÷ the target's at each point (above 1: target faster).
+
+    Points where the other implementation was skipped use its predicted time and
+    are drawn as open circles.
+
+    Returns
+    -------
+    go.Figure
+        Per source and other implementation a timed trace and, where skipped, a
+        skipped trace (``meta`` as in :func:`sweep_latency_figure`).
+    """
+    fig = go.Figure()
+    label_t = _label(target)
+    title = f"Speedup of {label_t} over the others"
+    if frame is None or not len(frame) or not ((frame["implementation"] == target) & (frame["status"] == "ok")).any():
+        return _no_data(fig, f"No {label_t} result to compare against.", title, height=400)
+    series = _series(frame)
+    sources = [name for name, _, _ in series]
+    ys: list[float] = []
+    for si, (source, _, part) in enumerate(series):
+        base = part[(part["implementation"] == target) & (part["status"] == "ok")].set_index("value")["median_ms"]
+        base = base[~base.index.duplicated()]
+        for name in _impl_order(part):
+            if name == target:
+                continue
+            rows = part[part["implementation"] == name].sort_values("value")
+            rows = rows[rows["value"].isin(base.index)]
+            color, label = impl_color(name), _label(name)
+            for kind, status, column in (("timed", "ok", "median_ms"), ("skipped", "skipped", "predicted_ms")):
+                sel = rows[rows["status"] == status]
+                if not len(sel):
+                    continue
+                ratio = sel[column].to_numpy(float) / base.loc[sel["value"]].to_numpy(float)
+                ys += list(ratio[np.isfinite(ratio)])
+                timed = kind == "timed"
+                fig.add_trace(go.Scatter(
+                    x=sel["value"].to_numpy(float), y=ratio, mode="lines+markers" if timed else "markers",
+                    name=_trace_name(f"vs {label}" if timed else f"vs {label}: skipped (predicted)", source, sources),
+                    legendgroup=name, line=dict(color=color, width=2.2, dash=SOURCE_DASHES[si % 4]),
+                    marker=dict(color=color, size=8 if timed else 12, symbol=SOURCE_SYMBOLS[si % 4] if timed
+                                else SKIPPED_SYMBOL, line=dict(width=2, color=color)),
+                    hovertemplate=f"{label_t} vs {label} ({source})<br>%{{x:,}}: %{{y:.3g}}× "
+                    + ("faster" if timed else "(predicted; naive skipped)") + "<extra></extra>",
+                    meta={"implementation": name, "source": source, "kind": kind},
+                ))
+    fig.add_hline(y=1, line=dict(color="#9CA3AF", dash="dash", width=1),
+                  annotation_text="same speed", annotation_position="bottom right")
+    _style(fig, title, f"median of each implementation ÷ median of {label_t}; above 1: {label_t} is faster",
+           height=440)
+    _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
+    if _y_log(fig, [*ys, 1.0], span=30, title="speedup (×)"):
+        _log_range(fig, [*ys, 1.0], 0.25, 0.35)
+        _log_hline_labels(fig)
+    else:
+        fig.update_yaxes(rangemode="tozero", range=[0, max([*ys, 1.0]) * 1.15])
+    return _fit_legend(fig)
+
+
+def sweep_ratio_figure(
+    frame, numerator: str, denominator: str, title: str = "Time ratio between the two sweeps"
+) -> go.Figure:
+    """Two sources side by side: each implementation's median at ``numerator``
+    ÷ its median at ``denominator``, at the axis values both measured.
+
+    Returns
+    -------
+    go.Figure
+        One trace per implementation both sources timed (``meta["implementation"]``).
+    """
+    fig = go.Figure()
+    ys: list[float] = []
+    for name in _impl_order(frame):
+        def medians(source: str):
+            rows = frame[(frame["source"] == source) & (frame["implementation"] == name) & (frame["status"] == "ok")]
+            series = rows.set_index("value")["median_ms"]
+            return series[~series.index.duplicated()]
+
+        a, b = medians(numerator), medians(denominator)
+        common = sorted(set(a.index) & set(b.index))
+        if not common:
+            continue
+        ratio = a.loc[common].to_numpy(float) / b.loc[common].to_numpy(float)
+        ys += list(ratio)
+        color, label = impl_color(name), _label(name)
+        fig.add_trace(go.Scatter(
+            x=np.array(common, dtype=float), y=ratio, mode="lines+markers", name=label,
+            line=dict(color=color, width=2.2), marker=dict(color=color, size=8),
+            hovertemplate=f"{label}<br>%{{x:,}}: %{{y:.3g}}× the time<extra></extra>",
+            meta={"implementation": name},
+        ))
+    if not ys:
+        return _no_data(fig, "The two sweeps share no measured point.", title)
+    fig.add_hline(y=1, line=dict(color="#9CA3AF", dash="dash", width=1))
+    _style(fig, title, f"median time in “{numerator}” ÷ in “{denominator}”; below 1: the first is faster",
+           height=400)
+    _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
+    if _y_log(fig, [*ys, 1.0], span=10, title="time ratio (×)"):
+        _log_range(fig, [*ys, 1.0], 0.2, 0.3)
+    else:
+        fig.update_yaxes(rangemode="tozero", range=[0, max([*ys, 1.0]) * 1.15])
+    return _fit_legend(fig)

@@ -1,0 +1,381 @@
+"""A running sweep and its rows: :class:`SweepJob` (one point at a time, so a page
+can draw between points and cancel), and the CSV the page offers for download
+and accepts back for comparison (:data:`SWEEP_COLUMNS`, :func:`sweep_csv`,
+:func:`read_sweep_csv`).
+
+Every row is one (point, implementation): ``status`` is ``"ok"`` (timed),
+``"skipped"`` (naive over its budget: ``predicted_ms`` says by how much),
+``"failed"`` (the implementation raised) or ``"refused"`` (not enough GPU memory).
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from explorer.formatting import count
+from explorer.sweep.grid import AXES, AXIS_LIMITS, check_axis, point_config
+from paged_attention.bench import achieved_gbps
+from paged_attention.config import DecodeConfig
+from paged_attention.implementations import LABELS
+
+STATUSES: tuple[str, ...] = ("ok", "skipped", "failed", "refused")
+
+#: Columns of a sweep's table and CSV, one row per (point, implementation).
+SWEEP_COLUMNS: tuple[str, ...] = (
+    "source", "axis", "value", "implementation", "label", "status",
+    "median_ms", "p20_ms", "p80_ms", "gpu_time_ms", "gpu_p20_ms", "gpu_p80_ms", "gbps", "gpu_gbps", "copy_gbps",
+    "pct_of_copy_bw", "bytes_moved", "max_abs_err", "correct", "predicted_ms", "note",
+    "batch_size", "context_len", "tokens", "num_heads", "num_kv_heads", "head_dim", "block_size",
+    "dtype", "kv_dtype", "kv_scale", "block_layout", "device", "device_name", "warmup", "iters", "measured_at",
+    "cached", "shared_prefix", "prefix_groups",
+)
+#: Columns an uploaded CSV must have; the others are filled with blanks (a CSV from
+#: before ``measured_at`` and ``cached`` existed still loads), ``kv_dtype`` with
+#: ``dtype`` (before fp8 caches, the cache had the compute dtype).
+REQUIRED_COLUMNS: tuple[str, ...] = ("axis", "value", "implementation", "status", "median_ms")
+_NUMERIC = (
+    "value", "median_ms", "p20_ms", "p80_ms", "gpu_time_ms", "gpu_p20_ms", "gpu_p80_ms", "gbps", "gpu_gbps", "copy_gbps", "pct_of_copy_bw",
+    "bytes_moved", "max_abs_err", "predicted_ms", "batch_size", "context_len", "tokens", "num_heads",
+    "num_kv_heads", "head_dim", "block_size", "warmup", "iters", "shared_prefix", "prefix_groups",
+)
+#: An uploaded CSV larger than this is refused before parsing.
+MAX_CSV_BYTES = 2_000_000
+MAX_CSV_ROWS = 5000
+
+
+# -- rows --------------------------------------------------------------------------
+
+def _config_fields(config: DecodeConfig) -> dict:
+    return {
+        "batch_size": config.batch_size,
+        "context_len": max(config.lengths, default=0),
+        "tokens": sum(config.lengths),
+        "num_heads": config.num_heads,
+        "num_kv_heads": config.num_kv_heads,
+        "head_dim": config.head_dim,
+        "block_size": config.block_size,
+        "dtype": config.dtype,
+        "kv_dtype": str(config.kv_torch_dtype).removeprefix("torch."),
+        "kv_scale": config.kv_scale if config.is_fp8 else "",
+        "block_layout": config.block_layout,
+        "device": config.device,
+        "shared_prefix": config.shared_prefix,
+        "prefix_groups": config.prefix_groups,
+    }
+
+
+def result_row(
+    result, config: DecodeConfig, axis: str, value: int, *, copy_gbps: float | None, device_name: str,
+    warmup: int, iters: int, measured_at: str = "", cached: bool = False,
+) -> dict:
+    """One ``"ok"`` row from a :class:`~paged_attention.bench.BenchResult`.
+
+    ``measured_at`` is when the timing was taken (ISO 8601, UTC), ``cached`` whether
+    it was reused from an earlier sweep's measurement rather than timed for this one
+    (the ``cached`` column holds ``"yes"`` or ``""``).
+    """
+    best = achieved_gbps(result)
+    return {
+        "axis": axis, "value": int(value), "implementation": result.name, "label": result.label, "status": "ok",
+        "median_ms": result.median_ms, "p20_ms": result.p20_ms, "p80_ms": result.p80_ms,
+        "gpu_time_ms": result.gpu_time_ms, "gpu_p20_ms": getattr(result, "gpu_p20_ms", None),
+        "gpu_p80_ms": getattr(result, "gpu_p80_ms", None), "gbps": result.gbps, "gpu_gbps": result.gpu_gbps,
+        "copy_gbps": copy_gbps, "pct_of_copy_bw": 100 * best / copy_gbps if copy_gbps else None,
+        "bytes_moved": result.bytes_moved, "max_abs_err": result.max_abs_err,
+        "correct": "yes" if result.passed else "NO", "predicted_ms": None, "note": "",
+        **_config_fields(config), "device_name": device_name, "warmup": warmup, "iters": iters,
+        "measured_at": measured_at, "cached": "yes" if cached else "",
+    }
+
+
+def status_row(
+    name: str, status: str, config: DecodeConfig, axis: str, value: int, *, note: str,
+    predicted_ms: float | None = None, copy_gbps: float | None = None, device_name: str = "",
+    warmup: int = 0, iters: int = 0,
+) -> dict:
+    """A row without timings: ``status`` is ``"skipped"``, ``"failed"`` or ``"refused"``."""
+    if status not in STATUSES or status == "ok":
+        raise ValueError(f"status must be skipped, failed or refused; got {status!r}")
+    return {
+        "axis": axis, "value": int(value), "implementation": name, "label": LABELS.get(name, name),
+        "status": status, "median_ms": None, "p20_ms": None, "p80_ms": None, "gpu_time_ms": None,
+        "gpu_p20_ms": None, "gpu_p80_ms": None, "gbps": None, "gpu_gbps": None, "copy_gbps": copy_gbps, "pct_of_copy_bw": None,
+        "bytes_moved": config.decode_bytes(), "max_abs_err": None, "correct": "", "predicted_ms": predicted_ms,
+        "note": note, **_config_fields(config), "device_name": device_name, "warmup": warmup, "iters": iters,
+        "measured_at": "", "cached": "",
+    }
+
+
+def cache_note(frame: pd.DataFrame) -> str | None:
+    """What a sweep's ``frame`` (:data:`SWEEP_COLUMNS`) reused from the server's
+    cache of measurements, or None when every point was timed for it, e.g.
+    ``"2 of 6 points reused from this server's cache, measured at 06:12 UTC; ..."``.
+
+    A point counts as reused when any of its rows is ``cached``; the times are those
+    rows' ``measured_at``, as one minute or the first and the last.
+    """
+    points = frame.groupby("value")["cached"].apply(lambda c: (c == "yes").any())
+    reused = int(points.sum())
+    if not reused:
+        return None
+    stamps = pd.to_datetime(frame.loc[frame["cached"] == "yes", "measured_at"], utc=True, errors="coerce").dropna()
+    minutes = sorted({t.strftime("%H:%M") for t in stamps})
+    when = ("" if not minutes else f", measured at {minutes[0]} UTC" if len(minutes) == 1
+            else f", measured between {minutes[0]} and {minutes[-1]} UTC")
+    return (f"{reused} of {count(len(points), 'point')} reused from this server's cache{when}, not timed again for "
+            "this sweep; **Clear cache** to re-time them.")
+
+
+def shared_measurements(frame: pd.DataFrame, source: str, other: str) -> int:
+    """Timed rows of ``source`` that are the very measurements of ``other`` in
+    ``frame``: the same point and implementation with the same non-empty
+    ``measured_at`` (an uploaded CSV of this session's own sweep, or of points
+    it reused). Their time ratio is 1 by construction."""
+    keys = ["value", "implementation", "measured_at"]
+    timed = frame[(frame["status"] == "ok") & (frame["measured_at"].fillna("") != "")]
+    mine = timed[timed["source"] == source][keys]
+    theirs = timed[timed["source"] == other][keys].drop_duplicates()
+    return len(mine.merge(theirs, on=keys))
+
+
+def rows_frame(rows: Iterable[Mapping], source: str) -> pd.DataFrame:
+    """Rows as a DataFrame with exactly :data:`SWEEP_COLUMNS` (``source`` set)."""
+    frame = pd.DataFrame([{**r, "source": source} for r in rows], columns=list(SWEEP_COLUMNS))
+    for col in _NUMERIC:
+        frame[col] = pd.to_numeric(frame[col], errors="coerce")
+    return frame
+
+
+# -- a running sweep -----------------------------------------------------------------
+
+@dataclass
+class SweepJob:
+    """A sweep in progress: its grid, the rows measured so far and its state.
+
+    ``caches`` are the KV-cache dtypes timed at every axis value, in order (None:
+    the compute dtype's; empty: ``base``'s own cache only); a *point* is one
+    (axis value, cache) pair, :meth:`value_at` and :meth:`config_at` give its
+    value and configuration.
+
+    The page runs one point per script run (:meth:`config_at`, then
+    :meth:`record`), so it can redraw between points and a Cancel button's
+    callback (:meth:`cancel`) takes effect before the next point; the points done
+    are kept, including one that was in flight when Cancel was pressed.
+
+    Streamlit may start the next script run while the previous one is still
+    timing a point (a click interrupts a run only at its next Streamlit call), so
+    two runs can hold the same job: whoever times a point holds :attr:`lock`, and
+    a run that finds it held waits for that point instead of timing it again.
+
+    Attributes
+    ----------
+    state : str
+        ``"running"``, ``"done"``, ``"cancelled"`` or ``"failed"``.
+    naive_last : (float, float) or None
+        ``(naive_cost, median ms)`` of the last point where naive was timed, for
+        :func:`naive_plan`.
+    lock : threading.Lock
+        Held while a point is being timed.
+    """
+
+    base: DecodeConfig
+    axis: str
+    values: tuple[int, ...]
+    names: tuple[str, ...]
+    warmup: int
+    iters: int
+    naive_budget_s: float
+    device_name: str
+    rows: list[dict] = field(default_factory=list)
+    next_index: int = 0
+    state: str = "running"
+    message: str = ""
+    naive_last: tuple[float, float] | None = None
+    caches: tuple[str | None, ...] = ()
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        check_axis(self.axis)
+        if not self.values:
+            raise ValueError("a sweep needs at least one point")
+        if not self.caches:
+            self.caches = (self.base.kv_dtype,)
+
+    @property
+    def total(self) -> int:
+        return len(self.values) * len(self.caches)
+
+    def value_at(self, index: int) -> int:
+        """The axis value of point ``index``."""
+        return self.values[index // len(self.caches)]
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+    @property
+    def calls(self) -> int:
+        """Calls one measurement makes: warm-up, timed, and the accuracy check."""
+        return self.warmup + self.iters + 1
+
+    def config_at(self, index: int) -> DecodeConfig:
+        config = point_config(self.base, self.axis, self.value_at(index))
+        return config.with_(kv_dtype=self.caches[index % len(self.caches)]).validate()
+
+    def record(self, rows: Sequence[Mapping]) -> None:
+        """Add the rows of the next point and move on (``"done"`` after the last).
+
+        A point that finishes after :meth:`cancel` is still recorded; if it was
+        the last, the sweep is done after all.
+
+        Raises
+        ------
+        RuntimeError
+            If the sweep is done or failed, or every point is recorded.
+        """
+        if self.state not in ("running", "cancelled") or self.next_index >= self.total:
+            raise RuntimeError(f"the sweep is {self.state}; no point is pending")
+        self.rows.extend(dict(r) for r in rows)
+        self.next_index += 1
+        if self.next_index >= self.total:
+            self.state, self.message = "done", ""
+        elif self.state == "cancelled":
+            self.message = self._cancelled_message()
+
+    def _cancelled_message(self) -> str:
+        return f"Cancelled after {self.next_index} of {count(self.total, 'point')}."
+
+    def cancel(self) -> None:
+        """Stop before the next point (a point in flight still finishes)."""
+        if self.running:
+            self.state = "cancelled"
+            self.message = self._cancelled_message()
+
+    def fail(self, message: str) -> None:
+        self.state = "failed"
+        self.message = message
+
+    def frame(self, source: str = "this session") -> pd.DataFrame:
+        return rows_frame(self.rows, source)
+
+
+# -- CSV ---------------------------------------------------------------------------
+
+def sweep_csv(frame: pd.DataFrame) -> str:
+    """The CSV the page offers for download (columns :data:`SWEEP_COLUMNS`)."""
+    return frame.reindex(columns=list(SWEEP_COLUMNS)).to_csv(index=False)
+
+
+def _cell(value) -> str:
+    """A CSV cell as the file holds it, for an error message: ``inf``, ``2.5``,
+    ``'abc'``, ``an empty cell`` (not NumPy's ``np.float64(inf)``)."""
+    if isinstance(value, str):
+        return repr(value) if value else "an empty cell"
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (int, np.integer)):
+        return f"{int(value):,}"
+    value = float(value)
+    if np.isnan(value):
+        return "an empty cell"
+    if value.is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}"
+    return f"{value:g}"
+
+
+def read_sweep_csv(data: bytes | str, source: str) -> pd.DataFrame:
+    """Parse and check a sweep CSV (one downloaded from the page, maybe from another
+    machine or version).
+
+    Parameters
+    ----------
+    data : bytes or str
+        The file's contents.
+    source : str
+        Written into the ``source`` column (e.g. ``"uploaded: h200.csv"``).
+
+    Returns
+    -------
+    DataFrame
+        Columns :data:`SWEEP_COLUMNS`; missing optional columns are blank.
+
+    Raises
+    ------
+    ValueError
+        With a message fit for the page: not UTF-8 text, not a CSV, too large,
+        empty, missing required columns, more than one axis or an unknown one,
+        values that are not whole numbers within the axis's :data:`AXIS_LIMITS`,
+        unknown implementations or statuses, or a timed row without a positive,
+        finite ``median_ms``. Other numeric columns that are not finite are read
+        as missing.
+    """
+    if isinstance(data, bytes):
+        if len(data) > MAX_CSV_BYTES:
+            raise ValueError(f"the file is {len(data) / 1e6:.1f} MB; sweep CSVs are at most {MAX_CSV_BYTES / 1e6:g} MB")
+        try:
+            data = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise ValueError("the file is not UTF-8 text; upload a CSV downloaded from this page") from None
+    if not data.strip():
+        raise ValueError("the file is empty")
+    try:
+        frame = pd.read_csv(io.StringIO(data))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
+        raise ValueError(f"the file is not a readable CSV ({str(exc).splitlines()[0]})") from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(
+            f"the CSV lacks the column{'s' if len(missing) > 1 else ''} {', '.join(missing)}; "
+            f"a sweep CSV has {', '.join(REQUIRED_COLUMNS)} and more"
+        )
+    if frame.empty:
+        raise ValueError("the CSV has a header but no rows")
+    if len(frame) > MAX_CSV_ROWS:
+        raise ValueError(f"the CSV has {len(frame):,} rows; at most {MAX_CSV_ROWS:,} are read")
+
+    axes = frame["axis"].dropna().astype(str).unique().tolist()
+    if len(axes) != 1:
+        raise ValueError(f"a sweep CSV varies one axis; this one has {axes or 'none'}")
+    if axes[0] not in AXES:
+        raise ValueError(f"unknown axis {axes[0]!r}; expected one of {', '.join(AXES)}")
+    values = pd.to_numeric(frame["value"], errors="coerce")
+    lo, hi = AXIS_LIMITS[axes[0]]
+    # inf, NaN and 1e300 are numbers to pandas; only whole numbers within the axis's
+    # limits are sweep points (and fit the int64 they become).
+    bad = ~np.isfinite(values) | (values != values.round()) | (values < lo) | (values > hi)
+    if bad.any():
+        raise ValueError(f"every value must be a positive integer of at most {hi:,} (the limit for "
+                         f"{AXES[axes[0]]}); found {_cell(frame['value'][bad].iloc[0])}")
+    names = frame["implementation"].astype(object).fillna("").astype(str)
+    unknown = sorted(set(names) - set(LABELS))
+    if unknown:
+        raise ValueError(f"unknown implementation {_cell(unknown[0])}; expected one of {', '.join(LABELS)}")
+    statuses = frame["status"].astype(object).fillna("").astype(str)
+    odd = sorted(set(statuses) - set(STATUSES))
+    if odd:
+        raise ValueError(f"unknown status {_cell(odd[0])}; expected one of {', '.join(STATUSES)}")
+    median = pd.to_numeric(frame["median_ms"], errors="coerce")
+    timed = statuses == "ok"
+    if (~np.isfinite(median[timed]) | (median[timed] <= 0)).any():
+        raise ValueError("every row with status ok needs a positive, finite median_ms")
+
+    out = frame.reindex(columns=list(SWEEP_COLUMNS))
+    for col in _NUMERIC:
+        numbers = pd.to_numeric(out[col], errors="coerce")
+        out[col] = numbers.where(np.isfinite(numbers))  # an inf elsewhere counts as missing
+    out["value"] = values.astype(np.int64)
+    out["implementation"] = names
+    out["status"] = statuses
+    out["label"] = [LABELS[n] for n in names]
+    for col in ("note", "correct", "dtype", "kv_dtype", "kv_scale", "block_layout", "device", "device_name",
+                "measured_at", "cached"):
+        out[col] = out[col].astype(object).fillna("").astype(str)
+    out["kv_dtype"] = out["kv_dtype"].where(out["kv_dtype"] != "", out["dtype"])
+    out["source"] = source
+    return out
