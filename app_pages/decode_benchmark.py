@@ -216,7 +216,7 @@ rows = readouts.results_rows(results, copy_gbps, reads_kv=reads_kv)
 # Half the default gap: four cards at 1280 px (with a desktop browser's scrollbar) then hold
 # the widest value three significant digits write, "888,000 µs" (the recorded GPU runs keep
 # the page in µs while the interpreted Triton kernel takes 100+ ms); the default gap cut it
-# to "888,000 …" (checked in Chromium, test_browser).
+# to "888,000 …" (checked in Chromium, tests/test_browser_benchmark.py).
 cols = st.columns(len(results), gap="xsmall")
 for col, r, row in zip(cols, results, rows):
     speed = row["speedup_vs_naive"]

@@ -20,3 +20,8 @@ def device():
     """Where the tests run: the GPU when there is one (Triton compiled), else the CPU
     (Triton interpreted)."""
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+# The live Streamlit server and the browser of the real-browser tests (one each per
+# test process, shared by every page's browser test).
+from browser_support import browser, page, server  # noqa: E402,F401

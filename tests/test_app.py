@@ -390,7 +390,7 @@ def test_number_typed_beyond_the_maximum_is_clamped_and_said():
 def test_fraction_typed_in_a_whole_number_box_is_rounded_and_said():
     """An integer box dropped a fraction without a word (3.7 became 3; in the
     browser, which reads an integer box with parseInt, "1e3" became 1): the box is
-    a float box whose callback rounds and says so (tests/test_browser.py types them)."""
+    a float box whose callback rounds and says so (tests/test_browser_app.py types them)."""
     at = open_app({**TINY, "batch": "4"}, page=BENCH)
     at.number_input(key="sb_batch_size").set_value(3.7).run()
     assert not at.exception

@@ -128,7 +128,7 @@ def _pin_widgets() -> None:
     browser's copy is trusted. A browser that rebuilt the sidebar during a first run
     cut short (a click on a page link mid-run) holds widgets at their first option
     (block size 1, one KV head, the contiguous layout) and would send those back
-    with the next edit as if chosen (``tests/test_browser.py``,
+    with the next edit as if chosen (``tests/test_browser_app.py``,
     ``test_page_link_clicked_during_the_first_run_keeps_the_sidebar``).
     """
     ss = st.session_state

@@ -1,0 +1,172 @@
+"""In a real browser: the Decode benchmark page: a run, the shared-prefix option, its cards at 1280 px, a second run, recorded GPU runs (fixtures and shared checks: ``browser_support``)."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlencode
+
+import pytest
+pytest.importorskip("playwright", reason="the browser test needs Playwright (requirements-dev.txt)")
+from playwright.sync_api import expect  # noqa: E402
+
+from browser_support import LABELS, SHOTS, TINY, WAIT, full_screenshot, no_error, no_exception, settle  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+
+def test_benchmark_run_in_browser(server, page):
+    page.goto(f"{server}/decode_benchmark?{urlencode(TINY)}")
+    run = page.get_by_role("button", name="Run benchmark")
+    run.wait_for(timeout=60_000)
+    page.get_by_text("Include Triton (simple grid)").click()
+    page.wait_for_timeout(500)
+    run.click()
+    page.wait_for_selector("text=Compare runs", timeout=180_000)
+    page.wait_for_selector(".js-plotly-plot >> text=Error vs float64 reference", timeout=30_000)
+    no_exception(page)
+    no_error(page)
+    metrics = page.locator("[data-testid=stMetric]")
+    for label in (*LABELS, "Triton (simple grid)"):
+        expect(metrics.filter(has_text=label).first).to_be_visible(timeout=WAIT)
+    marks = page.locator(".js-plotly-plot text")
+    expect(marks.filter(has_text="✓")).to_have_count(4, timeout=WAIT)
+    expect(marks.filter(has_text="FAIL")).to_have_count(0, timeout=WAIT)
+    expect(page.get_by_role("button", name="Download CSV")).to_be_visible(timeout=WAIT)
+    full_screenshot(page, SHOTS / "decode_benchmark.png")
+
+    # fp8 end to end: the sidebar's KV-cache dtype, a run, every kernel correct against the
+    # dequantized reference, and the quantization error drawn apart from the kernels' errors
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    kv_dtype = page.get_by_role("combobox", name="KV-cache dtype")
+    kv_dtype.click()
+    kv_dtype.press("ArrowDown")  # opens the list where a click alone left it shut (seen in headless Chromium)
+    page.get_by_role("option", name="fp8 e4m3", exact=True).click()
+    expect(page).to_have_url(re.compile(r"[?&]kv_dtype=float8_e4m3fn(&|$)"), timeout=WAIT)
+    settle(page)
+    run.click()
+    expect(page.get_by_text("Run #2", exact=True)).to_be_visible(timeout=180_000)
+    correct = page.locator("[data-testid=stDataFrame]").first.locator("td[role=gridcell][aria-colindex='2']")
+    expect(correct).to_have_text(["yes"] * 4, timeout=WAIT)
+    expect(page.locator(".js-plotly-plot >> text=fp8 quantization error")).to_be_visible(
+        timeout=WAIT)
+    expect(marks.filter(has_text="✓")).to_have_count(4, timeout=WAIT)
+    no_exception(page)
+    no_error(page)
+    full_screenshot(page, SHOTS / "decode_benchmark_fp8.png")
+
+
+def test_shared_prefix_benchmark_in_browser(server, page):
+    # a shared prefix from the URL: the prefix-aware kernel races beside the others, correct,
+    # and the page reads the KV bytes logically and once per group
+    query = {**TINY, "batch": "4", "ctx": "64", "prefix": "32", "prefix_groups": "2"}
+    page.goto(f"{server}/decode_benchmark?{urlencode(query)}")
+    expect(page.get_by_role("spinbutton", name="Prefix groups")).to_have_value("2", timeout=60_000)
+    expect(page.get_by_text("Include Triton (prefix-aware)")).to_be_visible(timeout=WAIT)
+    metrics = page.locator("[data-testid=stMetric]")
+    expect(metrics.filter(has_text="KV read, unique")).to_contain_text("49.2 kB", timeout=WAIT)
+    page.get_by_role("button", name="Run benchmark").click()
+    expect(page.get_by_text("Run #1", exact=True)).to_be_visible(timeout=180_000)
+    expect(metrics.filter(has_text="Triton (prefix-aware)")).to_be_visible(timeout=WAIT)
+    correct = page.locator("[data-testid=stDataFrame]").first.locator("td[role=gridcell][aria-colindex='2']")
+    expect(correct).to_have_text(["yes"] * 4, timeout=WAIT)
+    expect(page.locator(".js-plotly-plot >> text=Bandwidth on unique bytes")).to_be_visible(timeout=WAIT)
+    no_exception(page)
+    no_error(page)
+    full_screenshot(page, SHOTS / "decode_benchmark_shared_prefix.png")
+
+
+def test_four_benchmark_cards_hold_the_widest_value_at_1280(server, browser):
+    # The recorded H200 runs keep the page in µs while the interpreted Triton kernel takes
+    # 100+ ms, so a card can read "888,000 µs", the widest value three significant digits
+    # write (the card font's digits are all one width). Headless Chromium hides scrollbars; a
+    # desktop browser's takes 10 px of a 1280 px window, so the page is 1270 px wide here.
+    context = browser.new_context(viewport={"width": 1270, "height": 720})
+    page = context.new_page()
+    page.goto(f"{server}/decode_benchmark?{urlencode(TINY)}")
+    run = page.get_by_role("button", name="Run benchmark")
+    run.wait_for(timeout=60_000)
+    page.get_by_text("Include Triton (simple grid)").click()
+    expect(page.get_by_role("checkbox", name="Include Triton (simple grid)")).to_be_checked(timeout=WAIT)
+    settle(page)
+    run.click()
+    expect(page.get_by_text("Compare runs")).to_be_visible(timeout=180_000)
+    settle(page)
+    values = page.locator("[data-testid=stMetric] [data-testid=stMetricValue]")
+    expect(values).to_have_count(4, timeout=WAIT)
+    expect(values.first).to_contain_text(re.compile(r"\d (µs|ms|s)$"), timeout=WAIT)
+    widths = values.evaluate_all("""values => values.map(v => {
+        const box = v.firstElementChild, style = getComputedStyle(box);
+        const ctx = document.createElement('canvas').getContext('2d');
+        ctx.font = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+        return {shown: box.innerText, cut: box.scrollWidth > box.clientWidth,
+                box: box.getBoundingClientRect().width, widest: ctx.measureText('888,000 µs').width};
+    })""")
+    values.first.evaluate("e => e.scrollIntoView({block: 'center'})")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "benchmark_cards_1280.png"))
+    context.close()
+    for card in widths:
+        assert not card["cut"] and card["widest"] <= card["box"], widths
+
+
+def test_second_run_click_replaces_the_first_run(server, page):
+    # About a second per interpreted Triton call on a CPU: long enough to click again mid-run.
+    query = {"batch": "4", "ctx_mode": "uniform", "ctx": "64", "warmup": "1", "iters": "3", "preset": "Llama-3-8B"}
+    page.goto(f"{server}/decode_benchmark?{urlencode(query)}")
+    run = page.get_by_role("button", name="Run benchmark")
+    run.wait_for(timeout=60_000)
+    run.click()
+    # the first run is timing (the CPU times one implementation after another)
+    expect(page.get_by_text(re.compile(r"^6 of (9|12) timed calls"))).to_be_visible(timeout=60_000)  # Triton's turn
+    run.click()
+    expect(page.get_by_text("Your previous run is still finishing")).to_be_visible(timeout=30_000)
+    expect(page.get_by_text("another session")).to_have_count(0, timeout=WAIT)
+    page.wait_for_selector("text=Compare runs", timeout=300_000)
+    settle(page, 300_000)
+    # The stopped run left no entry of its own.
+    expect(page.get_by_text("Run #1", exact=True)).to_be_visible(timeout=WAIT)
+    metrics = page.locator("[data-testid=stMetric]")
+    for label in LABELS:
+        expect(metrics.filter(has_text=label).first).to_be_visible(timeout=WAIT)
+    no_exception(page)
+
+
+def test_recorded_gpu_runs_beside_a_live_cpu_run(server, page):
+    # A talk from a laptop: the live run is the CPU's, the GPU numbers are the shipped
+    # H200 runs, each labelled as what it is; screenshots at a projector's 1280x720.
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(f"{server}/decode_benchmark?{urlencode(TINY)}")
+    run = page.get_by_role("button", name="Run benchmark")
+    run.wait_for(timeout=60_000)
+    section = page.locator("[data-testid=stExpander]").filter(has_text="Recorded on a GPU")
+    expect(section).to_contain_text("NVIDIA H200 (recorded, not this machine)", timeout=WAIT)
+    expect(page.get_by_text("runs recorded on an NVIDIA H200 are under")).to_be_visible(timeout=WAIT)
+    run.click()
+    page.wait_for_selector("text=Compare runs", timeout=180_000)
+    no_exception(page)
+    no_error(page)
+    metrics = page.locator("[data-testid=stMetric]")
+    for label in LABELS:  # the live CPU run
+        expect(metrics.filter(has_text=label).first).to_be_visible(timeout=WAIT)
+    expect(page.get_by_text("CPU mode: these are not GPU timings.")).to_be_visible(timeout=WAIT)
+    expect(section.locator(".js-plotly-plot").first).to_contain_text("Recorded on NVIDIA H200", timeout=WAIT)
+    expect(section).to_contain_text("driver 580.159.04", timeout=WAIT)
+    expect(section.locator("[data-testid=stDataFrame]")).to_have_count(1, timeout=WAIT)
+    expect(page.locator(".js-plotly-plot").filter(has_text="Latency per decode step (cpu)")).to_have_count(
+        1, timeout=WAIT)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    section.evaluate("e => e.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(1000)  # plotly lays out once visible
+    page.screenshot(path=str(SHOTS / "recorded_section_1280.png"))
+    full_screenshot(page, SHOTS / "recorded_beside_live.png")
+
+    # a sidebar configuration that was recorded is highlighted, and said to be
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(f"{server}/decode_benchmark?" + urlencode({
+        **TINY, "batch": "4", "ctx": "2048", "heads": "32", "kv_heads": "8", "head_dim": "128", "block": "16"}))
+    expect(section).to_contain_text("batch 4 × 2,048 tokens, was recorded", timeout=60_000)
+    expect(section.locator(".js-plotly-plot").first).to_contain_text("your configuration", timeout=WAIT)
+    no_exception(page)
+    section.locator(".js-plotly-plot").first.evaluate("e => e.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(1000)
+    page.screenshot(path=str(SHOTS / "recorded_highlight_1280.png"))

@@ -1,0 +1,134 @@
+"""In a real browser: the Block table page: the sidebar, sharing, the table-pool click link, the ragged-lengths editor (fixtures and shared checks: ``browser_support``)."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlencode
+
+import pytest
+pytest.importorskip("playwright", reason="the browser test needs Playwright (requirements-dev.txt)")
+from playwright.sync_api import expect  # noqa: E402
+
+from browser_support import SHOTS, TINY, WAIT, full_screenshot, no_error, no_exception, settle  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+
+def test_block_table_page_follows_the_sidebar(server, page):
+    page.goto(f"{server}/?{urlencode({'batch': '6', 'ctx_mode': 'ragged', 'lo': '16', 'hi': '300'})}")
+    page.wait_for_selector("text=Physical block pool", timeout=60_000)
+    # Waits, not instant checks: on a loaded machine the charts arrive one by one.
+    expect(page.locator(".js-plotly-plot")).to_have_count(4, timeout=30_000)
+    metric = page.locator("[data-testid=stMetric]").filter(has_text="Sequences")
+    expect(metric).to_contain_text("6", timeout=30_000)
+
+    batch = page.get_by_label("Batch size (sequences)")
+    batch.fill("8")
+    batch.press("Enter")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=stMetric]')]"
+        ".some(m => m.innerText.includes('Sequences') && m.innerText.includes('8'))",
+        timeout=30_000,
+    )
+    expect(page).to_have_url(re.compile(r"batch=8"), timeout=30_000)  # the URL mirrors the sidebar
+    expect(page.locator(".js-plotly-plot").first).to_contain_text("8 sequences", timeout=30_000)
+    no_exception(page)
+    full_screenshot(page, SHOTS / "block_table.png")
+
+
+def test_block_table_sharing_in_browser(server, page):
+    # 4 sequences of 100 tokens as 2 requests of 2 samples with a 64-token common prompt (the defaults):
+    # the prompt's first 4 blocks are held by all 4, the rest of each request's prompt by its 2 samples.
+    page.goto(f"{server}/?{urlencode({**TINY, 'batch': '4', 'ctx': '100', 'block': '16'})}")
+    expect(page.locator(".js-plotly-plot")).to_have_count(4, timeout=60_000)
+    settle(page)
+    page.get_by_text("Sharing: n samples per request, a common prompt").click()
+    expect(page.get_by_text(re.compile(r"Sharing saves \d+ blocks? of \d+"))).to_be_visible(timeout=WAIT)
+    legend = page.locator(".js-plotly-plot .legendtext")
+    for entry in ("shared block (2+ sequences)", "one sequence", "2 sequences", "4 sequences"):
+        expect(legend.filter(has_text=entry)).to_have_count(1, timeout=WAIT)
+    expect(page.locator(".js-plotly-plot >> text=Physical block pool: sharing")).to_be_visible(timeout=WAIT)
+    settle(page)
+    no_exception(page)
+    no_error(page)
+    full_screenshot(page, SHOTS / "block_table_sharing.png")
+
+
+def _click_target(pg, chart, i: int) -> None:
+    """Click the ``i``-th click target of ``chart`` (a ``.js-plotly-plot``), at the
+    pixel Plotly puts it on."""
+    chart.scroll_into_view_if_needed()
+    box = chart.locator(".nsewdrag").first.bounding_box()
+    x, y = chart.evaluate(
+        "(gd, i) => { const t = gd._fullData.find(d => d.name === 'click targets'); const L = gd._fullLayout;"
+        " return [L.xaxis.d2p(t.x[i]), L.yaxis.d2p(t.y[i])]; }", i)
+    pg.mouse.click(box["x"] + x, box["y"] + y)
+
+
+def test_block_table_click_links_table_and_pool(server, page):
+    # 4 sequences of 100 tokens sharing a 64-token prompt: a click on sequence 0's first
+    # cell finds its block, held by all four, and outlines their four cells.
+    page.goto(f"{server}/?{urlencode({**TINY, 'batch': '4', 'ctx': '100', 'block': '16'})}")
+    expect(page.locator(".js-plotly-plot")).to_have_count(4, timeout=60_000)
+    settle(page)
+    expect(page.get_by_text("Click a table cell to find its block in the pool")).to_be_visible(timeout=WAIT)
+    page.get_by_text("Sharing: n samples per request, a common prompt").click()
+    expect(page.locator(".js-plotly-plot >> text=Physical block pool: sharing")).to_be_visible(timeout=WAIT)
+    settle(page)
+    _click_target(page, page.locator(".js-plotly-plot").first, 0)
+    expect(page.get_by_text(re.compile(r"Block \d+: 4 table cells of 4 sequences \(0, 1, 2, 3\) point here, "
+                                       r"outlined"))).to_be_visible(timeout=WAIT)
+    settle(page)
+    full_screenshot(page, SHOTS / "block_table_pick_table.png")
+    # Now the other way: a pool block held by one sequence finds its one cell.
+    pool = page.locator(".js-plotly-plot").nth(1)
+    _click_target(page, pool, 20)
+    expect(page.get_by_text(re.compile(r"Block 20: (1 table cell of 1 sequence \(\d\) points here, outlined|"
+                                       r"no sequence of this table points to it)"))).to_be_visible(timeout=WAIT)
+    settle(page)
+    no_exception(page)
+    no_error(page)
+    full_screenshot(page, SHOTS / "block_table_pick_pool.png")
+
+
+def _edit_length(pg, row: int, value: str) -> None:
+    """Type ``value`` into the ``context_len`` cell of ``row`` of the lengths editor
+    (a canvas grid: click the cell, open its editor, replace, commit)."""
+    grid = pg.locator("[data-testid=stSidebar] [data-testid=stDataFrame]").first
+    grid.wait_for(timeout=10_000)
+    pg.wait_for_timeout(800)  # the expander's opening animation
+    box = grid.bounding_box()
+    pg.mouse.click(box["x"] + box["width"] * 0.75, box["y"] + 35 * (row + 1) + 17)
+    pg.wait_for_timeout(300)
+    pg.keyboard.press("Enter")
+    pg.wait_for_timeout(500)
+    pg.keyboard.press("Control+A")
+    pg.keyboard.type(value)
+    pg.wait_for_timeout(300)
+    pg.keyboard.press("Enter")
+
+
+def test_ragged_lengths_editor(server, page):
+    page.goto(f"{server}/?{urlencode({'batch': '3', 'ctx_mode': 'ragged', 'lo': '16', 'hi': '100'})}")
+    page.wait_for_selector("text=Physical block pool", timeout=60_000)
+    page.get_by_text("Per-sequence lengths (3)").click()
+    _edit_length(page, 0, "500")
+    page.wait_for_function("() => location.search.includes('lens=500')", timeout=30_000)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=stMetric]')]"
+        ".some(m => m.innerText.includes('Blocks used') && /\\b39\\b/.test(m.innerText) && m.innerText.includes('in the pool'))",
+        timeout=30_000,
+    )
+    # Lengths outside 0..MAX_CONTEXT are clamped, and a note under the editor says so,
+    # as the number boxes do: not silently (-5 used to become 5 with no word).
+    note = page.locator("[data-testid=stSidebar] [data-testid=stAlertContentWarning]")
+    for bad, used, says in (("-5", "0", ": -5 is below the minimum, 0; using 0."),
+                            ("99999999", "1048576", ": 99,999,999 is above the maximum, 1,048,576; using 1,048,576.")):
+        _edit_length(page, 1, bad)  # row 1, or row 2 when row 1 was selected already (Enter moves down)
+        expect(page).to_have_url(re.compile(rf"lens=500(%2C|,)(\d+(%2C|,))?{used}(&|$|%2C|,)"), timeout=WAIT)
+        expect(note).to_contain_text(re.compile(r"context_len of sequence [12]" + re.escape(says)), timeout=WAIT)
+        no_exception(page)
+    no_error(page)
+    _edit_length(page, 1, "77")  # the same cell still takes a valid length
+    page.wait_for_function("() => /lens=500(%2C|,)77/.test(location.search)", timeout=30_000)
+    no_exception(page)

@@ -1,0 +1,196 @@
+"""In a real browser: the Sweep page: run, cancel and compare; its controls on a projector; its controls in a copied URL (fixtures and shared checks: ``browser_support``)."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlencode
+
+import pytest
+pytest.importorskip("playwright", reason="the browser test needs Playwright (requirements-dev.txt)")
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError, expect  # noqa: E402
+
+from browser_support import SHOTS, TINY, WAIT, full_screenshot, no_error, no_exception, settle  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+
+def test_sweep_cancel_run_and_compare_in_browser(server, page, tmp_path):
+    # Many timed calls keep each point busy for seconds on a GPU too (the CPU caps
+    # them); head_dim 256 makes the interpreted Triton kernel's points about 3x
+    # longer, so the sweep outlasts a starved browser's delay before Cancel.
+    page.goto(f"{server}/sweep?{urlencode({**TINY, 'iters': '2000', 'head_dim': '256'})}")
+    run = page.get_by_role("button", name="Run sweep")
+    run.wait_for(timeout=60_000)
+    # Six points, the largest up to a second a call on a CPU.
+    for label, value in (("From", "16"), ("To", "2048"), ("Points", "6")):
+        box = page.get_by_role("spinbutton", name=label, exact=True)
+        box.fill(value)
+        box.press("Enter")
+        expect(box).to_have_value(value, timeout=30_000)
+        settle(page)
+    n = 6
+    expect(page.get_by_text(re.compile(rf"^{n} points: 16, .*2,048 "))).to_be_visible(timeout=30_000)
+    settle(page)
+    counter = page.get_by_text(re.compile(rf"^\d+ of {n} points$"))
+
+    # Cancel once the first point is in: the sweep stops after the point in flight
+    # and keeps what it did. (Wait for the chart, which stays, not for "Point 2 of
+    # 6": each point's progress text lasts about a second on a CPU, and a loaded
+    # machine's polling can miss them all until the sweep is over.)
+    run.click()
+    expect(page.locator(".js-plotly-plot >> text=Latency across the sweep").first).to_be_visible(timeout=120_000)
+    cancel, cancelled = page.get_by_role("button", name="Cancel"), page.get_by_text("Cancelled after", exact=False)
+    # In fresh-clone runs on a loaded 2-core machine a press has at times had no
+    # effect (the sweep ran to its end; cause not found, see docs/streamlit.md). A
+    # presenter would press again, and so does the test, while the sweep runs.
+    for _ in range(12):
+        try:
+            cancel.click(timeout=5_000)
+            expect(cancelled).to_be_visible(timeout=5_000)
+            break
+        except (AssertionError, PlaywrightTimeoutError):
+            if not cancel.is_enabled():  # the sweep is over, or stopping
+                break
+    settle(page)
+    # Known open defect: in fresh-clone runs of the whole suite (never alone) no
+    # press took effect. Then the rest is still checked and the test reports an
+    # expected failure at its end, not a pass (docs/streamlit.md, "Open").
+    cancel_lost = cancelled.count() == 0 and page.get_by_text(f"{n} of {n} points").count() == 1
+    if not cancel_lost:
+        expect(cancelled).to_be_visible(timeout=WAIT)
+        expect(page.locator(".js-plotly-plot >> text=Latency across the sweep").first).to_be_visible(timeout=30_000)
+        expect(counter).to_be_visible(timeout=WAIT)
+        done = int(counter.inner_text().split()[0])
+        assert 1 <= done < n
+        page.wait_for_timeout(1500)
+        expect(counter).to_have_text(f"{done} of {n} points", timeout=WAIT)  # it stays stopped
+
+    # Run it again to the end, with a naive budget tight enough to skip its larger
+    # points: the points done come from the cache.
+    budget = page.get_by_role("spinbutton", name="Naive budget per point (s)")
+    budget.fill("0.02")
+    budget.press("Enter")
+    expect(budget).to_have_value("0.02", timeout=30_000)
+    settle(page)
+    page.get_by_role("button", name="Run sweep").click()
+    expect(page.get_by_text(f"{n} of {n} points")).to_be_visible(timeout=300_000)
+    settle(page)
+    expect(page.locator(".js-plotly-plot")).to_have_count(3, timeout=30_000)
+    expect(page.locator(".js-plotly-plot >> text=Speedup of Triton over the others")).to_be_visible(timeout=30_000)
+    no_exception(page)
+    no_error(page)
+    full_screenshot(page, SHOTS / "sweep.png")
+
+    # Download the CSV and upload it back: a second source and the ratio chart appear.
+    with page.expect_download(timeout=30_000) as download:
+        page.get_by_role("button", name="Download CSV").click()
+    saved = tmp_path / "sweep_context_len.csv"
+    download.value.save_as(saved)
+    assert saved.read_text().startswith("source,axis,value,implementation")
+    page.locator("[data-testid=stFileUploaderDropzoneInput]").set_input_files(str(saved))
+    expect(page.locator(".js-plotly-plot >> text=Time ratio between the two sweeps")).to_be_visible(timeout=60_000)
+    expect(page.locator(".js-plotly-plot").first).to_contain_text("uploaded: sweep_context_len.csv", timeout=30_000)
+    no_exception(page)
+    if cancel_lost:
+        pytest.xfail("a Cancel press had no effect: the sweep ran to its end (open defect, docs/streamlit.md)")
+
+
+# What in a row of controls a projector's width may not squeeze: a label on two lines, a
+# number box whose value is cut or that lost its step buttons (Streamlit drops them from a
+# narrow box), a button whose text is cut. ``root`` is one element inside the row's block.
+
+
+_SQUEEZED_CONTROLS_JS = """root => {
+    let block = root;
+    while (block && block.dataset.testid !== 'stVerticalBlock') block = block.parentElement;
+    const lines = el => {
+        const range = document.createRange();
+        range.selectNodeContents(el);
+        return new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top))).size;
+    };
+    const problems = [];
+    for (const label of block.querySelectorAll('[data-testid=stWidgetLabel] p, [data-testid=stCheckbox] p')) {
+        if (lines(label) > 1) problems.push(`label "${label.innerText}" on ${lines(label)} lines`);
+    }
+    for (const box of block.querySelectorAll('[data-testid=stNumberInput]')) {
+        const name = box.querySelector('[data-testid=stWidgetLabel]').innerText.trim();
+        const input = box.querySelector('input');
+        if (input.scrollWidth > input.clientWidth || input.clientWidth < 9 * input.value.length + 8)
+            problems.push(`"${name}": ${input.value} in ${input.clientWidth} px`);
+        if (!box.querySelector('[data-testid=stNumberInputStepUp]')) problems.push(`"${name}" lost its step buttons`);
+    }
+    for (const button of block.querySelectorAll('button[data-testid^=stBaseButton]')) {
+        if (button.scrollWidth > button.clientWidth + 1) problems.push(`button "${button.innerText}" cut`);
+    }
+    return problems;
+}"""
+
+
+@pytest.mark.parametrize("width, height", [(1280, 720), (1920, 1080)])
+def test_sweep_controls_are_readable_on_a_projector(server, browser, width, height):
+    # "Points" had 0.7 of a five-column row: at 1280 px its box lost its step buttons and
+    # "Naive budget per point (s)" put "(s)" on a line of its own. The widest values go in.
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.goto(f"{server}/sweep?{urlencode(TINY)}")
+    expect(page.get_by_role("button", name="Run sweep")).to_be_visible(timeout=60_000)
+    for label, value in (("To", "1048576"), ("From", "1048575"), ("Points", "12"),
+                         ("Naive budget per point (s)", "600")):
+        box = page.get_by_role("spinbutton", name=label, exact=True)
+        box.fill(value)
+        box.press("Enter")
+        expect(box).to_have_value(re.compile(rf"^{value}(\.00)?$"), timeout=WAIT)
+        settle(page)
+    no_exception(page)
+    controls = page.get_by_role("button", name="Run sweep").locator("xpath=ancestor::*[@data-testid='stVerticalBlock'"
+                                                                    " and .//*[text()='Sweep over']][1]")
+    expect(controls).to_have_count(1, timeout=WAIT)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    try:  # a wait, not one look: the columns lay out again after each rerun
+        page.wait_for_function(f"root => ({_SQUEEZED_CONTROLS_JS})(root).length === 0",
+                               arg=controls.element_handle(), timeout=15_000)
+    except PlaywrightTimeoutError:
+        pytest.fail(f"at {width}x{height}: {controls.evaluate(_SQUEEZED_CONTROLS_JS)}")
+    finally:
+        page.screenshot(path=str(SHOTS / f"sweep_controls_{width}.png"))
+        context.close()
+
+
+def test_sweep_page_controls_travel_in_a_copied_url(server, browser, page):
+    # A speaker's deck of links: set the Sweep page's controls, copy the address bar,
+    # and a new page (a new session) opens with the same controls.
+    page.goto(f"{server}/sweep?{urlencode(TINY)}")
+    expect(page.get_by_role("button", name="Run sweep")).to_be_visible(timeout=60_000)
+    settle(page)
+    page.get_by_role("combobox", name="Sweep over").click()
+    page.get_by_role("option", name="batch size (sequences)").click()
+    expect(page).to_have_url(re.compile(r"[?&]sw_axis=batch_size(&|$)"), timeout=WAIT)
+    settle(page)
+    for label, value in (("To", "6"), ("From", "2"), ("Points", "3")):
+        box = page.get_by_role("spinbutton", name=label, exact=True)
+        box.fill(value)
+        box.press("Enter")
+        expect(box).to_have_value(value, timeout=WAIT)
+        settle(page)
+    page.locator("[data-testid=stButtonGroup]").get_by_text("linear", exact=True).click()
+    for name, value in (("sw_axis", "batch_size"), ("sw_from", "2"), ("sw_to", "6"), ("sw_points", "3"),
+                        ("sw_spacing", "linear"), ("batch", "2")):
+        expect(page).to_have_url(re.compile(rf"[?&]{name}={value}(&|$)"), timeout=WAIT)
+    settle(page)
+    copied = page.url
+
+    other = browser.new_context(viewport={"width": 1600, "height": 1000})
+    try:
+        fresh = other.new_page()
+        fresh.goto(copied)
+        expect(fresh.get_by_role("combobox", name="Sweep over")).to_have_value("batch size (sequences)",
+                                                                                timeout=60_000)
+        for label, value in (("From", "2"), ("To", "6"), ("Points", "3")):
+            expect(fresh.get_by_role("spinbutton", name=label, exact=True)).to_have_value(value, timeout=WAIT)
+        # linear spacing: 2, 4, 6 (log spacing would give 2, 3, 6)
+        expect(fresh.get_by_text(re.compile(r"3 points: 2, 4, 6 "))).to_have_count(1, timeout=WAIT)
+        expect(fresh).to_have_url(re.compile(r"[?&]sw_spacing=linear(&|$)"), timeout=WAIT)
+        no_exception(fresh)
+        no_error(fresh)
+    finally:
+        other.close()
