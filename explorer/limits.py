@@ -12,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from paged_attention.config import DecodeConfig
-
 from explorer.formatting import format_number, join_or
 from explorer.settings import BLOCK_SIZES
+from paged_attention.config import DecodeConfig
 
 #: Cells the cache figures draw before they sample or aggregate (a browser draws a
 #: few tens of thousands of heatmap cells comfortably).

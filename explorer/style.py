@@ -1,5 +1,5 @@
 """Shared look of the explorer's figures: colours, sizes, fonts, the layout
-every figure gets (:func:`_style`), cell gaps, integer ticks and log-axis helpers.
+every figure gets (:func:`apply_style`), cell gaps, integer ticks and log-axis helpers.
 """
 
 from __future__ import annotations
@@ -12,7 +12,13 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.limits import MAX_POOL_CELLS, MAX_TABLE_CELLS, MAX_TEXT_CELLS, MAX_WALK_CELLS, MAX_WALK_POINTS  # noqa: F401
+from explorer.limits import (  # noqa: F401
+    MAX_POOL_CELLS,
+    MAX_TABLE_CELLS,
+    MAX_TEXT_CELLS,
+    MAX_WALK_CELLS,
+    MAX_WALK_POINTS,
+)
 
 #: One colour per implementation, in every chart.
 IMPL_COLORS: dict[str, str] = {
@@ -63,7 +69,7 @@ MIN_TICK_PX = 30
 _FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=13, color="#1F2937")
 
 
-def _fits_text(n_cells: int, n_cols: int, max_value: int, plot_width: float = PLOT_WIDTH_PX) -> bool:
+def text_fits(n_cells: int, n_cols: int, max_value: int, plot_width: float = PLOT_WIDTH_PX) -> bool:
     """Whether numbers fit inside heatmap cells: few cells, and rows narrow enough
     for a plot ``plot_width`` px wide (48 digits in :data:`PLOT_WIDTH_PX`)."""
     max_digits = 48 * plot_width / PLOT_WIDTH_PX
@@ -116,7 +122,7 @@ def _tick_lines(label: str, width: int = TICK_LINE) -> str:
     return "<br>".join(lines)
 
 
-def _category_ticks(fig: go.Figure, labels: Sequence[str], **where) -> None:
+def set_category_ticks(fig: go.Figure, labels: Sequence[str], **where) -> None:
     """Horizontal tick labels of a categorical x axis, broken into lines
     (:func:`_tick_lines`), with the bottom margin grown to hold them.
     ``where`` (``row``, ``col``) picks the axis of a subplot; default all."""
@@ -127,26 +133,26 @@ def _category_ticks(fig: go.Figure, labels: Sequence[str], **where) -> None:
                      tickangle=0, automargin=True, range=[-0.5, len(labels) - 0.5], **where)
 
 
-def _margins(subtitle: str | None) -> tuple[int, int]:
-    """Top and bottom margins (px) :func:`_style` gives a figure."""
+def title_margins(subtitle: str | None) -> tuple[int, int]:
+    """Top and bottom margins (px) :func:`apply_style` gives a figure."""
     if not subtitle:
         return 56, 100
     return 84 + SUBTITLE_LINE_HEIGHT * _wrap_subtitle(subtitle).count("<br>"), 100
 
 
-def _colorbar_px(plot_height: float) -> float:
+def colorbar_length_px(plot_height: float) -> float:
     """Pixels of a colour bar's scale as long as the plot, less its two-line title."""
     return max(plot_height - 40, 40)
 
 
-def _plot_height(height: int, subtitle: str | None) -> int:
-    """Pixels between the margins of a figure of ``height`` styled by :func:`_style`."""
-    top, bottom = _margins(subtitle)
+def plot_area_height(height: int, subtitle: str | None) -> int:
+    """Pixels between the margins of a figure of ``height`` styled by :func:`apply_style`."""
+    top, bottom = title_margins(subtitle)
     return max(height - top - bottom, 1)
 
 
-def _style(fig: go.Figure, title: str, subtitle: str | None = None, height: int = 420) -> go.Figure:
-    top, bottom = _margins(subtitle)
+def apply_style(fig: go.Figure, title: str, subtitle: str | None = None, height: int = 420) -> go.Figure:
+    top, bottom = title_margins(subtitle)
     # The legend hangs from the bottom of the figure, not from the plot area: a
     # legend of several rows then pushes the plot up (Plotly grows the margin to
     # fit it and the axis title) instead of sliding under the x axis title, as
@@ -164,7 +170,7 @@ def _style(fig: go.Figure, title: str, subtitle: str | None = None, height: int 
     return fig
 
 
-def _gaps(n_rows: int, n_cols: int, plot_height: float, plot_width: float = PLOT_WIDTH_PX) -> dict:
+def cell_gaps(n_rows: int, n_cols: int, plot_height: float, plot_width: float = PLOT_WIDTH_PX) -> dict:
     """``xgap``/``ygap`` of a heatmap: 1 px between cells that are wide (tall)
     enough to spare it, none between thinner ones, which a gap would swallow."""
     return dict(
@@ -173,7 +179,7 @@ def _gaps(n_rows: int, n_cols: int, plot_height: float, plot_width: float = PLOT
     )
 
 
-def _int_ticks(lo: float, hi: float, length_px: float = PLOT_WIDTH_PX) -> dict:
+def integer_ticks(lo: float, hi: float, length_px: float = PLOT_WIDTH_PX) -> dict:
     """Tick settings for an axis or colour bar of integers (ids, counts) spanning
     ``lo`` to ``hi`` over ``length_px`` pixels.
 
@@ -190,13 +196,13 @@ def _int_ticks(lo: float, hi: float, length_px: float = PLOT_WIDTH_PX) -> dict:
     return dict(tickmode="linear", tick0=0, dtick=step)
 
 
-def _alpha(hex_color: str, alpha: float) -> str:
+def with_alpha(hex_color: str, alpha: float) -> str:
     h = hex_color.lstrip("#")
     r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
     return f"rgba({r},{g},{b},{alpha})"
 
 
-def _log_range(
+def log_axis_range(
     fig: go.Figure, values: Sequence[float | None], below: float, above: float, min_span: float = 0, **where
 ) -> None:
     """Fit a log y axis to ``values`` with margins (in decades), at least
@@ -214,7 +220,7 @@ def _log_range(
         fig.update_yaxes(dtick=max(1, math.ceil((hi - lo) / 6)), **where)
 
 
-def _log_hline_labels(fig: go.Figure) -> None:
+def label_log_hlines(fig: go.Figure) -> None:
     """Move the labels of ``add_hline`` onto a log y axis: Plotly places
     annotations there in log10 coordinates, but ``add_hline`` gives its label the
     plain value (so a label at 4 GB/s landed at 10^4 GB/s, off the chart)."""
@@ -223,11 +229,11 @@ def _log_hline_labels(fig: go.Figure) -> None:
             a.y = math.log10(a.y)
 
 
-def _no_data(fig: go.Figure, text: str, title: str, height: int = 380) -> go.Figure:
+def no_data_figure(fig: go.Figure, text: str, title: str, height: int = 380) -> go.Figure:
     fig.add_annotation(text=text, showarrow=False, font=dict(size=14), x=0.5, y=0.5, xref="paper", yref="paper")
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
-    return _style(fig, title, height=height)
+    return apply_style(fig, title, height=height)
 
 
 # -- presentation mode -----------------------------------------------------------

@@ -14,7 +14,6 @@ from test_figures_kernel import kernel_trace
 from test_figures_serving import SERVING
 
 from explorer import style
-from explorer.style import for_presentation
 from explorer.bench import figures as bench_figures
 from explorer.cache import figures as cache_figures
 from explorer.cache import walk_figures
@@ -22,6 +21,7 @@ from explorer.kernel import figures as kernel_figures
 from explorer.serving import figures as serving_figures
 from explorer.serving.history import simulate
 from explorer.serving.tradeoff import block_size_tradeoff
+from explorer.style import for_presentation
 from explorer.sweep import figures as sweep_figures
 from explorer.sweep import runs as sweep_runs
 from helpers import job_rows

@@ -219,7 +219,7 @@ def test_counts_of_one_are_singular():
 
 def test_log_axes_never_label_more_than_about_six_decades():
     fig = go.Figure(go.Bar(x=["a", "b"], y=[1e-12, 1.0]))
-    style._log_range(fig, [1e-12, 1.0], 0.4, 0.5)
+    style.log_axis_range(fig, [1e-12, 1.0], 0.4, 0.5)
     lo, hi = fig.layout.yaxis.range
     assert (hi - lo) / fig.layout.yaxis.dtick <= 7
 
@@ -228,10 +228,10 @@ def test_long_subtitles_wrap_at_their_separators_and_make_room():
     """Plotly does not wrap a title: a long subtitle was cut off at the chart's edge
     on a 1280 px page. It breaks at its separators, and the top margin grows."""
     long = "8 sequences x 482 logical blocks; colour = physical block id · sampled: every 2nd row shown"
-    fig = style._style(go.Figure(), "t", long)
+    fig = style.apply_style(go.Figure(), "t", long)
     text = fig.layout.title.subtitle.text
     lines = text.split("<br>")
     assert len(lines) == 2 and all(len(line) <= style.SUBTITLE_LINE for line in lines)
     assert lines[1] == "sampled: every 2nd row shown"
-    assert fig.layout.margin.t > style._style(go.Figure(), "t", "short").layout.margin.t
-    assert style._style(go.Figure(), "t", "short").layout.title.subtitle.text == "short"
+    assert fig.layout.margin.t > style.apply_style(go.Figure(), "t", "short").layout.margin.t
+    assert style.apply_style(go.Figure(), "t", "short").layout.title.subtitle.text == "short"

@@ -22,13 +22,13 @@ from explorer.style import (
     FAIL_COLOR,
     PASS_COLOR,
     PRESENTATION_SCALE,
-    _alpha,
-    _category_ticks,
-    _log_range,
-    _margins,
-    _plot_height,
-    _style,
+    apply_style,
     impl_color,
+    log_axis_range,
+    plot_area_height,
+    set_category_ticks,
+    title_margins,
+    with_alpha,
 )
 from paged_attention.bench import shares_kv
 
@@ -60,7 +60,7 @@ def latency_figure(results: Sequence, *, log_y: bool = True, unit: str = "ms") -
                 name=r.label,
                 marker=dict(color=color, size=5, opacity=0.6),
                 line=dict(color=color, width=1.5),
-                fillcolor=_alpha(color, 0.18),
+                fillcolor=with_alpha(color, 0.18),
                 boxpoints="all",
                 jitter=0.35,
                 pointpos=0,
@@ -89,13 +89,13 @@ def latency_figure(results: Sequence, *, log_y: bool = True, unit: str = "ms") -
     subtitle = "box = call latency over all timed calls (median line, quartiles)"
     if gpu:
         subtitle += "; ◆ = GPU time without launch overhead"
-    _style(fig, f"Latency per decode step ({device})", subtitle, height=430)
+    apply_style(fig, f"Latency per decode step ({device})", subtitle, height=430)
     fig.update_yaxes(title=f"latency ({unit})", type="log" if log_y else "linear")
     if log_y:
-        _log_range(fig, [in_unit(v, unit) for r in results for v in [*r.samples_ms, r.gpu_time_ms or r.median_ms]],
+        log_axis_range(fig, [in_unit(v, unit) for r in results for v in [*r.samples_ms, r.gpu_time_ms or r.median_ms]],
                    0.25, 0.45)
     fig.update_xaxes(title=None)
-    _category_ticks(fig, [r.label for r in results])
+    set_category_ticks(fig, [r.label for r in results])
     return fig
 
 
@@ -118,7 +118,7 @@ def speedup_figure(results: Sequence, baseline: str = "naive") -> go.Figure:
     fig = go.Figure()
     if base is None:
         fig.add_annotation(text=f"No {baseline} result to compare against.", showarrow=False)
-        return _style(fig, "Speedup", height=360)
+        return apply_style(fig, "Speedup", height=360)
     speed = [base.median_ms / r.median_ms if r.median_ms > 0 else float("nan") for r in results]
 
     def hover(s: float) -> str:
@@ -149,17 +149,17 @@ def speedup_figure(results: Sequence, baseline: str = "naive") -> go.Figure:
     )
     fig.add_hline(y=1, line=dict(color="#9CA3AF", dash="dash", width=1))
     log = bool(finite) and max(finite) / min(finite) > 30
-    _style(fig, f"Speedup over {base.label}", "median call latency of the baseline ÷ median of each; stem from 1×",
+    apply_style(fig, f"Speedup over {base.label}", "median call latency of the baseline ÷ median of each; stem from 1×",
            height=360)
     fig.update_yaxes(title="speedup (×)", type="log" if log else "linear")
     if log:
         # Room for the labels under the slowdowns' dots and over the speedups'.
-        _log_range(fig, [*finite, 1.0], 0.75 if min(finite) < 1 else 0.3, 0.6)
+        log_axis_range(fig, [*finite, 1.0], 0.75 if min(finite) < 1 else 0.3, 0.6)
     else:
         fig.update_yaxes(range=[0, max([*finite, 1.0]) * 1.25])
     fig.update_layout(showlegend=False)
     fig.update_xaxes(showgrid=False)
-    _category_ticks(fig, [r.label for r in results])
+    set_category_ticks(fig, [r.label for r in results])
     return fig
 
 
@@ -217,7 +217,7 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
             go.Bar(
                 x=labels,
                 y=gpu,
-                marker=dict(color=[_alpha(c, 0.45) for c in colors], line=dict(color=colors, width=1.5),
+                marker=dict(color=[with_alpha(c, 0.45) for c in colors], line=dict(color=colors, width=1.5),
                             pattern=dict(shape="/", fgcolor="white")),
                 text=[label(v) for v in gpu],
                 textposition="outside",
@@ -231,10 +231,10 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
             y=copy_gbps, line=dict(color="#111827", dash="dash", width=1.2),
             annotation_text=f"measured copy bandwidth {copy_gbps:,.0f} GB/s", annotation_position="top left",
         )
-    _style(fig, title, subtitle, height=380)
+    apply_style(fig, title, subtitle, height=380)
     fig.update_layout(barmode="group", bargap=0.3)
     fig.update_yaxes(title="GB/s", rangemode="tozero")
-    _category_ticks(fig, labels)
+    set_category_ticks(fig, labels)
     return fig
 
 
@@ -337,14 +337,14 @@ def accuracy_figure(
     ranges = []
     for row, values, line in ((1, ratios, 1.0), (2, [*errors, *([quantization_error] if quantized else [])], atol)):
         positive = [max(v, ERROR_FLOOR) for v in values if math.isfinite(v) and v > 0] + [line]
-        _log_range(fig, positive, 1.0, 0.5, min_span=2, row=row, col=1)
+        log_axis_range(fig, positive, 1.0, 0.5, min_span=2, row=row, col=1)
         ranges.append(fig.layout["yaxis" if row == 1 else "yaxis2"].range)
     # Room in pixels, not decades, between the tolerance line (at 1, log 0) and the
     # pass marks over the top panel, for the line's label at presentation size
     # (which keeps the plot area): half a decade shrank to a few pixels on a tall span.
     lo, hi = ranges[0]
     domain = fig.layout.yaxis.domain
-    panel_px = (domain[1] - domain[0]) * (_plot_height(_ACCURACY_HEIGHT, subtitle) - _ACCURACY_MARKS_PX)
+    panel_px = (domain[1] - domain[0]) * (plot_area_height(_ACCURACY_HEIGHT, subtitle) - _ACCURACY_MARKS_PX)
     share = min((_LABEL_SIZE * PRESENTATION_SCALE * 1.2 + 6) / panel_px, 0.5)
     if hi / (hi - lo) < share:
         ranges[0] = (lo, -share * lo / (1 - share))
@@ -364,7 +364,7 @@ def accuracy_figure(
     fig.add_trace(
         go.Scatter(
             x=labels, y=place(errors, ranges[1]), name="max abs error", mode="markers+text",
-            marker=dict(color=[c if v == 0 else _alpha(c, 0.45) for c, v in zip(colors, errors)], size=14,
+            marker=dict(color=[c if v == 0 else with_alpha(c, 0.45) for c, v in zip(colors, errors)], size=14,
                         symbol=symbols(errors), line=dict(color=colors, width=2)),
             text=[mark(v) for v in errors], textposition=positions(errors), textfont=dict(size=12),
             cliponaxis=False, showlegend=False,
@@ -425,14 +425,14 @@ def accuracy_figure(
             hovertext=f"{r.label}: {'pass' if r.passed else 'FAIL'}",
             font=dict(size=13, color=PASS_COLOR if r.passed else FAIL_COLOR),
         )
-    _style(fig, ACCURACY_TITLE, subtitle, height=_ACCURACY_HEIGHT)
+    apply_style(fig, ACCURACY_TITLE, subtitle, height=_ACCURACY_HEIGHT)
     # Room above the plot for the pass/fail marks.
-    fig.update_layout(margin=dict(t=_margins(subtitle)[0] + _ACCURACY_MARKS_PX), showlegend=False)
+    fig.update_layout(margin=dict(t=title_margins(subtitle)[0] + _ACCURACY_MARKS_PX), showlegend=False)
     fig.update_yaxes(type="log", exponentformat="power")
     fig.update_yaxes(title="error ÷ tol.", row=1, col=1)
     fig.update_yaxes(title="abs error", row=2, col=1)
     fig.update_xaxes(showgrid=False, ticklabelstandoff=10)  # clear of the exact results' circles on the floor
-    _category_ticks(fig, labels)
+    set_category_ticks(fig, labels)
     return fig
 
 
@@ -480,9 +480,9 @@ def history_figure(history: Sequence[Mapping], unit: str = "ms") -> go.Figure:
                 hovertemplate=f"{label}<br>run %{{x}}: %{{y:{MS_D3}}} {unit}<br>%{{customdata}}<extra></extra>",
             )
         )
-    _style(fig, "Runs in this session", "median call latency per run; hover a dot for its configuration", height=380)
+    apply_style(fig, "Runs in this session", "median call latency per run; hover a dot for its configuration", height=380)
     fig.update_layout(scattermode="group", scattergap=0.25)
     fig.update_yaxes(title=f"median latency ({unit})", type="log")
-    _log_range(fig, [in_unit(r.median_ms, unit) for h in history for r in h["results"]], 0.3, 0.4)
+    log_axis_range(fig, [in_unit(r.median_ms, unit) for h in history for r in h["results"]], 0.3, 0.4)
     fig.update_xaxes(title="run", type="category", showgrid=False)
     return fig

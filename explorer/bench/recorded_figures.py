@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from explorer.formatting import MS_D3, in_unit
-from explorer.style import _category_ticks, _log_range, _style, impl_color
+from explorer.style import apply_style, impl_color, log_axis_range, set_category_ticks
 
 #: Fill of the configuration that matches the sidebar's.
 HIGHLIGHT_COLOR = "rgba(250, 204, 21, 0.25)"
@@ -64,13 +64,13 @@ def recorded_latency_figure(
         fig.add_vrect(x0=i - 0.5, x1=i + 0.5, fillcolor=HIGHLIGHT_COLOR, line_width=0, layer="below",
                       annotation_text="your configuration", annotation_position="top left",
                       annotation_font_size=12)
-    _style(fig, f"Recorded on {gpu}: latency per decode step",
+    apply_style(fig, f"Recorded on {gpu}: latency per decode step",
            f"recorded {date}, not this machine · {layout} block table · ● GPU time (CUDA graph); "
            "○ call latency", height=460)
     fig.update_layout(scattermode="group", scattergap=0.5)
     fig.update_yaxes(title=f"recorded latency ({unit})", type="log")
     # room above the highest dot for the band's label
-    _log_range(fig, [in_unit(v, unit) for v in [*rows["gpu_time_ms"].dropna(), *rows["median_ms"]]], 0.2, 0.6 if highlight in configs else 0.3)
-    _category_ticks(fig, configs)
+    log_axis_range(fig, [in_unit(v, unit) for v in [*rows["gpu_time_ms"].dropna(), *rows["median_ms"]]], 0.2, 0.6 if highlight in configs else 0.3)
+    set_category_ticks(fig, configs)
     fig.update_xaxes(title=None)
     return fig

@@ -24,13 +24,13 @@ from explorer.style import (
     PLOT_WIDTH_PX,
     SEQUENCE_COLORS,
     UNALLOCATED_COLOR,
-    _colorbar_px,
-    _fits_text,
-    _gaps,
-    _int_ticks,
-    _margins,
-    _plot_height,
-    _style,
+    apply_style,
+    cell_gaps,
+    colorbar_length_px,
+    integer_ticks,
+    plot_area_height,
+    text_fits,
+    title_margins,
 )
 from paged_attention.inputs import FREE, OTHER
 
@@ -191,7 +191,7 @@ def block_table_figure(
     custom = np.stack(columns, axis=-1).astype(np.int32)
 
     z = np.where(unalloc, np.nan, sub).astype(float)
-    text_on = per_col == 1 and _fits_text(grid.cells, shape[1], num_blocks - 1, plot_width)
+    text_on = per_col == 1 and text_fits(grid.cells, shape[1], num_blocks - 1, plot_width)
     by_sequence = color_by == "sequence"
     subtitle = (f"{count(batch, 'sequence')} x {count(width, 'logical block')} of "
                 f"{count(block_size, 'token')}; colour = "
@@ -203,9 +203,9 @@ def block_table_figure(
         subtitle += " · sampled: " + "; ".join(parts)
     # At least 170 px of plot, so the colour bar keeps room for its ticks under its
     # two-line title when there are only a few rows.
-    height = int(min(720, max(sum(_margins(subtitle)) + 170, 140 + 26 * len(rows))))
-    plot_height = _plot_height(height, subtitle)
-    gaps = _gaps(len(rows), shape[1], plot_height)
+    height = int(min(720, max(sum(title_margins(subtitle)) + 170, 140 + 26 * len(rows))))
+    plot_height = plot_area_height(height, subtitle)
+    gaps = cell_gaps(len(rows), shape[1], plot_height)
     if by_sequence:  # the pool's categorical colours: 0 free, 1 other, 2 + seq % n a sequence
         codes = np.where(unalloc, np.nan, 2 + seq % len(SEQUENCE_COLORS)).astype(float)
         scale, k = _owner_colorscale()
@@ -214,7 +214,7 @@ def block_table_figure(
     else:
         colour = dict(z=z, colorscale=BLOCK_COLORSCALE, zmin=0, zmax=max(1, num_blocks - 1),
                       colorbar=dict(title=dict(text="physical<br>block id"), thickness=14,
-                                    **_int_ticks(0, max(1, num_blocks - 1), _colorbar_px(plot_height))),
+                                    **integer_ticks(0, max(1, num_blocks - 1), colorbar_length_px(plot_height))),
                       texttemplate="%{z}" if text_on else None)
     fig = go.Figure()
     fig.add_trace(
@@ -249,7 +249,7 @@ def block_table_figure(
             name="unallocated (-1)",
         )
     )
-    _legend_square(fig, UNALLOCATED_COLOR, "unallocated (-1)", line="#CBD5E1")
+    add_legend_square(fig, UNALLOCATED_COLOR, "unallocated (-1)", line="#CBD5E1")
     cell_px = min(plot_height / max(1, len(rows)), plot_width / max(1, shape[1]))
     r, c = np.nonzero(~unalloc)
     centres = first + (last - first) / 2
@@ -263,8 +263,8 @@ def block_table_figure(
         r, c = np.nonzero(picked)
         half = grid.row_stride / 2
         add_outline(fig, first[c] - 0.5, last[c] + 0.5, rows[r] - half, rows[r] + half, cell_px)
-    _style(fig, title, subtitle, height=height)
-    fig.update_xaxes(title="logical block", showgrid=False, zeroline=False, **_int_ticks(0, width - 1))
+    apply_style(fig, title, subtitle, height=height)
+    fig.update_xaxes(title="logical block", showgrid=False, zeroline=False, **integer_ticks(0, width - 1))
     fig.update_yaxes(title="sequence" if seq_ids is None else "sequence (seq_id)", autorange="reversed",
                      showgrid=False, zeroline=False)
     # Label rows by name (a seq_id need not be the row index): each of up to 40,
@@ -301,7 +301,7 @@ def _owner_colorscale() -> tuple[list, int]:
     return [[(i + j) / len(colors), c] for i, c in enumerate(colors) for j in (0, 1)], len(colors)
 
 
-def _legend_square(fig: go.Figure, color: str, name: str, line: str | None = None, meta: dict | None = None) -> None:
+def add_legend_square(fig: go.Figure, color: str, name: str, line: str | None = None, meta: dict | None = None) -> None:
     """A legend entry for a heatmap category (heatmaps have no legend of their own)."""
     fig.update_layout(showlegend=True)
     fig.add_trace(
@@ -399,17 +399,17 @@ def pool_figure(
     # column) rather than let it squeeze the grid.
     legend_rows = math.ceil((len(seqs) + 3) / 2) if listed else 1
     height = int(min(720, max(320, 190 + 24 * n_rows)) + 22 * (legend_rows - 1))
-    plot_height = _plot_height(height, subtitle) - 22 * (legend_rows - 1)
+    plot_height = plot_area_height(height, subtitle) - 22 * (legend_rows - 1)
     if per_cell == 1:
         _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_cols, plot_height,
                     seqs if listed else ())
     else:
         _pool_aggregated(fig, owner, n_rows, n_cols, per_cell, plot_height)
     pool_pick(fig, num_blocks, max_cells, plot_height, highlight)
-    _style(fig, "Physical block pool", subtitle, height=height)
+    apply_style(fig, "Physical block pool", subtitle, height=height)
     fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)"
                      if per_cell > 1 else "+ offset within row", showgrid=False, zeroline=False,
-                     **_int_ticks(0, n_cols - 1))
+                     **integer_ticks(0, n_cols - 1))
     fig.update_yaxes(title="first block", range=[n_rows - 0.5 + GRID_PAD, -0.5 - GRID_PAD], showgrid=False,
                      zeroline=False)
     step = max(1, math.ceil(n_rows / 10))
@@ -449,7 +449,7 @@ def pool_pick(fig: go.Figure, num_blocks: int, max_cells: int, plot_height: floa
         col, row = shown % n_cols, shown // n_cols
         picked = np.zeros(n_rows * n_cols, dtype=bool)
         picked[shown] = True
-        add_veil(fig, None, None, picked.reshape(n_rows, n_cols), **_gaps(n_rows, n_cols, plot_height))
+        add_veil(fig, None, None, picked.reshape(n_rows, n_cols), **cell_gaps(n_rows, n_cols, plot_height))
         add_outline(fig, col - 0.5, col + 0.5, row - 0.5, row + 0.5, size)
 
 
@@ -483,7 +483,7 @@ def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_co
             z=z,
             customdata=np.array(hover, dtype=object).reshape(n_rows, n_cols),
             text=np.array([str(i) if i < num_blocks else "" for i in ids], dtype=object).reshape(n_rows, n_cols),
-            texttemplate="%{text}" if _fits_text(cells, n_cols, num_blocks - 1) else None,
+            texttemplate="%{text}" if text_fits(cells, n_cols, num_blocks - 1) else None,
             textfont=dict(size=9),
             colorscale=scale,
             zmin=-0.5,
@@ -491,15 +491,15 @@ def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_co
             showscale=False,
             hoverongaps=False,
             hovertemplate="%{customdata}<extra></extra>",
-            **_gaps(n_rows, n_cols, plot_height),
+            **cell_gaps(n_rows, n_cols, plot_height),
             name="blocks",
         )
     )
-    _legend_square(fig, FREE_COLOR, "free")
+    add_legend_square(fig, FREE_COLOR, "free")
     if (owner == OTHER).any():
-        _legend_square(fig, OTHER_COLOR, "other sequences (not in batch)")
+        add_legend_square(fig, OTHER_COLOR, "other sequences (not in batch)")
     for seq in listed:
-        _legend_square(fig, palette[int(seq) % len(palette)], f"sequence {int(seq)}", meta={"sequence": int(seq)})
+        add_legend_square(fig, palette[int(seq) % len(palette)], f"sequence {int(seq)}", meta={"sequence": int(seq)})
     partial = np.nonzero((owner >= 0) & (filled > 0) & (filled < block_size))[0]
     fig.add_trace(
         go.Scatter(
@@ -542,7 +542,7 @@ def _pool_aggregated(fig, owner, n_rows, n_cols, per_cell, plot_height) -> None:
             hoverongaps=False,
             hovertemplate="blocks %{customdata[0]}–%{customdata[1]}<br>in this batch: %{customdata[2]}"
             "<br>free: %{customdata[3]}<br>other sequences: %{customdata[4]}<extra></extra>",
-            **_gaps(n_rows, n_cols, plot_height),
+            **cell_gaps(n_rows, n_cols, plot_height),
             name="blocks",
         )
     )

@@ -12,19 +12,19 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
-from explorer.cache.figures import _legend_square, pool_pick
+from explorer.cache.figures import add_legend_square, pool_pick
 from explorer.cache.picking import GRID_PAD
 from explorer.cache.sampling import pool_grid_shape
 from explorer.formatting import compact, count
 from explorer.style import (
     FREE_COLOR,
     MAX_POOL_CELLS,
-    _alpha,
-    _fits_text,
-    _gaps,
-    _int_ticks,
-    _plot_height,
-    _style,
+    apply_style,
+    cell_gaps,
+    integer_ticks,
+    plot_area_height,
+    text_fits,
+    with_alpha,
 )
 
 #: One sequence: pale blue; two or more: amber to deep red, darker with more holders.
@@ -150,7 +150,7 @@ def pool_ref_count_figure(
     # narrow column) rather than let it squeeze the grid.
     extra = 22 * (1 + len(counts)) if levels is None else 30
     height = int(min(720, max(320, 190 + 24 * n_rows)) + extra)
-    plot_height = _plot_height(height, subtitle) - extra
+    plot_height = plot_area_height(height, subtitle) - extra
     if per_cell == 1:
         holders: list[list[int]] = [[] for _ in range(num_blocks)]
         tables = np.asarray(block_tables, dtype=np.int64)
@@ -164,7 +164,7 @@ def pool_ref_count_figure(
         custom = np.array(hover, dtype=object).reshape(n_rows, n_cols)
         template = "%{customdata}<extra></extra>"
         text = np.array([str(i) if i < num_blocks else "" for i in range(cells)], dtype=object)
-        text_on = _fits_text(cells, n_cols, num_blocks - 1)
+        text_on = text_fits(cells, n_cols, num_blocks - 1)
     else:
         first = np.arange(cells) * per_cell
         last = np.minimum(first + per_cell, num_blocks) - 1
@@ -185,26 +185,26 @@ def pool_ref_count_figure(
             zmax=(top if levels is None else len(levels)) + 0.5,
             showscale=not stepped,
             colorbar=dict(title=dict(text="sequences<br>holding it"), thickness=14,
-                          **_int_ticks(0, top, plot_height)),
+                          **integer_ticks(0, top, plot_height)),
             hoverongaps=False,
             hovertemplate=template,
-            **_gaps(n_rows, n_cols, plot_height),
+            **cell_gaps(n_rows, n_cols, plot_height),
             name="blocks",
         )
     )
-    _legend_square(fig, FREE_COLOR, "free")
+    add_legend_square(fig, FREE_COLOR, "free")
     if levels is not None:
         for i, name in enumerate(ref_level_names(levels)):
-            _legend_square(fig, REF_LEVEL_COLORS[i], name, meta={"level": i + 1})
+            add_legend_square(fig, REF_LEVEL_COLORS[i], name, meta={"level": i + 1})
     else:
-        _legend_square(fig, ONE_HOLDER_COLOR, "one sequence")
+        add_legend_square(fig, ONE_HOLDER_COLOR, "one sequence")
     if stepped and levels is None:  # one entry per count present; a colour bar of a few steps is too short to read
         for k in counts:
-            _legend_square(fig, ref_color(int(k), top), f"{k} sequences", meta={"refs": int(k)})
+            add_legend_square(fig, ref_color(int(k), top), f"{k} sequences", meta={"refs": int(k)})
     pool_pick(fig, num_blocks, max_cells, plot_height, highlight)
-    _style(fig, "Physical block pool: sharing", subtitle, height=height)
+    apply_style(fig, "Physical block pool: sharing", subtitle, height=height)
     fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)" if per_cell > 1
-                     else "+ offset within row", showgrid=False, zeroline=False, **_int_ticks(0, n_cols - 1))
+                     else "+ offset within row", showgrid=False, zeroline=False, **integer_ticks(0, n_cols - 1))
     step = max(1, math.ceil(n_rows / 10))
     tick_rows = list(range(0, n_rows, step))
     fig.update_yaxes(title="first block", range=[n_rows - 0.5 + GRID_PAD, -0.5 - GRID_PAD], showgrid=False,
@@ -247,7 +247,7 @@ def sharing_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
     ))
     fig.add_trace(go.Scatter(
         x=x, y=shared, name="with sharing", mode="lines", line=dict(color=SHARED_LINE_COLOR, width=2),
-        fill="tonexty", fillcolor=_alpha(SHARED_LINE_COLOR, 0.10), customdata=unshared - shared,
+        fill="tonexty", fillcolor=with_alpha(SHARED_LINE_COLOR, 0.10), customdata=unshared - shared,
         hovertemplate="step %{x}: %{y:,} blocks with sharing (%{customdata:,} saved)<extra></extra>",
     ))
     if num_blocks is not None:
@@ -259,9 +259,9 @@ def sharing_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
         fig.add_vline(x=step, line=dict(color="#111827", width=1, dash="dot"))
     subtitle = "the same running sequences each step; shaded = blocks saved" + (
         "; dotted line = the step shown above" if step is not None else "")
-    _style(fig, "Blocks in use: with sharing against without", subtitle, height=360)
+    apply_style(fig, "Blocks in use: with sharing against without", subtitle, height=360)
     top = max(num_blocks or 0, int(unshared.max(initial=0)), 1)
-    fig.update_xaxes(title="decode step", **_int_ticks(x.min(initial=0), x.max(initial=0)))
-    fig.update_yaxes(title="blocks", rangemode="tozero", **_int_ticks(0, top, 220))
+    fig.update_xaxes(title="decode step", **integer_ticks(x.min(initial=0), x.max(initial=0)))
+    fig.update_yaxes(title="blocks", rangemode="tozero", **integer_ticks(0, top, 220))
     fig.update_layout(hovermode="x unified")
     return fig

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.cache.figures import _legend_square
+from explorer.cache.figures import add_legend_square
 from explorer.cache.sampling import sample_grid
 from explorer.formatting import count, ordinal
 from explorer.style import (
@@ -17,12 +17,12 @@ from explorer.style import (
     MAX_WALK_CELLS,
     MAX_WALK_POINTS,
     UNALLOCATED_COLOR,
-    _colorbar_px,
-    _fits_text,
-    _gaps,
-    _int_ticks,
-    _plot_height,
-    _style,
+    apply_style,
+    cell_gaps,
+    colorbar_length_px,
+    integer_ticks,
+    plot_area_height,
+    text_fits,
 )
 
 
@@ -87,7 +87,7 @@ def token_walk_figure(
     if own_scale:
         zmin, zmax = lo, max(hi, lo + 1)
     cells = token.size
-    text_on = _fits_text(cells, len(slots), n - 1)
+    text_on = text_fits(cells, len(slots), n - 1)
     subtitle = f"{count(n, 'token')} in {count(needed, 'block')} of {block_size}; colour = physical block id"
     if own_scale:
         subtitle += f" (scale: this sequence's blocks {lo:,}–{hi:,})"
@@ -95,8 +95,8 @@ def token_walk_figure(
         subtitle += f" · sampled: {grid.strides('logical block', 'slot')} shown"
     # Tall enough for the y axis title beside even one or two rows.
     height = int(min(720, max(320, 140 + 22 * len(logical))))
-    plot_height = _plot_height(height, subtitle)
-    gaps = _gaps(len(logical), len(slots), plot_height)
+    plot_height = plot_area_height(height, subtitle)
+    gaps = cell_gaps(len(logical), len(slots), plot_height)
     fig.add_trace(
         go.Heatmap(
             z=z,
@@ -110,7 +110,7 @@ def token_walk_figure(
             zmin=zmin,
             zmax=zmax,
             colorbar=dict(title=dict(text="physical<br>block id"), thickness=14,
-                          **_int_ticks(zmin, zmax, _colorbar_px(plot_height))),
+                          **integer_ticks(zmin, zmax, colorbar_length_px(plot_height))),
             hoverongaps=False,
             hovertemplate="token %{customdata[0]}<br>logical block %{customdata[1]}, slot %{customdata[3]}"
             "<br>→ physical block %{customdata[2]}, slot %{customdata[3]}<extra></extra>",
@@ -133,15 +133,15 @@ def token_walk_figure(
             name="empty slot",
         )
     )
-    _legend_square(fig, UNALLOCATED_COLOR, "empty slot (wasted)", line="#CBD5E1")
-    _style(fig, f"Token walk of sequence {seq}", subtitle, height=height)
-    fig.update_xaxes(title="slot within block", showgrid=False, zeroline=False, **_int_ticks(0, block_size - 1))
+    add_legend_square(fig, UNALLOCATED_COLOR, "empty slot (wasted)", line="#CBD5E1")
+    apply_style(fig, f"Token walk of sequence {seq}", subtitle, height=height)
+    fig.update_xaxes(title="slot within block", showgrid=False, zeroline=False, **integer_ticks(0, block_size - 1))
     fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False)
     if len(logical) <= 40:
         fig.update_yaxes(title="logical → physical", tickmode="array", tickvals=logical,
                          ticktext=[f"{j} → {p}" for j, p in zip(logical, phys)])
     else:
-        fig.update_yaxes(title="logical block", **_int_ticks(0, needed - 1, plot_height))
+        fig.update_yaxes(title="logical block", **integer_ticks(0, needed - 1, plot_height))
     return fig
 
 
@@ -150,7 +150,7 @@ def _no_tokens(fig: go.Figure, seq: int, title: str) -> go.Figure:
     fig.add_annotation(text=f"Sequence {seq} has no cached tokens.", showarrow=False, font=dict(size=14))
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
-    return _style(fig, title, height=260)
+    return apply_style(fig, title, height=260)
 
 
 def block_walk_figure(
@@ -195,9 +195,9 @@ def block_walk_figure(
     subtitle = "straight line = contiguous; jumps = scattered blocks"
     if stride > 1:
         subtitle += f" · every {ordinal(stride)} block"
-    _style(fig, title, subtitle, height=380)
-    fig.update_xaxes(title="logical block", zeroline=False, **_int_ticks(0, needed - 1))
+    apply_style(fig, title, subtitle, height=380)
+    fig.update_xaxes(title="logical block", zeroline=False, **integer_ticks(0, needed - 1))
     fig.update_yaxes(title="physical block id", zeroline=False, rangemode="tozero",
-                     **_int_ticks(0, int(phys.max()), _plot_height(380, subtitle)))
+                     **integer_ticks(0, int(phys.max()), plot_area_height(380, subtitle)))
     fig.update_layout(showlegend=False)
     return fig

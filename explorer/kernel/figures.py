@@ -19,13 +19,13 @@ from explorer.style import (
     PRESENTATION_SCALE,
     SEQUENCE_COLORS,
     UNALLOCATED_COLOR,
-    _colorbar_px,
-    _int_ticks,
-    _margins,
-    _no_data,
-    _plot_height,
-    _style,
+    apply_style,
+    colorbar_length_px,
     impl_color,
+    integer_ticks,
+    no_data_figure,
+    plot_area_height,
+    title_margins,
 )
 
 #: The online-softmax chart's x axis runs this fraction past the context: room for
@@ -70,7 +70,7 @@ def _split_colorbar(fig: go.Figure, splits: Sequence[int], length_px: float, **w
     fig.add_trace(go.Scatter(
         x=[None], y=[None], mode="markers", name="split colours", showlegend=False, hoverinfo="skip",
         marker=dict(color=[lo, hi], colorscale=SPLIT_COLORSCALE, cmin=lo, cmax=hi, showscale=True,
-                    colorbar=dict(title=dict(text="split"), thickness=14, **_int_ticks(lo, hi, length_px))),
+                    colorbar=dict(title=dict(text="split"), thickness=14, **integer_ticks(lo, hi, length_px))),
     ), **where)
 
 
@@ -104,7 +104,7 @@ def kernel_walk_figure(
     """
     fig = go.Figure()
     if tiles is None or not len(tiles):
-        return _no_data(fig, "This sequence has no cached tokens: the kernel's programs return at once.", title, 300)
+        return no_data_figure(fig, "This sequence has no cached tokens: the kernel's programs return at once.", title, 300)
     t = tiles.reset_index(drop=True)
     n_tiles = len(t)
     num_splits = int(t["split"].nunique())
@@ -131,8 +131,8 @@ def kernel_walk_figure(
                 f"{count(lookups, 'block-table lookup')} for {count(context_len, 'token')}; "
                 + ("colour = physical block" if per_block else "colour = split") + "; hatched = masked lanes"
                 + ("; grey band = the prefix pass's tiles, each read once for its whole group" if prefix.any() else ""))
-    height = int(min(900, max(sum(_margins(subtitle)) + 170, 150 + 26 * min(n_tiles, 40) + (n_tiles > 40) * 200)))
-    plot_height = _plot_height(height, subtitle)
+    height = int(min(900, max(sum(title_margins(subtitle)) + 170, 150 + 26 * min(n_tiles, 40) + (n_tiles > 40) * 200)))
+    plot_height = plot_area_height(height, subtitle)
     row_px = plot_height / n_tiles
     x_end = int((t["token_end"] + t["masked_lanes"]).max())
     # White outlines between segments and gaps between rows, only where the bars
@@ -150,7 +150,7 @@ def kernel_walk_figure(
             marker=dict(color=seg[:, 3], colorscale=BLOCK_COLORSCALE, cmin=0, cmax=max(1, num_blocks - 1),
                         line=dict(color="white", width=1 if outline else 0),
                         colorbar=dict(title=dict(text="physical<br>block id"), thickness=14,
-                                      **_int_ticks(0, max(1, num_blocks - 1), _colorbar_px(plot_height)))),
+                                      **integer_ticks(0, max(1, num_blocks - 1), colorbar_length_px(plot_height)))),
             text=[str(p) for p in seg[:, 3]] if text_on else None, textposition="inside", insidetextanchor="middle",
             textfont=dict(size=10, color="white"),
             customdata=np.stack([seg[:, 3], seg[:, 1], seg[:, 1] + seg[:, 2] - 1, seg[:, 4], seg[:, 5]], axis=-1),
@@ -196,8 +196,8 @@ def kernel_walk_figure(
         last = int(np.flatnonzero(prefix)[-1])
         fig.add_shape(type="rect", xref="paper", x0=0, x1=1, y0=-0.5, y1=last + 0.5, line=dict(width=0),
                       fillcolor="rgba(100,116,139,0.14)", layer="below")
-    _style(fig, title, subtitle, height=height)
-    fig.update_xaxes(title="logical token position", rangemode="tozero", zeroline=False, **_int_ticks(0, x_end))
+    apply_style(fig, title, subtitle, height=height)
+    fig.update_xaxes(title="logical token position", rangemode="tozero", zeroline=False, **integer_ticks(0, x_end))
     fig.update_layout(barmode="overlay", bargap=0.25 if thick_rows else 0)
     fig.update_yaxes(automargin=True)
     return fig
@@ -238,7 +238,7 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
 
     title = "Online softmax, tile by tile"
     if tiles is None or not len(tiles):
-        return _no_data(go.Figure(), "No tiles: the sequence is empty.", title, 300)
+        return no_data_figure(go.Figure(), "No tiles: the sequence is empty.", title, 300)
     fig = make_subplots(
         rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.09,
         subplot_titles=("Running max m (log2 units)", "Normalizer l = Σ 2^(s − m)",
@@ -302,16 +302,16 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
     if final_error is not None:
         subtitle += "; ★ = the output"
     if num_splits > MAX_SPLIT_LEGEND:
-        _split_colorbar(fig, tiles["split"], _plot_height(640, subtitle), row=1, col=1)
-    _style(fig, title, subtitle, height=640)
-    fig.update_layout(margin=dict(t=_margins(subtitle)[0] + 24), showlegend=legend)  # + the panel titles
+        _split_colorbar(fig, tiles["split"], plot_area_height(640, subtitle), row=1, col=1)
+    apply_style(fig, title, subtitle, height=640)
+    fig.update_layout(margin=dict(t=title_margins(subtitle)[0] + 24), showlegend=legend)  # + the panel titles
     if final_error is not None:
         fig.update_layout(margin=dict(r=_label_margin(label)))
     fig.update_annotations(font=dict(size=13), x=0, xanchor="left")
     # From zero (one tile alone would otherwise get an axis of 39.5 to 40.5 tokens),
     # and on past the context by half the output's star when there is one.
     right = x_end * (1 + OUTPUT_STAR_ROOM) if final_error is not None else x_end
-    ticks = _int_ticks(0, x_end)
+    ticks = integer_ticks(0, x_end)
     if final_error is not None and ticks["tickmode"] == "auto":
         # Whole-number ticks over the context only: none out in the label's room.
         step = next(m * 10 ** e for e in range(int(math.log10(max(x_end, 1))) + 1) for m in (1, 2, 5)
@@ -384,14 +384,14 @@ def split_merge_figure(splits) -> go.Figure:
         fig.add_hline(y=float(m.max()), line=dict(color="#111827", dash="dot", width=1), row=1, col=1,
                       layer="below")  # under the bars' value labels it crosses
     subtitle = "out = Σ w·acc / Σ w·l with w = 2^(m − max m); each split rescaled to the common max"
-    _style(fig, "Merging the splits", subtitle, height=400)
-    fig.update_layout(showlegend=False, margin=dict(t=_margins(subtitle)[0] + 16))  # + the panel titles
+    apply_style(fig, "Merging the splits", subtitle, height=400)
+    fig.update_layout(showlegend=False, margin=dict(t=title_margins(subtitle)[0] + 16))  # + the panel titles
     fig.update_annotations(font=dict(size=13))
     lo, hi = (float(m.min()), float(m.max())) if n else (0.0, 1.0)
     pad = max(1.0, 0.25 * (hi - lo))
     bottom = min(0.0, lo - pad)
     # Headroom for the max's two-line label at presentation size, as a share of the panel.
-    room = min((2 * 12 * PRESENTATION_SCALE * 1.3 + 8) / _plot_height(400, subtitle), 0.5)
+    room = min((2 * 12 * PRESENTATION_SCALE * 1.3 + 8) / plot_area_height(400, subtitle), 0.5)
     top = max(hi + pad, (hi - room * bottom) / (1 - room))
     fig.update_yaxes(title="m (log2 units)", range=[bottom, top], row=1, col=1)
     fig.update_yaxes(title="% of softmax mass", range=[0, max([*share, 1]) * 1.2], row=1, col=2)

@@ -14,7 +14,14 @@ from plotly.colors import sample_colorscale
 from explorer.cache.sampling import sample_grid
 from explorer.formatting import count
 from explorer.kernel.figures import SPLIT_COLORSCALE
-from explorer.style import OTHER_COLOR, _alpha, _int_ticks, _margins, _no_data, _style
+from explorer.style import (
+    OTHER_COLOR,
+    apply_style,
+    integer_ticks,
+    no_data_figure,
+    title_margins,
+    with_alpha,
+)
 
 #: Most sequences drawn; a larger batch shows every k-th one (and the traced one).
 MAX_WORK_ROWS = 40
@@ -23,7 +30,7 @@ MAX_WORK_ROWS = 40
 _ROW_PX, _MIN_ROW_PX = 30, 22
 #: The traced sequence's band.
 HIGHLIGHT_LINE = "#F59E0B"
-HIGHLIGHT_FILL = _alpha(HIGHLIGHT_LINE, 0.28)
+HIGHLIGHT_FILL = with_alpha(HIGHLIGHT_LINE, 0.28)
 
 
 def work_rows(batch_size: int, highlight: int | None = None, max_rows: int = MAX_WORK_ROWS) -> tuple[list[int], str]:
@@ -79,7 +86,7 @@ def work_list_figure(
     fig = go.Figure()
     lens = [int(n) for n in context_lens]
     if not lens or not max(lens, default=0):
-        return _no_data(fig, "Every context is empty: no program reads a block.", title, 300)
+        return no_data_figure(fig, "Every context is empty: no program reads a block.", title, 300)
     rows, note = work_rows(len(lens), highlight, max_rows)
     row_of = {seq: i for i, seq in enumerate(rows)}
     drawn = work[work["seq"].isin(row_of)]
@@ -109,7 +116,7 @@ def work_list_figure(
         sharing = drawn["sequences"].to_numpy()[pre]
         fig.add_trace(go.Bar(
             orientation="h", y=y[pre], base=drawn["first_block"].to_numpy()[pre], x=length[pre], name="prefix pass",
-            marker=dict(color=_alpha(OTHER_COLOR, 0.35), line=dict(color=OTHER_COLOR, width=1),
+            marker=dict(color=with_alpha(OTHER_COLOR, 0.35), line=dict(color=OTHER_COLOR, width=1),
                         pattern=dict(shape="/", fgcolor=OTHER_COLOR, size=8)),
             text=[f"P{int(o)}" for o in orders[pre]], textposition="inside", insidetextanchor="middle", textangle=0,
             textfont=dict(color="#111827", size=11), constraintext="inside",
@@ -145,12 +152,12 @@ def work_list_figure(
     if note:
         subtitle += f"; {note}"
     row_px = max(_MIN_ROW_PX, min(_ROW_PX, 700 / max(len(rows), 1)))
-    height = int(sum(_margins(subtitle)) + 20 + row_px * len(rows))
-    _style(fig, title, subtitle, height=height)
+    height = int(sum(title_margins(subtitle)) + 20 + row_px * len(rows))
+    apply_style(fig, title, subtitle, height=height)
     fig.update_yaxes(tickmode="array", tickvals=list(range(len(rows))), ticktext=labels, autorange="reversed",
                      showgrid=False, zeroline=False, title=None, automargin=True)
     fig.update_xaxes(title=f"logical block ({count(block_size, 'token')} each)", range=[0, x_end],
-                     zeroline=False, **_int_ticks(0, x_end))
+                     zeroline=False, **integer_ticks(0, x_end))
     fig.update_layout(barmode="overlay", bargap=0.2, showlegend=False,
                       uniformtext=dict(minsize=10, mode="hide"))
     return fig

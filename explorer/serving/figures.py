@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.cache.figures import _legend_square, pool_figure
+from explorer.cache.figures import add_legend_square, pool_figure
 from explorer.cache.sampling import pool_grid_shape
 from explorer.cache.sharing_figures import REF_LEVELS, pool_ref_count_figure
 from explorer.formatting import MS_D3, compact, count
@@ -20,12 +20,12 @@ from explorer.style import (
     MAX_SEQUENCE_LEGEND,
     OTHER_COLOR,
     SEQUENCE_COLORS,
-    _alpha,
-    _gaps,
-    _int_ticks,
-    _margins,
-    _style,
+    apply_style,
+    cell_gaps,
     impl_color,
+    integer_ticks,
+    title_margins,
+    with_alpha,
 )
 
 TAKEN_COLOR = "#FFFFFF"
@@ -190,13 +190,13 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
     x = metrics["step"].to_numpy()
     fig.add_trace(go.Scatter(
         x=x, y=metrics["blocks_in_use"].to_numpy(), name="blocks in use", mode="lines",
-        line=dict(color=POOL_COLOR, width=1.8), fill="tozeroy", fillcolor=_alpha(POOL_COLOR, 0.15),
+        line=dict(color=POOL_COLOR, width=1.8), fill="tozeroy", fillcolor=with_alpha(POOL_COLOR, 0.15),
         customdata=metrics["free_blocks"].to_numpy(),
         hovertemplate="step %{x}: %{y:,} blocks in use, %{customdata:,} free<extra></extra>",
     ), row=1, col=1)
     fig.add_trace(go.Scatter(
         x=x, y=metrics["wasted_slots"].to_numpy(), name="wasted slots", mode="lines",
-        line=dict(color=WASTE_COLOR, width=1.8), fill="tozeroy", fillcolor=_alpha(WASTE_COLOR, 0.18),
+        line=dict(color=WASTE_COLOR, width=1.8), fill="tozeroy", fillcolor=with_alpha(WASTE_COLOR, 0.18),
         customdata=100 * metrics["wasted_fraction"].to_numpy(float),
         hovertemplate="step %{x}: %{y:,} slots wasted (%{customdata:.1f}% of allocated)<extra></extra>",
     ), row=2, col=1)
@@ -206,7 +206,7 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
     ), row=3, col=1)
     fig.add_trace(go.Scatter(
         x=x, y=metrics["waiting"].to_numpy(), name="waiting", mode="lines", line=dict(color=WAITING_COLOR, width=1.8),
-        fill="tozeroy", fillcolor=_alpha(WAITING_COLOR, 0.12),
+        fill="tozeroy", fillcolor=with_alpha(WAITING_COLOR, 0.12),
         hovertemplate="step %{x}: %{y} waiting<extra></extra>",
     ), row=3, col=1)
     if num_blocks is not None:
@@ -224,10 +224,10 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
                     marker=dict(color="#111827", size=7),
                 ), row=r, col=1)
     subtitle = "dotted line = the step shown above"
-    _style(fig, "The pool over time", subtitle, height=620)
-    fig.update_layout(margin=dict(t=_margins(subtitle)[0] + 6), hovermode="x unified")  # + the panel titles
+    apply_style(fig, "The pool over time", subtitle, height=620)
+    fig.update_layout(margin=dict(t=title_margins(subtitle)[0] + 6), hovermode="x unified")  # + the panel titles
     fig.update_annotations(font=dict(size=13), x=0, xanchor="left")
-    fig.update_xaxes(**_int_ticks(x.min(initial=0), x.max(initial=0)))
+    fig.update_xaxes(**integer_ticks(x.min(initial=0), x.max(initial=0)))
     fig.update_xaxes(title="decode step", row=3, col=1)
     # Counts: whole-number ticks even when a short run never leaves 0 to 3.
     panel_px = (620 - 90 - 100) * (1 - 2 * 0.09) / 3
@@ -236,7 +236,7 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
 
     tops = {1: max(num_blocks or 0, top("blocks_in_use")), 2: top("wasted_slots"), 3: top("running", "waiting")}
     for r, name in ((1, "blocks"), (2, "slots"), (3, "requests")):
-        fig.update_yaxes(title=name, rangemode="tozero", row=r, col=1, **_int_ticks(0, max(1, tops[r]), panel_px))
+        fig.update_yaxes(title=name, rangemode="tozero", row=r, col=1, **integer_ticks(0, max(1, tops[r]), panel_px))
     return fig
 
 
@@ -268,7 +268,7 @@ def tradeoff_figure(table, latency_ms: Mapping[int, float] | None = None, curren
     fig = go.Figure()
     fig.add_trace(go.Bar(
         x=x, y=waste, name="wasted slots (%)", marker=dict(
-            color=[_alpha(WASTE_COLOR, 0.85 if b == current else 0.55) for b in sizes],
+            color=[with_alpha(WASTE_COLOR, 0.85 if b == current else 0.55) for b in sizes],
             line=dict(color=["#111827" if b == current else WASTE_COLOR for b in sizes], width=[2 if b == current else 1 for b in sizes]),
         ),
         text=[f"{w:.1f}%" for w in waste], textposition="outside", cliponaxis=False, customdata=custom,
@@ -289,7 +289,7 @@ def tradeoff_figure(table, latency_ms: Mapping[int, float] | None = None, curren
         fig.update_layout(yaxis2=dict(title="Triton latency (ms)", overlaying="y", side="right", rangemode="tozero",
                                       tickmode="auto", nticks=6,
                                       showgrid=False, color=impl_color("triton")))
-    _style(fig, "Block size: memory waste against kernel latency", subtitle, height=420)
+    apply_style(fig, "Block size: memory waste against kernel latency", subtitle, height=420)
     fig.update_xaxes(title="block size (tokens)", type="category")
     # The waste axis only: update_yaxes would also reach the latency axis (y2).
     fig.update_layout(yaxis=dict(title="wasted slots (% of allocated)", rangemode="tozero",
@@ -377,11 +377,11 @@ def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: 
     pad = n_rows * n_cols - num_blocks
     subtitle = (f"{count(num_blocks, 'block')} of {count(block_size, 'slot')}; colour = owning sequence "
                 f"({len(SEQUENCE_COLORS)} colours, repeating), grey = free")
-    top = _margins(subtitle)[0]
+    top = title_margins(subtitle)[0]
     bottom = _AXIS_PX + _BUTTONS_PX + _SLIDER_PX + _LEGEND_PX
     plot_height = int(min(720, max(360, 240 + 24 * n_rows))) - top - 110
     height = plot_height + top + bottom
-    gaps = _gaps(n_rows, n_cols, plot_height)
+    gaps = cell_gaps(n_rows, n_cols, plot_height)
     colors = [FREE_COLOR, OTHER_COLOR, *SEQUENCE_COLORS]
     k = len(colors)
     scale = [p for i, c in enumerate(colors) for p in ([i / k, c], [(i + 1) / k, c])]
@@ -397,14 +397,14 @@ def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: 
 
     fig = go.Figure(data=[heatmap(owners[0])] if len(owners) else [])
     fig.frames = [go.Frame(data=[heatmap(o)], name=str(int(s)), traces=[0]) for o, s in zip(owners, steps)]
-    _legend_square(fig, FREE_COLOR, "free", line="#CBD5E1")
+    add_legend_square(fig, FREE_COLOR, "free", line="#CBD5E1")
     seqs = np.unique(owners[owners >= 0])
     if len(seqs) <= MAX_SEQUENCE_LEGEND:
         for seq in seqs:
-            _legend_square(fig, SEQUENCE_COLORS[int(seq) % len(SEQUENCE_COLORS)], f"sequence {int(seq)}",
+            add_legend_square(fig, SEQUENCE_COLORS[int(seq) % len(SEQUENCE_COLORS)], f"sequence {int(seq)}",
                            meta={"sequence": int(seq)})
     else:
-        _legend_square(fig, SEQUENCE_COLORS[0], "a sequence (colour by seq_id)")
+        add_legend_square(fig, SEQUENCE_COLORS[0], "a sequence (colour by seq_id)")
     slider_steps = [
         dict(method="animate", label=str(int(s)),
              args=[[str(int(s))], dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))])
@@ -428,10 +428,10 @@ def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: 
                       yanchor="top", currentvalue=dict(prefix="step ", font=dict(size=13), xanchor="left"),
                       pad=dict(t=0, b=0, l=0, r=0))],
     )
-    _style(fig, "The pool, replayed", subtitle, height=height)
+    apply_style(fig, "The pool, replayed", subtitle, height=height)
     fig.update_layout(margin=dict(b=bottom))
     fig.update_xaxes(title="+ offset within row", range=[-0.5, n_cols - 0.5], showgrid=False, zeroline=False,
-                     **_int_ticks(0, n_cols - 1))
+                     **integer_ticks(0, n_cols - 1))
     step = max(1, math.ceil(n_rows / 10))
     rows = list(range(0, n_rows, step))
     fig.update_yaxes(title="first block", autorange="reversed", showgrid=False, zeroline=False, tickmode="array",

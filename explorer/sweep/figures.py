@@ -13,13 +13,13 @@ import plotly.graph_objects as go
 from explorer.formatting import MS_D3, format_axis_value, kv_dtype_label
 from explorer.style import (
     IMPL_COLORS,
-    _alpha,
-    _log_hline_labels,
-    _log_range,
-    _margins,
-    _no_data,
-    _style,
+    apply_style,
     impl_color,
+    label_log_hlines,
+    log_axis_range,
+    no_data_figure,
+    title_margins,
+    with_alpha,
 )
 
 #: Line dash and marker of each source of a sweep chart (this session, then uploads).
@@ -62,7 +62,7 @@ def _fit_legend(fig: go.Figure) -> go.Figure:
     if len(names) < 2 or _legend_rows_h(names) <= LEGEND_MAX_ROWS:
         return fig
     fig.update_layout(legend=dict(orientation="v", tracegroupgap=0),
-                      # The bottom margin of :func:`_style` holds the x axis title and about
+                      # The bottom margin of :func:`apply_style` holds the x axis title and about
                       # 1.5 rows of legend; the column needs a row per entry.
                       height=fig.layout.height + LEGEND_ROW_PX * len(names) - 30)
     return fig
@@ -160,7 +160,7 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
     fig = go.Figure()
     title = "Latency across the sweep"
     if frame is None or not len(frame):
-        return _no_data(fig, "No points yet.", title)
+        return no_data_figure(fig, "No points yet.", title)
     series = _series(frame)
     sources = [name for name, _, _ in series]
     ys: list[float] = []
@@ -178,7 +178,7 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
                     x=ok["value"].to_numpy(float), y=med, mode="lines+markers", name=_trace_name(label, source, sources),
                     legendgroup=f"{name}", line=dict(color=color, width=2.2, dash=SOURCE_DASHES[si % 4]),
                     marker=dict(color=color, size=8, symbol=SOURCE_SYMBOLS[si % 4]),
-                    error_y=dict(type="data", array=hi, arrayminus=lo, color=_alpha(color, 0.5), thickness=1.2, width=3),
+                    error_y=dict(type="data", array=hi, arrayminus=lo, color=with_alpha(color, 0.5), thickness=1.2, width=3),
                     customdata=np.stack([ok["p20_ms"].to_numpy(float), ok["p80_ms"].to_numpy(float)], axis=-1),
                     hovertemplate=f"{label} ({source})<br>%{{x:,}}: median %{{y:{MS_D3}}} ms"
                     f"<br>p20–p80 %{{customdata[0]:{MS_D3}}}–%{{customdata[1]:{MS_D3}}} ms<extra></extra>",
@@ -208,10 +208,10 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
                                          else "source and KV cache")
     if note:
         subtitle += f"; {note}"
-    _style(fig, title, subtitle, height=440)
+    apply_style(fig, title, subtitle, height=440)
     _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
     if _y_log(fig, ys, title="latency (ms)"):
-        _log_range(fig, ys, 0.2, 0.55 if skipped_any else 0.35)  # room for the "skipped" labels
+        log_axis_range(fig, ys, 0.2, 0.55 if skipped_any else 0.35)  # room for the "skipped" labels
     return _fit_legend(fig)
 
 
@@ -240,7 +240,7 @@ def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
     fig = go.Figure()
     title = "Achieved bandwidth and the copy ceiling"
     if frame is None or not len(frame):
-        return _no_data(fig, "No points yet.", title)
+        return no_data_figure(fig, "No points yet.", title)
     series = _series(frame)
     sources = [name for name, _, _ in series]
     ys: list[float] = []
@@ -292,15 +292,15 @@ def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
     subtitle = "bytes a decode step must move ÷ time; GPU time where measured, else call latency"
     if note:
         subtitle += f"; {note}"
-    _style(fig, title, subtitle, height=440)
+    apply_style(fig, title, subtitle, height=440)
     _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
     if _y_log(fig, ys, span=20, title="GB/s"):
-        _log_range(fig, ys, 0.2, 0.3)
-        _log_hline_labels(fig)
+        log_axis_range(fig, ys, 0.2, 0.3)
+        label_log_hlines(fig)
     else:
         fig.update_yaxes(rangemode="tozero", range=[0, max(ys, default=1) * 1.15])
     if not ceilings:
-        fig.update_layout(margin=dict(t=_margins(subtitle)[0] + 26))  # room for the note above the plot
+        fig.update_layout(margin=dict(t=title_margins(subtitle)[0] + 26))  # room for the note above the plot
     return _fit_legend(fig)
 
 
@@ -321,7 +321,7 @@ def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
     label_t = _label(target)
     title = f"Speedup of {label_t} over the others"
     if frame is None or not len(frame) or not ((frame["implementation"] == target) & (frame["status"] == "ok")).any():
-        return _no_data(fig, f"No {label_t} result to compare against.", title, height=400)
+        return no_data_figure(fig, f"No {label_t} result to compare against.", title, height=400)
     series = _series(frame)
     sources = [name for name, _, _ in series]
     ys: list[float] = []
@@ -353,12 +353,12 @@ def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
                 ))
     fig.add_hline(y=1, line=dict(color="#9CA3AF", dash="dash", width=1),
                   annotation_text="same speed", annotation_position="bottom right")
-    _style(fig, title, f"median of each implementation ÷ median of {label_t}; above 1: {label_t} is faster",
+    apply_style(fig, title, f"median of each implementation ÷ median of {label_t}; above 1: {label_t} is faster",
            height=440)
     _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
     if _y_log(fig, [*ys, 1.0], span=30, title="speedup (×)"):
-        _log_range(fig, [*ys, 1.0], 0.25, 0.35)
-        _log_hline_labels(fig)
+        log_axis_range(fig, [*ys, 1.0], 0.25, 0.35)
+        label_log_hlines(fig)
     else:
         fig.update_yaxes(rangemode="tozero", range=[0, max([*ys, 1.0]) * 1.15])
     return _fit_legend(fig)
@@ -397,13 +397,13 @@ def sweep_ratio_figure(
             meta={"implementation": name},
         ))
     if not ys:
-        return _no_data(fig, "The two sweeps share no measured point.", title)
+        return no_data_figure(fig, "The two sweeps share no measured point.", title)
     fig.add_hline(y=1, line=dict(color="#9CA3AF", dash="dash", width=1))
-    _style(fig, title, f"median time in “{numerator}” ÷ in “{denominator}”; below 1: the first is faster",
+    apply_style(fig, title, f"median time in “{numerator}” ÷ in “{denominator}”; below 1: the first is faster",
            height=400)
     _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
     if _y_log(fig, [*ys, 1.0], span=10, title="time ratio (×)"):
-        _log_range(fig, [*ys, 1.0], 0.2, 0.3)
+        log_axis_range(fig, [*ys, 1.0], 0.2, 0.3)
     else:
         fig.update_yaxes(rangemode="tozero", range=[0, max([*ys, 1.0]) * 1.15])
     return _fit_legend(fig)
