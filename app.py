@@ -14,6 +14,7 @@ when that session opens a page's URL directly.
 import streamlit as st
 
 import paged_attention  # noqa: F401  (first: sets TRITON_INTERPRET on a CPU-only machine)
+from ui.charts import page_style
 from ui.sidebar import render_sidebar
 
 # The favicon is an emoji, drawn inline (a data: URL): a ``:material/...:`` page_icon is
@@ -51,4 +52,5 @@ ROOT = st.Page(_open_first_page, title="Paged-attention explorer", url_path="ope
 
 page = st.navigation([ROOT, *PAGES])
 render_sidebar(page.url_path)
-page.run()
+with page_style():  # the page's figures are built at the sidebar's presentation scale
+    page.run()

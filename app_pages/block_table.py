@@ -2,18 +2,16 @@
 
 import streamlit as st
 
-from explorer import formatting, limits, style
+from explorer import formatting, limits
 from explorer.bench import readouts
 from explorer.cache import block_link, sampling, sharing_figures, walk_figures
 from explorer.cache import figures as cache_figures
-from explorer.settings import MAX_CONTEXT
+from explorer.limits import MAX_CONTEXT, MAX_SAMPLES
 from ui.charts import show_chart
 from ui.data import block_arrays_for, shared_batch_for
 from ui.inputs import bounded_number_input
 from ui.sidebar import current, show_config_error
 
-#: The sharing scenario's bounds: samples per request (n), and its default common prompt.
-MAX_SAMPLES = 64
 DEFAULT_COMMON_PROMPT = 64
 
 st.title("Block table")
@@ -180,6 +178,6 @@ show_chart(
     walk_figures.block_walk_figure(tables[seq], lengths[seq], config.block_size, seq, config.num_blocks),
     key="bt_path", parent=path, width="stretch",
 )
-walk_grid = sampling.sample_grid(needed, config.block_size, style.MAX_WALK_CELLS)
+walk_grid = sampling.sample_grid(needed, config.block_size, limits.MAX_WALK_CELLS)
 if walk_grid.sampled:
     st.caption(walk_grid.note("logical block", "slot"))

@@ -6,13 +6,14 @@ import streamlit as st
 from explorer import formatting, limits
 from explorer.bench import figures as bench_figures
 from explorer.bench import readouts
+from explorer.limits import MAX_HISTORY
 from paged_attention import IMPLEMENTATIONS, LABELS
-from ui.benchmark import BenchmarkOOM, BenchmarkRefused, run_benchmark_locked
+from ui.benchmark import run_benchmark_locked
 from ui.charts import show_chart
 from ui.recorded import recorded_durations, show_recorded, show_recorded_pointer
+from ui.run_guard import QueueNote, guarded
 from ui.sidebar import current, show_config_error
 
-MAX_HISTORY = 20
 LAST, HISTORY = "bench_last", "bench_history"
 #: Results of the run in progress, kept as each is measured: a second click on Run
 #: stops that run, and the run it starts reuses them.
@@ -95,12 +96,6 @@ if stopped is not None and not run:
     )
 
 
-def _failed(status, label: str, message: str, icon: str) -> None:
-    st.session_state.pop(PARTIAL, None)
-    status.update(label=label, state="error", expanded=True)
-    st.error(message, icon=icon)
-
-
 def _run() -> None:
     key = (config, tuple(names), plan.warmup, plan.iters)
     partial = st.session_state.get(PARTIAL)
@@ -120,33 +115,21 @@ def _run() -> None:
             st.write(f"{mark} **{r.label}**: median {formatting.format_duration(r.median_ms)} over "
                      f"{formatting.count(len(r.samples_ms), 'call')}{note}")
 
-        def on_wait() -> None:
-            st.info("Queued: another session is running a benchmark on this machine; yours starts when it ends.",
-                    icon=":material/hourglass_top:")
-
-        def on_own_wait() -> None:
-            st.info("Your previous run is still finishing its timing rounds; this run takes over when it ends "
-                    "and keeps what it measured.", icon=":material/hourglass_top:")
-
         quantization = []  # filled for an fp8 cache
 
-        try:
-            results, copy_gbps = run_benchmark_locked(
-                config, names, warmup=plan.warmup, iters=plan.iters,
-                on_progress=on_progress, on_result=on_result, on_wait=on_wait, on_own_wait=on_own_wait,
-                done=partial["results"], on_quantization=quantization.append,
-            )
         # A run stopped by a second click raises Streamlit's StopException (not an
         # Exception): its results stay in PARTIAL for the run that replaced it.
-        except BenchmarkRefused as exc:
-            return _failed(status, "Not run: not enough memory", str(exc), ":material/memory:")
-        except BenchmarkOOM as exc:
-            return _failed(status, "Out of GPU memory", str(exc), ":material/memory:")
-        except ValueError as exc:
-            return _failed(status, "Invalid configuration", str(exc), ":material/error:")
-        except Exception as exc:  # the app must keep working whatever a run does
-            return _failed(status, "The run failed", f"The run failed: {type(exc).__name__}: {exc}",
-                           ":material/error:")
+        with QueueNote("yours starts when it ends",
+                       "this run takes over when it ends and keeps what it measured") as queue:
+            out = guarded(
+                run_benchmark_locked, config, names, warmup=plan.warmup, iters=plan.iters, status=status,
+                on_progress=on_progress, on_result=on_result, on_wait=queue.on_wait, on_own_wait=queue.on_own_wait,
+                done=partial["results"], on_quantization=quantization.append,
+            )
+        if out is None:
+            st.session_state.pop(PARTIAL, None)
+            return
+        results, copy_gbps = out
         st.session_state.pop(PARTIAL, None)
         bar.progress(1.0, text="done")
         status.update(label=f"Done: {formatting.count(len(results), 'implementation')}", state="complete",

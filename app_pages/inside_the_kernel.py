@@ -19,19 +19,13 @@ from explorer.kernel.view import (
     work_list,
     work_list_summary,
 )
-from explorer.page_urls import PageField, read_fields
+from explorer.limits import MAX_SPLITS
 from ui.charts import show_chart
 from ui.data import block_arrays_for, config_key, kernel_trace
 from ui.inputs import bounded_number_input
-from ui.sidebar import (
-    current,
-    show_config_error,
-    show_page_url_notes,
-    sync_url,
-    take_page_query,
-)
+from ui.page_state import seed_page
+from ui.sidebar import current, show_config_error, sync_url
 
-MAX_SPLITS = 256
 #: Trace columns that only say something when a prefix pass ran.
 PREFIX_COLUMNS = ("pass", "sequences", "query_rows")
 
@@ -59,16 +53,11 @@ tables, _ = block_arrays_for(config)
 groups = prefix_groups(config, tables)
 pre_plan = prefix_plan(config, tables, groups)
 
-if "ik_seq" not in ss:  # the page's first run in this session
-    # The URL's sequence and query head (ik_seq, ik_head), else the longest sequence: it walks the most tiles.
-    defaults = {"ik_seq": max(range(config.batch_size), key=lambda b: config.lengths[b]), "ik_head": 0}
-    found, notes = read_fields([PageField("ik_seq", "ik_seq", bounds=(0, config.batch_size - 1)),
-                                PageField("ik_head", "ik_head", bounds=(0, config.num_heads - 1))],
-                               take_page_query("inside_the_kernel"), defaults)
-    ss.update({**defaults, **found})
-    show_page_url_notes("ik", notes)
-else:
-    show_page_url_notes("ik")
+# On the page's first run in this session: the URL's sequence and query head (ik_seq, ik_head), else the
+# longest sequence: it walks the most tiles.
+seed_page("inside_the_kernel",
+          {"ik_seq": max(range(config.batch_size), key=lambda b: config.lengths[b]), "ik_head": 0},
+          bounds={"ik_seq": (0, config.batch_size - 1), "ik_head": (0, config.num_heads - 1)})
 for key, top in (("ik_seq", config.batch_size - 1), ("ik_head", config.num_heads - 1)):
     if ss.get(key, 0) > top:
         ss[key] = top

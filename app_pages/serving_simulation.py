@@ -6,39 +6,34 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer import formatting, limits, style
+from explorer import formatting, limits
 from explorer import settings as state
 from explorer.bench import readouts
 from explorer.cache import figures as cache_figures
 from explorer.cache import sampling, sharing_figures
-from explorer.page_urls import PageField, read_fields
+from explorer.limits import (
+    MAX_ANIMATION_VALUES,
+    MAX_LENGTH,
+    MAX_POOL_BLOCKS,
+    MAX_RATE,
+    MAX_SAMPLES,
+    MAX_SIM_BATCH,
+    MAX_STEPS,
+)
 from explorer.serving import figures as serving_figures
 from explorer.serving.history import valid_block_sizes
 from explorer.serving.simulator import LENGTH_KINDS
 from explorer.serving.tradeoff import DEFAULT_BLOCK_SIZES
 from paged_attention import build_decode_inputs
-from ui.benchmark import BenchmarkOOM, BenchmarkRefused, time_inputs_locked
+from ui.benchmark import time_inputs_locked
 from ui.charts import show_chart
 from ui.data import SERVING_LABELS, block_size_table, serving_history
 from ui.inputs import bounded_number_input
-from ui.sidebar import (
-    current,
-    show_config_error,
-    show_page_url_notes,
-    sync_url,
-    take_page_query,
-)
+from ui.page_state import seed_page
+from ui.run_guard import QueueNote, guarded
+from ui.sidebar import current, show_config_error, sync_url
 
-MAX_POOL_BLOCKS = 16_384
-MAX_STEPS = 1000
-MAX_SIM_BATCH = 256
-MAX_RATE = 8.0
-MAX_LENGTH = 16_384
-#: Most samples per request (n); a request's samples also need that many batch slots.
-MAX_SAMPLES = 64
 TRADEOFF_STEPS = 200
-#: The animation sends frames x blocks cells to the browser; at most this many.
-MAX_ANIMATION_VALUES = 200_000
 #: Block sizes whose kernel latency is measured on the CPU (the interpreter is slow).
 CPU_TRADEOFF_SIZES = (4, 16, 64)
 LATENCY, TRADEOFF_LATENCY = "sv_latency", "sv_tradeoff_latency"
@@ -89,30 +84,8 @@ if cpu:
     DEFAULTS["sv_max_batch"] = limits.largest_cpu_batch(
         config, DEFAULTS["sv_prompt_hi"] + DEFAULTS["sv_output_hi"], nominal)
     DEFAULTS["sv_rate"] = max(0.01, round(DEFAULTS["sv_rate"] * DEFAULTS["sv_max_batch"] / nominal, 2))
-if "sv_num_blocks" not in ss:  # the page's first run in this session: the URL's values over the defaults
-    length_bounds = (1, MAX_LENGTH)
-    found, notes = read_fields(
-        [PageField("sv_num_blocks", "sv_num_blocks", bounds=(1, MAX_POOL_BLOCKS)),
-         PageField("sv_block_size", "sv_block_size", choices=state.BLOCK_SIZES),
-         PageField("sv_max_batch", "sv_max_batch", bounds=(1, MAX_SIM_BATCH)),
-         PageField("sv_rate", "sv_rate", bounds=(0.0, MAX_RATE), decimal=True),
-         PageField("sv_seed", "sv_seed", bounds=(0, state.MAX_SEED)),
-         PageField("sv_steps", "sv_steps", bounds=(1, MAX_STEPS)),
-         PageField("sv_prompt_kind", "sv_prompt_kind", choices=tuple(LENGTH_KINDS)),
-         PageField("sv_prompt_lo", "sv_prompt_lo", bounds=length_bounds),
-         PageField("sv_prompt_hi", "sv_prompt_hi", bounds=length_bounds),
-         PageField("sv_output_kind", "sv_output_kind", choices=tuple(LENGTH_KINDS)),
-         PageField("sv_output_lo", "sv_output_lo", bounds=length_bounds),
-         PageField("sv_output_hi", "sv_output_hi", bounds=length_bounds),
-         PageField("sv_system_prompt", "sv_system_prompt", bounds=(0, MAX_LENGTH)),
-         PageField("sv_samples", "sv_samples", bounds=(1, MAX_SAMPLES)),
-         PageField("sv_pool_colour", "sv_pool_colour", choices=serving_figures.POOL_COLOR_MODES)],
-        take_page_query("serving_simulation"), DEFAULTS,
-    )
-    ss.update({**DEFAULTS, **found})
-    show_page_url_notes("sv", notes)
-else:
-    show_page_url_notes("sv")
+# The page's first run in this session: the URL's values over the defaults.
+seed_page("serving_simulation", DEFAULTS, choices={"sv_pool_colour": serving_figures.POOL_COLOR_MODES})
 for key, value in DEFAULTS.items():
     ss.setdefault(key, value)
 for key in ("sv_prompt_kind", "sv_output_kind", "sv_pool_colour"):
@@ -133,7 +106,7 @@ with st.container(border=True):
     bounded_number_input(c[3], L["arrival_rate"], 0.0, MAX_RATE, step=0.05, key="sv_rate",
                          persist_state="session", format="%.2f",
                          note_parent=st, help="mean new requests per decode step (Poisson)")
-    bounded_number_input(c[4], L["seed"], 0, state.MAX_SEED, step=1, key="sv_seed",
+    bounded_number_input(c[4], L["seed"], 0, limits.MAX_SEED, step=1, key="sv_seed",
                          persist_state="session", note_parent=st,
                          help="the request stream depends on it alone")
     bounded_number_input(c[5], L["steps"], 1, MAX_STEPS, step=50, key="sv_steps",
@@ -297,10 +270,10 @@ st.caption(
 
 if st.toggle("Play the pool over time (animation)", key="sv_anim", persist_state="session",
              help="replays the pool in the browser; built only while this is on, as it is a large figure"):
-    if num_blocks > style.MAX_POOL_CELLS:
-        st.caption(f"The animation draws pools of up to {style.MAX_POOL_CELLS:,} blocks.")
+    if num_blocks > limits.MAX_POOL_CELLS:
+        st.caption(f"The animation draws pools of up to {limits.MAX_POOL_CELLS:,} blocks.")
     else:
-        count = max(2, min(steps, serving_figures.MAX_ANIMATION_FRAMES, MAX_ANIMATION_VALUES // num_blocks))
+        count = max(2, min(steps, limits.MAX_ANIMATION_FRAMES, MAX_ANIMATION_VALUES // num_blocks))
         frames = np.array(serving_figures.animation_steps(steps, count))
         owners = np.stack([history.records[s].pool_owner() for s in frames])
         show_chart(serving_figures.pool_animation_figure(owners, frames.tolist(), block_size), key="sv_anim_chart",
@@ -319,34 +292,13 @@ heads = dict(num_heads=config.num_heads, num_kv_heads=config.num_kv_heads, head_
 context = (num_blocks, block_size, *traffic, steps, tuple(sorted(heads.items())))
 
 
-def _queued() -> None:
-    st.info("Queued: another session is running a benchmark on this machine; this run starts when it ends.",
-            icon=":material/hourglass_top:")
-
-
-def _own_queued() -> None:
-    st.info("Your previous run is still finishing; this run starts when it ends.", icon=":material/hourglass_top:")
-
-
 def _time_triton(dconfig, make_inputs, warmup: int, iters: int):
     """Median ms and GB/s of the Triton kernel on ``make_inputs()`` (inputs of
     ``dconfig``); raises as time_inputs_locked."""
-    (r,) = time_inputs_locked(dconfig, make_inputs, ["triton"], warmup=warmup, iters=iters,
-                              on_wait=_queued, on_own_wait=_own_queued)
+    with QueueNote("this run starts when it ends") as note:
+        (r,) = time_inputs_locked(dconfig, make_inputs, ["triton"], warmup=warmup, iters=iters,
+                                  on_wait=note.on_wait, on_own_wait=note.on_own_wait)
     return r
-
-
-def _run_guarded(fn, *args):
-    """Run ``fn``; turn the run's failures into messages on the page (None returned)."""
-    try:
-        return fn(*args)
-    except (BenchmarkRefused, BenchmarkOOM) as exc:
-        st.error(str(exc), icon=":material/memory:")
-    except ValueError as exc:
-        st.error(str(exc), icon=":material/error:")
-    except Exception as exc:  # the page must keep working whatever a run does
-        st.error(f"The run failed: {type(exc).__name__}: {exc}", icon=":material/error:")
-    return None
 
 
 if record.num_running == 0:
@@ -367,7 +319,7 @@ else:
     if clicked:
         with st.spinner("Timing the Triton kernel…"):
             snap = record.snapshot()
-            r = _run_guarded(_time_triton, snap.decode_config(**heads), lambda: snap.decode_inputs(**heads),
+            r = guarded(_time_triton, snap.decode_config(**heads), lambda: snap.decode_inputs(**heads),
                              plan.warmup, plan.iters)
         if r is not None:
             ss.setdefault(LATENCY, {}).setdefault(context, {})[step] = {
@@ -446,7 +398,7 @@ if sizes:
         bar = st.progress(0.0, text="timing")
         for i, (b_size, plan) in enumerate(plans.items()):
             bar.progress(i / len(plans), text=f"block size {b_size} ({i + 1}/{len(plans)})")
-            r = _run_guarded(_time_triton, configs[b_size], lambda c=configs[b_size]: build_decode_inputs(c),
+            r = guarded(_time_triton, configs[b_size], lambda c=configs[b_size]: build_decode_inputs(c),
                              plan.warmup, plan.iters)
             if r is None:
                 break

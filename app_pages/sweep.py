@@ -3,9 +3,10 @@
 import pandas as pd
 import streamlit as st
 
-from explorer import formatting
+from explorer import formatting, limits
 from explorer.bench import readouts
-from explorer.page_urls import PageField, read_fields
+from explorer.limits import MAX_BUDGET_S
+from explorer.page_urls import read_page
 from explorer.sweep import figures as sweep_figures
 from explorer.sweep import grid as sweep_grid
 from explorer.sweep import runs as sweep_runs
@@ -13,17 +14,12 @@ from paged_attention import IMPLEMENTATIONS, LABELS
 from ui.charts import show_chart
 from ui.inputs import bounded_number_input
 from ui.recorded_sweeps import show_recorded_sweeps
-from ui.sidebar import (
-    current,
-    show_config_error,
-    show_page_url_notes,
-    sync_url,
-    take_page_query,
-)
+from ui.page_state import show_url_notes
+from ui.run_guard import QueueNote
+from ui.sidebar import current, show_config_error, sync_url, take_page_query
 from ui.sweep import JOB, cancel_sweep, device_name, measure, run_next_point
 
 DEFAULT_BUDGET_S = 10.0
-MAX_BUDGET_S = 600.0
 SOURCE = "this session"
 AXIS_NOTES = {
     "context_len": "every sequence gets the same context length",
@@ -59,18 +55,14 @@ def _from_url() -> list[str]:
     """Seed the controls from the URL (``sw_axis``, ``sw_from``, ``sw_to``, ``sw_points``,
     ``sw_spacing``), the axis first: the range's defaults and limits depend on it."""
     query = take_page_query("sweep")
-    found, notes = read_fields([PageField("sw_axis", "sw_axis", choices=tuple(sweep_grid.AXES))], query,
-                               {"sw_axis": "context_len"})
+    found, notes = read_page("sweep", query, {"sw_axis": "context_len"}, keys=("sw_axis",))
     ss["sw_axis"] = found.get("sw_axis", "context_len")
     _axis_defaults()
     ss["sw_spacing"] = "log"
-    limits = sweep_grid.AXIS_LIMITS[ss["sw_axis"]]
-    found, more = read_fields(
-        [PageField("sw_from", "sw_low", bounds=limits), PageField("sw_to", "sw_high", bounds=limits),
-         PageField("sw_points", "sw_points", bounds=(1, sweep_grid.MAX_POINTS)),
-         PageField("sw_spacing", "sw_spacing", choices=sweep_grid.SPACINGS)],
-        query, {k: ss[k] for k in ("sw_low", "sw_high", "sw_points", "sw_spacing")},
-    )
+    axis_limits = sweep_grid.AXIS_LIMITS[ss["sw_axis"]]
+    keys = ("sw_low", "sw_high", "sw_points", "sw_spacing")
+    found, more = read_page("sweep", query, {k: ss[k] for k in keys}, keys=keys,
+                            bounds={"sw_low": axis_limits, "sw_high": axis_limits})
     ss.update(found)
     if ("sw_low" in found or "sw_high" in found) and "sw_points" not in found:  # one per doubling, as by hand
         ss["sw_points"] = sweep_grid.default_points(ss["sw_axis"], ss["sw_low"], ss["sw_high"], cpu)
@@ -78,9 +70,9 @@ def _from_url() -> list[str]:
 
 
 if ss.get("sw_axis") not in sweep_grid.AXES:  # the page's first run in this session
-    show_page_url_notes("sw", _from_url())
+    show_url_notes("sweep", _from_url())
 else:
-    show_page_url_notes("sw")
+    show_url_notes("sweep")
 ss.setdefault("sw_spacing", "log")
 ss.setdefault("sw_budget", DEFAULT_BUDGET_S)
 if ss["sw_spacing"] is None:  # segmented control deselected
@@ -138,7 +130,7 @@ with st.container(border=True):
     high = bounded_number_input(top[2], "To", lo_limit, hi_limit, step=1, key="sw_high",
                                 persist_state="session", disabled=running,
                                 note_parent=st)
-    points = bounded_number_input(middle[1], "Points", 1, sweep_grid.MAX_POINTS, step=1, key="sw_points",
+    points = bounded_number_input(middle[1], "Points", 1, limits.MAX_POINTS, step=1, key="sw_points",
                                   persist_state="session",
                                   disabled=running, note_parent=st)
 
@@ -226,7 +218,7 @@ charts = st.container()
 st.subheader("Compare with a saved sweep")
 upload = st.file_uploader(
     "Upload a sweep CSV downloaded from this page (another machine, or another version of the kernel)",
-    type=["csv"], key="sw_upload", max_upload_size=max(1, round(sweep_runs.MAX_CSV_BYTES / 1e6)),
+    type=["csv"], key="sw_upload", max_upload_size=max(1, round(limits.MAX_CSV_BYTES / 1e6)),
 )
 uploaded = None
 if upload is not None:
@@ -353,11 +345,7 @@ with charts:
 show_recorded_sweeps(mine)
 
 if job is not None and job.running:
-    def _queued() -> None:
-        st.info("Queued: another session is running a benchmark on this machine; the sweep goes on when it ends.",
-                icon=":material/hourglass_top:")
-
-    with job.lock:
+    with job.lock, QueueNote("the sweep goes on when it ends") as queue:
         if job.running:  # not cancelled while this run waited for the lock
-            run_next_point(job, on_wait=_queued)
+            run_next_point(job, on_wait=queue.on_wait)
     st.rerun()

@@ -1,8 +1,11 @@
 """Text and number formatting for the explorer: the one home of every formatter.
 
-Counts with their nouns, durations, byte sizes, speedups, axis values and the
-wording helpers (code spans, sentences, "a, b or c") that the pages, the
-figures and the readouts share, so one quantity reads the same everywhere.
+Counts with their nouns, durations, byte sizes, bandwidths, speedups,
+percentages, axis values and the wording helpers (code spans, sentences, "a, b
+or c") that the pages, the figures and the readouts share, so one quantity reads
+the same everywhere. Measured and derived numbers get three significant figures
+(:func:`sig3`), in one unit per quantity on a page (:func:`duration_unit`), in a
+card, a chart and a table alike (:func:`sig3_column`); counts are exact.
 """
 
 from __future__ import annotations
@@ -10,6 +13,18 @@ from __future__ import annotations
 import math
 import re
 from typing import Sequence
+
+
+#: Characters of a value from outside the app (a URL's) that a note quotes; a longer one is cut.
+QUOTE_CHARS = 40
+
+
+def shorten(text: str, limit: int = QUOTE_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, the last an ellipsis, when longer:
+    a value from outside the app (a 400-digit URL parameter) quoted whole would
+    fill the sidebar."""
+    text = str(text)
+    return text if len(text) <= limit else text[: max(limit - 1, 1)] + "…"
 
 
 def plain(text: str) -> str:
@@ -60,20 +75,21 @@ def format_number(v: float) -> str:
 
 
 def compact(n: int) -> str:
-    """``524288 -> "524k"``, ``12345 -> "12,345"``: short counts for tight labels."""
+    """``524288 -> "524k"``, ``12345 -> "12,345"``, ``8388608 -> "8.39M"``: short
+    counts for tight labels (exact below 100,000, else three significant figures)."""
     n = int(n)
     if abs(n) < 100_000:
         return f"{n:,}"
-    if abs(n) < 1_000_000:
-        return f"{n / 1e3:,.0f}k"
-    return f"{n / 1e6:,.1f}M"
+    if abs(n) < 999_500:
+        return f"{sig3(n / 1e3)}k"
+    return f"{sig3(n / 1e6)}M"
 
 
 def format_axis_value(v: float) -> str:
     """A sweep's axis value: ``4096 -> "4k"`` for multiples of 1024, else :func:`compact`."""
     v = int(v)
     if v >= 1024 and v % 1024 == 0:
-        return f"{v // 1024}k"
+        return f"{format_number(v // 1024)}k"
     return compact(v)
 
 
@@ -99,22 +115,55 @@ def in_unit(ms: float, unit: str) -> float:
     return ms * DURATION_UNITS[unit]
 
 
-def _three_digits(value: float) -> str:
-    """``value`` to three significant digits in fixed notation with thousands
-    separators: ``0.000612 -> "0.000612"``, ``69.84 -> "69.8"``, ``1234 -> "1,230"``."""
+#: Below this magnitude :func:`sig3` writes a power of ten (``1.23e-05``): fixed
+#: notation would be all zeros.
+SCIENTIFIC_BELOW = 1e-4
+
+
+def sig3(value: float | None) -> str:
+    """``value`` to three significant figures, the explorer's one rule for a
+    measured or derived number: fixed notation with thousands separators
+    (``0.000612 -> "0.000612"``, ``69.84 -> "69.8"``, ``382.5 -> "382"``, ``1234 ->
+    "1,230"``, ``2 -> "2.00"``), a power of ten below :data:`SCIENTIFIC_BELOW`
+    (``1.234e-07 -> "1.23e-07"``); ``"0"`` for zero, ``"n/a"`` for None or NaN.
+
+    Examples
+    --------
+    >>> [sig3(v) for v in (382.5, 0.99996, 12345.6, 0.0)]
+    ['382', '1.00', '12,300', '0']
+    """
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    value = float(value)
     if not math.isfinite(value):
         return f"{value:g}"
     value = float(f"{value:.3g}")  # round first: 0.99996 is "1.00", not "1.000"
     if value == 0:
         return "0"
+    if abs(value) < SCIENTIFIC_BELOW:
+        return f"{value:.2e}"
     decimals = max(0, 2 - math.floor(math.log10(abs(value))))
     return f"{value:,.{decimals}f}"
+
+
+def sig3_column(values) -> list[str]:
+    """:func:`sig3` of each of ``values`` (a pandas column, a list), for a table
+    cell that must read as the card or chart label beside it (``382``, not
+    ``382.5``); missing values are ``"n/a"``. Show it right-aligned
+    (``ui.tables.number_column``)."""
+    return [sig3(None if v is None or v != v else v) for v in values]
+
+
+def format_percent(share: float | None) -> str:
+    """``share`` (a fraction) as a percentage to three significant figures:
+    ``0.4375 -> "43.8%"``, ``1 -> "100%"``, ``0.00123 -> "0.123%"``."""
+    return "n/a" if share is None or share != share else f"{sig3(100 * share)}%"
 
 
 def duration_number(ms: float, unit: str) -> str:
     """``ms`` in ``unit`` to three significant digits, without the unit, for a
     table column whose header names it: ``duration_number(0.8137, "µs") -> "814"``."""
-    return _three_digits(in_unit(ms, unit))
+    return sig3(in_unit(ms, unit))
 
 
 def format_duration(ms: float, unit: str | None = None) -> str:
@@ -131,13 +180,10 @@ def format_duration(ms: float, unit: str | None = None) -> str:
 
 
 def format_gbps(gbps: float | None) -> str:
-    """A bandwidth in GB/s, without the unit, short enough for a narrow table
-    column: three significant digits under 100 (``0.000612 -> "0.000612"``,
-    ``48.31 -> "48.3"``), whole numbers above (``4243.2 -> "4,243"``); ``"n/a"``
-    for None."""
-    if gbps is None or (isinstance(gbps, float) and math.isnan(gbps)):
-        return "n/a"
-    return _three_digits(gbps) if abs(gbps) < 100 else f"{gbps:,.0f}"
+    """A bandwidth in GB/s, without the unit (a table column's header names it):
+    :func:`sig3` (``0.000612 -> "0.000612"``, ``48.31 -> "48.3"``, ``4243.2 ->
+    "4,240"``); ``"n/a"`` for None."""
+    return sig3(gbps)
 
 
 #: :func:`format_ms`'s rule in d3-format, for Plotly hover templates that format
@@ -158,37 +204,32 @@ def format_times(v: float) -> str:
     ``419.7 -> "420×"``, ``1.5 -> "1.5×"``, ``12345 -> "12,300×"``, ``2.5e7 -> "2.5e+07×"``."""
     if not math.isfinite(v) or abs(v) >= 1e6:
         return f"{v:.3g}×"
-    text = _three_digits(v)
+    text = sig3(v)
     if "." in text:
         text = text.rstrip("0").rstrip(".")
     return f"{text}×"
 
 
 def format_speedup(s: float) -> str:
-    """``0.5 -> "0.5×"``, ``12.34 -> "12.3×"``, ``1234 -> "1,234×"``; empty when not finite."""
-    if not math.isfinite(s):
-        return ""
-    if s < 1:
-        return f"{s:.2g}×"
-    return f"{s:.1f}×" if s < 100 else f"{s:,.0f}×"
+    """A speedup to three significant figures (:func:`sig3`): ``0.5 -> "0.500×"``,
+    ``44 -> "44.0×"``, ``1234 -> "1,230×"``; empty when not finite."""
+    return f"{sig3(s)}×" if math.isfinite(s) else ""
 
 
-def format_bytes(n: float, significant: int | None = None) -> str:
-    """``1536 -> "1.54 kB"`` (decimal units, two decimals); with ``significant``,
-    that many significant digits (``format_bytes(813_600_000, 3) -> "814 MB"``).
-
-    Decimal, like the MB moved per step and the GB/s of the benchmark, so one
-    quantity reads the same on every page.
-    """
+def format_bytes(n: float, significant: int | None = 3) -> str:
+    """``1536 -> "1.54 kB"``, ``813_600_000 -> "814 MB"``: decimal units, like the
+    MB moved per step and the GB/s of the benchmark, so one quantity reads the
+    same on every page; ``significant`` figures (three, as :func:`sig3`, when
+    None), whole bytes below a kilobyte."""
     n = float(n)
     for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
+        if abs(n) < 999.5 or unit == "TB":
             break
         n /= 1000
     if unit == "B":
-        return f"{n:.0f} B"
-    if significant is None:
-        return f"{n:.2f} {unit}"
+        return f"{format_number(round(n))} B"
+    if significant in (None, 3):
+        return f"{sig3(n)} {unit}"
     decimals = max(0, significant - 1 - math.floor(math.log10(abs(n)))) if n else 0
     return f"{n:.{decimals}f} {unit}"
 

@@ -1,8 +1,11 @@
 """What the explorer refuses or caps, and why: the one home of its limits.
 
-The block-table page's size limit, the Inside-the-kernel page's (:func:`layout_size_error`), and the CPU budget: on the CPU the Triton
-kernel runs in the interpreter, about a second per call at :data:`CPU_MAX_WORK`,
-so the benchmark, the sweep and the serving page refuse more work than that
+Every ``MAX_*``: the bounds of the sidebar's and the pages' controls (the URL
+reader checks the same ones), what the figures draw before they sample or
+aggregate, the block-table page's size limit, the Inside-the-kernel page's
+(:func:`layout_size_error`), and the CPU budget: on the CPU the Triton kernel
+runs in the interpreter, about a second per call at :data:`CPU_MAX_WORK`, so the
+benchmark, the sweep and the serving page refuse more work than that
 (:func:`cpu_refusal`, worded with the levers that lower it) and cap the warm-up
 and timed iterations (:func:`cap_iterations`).
 """
@@ -13,9 +16,51 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from explorer.formatting import format_number, join_or
-from explorer.settings import BLOCK_SIZES
 from paged_attention.config import DecodeConfig
 
+# -- the sidebar's bounds (the library's own rules, DecodeConfig.validate, come on top) --
+MAX_BATCH = 4096
+MAX_CONTEXT = 1 << 20
+MAX_HEADS = 256
+MAX_HEAD_DIM = 512
+#: The largest block size offered (the sizes are the powers of two up to it).
+MAX_BLOCK_SIZE = 256
+MAX_SEED = 2**31 - 1
+MAX_WARMUP = 1000
+MAX_ITERS = 10_000
+
+# -- the pages' bounds ---------------------------------------------------------
+#: Most samples per request (n) of the sharing scenarios (Block table, Serving
+#: simulation); a request's samples also need that many batch slots.
+MAX_SAMPLES = 64
+#: Decode benchmark: runs kept in the session's history.
+MAX_HISTORY = 20
+#: Sweep: points along the axis, and the naive loop's time budget per point (s).
+MAX_POINTS = 12
+MAX_BUDGET_S = 600.0
+#: Sweep: an uploaded CSV larger than this is refused before parsing, and one of more rows.
+MAX_CSV_BYTES = 2_000_000
+MAX_CSV_ROWS = 5000
+#: Serving simulation: the pool, the steps, the batch, the arrival rate (requests
+#: a step) and a prompt's or an output's length.
+MAX_POOL_BLOCKS = 16_384
+MAX_STEPS = 1000
+MAX_SIM_BATCH = 256
+MAX_RATE = 8.0
+MAX_LENGTH = 16_384
+#: Serving simulation: most ``steps x num_blocks`` a simulation may record (bounds its memory).
+MAX_STEP_BLOCKS = 20_000_000
+#: Serving simulation: most frames the pool's animation shows, and most frames x
+#: blocks cells it sends to the browser.
+MAX_ANIMATION_FRAMES = 80
+MAX_ANIMATION_VALUES = 200_000
+#: Inside the kernel: most splits a hand-set plan may have; the contexts it traces
+#: (tokens) and the plans (tiles of the row) it draws.
+MAX_SPLITS = 256
+MAX_TRACE_TOKENS = 32_768
+MAX_TRACE_TILES = 1024
+
+# -- what the figures draw -----------------------------------------------------
 #: Cells the cache figures draw before they sample or aggregate (a browser draws a
 #: few tens of thousands of heatmap cells comfortably).
 MAX_TABLE_CELLS = 20_000
@@ -24,6 +69,20 @@ MAX_WALK_CELLS = 8_192
 MAX_WALK_POINTS = 4_000
 #: Cells up to which numbers are printed inside heatmap cells.
 MAX_TEXT_CELLS = 400
+#: Up to this many sequences in a pool view, each gets a legend entry.
+MAX_SEQUENCE_LEGEND = 12
+#: Up to this many picked cells get a ring (past that the rings would cover the chart).
+MAX_RINGS = 64
+#: Past this many holders the reference-count colour bar is a gradient rather than one step per count.
+MAX_STEPPED_REFS = 12
+#: A kernel walk with more block segments than this is drawn one bar per tile.
+MAX_WALK_SEGMENTS = 2000
+#: Up to this many splits, each has a colour and a legend entry; past it, a colour bar.
+MAX_SPLIT_LEGEND = 8
+#: Most sequences a work-list figure draws; a larger batch shows every k-th one (and the traced one).
+MAX_WORK_ROWS = 40
+#: Characters of a recorded peer's label.
+MAX_LABEL_CHARS = 20
 
 #: The block-table page refuses configurations whose table would hold more
 #: entries than this (the table itself is built on the CPU, then sampled for drawing).
@@ -49,7 +108,7 @@ def clamp_value(value: float, low: float, high: float, label: str) -> tuple[floa
 
 def _table_advice(config: DecodeConfig, others: str) -> str:
     """``Use a larger block size or ...``: the block size only while a larger one is offered."""
-    if config.block_size < BLOCK_SIZES[-1]:
+    if config.block_size < MAX_BLOCK_SIZE:
         return f"Use a larger block size, {others}."
     return f"Use {others}."
 

@@ -1,106 +1,108 @@
-"""Page controls in the URL: each page's own URL keys, read and written without Streamlit.
+"""The URL field registry: every value the app keeps in the URL, the sidebar's and
+each page's own, declared once (:data:`URL_FIELDS`), read and written without
+Streamlit through :mod:`explorer.url_fields`.
 
-The sidebar's settings are in the URL (:mod:`explorer.settings`). A page may add
-its own controls, under keys prefixed per page (``sw_`` for the Sweep), so a
-speaker can prepare a deck of links that open a page with its controls set.
-:data:`PAGE_URL_KEYS` says which keys belong to which page (by its URL path);
-``ui/sidebar.py`` writes the open page's keys beside the sidebar's and drops
-every other page's. A page reads its keys once per session, when its widgets are
-first created (:func:`read_fields`): a value that does not parse, lies outside
-its range or is not among its choices is ignored, and a note says so.
+The sidebar's fields are :data:`explorer.settings.SIDEBAR_FIELDS`. A page may add
+its own controls, under URL names prefixed per page (``sw_`` for the Sweep), so
+a speaker can prepare a deck of links that open a page with its controls set.
+``ui/sidebar.py`` writes the open page's fields beside the sidebar's
+(:func:`page_query`) and drops every other page's; a page reads its fields once
+per session, when its widgets are first created (:func:`read_page`, through
+``ui.page_state.seed_page``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from explorer.formatting import plain
-from explorer.settings import last_value
+from explorer.limits import (
+    MAX_BATCH,
+    MAX_HEADS,
+    MAX_LENGTH,
+    MAX_POINTS,
+    MAX_POOL_BLOCKS,
+    MAX_RATE,
+    MAX_SAMPLES,
+    MAX_SEED,
+    MAX_SIM_BATCH,
+    MAX_STEPS,
+)
+from explorer.serving.simulator import LENGTH_KINDS
+from explorer.settings import BLOCK_SIZES, SIDEBAR_FIELDS
+from explorer.sweep.grid import AXES, SPACINGS
+from explorer.url_fields import UrlField, last_value, read_fields, write_fields
 
+#: The registry's entry of the sidebar (shown on every page).
+SIDEBAR = "sidebar"
+_LENGTH = dict(bounds=(1, MAX_LENGTH))
 
-@dataclass(frozen=True)
-class PageField:
-    """One page control in the URL: its URL name, its widget key, and what it accepts.
-
-    Exactly one of ``choices`` (the values allowed, compared as strings and
-    returned as the choice itself) or ``bounds`` (an inclusive range: of whole
-    numbers, or of any finite number when ``decimal``).
-    """
-
-    url: str
-    key: str
-    choices: tuple | None = None
-    bounds: tuple[float, float] | None = None
-    decimal: bool = False
-
-
-#: The URL name -> widget key of each page's controls, by the page's URL path.
-PAGE_URL_KEYS: dict[str, dict[str, str]] = {
-    "sweep": {"sw_axis": "sw_axis", "sw_from": "sw_low", "sw_to": "sw_high", "sw_points": "sw_points",
-              "sw_spacing": "sw_spacing"},
-    "inside_the_kernel": {"ik_seq": "ik_seq", "ik_head": "ik_head"},
-    "serving_simulation": {key: key for key in (
-        "sv_num_blocks", "sv_block_size", "sv_max_batch", "sv_rate", "sv_seed", "sv_steps", "sv_prompt_kind",
-        "sv_prompt_lo", "sv_prompt_hi", "sv_output_kind", "sv_output_lo", "sv_output_hi", "sv_system_prompt",
-        "sv_samples", "sv_pool_colour")},
+#: Every URL field, by where it belongs: :data:`SIDEBAR`, or a page's URL path.
+#: A field whose bounds or choices are None gets them from its page when read
+#: (they depend on other settings: the sweep's range on its axis, a sequence
+#: index on the batch), or from a figure module a logic module must not import.
+URL_FIELDS: dict[str, tuple[UrlField, ...]] = {
+    SIDEBAR: SIDEBAR_FIELDS,
+    "sweep": (
+        UrlField("sw_axis", "sw_axis", "choice", choices=tuple(AXES)),
+        UrlField("sw_from", "sw_low"),  # the axis' limits, sweep.grid.AXIS_LIMITS
+        UrlField("sw_to", "sw_high"),
+        UrlField("sw_points", "sw_points", bounds=(1, MAX_POINTS)),
+        UrlField("sw_spacing", "sw_spacing", "choice", choices=SPACINGS),
+    ),
+    "inside_the_kernel": (
+        UrlField("ik_seq", "ik_seq", bounds=(0, MAX_BATCH - 1)),
+        UrlField("ik_head", "ik_head", bounds=(0, MAX_HEADS - 1)),
+    ),
+    "serving_simulation": (
+        UrlField("sv_num_blocks", "sv_num_blocks", bounds=(1, MAX_POOL_BLOCKS)),
+        UrlField("sv_block_size", "sv_block_size", "choice", choices=BLOCK_SIZES),
+        UrlField("sv_max_batch", "sv_max_batch", bounds=(1, MAX_SIM_BATCH)),
+        UrlField("sv_rate", "sv_rate", "float", bounds=(0.0, MAX_RATE)),
+        UrlField("sv_seed", "sv_seed", bounds=(0, MAX_SEED)),
+        UrlField("sv_steps", "sv_steps", bounds=(1, MAX_STEPS)),
+        UrlField("sv_prompt_kind", "sv_prompt_kind", "choice", choices=tuple(LENGTH_KINDS)),
+        UrlField("sv_prompt_lo", "sv_prompt_lo", **_LENGTH),
+        UrlField("sv_prompt_hi", "sv_prompt_hi", **_LENGTH),
+        UrlField("sv_output_kind", "sv_output_kind", "choice", choices=tuple(LENGTH_KINDS)),
+        UrlField("sv_output_lo", "sv_output_lo", **_LENGTH),
+        UrlField("sv_output_hi", "sv_output_hi", **_LENGTH),
+        UrlField("sv_system_prompt", "sv_system_prompt", bounds=(0, MAX_LENGTH)),
+        UrlField("sv_samples", "sv_samples", bounds=(1, MAX_SAMPLES)),
+        UrlField("sv_pool_colour", "sv_pool_colour", "choice"),  # serving.figures.POOL_COLOR_MODES
+    ),
 }
 
 
-def read_fields(
-    fields: Sequence[PageField], params: Mapping[str, str | Sequence[str]], defaults: Mapping[str, Any]
-) -> tuple[dict[str, Any], list[str]]:
-    """The values of ``fields`` found in ``params``, by widget key, never raising.
+def page_fields(page: str | None) -> tuple[UrlField, ...]:
+    """The URL fields of the page at URL path ``page`` (none for a page without
+    its own, or for None; the sidebar's are :data:`SIDEBAR`'s)."""
+    return () if page in (None, SIDEBAR) else URL_FIELDS.get(page, ())
 
-    A field absent from ``params`` is left out. A value that does not parse, lies
-    outside ``bounds`` or is not among ``choices`` is left out too, and a note (in
-    the words of the sidebar's URL notes) names it and the value used instead,
-    ``defaults[field.key]``.
-    """
-    values: dict[str, Any] = {}
-    notes: list[str] = []
-    for f in fields:
-        if f.url not in params:
-            continue
-        raw = last_value(params[f.url])
-        try:
-            if f.choices is not None:
-                by_text = {str(c): c for c in f.choices}
-                if raw.strip() not in by_text:
-                    raise ValueError(f"must be one of {', '.join(by_text)}")
-                values[f.key] = by_text[raw.strip()]
-            else:
-                low, high = f.bounds
-                try:
-                    value = float(raw.strip()) if f.decimal else int(raw.strip())
-                except ValueError:
-                    raise ValueError("not a number" if f.decimal else "not a whole number") from None
-                if value != value or value in (float("inf"), float("-inf")):
-                    raise ValueError("not a number")
-                if not low <= value <= high:
-                    raise ValueError(f"must be between {low:,} and {high:,}")
-                values[f.key] = value
-        except ValueError as exc:
-            used = defaults.get(f.key)
-            notes.append(f"{plain(f'{f.url}={raw}')} ignored ({exc}); using {used!r}.")
-    return values, notes
+
+def read_page(
+    page: str,
+    params: Mapping[str, str | Sequence[str]],
+    defaults: Mapping[str, Any],
+    *,
+    keys: Sequence[str] | None = None,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
+    choices: Mapping[str, tuple] | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """The values of ``page``'s fields (those with a key in ``keys``, by default
+    all) that ``params`` holds, by widget key, and a note per ignored one
+    (:func:`explorer.url_fields.read_fields`, whose ``bounds`` and ``choices``
+    give the limits a field leaves to its page)."""
+    fields = [f for f in page_fields(page) if keys is None or f.key in keys]
+    return read_fields(fields, params, defaults, bounds=bounds, choices=choices)
 
 
 def page_query(page: str | None, values: Mapping[str, Any]) -> dict[str, str]:
     """URL query parameters of ``page``'s controls, from their widget values
     (``values``: session state); a control without a value is left out."""
-    out: dict[str, str] = {}
-    for url, key in PAGE_URL_KEYS.get(page or "", {}).items():
-        value = values.get(key) if key in values else None
-        if value is None:
-            continue
-        if isinstance(value, float) and value.is_integer():  # a whole-number box's value, as the browser sends it
-            value = int(value)
-        out[url] = str(value)
-    return out
+    return write_fields(page_fields(page), values)
 
 
 def page_params(page: str | None, params: Mapping[str, str | Sequence[str]]) -> dict[str, str]:
-    """The entries of ``params`` that are ``page``'s URL keys."""
-    keys = PAGE_URL_KEYS.get(page or "", {})
-    return {k: last_value(v) for k, v in params.items() if k in keys}
+    """The entries of ``params`` that are ``page``'s URL fields."""
+    names = {f.url for f in page_fields(page)}
+    return {k: last_value(v) for k, v in params.items() if k in names}

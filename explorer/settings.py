@@ -1,19 +1,32 @@
 """The settings behind the Streamlit app's shared sidebar, kept free of Streamlit.
 
 The sidebar's values live in one :class:`Settings` dataclass. This module holds
-its choices and widget bounds (model presets, block sizes, ...), turns it into a
+its choices (model presets, block sizes, ...; the bounds are in
+:mod:`explorer.limits`), turns it into a
 :class:`~paged_attention.config.DecodeConfig`, and into URL query parameters and
-back (tolerating any garbage a URL may hold). Everything here is a plain
-function, tested without Streamlit.
+back (tolerating any garbage a URL may hold) through its fields of the URL
+registry (:data:`SIDEBAR_FIELDS`, read and written by :mod:`explorer.url_fields`).
+Everything here is a plain function, tested without Streamlit.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Mapping, Sequence
 
-from explorer.formatting import count, plain
+from explorer.formatting import count, format_number
+from explorer.limits import (
+    MAX_BATCH,
+    MAX_BLOCK_SIZE,
+    MAX_CONTEXT,
+    MAX_HEAD_DIM,
+    MAX_HEADS,
+    MAX_ITERS,
+    MAX_SEED,
+    MAX_WARMUP,
+)
+from explorer.url_fields import UrlField, read_fields, write_fields
 from paged_attention.config import (
     BLOCK_LAYOUTS,
     DTYPES,
@@ -39,7 +52,7 @@ PRESET_NAMES: tuple[str, ...] = (*MODEL_PRESETS, CUSTOM)
 
 CONTEXT_MODES: tuple[str, ...] = ("uniform", "ragged")
 SPREADS: tuple[str, ...] = ("uniform", "long-tail")
-BLOCK_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+BLOCK_SIZES: tuple[int, ...] = tuple(1 << i for i in range(MAX_BLOCK_SIZE.bit_length()))
 #: Spare blocks in the pool as a percentage of the blocks the batch uses; 0 keeps
 #: the library's default (an eighth). A roomier pool shows more fragmentation.
 POOL_HEADROOMS: tuple[int, ...] = (0, 25, 50, 100, 200, 400)
@@ -48,15 +61,6 @@ DEVICES: tuple[str, ...] = ("cuda", "cpu") if HAS_CUDA else ("cpu",)
 #: float format, stored with dequantization scales.
 SAME_AS_COMPUTE = "same"
 KV_CACHE_DTYPES: tuple[str, ...] = (SAME_AS_COMPUTE, *KV_DTYPES)
-
-# Widget bounds. The library's own rules (DecodeConfig.validate) are checked on top.
-MAX_BATCH = 4096
-MAX_CONTEXT = 1 << 20
-MAX_HEADS = 256
-MAX_HEAD_DIM = 512
-MAX_SEED = 2**31 - 1
-MAX_WARMUP = 1000
-MAX_ITERS = 10_000
 
 
 @dataclass(frozen=True)
@@ -96,8 +100,8 @@ class Settings:
     seed: int = 0
     warmup: int = 1
     iters: int = 3
-    #: Presentation mode: every chart's text, markers and lines enlarged
-    #: (:func:`explorer.style.for_presentation`).
+    #: Presentation mode: every chart's text and plot area enlarged
+    #: (:func:`explorer.style.presentation`).
     present: bool = False
 
     def generated_lengths(self) -> tuple[int, ...]:
@@ -109,8 +113,8 @@ class Settings:
             If ``ragged_low > ragged_high`` or a value is negative.
         """
         if self.ragged_low > self.ragged_high:  # in the sidebar's words, not ragged_lengths' low/high
-            raise ValueError(f"Shortest ({self.ragged_low:,}) must not exceed Longest ({self.ragged_high:,}) "
-                             "for ragged lengths.")
+            raise ValueError(f"Shortest ({format_number(self.ragged_low)}) must not exceed Longest "
+                             f"({format_number(self.ragged_high)}) for ragged lengths.")
         return ragged_lengths(
             self.batch_size, self.ragged_low, self.ragged_high, seed=self.seed, spread=self.spread
         )
@@ -137,16 +141,17 @@ class Settings:
             return
         if isinstance(lengths, int):
             if self.shared_prefix > lengths:
-                raise ValueError(f"Shared prefix (tokens) ({self.shared_prefix:,}) must not exceed "
-                                 f"Tokens per sequence ({lengths:,}).")
+                raise ValueError(f"Shared prefix (tokens) ({format_number(self.shared_prefix)}) must not exceed "
+                                 f"Tokens per sequence ({format_number(lengths)}).")
         elif len(lengths) == self.batch_size:  # otherwise DecodeConfig names the count first
             for i, n in enumerate(lengths):
                 if n < self.shared_prefix:
-                    raise ValueError(f"Shared prefix (tokens) ({self.shared_prefix:,}) must not exceed any "
-                                     f"sequence's length; sequence {i} holds only {n:,} tokens.")
+                    raise ValueError(f"Shared prefix (tokens) ({format_number(self.shared_prefix)}) must not "
+                                     f"exceed any sequence's length; sequence {i} holds only "
+                                     f"{count(n, 'token')}.")
         if not 1 <= self.prefix_groups <= self.batch_size:
-            raise ValueError(f"Prefix groups ({self.prefix_groups:,}) must be from 1 to "
-                             f"Batch size ({self.batch_size:,}).")
+            raise ValueError(f"Prefix groups ({format_number(self.prefix_groups)}) must be from 1 to "
+                             f"Batch size ({format_number(self.batch_size)}).")
 
     def without_batch(self) -> Settings:
         """These settings with the batch (size, lengths, shared prefix and its groups) put back
@@ -223,82 +228,40 @@ def preset_for(num_heads: int, num_kv_heads: int, head_dim: int) -> str:
 
 # -- query parameters ----------------------------------------------------------
 
-#: Short URL names of the fields.
-QUERY_KEYS: dict[str, str] = {
-    "preset": "preset",
-    "batch_size": "batch",
-    "context_mode": "ctx_mode",
-    "context_len": "ctx",
-    "ragged_low": "lo",
-    "ragged_high": "hi",
-    "spread": "spread",
-    "lengths": "lens",
-    "num_heads": "heads",
-    "num_kv_heads": "kv_heads",
-    "head_dim": "head_dim",
-    "block_size": "block",
-    "dtype": "dtype",
-    "kv_dtype": "kv_dtype",
-    "kv_scale": "kv_scale",
-    "device": "device",
-    "block_layout": "layout",
-    "pool_headroom": "headroom",
-    "shared_prefix": "prefix",
-    "prefix_groups": "prefix_groups",
-    "seed": "seed",
-    "warmup": "warmup",
-    "iters": "iters",
-    "present": "present",
-}
-
-_INT_BOUNDS: dict[str, tuple[int, int]] = {
-    "batch_size": (1, MAX_BATCH),
-    "context_len": (0, MAX_CONTEXT),
-    "ragged_low": (0, MAX_CONTEXT),
-    "ragged_high": (0, MAX_CONTEXT),
-    "shared_prefix": (0, MAX_CONTEXT),
-    "prefix_groups": (1, MAX_BATCH),
-    "num_heads": (1, MAX_HEADS),
-    "num_kv_heads": (1, MAX_HEADS),
-    "head_dim": (1, MAX_HEAD_DIM),
-    "seed": (0, MAX_SEED),
-    "warmup": (0, MAX_WARMUP),
-    "iters": (1, MAX_ITERS),
-}
-
 DTYPE_NAMES: tuple[str, ...] = tuple(DTYPES)
 
-#: On/off fields, written ``1`` (only when on) and read from ``1`` or ``0``.
-_FLAGS = ("present",)
+#: The sidebar's fields in the URL registry (:data:`explorer.page_urls.URL_FIELDS`):
+#: each :class:`Settings` field's URL name, kind and bounds or choices.
+SIDEBAR_FIELDS: tuple[UrlField, ...] = (
+    UrlField("preset", "preset", "choice", choices=PRESET_NAMES),
+    UrlField("batch", "batch_size", bounds=(1, MAX_BATCH)),
+    UrlField("ctx_mode", "context_mode", "choice", choices=CONTEXT_MODES),
+    UrlField("ctx", "context_len", bounds=(0, MAX_CONTEXT)),
+    UrlField("lo", "ragged_low", bounds=(0, MAX_CONTEXT)),
+    UrlField("hi", "ragged_high", bounds=(0, MAX_CONTEXT)),
+    UrlField("spread", "spread", "choice", choices=SPREADS),
+    UrlField("lens", "lengths", "ints", bounds=(0, MAX_CONTEXT)),
+    UrlField("heads", "num_heads", bounds=(1, MAX_HEADS)),
+    UrlField("kv_heads", "num_kv_heads", bounds=(1, MAX_HEADS)),
+    UrlField("head_dim", "head_dim", bounds=(1, MAX_HEAD_DIM)),
+    UrlField("block", "block_size", "choice", choices=BLOCK_SIZES),
+    UrlField("dtype", "dtype", "choice", choices=DTYPE_NAMES),
+    UrlField("kv_dtype", "kv_dtype", "choice", choices=KV_CACHE_DTYPES),
+    UrlField("kv_scale", "kv_scale", "choice", choices=KV_SCALES),
+    UrlField("device", "device", "choice", choices=DEVICES),
+    UrlField("layout", "block_layout", "choice", choices=BLOCK_LAYOUTS),
+    UrlField("headroom", "pool_headroom", "choice", choices=POOL_HEADROOMS),
+    UrlField("prefix", "shared_prefix", bounds=(0, MAX_CONTEXT)),
+    UrlField("prefix_groups", "prefix_groups", bounds=(1, MAX_BATCH)),
+    UrlField("seed", "seed", bounds=(0, MAX_SEED)),
+    UrlField("warmup", "warmup", bounds=(0, MAX_WARMUP)),
+    UrlField("iters", "iters", bounds=(1, MAX_ITERS)),
+    UrlField("present", "present", "flag"),
+)
+#: Short URL names of the fields.
+QUERY_KEYS: dict[str, str] = {f.key: f.url for f in SIDEBAR_FIELDS}
 #: Written only when a prefix is shared.
 _PREFIX_FIELDS = ("shared_prefix", "prefix_groups")
-
-_CHOICES: dict[str, tuple] = {
-    "preset": PRESET_NAMES,
-    "context_mode": CONTEXT_MODES,
-    "spread": SPREADS,
-    "dtype": DTYPE_NAMES,
-    "kv_dtype": KV_CACHE_DTYPES,
-    "kv_scale": KV_SCALES,
-    "device": DEVICES,
-    "block_layout": BLOCK_LAYOUTS,
-    "block_size": BLOCK_SIZES,
-    "pool_headroom": POOL_HEADROOMS,
-}
-
-
-def last_value(raw: str | Sequence[str]) -> str:
-    """A URL parameter's value as text; of a repeated parameter, the last."""
-    if isinstance(raw, (list, tuple)):
-        return str(raw[-1]) if raw else ""
-    return str(raw)
-
-
-def _parse_int(text: str, low: int, high: int) -> int:
-    value = int(str(text).strip())
-    if not low <= value <= high:
-        raise ValueError(f"must be between {low:,} and {high:,}")
-    return value
 
 
 def settings_from_query(
@@ -308,7 +271,10 @@ def settings_from_query(
 
     Unknown keys are ignored; a value that does not parse, lies outside the
     widget's range or is not among its choices falls back to the default, and a
-    message says so.
+    note says so (:func:`explorer.url_fields.read_fields`). Then the rules
+    between fields: KV heads that do not divide the query heads become the
+    nearest divisor, lengths of another count than the batch are dropped, a
+    preset that no longer matches the heads becomes the matching one (or Custom).
 
     Returns
     -------
@@ -317,34 +283,12 @@ def settings_from_query(
         One human-readable line per ignored value.
     """
     defaults = defaults or default_settings()
-    values = asdict(defaults)
-    notes: list[str] = []
-    for name, key in QUERY_KEYS.items():
-        if key not in params:
-            continue
-        raw = last_value(params[key])
-        try:
-            if name == "lengths":
-                parts = [p for p in str(raw).split(",") if p.strip()]
-                if not parts:
-                    raise ValueError("expected comma-separated integers")
-                values[name] = tuple(_parse_int(p, 0, MAX_CONTEXT) for p in parts)
-            elif name in _INT_BOUNDS:
-                values[name] = _parse_int(raw, *_INT_BOUNDS[name])
-            elif name in _FLAGS:
-                if str(raw).strip() not in ("0", "1"):
-                    raise ValueError("must be 0 or 1")
-                values[name] = str(raw).strip() == "1"
-            else:
-                choices = _CHOICES[name]
-                value = int(raw) if name in ("block_size", "pool_headroom") else str(raw)
-                if value not in choices:
-                    raise ValueError(f"must be one of {', '.join(map(str, choices))}")
-                values[name] = value
-        except (ValueError, TypeError) as exc:
-            reason = str(exc) if "must be" in str(exc) or "expected" in str(exc) else "not a valid value"
-            notes.append(f"{plain(f'{key}={raw}')} ignored ({reason}); using {_fallback(defaults, name)}.")
-    settings = Settings(**values)
+    found, notes = read_fields(
+        SIDEBAR_FIELDS, params, asdict(defaults),
+        fallbacks={} if defaults.lengths is not None else
+        {"lengths": "the lengths drawn from the spread (`lo`, `hi`, `spread`, `seed`)"},
+    )
+    settings = replace(defaults, **found)
 
     if settings.num_heads % settings.num_kv_heads:
         fixed = nearest_kv_heads(settings.num_heads, settings.num_kv_heads)
@@ -367,38 +311,26 @@ def settings_from_query(
     return settings, notes
 
 
-def _fallback(defaults: Settings, name: str) -> str:
-    """How a URL note names the value used instead of a bad one."""
-    if name == "lengths" and defaults.lengths is None:
-        return "the lengths drawn from the spread (`lo`, `hi`, `spread`, `seed`)"
-    if name in _FLAGS:
-        return str(int(getattr(defaults, name)))
-    return repr(getattr(defaults, name))
-
-
 def settings_to_query(settings: Settings) -> dict[str, str]:
-    """URL query parameters that reproduce ``settings``.
+    """URL query parameters that reproduce ``settings``
+    (:func:`explorer.url_fields.write_fields`).
 
     Hand-edited ragged lengths are written as ``lens=3,17,...`` only when they
     differ from what the spread draws; on/off fields (``present=1``) only when on;
     the shared prefix and its groups (``prefix=128&prefix_groups=2``) only when a
     prefix is shared.
     """
-    out: dict[str, str] = {}
-    for f in fields(Settings):
-        value = getattr(settings, f.name)
-        if f.name == "lengths" or (f.name in _PREFIX_FIELDS and not settings.shared_prefix):
-            continue
-        if f.name in _FLAGS:
-            if value:
-                out[QUERY_KEYS[f.name]] = "1"
-            continue
-        out[QUERY_KEYS[f.name]] = str(value)
-    if settings.context_mode == "ragged" and settings.lengths is not None:
+    values = asdict(settings)
+    if not settings.shared_prefix:
+        for name in _PREFIX_FIELDS:
+            values.pop(name)
+    if settings.context_mode != "ragged" or settings.lengths is None:
+        values.pop("lengths")
+    else:
         try:
             generated = settings.generated_lengths()
         except ValueError:
             generated = None
-        if tuple(settings.lengths) != generated:
-            out[QUERY_KEYS["lengths"]] = ",".join(str(n) for n in settings.lengths)
-    return out
+        if tuple(settings.lengths) == generated:
+            values.pop("lengths")
+    return write_fields(SIDEBAR_FIELDS, values)

@@ -1,24 +1,32 @@
-"""Shared look of the explorer's figures: colours, sizes, fonts, the layout
-every figure gets (:func:`apply_style`), cell gaps, integer ticks and log-axis helpers.
+"""Shared look of the explorer's figures: colours, text sizes, the layout every
+figure gets (:func:`apply_style`), cell gaps, integer ticks and log-axis helpers,
+and presentation mode.
+
+Presentation mode is one setting, read while a figure is built: inside
+``with presentation():`` (the app sets it for a page's run when the sidebar's
+toggle is on) every text size of :func:`font_px` is :data:`PRESENTATION_SCALE`
+times larger, and so is the plot area of every figure styled by
+:func:`apply_style`, so that cells and bars grow with the numbers written in
+them. The width of a chart is the page's, whatever the mode: what must fit
+across it (cell numbers, tick labels, title lines) is decided from the text's
+size on screen, so enlarged text thins ticks out or leaves numbers to the
+hover, and never shrinks or rotates.
 """
 
 from __future__ import annotations
 
-import base64
+import functools
 import math
 import re
-from typing import Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Iterator, Sequence
 
-import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
 
-from explorer.limits import (  # noqa: F401
-    MAX_POOL_CELLS,
-    MAX_TABLE_CELLS,
-    MAX_TEXT_CELLS,
-    MAX_WALK_CELLS,
-    MAX_WALK_POINTS,
-)
+from explorer.formatting import format_number
+from explorer.limits import MAX_SEQUENCE_LEGEND, MAX_TEXT_CELLS  # noqa: F401  (MAX_SEQUENCE_LEGEND: the palette's)
 
 #: One colour per implementation, in every chart.
 IMPL_COLORS: dict[str, str] = {
@@ -44,18 +52,124 @@ SEQUENCE_COLORS: tuple[str, ...] = (
     "#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#B68100", "#511CFB", "#00A08B",
     "#6C7C32", "#862A16", "#DEA0FD", "#FEAF16", "#F8A19F", "#2ED9FF", "#B10DA1", "#86CE00",
 )
-#: Up to this many sequences in a pool view, each gets a legend entry.
-MAX_SEQUENCE_LEGEND = 12
 BLOCK_COLORSCALE = "Viridis"
 
 
 #: Errors are drawn at least this high on the log axes (exact zeros sit on the axis' floor).
 ERROR_FLOOR = 1e-12
 
+
+# -- presentation mode and text sizes --------------------------------------------
+
+#: How much presentation mode enlarges chart text and plot areas: the smallest
+#: text, 12 px, becomes 18 px, readable from the back of a room.
+PRESENTATION_SCALE = 1.5
+#: The scale of the figures built now. A context variable: each Streamlit session
+#: runs its script in a thread of its own, and so has its own value.
+_SCALE: ContextVar[float] = ContextVar("explorer_presentation_scale", default=1.0)
+
+
+@contextmanager
+def presentation(scale: float = PRESENTATION_SCALE) -> Iterator[float]:
+    """Build the figures of the ``with`` block at ``scale``: every text size of
+    :func:`font_px` and every plot area of :func:`apply_style` ``scale`` times
+    their size at 1 (normal mode).
+
+    Parameters
+    ----------
+    scale : float
+        At least 1; 1 is normal mode.
+
+    Yields
+    ------
+    float
+        ``scale``.
+
+    Raises
+    ------
+    ValueError
+        If ``scale`` is not a finite number of at least 1.
+
+    Examples
+    --------
+    >>> with presentation():
+    ...     font_px("tick")
+    18.0
+    >>> font_px("tick")
+    12.0
+    """
+    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale >= 1):
+        raise ValueError(f"scale must be a finite number of at least 1; got {scale!r}")
+    token = _SCALE.set(float(scale))
+    try:
+        yield float(scale)
+    finally:
+        _SCALE.reset(token)
+
+
+def presentation_scale() -> float:
+    """The scale figures are built at now (1 outside :func:`presentation`)."""
+    return _SCALE.get()
+
+
+def scaled(px: float) -> float:
+    """``px`` pixels of a figure's height at scale 1 (a margin, a legend row), at
+    the current scale: what a figure adds by hand to :func:`apply_style`'s layout
+    grows with the text it makes room for."""
+    return px * _SCALE.get()
+
+
+#: The base size (px) of chart text at scale 1; every role of :func:`font_px` is
+#: this plus its offset.
+BASE_FONT_PX = 13
+_ROLE_OFFSETS: dict[str, int] = {
+    "title": 3, "subtitle": -1, "body": 0, "tick": -1, "legend": -1, "cell": -1, "label": -1, "note": 1,
+}
+#: The smallest chart text at scale 1 (px).
+MIN_TEXT_PX = BASE_FONT_PX + min(_ROLE_OFFSETS.values())
+
+
+def font_px(role: str = "body") -> float:
+    """The font size (px) of chart text of ``role`` at the current scale.
+
+    Parameters
+    ----------
+    role : str
+        ``"title"``, ``"subtitle"``, ``"body"`` (axis titles, annotations, hover
+        labels, subplot titles), ``"tick"`` (tick labels, colour bars), ``"legend"``,
+        ``"cell"`` (numbers inside heatmap cells and bars), ``"label"`` (text
+        beside a marker or a bar) or ``"note"`` (a chart's no-data message).
+
+    Raises
+    ------
+    KeyError
+        For another role.
+    """
+    return round((BASE_FONT_PX + _ROLE_OFFSETS[role]) * _SCALE.get(), 1)
+
+
+_FONT_FAMILY = "Inter, Segoe UI, Helvetica, Arial, sans-serif"
+_FONT_COLOR = "#1F2937"
+
+
+# -- widths ----------------------------------------------------------------------
+
 #: Width in pixels of a figure's plot area in the narrower columns the pages draw
-#: it in (a ~600 px column less margins and colour bar). Cell sizes are estimated
-#: from it and from the figure's height.
+#: it in (a ~600 px column less margins and colour bar), at scale 1. Cell sizes are
+#: estimated from it and from the figure's height.
 PLOT_WIDTH_PX = 400
+#: Width in pixels of the plot area of a half-page chart at 1280 px (the benchmark's
+#: and the sweep's, side by side), at scale 1: categories share it.
+HALF_PLOT_WIDTH_PX = 360
+#: Width in pixels of the narrowest figure the pages draw (two fifths of a 1280 px
+#: page): titles and subtitles are broken into lines that fit it.
+NARROW_FIGURE_PX = 370
+#: Average width of a character, and of a digit, as a share of the font size
+#: (Inter, Arial, Liberation Sans).
+CHAR_WIDTH = 0.55
+DIGIT_WIDTH = 0.58
+#: Left and right margins of :func:`apply_style` at scale 1 (px).
+MARGIN_L, MARGIN_R = 60, 20
 #: Heatmap cells (and bars) thinner than this get no 1 px gap or outline: it
 #: would swallow them.
 MIN_GAP_CELL_PX = 6
@@ -63,17 +177,32 @@ MIN_GAP_CELL_PX = 6
 #: MIN_COLUMN_PX`` logical blocks, a column aggregates several (a one-block
 #: sequence in a table a million blocks wide would otherwise draw nothing).
 MIN_COLUMN_PX = 2
-#: Integer ticks stay at least this far apart (every 2nd, 5th, ... id when not every one fits).
+#: Integer ticks stay at least this far apart at scale 1 (every 2nd, 5th, ... id
+#: when not every one fits); wide labels further, so that they never touch.
 MIN_TICK_PX = 30
+#: Height of a line of text, in px of its font size.
+LINE_HEIGHT = 1.3
 
-_FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=13, color="#1F2937")
+
+def plot_width_px(plot_width: float = PLOT_WIDTH_PX) -> float:
+    """Pixels across a plot area that is ``plot_width`` wide at scale 1, at the
+    current scale: the page's column keeps its width while the side margins grow
+    with their text."""
+    return max(plot_width - (_SCALE.get() - 1) * (MARGIN_L + MARGIN_R), 1.0)
 
 
-def text_fits(n_cells: int, n_cols: int, max_value: int, plot_width: float = PLOT_WIDTH_PX) -> bool:
-    """Whether numbers fit inside heatmap cells: few cells, and rows narrow enough
-    for a plot ``plot_width`` px wide (48 digits in :data:`PLOT_WIDTH_PX`)."""
-    max_digits = 48 * plot_width / PLOT_WIDTH_PX
-    return n_cells <= MAX_TEXT_CELLS and n_cols * len(str(max(0, int(max_value)))) <= max_digits
+def text_fits(n_cells: int, n_cols: int, max_value: int, plot_width: float = PLOT_WIDTH_PX,
+              plot_height: float | None = None) -> bool:
+    """Whether numbers up to ``max_value`` fit inside the cells of a heatmap of
+    ``n_cells`` cells, ``n_cols`` a row, across a plot ``plot_width`` px wide
+    (:func:`plot_width_px`) and, when given, ``plot_height`` px tall, at the size
+    :func:`font_px` gives ``"cell"`` text now. Past :data:`MAX_TEXT_CELLS` cells, never."""
+    digits = len(str(max(0, int(max_value))))
+    size = font_px("cell")
+    wide = digits * DIGIT_WIDTH * size + 4 <= plot_width_px(plot_width) / max(n_cols, 1)
+    rows = math.ceil(n_cells / max(n_cols, 1))
+    tall = plot_height is None or size * 1.1 <= plot_height / max(rows, 1)
+    return n_cells <= MAX_TEXT_CELLS and wide and tall
 
 
 def impl_color(name: str) -> str:
@@ -81,16 +210,33 @@ def impl_color(name: str) -> str:
     return IMPL_COLORS.get(name, FALLBACK_COLOR)
 
 
-#: Characters of subtitle per line: Plotly does not wrap titles, and the narrowest
-#: charts (two fifths of a 1280 px page) hold about this many at the subtitle's size.
-SUBTITLE_LINE = 60
-#: Pixels each further subtitle line adds to the top margin.
-SUBTITLE_LINE_HEIGHT = 17
+# -- lines of text ---------------------------------------------------------------
+
+def line_chars(role: str, width_px: float = NARROW_FIGURE_PX) -> int:
+    """Characters of ``role`` text (:func:`font_px`) that a line ``width_px`` wide holds now."""
+    return max(int(width_px / (CHAR_WIDTH * font_px(role))), 8)
 
 
-def _wrap_subtitle(subtitle: str | None, width: int = SUBTITLE_LINE) -> str:
+def _wrap_words(text: str, width: int) -> str:
+    """``text`` broken at spaces into lines of at most ``width`` characters (a
+    longer word stays whole); its own ``<br>`` breaks are kept. Text with tags
+    that have attributes (a break could fall inside one) stays as it is."""
+    if not text or re.search(r"<(?!/?(br|b|i|sup|sub)>)", text):
+        return text or ""
+    lines: list[str] = []
+    for line in text.split("<br>"):
+        lines.append("")
+        for word in line.split(" "):
+            if lines[-1] and len(re.sub(r"<[^>]*>", "", lines[-1])) + 1 + len(word) > width:
+                lines.append(word)
+            else:
+                lines[-1] = f"{lines[-1]} {word}" if lines[-1] else word
+    return "<br>".join(lines)
+
+
+def _wrap_subtitle(subtitle: str | None, width: int) -> str:
     """``subtitle`` broken into lines of at most ``width`` characters at its
-    `` · `` and ``; `` separators (a part longer than that stays whole)."""
+    `` · `` and ``; `` separators, then at spaces where a part is longer."""
     if not subtitle or len(subtitle) <= width:
         return subtitle or ""
     pieces = re.split(r"( · |; )", subtitle)  # text, separator, text, ...
@@ -101,99 +247,234 @@ def _wrap_subtitle(subtitle: str | None, width: int = SUBTITLE_LINE) -> str:
         else:
             lines[-1] += sep.strip(" ·")  # a line ends with its ";", not with a "·"
             lines.append(part)
-    return "<br>".join(lines)
+    return "<br>".join(_wrap_words(line, width) for line in lines)
 
 
-#: Characters per line of a category's tick label: four implementation names side
-#: by side in a half-page chart at 1280 px (about 90 px a category) stay horizontal
-#: and whole ("Triton<br>(simple grid)"), where rotated ones ran off the figure.
-TICK_LINE = 13
+def _lines(text: str | None) -> int:
+    """Lines of a Plotly text (0 for none)."""
+    return text.count("<br>") + 1 if text else 0
 
 
-def _tick_lines(label: str, width: int = TICK_LINE) -> str:
+def _tick_lines(label: str, width: int) -> str:
     """``label`` broken at its spaces into lines of at most ``width`` characters
     (a longer word stays whole), joined by ``<br>``."""
-    lines: list[str] = []
-    for word in str(label).split():
-        if lines and len(lines[-1]) + 1 + len(word) <= width:
-            lines[-1] += " " + word
-        else:
-            lines.append(word)
-    return "<br>".join(lines)
+    return _wrap_words(" ".join(str(label).split()), width)
 
 
 def set_category_ticks(fig: go.Figure, labels: Sequence[str], **where) -> None:
-    """Horizontal tick labels of a categorical x axis, broken into lines
-    (:func:`_tick_lines`), with the bottom margin grown to hold them.
-    ``where`` (``row``, ``col``) picks the axis of a subplot; default all."""
+    """Tick labels of a categorical x axis that fit a category's share of a
+    half-page chart's plot (:data:`HALF_PLOT_WIDTH_PX`, :func:`plot_width_px`) at
+    the tick size of now: horizontal, broken into lines at their spaces; angled,
+    each on one line, when a word alone is wider than its share (four
+    implementation names at presentation size ran together, "NaiveOptimized").
+    The bottom margin grows to hold them. ``where`` (``row``, ``col``) picks the
+    axis of a subplot; default all."""
     labels = list(dict.fromkeys(labels))
+    share = plot_width_px(HALF_PLOT_WIDTH_PX) / max(len(labels), 1)
+    longest = max((len(word) for label in labels for word in str(label).split()), default=0)
+    if longest * CHAR_WIDTH * font_px("tick") > 0.9 * share:
+        text, angle = [" ".join(str(label).split()) for label in labels], -45
+    else:
+        text, angle = [_tick_lines(label, line_chars("tick", share)) for label in labels], 0
     # A whole category's width at each end: dots, unlike bars, would otherwise get
     # an axis that ends at the outer dots and cuts their labels in half.
-    fig.update_xaxes(tickmode="array", tickvals=labels, ticktext=[_tick_lines(label) for label in labels],
-                     tickangle=0, automargin=True, range=[-0.5, len(labels) - 0.5], **where)
+    fig.update_xaxes(tickmode="array", tickvals=labels, ticktext=text, tickangle=angle, automargin=True,
+                     range=[-0.5, len(labels) - 0.5], **where)
+
+
+# -- layout ----------------------------------------------------------------------
+
+#: Pixels at scale 1 above the title, between the title and the subtitle, and
+#: between the title block and the plot area.
+_TITLE_PAD, _SUBTITLE_GAP, _PLOT_GAP = 10, 6, 24
+#: Bottom margin at scale 1 (px): the x axis' ticks and title, and a legend row.
+_BOTTOM = 100
+
+
+def _top_px(title_lines: int, subtitle_lines: int, scale: float) -> float:
+    """The top margin (px) that holds a title and a subtitle of so many lines at ``scale``."""
+    size = BASE_FONT_PX * scale
+    top = (_TITLE_PAD + _PLOT_GAP) * scale + LINE_HEIGHT * size * (
+        title_lines * (1 + _ROLE_OFFSETS["title"] / BASE_FONT_PX)
+        + subtitle_lines * (1 + _ROLE_OFFSETS["subtitle"] / BASE_FONT_PX))
+    return top + (_SUBTITLE_GAP * scale if subtitle_lines else 0)
+
+
+def _wrapped_titles(title: str | None, subtitle: str | None) -> tuple[str, str]:
+    """The title and subtitle broken into lines for the narrowest chart, at the current scale."""
+    return _wrap_words(title or "", line_chars("title")), _wrap_subtitle(subtitle, line_chars("subtitle"))
 
 
 def title_margins(subtitle: str | None) -> tuple[int, int]:
-    """Top and bottom margins (px) :func:`apply_style` gives a figure."""
-    if not subtitle:
-        return 56, 100
-    return 84 + SUBTITLE_LINE_HEIGHT * _wrap_subtitle(subtitle).count("<br>"), 100
+    """Top and bottom margins (px) of a figure with a one-line title and
+    ``subtitle`` at scale 1: with the plot area, the height a figure asks
+    :func:`apply_style` for (which grows all three with the text)."""
+    token = _SCALE.set(1.0)
+    try:
+        lines = _lines(_wrapped_titles("", subtitle)[1])
+    finally:
+        _SCALE.reset(token)
+    return round(_top_px(1, lines, 1.0)), _BOTTOM
+
+
+def plot_area_height(height: int, subtitle: str | None, above_plot: float = 0) -> float:
+    """Pixels, at the current scale, between the margins of a figure that
+    :func:`apply_style` styles with ``height``, ``subtitle`` and ``above_plot``
+    (and a one-line title)."""
+    return max(height - sum(title_margins(subtitle)) - above_plot, 1) * _SCALE.get()
 
 
 def colorbar_length_px(plot_height: float) -> float:
-    """Pixels of a colour bar's scale as long as the plot, less its two-line title."""
-    return max(plot_height - 40, 40)
+    """Pixels of a colour bar's scale as long as a plot ``plot_height`` px tall,
+    less its two-line title."""
+    return max(plot_height - 2 * LINE_HEIGHT * font_px("body") - scaled(6), 40)
 
 
-def plot_area_height(height: int, subtitle: str | None) -> int:
-    """Pixels between the margins of a figure of ``height`` styled by :func:`apply_style`."""
-    top, bottom = title_margins(subtitle)
-    return max(height - top - bottom, 1)
+def apply_style(fig: go.Figure, title: str, subtitle: str | None = None, height: int = 420,
+                *, above_plot: float = 0) -> go.Figure:
+    """Give ``fig`` the explorer's layout, at the current scale
+    (:func:`presentation`): fonts of :func:`font_px` (titles, axes, ticks,
+    legend, hover, colour bars and heatmap text that sets none of its own), the
+    title and subtitle broken into lines for the narrowest chart, margins that
+    hold them, and a legend hung from the figure's bottom edge.
 
+    Parameters
+    ----------
+    fig : go.Figure
+        Modified in place.
+    title, subtitle : str
+        The title, and the line under it (broken at its `` · `` and ``; ``).
+    height : int
+        The figure's height at scale 1 (px); at a larger scale its plot area
+        (``height`` less the margins at scale 1) grows by the scale and the
+        margins with their text, so the plot area never shrinks.
+    above_plot : float
+        Pixels at scale 1 to keep between the subtitle and the plot area (subplot
+        titles, marks hung over the plot); they grow with the scale.
 
-def apply_style(fig: go.Figure, title: str, subtitle: str | None = None, height: int = 420) -> go.Figure:
-    top, bottom = title_margins(subtitle)
+    Returns
+    -------
+    go.Figure
+        ``fig``.
+    """
+    scale = _SCALE.get()
+    token = _SCALE.set(1.0)
+    try:  # the plot area at scale 1: the height less the margins of the lines there
+        lines = [_lines(text) for text in _wrapped_titles(title, subtitle)]
+    finally:
+        _SCALE.reset(token)
+    plot = max(height - _top_px(*lines, 1.0) - above_plot - _BOTTOM, 1) * scale
+    title, subtitle = _wrapped_titles(title, subtitle)
+    top = _top_px(_lines(title), _lines(subtitle), scale) + above_plot * scale
+    bottom = _BOTTOM * scale
+    total = round(plot + top + bottom)
+    tick, body = dict(size=font_px("tick")), dict(size=font_px("body"))
+    colorbar = dict(tickfont=tick, title=dict(font=body))
     # The legend hangs from the bottom of the figure, not from the plot area: a
     # legend of several rows then pushes the plot up (Plotly grows the margin to
-    # fit it and the axis title) instead of sliding under the x axis title, as
-    # one placed a fixed fraction of the plot area below it did.
+    # fit it and the axis title) instead of sliding under the x axis title.
+    # The title hangs from the top edge: Plotly centres it on the top margin otherwise.
     fig.update_layout(
-        template="plotly_white",
-        font=_FONT,
-        title=dict(text=title, x=0, xanchor="left", font=dict(size=16), subtitle=dict(text=_wrap_subtitle(subtitle))),
-        height=height,
-        margin=dict(l=60, r=20, t=top, b=bottom),
+        template=_template(scale),
+        font=dict(family=_FONT_FAMILY, size=font_px("body"), color=_FONT_COLOR),
+        title=dict(text=title, x=0, xanchor="left", yref="container", y=1 - _TITLE_PAD * scale / total,
+                   yanchor="top", font=dict(size=font_px("title")),
+                   subtitle=dict(text=subtitle, font=dict(size=font_px("subtitle")))),
+        height=total,
+        margin=dict(l=round(MARGIN_L * scale), r=round(MARGIN_R * scale), t=round(top), b=round(bottom)),
         legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, xanchor="left", x=0,
-                    font=dict(size=12)),
-        hoverlabel=dict(font=dict(family=_FONT["family"])),
+                    font=dict(size=font_px("legend"))),
+        hoverlabel=dict(font=dict(family=_FONT_FAMILY, size=font_px("body"))),
+        # Text inside bars that would have to shrink below the cell size is hidden, not shrunk.
+        uniformtext=dict(minsize=font_px("cell"), mode="hide"),
     )
+    # Set on every axis, not inherited: Streamlit's chart theme gives axes smaller text of its own.
+    for update in (fig.update_xaxes, fig.update_yaxes):
+        update(tickfont=tick, title=dict(font=body))
+    fig.update_traces(colorbar=colorbar, selector=dict(type="heatmap"))
     return fig
+
+
+@functools.lru_cache(maxsize=8)
+def _template(scale: float) -> go.layout.Template:
+    """Plotly's ``plotly_white`` with the text sizes of ``scale`` for what a figure
+    adds after :func:`apply_style` or leaves unset: axis titles set anew
+    (``update_xaxes(title="...")`` replaces the title's font), annotations,
+    heatmap, bar and marker text, colour bars."""
+    token = _SCALE.set(scale)
+    try:
+        template = go.layout.Template(pio.templates["plotly_white"])
+        axis = dict(tickfont=dict(size=font_px("tick")), title=dict(font=dict(size=font_px("body"))))
+        template.layout.update(xaxis=axis, yaxis=axis, legend=dict(font=dict(size=font_px("legend"))),
+                               font=dict(size=font_px("body")))
+        template.layout.annotationdefaults = dict(font=dict(size=font_px("body")))
+        colorbar = dict(tickfont=dict(size=font_px("tick")), title=dict(font=dict(size=font_px("body"))))
+        cell = dict(size=font_px("cell"))
+        template.data.heatmap = [go.Heatmap(textfont=cell, colorbar=colorbar)]
+        template.data.bar = [go.Bar(textfont=cell, marker=dict(colorbar=colorbar))]
+        template.data.scatter = [go.Scatter(textfont=dict(size=font_px("label")), marker=dict(colorbar=colorbar))]
+    finally:
+        _SCALE.reset(token)
+    return template
 
 
 def cell_gaps(n_rows: int, n_cols: int, plot_height: float, plot_width: float = PLOT_WIDTH_PX) -> dict:
     """``xgap``/``ygap`` of a heatmap: 1 px between cells that are wide (tall)
-    enough to spare it, none between thinner ones, which a gap would swallow."""
+    enough to spare it, none between thinner ones, which a gap would swallow.
+    ``plot_height`` is in px at the current scale (:func:`plot_area_height`),
+    ``plot_width`` at scale 1 (:func:`plot_width_px`)."""
     return dict(
-        xgap=1 if plot_width / max(n_cols, 1) >= MIN_GAP_CELL_PX else 0,
+        xgap=1 if plot_width_px(plot_width) / max(n_cols, 1) >= MIN_GAP_CELL_PX else 0,
         ygap=1 if plot_height / max(n_rows, 1) >= MIN_GAP_CELL_PX else 0,
     )
 
 
-def integer_ticks(lo: float, hi: float, length_px: float = PLOT_WIDTH_PX) -> dict:
-    """Tick settings for an axis or colour bar of integers (ids, counts) spanning
-    ``lo`` to ``hi`` over ``length_px`` pixels.
+#: Steps of integer ticks: 1, 2, 5 and 2.5 times the powers of ten (25, 250, ...).
+_STEPS = tuple(m * 10 ** e for e in range(16) for m in ((1, 2, 5) if e == 0 else (1, 2, 2.5, 5)))
 
-    Up to a span of 50, ticks every 1, 2, 5, ... so that they stay
-    :data:`MIN_TICK_PX` apart (Plotly's own would fall on halves over a short
-    span); past it, Plotly's own ticks, which are whole numbers there, printed as
-    integers.
+
+def integer_ticks(lo: float, hi: float, length_px: float | None = None) -> dict:
+    """Tick settings for an axis or colour bar of integers (ids, counts) spanning
+    ``lo`` to ``hi``: whole numbers from ``lo`` to ``hi`` only (none past them,
+    whatever the axis' range), every 1, 2, 5, 10, 25, ... so that they stay
+    :data:`MIN_TICK_PX` apart at the current scale and their labels never touch.
+
+    Parameters
+    ----------
+    lo, hi : float
+        The first and last value of the axis.
+    length_px : float, optional
+        The length of a vertical axis or colour bar in px at the current scale
+        (:func:`plot_area_height`); by default the axis runs across the plot
+        (:func:`plot_width_px`), and its labels stay horizontal.
+
+    Returns
+    -------
+    dict
+        ``tickmode="array"``, ``tickvals`` and ``ticktext`` (with thousands
+        separators), and ``tickangle=0`` across the plot.
     """
-    span = max(float(hi) - float(lo), 0.0)
-    if span > 50:
-        return dict(tickmode="auto", tickformat=",d")
-    fit = max(length_px / MIN_TICK_PX, 1.0)
-    step = next(s for s in (1, 2, 5, 10, 25, 50) if span / s <= fit)
-    return dict(tickmode="linear", tick0=0, dtick=step)
+    lo, hi = math.floor(float(lo)), math.ceil(float(hi))
+    hi = max(hi, lo)
+    size = font_px("tick")
+    across = length_px is None
+    room = plot_width_px() if across else float(length_px)
+    label = max(len(format_number(v)) for v in (lo, hi)) * DIGIT_WIDTH * size + size if across else 0
+    gap = max(scaled(MIN_TICK_PX), label, (LINE_HEIGHT + 0.5) * size if not across else 0)
+    fit = max(room / gap, 1.0)
+    step = next(s for s in _STEPS if (hi - lo) / s <= fit)
+    first = math.ceil(lo / step) * step
+    values = [int(v) if float(v).is_integer() else v for v in _arange(first, hi, step)] or [lo]
+    ticks = dict(tickmode="array", tickvals=values, ticktext=[format_number(v) for v in values])
+    if across:
+        ticks["tickangle"] = 0
+    return ticks
+
+
+def _arange(first: float, last: float, step: float) -> list[float]:
+    """``first``, ``first + step``, ... up to ``last`` (exact multiples: no drift)."""
+    n = int(math.floor((last - first) / step + 1e-9)) + 1
+    return [first + i * step for i in range(max(n, 0))]
 
 
 def with_alpha(hex_color: str, alpha: float) -> str:
@@ -230,304 +511,8 @@ def label_log_hlines(fig: go.Figure) -> None:
 
 
 def no_data_figure(fig: go.Figure, text: str, title: str, height: int = 380) -> go.Figure:
-    fig.add_annotation(text=text, showarrow=False, font=dict(size=14), x=0.5, y=0.5, xref="paper", yref="paper")
+    fig.add_annotation(text=_wrap_words(text, line_chars("note")), showarrow=False, font=dict(size=font_px("note")),
+                       x=0.5, y=0.5, xref="paper", yref="paper")
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return apply_style(fig, title, height=height)
-
-
-# -- presentation mode -----------------------------------------------------------
-
-#: How much :func:`for_presentation` enlarges text, markers and lines: chart text
-#: of 12-16 px becomes 18-24 px, readable from the back of a room, and still fits
-#: the half-page charts of a 1280 px wide screen (at 1.6 their titles, subtitles
-#: and subplot titles no longer did).
-PRESENTATION_SCALE = 1.5
-#: Plotly's defaults for what a figure leaves unset and :func:`for_presentation`
-#: must still scale (text that is unset follows ``layout.font``, which it sets).
-_PLOTLY_FONT_SIZE = 12
-_PLOTLY_HOVER_SIZE = 13
-_PLOTLY_MARKER_SIZE = 6
-_PLOTLY_LINE_WIDTH = 2
-_SCALED = "presentation_scale"
-#: Characters of a title that the narrowest charts (two fifths of a 1280 px page)
-#: hold at 16 px bold; a longer title grows less than ``scale``.
-TITLE_LINE = 36
-#: A subtitle's size at scale 1 (Plotly draws an unset one smaller than the title,
-#: so it would follow the title's shrinking).
-_SUBTITLE_SIZE = 11.2
-#: A heatmap's in-cell text grows only while a row of it would fit in this many
-#: characters at its original size (the token walk's 16 two-digit cells fill a
-#: half-page chart at 1280 px already).
-_CELL_TEXT_CHARS = 32
-#: Pixels between the figure's top edge and its title in presentation mode.
-_TITLE_PAD = 12
-#: Height of a line of text in px of its font size.
-_LINE = 1.3
-#: Height of a legend row in px of its font size.
-_LEGEND_ROW = 1.4
-
-
-def for_presentation(fig: go.Figure, scale: float = PRESENTATION_SCALE) -> go.Figure:
-    """A copy of ``fig`` with its text, markers and lines ``scale`` times larger.
-
-    Every font size (layout, titles, axis titles and ticks, legend, colour bars,
-    annotations, hover labels, heatmap and bar text, slider and button labels),
-    marker size and line width is multiplied by ``scale``, in the layout, the
-    traces and every animation frame; sizes Plotly (or Streamlit's chart theme,
-    on axes) would pick itself are set to Plotly's default times ``scale``. So that
-    the figure keeps its width: subtitles, category tick labels and notes wrap
-    into shorter lines; a long title, long row names and a heatmap's dense
-    in-cell text grow less (never shrink). Margins and the figure's height grow
-    with the text (the plot area keeps its size), and the title hangs from the
-    figure's top edge.
-
-    Parameters
-    ----------
-    fig : go.Figure
-        A figure of :mod:`explorer`; it is not modified.
-    scale : float
-        Factor on every size; 1 returns an unchanged copy.
-
-    Returns
-    -------
-    go.Figure
-        The enlarged copy. It records ``scale`` in ``layout.meta``; a figure that
-        already has one is returned as an unchanged copy, so applying it twice
-        does not compound.
-
-    Examples
-    --------
-    >>> big = for_presentation(go.Figure(go.Scatter(y=[1, 2])).update_layout(font_size=10))
-    >>> big.layout.font.size, big.data[0].marker.size
-    (15.0, 9.0)
-    """
-    spec = fig.to_plotly_json()
-    layout = spec.setdefault("layout", {})
-    meta = layout.get("meta")
-    if scale == 1 or (isinstance(meta, dict) and _SCALED in meta):
-        return go.Figure(fig)
-    _scale_sizes(spec, scale)  # explicit sizes everywhere: layout, traces, frames
-    font = layout.setdefault("font", {})
-    font.setdefault("size", _times(_PLOTLY_FONT_SIZE, scale))
-    layout.setdefault("hoverlabel", {}).setdefault("font", {}).setdefault("size", _times(_PLOTLY_HOVER_SIZE, scale))
-    for key, axis in layout.items():
-        if re.fullmatch(r"[xy]axis\d*", key) and isinstance(axis, dict):
-            # Set, not inherited: Streamlit's chart theme gives axes smaller text of its own.
-            # Long row names (the kernel walk's tiles) keep Plotly's size: they would take the plot's width.
-            long_names = key.startswith("y") and any(len(str(t)) > TICK_LINE for t in axis.get("ticktext") or ())
-            axis.setdefault("tickfont", {}).setdefault("size", _times(_PLOTLY_FONT_SIZE, 1 if long_names else scale))
-            if key.startswith("x") and axis.get("ticktext") is not None:  # categories (:func:`_tick_lines`)
-                names = [str(t).replace("<br>", " ") for t in axis["ticktext"]]
-                if _crowded_categories(names, axis["tickfont"]["size"]):
-                    # Side by side, the wrapped names ran together ("NaiveOptimizedTriton"):
-                    # angled, each on one line, they stay apart.
-                    axis.update(ticktext=names, tickangle=-45, automargin=True)
-                else:
-                    axis["ticktext"] = [_wrap_words(t, max(int(TICK_LINE / scale), 1)) for t in names]
-            title = axis.setdefault("title", {})
-            if isinstance(title, dict):
-                title.setdefault("font", {}).setdefault("size", font["size"])
-    for trace in spec.get("data", []):
-        if trace.get("type", "scatter") in ("scatter", "scattergl"):
-            trace.setdefault("marker", {}).setdefault("size", _times(_PLOTLY_MARKER_SIZE, scale))
-            trace.setdefault("line", {}).setdefault("width", _times(_PLOTLY_LINE_WIDTH, scale))
-    title_size = _fit_title(spec, scale)
-    subtitle_font = layout["title"].setdefault("subtitle", {}).setdefault("font", {})
-    subtitle_size = subtitle_font.setdefault("size", _times(_SUBTITLE_SIZE, scale))
-    top = 0.0  # pixels from the figure's top edge to its plot area that the text needs
-    for where in (layout, *(frame.get("layout", {}) for frame in spec.get("frames", []))):
-        _rewrap_subtitle(where, scale)
-        _rewrap_annotations(where, layout, scale)
-        title = where.get("title", {})
-        lines = [(title.get(k) or {}).get("text") if k else title.get("text") for k in ("", "subtitle")]
-        top = max(top, _TITLE_PAD + sum(_lines(text) * size * _LINE for text, size in
-                                        zip(lines, (title_size, subtitle_size)))
-                  + _above_plot(where, layout, font["size"]))
-    for trace in (*spec.get("data", []), *(t for f in spec.get("frames", []) for t in f.get("data", []))):
-        _fit_cell_text(trace, scale)
-    margin = layout.get("margin", {})
-    if margin:
-        grown = {side: round(margin[side] * scale) for side in ("l", "r", "t", "b") if margin.get(side) is not None}
-        grown["t"] = max(grown.get("t", 0), round(top))
-        if layout.get("height") is not None:
-            layout["height"] = layout["height"] + sum(grown.get(s, 0) - (margin.get(s) or 0) for s in ("t", "b"))
-            legend_size = layout.get("legend", {}).get("font", {}).get("size") or font["size"]
-            layout["height"] += round(_legend_rows(spec) * _LEGEND_ROW * legend_size * (scale - 1) / scale)
-            if layout.get("title", {}).get("text"):
-                # Hung from the top edge: Plotly centres a title on the top margin, so a
-                # taller title block would otherwise grow down into what sits above the plot.
-                layout["title"].update(yref="container", y=1 - _TITLE_PAD / layout["height"], yanchor="top")
-        margin.update(grown)
-    layout["meta"] = {**meta, _SCALED: scale} if isinstance(meta, dict) else (
-        {_SCALED: scale} if meta is None else meta)
-    return go.Figure(spec)
-
-
-#: Pixels of plot width a half-page chart has at 1280 px in presentation mode
-#: (its margins grown), shared by its categories.
-_PRESENTED_PLOT_PX = 280
-#: Width of a character in px of its font size (Inter, Arial: about half).
-_CHAR_WIDTH = 0.55
-
-
-def _crowded_categories(names: Sequence[str], size: float) -> bool:
-    """Whether category tick labels ``names`` at font ``size`` would run into
-    each other in a half-page chart even wrapped at every space: their longest
-    word wider than a category's share of :data:`_PRESENTED_PLOT_PX`."""
-    if not names:
-        return False
-    longest = max((len(word) for name in names for word in name.split()), default=0)
-    return longest * _CHAR_WIDTH * size > 0.9 * _PRESENTED_PLOT_PX / len(names)
-
-
-def _lines(text: str | None) -> int:
-    """Lines of a Plotly text (0 for none)."""
-    return text.count("<br>") + 1 if text else 0
-
-
-def _above_plot(layout: dict, figure_layout: dict, font_size: float) -> float:
-    """Pixels the annotations over the top edge of the plot area take (subplot
-    titles of the top row, marks hung above the top plot), in ``layout`` (a
-    figure's or a frame's, as JSON)."""
-    px = 0.0
-    for note in layout.get("annotations", []):
-        yref, y = note.get("yref") or "y", note.get("y") or 0
-        if note.get("yanchor") != "bottom" or y < 1 or not note.get("text"):
-            continue
-        if yref.endswith(" domain"):
-            domain = figure_layout.get("yaxis" + yref.split()[0][1:], {}).get("domain") or (0, 1)
-            if domain[1] < 0.99:
-                continue
-        elif yref != "paper":
-            continue
-        size = (note.get("font") or {}).get("size") or font_size
-        px = max(px, _lines(note["text"]) * size * _LINE + (note.get("yshift") or 0))
-    return px
-
-
-def _legend_rows(spec: dict) -> int:
-    """Entries of a figure's legend (the figure as JSON): the rows it takes at
-    most, one entry a row as in a narrow column."""
-    traces = spec.get("data", [])
-    if not spec["layout"].get("showlegend", len(traces) > 1):
-        return 0
-    return sum(1 for t in traces if t.get("showlegend") is not False and t.get("name"))
-
-
-def _scale_sizes(node, scale: float, parent: str = "") -> None:
-    """Scale, in place, every ``size`` of a font (a key ending in ``font``), every
-    ``size`` of a ``marker`` and every ``width`` of a ``line`` in a figure's JSON
-    (its template aside: Plotly's own defaults there are not ours to scale)."""
-    if isinstance(node, list):
-        for item in node:
-            _scale_sizes(item, scale, parent)
-        return
-    if not isinstance(node, dict):
-        return
-    sized = parent.endswith("font") or parent == "marker"
-    for key, value in node.items():
-        if (sized and key == "size") or (parent == "line" and key == "width"):
-            node[key] = _times(value, scale)
-        elif isinstance(value, (dict, list)) and key != "template":
-            _scale_sizes(value, scale, key)
-
-
-def _times(value, scale: float):
-    """``value`` (a number or an array of them; anything else, such as None, as
-    it is) times ``scale``."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return round(value * scale, 2)
-    if isinstance(value, (list, tuple)):
-        return [_times(v, scale) for v in value]
-    if isinstance(value, np.ndarray):
-        return np.round(value * scale, 2)
-    return value
-
-
-def _wrap_words(text: str, width: int) -> str:
-    """``text`` broken at spaces into lines of at most ``width`` characters (a
-    longer word stays whole); its own ``<br>`` breaks are kept. Text with tags
-    that have attributes (a break could fall inside one) stays as it is."""
-    if re.search(r"<(?!/?(br|b|i|sup|sub)>)", text):
-        return text
-    lines: list[str] = []
-    for line in text.split("<br>"):
-        lines.append("")
-        for word in line.split(" "):
-            if lines[-1] and len(lines[-1]) + 1 + len(word) > width:
-                lines.append(word)
-            else:
-                lines[-1] = f"{lines[-1]} {word}" if lines[-1] else word
-    return "<br>".join(lines)
-
-
-def _rewrap_subtitle(layout: dict, scale: float) -> None:
-    """Break the subtitle of ``layout`` (a figure's or a frame's, as JSON) into
-    lines ``scale`` times shorter, in place."""
-    subtitle = layout.get("title", {}).get("subtitle", {})
-    text = subtitle.get("text")
-    if text:
-        width = max(int(SUBTITLE_LINE / scale), 1)
-        subtitle["text"] = "<br>".join(_wrap_words(_wrap_subtitle(line, width), width) for line in text.split("<br>"))
-
-
-def _fit_title(spec: dict, scale: float) -> float:
-    """Set, in place, the title size of a figure (as JSON): ``scale`` times its
-    size, less for a title too long for the narrowest chart at that size (never
-    below its original size); return it. Titles are not wrapped: Plotly
-    positions a title of several lines above the anchor it is given."""
-    title = spec["layout"].setdefault("title", {})
-    base = (title.get("font") or {}).get("size")
-    base = base / scale if base else 16  # already scaled with every font, or Plotly's default
-    texts = [title.get("text"), *((f.get("layout") or {}).get("title", {}).get("text") for f in spec.get("frames", []))]
-    longest = max((len(re.sub(r"<[^>]*>", "", t)) for t in texts if t), default=0)
-    fit = min(scale, max(1.0, TITLE_LINE / longest)) if longest else scale
-    title.setdefault("font", {})["size"] = _times(base, fit)
-    return title["font"]["size"]
-
-
-def _rewrap_annotations(layout: dict, figure_layout: dict, scale: float) -> None:
-    """Break long annotations placed on the figure (subplot titles, notes) of
-    ``layout`` into lines that fit their subplot's width at ``scale``, in place."""
-    for note in layout.get("annotations", []):
-        text = note.get("text")
-        if not text or note.get("xref") != "paper":  # labels on data and lines stay where they are
-            continue
-        if note.get("yref") == "paper" and note.get("yanchor") == "bottom" and (note.get("y") or 0) < 1:
-            continue  # a lower row's subplot title: more lines would grow into the plot above
-        # Three quarters: an annotation spans the plot area, a subtitle the whole figure.
-        width = max(int(0.75 * SUBTITLE_LINE * _domain_width(figure_layout, note.get("xref") or "x") / scale), 8)
-        note["text"] = _wrap_words(text, width)
-
-
-def _domain_width(layout: dict, xref: str) -> float:
-    """Fraction of the figure's width that an annotation's ``xref`` spans: its x
-    axis' domain, or the whole width for ``paper``. Subplot titles (``paper``)
-    take the narrowest x axis' domain: they sit over one subplot each."""
-    if xref == "paper":
-        domains = [a["domain"] for k, a in layout.items() if k.startswith("xaxis") and a.get("domain")]
-        return min((d[1] - d[0] for d in domains), default=1.0)
-    axis = layout.get("xaxis" + xref.split()[0][1:], {})
-    domain = axis.get("domain") or (0.0, 1.0)
-    return domain[1] - domain[0]
-
-
-def _fit_cell_text(trace: dict, scale: float) -> None:
-    """Shrink, in place, a heatmap's in-cell text (enlarged ``scale`` times with
-    every font) back to the size at which a row of it stays within
-    :data:`_CELL_TEXT_CHARS` characters of the original size, and never below it."""
-    if trace.get("type") != "heatmap" or not trace.get("texttemplate") or not trace.get("textfont", {}).get("size"):
-        return
-    cells = trace.get("text") if "%{text}" in trace["texttemplate"] else trace.get("z")
-    if cells is None:
-        return
-    if isinstance(cells, dict) and "bdata" in cells:  # a typed array, as Plotly writes NumPy data
-        shape = [int(n) for n in str(cells.get("shape", "-1")).split(",")]
-        cells = np.frombuffer(base64.b64decode(cells["bdata"]), dtype=cells["dtype"]).reshape(shape)
-    rows = np.asarray(cells, dtype=object)
-    if rows.ndim != 2 or not rows.size:
-        return
-    chars = max(len(str(v)) for v in rows.ravel())
-    fit = min(scale, max(1.0, _CELL_TEXT_CHARS / max(rows.shape[1] * chars, 1)))
-    trace["textfont"]["size"] = round(trace["textfont"]["size"] / scale * fit, 2)

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from explorer import settings as state  # noqa: E402
+from explorer import limits, settings as state  # noqa: E402
 from explorer import style
 from explorer.formatting import format_bytes  # noqa: E402
 from paged_attention import assign_blocks, execution_mode  # noqa: E402
@@ -376,10 +376,10 @@ def test_number_typed_beyond_the_maximum_is_clamped_and_said():
     at = open_app({**TINY, "batch": "4"}, page=BENCH)
     at.number_input(key="sb_batch_size").set_value(5000).run()
     assert not at.exception
-    assert at.number_input(key="sb_batch_size").value == state.MAX_BATCH  # the box shows the value in use
-    assert any(f"5,000 is above the maximum, {state.MAX_BATCH:,}; using {state.MAX_BATCH:,}" in w.value
+    assert at.number_input(key="sb_batch_size").value == limits.MAX_BATCH  # the box shows the value in use
+    assert any(f"5,000 is above the maximum, {limits.MAX_BATCH:,}; using {limits.MAX_BATCH:,}" in w.value
                for w in at.sidebar.warning)
-    assert at.query_params["batch"] == str(state.MAX_BATCH)
+    assert at.query_params["batch"] == str(limits.MAX_BATCH)
     at.number_input(key="sb_batch_size").set_value(3).run()  # a value in range: the note goes
     assert not any("above the maximum" in w.value for w in at.sidebar.warning)
     at.number_input(key="sb_iters").set_value(0).run()

@@ -243,15 +243,16 @@ def test_error_chart_at_presentation_size_keeps_its_labels_apart():
     left over the "abs error" axis, the title stayed small while the others grew,
     and four "✓ pass" marks touched."""
     from explorer import style
-    from explorer.style import for_presentation
 
-    fig = for_presentation(bench_figures.accuracy_figure(_four_results(), quantization_error=0.022))
+    with style.presentation():
+        fig = bench_figures.accuracy_figure(_four_results(), quantization_error=0.022)
     label = next(a for a in fig.layout.annotations if (a.text or "").startswith("fp8 quantization error"))
     assert label.xref == "x2 domain" and label.x == 1 and label.xanchor == "right"  # inside, from the right
     longest = max(len(line) for line in label.text.split("<br>"))
     # Within the plot area of a half-page chart at 1280 px (about 280 px at this size;
     # Chromium drew "fp8 quantization error: 0.022" at 18 px in about 225 px).
-    assert longest * 0.5 * label.font.size <= style._PRESENTED_PLOT_PX, label.text
+    with style.presentation():
+        assert longest * 0.5 * label.font.size <= style.plot_width_px(style.HALF_PLOT_WIDTH_PX), label.text
     assert fig.layout.title.font.size >= 16 * 1.3  # grows like the other charts' titles
     marks = [a.text for a in fig.layout.annotations if a.yref == "y domain"]
     assert marks == ["✓"] * 4
@@ -263,10 +264,11 @@ def test_error_chart_at_presentation_size_keeps_its_labels_apart():
 def test_four_category_names_are_angled_in_presentation_mode(make):
     """ "Naive PyTorch", "Optimized PyTorch", ... wrapped side by side at
     presentation size ran together ("NaiveOptimizedTriton") at 1280 px."""
-    from explorer.style import for_presentation
+    from explorer import style
 
     plain = make(_four_results())
     assert plain.layout.xaxis.tickangle == 0
-    big = for_presentation(plain)
+    with style.presentation():
+        big = make(_four_results())
     assert big.layout.xaxis.tickangle == -45
     assert list(big.layout.xaxis.ticktext) == ["Naive PyTorch", "Optimized PyTorch", "Triton", "Triton (simple grid)"]

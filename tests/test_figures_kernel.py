@@ -160,10 +160,11 @@ def test_split_merge_at_presentation_size_keeps_its_labels_apart():
     """Review at 1280x720 in presentation mode: the "max m" label on the dotted line
     sat on the largest bar's value, and "% of softmax mass" (the right panel's axis
     title) lay on the left panel's last bar."""
-    from explorer.style import for_presentation
+    from explorer import style
 
     _, _, _, trace = kernel_trace(num_splits=4)
-    fig = for_presentation(kernel_figures.split_merge_figure(trace.splits))
+    with style.presentation():
+        fig = kernel_figures.split_merge_figure(trace.splits)
     # No label of its own on the line: the largest bar's value says it is the max.
     assert not [a for a in fig.layout.annotations if a.yref == "y"]  # on the line, in data units
     top = int(np.argmax(trace.splits["m"]))
@@ -176,5 +177,6 @@ def test_split_merge_at_presentation_size_keeps_its_labels_apart():
     # labels ("30"), title line and Plotly's standoffs.
     width = 577 - fig.layout.margin.l - fig.layout.margin.r
     gap = (fig.layout.xaxis2.domain[0] - fig.layout.xaxis.domain[1]) * width
-    size = fig.layout.yaxis2.title.font.size
-    assert gap >= 1.3 * size + 2 * 0.6 * fig.layout.yaxis2.tickfont.size + 20, gap
+    template = fig.layout.template.layout.yaxis  # the axis title's font, set anew, is the template's
+    size = fig.layout.yaxis2.title.font.size or template.title.font.size
+    assert gap >= 1.3 * size + 2 * 0.6 * (fig.layout.yaxis2.tickfont.size or template.tickfont.size) + 20, gap

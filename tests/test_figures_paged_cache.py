@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from test_figures_style import _layout
 
-from explorer import style
+from explorer import limits, style
 from explorer.cache import figures as cache_figures
 from explorer.cache import sampling, sharing_figures, walk_figures
 from paged_attention import DecodeConfig, assign_blocks
@@ -39,7 +39,7 @@ def test_block_table_samples_large_tables():
     tables = np.arange(256 * 2048, dtype=np.int64).reshape(256, 2048)
     fig = cache_figures.block_table_figure(tables, [2048 * 16] * 256, 16)
     z = np.array(fig.data[0].z)
-    assert z.size <= style.MAX_TABLE_CELLS
+    assert z.size <= limits.MAX_TABLE_CELLS
     grid = cache_figures.block_table_grid(256, 2048)
     assert grid.sampled and "every 2nd sequence" in grid.note("sequence", "logical block")
     assert "16 consecutive logical blocks" in grid.note("sequence", "logical block")
@@ -133,10 +133,10 @@ def test_pool_figure_categories_and_partial_marks():
 
 def test_pool_figure_aggregates_large_pools():
     config, tables, owner = _layout(batch=64, lens=8192, block_size=1)
-    assert len(owner) > style.MAX_POOL_CELLS
+    assert len(owner) > limits.MAX_POOL_CELLS
     fig = cache_figures.pool_figure(owner, tables, config.lengths, config.block_size)
     z = np.array(fig.data[0].z, dtype=float)
-    assert z.size <= style.MAX_POOL_CELLS
+    assert z.size <= limits.MAX_POOL_CELLS
     share = z[~np.isnan(z)]
     assert share.min() >= 0 and share.max() <= 1
     counts = np.array(fig.data[0].customdata)[..., 2:].sum(-1).sum()
@@ -160,7 +160,7 @@ def test_token_walk_maps_tokens_to_blocks_and_slots():
 def test_token_walk_scale_follows_a_sequence_lost_in_a_huge_pool():
     fig = walk_figures.token_walk_figure(np.arange(1000, 1064), 64 * 16, 16, num_blocks=500_000)
     assert (fig.data[0].zmin, fig.data[0].zmax) == (1000, 1063)
-    assert "this sequence's blocks" in fig.layout.title.subtitle.text
+    assert "this sequence's blocks" in fig.layout.title.subtitle.text.replace("<br>", " ")
     config, tables, _ = _layout()
     small = walk_figures.token_walk_figure(tables[1], 40, 16, num_blocks=config.num_blocks)
     assert (small.data[0].zmin, small.data[0].zmax) == (0, config.num_blocks - 1)
@@ -204,7 +204,7 @@ def test_token_walk_y_title_fits_beside_few_rows(context_len):
 def test_token_walk_sampling_note_names_the_sampled_axis():
     row = np.arange(64)
     slots = walk_figures.token_walk_figure(row, 64 * 256, 256, num_blocks=64)  # 16,384 cells: every 2nd slot
-    grid = sampling.sample_grid(64, 256, style.MAX_WALK_CELLS)
+    grid = sampling.sample_grid(64, 256, limits.MAX_WALK_CELLS)
     assert grid.col_stride == 2 and grid.row_stride == 1
     assert list(slots.data[0].x) == list(grid.cols)  # drawn as the page's caption says
     assert "every 2nd slot" in slots.layout.title.subtitle.text

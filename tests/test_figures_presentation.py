@@ -1,9 +1,14 @@
-"""Presentation mode (``for_presentation``): every figure family gets its fonts,
-markers and lines enlarged by one factor, in frames too, with room to hold them;
-the input is left alone and a second call does not compound."""
+"""Presentation mode and readable text (issue 27): one figure of every family the
+pages draw, built in normal mode and inside ``style.presentation()``. Every text
+element's size on screen, worked out from the figure's layout as Plotly resolves
+it (explicit size, else the template's, else the inherited font), is at least
+12 px in normal mode and 18 px in presentation mode; the plot area grows in
+presentation mode, and integer axes keep their ranges and horizontal ticks."""
 
-import json
+from __future__ import annotations
+
 import re
+import threading
 
 import numpy as np
 import pandas as pd
@@ -15,33 +20,46 @@ from test_figures_serving import SERVING
 
 from explorer import style
 from explorer.bench import figures as bench_figures
+from explorer.bench import recorded_figures
+from explorer.bench.recorded import RECORDED_DIR, load_recorded_set, recorded_rows
 from explorer.cache import figures as cache_figures
-from explorer.cache import walk_figures
+from explorer.cache import sharing_figures, walk_figures
+from explorer.cache.sharing import shared_prefix_batch
 from explorer.kernel import figures as kernel_figures
+from explorer.kernel import view as kernel_view
+from explorer.kernel import work_list_figures
 from explorer.serving import figures as serving_figures
 from explorer.serving.history import simulate
 from explorer.serving.tradeoff import block_size_tradeoff
-from explorer.style import for_presentation
 from explorer.sweep import figures as sweep_figures
 from explorer.sweep import runs as sweep_runs
 from helpers import job_rows
 from paged_attention import DecodeConfig, assign_blocks
 
-SCALE = 1.6
+NORMAL_MIN_PX, PRESENTATION_MIN_PX = 12, 18
 
 
 def _family_figures() -> dict[str, go.Figure]:
-    """One figure of every kind the pages draw."""
+    """One figure of every family the pages draw (cache, walk, sharing, bench,
+    recorded, sweep, serving, kernel, work list), at the scale of the caller."""
     config = DecodeConfig(batch_size=3, context_lens=(37, 5, 90), block_size=16, block_layout="shuffled")
     tables, owner = (t.numpy() for t in assign_blocks(config))
     lens = config.lengths
+    shared = shared_prefix_batch((236, 114, 57, 205), 16, 45, common_prompt=64, samples=2)
     out = {
         "block_table": cache_figures.block_table_figure(tables, lens, 16, config.num_blocks),
         "pool": cache_figures.pool_figure(owner, tables, lens, 16),
         "token_walk": walk_figures.token_walk_figure(tables[0], lens[0], 16, 0, config.num_blocks),
         "block_walk": walk_figures.block_walk_figure(tables[0], lens[0], 16, 0, config.num_blocks),
+        "empty_walk": walk_figures.token_walk_figure(tables[0], 0, 16, 0, config.num_blocks),
+        "sharing_table": cache_figures.block_table_figure(shared.block_tables, shared.context_lens, 16, 45,
+                                                          ref_counts=shared.ref_counts),
+        "sharing_pool": sharing_figures.pool_ref_count_figure(shared.ref_counts, shared.block_tables, 16),
     }
     out.update(_benchmark_figures(RESULTS))
+    rows = recorded_rows(load_recorded_set(RECORDED_DIR / "h200_2026-11-29.csv"), "shuffled")
+    out["recorded"] = recorded_figures.recorded_latency_figure(rows, gpu="NVIDIA H200", date="2026-11-29",
+                                                               layout="shuffled")
     frame = sweep_runs.rows_frame(job_rows(copy=4000.0), "this session")
     other = sweep_runs.rows_frame(job_rows(copy=4000.0), "uploaded")
     other["median_ms"] = other["median_ms"] * 2
@@ -50,154 +68,254 @@ def _family_figures() -> dict[str, go.Figure]:
         "sweep_bandwidth": sweep_figures.sweep_bandwidth_figure(frame),
         "sweep_speedup": sweep_figures.sweep_speedup_figure(frame),
         "sweep_ratio": sweep_figures.sweep_ratio_figure(pd.concat([frame, other], ignore_index=True), "uploaded",
-                                                  "this session"),
+                                                        "this session"),
     })
     history = simulate(SERVING, 60)
     record = history.records[30]
     steps = [0, 20, 40, 59]
     out.update({
-        "serving_pool": serving_figures.serving_pool_figure(record.pool_owner(), record.block_tables(), record.context_lens,
-                                                    4, step=30),
+        "serving_pool": serving_figures.serving_pool_figure(record.pool_owner(), record.block_tables(),
+                                                            record.context_lens, 4, step=30),
         "serving_timeline": serving_figures.serving_timeline_figure(history.metrics, 30, 48),
-        "tradeoff": serving_figures.tradeoff_figure(block_size_tradeoff(SERVING, (1, 4, 16), steps=40, pool_tokens=192).table,
-                                            {1: 0.5, 16: 0.2}, current=4),
+        "tradeoff": serving_figures.tradeoff_figure(
+            block_size_tradeoff(SERVING, (1, 4, 16), steps=40, pool_tokens=192).table, {1: 0.5, 16: 0.2}, current=4),
         "pool_animation": serving_figures.pool_animation_figure(
             np.stack([history.records[s].pool_owner() for s in steps]), steps, 4),
     })
-    _, _, _, trace = kernel_trace(block_n=16, num_splits=2)
+    kconfig, ktables, plan, trace = kernel_trace(block_n=16, num_splits=2)
+    groups = kernel_view.prefix_groups(kconfig, ktables)
+    work = kernel_view.work_list(plan, kconfig.lengths, groups=groups,
+                                 prefix=kernel_view.prefix_plan(kconfig, ktables, groups), query_group_size=2)
     out.update({
         "kernel_walk": kernel_figures.kernel_walk_figure(trace.tiles, 300, 16, 16),
         "online_softmax": kernel_figures.online_softmax_figure(trace.tiles, final_error=trace.max_abs_error),
         "split_merge": kernel_figures.split_merge_figure(trace.splits),
+        "work_list": work_list_figures.work_list_figure(work, kconfig.lengths, 16, highlight=0),
     })
     return out
 
 
-FIGURES = _family_figures()
+NORMAL = _family_figures()
+with style.presentation():
+    PRESENTED = _family_figures()
 
 
-def _sizes(node, path=(), parent=""):
-    """``path -> value`` of every font size, marker size and line width in a figure's JSON."""
-    if isinstance(node, list):
-        for i, item in enumerate(node):
-            yield from _sizes(item, (*path, i), parent)
-    elif isinstance(node, dict):
-        for key, value in node.items():
-            if key == "template":
-                continue
-            if (key == "size" and (parent.endswith("font") or parent == "marker")) or (parent == "line" and key == "width"):
-                if value is not None:
-                    yield (*path, key), value
-            elif isinstance(value, (dict, list)):
-                yield from _sizes(value, (*path, key), key)
+def _get(node: dict | None, *path, default=None):
+    for key in path:
+        if not isinstance(node, dict) or node.get(key) is None:
+            return default
+        node = node[key]
+    return node
 
 
-def _at(spec, path):
-    for step in path:
-        spec = spec[step]
-    return spec
+def text_sizes(fig: go.Figure) -> list[tuple[str, float]]:
+    """``(element, px)`` of every text a figure draws, as Plotly resolves its
+    size: the element's own, else its template's default, else the layout's font
+    (Plotly's 12 px when unset). Heatmap text without a size is sized by Plotly
+    to its cells (0 here: unknown); text in bars shrinks to its bar down to
+    ``uniformtext.minsize`` when hidden below it, else without a floor (0)."""
+    spec = fig.to_plotly_json()
+    layout = spec["layout"]
+    tpl, tpl_data = _get(layout, "template", "layout", default={}), _get(layout, "template", "data", default={})
+    base = _get(layout, "font", "size") or _get(tpl, "font", "size") or 12
+    out: list[tuple[str, float]] = []
+
+    def font(where: str, node, *template_path, default=None) -> None:
+        size = _get(node, "size") or (_get(tpl, *template_path, "size") if template_path else None)
+        out.append((where, size or (base if default is None else default)))
+
+    title = layout.get("title") or {}
+    if title.get("text"):
+        font("title", title.get("font"), "title", "font")
+        if _get(title, "subtitle", "text"):
+            font("subtitle", _get(title, "subtitle", "font"), default=0.7 * out[-1][1])
+    for key, axis in layout.items():
+        if not re.fullmatch(r"[xy]axis\d*", key) or axis.get("visible") is False:
+            continue
+        if axis.get("showticklabels") is not False:
+            font(f"{key} ticks", axis.get("tickfont"), key[0] + "axis", "tickfont")
+        if _get(axis, "title", "text"):
+            font(f"{key} title", _get(axis, "title", "font"), key[0] + "axis", "title", "font")
+    traces = spec.get("data", [])
+    legend = [t for t in traces if t.get("showlegend") is not False and t.get("name")]
+    if layout.get("showlegend", len(traces) > 1) and legend:
+        font("legend", _get(layout, "legend", "font"), "legend", "font")
+    for i, note in enumerate(layout.get("annotations", [])):
+        if note.get("text") and note.get("visible") is not False:
+            font(f"annotation {i} {note['text'][:20]!r}", note.get("font"), "annotationdefaults", "font")
+    uniform = layout.get("uniformtext") or {}
+    for i, t in enumerate(traces + [t for f in spec.get("frames", []) for t in f.get("data", [])]):
+        kind = t.get("type", "scatter")
+        defaults = (tpl_data.get(kind) or [{}])[0]
+        own = _get(t, "textfont", "size") or _get(defaults, "textfont", "size")
+        if kind == "heatmap" and t.get("texttemplate"):
+            out.append((f"trace {i} heatmap text", own or 0))
+        if kind == "bar" and t.get("text") is not None:
+            floor = uniform.get("minsize") if uniform.get("mode") == "hide" else 0
+            out.append((f"trace {i} bar text", min(own or base, floor or 0)))
+        if kind == "scatter" and "text" in (t.get("mode") or "") and t.get("text") is not None:
+            out.append((f"trace {i} marker text", own or base))
+        bars = [t] if kind == "heatmap" and t.get("showscale") is not False else []
+        if _get(t, "marker", "showscale"):
+            bars.append(t["marker"])
+        for bar in bars:
+            cb = bar.get("colorbar") or {}
+            defaults_cb = _get(defaults, "colorbar") or _get(defaults, "marker", "colorbar") or {}
+            out.append((f"trace {i} colour bar ticks", _get(cb, "tickfont", "size")
+                        or _get(defaults_cb, "tickfont", "size") or base))
+            if _get(cb, "title", "text"):
+                out.append((f"trace {i} colour bar title", _get(cb, "title", "font", "size")
+                            or _get(defaults_cb, "title", "font", "size") or base))
+    for i, slider in enumerate(layout.get("sliders", [])):
+        out.append((f"slider {i}", _get(slider, "font", "size") or base))
+        if _get(slider, "currentvalue", "visible") is not False:
+            out.append((f"slider {i} value", _get(slider, "currentvalue", "font", "size") or base))
+    for i, menu in enumerate(layout.get("updatemenus", [])):
+        out.append((f"buttons {i}", _get(menu, "font", "size") or base))
+    out.append(("hover", _get(layout, "hoverlabel", "font", "size") or _get(tpl, "hoverlabel", "font", "size") or 13))
+    return out
 
 
-@pytest.mark.parametrize("name", list(FIGURES))
-def test_every_size_is_scaled_in_every_family(name):
-    fig = FIGURES[name]
-    before = fig.to_plotly_json()
-    big = for_presentation(fig, SCALE)
-    spec = big.to_plotly_json()
-    assert fig.to_plotly_json().keys() == before.keys() and fig.layout.meta == before["layout"].get("meta")
-    sizes = dict(_sizes(before))
-    assert sizes, "a figure with no explicit sizes tests nothing"
-    for path, value in sizes.items():
-        new = _at(spec, path)
-        heat_text = path[0] in ("data", "frames") and "textfont" in path and _at(spec, path[:-2]).get("type") in (
-            "heatmap", None)
-        expected = np.round(np.asarray(value, dtype=float) * SCALE, 2)
-        if path == ("layout", "title", "font", "size"):
-            continue  # below: a long title grows less
-        if heat_text:  # in-cell text grows only as far as its cells hold it
-            assert np.all(np.asarray(value) <= np.asarray(new)) and np.all(np.asarray(new) <= expected), path
-        else:
-            assert np.allclose(np.asarray(new, dtype=float), expected), (path, value, new)
-    assert big.layout.font.size == pytest.approx(13 * SCALE)
-    # A title grows as far as the narrowest chart holds it, and never shrinks.
-    fit = min(SCALE, max(1, style.TITLE_LINE / len(re.sub(r"<[^>]*>", "", fig.layout.title.text))))
-    assert big.layout.title.font.size == pytest.approx(16 * fit, abs=0.01)
-    assert big.layout.hoverlabel.font.size == pytest.approx(13 * SCALE)
-    for trace in big.data:
-        if trace.type == "scatter":
-            assert trace.marker.size is not None and trace.line.width is not None  # Plotly's defaults, scaled
-    # Room for the larger text: the margins grow, and the height with them (the plot keeps its size).
-    assert big.layout.margin.t > fig.layout.margin.t * SCALE - 1
-    assert big.layout.height - fig.layout.height >= (big.layout.margin.t - fig.layout.margin.t) + (
-        big.layout.margin.b - fig.layout.margin.b)
+def _plot_px(fig: go.Figure) -> float:
+    layout = fig.layout
+    return layout.height - layout.margin.t - layout.margin.b
 
 
-def test_frames_are_scaled():
-    fig = FIGURES["pool_animation"]
-    assert fig.frames
-    big = for_presentation(fig, SCALE)
-    for small_frame, big_frame in zip(fig.frames, big.frames):
-        small, large = small_frame.to_plotly_json(), big_frame.to_plotly_json()
-        for path, value in _sizes(small):
-            assert np.allclose(np.asarray(_at(large, path), dtype=float), np.asarray(value, dtype=float) * SCALE)
-    assert big.layout.sliders[0].currentvalue.font.size == pytest.approx(
-        (fig.layout.sliders[0].currentvalue.font.size or 13) * SCALE)
+@pytest.mark.parametrize("name", list(NORMAL))
+def test_every_text_is_readable_in_both_modes(name):
+    """At 1280 px wide nothing under 12 px in normal mode (subtitles were 10-11 px,
+    the token walk's cell numbers 7 px), nothing under 18 px in presentation mode
+    (the kernel's tile labels kept 12 px), in-cell text included."""
+    for fig, floor in ((NORMAL[name], NORMAL_MIN_PX), (PRESENTED[name], PRESENTATION_MIN_PX)):
+        sizes = text_sizes(fig)
+        assert len(sizes) >= 3  # a title, ticks, the hover at least
+        small = [(where, px) for where, px in sizes if px < floor - 1e-9]
+        assert not small, small
 
 
-def test_markers_lines_annotations_and_heatmap_text_of_a_plain_figure():
-    fig = go.Figure([go.Scatter(y=[1, 2], marker=dict(size=[4, 8], line=dict(width=1)), line=dict(width=2)),
-                     go.Heatmap(z=[[1, 2], [3, 4]], texttemplate="%{z}", textfont=dict(size=10))],
-                    frames=[go.Frame(data=[go.Scatter(marker=dict(size=5))])])
-    fig.add_annotation(text="note", font=dict(size=12), x=0, y=0)
-    fig.update_layout(height=300, margin=dict(t=50, b=40, l=40, r=10), legend=dict(font=dict(size=11)))
-    big = for_presentation(fig, 2)
-    scatter, heat = big.data
-    assert list(scatter.marker.size) == [8, 16] and scatter.marker.line.width == 2 and scatter.line.width == 4
-    assert heat.textfont.size == 20  # two cells a row: room to spare
-    assert big.frames[0].data[0].marker.size == 10
-    assert big.layout.annotations[0].font.size == 24 and big.layout.legend.font.size == 22
-    assert big.layout.font.size == 24 and big.layout.hoverlabel.font.size == 26  # Plotly's 12 and 13, doubled
-    assert big.layout.margin.t >= 100 and big.layout.margin.b == 80 and big.layout.height >= 300 + 50 + 40
-    assert fig.data[0].line.width == 2 and fig.layout.font.size is None  # the input is left alone
+@pytest.mark.parametrize("name", list(NORMAL))
+def test_presentation_mode_enlarges_the_plot_area_and_the_text(name):
+    """Presentation mode made the block table's cells smaller than in normal mode:
+    its text grew, its plot area shrank. Now both grow by the same scale."""
+    normal, big = NORMAL[name], PRESENTED[name]
+    assert _plot_px(big) >= 1.3 * _plot_px(normal), (_plot_px(normal), _plot_px(big))
+    sizes = dict(text_sizes(normal))
+    for where, px in text_sizes(big):
+        if where in sizes:
+            assert px >= sizes[where] * 1.3 - 1e-9, (where, sizes[where], px)
 
 
-def test_dense_heatmap_text_keeps_its_size():
-    fig = go.Figure(go.Heatmap(z=np.arange(32).reshape(2, 16), texttemplate="%{z}", textfont=dict(size=9)))
-    assert for_presentation(fig, SCALE).data[0].textfont.size == 9  # 16 two-digit cells a row: no room to grow
+def _integer_axis_ticks(fig: go.Figure):
+    for key in fig.layout:
+        axis = fig.layout[key]
+        if re.fullmatch(r"xaxis\d*", key) and axis.tickmode == "array" and axis.tickvals is not None \
+                and all(isinstance(v, (int, np.integer)) for v in axis.tickvals):
+            yield key, axis
 
 
-def test_long_titles_and_subtitles_are_wrapped_for_the_narrowest_chart():
-    fig = bench_figures.latency_figure(RESULTS)
-    big = for_presentation(fig, SCALE)
-    for line in big.layout.title.subtitle.text.split("<br>"):
-        assert len(line) <= style.SUBTITLE_LINE / SCALE
-    assert big.layout.title.subtitle.text.replace("<br>", " ").split() == fig.layout.title.subtitle.text.replace(
-        "<br>", " ").split()  # the same words
-    assert big.layout.title.subtitle.text.count("<br>") > fig.layout.title.subtitle.text.count("<br>")
+@pytest.mark.parametrize("name", ["block_table", "pool", "sharing_pool", "token_walk", "block_walk", "kernel_walk",
+                                  "serving_pool", "pool_animation", "work_list"])
+def test_integer_axes_keep_their_range_and_horizontal_ticks(name):
+    """Presentation mode added a phantom "-2" tick to the block table's x axis and
+    rotated the pool's: ticks fall inside the data in either mode, stay
+    horizontal, and thin out (never crowd) as the text grows."""
+    found = False
+    for normal, big in zip(_integer_axis_ticks(NORMAL[name]), _integer_axis_ticks(PRESENTED[name])):
+        found = True
+        for key, axis in (normal, big):
+            assert axis.tickangle == 0, key
+            assert min(axis.tickvals) >= 0 and len(axis.ticktext) == len(axis.tickvals), key
+        assert len(big[1].tickvals) <= len(normal[1].tickvals)
+        assert set(big[1].tickvals) <= set(range(int(min(normal[1].tickvals)), int(max(normal[1].tickvals)) + 1))
+    assert found, "no integer x axis"
 
 
-def test_does_not_compound():
-    fig = FIGURES["accuracy"]
-    once = for_presentation(fig, SCALE)
-    assert _spec(for_presentation(fig, SCALE)) == _spec(once)  # the input is not changed
-    assert _spec(for_presentation(once, SCALE)) == _spec(once)  # a scaled figure stays as it is
-    assert once.layout.meta == {"presentation_scale": SCALE}
-    assert _spec(for_presentation(fig, 1)) == _spec(fig)
+def test_block_table_ticks_end_at_its_last_logical_block():
+    config = DecodeConfig(batch_size=2, context_lens=(20, 60), block_size=16)
+    tables, _ = (t.numpy() for t in assign_blocks(config))
+    for mode in (1, style.PRESENTATION_SCALE):
+        with style.presentation(mode):
+            axis = cache_figures.block_table_figure(tables, config.lengths, 16, config.num_blocks).layout.xaxis
+        assert set(axis.tickvals) <= {0, 1, 2, 3} and 0 in axis.tickvals
 
 
-def _spec(fig: go.Figure) -> dict:
-    return json.loads(fig.to_json())
+def test_kernel_tile_labels_grow_with_the_text():
+    """Inside the kernel's tile labels (the walk's y ticks) kept 12 px in presentation mode."""
+    normal, big = NORMAL["kernel_walk"].layout.yaxis, PRESENTED["kernel_walk"].layout.yaxis
+    assert big.tickfont.size == style.PRESENTATION_SCALE * normal.tickfont.size >= PRESENTATION_MIN_PX
+    assert list(big.ticktext) == list(normal.ticktext)  # the same labels, whole
+
+
+def test_numbers_in_cells_are_left_to_the_hover_when_they_no_longer_fit():
+    """In-cell numbers are written at the cell size of the mode or not at all: a
+    row of 16 three-digit numbers fits a 400 px plot at 12 px, not at 18 px."""
+    assert style.text_fits(16, 16, 999)
+    with style.presentation():
+        assert not style.text_fits(16, 16, 999) and style.text_fits(8, 8, 999)
+    assert not style.text_fits(2 * 200, 2, 9, plot_height=300)  # rows 1.5 px tall
+
+
+def test_presentation_is_one_setting_read_while_figures_are_built():
+    assert style.presentation_scale() == 1 and style.font_px("tick") == NORMAL_MIN_PX
+    with style.presentation() as scale:
+        assert scale == style.PRESENTATION_SCALE == style.presentation_scale()
+        assert style.font_px("tick") == PRESENTATION_MIN_PX and style.scaled(10) == 15
+        with style.presentation(1):  # nested: the inner setting holds inside, the outer after
+            assert style.font_px("tick") == NORMAL_MIN_PX
+        assert style.font_px("tick") == PRESENTATION_MIN_PX
+    assert style.presentation_scale() == 1
+    for bad in (0.5, float("nan"), "big"):
+        with pytest.raises(ValueError, match="scale must be a finite number of at least 1"):
+            with style.presentation(bad):
+                pass
+
+
+def test_presentation_of_one_session_does_not_reach_another():
+    """Streamlit runs each session's script in its own thread: a context variable
+    set in one thread is not seen in another."""
+    seen, ready, done = [], threading.Event(), threading.Event()
+
+    def other_session():
+        ready.wait()
+        seen.append(style.presentation_scale())
+        done.set()
+
+    thread = threading.Thread(target=other_session)
+    thread.start()
+    with style.presentation():
+        ready.set()
+        done.wait(10)
+    thread.join(10)
+    assert seen == [1.0]
+
+
+def test_titles_and_subtitles_break_into_lines_that_fit_the_narrowest_chart():
+    long = "8 sequences x 482 logical blocks; colour = physical block id · sampled: every 2nd row shown"
+    for scale in (1, style.PRESENTATION_SCALE):
+        with style.presentation(scale):
+            fig = style.apply_style(go.Figure(), "Block size: memory waste against kernel latency", long)
+        for text, size in ((fig.layout.title.text, fig.layout.title.font.size),
+                           (fig.layout.title.subtitle.text, fig.layout.title.subtitle.font.size)):
+            lines = text.split("<br>")
+            assert all(len(line) * style.CHAR_WIDTH * size <= style.NARROW_FIGURE_PX for line in lines), lines
+        words = fig.layout.title.subtitle.text.replace("<br>", " ").split()
+        assert [w for w in words if w != "·"] == [w for w in long.split() if w != "·"]  # the same words
+        # The top margin holds every line of both.
+        lines = fig.layout.title.text.count("<br>") + 1, fig.layout.title.subtitle.text.count("<br>") + 1
+        need = style.LINE_HEIGHT * (lines[0] * fig.layout.title.font.size + lines[1] * fig.layout.title.subtitle.font.size)
+        assert fig.layout.margin.t >= need + 10 * scale
 
 
 @pytest.mark.parametrize("num_splits", [1, 3])
-def test_output_label_keeps_its_room_in_presentation_mode(num_splits):
+def test_output_label_keeps_its_room(num_splits):
     """Presentation mode cut the online-softmax chart's "merged output" to "merged
     outp": its room was a share of the x axis, which does not grow with the text.
     It sits in the right margin, which grows with it (an average character of a
     sans-serif font is taken as 0.55 of its size)."""
     _, _, _, trace = kernel_trace(block_n=16, num_splits=num_splits)
-    plain = kernel_figures.online_softmax_figure(trace.tiles, final_error=trace.max_abs_error)
-    for fig in (plain, for_presentation(plain)):
+    for scale in (1, style.PRESENTATION_SCALE):
+        with style.presentation(scale):
+            fig = kernel_figures.online_softmax_figure(trace.tiles, final_error=trace.max_abs_error)
         star = next(t for t in fig.data if t.name == "output")
         need = star.marker.size / 2 + len(star.text[0]) * star.textfont.size * 0.55
         assert fig.layout.margin.r >= need, (star.text[0], fig.layout.margin.r, need)
@@ -224,7 +342,8 @@ def test_tolerance_label_stays_under_the_pass_marks(abs_errs):
 
     results = [_result(name, [1.0], abs_err=err, passed=err == err)
                for name, err in zip(("naive", "vectorized", "triton"), abs_errs)]
-    plain = bench_figures.accuracy_figure(results)
-    for fig in (plain, for_presentation(plain)):
+    for scale in (1, style.PRESENTATION_SCALE):
+        with style.presentation(scale):
+            fig = bench_figures.accuracy_figure(results)
         room, need = _tolerance_room(fig)
         assert room >= need, (room, need)

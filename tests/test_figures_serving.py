@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from explorer import style
+from explorer import limits, style
 from explorer.cache import figures as cache_figures
 from explorer.cache import sampling, sharing_figures
 from explorer.formatting import MS_D3
@@ -46,7 +46,7 @@ def test_serving_pool_marks_what_the_step_changed(history):
 
 
 def test_serving_pool_aggregated_has_no_step_marks():
-    owner = np.full(style.MAX_POOL_CELLS * 2, -1)
+    owner = np.full(limits.MAX_POOL_CELLS * 2, -1)
     owner[:10] = 1
     fig = serving_figures.serving_pool_figure(owner, np.array([np.arange(10)]), [40], 4, taken=[1, 2], freed=[20])
     assert not {"taken", "freed"} & {t.name for t in fig.data}
@@ -92,7 +92,7 @@ def test_pool_animation(history):
     assert np.array_equal(z[owners[2] >= 0], 2 + owners[2][owners[2] >= 0] % len(style.SEQUENCE_COLORS))
     assert fig.layout.updatemenus[0].buttons[0].label == "▶ Play"
     with pytest.raises(ValueError, match="frames"):
-        serving_figures.pool_animation_figure(np.zeros((serving_figures.MAX_ANIMATION_FRAMES + 1, 8)), list(range(81)), 4)
+        serving_figures.pool_animation_figure(np.zeros((limits.MAX_ANIMATION_FRAMES + 1, 8)), list(range(81)), 4)
 
 
 def test_block_table_names_rows_by_seq_id():

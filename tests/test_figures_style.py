@@ -148,8 +148,8 @@ def test_pool_of_many_sequences_says_colours_repeat():
 def test_block_table_of_two_blocks_has_integer_ticks():
     config, tables, _ = _layout(1, 20, 16)
     fig = cache_figures.block_table_figure(tables, config.lengths, 16, 2)
-    assert (fig.layout.xaxis.dtick, fig.layout.xaxis.tick0) == (1, 0)
-    assert fig.data[0].colorbar.dtick == 1  # physical block ids 0 and 1, not 0, 0.5, 1
+    assert list(fig.layout.xaxis.tickvals) == [0, 1]
+    assert list(fig.data[0].colorbar.tickvals) == [0, 1]  # physical block ids 0 and 1, not 0, 0.5, 1
     wide = cache_figures.block_table_figure(*_layout(3, 3855, 8)[1:2], [3855] * 3, 8)
     assert _integer_ticks(wide.layout.xaxis) and _integer_ticks(wide.data[0].colorbar)
 
@@ -157,11 +157,11 @@ def test_block_table_of_two_blocks_has_integer_ticks():
 def test_token_and_block_walks_have_integer_ticks():
     config, tables, _ = _layout(1, 20, 16)
     walk = walk_figures.token_walk_figure(tables[0], 20, 16, 0, 2)
-    assert walk.data[0].colorbar.dtick == 1 and _integer_ticks(walk.layout.xaxis)
+    assert list(walk.data[0].colorbar.tickvals) == [0, 1] and _integer_ticks(walk.layout.xaxis)
     one_slot = walk_figures.token_walk_figure(np.arange(3), 3, 1, 0, 3)
-    assert one_slot.layout.xaxis.dtick == 1  # not -0.4 ... 0.4 around the one slot
+    assert list(one_slot.layout.xaxis.tickvals) == [0]  # not -0.4 ... 0.4 around the one slot
     path = walk_figures.block_walk_figure(tables[0], 20, 16, 0, 3)
-    assert path.layout.xaxis.dtick == 1 and _integer_ticks(path.layout.yaxis)
+    assert list(path.layout.xaxis.tickvals) == [0, 1] and _integer_ticks(path.layout.yaxis)
     long = walk_figures.block_walk_figure(np.arange(500), 8000, 16, 0, 500)
     assert _integer_ticks(long.layout.xaxis) and _integer_ticks(long.layout.yaxis)
 
@@ -201,17 +201,22 @@ def test_legend_hangs_from_the_figure_bottom():
 
 # -- grammar ---------------------------------------------------------------------------
 
+def _subtitle(fig) -> str:
+    """A figure's subtitle on one line (it is broken into lines that fit the chart)."""
+    return fig.layout.title.subtitle.text.replace("<br>", " ")
+
+
 def test_counts_of_one_are_singular():
     config, tables, owner = _layout(1, 1, 1)
-    table = cache_figures.block_table_figure(tables, config.lengths, 1, config.num_blocks).layout.title.subtitle.text
+    table = _subtitle(cache_figures.block_table_figure(tables, config.lengths, 1, config.num_blocks))
     assert table.startswith("1 sequence x 1 logical block of 1 token;")
-    pool = cache_figures.pool_figure(owner, tables, config.lengths, 1).layout.title.subtitle.text
+    pool = _subtitle(cache_figures.pool_figure(owner, tables, config.lengths, 1))
     assert "of 1 slot," in pool and "1 slots" not in pool
-    walk = walk_figures.token_walk_figure(tables[0], 1, 1).layout.title.subtitle.text
+    walk = _subtitle(walk_figures.token_walk_figure(tables[0], 1, 1))
     assert walk.startswith("1 token in 1 block of 1;")
-    anim = serving_figures.pool_animation_figure(owner[None, :], [0], 1).layout.title.subtitle.text
+    anim = _subtitle(serving_figures.pool_animation_figure(owner[None, :], [0], 1))
     assert "of 1 slot;" in anim
-    kernel = kernel_figures.kernel_walk_figure(_tiles(1, 1), 16, 16, 16).layout.title.subtitle.text
+    kernel = _subtitle(kernel_figures.kernel_walk_figure(_tiles(1, 1), 16, 16, 16))
     assert kernel.startswith("1 tile of 16 lanes, 1 split, 1 block-table lookup for 16 tokens")
 
 
@@ -231,7 +236,7 @@ def test_long_subtitles_wrap_at_their_separators_and_make_room():
     fig = style.apply_style(go.Figure(), "t", long)
     text = fig.layout.title.subtitle.text
     lines = text.split("<br>")
-    assert len(lines) == 2 and all(len(line) <= style.SUBTITLE_LINE for line in lines)
-    assert lines[1] == "sampled: every 2nd row shown"
+    assert all(len(line) <= style.line_chars("subtitle") for line in lines)
+    assert lines == ["8 sequences x 482 logical blocks;", "colour = physical block id", "sampled: every 2nd row shown"]
     assert fig.layout.margin.t > style.apply_style(go.Figure(), "t", "short").layout.margin.t
     assert style.apply_style(go.Figure(), "t", "short").layout.title.subtitle.text == "short"

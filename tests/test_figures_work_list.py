@@ -6,6 +6,7 @@ uniform one; shared-prefix programs; sampled batches."""
 import numpy as np
 import pytest
 
+from explorer import limits
 from explorer.kernel import view as kernel_view
 from explorer.kernel import work_list_figures
 from paged_attention import DecodeConfig, assign_blocks
@@ -120,7 +121,7 @@ def test_work_list_figure_samples_a_big_batch_and_keeps_the_traced_row():
     config, plan, _, _, work = setup(lengths)
     fig = work_list_figures.work_list_figure(work, config.lengths, 16, highlight=7)
     rows, note = work_list_figures.work_rows(100, 7)
-    assert len(rows) <= work_list_figures.MAX_WORK_ROWS + 1 and 7 in rows and rows == sorted(rows)
+    assert len(rows) <= limits.MAX_WORK_ROWS + 1 and 7 in rows and rows == sorted(rows)
     assert "sampled for the browser: every 4th sequence and the traced one" in note
     assert note in fig.layout.title.subtitle.text.replace("<br>", " ")
     bars = fig.data[0]

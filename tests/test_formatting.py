@@ -18,7 +18,7 @@ def test_format_duration(ms, text):
 
 @pytest.mark.parametrize("ms, text", [(518.6, "519 ms"), (184.9, "185 ms"), (2, "2.00 ms"), (0.1849, "0.185 ms"),
                                       (99.96, "100 ms"), (0.99996, "1.00 ms"), (1234.5, "1,230 ms"),
-                                      (0.0, "0 ms"), (float("nan"), "nan ms")])
+                                      (0.0, "0 ms"), (float("nan"), "n/a ms")])
 def test_format_ms_keeps_three_significant_digits_in_ms(ms, text):
     """The charts' one duration rule is the metric cards' (three significant digits),
     fixed to the axes' unit: it wrote "100.0 ms", "1.000 ms" and "1,235 ms"."""
@@ -56,7 +56,7 @@ def test_format_bytes(n, significant, text):
     assert formatting.format_bytes(n, significant) == text
 
 
-@pytest.mark.parametrize("n, text", [(0, "0"), (12345, "12,345"), (524288, "524k"), (589824, "590k"), (8_388_608, "8.4M"), (12_345_678, "12.3M")])
+@pytest.mark.parametrize("n, text", [(0, "0"), (12345, "12,345"), (524288, "524k"), (589824, "590k"), (8_388_608, "8.39M"), (12_345_678, "12.3M")])
 def test_compact(n, text):
     assert formatting.compact(n) == text
 
@@ -78,6 +78,6 @@ def test_duration_number_is_three_significant_digits_in_the_unit(ms, unit, text)
 
 
 @pytest.mark.parametrize("gbps, text", [(0.000612, "0.000612"), (0.0002863, "0.000286"), (48.31, "48.3"),
-                                        (4243.2, "4,243"), (None, "n/a"), (float("nan"), "n/a")])
+                                        (4243.2, "4,240"), (None, "n/a"), (float("nan"), "n/a")])
 def test_format_gbps_keeps_three_significant_digits(gbps, text):
     assert formatting.format_gbps(gbps) == text

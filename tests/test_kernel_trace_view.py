@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from explorer import limits
 from explorer.kernel import view as kernel_view
 from explorer.kernel.trace import trace_decode
 from helpers import SWEEP_BASE as BASE
@@ -35,8 +36,8 @@ def test_row_trace_walks_like_the_full_trace(block_size, overrides):
 def test_trace_size_limits():
     plan = kernel_view.launch_plan(BASE, np.zeros((2, 3), np.int64), block_n=16)
     assert kernel_view.trace_size_error(37, plan) is None
-    assert "at most" in kernel_view.trace_size_error(kernel_view.MAX_TRACE_TOKENS + 1, plan)
-    long = BASE.with_(context_lens=kernel_view.MAX_TRACE_TOKENS)
+    assert "at most" in kernel_view.trace_size_error(limits.MAX_TRACE_TOKENS + 1, plan)
+    long = BASE.with_(context_lens=limits.MAX_TRACE_TOKENS)
     plan = kernel_view.launch_plan(long, np.zeros((2, long.max_num_blocks), np.int64), block_n=16, num_splits=1)
     assert "tiles" in kernel_view.trace_size_error(long.lengths[0], plan)
     with pytest.raises(ValueError, match="seq must lie"):

@@ -19,13 +19,13 @@ from test_app import BENCH, TINY, assert_clean, open_app  # noqa: E402
 
 from benchmarks.record import convert_peers, parse_peers_log  # noqa: E402
 from explorer.bench.recorded_peers import (  # noqa: E402
-    MAX_LABEL_CHARS,
     PEERS_DIR,
     SETS,
     load_peer_set,
     load_peer_sets,
     peer_rows,
 )
+from explorer.limits import MAX_LABEL_CHARS  # noqa: E402
 
 DATA = ROOT / "docs" / "data"
 

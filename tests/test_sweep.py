@@ -58,7 +58,7 @@ def test_default_ranges_give_valid_grids():
         for axis in sweep_grid.AXES:
             low, high = sweep_grid.default_range(axis, BASE, cpu)
             points = sweep_grid.default_points(axis, low, high, cpu)
-            assert 1 <= points <= (sweep_grid.CPU_MAX_POINTS if cpu else sweep_grid.MAX_POINTS)
+            assert 1 <= points <= (sweep_grid.CPU_MAX_POINTS if cpu else limits.MAX_POINTS)
             assert sweep_grid.sweep_values(axis, low, high, points, num_heads=BASE.num_heads)
     assert sweep_grid.default_points("context_len", 128, 32768, cpu=False) == 9
 
@@ -157,7 +157,7 @@ GOOD = "axis,value,implementation,status,median_ms\ncontext_len,16,triton,ok,0.1
 @pytest.mark.parametrize("data, match", [
     (b"", "empty"),
     (b"\xff\xfe\x00garbage\x00", "not UTF-8"),
-    (b"x" * (sweep_runs.MAX_CSV_BYTES + 1), "MB"),
+    (b"x" * (limits.MAX_CSV_BYTES + 1), "MB"),
     ('a,b\n1,"unterminated\n', "not a readable CSV|lacks"),
     ("value,implementation\n1,triton\n", "lacks the columns axis, status, median_ms"),
     ("axis,value,implementation,status,median_ms\n", "no rows"),
@@ -187,7 +187,7 @@ def test_inf_in_an_optional_column_reads_as_missing():
 
 
 def test_too_many_rows():
-    text = "axis,value,implementation,status,median_ms\n" + "context_len,16,triton,ok,0.1\n" * (sweep_runs.MAX_CSV_ROWS + 1)
+    text = "axis,value,implementation,status,median_ms\n" + "context_len,16,triton,ok,0.1\n" * (limits.MAX_CSV_ROWS + 1)
     with pytest.raises(ValueError, match="at most"):
         sweep_runs.read_sweep_csv(text, "up")
 

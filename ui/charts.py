@@ -1,24 +1,36 @@
-"""The one way the pages draw a Plotly figure: :func:`show_chart`, which enlarges it
-in presentation mode (the sidebar's toggle, ``present=1`` in the URL)."""
+"""The one way the pages draw a Plotly figure (:func:`show_chart`), and the
+presentation mode a page's figures are built in (:func:`page_style`: the
+sidebar's toggle, ``present=1`` in the URL)."""
 
 from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
 
 import plotly.graph_objects as go
 import streamlit as st
 
-from explorer.style import for_presentation
+from explorer import style
 from ui.sidebar import current
 
 
+@contextmanager
+def page_style() -> Iterator[float]:
+    """Build the figures of the ``with`` block (``app.py``: the page's run) in
+    presentation mode when the sidebar's toggle is on
+    (:func:`explorer.style.presentation`); yields the scale."""
+    present = current().settings.present
+    with style.presentation(style.PRESENTATION_SCALE if present else 1) as scale:
+        yield scale
+
+
 def show_chart(fig: go.Figure, *, key: str, parent=st, **kwargs):
-    """``parent.plotly_chart(fig, key=key, **kwargs)``, the figure enlarged by
-    :func:`~explorer.for_presentation` when the sidebar's
-    presentation mode is on.
+    """``parent.plotly_chart(fig, key=key, **kwargs)``.
 
     Parameters
     ----------
     fig : go.Figure
-        The figure; it is not modified.
+        The figure, built in the page's run (so at its scale, :func:`page_style`).
     key : str
         The chart's widget key.
     parent : module or container
@@ -30,6 +42,4 @@ def show_chart(fig: go.Figure, *, key: str, parent=st, **kwargs):
     -------
     What ``plotly_chart`` returns.
     """
-    if current().settings.present:
-        fig = for_presentation(fig)
     return parent.plotly_chart(fig, key=key, **kwargs)

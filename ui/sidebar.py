@@ -10,10 +10,10 @@ replaced by defaults and listed in a warning. The logic (parsing, presets,
 validation) is in :mod:`explorer.settings`.
 
 The open page's own controls go into the URL beside the sidebar's, under keys
-prefixed per page (:mod:`explorer.page_urls`); other pages' keys are dropped. A
-page reads its keys with :func:`take_page_query` when its widgets are first
-created in a session, shows what it ignored with :func:`show_page_url_notes`, and
-calls :func:`sync_url` once its controls are drawn.
+prefixed per page (the registry, :data:`explorer.page_urls.URL_FIELDS`); other
+pages' keys are dropped. A page reads its keys when its widgets are first
+created in a session (:func:`ui.page_state.seed_page`, through
+:func:`take_page_query`) and calls :func:`sync_url` once its controls are drawn.
 
 Why not ``bind="query-params"``: in Streamlit 1.67 a bound widget's URL
 parameter does not follow a value the script sets (a preset filling the head
@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 import streamlit as st
 
-from explorer import formatting, page_urls
+from explorer import formatting, limits, page_urls
 from explorer import settings as state
 from explorer.bench import readouts
 from explorer.limits import clamp_value
@@ -220,7 +220,7 @@ def _ragged_editor(settings: Settings) -> tuple[tuple[int, ...] | None, str | No
         lengths = tuple(int(v) for v in values)
     except (TypeError, ValueError):
         return None, "context_len must be a whole number for every sequence (an edited cell is empty)"
-    checked = [clamp_value(n, 0, state.MAX_CONTEXT, f"context_len of sequence {seq}") for seq, n in enumerate(lengths)]
+    checked = [clamp_value(n, 0, limits.MAX_CONTEXT, f"context_len of sequence {seq}") for seq, n in enumerate(lengths)]
     notes = tuple(note for _, note in checked if note)
     if notes:  # start the editor again from the lengths in use, so it shows them, and say why
         clamped = tuple(int(used) for used, _ in checked)
@@ -241,7 +241,7 @@ def render_sidebar(page: str | None = None) -> SidebarResult:
     """Draw the shared sidebar and return its settings and config (or error).
 
     ``page`` is the URL path of the page this run draws: its own controls' URL keys
-    (:data:`explorer.page_urls.PAGE_URL_KEYS`) are kept in the URL, other pages' dropped."""
+    (:data:`explorer.page_urls.URL_FIELDS`) are kept in the URL, other pages' dropped."""
     st.session_state[_PAGE] = page
     _load_from_url(page)
     _pin_widgets()
@@ -256,10 +256,10 @@ def render_sidebar(page: str | None = None) -> SidebarResult:
             ss[_NOTES] = ()
             st.rerun()
         st.toggle("Presentation mode", key=WIDGET_KEYS["present"], **KEEP,
-                  help="larger chart text, markers and lines, readable from the back of a room")
+                  help="larger chart text and charts, readable from the back of a room")
 
         st.subheader("Batch")
-        bounded_number_input(st, "Batch size (sequences)", 1, state.MAX_BATCH, step=1, key=WIDGET_KEYS["batch_size"],
+        bounded_number_input(st, "Batch size (sequences)", 1, limits.MAX_BATCH, step=1, key=WIDGET_KEYS["batch_size"],
                              **KEEP)
         if ss.get(WIDGET_KEYS["context_mode"]) is None:  # deselected (a click on the selected option)
             ss[WIDGET_KEYS["context_mode"]] = "uniform"  # before the widget: Streamlit forbids it after
@@ -269,19 +269,19 @@ def render_sidebar(page: str | None = None) -> SidebarResult:
         )
         lengths = None
         if ss[WIDGET_KEYS["context_mode"]] == "uniform":
-            bounded_number_input(st, "Tokens per sequence", 0, state.MAX_CONTEXT, step=16,
+            bounded_number_input(st, "Tokens per sequence", 0, limits.MAX_CONTEXT, step=16,
                                  key=WIDGET_KEYS["context_len"], **KEEP)
         else:
             st.selectbox("Spread", state.SPREADS, key=WIDGET_KEYS["spread"], **KEEP,
                          help="long-tail draws log-uniformly: most sequences short, a few long, as in chat traffic")
             lo, hi = st.columns(2)
-            bounded_number_input(lo, "Shortest", 0, state.MAX_CONTEXT, step=16, key=WIDGET_KEYS["ragged_low"], **KEEP,
+            bounded_number_input(lo, "Shortest", 0, limits.MAX_CONTEXT, step=16, key=WIDGET_KEYS["ragged_low"], **KEEP,
                                  note_parent=st)
-            bounded_number_input(hi, "Longest", 0, state.MAX_CONTEXT, step=16, key=WIDGET_KEYS["ragged_high"], **KEEP,
+            bounded_number_input(hi, "Longest", 0, limits.MAX_CONTEXT, step=16, key=WIDGET_KEYS["ragged_high"], **KEEP,
                                  note_parent=st)
             lengths, error = _ragged_editor(_read_settings())
         bounded_number_input(
-            st, "Shared prefix (tokens)", 0, state.MAX_CONTEXT, step=16, key=WIDGET_KEYS["shared_prefix"], **KEEP,
+            st, "Shared prefix (tokens)", 0, limits.MAX_CONTEXT, step=16, key=WIDGET_KEYS["shared_prefix"], **KEEP,
             help="tokens at the start of every sequence that its group shares (one system prompt): the prefix's "
                  "whole blocks are physically shared, the same block ids in every member's block table; the "
                  "block holding its last partial tokens is each sequence's own, as copy-on-write leaves it",
@@ -299,7 +299,7 @@ def render_sidebar(page: str | None = None) -> SidebarResult:
         st.subheader("Model")
         st.selectbox("Preset", state.PRESET_NAMES, key=WIDGET_KEYS["preset"], **KEEP, on_change=_on_preset,
                      help="fills the head fields; editing them switches to Custom")
-        bounded_number_input(st, "Query heads", 1, state.MAX_HEADS, step=1, key=WIDGET_KEYS["num_heads"], **KEEP,
+        bounded_number_input(st, "Query heads", 1, limits.MAX_HEADS, step=1, key=WIDGET_KEYS["num_heads"], **KEEP,
                              on_change=_on_heads)
         options = state.kv_head_options(ss[WIDGET_KEYS["num_heads"]])
         if ss[WIDGET_KEYS["num_kv_heads"]] not in options:
@@ -315,7 +315,7 @@ def render_sidebar(page: str | None = None) -> SidebarResult:
                 st.warning(kv_note[1], icon=":material/vertical_align_center:")
             else:  # changed since
                 ss.pop(KV_HEADS_NOTE, None)
-        bounded_number_input(dim, "Head dim", 1, state.MAX_HEAD_DIM, step=1, key=WIDGET_KEYS["head_dim"], **KEEP,
+        bounded_number_input(dim, "Head dim", 1, limits.MAX_HEAD_DIM, step=1, key=WIDGET_KEYS["head_dim"], **KEEP,
                              on_change=_on_heads, note_parent=st)
 
         st.subheader("Cache")
@@ -344,14 +344,14 @@ def render_sidebar(page: str | None = None) -> SidebarResult:
                           "interleaves the batch with other sequences' blocks")
         dev, seed = st.columns(2)
         dev.selectbox("Device", state.DEVICES, key=WIDGET_KEYS["device"], **KEEP)
-        bounded_number_input(seed, "Seed", 0, state.MAX_SEED, step=1, key=WIDGET_KEYS["seed"], **KEEP,
+        bounded_number_input(seed, "Seed", 0, limits.MAX_SEED, step=1, key=WIDGET_KEYS["seed"], **KEEP,
                              note_parent=st)
 
         st.subheader("Timing")
         wu, it = st.columns(2)
-        bounded_number_input(wu, "Warm-up", 0, state.MAX_WARMUP, step=1, key=WIDGET_KEYS["warmup"],
+        bounded_number_input(wu, "Warm-up", 0, limits.MAX_WARMUP, step=1, key=WIDGET_KEYS["warmup"],
                              **KEEP, note_parent=st)
-        bounded_number_input(it, "Timed iterations", 1, state.MAX_ITERS, step=1, key=WIDGET_KEYS["iters"], **KEEP,
+        bounded_number_input(it, "Timed iterations", 1, limits.MAX_ITERS, step=1, key=WIDGET_KEYS["iters"], **KEEP,
                              note_parent=st)
 
         settings = replace(_read_settings(), lengths=lengths)
@@ -376,12 +376,14 @@ def _memory_readout(config: DecodeConfig | None) -> None:
         st.caption("No valid configuration.")
         return
     m = readouts.memory_summary(config)
+    number = formatting.format_number
     st.markdown(
         f"- KV cache: **{formatting.format_bytes(m.kv_cache_bytes)}** (K + V pool, {m.kv_dtype}: "
         f"{formatting.count(m.kv_element_bytes, 'byte')} per value)\n"
         f"- With query, output and block table: {formatting.format_bytes(m.total_bytes)}\n"
-        f"- Blocks: **{m.blocks_used:,}** used of {m.blocks_in_pool:,} in the pool\n"
-        f"- Slots wasted in partly filled last blocks: **{m.wasted_slots:,}** ({100 * m.wasted_fraction:.1f}%)"
+        f"- Blocks: **{number(m.blocks_used)}** used of {number(m.blocks_in_pool)} in the pool\n"
+        f"- Slots wasted in partly filled last blocks: **{number(m.wasted_slots)}** "
+        f"({formatting.format_percent(m.wasted_fraction)})"
     )
     if config.shared_prefix:
         st.markdown(f"- Shared prefix: **{formatting.count(config.shared_blocks, 'block')}** held once for "
@@ -398,21 +400,6 @@ def take_page_query(page: str) -> dict[str, str]:
         return {}
     ss[_PAGE_QUERY] = (None, {})
     return dict(held[1])
-
-
-def show_page_url_notes(key: str, notes: list[str] | tuple[str, ...] | None = None) -> None:
-    """Show (and keep, until dismissed) the notes on a page's ignored URL values,
-    as the sidebar shows its own. ``key`` is the page's prefix (``sw``)."""
-    ss = st.session_state
-    held = f"{key}_url_notes"
-    if notes is not None:
-        ss[held] = tuple(notes)
-    shown = ss.get(held, ())
-    for note in shown:
-        st.warning(f"URL: {note}", icon=":material/link_off:")
-    if shown and st.button("Dismiss the URL notes", key=f"{key}_dismiss_url_notes"):
-        ss[held] = ()
-        st.rerun()
 
 
 def sync_url() -> None:

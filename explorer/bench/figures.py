@@ -21,13 +21,13 @@ from explorer.style import (
     ERROR_FLOOR,
     FAIL_COLOR,
     PASS_COLOR,
-    PRESENTATION_SCALE,
     apply_style,
+    font_px,
     impl_color,
     log_axis_range,
     plot_area_height,
+    scaled,
     set_category_ticks,
-    title_margins,
     with_alpha,
 )
 from paged_attention.bench import shares_kv
@@ -71,7 +71,7 @@ def latency_figure(results: Sequence, *, log_y: bool = True, unit: str = "ms") -
         p80 = in_unit(r.p80_ms, unit)
         fig.add_annotation(
             x=r.label, y=math.log10(max(p80, 1e-9)) if log_y else p80, text=f"<b>{format_duration(r.median_ms, unit)}</b>",
-            showarrow=False, yshift=16, font=dict(size=12, color=color),
+            showarrow=False, yshift=16, font=dict(size=font_px("label"), color=color),
         )
     gpu = [r for r in results if getattr(r, "gpu_time_ms", None) is not None]
     if gpu:
@@ -140,7 +140,7 @@ def speedup_figure(results: Sequence, baseline: str = "naive") -> go.Figure:
                          arrayminus=[max(s - 1, 0) if math.isfinite(s) else 0 for s in speed]),
             text=[format_speedup(s) for s in speed],
             textposition=["bottom center" if math.isfinite(s) and s < 1 else "top center" for s in speed],
-            textfont=dict(size=13),
+            textfont=dict(size=font_px("label")),
             cliponaxis=False,
             customdata=[hover(s) for s in speed],
             hovertemplate="%{x}<br>%{customdata}<extra></extra>",
@@ -258,9 +258,8 @@ def _quantization_text(label: str, error: float) -> str:
     return f"{head}: {error:.2g}<br>({rest}" if sep else f"{label}: {error:.2g}"
 
 
-#: The accuracy chart's height, the pixels over its plot for the pass/fail marks,
-#: and the font size of its tolerance lines' labels.
-_ACCURACY_HEIGHT, _ACCURACY_MARKS_PX, _LABEL_SIZE = 480, 26, 12
+#: The accuracy chart's height and the pixels over its plot for the pass/fail marks, at scale 1.
+_ACCURACY_HEIGHT, _ACCURACY_MARKS_PX = 480, 26
 
 
 def accuracy_figure(
@@ -344,8 +343,8 @@ def accuracy_figure(
     # (which keeps the plot area): half a decade shrank to a few pixels on a tall span.
     lo, hi = ranges[0]
     domain = fig.layout.yaxis.domain
-    panel_px = (domain[1] - domain[0]) * (plot_area_height(_ACCURACY_HEIGHT, subtitle) - _ACCURACY_MARKS_PX)
-    share = min((_LABEL_SIZE * PRESENTATION_SCALE * 1.2 + 6) / panel_px, 0.5)
+    panel_px = (domain[1] - domain[0]) * plot_area_height(_ACCURACY_HEIGHT, subtitle, _ACCURACY_MARKS_PX)
+    share = min((font_px("label") * 1.2 + scaled(6)) / panel_px, 0.5)
     if hi / (hi - lo) < share:
         ranges[0] = (lo, -share * lo / (1 - share))
         fig.update_yaxes(range=list(ranges[0]), row=1, col=1)
@@ -366,7 +365,7 @@ def accuracy_figure(
             x=labels, y=place(errors, ranges[1]), name="max abs error", mode="markers+text",
             marker=dict(color=[c if v == 0 else with_alpha(c, 0.45) for c, v in zip(colors, errors)], size=14,
                         symbol=symbols(errors), line=dict(color=colors, width=2)),
-            text=[mark(v) for v in errors], textposition=positions(errors), textfont=dict(size=12),
+            text=[mark(v) for v in errors], textposition=positions(errors), textfont=dict(size=font_px("label")),
             cliponaxis=False, showlegend=False,
             customdata=[hover(v) for v in errors],
             hovertemplate="%{x}<br>max |out − ref| = %{customdata}<extra></extra>",
@@ -377,7 +376,7 @@ def accuracy_figure(
         go.Scatter(
             x=labels, y=place(ratios, ranges[0]), name="error ÷ tolerance", mode="markers+text",
             marker=dict(color=colors, size=14, symbol=symbols(ratios), line=dict(color=colors, width=2)),
-            text=[mark(v) for v in ratios], textposition=positions(ratios), textfont=dict(size=12),
+            text=[mark(v) for v in ratios], textposition=positions(ratios), textfont=dict(size=font_px("label")),
             cliponaxis=False, showlegend=False,
             customdata=np.array([[hover(v), hover(e)] for v, e in zip(ratios, errors)], dtype=object)
             if results else None,
@@ -402,7 +401,7 @@ def accuracy_figure(
         fig.add_annotation(x=1, xref="x2 domain", xanchor="right", y=math.log10(level), yref="y2",
                            yanchor="bottom", text=_quantization_text(quantization_label, quantization_error),
                            showarrow=False, align="right",
-                           font=dict(color=QUANTIZATION_COLOR, size=12), bgcolor="rgba(255,255,255,0.85)")
+                           font=dict(color=QUANTIZATION_COLOR, size=font_px("label")), bgcolor="rgba(255,255,255,0.85)")
     tol = "tolerance"
     if results:
         rtol = results[0].rtol
@@ -410,24 +409,24 @@ def accuracy_figure(
     fig.add_hline(y=1, line=dict(color=FAIL_COLOR, dash="dash", width=1.2), row=1, col=1)
     # Annotations on a log axis take log10 coordinates (add_hline's own label does not).
     fig.add_annotation(x=0, xref="x domain", xanchor="left", y=0, yref="y", yanchor="bottom",
-                       text=tol, showarrow=False, font=dict(color=FAIL_COLOR, size=_LABEL_SIZE),
+                       text=tol, showarrow=False, font=dict(color=FAIL_COLOR, size=font_px("label")),
                        bgcolor="rgba(255,255,255,0.85)")
     if results:
         fig.add_hline(y=atol, line=dict(color=FAIL_COLOR, dash="dot", width=1.2), row=2, col=1)
         fig.add_annotation(x=0, xref="x2 domain", xanchor="left", y=math.log10(atol), yref="y2",
                            yanchor="bottom", text=f"atol = {atol:g}", showarrow=False,
-                           font=dict(color=FAIL_COLOR, size=_LABEL_SIZE), bgcolor="rgba(255,255,255,0.85)")
+                           font=dict(color=FAIL_COLOR, size=font_px("label")), bgcolor="rgba(255,255,255,0.85)")
     crowded = len(results) >= CROWDED_MARKS  # "✓ pass" side by side ran into each other
     for r in results:
         fig.add_annotation(
             x=r.label, xref="x", y=1, yref="y domain", yanchor="bottom", yshift=2, showarrow=False,
             text=("✓" if r.passed else "✗") if crowded else ("✓ pass" if r.passed else "✗ FAIL"),
             hovertext=f"{r.label}: {'pass' if r.passed else 'FAIL'}",
-            font=dict(size=13, color=PASS_COLOR if r.passed else FAIL_COLOR),
+            font=dict(size=font_px("body"), color=PASS_COLOR if r.passed else FAIL_COLOR),
         )
-    apply_style(fig, ACCURACY_TITLE, subtitle, height=_ACCURACY_HEIGHT)
     # Room above the plot for the pass/fail marks.
-    fig.update_layout(margin=dict(t=title_margins(subtitle)[0] + _ACCURACY_MARKS_PX), showlegend=False)
+    apply_style(fig, ACCURACY_TITLE, subtitle, height=_ACCURACY_HEIGHT, above_plot=_ACCURACY_MARKS_PX)
+    fig.update_layout(showlegend=False)
     fig.update_yaxes(type="log", exponentformat="power")
     fig.update_yaxes(title="error ÷ tol.", row=1, col=1)
     fig.update_yaxes(title="abs error", row=2, col=1)
@@ -476,7 +475,7 @@ def history_figure(history: Sequence[Mapping], unit: str = "ms") -> go.Figure:
                 marker=dict(color=impl_color(name), size=12, line=dict(color="white", width=1)),
                 customdata=hovers,
                 text=[format_duration(v, unit) if v is not None else "" for v in ms], textposition="top center",
-                textfont=dict(size=10, color=impl_color(name)), cliponaxis=False,
+                textfont=dict(size=font_px("label"), color=impl_color(name)), cliponaxis=False,
                 hovertemplate=f"{label}<br>run %{{x}}: %{{y:{MS_D3}}} {unit}<br>%{{customdata}}<extra></extra>",
             )
         )

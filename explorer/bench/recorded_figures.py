@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from explorer.formatting import MS_D3, in_unit
-from explorer.style import apply_style, impl_color, log_axis_range, set_category_ticks
+from explorer.style import apply_style, font_px, impl_color, log_axis_range, set_category_ticks
 
 #: Fill of the configuration that matches the sidebar's.
 HIGHLIGHT_COLOR = "rgba(250, 204, 21, 0.25)"
@@ -63,7 +63,7 @@ def recorded_latency_figure(
         i = configs.index(highlight)
         fig.add_vrect(x0=i - 0.5, x1=i + 0.5, fillcolor=HIGHLIGHT_COLOR, line_width=0, layer="below",
                       annotation_text="your configuration", annotation_position="top left",
-                      annotation_font_size=12)
+                      annotation_font_size=font_px("body"))
     apply_style(fig, f"Recorded on {gpu}: latency per decode step",
            f"recorded {date}, not this machine · {layout} block table · ● GPU time (CUDA graph); "
            "○ call latency", height=460)

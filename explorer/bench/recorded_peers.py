@@ -36,7 +36,7 @@ REQUIRED_COLUMNS = ("kind", "dtype", "batch", "context", "lengths", "block_size"
 #: Keys every sidecar JSON has.
 REQUIRED_META = ("set", "gpu", "driver", "cuda", "torch", "triton", "date", "copy_gbps", "command")
 #: How the page names each ``decode_peers`` implementation: at most
-#: :data:`MAX_LABEL_CHARS` characters, so that a table column of them fits at 1280 px.
+#: :data:`~explorer.limits.MAX_LABEL_CHARS` characters, so that a table column of them fits at 1280 px.
 PEER_LABELS: dict[str, str] = {
     "triton": f"{LABELS['triton']} (ours)",
     "triton_prefix": "Triton prefix (ours)",
@@ -49,7 +49,6 @@ PEER_LABELS: dict[str, str] = {
     "flashinfer_tc": "FlashInfer, TC",
     "flashinfer_cascade": "FlashInfer cascade",
 }
-MAX_LABEL_CHARS = 20
 #: What the short labels stand for, for a column's help.
 LABELS_HELP = ("ours: this repository's kernels; prefix: the prefix-aware kernel, reading shared blocks once; "
                "SDPA, contiguous: SDPA on a cache that is already contiguous (no paging); FlashInfer, TC: "

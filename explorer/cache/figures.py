@@ -10,15 +10,13 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.limits import MAX_POOL_CELLS, MAX_SEQUENCE_LEGEND, MAX_TABLE_CELLS
 from explorer.cache.picking import GRID_PAD, add_click_targets, add_outline, add_veil
 from explorer.cache.sampling import GridSample, pool_grid_shape, sample_grid
 from explorer.formatting import compact, count, ordinal
 from explorer.style import (
     BLOCK_COLORSCALE,
     FREE_COLOR,
-    MAX_POOL_CELLS,
-    MAX_SEQUENCE_LEGEND,
-    MAX_TABLE_CELLS,
     MIN_COLUMN_PX,
     OTHER_COLOR,
     PLOT_WIDTH_PX,
@@ -27,6 +25,7 @@ from explorer.style import (
     apply_style,
     cell_gaps,
     colorbar_length_px,
+    font_px,
     integer_ticks,
     plot_area_height,
     text_fits,
@@ -224,7 +223,7 @@ def block_table_figure(
             customdata=custom,
             hoverongaps=False,
             hovertemplate=hover,
-            textfont=dict(size=10),
+            textfont=dict(size=font_px("cell")),
             **colour,
             **gaps,
             name="allocated",
@@ -244,7 +243,7 @@ def block_table_figure(
             hovertemplate=hover_unalloc,
             text=np.where(unalloc, "–", "") if text_on else None,
             texttemplate="%{text}" if text_on else None,
-            textfont=dict(size=10, color="#94A3B8"),
+            textfont=dict(size=font_px("cell"), color="#94A3B8"),
             **gaps,
             name="unallocated (-1)",
         )
@@ -484,7 +483,7 @@ def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_co
             customdata=np.array(hover, dtype=object).reshape(n_rows, n_cols),
             text=np.array([str(i) if i < num_blocks else "" for i in ids], dtype=object).reshape(n_rows, n_cols),
             texttemplate="%{text}" if text_fits(cells, n_cols, num_blocks - 1) else None,
-            textfont=dict(size=9),
+            textfont=dict(size=font_px("cell")),
             colorscale=scale,
             zmin=-0.5,
             zmax=k - 0.5,

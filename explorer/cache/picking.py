@@ -12,6 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.cache.block_link import PICK_GROUP
+from explorer.limits import MAX_RINGS
 
 #: The outline of a picked cell: a dark band with a white line inside, so that it
 #: reads on every colour of the scales (dark purple to yellow, every sequence colour).
@@ -30,7 +31,6 @@ VEIL_OPACITY = 0.6
 #: up to :data:`MAX_RINGS` of them (past that the rings would cover the chart).
 MIN_OUTLINED_PX = 10
 RING_PX = 30
-MAX_RINGS = 64
 
 
 def add_click_targets(fig: go.Figure, x, y, customdata, size: float, *, hovertemplate: str,

@@ -16,11 +16,12 @@ from explorer.cache.figures import add_legend_square, pool_pick
 from explorer.cache.picking import GRID_PAD
 from explorer.cache.sampling import pool_grid_shape
 from explorer.formatting import compact, count
+from explorer.limits import MAX_POOL_CELLS, MAX_STEPPED_REFS
 from explorer.style import (
     FREE_COLOR,
-    MAX_POOL_CELLS,
     apply_style,
     cell_gaps,
+    font_px,
     integer_ticks,
     plot_area_height,
     text_fits,
@@ -30,8 +31,6 @@ from explorer.style import (
 #: One sequence: pale blue; two or more: amber to deep red, darker with more holders.
 ONE_HOLDER_COLOR = "#BFDBFE"
 SHARED_COLORS = ("#FCD34D", "#F97316", "#B91C1C", "#581C87")
-#: Past this many holders the colour bar is a gradient rather than one step per count.
-MAX_STEPPED_REFS = 12
 #: Reference-count levels that read from the back of a room: the first count of each
 #: (1, 2, 3-4, 5+), and their colours, strong enough to tell from free grey at a glance.
 REF_LEVELS = (1, 2, 3, 5)
@@ -179,7 +178,7 @@ def pool_ref_count_figure(
             customdata=custom,
             text=None if text is None else text.reshape(n_rows, n_cols),
             texttemplate="%{text}" if text_on else None,
-            textfont=dict(size=9),
+            textfont=dict(size=font_px("cell")),
             colorscale=_ref_colorscale(top) if levels is None else _level_colorscale(len(levels)),
             zmin=-0.5,
             zmax=(top if levels is None else len(levels)) + 0.5,

@@ -9,17 +9,17 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.limits import MAX_WALK_CELLS, MAX_WALK_POINTS
 from explorer.cache.figures import add_legend_square
 from explorer.cache.sampling import sample_grid
 from explorer.formatting import count, ordinal
 from explorer.style import (
     BLOCK_COLORSCALE,
-    MAX_WALK_CELLS,
-    MAX_WALK_POINTS,
     UNALLOCATED_COLOR,
     apply_style,
     cell_gaps,
     colorbar_length_px,
+    font_px,
     integer_ticks,
     plot_area_height,
     text_fits,
@@ -105,7 +105,7 @@ def token_walk_figure(
             customdata=custom,
             text=token,
             texttemplate="%{text}" if text_on else None,
-            textfont=dict(size=9),
+            textfont=dict(size=font_px("cell")),
             colorscale=BLOCK_COLORSCALE,
             zmin=zmin,
             zmax=zmax,
@@ -147,7 +147,7 @@ def token_walk_figure(
 
 def _no_tokens(fig: go.Figure, seq: int, title: str) -> go.Figure:
     """The figure of a sequence without tokens: a note, no axes."""
-    fig.add_annotation(text=f"Sequence {seq} has no cached tokens.", showarrow=False, font=dict(size=14))
+    fig.add_annotation(text=f"Sequence {seq} has no cached tokens.", showarrow=False, font=dict(size=font_px("note")))
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return apply_style(fig, title, height=260)

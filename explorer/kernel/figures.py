@@ -12,19 +12,21 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
 from explorer.formatting import count
+from explorer.limits import MAX_SPLIT_LEGEND, MAX_WALK_SEGMENTS
 from explorer.style import (
     BLOCK_COLORSCALE,
     MIN_GAP_CELL_PX,
     PLOT_WIDTH_PX,
-    PRESENTATION_SCALE,
     SEQUENCE_COLORS,
     UNALLOCATED_COLOR,
     apply_style,
     colorbar_length_px,
+    font_px,
     impl_color,
     integer_ticks,
     no_data_figure,
     plot_area_height,
+    scaled,
     title_margins,
 )
 
@@ -36,14 +38,11 @@ OUTPUT_STAR_ROOM = 0.04
 #: Width of a character of the chart's sans-serif font, as a share of its size
 #: (generous: "m" and "w" are wider than the average).
 _CHAR_WIDTH = 0.62
-#: The output's star: its size and its label's font size (px).
-_STAR_SIZE, _STAR_TEXT = 14, 11
-#: A walk with more block segments than this is drawn one bar per tile.
-MAX_WALK_SEGMENTS = 2000
+#: The output's star: its size (px).
+_STAR_SIZE = 14
 SPLIT_COLORS = SEQUENCE_COLORS
 #: Up to this many splits, each has a colour of :data:`SPLIT_COLORS` and a legend
 #: entry; past it, colours run along :data:`SPLIT_COLORSCALE` with a colour bar.
-MAX_SPLIT_LEGEND = 8
 #: Plasma up to its pale yellow end (too faint on white), for many splits.
 SPLIT_COLORSCALE: list[list] = [
     [float(x), c] for x, c in zip(np.linspace(0, 1, 9), sample_colorscale("Plasma", list(np.linspace(0, 0.85, 9))))
@@ -152,7 +151,7 @@ def kernel_walk_figure(
                         colorbar=dict(title=dict(text="physical<br>block id"), thickness=14,
                                       **integer_ticks(0, max(1, num_blocks - 1), colorbar_length_px(plot_height)))),
             text=[str(p) for p in seg[:, 3]] if text_on else None, textposition="inside", insidetextanchor="middle",
-            textfont=dict(size=10, color="white"),
+            textfont=dict(size=font_px("cell"), color="white"),
             customdata=np.stack([seg[:, 3], seg[:, 1], seg[:, 1] + seg[:, 2] - 1, seg[:, 4], seg[:, 5]], axis=-1),
             hovertemplate="split %{customdata[3]}, tile %{customdata[4]}<br>tokens %{customdata[1]}–%{customdata[2]}"
             "<br>physical block %{customdata[0]}<extra></extra>",
@@ -293,7 +292,7 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=[x_end], y=[float(final_error)], name="output",
             mode="markers+text", marker=dict(symbol="star", size=_STAR_SIZE, color="#111827"),
-            text=[label], textposition="middle right", textfont=dict(size=_STAR_TEXT),
+            text=[label], textposition="middle right", textfont=dict(size=font_px("label")),
             cliponaxis=False,
             hovertemplate=("after the merge" if merged else "the output") + ": %{y:.2g} from the full softmax"
             "<extra></extra>", showlegend=False,
@@ -303,11 +302,11 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
         subtitle += "; ★ = the output"
     if num_splits > MAX_SPLIT_LEGEND:
         _split_colorbar(fig, tiles["split"], plot_area_height(640, subtitle), row=1, col=1)
-    apply_style(fig, title, subtitle, height=640)
-    fig.update_layout(margin=dict(t=title_margins(subtitle)[0] + 24), showlegend=legend)  # + the panel titles
+    apply_style(fig, title, subtitle, height=640, above_plot=24)  # + the panel titles
+    fig.update_layout(showlegend=legend)
     if final_error is not None:
         fig.update_layout(margin=dict(r=_label_margin(label)))
-    fig.update_annotations(font=dict(size=13), x=0, xanchor="left")
+    fig.update_annotations(font=dict(size=font_px("body")), x=0, xanchor="left")
     # From zero (one tile alone would otherwise get an axis of 39.5 to 40.5 tokens),
     # and on past the context by half the output's star when there is one.
     right = x_end * (1 + OUTPUT_STAR_ROOM) if final_error is not None else x_end
@@ -333,7 +332,7 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
 def _label_margin(label: str) -> int:
     """Right margin (px) that holds the output's ``label`` right of its star at the
     end of the axis: the star's other half, Plotly's gap and the text."""
-    return math.ceil(_STAR_SIZE / 2 + 6 + len(label) * _STAR_TEXT * _CHAR_WIDTH) + 4
+    return math.ceil(_STAR_SIZE / 2 + 6 + len(label) * font_px("label") * _CHAR_WIDTH) + 4
 
 
 def split_merge_figure(splits) -> go.Figure:
@@ -384,14 +383,14 @@ def split_merge_figure(splits) -> go.Figure:
         fig.add_hline(y=float(m.max()), line=dict(color="#111827", dash="dot", width=1), row=1, col=1,
                       layer="below")  # under the bars' value labels it crosses
     subtitle = "out = Σ w·acc / Σ w·l with w = 2^(m − max m); each split rescaled to the common max"
-    apply_style(fig, "Merging the splits", subtitle, height=400)
-    fig.update_layout(showlegend=False, margin=dict(t=title_margins(subtitle)[0] + 16))  # + the panel titles
-    fig.update_annotations(font=dict(size=13))
+    apply_style(fig, "Merging the splits", subtitle, height=400, above_plot=16)  # + the panel titles
+    fig.update_layout(showlegend=False)
+    fig.update_annotations(font=dict(size=font_px("body")))
     lo, hi = (float(m.min()), float(m.max())) if n else (0.0, 1.0)
     pad = max(1.0, 0.25 * (hi - lo))
     bottom = min(0.0, lo - pad)
-    # Headroom for the max's two-line label at presentation size, as a share of the panel.
-    room = min((2 * 12 * PRESENTATION_SCALE * 1.3 + 8) / plot_area_height(400, subtitle), 0.5)
+    # Headroom for the max's two-line label, as a share of the panel.
+    room = min((2 * font_px("cell") * 1.3 + scaled(8)) / plot_area_height(400, subtitle), 0.5)
     top = max(hi + pad, (hi - room * bottom) / (1 - room))
     fig.update_yaxes(title="m (log2 units)", range=[bottom, top], row=1, col=1)
     fig.update_yaxes(title="% of softmax mass", range=[0, max([*share, 1]) * 1.2], row=1, col=2)

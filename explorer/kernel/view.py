@@ -25,6 +25,7 @@ import torch
 
 from explorer.formatting import count
 from explorer.kernel.trace import KernelTrace, prefix_programs, trace_decode
+from explorer.limits import MAX_TRACE_TILES, MAX_TRACE_TOKENS
 from paged_attention.config import DecodeConfig
 from paged_attention.inputs import context_mask, fill_uncovered
 from paged_attention.launch_plan import LaunchPlan, plan_launch
@@ -39,10 +40,6 @@ from paged_attention.shared_prefix import (
 from paged_attention.validation import DecodeShape
 from paged_attention.work_list import TO_CONTEXT_END, build_work_list
 
-#: The page traces contexts up to this many tokens ...
-MAX_TRACE_TOKENS = 32_768
-#: ... and plans of up to this many tiles for the row.
-MAX_TRACE_TILES = 1024
 #: Tile sizes (``BLOCK_N``) the page offers as overrides.
 BLOCK_N_CHOICES: tuple[int, ...] = (16, 32, 64, 128, 256)
 

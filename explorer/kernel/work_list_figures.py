@@ -14,17 +14,17 @@ from plotly.colors import sample_colorscale
 from explorer.cache.sampling import sample_grid
 from explorer.formatting import count
 from explorer.kernel.figures import SPLIT_COLORSCALE
+from explorer.limits import MAX_WORK_ROWS
 from explorer.style import (
     OTHER_COLOR,
     apply_style,
+    font_px,
     integer_ticks,
     no_data_figure,
     title_margins,
     with_alpha,
 )
 
-#: Most sequences drawn; a larger batch shows every k-th one (and the traced one).
-MAX_WORK_ROWS = 40
 #: Height of a drawn row (px) while few, and the least it shrinks to: enough for
 #: the launch-order labels (a thinner bar hides them).
 _ROW_PX, _MIN_ROW_PX = 30, 22
@@ -106,7 +106,7 @@ def work_list_figure(
         orientation="h", y=y[pick], base=drawn["first_block"].to_numpy()[pick], x=length[pick], name="programs",
         marker=dict(color=colors, line=dict(color="white", width=1)),
         text=[str(int(o)) for o in orders[pick]], textposition="inside", insidetextanchor="middle", textangle=0,
-        textfont=dict(color="white", size=11), constraintext="inside",
+        textfont=dict(color="white", size=font_px("cell")), constraintext="inside",
         customdata=custom[pick],
         hovertemplate="sequence %{customdata[0]}: program %{customdata[1]} (launch order)<br>blocks "
         "%{customdata[3]}–%{customdata[4]}, partial slot %{customdata[2]}<extra></extra>",
@@ -119,7 +119,7 @@ def work_list_figure(
             marker=dict(color=with_alpha(OTHER_COLOR, 0.35), line=dict(color=OTHER_COLOR, width=1),
                         pattern=dict(shape="/", fgcolor=OTHER_COLOR, size=8)),
             text=[f"P{int(o)}" for o in orders[pre]], textposition="inside", insidetextanchor="middle", textangle=0,
-            textfont=dict(color="#111827", size=11), constraintext="inside",
+            textfont=dict(color="#111827", size=font_px("cell")), constraintext="inside",
             customdata=np.column_stack([custom[pre], sharing]),
             hovertemplate="sequence %{customdata[0]}: prefix-pass program P%{customdata[1]}, one tile for "
             "%{customdata[5]} sequences<br>shared blocks %{customdata[3]}–%{customdata[4]}, partial slot "
@@ -158,6 +158,5 @@ def work_list_figure(
                      showgrid=False, zeroline=False, title=None, automargin=True)
     fig.update_xaxes(title=f"logical block ({count(block_size, 'token')} each)", range=[0, x_end],
                      zeroline=False, **integer_ticks(0, x_end))
-    fig.update_layout(barmode="overlay", bargap=0.2, showlegend=False,
-                      uniformtext=dict(minsize=10, mode="hide"))
+    fig.update_layout(barmode="overlay", bargap=0.2, showlegend=False)
     return fig

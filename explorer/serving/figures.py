@@ -14,16 +14,17 @@ from explorer.cache.figures import add_legend_square, pool_figure
 from explorer.cache.sampling import pool_grid_shape
 from explorer.cache.sharing_figures import REF_LEVELS, pool_ref_count_figure
 from explorer.formatting import MS_D3, compact, count
+from explorer.limits import MAX_ANIMATION_FRAMES, MAX_POOL_CELLS, MAX_SEQUENCE_LEGEND
 from explorer.style import (
     FREE_COLOR,
-    MAX_POOL_CELLS,
-    MAX_SEQUENCE_LEGEND,
     OTHER_COLOR,
     SEQUENCE_COLORS,
     apply_style,
     cell_gaps,
+    font_px,
     impl_color,
     integer_ticks,
+    scaled,
     title_margins,
     with_alpha,
 )
@@ -46,8 +47,8 @@ POOL_CHANGE_MARKS = {
     "revived": ("revived (prefix cache)", "pentagon", "#22C55E", "#111827", -0.27),
     "freed": ("freed", "x-thin", FREED_COLOR, FREED_COLOR, 0.0),
 }
-#: The pool's legend, read from the back of a room: its font, and the pixels of one row of two entries.
-_POOL_LEGEND_FONT, _POOL_LEGEND_ROW_PX = 15, 26
+#: The pool's legend, read from the back of a room (at the title's size): the pixels of one row of two entries at scale 1.
+_POOL_LEGEND_ROW_PX = 26
 
 
 def serving_pool_figure(
@@ -152,10 +153,10 @@ def _pool_legend(fig: go.Figure, n_rows: int) -> go.Figure:
     the figure grown by its rows so that the grid keeps its height."""
     entries = sum(1 for t in fig.data if t.type != "heatmap" and t.showlegend is not False and t.name)
     top = fig.layout.margin.t
-    grid_px = max(min(720, max(320, 190 + 24 * n_rows)) - top - 100, 1)  # the grid of a one-row legend
+    grid_px = max(scaled(min(720, max(320, 190 + 24 * n_rows)) - 100) - top, 1)  # the grid of a one-row legend
     fig.update_layout(
-        height=int(top + grid_px + 74 + _POOL_LEGEND_ROW_PX * math.ceil(entries / 2)),
-        legend=dict(font=dict(size=_POOL_LEGEND_FONT), entrywidth=0.5, entrywidthmode="fraction"),
+        height=int(top + grid_px + scaled(74 + _POOL_LEGEND_ROW_PX * math.ceil(entries / 2))),
+        legend=dict(font=dict(size=font_px("title")), entrywidth=0.5, entrywidthmode="fraction"),
     )
     return fig
 
@@ -224,9 +225,9 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
                     marker=dict(color="#111827", size=7),
                 ), row=r, col=1)
     subtitle = "dotted line = the step shown above"
-    apply_style(fig, "The pool over time", subtitle, height=620)
-    fig.update_layout(margin=dict(t=title_margins(subtitle)[0] + 6), hovermode="x unified")  # + the panel titles
-    fig.update_annotations(font=dict(size=13), x=0, xanchor="left")
+    apply_style(fig, "The pool over time", subtitle, height=620, above_plot=6)  # + the panel titles
+    fig.update_layout(hovermode="x unified")
+    fig.update_annotations(font=dict(size=font_px("body")), x=0, xanchor="left")
     fig.update_xaxes(**integer_ticks(x.min(initial=0), x.max(initial=0)))
     fig.update_xaxes(title="decode step", row=3, col=1)
     # Counts: whole-number ticks even when a short run never leaves 0 to 3.
@@ -294,12 +295,10 @@ def tradeoff_figure(table, latency_ms: Mapping[int, float] | None = None, curren
     # The waste axis only: update_yaxes would also reach the latency axis (y2).
     fig.update_layout(yaxis=dict(title="wasted slots (% of allocated)", rangemode="tozero",
                                  range=[0, max([*waste, 1]) * 1.2]),
-                      margin=dict(r=70 if latency_ms else 20), bargap=0.35)
+                      margin=dict(r=scaled(70 if latency_ms else 20)), bargap=0.35)
     return fig
 
 
-#: Most frames :func:`pool_animation_figure` animates.
-MAX_ANIMATION_FRAMES = 80
 #: Pixels under the animated pool: its axis (ticks and title), the Play and Pause
 #: buttons, the step slider below them (its current-value label on its own row,
 #: never under the buttons) and the legend.
@@ -425,11 +424,11 @@ def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: 
             ],
         )],
         sliders=[dict(active=0, steps=slider_steps, x=0, xanchor="left", len=1, y=below(_AXIS_PX + _BUTTONS_PX),
-                      yanchor="top", currentvalue=dict(prefix="step ", font=dict(size=13), xanchor="left"),
+                      yanchor="top", currentvalue=dict(prefix="step ", font=dict(size=font_px("body")), xanchor="left"),
                       pad=dict(t=0, b=0, l=0, r=0))],
     )
     apply_style(fig, "The pool, replayed", subtitle, height=height)
-    fig.update_layout(margin=dict(b=bottom))
+    fig.update_layout(margin=dict(b=scaled(bottom)))
     fig.update_xaxes(title="+ offset within row", range=[-0.5, n_cols - 0.5], showgrid=False, zeroline=False,
                      **integer_ticks(0, n_cols - 1))
     step = max(1, math.ceil(n_rows / 10))

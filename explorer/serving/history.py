@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from explorer.limits import MAX_STEP_BLOCKS
 from explorer.serving.block_manager import blocks_for
 from explorer.serving.simulator import (
     ServingConfig,
@@ -31,8 +32,6 @@ from paged_attention.inputs import FREE
 #: Columns :func:`simulate` adds to :func:`~explorer.serving.simulator.metrics_frame`: the
 #: number of blocks in each of the step's :class:`~explorer.serving.snapshot.PoolChanges`.
 POOL_CHANGE_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(PoolChanges))
-#: Most ``steps x num_blocks`` a simulation may record (bounds its memory).
-MAX_STEP_BLOCKS = 20_000_000
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,12 @@ from explorer.formatting import MS_D3, format_axis_value, kv_dtype_label
 from explorer.style import (
     IMPL_COLORS,
     apply_style,
+    font_px,
     impl_color,
     label_log_hlines,
     log_axis_range,
     no_data_figure,
-    title_margins,
+    scaled,
     with_alpha,
 )
 
@@ -39,8 +40,8 @@ LEGEND_ROW_PX = 21
 
 
 def _legend_entry_px(name: str) -> float:
-    """Estimated width (px) of a legend entry of 12 px text: symbol, gap and text."""
-    return 46 + 6.8 * len(name)
+    """Estimated width (px) of a legend entry: symbol, gap and text."""
+    return scaled(46 + 6.8 * len(name))
 
 
 def _legend_rows_h(names: Sequence[str], width: float = LEGEND_WIDTH_PX) -> int:
@@ -64,7 +65,7 @@ def _fit_legend(fig: go.Figure) -> go.Figure:
     fig.update_layout(legend=dict(orientation="v", tracegroupgap=0),
                       # The bottom margin of :func:`apply_style` holds the x axis title and about
                       # 1.5 rows of legend; the column needs a row per entry.
-                      height=fig.layout.height + LEGEND_ROW_PX * len(names) - 30)
+                      height=fig.layout.height + scaled(LEGEND_ROW_PX * len(names) - 30))
     return fig
 
 
@@ -193,7 +194,7 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
                     name=_trace_name(f"{label}: skipped" + ("" if len(sources) > 1 else " (predicted time)"),
                                      source, sources), legendgroup=f"{name}",
                     marker=dict(color=color, size=12, symbol=SKIPPED_SYMBOL, line=dict(width=2, color=color)),
-                    text=["skipped"] * len(skipped), textposition="top center", textfont=dict(size=11, color=color),
+                    text=["skipped"] * len(skipped), textposition="top center", textfont=dict(size=font_px("label"), color=color),
                     customdata=skipped["note"].astype(str).to_numpy(),
                     hovertemplate=f"{label} ({source})<br>%{{x:,}}: %{{customdata}}<extra></extra>",
                     meta={"implementation": name, "source": source, "kind": "skipped"},
@@ -281,26 +282,24 @@ def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
             y=gbps, line=dict(color="#111827" if i == 0 else "#6B7280", dash="dash" if i == 0 else "dot", width=1.4),
             annotation_text=text,
             # Alternate sides so that two close ceilings keep their labels apart.
-            annotation_position="top left" if i % 2 == 0 else "bottom right", annotation_font=dict(size=12, color="#111827" if i == 0 else "#6B7280"),
+            annotation_position="top left" if i % 2 == 0 else "bottom right", annotation_font=dict(size=font_px("body"), color="#111827" if i == 0 else "#6B7280"),
         )
     if not ceilings:
         fig.add_annotation(
             text="No ceiling on the CPU (a GPU measure)",
             x=0, xref="paper", xanchor="left", y=1, yref="paper", yanchor="bottom", showarrow=False,
-            font=dict(size=12, color="#92400E"), bgcolor="rgba(254,243,199,0.9)",
+            font=dict(size=font_px("body"), color="#92400E"), bgcolor="rgba(254,243,199,0.9)",
         )
     subtitle = "bytes a decode step must move ÷ time; GPU time where measured, else call latency"
     if note:
         subtitle += f"; {note}"
-    apply_style(fig, title, subtitle, height=440)
+    apply_style(fig, title, subtitle, height=440, above_plot=0 if ceilings else 26)  # room for the note above the plot
     _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
     if _y_log(fig, ys, span=20, title="GB/s"):
         log_axis_range(fig, ys, 0.2, 0.3)
         label_log_hlines(fig)
     else:
         fig.update_yaxes(rangemode="tozero", range=[0, max(ys, default=1) * 1.15])
-    if not ceilings:
-        fig.update_layout(margin=dict(t=title_margins(subtitle)[0] + 26))  # room for the note above the plot
     return _fit_legend(fig)
 
 

@@ -22,12 +22,17 @@ from explorer.formatting import join_or
 from explorer.limits import (
     CPU_MAX_WORK,
     CPU_WORK_RULE,
+    MAX_BATCH,
+    MAX_BLOCK_SIZE,
+    MAX_CONTEXT,
+    MAX_HEAD_DIM,
+    MAX_HEADS,
+    MAX_POINTS,
     cap_iterations,
     cpu_work,
     cpu_work_detail,
     cpu_work_levers,
 )
-from explorer.settings import MAX_BATCH, MAX_CONTEXT, MAX_HEAD_DIM, MAX_HEADS
 from paged_attention.config import DecodeConfig
 
 #: The axes a sweep can vary: ``key -> label`` (the key is a DecodeConfig field,
@@ -43,14 +48,13 @@ AXES: dict[str, str] = {
 AXIS_LIMITS: dict[str, tuple[int, int]] = {
     "context_len": (1, MAX_CONTEXT),
     "batch_size": (1, MAX_BATCH),
-    "block_size": (1, 256),
+    "block_size": (1, MAX_BLOCK_SIZE),
     "num_kv_heads": (1, MAX_HEADS),
     "head_dim": (1, MAX_HEAD_DIM),
 }
 SPACINGS: tuple[str, ...] = ("log", "linear")
 #: The fp8 format a comparison of cache dtypes uses when the sidebar's cache is not fp8.
 DEFAULT_FP8 = "float8_e4m3fn"
-MAX_POINTS = 12
 #: On the CPU (Triton interpreted) a sweep keeps at most this many points.
 CPU_MAX_POINTS = 6
 

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.formatting import count
+from explorer.limits import MAX_CSV_BYTES, MAX_CSV_ROWS
 from explorer.sweep.grid import AXES, AXIS_LIMITS, check_axis, point_config
 from paged_attention.bench import achieved_gbps
 from paged_attention.config import DecodeConfig
@@ -44,9 +45,6 @@ _NUMERIC = (
     "bytes_moved", "max_abs_err", "predicted_ms", "batch_size", "context_len", "tokens", "num_heads",
     "num_kv_heads", "head_dim", "block_size", "warmup", "iters", "shared_prefix", "prefix_groups",
 )
-#: An uploaded CSV larger than this is refused before parsing.
-MAX_CSV_BYTES = 2_000_000
-MAX_CSV_ROWS = 5000
 
 
 # -- rows --------------------------------------------------------------------------

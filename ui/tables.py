@@ -1,0 +1,23 @@
+"""How pages show numbers in a table: as the cards and charts beside it write
+them (:func:`explorer.formatting.sig3_column`, three significant figures), in
+right-aligned text columns (:func:`number_column`): a ``NumberColumn``'s printf
+format cannot write three significant figures with thousands separators
+(``"%.3g"`` wrote 1234 as "1.23e+03" and clipped 0.000612 to ".000612")."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from explorer.formatting import sig3_column
+
+
+def number_column(label: str, **kwargs) -> st.column_config.TextColumn:
+    """A right-aligned column for numbers written by :func:`sig3_columns`
+    (``kwargs``: ``help``, ``width``, ... of ``TextColumn``)."""
+    return st.column_config.TextColumn(label, alignment="right", **kwargs)
+
+
+def sig3_columns(table: pd.DataFrame, columns) -> pd.DataFrame:
+    """``table`` with each of ``columns`` that it has as :func:`sig3_column` text."""
+    return table.assign(**{c: sig3_column(table[c]) for c in columns if c in table})
