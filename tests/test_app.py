@@ -1,14 +1,14 @@
-"""AppTest suite for the shared sidebar and the Block table page: every sidebar
-control, URLs that reproduce a view, bad input, the table-size limit, and number
-boxes. Also the AppTest helpers the other page suites import (``open_app``,
-``chart``, ``arr``, ``TINY``). Assertions read the Plotly specs the pages send."""
+"""AppTest suite for the shared sidebar: every sidebar control, URLs that
+reproduce a view, bad input, number boxes and presentation mode (the Block table
+page's own suite is test_app_block_table.py). Also the AppTest helpers the other
+page suites import (``open_app``, ``chart``, ``arr``, ``TINY``). Assertions read
+the Plotly specs the pages send."""
 
 from __future__ import annotations
 
 import base64
 import json
 import sys
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -69,34 +69,6 @@ def arr(value) -> np.ndarray:
                      (np.nan if row is None else row) for row in value], dtype=float)
 
 
-# -- block table page ----------------------------------------------------------
-
-def test_block_table_default_page_matches_assign_blocks():
-    at = open_app()
-    assert_clean(at)
-    assert at.title[0].value == "Block table"
-    config = state.default_settings().config()
-    tables, owner = assign_blocks(config)
-    spec = chart(at, "bt_table")
-    z = arr(spec["data"][0]["z"])
-    t = tables.numpy()
-    assert z.shape == t.shape
-    assert np.array_equal(np.isnan(z), t < 0)
-    assert np.array_equal(z[t >= 0], t[t >= 0])
-    assert "physical block" in spec["data"][0]["hovertemplate"]
-    assert spec["data"][1]["name"] == "unallocated (-1)"
-    assert (t < 0).any()  # the default ragged batch shows unallocated entries
-    pool = chart(at, "bt_pool")
-    codes = arr(pool["data"][0]["z"]).ravel()[: len(owner)]
-    assert np.array_equal(codes == 0, owner.numpy() == -1)
-    walk = chart(at, "bt_walk")
-    assert walk["layout"]["title"]["text"] == "Token walk of sequence 0"
-    metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Blocks used"] == f"{config.num_blocks_used:,}"
-    assert {m.label: m.delta for m in at.metric}["Blocks used"] == f"of {config.num_blocks:,} in the pool"
-    assert metrics["Tokens cached"] == f"{sum(config.lengths):,}"
-
-
 def test_execution_mode_is_shown():
     at = open_app()
     badge = at.sidebar.markdown[0].value
@@ -135,23 +107,6 @@ def test_each_sidebar_control(kind, key, value, param, text):
     assert z.shape == tuple(tables.shape)  # the figure follows the sidebar at once
 
 
-def test_uniform_context_mode():
-    at = open_app({"batch": "4"})
-    at.number_input(key="sb_ragged_low").set_value(40).run()
-    at.button_group(key="sb_context_mode").set_value("uniform").run()
-    at.number_input(key="sb_context_len").set_value(100).run()
-    assert_clean(at)
-    z = arr(chart(at, "bt_table")["data"][0]["z"])
-    assert z.shape == (4, 7) and np.isnan(z).sum() == 0  # 100 tokens = 7 blocks, none unallocated
-    wasted = {m.label: m for m in at.metric}["Wasted slots"]
-    assert wasted.value == f"{4 * (7 * 16 - 100)}"
-    assert wasted.delta == f"{100 * 4 * (7 * 16 - 100) / (4 * 7 * 16):.1f}% of allocated"
-    assert at.query_params["ctx_mode"] in ("uniform", ["uniform"])
-    at.button_group(key="sb_context_mode").set_value("ragged").run()  # hidden fields kept their values
-    assert_clean(at)
-    assert at.number_input(key="sb_ragged_low").value == 40
-
-
 def test_preset_fills_heads_and_editing_switches_to_custom():
     at = open_app(BASE)
     at.selectbox(key="sb_preset").set_value("Gemma-2-9B").run()
@@ -168,21 +123,6 @@ def test_preset_fills_heads_and_editing_switches_to_custom():
     at.selectbox(key="sb_num_kv_heads").set_value(12).run()
     at.number_input(key="sb_head_dim").set_value(64).run()
     assert at.selectbox(key="sb_preset").value == "GPT-2"  # matching heads pick the preset back
-
-
-def test_sequence_picker_drives_token_walk():
-    at = open_app(BASE)
-    at.number_input(key="bt_seq").set_value(3).run()
-    assert_clean(at)
-    spec = chart(at, "bt_walk")
-    assert spec["layout"]["title"]["text"] == "Token walk of sequence 3"
-    config = state.settings_from_query(BASE)[0].config()
-    tables, _ = assign_blocks(config)
-    z = arr(spec["data"][0]["z"])
-    assert np.array_equal(z[:, 0], tables[3, : config.blocks_per_sequence[3]].numpy())
-    at.number_input(key="sb_batch_size").set_value(2).run()  # the picked sequence no longer exists
-    assert_clean(at)
-    assert at.number_input(key="bt_seq").value == 1
 
 
 def test_url_reproduces_a_view():
@@ -211,6 +151,16 @@ def test_bad_query_params_fall_back_and_say_so():
     assert_clean(at)
     assert not any("URL: " in w.value for w in at.warning)
     assert not [b for b in at.button if b.key == "sb_dismiss_url_notes"]
+
+
+def test_a_long_url_value_is_quoted_short():
+    """A 400-digit URL value was echoed whole in the sidebar."""
+    at = open_app({**TINY, "seed": "9" * 400})
+    assert_clean(at)
+    (note,) = [w.value for w in at.sidebar.warning if "seed=" in w.value]
+    quoted = note.split("`")[1]
+    assert quoted.startswith("seed=999") and quoted.endswith("…") and len(quoted) < 60
+    assert at.number_input(key="sb_seed").value == 0  # the default is used
 
 
 def test_ragged_range_breaking_the_rule_shows_error():
@@ -245,119 +195,6 @@ def test_prefix_groups_box_is_bounded_by_the_batch_size():
     assert at.number_input(key="sb_prefix_groups").value == 4
     assert any("Prefix groups" in w.value and "using 4" in w.value for w in at.warning)
     assert_clean(at)
-
-
-def test_table_too_large_is_refused():
-    at = open_app({"batch": "4096", "ctx_mode": "uniform", "ctx": str(1 << 20), "block": "1"})
-    assert not at.exception
-    assert any("at most" in e.value for e in at.error)
-
-
-@pytest.mark.slow
-def test_large_table_is_sampled_and_stays_small():
-    at = open_app({"batch": "256", "ctx_mode": "uniform", "ctx": "32768", "layout": "shuffled"}, timeout=120)
-    assert_clean(at)
-    spec = chart(at, "bt_table")
-    assert arr(spec["data"][0]["z"]).size <= 20_000
-    assert any("Sampled for the browser" in c.value for c in at.caption)
-    assert any("Aggregated for the browser" in c.value for c in at.caption)
-    assert sum(len(e.proto.spec) for e in at.get("plotly_chart")) < 8_000_000
-
-
-def test_reruns_do_not_grow_memory():
-    at = open_app(BASE)
-    for seed in range(8):  # fill the bounded caches
-        at.number_input(key="sb_seed").set_value(seed).run()
-    tracemalloc.start()
-    before = tracemalloc.get_traced_memory()[0]
-    for seed in range(8, 20):
-        at.number_input(key="sb_seed").set_value(seed).run()
-    growth = tracemalloc.get_traced_memory()[0] - before
-    tracemalloc.stop()
-    assert_clean(at)
-    assert growth < 8 * 2**20, f"grew {growth / 2**20:.1f} MiB over 12 reruns"
-
-
-def test_block_table_sharing_scenario_marks_shared_cells_and_states_the_saving():
-    from explorer.cache.sharing import shared_prefix_batch
-
-    at = open_app(BASE)
-    at.toggle(key="bt_share").set_value(True).run()
-    at.number_input(key="bt_samples").set_value(2).run()
-    at.number_input(key="bt_common").set_value(64).run()
-    assert_clean(at)
-    config = state.settings_from_query(BASE)[0].config()
-    b = shared_prefix_batch(config.lengths, config.block_size, config.num_blocks, 64, 2)
-    block = config.kv_cache_bytes() // config.num_blocks
-    saving = next(m.value for m in at.markdown if m.value.startswith("**Sharing saves"))
-    assert saving.startswith(f"**Sharing saves {b.blocks_saved} blocks of {b.blocks_unshared}**")
-    assert format_bytes(b.blocks_saved * block, significant=3) in saving
-    assert f"{b.cow_copies} copy-on-write copies" in saving and f"found {b.prefix_hits} of" in saving
-    assert {m.label: m.value for m in at.metric}["Blocks used"] == str(b.blocks_used)
-    table = chart(at, "bt_table")
-    assert np.array_equal(arr(table["data"][0]["z"]), np.where(b.block_tables < 0, np.nan, b.block_tables),
-                          equal_nan=True)
-    marks = table["data"][-1]
-    assert marks["name"] == "shared block (2+ sequences)"
-    marked = arr(marks["customdata"])
-    assert len(marked) == int((b.ref_counts[b.block_tables[b.block_tables >= 0]] > 1).sum())
-    pool = chart(at, "bt_pool")
-    assert pool["layout"]["title"]["text"] == "Physical block pool: sharing"
-    assert np.array_equal(arr(pool["data"][0]["z"]).ravel()[: config.num_blocks], b.ref_counts)
-    # The walk follows the shared table.
-    walk = chart(at, "bt_walk")
-    assert set(arr(walk["data"][0]["z"]).ravel()[~np.isnan(arr(walk["data"][0]["z"]).ravel())]) == \
-        set(b.block_tables[0][b.block_tables[0] >= 0].tolist())
-    # Off again: the unshared page, no marks.
-    at.toggle(key="bt_share").set_value(False).run()
-    assert_clean(at)
-    assert all("shared" not in (d.get("name") or "") for d in chart(at, "bt_table")["data"])
-    assert chart(at, "bt_pool")["layout"]["title"]["text"] == "Physical block pool"
-
-
-def test_block_table_pick_outlines_both_charts_and_survives_a_smaller_pool():
-    at = open_app(BASE)
-    config = state.settings_from_query(BASE)[0].config()
-    tables, _ = assign_blocks(config)
-    block = int(tables[1, 0])
-    at.session_state["bt_pick"] = (block, block)  # what a click on the cell stores
-    at.run()
-    assert_clean(at)
-    outline = {t["name"]: t for t in chart(at, "bt_table")["data"]}["selected block"]
-    xs, ys = outline["x"][:5], outline["y"][:5]
-    assert (min(xs), max(xs), min(ys), max(ys)) == (-0.5, 0.5, 0.5, 1.5)  # sequence 1, logical block 0
-    assert "selected block" in {t["name"] for t in chart(at, "bt_pool")["data"]}
-    assert any(f"Block {block}: 1 table cell of 1 sequence (1) points here" in m.value for m in at.markdown)
-    # A pick past the pool (left from other settings) is dropped without a fuss.
-    at.session_state["bt_pick"] = (10**9, 10**9)
-    at.run()
-    assert_clean(at)
-    assert all(t["name"] != "selected block" for t in chart(at, "bt_table")["data"])
-    assert any("Click a table cell to find its block in the pool" in c.value for c in at.caption)
-
-
-@pytest.mark.parametrize("order", ["prefix-first", "sharing-first"])
-def test_block_table_sharing_scenario_with_a_sidebar_shared_prefix(order):
-    """The sidebar's shared prefix makes the pool smaller than the unshared batch; the
-    Sharing scenario lays out its own sharing from unshared tables, so it must size
-    its pool for those (it crashed: "the batch holds 32 blocks without sharing but
-    the pool has 27")."""
-    query = {**BASE, "ctx_mode": "uniform", "ctx": "128", "prefix": "64", "prefix_groups": "2"}
-    at = open_app(query if order == "prefix-first" else BASE)
-    at.toggle(key="bt_share").set_value(True).run()
-    if order == "sharing-first":
-        at = open_app(query)
-        at.toggle(key="bt_share").set_value(True).run()
-    assert_clean(at)
-    assert any(m.value.startswith("**Sharing saves") for m in at.markdown)
-
-
-def test_block_table_sharing_refuses_a_batch_too_big_to_write_token_by_token():
-    at = open_app({**BASE, "ctx_mode": "uniform", "ctx": "100000", "batch": "4"})
-    at.toggle(key="bt_share").set_value(True).run()
-    assert not at.exception
-    assert any("at most 250,000 tokens" in e.value and "turn Sharing off" in e.value for e in at.error)
-    assert not at.get("plotly_chart")
 
 
 # -- number boxes --------------------------------------------------------------
@@ -409,18 +246,29 @@ def test_fraction_typed_in_a_whole_number_box_is_rounded_and_said():
 
 # -- presentation mode ---------------------------------------------------------
 
-def test_presentation_mode_from_the_url_enlarges_the_charts():
-    plain = chart(open_app(TINY), "bt_table")
-    at = open_app({**TINY, "present": "1"})
+def _plot_px(spec: dict) -> float:
+    layout = spec["layout"]
+    return layout["height"] - layout["margin"]["t"] - layout["margin"]["b"]
+
+
+@pytest.mark.parametrize("page, keys", [(TABLE, ("bt_table", "bt_pool", "bt_walk", "bt_path")),
+                                        ("app_pages/inside_the_kernel.py", ("ik_walk_chart", "ik_softmax_chart"))])
+def test_presentation_mode_from_the_url_builds_every_chart_at_its_scale(page, keys):
+    """present=1 builds the page's figures at the presentation scale: their text
+    and their plot areas larger (it made the block table's cells smaller)."""
+    plain = open_app(TINY, page=page)
+    at = open_app({**TINY, "present": "1"}, page=page)
     assert_clean(at)
-    assert at.toggle(key="sb_present").value is True
-    big = chart(at, "bt_table")
-    assert big["layout"]["font"]["size"] == pytest.approx(plain["layout"]["font"]["size"] * style.PRESENTATION_SCALE)
-    assert big["layout"]["title"]["font"]["size"] > plain["layout"]["title"]["font"]["size"]
-    assert big["layout"]["height"] > plain["layout"]["height"]
-    assert at.query_params["present"] == "1"
+    assert at.toggle(key="sb_present").value is True and at.query_params["present"] == "1"
+    for key in keys:
+        small, big = chart(plain, key), chart(at, key)
+        assert big["layout"]["font"]["size"] == style.BASE_FONT_PX * style.PRESENTATION_SCALE
+        assert big["layout"]["title"]["font"]["size"] > small["layout"]["title"]["font"]["size"]
+        assert _plot_px(big) > _plot_px(small), key
     at.toggle(key="sb_present").set_value(False).run()  # off again: plain charts, and the URL drops it
-    assert chart(at, "bt_table")["layout"]["font"] == plain["layout"]["font"]
+    for key in keys:
+        assert chart(at, key)["layout"]["font"] == chart(plain, key)["layout"]["font"]
+        assert _plot_px(chart(at, key)) == _plot_px(chart(plain, key))
     assert "present" not in at.query_params
 
 

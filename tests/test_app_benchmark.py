@@ -166,7 +166,9 @@ def test_queued_session_is_told_and_then_runs(monkeypatch):
     at = open_app(TINY, page=BENCH, timeout=120)
     at.button(key="bench_run").click().run()
     assert_clean(at)
-    assert any("Queued" in i.value for i in at.info)
+    # The note said so while the run waited; once it ran, no box stays (an empty one did), a caption does.
+    assert not any("Queued" in i.value for i in at.info)
+    assert any("Queued behind another session's run" in c.value for c in at.caption)
     assert chart(at, "bench_latency")
 
 
@@ -251,8 +253,8 @@ def test_second_click_while_this_sessions_run_finishes_is_not_another_session(mo
     at = open_app(TINY, page=BENCH, timeout=120)
     at.button(key="bench_run").click().run()
     assert_clean(at)
-    infos = " ".join(i.value for i in at.info)
-    assert "Your previous run is still finishing" in infos and "another session" not in infos
+    captions = " ".join(c.value for c in at.caption)
+    assert "Waited for your previous run" in captions and "another session" not in captions
     assert chart(at, "bench_latency")
 
 
@@ -484,7 +486,7 @@ def test_bad_prefix_in_the_url_gets_a_note():
     at = open_app({**TINY, "prefix": "lots", "prefix_groups": "0"}, page=BENCH)
     assert_clean(at)
     notes = [w.value for w in at.sidebar.warning if w.value.startswith("URL:")]
-    assert notes == ["URL: `prefix=lots` ignored (not a valid value); using 0.",
+    assert notes == ["URL: `prefix=lots` ignored (not a whole number); using 0.",
                      "URL: `prefix_groups=0` ignored (must be between 1 and 4,096); using 1."]
 
 

@@ -33,7 +33,8 @@ def seed_page(
     choices: Mapping[str, tuple] | None = None,
 ) -> bool:
     """On the page's first run in this session, put ``defaults`` into session
-    state, overridden by the page's values in the session's first URL
+    state where it holds no value yet, and over them the page's values in the
+    session's first URL
     (:func:`explorer.page_urls.read_page`, with ``bounds`` and ``choices`` for
     the limits the registry leaves to the page); on every run, show the notes on
     the values it ignored (:func:`show_url_notes`).
@@ -56,7 +57,9 @@ def seed_page(
         show_url_notes(page)
         return False
     found, notes = page_urls.read_page(page, take_page_query(page), defaults, bounds=bounds, choices=choices)
-    ss.update({**defaults, **found})
+    for key, value in defaults.items():  # a value already set (by a callback, a test) stays
+        ss.setdefault(key, value)
+    ss.update(found)
     seeded.add(page)
     show_url_notes(page, notes)
     return True

@@ -1,0 +1,187 @@
+"""AppTest suite for the Block table page: the table, the pool and the token walk
+follow the sidebar, the sequence picker, the table-size limit and sampling, the
+sharing scenario and the click that links the two charts. Assertions read the
+Plotly specs the page sends."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from test_app import BASE, arr, assert_clean, chart, open_app
+
+from explorer import settings as state
+from explorer.formatting import format_bytes
+from paged_attention import assign_blocks
+
+
+def test_block_table_default_page_matches_assign_blocks():
+    at = open_app()
+    assert_clean(at)
+    assert at.title[0].value == "Block table"
+    config = state.default_settings().config()
+    tables, owner = assign_blocks(config)
+    spec = chart(at, "bt_table")
+    z = arr(spec["data"][0]["z"])
+    t = tables.numpy()
+    assert z.shape == t.shape
+    assert np.array_equal(np.isnan(z), t < 0)
+    assert np.array_equal(z[t >= 0], t[t >= 0])
+    assert "physical block" in spec["data"][0]["hovertemplate"]
+    assert spec["data"][1]["name"] == "unallocated (-1)"
+    assert (t < 0).any()  # the default ragged batch shows unallocated entries
+    pool = chart(at, "bt_pool")
+    codes = arr(pool["data"][0]["z"]).ravel()[: len(owner)]
+    assert np.array_equal(codes == 0, owner.numpy() == -1)
+    walk = chart(at, "bt_walk")
+    assert walk["layout"]["title"]["text"] == "Token walk of sequence 0"
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Blocks used"] == f"{config.num_blocks_used:,}"
+    assert {m.label: m.delta for m in at.metric}["Blocks used"] == f"of {config.num_blocks:,} in the pool"
+    assert metrics["Tokens cached"] == f"{sum(config.lengths):,}"
+
+
+def test_uniform_context_mode():
+    at = open_app({"batch": "4"})
+    at.number_input(key="sb_ragged_low").set_value(40).run()
+    at.button_group(key="sb_context_mode").set_value("uniform").run()
+    at.number_input(key="sb_context_len").set_value(100).run()
+    assert_clean(at)
+    z = arr(chart(at, "bt_table")["data"][0]["z"])
+    assert z.shape == (4, 7) and np.isnan(z).sum() == 0  # 100 tokens = 7 blocks, none unallocated
+    wasted = {m.label: m for m in at.metric}["Wasted slots"]
+    assert wasted.value == f"{4 * (7 * 16 - 100)}"
+    assert wasted.delta == f"{100 * 4 * (7 * 16 - 100) / (4 * 7 * 16):.1f}% of allocated"
+    assert at.query_params["ctx_mode"] in ("uniform", ["uniform"])
+    at.button_group(key="sb_context_mode").set_value("ragged").run()  # hidden fields kept their values
+    assert_clean(at)
+    assert at.number_input(key="sb_ragged_low").value == 40
+
+
+def test_sequence_picker_drives_token_walk():
+    at = open_app(BASE)
+    at.number_input(key="bt_seq").set_value(3).run()
+    assert_clean(at)
+    spec = chart(at, "bt_walk")
+    assert spec["layout"]["title"]["text"] == "Token walk of sequence 3"
+    config = state.settings_from_query(BASE)[0].config()
+    tables, _ = assign_blocks(config)
+    z = arr(spec["data"][0]["z"])
+    assert np.array_equal(z[:, 0], tables[3, : config.blocks_per_sequence[3]].numpy())
+    at.number_input(key="sb_batch_size").set_value(2).run()  # the picked sequence no longer exists
+    assert_clean(at)
+    assert at.number_input(key="bt_seq").value == 1
+
+
+def test_table_too_large_is_refused():
+    at = open_app({"batch": "4096", "ctx_mode": "uniform", "ctx": str(1 << 20), "block": "1"})
+    assert not at.exception
+    assert any("at most" in e.value for e in at.error)
+
+
+@pytest.mark.slow
+def test_large_table_is_sampled_and_stays_small():
+    at = open_app({"batch": "256", "ctx_mode": "uniform", "ctx": "32768", "layout": "shuffled"}, timeout=120)
+    assert_clean(at)
+    spec = chart(at, "bt_table")
+    assert arr(spec["data"][0]["z"]).size <= 20_000
+    assert any("Sampled for the browser" in c.value for c in at.caption)
+    assert any("Aggregated for the browser" in c.value for c in at.caption)
+    assert sum(len(e.proto.spec) for e in at.get("plotly_chart")) < 8_000_000
+
+
+def test_reruns_do_not_grow_memory():
+    at = open_app(BASE)
+    for seed in range(8):  # fill the bounded caches
+        at.number_input(key="sb_seed").set_value(seed).run()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for seed in range(8, 20):
+        at.number_input(key="sb_seed").set_value(seed).run()
+    growth = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert_clean(at)
+    assert growth < 8 * 2**20, f"grew {growth / 2**20:.1f} MiB over 12 reruns"
+
+
+def test_block_table_sharing_scenario_marks_shared_cells_and_states_the_saving():
+    from explorer.cache.sharing import shared_prefix_batch
+
+    at = open_app(BASE)
+    at.toggle(key="bt_share").set_value(True).run()
+    at.number_input(key="bt_samples").set_value(2).run()
+    at.number_input(key="bt_common").set_value(64).run()
+    assert_clean(at)
+    config = state.settings_from_query(BASE)[0].config()
+    b = shared_prefix_batch(config.lengths, config.block_size, config.num_blocks, 64, 2)
+    block = config.kv_cache_bytes() // config.num_blocks
+    saving = next(m.value for m in at.markdown if m.value.startswith("**Sharing saves"))
+    assert saving.startswith(f"**Sharing saves {b.blocks_saved} blocks of {b.blocks_unshared}**")
+    assert format_bytes(b.blocks_saved * block, significant=3) in saving
+    assert f"{b.cow_copies} copy-on-write copies" in saving and f"found {b.prefix_hits} of" in saving
+    assert {m.label: m.value for m in at.metric}["Blocks used"] == str(b.blocks_used)
+    table = chart(at, "bt_table")
+    assert np.array_equal(arr(table["data"][0]["z"]), np.where(b.block_tables < 0, np.nan, b.block_tables),
+                          equal_nan=True)
+    marks = table["data"][-1]
+    assert marks["name"] == "shared block (2+ sequences)"
+    marked = arr(marks["customdata"])
+    assert len(marked) == int((b.ref_counts[b.block_tables[b.block_tables >= 0]] > 1).sum())
+    pool = chart(at, "bt_pool")
+    assert pool["layout"]["title"]["text"] == "Physical block pool: sharing"
+    assert np.array_equal(arr(pool["data"][0]["z"]).ravel()[: config.num_blocks], b.ref_counts)
+    # The walk follows the shared table.
+    walk = chart(at, "bt_walk")
+    assert set(arr(walk["data"][0]["z"]).ravel()[~np.isnan(arr(walk["data"][0]["z"]).ravel())]) == \
+        set(b.block_tables[0][b.block_tables[0] >= 0].tolist())
+    # Off again: the unshared page, no marks.
+    at.toggle(key="bt_share").set_value(False).run()
+    assert_clean(at)
+    assert all("shared" not in (d.get("name") or "") for d in chart(at, "bt_table")["data"])
+    assert chart(at, "bt_pool")["layout"]["title"]["text"] == "Physical block pool"
+
+
+def test_block_table_pick_outlines_both_charts_and_survives_a_smaller_pool():
+    at = open_app(BASE)
+    config = state.settings_from_query(BASE)[0].config()
+    tables, _ = assign_blocks(config)
+    block = int(tables[1, 0])
+    at.session_state["bt_pick"] = (block, block)  # what a click on the cell stores
+    at.run()
+    assert_clean(at)
+    outline = {t["name"]: t for t in chart(at, "bt_table")["data"]}["selected block"]
+    xs, ys = outline["x"][:5], outline["y"][:5]
+    assert (min(xs), max(xs), min(ys), max(ys)) == (-0.5, 0.5, 0.5, 1.5)  # sequence 1, logical block 0
+    assert "selected block" in {t["name"] for t in chart(at, "bt_pool")["data"]}
+    assert any(f"Block {block}: 1 table cell of 1 sequence (1) points here" in m.value for m in at.markdown)
+    # A pick past the pool (left from other settings) is dropped without a fuss.
+    at.session_state["bt_pick"] = (10**9, 10**9)
+    at.run()
+    assert_clean(at)
+    assert all(t["name"] != "selected block" for t in chart(at, "bt_table")["data"])
+    assert any("Click a table cell to find its block in the pool" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("order", ["prefix-first", "sharing-first"])
+def test_block_table_sharing_scenario_with_a_sidebar_shared_prefix(order):
+    """The sidebar's shared prefix makes the pool smaller than the unshared batch; the
+    Sharing scenario lays out its own sharing from unshared tables, so it must size
+    its pool for those (it crashed: "the batch holds 32 blocks without sharing but
+    the pool has 27")."""
+    query = {**BASE, "ctx_mode": "uniform", "ctx": "128", "prefix": "64", "prefix_groups": "2"}
+    at = open_app(query if order == "prefix-first" else BASE)
+    at.toggle(key="bt_share").set_value(True).run()
+    if order == "sharing-first":
+        at = open_app(query)
+        at.toggle(key="bt_share").set_value(True).run()
+    assert_clean(at)
+    assert any(m.value.startswith("**Sharing saves") for m in at.markdown)
+
+
+def test_block_table_sharing_refuses_a_batch_too_big_to_write_token_by_token():
+    at = open_app({**BASE, "ctx_mode": "uniform", "ctx": "100000", "batch": "4"})
+    at.toggle(key="bt_share").set_value(True).run()
+    assert not at.exception
+    assert any("at most 250,000 tokens" in e.value and "turn Sharing off" in e.value for e in at.error)
+    assert not at.get("plotly_chart")
