@@ -118,14 +118,15 @@ def table_size_error(config: DecodeConfig) -> str | None:
     table = config.batch_size * config.max_num_blocks
     if table > MAX_TABLE_ENTRIES:
         return (
-            f"The block table would hold {table:,} entries (batch {config.batch_size} x "
-            f"{config.max_num_blocks:,} blocks); this page builds tables of at most "
-            f"{MAX_TABLE_ENTRIES:,}. {_table_advice(config, 'a smaller batch or a shorter context')}"
+            f"The block table would hold {format_number(table)} entries (batch {config.batch_size} x "
+            f"{format_number(config.max_num_blocks)} blocks); this page builds tables of at most "
+            f"{format_number(MAX_TABLE_ENTRIES)}. {_table_advice(config, 'a smaller batch or a shorter context')}"
         )
     if config.num_blocks > MAX_TABLE_ENTRIES:
         return (
-            f"The physical pool would hold {config.num_blocks:,} blocks ({config.num_blocks_used:,} used plus "
-            f"{config.num_spare_blocks:,} spare); this page draws pools of at most {MAX_TABLE_ENTRIES:,}. "
+            f"The physical pool would hold {format_number(config.num_blocks)} blocks "
+            f"({format_number(config.num_blocks_used)} used plus {format_number(config.num_spare_blocks)} spare); "
+            f"this page draws pools of at most {format_number(MAX_TABLE_ENTRIES)}. "
             f"{_table_advice(config, 'a shorter context or fewer spare blocks')}"
         )
     return None
@@ -141,9 +142,9 @@ def sharing_size_error(config: DecodeConfig) -> str | None:
     """Why the block-table page's sharing scenario refuses ``config``, or None."""
     tokens = sum(config.lengths)
     if tokens > MAX_SHARING_TOKENS:
-        return (f"The sharing scenario writes each of the batch's {tokens:,} tokens through the block manager; "
-                f"it builds batches of at most {MAX_SHARING_TOKENS:,} tokens. Use a smaller batch or a "
-                f"shorter context, or turn Sharing off.")
+        return (f"The sharing scenario writes each of the batch's {format_number(tokens)} tokens through the block "
+                f"manager; it builds batches of at most {format_number(MAX_SHARING_TOKENS)} tokens. Use a smaller "
+                f"batch or a shorter context, or turn Sharing off.")
     return None
 
 
@@ -167,8 +168,9 @@ def layout_size_error(config: DecodeConfig) -> str | None:
         return None
     return (
         f"To find the traced sequence's physical blocks, this page lays out the whole batch on the CPU: a block "
-        f"table of {table:,} entries (batch {config.batch_size} x {config.max_num_blocks:,} blocks) over a pool of "
-        f"{config.num_blocks:,} blocks, {total:,} in all; it lays out at most {MAX_LAYOUT_ENTRIES:,}. "
+        f"table of {format_number(table)} entries (batch {config.batch_size} x {format_number(config.max_num_blocks)} "
+        f"blocks) over a pool of {format_number(config.num_blocks)} blocks, {format_number(total)} in all; it lays out "
+        f"at most {format_number(MAX_LAYOUT_ENTRIES)}. "
         f"{_table_advice(config, 'a smaller batch, a shorter context or fewer spare blocks')}"
     )
 
@@ -204,7 +206,7 @@ def cpu_work(config: DecodeConfig) -> int:
 
 #: The CPU cap as every page quotes it: the formula of :func:`cpu_work` and its limit.
 CPU_WORK_RULE = (
-    f"batch_size x max(num_kv_heads x longest context, num_heads x {CPU_PROGRAM_COST}) <= {CPU_MAX_WORK:,}"
+    f"batch_size x max(num_kv_heads x longest context, num_heads x {CPU_PROGRAM_COST}) <= {format_number(CPU_MAX_WORK)}"
 )
 
 
@@ -212,8 +214,8 @@ def cpu_work_detail(config: DecodeConfig) -> str:
     """:func:`cpu_work` of ``config`` written out in the order of :data:`CPU_WORK_RULE`,
     e.g. ``"5 x max(8 x 16, 32 x 64) = 10,240"``."""
     longest = max(config.lengths, default=0)
-    return (f"{config.batch_size:,} x max({config.num_kv_heads} x {longest:,}, {config.num_heads} x "
-            f"{CPU_PROGRAM_COST}) = {cpu_work(config):,}")
+    return (f"{format_number(config.batch_size)} x max({config.num_kv_heads} x {format_number(longest)}, "
+            f"{config.num_heads} x {CPU_PROGRAM_COST}) = {format_number(cpu_work(config))}")
 
 
 def cpu_work_levers(config: DecodeConfig) -> tuple[str, ...]:

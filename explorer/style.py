@@ -162,11 +162,17 @@ PLOT_WIDTH_PX = 400
 #: and the sweep's, side by side), at scale 1: categories share it.
 HALF_PLOT_WIDTH_PX = 360
 #: Width in pixels of the narrowest figure the pages draw (two fifths of a 1280 px
-#: page): titles and subtitles are broken into lines that fit it.
+#: page): subtitles are broken into lines that fit it.
 NARROW_FIGURE_PX = 370
-#: Average width of a character, and of a digit, as a share of the font size
-#: (Inter, Arial, Liberation Sans).
-CHAR_WIDTH = 0.55
+#: Width in pixels of a half-page figure at 1280 px: titles are broken into lines
+#: that fit it (the narrowest charts have short titles).
+TITLE_WIDTH_PX = 400
+#: Average width of a character of text, and of a digit, as a share of the font
+#: size (Arial, Liberation Sans: Chromium drew 36 characters of a subtitle at
+#: 18 px in 290 px).
+CHAR_WIDTH = 0.5
+#: The same for short labels, whose capitals weigh more (tick labels: "Optimized PyTorch").
+LABEL_CHAR_WIDTH = 0.55
 DIGIT_WIDTH = 0.58
 #: Left and right margins of :func:`apply_style` at scale 1 (px).
 MARGIN_L, MARGIN_R = 60, 20
@@ -235,19 +241,26 @@ def _wrap_words(text: str, width: int) -> str:
 
 
 def _wrap_subtitle(subtitle: str | None, width: int) -> str:
-    """``subtitle`` broken into lines of at most ``width`` characters at its
-    `` · `` and ``; `` separators, then at spaces where a part is longer."""
+    """``subtitle`` broken into lines of at most ``width`` characters, at its
+    `` · `` and ``; `` separators where a part fits a line of its own, else at
+    its spaces (a word longer than a line stays whole)."""
     if not subtitle or len(subtitle) <= width:
         return subtitle or ""
     pieces = re.split(r"( · |; )", subtitle)  # text, separator, text, ...
-    lines = [pieces[0]]
-    for sep, part in zip(pieces[1::2], pieces[2::2]):
-        if len(lines[-1]) + len(sep) + len(part) <= width:
-            lines[-1] += sep + part
-        else:
-            lines[-1] += sep.strip(" ·")  # a line ends with its ";", not with a "·"
-            lines.append(part)
-    return "<br>".join(_wrap_words(line, width) for line in lines)
+    parts = [pieces[0] + (pieces[1].rstrip() if len(pieces) > 1 else "")]
+    parts += [part + (sep.rstrip() if sep else "") for part, sep in zip(pieces[2::2], [*pieces[3::2], ""])]
+    lines = [""]
+    for part in parts:
+        if lines[-1] and len(lines[-1]) + 1 + len(part) > width and len(part) <= width:
+            lines[-1] = lines[-1].removesuffix(" ·")  # a line ends with its ";", not with a "·"
+            lines.append("")
+        for word in part.split(" "):
+            if lines[-1] and len(lines[-1]) + 1 + len(word) > width:
+                lines[-1] = lines[-1].removesuffix(" ·")
+                lines.append(word)
+            else:
+                lines[-1] = f"{lines[-1]} {word}" if lines[-1] else word
+    return "<br>".join(lines)
 
 
 def _lines(text: str | None) -> int:
@@ -272,10 +285,11 @@ def set_category_ticks(fig: go.Figure, labels: Sequence[str], **where) -> None:
     labels = list(dict.fromkeys(labels))
     share = plot_width_px(HALF_PLOT_WIDTH_PX) / max(len(labels), 1)
     longest = max((len(word) for label in labels for word in str(label).split()), default=0)
-    if longest * CHAR_WIDTH * font_px("tick") > 0.9 * share:
+    char_px = LABEL_CHAR_WIDTH * font_px("tick")
+    if longest * char_px > 0.9 * share:
         text, angle = [" ".join(str(label).split()) for label in labels], -45
     else:
-        text, angle = [_tick_lines(label, line_chars("tick", share)) for label in labels], 0
+        text, angle = [_tick_lines(label, max(int(share / char_px), 1)) for label in labels], 0
     # A whole category's width at each end: dots, unlike bars, would otherwise get
     # an axis that ends at the outer dots and cuts their labels in half.
     fig.update_xaxes(tickmode="array", tickvals=labels, ticktext=text, tickangle=angle, automargin=True,
@@ -301,8 +315,10 @@ def _top_px(title_lines: int, subtitle_lines: int, scale: float) -> float:
 
 
 def _wrapped_titles(title: str | None, subtitle: str | None) -> tuple[str, str]:
-    """The title and subtitle broken into lines for the narrowest chart, at the current scale."""
-    return _wrap_words(title or "", line_chars("title")), _wrap_subtitle(subtitle, line_chars("subtitle"))
+    """The title and subtitle broken into lines for a half-page chart and for the
+    narrowest one, at the current scale."""
+    return (_wrap_words(title or "", line_chars("title", TITLE_WIDTH_PX)),
+            _wrap_subtitle(subtitle, line_chars("subtitle")))
 
 
 def title_margins(subtitle: str | None) -> tuple[int, int]:
@@ -377,7 +393,10 @@ def apply_style(fig: go.Figure, title: str, subtitle: str | None = None, height:
     fig.update_layout(
         template=_template(scale),
         font=dict(family=_FONT_FAMILY, size=font_px("body"), color=_FONT_COLOR),
-        title=dict(text=title, x=0, xanchor="left", yref="container", y=1 - _TITLE_PAD * scale / total,
+        # Plotly lifts a title of several lines by about nine tenths of its size above
+        # the anchor (whatever their number, in Chromium), so the anchor moves down by as much.
+        title=dict(text=title, x=0, xanchor="left", yref="container",
+                   y=1 - (_TITLE_PAD * scale + (0.9 * font_px("title") if _lines(title) > 1 else 0)) / total,
                    yanchor="top", font=dict(size=font_px("title")),
                    subtitle=dict(text=subtitle, font=dict(size=font_px("subtitle")))),
         height=total,
@@ -433,7 +452,7 @@ def cell_gaps(n_rows: int, n_cols: int, plot_height: float, plot_width: float = 
 _STEPS = tuple(m * 10 ** e for e in range(16) for m in ((1, 2, 5) if e == 0 else (1, 2, 2.5, 5)))
 
 
-def integer_ticks(lo: float, hi: float, length_px: float | None = None) -> dict:
+def integer_ticks(lo: float, hi: float, length_px: float | None = None, plot_width: float = PLOT_WIDTH_PX) -> dict:
     """Tick settings for an axis or colour bar of integers (ids, counts) spanning
     ``lo`` to ``hi``: whole numbers from ``lo`` to ``hi`` only (none past them,
     whatever the axis' range), every 1, 2, 5, 10, 25, ... so that they stay
@@ -445,8 +464,9 @@ def integer_ticks(lo: float, hi: float, length_px: float | None = None) -> dict:
         The first and last value of the axis.
     length_px : float, optional
         The length of a vertical axis or colour bar in px at the current scale
-        (:func:`plot_area_height`); by default the axis runs across the plot
-        (:func:`plot_width_px`), and its labels stay horizontal.
+        (:func:`plot_area_height`); by default the axis runs across a plot
+        ``plot_width`` px wide at scale 1 (:func:`plot_width_px`), and its labels
+        stay horizontal.
 
     Returns
     -------
@@ -458,7 +478,7 @@ def integer_ticks(lo: float, hi: float, length_px: float | None = None) -> dict:
     hi = max(hi, lo)
     size = font_px("tick")
     across = length_px is None
-    room = plot_width_px() if across else float(length_px)
+    room = plot_width_px(plot_width) if across else float(length_px)
     label = max(len(format_number(v)) for v in (lo, hi)) * DIGIT_WIDTH * size + size if across else 0
     gap = max(scaled(MIN_TICK_PX), label, (LINE_HEIGHT + 0.5) * size if not across else 0)
     fit = max(room / gap, 1.0)

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from explorer.formatting import plain, shorten
+from explorer.formatting import format_number, plain, shorten
 
 #: What a field holds: a whole number, any finite number, one of its choices, an
 #: on/off flag (``1`` or ``0``) or comma-separated whole numbers.
@@ -73,7 +73,7 @@ def _whole(text: str, bounds: tuple[float, float]) -> int:
 def _within(value: float, bounds: tuple[float, float]) -> float:
     low, high = bounds
     if not low <= value <= high:
-        raise ValueError(f"must be between {low:,} and {high:,}")
+        raise ValueError(f"must be between {format_number(low)} and {format_number(high)}")
     return value
 
 

@@ -91,7 +91,7 @@ def test_short_sequences_show_beside_a_huge_one():
         cd = np.array(fig.data[0].customdata)
         assert cd[0, 0, 5] == 1 and cd[2, 0, 5] == 4  # hover: "1 of k", "4 of k blocks allocated"
         assert "blocks allocated" in fig.data[0].hovertemplate
-        assert "logical blocks per column" in fig.layout.title.subtitle.text
+        assert "logical blocks per column" in fig.layout.title.subtitle.text.replace("<br>", " ")
 
 
 def test_block_table_aggregation_is_vectorised():

@@ -289,20 +289,22 @@ def test_presentation_of_one_session_does_not_reach_another():
     assert seen == [1.0]
 
 
-def test_titles_and_subtitles_break_into_lines_that_fit_the_narrowest_chart():
+def test_titles_and_subtitles_break_into_lines_that_fit_their_charts():
     long = "8 sequences x 482 logical blocks; colour = physical block id · sampled: every 2nd row shown"
     for scale in (1, style.PRESENTATION_SCALE):
         with style.presentation(scale):
             fig = style.apply_style(go.Figure(), "Block size: memory waste against kernel latency", long)
-        for text, size in ((fig.layout.title.text, fig.layout.title.font.size),
-                           (fig.layout.title.subtitle.text, fig.layout.title.subtitle.font.size)):
+        for text, size, width in ((fig.layout.title.text, fig.layout.title.font.size, style.TITLE_WIDTH_PX),
+                                  (fig.layout.title.subtitle.text, fig.layout.title.subtitle.font.size,
+                                   style.NARROW_FIGURE_PX)):
             lines = text.split("<br>")
-            assert all(len(line) * style.CHAR_WIDTH * size <= style.NARROW_FIGURE_PX for line in lines), lines
+            assert all(len(line) * style.CHAR_WIDTH * size <= width for line in lines), lines
         words = fig.layout.title.subtitle.text.replace("<br>", " ").split()
         assert [w for w in words if w != "·"] == [w for w in long.split() if w != "·"]  # the same words
         # The top margin holds every line of both.
-        lines = fig.layout.title.text.count("<br>") + 1, fig.layout.title.subtitle.text.count("<br>") + 1
-        need = style.LINE_HEIGHT * (lines[0] * fig.layout.title.font.size + lines[1] * fig.layout.title.subtitle.font.size)
+        title = fig.layout.title
+        lines = title.text.count("<br>") + 1, title.subtitle.text.count("<br>") + 1
+        need = style.LINE_HEIGHT * (lines[0] * title.font.size + lines[1] * title.subtitle.font.size)
         assert fig.layout.margin.t >= need + 10 * scale
 
 

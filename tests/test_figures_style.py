@@ -237,6 +237,9 @@ def test_long_subtitles_wrap_at_their_separators_and_make_room():
     text = fig.layout.title.subtitle.text
     lines = text.split("<br>")
     assert all(len(line) <= style.line_chars("subtitle") for line in lines)
+    assert lines == ["8 sequences x 482 logical blocks;", "colour = physical block id · sampled: every 2nd row shown"]
+    with style.presentation():  # larger text, shorter lines: the parts go on lines of their own
+        lines = style.apply_style(go.Figure(), "t", long).layout.title.subtitle.text.split("<br>")
     assert lines == ["8 sequences x 482 logical blocks;", "colour = physical block id", "sampled: every 2nd row shown"]
     assert fig.layout.margin.t > style.apply_style(go.Figure(), "t", "short").layout.margin.t
     assert style.apply_style(go.Figure(), "t", "short").layout.title.subtitle.text == "short"

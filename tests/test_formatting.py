@@ -81,3 +81,31 @@ def test_duration_number_is_three_significant_digits_in_the_unit(ms, unit, text)
                                         (4243.2, "4,240"), (None, "n/a"), (float("nan"), "n/a")])
 def test_format_gbps_keeps_three_significant_digits(gbps, text):
     assert formatting.format_gbps(gbps) == text
+
+
+@pytest.mark.parametrize("value, text", [(382.5, "382"), (0.99996, "1.00"), (12345.6, "12,300"), (2, "2.00"),
+                                         (0.000612, "0.000612"), (1.234e-7, "1.23e-07"), (-48.31, "-48.3"),
+                                         (0, "0"), (None, "n/a"), (float("nan"), "n/a"), (float("inf"), "inf")])
+def test_sig3_is_the_one_rule_for_a_measured_number(value, text):
+    assert formatting.sig3(value) == text
+
+
+def test_a_table_cell_reads_as_the_card_above_it():
+    """Review: "382 ms" in a card above "382.5" in its table."""
+    assert formatting.sig3_column([382.5, None, float("nan"), 0.0612]) == ["382", "n/a", "n/a", "0.0612"]
+    assert formatting.format_ms(382.5) == formatting.sig3_column([382.5])[0] + " ms"
+
+
+@pytest.mark.parametrize("share, text", [(0.4375, "43.8%"), (1, "100%"), (0.00123, "0.123%"), (None, "n/a")])
+def test_format_percent(share, text):
+    assert formatting.format_percent(share) == text
+
+
+@pytest.mark.parametrize("s, text", [(44, "44.0×"), (0.5, "0.500×"), (1234, "1,230×"), (float("inf"), "")])
+def test_format_speedup_keeps_three_significant_figures(s, text):
+    assert formatting.format_speedup(s) == text
+
+
+def test_shorten_cuts_a_long_value_with_an_ellipsis():
+    assert formatting.shorten("9" * 400) == "9" * (formatting.QUOTE_CHARS - 1) + "…"
+    assert formatting.shorten("short") == "short"

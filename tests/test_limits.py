@@ -101,3 +101,21 @@ def test_layout_size_guard_of_the_kernel_page_counts_table_and_pool():
     assert f"{table + pool:,} in all; it lays out at most {limits.MAX_LAYOUT_ENTRIES:,}" in error
     largest = huge.with_(block_size=state.BLOCK_SIZES[-1], context_lens=1 << 20, spare_blocks=10_000_000)
     assert limits.layout_size_error(largest).endswith("Use a smaller batch, a shorter context or fewer spare blocks.")
+
+
+def test_every_cap_lives_in_limits():
+    """``MAX_*`` constants sat in 17 files: every one is defined in explorer/limits.py,
+    and the modules that use one import it from there."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sources = [p for d in ("explorer", "ui", "app_pages") for p in (root / d).rglob("*.py")] + [root / "app.py"]
+    defined = {p.relative_to(root).as_posix(): re.findall(r"^(MAX_[A-Z0-9_]+)\s*[:=]", p.read_text(), flags=re.M)
+               for p in sources}
+    assert {p: names for p, names in defined.items() if names} == {"explorer/limits.py": defined["explorer/limits.py"]}
+    assert len(defined["explorer/limits.py"]) == len(set(defined["explorer/limits.py"])) >= 30
+
+
+def test_block_sizes_run_up_to_the_largest_offered():
+    assert state.BLOCK_SIZES == tuple(2 ** i for i in range(9)) and state.BLOCK_SIZES[-1] == limits.MAX_BLOCK_SIZE

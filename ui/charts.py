@@ -25,7 +25,10 @@ def page_style() -> Iterator[float]:
 
 
 def show_chart(fig: go.Figure, *, key: str, parent=st, **kwargs):
-    """``parent.plotly_chart(fig, key=key, **kwargs)``.
+    """``parent.plotly_chart(fig, key=key, theme=None, **kwargs)``: drawn as its
+    layout says. Streamlit's chart theme would set its own (smaller, grey) fonts
+    wherever the figure leaves one to its template, such as an axis title set
+    after :func:`explorer.style.apply_style`.
 
     Parameters
     ----------
@@ -42,4 +45,4 @@ def show_chart(fig: go.Figure, *, key: str, parent=st, **kwargs):
     -------
     What ``plotly_chart`` returns.
     """
-    return parent.plotly_chart(fig, key=key, **kwargs)
+    return parent.plotly_chart(fig, key=key, theme=None, **kwargs)

@@ -263,7 +263,8 @@ def block_table_figure(
         half = grid.row_stride / 2
         add_outline(fig, first[c] - 0.5, last[c] + 0.5, rows[r] - half, rows[r] + half, cell_px)
     apply_style(fig, title, subtitle, height=height)
-    fig.update_xaxes(title="logical block", showgrid=False, zeroline=False, **integer_ticks(0, width - 1))
+    fig.update_xaxes(title="logical block", showgrid=False, zeroline=False,
+                     **integer_ticks(0, width - 1, plot_width=plot_width))
     fig.update_yaxes(title="sequence" if seq_ids is None else "sequence (seq_id)", autorange="reversed",
                      showgrid=False, zeroline=False)
     # Label rows by name (a seq_id need not be the row index): each of up to 40,

@@ -47,8 +47,8 @@ POOL_CHANGE_MARKS = {
     "revived": ("revived (prefix cache)", "pentagon", "#22C55E", "#111827", -0.27),
     "freed": ("freed", "x-thin", FREED_COLOR, FREED_COLOR, 0.0),
 }
-#: The pool's legend, read from the back of a room (at the title's size): the pixels of one row of two entries at scale 1.
-_POOL_LEGEND_ROW_PX = 26
+#: The pool's legend, read from the back of a room: its font, and the pixels of one row of two entries, at scale 1.
+_POOL_LEGEND_FONT, _POOL_LEGEND_ROW_PX = 15, 26
 
 
 def serving_pool_figure(
@@ -156,7 +156,7 @@ def _pool_legend(fig: go.Figure, n_rows: int) -> go.Figure:
     grid_px = max(scaled(min(720, max(320, 190 + 24 * n_rows)) - 100) - top, 1)  # the grid of a one-row legend
     fig.update_layout(
         height=int(top + grid_px + scaled(74 + _POOL_LEGEND_ROW_PX * math.ceil(entries / 2))),
-        legend=dict(font=dict(size=font_px("title")), entrywidth=0.5, entrywidthmode="fraction"),
+        legend=dict(font=dict(size=scaled(_POOL_LEGEND_FONT)), entrywidth=0.5, entrywidthmode="fraction"),
     )
     return fig
 

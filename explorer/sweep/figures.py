@@ -286,7 +286,7 @@ def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
         )
     if not ceilings:
         fig.add_annotation(
-            text="No ceiling on the CPU (a GPU measure)",
+            text="No ceiling on the CPU",  # a GPU measure; longer, it ran off a half-page chart in presentation mode
             x=0, xref="paper", xanchor="left", y=1, yref="paper", yanchor="bottom", showarrow=False,
             font=dict(size=font_px("body"), color="#92400E"), bgcolor="rgba(254,243,199,0.9)",
         )
