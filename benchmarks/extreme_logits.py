@@ -22,10 +22,10 @@ from types import SimpleNamespace
 import torch
 
 from paged_attention import DecodeConfig, build_decode_inputs, prepare, reference_decode
-from paged_attention.bench import check_accuracy
+from paged_attention.results import check_accuracy
 from paged_attention.validation import check_decode_args
 
-from benchmarks.decode_peers import gather_sdpa, sdpa_contiguous
+from benchmarks.peers.torch_peers import gather_sdpa, sdpa_contiguous
 
 SCALE = 64.0
 

@@ -42,7 +42,7 @@ import torch
 
 from paged_attention import DecodeConfig, build_decode_inputs, reference_decode
 from paged_attention import runtime  # noqa: F401  (before triton)
-from paged_attention.bench import check_accuracy
+from paged_attention.results import check_accuracy, gbps, pct_of_copy
 from paged_attention.timing import L2Flusher, gpu_time, measure_copy_bandwidth
 from benchmarks.stream_floor import triton_read
 import triton
@@ -231,7 +231,7 @@ def main(argv=None) -> int:
         for (layout, name), t in times.items():
             us = statistics.median(t)
             moves_kv = not name.startswith(("merge_chain", "empty_grid"))  # those two read no K/V
-            frac = nbytes / (us * 1e-6) / 1e9 / copy_gbps if moves_kv else float("nan")
+            frac = pct_of_copy(gbps(nbytes, us / 1e3), copy_gbps) / 100 if moves_kv else float("nan")
             rows.append(dict(batch=batch, context=context, table=layout, kind=name, mb=nbytes / 1e6, gpu_us=us,
                              frac_copy=frac, min_us=min(t), max_us=max(t)))
             share = f"{frac:6.1%} of copy" if moves_kv else " " * 14
