@@ -1,7 +1,7 @@
 """Benchmark of the decode implementations: each timed against the others in
 interleaved rounds (:mod:`paged_attention.timing`: call latency and CUDA-graph GPU
 time) and checked against the float64 reference, into
-:class:`~paged_attention.results.BenchResult` s; and the command line, which writes
+:class:`~paged_attention.results.BenchResult` objects; and the command line, which writes
 them as result rows (:mod:`paged_attention.result_files`).
 
 Run ``python -m paged_attention.bench --help``.
