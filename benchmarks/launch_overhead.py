@@ -40,7 +40,7 @@ import torch
 from benchmarks.decode_peers import (
     BASE, FLASHINFER, Skipped, first_line, flashinfer_decode, load_flashinfer, sdpa_contiguous,
 )
-from paged_attention import GRAPH_CAPTURABLE, DecodeConfig, build_decode_inputs, prepare, reference_decode
+from paged_attention import DecodeConfig, build_decode_inputs, prepare, reference_decode
 from paged_attention.bench import check_accuracy
 from paged_attention.samples import compare_timings, percentile
 from paged_attention.timing import HOST_BATCH, HOST_CALLS, L2Flusher, gpu_time, time_interleaved
