@@ -16,7 +16,7 @@ query head of one sequence under a :class:`~paged_attention.launch_plan.LaunchPl
    normalizer ``l`` and unnormalised output ``acc``, in the kernel's base-2 form
    (scores are scaled by ``scale * log2(e)`` and exponentiated with ``exp2``).
 4. With more than one split, the per-split ``(m, l, acc)`` are merged with weights
-   ``exp2(m_split - max m)``, as the kernel's fused merge (``_merge_group``, run by
+   ``exp2(m_split - max m)``, as the kernel's fused merge (``merge_partials``, run by
    the last split to finish) does.
 5. With shared-prefix groups (``shared_prefixes``), a row's shared blocks are read first by
    the prefix pass (``_prefix_decode_kernel``): each of its programs holds every
@@ -406,7 +406,7 @@ def trace_decode(
 
     output = torch.zeros(shape.head_dim, dtype=torch.float64)
     if partials:
-        # The merge, as _merge_group does it (its chunked rescaling gives the same sums). Each split's (m, l, acc) is
+        # The merge, as merge_partials does it (its chunked rescaling gives the same sums). Each split's (m, l, acc) is
         # relative to its own max; rescaling by exp2(m - m_max) puts them on the
         # common max before summing. With one split the weight is exactly 1.
         m_max = max(m for m, _, _ in partials)

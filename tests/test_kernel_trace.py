@@ -189,7 +189,7 @@ def test_prefix_pass_partials_merge_to_the_reference(seq, head, prefix_rows):
     prefix = plan_prefix(shape, groups, inputs.query.device, inputs.query.dtype, query_rows=prefix_rows,
                          max_programs=8)  # 2 KV heads x 2 groups x 2 pieces
     assert prefix.blocks_per_split == 32
-    trace = trace_decode(inputs, seq, head, groups="detect", prefix_plan=prefix)
+    trace = trace_decode(inputs, seq, head, shared_prefixes="detect", prefix_plan=prefix)
     torch.testing.assert_close(trace.output, ref[seq, head], atol=F64_ATOL, rtol=0)
     group = next(g for g in groups if seq in g.sequences)
     assert trace.prefix_group == group and trace.merged
@@ -218,7 +218,7 @@ def test_trace_without_groups_or_outside_a_group_has_no_prefix_pass():
     assert trace.prefix_group is None and set(trace.tiles["pass"]) == {"own"}
     assert trace.tiles["first_block"].min() == 0
     plain = make_inputs(16, context_lens=(300, 97))
-    trace = trace_decode(plain, 0, 0, groups="detect")  # nothing shared: the plain walk
+    trace = trace_decode(plain, 0, 0, shared_prefixes="detect")  # nothing shared: the plain walk
     assert trace.prefix_group is None and trace.prefix_plan is None
     assert trace.tiles.equals(trace_decode(plain, 0, 0).tiles)
 
@@ -228,17 +228,17 @@ def test_prefix_trace_agrees_with_the_prefix_aware_triton_kernel():
     out = triton_decode(*inputs.args(), shared_prefixes="detect").cpu()
     atol, rtol = tolerance(inputs.query.dtype)
     for seq, head in [(0, 1), (2, 4), (4, 5)]:
-        trace = trace_decode(inputs, seq, head, groups="detect")
+        trace = trace_decode(inputs, seq, head, shared_prefixes="detect")
         torch.testing.assert_close(trace.output.cpu(), out[seq, head].double(), atol=atol, rtol=rtol)
 
 
 def test_bad_groups_raise_value_error():
     inputs = prefix_inputs()
-    with pytest.raises(ValueError, match="groups must be"):
-        trace_decode(inputs, 0, 0, groups="all")
+    with pytest.raises(ValueError, match="shared_prefixes must be"):
+        trace_decode(inputs, 0, 0, shared_prefixes="all")
     with pytest.raises(ValueError, match="shared_prefixes\\[0\\]"):
-        trace_decode(inputs, 0, 0, groups=[PrefixGroup((0, 3), 64)])  # different blocks
+        trace_decode(inputs, 0, 0, shared_prefixes=[PrefixGroup((0, 3), 64)])  # different blocks
     shape = check_decode_args(*inputs.args())
     with pytest.raises(ValueError, match="prefix_plan"):
-        trace_decode(inputs, 0, 0, groups="detect", prefix_plan=plan_launch(shape, inputs.query.device,
+        trace_decode(inputs, 0, 0, shared_prefixes="detect", prefix_plan=plan_launch(shape, inputs.query.device,
                                                                             inputs.query.dtype))
