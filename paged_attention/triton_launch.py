@@ -187,8 +187,8 @@ def plan_triton_decode(
         The prefix pass's plan; by default
         :func:`~paged_attention.shared_prefix.plan_prefix` picks it.
     allow_float64 : bool
-        Accept float64 inputs, which no kernel runs: the float64 kernel trace
-        plans as the kernel would for the query's dtype.
+        Accept float64 inputs, which no kernel runs (the explorer's kernel trace
+        computes in float64); their plans are made for 8-byte elements.
     **plan_overrides
         ``num_splits``, ``block_n``, ``num_warps``, ``num_stages``, ``balanced``,
         ``max_programs`` for :func:`~paged_attention.launch_plan.plan_launch`
