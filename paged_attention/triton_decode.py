@@ -45,7 +45,7 @@ from .prefix_pass import prepare_prefix_pass
 from .shared_prefix import PrefixGroup
 from .tile_walk import LOG2E, attend_blocks, fp32_dot, merge_partials
 from .tiling import dot_pad, next_pow2
-from .triton_launch import TritonLaunch, plan_triton_decode  # noqa: F401  (TritonLaunch: part of this API)
+from .triton_launch import plan_triton_decode
 from .validation import kv_scale_tensors
 from .work_list import (
     ITEM_FIRST_BLOCK, ITEM_LAST_BLOCK, ITEM_SEQ, ITEM_SLOT, ITEM_WIDTH, SEQUENCE_FIRST_SLOT, SEQUENCE_NUM_ITEMS,
@@ -175,7 +175,8 @@ def prepare_triton_decode(
     prefix_plan: LaunchPlan | None = None,
     **plan_overrides: int,
 ) -> Callable[[], torch.Tensor]:
-    """Validate once, allocate the output and split buffers, and return a launcher.
+    """Validate and plan once (:func:`~paged_attention.triton_launch.plan_triton_decode`),
+    allocate the output and split buffers, and return a launcher.
 
     The returned zero-argument callable launches the kernel and returns the output
     tensor (the same tensor on every call). It does no host synchronisation, so a
@@ -189,7 +190,7 @@ def prepare_triton_decode(
         A fixed launch plan; by default :func:`plan_launch` picks one (for the
         lengths past the shared prefixes, when there are any).
     shared_prefixes : "detect" or sequence of PrefixGroup, optional
-        Run a prefix pass first (:func:`_prefix_decode_kernel`): each group's query
+        Run a prefix pass first (:mod:`paged_attention.prefix_pass`): each group's query
         rows attend to its shared blocks together, every shared byte read once per
         group (per tile of ``prefix_plan.query_rows`` rows), and the
         decode kernel merges those partials with each sequence's own. ``"detect"``
@@ -213,8 +214,10 @@ def prepare_triton_decode(
     Raises
     ------
     ValueError
-        On invalid arguments, an override the kernel cannot take, or a ``plan`` that
-        does not fit the inputs, before anything is launched.
+        On any argument :func:`~paged_attention.triton_launch.plan_triton_decode`
+        refuses (invalid inputs, an override the kernel cannot take, a ``plan`` or
+        ``prefix_plan`` that does not fit the inputs), or CPU inputs to compiled
+        Triton, before anything is launched.
     TypeError
         On an override :func:`plan_launch` does not know.
 
