@@ -196,7 +196,7 @@ def flex_paged(inputs, shape):
     paged = PagedAttention(num_blocks, bs, b, device=str(dev))
     cols = cdiv(shape.max_context_len, bs)
     table = tables[:, :cols].long()
-    needed = (lens.long() + bs - 1) // bs
+    needed = cdiv(lens.long(), bs)
     used = torch.arange(cols, device=dev)[None, :] < needed[:, None]
     paged.page_table[:, :cols] = torch.where(used, table, -1)
     rows, logical = torch.nonzero(used, as_tuple=True)
@@ -299,7 +299,7 @@ def flashinfer_page_indices(
     """
     device = block_tables.device
     lens = context_lens.to(device, torch.int64)
-    needed = (lens + block_size - 1) // block_size
+    needed = cdiv(lens, block_size)
     used = torch.arange(block_tables.shape[1], device=device)[None, :] < needed[:, None]
     kv_indices = block_tables[used].to(torch.int32)  # row-major: sequence by sequence
     kv_indptr = torch.zeros(lens.numel() + 1, dtype=torch.int32, device=device)
@@ -421,7 +421,7 @@ def cascade_page_indices(
     if groups.numel() != batch or bool((groups[1:] < groups[:-1]).any()):
         raise ValueError("prefix_group_of must give one non-decreasing group per sequence")
     own_lens = lens - shared_blocks * block_size
-    own_pages = (own_lens + block_size - 1) // block_size
+    own_pages = cdiv(own_lens, block_size)
     cols = torch.arange(block_tables.shape[1], device=device)[None, :]
     own = (cols >= shared_blocks) & (cols < shared_blocks + own_pages[:, None])
     unique_level = dict(

@@ -82,7 +82,7 @@ def find_shared_prefixes(
         In order of each group's first member; no sequence is in two groups.
     """
     lens = context_lens.to(torch.int64)
-    needed = (lens + block_size - 1) // block_size
+    needed = cdiv(lens, block_size)
     tables = block_tables.to(torch.int64)
     by_first: dict[int, list[int]] = {}
     for seq in torch.nonzero(needed > 0).flatten().tolist():
