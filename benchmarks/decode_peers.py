@@ -69,7 +69,7 @@ import traceback
 import torch
 import torch.nn.functional as F
 
-from paged_attention import DecodeConfig, build_decode_inputs, prepare, reference_decode
+from paged_attention import DecodeConfig, build_decode_inputs, cdiv, prepare, reference_decode
 from paged_attention.bench import check_accuracy
 from paged_attention.timing import L2Flusher, gpu_time, measure_copy_bandwidth, time_calls
 from paged_attention.config import ragged_lengths
@@ -143,7 +143,7 @@ def sdpa_contiguous(inputs, shape):
     b, h, d = q.shape
     kvh, group = shape.num_kv_heads, shape.query_group_size
     n = shape.max_context_len
-    cols = -(-n // shape.block_size)
+    cols = cdiv(n, shape.block_size)
     k = k_cache[tables[:, :cols].long().clamp_min(0)].reshape(b, -1, kvh, d)[:, :n].transpose(1, 2).contiguous()
     v = v_cache[tables[:, :cols].long().clamp_min(0)].reshape(b, -1, kvh, d)[:, :n].transpose(1, 2).contiguous()
     q4 = q.reshape(b, kvh, group, d)
@@ -158,7 +158,7 @@ def gather_sdpa(inputs, shape):
     q, k_cache, v_cache, tables, lens = inputs.args()
     b, h, d = q.shape
     kvh = shape.num_kv_heads
-    cols = -(-shape.max_context_len // shape.block_size)
+    cols = cdiv(shape.max_context_len, shape.block_size)
     n = cols * shape.block_size
     # Slots past a context (a ragged batch, or a partly filled last block) need a mask.
     ragged = bool((shape.context_lens != n).any())
@@ -194,9 +194,9 @@ def flex_paged(inputs, shape):
     v_flex = v_cache.reshape(num_blocks * bs, kvh, d).permute(1, 0, 2).unsqueeze(0).contiguous()
 
     paged = PagedAttention(num_blocks, bs, b, device=str(dev))
-    cols = -(-shape.max_context_len // bs)
+    cols = cdiv(shape.max_context_len, bs)
     table = tables[:, :cols].long()
-    needed = (lens.long() + bs - 1) // bs
+    needed = cdiv(lens.long(), bs)
     used = torch.arange(cols, device=dev)[None, :] < needed[:, None]
     paged.page_table[:, :cols] = torch.where(used, table, -1)
     rows, logical = torch.nonzero(used, as_tuple=True)
@@ -299,7 +299,7 @@ def flashinfer_page_indices(
     """
     device = block_tables.device
     lens = context_lens.to(device, torch.int64)
-    needed = (lens + block_size - 1) // block_size
+    needed = cdiv(lens, block_size)
     used = torch.arange(block_tables.shape[1], device=device)[None, :] < needed[:, None]
     kv_indices = block_tables[used].to(torch.int32)  # row-major: sequence by sequence
     kv_indptr = torch.zeros(lens.numel() + 1, dtype=torch.int32, device=device)
@@ -421,7 +421,7 @@ def cascade_page_indices(
     if groups.numel() != batch or bool((groups[1:] < groups[:-1]).any()):
         raise ValueError("prefix_group_of must give one non-decreasing group per sequence")
     own_lens = lens - shared_blocks * block_size
-    own_pages = (own_lens + block_size - 1) // block_size
+    own_pages = cdiv(own_lens, block_size)
     cols = torch.arange(block_tables.shape[1], device=device)[None, :]
     own = (cols >= shared_blocks) & (cols < shared_blocks + own_pages[:, None])
     unique_level = dict(
