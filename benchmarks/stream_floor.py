@@ -33,7 +33,7 @@ import sys
 import numpy as np
 import torch
 
-from paged_attention import DecodeConfig, build_decode_inputs, prepare
+from paged_attention import DecodeConfig, build_decode_inputs, cdiv, prepare
 from paged_attention import runtime  # noqa: F401  (before triton)
 from paged_attention.timing import L2Flusher, gpu_time, measure_copy_bandwidth
 from paged_attention.results import gbps, pct_of_copy
@@ -57,7 +57,7 @@ def _read_kernel(x_ptr, partial_ptr, n, per_program, BLOCK: tl.constexpr):
 def triton_read(x: torch.Tensor, programs: int, block: int, warps: int):
     """A launcher for :func:`_read_kernel` over ``x`` with ``programs`` programs."""
     n = x.numel()
-    per_program = -(-n // (programs * block)) * block
+    per_program = cdiv(n, programs * block) * block
     partial = torch.empty(programs, dtype=torch.float32, device=x.device)
     return lambda: _read_kernel[(programs,)](x, partial, n, per_program, BLOCK=block, num_warps=warps)
 

@@ -44,6 +44,7 @@ def benchmark_implementations(
     graph: bool = True,
     flush: L2Flusher | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    budget_s: float | None = None,
 ) -> list[BenchResult]:
     """Time implementations ``names`` against each other on ``inputs``, in
     interleaved rounds (:func:`~paged_attention.timing.time_interleaved`), and
@@ -72,6 +73,10 @@ def benchmark_implementations(
         Reused between calls to save memory; made if not given.
     on_progress : callable, optional
         ``on_progress(done, total)``, in timed calls.
+    budget_s : float, optional
+        Seconds past which no timed round is added; ``iters`` is then the fewest
+        rounds, and more run until every median is stable (see
+        :func:`~paged_attention.timing.time_interleaved`). None: ``iters`` rounds.
 
     Returns
     -------
@@ -92,10 +97,11 @@ def benchmark_implementations(
     flush = flush or L2Flusher(device)
     runs = {name: prepare(name, *inputs.args(), **inputs.scales()) for name in names}
     accuracy = {name: check_accuracy(run().clone(), reference) for name, run in runs.items()}
+    cuda = device.type == "cuda"
+    capturable = [n for n in names if n in GRAPH_CAPTURABLE]
     timings = time_interleaved(
-        runs, device=device, warmup=warmup, rounds=iters, flush=flush,
-        graph=[n for n in names if n in GRAPH_CAPTURABLE] if graph else (), interleave=device.type == "cuda",
-        on_progress=on_progress,
+        runs, device=device, warmup=warmup, rounds=iters, flush=flush, graph=capturable if graph else (),
+        interleave=cuda, on_progress=on_progress, budget_s=budget_s, host=capturable if cuda else (),
     )
     nbytes, unique = inputs.config.decode_bytes(), inputs.config.unique_decode_bytes()
     return [BenchResult.from_timing(name, LABELS[name], str(device), timings[name], accuracy[name], nbytes, unique)

@@ -33,7 +33,8 @@ import numpy as np
 import torch
 
 from .config import DecodeConfig, tolerance
-from .timing import Timing, percentile
+from .samples import percentile
+from .timing import Timing
 
 
 # -- accuracy --------------------------------------------------------------------
@@ -150,8 +151,10 @@ class BenchResult:
     ``gpu_time_ms`` (the median of ``gpu_samples_ms``) is None where no CUDA graph
     could time it (CPU, or an implementation that synchronises with the host).
     ``p20_ms``/``p80_ms`` and ``gpu_p20_ms``/``gpu_p80_ms`` give the spread
-    (20th and 80th percentiles). ``host_ms`` is the median host time per call,
-    None where it was not measured.
+    (20th and 80th percentiles). ``host_ms`` is the median host time per call of
+    back-to-back calls (:func:`~paged_attention.timing.host_time`), None where it
+    was not measured (the CPU, where it is the call latency, and implementations
+    that synchronise).
     """
 
     name: str
@@ -208,8 +211,7 @@ class BenchResult:
             A GPU time known only as a median (no samples, so no spread); used where
             ``timing`` has no GPU samples.
         """
-        samples, gpu = timing.call_ms, timing.gpu_ms
-        host = getattr(timing, "host_ms", None)
+        samples, gpu, host = timing.call_ms, timing.gpu_ms, timing.host_ms
         median = statistics.median(samples)
         gpu_ms = statistics.median(gpu) if gpu else gpu_median_ms
         unique_bytes = nbytes if unique_bytes is None else unique_bytes

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from benchmarks.peers import Skipped
+from paged_attention import cdiv
 
 FLASHINFER_MISSING = "flashinfer not installed: pip install flashinfer-python, or see ../shared/tools/flashinfer-carry.sh"
 #: FlashInfer's rows and the ``use_tensor_cores`` of each.
@@ -69,7 +70,7 @@ def flashinfer_page_indices(
     """
     device = block_tables.device
     lens = context_lens.to(device, torch.int64)
-    needed = (lens + block_size - 1) // block_size
+    needed = cdiv(lens, block_size)
     used = torch.arange(block_tables.shape[1], device=device)[None, :] < needed[:, None]
     kv_indices = block_tables[used].to(torch.int32)  # row-major: sequence by sequence
     kv_indptr = torch.zeros(lens.numel() + 1, dtype=torch.int32, device=device)
@@ -170,7 +171,7 @@ def cascade_page_indices(
     if groups.numel() != batch or bool((groups[1:] < groups[:-1]).any()):
         raise ValueError("prefix_group_of must give one non-decreasing group per sequence")
     own_lens = lens - shared_blocks * block_size
-    own_pages = (own_lens + block_size - 1) // block_size
+    own_pages = cdiv(own_lens, block_size)
     cols = torch.arange(block_tables.shape[1], device=device)[None, :]
     own = (cols >= shared_blocks) & (cols < shared_blocks + own_pages[:, None])
     unique_level = dict(

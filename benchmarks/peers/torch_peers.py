@@ -8,13 +8,15 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from paged_attention import cdiv
+
 def sdpa_contiguous(inputs, shape):
     """SDPA over a cache that is already contiguous per sequence (built outside the timing)."""
     q, k_cache, v_cache, tables, lens = inputs.args()
     b, h, d = q.shape
     kvh, group = shape.num_kv_heads, shape.query_group_size
     n = shape.max_context_len
-    cols = -(-n // shape.block_size)
+    cols = cdiv(n, shape.block_size)
     k = k_cache[tables[:, :cols].long().clamp_min(0)].reshape(b, -1, kvh, d)[:, :n].transpose(1, 2).contiguous()
     v = v_cache[tables[:, :cols].long().clamp_min(0)].reshape(b, -1, kvh, d)[:, :n].transpose(1, 2).contiguous()
     q4 = q.reshape(b, kvh, group, d)
@@ -29,7 +31,7 @@ def gather_sdpa(inputs, shape):
     q, k_cache, v_cache, tables, lens = inputs.args()
     b, h, d = q.shape
     kvh = shape.num_kv_heads
-    cols = -(-shape.max_context_len // shape.block_size)
+    cols = cdiv(shape.max_context_len, shape.block_size)
     n = cols * shape.block_size
     # Slots past a context (a ragged batch, or a partly filled last block) need a mask.
     ragged = bool((shape.context_lens != n).any())
@@ -65,9 +67,9 @@ def flex_paged(inputs, shape):
     v_flex = v_cache.reshape(num_blocks * bs, kvh, d).permute(1, 0, 2).unsqueeze(0).contiguous()
 
     paged = PagedAttention(num_blocks, bs, b, device=str(dev))
-    cols = -(-shape.max_context_len // bs)
+    cols = cdiv(shape.max_context_len, bs)
     table = tables[:, :cols].long()
-    needed = (lens.long() + bs - 1) // bs
+    needed = cdiv(lens.long(), bs)
     used = torch.arange(cols, device=dev)[None, :] < needed[:, None]
     paged.page_table[:, :cols] = torch.where(used, table, -1)
     rows, logical = torch.nonzero(used, as_tuple=True)
