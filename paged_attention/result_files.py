@@ -192,10 +192,10 @@ _TEXT_COLUMNS = [c for c, (kind, _) in COLUMNS.items() if kind is str]
 
 
 def writer_of(header: Sequence[str]) -> str:
-    """Which writer's names a CSV's ``header`` uses: ``"peers"`` (an ``impl``
-    column), ``"bench"`` (a ``GB/s`` column) or ``"schema"`` (this one's; a sweep
-    CSV from before it has these names)."""
-    if "impl" in header:
+    """Which writer's names a CSV's ``header`` uses: ``"peers"`` (``impl`` and
+    ``frac_copy`` columns), ``"bench"`` (a ``GB/s`` column) or ``"schema"``
+    (this one's; a sweep CSV from before it has these names)."""
+    if {"impl", "frac_copy"} <= set(header):
         return "peers"
     return "bench" if "GB/s" in header else "schema"
 
