@@ -13,8 +13,8 @@ from explorer.sweep import runs as sweep_runs
 from paged_attention import IMPLEMENTATIONS, LABELS
 from ui.charts import show_chart
 from ui.inputs import bounded_number_input
-from ui.recorded_sweeps import show_recorded_sweeps
 from ui.page_state import show_url_notes
+from ui.recorded import SWEEP_KINDS, show_recorded
 from ui.run_guard import QueueNote
 from ui.sidebar import current, show_config_error, sync_url, take_page_query
 from ui.sweep import JOB, cancel_sweep, device_name, measure, run_next_point
@@ -342,7 +342,7 @@ with charts:
                 icon=":material/download:", key="sw_csv",
             )
 
-show_recorded_sweeps(mine)
+show_recorded(SWEEP_KINDS, mine=mine)
 
 if job is not None and job.running:
     with job.lock, QueueNote("the sweep goes on when it ends") as queue:
