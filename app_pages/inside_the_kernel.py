@@ -20,6 +20,7 @@ from explorer.kernel.view import (
     work_list_summary,
 )
 from explorer.limits import MAX_SPLITS
+from paged_attention.tiling import cdiv
 from ui.charts import show_chart
 from ui.data import block_arrays_for, config_key, kernel_trace
 from ui.inputs import bounded_number_input
@@ -153,7 +154,7 @@ tiles, split_rows = trace["tiles"], trace["splits"]
 err = trace["max_abs_error"]
 
 m = st.columns(5)
-m[0].metric("Tokens", f"{n:,}", help=f"{formatting.count(-(-n // config.block_size), 'block')} of {config.block_size}")
+m[0].metric("Tokens", f"{n:,}", help=f"{formatting.count(cdiv(n, config.block_size), 'block')} of {config.block_size}")
 m[1].metric("Tiles walked", f"{len(tiles):,}", help="online-softmax updates, all splits together")
 m[2].metric("Block-table lookups", f"{int(tiles['table_lookups'].sum()):,}",
             help="one per block: a tile loads each of its blocks' table entries once; later subtiles reuse it")

@@ -24,6 +24,7 @@ from explorer.style import (
     title_margins,
     with_alpha,
 )
+from paged_attention.tiling import cdiv
 
 #: Height of a drawn row (px) while few, and the least it shrinks to: enough for
 #: the launch-order labels (a thinner bar hides them).
@@ -91,7 +92,7 @@ def work_list_figure(
     row_of = {seq: i for i, seq in enumerate(rows)}
     drawn = work[work["seq"].isin(row_of)]
     y = drawn["seq"].map(row_of).to_numpy()
-    needed = [-(-n // block_size) for n in lens]
+    needed = [cdiv(n, block_size) for n in lens]
     x_end = max(needed[s] for s in rows) if rows else 1
 
     own = drawn["pass"].to_numpy() == "own"

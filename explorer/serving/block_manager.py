@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from paged_attention.inputs import FREE
+from paged_attention.tiling import cdiv
 
 #: ``slot_tokens`` value of a slot no token has been written to.
 EMPTY_SLOT = -1
@@ -53,7 +54,7 @@ def check_int(name: str, value: object, minimum: int) -> None:
 
 def blocks_for(num_tokens: int, block_size: int) -> int:
     """Blocks that hold ``num_tokens`` tokens: ``ceil(num_tokens / block_size)``."""
-    return -(-num_tokens // block_size)
+    return cdiv(num_tokens, block_size)
 
 
 def block_hash(parent: int | None, tokens: Sequence[int]) -> int:

@@ -28,6 +28,7 @@ from explorer.serving.simulator import (
 )
 from explorer.serving.snapshot import PoolChanges
 from paged_attention.inputs import FREE
+from paged_attention.tiling import cdiv
 
 #: Columns :func:`simulate` adds to :func:`~explorer.serving.simulator.metrics_frame`: the
 #: number of blocks in each of the step's :class:`~explorer.serving.snapshot.PoolChanges`.
@@ -93,7 +94,7 @@ class StepRecord:
 
     @property
     def blocks_per_sequence(self) -> np.ndarray:
-        return -(-self.context_lens.astype(np.int64) // self.block_size)
+        return cdiv(self.context_lens.astype(np.int64), self.block_size)
 
     def block_tables(self) -> np.ndarray:
         """``[running, max_blocks]`` int32, ``-1`` padded (at least one column)."""
