@@ -258,8 +258,6 @@ SIDEBAR_FIELDS: tuple[UrlField, ...] = (
     UrlField("iters", "iters", bounds=(1, MAX_ITERS)),
     UrlField("present", "present", "flag"),
 )
-#: Short URL names of the fields.
-QUERY_KEYS: dict[str, str] = {f.key: f.url for f in SIDEBAR_FIELDS}
 #: Written only when a prefix is shared.
 _PREFIX_FIELDS = ("shared_prefix", "prefix_groups")
 
