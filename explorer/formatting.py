@@ -49,6 +49,53 @@ def sentence(text: str) -> str:
     return text
 
 
+# -- lines of text ---------------------------------------------------------------
+
+def wrap_words(text: str, width: int) -> str:
+    """``text`` broken at spaces into lines of at most ``width`` characters (a
+    longer word stays whole); its own ``<br>`` breaks are kept. Text with tags
+    that have attributes (a break could fall inside one) stays as it is."""
+    if not text or re.search(r"<(?!/?(br|b|i|sup|sub)>)", text):
+        return text or ""
+    lines: list[str] = []
+    for line in text.split("<br>"):
+        lines.append("")
+        for word in line.split(" "):
+            if lines[-1] and len(re.sub(r"<[^>]*>", "", lines[-1])) + 1 + len(word) > width:
+                lines.append(word)
+            else:
+                lines[-1] = f"{lines[-1]} {word}" if lines[-1] else word
+    return "<br>".join(lines)
+
+
+def wrap_at_separators(subtitle: str | None, width: int) -> str:
+    """``subtitle`` (a chart's) broken into lines of at most ``width`` characters, at its
+    `` · `` and ``; `` separators where a part fits a line of its own, else at
+    its spaces (a word longer than a line stays whole)."""
+    if not subtitle or len(subtitle) <= width:
+        return subtitle or ""
+    pieces = re.split(r"( · |; )", subtitle)  # text, separator, text, ...
+    parts = [pieces[0] + (pieces[1].rstrip() if len(pieces) > 1 else "")]
+    parts += [part + (sep.rstrip() if sep else "") for part, sep in zip(pieces[2::2], [*pieces[3::2], ""])]
+    lines = [""]
+    for part in parts:
+        if lines[-1] and len(lines[-1]) + 1 + len(part) > width and len(part) <= width:
+            lines[-1] = lines[-1].removesuffix(" ·")  # a line ends with its ";", not with a "·"
+            lines.append("")
+        for word in part.split(" "):
+            if lines[-1] and len(lines[-1]) + 1 + len(word) > width:
+                lines[-1] = lines[-1].removesuffix(" ·")
+                lines.append(word)
+            else:
+                lines[-1] = f"{lines[-1]} {word}" if lines[-1] else word
+    return "<br>".join(lines)
+
+
+def line_count(text: str | None) -> int:
+    """Lines of a Plotly text (0 for none)."""
+    return text.count("<br>") + 1 if text else 0
+
+
 def join_or(words: Sequence[str]) -> str:
     """``["a", "b", "c"] -> "a, b or c"``."""
     words = list(words)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Iterator, Sequence
@@ -25,7 +24,7 @@ from typing import Iterator, Sequence
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from explorer.formatting import format_number
+from explorer.formatting import format_number, line_count, wrap_at_separators, wrap_words
 from explorer.limits import MAX_SEQUENCE_LEGEND, MAX_TEXT_CELLS  # noqa: F401  (MAX_SEQUENCE_LEGEND: the palette's)
 
 #: One colour per implementation, in every chart.
@@ -223,57 +222,6 @@ def line_chars(role: str, width_px: float = NARROW_FIGURE_PX) -> int:
     return max(int(width_px / (CHAR_WIDTH * font_px(role))), 8)
 
 
-def _wrap_words(text: str, width: int) -> str:
-    """``text`` broken at spaces into lines of at most ``width`` characters (a
-    longer word stays whole); its own ``<br>`` breaks are kept. Text with tags
-    that have attributes (a break could fall inside one) stays as it is."""
-    if not text or re.search(r"<(?!/?(br|b|i|sup|sub)>)", text):
-        return text or ""
-    lines: list[str] = []
-    for line in text.split("<br>"):
-        lines.append("")
-        for word in line.split(" "):
-            if lines[-1] and len(re.sub(r"<[^>]*>", "", lines[-1])) + 1 + len(word) > width:
-                lines.append(word)
-            else:
-                lines[-1] = f"{lines[-1]} {word}" if lines[-1] else word
-    return "<br>".join(lines)
-
-
-def _wrap_subtitle(subtitle: str | None, width: int) -> str:
-    """``subtitle`` broken into lines of at most ``width`` characters, at its
-    `` · `` and ``; `` separators where a part fits a line of its own, else at
-    its spaces (a word longer than a line stays whole)."""
-    if not subtitle or len(subtitle) <= width:
-        return subtitle or ""
-    pieces = re.split(r"( · |; )", subtitle)  # text, separator, text, ...
-    parts = [pieces[0] + (pieces[1].rstrip() if len(pieces) > 1 else "")]
-    parts += [part + (sep.rstrip() if sep else "") for part, sep in zip(pieces[2::2], [*pieces[3::2], ""])]
-    lines = [""]
-    for part in parts:
-        if lines[-1] and len(lines[-1]) + 1 + len(part) > width and len(part) <= width:
-            lines[-1] = lines[-1].removesuffix(" ·")  # a line ends with its ";", not with a "·"
-            lines.append("")
-        for word in part.split(" "):
-            if lines[-1] and len(lines[-1]) + 1 + len(word) > width:
-                lines[-1] = lines[-1].removesuffix(" ·")
-                lines.append(word)
-            else:
-                lines[-1] = f"{lines[-1]} {word}" if lines[-1] else word
-    return "<br>".join(lines)
-
-
-def _lines(text: str | None) -> int:
-    """Lines of a Plotly text (0 for none)."""
-    return text.count("<br>") + 1 if text else 0
-
-
-def _tick_lines(label: str, width: int) -> str:
-    """``label`` broken at its spaces into lines of at most ``width`` characters
-    (a longer word stays whole), joined by ``<br>``."""
-    return _wrap_words(" ".join(str(label).split()), width)
-
-
 def set_category_ticks(fig: go.Figure, labels: Sequence[str], **where) -> None:
     """Tick labels of a categorical x axis that fit a category's share of a
     half-page chart's plot (:data:`HALF_PLOT_WIDTH_PX`, :func:`plot_width_px`) at
@@ -289,7 +237,7 @@ def set_category_ticks(fig: go.Figure, labels: Sequence[str], **where) -> None:
     if longest * char_px > 0.9 * share:
         text, angle = [" ".join(str(label).split()) for label in labels], -45
     else:
-        text, angle = [_tick_lines(label, max(int(share / char_px), 1)) for label in labels], 0
+        text, angle = [wrap_words(" ".join(str(label).split()), max(int(share / char_px), 1)) for label in labels], 0
     # A whole category's width at each end: dots, unlike bars, would otherwise get
     # an axis that ends at the outer dots and cuts their labels in half.
     fig.update_xaxes(tickmode="array", tickvals=labels, ticktext=text, tickangle=angle, automargin=True,
@@ -317,8 +265,8 @@ def _top_px(title_lines: int, subtitle_lines: int, scale: float) -> float:
 def _wrapped_titles(title: str | None, subtitle: str | None) -> tuple[str, str]:
     """The title and subtitle broken into lines for a half-page chart and for the
     narrowest one, at the current scale."""
-    return (_wrap_words(title or "", line_chars("title", TITLE_WIDTH_PX)),
-            _wrap_subtitle(subtitle, line_chars("subtitle")))
+    return (wrap_words(title or "", line_chars("title", TITLE_WIDTH_PX)),
+            wrap_at_separators(subtitle, line_chars("subtitle")))
 
 
 def title_margins(subtitle: str | None) -> tuple[int, int]:
@@ -327,7 +275,7 @@ def title_margins(subtitle: str | None) -> tuple[int, int]:
     :func:`apply_style` for (which grows all three with the text)."""
     token = _SCALE.set(1.0)
     try:
-        lines = _lines(_wrapped_titles("", subtitle)[1])
+        lines = line_count(_wrapped_titles("", subtitle)[1])
     finally:
         _SCALE.reset(token)
     return round(_top_px(1, lines, 1.0)), _BOTTOM
@@ -376,12 +324,12 @@ def apply_style(fig: go.Figure, title: str, subtitle: str | None = None, height:
     scale = _SCALE.get()
     token = _SCALE.set(1.0)
     try:  # the plot area at scale 1: the height less the margins of the lines there
-        lines = [_lines(text) for text in _wrapped_titles(title, subtitle)]
+        lines = [line_count(text) for text in _wrapped_titles(title, subtitle)]
     finally:
         _SCALE.reset(token)
     plot = max(height - _top_px(*lines, 1.0) - above_plot - _BOTTOM, 1) * scale
     title, subtitle = _wrapped_titles(title, subtitle)
-    top = _top_px(_lines(title), _lines(subtitle), scale) + above_plot * scale
+    top = _top_px(line_count(title), line_count(subtitle), scale) + above_plot * scale
     bottom = _BOTTOM * scale
     total = round(plot + top + bottom)
     tick, body = dict(size=font_px("tick")), dict(size=font_px("body"))
@@ -396,7 +344,7 @@ def apply_style(fig: go.Figure, title: str, subtitle: str | None = None, height:
         # Plotly lifts a title of several lines by about nine tenths of its size above
         # the anchor (whatever their number, in Chromium), so the anchor moves down by as much.
         title=dict(text=title, x=0, xanchor="left", yref="container",
-                   y=1 - (_TITLE_PAD * scale + (0.9 * font_px("title") if _lines(title) > 1 else 0)) / total,
+                   y=1 - (_TITLE_PAD * scale + (0.9 * font_px("title") if line_count(title) > 1 else 0)) / total,
                    yanchor="top", font=dict(size=font_px("title")),
                    subtitle=dict(text=subtitle, font=dict(size=font_px("subtitle")))),
         height=total,
@@ -531,7 +479,7 @@ def label_log_hlines(fig: go.Figure) -> None:
 
 
 def no_data_figure(fig: go.Figure, text: str, title: str, height: int = 380) -> go.Figure:
-    fig.add_annotation(text=_wrap_words(text, line_chars("note")), showarrow=False, font=dict(size=font_px("note")),
+    fig.add_annotation(text=wrap_words(text, line_chars("note")), showarrow=False, font=dict(size=font_px("note")),
                        x=0.5, y=0.5, xref="paper", yref="paper")
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)

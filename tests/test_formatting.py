@@ -109,3 +109,12 @@ def test_format_speedup_keeps_three_significant_figures(s, text):
 def test_shorten_cuts_a_long_value_with_an_ellipsis():
     assert formatting.shorten("9" * 400) == "9" * (formatting.QUOTE_CHARS - 1) + "…"
     assert formatting.shorten("short") == "short"
+
+
+def test_lines_break_at_separators_first_then_at_spaces():
+    text = "8 sequences x 482 logical blocks; colour = physical block id · sampled: every 2nd row shown"
+    assert formatting.wrap_at_separators(text, 40).split("<br>") == [
+        "8 sequences x 482 logical blocks;", "colour = physical block id", "sampled: every 2nd row shown"]
+    assert formatting.wrap_at_separators("short", 40) == "short"
+    assert formatting.wrap_words("a b averyveryverylongword c", 5).split("<br>") == ["a b", "averyveryverylongword", "c"]
+    assert formatting.line_count(None) == 0 and formatting.line_count("a<br>b") == 2
