@@ -32,6 +32,7 @@ from ui.inputs import bounded_number_input
 from ui.page_state import seed_page
 from ui.run_guard import QueueNote, guarded
 from ui.sidebar import current, show_config_error, sync_url
+from ui.tables import number_column, sig3_columns
 
 TRADEOFF_STEPS = 200
 #: Block sizes whose kernel latency is measured on the CPU (the interpreter is slow).
@@ -329,15 +330,16 @@ else:
 measured = ss.get(LATENCY, {}).get(context, {})
 if step in measured:
     r = measured[step]
-    st.metric(f"Triton decode at step {step}", formatting.format_duration(r['median_ms']),
-              f"{r['gbps']:.3g} GB/s · {formatting.count(r['running'], 'sequence')}, {formatting.count(r['tokens'], 'token')}",
+    st.metric(f"Triton decode at step {step}", formatting.format_ms(r['median_ms']),  # in the table's unit
+              f"{formatting.format_gbps(r['gbps'])} GB/s · {formatting.count(r['running'], 'sequence')}, "
+              f"{formatting.count(r['tokens'], 'token')}",
               delta_color="off",
               delta_arrow="off", border=True)
 if measured:
-    st.dataframe(pd.DataFrame(sorted(measured.values(), key=lambda r: r["step"])), hide_index=True,
-                 width="stretch", key="sv_latency_table",
-                 column_config={"median_ms": st.column_config.NumberColumn("Median (ms)", format="%.4g"),
-                                "gbps": st.column_config.NumberColumn("GB/s", format="%.3g")})
+    latency_rows = pd.DataFrame(sorted(measured.values(), key=lambda r: r["step"]))
+    st.dataframe(sig3_columns(latency_rows, ("median_ms", "gbps")), hide_index=True, width="stretch",
+                 key="sv_latency_table",
+                 column_config={"median_ms": number_column("Median (ms)"), "gbps": number_column("GB/s")})
 
 # -- block size trade-off --------------------------------------------------------------
 
