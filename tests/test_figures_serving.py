@@ -9,7 +9,7 @@ from explorer.cache import sampling, sharing_figures
 from explorer.formatting import MS_D3
 from explorer.serving import figures as serving_figures
 from explorer.serving.history import simulate
-from explorer.serving.simulator import LengthDist, ServingConfig
+from explorer.serving.traffic import LengthDist, ServingConfig
 from explorer.serving.tradeoff import block_size_tradeoff
 
 SERVING = ServingConfig(num_blocks=48, block_size=4, max_batch_size=5, arrival_rate=0.6,

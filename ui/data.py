@@ -16,7 +16,7 @@ import streamlit as st
 from explorer.cache.sharing import SharedBatch, shared_prefix_batch
 from explorer.kernel.view import trace_row
 from explorer.serving.history import ServingHistory, StepRecord, simulate
-from explorer.serving.simulator import LengthDist, ServingConfig
+from explorer.serving.traffic import LengthDist, ServingConfig
 from explorer.serving.tradeoff import block_size_tradeoff
 from paged_attention import DecodeConfig, assign_blocks
 from paged_attention.launch_plan import LaunchPlan

@@ -168,7 +168,7 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
     Parameters
     ----------
     metrics : DataFrame
-        :func:`~explorer.serving.simulator.metrics_frame` (one row per step).
+        :func:`~explorer.serving.snapshot.metrics_frame` (one row per step).
     step : int, optional
         The step shown elsewhere on the page.
     num_blocks : int, optional
