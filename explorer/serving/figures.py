@@ -43,11 +43,32 @@ POOL_CHANGE_MARKS = {
     "taken": ("taken", "triangle-up", TAKEN_COLOR, "#111827", -0.27),
     "recycled": ("recycled", "diamond", "#111827", "white", -0.27),
     "copied": ("copy-on-write copy", "star", "#FACC15", "#111827", -0.27),
-    "revived": ("revived (prefix cache)", "pentagon", "#22C55E", "#111827", -0.27),
+    "revived": ("revived from cache", "pentagon", "#22C55E", "#111827", -0.27),
     "freed": ("freed", "x-thin", FREED_COLOR, FREED_COLOR, 0.0),
 }
-#: The pool's legend, read from the back of a room: its font, and the pixels of one row of two entries.
-_POOL_LEGEND_FONT, _POOL_LEGEND_ROW_PX = 15, 26
+#: The pool's legend, read from the back of a room: its font (px).
+POOL_LEGEND_FONT = 15
+#: Most sequences the pool's legend names one by one (the lowest seq_ids); the
+#: others share one entry, so the legend stays a few rows under the grid.
+POOL_LEGEND_SEQUENCES = 4
+#: Pixels of one row of the pool's grid, and the least and most its plot area takes.
+POOL_ROW_PX, MIN_POOL_PLOT_PX, MAX_POOL_PLOT_PX = 28, 200, 560
+#: Font (px) of the block ids in the pool's cells: at least 12, read from the back.
+POOL_CELL_FONT = 13
+#: The narrowest the pool is drawn (its column on a 1280 px page): the plot area's
+#: width in px, which is also the most a row of its legend takes.
+_NARROW_PLOT_PX = 380
+#: Pixels under the grid: the x axis's ticks and title, then a gap before the legend.
+_POOL_AXIS_PX = 62
+#: Plotly's legend geometry: an entry's pixels besides its text (symbol), the gap
+#: between entries, a row's height in px of the font, and the legend's padding.
+_LEGEND_SYMBOL_PX, _LEGEND_GAP_PX, _LEGEND_ROW, _LEGEND_PAD_PX = 40, 5, 1.75, 12
+#: Width of a character in px of its font size (Inter, Arial: about half).
+_CHAR_WIDTH = 0.5
+#: The pool's legend names under sharing and on many sequences, short enough for
+#: two entries a row in the narrowest column (Plotly lays a legend that takes
+#: several rows out in columns as wide as its widest entry).
+_PARTIAL_NAME = "partly filled"
 
 
 def serving_pool_figure(
@@ -123,7 +144,9 @@ def serving_pool_figure(
     if step is not None:
         fig.update_layout(title_text=f"Physical block pool after step {step}")
     if per_cell > 1:
-        return _pool_legend(fig, n_rows)
+        return _pool_layout(fig, n_rows, n_cols, len(owner))
+    if color_by == "sequence":
+        _pool_sequence_legend(fig)
     small = n_rows * n_cols <= 5000
     copied_set = {int(b) for b in copied}
     recycled_set = {int(b) for b in recycled} - copied_set
@@ -144,18 +167,61 @@ def serving_pool_figure(
             customdata=np.stack([blocks, owner[blocks]], axis=-1) if len(blocks) else None,
             hovertemplate="block %{customdata[0]}: " + name + " this step<extra></extra>",
         ))
-    return _pool_legend(fig, n_rows)
+    return _pool_layout(fig, n_rows, n_cols, len(owner))
 
 
-def _pool_legend(fig: go.Figure, n_rows: int) -> go.Figure:
-    """A large legend of two entries a row under the pool's grid of ``n_rows`` rows,
-    the figure grown by its rows so that the grid keeps its height."""
-    entries = sum(1 for t in fig.data if t.type != "heatmap" and t.showlegend is not False and t.name)
+def legend_rows(names: Sequence[str], width_px: float, font_px: float) -> int:
+    """Rows a horizontal Plotly legend of entries ``names`` takes at most
+    ``width_px`` wide at ``font_px``: one row if every entry fits side by side,
+    else Plotly's grid, whose columns are as wide as the widest entry."""
+    if not names:
+        return 0
+    widths = [len(name) * _CHAR_WIDTH * font_px + _LEGEND_SYMBOL_PX for name in names]
+    if sum(widths) + _LEGEND_GAP_PX * (len(names) - 1) < width_px:
+        return 1
+    per_row = max(1, int((width_px + _LEGEND_GAP_PX) // (max(widths) + _LEGEND_GAP_PX)))
+    return math.ceil(len(names) / per_row)
+
+
+def _pool_sequence_legend(fig: go.Figure) -> None:
+    """Name the first :data:`POOL_LEGEND_SEQUENCES` sequences in the pool's legend
+    and fold the others into one entry (their colours are in the grid, and in the
+    block table beside it); the partly filled mark under a short name."""
+    for t in fig.data:
+        if t.name == "partly filled last block":
+            t.name = _PARTIAL_NAME
+    entries = [t for t in fig.data if isinstance(t.meta, dict) and "sequence" in t.meta]
+    if len(entries) <= POOL_LEGEND_SEQUENCES:
+        return
+    for t in entries[POOL_LEGEND_SEQUENCES:]:
+        t.showlegend = False
+    add_legend_square(fig, "#FFFFFF", count(len(entries) - POOL_LEGEND_SEQUENCES, "more sequence"), line="#374151")
+    data = list(fig.data)  # the folded entry right after the named ones
+    data.insert(data.index(entries[-1]) + 1, data.pop())
+    fig.data = data
+
+
+def _pool_layout(fig: go.Figure, n_rows: int, n_cols: int, num_blocks: int) -> go.Figure:
+    """Size the pool: a plot area of :data:`POOL_ROW_PX` a grid row (between
+    :data:`MIN_POOL_PLOT_PX` and :data:`MAX_POOL_PLOT_PX`), under it the axis and
+    the legend (:data:`POOL_LEGEND_FONT` px) with room for every row it takes in
+    the narrowest column, so Plotly never squeezes the grid nor scrolls the
+    legend; block ids at :data:`POOL_CELL_FONT` px where they fit the narrowest
+    cells, else none."""
+    names = [t.name for t in fig.data if t.type != "heatmap" and t.showlegend is not False and t.name]
+    rows = legend_rows(names, _NARROW_PLOT_PX, POOL_LEGEND_FONT)
+    plot_px = min(MAX_POOL_PLOT_PX, max(MIN_POOL_PLOT_PX, POOL_ROW_PX * n_rows))
     top = fig.layout.margin.t
-    grid_px = max(min(720, max(320, 190 + 24 * n_rows)) - top - 100, 1)  # the grid of a one-row legend
+    bottom = _POOL_AXIS_PX + math.ceil(rows * _LEGEND_ROW * POOL_LEGEND_FONT) + _LEGEND_PAD_PX
+    heat = fig.data[0]
+    digits = len(str(max(num_blocks - 1, 0)))
+    fits = digits * _CHAR_WIDTH * POOL_CELL_FONT + 6 <= _NARROW_PLOT_PX / n_cols
+    heat.update(textfont=dict(size=POOL_CELL_FONT), **cell_gaps(n_rows, n_cols, plot_px, _NARROW_PLOT_PX))
+    if not fits:
+        heat.texttemplate = None
     fig.update_layout(
-        height=int(top + grid_px + 74 + _POOL_LEGEND_ROW_PX * math.ceil(entries / 2)),
-        legend=dict(font=dict(size=_POOL_LEGEND_FONT), entrywidth=0.5, entrywidthmode="fraction"),
+        height=int(top + plot_px + bottom), margin=dict(b=bottom),
+        legend=dict(font=dict(size=POOL_LEGEND_FONT), traceorder="normal"),  # "grouped" (the click targets' group) stacks the entries
     )
     return fig
 
