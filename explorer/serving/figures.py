@@ -14,6 +14,7 @@ from explorer.cache.figures import add_legend_square, pool_figure
 from explorer.cache.sampling import pool_grid_shape
 from explorer.cache.sharing_figures import REF_LEVELS, pool_ref_count_figure
 from explorer.formatting import MS_D3, compact, count
+from explorer.serving.snapshot import PoolChanges
 from explorer.style import (
     FREE_COLOR,
     MAX_POOL_CELLS,
@@ -122,8 +123,9 @@ def serving_pool_figure(
     -------
     go.Figure
         The base figure's traces, then (exact view only) one trace per mark,
-        named as in :data:`POOL_CHANGE_MARKS` (``"taken"`` holds the taken blocks
-        neither recycled nor copied, ``"recycled"`` the recycled ones not copied), whose ``customdata[:, 0]`` are the block ids.
+        named as in :data:`POOL_CHANGE_MARKS` and holding the blocks of
+        :meth:`~explorer.serving.snapshot.PoolChanges.marks`, whose
+        ``customdata[:, 0]`` are the block ids.
 
     Raises
     ------
@@ -148,13 +150,8 @@ def serving_pool_figure(
     if color_by == "sequence":
         _pool_sequence_legend(fig)
     small = n_rows * n_cols <= 5000
-    copied_set = {int(b) for b in copied}
-    recycled_set = {int(b) for b in recycled} - copied_set
-    blocks_of = {
-        "taken": sorted({int(b) for b in taken} - recycled_set - copied_set),
-        "recycled": sorted(recycled_set), "copied": sorted(copied_set),
-        "revived": sorted({int(b) for b in revived}), "freed": sorted({int(b) for b in freed}),
-    }
+    blocks_of = PoolChanges(taken=tuple(taken), recycled=tuple(recycled), copied=tuple(copied),
+                            revived=tuple(revived), freed=tuple(freed)).marks()
     for key, (name, symbol, color, line, dx) in POOL_CHANGE_MARKS.items():
         blocks = np.array(blocks_of[key], dtype=np.int64)
         if key in ("copied", "revived") and not len(blocks) and not sharing:
