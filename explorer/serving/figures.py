@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from explorer.cache.figures import add_legend_square, pool_figure
 from explorer.cache.sampling import pool_grid_shape
 from explorer.cache.sharing_figures import REF_LEVELS, pool_ref_count_figure
-from explorer.formatting import MS_D3, compact, count
+from explorer.formatting import MS_D3, compact, count, format_number, format_percent, sig3
 from explorer.serving.snapshot import PoolChanges
 from explorer.style import (
     FREE_COLOR,
@@ -254,14 +254,16 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
     fig.add_trace(go.Scatter(
         x=x, y=metrics["blocks_in_use"].to_numpy(), name="blocks in use", mode="lines",
         line=dict(color=POOL_COLOR, width=1.8), fill="tozeroy", fillcolor=with_alpha(POOL_COLOR, 0.15),
-        customdata=metrics["free_blocks"].to_numpy(),
-        hovertemplate="step %{x}: %{y:,} blocks in use, %{customdata:,} free<extra></extra>",
+        customdata=[f"{format_number(int(u))} blocks in use, {format_number(int(f))} free"
+                    for u, f in zip(metrics["blocks_in_use"], metrics["free_blocks"])],
+        hovertemplate="step %{x}: %{customdata}<extra></extra>",
     ), row=1, col=1)
     fig.add_trace(go.Scatter(
         x=x, y=metrics["wasted_slots"].to_numpy(), name="wasted slots", mode="lines",
         line=dict(color=WASTE_COLOR, width=1.8), fill="tozeroy", fillcolor=with_alpha(WASTE_COLOR, 0.18),
-        customdata=100 * metrics["wasted_fraction"].to_numpy(float),
-        hovertemplate="step %{x}: %{y:,} slots wasted (%{customdata:.1f}% of allocated)<extra></extra>",
+        customdata=[f"{format_number(int(w))} slots wasted ({format_percent(f)} of allocated)"
+                    for w, f in zip(metrics["wasted_slots"], metrics["wasted_fraction"].astype(float))],
+        hovertemplate="step %{x}: %{customdata}<extra></extra>",
     ), row=2, col=1)
     fig.add_trace(go.Scatter(
         x=x, y=metrics["running"].to_numpy(), name="running", mode="lines", line=dict(color=RUNNING_COLOR, width=1.8),
@@ -275,7 +277,7 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
     if num_blocks is not None:
         fig.add_trace(go.Scatter(
             x=[x[0], x[-1]] if len(x) else [], y=[num_blocks, num_blocks], name="pool size", mode="lines",
-            line=dict(color="#111827", dash="dash", width=1), hovertemplate=f"pool: {num_blocks:,} blocks<extra></extra>",
+            line=dict(color="#111827", dash="dash", width=1), hovertemplate=f"pool: {count(num_blocks, 'block')}<extra></extra>",
         ), row=1, col=1)
     if step is not None and len(x):
         row = metrics[metrics["step"] == step]
@@ -326,18 +328,20 @@ def tradeoff_figure(table, latency_ms: Mapping[int, float] | None = None, curren
     sizes = table["block_size"].astype(int).tolist()
     x = [str(b) for b in sizes]
     waste = 100 * table["wasted_fraction"].to_numpy(float)
-    custom = np.stack([table["mean_wasted_slots"].to_numpy(float), table["mean_blocks_in_use"].to_numpy(float),
-                       table["mean_waiting"].to_numpy(float), table["stalled"].to_numpy(float)], axis=-1)
+    # Means to three significant figures; the stalled sequence-steps, a count, exactly.
+    custom = np.stack([*([sig3(v) for v in table[column].to_numpy(float)] for column in
+                         ("mean_wasted_slots", "mean_blocks_in_use", "mean_waiting")),
+                       [format_number(int(v)) for v in table["stalled"]]], axis=-1)
     fig = go.Figure()
     fig.add_trace(go.Bar(
         x=x, y=waste, name="wasted slots (%)", marker=dict(
             color=[with_alpha(WASTE_COLOR, 0.85 if b == current else 0.55) for b in sizes],
             line=dict(color=["#111827" if b == current else WASTE_COLOR for b in sizes], width=[2 if b == current else 1 for b in sizes]),
         ),
-        text=[f"{w:.1f}%" for w in waste], textposition="outside", cliponaxis=False, customdata=custom,
-        hovertemplate="block size %{x}<br>%{y:.1f}% of allocated slots wasted (mean %{customdata[0]:,.0f} slots)"
-        "<br>mean blocks in use %{customdata[1]:,.0f}<br>mean waiting %{customdata[2]:.1f}, "
-        "stalled %{customdata[3]:,.0f} sequence-steps<extra></extra>",
+        text=[format_percent(w / 100) for w in waste], textposition="outside", cliponaxis=False, customdata=custom,
+        hovertemplate="block size %{x}<br>%{text} of allocated slots wasted (mean %{customdata[0]} slots)"
+        "<br>mean blocks in use %{customdata[1]}<br>mean waiting %{customdata[2]}, "
+        "stalled %{customdata[3]} sequence-steps<extra></extra>",
     ))
     subtitle = "bars: slots allocated but unfilled, as % of allocated (mean over the run)"
     if latency_ms:

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from explorer.formatting import format_number
 from explorer.serving.block_manager import blocks_for
 from explorer.serving.simulator import ServingSimulator
 from explorer.serving.snapshot import PoolChanges, Snapshot, metrics_frame
@@ -170,8 +171,8 @@ def simulate(config: ServingConfig, steps: int) -> ServingHistory:
     config.validate()
     if steps * config.num_blocks > MAX_STEP_BLOCKS:
         raise ValueError(
-            f"{steps:,} steps x {config.num_blocks:,} blocks is more than this page records "
-            f"({MAX_STEP_BLOCKS:,}); use fewer steps or a smaller pool"
+            f"{format_number(steps)} steps x {format_number(config.num_blocks)} blocks is more than this page "
+            f"records ({format_number(MAX_STEP_BLOCKS)}); use fewer steps or a smaller pool"
         )
     snapshots = ServingSimulator(config).run(steps)
     records = tuple(StepRecord.from_snapshot(s) for s in snapshots)
