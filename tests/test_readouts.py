@@ -33,6 +33,8 @@ def _result(name, median, gpu=None, passed=True):
 def test_results_rows():
     rows = readouts.results_rows([_result("naive", 10.0), _result("triton", 2.0, gpu=1.0, passed=False)], copy_gbps=40.0)
     assert [r["speedup_vs_naive"] for r in rows] == [1.0, 5.0]
+    assert [r["vs_naive"] for r in rows] == ["baseline", "faster"]  # readouts.rank's verdict, in the CSV too
+    assert [r["host_overhead_ms"] for r in rows] == [None, 1.0]  # call latency − GPU time, where there is one
     assert rows[1]["pct_of_copy_bw"] == pytest.approx(50.0)  # GPU-time bandwidth where measured
     assert [r["correct"] for r in rows] == ["yes", "NO"]
 
