@@ -111,7 +111,7 @@ def test_overhead_figure_splits_each_call_into_gpu_time_and_host_overhead():
     assert gpu.y[2] + host.y[2] == pytest.approx(100)
     assert (gpu.text[1], host.text[1]) == (format_duration(0.5, "ms"), format_duration(0.6, "ms"))
     marks = [a.text for a in fig.layout.annotations if a.x in [r.label for r in RESULTS]]
-    assert marks == ["no GPU time", f"<b>{percent(0.6 / 1.1)}</b> host", f"<b>{percent(0.2 / 0.25)}</b> host"]
+    assert marks == ["no GPU<br>time", f"<b>{percent(0.6 / 1.1)}</b>", f"<b>{percent(0.2 / 0.25)}</b>"]
     assert fig.layout.yaxis.type != "log"
 
 

@@ -135,17 +135,17 @@ def overhead_figure(results: Sequence, unit: str = "ms") -> go.Figure:
         fig.add_trace(go.Bar(
             x=labels, y=[share(v, r) for v, r in zip(parts, results)], name=name, marker=marker,
             text=[format_duration(v, unit) if v is not None else "" for v in parts], textposition="inside",
-            insidetextanchor="middle", customdata=[percent(None if v is None else v / r.median_ms)
+            insidetextanchor="middle", textangle=0, customdata=[percent(None if v is None else v / r.median_ms)
                                                    for v, r in zip(parts, results)],
             hovertemplate=f"%{{x}}<br>{name} %{{text}}: %{{customdata}} of the call<extra></extra>",
         ))
     for label, r, h in zip(labels, results, host):
         fig.add_annotation(x=label, y=100 if h is not None else 50, yshift=12 if h is not None else 0,
                            showarrow=False, font=dict(size=13),
-                           text=f"<b>{percent(h / r.median_ms)}</b> host" if h is not None and r.median_ms > 0
-                           else "no GPU time")
+                           text=f"<b>{percent(h / r.median_ms)}</b>" if h is not None and r.median_ms > 0
+                           else "no GPU<br>time")
     apply_style(fig, "Where a call's time goes",
-                "share of the median call latency: solid GPU time (CUDA graph), hatched host overhead", height=360)
+                "solid: GPU time (CUDA graph); hatched: host overhead, its share on top", height=360)
     # Labels too small to read are left out rather than shrunk (the hover has them).
     fig.update_layout(barmode="stack", bargap=0.35, showlegend=False, uniformtext=dict(minsize=12, mode="hide"))
     fig.update_yaxes(title="% of call latency", range=[0, 112], tickvals=[0, 25, 50, 75, 100])
@@ -230,7 +230,7 @@ def speedup_figure(results: Sequence, baseline: str = "naive") -> go.Figure:
     fig.add_hline(y=1, line=dict(color="#9CA3AF", dash="dash", width=1))
     log = bool(finite) and max(finite) / min(finite) > 30
     apply_style(fig, f"Speedup over {base.label}",
-                "baseline's median call latency ÷ each one's; bar: p20-p80 range, across 1×: indistinguishable",
+                "median call latency; bar: p20-p80 range (across 1×: indistinguishable)",
                 height=360)
     fig.update_yaxes(title="speedup (×)", type="log" if log else "linear")
     if log:
@@ -277,7 +277,8 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
     def label(v: float | None) -> str:
         if v is None:
             return ""
-        return f"{format_gbps(v)} ({percent(v / copy_gbps)})" if copy_gbps else format_gbps(v)
+        # On two lines, narrow enough for a bar of a group (on one, Plotly shrank it to a few px).
+        return f"{format_gbps(v)}<br>({percent(v / copy_gbps)})" if copy_gbps else format_gbps(v)
 
     fig = go.Figure()
     fig.add_trace(
@@ -287,6 +288,7 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
             marker=dict(color=colors),
             text=[label(v) for v in call],
             textposition="outside",
+            textfont=dict(size=12),
             cliponaxis=False,
             name="from call latency",
             customdata=[format_gbps(v) for v in call],
@@ -302,6 +304,7 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
                             pattern=dict(shape="/", fgcolor="white")),
                 text=[label(v) for v in gpu],
                 textposition="outside",
+                textfont=dict(size=12),
                 cliponaxis=False,
                 name="from GPU time (CUDA graph)",
                 customdata=[format_gbps(v) for v in gpu],
@@ -314,7 +317,8 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
             annotation_text=f"measured copy bandwidth {format_gbps(copy_gbps)} GB/s", annotation_position="top left",
         )
     apply_style(fig, title, subtitle, height=380)
-    fig.update_layout(barmode="group", bargap=0.3)
+    # Labels keep a readable size, past a narrow bar's width if need be.
+    fig.update_layout(barmode="group", bargap=0.3, uniformtext=dict(minsize=12, mode="show"))
     fig.update_yaxes(title="GB/s", rangemode="tozero")
     set_category_ticks(fig, labels)
     return fig
