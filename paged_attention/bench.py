@@ -100,7 +100,10 @@ class BenchResult:
     ``gpu_time_ms`` (the median of ``gpu_samples_ms``) is None where no CUDA graph
     could time it (CPU, or an implementation that synchronises with the host).
     ``p20_ms``/``p80_ms`` and ``gpu_p20_ms``/``gpu_p80_ms`` give the spread
-    (20th and 80th percentiles).
+    (20th and 80th percentiles). ``host_ms`` is the median host time per call of
+    back-to-back calls (:func:`~paged_attention.timing.host_time`), None where it
+    was not measured (the CPU, where it is the call latency, and implementations
+    that synchronise).
     """
 
     name: str
@@ -127,6 +130,7 @@ class BenchResult:
     unique_bytes: int | None = None
     unique_gbps: float | None = None
     gpu_unique_gbps: float | None = None
+    host_ms: float | None = None
 
     def row(self) -> dict:
         """A flat dict without the samples (for tables and CSV)."""
@@ -167,6 +171,7 @@ def benchmark_implementations(
     graph: bool = True,
     flush: L2Flusher | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    budget_s: float | None = None,
 ) -> list[BenchResult]:
     """Time implementations ``names`` against each other on ``inputs``, in
     interleaved rounds (:func:`~paged_attention.timing.time_interleaved`), and
@@ -195,6 +200,10 @@ def benchmark_implementations(
         Reused between calls to save memory; made if not given.
     on_progress : callable, optional
         ``on_progress(done, total)``, in timed calls.
+    budget_s : float, optional
+        Seconds past which no timed round is added; ``iters`` is then the fewest
+        rounds, and more run until every median is stable (see
+        :func:`~paged_attention.timing.time_interleaved`). None: ``iters`` rounds.
 
     Returns
     -------
@@ -215,10 +224,11 @@ def benchmark_implementations(
     flush = flush or L2Flusher(device)
     runs = {name: prepare(name, *inputs.args(), **inputs.scales()) for name in names}
     accuracy = {name: check_accuracy(run().clone(), reference) for name, run in runs.items()}
+    cuda = device.type == "cuda"
+    capturable = [n for n in names if n in GRAPH_CAPTURABLE]
     timings = time_interleaved(
-        runs, device=device, warmup=warmup, rounds=iters, flush=flush,
-        graph=[n for n in names if n in GRAPH_CAPTURABLE] if graph else (), interleave=device.type == "cuda",
-        on_progress=on_progress,
+        runs, device=device, warmup=warmup, rounds=iters, flush=flush, graph=capturable if graph else (),
+        interleave=cuda, on_progress=on_progress, budget_s=budget_s, host=capturable if cuda else (),
     )
     nbytes, unique = inputs.config.decode_bytes(), inputs.config.unique_decode_bytes()
     return [_result(name, str(device), timings[name], accuracy[name], nbytes, unique) for name in names]
@@ -231,7 +241,7 @@ def _gbps(nbytes: int, ms: float | None) -> float | None:
 def _result(
     name: str, device: str, timing: Timing, accuracy: Accuracy, nbytes: int, unique_bytes: int | None = None
 ) -> BenchResult:
-    samples, gpu = timing.call_ms, timing.gpu_ms
+    samples, gpu, host = timing.call_ms, timing.gpu_ms, timing.host_ms
     median = statistics.median(samples)
     gpu_ms = statistics.median(gpu) if gpu else None
     unique_bytes = nbytes if unique_bytes is None else unique_bytes
@@ -259,6 +269,7 @@ def _result(
         unique_bytes=unique_bytes,
         unique_gbps=_gbps(unique_bytes, median),
         gpu_unique_gbps=_gbps(unique_bytes, gpu_ms),
+        host_ms=statistics.median(host) if host else None,
     )
 
 
@@ -452,6 +463,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "gpu_time_ms": r.gpu_time_ms,
                     "gpu_p20_ms": r.gpu_p20_ms,
                     "gpu_p80_ms": r.gpu_p80_ms,
+                    "host_us": None if r.host_ms is None else r.host_ms * 1e3,
                     "speedup_vs_naive": (naive.median_ms / r.median_ms) if naive else None,
                     "GB/s": r.gbps,
                     **({"GB/s (unique bytes)": r.unique_gbps} if config.shared_prefix else {}),

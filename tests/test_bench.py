@@ -35,6 +35,8 @@ def test_bench_cli_runs_one_small_config(tmp_path, capsys):
     assert bench.main(argv) == 0
     table = out.read_text()
     assert table.count("yes") == 3 and "Triton" in table
+    header = table.splitlines()[0].split(",")
+    assert header.index("host_us") == header.index("gpu_p80_ms") + 1  # beside call latency and GPU time
 
 
 def test_results_count_logical_and_unique_bytes_of_a_shared_prefix():
@@ -66,3 +68,28 @@ def test_bench_cli_runs_a_shared_prefix(tmp_path):
     header, *lines = out.read_text().splitlines()
     assert "shared_prefix,prefix_groups" in header and "GB/s (unique bytes)" in header
     assert len(lines) == 2 and "Triton (prefix-aware)" in lines[1] and ",32,2," in lines[1]
+
+
+def test_a_budget_reaches_the_harness_and_keeps_the_minimum():
+    from paged_attention import DecodeConfig, build_decode_inputs
+    from paged_attention.bench import benchmark_implementations
+
+    inputs = build_decode_inputs(DecodeConfig(batch_size=2, context_lens=(5, 30), num_heads=4, num_kv_heads=2,
+                                              head_dim=16))
+    (result,) = benchmark_implementations(["vectorized"], inputs, warmup=0, iters=3, budget_s=0.0)
+    assert len(result.samples_ms) == 3 and result.host_ms is None  # no host time on the CPU
+
+
+@pytest.mark.gpu
+def test_gpu_benchmark_reports_host_time_of_the_prepared_calls():
+    from paged_attention import DecodeConfig, build_decode_inputs
+    from paged_attention.bench import benchmark_implementations
+
+    inputs = build_decode_inputs(DecodeConfig(batch_size=2, context_lens=300, device="cuda"))
+    results = benchmark_implementations(["naive", "vectorized", "triton", "triton_prefix"], inputs, warmup=2,
+                                        iters=5)
+    by_name = {r.name: r for r in results}
+    assert by_name["naive"].host_ms is None and by_name["naive"].gpu_time_ms is None  # it synchronises
+    for name in ("vectorized", "triton", "triton_prefix"):
+        r = by_name[name]
+        assert r.passed and r.host_ms > 0 and r.gpu_time_ms > 0
