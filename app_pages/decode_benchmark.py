@@ -52,8 +52,8 @@ run = controls[1].button(
     "Run benchmark", type="primary", icon=":material/play_arrow:", key="bench_run",
     disabled=plan.refusal is not None, width="stretch",
 )
-controls[2].caption(f"{readouts.config_summary(config)} · warm-up {plan.warmup}, "
-                    f"{formatting.count(plan.iters, 'timed call')}")
+controls[2].caption(f"{readouts.config_summary(config)} · "
+                    f"{view.timing_text(plan.warmup, plan.iters, bench_ui.timing_budget(config.device))}")
 shared = readouts.shared_kv(config)
 if shared is not None:
     kv = st.columns(3, gap="xsmall")

@@ -31,6 +31,14 @@ from test_app_sweep import SWEEP  # noqa: E402
 from explorer.bench.accuracy_figures import PASS_MARK  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def exact_timed_calls(monkeypatch):
+    """Runs here time the sidebar's timed calls and no more: the CPU's time budget
+    (ui.benchmark.TIMING_BUDGET_S) would add seconds to each
+    (test_timed_calls_go_on_within_the_budget_while_a_median_moves turns it on)."""
+    monkeypatch.setitem(bench_ui.TIMING_BUDGET_S, "cpu", None)
+
+
 def test_benchmark_page_before_running():
     at = open_app(page=BENCH)
     assert_clean(at)
@@ -82,6 +90,7 @@ def test_run_benchmark_produces_charts_table_and_history():
     table = at.dataframe[0].value
     assert list(table["implementation"]) == ["Naive PyTorch", "Optimized PyTorch", "Triton"]
     assert list(table["correct"]) == ["yes", "yes", "yes"]
+    assert list(table["samples"]) == [f"{len(b['y']):,}" for b in boxes]
     # What a speaker points at comes first, on screen at 1280 px.
     assert list(table.columns)[:3] == ["implementation", "correct", "median_ms"]
     assert list(at.dataframe[1].value.columns)[:3] == ["run", "change", "all correct"]
@@ -336,13 +345,13 @@ def test_run_with_a_shared_prefix_races_the_prefix_aware_kernel_on_unique_bytes(
     assert any("prefix=32×2 groups" in c.value for c in at.caption)  # the run's label, in its CSV too
 
 
-def _fake_result(name, label, samples, gpu=None):
+def _fake_result(name, label, samples, gpu=None, host=None):
     """A BenchResult's fields as the page reads them, with chosen call latencies (ms)."""
     ordered = sorted(samples)
     return SimpleNamespace(
         name=name, label=label, device="cuda:0" if gpu else "cpu", samples_ms=samples, median_ms=ordered[1],
         p20_ms=ordered[0] + 0.4 * (ordered[1] - ordered[0]), p80_ms=ordered[1] + 0.6 * (ordered[2] - ordered[1]),
-        gpu_time_ms=gpu, gpu_p20_ms=gpu, gpu_p80_ms=gpu, bytes_moved=10_000, gbps=1.0, gpu_gbps=gpu and 2.0,
+        gpu_time_ms=gpu, gpu_p20_ms=gpu, gpu_p80_ms=gpu, host_ms=host, bytes_moved=10_000, gbps=1.0, gpu_gbps=gpu and 2.0,
         unique_bytes=10_000, unique_gbps=1.0, gpu_unique_gbps=gpu and 2.0, max_abs_err=1e-4, max_rel_err=1e-3,
         max_tol_ratio=0.05, atol=2e-3, rtol=2e-3, passed=True,
     )
@@ -389,3 +398,17 @@ def test_host_overhead_is_shown_per_implementation_where_the_gpu_time_is_known(m
     gpu, host = overhead["data"]
     assert host["y"][2] == pytest.approx(100 * 0.0662 / 0.0708) and gpu["y"][0] is None
     assert any("Triton, 66.2 µs of a 70.8 µs call (93.5%)" in m.value for m in at.markdown)
+
+
+def test_timed_calls_go_on_within_the_budget_while_a_median_moves(monkeypatch):
+    """Issue 23: the number of timed calls adapts to the variance, time-boxed: the
+    sidebar's timed calls are the fewest, and more run while a median moves."""
+    monkeypatch.setitem(bench_ui.TIMING_BUDGET_S, "cpu", 1.5)
+    at = open_app(TINY, page=BENCH, timeout=120)
+    assert any("2 timed calls or more (up to 1.50 s more while a median moves)" in c.value for c in at.caption)
+    at.button(key="bench_run").click().run()
+    assert_clean(at)
+    samples = [int(n.replace(",", "")) for n in at.dataframe[0].value["samples"]]
+    assert min(samples) >= 2 and max(samples) > 2  # the PyTorch calls take milliseconds: more of them fit
+    boxes = [t for t in chart(at, "bench_latency")["data"] if t["type"] == "box"]
+    assert [len(b["y"]) for b in boxes] == samples

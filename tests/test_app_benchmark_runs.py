@@ -23,6 +23,7 @@ from explorer import settings as state  # noqa: E402
 import ui.benchmark as bench_ui  # noqa: E402
 
 from test_app import BENCH, TINY, assert_clean, chart, open_app  # noqa: E402
+from test_app_benchmark import exact_timed_calls  # noqa: E402,F401  (autouse: the timed calls asked for)
 
 
 def _run_tiny_with(monkeypatch, target: str, exc: BaseException) -> AppTest:

@@ -9,16 +9,17 @@ import pytest
 from explorer.bench import readouts, view
 from explorer.formatting import format_duration, format_speedup
 from paged_attention import DecodeConfig
+from paged_attention.samples import FASTER, INDISTINGUISHABLE, SLOWER
 from paged_attention.timing import percentile
 
 LABELS = {"naive": "Naive PyTorch", "vectorized": "Optimized PyTorch", "triton": "Triton"}
 
 
-def _result(name, samples, gpu=None, passed=True):
+def _result(name, samples, gpu=None, passed=True, host=None):
     return SimpleNamespace(
         name=name, label=LABELS[name], device="cpu" if gpu is None else "cuda:0", samples_ms=samples,
         median_ms=statistics.median(samples), p20_ms=percentile(samples, 0.2), p80_ms=percentile(samples, 0.8),
-        gpu_time_ms=gpu, gpu_p20_ms=gpu, gpu_p80_ms=gpu, gbps=1.0, gpu_gbps=None if gpu is None else 2.0,
+        gpu_time_ms=gpu, gpu_p20_ms=gpu, gpu_p80_ms=gpu, host_ms=host, gbps=1.0, gpu_gbps=None if gpu is None else 2.0,
         max_abs_err=2.4e-4, max_rel_err=0.1, max_tol_ratio=0.0812, atol=0.016, rtol=0.016, passed=passed,
         bytes_moved=1000,
     )
@@ -36,18 +37,18 @@ NOISY = [
 
 
 def test_overlapping_ranges_are_indistinguishable_whatever_the_medians_say():
-    verdicts = [readouts.compare_latency(_result("vectorized", opt), _result("naive", naive)) for naive, opt in NOISY]
+    verdicts = [readouts.rank([_result("naive", naive), _result("vectorized", opt)])[1].verdict for naive, opt in NOISY]
     medians = [statistics.median(opt) < statistics.median(naive) for naive, opt in NOISY]
     assert medians == [True, True, False, True, True]  # the medians alone flip the ranking
     # so the page ranks them the same way in 5 of 5 runs, or calls them indistinguishable
-    assert len({v for v in verdicts if v != readouts.INDISTINGUISHABLE}) <= 1
-    assert readouts.INDISTINGUISHABLE in verdicts
-    assert all(v != readouts.SLOWER for v in verdicts)
+    assert len({v for v in verdicts if v != INDISTINGUISHABLE}) <= 1
+    assert INDISTINGUISHABLE in verdicts
+    assert all(v != SLOWER for v in verdicts)
     # and it never words a speedup it cannot back
     for (naive, opt), verdict in zip(NOISY, verdicts):
         ranks = readouts.rank([_result("naive", naive), _result("vectorized", opt)])
         words = view.rank_words(ranks[1].verdict, ranks[1].speedup)
-        assert ("faster" in words) == (verdict == readouts.FASTER) and "slower" not in words
+        assert ("faster" in words) == (verdict == FASTER) and "slower" not in words
 
 
 @pytest.mark.parametrize("a, b, verdict", [
@@ -57,11 +58,11 @@ def test_overlapping_ranges_are_indistinguishable_whatever_the_medians_say():
     ([1.0, 2.0, 9.0], [4.0, 5.0, 6.0], "indistinguishable"),  # a's p80 (6.2) past b's p20
     ([3.0, 3.0, 3.0], [3.0, 3.0, 3.0], "indistinguishable"),  # equal ranges touch
 ])
-def test_compare_latency_on_the_p20_p80_ranges(a, b, verdict):
+def test_rank_compares_the_p20_p80_ranges(a, b, verdict):
     ra, rb = _result("triton", a), _result("naive", b)
     if verdict == "indistinguishable":
         assert not (ra.p80_ms < rb.p20_ms or rb.p80_ms < ra.p20_ms)
-    assert readouts.compare_latency(ra, rb) == verdict
+    assert readouts.rank([rb, ra])[1].verdict == verdict
 
 
 def test_rank_gives_the_speedup_and_its_range_which_straddles_one_exactly_when_indistinguishable():
@@ -104,14 +105,15 @@ def test_cards_say_indistinguishable_and_agree_with_the_table():
 
 
 def test_results_table_on_a_gpu_shows_host_overhead_in_the_pages_unit():
-    results = [_result("naive", [1.0, 1.1, 1.2]), _result("triton", [0.07, 0.0708, 0.072], gpu=0.0046)]
+    results = [_result("naive", [1.0, 1.1, 1.2]), _result("triton", [0.07, 0.0708, 0.072], gpu=0.0046, host=0.041)]
     rows = readouts.results_rows(results, copy_gbps=4000.0)
     table = view.results_table(rows, "µs")
     labels = {c.key: c.label for c in table.columns}
-    assert [c.key for c in table.columns][:5] == ["implementation", "correct", "median_ms", "gpu_time_ms",
-                                                  "host_overhead_ms"]
-    assert labels["host_overhead_ms"] == "Host overhead (µs)"
+    assert [c.key for c in table.columns][:6] == ["implementation", "correct", "median_ms", "gpu_time_ms",
+                                                  "host_overhead_ms", "host_ms"]
+    assert (labels["host_overhead_ms"], labels["host_ms"]) == ("Host overhead (µs)", "Host time/call (µs)")
     assert [row["host_overhead_ms"] for row in table.rows] == ["n/a", "66.2"]
+    assert [row["host_ms"] for row in table.rows] == ["n/a", "41.0"]  # back to back, measured by the harness
     assert [row["gpu_time_ms"] for row in table.rows] == ["n/a", "4.60"]
     summary = view.overhead_summary(results, "µs")
     assert "Triton" in summary and format_duration(0.0662, "µs") in summary and "93.5%" in summary

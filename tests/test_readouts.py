@@ -25,7 +25,7 @@ def test_config_summary():
 def _result(name, median, gpu=None, passed=True):
     return SimpleNamespace(
         name=name, label=name.title(), samples_ms=[median] * 3, median_ms=median, p20_ms=median, p80_ms=median,
-        gpu_time_ms=gpu, gbps=10.0, gpu_gbps=None if gpu is None else 20.0, max_abs_err=1e-4, max_rel_err=1e-3, max_tol_ratio=0.05,
+        gpu_time_ms=gpu, host_ms=None, gbps=10.0, gpu_gbps=None if gpu is None else 20.0, max_abs_err=1e-4, max_rel_err=1e-3, max_tol_ratio=0.05,
         atol=2e-3, rtol=2e-3, passed=passed, device="cpu", bytes_moved=1000,
     )
 

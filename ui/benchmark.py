@@ -188,6 +188,19 @@ def check_fits(config: DecodeConfig) -> None:
     )
 
 
+#: Seconds of timed rounds a run of the Decode benchmark may take past its fewest
+#: (the sidebar's timed calls) while a median still moves
+#: (:func:`paged_attention.timing.time_interleaved`'s ``budget_s``), by device
+#: kind; on the CPU the implementations share it. Three calls on a busy laptop
+#: ranked two implementations one way, then the other (issue 23).
+TIMING_BUDGET_S = {"cpu": 4.0, "cuda": 2.0}
+
+
+def timing_budget(device: str) -> float:
+    """:data:`TIMING_BUDGET_S` of ``device`` (``"cpu"``, ``"cuda:0"``, ...)."""
+    return TIMING_BUDGET_S["cuda" if device.startswith("cuda") else "cpu"]
+
+
 #: torch's intra-op threads while the app times on the CPU. The browser shares the
 #: cores, and torch's threads waiting for each other at every op made small points
 #: many times slower (measured in docs/performance.md, "CPU timing threads").
@@ -267,6 +280,7 @@ def run_benchmark_locked(
     on_own_wait: Callable[[], None] | None = None,
     done: list[BenchResult] | None = None,
     on_quantization: Callable[[QuantizationError], None] | None = None,
+    budget_s: float | None = None,
 ) -> tuple[list[BenchResult], float | None]:
     """Time ``names`` against each other on one set of inputs for ``config``
     (interleaved rounds on a GPU: :func:`paged_attention.bench.benchmark_implementations`),
@@ -279,7 +293,9 @@ def run_benchmark_locked(
     ``on_result`` (which may stop a script run) is called for each result, with
     whether it was reused. ``on_progress(done, total)`` follows the timed calls.
     For an fp8 cache, ``on_quantization`` gets the quantization error of the
-    inputs (:meth:`InputsSlot.quantization_error`) after the timing.
+    inputs (:meth:`InputsSlot.quantization_error`) after the timing. With
+    ``budget_s``, ``iters`` is the fewest timed rounds and more run, for up to
+    that many seconds, until every median holds still.
 
     Returns
     -------
@@ -304,7 +320,8 @@ def run_benchmark_locked(
         todo = [n for n in names if n not in reused]
         if todo:
             done.extend(benchmark_implementations(
-                todo, inputs, warmup=warmup, iters=iters, reference=reference, on_progress=on_progress
+                todo, inputs, warmup=warmup, iters=iters, reference=reference, on_progress=on_progress,
+                budget_s=budget_s,
             ))
         results = [next(r for r in done if r.name == name) for name in names]
         for r in results:
@@ -391,7 +408,7 @@ def run_in_status(config: DecodeConfig, names: list[str], warmup: int, iters: in
                 on_own_wait=lambda: st.info("Your previous run is still finishing its timing rounds; this run takes "
                                             "over when it ends and keeps what it measured.",
                                             icon=":material/hourglass_top:"),
-                done=partial.results, on_quantization=quantization.append,
+                done=partial.results, on_quantization=quantization.append, budget_s=timing_budget(config.device),
             )
         # A run stopped by a second click raises Streamlit's StopException (not an
         # Exception): its results stay in PARTIAL for the run that replaced it.
@@ -409,7 +426,7 @@ def run_in_status(config: DecodeConfig, names: list[str], warmup: int, iters: in
         status.update(label=f"Done: {count(len(results), 'implementation')}", state="complete", expanded=False)
     history = st.session_state.get(HISTORY, [])
     entry = view.next_entry(history, config, warmup, iters, results, copy_gbps,
-                            quantization[0] if quantization else None)
+                            quantization[0] if quantization else None, timing_budget(config.device))
     st.session_state[HISTORY] = view.kept(history, entry)
     st.session_state[LAST] = entry
 

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import plotly.graph_objects as go
 
-from explorer.bench.readouts import INDISTINGUISHABLE, host_overhead_ms, rank
+from explorer.bench.readouts import host_overhead_ms, rank
 from explorer.bench.view import percent, rank_words
 from explorer.formatting import (
     MS_D3,
@@ -28,6 +28,7 @@ from explorer.style import (
     with_alpha,
 )
 from paged_attention.bench import shares_kv
+from paged_attention.samples import INDISTINGUISHABLE
 
 
 def latency_figure(results: Sequence, *, log_y: bool = True, unit: str = "ms") -> go.Figure:

@@ -14,6 +14,7 @@ from typing import Iterable, Sequence
 from explorer.formatting import KV_SCALE_LABELS, count, format_times, kv_dtype_label
 from paged_attention.bench import achieved_gbps, shares_kv
 from paged_attention.config import DecodeConfig
+from paged_attention.samples import compare_timings
 
 
 @dataclass(frozen=True)
@@ -170,24 +171,9 @@ def reads_no_kv(config: DecodeConfig) -> bool:
     return config.needed_kv_bytes() == 0
 
 
-FASTER, SLOWER, INDISTINGUISHABLE, BASELINE = "faster", "slower", "indistinguishable", "baseline"
-
-
-def compare_latency(a, b) -> str:
-    """Whether result ``a``'s call latency is faster or slower than ``b``'s, or
-    indistinguishable from it: the one rule the page says "faster" by.
-
-    Each call latency is its p20-p80 range of samples (``p20_ms``, ``p80_ms``):
-    ``a`` is :data:`FASTER` when its p80 is below ``b``'s p20, :data:`SLOWER`
-    when its p20 is above ``b``'s p80, and :data:`INDISTINGUISHABLE` when the
-    ranges overlap, whatever the medians say (a few noisy calls on a busy host
-    ranked two implementations one way and then the other).
-    """
-    if a.p80_ms < b.p20_ms:
-        return FASTER
-    if b.p80_ms < a.p20_ms:
-        return SLOWER
-    return INDISTINGUISHABLE
+#: :func:`rank`'s verdict on the baseline itself (the others are
+#: :func:`~paged_attention.samples.compare_timings`' words).
+BASELINE = "baseline"
 
 
 @dataclass(frozen=True)
@@ -198,7 +184,10 @@ class Rank:
     baseline or no time); ``low`` and ``high`` the speedup's range from the two
     p20-p80 ranges (the baseline's p20 over this p80, its p80 over this p20): it
     straddles 1 exactly when the ranges overlap. ``verdict`` is :data:`BASELINE`,
-    or :func:`compare_latency`'s word, or None without a baseline.
+    or the word of :func:`~paged_attention.samples.compare_timings` (the one rule
+    for saying "faster": ``"faster"``, ``"slower"`` or ``"indistinguishable"``
+    when the ranges overlap, whatever the medians say), or None without a
+    baseline.
     """
 
     name: str
@@ -217,7 +206,7 @@ def rank(results: Sequence, baseline: str = "naive") -> list[Rank]:
         if base is None or r.median_ms <= 0 or r.p20_ms <= 0:
             ranks.append(Rank(r.name, r.label, None, None, None, None))
             continue
-        verdict = BASELINE if r is base else compare_latency(r, base)
+        verdict = BASELINE if r is base else compare_timings((r.p20_ms, r.p80_ms), (base.p20_ms, base.p80_ms))
         ranks.append(Rank(r.name, r.label, base.median_ms / r.median_ms, base.p20_ms / r.p80_ms,
                           base.p80_ms / r.p20_ms, verdict))
     return ranks
@@ -276,6 +265,7 @@ def results_rows(
                 "gpu_p20_ms": getattr(r, "gpu_p20_ms", None),
                 "gpu_p80_ms": getattr(r, "gpu_p80_ms", None),
                 "host_overhead_ms": host_overhead_ms(r),
+                "host_ms": r.host_ms,
                 "speedup_vs_naive": ranked.speedup if ranked else None,
                 "vs_naive": ranked.verdict if ranked else None,
                 "gbps": r.gbps if reads_kv else None,

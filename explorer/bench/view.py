@@ -6,8 +6,9 @@ host-overhead summary. No Streamlit and no Plotly: the page and
 Every number goes through :mod:`explorer.formatting` (or :func:`percent` and
 :func:`significant` here), so a card and its table cell read the same ("382 ms"
 over "382"); every "faster" or "slower" comes from
-:func:`explorer.bench.readouts.rank`, which says "indistinguishable" when the
-p20-p80 ranges of two call latencies overlap.
+:func:`explorer.bench.readouts.rank` (the rule of
+:func:`paged_attention.samples.compare_timings`), which says "indistinguishable"
+when the p20-p80 ranges of two call latencies overlap.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from explorer.bench import readouts
-from explorer.bench.readouts import BASELINE, FASTER, INDISTINGUISHABLE, SLOWER
+from explorer.bench.readouts import BASELINE
 from explorer.formatting import count, duration_number, format_duration, format_gbps, format_number, format_speedup
 from paged_attention import DecodeConfig
+from paged_attention.samples import FASTER, INDISTINGUISHABLE, SLOWER
 
 #: Runs a session keeps for its "Compare runs" section.
 MAX_HISTORY = 20
@@ -60,6 +62,16 @@ def rank_words(verdict: str | None, speedup: float | None, baseline_label: str |
     return f"{words} than {baseline_label}" if baseline_label else words
 
 
+def timing_text(warmup: int, iters: int, budget_s: float | None = None) -> str:
+    """How a run times: ``"warm-up 1, 3 timed calls"``; with a time budget
+    (:data:`ui.benchmark.TIMING_BUDGET_S`), ``"warm-up 1, 3 timed calls or more
+    (up to 4.00 s more while a median moves)"``."""
+    calls = count(iters, "timed call")
+    if budget_s:
+        calls += f" or more (up to {format_duration(1e3 * budget_s)} more while a median moves)"
+    return f"warm-up {warmup:,}, {calls}"
+
+
 @dataclass(frozen=True)
 class RunEntry:
     """One run of the session, as the history keeps it."""
@@ -77,6 +89,8 @@ class RunEntry:
     copy_gbps: float | None
     #: An fp8 cache's :class:`~explorer.bench.quantization.QuantizationError`, else None.
     quantization: object | None = None
+    #: Seconds of timed rounds the run could add past ``iters`` (None: exactly ``iters``).
+    budget_s: float | None = None
 
     @property
     def reads_kv(self) -> bool:
@@ -88,12 +102,12 @@ class RunEntry:
         return None if self.quantization is None else self.quantization.max_abs_err
 
     def caption(self) -> str:
-        """``"B=2 ctx=37 ... · warm-up 1, 3 timed calls per implementation"``."""
-        return f"{self.label} · warm-up {self.warmup}, {count(self.iters, 'timed call')} per implementation"
+        """``"B=2 ctx=37 ... · warm-up 1, 3 timed calls or more (...) per implementation"``."""
+        return f"{self.label} · {timing_text(self.warmup, self.iters, self.budget_s)} per implementation"
 
 
 def next_entry(history: Sequence[RunEntry], config: DecodeConfig, warmup: int, iters: int, results: list,
-               copy_gbps: float | None, quantization=None) -> RunEntry:
+               copy_gbps: float | None, quantization=None, budget_s: float | None = None) -> RunEntry:
     """The entry of a run that just ended, numbered after ``history``'s last and
     named by what changed since it (the timed calls or the warm-up when the
     settings are the same)."""
@@ -104,7 +118,7 @@ def next_entry(history: Sequence[RunEntry], config: DecodeConfig, warmup: int, i
                   else f"warm-up {before.warmup:,}→{warmup:,}")
     return RunEntry(run=before.run + 1 if before else 1, change=change, label=readouts.config_summary(config),
                     config=config, warmup=warmup, iters=iters, results=results, copy_gbps=copy_gbps,
-                    quantization=quantization)
+                    quantization=quantization, budget_s=budget_s)
 
 
 def kept(history: Sequence[RunEntry], entry: RunEntry, most: int = MAX_HISTORY) -> list[RunEntry]:
@@ -180,9 +194,9 @@ def cards(results: Sequence, unit: str, *, reads_kv: bool = True) -> list[Card]:
         if r.gpu_time_ms is not None:
             gpu = (f"; GPU time {format_duration(r.gpu_time_ms, unit)}, host overhead "
                    f"{format_duration(readouts.host_overhead_ms(r), unit)}")
-        versus = {FASTER: f"; the arrow compares it with {base}: their p20-p80 ranges are apart",
-                  SLOWER: f"; the arrow compares it with {base}: their p20-p80 ranges are apart",
-                  INDISTINGUISHABLE: f"; its p20-p80 range overlaps {base}'s: no arrow"}.get(verdict, "")
+        versus = (f"; its p20-p80 range overlaps {base}'s: no arrow" if verdict == INDISTINGUISHABLE else
+                  f"; the arrow compares it with {base}: their p20-p80 ranges are apart" if verdict in (FASTER, SLOWER)
+                  else "")
         out.append(Card(
             r.label, median, words, color, arrow,
             help=f"median call latency over {count(len(r.samples_ms), 'call')}: {median} (p20-p80 {spread}){gpu}"
@@ -211,11 +225,12 @@ class ResultsTable:
 
 
 #: Times in the table, in the page's unit.
-_TIMES = ("median_ms", "p20_ms", "p80_ms", "gpu_time_ms", "host_overhead_ms")
+_TIMES = ("median_ms", "p20_ms", "p80_ms", "gpu_time_ms", "host_overhead_ms", "host_ms")
 #: Bandwidths, in GB/s.
 _BANDWIDTHS = ("gbps", "gpu_gbps", "unique_gbps", "gpu_unique_gbps")
 #: What a speaker points at comes first, so it stays on screen at 1280 px.
-_FIRST = ("implementation", "correct", "median_ms", "gpu_time_ms", "host_overhead_ms", "speedup_vs_naive",
+_FIRST = ("implementation", "correct", "median_ms", "gpu_time_ms", "host_overhead_ms", "host_ms",
+          "speedup_vs_naive",
           "gpu_unique_gbps", "unique_gbps", "gbps", "pct_of_copy_bw", "max_tol_ratio")
 #: In the rows (and the CSV), not in the table: the table keeps to the call
 #: latency's spread; relative error is large wherever the reference is near zero,
@@ -243,6 +258,9 @@ def results_table(rows: Sequence[dict], unit: str, *, reads_kv: bool = True) -> 
         "host_overhead_ms": (f"Host overhead ({unit})",
                              "median call latency − GPU time: Python, argument checks and the launch, "
                              "which a CUDA graph's replay leaves out"),
+        "host_ms": (f"Host time/call ({unit})",
+                    "host time per call of back-to-back calls that nobody waits for: the launch path's own cost "
+                    "(paged_attention.timing.host_time)"),
         "speedup_vs_naive": ("Speedup vs naive", "median of Naive PyTorch ÷ median of each; indistinguishable "
                                                  "when the p20-p80 ranges of the call latencies overlap"),
         "gbps": (f"GB/s{logical}", None),
