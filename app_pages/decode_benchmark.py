@@ -9,7 +9,7 @@ from explorer.bench.accuracy_figures import accuracy_figure
 from paged_attention import IMPLEMENTATIONS, LABELS
 from ui import benchmark as bench_ui
 from ui.charts import show_chart
-from ui.recorded import recorded_durations, show_recorded, show_recorded_pointer
+from ui.recorded import BENCH_KINDS, recorded_durations, show_recorded, show_recorded_pointer
 from ui.sidebar import current, show_config_error
 
 st.title("Decode benchmark")
@@ -91,7 +91,7 @@ unit = formatting.duration_unit(view.history_durations(history) + recorded_durat
 if last is None:
     if plan.refusal is None:  # a refused configuration shows the refusal alone
         st.info("Press **Run benchmark** to time the implementations on this configuration.", icon=":material/info:")
-    show_recorded(config, expanded=config.device == "cpu", unit=unit)
+    show_recorded(BENCH_KINDS, config, expanded=config.device == "cpu")
     st.stop()
 
 results, copy_gbps, reads_kv = last.results, last.copy_gbps, last.reads_kv
@@ -155,4 +155,4 @@ show_chart(bench_figures.history_figure(history, unit), key="bench_history_chart
 bench_ui.show_history_table(history, unit, key="bench_history_table")
 st.button("Clear history", icon=":material/delete:", key="bench_clear", on_click=bench_ui.clear_history)
 
-show_recorded(config, expanded=config.device == "cpu", unit=unit)
+show_recorded(BENCH_KINDS, config, expanded=config.device == "cpu")

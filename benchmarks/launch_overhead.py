@@ -37,11 +37,13 @@ import traceback
 
 import torch
 
-from benchmarks.decode_peers import (
-    BASE, FLASHINFER, Skipped, first_line, flashinfer_decode, load_flashinfer, sdpa_contiguous,
-)
+from benchmarks.decode_peers import first_line
+from benchmarks.peers import Skipped
+from benchmarks.peers.configs import BASE
+from benchmarks.peers.flashinfer import FLASHINFER, flashinfer_decode, load_flashinfer
+from benchmarks.peers.torch_peers import sdpa_contiguous
 from paged_attention import DecodeConfig, build_decode_inputs, prepare, reference_decode
-from paged_attention.bench import check_accuracy
+from paged_attention.results import check_accuracy
 from paged_attention.samples import compare_timings, percentile
 from paged_attention.timing import HOST_BATCH, HOST_CALLS, L2Flusher, gpu_time, time_interleaved
 from paged_attention.validation import check_decode_args

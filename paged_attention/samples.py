@@ -71,7 +71,7 @@ def compare_timings(a: tuple[float, float], b: tuple[float, float]) -> str:
     ----------
     a, b : (float, float)
         ``(p20, p80)`` of each, e.g. ``(result.p20_ms, result.p80_ms)`` of a
-        :class:`~paged_attention.bench.BenchResult`.
+        :class:`~paged_attention.results.BenchResult`.
 
     Returns
     -------

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from benchmarks import launch_overhead as lo
-from benchmarks.decode_peers import FLASHINFER_MISSING
+from benchmarks.peers.flashinfer import FLASHINFER_MISSING
 from paged_attention.samples import FASTER, INDISTINGUISHABLE, SLOWER
 from test_decode_peers_cli import FakeDecodeWrapper
 

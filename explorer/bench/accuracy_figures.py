@@ -1,5 +1,5 @@
 """The error chart of benchmark results (lists of
-:class:`~paged_attention.bench.BenchResult`): each implementation's error against
+:class:`~paged_attention.results.BenchResult`): each implementation's error against
 the float64 reference and its tolerance, and an fp8 cache's quantization error
 apart from the kernels'.
 """
