@@ -144,7 +144,7 @@ st.subheader("Results")
 rows = readouts.results_rows(results, copy_gbps, reads_kv=reads_kv)
 bench_ui.show_results_table(view.results_table(rows, unit, reads_kv=reads_kv), key="bench_table")
 st.download_button(
-    "Download CSV", readouts.results_csv(last.run, last.label, rows, last.quantization_error),
+    "Download CSV", view.results_csv(last),
     file_name=f"decode_benchmark_run{last.run}.csv", mime="text/csv", icon=":material/download:", key="bench_csv",
 )
 

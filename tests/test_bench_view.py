@@ -153,3 +153,27 @@ def test_a_stopped_run_says_what_to_do_next():
     assert "finish it" in view.stopped_note(partial, key)
     assert "settings have changed" in view.stopped_note(partial, (DecodeConfig(seed=1), *key[1:]))
     assert "run it again" in view.stopped_note(view.PartialRun(key), key)
+
+
+def test_the_csv_download_is_the_one_result_schema_with_the_pages_columns_after_it(tmp_path):
+    from paged_attention.result_files import read_results
+    from paged_attention.results import RESULT_COLUMNS
+
+    config = DecodeConfig(batch_size=2, context_lens=37)
+    results = [_result("naive", [10.0, 11.0, 12.0]), _result("triton", [2.0, 2.1, 2.2], gpu=0.5, host=0.04)]
+    for r in results:
+        r.unique_bytes, r.unique_gbps, r.gpu_unique_gbps = r.bytes_moved, r.gbps, r.gpu_gbps
+    entry = view.next_entry([], config, 1, 3, results, 4000.0)
+    header, *lines = view.results_csv(entry).splitlines()
+    columns = header.split(",")
+    assert columns[:2] == ["run", "config"] and tuple(columns[2:2 + len(RESULT_COLUMNS)]) == RESULT_COLUMNS
+    assert columns[2 + len(RESULT_COLUMNS):] == ["speedup_vs_naive", "vs_naive", "host_overhead_ms", "max_tol_ratio"]
+    path = tmp_path / "run1.csv"
+    path.write_text(view.results_csv(entry))
+    rows, _ = read_results(path)
+    assert [row["implementation"] for row in rows] == ["naive", "triton"]
+    assert rows[1]["host_us"] == pytest.approx(40.0) and rows[1]["iters"] == 3
+    fp8 = view.results_csv(view.next_entry([], config, 1, 3, results, None,
+                                           SimpleNamespace(max_abs_err=0.022)))
+    header, line = fp8.splitlines()[:2]
+    assert header.endswith(",fp8_quantization_error") and line.endswith(",0.022")

@@ -104,15 +104,6 @@ def test_format_times():
         "420×", "1.5×", "0.5×", "12,300×", "1,000,000×", "2.5e+07×"]
 
 
-def test_results_csv_carries_the_quantization_error():
-    rows = readouts.results_rows([_result("naive", 10.0)], copy_gbps=40.0)
-    plain = readouts.results_csv(1, "cfg", rows)
-    assert "fp8_quantization_error" not in plain.splitlines()[0]
-    header, line = readouts.results_csv(1, "cfg", rows, 0.022).splitlines()
-    assert header.endswith(",fp8_quantization_error") and line.endswith(",0.022")
-
-
-
 def _shared(name, median, gpu=None):
     """A result of a batch with a shared prefix: 1000 logical bytes, 400 unique."""
     r = _result(name, median, gpu)

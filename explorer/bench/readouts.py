@@ -3,7 +3,7 @@
 The sidebar's memory summary, a configuration's one-line label, the bytes a
 shared prefix saves, each implementation's host overhead and its rank against
 the baseline (faster, slower or indistinguishable), and the rows of the
-benchmark's results table and CSV (one per implementation).
+benchmark's results table (one per implementation).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from explorer.formatting import KV_SCALE_LABELS, count, format_times, kv_dtype_label
-from paged_attention.results import achieved_gbps, shares_kv
+from paged_attention.results import achieved_gbps, correct_text, pct_of_copy, shares_kv
 from paged_attention.config import DecodeConfig
 from paged_attention.samples import compare_timings
 
@@ -225,7 +225,8 @@ def host_overhead_ms(result) -> float | None:
 def results_rows(
     results: Iterable, copy_gbps: float | None = None, baseline: str = "naive", *, reads_kv: bool = True
 ) -> list[dict]:
-    """Flat rows for the results table and its CSV, one per implementation.
+    """Flat rows for the results table, one per implementation, in numbers
+    (:func:`explorer.bench.view.results_table` writes them as text).
 
     Parameters
     ----------
@@ -271,27 +272,16 @@ def results_rows(
                 "gbps": r.gbps if reads_kv else None,
                 "gpu_gbps": r.gpu_gbps if reads_kv else None,
                 **unique,
-                "pct_of_copy_bw": (100 * best_gbps / copy_gbps) if copy_gbps and best_gbps is not None else None,
+                "pct_of_copy_bw": pct_of_copy(best_gbps, copy_gbps),
                 "max_abs_err": r.max_abs_err,
                 "max_rel_err": r.max_rel_err,
                 "max_tol_ratio": r.max_tol_ratio,
                 "atol": r.atol,
-                "correct": "yes" if r.passed else "NO",
+                "correct": correct_text(r.passed),
                 "samples": len(r.samples_ms),
             }
         )
     return rows
-
-
-def results_csv(run: int, label: str, rows: list[dict], quantization_error: float | None = None) -> str:
-    """The Decode benchmark's CSV download: a line per implementation (``rows``, as
-    :func:`results_rows` makes them) after the run's number and configuration, and,
-    for an fp8 cache, its quantization error (the error chart's dashed line) as the
-    column ``fp8_quantization_error``."""
-    import pandas as pd
-
-    extra = {} if quantization_error is None else {"fp8_quantization_error": quantization_error}
-    return pd.DataFrame([{"run": run, "config": label, **row, **extra} for row in rows]).to_csv(index=False)
 
 
 def quantization_caption(quantization, config: DecodeConfig) -> str:

@@ -21,6 +21,8 @@ from explorer.bench import readouts
 from explorer.bench.readouts import BASELINE
 from explorer.formatting import count, duration_number, format_duration, format_gbps, format_number, format_speedup
 from paged_attention import DecodeConfig
+from paged_attention.result_files import results_csv as schema_csv
+from paged_attention.results import result_row, utc_stamp
 from paged_attention.samples import FASTER, INDISTINGUISHABLE, SLOWER
 
 #: Runs a session keeps for its "Compare runs" section.
@@ -91,6 +93,8 @@ class RunEntry:
     quantization: object | None = None
     #: Seconds of timed rounds the run could add past ``iters`` (None: exactly ``iters``).
     budget_s: float | None = None
+    #: When it ended, ISO 8601 UTC.
+    measured_at: str = ""
 
     @property
     def reads_kv(self) -> bool:
@@ -118,7 +122,7 @@ def next_entry(history: Sequence[RunEntry], config: DecodeConfig, warmup: int, i
                   else f"warm-up {before.warmup:,}→{warmup:,}")
     return RunEntry(run=before.run + 1 if before else 1, change=change, label=readouts.config_summary(config),
                     config=config, warmup=warmup, iters=iters, results=results, copy_gbps=copy_gbps,
-                    quantization=quantization, budget_s=budget_s)
+                    quantization=quantization, budget_s=budget_s, measured_at=utc_stamp())
 
 
 def kept(history: Sequence[RunEntry], entry: RunEntry, most: int = MAX_HISTORY) -> list[RunEntry]:
@@ -137,6 +141,30 @@ def history_rows(history: Sequence[RunEntry], unit: str) -> list[dict]:
     return [{"run": h.run, "change": h.change, "all correct": "yes" if all(r.passed for r in h.results) else "NO",
              **{r.label: duration_number(r.median_ms, unit) for r in h.results}, "configuration": h.label}
             for h in history]
+
+
+def results_csv(entry: RunEntry) -> str:
+    """The Decode benchmark's CSV download of one run: a row per implementation
+    in the one result schema (:func:`paged_attention.results.result_row`, ``iters``
+    the timed calls it got), after the run's number and configuration label; then
+    the page's own columns: the speedup over Naive PyTorch and its verdict
+    (:func:`~explorer.bench.readouts.rank`; empty when every context is empty),
+    the host overhead, error / tolerance, and for an fp8 cache its quantization
+    error (the error chart's dashed line)."""
+    ranks = readouts.rank(entry.results)
+    rows = []
+    for r, ranked in zip(entry.results, ranks):
+        meaningful = entry.reads_kv and ranked.verdict is not None
+        rows.append({
+            "run": entry.run, "config": entry.label,
+            **result_row(r, entry.config, copy_gbps=entry.copy_gbps, warmup=entry.warmup, iters=len(r.samples_ms),
+                         measured_at=entry.measured_at),
+            "speedup_vs_naive": ranked.speedup if meaningful else None,
+            "vs_naive": ranked.verdict if meaningful else None,
+            "host_overhead_ms": readouts.host_overhead_ms(r), "max_tol_ratio": r.max_tol_ratio,
+            **({} if entry.quantization_error is None else {"fp8_quantization_error": entry.quantization_error}),
+        })
+    return schema_csv(rows, leading=("run", "config"))
 
 
 RunKey = tuple
