@@ -7,7 +7,8 @@ from explorer.bench import figures as bench_figures
 from explorer.bench import readouts, view
 from explorer.bench.accuracy_figures import accuracy_figure
 from paged_attention import IMPLEMENTATIONS, LABELS
-from ui import benchmark as bench_ui
+from ui import benchmark_view as bench_view
+from ui.benchmark import timing_budget
 from ui.charts import show_chart
 from ui.recorded import BENCH_KINDS, recorded_durations, show_recorded, show_recorded_pointer
 from ui.sidebar import current, show_config_error
@@ -53,7 +54,7 @@ run = controls[1].button(
     disabled=plan.refusal is not None, width="stretch",
 )
 controls[2].caption(f"{readouts.config_summary(config)} · "
-                    f"{view.timing_text(plan.warmup, plan.iters, bench_ui.timing_budget(config.device))}")
+                    f"{view.timing_text(plan.warmup, plan.iters, timing_budget(config.device))}")
 shared = readouts.shared_kv(config)
 if shared is not None:
     kv = st.columns(3, gap="xsmall")
@@ -73,18 +74,18 @@ if plan.refusal:
     st.warning(plan.refusal, icon=":material/block:")
 for note in plan.notes:
     st.info(f"Capped: {note} (the interpreter needs about a second per Triton call).", icon=":material/speed:")
-stopped = st.session_state.get(bench_ui.PARTIAL)
+stopped = st.session_state.get(bench_view.PARTIAL)
 if stopped is not None and not run:
     # Streamlit stops a running script when the page is left or a widget changes:
     # say so, rather than let the run vanish. What it measured is kept for a rerun.
-    st.warning(view.stopped_note(stopped, bench_ui.run_key(config, names, plan.warmup, plan.iters)),
+    st.warning(view.stopped_note(stopped, bench_view.run_key(config, names, plan.warmup, plan.iters)),
                icon=":material/pause_circle:")
 
 if run:
-    bench_ui.run_in_status(config, names, plan.warmup, plan.iters)
+    bench_view.run_in_status(config, names, plan.warmup, plan.iters)
 
-last = st.session_state.get(bench_ui.LAST)
-history = st.session_state.get(bench_ui.HISTORY, [])
+last = st.session_state.get(bench_view.LAST)
+history = st.session_state.get(bench_view.HISTORY, [])
 #: The page's one unit of time, for its cards, charts and tables alike, chosen
 #: from every time it shows (the live runs' and the recorded ones').
 unit = formatting.duration_unit(view.history_durations(history) + recorded_durations())
@@ -108,7 +109,7 @@ if not reads_kv:
         "meaningful (they are left out). Give some sequence a context to measure decode.",
         icon=":material/block:",
     )
-bench_ui.show_cards(view.cards(results, unit, reads_kv=reads_kv))
+bench_view.show_cards(view.cards(results, unit, reads_kv=reads_kv))
 
 a, b = st.columns(2, gap="medium")
 show_chart(bench_figures.latency_figure(results, unit=unit), key="bench_latency", parent=a, width="stretch")
@@ -142,7 +143,7 @@ if copy_gbps and reads_kv:
 
 st.subheader("Results")
 rows = readouts.results_rows(results, copy_gbps, reads_kv=reads_kv)
-bench_ui.show_results_table(view.results_table(rows, unit, reads_kv=reads_kv), key="bench_table")
+bench_view.show_results_table(view.results_table(rows, unit, reads_kv=reads_kv), key="bench_table")
 st.download_button(
     "Download CSV", view.results_csv(last),
     file_name=f"decode_benchmark_run{last.run}.csv", mime="text/csv", icon=":material/download:", key="bench_csv",
@@ -152,7 +153,7 @@ st.subheader("Compare runs")
 if len(history) < 2:
     st.caption("Change one setting in the sidebar and run again: each run of this session is kept here.")
 show_chart(bench_figures.history_figure(history, unit), key="bench_history_chart", width="stretch")
-bench_ui.show_history_table(history, unit, key="bench_history_table")
-st.button("Clear history", icon=":material/delete:", key="bench_clear", on_click=bench_ui.clear_history)
+bench_view.show_history_table(history, unit, key="bench_history_table")
+st.button("Clear history", icon=":material/delete:", key="bench_clear", on_click=bench_view.clear_history)
 
 show_recorded(BENCH_KINDS, config, expanded=config.device == "cpu")
