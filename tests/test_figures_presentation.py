@@ -14,7 +14,7 @@ from test_figures_kernel import kernel_trace
 from test_figures_serving import SERVING
 
 from explorer import style
-from explorer.bench import figures as bench_figures
+from explorer.bench import accuracy_figures, figures as bench_figures
 from explorer.cache import figures as cache_figures
 from explorer.cache import walk_figures
 from explorer.kernel import figures as kernel_figures
@@ -224,7 +224,7 @@ def test_tolerance_label_stays_under_the_pass_marks(abs_errs):
 
     results = [_result(name, [1.0], abs_err=err, passed=err == err)
                for name, err in zip(("naive", "vectorized", "triton"), abs_errs)]
-    plain = bench_figures.accuracy_figure(results)
+    plain = accuracy_figures.accuracy_figure(results)
     for fig in (plain, for_presentation(plain)):
         room, need = _tolerance_room(fig)
         assert room >= need, (room, need)

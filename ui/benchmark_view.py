@@ -1,0 +1,121 @@
+"""The Decode benchmark page's runs on screen: a run in its status box, kept in
+the session's history, and the cards and tables of the last one, drawn from the
+view models of :mod:`explorer.bench.view` (the running itself is
+:mod:`ui.benchmark`'s)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from explorer.bench import view
+from explorer.formatting import count, format_duration
+from paged_attention import DecodeConfig
+from paged_attention.results import BenchResult
+from ui import benchmark as runner
+from ui.benchmark import BenchmarkOOM, BenchmarkRefused, timing_budget
+
+#: Session keys: the last run's entry, the session's runs, and the results of the
+#: run in progress, kept as each is measured (a second click on Run stops that
+#: run, and the run it starts reuses them).
+LAST, HISTORY, PARTIAL = "bench_last", "bench_history", "bench_partial"
+
+
+def run_key(config: DecodeConfig, names: list[str], warmup: int, iters: int) -> view.RunKey:
+    """What makes two runs the same run (:class:`explorer.bench.view.PartialRun`)."""
+    return (config, tuple(names), warmup, iters)
+
+
+def _failed(status, label: str, message: str, icon: str) -> None:
+    st.session_state.pop(PARTIAL, None)
+    status.update(label=label, state="error", expanded=True)
+    st.error(message, icon=icon)
+
+
+def run_in_status(config: DecodeConfig, names: list[str], warmup: int, iters: int) -> None:
+    """The Decode benchmark's Run button: time ``names`` in a status box that
+    follows each timed call and each result, then keep the run as the session's
+    last and in its history (:data:`LAST`, :data:`HISTORY`); a refusal or failure
+    is an error in the box, and keeps nothing."""
+    key = run_key(config, names, warmup, iters)
+    partial = st.session_state.get(PARTIAL)
+    if partial is None or partial.key != key:
+        partial = st.session_state[PARTIAL] = view.PartialRun(key)
+    with st.status("Running the benchmark…", expanded=True) as status:
+        bar = st.progress(0.0, text="preparing inputs")
+        how = "interleaved rounds" if config.device.startswith("cuda") else "one implementation after another"
+
+        def on_result(r: BenchResult, reused: bool) -> None:
+            note = " (measured by the run your click replaced)" if reused else ""
+            st.write(f"{'✓' if r.passed else '✗'} **{r.label}**: median {format_duration(r.median_ms)} over "
+                     f"{count(len(r.samples_ms), 'call')}{note}")
+
+        quantization = []  # filled for an fp8 cache
+        try:
+            results, copy_gbps = runner.run_benchmark_locked(
+                config, names, warmup=warmup, iters=iters,
+                on_progress=lambda done, total: bar.progress(done / total, text=f"{done:,} of {total:,} timed "
+                                                                                 f"calls ({how})"),
+                on_result=on_result,
+                on_wait=lambda: st.info("Queued: another session is running a benchmark on this machine; yours "
+                                        "starts when it ends.", icon=":material/hourglass_top:"),
+                on_own_wait=lambda: st.info("Your previous run is still finishing its timing rounds; this run takes "
+                                            "over when it ends and keeps what it measured.",
+                                            icon=":material/hourglass_top:"),
+                done=partial.results, on_quantization=quantization.append, budget_s=timing_budget(config.device),
+            )
+        # A run stopped by a second click raises Streamlit's StopException (not an
+        # Exception): its results stay in PARTIAL for the run that replaced it.
+        except BenchmarkRefused as exc:
+            return _failed(status, "Not run: not enough memory", str(exc), ":material/memory:")
+        except BenchmarkOOM as exc:
+            return _failed(status, "Out of GPU memory", str(exc), ":material/memory:")
+        except ValueError as exc:
+            return _failed(status, "Invalid configuration", str(exc), ":material/error:")
+        except Exception as exc:  # the app must keep working whatever a run does
+            return _failed(status, "The run failed", f"The run failed: {type(exc).__name__}: {exc}",
+                           ":material/error:")
+        st.session_state.pop(PARTIAL, None)
+        bar.progress(1.0, text="done")
+        status.update(label=f"Done: {count(len(results), 'implementation')}", state="complete", expanded=False)
+    history = st.session_state.get(HISTORY, [])
+    entry = view.next_entry(history, config, warmup, iters, results, copy_gbps,
+                            quantization[0] if quantization else None, timing_budget(config.device))
+    st.session_state[HISTORY] = view.kept(history, entry)
+    st.session_state[LAST] = entry
+
+
+def clear_history() -> None:
+    """Forget the session's runs (the Clear history button)."""
+    st.session_state.pop(HISTORY, None)
+    st.session_state.pop(LAST, None)
+
+
+def show_cards(cards: list[view.Card], parent=st) -> None:
+    """One ``st.metric`` per card, side by side."""
+    # Half the default gap: four cards at 1280 px (with a desktop browser's scrollbar)
+    # then hold the widest value three significant digits write, "888,000 µs" (the
+    # recorded GPU runs keep the page in µs while the interpreted Triton kernel takes
+    # 100+ ms); the default gap cut it to "888,000 …" (tests/test_browser_benchmark.py).
+    for col, card in zip(parent.columns(len(cards), gap="xsmall"), cards):
+        col.metric(card.label, card.value, card.delta, delta_color=card.color, delta_arrow=card.arrow, border=True,
+                   help=card.help)
+
+
+def show_results_table(table: view.ResultsTable, key: str) -> None:
+    """The results table: every cell is text in the one number format, headers
+    and tooltips from ``table.columns``."""
+    st.dataframe(
+        pd.DataFrame(table.rows, columns=[c.key for c in table.columns]), hide_index=True, width="stretch", key=key,
+        column_config={c.key: st.column_config.TextColumn(c.label, help=c.help,
+                                                          alignment="right" if c.numeric else "left")
+                       for c in table.columns},
+    )
+
+
+def show_history_table(history: list[view.RunEntry], unit: str, key: str) -> None:
+    """The "Compare runs" table: a row per run, each implementation's median in ``unit``."""
+    labels = {r.label for h in history for r in h.results}
+    st.dataframe(pd.DataFrame(view.history_rows(history, unit)), hide_index=True, width="stretch", key=key,
+                 column_config={label: st.column_config.TextColumn(f"{label} ({unit})", alignment="right")
+                                for label in labels})
