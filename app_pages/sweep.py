@@ -17,6 +17,7 @@ from ui.page_state import show_url_notes
 from ui.recorded import SWEEP_KINDS, show_recorded
 from ui.run_guard import QueueNote
 from ui.sidebar import current, show_config_error, sync_url, take_page_query
+from ui.tables import number_column, sig3_columns
 from ui.sweep import JOB, cancel_sweep, device_name, measure, run_next_point
 
 DEFAULT_BUDGET_S = 10.0
@@ -312,6 +313,9 @@ with charts:
             table = table.drop(columns="kv_dtype")
         else:  # named as the charts name them
             table = table.assign(kv_dtype=table["kv_dtype"].map(formatting.kv_dtype_label))
+        # Three significant figures, as the charts' labels and hovers write them (a
+        # NumberColumn's "%.4g" wrote 292.1 and 0.001122).
+        table = sig3_columns(table, ("median_ms", "gpu_time_ms", "gbps", "predicted_ms"), missing="")
         st.subheader("Points")
         st.dataframe(
             table,
@@ -326,13 +330,13 @@ with charts:
                 "cached": st.column_config.TextColumn(
                     "From cache", help="yes: timed by an earlier sweep on this server (any session) and reused; "
                                        "the caption above says when"),
-                "median_ms": st.column_config.NumberColumn("Median (ms)", format="%.4g", width=95),
-                "gpu_time_ms": st.column_config.NumberColumn("GPU time (ms)", format="%.4g"),
-                "gbps": st.column_config.NumberColumn("GB/s", format="%.4g", width=80),
+                "median_ms": number_column("Median (ms)", width=95),
+                "gpu_time_ms": number_column("GPU time (ms)"),
+                "gbps": number_column("GB/s", width=80),
                 "pct_of_copy_bw": st.column_config.NumberColumn("% of copy BW", format="%.0f%%"),
                 "max_abs_err": st.column_config.NumberColumn("Max abs err", format="%.2e", width=95),
                 "correct": st.column_config.TextColumn("Correct", width=65),
-                "predicted_ms": st.column_config.NumberColumn("Predicted (ms)", format="%.4g"),
+                "predicted_ms": number_column("Predicted (ms)"),
                 "note": "Note",
             },
         )

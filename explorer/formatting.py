@@ -193,12 +193,12 @@ def sig3(value: float | None) -> str:
     return f"{value:,.{decimals}f}"
 
 
-def sig3_column(values) -> list[str]:
+def sig3_column(values, missing: str = "n/a") -> list[str]:
     """:func:`sig3` of each of ``values`` (a pandas column, a list), for a table
     cell that must read as the card or chart label beside it (``382``, not
-    ``382.5``); missing values are ``"n/a"``. Show it right-aligned
+    ``382.5``); a missing value (None, NaN) is ``missing``. Show it right-aligned
     (``ui.tables.number_column``)."""
-    return [sig3(None if v is None or v != v else v) for v in values]
+    return [missing if v is None or v != v else sig3(v) for v in values]
 
 
 def format_percent(share: float | None) -> str:

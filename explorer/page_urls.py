@@ -27,7 +27,7 @@ from explorer.limits import (
     MAX_SIM_BATCH,
     MAX_STEPS,
 )
-from explorer.serving.simulator import LENGTH_KINDS
+from explorer.serving.traffic import LENGTH_KINDS
 from explorer.settings import BLOCK_SIZES, SIDEBAR_FIELDS
 from explorer.sweep.grid import AXES, SPACINGS
 from explorer.url_fields import UrlField, last_value, read_fields, write_fields

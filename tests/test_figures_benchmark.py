@@ -1,4 +1,4 @@
-"""Figures of benchmark results: latency, speedup, bandwidth, accuracy and the run history."""
+"""Figures of benchmark results: latency, speedup, host overhead, bandwidth, accuracy and the run history."""
 
 import math
 from types import SimpleNamespace
@@ -6,8 +6,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from explorer.formatting import format_duration, format_speedup
+
 from explorer import style
+from explorer.bench import accuracy_figures
 from explorer.bench import figures as bench_figures
+from explorer.bench.view import RunEntry, percent
 
 
 def _result(name, samples, gpu=None, abs_err=1e-4, rel_err=1e-3, passed=True):
@@ -38,11 +42,36 @@ def test_latency_figure():
     assert fig.layout.yaxis.type == "log" and "ms" in fig.layout.yaxis.title.text
 
 
+def _dots(fig):
+    return next(t for t in fig.data if t.name == "speedup")
+
+
 def test_speedup_figure():
     fig = bench_figures.speedup_figure(RESULTS)
-    assert list(fig.data[0].y) == pytest.approx([1.0, 10.0, 44.0])
-    assert fig.data[0].text[2] == "44.0×"
+    dots = _dots(fig)
+    assert list(dots.y) == pytest.approx([1.0, 10.0, 44.0])
+    assert dots.text[2] == format_speedup(44.0)
     assert "No naive" in bench_figures.speedup_figure(RESULTS[1:]).layout.annotations[0].text
+
+
+def test_speedup_of_overlapping_ranges_says_indistinguishable_not_a_speedup():
+    """Three noisy calls on a busy 2-core host ranked Optimized PyTorch "2.4× faster",
+    then "1.1× slower": where the p20-p80 ranges overlap the chart gives no speedup."""
+    results = [_result("naive", [10.0, 12.0, 14.0]), _result("vectorized", [9.0, 11.0, 13.0]),
+               _result("triton", [2.0, 2.1, 2.2])]
+    fig = bench_figures.speedup_figure(results)
+    dots = _dots(fig)
+    assert dots.y[1] == pytest.approx(12 / 11)
+    assert dots.text[1] == "indistinguishable" and "faster" not in dots.customdata[1]
+    assert dots.customdata[1].startswith("indistinguishable from Naive PyTorch")
+    assert dots.marker.symbol[1] != dots.marker.symbol[2]  # an open dot, not a filled one
+    assert dots.text[2] == format_speedup(12 / 2.1) and dots.customdata[2].endswith(
+        f"faster than Naive PyTorch<br>p20-p80 range: {format_speedup(10 / 2.2)} to {format_speedup(14 / 2.0)}")
+    # each range bar: the baseline's p20 over this p80 to its p80 over this p20, across 1x when indistinguishable
+    bars = next(t for t in fig.data if t.name == "p20-p80 range")
+    assert list(bars.y[3:5]) == pytest.approx([10 / 13, 14 / 9]) and bars.y[3] < 1 < bars.y[4]
+    assert list(bars.y[6:8]) == pytest.approx([10 / 2.2, 14 / 2.0]) and 1 < bars.y[6]
+    assert fig.data.index(bars) < fig.data.index(dots)  # drawn under the dots
 
 
 def test_bandwidth_figure_with_copy_bandwidth():
@@ -54,24 +83,40 @@ def test_bandwidth_figure_with_copy_bandwidth():
 
 
 def test_accuracy_figure_is_finite_and_marks_failures():
-    fig = bench_figures.accuracy_figure(RESULTS)
+    fig = accuracy_figures.accuracy_figure(RESULTS)
     abs_bar, rel_bar = fig.data
     assert all(math.isfinite(v) and v > 0 for v in abs_bar.y)
     finite = [r.max_abs_err for r in RESULTS if math.isfinite(r.max_abs_err) and r.max_abs_err > 0]
     assert abs_bar.y[1] == pytest.approx(min(finite + [RESULTS[0].atol]) / 10)  # a decade under the rest
     assert abs_bar.customdata[1] == "0 (exact)" and abs_bar.text[1] == "0 (exact)"
     assert abs_bar.customdata[2] == "NaN/inf"
-    texts = [a.text for a in fig.layout.annotations if "pass" in a.text or "FAIL" in a.text]
-    assert texts == ["✓ pass", "✓ pass", "✗ FAIL"]
+    texts = [a.text for a in fig.layout.annotations if a.yref == "y domain"]
+    assert texts == [accuracy_figures.PASS_MARK, accuracy_figures.PASS_MARK, accuracy_figures.FAIL_MARK]
     assert any(s.y0 == 2e-3 for s in fig.layout.shapes)
     assert fig.layout.yaxis.type == "log"
 
 
+def _entry(run, label, results, change=""):
+    return RunEntry(run=run, change=change, label=label, config=None, warmup=0, iters=3, results=results,
+                    copy_gbps=None)
+
+
+def test_overhead_figure_splits_each_call_into_gpu_time_and_host_overhead():
+    fig = bench_figures.overhead_figure(RESULTS, unit="ms")
+    gpu, host = fig.data
+    assert (gpu.name, host.name) == ("GPU time", "host overhead") and fig.layout.barmode == "stack"
+    # Naive PyTorch has no GPU time: no bars, said so; Optimized: 0.5 of a 1.1 ms call on the GPU
+    assert gpu.y[0] is None and host.y[0] is None
+    assert gpu.y[1] == pytest.approx(100 * 0.5 / 1.1) and host.y[1] == pytest.approx(100 * 0.6 / 1.1)
+    assert gpu.y[2] + host.y[2] == pytest.approx(100)
+    assert (gpu.text[1], host.text[1]) == (format_duration(0.5, "ms"), format_duration(0.6, "ms"))
+    marks = [a.text for a in fig.layout.annotations if a.x in [r.label for r in RESULTS]]
+    assert marks == ["no GPU<br>time", f"<b>{percent(0.6 / 1.1)}</b>", f"<b>{percent(0.2 / 0.25)}</b>"]
+    assert fig.layout.yaxis.type != "log"
+
+
 def test_history_figure_groups_runs():
-    history = [
-        {"run": 1, "label": "B=1", "results": RESULTS},
-        {"run": 2, "label": "B=2", "results": RESULTS[1:]},
-    ]
+    history = [_entry(1, "B=1", RESULTS), _entry(2, "B=2", RESULTS[1:])]
     fig = bench_figures.history_figure(history)
     assert [t.name for t in fig.data] == ["Naive PyTorch", "Optimized PyTorch", "Triton"]
     assert list(fig.data[0].x) == ["#1", "#2"] and fig.data[0].y[1] is None
@@ -87,7 +132,7 @@ def test_accuracy_plots_the_tolerance_ratio_not_the_relative_error():
     results = [_accuracy_result("naive", "Naive", 2e-4, 9.1, 0.21),
                _accuracy_result("triton", "Triton", 3e-4, 8.7, 0.3),
                _accuracy_result("vectorized", "Optimized", 0.0, 0.0, 0.0)]
-    fig = bench_figures.accuracy_figure(results)
+    fig = accuracy_figures.accuracy_figure(results)
     abs_bar, ratio_bar = fig.data
     # Not the relative errors 9.1 and 8.7; the exact result a decade under the smallest bar or line.
     assert ratio_bar.y[:2] == (0.21, 0.3) and ratio_bar.y[2] == pytest.approx(0.021)
@@ -104,7 +149,7 @@ def test_accuracy_plots_the_tolerance_ratio_not_the_relative_error():
 def test_accuracy_without_a_tolerance_ratio_bounds_it_by_atol():
     result = SimpleNamespace(name="triton", label="Triton", max_abs_err=5e-4, max_rel_err=3.0, atol=1e-3,
                              rtol=1e-3, passed=True)
-    assert bench_figures.accuracy_figure([result]).data[1].y[0] == pytest.approx(0.5)
+    assert accuracy_figures.accuracy_figure([result]).data[1].y[0] == pytest.approx(0.5)
 
 
 def test_latency_labels_use_the_axis_unit():
@@ -121,7 +166,7 @@ def test_accuracy_of_an_all_exact_run_spans_a_few_decades():
     """An all-empty batch is exact everywhere: the panels must not stretch from 1e-12
     to 1 with a label per decade."""
     results = [_accuracy_result("naive", "Naive", 0.0, 0.0, 0.0), _accuracy_result("triton", "Triton", 0.0, 0.0, 0.0)]
-    fig = bench_figures.accuracy_figure(results)
+    fig = accuracy_figures.accuracy_figure(results)
     for axis in (fig.layout.yaxis, fig.layout.yaxis2):
         lo, hi = axis.range
         assert hi - lo <= 4
@@ -143,8 +188,9 @@ def _benchmark_figures(results):
         "latency": bench_figures.latency_figure(results),
         "speedup": bench_figures.speedup_figure(results),
         "bandwidth": bench_figures.bandwidth_figure(results, copy_gbps=4000.0),
-        "accuracy": bench_figures.accuracy_figure(results),
-        "history": bench_figures.history_figure([{"run": 1, "label": "B=2", "results": results}]),
+        "accuracy": accuracy_figures.accuracy_figure(results),
+        "overhead": bench_figures.overhead_figure(results),
+        "history": bench_figures.history_figure([_entry(1, "B=2", results)]),
     }
 
 
@@ -153,7 +199,7 @@ def _axis(fig, trace, letter="y"):
     return fig.layout[ref.replace(letter, f"{letter}axis", 1)]
 
 
-@pytest.mark.parametrize("name", ["latency", "speedup", "bandwidth", "accuracy", "history"])
+@pytest.mark.parametrize("name", ["latency", "speedup", "overhead", "bandwidth", "accuracy", "history"])
 def test_no_bars_on_a_log_axis(name):
     """A bar on a log axis starts at an arbitrary floor: its length means nothing,
     and an exact zero drew as a bar as tall as the rest."""
@@ -164,7 +210,7 @@ def test_no_bars_on_a_log_axis(name):
 
 
 def test_exact_zero_error_sits_on_the_axis_floor_labelled():
-    fig = bench_figures.accuracy_figure(FOUR)
+    fig = accuracy_figures.accuracy_figure(FOUR)
     for trace in fig.data:
         axis = _axis(fig, trace)
         assert trace.type == "scatter" and "markers" in trace.mode
@@ -178,16 +224,16 @@ def test_exact_zero_error_sits_on_the_axis_floor_labelled():
 
 def test_speedup_on_a_log_axis_is_a_dot_on_a_stem_from_parity():
     fig = bench_figures.speedup_figure(FOUR)
-    dots = fig.data[0]
+    dots = _dots(fig)
     assert fig.layout.yaxis.type == "log" and dots.type == "scatter"
     speed = np.array(dots.y, dtype=float)
     # Stems run from each dot to the 1x line, down from a speedup and up from a slowdown.
     assert np.allclose(speed - np.array(dots.error_y.arrayminus), np.where(speed > 1, 1, speed))
     assert np.allclose(speed + np.array(dots.error_y.array), np.where(speed < 1, 1, speed))
-    assert dots.customdata[2].endswith("faster than Naive PyTorch")
+    assert dots.customdata[2].split("<br>")[0].endswith("faster than Naive PyTorch")
 
 
-@pytest.mark.parametrize("name", ["latency", "speedup", "bandwidth", "accuracy"])
+@pytest.mark.parametrize("name", ["latency", "speedup", "overhead", "bandwidth", "accuracy"])
 def test_four_implementation_labels_stay_horizontal_and_whole(name):
     """Rotated labels of four implementations ran off a half-page chart at 1280 px
     (about 360 px of plot, 90 px a category, 13 px text at ~6.5 px a character)."""
@@ -219,17 +265,17 @@ def test_durations_in_figures_follow_the_one_rule():
 
 def test_accuracy_shows_the_fp8_quantization_error_as_a_labelled_line_without_pass_fail():
     results = [_result("naive", [1.0], abs_err=1e-4), _result("triton", [0.1], abs_err=2e-4)]
-    plain = bench_figures.accuracy_figure(results)
+    plain = accuracy_figures.accuracy_figure(results)
     assert len(plain.data) == 2  # a 16-bit cache: as before
-    fig = bench_figures.accuracy_figure(results, quantization_error=0.03)
+    fig = accuracy_figures.accuracy_figure(results, quantization_error=0.03)
     assert len(fig.data) == 3
     line = fig.data[2]
     assert line.name == "fp8 quantization error (vs unquantized cache)" and line.yaxis == "y2"
     assert list(line.y) == [0.03, 0.03] and list(line.x) == ["Naive PyTorch", "Triton"]
     assert "fp8 quantization error: 0.03<br>(vs unquantized cache)" in [a.text for a in fig.layout.annotations]
     assert fig.layout.yaxis2.range[1] > math.log10(0.03)  # on the axis
-    marks = [a.text for a in fig.layout.annotations if "pass" in a.text or "FAIL" in a.text]
-    assert marks == ["✓ pass", "✓ pass"]  # pass/fail is the kernels' only
+    marks = [a.text for a in fig.layout.annotations if a.yref == "y domain"]
+    assert marks == [accuracy_figures.PASS_MARK] * 2  # pass/fail is the kernels' only
 
 
 def _four_results():
@@ -245,7 +291,7 @@ def test_error_chart_at_presentation_size_keeps_its_labels_apart():
     from explorer import style
 
     with style.presentation():
-        fig = bench_figures.accuracy_figure(_four_results(), quantization_error=0.022)
+        fig = accuracy_figures.accuracy_figure(_four_results(), quantization_error=0.022)
     label = next(a for a in fig.layout.annotations if (a.text or "").startswith("fp8 quantization error"))
     assert label.xref == "x2 domain" and label.x == 1 and label.xanchor == "right"  # inside, from the right
     longest = max(len(line) for line in label.text.split("<br>"))
@@ -255,9 +301,10 @@ def test_error_chart_at_presentation_size_keeps_its_labels_apart():
         assert longest * 0.5 * label.font.size <= style.plot_width_px(style.HALF_PLOT_WIDTH_PX), label.text
     assert fig.layout.title.font.size >= 16 * 1.3  # grows like the other charts' titles
     marks = [a.text for a in fig.layout.annotations if a.yref == "y domain"]
-    assert marks == ["✓"] * 4
-    few = bench_figures.accuracy_figure(RESULTS[:2])
-    assert [a.text for a in few.layout.annotations if a.yref == "y domain"] == ["✓ pass", "✓ pass"]
+    assert marks == [accuracy_figures.PASS_MARK] * 4
+    # the same marks with two implementations as with four (review: "✓ pass" with three, "✓" with four)
+    few = accuracy_figures.accuracy_figure(RESULTS[:2])
+    assert [a.text for a in few.layout.annotations if a.yref == "y domain"] == [accuracy_figures.PASS_MARK] * 2
 
 
 @pytest.mark.parametrize("make", [bench_figures.latency_figure, bench_figures.bandwidth_figure, bench_figures.speedup_figure])

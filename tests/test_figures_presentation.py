@@ -19,7 +19,7 @@ from test_figures_kernel import kernel_trace
 from test_figures_serving import SERVING
 
 from explorer import style
-from explorer.bench import figures as bench_figures
+from explorer.bench import accuracy_figures
 from explorer.bench import recorded_figures
 from explorer.bench.recorded import RECORDED_DIR, load_recorded_set, recorded_rows
 from explorer.cache import figures as cache_figures
@@ -113,7 +113,7 @@ def text_sizes(fig: go.Figure) -> list[tuple[str, float]]:
     size: the element's own, else its template's default, else the layout's font
     (Plotly's 12 px when unset). Heatmap text without a size is sized by Plotly
     to its cells (0 here: unknown); text in bars shrinks to its bar down to
-    ``uniformtext.minsize`` when hidden below it, else without a floor (0)."""
+    ``uniformtext.minsize`` (hidden or shown at it below), else without a floor (0)."""
     spec = fig.to_plotly_json()
     layout = spec["layout"]
     tpl, tpl_data = _get(layout, "template", "layout", default={}), _get(layout, "template", "data", default={})
@@ -151,7 +151,7 @@ def text_sizes(fig: go.Figure) -> list[tuple[str, float]]:
         if kind == "heatmap" and t.get("texttemplate"):
             out.append((f"trace {i} heatmap text", own or 0))
         if kind == "bar" and t.get("text") is not None:
-            floor = uniform.get("minsize") if uniform.get("mode") == "hide" else 0
+            floor = uniform.get("minsize") if uniform.get("mode") in ("hide", "show") else 0
             out.append((f"trace {i} bar text", min(own or base, floor or 0)))
         if kind == "scatter" and "text" in (t.get("mode") or "") and t.get("text") is not None:
             out.append((f"trace {i} marker text", own or base))
@@ -346,6 +346,6 @@ def test_tolerance_label_stays_under_the_pass_marks(abs_errs):
                for name, err in zip(("naive", "vectorized", "triton"), abs_errs)]
     for scale in (1, style.PRESENTATION_SCALE):
         with style.presentation(scale):
-            fig = bench_figures.accuracy_figure(results)
+            fig = accuracy_figures.accuracy_figure(results)
         room, need = _tolerance_room(fig)
         assert room >= need, (room, need)

@@ -25,7 +25,7 @@ def test_config_summary():
 def _result(name, median, gpu=None, passed=True):
     return SimpleNamespace(
         name=name, label=name.title(), samples_ms=[median] * 3, median_ms=median, p20_ms=median, p80_ms=median,
-        gpu_time_ms=gpu, gbps=10.0, gpu_gbps=None if gpu is None else 20.0, max_abs_err=1e-4, max_rel_err=1e-3, max_tol_ratio=0.05,
+        gpu_time_ms=gpu, host_ms=None, gbps=10.0, gpu_gbps=None if gpu is None else 20.0, max_abs_err=1e-4, max_rel_err=1e-3, max_tol_ratio=0.05,
         atol=2e-3, rtol=2e-3, passed=passed, device="cpu", bytes_moved=1000,
     )
 
@@ -33,6 +33,8 @@ def _result(name, median, gpu=None, passed=True):
 def test_results_rows():
     rows = readouts.results_rows([_result("naive", 10.0), _result("triton", 2.0, gpu=1.0, passed=False)], copy_gbps=40.0)
     assert [r["speedup_vs_naive"] for r in rows] == [1.0, 5.0]
+    assert [r["vs_naive"] for r in rows] == ["baseline", "faster"]  # readouts.rank's verdict, in the CSV too
+    assert [r["host_overhead_ms"] for r in rows] == [None, 1.0]  # call latency − GPU time, where there is one
     assert rows[1]["pct_of_copy_bw"] == pytest.approx(50.0)  # GPU-time bandwidth where measured
     assert [r["correct"] for r in rows] == ["yes", "NO"]
 
@@ -100,15 +102,6 @@ def test_format_times():
 
     assert [format_times(v) for v in (419.7, 1.5, 0.5, 12345, 999_999, 2.5e7)] == [
         "420×", "1.5×", "0.5×", "12,300×", "1,000,000×", "2.5e+07×"]
-
-
-def test_results_csv_carries_the_quantization_error():
-    rows = readouts.results_rows([_result("naive", 10.0)], copy_gbps=40.0)
-    plain = readouts.results_csv(1, "cfg", rows)
-    assert "fp8_quantization_error" not in plain.splitlines()[0]
-    header, line = readouts.results_csv(1, "cfg", rows, 0.022).splitlines()
-    assert header.endswith(",fp8_quantization_error") and line.endswith(",0.022")
-
 
 
 def _shared(name, median, gpu=None):

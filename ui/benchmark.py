@@ -1,5 +1,6 @@
 """Running the decode benchmark from the app: one run at a time, inputs cached,
-failures turned into messages.
+failures turned into messages (the Decode benchmark page draws its runs with
+:mod:`ui.benchmark_view`).
 
 * One process-wide lock (``st.cache_resource``) serialises runs across sessions:
   two benchmarks on one GPU would time each other. It remembers the session that
@@ -185,6 +186,19 @@ def check_fits(config: DecodeConfig) -> None:
     )
 
 
+#: Seconds of timed rounds a run of the Decode benchmark may take past its fewest
+#: (the sidebar's timed calls) while a median still moves
+#: (:func:`paged_attention.timing.time_interleaved`'s ``budget_s``), by device
+#: kind; on the CPU the implementations share it. Three calls on a busy laptop
+#: ranked two implementations one way, then the other (issue 23).
+TIMING_BUDGET_S = {"cpu": 4.0, "cuda": 2.0}
+
+
+def timing_budget(device: str) -> float:
+    """:data:`TIMING_BUDGET_S` of ``device`` (``"cpu"``, ``"cuda:0"``, ...)."""
+    return TIMING_BUDGET_S["cuda" if device.startswith("cuda") else "cpu"]
+
+
 #: torch's intra-op threads while the app times on the CPU. The browser shares the
 #: cores, and torch's threads waiting for each other at every op made small points
 #: many times slower (measured in docs/performance.md, "CPU timing threads").
@@ -264,6 +278,7 @@ def run_benchmark_locked(
     on_own_wait: Callable[[], None] | None = None,
     done: list[BenchResult] | None = None,
     on_quantization: Callable[[QuantizationError], None] | None = None,
+    budget_s: float | None = None,
 ) -> tuple[list[BenchResult], float | None]:
     """Time ``names`` against each other on one set of inputs for ``config``
     (interleaved rounds on a GPU: :func:`paged_attention.bench.benchmark_implementations`),
@@ -276,7 +291,9 @@ def run_benchmark_locked(
     ``on_result`` (which may stop a script run) is called for each result, with
     whether it was reused. ``on_progress(done, total)`` follows the timed calls.
     For an fp8 cache, ``on_quantization`` gets the quantization error of the
-    inputs (:meth:`InputsSlot.quantization_error`) after the timing.
+    inputs (:meth:`InputsSlot.quantization_error`) after the timing. With
+    ``budget_s``, ``iters`` is the fewest timed rounds and more run, for up to
+    that many seconds, until every median holds still.
 
     Returns
     -------
@@ -301,7 +318,8 @@ def run_benchmark_locked(
         todo = [n for n in names if n not in reused]
         if todo:
             done.extend(benchmark_implementations(
-                todo, inputs, warmup=warmup, iters=iters, reference=reference, on_progress=on_progress
+                todo, inputs, warmup=warmup, iters=iters, reference=reference, on_progress=on_progress,
+                budget_s=budget_s,
             ))
         results = [next(r for r in done if r.name == name) for name in names]
         for r in results:

@@ -18,6 +18,7 @@ def number_column(label: str, **kwargs) -> st.column_config.TextColumn:
     return st.column_config.TextColumn(label, alignment="right", **kwargs)
 
 
-def sig3_columns(table: pd.DataFrame, columns) -> pd.DataFrame:
-    """``table`` with each of ``columns`` that it has as :func:`sig3_column` text."""
-    return table.assign(**{c: sig3_column(table[c]) for c in columns if c in table})
+def sig3_columns(table: pd.DataFrame, columns, missing: str = "n/a") -> pd.DataFrame:
+    """``table`` with each of ``columns`` that it has as :func:`sig3_column` text
+    (``missing`` where a value is missing)."""
+    return table.assign(**{c: sig3_column(table[c], missing) for c in columns if c in table})

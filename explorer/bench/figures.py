@@ -1,36 +1,35 @@
 """Figures of benchmark results (lists of :class:`~paged_attention.results.BenchResult`):
-latency, speedup, bandwidth, accuracy against tolerance, and the run history.
+latency, speedup, host overhead, bandwidth, and the run history (the error chart
+is :mod:`explorer.bench.accuracy_figures`).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from typing import Sequence
 
-import numpy as np
 import plotly.graph_objects as go
 
+from explorer.bench.readouts import host_overhead_ms, rank
+from explorer.bench.view import percent, rank_words
 from explorer.formatting import (
     MS_D3,
     format_bytes,
     format_duration,
+    format_gbps,
     format_speedup,
     in_unit,
 )
 from explorer.style import (
-    ERROR_FLOOR,
-    FAIL_COLOR,
-    PASS_COLOR,
     apply_style,
     font_px,
     impl_color,
     log_axis_range,
-    plot_area_height,
-    scaled,
     set_category_ticks,
     with_alpha,
 )
 from paged_attention.results import shares_kv
+from paged_attention.samples import INDISTINGUISHABLE
 
 
 def latency_figure(results: Sequence, *, log_y: bool = True, unit: str = "ms") -> go.Figure:
@@ -99,19 +98,87 @@ def latency_figure(results: Sequence, *, log_y: bool = True, unit: str = "ms") -
     return fig
 
 
-def speedup_figure(results: Sequence, baseline: str = "naive") -> go.Figure:
-    """Speedup of each implementation's median call latency over ``baseline``'s.
+def overhead_figure(results: Sequence, unit: str = "ms") -> go.Figure:
+    """Where each call's time goes: the GPU's work and the host overhead (median
+    call latency − GPU time, :func:`explorer.bench.readouts.host_overhead_ms`), as
+    shares of the median call latency, each labelled with its time, and the host's
+    share over each bar: what launch overhead costs, and what a CUDA graph's replay
+    leaves out.
 
-    A dot per implementation on a stem from the 1× line (parity): the axis turns
-    logarithmic when the speedups span more than 30×, where a bar from the
-    bottom of the axis would have a length that means nothing, and a stem from
-    1× still reads as "how many times faster or slower".
+    An implementation without a GPU time (one that synchronises with the host, or
+    any on the CPU) has no bars, and says so in their place.
+
+    Parameters
+    ----------
+    results : sequence of BenchResult
+    unit : str
+        The unit of the labels (as :func:`latency_figure`'s).
 
     Returns
     -------
     go.Figure
-        One scatter trace ``"speedup"`` (``y`` = speedup, ``text`` its label,
-        ``error_y`` the stems to 1×); empty (with a note) when the baseline did
+        Trace 0 "GPU time", trace 1 "host overhead": stacked bars, ``y`` in % of
+        the median call latency (None without a GPU time), ``text`` the time.
+    """
+    labels = [r.label for r in results]
+    colors = [impl_color(r.name) for r in results]
+    host = [host_overhead_ms(r) for r in results]
+    gpu = [None if h is None else r.median_ms - h for r, h in zip(results, host)]
+
+    def share(part: float | None, r) -> float | None:
+        return None if part is None or r.median_ms <= 0 else 100 * part / r.median_ms
+
+    fig = go.Figure()
+    for name, parts, marker in (
+        ("GPU time", gpu, dict(color=colors)),
+        ("host overhead", host, dict(color=[with_alpha(c, 0.3) for c in colors], line=dict(color=colors, width=1.5),
+                                     pattern=dict(shape="/", fgcolor=colors))),
+    ):
+        fig.add_trace(go.Bar(
+            x=labels, y=[share(v, r) for v, r in zip(parts, results)], name=name, marker=marker,
+            text=[format_duration(v, unit) if v is not None else "" for v in parts], textposition="inside",
+            insidetextanchor="middle", textangle=0, customdata=[percent(None if v is None else v / r.median_ms)
+                                                   for v, r in zip(parts, results)],
+            hovertemplate=f"%{{x}}<br>{name} %{{text}}: %{{customdata}} of the call<extra></extra>",
+        ))
+    for label, r, h in zip(labels, results, host):
+        fig.add_annotation(x=label, y=100 if h is not None else 50, yshift=12 if h is not None else 0,
+                           showarrow=False, font=dict(size=font_px("label")),
+                           text=f"<b>{percent(h / r.median_ms)}</b>" if h is not None and r.median_ms > 0
+                           else "no GPU<br>time")
+    apply_style(fig, "Where a call's time goes",
+                "solid: GPU time (CUDA graph); hatched: host overhead, its share on top", height=360)
+    # Labels too small to read are left out rather than shrunk (the hover has them).
+    fig.update_layout(barmode="stack", bargap=0.35, showlegend=False, uniformtext=dict(minsize=font_px("cell"), mode="hide"))
+    fig.update_yaxes(title="% of call latency", range=[0, 112], tickvals=[0, 25, 50, 75, 100])
+    fig.update_xaxes(showgrid=False)
+    set_category_ticks(fig, labels)
+    return fig
+
+
+#: Colour of the stems from the 1× line and of the p20-p80 range bars on the speedup chart.
+_STEM_COLOR, _RANGE_COLOR = "#CBD5E1", "rgba(100, 116, 139, 0.35)"
+
+
+def speedup_figure(results: Sequence, baseline: str = "naive") -> go.Figure:
+    """Speedup of each implementation's median call latency over ``baseline``'s,
+    and whether it is one (:func:`explorer.bench.readouts.rank`).
+
+    A dot per implementation on a stem from the 1× line (parity), and behind it
+    a bar over the speedup's range from the two p20-p80 ranges: where the bar
+    crosses 1× the ranges overlap and the dot is open, labelled
+    "indistinguishable" instead of a speedup. The axis turns logarithmic when
+    the speedups span more than 30×, where a bar from the bottom of the axis
+    would have a length that means nothing, and a stem from 1× still reads as
+    "how many times faster or slower".
+
+    Returns
+    -------
+    go.Figure
+        Trace 0: ``"p20-p80 range"`` (a line segment per implementation,
+        ``None`` between); trace 1: ``"speedup"`` (``y`` = speedup, ``text`` its
+        label or "indistinguishable", ``customdata`` the hover's words,
+        ``error_y`` the stems to 1×). Empty (with a note) when the baseline did
         not run.
     """
     base = next((r for r in results if r.name == baseline), None)
@@ -119,47 +186,63 @@ def speedup_figure(results: Sequence, baseline: str = "naive") -> go.Figure:
     if base is None:
         fig.add_annotation(text=f"No {baseline} result to compare against.", showarrow=False)
         return apply_style(fig, "Speedup", height=360)
-    speed = [base.median_ms / r.median_ms if r.median_ms > 0 else float("nan") for r in results]
+    ranks = rank(results, baseline)
+    nan = float("nan")
+    speed = [nan if k.speedup is None else k.speedup for k in ranks]
+    same = [k.verdict == INDISTINGUISHABLE for k in ranks]
 
-    def hover(s: float) -> str:
-        if not math.isfinite(s) or s <= 0:
+    def hover(k) -> str:
+        if k.speedup is None:
             return "no speedup (no time measured)"
-        if s >= 1:
-            return f"{format_speedup(s)} faster than {base.label}"
-        return f"{format_speedup(1 / s)} slower than {base.label}"
+        words = rank_words(k.verdict, k.speedup, base.label) if k.name != baseline else "the baseline"
+        return f"{words}<br>p20-p80 range: {format_speedup(k.low)} to {format_speedup(k.high)}"
 
     finite = [s for s in speed if math.isfinite(s) and s > 0]
+    spans = [v for k in ranks if k.speedup is not None for v in (k.low, k.high) if v > 0]
+    labels = [r.label for r in results]
+    # The range bars first, so that the dots are drawn over them.
+    xs, ys = [], []
+    for label, k in zip(labels, ranks):
+        if k.speedup is not None:
+            xs += [label, label, None]
+            ys += [k.low, k.high, None]
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=_RANGE_COLOR, width=10),
+                             name="p20-p80 range", hoverinfo="skip", showlegend=False))
     fig.add_trace(
         go.Scatter(
-            x=[r.label for r in results],
+            x=labels,
             y=speed,
             mode="markers+text",
-            marker=dict(color=[impl_color(r.name) for r in results], size=16, line=dict(color="white", width=1.5)),
-            error_y=dict(type="data", symmetric=False, width=0, thickness=3, color="#CBD5E1",
+            marker=dict(color=["white" if o else impl_color(r.name) for r, o in zip(results, same)], size=16,
+                        symbol=["circle-open-dot" if o else "circle" for o in same],
+                        line=dict(color=[impl_color(r.name) if o else "white" for r, o in zip(results, same)],
+                                  width=[3 if o else 1.5 for o in same])),
+            error_y=dict(type="data", symmetric=False, width=0, thickness=3, color=_STEM_COLOR,
                          array=[max(1 - s, 0) if math.isfinite(s) else 0 for s in speed],
                          arrayminus=[max(s - 1, 0) if math.isfinite(s) else 0 for s in speed]),
-            text=[format_speedup(s) for s in speed],
+            text=["indistinguishable" if o else format_speedup(s) for s, o in zip(speed, same)],
             textposition=["bottom center" if math.isfinite(s) and s < 1 else "top center" for s in speed],
             textfont=dict(size=font_px("label")),
             cliponaxis=False,
-            customdata=[hover(s) for s in speed],
+            customdata=[hover(k) for k in ranks],
             hovertemplate="%{x}<br>%{customdata}<extra></extra>",
             name="speedup",
         )
     )
     fig.add_hline(y=1, line=dict(color="#9CA3AF", dash="dash", width=1))
     log = bool(finite) and max(finite) / min(finite) > 30
-    apply_style(fig, f"Speedup over {base.label}", "median call latency of the baseline ÷ median of each; stem from 1×",
-           height=360)
+    apply_style(fig, f"Speedup over {base.label}",
+                "median call latency; bar: p20-p80 range (across 1×: indistinguishable)",
+                height=360)
     fig.update_yaxes(title="speedup (×)", type="log" if log else "linear")
     if log:
         # Room for the labels under the slowdowns' dots and over the speedups'.
-        log_axis_range(fig, [*finite, 1.0], 0.75 if min(finite) < 1 else 0.3, 0.6)
+        log_axis_range(fig, [*finite, *spans, 1.0], 0.75 if min(finite) < 1 else 0.3, 0.6)
     else:
-        fig.update_yaxes(range=[0, max([*finite, 1.0]) * 1.25])
+        fig.update_yaxes(range=[0, max([*finite, *spans, 1.0]) * 1.25])
     fig.update_layout(showlegend=False)
     fig.update_xaxes(showgrid=False)
-    set_category_ticks(fig, [r.label for r in results])
+    set_category_ticks(fig, labels)
     return fig
 
 
@@ -196,8 +279,8 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
     def label(v: float | None) -> str:
         if v is None:
             return ""
-        text = f"{v:.3g}" if v < 100 else f"{v:,.0f}"
-        return f"{text} ({100 * v / copy_gbps:.0f}%)" if copy_gbps else text
+        # On two lines, narrow enough for a bar of a group (on one, Plotly shrank it to a few px).
+        return f"{format_gbps(v)}<br>({percent(v / copy_gbps)})" if copy_gbps else format_gbps(v)
 
     fig = go.Figure()
     fig.add_trace(
@@ -207,9 +290,11 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
             marker=dict(color=colors),
             text=[label(v) for v in call],
             textposition="outside",
+            textfont=dict(size=font_px("label")),
             cliponaxis=False,
             name="from call latency",
-            hovertemplate="%{x}<br>%{y:,.1f} GB/s from call latency<extra></extra>",
+            customdata=[format_gbps(v) for v in call],
+            hovertemplate="%{x}<br>%{customdata} GB/s from call latency<extra></extra>",
         )
     )
     if any(v is not None for v in gpu):
@@ -221,221 +306,27 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
                             pattern=dict(shape="/", fgcolor="white")),
                 text=[label(v) for v in gpu],
                 textposition="outside",
+                textfont=dict(size=font_px("label")),
                 cliponaxis=False,
                 name="from GPU time (CUDA graph)",
-                hovertemplate="%{x}<br>%{y:,.1f} GB/s from GPU time<extra></extra>",
+                customdata=[format_gbps(v) for v in gpu],
+                hovertemplate="%{x}<br>%{customdata} GB/s from GPU time<extra></extra>",
             )
         )
     if copy_gbps:
         fig.add_hline(
             y=copy_gbps, line=dict(color="#111827", dash="dash", width=1.2),
-            annotation_text=f"measured copy bandwidth {copy_gbps:,.0f} GB/s", annotation_position="top left",
+            annotation_text=f"measured copy bandwidth {format_gbps(copy_gbps)} GB/s", annotation_position="top left",
         )
     apply_style(fig, title, subtitle, height=380)
-    fig.update_layout(barmode="group", bargap=0.3)
+    # Labels keep a readable size, past a narrow bar's width if need be.
+    fig.update_layout(barmode="group", bargap=0.3, uniformtext=dict(minsize=font_px("cell"), mode="show"))
     fig.update_yaxes(title="GB/s", rangemode="tozero")
     set_category_ticks(fig, labels)
     return fig
 
 
-#: Colour and default name of the fp8 quantization error's line on the error chart.
-QUANTIZATION_COLOR = "#7C3AED"
-QUANTIZATION_LABEL = "fp8 quantization error (vs unquantized cache)"
-
-#: The error chart's title: short enough (:data:`~explorer.style.TITLE_LINE`)
-#: to grow in presentation mode like the other charts' titles.
-ACCURACY_TITLE = "Error vs float64 reference"
-#: From this many implementations on, the pass/fail marks over the error chart are
-#: "✓" and "✗" alone (hover for the word): "✓ pass" four abreast touched.
-CROWDED_MARKS = 4
-
-
-def _quantization_text(label: str, error: float) -> str:
-    """The quantization line's label: the value after the label's first words, any
-    parenthesis on a second line, so that it stays inside a half-page plot at
-    presentation size (on one line it ran left over the axis)."""
-    head, sep, rest = label.partition(" (")
-    return f"{head}: {error:.2g}<br>({rest}" if sep else f"{label}: {error:.2g}"
-
-
-#: The accuracy chart's height and the pixels over its plot for the pass/fail marks, at scale 1.
-_ACCURACY_HEIGHT, _ACCURACY_MARKS_PX = 480, 26
-
-
-def accuracy_figure(
-    results: Sequence, quantization_error: float | None = None, quantization_label: str = QUANTIZATION_LABEL
-) -> go.Figure:
-    """Error against the float64 reference, in two panels sharing the x axis: a dot
-    per implementation (both axes are logarithmic, where a bar's length would mean
-    nothing and an exact zero has no place).
-
-    Top: the tolerance ratio ``max |out − ref| / (atol + rtol·|ref|)`` (the
-    result's ``max_tol_ratio``), with a line at 1: a result passes exactly when
-    its dot stays at or below it. Bottom: the max absolute error with ``atol`` as
-    a line. Relative error is not drawn: it is large wherever the reference is near
-    zero, even for a correct output.
-
-    Each panel runs from a decade under its smallest error or line to above its
-    largest; exact results (error 0) sit on its floor as open circles labelled
-    "0 (exact)", NaN or inf at its top as crosses labelled "NaN/inf".
-    Errors under :data:`ERROR_FLOOR` count as that. A result without
-    ``max_tol_ratio`` uses ``max_abs_err / atol``, an upper bound of it.
-
-    For an fp8 KV cache, ``quantization_error`` (the float64 answer on the
-    dequantized cache against the one on the unquantized values: what storing K
-    and V in 8 bits costs, whatever the kernel) is drawn in the bottom panel as a
-    dashed line labelled ``quantization_label``, with no pass/fail: the dots
-    remain each kernel's own error against the dequantized reference.
-
-    Parameters
-    ----------
-    results : sequence of BenchResult
-    quantization_error : float, optional
-        ``max |ref_fp8 − ref_unquantized|``; None for a 16-bit or 32-bit cache.
-    quantization_label : str
-        The line's name and label.
-
-    Returns
-    -------
-    go.Figure
-        Trace 0: "max abs error" (bottom panel, ``yaxis2``); trace 1:
-        "error ÷ tolerance" (top panel, ``yaxis``): marker scatters, ``y``
-        positive and finite (the floor or top of the axis where the error is 0
-        or not finite), ``text`` "0 (exact)" or "NaN/inf" there, else empty.
-        With ``quantization_error``, trace 2 named ``quantization_label``
-        (bottom panel, ``y`` the error at every implementation).
-    """
-    from plotly.subplots import make_subplots
-
-    labels = [r.label for r in results]
-    colors = [impl_color(r.name) for r in results]
-
-    def ratio(r) -> float:
-        value = getattr(r, "max_tol_ratio", None)
-        return r.max_abs_err / r.atol if value is None else value
-
-    ratios = [ratio(r) for r in results]
-    errors = [r.max_abs_err for r in results]
-    atol = results[0].atol if results else 1e-3
-
-    def hover(v: float) -> str:
-        if not math.isfinite(v):
-            return "NaN/inf"
-        return "0 (exact)" if v == 0 else f"{v:.3g}"
-
-    def mark(v: float) -> str:
-        return "NaN/inf" if not math.isfinite(v) else "0 (exact)" if v == 0 else ""
-
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12)
-    quantized = quantization_error is not None and math.isfinite(quantization_error) and bool(results)
-    subtitle = "top: max of |out − ref| / (atol + rtol·|ref|), pass ≤ 1; bottom: max |out − ref|"
-    if quantized:
-        subtitle += "; ref = float64 on the dequantized fp8 cache"
-    # The axes first (a decade under the smallest error or line, for the exact
-    # ones' floor), then the dots, whose zeros and NaNs go to the axis' ends.
-    ranges = []
-    for row, values, line in ((1, ratios, 1.0), (2, [*errors, *([quantization_error] if quantized else [])], atol)):
-        positive = [max(v, ERROR_FLOOR) for v in values if math.isfinite(v) and v > 0] + [line]
-        log_axis_range(fig, positive, 1.0, 0.5, min_span=2, row=row, col=1)
-        ranges.append(fig.layout["yaxis" if row == 1 else "yaxis2"].range)
-    # Room in pixels, not decades, between the tolerance line (at 1, log 0) and the
-    # pass marks over the top panel, for the line's label at presentation size
-    # (which keeps the plot area): half a decade shrank to a few pixels on a tall span.
-    lo, hi = ranges[0]
-    domain = fig.layout.yaxis.domain
-    panel_px = (domain[1] - domain[0]) * plot_area_height(_ACCURACY_HEIGHT, subtitle, _ACCURACY_MARKS_PX)
-    share = min((font_px("label") * 1.2 + scaled(6)) / panel_px, 0.5)
-    if hi / (hi - lo) < share:
-        ranges[0] = (lo, -share * lo / (1 - share))
-        fig.update_yaxes(range=list(ranges[0]), row=1, col=1)
-
-    def place(values: Sequence[float], rng) -> list[float]:
-        lo, hi = rng
-        top = 10 ** (hi - 0.25)  # under the edge, clear of the pass/fail marks above the plot
-        return [top if not math.isfinite(v) else 10 ** lo if v == 0 else max(v, ERROR_FLOOR) for v in values]
-
-    def symbols(values: Sequence[float]) -> list[str]:
-        return ["x-thin" if not math.isfinite(v) else "circle-open" if v == 0 else "circle" for v in values]
-
-    def positions(values: Sequence[float]) -> list[str]:
-        return ["bottom center" if not math.isfinite(v) else "top center" for v in values]
-
-    fig.add_trace(
-        go.Scatter(
-            x=labels, y=place(errors, ranges[1]), name="max abs error", mode="markers+text",
-            marker=dict(color=[c if v == 0 else with_alpha(c, 0.45) for c, v in zip(colors, errors)], size=14,
-                        symbol=symbols(errors), line=dict(color=colors, width=2)),
-            text=[mark(v) for v in errors], textposition=positions(errors), textfont=dict(size=font_px("label")),
-            cliponaxis=False, showlegend=False,
-            customdata=[hover(v) for v in errors],
-            hovertemplate="%{x}<br>max |out − ref| = %{customdata}<extra></extra>",
-        ),
-        row=2, col=1,
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=labels, y=place(ratios, ranges[0]), name="error ÷ tolerance", mode="markers+text",
-            marker=dict(color=colors, size=14, symbol=symbols(ratios), line=dict(color=colors, width=2)),
-            text=[mark(v) for v in ratios], textposition=positions(ratios), textfont=dict(size=font_px("label")),
-            cliponaxis=False, showlegend=False,
-            customdata=np.array([[hover(v), hover(e)] for v, e in zip(ratios, errors)], dtype=object)
-            if results else None,
-            hovertemplate="%{x}<br>max |out − ref| / (atol + rtol·|ref|) = %{customdata[0]}"
-            "<br>max |out − ref| = %{customdata[1]}<extra></extra>",
-        ),
-        row=1, col=1,
-    )
-    if quantized:
-        level = max(quantization_error, ERROR_FLOOR)
-        fig.add_trace(
-            go.Scatter(
-                x=labels, y=[level] * len(labels), name=quantization_label, mode="lines+markers",
-                line=dict(color=QUANTIZATION_COLOR, dash="dash", width=2),
-                marker=dict(symbol="line-ew-open", size=28, color=QUANTIZATION_COLOR, line=dict(width=2)),
-                showlegend=False,
-                hovertemplate=f"{quantization_label}<br>max |ref on fp8 − ref on unquantized| = "
-                f"{quantization_error:.3g}<extra></extra>",
-            ),
-            row=2, col=1,
-        )
-        fig.add_annotation(x=1, xref="x2 domain", xanchor="right", y=math.log10(level), yref="y2",
-                           yanchor="bottom", text=_quantization_text(quantization_label, quantization_error),
-                           showarrow=False, align="right",
-                           font=dict(color=QUANTIZATION_COLOR, size=font_px("label")), bgcolor="rgba(255,255,255,0.85)")
-    tol = "tolerance"
-    if results:
-        rtol = results[0].rtol
-        tol += f" (atol = rtol = {atol:g})" if atol == rtol else f" (atol = {atol:g}, rtol = {rtol:g})"
-    fig.add_hline(y=1, line=dict(color=FAIL_COLOR, dash="dash", width=1.2), row=1, col=1)
-    # Annotations on a log axis take log10 coordinates (add_hline's own label does not).
-    fig.add_annotation(x=0, xref="x domain", xanchor="left", y=0, yref="y", yanchor="bottom",
-                       text=tol, showarrow=False, font=dict(color=FAIL_COLOR, size=font_px("label")),
-                       bgcolor="rgba(255,255,255,0.85)")
-    if results:
-        fig.add_hline(y=atol, line=dict(color=FAIL_COLOR, dash="dot", width=1.2), row=2, col=1)
-        fig.add_annotation(x=0, xref="x2 domain", xanchor="left", y=math.log10(atol), yref="y2",
-                           yanchor="bottom", text=f"atol = {atol:g}", showarrow=False,
-                           font=dict(color=FAIL_COLOR, size=font_px("label")), bgcolor="rgba(255,255,255,0.85)")
-    crowded = len(results) >= CROWDED_MARKS  # "✓ pass" side by side ran into each other
-    for r in results:
-        fig.add_annotation(
-            x=r.label, xref="x", y=1, yref="y domain", yanchor="bottom", yshift=2, showarrow=False,
-            text=("✓" if r.passed else "✗") if crowded else ("✓ pass" if r.passed else "✗ FAIL"),
-            hovertext=f"{r.label}: {'pass' if r.passed else 'FAIL'}",
-            font=dict(size=font_px("body"), color=PASS_COLOR if r.passed else FAIL_COLOR),
-        )
-    # Room above the plot for the pass/fail marks.
-    apply_style(fig, ACCURACY_TITLE, subtitle, height=_ACCURACY_HEIGHT, above_plot=_ACCURACY_MARKS_PX)
-    fig.update_layout(showlegend=False)
-    fig.update_yaxes(type="log", exponentformat="power")
-    fig.update_yaxes(title="error ÷ tol.", row=1, col=1)
-    fig.update_yaxes(title="abs error", row=2, col=1)
-    fig.update_xaxes(showgrid=False, ticklabelstandoff=10)  # clear of the exact results' circles on the floor
-    set_category_ticks(fig, labels)
-    return fig
-
-
-def history_figure(history: Sequence[Mapping], unit: str = "ms") -> go.Figure:
+def history_figure(history: Sequence, unit: str = "ms") -> go.Figure:
     """Median call latency of each implementation across the runs of a session.
 
     Dots, side by side within each run, on a log axis (where bars' lengths would
@@ -443,10 +334,10 @@ def history_figure(history: Sequence[Mapping], unit: str = "ms") -> go.Figure:
 
     Parameters
     ----------
-    history : sequence of mapping
-        Each with ``"run"`` (int), ``"label"`` (config summary), ``"results"``
-        (list of BenchResult) and optionally ``"change"`` (what differs from the
-        run before, shown under the run's number).
+    history : sequence of RunEntry
+        :class:`explorer.bench.view.RunEntry`: ``run`` (int), ``label`` (config
+        summary), ``results`` (list of BenchResult) and ``change`` (what differs
+        from the run before, shown under the run's number; may be empty).
     unit : str
         The unit of the axis, labels and hovers (as :func:`latency_figure`'s).
 
@@ -458,17 +349,17 @@ def history_figure(history: Sequence[Mapping], unit: str = "ms") -> go.Figure:
     """
     order: list[tuple[str, str]] = []
     for h in history:
-        for r in h["results"]:
+        for r in h.results:
             if (r.name, r.label) not in order:
                 order.append((r.name, r.label))
-    # Each run is named by what changed since the one before (``"change"``, from
+    # Each run is named by what changed since the one before (``change``, from
     # explorer.bench.readouts.run_change), not by its number alone.
-    xs = [f"#{h['run']}<br>{h['change']}" if h.get("change") else f"#{h['run']}" for h in history]
+    xs = [f"#{h.run}<br>{h.change}" if h.change else f"#{h.run}" for h in history]
     fig = go.Figure()
     for name, label in order:
-        ms = [next((r.median_ms for r in h["results"] if r.name == name), None) for h in history]
+        ms = [next((r.median_ms for r in h.results if r.name == name), None) for h in history]
         ys = [in_unit(v, unit) if v is not None else None for v in ms]
-        hovers = [h["label"] for h in history]
+        hovers = [h.label for h in history]
         fig.add_trace(
             go.Scatter(
                 x=xs, y=ys, name=label, mode="markers+text", offsetgroup=name,
@@ -482,6 +373,6 @@ def history_figure(history: Sequence[Mapping], unit: str = "ms") -> go.Figure:
     apply_style(fig, "Runs in this session", "median call latency per run; hover a dot for its configuration", height=380)
     fig.update_layout(scattermode="group", scattergap=0.25)
     fig.update_yaxes(title=f"median latency ({unit})", type="log")
-    log_axis_range(fig, [in_unit(r.median_ms, unit) for h in history for r in h["results"]], 0.3, 0.4)
+    log_axis_range(fig, [in_unit(r.median_ms, unit) for h in history for r in h.results], 0.3, 0.4)
     fig.update_xaxes(title="run", type="category", showgrid=False)
     return fig

@@ -1,18 +1,20 @@
 """Readouts of one configuration and its benchmark results, as the pages show them.
 
 The sidebar's memory summary, a configuration's one-line label, the bytes a
-shared prefix saves, and the rows of the benchmark's results table and CSV (one
-per implementation).
+shared prefix saves, each implementation's host overhead and its rank against
+the baseline (faster, slower or indistinguishable), and the rows of the
+benchmark's results table (one per implementation).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from explorer.formatting import KV_SCALE_LABELS, count, format_times, kv_dtype_label
-from paged_attention.results import achieved_gbps, shares_kv
+from paged_attention.results import achieved_gbps, correct_text, pct_of_copy, shares_kv
 from paged_attention.config import DecodeConfig
+from paged_attention.samples import compare_timings
 
 
 @dataclass(frozen=True)
@@ -169,10 +171,62 @@ def reads_no_kv(config: DecodeConfig) -> bool:
     return config.needed_kv_bytes() == 0
 
 
+#: :func:`rank`'s verdict on the baseline itself (the others are
+#: :func:`~paged_attention.samples.compare_timings`' words).
+BASELINE = "baseline"
+
+
+@dataclass(frozen=True)
+class Rank:
+    """One implementation's call latency against the baseline's.
+
+    ``speedup`` is the baseline's median over this one's (None when there is no
+    baseline or no time); ``low`` and ``high`` the speedup's range from the two
+    p20-p80 ranges (the baseline's p20 over this p80, its p80 over this p20): it
+    straddles 1 exactly when the ranges overlap. ``verdict`` is :data:`BASELINE`,
+    or the word of :func:`~paged_attention.samples.compare_timings` (the one rule
+    for saying "faster": ``"faster"``, ``"slower"`` or ``"indistinguishable"``
+    when the ranges overlap, whatever the medians say), or None without a
+    baseline.
+    """
+
+    name: str
+    label: str
+    speedup: float | None
+    low: float | None
+    high: float | None
+    verdict: str | None
+
+
+def rank(results: Sequence, baseline: str = "naive") -> list[Rank]:
+    """Each result's :class:`Rank` against ``baseline``'s call latency (in order)."""
+    base = next((r for r in results if r.name == baseline), None)
+    ranks = []
+    for r in results:
+        if base is None or r.median_ms <= 0 or r.p20_ms <= 0:
+            ranks.append(Rank(r.name, r.label, None, None, None, None))
+            continue
+        verdict = BASELINE if r is base else compare_timings((r.p20_ms, r.p80_ms), (base.p20_ms, base.p80_ms))
+        ranks.append(Rank(r.name, r.label, base.median_ms / r.median_ms, base.p20_ms / r.p80_ms,
+                          base.p80_ms / r.p20_ms, verdict))
+    return ranks
+
+
+def host_overhead_ms(result) -> float | None:
+    """What a call costs beyond the GPU's work, in ms: the median call latency
+    minus the GPU time (CUDA-graph replays, no launch in them); 0 where noise puts
+    the GPU time above the call latency. None without a GPU time: on the CPU,
+    where the whole call is host work, and for an implementation that synchronises
+    with the host (no CUDA graph can time it)."""
+    gpu = getattr(result, "gpu_time_ms", None)
+    return None if gpu is None else max(result.median_ms - gpu, 0.0)
+
+
 def results_rows(
     results: Iterable, copy_gbps: float | None = None, baseline: str = "naive", *, reads_kv: bool = True
 ) -> list[dict]:
-    """Flat rows for the results table and its CSV, one per implementation.
+    """Flat rows for the results table, one per implementation, in numbers
+    (:func:`explorer.bench.view.results_table` writes them as text).
 
     Parameters
     ----------
@@ -180,7 +234,8 @@ def results_rows(
     copy_gbps : float, optional
         This device's measured copy bandwidth (GB/s), to add the fraction reached.
     baseline : str
-        Implementation whose median the speedup is taken against.
+        Implementation whose call latency the speedup and the verdict
+        (``vs_naive``: :func:`rank`'s) are taken against.
     reads_kv : bool
         False when the step reads no K or V (:func:`reads_no_kv`): bandwidth, its
         fraction of the copy bandwidth and the speedup are then None (n/a).
@@ -191,10 +246,10 @@ def results_rows(
     ones a prefix-aware kernel never reads can go past the copy bandwidth.
     """
     results = list(results)
-    base = next((r for r in results if r.name == baseline), None) if reads_kv else None
+    ranks = rank(results, baseline) if reads_kv else [None] * len(results)
     sharing = any(shares_kv(r) for r in results)
     rows = []
-    for r in results:
+    for r, ranked in zip(results, ranks):
         best_gbps = achieved_gbps(r, unique=sharing)
         if not reads_kv:
             best_gbps = None
@@ -210,31 +265,23 @@ def results_rows(
                 "gpu_time_ms": r.gpu_time_ms,
                 "gpu_p20_ms": getattr(r, "gpu_p20_ms", None),
                 "gpu_p80_ms": getattr(r, "gpu_p80_ms", None),
-                "speedup_vs_naive": (base.median_ms / r.median_ms) if base and r.median_ms > 0 else None,
+                "host_overhead_ms": host_overhead_ms(r),
+                "host_ms": r.host_ms,
+                "speedup_vs_naive": ranked.speedup if ranked else None,
+                "vs_naive": ranked.verdict if ranked else None,
                 "gbps": r.gbps if reads_kv else None,
                 "gpu_gbps": r.gpu_gbps if reads_kv else None,
                 **unique,
-                "pct_of_copy_bw": (100 * best_gbps / copy_gbps) if copy_gbps and best_gbps is not None else None,
+                "pct_of_copy_bw": pct_of_copy(best_gbps, copy_gbps),
                 "max_abs_err": r.max_abs_err,
                 "max_rel_err": r.max_rel_err,
                 "max_tol_ratio": r.max_tol_ratio,
                 "atol": r.atol,
-                "correct": "yes" if r.passed else "NO",
+                "correct": correct_text(r.passed),
                 "samples": len(r.samples_ms),
             }
         )
     return rows
-
-
-def results_csv(run: int, label: str, rows: list[dict], quantization_error: float | None = None) -> str:
-    """The Decode benchmark's CSV download: a line per implementation (``rows``, as
-    :func:`results_rows` makes them) after the run's number and configuration, and,
-    for an fp8 cache, its quantization error (the error chart's dashed line) as the
-    column ``fp8_quantization_error``."""
-    import pandas as pd
-
-    extra = {} if quantization_error is None else {"fp8_quantization_error": quantization_error}
-    return pd.DataFrame([{"run": run, "config": label, **row, **extra} for row in rows]).to_csv(index=False)
 
 
 def quantization_caption(quantization, config: DecodeConfig) -> str:

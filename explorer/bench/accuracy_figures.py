@@ -1,0 +1,225 @@
+"""The error chart of benchmark results (lists of
+:class:`~paged_attention.results.BenchResult`): each implementation's error against
+the float64 reference and its tolerance, and an fp8 cache's quantization error
+apart from the kernels'.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.bench.view import significant
+from explorer.style import (
+    ERROR_FLOOR,
+    FAIL_COLOR,
+    PASS_COLOR,
+    apply_style,
+    font_px,
+    impl_color,
+    log_axis_range,
+    plot_area_height,
+    scaled,
+    set_category_ticks,
+    with_alpha,
+)
+
+#: Colour and default name of the fp8 quantization error's line on the error chart.
+QUANTIZATION_COLOR = "#7C3AED"
+QUANTIZATION_LABEL = "fp8 quantization error (vs unquantized cache)"
+
+#: The error chart's title: short enough to stay on one line in presentation mode.
+ACCURACY_TITLE = "Error vs float64 reference"
+#: The pass/fail marks over the error chart, the same for any number of
+#: implementations (the subtitle says what they mean; hover gives the word):
+#: "✓ pass" four abreast touched at presentation size.
+PASS_MARK, FAIL_MARK = "✓", "✗"
+
+
+def _quantization_text(label: str, error: float) -> str:
+    """The quantization line's label: the value after the label's first words, any
+    parenthesis on a second line, so that it stays inside a half-page plot at
+    presentation size (on one line it ran left over the axis)."""
+    head, sep, rest = label.partition(" (")
+    return f"{head}: {significant(error)}<br>({rest}" if sep else f"{label}: {significant(error)}"
+
+
+#: The accuracy chart's height and the pixels over its plot for the pass/fail marks, at scale 1.
+_ACCURACY_HEIGHT, _ACCURACY_MARKS_PX = 480, 26
+
+
+def accuracy_figure(
+    results: Sequence, quantization_error: float | None = None, quantization_label: str = QUANTIZATION_LABEL
+) -> go.Figure:
+    """Error against the float64 reference, in two panels sharing the x axis: a dot
+    per implementation (both axes are logarithmic, where a bar's length would mean
+    nothing and an exact zero has no place).
+
+    Top: the tolerance ratio ``max |out − ref| / (atol + rtol·|ref|)`` (the
+    result's ``max_tol_ratio``), with a line at 1: a result passes exactly when
+    its dot stays at or below it. Bottom: the max absolute error with ``atol`` as
+    a line. Relative error is not drawn: it is large wherever the reference is near
+    zero, even for a correct output.
+
+    Each panel runs from a decade under its smallest error or line to above its
+    largest; exact results (error 0) sit on its floor as open circles labelled
+    "0 (exact)", NaN or inf at its top as crosses labelled "NaN/inf".
+    Errors under :data:`ERROR_FLOOR` count as that. A result without
+    ``max_tol_ratio`` uses ``max_abs_err / atol``, an upper bound of it.
+
+    For an fp8 KV cache, ``quantization_error`` (the float64 answer on the
+    dequantized cache against the one on the unquantized values: what storing K
+    and V in 8 bits costs, whatever the kernel) is drawn in the bottom panel as a
+    dashed line labelled ``quantization_label``, with no pass/fail: the dots
+    remain each kernel's own error against the dequantized reference.
+
+    Parameters
+    ----------
+    results : sequence of BenchResult
+    quantization_error : float, optional
+        ``max |ref_fp8 − ref_unquantized|``; None for a 16-bit or 32-bit cache.
+    quantization_label : str
+        The line's name and label.
+
+    Returns
+    -------
+    go.Figure
+        Trace 0: "max abs error" (bottom panel, ``yaxis2``); trace 1:
+        "error ÷ tolerance" (top panel, ``yaxis``): marker scatters, ``y``
+        positive and finite (the floor or top of the axis where the error is 0
+        or not finite), ``text`` "0 (exact)" or "NaN/inf" there, else empty.
+        With ``quantization_error``, trace 2 named ``quantization_label``
+        (bottom panel, ``y`` the error at every implementation). Over the top
+        panel, an annotation per implementation: :data:`PASS_MARK` or
+        :data:`FAIL_MARK`.
+    """
+    from plotly.subplots import make_subplots
+
+    labels = [r.label for r in results]
+    colors = [impl_color(r.name) for r in results]
+
+    def ratio(r) -> float:
+        value = getattr(r, "max_tol_ratio", None)
+        return r.max_abs_err / r.atol if value is None else value
+
+    ratios = [ratio(r) for r in results]
+    errors = [r.max_abs_err for r in results]
+    atol = results[0].atol if results else 1e-3
+
+    def hover(v: float) -> str:
+        return "0 (exact)" if v == 0 else significant(v)
+
+    def mark(v: float) -> str:
+        return "NaN/inf" if not math.isfinite(v) else "0 (exact)" if v == 0 else ""
+
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12)
+    quantized = quantization_error is not None and math.isfinite(quantization_error) and bool(results)
+    subtitle = (f"top: max of |out − ref| / (atol + rtol·|ref|), {PASS_MARK} pass ≤ 1; "
+                "bottom: max |out − ref|")
+    if quantized:
+        subtitle += "; ref = float64 on the dequantized fp8 cache"
+    # The axes first (a decade under the smallest error or line, for the exact
+    # ones' floor), then the dots, whose zeros and NaNs go to the axis' ends.
+    ranges = []
+    for row, values, line in ((1, ratios, 1.0), (2, [*errors, *([quantization_error] if quantized else [])], atol)):
+        positive = [max(v, ERROR_FLOOR) for v in values if math.isfinite(v) and v > 0] + [line]
+        log_axis_range(fig, positive, 1.0, 0.5, min_span=2, row=row, col=1)
+        ranges.append(fig.layout["yaxis" if row == 1 else "yaxis2"].range)
+    # Room in pixels, not decades, between the tolerance line (at 1, log 0) and the
+    # pass marks over the top panel, for the line's label at presentation size
+    # (which keeps the plot area): half a decade shrank to a few pixels on a tall span.
+    lo, hi = ranges[0]
+    domain = fig.layout.yaxis.domain
+    panel_px = (domain[1] - domain[0]) * plot_area_height(_ACCURACY_HEIGHT, subtitle, _ACCURACY_MARKS_PX)
+    share = min((font_px("label") * 1.2 + scaled(6)) / panel_px, 0.5)
+    if hi / (hi - lo) < share:
+        ranges[0] = (lo, -share * lo / (1 - share))
+        fig.update_yaxes(range=list(ranges[0]), row=1, col=1)
+
+    def place(values: Sequence[float], rng) -> list[float]:
+        lo, hi = rng
+        top = 10 ** (hi - 0.25)  # under the edge, clear of the pass/fail marks above the plot
+        return [top if not math.isfinite(v) else 10 ** lo if v == 0 else max(v, ERROR_FLOOR) for v in values]
+
+    def symbols(values: Sequence[float]) -> list[str]:
+        return ["x-thin" if not math.isfinite(v) else "circle-open" if v == 0 else "circle" for v in values]
+
+    def positions(values: Sequence[float]) -> list[str]:
+        return ["bottom center" if not math.isfinite(v) else "top center" for v in values]
+
+    fig.add_trace(
+        go.Scatter(
+            x=labels, y=place(errors, ranges[1]), name="max abs error", mode="markers+text",
+            marker=dict(color=[c if v == 0 else with_alpha(c, 0.45) for c, v in zip(colors, errors)], size=14,
+                        symbol=symbols(errors), line=dict(color=colors, width=2)),
+            text=[mark(v) for v in errors], textposition=positions(errors), textfont=dict(size=font_px("label")),
+            cliponaxis=False, showlegend=False,
+            customdata=[hover(v) for v in errors],
+            hovertemplate="%{x}<br>max |out − ref| = %{customdata}<extra></extra>",
+        ),
+        row=2, col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=labels, y=place(ratios, ranges[0]), name="error ÷ tolerance", mode="markers+text",
+            marker=dict(color=colors, size=14, symbol=symbols(ratios), line=dict(color=colors, width=2)),
+            text=[mark(v) for v in ratios], textposition=positions(ratios), textfont=dict(size=font_px("label")),
+            cliponaxis=False, showlegend=False,
+            customdata=np.array([[hover(v), hover(e)] for v, e in zip(ratios, errors)], dtype=object)
+            if results else None,
+            hovertemplate="%{x}<br>max |out − ref| / (atol + rtol·|ref|) = %{customdata[0]}"
+            "<br>max |out − ref| = %{customdata[1]}<extra></extra>",
+        ),
+        row=1, col=1,
+    )
+    if quantized:
+        level = max(quantization_error, ERROR_FLOOR)
+        fig.add_trace(
+            go.Scatter(
+                x=labels, y=[level] * len(labels), name=quantization_label, mode="lines+markers",
+                line=dict(color=QUANTIZATION_COLOR, dash="dash", width=2),
+                marker=dict(symbol="line-ew-open", size=28, color=QUANTIZATION_COLOR, line=dict(width=2)),
+                showlegend=False,
+                hovertemplate=f"{quantization_label}<br>max |ref on fp8 − ref on unquantized| = "
+                f"{significant(quantization_error)}<extra></extra>",
+            ),
+            row=2, col=1,
+        )
+        fig.add_annotation(x=1, xref="x2 domain", xanchor="right", y=math.log10(level), yref="y2",
+                           yanchor="bottom", text=_quantization_text(quantization_label, quantization_error),
+                           showarrow=False, align="right",
+                           font=dict(color=QUANTIZATION_COLOR, size=font_px("label")), bgcolor="rgba(255,255,255,0.85)")
+    tol = "tolerance"
+    if results:
+        rtol = results[0].rtol
+        tol += (f" (atol = rtol = {significant(atol)})" if atol == rtol
+                else f" (atol = {significant(atol)}, rtol = {significant(rtol)})")
+    fig.add_hline(y=1, line=dict(color=FAIL_COLOR, dash="dash", width=1.2), row=1, col=1)
+    # Annotations on a log axis take log10 coordinates (add_hline's own label does not).
+    fig.add_annotation(x=0, xref="x domain", xanchor="left", y=0, yref="y", yanchor="bottom",
+                       text=tol, showarrow=False, font=dict(color=FAIL_COLOR, size=font_px("label")),
+                       bgcolor="rgba(255,255,255,0.85)")
+    if results:
+        fig.add_hline(y=atol, line=dict(color=FAIL_COLOR, dash="dot", width=1.2), row=2, col=1)
+        fig.add_annotation(x=0, xref="x2 domain", xanchor="left", y=math.log10(atol), yref="y2",
+                           yanchor="bottom", text=f"atol = {significant(atol)}", showarrow=False,
+                           font=dict(color=FAIL_COLOR, size=font_px("label")), bgcolor="rgba(255,255,255,0.85)")
+    for r in results:
+        fig.add_annotation(
+            x=r.label, xref="x", y=1, yref="y domain", yanchor="bottom", yshift=2, showarrow=False,
+            text=PASS_MARK if r.passed else FAIL_MARK,
+            hovertext=f"{r.label}: {'pass' if r.passed else 'FAIL'}",
+            font=dict(size=font_px("body"), color=PASS_COLOR if r.passed else FAIL_COLOR),
+        )
+    # Room above the plot for the pass/fail marks.
+    apply_style(fig, ACCURACY_TITLE, subtitle, height=_ACCURACY_HEIGHT, above_plot=_ACCURACY_MARKS_PX)
+    fig.update_layout(showlegend=False)
+    fig.update_yaxes(type="log", exponentformat="power")
+    fig.update_yaxes(title="error ÷ tol.", row=1, col=1)
+    fig.update_yaxes(title="abs error", row=2, col=1)
+    fig.update_xaxes(showgrid=False, ticklabelstandoff=10)  # clear of the exact results' circles on the floor
+    set_category_ticks(fig, labels)
+    return fig
