@@ -37,17 +37,17 @@ seed_controls(defaults, serving_figures.POOL_COLOR_MODES)
 
 with st.container(border=True):
     c = st.columns(6)
-    bounded_number_input(c[0], L["num_blocks"], 1, view.MAX_POOL_BLOCKS, step=64, key="sv_num_blocks", **KEEP,
+    bounded_number_input(c[0], L["num_blocks"], 1, limits.MAX_POOL_BLOCKS, step=64, key="sv_num_blocks", **KEEP,
                          help="physical blocks in the KV-cache pool")
     c[1].selectbox(L["block_size"], state.BLOCK_SIZES, key="sv_block_size", persist_state="session",
                    help="tokens per block")
-    bounded_number_input(c[2], L["max_batch_size"], 1, view.MAX_SIM_BATCH, step=1, key="sv_max_batch", **KEEP,
+    bounded_number_input(c[2], L["max_batch_size"], 1, limits.MAX_SIM_BATCH, step=1, key="sv_max_batch", **KEEP,
                          help="most sequences decoding at once")
-    bounded_number_input(c[3], L["arrival_rate"], 0.0, view.MAX_RATE, step=0.05, key="sv_rate", format="%.2f",
+    bounded_number_input(c[3], L["arrival_rate"], 0.0, limits.MAX_RATE, step=0.05, key="sv_rate", format="%.2f",
                          **KEEP, help="mean new requests per decode step (Poisson)")
     bounded_number_input(c[4], L["seed"], 0, limits.MAX_SEED, step=1, key="sv_seed", **KEEP,
                          help="the request stream depends on it alone")
-    bounded_number_input(c[5], L["steps"], 1, view.MAX_STEPS, step=50, key="sv_steps", **KEEP)
+    bounded_number_input(c[5], L["steps"], 1, limits.MAX_STEPS, step=50, key="sv_steps", **KEEP)
     p = st.columns([1.7, 1, 1, 0.2, 1.7, 1, 1], vertical_alignment="bottom")  # "uniform" whole at 1280 px
     p[0].segmented_control(L["prompt_len"], LENGTH_KINDS, key="sv_prompt_kind", persist_state="session",
                            help="uniform: every length in the range equally likely; long-tail: log-normal, "
@@ -55,12 +55,12 @@ with st.container(border=True):
     p[4].segmented_control(L["output_len"], LENGTH_KINDS, key="sv_output_kind", persist_state="session")
     for col, key, dist, bound in ((p[1], "sv_prompt_lo", "prompt_len", "low"), (p[2], "sv_prompt_hi", "prompt_len", "high"),
                                   (p[5], "sv_output_lo", "output_len", "low"), (p[6], "sv_output_hi", "output_len", "high")):
-        bounded_number_input(col, L[bound], 1, view.MAX_LENGTH, step=16, key=key, name=f"{L[dist]} {L[bound]}", **KEEP)
+        bounded_number_input(col, L[bound], 1, limits.MAX_LENGTH, step=16, key=key, name=f"{L[dist]} {L[bound]}", **KEEP)
     s = st.columns([1, 1, 3], vertical_alignment="bottom")
-    bounded_number_input(s[0], L["system_prompt"], 0, view.MAX_LENGTH, step=16, key="sv_system_prompt", **KEEP,
+    bounded_number_input(s[0], L["system_prompt"], 0, limits.MAX_LENGTH, step=16, key="sv_system_prompt", **KEEP,
                          help="tokens every request's prompt starts with, before its own prompt; its full blocks are "
                               "shared through the prefix cache (0: none)")
-    bounded_number_input(s[1], L["samples"], 1, view.MAX_SAMPLES, step=1, key="sv_samples", **KEEP,
+    bounded_number_input(s[1], L["samples"], 1, limits.MAX_SAMPLES, step=1, key="sv_samples", **KEEP,
                          help="sequences per request (n), forked from the first: they share the prompt's blocks "
                               "and copy a shared partly filled block on write")
     sync_url()  # the URL holds the page's settings as drawn
@@ -130,7 +130,7 @@ if st.toggle("Play the pool over time (animation)", key="sv_anim", persist_state
     if controls.num_blocks > limits.MAX_POOL_CELLS:
         st.caption(f"The animation draws pools of up to {formatting.count(limits.MAX_POOL_CELLS, 'block')}.")
     else:
-        most = view.animation_frames(steps, controls.num_blocks, serving_figures.MAX_ANIMATION_FRAMES)
+        most = view.animation_frames(steps, controls.num_blocks, limits.MAX_ANIMATION_FRAMES)
         frames = serving_figures.animation_steps(steps, most)
         owners = np.stack([history.records[f].pool_owner() for f in frames])
         show_chart(serving_figures.pool_animation_figure(owners, frames, controls.block_size), key="sv_anim_chart",

@@ -9,8 +9,8 @@ times larger, and so is the plot area of every figure styled by
 :func:`apply_style`, so that cells and bars grow with the numbers written in
 them. The width of a chart is the page's, whatever the mode: what must fit
 across it (cell numbers, tick labels, title lines) is decided from the text's
-size on screen, so enlarged text thins ticks out or leaves numbers to the
-hover, and never shrinks or rotates.
+size on screen, so enlarged text thins integer ticks out (never rotated) or
+leaves cell numbers to the hover, and never shrinks.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from explorer.formatting import format_number, line_count, wrap_at_separators, wrap_words
-from explorer.limits import MAX_SEQUENCE_LEGEND, MAX_TEXT_CELLS  # noqa: F401  (MAX_SEQUENCE_LEGEND: the palette's)
+from explorer.limits import MAX_TEXT_CELLS
 
 #: One colour per implementation, in every chart.
 IMPL_COLORS: dict[str, str] = {

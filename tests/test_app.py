@@ -360,3 +360,39 @@ def test_kv_heads_changed_to_keep_a_divisor_is_said():
     assert "**KV heads**: 2 does not divide 1 query head; using 1, the nearest divisor." in notes
     at.number_input(key="sb_num_heads").set_value(8).run()  # KV heads stays 1 (a divisor): the note goes
     assert not any("KV heads" in w.value for w in at.sidebar.warning)
+
+
+# -- the run guard and the queue note (ui/run_guard.py) ---------------------------
+
+def _guarded_page():
+    import streamlit as st
+
+    from ui.benchmark import BenchmarkOOM, BenchmarkRefused
+    from ui.run_guard import QueueNote, guarded
+
+    def fail(exc):
+        raise exc
+
+    for exc in (BenchmarkRefused("too big for free memory"), BenchmarkOOM("out of memory"),
+                ValueError("num_heads must be a multiple of num_kv_heads"), RuntimeError("boom")):
+        with st.status("run") as status:
+            assert guarded(fail, exc, status=status) is None
+    st.session_state["ran"] = guarded(lambda a, b=0: a + b, 2, b=3)
+    with QueueNote("yours starts when it ends") as waited:
+        waited.on_wait()
+    with QueueNote("yours starts when it ends"):
+        pass  # a run that did not wait leaves nothing
+
+
+def test_the_run_guard_turns_each_failure_into_an_error_and_a_waited_run_into_a_caption():
+    at = AppTest.from_function(_guarded_page, default_timeout=30).run()
+    assert not at.exception
+    assert [e.value for e in at.error] == ["too big for free memory", "out of memory",
+                                           "num_heads must be a multiple of num_kv_heads",
+                                           "The run failed: RuntimeError: boom"]
+    assert [s.state for s in at.status] == ["error"] * 4
+    assert [s.label for s in at.status] == ["Not run: not enough memory", "Out of GPU memory",
+                                            "Invalid configuration", "The run failed"]
+    assert at.session_state["ran"] == 5
+    assert not at.info  # no box stays once the runs are over
+    assert [c.value for c in at.caption] == [":material/hourglass_bottom: Queued behind another session's run, then run."]

@@ -398,7 +398,7 @@ def test_sweep_compares_a_float16_and_an_fp8_cache_in_one_chart():
     at = upload(at, "sweep_context_len.csv", runs.sweep_csv(frame).encode())
     assert_clean(at)
     ratio = chart(at, "sw_ratio_chart")
-    assert ratio["layout"]["title"]["text"] == "Time ratio between the two sweeps: float16 cache only"
+    assert ratio["layout"]["title"]["text"].replace("<br>", " ") == "Time ratio between the two sweeps: float16 cache only"
     assert any("Only the points with a float16 cache are compared" in c.value for c in at.caption)
 
 

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from explorer import limits
 from explorer.bench import readouts, view
 from explorer.formatting import format_duration, format_speedup
 from paged_attention import DecodeConfig
@@ -138,9 +139,9 @@ def test_history_entries_are_numbered_named_by_their_change_and_capped():
     assert view.next_entry([again], config, 0, 5, results, None).change == "warm-up 1→0"
     assert view.next_entry([again], config.with_(seed=1), 1, 5, results, None).change == "seed 0→1"
     history = []
-    for _ in range(view.MAX_HISTORY + 3):
+    for _ in range(limits.MAX_HISTORY + 3):
         history = view.kept(history, view.next_entry(history, config, 1, 3, results, None))
-    assert len(history) == view.MAX_HISTORY and history[-1].run == view.MAX_HISTORY + 3
+    assert len(history) == limits.MAX_HISTORY and history[-1].run == limits.MAX_HISTORY + 3
     rows = view.history_rows([first], "ms")
     assert rows == [{"run": 1, "change": "first run", "all correct": "NO", "Naive PyTorch": "10.0",
                      "Triton": "2.00", "configuration": first.label}]
