@@ -6,6 +6,7 @@ from test_figures_style import _layout
 
 from explorer import style
 from explorer.cache import figures as cache_figures
+from explorer.cache import pool_figures
 from explorer.cache import sampling, sharing_figures, walk_figures
 from paged_attention import DecodeConfig, assign_blocks
 from paged_attention.inputs import FREE, OTHER
@@ -115,7 +116,7 @@ def test_sample_grid_respects_cap(rows, cols, cap):
 def test_pool_figure_categories_and_partial_marks():
     config, tables, owner = _layout(batch=4, lens=(5, 40, 16, 900), layout="fragmented", seed=1)
     assert (owner == OTHER).any() and (owner == FREE).any()
-    fig = cache_figures.pool_figure(owner, tables, config.lengths, config.block_size)
+    fig = pool_figures.pool_figure(owner, tables, config.lengths, config.block_size)
     heat = fig.data[0]
     z = np.array(heat.z, dtype=float).ravel()[: len(owner)]
     assert np.all(z[owner == FREE] == 0)
@@ -134,7 +135,7 @@ def test_pool_figure_categories_and_partial_marks():
 def test_pool_figure_aggregates_large_pools():
     config, tables, owner = _layout(batch=64, lens=8192, block_size=1)
     assert len(owner) > style.MAX_POOL_CELLS
-    fig = cache_figures.pool_figure(owner, tables, config.lengths, config.block_size)
+    fig = pool_figures.pool_figure(owner, tables, config.lengths, config.block_size)
     z = np.array(fig.data[0].z, dtype=float)
     assert z.size <= style.MAX_POOL_CELLS
     share = z[~np.isnan(z)]
@@ -228,7 +229,7 @@ def test_block_table_in_sequence_colours_matches_the_pool():
     owner_ids = np.where(owner >= 0, seq_ids[np.clip(owner, 0, None)], owner)
     table = cache_figures.block_table_figure(tables, config.lengths, 8, config.num_blocks, seq_ids=seq_ids,
                                        color_by="sequence")
-    pool = cache_figures.pool_figure(owner_ids, tables, config.lengths, 8)
+    pool = pool_figures.pool_figure(owner_ids, tables, config.lengths, 8)
     codes, text = np.asarray(table.data[0].z, dtype=float), np.asarray(table.data[0].text)
     pool_codes = np.asarray(pool.data[0].z, dtype=float).ravel()
     allocated = tables >= 0
