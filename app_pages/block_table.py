@@ -91,18 +91,20 @@ if sharing:
 else:
     wasted, allocated = mem.wasted_slots, mem.allocated_slots
 stored, logical_blocks = allocated - wasted, sum(config.blocks_per_sequence)
-c1, c2, c3, c4, c5 = st.columns(5)
+c1, c2, c3, c4, c5 = st.columns([0.8, 1.1, 1.25, 1.25, 1.1])  # the longer labels wider
 c1.metric("Sequences", formatting.compact(config.batch_size))
 c2.metric("Tokens (logical)", formatting.compact(sum(lengths)),
           f"{formatting.compact(stored)} stored (physical)" if shares else None, **quiet,
           help=f"{formatting.count(sum(lengths), 'token')} in the sequences, each counting its own"
                + (f"; the pool stores {stored:,}, a shared block's once" if shares else ""))
-c3.metric("Blocks used (physical)", formatting.compact(used), f"of {formatting.compact(mem.blocks_in_pool)} in the pool",
-          **quiet, help=f"{formatting.count(used, 'physical block')} hold this batch's tokens, a shared one once; "
-                        f"the tables list {formatting.count(logical_blocks, 'logical block')}; the pool has "
-                        f"{mem.blocks_in_pool:,}" + (f"; without sharing {mem.blocks_used:,}" if sharing else ""))
-c4.metric("Wasted slots (physical)", formatting.compact(wasted), f"{100 * wasted / max(1, allocated):.1f}% of allocated",
-          **quiet, help="allocated but unfilled slots in each physical block in use, as a share of all allocated slots")
+c3.metric("Blocks used (physical)", formatting.compact(used),
+          f"of {formatting.compact(mem.blocks_in_pool)} in the pool", **quiet,
+          help=f"{formatting.count(used, 'physical block')} hold this batch's tokens, a shared one once; the tables "
+               f"list {formatting.count(logical_blocks, 'logical block')}; the pool has {mem.blocks_in_pool:,}"
+               + (f"; without sharing {mem.blocks_used:,}" if sharing else ""))
+c4.metric("Wasted slots (physical)", formatting.compact(wasted),
+          f"{100 * wasted / max(1, allocated):.1f}% of allocated", **quiet,
+          help="allocated but unfilled slots in each physical block in use, as a share of all allocated slots")
 c5.metric("KV cache", formatting.format_bytes(mem.kv_cache_bytes, significant=3),
           f"{formatting.format_bytes(mem.block_bytes, significant=3)} per block", **quiet,
           help=f"K and V pools in {mem.kv_dtype} ({formatting.count(mem.kv_element_bytes, 'byte')} per value): "

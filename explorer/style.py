@@ -47,10 +47,11 @@ UNALLOCATED_COLOR = "#F1F5F9"
 #: (``plotly.colors.qualitative``) less their greys (grey means free or foreign),
 #: colours too pale to tell from a free block or too dark for the dot on a partly
 #: filled block, and near-duplicates (CIEDE2000 distance under 15, and #6C4516,
-#: a brown too like #862A16).
+#: a brown too like #862A16). Its blues come last: a small batch's sequences then
+#: look nothing like the block ids' blue scale.
 SEQUENCE_COLORS: tuple[str, ...] = (
-    "#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#B68100", "#511CFB", "#00A08B",
-    "#6C7C32", "#862A16", "#DEA0FD", "#FEAF16", "#F8A19F", "#2ED9FF", "#B10DA1", "#86CE00",
+    "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#B68100", "#00A08B", "#6C7C32", "#862A16",
+    "#DEA0FD", "#FEAF16", "#F8A19F", "#B10DA1", "#86CE00", "#511CFB", "#2ED9FF", "#2E91E5",
 )
 #: Up to this many sequences in a pool view, each gets a legend entry.
 MAX_SEQUENCE_LEGEND = 12

@@ -289,3 +289,26 @@ def test_pool_ref_count_figure_aggregates_a_large_pool_by_the_most_holders():
     fig = sharing_figures.pool_ref_count_figure(refs, np.full((1, 1), -1), 16)
     z = fig.data[0].z.ravel()
     assert z[0] == 3 and z[2] == 1 and np.nanmax(z) == 3 and "5 per cell" in fig.layout.title.subtitle.text
+
+
+def test_block_table_axes_hold_the_grid_not_its_markers():
+    """Review at 1280x720: a "-1" tick on the block table's x axis (a "-2" in
+    presentation mode), where the markers of the shared-block marks and click targets
+    padded Plotly's autorange past the grid."""
+    from explorer.cache.picking import GRID_PAD
+
+    b = _shared_example()
+    fig = cache_figures.block_table_figure(b.block_tables, b.context_lens, 16, 45, ref_counts=b.ref_counts)
+    width = b.block_tables.shape[1]
+    assert tuple(fig.layout.xaxis.range) == (-0.5 - GRID_PAD, width - 0.5 + GRID_PAD)
+    assert tuple(fig.layout.yaxis.range) == (3.5 + GRID_PAD, -0.5 - GRID_PAD)  # 4 rows, the first on top
+    assert fig.layout.xaxis.range[0] > -1 and fig.layout.xaxis.range[1] < width  # no room for a tick past the grid
+
+
+def test_token_walk_writes_no_token_past_the_context():
+    """The empty slots' cells carried the token ids past the context, whose glyphs
+    showed in the 1 px gaps of the trace covering them."""
+    fig = walk_figures.token_walk_figure(np.arange(7), 100, 16, num_blocks=31)
+    text = np.asarray(fig.data[0].text)
+    assert fig.data[0].texttemplate == "%{text}"
+    assert text[6, 3] == "99" and set(text[6, 4:]) == {""}

@@ -46,8 +46,8 @@ def test_kernel_page_sets_no_text_under_12_px_and_hides_what_does_not_fit():
     for fig in kernel_page():
         sizes = explicit_font_sizes(fig)
         assert sizes and min(sizes) >= 12, (fig.layout.title.text, sorted(sizes)[:3])
-        if any(t.type == "bar" and t.textposition == "inside" and t.text is not None for t in fig.data):
-            # Plotly shrinks inside text to fit its bar unless told to hide it instead.
+        if any(t.type == "bar" and t.text is not None for t in fig.data):
+            # Plotly shrinks a bar's text to fit the bar unless told to hide it instead.
             assert fig.layout.uniformtext.mode == "hide" and fig.layout.uniformtext.minsize >= 12
 
 

@@ -47,7 +47,7 @@ def colorbar_key(key: str, width: int = COLORBAR_TITLE_LINE) -> str:
 
 def legend_key(fig: go.Figure, key: str) -> None:
     """Title ``fig``'s legend with ``key``, on its own line above the entries."""
-    fig.update_layout(legend=dict(title=dict(text=key, side="top")))
+    fig.update_layout(legend=dict(title=dict(text=key, side="top", font=dict(size=13))))
 
 
 def cell_text_fits(n_rows: int, n_cols: int, chars: int, plot_width: float, plot_height: float) -> bool:

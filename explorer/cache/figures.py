@@ -20,7 +20,7 @@ from explorer.cache.cell_style import (
     colorbar_key,
     owner_colorscale,
 )
-from explorer.cache.picking import add_click_targets, add_outline, add_veil
+from explorer.cache.picking import GRID_PAD, add_click_targets, add_outline, add_veil
 from explorer.cache.sampling import GridSample, sample_grid
 from explorer.formatting import count, ordinal
 from explorer.style import (
@@ -270,9 +270,13 @@ def block_table_figure(
         half = grid.row_stride / 2
         add_outline(fig, first[c] - 0.5, last[c] + 0.5, rows[r] - half, rows[r] + half, cell_px)
     apply_style(fig, title, subtitle, height=height)
-    fig.update_xaxes(title="logical block", showgrid=False, zeroline=False, **integer_ticks(0, width - 1))
-    fig.update_yaxes(title="sequence" if seq_ids is None else "sequence (seq_id)", autorange="reversed",
-                     showgrid=False, zeroline=False)
+    # The grid's own extent (and room for an outline on its edge): the markers of the
+    # click targets and shared-block marks would pad an autorange past it, to a "-1" tick.
+    half = grid.row_stride / 2
+    fig.update_xaxes(title="logical block", showgrid=False, zeroline=False,
+                     range=[-0.5 - GRID_PAD, width - 0.5 + GRID_PAD], **integer_ticks(0, width - 1))
+    fig.update_yaxes(title="sequence" if seq_ids is None else "sequence (seq_id)",
+                     range=[rows[-1] + half + GRID_PAD, rows[0] - half - GRID_PAD], showgrid=False, zeroline=False)
     # Label rows by name (a seq_id need not be the row index): each of up to 40,
     # past that every k-th, 14 px or more apart.
     step = 1 if len(rows) <= 40 else math.ceil(len(rows) * 14 / plot_height)

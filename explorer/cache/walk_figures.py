@@ -108,7 +108,8 @@ def token_walk_figure(
             x=slots,
             y=logical,
             customdata=custom,
-            text=token,
+            # None past the context: the empty slots' trace covers those cells, but not the 1 px gaps.
+            text=np.where(valid, token.astype(str), ""),
             texttemplate="%{text}" if text_on else None,
             textfont=dict(size=CELL_TEXT_PX),
             colorscale=BLOCK_COLORSCALE,

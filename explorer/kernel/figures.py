@@ -394,7 +394,9 @@ def split_merge_figure(splits) -> go.Figure:
                       layer="below")  # under the bars' value labels it crosses
     subtitle = "out = Σ w·acc / Σ w·l with w = 2^(m − max m); each split rescaled to the common max"
     apply_style(fig, "Merging the splits", subtitle, height=400)
-    fig.update_layout(showlegend=False, margin=dict(t=title_margins(subtitle)[0] + 16))  # + the panel titles
+    # + the panel titles; a value label too wide for its bar is left out (the hover has it), not shrunk.
+    fig.update_layout(showlegend=False, margin=dict(t=title_margins(subtitle)[0] + 16),
+                      uniformtext=dict(minsize=CELL_TEXT_PX, mode="hide"))
     fig.update_annotations(font=dict(size=13))
     lo, hi = (float(m.min()), float(m.max())) if n else (0.0, 1.0)
     pad = max(1.0, 0.25 * (hi - lo))
