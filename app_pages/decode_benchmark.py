@@ -9,7 +9,7 @@ from explorer.bench import readouts
 from paged_attention import IMPLEMENTATIONS, LABELS
 from ui.benchmark import BenchmarkOOM, BenchmarkRefused, run_benchmark_locked
 from ui.charts import show_chart
-from ui.recorded import recorded_durations, show_recorded, show_recorded_pointer
+from ui.recorded import BENCH_KINDS, recorded_durations, show_recorded, show_recorded_pointer
 from ui.sidebar import current, show_config_error
 
 MAX_HISTORY = 20
@@ -192,7 +192,7 @@ unit = formatting.duration_unit(
 if last is None:
     if plan.refusal is None:  # a refused configuration shows the refusal alone
         st.info("Press **Run benchmark** to time the implementations on this configuration.", icon=":material/info:")
-    show_recorded(config, expanded=config.device == "cpu", unit=unit)
+    show_recorded(BENCH_KINDS, config, expanded=config.device == "cpu")
     st.stop()
 
 results, copy_gbps = last["results"], last["copy_gbps"]
@@ -344,4 +344,4 @@ st.dataframe(
 )
 st.button("Clear history", icon=":material/delete:", key="bench_clear", on_click=_clear_history)
 
-show_recorded(config, expanded=config.device == "cpu", unit=unit)
+show_recorded(BENCH_KINDS, config, expanded=config.device == "cpu")

@@ -12,7 +12,7 @@ from explorer.sweep import runs as sweep_runs
 from paged_attention import IMPLEMENTATIONS, LABELS
 from ui.charts import show_chart
 from ui.inputs import bounded_number_input
-from ui.recorded_sweeps import show_recorded_sweeps
+from ui.recorded import SWEEP_KINDS, show_recorded
 from ui.sidebar import (
     current,
     show_config_error,
@@ -350,7 +350,7 @@ with charts:
                 icon=":material/download:", key="sw_csv",
             )
 
-show_recorded_sweeps(mine)
+show_recorded(SWEEP_KINDS, mine=mine)
 
 if job is not None and job.running:
     def _queued() -> None:

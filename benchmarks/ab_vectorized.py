@@ -25,7 +25,7 @@ import statistics
 import torch
 
 import paged_attention as pa
-from paged_attention.bench import check_accuracy
+from paged_attention.results import check_accuracy
 from paged_attention.timing import L2Flusher, percentile, time_interleaved
 from paged_attention.validation import check_decode_args
 

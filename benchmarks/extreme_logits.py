@@ -21,11 +21,11 @@ from types import SimpleNamespace
 
 import torch
 
-from paged_attention import DecodeConfig, build_decode_inputs, prepare, reference_decode
-from paged_attention.bench import check_accuracy
+from paged_attention import DecodeConfig, build_decode_inputs, cdiv, prepare, reference_decode
+from paged_attention.results import check_accuracy
 from paged_attention.validation import check_decode_args
 
-from benchmarks.decode_peers import gather_sdpa, sdpa_contiguous
+from benchmarks.peers.torch_peers import gather_sdpa, sdpa_contiguous
 
 SCALE = 64.0
 
@@ -79,7 +79,7 @@ def sdpa_backends(inputs, shape):
 
     q, k_cache, v_cache, tables, lens = inputs.args()
     b, h, d = q.shape
-    cols = -(-shape.max_context_len // shape.block_size)
+    cols = cdiv(shape.max_context_len, shape.block_size)
     n = cols * shape.block_size
     idx = tables[:, :cols].long().clamp_min(0)
     k = k_cache[idx].reshape(b, n, shape.num_kv_heads, d).transpose(1, 2)

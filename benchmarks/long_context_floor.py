@@ -16,7 +16,7 @@ call), this times:
 * ``merge_chain``     a kernel with the decode's grid that does only what follows
                       the tile loops: each program stores a partial result, counts
                       itself in with the same release/acquire atomic, and the last of
-                      each KV head merges (the decode's ``_merge_group``); next to it,
+                      each KV head merges (the decode's ``merge_partials``); next to it,
                       ``empty_grid``, a kernel of the same grid that stores one value
                       per program. Their difference is the merge chain's own length;
 
@@ -34,23 +34,22 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import importlib
 import statistics
 import sys
 
 import torch
 
-from paged_attention import DecodeConfig, build_decode_inputs, reference_decode
+from paged_attention import DecodeConfig, build_decode_inputs, cdiv, reference_decode
 from paged_attention import runtime  # noqa: F401  (before triton)
-from paged_attention.bench import check_accuracy
+from paged_attention.results import check_accuracy, gbps, pct_of_copy
+from paged_attention.launch_plan import FUSED_MERGE_VALUES, plan_launch
+from paged_attention.tile_walk import merge_partials
 from paged_attention.timing import L2Flusher, gpu_time, measure_copy_bandwidth
+from paged_attention.triton_decode import prepare_triton_decode
+from paged_attention.validation import check_decode_args
 from benchmarks.stream_floor import triton_read
 import triton
 import triton.language as tl
-
-# The module, not the function of the same name that the package exports.
-_decode = importlib.import_module("paged_attention.triton_decode")
-_merge_group = _decode._merge_group
 
 
 @triton.jit
@@ -103,7 +102,7 @@ def _merge_chain_kernel(out_ptr, part_ml_ptr, part_acc_ptr, counter_ptr, stride_
     finished = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
     if finished == num_splits - 1:
         tl.debug_barrier()
-        _merge_group(out_ptr + (kv_head * GROUP) * stride_oh, stride_oh, 1, part_ml_ptr, part_acc_ptr,
+        merge_partials(out_ptr + (kv_head * GROUP) * stride_oh, stride_oh, 1, part_ml_ptr, part_acc_ptr,
                              (kv_head * GROUP) * num_splits, num_splits, num_splits,
                              GROUP, GROUP, HEAD_DIM, HEAD_DIM, MERGE_CHUNK)
         tl.atomic_xchg(counter, 0)
@@ -122,7 +121,7 @@ def merge_chain(num_kv_heads, splits, group, head_dim, device):
     part_acc = torch.empty(num_kv_heads * group * splits * head_dim, dtype=torch.float32, device=device)
     counters = torch.zeros(num_kv_heads, dtype=torch.int32, device=device)
     flags = torch.empty(num_kv_heads * splits, dtype=torch.float32, device=device)
-    chunk = max(1, min(splits, _decode.FUSED_MERGE_VALUES // (group * head_dim)))
+    chunk = max(1, min(splits, FUSED_MERGE_VALUES // (group * head_dim)))
 
     def chain():
         _merge_chain_kernel[(num_kv_heads, splits)](out, part_ml, part_acc, counters, out.stride(0), splits,
@@ -140,7 +139,7 @@ def paged_read(k_cache, v_cache, table_row, needed_blocks, splits, num_stages):
     gives the ``[num_kv_heads, head_dim]`` float32 sums it computed."""
     num_kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
     out = torch.empty(num_kv_heads * splits * head_dim, dtype=torch.float32, device=k_cache.device)
-    per_split = -(-needed_blocks // splits)
+    per_split = cdiv(needed_blocks, splits)
     block_size = k_cache.shape[1]
 
     def launch():
@@ -163,7 +162,7 @@ def runs_for(batch: int, context: int, layout: str, device: torch.device) -> dic
     inputs = build_decode_inputs(cfg)
     args = inputs.args()
     ref = reference_decode(*args)
-    decode = _decode.prepare_triton_decode(*args)
+    decode = prepare_triton_decode(*args)
     accuracy = check_accuracy(decode().clone(), ref)
     if not accuracy.passed:
         raise AssertionError(f"decode is wrong at {batch} x {context} ({layout}): {accuracy}")
@@ -171,7 +170,7 @@ def runs_for(batch: int, context: int, layout: str, device: torch.device) -> dic
     if batch == 1:
         _, k_cache, v_cache, tables, _ = args
         row = tables[0].contiguous()
-        needed = -(-context // cfg.block_size)
+        needed = cdiv(context, cfg.block_size)
         want = (k_cache[row[:needed].long()].float().sum((0, 1)) + v_cache[row[:needed].long()].float().sum((0, 1)))
         readers = {}
         for splits, stages in ((32, 3), (128, 1)):
@@ -182,7 +181,7 @@ def runs_for(batch: int, context: int, layout: str, device: torch.device) -> dic
             readers[f"paged_read (splits {splits}, {stages} stage{'s' if stages > 1 else ''})"] = reader
         runs.update(readers)
         if layout == "shuffled":
-            splits = _decode.plan_launch(_decode.check_decode_args(*args), device, cfg.torch_dtype).num_splits
+            splits = plan_launch(check_decode_args(*args), device, cfg.torch_dtype).num_splits
             chain, empty = merge_chain(cfg.num_kv_heads, splits, cfg.num_heads // cfg.num_kv_heads, cfg.head_dim, device)
             # Partial s holds max (s % 7) + g, sum 1 and acc 1 + s for head g of a group,
             # so the merge is a weighted mean of 1 + s with weights 2 ** (s % 7).
@@ -231,7 +230,7 @@ def main(argv=None) -> int:
         for (layout, name), t in times.items():
             us = statistics.median(t)
             moves_kv = not name.startswith(("merge_chain", "empty_grid"))  # those two read no K/V
-            frac = nbytes / (us * 1e-6) / 1e9 / copy_gbps if moves_kv else float("nan")
+            frac = pct_of_copy(gbps(nbytes, us / 1e3), copy_gbps) / 100 if moves_kv else float("nan")
             rows.append(dict(batch=batch, context=context, table=layout, kind=name, mb=nbytes / 1e6, gpu_us=us,
                              frac_copy=frac, min_us=min(t), max_us=max(t)))
             share = f"{frac:6.1%} of copy" if moves_kv else " " * 14

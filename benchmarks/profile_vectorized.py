@@ -13,7 +13,7 @@ import sys
 
 import torch
 
-from paged_attention import DecodeConfig, build_decode_inputs, prepare
+from paged_attention import DecodeConfig, build_decode_inputs, cdiv, prepare
 from paged_attention.timing import L2Flusher, gpu_time
 
 
@@ -41,7 +41,7 @@ def main() -> int:
     print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=15, max_name_column_width=70))
 
     flush = L2Flusher(dev)
-    cols = -(-args.context // cfg.block_size)
+    cols = cdiv(args.context, cfg.block_size)
     idx = tables[:, :cols].reshape(-1)
     b, n = args.batch, cols * cfg.block_size
     keys = k.index_select(0, idx).view(b, n, cfg.num_kv_heads, cfg.head_dim).transpose(1, 2)

@@ -1,12 +1,15 @@
 """Record benchmark runs on this GPU as sets the app can show on any machine.
 
-Three kinds of set, each a CSV and a JSON of metadata beside it:
+Three kinds of set, each a CSV of the one result schema and a JSON sidecar beside
+it (:mod:`paged_attention.result_files`), read back with the app's loader
+(:func:`explorer.bench.recorded.load_recorded_set`):
 
 * the classic table (the default, below);
 * a peer comparison (``--peers``): convert a ``python -m benchmarks.decode_peers``
-  run, its CSV and its log, into a set of :mod:`explorer.bench.recorded_peers`;
+  run from before the one schema, its CSV and its log, into a ``peers`` set (a run
+  of today writes its sidecar itself: copy the pair as it is);
 * sweeps (``--sweeps``): time the implementations along context length and batch
-  size in the Sweep page's own CSV format, sets of :mod:`explorer.sweep.recorded`.
+  size in the Sweep page's own CSV format, ``sweep`` sets.
 
 The classic table
 -----------------
@@ -16,9 +19,9 @@ Runs ``python -m paged_attention.bench`` (the classic configurations: (2, 60),
 float16) once per block layout, measures the device-to-device copy bandwidth in the
 same process, and writes
 
-* ``--out`` (a CSV): the CLI's rows with a ``layout`` column in front;
+* ``--out`` (a CSV): the CLI's result rows of every layout;
 * the JSON of the same name beside it: GPU, SM count, memory, driver, CUDA, torch,
-  Triton, date, copy bandwidth, the shared configuration and this command.
+  Triton, date, copy bandwidth and this command.
 
 The pair is then read back with :func:`explorer.bench.recorded.load_recorded_set`, the
 loader of the app's "Recorded on a GPU" section, so a set that the app would refuse
@@ -30,9 +33,10 @@ Exit status 1 when an implementation is incorrect (the set is still written).
 
 Peer comparisons
 ----------------
-The CSV is copied unchanged; the GPU, torch, Triton and FlashInfer versions and the
-copy bandwidth come from the log's first lines (``decode_peers`` prints them); the
-driver, CUDA version and date, which the log does not hold, are given::
+The CSV's rows are mapped onto the one result schema; the GPU, torch, Triton and
+FlashInfer versions and the copy bandwidth come from the log's first lines
+(``decode_peers`` prints them); the driver, CUDA version and date, which the log
+does not hold, are given::
 
     python -m benchmarks.record --peers docs/data/v14_peers_ragged.csv --log docs/data/v14_peers_ragged.txt \
         --driver 580.159.04 --cuda 13.0 --date 2026-12-01 --out explorer/bench/recorded_runs/peers/h200_ragged_2026-12-01.csv
@@ -52,43 +56,39 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterable, Mapping
 
 import pandas as pd
 import torch
 
+from benchmarks.peers.report import sidecar_notes
 from paged_attention import bench
+from paged_attention.result_files import read_results, sidecar, write_results
+from paged_attention.results import utc_stamp
 from paged_attention.timing import measure_copy_bandwidth
 
 
-def driver_version() -> str:
-    """The NVIDIA driver version from ``nvidia-smi``, or ``"unknown"`` without it."""
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return out.strip().splitlines()[0] if out.strip() else "unknown"
-
-
-def write_recorded(table: pd.DataFrame, meta: dict, out: str | Path) -> Path:
-    """Write a recorded set (``out`` and its ``.json``) and read it back to check it.
+def write_recorded(rows: Iterable[Mapping] | pd.DataFrame, meta: dict, out: str | Path, **written) -> Path:
+    """Write a recorded set (``out`` and its ``.json``,
+    :func:`paged_attention.result_files.write_results`) and read it back to check it.
 
     Parameters
     ----------
-    table : pd.DataFrame
-        Rows of :data:`explorer.bench.recorded.REQUIRED_COLUMNS` (and any more).
+    rows : iterable of dict, or pd.DataFrame
+        Result rows (:data:`paged_attention.results.RESULT_COLUMNS`, and any more).
     meta : dict
-        The sidecar's content (:data:`explorer.bench.recorded.REQUIRED_META`).
+        The sidecar (:func:`paged_attention.result_files.sidecar`; its ``kind``
+        says which the set is).
     out : str or Path
         The CSV to write; the JSON gets the same stem.
+    **written
+        Passed on to :func:`~paged_attention.result_files.write_results` (``leading``).
 
     Returns
     -------
@@ -103,31 +103,15 @@ def write_recorded(table: pd.DataFrame, meta: dict, out: str | Path) -> Path:
     """
     from explorer.bench.recorded import load_recorded_set
 
-    out = Path(out)
-    table.to_csv(out, index=False)
-    out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
-    load_recorded_set(out)
+    if isinstance(rows, pd.DataFrame):
+        rows = rows.to_dict("records")
+    out = write_results(rows, out, meta, **written)
+    load_recorded_set(out, meta.get("kind"))
     return out
 
 
-def _gpu_meta(title: str) -> dict:
-    """What every set recorded here says of the machine: GPU, driver, versions, date."""
-    import triton
-
-    props = torch.cuda.get_device_properties(0)
-    date = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
-    return {
-        "format": 1,
-        "title": title.replace("{gpu}", props.name).replace("{date}", date),
-        "gpu": props.name,
-        "sm_count": props.multi_processor_count,
-        "memory_mib": props.total_memory // 2**20,
-        "driver": driver_version(),
-        "cuda": torch.version.cuda,
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "date": date,
-    }
+def _title(title: str, meta: dict) -> str:
+    return title.replace("{gpu}", meta["gpu"]).replace("{date}", meta["date"])
 
 
 # -- peer comparisons ------------------------------------------------------------------
@@ -177,43 +161,35 @@ def convert_peers(csv_path: str | Path, log_path: str | Path, out: str | Path, *
                   date: str, command: str, title: str | None = None) -> Path:
     """Write a ``decode_peers`` run (its CSV and log) as a recorded peer set.
 
-    The CSV's rows are copied unchanged to ``out``; the JSON beside it holds
-    :func:`parse_peers_log`'s fields, ``driver``, ``cuda`` and ``date`` (which the
-    log does not hold), the source files and ``command``. The pair is read back
-    with :func:`explorer.bench.recorded_peers.load_peer_set`.
+    The CSV's rows are read (:func:`paged_attention.result_files.read_results`,
+    which maps an earlier schema's) and written to ``out`` in the one schema; the
+    JSON beside it holds :func:`parse_peers_log`'s fields, ``driver``, ``cuda`` and
+    ``date`` (which the log does not hold), the source files and ``command``. The
+    pair is read back (:func:`write_recorded`).
 
     Raises
     ------
     ValueError
-        If the log lacks a line :func:`parse_peers_log` needs, or the pair breaks a
-        rule of :func:`explorer.bench.recorded_peers.load_peer_set` (left in place).
+        If the log lacks a line :func:`parse_peers_log` needs, the CSV a cell of the
+        wrong type, or the pair breaks a rule of
+        :func:`explorer.bench.recorded.load_recorded_set` (left in place).
     """
-    from explorer.bench.recorded_peers import load_peer_set
-
     found = parse_peers_log(Path(log_path).read_text())
-    out = Path(out)
+    rows, _ = read_results(csv_path)
     meta = {
-        "format": 1,
-        "kind": "peers",
-        "set": found["set"],
-        "title": title or f"{found['gpu']}, {found['set']} set against SDPA" + (" and FlashInfer" if found["flashinfer"] else "")
-                          + f", {date}",
+        "format": 2, "kind": "peers", "set": found["set"],
         "gpu": found["gpu"], "sm_count": found["sm_count"], "driver": driver, "cuda": cuda,
-        "torch": found["torch"], "triton": found["triton"], "flashinfer": found["flashinfer"], "date": date,
+        "torch": found["torch"], "triton": found["triton"],
+        "peers": {"flashinfer": found["flashinfer"]} if found["flashinfer"] else {}, "date": date,
         "copy_gbps": found["copy_gbps"],
-        "copy_note": "measured in the same run",
-        "harness": "Timed with benchmarks.decode_peers: GPU time from CUDA-graph replays with the L2 flushed "
-                   "before every call, and the plain-call latency; GB/s from GPU time.",
-        "source": f"{Path(csv_path).as_posix()} and {Path(log_path).as_posix()}, rows copied unchanged",
+        **sidecar_notes(found["set"], gpu=found["gpu"], date=date, flashinfer=bool(found["flashinfer"])),
+        "source": f"{Path(csv_path).as_posix()} and {Path(log_path).as_posix()}, rows mapped onto the one result "
+                  "schema",
         "command": command,
     }
-    if found["set"] == "prefix":
-        meta["gbps_note"] = ("GB/s and % of copy count the unique bytes: each shared block once "
-                             "(DecodeConfig.unique_decode_bytes)")
-    out.write_bytes(Path(csv_path).read_bytes())
-    out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
-    load_peer_set(out)
-    return out
+    if title:
+        meta["title"] = title
+    return write_recorded(rows, meta, out, leading=("kind",))
 
 
 # -- sweeps ----------------------------------------------------------------------------
@@ -298,7 +274,7 @@ def sweep_rows(
                     raise
                 except Exception as exc:
                     measured[name] = exc
-        stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+        stamp = utc_stamp()
         for name in names:
             if name not in measured:
                 rows.append(status_row("naive", "skipped", config, axis, value, note=decision.reason,
@@ -321,9 +297,9 @@ def record_sweeps(folder: str | Path, *, axes, warmup: int, iters: int, naive_bu
                   command: str) -> list[Path]:
     """Run :data:`SWEEPS` of ``axes`` on the GPU and write each as a recorded sweep
     (``<gpu>_<date>_<axis>.csv`` and its ``.json``) in ``folder``, read back with
-    :func:`explorer.sweep.recorded.load_recorded_sweep`."""
-    from explorer.sweep.recorded import load_recorded_sweep
-    from explorer.sweep.runs import rows_frame, sweep_csv
+    :func:`explorer.bench.recorded.load_recorded_set`."""
+    from explorer.bench.recorded import RECORDED_SOURCE
+    from explorer.sweep.runs import SWEEP_COLUMNS, rows_frame
     from paged_attention import IMPLEMENTATIONS, DecodeConfig
 
     copy = measure_copy_bandwidth("cuda")
@@ -331,26 +307,23 @@ def record_sweeps(folder: str | Path, *, axes, warmup: int, iters: int, naive_bu
     for axis in axes:
         fixed, values = SWEEPS[axis]
         base = DecodeConfig(**{"batch_size": 8, "context_lens": 2048, **SWEEP_BASE, **fixed, "device": "cuda"})
-        meta = _gpu_meta("{gpu}, sweep of " + axis.replace("_len", " length").replace("_size", " size")
-                         + ", {date}")
+        meta = sidecar(kind="sweep", command=command, device="cuda", copy_gbps=round(copy, 1))
         start = time.perf_counter()
         rows = sweep_rows(base, axis, values, list(IMPLEMENTATIONS), warmup=warmup, iters=iters,
                           naive_budget_s=naive_budget_s, device_name=meta["gpu"], copy_gbps=copy)
         elapsed = time.perf_counter() - start
         slug = re.sub(r"[^a-z0-9]+", "_", meta["gpu"].lower().removeprefix("nvidia ")).strip("_")
-        out = Path(folder) / f"{slug}_{meta['date']}_{axis}.csv"
-        out.write_text(sweep_csv(rows_frame(rows, "recorded")))
         meta.update(
-            kind="sweep", axis=axis, values=list(values), copy_gbps=round(copy, 1),
-            copy_note="measured in the same process, before the sweeps",
-            config={**SWEEP_BASE, **{k: v for k, v in fixed.items()}, "block_layout": base.block_layout},
+            title=_title("{gpu}, sweep of " + axis.replace("_len", " length").replace("_size", " size") + ", {date}",
+                         meta),
+            axis=axis, values=list(values), copy_note="measured in the same process, before the sweeps",
+            config={**SWEEP_BASE, **fixed, "block_layout": base.block_layout},
             naive_budget_s=naive_budget_s, warmup=warmup, iters=iters, elapsed_s=round(elapsed, 1),
             harness="Timed like the Sweep page: interleaved rounds, call latency and CUDA-graph GPU time, "
                     "L2 flushed before each call.",
-            command=command,
         )
-        out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
-        load_recorded_sweep(out)
+        out = write_recorded(rows_frame(rows, RECORDED_SOURCE), meta, Path(folder) / f"{slug}_{meta['date']}_{axis}.csv",
+                             leading=SWEEP_COLUMNS[:3])
         print(f"recorded the {axis} sweep ({len(values)} points) in {elapsed:.0f} s: {out}")
         written.append(out)
     return written
@@ -410,31 +383,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"all sweeps in {time.perf_counter() - start:.0f} s")
         return 0
 
-    frames, status = [], 0
+    rows, meta, status = [], None, 0
     with tempfile.TemporaryDirectory() as tmp:
         for layout in args.layouts:
             path = os.path.join(tmp, f"{layout}.csv")
             status = max(status, bench.main(["--layout", layout, "--device", "cuda", "--csv", path]))
             if not os.path.exists(path):
                 sys.exit(f"python -m paged_attention.bench --layout {layout} wrote no table (status {status})")
-            frames.append(pd.read_csv(path).assign(layout=layout))
-    table = pd.concat(frames, ignore_index=True)
-    table = table[["layout", *[c for c in table.columns if c != "layout"]]]
-    copy_gbps = measure_copy_bandwidth("cuda")
-
-    defaults = bench.build_parser().parse_args([])
-    meta = _gpu_meta(args.title or "{gpu}, classic table, {date}")
-    meta.update({
-        "copy_gbps": round(copy_gbps, 1),
-        "copy_note": "measured in the same process, after the tables",
-        "harness": "Timed with paged_attention.timing's interleaved rounds (call latency with the GPU idle "
-                   "at the start, GPU time from CUDA-graph replays, L2 flushed before each call).",
-        "config": {k: getattr(defaults, k) for k in ("num_heads", "num_kv_heads", "head_dim", "block_size",
-                                                     "dtype", "warmup")},
-        "command": command,
-    })
-    out = write_recorded(table, meta, args.out)
-    print(f"recorded {len(table)} rows on {meta['gpu']} (copy {copy_gbps:,.0f} GB/s): {out} and "
+            layout_rows, meta = read_results(path)
+            rows += layout_rows
+    meta.update(
+        title=_title(args.title or "{gpu}, classic table, {date}", meta),
+        copy_note="measured in the same process, after each layout's table (this is the last one)",
+        harness="Timed with paged_attention.timing's interleaved rounds (call latency with the GPU idle "
+                "at the start, GPU time from CUDA-graph replays, L2 flushed before each call).",
+        command=command,
+    )
+    out = write_recorded(rows, meta, args.out)
+    print(f"recorded {len(rows)} rows on {meta['gpu']} (copy {meta['copy_gbps']:,.0f} GB/s): {out} and "
           f"{out.with_suffix('.json')}")
     return status
 

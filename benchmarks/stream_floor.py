@@ -33,9 +33,10 @@ import sys
 import numpy as np
 import torch
 
-from paged_attention import DecodeConfig, build_decode_inputs, prepare
+from paged_attention import DecodeConfig, build_decode_inputs, cdiv, prepare
 from paged_attention import runtime  # noqa: F401  (before triton)
 from paged_attention.timing import L2Flusher, gpu_time, measure_copy_bandwidth
+from paged_attention.results import gbps, pct_of_copy
 import triton
 import triton.language as tl
 
@@ -56,7 +57,7 @@ def _read_kernel(x_ptr, partial_ptr, n, per_program, BLOCK: tl.constexpr):
 def triton_read(x: torch.Tensor, programs: int, block: int, warps: int):
     """A launcher for :func:`_read_kernel` over ``x`` with ``programs`` programs."""
     n = x.numel()
-    per_program = -(-n // (programs * block)) * block
+    per_program = cdiv(n, programs * block) * block
     partial = torch.empty(programs, dtype=torch.float32, device=x.device)
     return lambda: _read_kernel[(programs,)](x, partial, n, per_program, BLOCK=block, num_warps=warps)
 
@@ -108,7 +109,7 @@ def main(argv=None) -> int:
         for name in ("read", "read_mv", "read_triton", "copy", "triton", "triton_b"):
             moved = times.get(name + "_mb", mb)
             rows.append(dict(kind=name, mb=moved, gpu_us=times[name] * 1e3,
-                             frac_copy=moved * 1e6 / (times[name] * 1e-3) / 1e9 / copy_gbps))
+                             frac_copy=pct_of_copy(gbps(moved * 1e6, times[name]), copy_gbps) / 100))
             print(f"{name:9s} {moved:8.1f} MB {times[name] * 1e3:8.1f} us {rows[-1]['frac_copy']:6.1%} of copy",
                   flush=True)
     table = pd.DataFrame(rows)

@@ -4,10 +4,15 @@ Runs ``python -m paged_attention.bench`` (the classic table: (2, 60), (1, 512),
 (16, 256), (4, 2048)) ``--runs`` times back to back for each block layout, each in
 a fresh process as a user would, and checks, per configuration, that
 
-* the ranking of the implementations by median call latency is the same in every
-  run, and
+* the ranking of the implementations by call latency holds: no run says one is
+  faster than another where another run says it is slower. Faster and slower
+  are :func:`paged_attention.samples.compare_timings`'s (p20-p80 ranges apart);
+  a pair whose ranges overlap is indistinguishable, which no run contradicts;
 * each implementation's median call latency moves by at most ``--tolerance``
   (max/min - 1 across the runs).
+
+The CLI times what ``paged_attention.prepare`` returns, the CUDA-graph replay of
+each capturable implementation on a GPU, as the app and the sweep do.
 
 Prints every run's table, then one summary row per (layout, configuration), and
 writes the CSVs to ``--out-dir``. Exit status 1 when a check fails.
@@ -18,11 +23,14 @@ writes the CSVs to ``--out-dir``. Exit status 1 when a check fails.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import subprocess
 import sys
 
 import pandas as pd
+
+from paged_attention.samples import FASTER, SLOWER, compare_timings
 
 
 def run_cli(layout: str, path: str, extra: list[str]) -> None:
@@ -30,16 +38,39 @@ def run_cli(layout: str, path: str, extra: list[str]) -> None:
     subprocess.run(cmd, check=False, stdout=sys.stdout, stderr=subprocess.DEVNULL)
 
 
+def ranking(run: pd.DataFrame) -> str:
+    """One run's implementations by median call latency, fastest first: ``" < "``
+    before one that is slower, ``" ~ "`` before one indistinguishable from the
+    previous (:func:`~paged_attention.samples.compare_timings`)."""
+    rows = list(run.sort_values("median_ms").itertuples())
+    text = rows[0].implementation
+    for prev, row in zip(rows, rows[1:]):
+        verdict = compare_timings((prev.p20_ms, prev.p80_ms), (row.p20_ms, row.p80_ms))
+        text += (" < " if verdict == FASTER else " ~ ") + row.implementation
+    return text
+
+
+def contradictions(group: pd.DataFrame) -> list[str]:
+    """The pairs of implementations that one run finds faster and another slower."""
+    verdicts: dict[tuple[str, str], set[str]] = {}
+    for _, run in group.groupby("run"):
+        r = run.set_index("implementation")
+        for a, b in itertools.combinations(sorted(r.index), 2):
+            verdict = compare_timings((r.at[a, "p20_ms"], r.at[a, "p80_ms"]), (r.at[b, "p20_ms"], r.at[b, "p80_ms"]))
+            verdicts.setdefault((a, b), set()).add(verdict)
+    return [f"{a} vs {b}" for (a, b), seen in verdicts.items() if {FASTER, SLOWER} <= seen]
+
+
 def summarize(frames: list[pd.DataFrame], tolerance: float) -> tuple[pd.DataFrame, bool]:
-    """One row per configuration: the rankings seen, and each implementation's spread."""
+    """One row per configuration: the rankings seen, any pair they contradict each
+    other on, and each implementation's spread across the runs."""
     rows, ok = [], True
     both = pd.concat([f.assign(run=i + 1) for i, f in enumerate(frames)])
     for (batch, ctx), group in both.groupby(["batch_size", "context_len"], sort=False):
-        rankings = {
-            " < ".join(g.sort_values("median_ms")["implementation"]) for _, g in group.groupby("run")
-        }
-        row = {"batch_size": batch, "context_len": ctx, "same ranking": len(rankings) == 1,
-               "ranking": " | ".join(sorted(rankings))}
+        rankings = {ranking(g) for _, g in group.groupby("run")}
+        contradicted = contradictions(group)
+        row = {"batch_size": batch, "context_len": ctx, "same ranking": not contradicted,
+               "contradicted": "; ".join(contradicted), "ranking": " | ".join(sorted(rankings))}
         fastest = group.groupby("run")["median_ms"].min()
         for impl, g in group.groupby("implementation", sort=False):
             spread = g["median_ms"].max() / g["median_ms"].min() - 1
@@ -76,7 +107,8 @@ def main() -> int:
     table = pd.concat(summaries)
     table.to_csv(os.path.join(args.out_dir, "stability_summary.csv"), index=False)
     print(table.to_string(index=False))
-    print("stable" if all_ok else "NOT stable", f"(ranking identical and spread <= {100 * args.tolerance:.0f}%)")
+    print("stable" if all_ok else "NOT stable",
+          f"(no ranking contradicted across runs, and each median's spread <= {100 * args.tolerance:.0f}%)")
     return 0 if all_ok else 1
 
 

@@ -21,13 +21,13 @@ import sys
 import torch
 
 from paged_attention import DecodeConfig, build_decode_inputs, reference_decode
-from paged_attention.bench import check_accuracy
+from paged_attention.results import check_accuracy, gbps
 from paged_attention.shared_prefix import find_shared_prefixes, plan_prefix
 from paged_attention.timing import L2Flusher, gpu_time
 from paged_attention.triton_decode import prepare_triton_decode
 from paged_attention.validation import check_decode_args
 
-from benchmarks.decode_peers import BASE, PREFIX_CONFIGS
+from benchmarks.peers.configs import BASE, PREFIX_CONFIGS
 
 
 def main(argv=None) -> int:
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
                 ms = gpu_time(run, device=dev, flush=flush, calls_per_graph=5, replays=10)
             except Exception as exc:  # an invalid combination (e.g. too much shared memory)
                 return dict(base, **kw, error=f"{type(exc).__name__}: {str(exc)[:80]}")
-            return dict(base, **kw, gpu_ms=ms, gbps=nbytes / ms / 1e6, correct=ok,
+            return dict(base, **kw, gpu_ms=ms, gbps=gbps(nbytes, ms), correct=ok,
                         chunk_tokens=plan.tokens_per_split)
 
         default = measure()

@@ -20,13 +20,13 @@ import sys
 import torch
 
 from paged_attention import DecodeConfig, build_decode_inputs, reference_decode
-from paged_attention.bench import check_accuracy
+from paged_attention.results import check_accuracy, gbps
 from paged_attention.timing import L2Flusher, gpu_time
 from paged_attention.config import ragged_lengths
 from paged_attention.triton_decode import plan_launch, prepare_triton_decode
 from paged_attention.validation import check_decode_args
 
-from benchmarks.decode_peers import BASE, CONFIGS
+from benchmarks.peers.configs import BASE, CONFIGS
 
 
 def main(argv=None) -> int:
@@ -83,7 +83,7 @@ def main(argv=None) -> int:
                 ms = gpu_time(run, device=dev, flush=flush, calls_per_graph=5, replays=10)
             except Exception as exc:  # an invalid combination (e.g. too much shared memory)
                 return dict(base, **kw, error=f"{type(exc).__name__}: {str(exc)[:80]}")
-            return dict(base, **kw, gpu_ms=ms, gbps=nbytes / ms / 1e6, correct=ok)
+            return dict(base, **kw, gpu_ms=ms, gbps=gbps(nbytes, ms), correct=ok)
 
         auto = plan_launch(shape, dev, cfg.torch_dtype)
         default = measure()

@@ -10,9 +10,11 @@ from .runtime import HAS_CUDA, default_device, device_description, execution_mod
 from .inputs import LOUD_VALUE, DecodeInputs, assign_blocks, build_decode_inputs, unquantized_cache
 from .config import BLOCK_LAYOUTS, DTYPES, KV_DTYPES, KV_SCALES, TOLERANCES, DecodeConfig, ragged_lengths, tolerance
 from .implementations import GRAPH_CAPTURABLE, IMPLEMENTATIONS, LABELS, VARIANTS, get_implementation, prepare
+from .launcher import PreparedCall
 from .naive import naive_decode
 from .reference import reference_decode
 from .launch_plan import plan_launch
+from .tiling import cdiv, next_pow2
 from .shared_prefix import PrefixGroup, find_shared_prefixes
 from .triton_decode import prepare_triton_decode, triton_decode
 from .triton_decode_simple import triton_decode_simple
@@ -21,9 +23,9 @@ from .vectorized import vectorized_decode
 
 __all__ = [
     "BLOCK_LAYOUTS", "DTYPES", "GRAPH_CAPTURABLE", "HAS_CUDA", "IMPLEMENTATIONS", "KV_DTYPES", "KV_SCALES", "LABELS",
-    "LOUD_VALUE", "TOLERANCES", "VARIANTS", "DecodeConfig", "DecodeInputs", "DecodeShape",
-    "assign_blocks", "build_decode_inputs", "check_decode_args", "default_device",
-    "device_description", "execution_mode", "get_implementation", "naive_decode", "plan_launch", "PrefixGroup", "find_shared_prefixes",
+    "LOUD_VALUE", "TOLERANCES", "VARIANTS", "DecodeConfig", "DecodeInputs", "DecodeShape", "PreparedCall",
+    "assign_blocks", "build_decode_inputs", "cdiv", "check_decode_args", "default_device",
+    "device_description", "execution_mode", "get_implementation", "naive_decode", "next_pow2", "plan_launch", "PrefixGroup", "find_shared_prefixes",
     "prepare", "prepare_triton_decode", "ragged_lengths", "reference_decode", "tolerance",
     "triton_decode", "triton_decode_simple", "unquantized_cache", "vectorized_decode",
 ]

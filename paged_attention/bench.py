@@ -1,14 +1,8 @@
-"""Benchmark of the decode implementations: accuracy against the float64 reference,
-timing through :mod:`paged_attention.timing` (interleaved rounds; call latency and
-CUDA-graph GPU time), achieved bandwidth, and the command line.
-
-Achieved bandwidth is the bytes a decode step must move (each needed K and V
-element once, the query and the output) over the median time, in GB/s (1e9 B/s).
-Two counts of bytes: logical (every sequence's tokens,
-:meth:`~paged_attention.config.DecodeConfig.decode_bytes`) and unique (a block
-that a prefix group shares once,
-:meth:`~paged_attention.config.DecodeConfig.unique_decode_bytes`); they differ
-only for a batch with a shared prefix.
+"""Benchmark of the decode implementations: each timed against the others in
+interleaved rounds (:mod:`paged_attention.timing`: call latency and CUDA-graph GPU
+time) and checked against the float64 reference, into
+:class:`~paged_attention.results.BenchResult` objects; and the command line, which writes
+them as result rows (:mod:`paged_attention.result_files`).
 
 Run ``python -m paged_attention.bench --help``.
 """
@@ -17,144 +11,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import statistics
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Callable, Iterable, Sequence
 
 import torch
 
-from .inputs import DecodeInputs, build_decode_inputs
-from .config import BLOCK_LAYOUTS, DTYPES, KV_DTYPES, KV_SCALES, DecodeConfig, tolerance
+from .config import BLOCK_LAYOUTS, DTYPES, KV_DTYPES, KV_SCALES, DecodeConfig
 from .implementations import GRAPH_CAPTURABLE, IMPLEMENTATIONS, LABELS, prepare
+from .inputs import DecodeInputs, build_decode_inputs
 from .reference import reference_decode
+from .result_files import sidecar, write_results
+from .results import BenchResult, achieved_gbps, check_accuracy, correct_text, result_row, utc_stamp
 from .runtime import default_device, execution_mode
-from .timing import L2Flusher, Timing, check_memory, percentile, time_interleaved
+from .timing import L2Flusher, check_memory, measure_copy_bandwidth, time_interleaved
 
 #: The classic decoding benchmark: (batch_size, context_len, iterations); every
 #: config uses 32 query heads, 8 KV heads, head_dim 128, block_size 16, float16,
 #: and 10 warm-up iterations.
 CLASSIC_CONFIGS: tuple[tuple[int, int, int], ...] = ((2, 60, 100), (1, 512, 100), (16, 256, 50), (4, 2048, 20))
 CLASSIC_WARMUP = 10
-
-
-@dataclass
-class Accuracy:
-    """Error of one output against the float64 reference.
-
-    ``max_abs_err`` is the largest ``|out - ref|``; ``max_rel_err`` the largest
-    ``|out - ref| / max(|ref|, 1e-6)`` (large wherever ``ref`` is near zero, even
-    for a correct output); ``max_tol_ratio`` the largest
-    ``|out - ref| / (atol + rtol * |ref|)``, which is at most 1 exactly when every
-    element is within tolerance; ``passed`` applies the dtype's ``atol`` and
-    ``rtol`` elementwise, like ``torch.allclose``, and fails on NaN or inf.
-    """
-
-    max_abs_err: float
-    max_rel_err: float
-    atol: float
-    rtol: float
-    passed: bool
-    max_tol_ratio: float = 0.0
-
-
-def check_accuracy(out: torch.Tensor, ref: torch.Tensor) -> Accuracy:
-    """Compare ``out`` (any float dtype) with the float64 ``ref``.
-
-    Parameters
-    ----------
-    out : Tensor
-        ``[batch_size, num_heads, head_dim]`` in float16, bfloat16 or float32.
-    ref : Tensor
-        Same shape, float64 (from :func:`reference_decode`).
-
-    Returns
-    -------
-    Accuracy
-        NaN or inf anywhere in ``out`` fails.
-    """
-    atol, rtol = tolerance(out.dtype)
-    diff = (out.double() - ref).abs()
-    finite = bool(torch.isfinite(out).all())
-    max_abs = float(diff.max()) if diff.numel() else 0.0
-    max_rel = float((diff / ref.abs().clamp_min(1e-6)).max()) if diff.numel() else 0.0
-    bound = atol + rtol * ref.abs()
-    ratio = float((diff / bound).max()) if diff.numel() else 0.0
-    passed = finite and bool((diff <= bound).all())
-    if not finite:
-        max_abs = max_rel = ratio = math.inf
-    return Accuracy(max_abs, max_rel, atol, rtol, passed, ratio)
-
-
-@dataclass
-class BenchResult:
-    """Timing and accuracy of one implementation on one configuration.
-
-    Times are in milliseconds, bandwidth in GB/s (1e9 bytes per second), bytes in
-    bytes. ``bytes_moved`` and ``gbps`` count logical bytes (a shared prefix in
-    every sequence); ``unique_bytes``, ``unique_gbps`` and ``gpu_unique_gbps``
-    count a shared block once (the same as logical when nothing is shared).
-    ``samples_ms`` are call latencies, one per interleaved round;
-    ``gpu_time_ms`` (the median of ``gpu_samples_ms``) is None where no CUDA graph
-    could time it (CPU, or an implementation that synchronises with the host).
-    ``p20_ms``/``p80_ms`` and ``gpu_p20_ms``/``gpu_p80_ms`` give the spread
-    (20th and 80th percentiles).
-    """
-
-    name: str
-    label: str
-    device: str
-    samples_ms: list[float]
-    median_ms: float
-    p20_ms: float
-    p80_ms: float
-    gpu_time_ms: float | None
-    bytes_moved: int
-    gbps: float
-    gpu_gbps: float | None
-    max_abs_err: float
-    max_rel_err: float
-    atol: float
-    rtol: float
-    passed: bool
-    max_tol_ratio: float = 0.0
-    error: str | None = None
-    gpu_p20_ms: float | None = None
-    gpu_p80_ms: float | None = None
-    gpu_samples_ms: list[float] | None = None
-    unique_bytes: int | None = None
-    unique_gbps: float | None = None
-    gpu_unique_gbps: float | None = None
-
-    def row(self) -> dict:
-        """A flat dict without the samples (for tables and CSV)."""
-        d = asdict(self)
-        d.pop("samples_ms")
-        d.pop("gpu_samples_ms")
-        return d
-
-
-def shares_kv(result) -> bool:
-    """True when a shared prefix makes ``result``'s unique bytes fewer than its
-    logical bytes (``result`` is a :class:`BenchResult` or anything with
-    ``bytes_moved``, and maybe ``unique_bytes``)."""
-    unique = getattr(result, "unique_bytes", None)
-    return unique is not None and unique < result.bytes_moved
-
-
-def achieved_gbps(result, *, unique: bool = False) -> float | None:
-    """The achieved bandwidth to report for ``result``, in GB/s: from GPU time
-    where CUDA graphs measured it (no host in it), else from the call latency;
-    on logical bytes, or with ``unique`` on unique bytes (a shared block once).
-
-    ``result`` is a :class:`BenchResult` or anything with ``gpu_gbps`` and ``gbps``
-    (and ``gpu_unique_gbps`` and ``unique_gbps`` for ``unique``).
-    """
-    if unique:
-        return result.gpu_unique_gbps if result.gpu_unique_gbps is not None else result.unique_gbps
-    return result.gpu_gbps if result.gpu_gbps is not None else result.gbps
 
 
 def benchmark_implementations(
@@ -167,6 +44,7 @@ def benchmark_implementations(
     graph: bool = True,
     flush: L2Flusher | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    budget_s: float | None = None,
 ) -> list[BenchResult]:
     """Time implementations ``names`` against each other on ``inputs``, in
     interleaved rounds (:func:`~paged_attention.timing.time_interleaved`), and
@@ -195,6 +73,10 @@ def benchmark_implementations(
         Reused between calls to save memory; made if not given.
     on_progress : callable, optional
         ``on_progress(done, total)``, in timed calls.
+    budget_s : float, optional
+        Seconds past which no timed round is added; ``iters`` is then the fewest
+        rounds, and more run until every median is stable (see
+        :func:`~paged_attention.timing.time_interleaved`). None: ``iters`` rounds.
 
     Returns
     -------
@@ -215,51 +97,15 @@ def benchmark_implementations(
     flush = flush or L2Flusher(device)
     runs = {name: prepare(name, *inputs.args(), **inputs.scales()) for name in names}
     accuracy = {name: check_accuracy(run().clone(), reference) for name, run in runs.items()}
+    cuda = device.type == "cuda"
+    capturable = [n for n in names if n in GRAPH_CAPTURABLE]
     timings = time_interleaved(
-        runs, device=device, warmup=warmup, rounds=iters, flush=flush,
-        graph=[n for n in names if n in GRAPH_CAPTURABLE] if graph else (), interleave=device.type == "cuda",
-        on_progress=on_progress,
+        runs, device=device, warmup=warmup, rounds=iters, flush=flush, graph=capturable if graph else (),
+        interleave=cuda, on_progress=on_progress, budget_s=budget_s, host=capturable if cuda else (),
     )
     nbytes, unique = inputs.config.decode_bytes(), inputs.config.unique_decode_bytes()
-    return [_result(name, str(device), timings[name], accuracy[name], nbytes, unique) for name in names]
-
-
-def _gbps(nbytes: int, ms: float | None) -> float | None:
-    return None if ms is None else nbytes / (ms * 1e-3) / 1e9
-
-
-def _result(
-    name: str, device: str, timing: Timing, accuracy: Accuracy, nbytes: int, unique_bytes: int | None = None
-) -> BenchResult:
-    samples, gpu = timing.call_ms, timing.gpu_ms
-    median = statistics.median(samples)
-    gpu_ms = statistics.median(gpu) if gpu else None
-    unique_bytes = nbytes if unique_bytes is None else unique_bytes
-    return BenchResult(
-        name=name,
-        label=LABELS[name],
-        device=device,
-        samples_ms=samples,
-        median_ms=median,
-        p20_ms=percentile(samples, 0.2),
-        p80_ms=percentile(samples, 0.8),
-        gpu_time_ms=gpu_ms,
-        bytes_moved=nbytes,
-        gbps=_gbps(nbytes, median),
-        gpu_gbps=_gbps(nbytes, gpu_ms),
-        max_abs_err=accuracy.max_abs_err,
-        max_rel_err=accuracy.max_rel_err,
-        atol=accuracy.atol,
-        rtol=accuracy.rtol,
-        passed=accuracy.passed,
-        max_tol_ratio=accuracy.max_tol_ratio,
-        gpu_p20_ms=percentile(gpu, 0.2) if gpu else None,
-        gpu_p80_ms=percentile(gpu, 0.8) if gpu else None,
-        gpu_samples_ms=gpu,
-        unique_bytes=unique_bytes,
-        unique_gbps=_gbps(unique_bytes, median),
-        gpu_unique_gbps=_gbps(unique_bytes, gpu_ms),
-    )
+    return [BenchResult.from_timing(name, LABELS[name], str(device), timings[name], accuracy[name], nbytes, unique)
+            for name in names]
 
 
 def run_benchmark(
@@ -403,9 +249,29 @@ def build_parser() -> argparse.ArgumentParser:
         "--impl", nargs="+", default=list(IMPLEMENTATIONS), help="implementations (naive vectorized triton triton_simple triton_prefix)"
     )
     p.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph GPU-time measurement")
-    p.add_argument("--csv", help="also write the results to this CSV file")
+    p.add_argument("--csv", help="also write the result rows to this CSV file, and where and how they were "
+                                 "measured to the JSON of the same name beside it")
     p.add_argument("--json", help="also write the results (with every sample) to this JSON file")
     return p
+
+
+def copy_bandwidth(device: torch.device) -> float | None:
+    """This device's copy bandwidth in GB/s, for the fraction of it each row
+    reaches; None on the CPU, or where the GPU lacks the memory to measure it."""
+    if device.type != "cuda":
+        return None
+    try:
+        return measure_copy_bandwidth(device)
+    except torch.cuda.OutOfMemoryError:
+        return None
+
+
+#: The columns the command line prints, and their headings.
+PRINTED = {"batch_size": "batch", "context_lens": "context", "kv_dtype": "kv_dtype", "shared_prefix": "prefix",
+           "prefix_groups": "groups", "label": "implementation", "median_ms": "call_ms", "p20_ms": "p20",
+           "p80_ms": "p80", "gpu_time_ms": "gpu_ms", "gpu_p20_ms": "gpu_p20", "gpu_p80_ms": "gpu_p80",
+           "host_us": "host_us", "speedup_vs_naive": "speedup", "achieved_gbps": "GB/s",
+           "pct_of_copy_bw": "% of copy", "max_abs_err": "max_abs_err", "correct": "correct"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -413,6 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     (1 when any implementation is incorrect)."""
     from tqdm.auto import tqdm
 
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     try:
         configs = classic_configs(args)
@@ -425,9 +292,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               "several minutes on a CPU and its timings say nothing about a GPU", file=sys.stderr)
 
     device = torch.device(args.device)
-    print(f"device: {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}; "
-          f"torch {torch.__version__}; Triton {_triton_version()} ({execution_mode()})")
-    rows, full = [], []
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print(f"device: {device_name}; torch {torch.__version__}; Triton {_triton_version()} ({execution_mode()})")
+    measured = []
     calls = sum(iters for _, iters in configs) * len(args.impl)
     with tqdm(total=calls, desc="benchmark", unit="call", file=sys.stderr) as bar:
         for config, iters in configs:
@@ -437,39 +304,35 @@ def main(argv: Sequence[str] | None = None) -> int:
                 config, args.impl, warmup=args.warmup, iters=iters, graph=not args.no_graph,
                 on_progress=lambda done, total, start=start: bar.update(start + done - bar.n),
             )
-            naive = next((r for r in results if r.name == "naive"), None)
-            for r in results:
-                row = {
-                    "batch_size": config.batch_size,
-                    "context_len": max(config.lengths),
-                    "kv_dtype": str(config.kv_torch_dtype).removeprefix("torch."),
-                    **({"shared_prefix": config.shared_prefix, "prefix_groups": config.prefix_groups}
-                       if config.shared_prefix else {}),
-                    "implementation": r.label,
-                    "median_ms": r.median_ms,
-                    "p20_ms": r.p20_ms,
-                    "p80_ms": r.p80_ms,
-                    "gpu_time_ms": r.gpu_time_ms,
-                    "gpu_p20_ms": r.gpu_p20_ms,
-                    "gpu_p80_ms": r.gpu_p80_ms,
-                    "speedup_vs_naive": (naive.median_ms / r.median_ms) if naive else None,
-                    "GB/s": r.gbps,
-                    **({"GB/s (unique bytes)": r.unique_gbps} if config.shared_prefix else {}),
-                    "max_abs_err": r.max_abs_err,
-                    "correct": "yes" if r.passed else "NO",
-                }
-                rows.append(row)
-                full.append({**asdict(config), "dtype": config.dtype, **asdict(r)})
+            measured.append((config, iters, results, utc_stamp()))
+    copy = copy_bandwidth(device)
+    if copy is not None:
+        print(f"copy bandwidth: {copy:,.0f} GB/s (device to device, read + write)")
+    rows = []
+    for config, iters, results, stamp in measured:
+        naive = next((r for r in results if r.name == "naive"), None)
+        for r in results:
+            rows.append({
+                **result_row(r, config, copy_gbps=copy, device_name=device_name, warmup=args.warmup, iters=iters,
+                           measured_at=stamp),
+                "speedup_vs_naive": (naive.median_ms / r.median_ms) if naive else None,
+            })
     import pandas as pd
 
-    table = pd.DataFrame(rows)
-    print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    table = pd.DataFrame([{**row, "achieved_gbps": achieved_gbps(row, unique=row["shared_prefix"] > 0),
+                           "correct": correct_text(row["correct"])} for row in rows]).fillna(float("nan"))
+    shown = [c for c in PRINTED if c in table and (c not in ("shared_prefix", "prefix_groups")
+                                                   or table["shared_prefix"].gt(0).any())]
+    print(table[shown].rename(columns=PRINTED).to_string(index=False, float_format=lambda x: f"{x:.4g}", na_rep=""))
     if args.csv:
-        table.to_csv(args.csv, index=False)
+        meta = sidecar(kind="classic", command=" ".join(["python -m paged_attention.bench", *argv]),
+                       device=str(device), copy_gbps=copy, copy_note="measured in the same process, after the table")
+        write_results(rows, args.csv, meta)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(full, f, indent=1, default=str)
-    return 0 if all(r["correct"] == "yes" for r in rows) else 1
+            json.dump([{**asdict(config), "dtype": config.dtype, **asdict(r)} for config, _, results, _ in measured
+                       for r in results], f, indent=1, default=str)
+    return 0 if all(row["correct"] for row in rows) else 1
 
 
 def _triton_version() -> str:

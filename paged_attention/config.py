@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .tiling import cdiv
 from .validation import FP8_DTYPES
 
 DTYPES: dict[str, torch.dtype] = {
@@ -210,7 +211,7 @@ class DecodeConfig:
     def blocks_per_sequence(self) -> tuple[int, ...]:
         """Blocks each sequence's table lists: ``ceil(context_len / block_size)``
         (logical: a block shared by a prefix group counts in every member)."""
-        return tuple(math.ceil(n / self.block_size) for n in self.lengths)
+        return tuple(cdiv(n, self.block_size) for n in self.lengths)
 
     @property
     def max_num_blocks(self) -> int:

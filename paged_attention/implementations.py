@@ -7,6 +7,7 @@ from typing import Callable, Mapping
 
 import torch
 
+from .launcher import PreparedCall
 from .naive import naive_decode
 from .triton_decode import prepare_triton_decode, triton_decode
 from .triton_decode_simple import prepare_triton_decode_simple, triton_decode_simple
@@ -55,19 +56,28 @@ def get_implementation(name: str) -> DecodeFn:
     return table[name]
 
 
+#: The implementations whose prepared call does no host synchronisation, so
+#: :func:`prepare` captures it into a CUDA graph (and a timing harness may too).
+GRAPH_CAPTURABLE = frozenset({"vectorized", "triton", "triton_simple", "triton_prefix"})
+
+
 def prepare(
     name: str,
     *args: torch.Tensor,
     scale: float | None = None,
     k_scale: float | torch.Tensor | None = None,
     v_scale: float | torch.Tensor | None = None,
-) -> Callable[[], torch.Tensor]:
+    graph: bool = True,
+) -> PreparedCall:
     """Validate the arguments once and return a zero-argument callable that runs
     implementation ``name`` on them.
 
-    For ``"vectorized"`` and the Triton kernels the callable does no
-    host synchronisation, so a CUDA graph can capture it. ``"naive"`` reads the
-    block table on the host by design and cannot be captured.
+    For the names in :data:`GRAPH_CAPTURABLE` (``"vectorized"`` and the Triton
+    kernels) the launch does no host synchronisation: on a CUDA device it is
+    captured here into a CUDA graph, and each call replays it
+    (:class:`~paged_attention.launcher.PreparedCall`): a few microseconds of host
+    time instead of Python's and Triton's dispatch, the same output bit for bit.
+    ``"naive"`` reads the block table on the host by design and is never graphed.
 
     Parameters
     ----------
@@ -80,6 +90,15 @@ def prepare(
     k_scale, v_scale : float or Tensor, optional
         Dequantization scales of an fp8 cache (see
         :func:`paged_attention.validation.check_decode_args`).
+    graph : bool
+        Capture the launch into a CUDA graph where it can be (default); False
+        launches through Python on every call.
+
+    Returns
+    -------
+    PreparedCall
+        ``call() -> Tensor`` of shape ``[batch_size, num_heads, head_dim]``;
+        ``call.graphed`` says whether it replays a graph (False on the CPU).
 
     Raises
     ------
@@ -90,8 +109,10 @@ def prepare(
     -----
     The callable is bound to the sizes it was prepared with, context lengths
     included (they set the Triton kernel's split plan and the gather length of
-    ``"vectorized"``). Tensors may be refilled in place between calls, as a CUDA
-    graph replay does, but prepare again when the context lengths change.
+    ``"vectorized"``). Tensors may be refilled in place between calls and the next
+    call reads the new values; prepare again when the context lengths change. The
+    Triton launchers return the same output tensor on every call, and so does
+    every graphed call (``"vectorized"`` on a GPU too): clone a result to keep it.
     """
     if len(args) != 5:
         raise ValueError(
@@ -100,6 +121,13 @@ def prepare(
         )
     fn = get_implementation(name)
     scales = dict(k_scale=k_scale, v_scale=v_scale)
+    return PreparedCall(_launch(name, fn, args, scale, scales), args[0].device,
+                        graph=graph and name in GRAPH_CAPTURABLE)
+
+
+def _launch(name: str, fn: DecodeFn, args: tuple[torch.Tensor, ...], scale: float | None,
+            scales: dict) -> Callable[[], torch.Tensor]:
+    """The launch of implementation ``name`` on ``args``, validated once."""
     if name == "triton":
         return prepare_triton_decode(*args, scale=scale, **scales)
     if name == "triton_prefix":
@@ -108,9 +136,8 @@ def prepare(
         return prepare_triton_decode_simple(*args, scale=scale, **scales)
     shape = check_decode_args(*args, scale, **scales)
     if name == "vectorized":
-        device_scales = kv_scale_tensors(shape, k_scale, v_scale, args[0].device)
+        device_scales = kv_scale_tensors(shape, scales["k_scale"], scales["v_scale"], args[0].device)
         return lambda: vectorized_decode_unchecked(*args, shape, *device_scales)
     return lambda: fn(*args, scale=scale, **scales)
 
 
-GRAPH_CAPTURABLE = frozenset({"vectorized", "triton", "triton_simple", "triton_prefix"})

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from .config import DecodeConfig
+from .tiling import cdiv
 
 #: Fill value of every K/V slot that no sequence's context covers. Exact in
 #: float16, bfloat16 and float32, and large enough that one stray read moves
@@ -449,7 +450,7 @@ def poison_table(
     """
     device = block_tables.device
     lens = context_lens.to(device=device, dtype=torch.long)
-    needed = (lens + block_size - 1) // block_size
+    needed = cdiv(lens, block_size)
     cols = torch.arange(block_tables.shape[1], device=device)
     gen = torch.Generator(device=device).manual_seed(seed)
     stale = torch.randint(0, max(num_blocks, 1), block_tables.shape, generator=gen, device=device)

@@ -16,27 +16,8 @@ from dataclasses import dataclass
 import torch
 
 from . import runtime
+from .tiling import cdiv, dot_pad, even_cut, next_pow2, tile_shape
 from .validation import DecodeShape
-
-
-def _fp32_dot(dtype: torch.dtype) -> bool:
-    """Whether the kernel's dot products take float32 operands (IEEE precision).
-
-    Always for float32 inputs, so TF32 never rounds them. Also for bfloat16 under
-    the interpreter, whose ``tl.dot`` mis-reads bfloat16 operands (Triton 3.9); on
-    a GPU bfloat16 goes through the tensor cores like float16.
-    """
-    return dtype == torch.float32 or (runtime.TRITON_INTERPRET and dtype == torch.bfloat16)
-
-
-def _next_pow2(n: int) -> int:
-    return 1 << max(0, int(n) - 1).bit_length()
-
-
-def _num_sms(device: torch.device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 4  # the interpreter: a few splits, so tests exercise the merge
 
 
 @dataclass(frozen=True)
@@ -49,7 +30,8 @@ class LaunchPlan:
         Tokens per tile (power of two).
     blocks_per_tile, slots_per_tile, subtiles : int
         The tile as ``blocks_per_tile`` physical blocks of ``slots_per_tile`` slots;
-        when a block is larger than a tile, ``subtiles`` tiles walk one block.
+        when a block is larger than a tile, ``subtiles`` tiles walk one block
+        (:func:`~paged_attention.tiling.tile_shape`).
     num_splits : int
         Programs along the context of the longest sequence (1: no split-K).
     blocks_per_split : int
@@ -96,15 +78,12 @@ class LaunchPlan:
         context's end at launch time, so a context that grew after planning is
         still read in full.
         """
-        needed = -(-int(context_len) // self.block_size)
+        needed = cdiv(int(context_len), self.block_size)
         if needed <= first_block:
             return [(first_block, first_block)]
-        blocks = needed - first_block
+        if self.balanced:
+            return even_cut(first_block, needed, self.blocks_per_split, self.blocks_per_tile)
         per = self.blocks_per_split
-        if self.balanced:  # as few pieces as the cap allows, of about equal length
-            pieces = -(-blocks // per)
-            per = -(-blocks // pieces)
-            per = -(-per // self.blocks_per_tile) * self.blocks_per_tile
         return [(start, min(start + per, needed)) for start in range(first_block, needed, per)]
 
 
@@ -176,7 +155,7 @@ def balanced_budget(context_lens: torch.Tensor, num_kv_heads: int, num_sms: int)
         # Whole waves: a 128-token tile's program fills an SM (shared memory), and
         # the pieces are about equal, so 3.3 waves take as long as 4.
         work = num_kv_heads * int(context_lens.to(torch.int64).sum())
-        budget = -(-work // (BALANCED_PIECE_TOKENS * num_sms)) * num_sms
+        budget = cdiv(work, BALANCED_PIECE_TOKENS * num_sms) * num_sms
     budget = max(BALANCED_MIN_PROGRAMS_PER_SM * num_sms, min(BALANCED_MAX_PROGRAMS_PER_SM * num_sms, budget))
     return budget, many_rows
 
@@ -200,11 +179,11 @@ def choose_num_splits(context_lens: torch.Tensor, num_kv_heads: int, num_sms: in
     max_len = int(lens.max()) if lens.numel() else 0
     if max_len == 0:
         return 1
-    max_splits = max(1, min(max_len // 64, 256, -(-max_len // block_size)))
+    max_splits = max(1, min(max_len // 64, 256, cdiv(max_len, block_size)))
     chosen = 1
     for splits in range(1, max_splits + 1):
-        partition = -(-max_len // splits)
-        programs = num_kv_heads * int(((lens + partition - 1) // partition).sum())
+        partition = cdiv(max_len, splits)
+        programs = num_kv_heads * int(cdiv(lens, partition).sum())
         if splits > 1 and programs > num_sms and partition < 256:
             continue  # the SMs are busy already: short splits only add merge work
         chosen = splits
@@ -234,12 +213,11 @@ def choose_chunk_blocks(
     """
     needed = needed_blocks.to(torch.int64)
     longest = int(needed.max()) if needed.numel() else 0
-    top = max(1, -(-longest // unit))
-    low = min(top, max(1, -(-min_blocks // unit)))
+    top = max(1, cdiv(longest, unit))
+    low = min(top, max(1, cdiv(min_blocks, unit)))
 
     def programs(units: int) -> int:
-        chunk = units * unit
-        return num_kv_heads * int(((needed + chunk - 1) // chunk).clamp(min=1).sum())
+        return num_kv_heads * int(cdiv(needed, units * unit).clamp(min=1).sum())
 
     while low < top:
         mid = (low + top) // 2
@@ -322,20 +300,19 @@ def plan_launch(
         ``num_warps`` 1 to 16).
     """
     block_n_override = block_n
-    _check_plan_overrides(num_splits=num_splits, block_n=block_n, num_warps=num_warps, num_stages=num_stages,
-                          max_programs=max_programs, balanced=balanced)
-    max_blocks = max(1, -(-shape.max_context_len // shape.block_size))
+    check_plan_overrides(num_splits=num_splits, block_n=block_n, num_warps=num_warps, num_stages=num_stages,
+                         max_programs=max_programs, balanced=balanced)
+    max_blocks = max(1, cdiv(shape.max_context_len, shape.block_size))
     rows = shape.batch_size * shape.num_kv_heads
     one_warp = shape.is_fp8 and num_warps is None and rows >= FP8_ONE_WARP_MIN_ROWS
     lens = shape.context_lens.to(torch.int64)
     ragged = is_ragged(lens)
     if balanced is None:
         balanced = ragged and num_splits is None
-    num_sms = _num_sms(device)
-    head_dim_pad = max(16, _next_pow2(shape.head_dim))
+    num_sms = runtime.num_sms(device)
+    head_dim_pad = dot_pad(shape.head_dim)
     element_size = torch.empty((), dtype=dtype).element_size()
     kv_bytes = torch.empty((), dtype=shape.kv_dtype).element_size()  # 1 for an fp8 cache
-    block_size_pad = _next_pow2(shape.block_size)
     if num_stages is None:
         num_stages = 2 if one_warp else 3 if element_size < 4 else 2
 
@@ -346,10 +323,10 @@ def plan_launch(
             block_n = (128 if head_dim_pad <= 128 else 64) // (2 if element_size == 4 else 1)
     if balanced:
         # Pieces are whole tiles, so no piece but a sequence's last ends mid-tile.
-        unit = max(1, block_n // block_size_pad)
+        unit = tile_shape(block_n, shape.block_size).blocks_per_tile
         if num_splits is not None:
-            blocks_per_split = -(-max_blocks // max(1, min(int(num_splits), max_blocks)))
-            blocks_per_split = -(-blocks_per_split // unit) * unit
+            blocks_per_split = cdiv(max_blocks, max(1, min(int(num_splits), max_blocks)))
+            blocks_per_split = cdiv(blocks_per_split, unit) * unit
         else:
             if max_programs is None and one_warp:
                 max_programs = FP8_ONE_WARP_PROGRAMS
@@ -357,25 +334,25 @@ def plan_launch(
                 max_programs, many_rows = balanced_budget(lens, shape.num_kv_heads, num_sms)
                 if many_rows and block_n_override is None and block_n == 128:
                     block_n = 64
-                    unit = max(1, block_n // block_size_pad)
+                    unit = tile_shape(block_n, shape.block_size).blocks_per_tile
             min_tokens = FP8_ONE_WARP_SPLIT_TOKENS if one_warp else BALANCED_MIN_TOKENS
             blocks_per_split = choose_chunk_blocks(
-                -(-lens // shape.block_size), shape.num_kv_heads, max_programs, unit, -(-min_tokens // shape.block_size)
+                cdiv(lens, shape.block_size), shape.num_kv_heads, max_programs, unit, cdiv(min_tokens, shape.block_size)
             )
-        num_splits = -(-max_blocks // blocks_per_split)
+        num_splits = cdiv(max_blocks, blocks_per_split)
     else:
         if num_splits is None:
             num_splits = choose_num_splits(lens, shape.num_kv_heads, num_sms, shape.block_size)
             if one_warp:
-                wanted = min(-(-FP8_ONE_WARP_PROGRAMS // rows), -(-shape.max_context_len // FP8_ONE_WARP_SPLIT_TOKENS))
+                wanted = min(cdiv(FP8_ONE_WARP_PROGRAMS, rows), cdiv(shape.max_context_len, FP8_ONE_WARP_SPLIT_TOKENS))
                 num_splits = max(num_splits, wanted)
         num_splits = max(1, min(int(num_splits), max_blocks))
-        blocks_per_split = -(-max_blocks // num_splits)
-        num_splits = -(-max_blocks // blocks_per_split)
+        blocks_per_split = cdiv(max_blocks, num_splits)
+        num_splits = cdiv(max_blocks, blocks_per_split)
 
     partition = blocks_per_split * shape.block_size
     if not one_warp and block_n_override is None:
-        programs = shape.num_kv_heads * int(((lens + partition - 1) // partition).sum())
+        programs = shape.num_kv_heads * int(cdiv(lens, partition).sum())
         if programs >= 3 * num_sms and not ragged and head_dim_pad <= 128:
             # Many programs of equal length: smaller tiles leave shared memory for
             # three of them per SM. Not in a ragged batch, whose longest programs set
@@ -388,18 +365,12 @@ def plan_launch(
         while block_n > 16 and (num_stages - 1) * 2 * block_n * head_dim_pad * kv_bytes > SHARED_MEMORY_BUDGET:
             block_n //= 2
     if block_n_override is None:
-        block_n = min(block_n, _next_pow2(partition))
-    block_n = max(16, _next_pow2(block_n))
-    if block_size_pad <= block_n:
-        blocks_per_tile, slots_per_tile, subtiles = block_n // block_size_pad, block_size_pad, 1
-    else:
-        blocks_per_tile, slots_per_tile, subtiles = 1, block_n, block_size_pad // block_n
+        block_n = min(block_n, next_pow2(partition))
+    block_n = dot_pad(block_n)
 
     return LaunchPlan(
         block_n=block_n,
-        blocks_per_tile=blocks_per_tile,
-        slots_per_tile=slots_per_tile,
-        subtiles=subtiles,
+        **tile_shape(block_n, shape.block_size)._asdict(),
         num_splits=num_splits,
         blocks_per_split=blocks_per_split,
         num_warps=(1 if one_warp else 4) if num_warps is None else num_warps,
@@ -409,8 +380,16 @@ def plan_launch(
     )
 
 
-def _check_plan_overrides(**overrides) -> None:
-    """ValueError for a launch-plan override that the kernel cannot take."""
+def check_plan_overrides(**overrides: int | bool | None) -> None:
+    """Refuse a launch-plan override the kernels cannot take (None: not given).
+
+    Raises
+    ------
+    ValueError
+        If ``balanced`` is not a bool, another override is not a positive whole
+        number, ``block_n`` or ``query_rows`` is not a power of two of at least 16,
+        or ``num_warps`` is not 1, 2, 4, 8 or 16.
+    """
     balanced = overrides.pop("balanced", None)
     if balanced is not None and not isinstance(balanced, bool):
         raise ValueError(f"balanced must be True, False or None; got {balanced!r}")
@@ -425,11 +404,25 @@ def _check_plan_overrides(**overrides) -> None:
             raise ValueError(f"num_warps must be 1, 2, 4, 8 or 16; got {value}")
 
 
-def _check_plan_fits(plan: LaunchPlan, shape: DecodeShape) -> None:
-    """ValueError when a caller's plan does not match the inputs it is launched on."""
+def check_plan_fits(plan: LaunchPlan, shape: DecodeShape) -> None:
+    """Refuse a caller's decode plan that was not made for ``shape``.
+
+    Parameters
+    ----------
+    plan : LaunchPlan
+    shape : DecodeShape
+        What the plan is launched on (with shared prefixes: the contexts past
+        them, :func:`~paged_attention.shared_prefix.own_shape`).
+
+    Raises
+    ------
+    ValueError
+        If the plan's block size is not the cache's, or its splits do not cover
+        the longest context.
+    """
     if plan.block_size != shape.block_size:
         raise ValueError(f"the launch plan is for block_size {plan.block_size}, the cache has {shape.block_size}")
-    needed = -(-shape.max_context_len // shape.block_size)
+    needed = cdiv(shape.max_context_len, shape.block_size)
     if plan.num_splits * plan.blocks_per_split < needed:
         raise ValueError(
             f"the launch plan covers {plan.num_splits * plan.blocks_per_split} blocks per sequence "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from .tiling import cdiv
 from .validation import check_decode_args, kv_scale_tensors
 
 
@@ -66,7 +67,7 @@ def naive_decode(
         if n == 0:
             continue
         k_blocks, v_blocks = [], []
-        for i in range((n + shape.block_size - 1) // shape.block_size):
+        for i in range(cdiv(n, shape.block_size)):
             block_id = int(shape.block_tables[b, i])
             k_blocks.append(k_cache[block_id])  # [block_size, num_kv_heads, head_dim]
             v_blocks.append(v_cache[block_id])

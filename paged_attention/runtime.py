@@ -54,6 +54,20 @@ def check_triton_device(device: torch.device) -> None:
         )
 
 
+def num_sms(device: torch.device) -> int:
+    """Streaming multiprocessors the launch plans fill on ``device``.
+
+    Returns
+    -------
+    int
+        The CUDA device's SM count; 4 anywhere else (the interpreter), so a few
+        splits and the merge get exercised by the CPU tests.
+    """
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4
+
+
 def default_device() -> str:
     """``"cuda"`` when a CUDA GPU is visible, else ``"cpu"``."""
     return "cuda" if HAS_CUDA else "cpu"

@@ -10,9 +10,9 @@ partials with its own suffix's (the split-K merge).
 
 :func:`find_shared_prefixes` finds the groups in a block table;
 :func:`check_shared_prefixes` checks groups a caller gives; :func:`plan_prefix`
-picks the pass's tile and pieces and :func:`prefix_work` cuts the groups into its
-programs. Plain Python on host tensors:
-nothing here launches a kernel.
+picks the pass's tile and pieces (:func:`~paged_attention.work_list.prefix_work`
+cuts the groups into its programs, :mod:`paged_attention.prefix_pass` runs
+them). Plain Python on host tensors: nothing here launches a kernel.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from typing import Sequence
 
 import torch
 
-from .launch_plan import (
-    BALANCED_MIN_TOKENS, LaunchPlan, _check_plan_overrides, _next_pow2, _num_sms, choose_chunk_blocks,
-)
+from . import runtime
+from .launch_plan import BALANCED_MIN_TOKENS, LaunchPlan, check_plan_overrides, choose_chunk_blocks
+from .tiling import cdiv, dot_pad, next_pow2, tile_shape
 from .validation import DecodeShape
 
 #: Query rows (sequences x query heads of one KV head) in one prefix-pass tile.
@@ -82,7 +82,7 @@ def find_shared_prefixes(
         In order of each group's first member; no sequence is in two groups.
     """
     lens = context_lens.to(torch.int64)
-    needed = (lens + block_size - 1) // block_size
+    needed = cdiv(lens, block_size)
     tables = block_tables.to(torch.int64)
     by_first: dict[int, list[int]] = {}
     for seq in torch.nonzero(needed > 0).flatten().tolist():
@@ -139,7 +139,7 @@ def check_shared_prefixes(
             if seq in seen:
                 raise ValueError(f"sequence {seq} is in two shared-prefix groups")
             seen.add(seq)
-            needed = -(-int(context_lens[seq]) // block_size)
+            needed = cdiv(int(context_lens[seq]), block_size)
             if needed < group.num_blocks:
                 raise ValueError(
                     f"shared_prefixes[{i}] shares {group.num_blocks} blocks, but sequence {seq} has context "
@@ -178,72 +178,6 @@ def resolve_shared_prefixes(
     else:
         groups = check_shared_prefixes(tuple(spec), shape.block_tables, shape.context_lens, shape.block_size)
     return tuple(g for g in groups if g.num_blocks > 0)
-
-
-@dataclass(frozen=True)
-class PrefixWork:
-    """The prefix pass's programs (per KV head) and what they leave to the rest.
-
-    Attributes
-    ----------
-    items : Tensor
-        ``[num_items, 5]`` int32 on the CPU: ``(first_member, num_members,
-        first_block, last_block, slot)``: members ``members[first_member :
-        first_member + num_members]`` attend to logical blocks ``[first_block,
-        last_block)`` of the group's shared prefix and each writes its partial
-        result to its own slot number ``slot`` (counted from the sequence's first).
-    members : Tensor
-        ``[num_members_total]`` int32 on the CPU: the groups' sequences, in order.
-    first_blocks : list of int
-        Per sequence, the first block its own programs read.
-    prefix_slots : list of int
-        Per sequence, how many prefix partials it receives.
-    """
-
-    items: torch.Tensor
-    members: torch.Tensor
-    first_blocks: list[int]
-    prefix_slots: list[int]
-
-    @property
-    def num_items(self) -> int:
-        return int(self.items.shape[0])
-
-
-def prefix_work(
-    groups: Sequence[PrefixGroup], batch_size: int, members_per_tile: int, chunk_blocks: int, unit: int = 1
-) -> PrefixWork:
-    """Cut each group into programs: ``members_per_tile`` members by at most
-    ``chunk_blocks`` shared blocks each, the pieces of one group about equal and
-    whole multiples of ``unit`` blocks (one tile) but the last."""
-    items: list[tuple[int, int, int, int, int]] = []
-    members: list[int] = []
-    first_blocks = [0] * batch_size
-    prefix_slots = [0] * batch_size
-    for group in groups:
-        if group.num_blocks == 0:
-            continue
-        pieces = -(-group.num_blocks // chunk_blocks)
-        per = -(-group.num_blocks // pieces)
-        per = -(-per // unit) * unit
-        starts = list(range(0, group.num_blocks, per))
-        offset = len(members)
-        members.extend(group.sequences)
-        for seq in group.sequences:
-            first_blocks[seq] = group.num_blocks
-            prefix_slots[seq] = len(starts)
-        # The member tiles of one piece launch next to each other: they read the
-        # same blocks at about the same time, so all but the first hit in L2.
-        for slot, start in enumerate(starts):
-            for m in range(0, len(group.sequences), members_per_tile):
-                n = min(members_per_tile, len(group.sequences) - m)
-                items.append((offset + m, n, start, min(start + per, group.num_blocks), slot))
-    return PrefixWork(
-        items=torch.tensor(items, dtype=torch.int32).reshape(-1, 5),
-        members=torch.tensor(members or [0], dtype=torch.int32),
-        first_blocks=first_blocks,
-        prefix_slots=prefix_slots,
-    )
 
 
 #: The prefix pass aims at this many programs per SM (each reads its piece of the
@@ -298,31 +232,26 @@ def plan_prefix(
         On an override the kernel cannot take (as
         :func:`~paged_attention.launch_plan.plan_launch`).
     """
-    _check_plan_overrides(block_n=block_n, num_warps=num_warps, num_stages=num_stages, max_programs=max_programs,
-                          query_rows=query_rows)
+    check_plan_overrides(block_n=block_n, num_warps=num_warps, num_stages=num_stages, max_programs=max_programs,
+                         query_rows=query_rows)
     query_rows = PREFIX_ROWS if query_rows is None else query_rows
-    head_dim_pad = max(16, _next_pow2(shape.head_dim))
     element_size = torch.empty((), dtype=dtype).element_size()
     if block_n is None:
-        block_n = 32 if element_size == 4 or head_dim_pad > 128 else 64
+        block_n = 32 if element_size == 4 or dot_pad(shape.head_dim) > 128 else 64
     if num_stages is None:
         num_stages = 2 if element_size == 4 else 3
-    block_size_pad = _next_pow2(shape.block_size)
-    if block_size_pad <= block_n:
-        blocks_per_tile, slots_per_tile, subtiles = block_n // block_size_pad, block_size_pad, 1
-    else:
-        blocks_per_tile, slots_per_tile, subtiles = 1, block_n, block_size_pad // block_n
-    per_tile = max(1, query_rows // _next_pow2(shape.query_group_size))
+    tile = tile_shape(block_n, shape.block_size)
+    per_tile = members_per_tile(query_rows, shape.query_group_size)
     pieces = [g.num_blocks for g in groups for _ in range(0, len(g.sequences), per_tile)]
     if max_programs is None:
-        max_programs = PREFIX_PROGRAMS_PER_SM * _num_sms(device)
+        max_programs = PREFIX_PROGRAMS_PER_SM * runtime.num_sms(device)
     chunk = choose_chunk_blocks(
-        torch.tensor(pieces or [1]), shape.num_kv_heads, max_programs, blocks_per_tile,
-        -(-BALANCED_MIN_TOKENS // shape.block_size),
+        torch.tensor(pieces or [1]), shape.num_kv_heads, max_programs, tile.blocks_per_tile,
+        cdiv(BALANCED_MIN_TOKENS, shape.block_size),
     )
     return LaunchPlan(
-        block_n=block_n, blocks_per_tile=blocks_per_tile, slots_per_tile=slots_per_tile, subtiles=subtiles,
-        num_splits=max(1, max((-(-n // chunk) for n in pieces), default=1)), blocks_per_split=chunk,
+        block_n=block_n, **tile._asdict(),
+        num_splits=max(1, max((cdiv(n, chunk) for n in pieces), default=1)), blocks_per_split=chunk,
         num_warps=4 if num_warps is None else num_warps, num_stages=num_stages, block_size=shape.block_size,
         balanced=True, query_rows=query_rows,
     )
@@ -350,8 +279,9 @@ def own_shape(shape: DecodeShape, groups: Sequence[PrefixGroup]) -> DecodeShape:
     return replace(shape, context_lens=(shape.context_lens.to(torch.int64) - skipped).clamp(min=0))
 
 
-def members_per_tile(prefix_plan: LaunchPlan, query_group_size: int) -> int:
-    """Sequences whose query rows share one prefix-pass tile: ``query_rows`` over the
-    query group rounded up to a power of two (at least one)."""
-    return max(1, prefix_plan.query_rows // _next_pow2(query_group_size))
+def members_per_tile(query_rows: int, query_group_size: int) -> int:
+    """Sequences whose query rows share one prefix-pass tile: ``query_rows`` (a
+    prefix plan's :attr:`~paged_attention.launch_plan.LaunchPlan.query_rows`) over
+    the query group rounded up to a power of two, at least one."""
+    return max(1, query_rows // next_pow2(query_group_size))
 

@@ -10,19 +10,27 @@ the call starts.
 *GPU time* leaves out the host: several calls are captured in one CUDA graph, each
 after an L2-flushing read, and a graph of the flushes alone is subtracted.
 
+*Host time* is what a call costs the host when nobody waits for it: the mean
+over a batch of back-to-back calls with no synchronisation (:func:`host_time`).
+Call latency minus GPU time is roughly this overhead; it is what a CUDA graph
+(:mod:`paged_attention.launcher`) removes.
+
 Implementations compared with each other are timed in *interleaved rounds*
 (:func:`time_interleaved`): each round calls every implementation once, in an
 order rotated from round to round, with Python's garbage collector paused. A
 host hiccup or a clock change then lands on every implementation alike instead
 of on whichever one was being timed in its own block, so the ranking holds still
-from run to run (docs/benchmarks.md, "Timings that hold still").
+from run to run (docs/benchmarks.md, "Timings that hold still"). Given a time
+budget, the rounds go on past a minimum until every median is pinned down
+(:func:`~paged_attention.samples.median_is_stable`). Two timings are told apart
+by one rule, :func:`~paged_attention.samples.compare_timings`: their p20-p80
+ranges overlap, or one is faster.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import math
 import os
 import statistics
 import time
@@ -32,13 +40,21 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 import torch
 
 from .config import DecodeConfig
+from .samples import STABLE_TOLERANCE, median_is_stable, percentile  # noqa: F401  (percentile: part of this module's API)
 
 
-def percentile(samples: Sequence[float], q: float) -> float:
-    ordered = sorted(samples)
-    k = (len(ordered) - 1) * q
-    lo, hi = math.floor(k), math.ceil(k)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+#: Back-to-back calls per host-time sample: few enough that the GPU's launch queue
+#: never fills (the host would then wait for the GPU, and the sample would be GPU
+#: time), many enough that the clock's resolution does not matter.
+HOST_BATCH = 25
+#: Back-to-back calls per implementation for its host time.
+HOST_CALLS = 2000
+#: :func:`time_interleaved` stops its host-time rounds after this many seconds (at
+#: least 4 rounds): at long contexts each batch waits for the GPU's work, and the
+#: host time there is a small part of the call.
+HOST_BUDGET_S = 2.0
+#: Most timed rounds a time budget may run to (:func:`time_interleaved`).
+MAX_ROUNDS = 1000
 
 
 class L2Flusher:
@@ -87,12 +103,40 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def host_time(
+    fn: Callable[[], object], *, device: torch.device, calls: int = HOST_CALLS, warmup: int = 3,
+    batch: int = HOST_BATCH,
+) -> list[float]:
+    """Host time per call of ``fn``, in ms: ``calls`` calls without synchronisation.
+
+    The calls run back to back in batches of ``batch``, the device synchronised
+    before each batch and after the last (outside the clock); each sample is a
+    batch's ``time.perf_counter`` time over its calls. On the CPU a call returns
+    when its work is done, so this is its call latency.
+
+    Returns
+    -------
+    list of float
+        ``ceil(calls / batch)`` samples.
+    """
+    for _ in range(warmup):
+        fn()
+    cuda = device.type == "cuda"
+    return [_host_batch(fn, batch, cuda) for _ in range(-(-calls // batch))]
+
+
 @dataclass
 class Timing:
-    """Samples of one implementation from :func:`time_interleaved`, in ms."""
+    """Samples of one implementation from :func:`time_interleaved`, in ms.
+
+    ``call_ms``: call latencies, one per timed round; ``gpu_ms``: per-call GPU
+    times from CUDA-graph replays, or None; ``host_ms``: host time per call, one
+    sample per batch of back-to-back calls (:func:`host_time`), or None.
+    """
 
     call_ms: list[float]
     gpu_ms: list[float] | None = None
+    host_ms: list[float] | None = None
 
 
 def rotated(names: Sequence[str], round_index: int) -> list[str]:
@@ -115,17 +159,26 @@ def time_interleaved(
     calls_per_graph: int = 10,
     interleave: bool = True,
     on_progress: Callable[[int, int], None] | None = None,
+    budget_s: float | None = None,
+    max_rounds: int = MAX_ROUNDS,
+    tolerance: float = STABLE_TOLERANCE,
+    host: Iterable[str] = (),
+    host_calls: int = HOST_CALLS,
 ) -> dict[str, Timing]:
     """Time several implementations against each other in interleaved rounds.
 
     ``warmup`` untimed rounds, then ``rounds`` timed ones; each round calls every
     run once, in the order of ``rotated(names, round)``, timing each call as
-    :func:`time_calls` does (L2 flushed before it). Then, for the runs named in
-    ``graph`` (CUDA only), GPU time as :func:`gpu_time` measures it, also in
-    rotated rounds: each round replays a graph of ``calls_per_graph`` (flush,
-    call) pairs per run and one of the flushes alone, and a run's sample is its
-    replay minus that round's flushes, over ``calls_per_graph``. The garbage
-    collector is paused throughout.
+    :func:`time_calls` does (L2 flushed before it). With ``budget_s``, ``rounds``
+    is a minimum: rounds are added until every run's median is stable
+    (:func:`~paged_attention.samples.median_is_stable`), the budget is spent or
+    ``max_rounds`` have run. Then, in rotated rounds too, host time per call
+    (:func:`host_time`, :data:`HOST_BUDGET_S` seconds at most) of the runs in
+    ``host``, and GPU time (:func:`gpu_time`) of the runs in ``graph`` (CUDA
+    only): each round replays a graph of ``calls_per_graph`` (flush, call) pairs
+    per run and one of the flushes alone, and a run's sample is its replay minus
+    that round's flushes, over ``calls_per_graph``. The garbage collector is
+    paused throughout.
 
     Parameters
     ----------
@@ -134,7 +187,7 @@ def time_interleaved(
     device : torch.device
         Where they run; CUDA events time a GPU, ``time.perf_counter`` the CPU.
     warmup, rounds : int
-        Untimed and timed rounds (``rounds`` >= 1).
+        Untimed and timed rounds (``rounds`` >= 1; with ``budget_s``, the fewest).
     flush : L2Flusher, optional
         Evicts L2 before each timed call (GPU only).
     graph : iterable of str
@@ -144,28 +197,49 @@ def time_interleaved(
     interleave : bool
         False: each run's warm-up and timed calls in a block of their own, one run
         after another (what :func:`benchmark_implementations
-        <paged_attention.bench.benchmark_implementations>` does on the CPU).
+        <paged_attention.bench.benchmark_implementations>` does on the CPU); a
+        budget is then shared equally between the runs.
     on_progress : callable, optional
         ``on_progress(done, total)``, in timed calls, after each round (each run's
-        block when not interleaved).
+        block when not interleaved and without a budget). With a budget ``total``
+        is an estimate (the rounds the budget left affords at the pace so far,
+        within ``rounds`` and ``max_rounds``) and the last call has ``done == total``.
+    budget_s : float, optional
+        Seconds of timed rounds after which no round is added (the first
+        ``rounds`` always run); None (default): exactly ``rounds`` rounds.
+    max_rounds : int
+        Most timed rounds with a budget.
+    tolerance : float
+        Relative half-width of a stable median's confidence interval.
+    host : iterable of str
+        Runs whose host time to measure (ones that do not synchronise; on the CPU
+        a call's host time is its call latency).
+    host_calls : int
+        Back-to-back calls per run in ``host``.
 
     Returns
     -------
     dict of str to Timing
-        ``call_ms`` has ``rounds`` samples; ``gpu_ms`` ``gpu_rounds`` samples for
-        the runs in ``graph`` on CUDA, else None.
+        ``call_ms`` has ``rounds`` samples (or more, with a budget); ``gpu_ms``
+        ``gpu_rounds`` samples for the runs in ``graph`` on CUDA, else None;
+        ``host_ms`` up to ``ceil(host_calls / HOST_BATCH)`` samples for the runs
+        in ``host``, else None.
 
     Raises
     ------
     ValueError
-        If ``rounds`` < 1 or ``warmup`` < 0.
+        If ``rounds`` < 1, ``warmup`` < 0, or ``budget_s`` is negative.
     """
     if rounds < 1 or warmup < 0:
         raise ValueError(f"rounds must be at least 1 and warmup non-negative; got {rounds} and {warmup}")
+    if budget_s is not None and budget_s < 0:
+        raise ValueError(f"budget_s must be non-negative seconds; got {budget_s}")
     names = list(runs)
     out = {name: Timing(call_ms=[]) for name in names}
+    samples = {name: out[name].call_ms for name in names}
     cuda = device.type == "cuda"
-    total = rounds * len(names)
+    stop = _Stop(rounds, budget_s, max(rounds, max_rounds), tolerance)
+    progress = on_progress or (lambda done, total: None)
     with gc_paused():
         if interleave:
             for r in range(warmup):
@@ -173,23 +247,100 @@ def time_interleaved(
                     runs[name]()
             if cuda:
                 torch.cuda.synchronize(device)
-            for r in range(rounds):
-                for name in rotated(names, r):
-                    out[name].call_ms.append(_time_one(runs[name], cuda, flush))
-                if on_progress is not None:
-                    on_progress((r + 1) * len(names), total)
+            _timed_rounds(runs, names, samples, cuda, flush, stop,
+                          lambda r, planned: progress(r * len(names), planned * len(names)))
         else:
+            done = 0
+            share = _Stop(rounds, None if budget_s is None else budget_s / max(1, len(names)), stop.most, tolerance)
             for i, name in enumerate(names):
-                out[name].call_ms = time_calls(runs[name], device=device, warmup=warmup, iters=rounds, flush=flush)
-                if on_progress is not None:
-                    on_progress((i + 1) * rounds, total)
+                for _ in range(warmup):
+                    runs[name]()
+                if cuda:
+                    torch.cuda.synchronize(device)
+                left = len(names) - i
+
+                def report(r, planned, done=done, left=left):
+                    if budget_s is not None or r == planned:
+                        progress(done + r, done + planned * left)
+
+                _timed_rounds(runs, [name], samples, cuda, flush, share, report)
+                done += len(samples[name])
+        timed_host = [n for n in names if n in set(host)] if host_calls > 0 else []
+        if timed_host:
+            for name in timed_host:
+                out[name].host_ms = []
+            start = time.perf_counter()
+            for r in range(-(-host_calls // HOST_BATCH)):
+                for name in rotated(timed_host, r):
+                    out[name].host_ms.append(_host_batch(runs[name], HOST_BATCH, cuda))
+                if r >= 3 and time.perf_counter() - start > HOST_BUDGET_S:
+                    break
         graphed = [n for n in names if n in set(graph)] if cuda else []
         if graphed:
-            for name, samples in _gpu_rounds({n: runs[n] for n in graphed}, device=device,
-                                             flush=flush or L2Flusher(device), rounds=gpu_rounds,
-                                             calls_per_graph=calls_per_graph).items():
-                out[name].gpu_ms = samples
+            for name, gpu in _gpu_rounds({n: runs[n] for n in graphed}, device=device,
+                                         flush=flush or L2Flusher(device), rounds=gpu_rounds,
+                                         calls_per_graph=calls_per_graph).items():
+                out[name].gpu_ms = gpu
     return out
+
+
+@dataclass(frozen=True)
+class _Stop:
+    """When timed rounds stop: after ``fewest``; with a ``budget_s``, once every
+    median is stable, the budget is spent, or ``most`` rounds have run."""
+
+    fewest: int
+    budget_s: float | None
+    most: int
+    tolerance: float
+
+    def planned(self, done: int, elapsed: float) -> int:
+        """Rounds this loop will run, as far as is known after ``done`` rounds in
+        ``elapsed`` seconds."""
+        if self.budget_s is None:
+            return self.fewest
+        afford = done + int((self.budget_s - elapsed) / (elapsed / done)) if elapsed > 0 else self.most
+        return min(self.most, max(self.fewest, done, afford))
+
+    def now(self, done: int, elapsed: float, samples: Iterable[Sequence[float]]) -> bool:
+        if done < self.fewest:
+            return False
+        if self.budget_s is None or done >= self.most or elapsed >= self.budget_s:
+            return True
+        return all(median_is_stable(s, self.tolerance) for s in samples)
+
+
+def _timed_rounds(
+    runs: Mapping[str, Callable[[], object]], names: Sequence[str], samples: Mapping[str, list[float]],
+    cuda: bool, flush: L2Flusher | None, stop: _Stop, on_round: Callable[[int, int], None],
+) -> None:
+    """Rotated rounds over ``names``, one sample per run each, until ``stop``;
+    ``on_round(rounds_done, rounds_planned)`` after each."""
+    start = time.perf_counter()
+    r = 0
+    while True:
+        for name in rotated(names, r):
+            samples[name].append(_time_one(runs[name], cuda, flush))
+        r += 1
+        elapsed = time.perf_counter() - start
+        if stop.now(r, elapsed, (samples[n] for n in names)):
+            on_round(r, r)
+            return
+        on_round(r, stop.planned(r, elapsed))
+
+
+def _host_batch(fn: Callable[[], object], calls: int, cuda: bool) -> float:
+    """Host milliseconds per call of ``calls`` back-to-back calls, the device idle
+    at the start and synchronised after (outside the clock)."""
+    if cuda:
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = time.perf_counter() - t0
+    if cuda:
+        torch.cuda.synchronize()
+    return elapsed * 1e3 / calls
 
 
 def _time_one(fn: Callable[[], object], cuda: bool, flush: L2Flusher | None) -> float:

@@ -17,8 +17,8 @@ from . import runtime  # first: sets TRITON_INTERPRET before triton loads
 import triton
 import triton.language as tl
 
-from .launch_plan import _next_pow2
-from .triton_decode import LOG2E
+from .tile_walk import LOG2E
+from .tiling import next_pow2
 from .validation import check_decode_args, kv_scale_tensors
 
 
@@ -150,7 +150,7 @@ def prepare_triton_decode_simple(
     out = torch.empty_like(query)
     if batch == 0:
         return lambda: out
-    head_dim_pad = _next_pow2(head_dim)
+    head_dim_pad = next_pow2(head_dim)
     block_n = 64 if head_dim_pad <= 128 else 32
     scale_log2e = shape.scale * LOG2E
     k_scales, v_scales = kv_scale_tensors(shape, k_scale, v_scale, query.device)

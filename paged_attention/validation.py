@@ -14,6 +14,8 @@ from functools import cached_property
 
 import torch
 
+from .tiling import cdiv
+
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 INDEX_DTYPES = (torch.int32, torch.int64)
 #: 8-bit float KV-cache dtypes: the stored value times its scale is the value meant.
@@ -199,7 +201,7 @@ def check_decode_args(
         seq = int(torch.argmin(lens))
         raise ValueError(f"context_lens must be non-negative; sequence {seq} has {int(lens[seq])}")
     max_num_blocks = tables.shape[1]
-    needed = (lens + block_size - 1) // block_size
+    needed = cdiv(lens, block_size)
     if batch_size and int(needed.max()) > max_num_blocks:
         seq = int(torch.argmax(needed))
         raise ValueError(

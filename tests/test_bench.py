@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from paged_attention import LABELS
+from paged_attention.result_files import read_results
+
 
 @pytest.mark.parametrize(
     "argv, rule",
@@ -33,13 +36,22 @@ def test_bench_cli_runs_one_small_config(tmp_path, capsys):
     argv = ["--batch-size", "2", "--context-len", "5", "17", "--num-heads", "4", "--num-kv-heads", "2",
             "--head-dim", "16", "--iters", "1", "--warmup", "0", "--csv", str(out)]
     assert bench.main(argv) == 0
-    table = out.read_text()
-    assert table.count("yes") == 3 and "Triton" in table
+    rows, meta = read_results(out)
+    assert [(r["implementation"], r["label"]) for r in rows] == [(n, LABELS[n]) for n in ("naive", "vectorized", "triton")]
+    assert all(r["correct"] and r["status"] == "ok" and r["median_ms"] > 0 for r in rows)
+    assert all(r["context_lens"] == "5..17 (mean 11)" and (r["batch_size"], r["context_len"]) == (2, 17) for r in rows)
+    assert all(r["bytes_moved"] == r["unique_bytes"] > 0 and r["max_abs_err"] < 2e-3 for r in rows)
+    # no GPU: no GPU time nor copy bandwidth, so no fraction of it
+    assert all(r["gpu_time_ms"] is None and r["pct_of_copy_bw"] is None for r in rows)
+    assert meta["kind"] == "classic" and meta["gpu"] == "cpu" and meta["command"].endswith(f"--csv {out}")
+    header = out.read_text().splitlines()[0].split(",")
+    assert header.index("host_us") == header.index("gpu_p80_ms") + 1  # beside call latency and GPU time
 
 
 def test_results_count_logical_and_unique_bytes_of_a_shared_prefix():
     from paged_attention import DecodeConfig, build_decode_inputs
-    from paged_attention.bench import achieved_gbps, benchmark_implementations, shares_kv
+    from paged_attention.bench import benchmark_implementations
+    from paged_attention.results import achieved_gbps, shares_kv
 
     config = DecodeConfig(batch_size=4, context_lens=(70, 64, 99, 64), num_heads=4, num_kv_heads=2, head_dim=32,
                           block_size=16, shared_prefix=40, prefix_groups=2)
@@ -63,6 +75,33 @@ def test_bench_cli_runs_a_shared_prefix(tmp_path):
             "--shared-prefix", "32", "--prefix-groups", "2", "--impl", "vectorized", "triton_prefix",
             "--iters", "1", "--warmup", "0", "--csv", str(out)]
     assert bench.main(argv) == 0
-    header, *lines = out.read_text().splitlines()
-    assert "shared_prefix,prefix_groups" in header and "GB/s (unique bytes)" in header
-    assert len(lines) == 2 and "Triton (prefix-aware)" in lines[1] and ",32,2," in lines[1]
+    rows, _ = read_results(out)
+    assert [r["label"] for r in rows] == ["Optimized PyTorch", "Triton (prefix-aware)"]
+    for r in rows:
+        assert (r["shared_prefix"], r["prefix_groups"]) == (32, 2) and r["unique_bytes"] < r["bytes_moved"]
+        assert r["unique_gbps"] == pytest.approx(r["unique_bytes"] / r["median_ms"] / 1e6)
+
+
+def test_a_budget_reaches_the_harness_and_keeps_the_minimum():
+    from paged_attention import DecodeConfig, build_decode_inputs
+    from paged_attention.bench import benchmark_implementations
+
+    inputs = build_decode_inputs(DecodeConfig(batch_size=2, context_lens=(5, 30), num_heads=4, num_kv_heads=2,
+                                              head_dim=16))
+    (result,) = benchmark_implementations(["vectorized"], inputs, warmup=0, iters=3, budget_s=0.0)
+    assert len(result.samples_ms) == 3 and result.host_ms is None  # no host time on the CPU
+
+
+@pytest.mark.gpu
+def test_gpu_benchmark_reports_host_time_of_the_prepared_calls():
+    from paged_attention import DecodeConfig, build_decode_inputs
+    from paged_attention.bench import benchmark_implementations
+
+    inputs = build_decode_inputs(DecodeConfig(batch_size=2, context_lens=300, device="cuda"))
+    results = benchmark_implementations(["naive", "vectorized", "triton", "triton_prefix"], inputs, warmup=2,
+                                        iters=5)
+    by_name = {r.name: r for r in results}
+    assert by_name["naive"].host_ms is None and by_name["naive"].gpu_time_ms is None  # it synchronises
+    for name in ("vectorized", "triton", "triton_prefix"):
+        r = by_name[name]
+        assert r.passed and r.host_ms > 0 and r.gpu_time_ms > 0

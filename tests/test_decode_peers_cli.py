@@ -12,7 +12,12 @@ import pytest
 import torch
 
 from benchmarks import decode_peers as dp
+from benchmarks.peers import cli, configs
+from benchmarks.peers import flashinfer as fi
+from benchmarks.peers.implementations import IMPLS
 from paged_attention import DecodeConfig, build_decode_inputs
+from paged_attention.result_files import read_results
+from paged_attention.results import context_summary
 
 HAS_FP8_API = "kv_dtype" in DecodeConfig.__dataclass_fields__
 
@@ -27,18 +32,18 @@ def test_help_on_a_machine_without_a_gpu(capsys):
 @pytest.mark.parametrize(
     "argv, dtypes, kv, impls, count",
     [
-        ([], ["float16", "bfloat16"], ["same"], dp.IMPLS, len(dp.CONFIGS)),
-        (["--set", "fp8"], ["float16"], ["same", "float8_e4m3fn"], dp.SET_DEFAULTS["fp8"][2], 6),
-        (["--set", "ragged"], ["float16"], ["same"], dp.SET_DEFAULTS["ragged"][2], 11),
+        ([], ["float16", "bfloat16"], ["same"], IMPLS, len(configs.CONFIGS)),
+        (["--set", "fp8"], ["float16"], ["same", "float8_e4m3fn"], cli.SET_DEFAULTS["fp8"][2], 6),
+        (["--set", "ragged"], ["float16"], ["same"], cli.SET_DEFAULTS["ragged"][2], 11),
         (["--kv-dtype", "float8_e5m2", "both"], ["float16", "bfloat16"], ["same", "float8_e5m2", "float8_e4m3fn"],
-         dp.IMPLS, len(dp.CONFIGS)),
+         IMPLS, len(configs.CONFIGS)),
         (["--set", "fp8", "--kv-dtype", "float8_e4m3fn", "--impl", "triton", "flashinfer_tc", "--dtype", "bfloat16"],
          ["bfloat16"], ["float8_e4m3fn"], ["triton", "flashinfer_tc"], 6),
-        (["--only", "small"], ["float16", "bfloat16"], ["same"], dp.IMPLS, 4),
+        (["--only", "small"], ["float16", "bfloat16"], ["same"], IMPLS, 4),
     ],
 )
 def test_flags_and_set_defaults(argv, dtypes, kv, impls, count):
-    args = dp.parse_args(argv)
+    args = cli.parse_args(argv)
     assert args.dtype == dtypes
     assert args.kv_dtype == kv  # the 16-bit cache first: the fp8 rows' speedups need it
     assert list(args.impl) == list(impls)
@@ -48,15 +53,15 @@ def test_flags_and_set_defaults(argv, dtypes, kv, impls, count):
 def test_unknown_or_empty_choices_are_refused(capsys):
     for argv in (["--set", "fp8", "--only", "small"], ["--kv-dtype", "float16"], ["--impl", "flashinfer_fp8"]):
         with pytest.raises(SystemExit) as done:
-            dp.parse_args(argv)
+            cli.parse_args(argv)
         assert done.value.code == 2
     assert "selects no configuration" in capsys.readouterr().err
 
 
 def test_sets_hold_the_configurations_asked_for():
-    fp8 = dp.CONFIG_SETS["fp8"]
+    fp8 = configs.CONFIG_SETS["fp8"]
     assert {(b, lens) for _, b, lens, over in fp8 if not over} >= {(64, 4096), (1, 32768), (128, 1024)}
-    ragged = dp.CONFIG_SETS["ragged"]
+    ragged = configs.CONFIG_SETS["ragged"]
     uniform = [(b, max(lens)) for kind, b, lens, _ in ragged if kind == "ragged"]
     assert sorted({b for b, _ in uniform}) == [4, 8, 16, 32, 64] and len(uniform) == 10
     for kind, b, lens, over in ragged:
@@ -64,7 +69,7 @@ def test_sets_hold_the_configurations_asked_for():
     assert max(top for _, top in uniform[:5]) <= 8192 < max(top for _, top in uniform[5:])
     (tail,) = [lens for kind, _, lens, _ in ragged if kind == "long-tail"]
     assert sorted(tail)[len(tail) // 2] < 32768 // 8 < max(tail)  # most short, a few long
-    assert dp.describe_lengths((5, 5)) == "5" and dp.describe_lengths((1, 9)) == "1..9 (mean 5)"
+    assert context_summary((5, 5)) == "5" and context_summary((1, 9)) == "1..9 (mean 5)"
 
 
 @pytest.mark.parametrize("poison", [False, True])
@@ -75,7 +80,7 @@ def test_flashinfer_indices_are_each_sequences_needed_blocks(poison, index_dtype
                        block_size=16, device="cpu", seed=3, block_layout="shuffled")
     inputs = build_decode_inputs(cfg, poison=poison)  # poison: junk ids past each row's needed blocks
     tables = inputs.block_tables.to(index_dtype)
-    indptr, indices, last = dp.flashinfer_page_indices(tables, inputs.context_lens, cfg.block_size)
+    indptr, indices, last = fi.flashinfer_page_indices(tables, inputs.context_lens, cfg.block_size)
     assert indptr.dtype == indices.dtype == last.dtype == torch.int32
     assert indptr.tolist() == [0, 0, 1, 4, 5, 8, 8, 10]
     assert last.tolist() == [0, 1, 5, 16, 1, 0, 1]
@@ -94,8 +99,8 @@ def test_flashinfer_indices_are_each_sequences_needed_blocks(poison, index_dtype
 
 def test_without_flashinfer_one_note_and_no_rows(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "flashinfer", None)  # makes `import flashinfer` fail
-    assert dp.load_flashinfer() is None
-    assert capsys.readouterr().out.strip() == dp.FLASHINFER_MISSING
+    assert fi.load_flashinfer() is None
+    assert capsys.readouterr().out.strip() == fi.FLASHINFER_MISSING
 
 
 @pytest.fixture
@@ -104,23 +109,29 @@ def on_cpu(monkeypatch):
     monkeypatch.setattr(dp, "DEVICE", "cpu")
     monkeypatch.setattr(dp, "gpu_time", lambda fn, **kw: 0.01)
     monkeypatch.setattr(dp, "time_calls", lambda fn, **kw: [0.02])
-    monkeypatch.setitem(dp.CONFIG_SETS, "classic", [("ragged", 3, (1, 23, 40), {"num_heads": 4, "num_kv_heads": 2})])
+    monkeypatch.setitem(configs.CONFIG_SETS, "classic", [("ragged", 3, (1, 23, 40), {"num_heads": 4, "num_kv_heads": 2})])
     monkeypatch.setitem(sys.modules, "flashinfer", None)
 
 
-def run_on_cpu(tmp_path, *flags):
+def run_on_cpu(tmp_path, *flags, meta=False):
+    """The run's rows, read back with the one reader (and its sidecar, with ``meta``)."""
     out = tmp_path / "peers.csv"
     assert dp.main(["--head-dim", "16", "--dtype", "float16", "--call-iters", "1", "--out", str(out), *flags]) == 0
-    return pd.read_csv(out)
+    rows, sidecar = read_results(out)
+    return (pd.DataFrame(rows), sidecar) if meta else pd.DataFrame(rows)
 
 
 def test_whole_run_on_the_cpu(on_cpu, tmp_path, capsys):
-    table = run_on_cpu(tmp_path, "--impl", "triton", "vectorized", "sdpa_contiguous", "flashinfer")
+    table, meta = run_on_cpu(tmp_path, "--impl", "triton", "vectorized", "sdpa_contiguous", "flashinfer", meta=True)
     printed = capsys.readouterr().out
-    assert dp.FLASHINFER_MISSING in printed and "GPU time in ms" in printed
-    assert table["impl"].tolist() == ["triton", "vectorized", "sdpa_contiguous"]
+    assert fi.FLASHINFER_MISSING in printed and "GPU time in ms" in printed
+    assert table["implementation"].tolist() == ["triton", "vectorized", "sdpa_contiguous"]
     assert table["correct"].all() and table["kv_dtype"].eq("float16").all()
-    assert table["lengths"].iloc[0] == "1..40 (mean 21)"
+    assert table["context_lens"].iloc[0] == "1..40 (mean 21)" and table["kind"].eq("ragged").all()
+    # every peer's largest error against the float64 reference, and the sidecar of the run
+    assert (table["max_abs_err"] < 2e-3).all() and table["max_abs_err"].notna().all()
+    assert (meta["kind"], meta["set"], meta["peers"]) == ("peers", "classic", {})
+    assert meta["command"].startswith("python -m benchmarks.decode_peers --head-dim 16")
 
 
 @pytest.mark.skipif(not HAS_FP8_API, reason="the library's fp8 KV cache (DecodeConfig.kv_dtype) is not in yet")
@@ -128,12 +139,13 @@ def test_whole_run_on_the_cpu_with_an_fp8_cache(on_cpu, tmp_path, capsys):
     table = run_on_cpu(tmp_path, "--kv-dtype", "both", "--impl", "triton", "sdpa_contiguous")
     printed = capsys.readouterr().out
     assert "sdpa_contiguous: no fp8 cache; they run on the 16-bit cache only" in printed
-    assert list(zip(table["kv_dtype"], table["impl"])) == [
+    assert list(zip(table["kv_dtype"], table["implementation"])) == [
         ("float16", "triton"), ("float16", "sdpa_contiguous"), ("float8_e4m3fn", "triton")]
-    assert table["correct"].all() and "error" not in table
+    assert table["correct"].all() and table["status"].eq("ok").all()
     fp8 = table[table["kv_dtype"] == "float8_e4m3fn"].iloc[0]
     assert fp8["speedup_vs_triton_16bit"] == pytest.approx(1.0) and fp8["kv_scale"] == "per_tensor"
-    assert fp8["kv_mb"] == pytest.approx(table["kv_mb"].iloc[0] / 2)  # 1 byte per element, not 2
+    qo = 2 * 3 * 4 * 16 * 2  # query and output: batch 3, 4 heads of 16, float16
+    assert fp8["bytes_moved"] - qo == (table["bytes_moved"].iloc[0] - qo) / 2  # 1 byte per K or V element, not 2
 
 
 class FakeDecodeWrapper:
@@ -180,9 +192,9 @@ def test_flashinfer_rows_through_a_fake_flashinfer(on_cpu, fake_flashinfer, monk
     if kv == "both" and not HAS_FP8_API:
         pytest.skip("the library's fp8 KV cache (DecodeConfig.kv_dtype) is not in yet")
     # Empty and one-token sequences: FlashInfer gets no pages and a last-page length of 0 for the first.
-    monkeypatch.setitem(dp.CONFIG_SETS, "classic", [("ragged", 4, (0, 1, 23, 40), {"num_heads": 4, "num_kv_heads": 2})])
+    monkeypatch.setitem(configs.CONFIG_SETS, "classic", [("ragged", 4, (0, 1, 23, 40), {"num_heads": 4, "num_kv_heads": 2})])
     table = run_on_cpu(tmp_path, "--kv-dtype", kv, "--impl", "triton", "flashinfer", "flashinfer_tc")
-    assert table["correct"].all() and "error" not in table
+    assert table["correct"].all() and table["status"].eq("ok").all()
     assert table["note"].str.startswith("backend fake").sum() == len(table) * 2 // 3
     if kv == "both":
         assert table["kv_dtype"].tolist() == ["float16"] * 3 + ["float8_e4m3fn"] * 3
@@ -192,8 +204,8 @@ def test_flashinfer_rows_through_a_fake_flashinfer(on_cpu, fake_flashinfer, monk
 def test_flashinfer_skips_per_head_scales_and_float32(on_cpu, fake_flashinfer, tmp_path):
     table = run_on_cpu(tmp_path, "--kv-dtype", "float8_e4m3fn", "--kv-scale", "per_head", "--impl", "triton",
                        "flashinfer")
-    row = table.set_index("impl").loc["flashinfer"]
-    assert pd.isna(row["gpu_ms"]) and "not per KV head" in row["note"]
+    row = table.set_index("implementation").loc["flashinfer"]
+    assert row["status"] == "skipped" and pd.isna(row["gpu_time_ms"]) and "not per KV head" in row["note"]
     table = run_on_cpu(tmp_path, "--dtype", "float32", "--impl", "flashinfer")
     assert "float16 or bfloat16 queries" in table["note"].iloc[0]
 
@@ -203,16 +215,17 @@ def test_a_flashinfer_call_no_graph_captures_is_timed_plainly(on_cpu, fake_flash
         raise RuntimeError("operation not permitted when stream is capturing")
 
     monkeypatch.setattr(dp, "gpu_time", no_graph)
-    table = run_on_cpu(tmp_path, "--impl", "triton", "flashinfer").set_index("impl")
-    assert "RuntimeError: operation not permitted" in table.loc["triton", "error"]  # ours: a failure
-    assert table.loc["flashinfer", "gpu_ms"] == table.loc["flashinfer", "call_ms"] == 0.02
+    table = run_on_cpu(tmp_path, "--impl", "triton", "flashinfer").set_index("implementation")
+    assert table.loc["triton", "status"] == "failed"  # ours: a failure
+    assert "RuntimeError: operation not permitted" in table.loc["triton", "note"]
+    assert table.loc["flashinfer", "gpu_time_ms"] == table.loc["flashinfer", "median_ms"] == 0.02
     assert table.loc["flashinfer", "note"].startswith("backend fake; no CUDA graph (RuntimeError")
 
 
 # -- --set prefix ------------------------------------------------------------------------
 
 def test_prefix_set_holds_the_shapes_asked_for():
-    args = dp.parse_args(["--set", "prefix"])
+    args = cli.parse_args(["--set", "prefix"])
     assert args.dtype == ["float16"] and args.kv_dtype == ["same"]
     assert args.impl == ["triton", "triton_prefix", "sdpa_contiguous", "flashinfer_tc", "flashinfer_cascade"]
     shapes = [(b, over["shared_prefix"], lens - over["shared_prefix"], over["prefix_groups"])
@@ -220,7 +233,7 @@ def test_prefix_set_holds_the_shapes_asked_for():
     assert shapes == [(64, 8192, 256, 1), (32, 32768, 512, 1), (128, 2048, 128, 1), (16, 4096, 1024, 1),
                       (64, 4096, 256, 4), (32, 0, 2048, 1)]
     assert {kind for kind, *_ in args.configs} == {"prefix"}
-    assert "triton_prefix" not in dp.parse_args([]).impl  # classic runs what it ran before
+    assert "triton_prefix" not in cli.parse_args([]).impl  # classic runs what it ran before
 
 
 def test_cascade_indices_by_hand():
@@ -233,7 +246,7 @@ def test_cascade_indices_by_hand():
         [30, 31, 44, 45, -1],
     ], dtype=torch.int32)
     lens = torch.tensor([14, 9, 20, 11, 13])
-    levels = dp.cascade_page_indices(tables, lens, 4, 2, (0, 0, 1, 1, 1))
+    levels = fi.cascade_page_indices(tables, lens, 4, 2, (0, 0, 1, 1, 1))
     as_lists = {key: [t.tolist() for t in value] for key, value in levels.items()}
     assert as_lists == {
         "qo_indptr": [[0, 2, 5], [0, 1, 2, 3, 4, 5]],
@@ -243,15 +256,15 @@ def test_cascade_indices_by_hand():
     }
     assert all(t.dtype == torch.int32 for value in levels.values() for t in value)
     # Nothing shared: one level, every sequence's pages.
-    one = dp.cascade_page_indices(tables, lens, 4, 0, (0, 0, 1, 1, 1))
+    one = fi.cascade_page_indices(tables, lens, 4, 0, (0, 0, 1, 1, 1))
     assert [len(v) for v in one.values()] == [1, 1, 1, 1]
     assert one["kv_indptr"][0].tolist() == [0, 4, 7, 12, 15, 19]
     assert one["kv_last_page_len"][0].tolist() == [2, 1, 4, 3, 1]
     # A sequence that holds only the shared pages gets no own page and length 0.
-    edge = dp.cascade_page_indices(tables[:2], torch.tensor([8, 9]), 4, 2, (0, 0))
+    edge = fi.cascade_page_indices(tables[:2], torch.tensor([8, 9]), 4, 2, (0, 0))
     assert edge["kv_indptr"][1].tolist() == [0, 0, 1] and edge["kv_last_page_len"][1].tolist() == [0, 1]
     with pytest.raises(ValueError, match="non-decreasing"):
-        dp.cascade_page_indices(tables, lens, 4, 2, (0, 1, 0, 1, 1))
+        fi.cascade_page_indices(tables, lens, 4, 2, (0, 1, 0, 1, 1))
 
 
 @pytest.mark.parametrize("poison", [False, True])
@@ -259,7 +272,7 @@ def test_cascade_indices_cover_each_sequences_tokens_once(poison):
     cfg = DecodeConfig(batch_size=7, context_lens=(40, 37, 70, 23, 51, 35, 64), block_size=8, shared_prefix=21,
                        prefix_groups=3, num_heads=4, num_kv_heads=2, head_dim=8, seed=5)
     inputs = build_decode_inputs(cfg, poison=poison)
-    levels = dp.cascade_page_indices(inputs.block_tables, inputs.context_lens, 8, cfg.shared_blocks,
+    levels = fi.cascade_page_indices(inputs.block_tables, inputs.context_lens, 8, cfg.shared_blocks,
                                      cfg.prefix_group_of)
     (qo0, qo1), (ip0, ip1), (ix0, ix1), (last0, last1) = levels.values()
     for b, n in enumerate(cfg.lengths):
@@ -324,7 +337,7 @@ def prefix_on_cpu(on_cpu, monkeypatch):
     """``--set prefix`` with tiny sizes: a shared prefix ending inside a block, two groups,
     and a control with nothing shared."""
     small = {"num_heads": 4, "num_kv_heads": 2}
-    monkeypatch.setitem(dp.CONFIG_SETS, "prefix", [
+    monkeypatch.setitem(configs.CONFIG_SETS, "prefix", [
         ("prefix", 5, 40, {"shared_prefix": 21, "prefix_groups": 2, **small}),
         ("prefix", 3, 30, {"shared_prefix": 0, "prefix_groups": 1, **small}),
     ])
@@ -339,20 +352,21 @@ def test_prefix_set_on_the_cpu(prefix_on_cpu, tmp_path, capsys):
     table = run_on_cpu(tmp_path, "--set", "prefix")
     printed = capsys.readouterr().out
     assert "GB/s and fraction of copy count UNIQUE bytes" in printed
-    assert table["impl"].tolist() == dp.SET_DEFAULTS["prefix"][2] * 2
-    ran = table.dropna(subset=["gpu_ms"])
+    assert table["implementation"].tolist() == cli.SET_DEFAULTS["prefix"][2] * 2
+    ran = table.dropna(subset=["gpu_time_ms"])
     assert ran["correct"].all()
-    assert "error" not in table or table["error"].isna().all()
+    assert not table["status"].eq("failed").any()
     # The prefix-aware kernel runs, or is skipped with a note on a library without it.
-    prefix_rows = table[table["impl"] == "triton_prefix"]
+    prefix_rows = table[table["implementation"] == "triton_prefix"]
     assert prefix_rows["correct"].eq(True).all() or prefix_rows["note"].str.contains("not available").all()
-    assert set(ran["impl"]) >= {"triton", "sdpa_contiguous", "flashinfer_tc", "flashinfer_cascade"}
+    assert set(ran["implementation"]) >= {"triton", "sdpa_contiguous", "flashinfer_tc", "flashinfer_cascade"}
     first, control = table.iloc[0], table.iloc[-1]
-    per_token = 2 * 2 * 16 * 2 / 1e6  # K and V, 2 heads of 16, float16, in MB
-    assert first["kv_mb"] == pytest.approx(5 * 40 * per_token)
-    assert first["kv_unique_mb"] == pytest.approx((5 * 40 - 3 * 16) * per_token)  # 1 shared block, 5 members, 2 groups
-    assert control["kv_mb"] == pytest.approx(control["kv_unique_mb"])
+    per_token = 2 * 2 * 16 * 2  # K and V, 2 heads of 16, float16, in bytes
+    qo = 2 * 5 * 4 * 16 * 2  # the query and the output
+    assert first["bytes_moved"] == 5 * 40 * per_token + qo
+    assert first["unique_bytes"] == (5 * 40 - 3 * 16) * per_token + qo  # 1 shared block, 5 members, 2 groups
+    assert control["bytes_moved"] == control["unique_bytes"]
     assert (first["shared_prefix"], first["prefix_groups"]) == (21, 2)
-    # GB/s from the unique bytes: (unique K and V + query + output) / time.
-    qo = 2 * 5 * 4 * 16 * 2 / 1e6
-    assert first["gbps"] == pytest.approx((first["kv_unique_mb"] + qo) / 0.01)  # MB per ms is GB/s
+    # GB/s from the unique bytes over the GPU time, and its share of the copy bandwidth (none on the CPU)
+    assert first["gpu_unique_gbps"] == pytest.approx(first["unique_bytes"] / 1e6 / 0.01)  # MB per ms is GB/s
+    assert pd.isna(first["pct_of_copy_bw"])

@@ -201,9 +201,9 @@ def _shape(batch, length, kv_dtype, block_size=16, num_kv_heads=8):
 def test_fp8_plan_runs_many_one_warp_programs(monkeypatch, batch, length, block_size, splits, block_n):
     """An fp8 batch of 64+ (sequence, KV head) rows: one warp per program, splits up to 1024 programs, small tiles,
     2 stages (docs/performance.md, "v13"); the same batch in float16 keeps 4 warps."""
-    from paged_attention import launch_plan
+    from paged_attention import launch_plan, runtime
 
-    monkeypatch.setattr(launch_plan, "_num_sms", lambda device: 132)
+    monkeypatch.setattr(runtime, "num_sms", lambda device: 132)
     plan = pa.plan_launch(_shape(batch, length, torch.float8_e4m3fn, block_size), torch.device("cpu"), torch.float16)
     assert (plan.num_warps, plan.num_splits, plan.block_n, plan.num_stages) == (1, splits, block_n, 2)
     assert batch * 8 * plan.num_splits >= launch_plan.FP8_ONE_WARP_PROGRAMS
@@ -212,9 +212,9 @@ def test_fp8_plan_runs_many_one_warp_programs(monkeypatch, batch, length, block_
 
 
 def test_fp8_plan_splits_no_shorter_than_512_tokens(monkeypatch):
-    from paged_attention import launch_plan
+    from paged_attention import runtime
 
-    monkeypatch.setattr(launch_plan, "_num_sms", lambda device: 132)
+    monkeypatch.setattr(runtime, "num_sms", lambda device: 132)
     short = pa.plan_launch(_shape(16, 236, torch.float8_e4m3fn), torch.device("cpu"), torch.float16)
     assert short.num_warps == 1 and short.num_splits == 1  # not 8 splits of 32 tokens
     medium = pa.plan_launch(_shape(16, 1500, torch.float8_e4m3fn), torch.device("cpu"), torch.float16)
@@ -222,9 +222,9 @@ def test_fp8_plan_splits_no_shorter_than_512_tokens(monkeypatch):
 
 
 def test_fp8_plan_of_a_small_batch_and_overrides(monkeypatch):
-    from paged_attention import launch_plan
+    from paged_attention import runtime
 
-    monkeypatch.setattr(launch_plan, "_num_sms", lambda device: 132)
+    monkeypatch.setattr(runtime, "num_sms", lambda device: 132)
     small = pa.plan_launch(_shape(1, 32768, torch.float8_e4m3fn), torch.device("cpu"), torch.float16)
     assert small.num_warps == 4  # 8 rows: 1024 one-warp programs would be splits of 256 tokens
     fixed = pa.plan_launch(_shape(64, 4096, torch.float8_e4m3fn), torch.device("cpu"), torch.float16,

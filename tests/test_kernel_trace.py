@@ -1,6 +1,8 @@
 """The kernel trace: its trace reproduces the Triton kernel's plan and the reference."""
 
 import math
+import sys
+from dataclasses import replace
 
 import pytest
 import torch
@@ -16,7 +18,21 @@ from paged_attention import (
     triton_decode,
 )
 from paged_attention.shared_prefix import PrefixGroup, find_shared_prefixes, plan_prefix
+from paged_attention.triton_decode import prepare_triton_decode
+from paged_attention.triton_launch import plan_triton_decode
 from paged_attention.validation import check_decode_args
+from paged_attention.work_list import (
+    ITEM_FIRST_BLOCK,
+    ITEM_LAST_BLOCK,
+    ITEM_SEQ,
+    ITEM_SLOT,
+    PREFIX_FIRST_BLOCK,
+    PREFIX_FIRST_MEMBER,
+    PREFIX_LAST_BLOCK,
+    PREFIX_NUM_MEMBERS,
+    PREFIX_SLOT,
+    SEQUENCE_FIRST_SLOT,
+)
 
 F64_ATOL = 1e-12
 
@@ -193,7 +209,7 @@ def test_prefix_pass_partials_merge_to_the_reference(seq, head, prefix_rows):
     prefix = plan_prefix(shape, groups, inputs.query.device, inputs.query.dtype, query_rows=prefix_rows,
                          max_programs=8)  # 2 KV heads x 2 groups x 2 pieces
     assert prefix.blocks_per_split == 32
-    trace = trace_decode(inputs, seq, head, groups="detect", prefix_plan=prefix)
+    trace = trace_decode(inputs, seq, head, shared_prefixes="detect", prefix_plan=prefix)
     torch.testing.assert_close(trace.output, ref[seq, head], atol=F64_ATOL, rtol=0)
     group = next(g for g in groups if seq in g.sequences)
     assert trace.prefix_group == group and trace.merged
@@ -222,7 +238,7 @@ def test_trace_without_groups_or_outside_a_group_has_no_prefix_pass():
     assert trace.prefix_group is None and set(trace.tiles["pass"]) == {"own"}
     assert trace.tiles["first_block"].min() == 0
     plain = make_inputs(16, context_lens=(300, 97))
-    trace = trace_decode(plain, 0, 0, groups="detect")  # nothing shared: the plain walk
+    trace = trace_decode(plain, 0, 0, shared_prefixes="detect")  # nothing shared: the plain walk
     assert trace.prefix_group is None and trace.prefix_plan is None
     assert trace.tiles.equals(trace_decode(plain, 0, 0).tiles)
 
@@ -232,17 +248,138 @@ def test_prefix_trace_agrees_with_the_prefix_aware_triton_kernel():
     out = triton_decode(*inputs.args(), shared_prefixes="detect").cpu()
     atol, rtol = tolerance(inputs.query.dtype)
     for seq, head in [(0, 1), (2, 4), (4, 5)]:
-        trace = trace_decode(inputs, seq, head, groups="detect")
+        trace = trace_decode(inputs, seq, head, shared_prefixes="detect")
         torch.testing.assert_close(trace.output.cpu(), out[seq, head].double(), atol=atol, rtol=rtol)
 
 
 def test_bad_groups_raise_value_error():
     inputs = prefix_inputs()
-    with pytest.raises(ValueError, match="groups must be"):
-        trace_decode(inputs, 0, 0, groups="all")
+    with pytest.raises(ValueError, match="shared_prefixes must be"):
+        trace_decode(inputs, 0, 0, shared_prefixes="all")
     with pytest.raises(ValueError, match="shared_prefixes\\[0\\]"):
-        trace_decode(inputs, 0, 0, groups=[PrefixGroup((0, 3), 64)])  # different blocks
+        trace_decode(inputs, 0, 0, shared_prefixes=[PrefixGroup((0, 3), 64)])  # different blocks
     shape = check_decode_args(*inputs.args())
     with pytest.raises(ValueError, match="prefix_plan"):
-        trace_decode(inputs, 0, 0, groups="detect", prefix_plan=plan_launch(shape, inputs.query.device,
+        trace_decode(inputs, 0, 0, shared_prefixes="detect", prefix_plan=plan_launch(shape, inputs.query.device,
                                                                             inputs.query.dtype))
+
+
+# -- the trace plans with the launcher's own function ---------------------------
+
+def _other_block_size_plan(inputs):
+    other = make_inputs(8, context_lens=PREFIX_LENS)
+    return plan_launch(check_decode_args(*other.args()), other.query.device, other.query.dtype)
+
+
+def _short_plan(inputs):
+    short = make_inputs(16, context_lens=(100,) * len(PREFIX_LENS))
+    return plan_launch(check_decode_args(*short.args()), short.query.device, short.query.dtype, num_splits=1)
+
+
+def _prefix_plan(inputs, **changes):
+    shape = check_decode_args(*inputs.args())
+    groups = find_shared_prefixes(shape.block_tables, shape.context_lens, shape.block_size)
+    return replace(plan_prefix(shape, groups, inputs.query.device, inputs.query.dtype), **changes)
+
+
+#: Every rule the launcher checks, as the arguments that break it.
+BAD_ARGUMENTS = {
+    "plan and overrides": lambda inputs: dict(plan=_short_plan(inputs), num_splits=2),
+    "plan for another block size": lambda inputs: dict(plan=_other_block_size_plan(inputs)),
+    "plan too short for the contexts": lambda inputs: dict(plan=_short_plan(inputs)),
+    "num_splits not positive": lambda inputs: dict(num_splits=0),
+    "block_n not a power of two": lambda inputs: dict(block_n=24),
+    "num_warps too many": lambda inputs: dict(num_warps=32),
+    "balanced not a bool": lambda inputs: dict(balanced="yes"),
+    "prefix_plan with too few rows": lambda inputs: dict(shared_prefixes="detect",
+                                                         prefix_plan=_prefix_plan(inputs, query_rows=8)),
+    "prefix_plan for another block size": lambda inputs: dict(shared_prefixes="detect",
+                                                              prefix_plan=_prefix_plan(inputs, block_size=8)),
+    "prefix_plan without shared_prefixes": lambda inputs: dict(prefix_plan=_prefix_plan(inputs)),
+    "shared_prefixes an unknown string": lambda inputs: dict(shared_prefixes="all"),
+    "groups that do not share": lambda inputs: dict(shared_prefixes=[PrefixGroup((0, 3), 64)]),
+    "a group member out of range": lambda inputs: dict(shared_prefixes=[PrefixGroup((0, 9), 1)]),
+    "scale not positive": lambda inputs: dict(scale=-1.0),
+    "k_scale for a cache that is not fp8": lambda inputs: dict(k_scale=1.0, v_scale=1.0),
+}
+
+
+@pytest.mark.parametrize("rule", BAD_ARGUMENTS)
+def test_the_trace_refuses_what_the_launcher_refuses_in_its_words(rule):
+    inputs = prefix_inputs()
+    kwargs = BAD_ARGUMENTS[rule](inputs)
+    with pytest.raises(ValueError) as launcher:
+        prepare_triton_decode(*inputs.args(), **kwargs)
+    with pytest.raises(ValueError) as trace:
+        trace_decode(inputs, 0, 0, **kwargs)
+    assert str(trace.value) == str(launcher.value)
+
+
+def test_the_trace_refuses_an_unknown_override_as_the_launcher_does():
+    inputs = prefix_inputs()
+    with pytest.raises(TypeError, match="num_split"):
+        prepare_triton_decode(*inputs.args(), num_split=2)
+    with pytest.raises(TypeError, match="num_split"):
+        trace_decode(inputs, 0, 0, num_split=2)
+
+
+def _record_launches(monkeypatch):
+    """The TritonLaunch of every prepare_triton_decode call, as the launcher planned it."""
+    module = sys.modules["paged_attention.triton_decode"]
+    planned = []
+
+    def recording(*args, **kwargs):
+        planned.append(plan_triton_decode(*args, **kwargs))
+        return planned[-1]
+
+    monkeypatch.setattr(module, "plan_triton_decode", recording)
+    return planned
+
+
+@pytest.mark.parametrize("geometry", ["ragged", "shared prefix", "fp8"])
+def test_the_trace_walks_the_launchers_plan_and_work_list(geometry, monkeypatch):
+    if geometry == "ragged":
+        inputs, kwargs = make_inputs(16, context_lens=(3000, 40, 17, 900, 0)), {}
+    elif geometry == "shared prefix":
+        inputs, kwargs = prefix_inputs(), {"shared_prefixes": "detect"}
+    else:
+        inputs, kwargs = make_inputs(16, context_lens=(700, 260, 5), dtype="float16", kv_dtype="float8_e4m3fn",
+                                     kv_scale="per_head"), {}
+    planned = _record_launches(monkeypatch)
+    prepare_triton_decode(*inputs.args(), **inputs.scales(), **kwargs)
+    (launch,) = planned
+    if geometry == "ragged":
+        assert launch.plan.balanced
+    ref = reference_decode(*inputs.args(), **inputs.scales())
+    items, sequences = launch.work.items.tolist(), launch.work.sequences.tolist()
+    members = launch.prefix.members.tolist() if launch.prefix is not None else []
+    for seq in range(len(sequences)):
+        head = (5 * seq) % inputs.config.num_heads
+        trace = trace_decode(inputs, seq, head, **kwargs)
+        assert trace.plan == launch.plan
+        torch.testing.assert_close(trace.output, ref[seq, head], atol=F64_ATOL, rtol=0)
+        needed = -(-int(inputs.context_lens[seq]) // inputs.config.block_size)
+        first_slot = sequences[seq][SEQUENCE_FIRST_SLOT]
+        own = sorted((row[ITEM_SLOT] - first_slot, row[ITEM_FIRST_BLOCK], min(row[ITEM_LAST_BLOCK], needed))
+                     for row in items if row[ITEM_SEQ] == seq)
+        prefix = sorted((row[PREFIX_SLOT], row[PREFIX_FIRST_BLOCK], row[PREFIX_LAST_BLOCK])
+                        for row in (launch.prefix.items.tolist() if launch.prefix is not None else [])
+                        if seq in members[row[PREFIX_FIRST_MEMBER]: row[PREFIX_FIRST_MEMBER] + row[PREFIX_NUM_MEMBERS]])
+        expected = [("prefix", *p) for p in prefix] + [("own", *o) for o in own if o[1] < o[2]]
+        walked = list(trace.splits[["pass", "split", "first_block", "end_block"]].itertuples(index=False, name=None))
+        assert walked == expected
+        assert trace.prefix_plan == (launch.prefix_plan if prefix else None)
+
+
+def test_a_plan_made_for_the_blocks_past_the_prefixes_fits_them():
+    """The default plan of a shared-prefix batch covers only the blocks past the prefixes; given back, the
+    launcher takes it and plans the same launch."""
+    inputs = prefix_inputs()
+    default = plan_triton_decode(*inputs.args(), shared_prefixes="detect")
+    needed = -(-max(PREFIX_LENS) // 16)
+    assert default.plan.num_splits * default.plan.blocks_per_split < needed  # not enough for the whole contexts
+    again = plan_triton_decode(*inputs.args(), shared_prefixes="detect", plan=default.plan,
+                               prefix_plan=default.prefix_plan)
+    assert (again.plan, again.prefix_plan, again.groups) == (default.plan, default.prefix_plan, default.groups)
+    for work in ("work", "prefix"):
+        assert torch.equal(getattr(again, work).items, getattr(default, work).items)

@@ -109,7 +109,7 @@ def test_row_trace_with_a_shared_prefix_walks_like_the_full_trace():
     walk = ["split", "pass", "sequences", "query_rows", "tile", "first_block", "end_block", "token_start",
             "token_end", "valid_tokens", "masked_lanes", "physical_blocks", "table_lookups"]
     for seq, head in [(0, 0), (2, 5), (4, 3)]:
-        full = trace_decode(inputs, seq, head, plan=plan, groups=groups, prefix_plan=prefix)
+        full = trace_decode(inputs, seq, head, plan=plan, shared_prefixes=groups, prefix_plan=prefix)
         row = kernel_view.trace_row(config, tables, seq, head, plan=plan, groups=groups, prefix=prefix)
         pd.testing.assert_frame_equal(row.tiles[walk], full.tiles[walk])
         pd.testing.assert_frame_equal(row.splits[["split", "pass", "sequences"]], full.splits[["split", "pass", "sequences"]])

@@ -1,6 +1,7 @@
-"""Recorded peer sets (explorer/recorded_peers.py): the shipped H200 sets load, the
-converter of benchmarks/record.py writes a set the loader accepts, and broken sets
-are refused with the rule they break; the Decode benchmark page shows them."""
+"""Recorded peer sets (the ``peers`` kind of explorer/bench/recorded.py, their tables
+in explorer/bench/recorded_peers.py): the shipped H200 sets load, the converter of
+benchmarks/record.py writes a set the loader accepts, and broken sets are refused
+with the rule they break; the Decode benchmark page shows them."""
 
 from __future__ import annotations
 
@@ -18,14 +19,19 @@ if str(ROOT) not in sys.path:
 from test_app import BENCH, TINY, assert_clean, open_app  # noqa: E402
 
 from benchmarks.record import convert_peers, parse_peers_log  # noqa: E402
-from explorer.bench.recorded_peers import (  # noqa: E402
-    MAX_LABEL_CHARS,
-    PEERS_DIR,
-    SETS,
-    load_peer_set,
-    load_peer_sets,
-    peer_rows,
-)
+from explorer.bench.recorded import FOLDERS, SETS, load_recorded, load_recorded_set  # noqa: E402
+from explorer.bench.recorded_peers import MAX_LABEL_CHARS, peer_rows  # noqa: E402
+from paged_attention.results import RESULT_COLUMNS  # noqa: E402
+
+PEERS_DIR = FOLDERS["peers"]
+
+
+def load_peer_sets(folder=None):
+    return load_recorded(["peers"], {"peers": folder} if folder else None)
+
+
+def load_peer_set(path):
+    return load_recorded_set(path, "peers")
 
 DATA = ROOT / "docs" / "data"
 
@@ -39,10 +45,13 @@ def test_shipped_sets_load_one_per_kind_with_versions():
             "NVIDIA H200", "580.159.04", "13.0", "2.11.0+cu130", "2026-12-01")
         assert s.table["correct"].all()
     ragged = next(s for s in sets if s.meta["set"] == "ragged")
-    assert ragged.meta["flashinfer"] == "0.7.4" and ragged.meta["copy_gbps"] == 4240
+    assert ragged.meta["peers"] == {"flashinfer": "0.7.4"} and ragged.meta["copy_gbps"] == 4240
     assert "FlashInfer 0.7.4" in ragged.versions()
-    # copied unchanged from the run's data file
+    # copied unchanged from the run's data file, and read into the one schema
     assert (PEERS_DIR / f"{ragged.name}.csv").read_bytes() == (DATA / "v14_peers_ragged.csv").read_bytes()
+    assert list(ragged.table.columns[:len(RESULT_COLUMNS)]) == list(RESULT_COLUMNS)
+    # the copy bandwidth of the run itself (the log rounds it), so the fraction of it is the run's
+    assert ragged.table["copy_gbps"].round().eq(4240).all()
 
 
 def test_peer_rows_name_configurations_and_implementations():
@@ -58,7 +67,7 @@ def test_peer_rows_name_configurations_and_implementations():
 
 
 def test_peer_table_text_fits_its_columns_at_1280_px():
-    # the widths ui/recorded_peers.py gives the columns (215 and 160 px) hold these at 13-14 px text
+    # the widths ui/recorded.py gives the columns (215 and 160 px) hold these at 13-14 px text
     for s in load_peer_sets():
         rows = peer_rows(s)
         assert rows["configuration"].str.len().max() <= 31, s.meta["set"]
@@ -82,7 +91,11 @@ def test_converter_writes_a_set_the_loader_accepts(tmp_path):
                         driver="580.159.04", cuda="13.0", date="2026-12-01", command="python -m benchmarks.record")
     s = load_peer_set(out)
     assert s.meta["set"] == "prefix" and "unique bytes" in s.meta["gbps_note"]
-    assert len(s.table) == 30
+    assert len(s.table) == 30 and s.meta["peers"] == {"flashinfer": "0.7.4"}
+    # written in the one schema, with the numbers of the shipped set of the same run
+    assert out.read_text().startswith("kind,implementation,label,batch_size")
+    shipped = load_peer_set(PEERS_DIR / "h200_prefix_2026-12-01.csv")
+    assert peer_rows(s).equals(peer_rows(shipped))
 
 
 def _copy(tmp_path: Path) -> Path:
@@ -96,9 +109,10 @@ def _copy(tmp_path: Path) -> Path:
     (lambda m, t: m.pop("driver"), "missing metadata driver"),
     (lambda m, t: m.update(set="fp9"), "set must be one of"),
     (lambda m, t: m.update(copy_gbps=0), "copy_gbps must be a positive"),
-    (lambda m, t: t.pop("gpu_ms"), "missing column gpu_ms"),
+    (lambda m, t: t.pop("gpu_ms"), "gpu_time_ms must be a positive number in every timed row"),
     (lambda m, t: t.loc.__setitem__((0, "impl"), "mystery"), "unknown implementation mystery"),
-    (lambda m, t: t.loc.__setitem__((0, "gpu_ms"), -1), "gpu_ms must be a positive"),
+    (lambda m, t: t.loc.__setitem__((0, "gpu_ms"), -1), "gpu_time_ms must be a positive"),
+    (lambda m, t: m.update(kind="sweep"), "says kind sweep, but the set was read as peers"),
     (lambda m, t: t.loc.__setitem__((0, "correct"), "maybe"), "correct must be True or False"),
     (lambda m, t: t.loc.__setitem__(1, t.loc[0]), "repeats a"),
 ])

@@ -1,4 +1,4 @@
-"""Recorded sweeps (explorer/recorded_sweeps.py): benchmarks.record's sweep rows on
+"""Recorded sweeps (the ``sweep`` kind of explorer/bench/recorded.py): benchmarks.record's sweep rows on
 the CPU with a tiny configuration, written and read back as a recorded sweep; the
 Sweep page's "Recorded on a GPU" section from a fake one in a temporary folder,
 hidden when none is shipped."""
@@ -18,8 +18,7 @@ if str(ROOT) not in sys.path:
 from test_app import TINY, assert_clean, chart, open_app  # noqa: E402
 
 from benchmarks.record import sweep_rows  # noqa: E402
-from explorer.sweep import recorded as recorded_sweeps  # noqa: E402
-from explorer.sweep.recorded import load_recorded_sweep, load_recorded_sweeps  # noqa: E402
+from explorer.bench import recorded  # noqa: E402
 from explorer.sweep.runs import SWEEP_COLUMNS, rows_frame, sweep_csv  # noqa: E402
 from paged_attention import DecodeConfig  # noqa: E402
 
@@ -35,6 +34,14 @@ def rows():
                         dtype="float16", device="cpu")
     return sweep_rows(base, "context_len", (16, 37), ["naive", "vectorized", "triton"], warmup=0, iters=1,
                       naive_budget_s=30.0, device_name="CPU (Triton interpreter)", copy_gbps=None)
+
+
+def load_recorded_sweep(path):
+    return recorded.load_recorded_set(path, "sweep")
+
+
+def load_recorded_sweeps(folder):
+    return recorded.load_recorded(["sweep"], {"sweep": folder})
 
 
 def _write(folder: Path, rows, name="fake_context_len", **meta) -> Path:
@@ -62,9 +69,12 @@ def test_naive_over_its_budget_is_skipped_not_dropped():
 
 def test_loader_reads_back_and_checks(tmp_path, rows):
     rec = load_recorded_sweep(_write(tmp_path, rows))
-    assert rec.axis == "context_len" and set(rec.frame["source"]) == {"recorded"}
+    assert rec.axis == "context_len" and set(rec.table["source"]) == {"recorded"}
     assert "driver 1.0" in rec.versions()
     assert [s.name for s in load_recorded_sweeps(tmp_path)] == ["fake_context_len"]
+    # a sidecar that names its kind needs none from the caller
+    (tmp_path / "other").mkdir()
+    assert recorded.load_recorded_set(_write(tmp_path / "other", rows, kind="sweep")).kind == "sweep"
     assert load_recorded_sweeps(tmp_path / "none") == []
     with pytest.raises(ValueError, match="says batch_size"):
         load_recorded_sweep(_write(tmp_path, rows, name="b", axis="batch_size"))
@@ -79,8 +89,8 @@ def test_loader_reads_back_and_checks(tmp_path, rows):
 
 
 def _page(monkeypatch, folder: Path, show: bool = True):
-    monkeypatch.setattr(recorded_sweeps, "SWEEPS_DIR", folder)
-    from ui.recorded_sweeps import recorded_sweeps as cached
+    monkeypatch.setitem(recorded.FOLDERS, "sweep", folder)
+    from ui.recorded import recorded_sets as cached
     cached.clear()
     at = open_app(TINY, page=SWEEP)
     if show and at.get("toggle") and any(t.key == "sw_show_recorded" for t in at.toggle):

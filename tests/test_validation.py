@@ -58,7 +58,7 @@ class _NoAttentionMath(torch.overrides.TorchFunctionMode):
 
 
 #: The modules whose Triton kernels the implementations launch.
-KERNEL_MODULES = ("paged_attention.triton_decode", "paged_attention.triton_decode_simple")
+KERNEL_MODULES = ("paged_attention.triton_decode", "paged_attention.prefix_pass", "paged_attention.triton_decode_simple")
 
 
 @pytest.fixture(autouse=True)

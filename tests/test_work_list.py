@@ -22,7 +22,7 @@ def plan_for(lengths, *, block_size=16, num_kv_heads=8, num_sms=132, dtype=torch
         num_blocks=1, block_size=block_size, max_num_blocks=1, scale=1.0, context_lens=lens,
         block_tables=None, kv_dtype=dtype,
     )
-    monkeypatch.setattr(lp, "_num_sms", lambda device: num_sms)
+    monkeypatch.setattr(pa.runtime, "num_sms", lambda device: num_sms)
     return lp.plan_launch(shape, torch.device("cpu"), dtype, **kw), lens
 
 

@@ -41,7 +41,8 @@ from paged_attention import (
     build_decode_inputs,
     reference_decode,
 )
-from paged_attention.bench import BenchResult, benchmark_implementations
+from paged_attention.bench import benchmark_implementations
+from paged_attention.results import BenchResult
 from paged_attention.timing import (
     GPU_HEADROOM_BYTES,
     check_memory,

@@ -1,14 +1,24 @@
-"""The Decode benchmark page's "Recorded on a GPU" section: a benchmark set recorded
-on a GPU (:mod:`explorer.bench.recorded`), shown apart from the live run and labelled as
-recorded, so that a laptop without a GPU still has real GPU numbers to show."""
+"""The "Recorded on a GPU" section: benchmark runs recorded on a GPU
+(:mod:`explorer.bench.recorded`), shown apart from the live run and labelled as
+recorded, so that a laptop without a GPU still has real GPU numbers to show.
+
+One section for every recorded kind; a page calls :func:`show_recorded` with the
+kinds it shows: the Decode benchmark page the classic table and the peer tables
+(in an expander, picked with a segmented control), the Sweep page the sweeps (drawn
+with its own charts, beside this session's sweep along the same axis but never in
+its table or CSV; behind a toggle, hidden when none is shipped).
+"""
 
 from __future__ import annotations
+
+from typing import Sequence
 
 import pandas as pd
 import streamlit as st
 
 from explorer import formatting
 from explorer.bench.recorded import (
+    SETS,
     RecordedSet,
     config_label,
     load_recorded,
@@ -16,79 +26,100 @@ from explorer.bench.recorded import (
     recorded_rows,
 )
 from explorer.bench.recorded_figures import recorded_latency_figure
+from explorer.bench.recorded_peers import CONFIGURATION_HELP, LABELS_HELP, peer_rows
+from explorer.sweep import figures as sweep_figures
+from explorer.sweep.grid import AXES
+from explorer.sweep.recorded import recorded_note, setting_differences, shared_points
 from paged_attention import DecodeConfig
+from paged_attention.result_files import KINDS
 from ui.charts import show_chart
-from ui.recorded_peers import (
-    peer_durations,
-    peer_set_names,
-    recorded_peer_sets,
-    show_peer_set,
-)
 
 TITLE = "Recorded on a GPU"
+#: The kinds the Decode benchmark page shows, and the Sweep page.
+BENCH_KINDS, SWEEP_KINDS = ("classic", "peers"), ("sweep",)
 #: Background of the table rows of the sidebar's configuration.
 _MATCH_STYLE = "background-color: rgba(250, 204, 21, 0.25)"
-#: Height of a table row in ``st.dataframe``: the whole recorded table shows, no scrolling.
+#: Height of a table row in ``st.dataframe``: a classic table shows whole, a peer
+#: table up to :data:`_MAX_TABLE_PX` (it scrolls beyond).
 _ROW_PX = 35
+_MAX_TABLE_PX = 640
+#: What each peer set measured, under its table's versions line.
+_ABOUT: dict[str, str] = {
+    "classic": "Uniform batches of the classic and large configurations, float16 and bfloat16: our Triton kernel "
+               "on the paged cache against SDPA on a cache that was already contiguous (no paging at all: the "
+               "speed paging would have to match to be free).",
+    "ragged": "Ragged batches: lengths drawn uniformly in 1..8,192 and 1..32,768 at batches 4 to 64, and one "
+              "long-tailed draw. FlashInfer's paged decode runs on the same pools.",
+    "prefix": "Batches whose sequences share a prompt: our prefix-aware kernel and FlashInfer's two-level "
+              "cascade read the shared blocks once; the last configuration shares nothing (the control).",
+}
+#: How a sweep's caption names what every point of it shares.
+_SHARED = {"batch_size": "batch {}", "context_lens": "context {:,}", "num_heads": "{} heads",
+           "num_kv_heads": "{} KV heads", "head_dim": "head_dim {}", "block_size": "block size {}", "dtype": "{}"}
 
 
 @st.cache_data(show_spinner=False)
-def _recorded() -> list[RecordedSet] | str:
-    """The shipped sets, or the rule a malformed one breaks."""
+def recorded_sets(kinds: tuple[str, ...] = KINDS) -> list[RecordedSet] | str:
+    """The shipped sets of ``kinds``, or the rule a malformed one breaks."""
     try:
-        return load_recorded()
+        return load_recorded(kinds)
     except ValueError as exc:
         return str(exc)
 
 
 def show_recorded_pointer() -> None:
     """A caption, for beside the CPU-mode warning, pointing to the recorded section."""
-    sets = _recorded()
+    sets = recorded_sets(BENCH_KINDS)
     if isinstance(sets, list) and sets:
         st.caption(f":material/south: Real GPU numbers: runs recorded on an **{sets[0].meta['gpu']}** are under "
                    f"**{TITLE}** below.")
 
 
-def recorded_durations() -> list[float]:
-    """Every time (ms) the shipped sets hold, for the page to choose its one unit
-    (:func:`explorer.formatting.duration_unit`) from what it shows."""
-    sets = _recorded()
+def recorded_durations(kinds: Sequence[str] = BENCH_KINDS) -> list[float]:
+    """Every time (ms) the shipped sets of ``kinds`` hold, for the page to choose
+    its one unit (:func:`explorer.formatting.duration_unit`) from what it shows."""
+    sets = recorded_sets(tuple(kinds))
     if isinstance(sets, str):
-        return peer_durations()
-    return [float(v) for s in sets for col in ("median_ms", "gpu_time_ms") for v in s.table[col].dropna()] + peer_durations()
+        return []
+    return [float(v) for s in sets for col in ("median_ms", "gpu_time_ms") for v in s.table[col].dropna()]
 
 
-def show_recorded(config: DecodeConfig, *, expanded: bool, unit: str = "ms") -> None:
-    """The section: which GPU and versions, a table and a chart of the recorded
-    classic configurations, the sidebar's configuration highlighted when recorded;
-    and, picked with a segmented control, the recorded peer tables
-    (:mod:`ui.recorded_peers`).
+def show_recorded(kinds: Sequence[str], config: DecodeConfig | None = None, *, mine: pd.DataFrame | None = None,
+                  expanded: bool = False) -> None:
+    """The section, for the recorded sets of ``kinds``.
 
     Parameters
     ----------
-    config : DecodeConfig
-        The sidebar's configuration (to highlight when it was recorded).
+    kinds : sequence of str
+        :data:`BENCH_KINDS` (the classic table, highlighting ``config`` when it was
+        recorded, and the peer tables) or :data:`SWEEP_KINDS`.
+    config : DecodeConfig, optional
+        The sidebar's configuration (the classic table highlights it when recorded).
+    mine : pd.DataFrame, optional
+        This session's sweep (:data:`explorer.sweep.runs.SWEEP_COLUMNS`), drawn
+        beside a recorded sweep that varies the same axis.
     expanded : bool
         Whether the expander starts open (on a CPU host, where these are the only
         GPU numbers).
-    unit : str
-        Ignored (kept for callers): the section writes its times in its own unit,
-        chosen from its own numbers (:func:`recorded_durations`), so that a live run
-        in another unit does not change how the recorded tables read.
     """
-    unit = formatting.duration_unit(recorded_durations())
-    sets, peers = _recorded(), recorded_peer_sets()
-    for broken in (sets, peers):
-        if isinstance(broken, str):
-            st.warning(f"The recorded GPU runs could not be read: {broken}", icon=":material/error:")
-    sets = sets if isinstance(sets, list) else []
-    peers = peers if isinstance(peers, list) else []
-    if not sets and not peers:
+    sets = recorded_sets(tuple(kinds))
+    if isinstance(sets, str):
+        st.warning(f"The recorded GPU runs could not be read: {sets}", icon=":material/error:")
         return
-    gpu = (sets or peers)[0].meta["gpu"]
-    with st.expander(f"{TITLE}: {gpu} (recorded, not this machine)", expanded=expanded,
+    if not sets:
+        return
+    if set(kinds) == set(SWEEP_KINDS):
+        _show_sweeps(sets, mine)
+        return
+    # The section keeps its own unit, chosen from its own numbers, so that a live run
+    # in another unit does not change how the recorded tables read.
+    unit = formatting.duration_unit(recorded_durations(kinds))
+    with st.expander(f"{TITLE}: {sets[0].meta['gpu']} (recorded, not this machine)", expanded=expanded,
                      icon=":material/history:"):
-        tables = {**({"classic": "classic"} if sets else {}), **peer_set_names(peers)}
+        classic = [s for s in sets if s.kind == "classic"]
+        peers = {f"peers:{s.meta['set']}": s for s in sets if s.kind == "peers"}
+        # "peers:<set>": a key apart from the classic table's, since "classic" is also a peer set's name
+        tables = {**({"classic": "classic"} if classic else {}), **{k: SETS[s.meta["set"]] for k, s in peers.items()}}
         shown = next(iter(tables))
         if len(tables) > 1:
             shown = st.segmented_control(
@@ -97,32 +128,47 @@ def show_recorded(config: DecodeConfig, *, expanded: bool, unit: str = "ms") -> 
                 help="classic: the three implementations of this page on the classic configurations; peers, ragged, "
                      "shared prefix: our kernels against SDPA and FlashInfer (benchmarks/decode_peers.py)") or shown
         if shown != "classic":
-            show_peer_set(next(p for p in peers if p.meta["set"] == shown.removeprefix("peers:")), unit)
+            _show_peers(peers[shown], unit)
             return
-        recorded = sets[0]
-        if len(sets) > 1:
-            titles = {s.name: s.meta.get("title", s.name) for s in sets}
+        recorded = classic[0]
+        if len(classic) > 1:
+            titles = {s.name: s.meta.get("title", s.name) for s in classic}
             name = st.selectbox("Recorded set", list(titles), format_func=titles.get, key="recorded_set")
-            recorded = next(s for s in sets if s.name == name)
-        _show_set(recorded, config, unit)
+            recorded = next(s for s in classic if s.name == name)
+        _show_classic(recorded, config, unit)
 
 
-def _show_set(recorded: RecordedSet, config: DecodeConfig, unit: str) -> None:
-    m, shared = recorded.meta, recorded.meta["config"]
+def _header(recorded: RecordedSet, beside: str, more: str = "") -> None:
+    """The set's first line: where it was recorded, its versions and copy bandwidth."""
+    m = recorded.meta
     st.markdown(
-        f"**Recorded on {m['gpu']}**, not on this machine, and never mixed with the live run: "
-        f"{recorded.versions().removeprefix(m['gpu'] + ' · ')}. "
-        f"{shared['num_heads']} heads, {shared['num_kv_heads']} KV heads, head_dim {shared['head_dim']}, "
-        f"block size {shared['block_size']}, {shared['dtype']}; copy bandwidth **{m['copy_gbps']:,.0f} GB/s**."
+        f"**Recorded on {m['gpu']}**, not on this machine, and never mixed with {beside}: "
+        f"{recorded.versions().removeprefix(m['gpu'] + ' · ')}{more}; copy bandwidth **{m['copy_gbps']:,.0f} GB/s**."
     )
+
+
+def _timed_column(unit: str, text: str) -> st.column_config.TextColumn:
+    return st.column_config.TextColumn(f"GPU time ({unit})", alignment="right", help=text)
+
+
+def _copy_column(m: dict) -> st.column_config.NumberColumn:
+    return st.column_config.NumberColumn("% of copy BW", format="%.2g%%",
+                                         help=f"of the recorded copy bandwidth, {m['copy_gbps']:,.0f} GB/s")
+
+
+def _show_classic(recorded: RecordedSet, config: DecodeConfig | None, unit: str) -> None:
+    m, t = recorded.meta, recorded.table
+    shared = (f". {t['num_heads'].iloc[0]} heads, {t['num_kv_heads'].iloc[0]} KV heads, head_dim "
+              f"{t['head_dim'].iloc[0]}, block size {t['block_size'].iloc[0]}, {t['dtype'].iloc[0]}")
+    _header(recorded, "the live run", shared)
     st.caption(f"Copy bandwidth {m.get('copy_note', 'measured in the same run')}. Recorded with "
                f"`{m['command']}`.")
     layouts = recorded.layouts
-    default = config.block_layout if config.block_layout in layouts else layouts[-1]
+    default = config.block_layout if config is not None and config.block_layout in layouts else layouts[-1]
     layout = st.radio("Recorded block table", layouts, index=layouts.index(default), horizontal=True,
                       key="recorded_layout")
     rows = recorded_rows(recorded, layout)
-    match = matching_config(recorded, config)
+    match = matching_config(recorded, config) if config is not None else None
     highlight = config_label(*match) if match else None
     if match:
         st.success(f"Your sidebar's configuration, {highlight}, was recorded: it is highlighted below.",
@@ -149,18 +195,118 @@ def _show_set(recorded: RecordedSet, config: DecodeConfig, unit: str) -> None:
         column_config={
             "configuration": "Configuration (recorded)",
             "implementation": "Implementation",
-            "gpu_time_ms": st.column_config.TextColumn(
-                f"GPU time ({unit})", alignment="right",
-                help="median CUDA-graph replay time, recorded (n/a: Naive PyTorch reads the block table on the "
-                     "host and cannot be captured)"),
+            "gpu_time_ms": _timed_column(unit, "median CUDA-graph replay time, recorded (n/a: Naive PyTorch reads "
+                                               "the block table on the host and cannot be captured)"),
             "median_ms": st.column_config.TextColumn(f"Call latency ({unit})", alignment="right",
                                                      help="median call latency a Python caller saw, recorded"),
             "gbps": st.column_config.TextColumn("GB/s", alignment="right",
                                                 help="from GPU time where measured, else from call latency"),
-            "pct_of_copy_bw": st.column_config.NumberColumn(
-                "% of copy BW", format="%.2g%%", help=f"of the recorded copy bandwidth, {m['copy_gbps']:,.0f} GB/s"),
+            "pct_of_copy_bw": _copy_column(m),
             "correct": "Correct",
         },
     )
     st.caption(f"Recorded table, {layout} block table, {formatting.count(len(rows), 'row')}. "
                f"{m.get('harness', '')}".rstrip())
+
+
+def _show_peers(peers: RecordedSet, unit: str) -> None:
+    """One recorded peer set: versions, what it measured, one table per dtype."""
+    m = peers.meta
+    _header(peers, "the live run")
+    st.caption(f"{_ABOUT.get(m['set'], '')} Recorded with `{m['command'].split(' --out ')[0]}`; "
+               f"source: {m.get('source', peers.name)}.")
+    dtypes = list(dict.fromkeys(peers.table["dtype"]))
+    dtype = dtypes[0]
+    if len(dtypes) > 1:
+        dtype = st.radio("Recorded dtype", dtypes, horizontal=True, key="recorded_peers_dtype")
+    rows = peer_rows(peers, dtype)
+    table = rows.drop(columns=["impl"])
+    for column in ("gpu_time_ms", "call_ms"):
+        table[column] = [formatting.duration_number(v, unit) if pd.notna(v) else "n/a" for v in table[column]]
+    table["gbps"] = [formatting.format_gbps(v) for v in table["gbps"]]
+    if (table["note"] == "").all():
+        table = table.drop(columns="note")
+    best = rows.groupby("configuration")["gpu_time_ms"].transform("min") == rows["gpu_time_ms"]
+    styled = table.style.apply(lambda col: ["font-weight: bold" if b else "" for b in best], subset=["gpu_time_ms"])
+    gbps_help = m.get("gbps_note", "K and V bytes a decode step must read, over the GPU time")
+    st.dataframe(
+        styled, hide_index=True, width="stretch", key="recorded_peers_table",
+        height=min(_MAX_TABLE_PX, _ROW_PX * (len(table) + 1) + 3),
+        column_config={
+            # Widths (px) that hold the longest configuration and label, so that the
+            # table fits a 1280 px window without cutting either.
+            "configuration": st.column_config.TextColumn("Configuration", width=215, help=CONFIGURATION_HELP),
+            "implementation": st.column_config.TextColumn("Implementation", width=160, help=LABELS_HELP),
+            "gpu_time_ms": _timed_column(unit, "median CUDA-graph replay time, L2 flushed before each call, "
+                                               "recorded; bold: the fastest of the configuration"),
+            "call_ms": st.column_config.TextColumn(f"Call latency ({unit})", alignment="right",
+                                                   help="median call latency a Python caller saw, recorded"),
+            "gbps": st.column_config.TextColumn("GB/s", alignment="right", help=gbps_help),
+            "pct_of_copy_bw": _copy_column(m),
+            "correct": "Correct",
+            "note": "Note",
+        },
+    )
+    configs = rows["configuration"].nunique()
+    st.caption(f"Recorded peer table, {dtype}: {formatting.count(configs, 'configuration')}, "
+               f"{formatting.count(len(rows), 'row')}; bold GPU time: the fastest of its configuration. "
+               + (f"{m['gbps_note']}. " if m.get("gbps_note") else "") + m.get("harness", ""))
+
+
+def _show_sweeps(sweeps: list[RecordedSet], mine: pd.DataFrame | None) -> None:
+    """Pick a recorded sweep; its latency and bandwidth charts, with this session's
+    sweep ``mine`` drawn beside it when it varies the same axis, then their ratio."""
+    st.subheader(TITLE)
+    # Off by default: its charts stay out of the way of this session's sweep (and of
+    # a page that reruns after every point) until a presenter asks for them.
+    if not st.toggle(f"Show the {len(sweeps)} sweeps recorded on {sweeps[0].meta['gpu']}" if len(sweeps) > 1
+                     else f"Show the sweep recorded on {sweeps[0].meta['gpu']}", key="sw_show_recorded"):
+        st.caption("Real GPU numbers for a machine without one: latency and bandwidth measured on a GPU, drawn "
+                   "beside this session's sweep when it varies the same axis.")
+        return
+    names = {s.name: f"{AXES[s.axis].split(' (')[0]} · {s.meta['gpu']} · {s.meta['date']}" for s in sweeps}
+    chosen = next(iter(names))
+    if len(names) > 1:
+        chosen = st.segmented_control("Recorded sweep", list(names), format_func=names.get, default=chosen,
+                                      required=True, key="sw_recorded") or chosen
+    rec = next(s for s in sweeps if s.name == chosen)
+    m, shared, frame = rec.meta, rec.meta.get("config", {}), rec.table
+    fixed = ", ".join(text.format(shared[k]) for k, text in _SHARED.items() if k in shared)
+    _header(rec, "this session's sweep")
+    same_axis = mine is not None and set(mine["axis"]) == {rec.axis}
+    beside = ("Drawn dashed beside this session's sweep, which varies the same axis." if same_axis
+              else "Drawn alone: " + ("this session's sweep varies another axis." if mine is not None
+                                      else "no sweep run here yet."))
+    took = f", {m['elapsed_s']:,.0f} s in all" if "elapsed_s" in m else ""
+    st.caption(f"{AXES[rec.axis]} over {', '.join(f'{v:,}' for v in sorted(set(frame['value'])))}; "
+               + (f"{fixed}; " if fixed else "")
+               + f"recorded with `{m['command']}`{took}. {beside}")
+    both = pd.concat([mine, frame], ignore_index=True) if same_axis else frame
+    note = recorded_note(m["gpu"], beside=same_axis)
+    a, b = st.columns(2, gap="medium")
+    show_chart(sweep_figures.sweep_latency_figure(both, note=note), key="sw_recorded_latency", parent=a,
+               width="stretch")
+    show_chart(sweep_figures.sweep_bandwidth_figure(both, note=note), key="sw_recorded_bandwidth", parent=b,
+               width="stretch")
+    if same_axis:
+        differ = setting_differences(rec, mine)
+        if differ:
+            st.caption("Settings that differ, recorded vs this session: " + ", ".join(differ) + ".")
+        if shared_points(frame, mine):
+            a, b = st.columns(2, gap="medium")
+            show_chart(sweep_figures.sweep_ratio_figure(both, frame["source"].iloc[0], mine["source"].iloc[0],
+                                                        title=f"Time ratio: recorded on {m['gpu']} over this session"),
+                       key="sw_recorded_ratio", parent=a, width="stretch")
+            b.caption(f"The recorded sweep's time over this session's, per implementation: below 1 the {m['gpu']} "
+                      "was faster.")
+        else:
+            def values(f: pd.DataFrame) -> str:
+                return ", ".join(f"{v:,g}" for v in sorted(set(f["value"].astype(float))))
+
+            st.caption(f"No time ratio: the two sweeps share no measured {AXES[rec.axis].split(' (')[0]} "
+                       f"(recorded: {values(frame)}; this session: {values(mine)}).")
+    skipped = int((frame["status"] == "skipped").sum())
+    st.caption(f"{formatting.count(len(frame), 'recorded row')}"
+               + (f"; {skipped} naive {'point' if skipped == 1 else 'points'} over the "
+                  f"{m.get('naive_budget_s', '?')} s budget, drawn at the predicted time" if skipped else "")
+               + f". {m.get('harness', '')}".rstrip())

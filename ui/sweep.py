@@ -62,7 +62,7 @@ def measure(device: str, key: tuple, names: tuple[str, ...], warmup: int, iters:
     the configuration ``key`` on ``device``.
 
     The caller holds the run lock. Returns one row of
-    :meth:`~paged_attention.bench.BenchResult.row` per name, in order, with
+    :meth:`~paged_attention.results.BenchResult.row` per name, in order, with
     ``samples`` and ``measured_at`` (:func:`_now`, when the timing finished): a
     later call served from the cache returns the same time.
     """

@@ -1,1 +1,1 @@
-"""The Decode benchmark page: result rows and readouts, the fp8 quantization error, the runs recorded on a GPU (classic, peers) and their figures."""
+"""The Decode benchmark page: result rows and readouts, the fp8 quantization error, the runs recorded on a GPU (the one loader of every recorded kind: classic, peers, sweeps; the peer tables) and their figures."""

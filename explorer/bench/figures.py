@@ -1,4 +1,4 @@
-"""Figures of benchmark results (lists of :class:`~paged_attention.bench.BenchResult`):
+"""Figures of benchmark results (lists of :class:`~paged_attention.results.BenchResult`):
 latency, speedup, bandwidth, accuracy against tolerance, and the run history.
 """
 
@@ -30,7 +30,7 @@ from explorer.style import (
     title_margins,
     with_alpha,
 )
-from paged_attention.bench import shares_kv
+from paged_attention.results import shares_kv
 
 
 def latency_figure(results: Sequence, *, log_y: bool = True, unit: str = "ms") -> go.Figure:
@@ -169,7 +169,7 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
     Bars for call latency, and beside them for GPU time where measured; with
     ``copy_gbps`` (this device's measured copy bandwidth) a line marks it and
     each bar is labelled with the fraction reached. With a shared prefix
-    (:func:`~paged_attention.bench.shares_kv`) the bytes are the unique ones (a
+    (:func:`~paged_attention.results.shares_kv`) the bytes are the unique ones (a
     shared block once), as the title says: on logical bytes a kernel that reads
     each shared block once would seem to beat the copy bandwidth.
 

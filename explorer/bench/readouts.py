@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from explorer.formatting import KV_SCALE_LABELS, count, format_times, kv_dtype_label
-from paged_attention.bench import achieved_gbps, shares_kv
+from paged_attention.results import achieved_gbps, shares_kv
 from paged_attention.config import DecodeConfig
 
 
@@ -185,7 +185,7 @@ def results_rows(
         False when the step reads no K or V (:func:`reads_no_kv`): bandwidth, its
         fraction of the copy bandwidth and the speedup are then None (n/a).
 
-    With a shared prefix (:func:`~paged_attention.bench.shares_kv`) the rows add
+    With a shared prefix (:func:`~paged_attention.results.shares_kv`) the rows add
     ``unique_gbps`` and ``gpu_unique_gbps``, the bandwidth on unique bytes (a
     shared block once), and ``pct_of_copy_bw`` counts unique bytes: the logical
     ones a prefix-aware kernel never reads can go past the copy bandwidth.

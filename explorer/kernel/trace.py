@@ -16,15 +16,18 @@ query head of one sequence under a :class:`~paged_attention.launch_plan.LaunchPl
    normalizer ``l`` and unnormalised output ``acc``, in the kernel's base-2 form
    (scores are scaled by ``scale * log2(e)`` and exponentiated with ``exp2``).
 4. With more than one split, the per-split ``(m, l, acc)`` are merged with weights
-   ``exp2(m_split - max m)``, as the kernel's fused merge (``_merge_group``, run by
+   ``exp2(m_split - max m)``, as the kernel's fused merge (``merge_partials``, run by
    the last split to finish) does.
-5. With shared-prefix groups (``groups``), a row's shared blocks are read first by
+5. With shared-prefix groups (``shared_prefixes``), a row's shared blocks are read first by
    the prefix pass (``_prefix_decode_kernel``): each of its programs holds every
    group member's query heads of one KV head as the rows of one tile, so a
    shared block is read once per group. Its partials take the row's first slots;
    step 1 cuts only the blocks past the prefix, and step 4 merges them all.
 
-Each step is recorded, with the distance of the partial answer ``acc / l`` to the
+The plan and the programs are the launcher's own
+(:func:`~paged_attention.triton_launch.plan_triton_decode`, which also checks the
+arguments as the launcher does), so the trace never draws a plan the kernel would
+refuse. Each step is recorded, with the distance of the partial answer ``acc / l`` to the
 exact answer of its split and of the whole row, so a reader can watch the online
 softmax converge. The arithmetic is float64 throughout: the trace shows the
 algorithm, not the rounding of a float16 kernel, and its output equals
@@ -41,18 +44,26 @@ import pandas as pd
 import torch
 
 from paged_attention.inputs import DecodeInputs
-from paged_attention.launch_plan import LaunchPlan, plan_launch
+from paged_attention.launch_plan import LaunchPlan
 from paged_attention.reference import reference_decode
-from paged_attention.shared_prefix import (
-    PrefixGroup,
-    members_per_tile,
-    own_shape,
-    plan_prefix,
-    prefix_work,
-    resolve_shared_prefixes,
+from paged_attention.shared_prefix import PrefixGroup
+from paged_attention.tile_walk import LOG2E
+from paged_attention.tiling import cdiv
+from paged_attention.triton_launch import plan_triton_decode
+from paged_attention.work_list import (
+    ITEM_FIRST_BLOCK,
+    ITEM_LAST_BLOCK,
+    ITEM_SEQ,
+    ITEM_SLOT,
+    PREFIX_FIRST_BLOCK,
+    PREFIX_FIRST_MEMBER,
+    PREFIX_LAST_BLOCK,
+    PREFIX_NUM_MEMBERS,
+    PREFIX_SLOT,
+    SEQUENCE_FIRST_SLOT,
+    PrefixWork,
+    WorkList,
 )
-from paged_attention.triton_decode import LOG2E
-from paged_attention.validation import check_decode_args
 
 #: Columns of :attr:`KernelTrace.tiles`, one row per tile (online-softmax update).
 TILE_COLUMNS: tuple[str, ...] = (
@@ -169,22 +180,30 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max())
 
 
-def prefix_programs(
-    groups: Sequence[PrefixGroup], seq: int, batch_size: int, query_group_size: int, prefix_plan: LaunchPlan
-) -> list[tuple[tuple[int, ...], int, int, int]]:
+def prefix_programs(work: PrefixWork, seq: int) -> list[tuple[tuple[int, ...], int, int, int]]:
     """The prefix pass's programs (per KV head) that hold sequence ``seq``'s rows,
-    from :func:`~paged_attention.shared_prefix.prefix_work`: ``(members,
-    first_block, last_block, slot)`` in slot order; ``members`` are the sequences
-    whose query rows share the program's tile. Empty when ``seq`` is in no group."""
-    work = prefix_work(groups, batch_size, members_per_tile(prefix_plan, query_group_size),
-                       prefix_plan.blocks_per_split, prefix_plan.blocks_per_tile)
+    from its work list (:func:`~paged_attention.work_list.prefix_work`):
+    ``(members, first_block, last_block, slot)`` in slot order; ``members`` are the
+    sequences whose query rows share the program's tile. Empty when ``seq`` is in
+    no group."""
     members = work.members.tolist()
     found = []
-    for first, count, first_block, last_block, slot in work.items.tolist():
-        program = tuple(members[first : first + count])
+    for row in work.items.tolist():
+        first = row[PREFIX_FIRST_MEMBER]
+        program = tuple(members[first : first + row[PREFIX_NUM_MEMBERS]])
         if seq in program:
-            found.append((program, first_block, last_block, slot))
+            found.append((program, row[PREFIX_FIRST_BLOCK], row[PREFIX_LAST_BLOCK], row[PREFIX_SLOT]))
     return sorted(found, key=lambda p: p[3])
+
+
+def own_programs(work: WorkList, seq: int, needed_blocks: int) -> list[tuple[int, int, int]]:
+    """The decode kernel's programs for sequence ``seq``, from the launch's work
+    list: ``(slot, first_block, last_block)`` in slot order, the slot counted from
+    the sequence's first (the prefix pass's come before), and ``last_block`` cut at
+    the row's ``needed_blocks`` as the kernel cuts it."""
+    first_slot = work.sequences.tolist()[seq][SEQUENCE_FIRST_SLOT]
+    return sorted((row[ITEM_SLOT] - first_slot, row[ITEM_FIRST_BLOCK], min(row[ITEM_LAST_BLOCK], needed_blocks))
+                  for row in work.items.tolist() if row[ITEM_SEQ] == seq)
 
 
 def trace_decode(
@@ -194,14 +213,16 @@ def trace_decode(
     *,
     plan: LaunchPlan | None = None,
     scale: float | None = None,
-    groups: str | Sequence[PrefixGroup] | None = None,
+    k_scale: float | torch.Tensor | None = None,
+    v_scale: float | torch.Tensor | None = None,
+    shared_prefixes: str | Sequence[PrefixGroup] | None = None,
     prefix_plan: LaunchPlan | None = None,
     **plan_overrides: int,
 ) -> KernelTrace:
     """Trace ``_paged_decode_kernel`` (and the split merge) for one query head.
 
-    With shared-prefix ``groups`` it traces ``triton_decode(...,
-    shared_prefixes=groups)``: when ``seq`` is in a group, the prefix pass's
+    With ``shared_prefixes`` it traces ``triton_decode(...,
+    shared_prefixes=shared_prefixes)``: when ``seq`` is in a group, the prefix pass's
     programs (``_prefix_decode_kernel``: the group's sequences x the query heads of
     one KV head as one tile, against one piece of the shared blocks) write the
     row's first partials, the decode kernel's programs walk the rest of its blocks,
@@ -210,29 +231,19 @@ def trace_decode(
     Parameters
     ----------
     inputs : DecodeInputs or sequence of Tensor
-        A :class:`DecodeInputs`, or ``(query, k_cache, v_cache, block_tables,
-        context_lens)`` as :func:`~paged_attention.triton_decode.triton_decode`
-        takes them (float64 is accepted too).
+        A :class:`DecodeInputs` (an fp8 cache with its scales), or ``(query,
+        k_cache, v_cache, block_tables, context_lens)`` as
+        :func:`~paged_attention.triton_decode.triton_decode` takes them (float64 is
+        accepted too).
     seq : int
         Sequence (batch row), ``0 <= seq < batch_size``.
     head : int
         Query head, ``0 <= head < num_heads``.
-    plan : LaunchPlan, optional
-        The plan to trace; by default the one ``triton_decode`` would use,
-        ``plan_launch(check_decode_args(...), query.device, query.dtype)`` (with
-        groups, on the contexts past their shared blocks: :func:`~paged_attention.shared_prefix.own_shape`).
-    scale : float, optional
-        Softmax scale, ``1 / sqrt(head_dim)`` by default.
-    groups : "detect" or sequence of PrefixGroup, optional
-        Shared-prefix groups the prefix pass reads
-        (:func:`~paged_attention.shared_prefix.resolve_shared_prefixes`); None
-        (default): no prefix pass.
-    prefix_plan : LaunchPlan, optional
-        The prefix pass's plan; by default
-        :func:`~paged_attention.shared_prefix.plan_prefix`'s.
-    **plan_overrides
-        ``num_splits`` or ``block_n`` (etc.) for :func:`plan_launch`, to trace
-        another plan than the default.
+    plan, scale, k_scale, v_scale, shared_prefixes, prefix_plan, **plan_overrides
+        As for :func:`~paged_attention.triton_decode.prepare_triton_decode`: by
+        default the plans ``triton_decode`` would use (``k_scale`` and ``v_scale``
+        default to a :class:`DecodeInputs`'s own); ``num_splits`` or ``block_n``
+        (etc.) trace another plan.
 
     Returns
     -------
@@ -242,10 +253,9 @@ def trace_decode(
     Raises
     ------
     ValueError
-        On invalid decode arguments (see
-        :func:`~paged_attention.validation.check_decode_args`), ``seq`` or ``head``
-        out of range, both ``plan`` and ``plan_overrides`` given, or a plan whose
-        ``block_size`` differs from the cache's.
+        On any argument the launcher refuses (with its message:
+        :func:`~paged_attention.triton_launch.plan_triton_decode`), or ``seq`` or
+        ``head`` out of range.
 
     Examples
     --------
@@ -259,38 +269,33 @@ def trace_decode(
             "inputs must be a DecodeInputs or (query, k_cache, v_cache, block_tables, context_lens); "
             f"got {len(args)} items"
         )
+    if isinstance(inputs, DecodeInputs) and k_scale is None and v_scale is None:
+        k_scale, v_scale = inputs.k_scale, inputs.v_scale
     query, k_cache, v_cache, block_tables, context_lens = args
-    shape = check_decode_args(*args, scale, allow_float64=True)
+    launch = plan_triton_decode(
+        *args, scale=scale, k_scale=k_scale, v_scale=v_scale, plan=plan, shared_prefixes=shared_prefixes,
+        prefix_plan=prefix_plan, allow_float64=True, **plan_overrides,
+    )
+    shape, plan = launch.shape, launch.plan
     if not 0 <= seq < shape.batch_size:
         raise ValueError(f"seq must lie in [0, batch_size={shape.batch_size}); got {seq}")
     if not 0 <= head < shape.num_heads:
         raise ValueError(f"head must lie in [0, num_heads={shape.num_heads}); got {head}")
-    groups = resolve_shared_prefixes(groups, shape, name="groups")
-    group = next((g for g in groups if seq in g.sequences), None)
-    if plan is None:
-        plan = plan_launch(own_shape(shape, groups), query.device, query.dtype, **plan_overrides)
-    elif plan_overrides:
-        raise ValueError(f"give either plan or plan overrides, not both; got {sorted(plan_overrides)}")
-    if plan.block_size != shape.block_size:
-        raise ValueError(
-            f"plan.block_size ({plan.block_size}) must equal the cache's block_size ({shape.block_size})"
-        )
-    if groups and prefix_plan is None:
-        prefix_plan = plan_prefix(shape, groups, query.device, query.dtype)
-    if prefix_plan is not None and (prefix_plan.query_rows < 1 or prefix_plan.block_size != shape.block_size):
-        raise ValueError(f"prefix_plan must come from plan_prefix for these inputs; got {prefix_plan}")
+    group = next((g for g in launch.groups if seq in g.sequences), None)
 
     bs = shape.block_size
     kv_head = head // shape.query_group_size
     n = int(shape.context_lens[seq])
     table = shape.block_tables[seq]  # CPU int64
-    needed_blocks = -(-n // bs)
+    needed_blocks = cdiv(n, bs)
     q = query[seq, head].detach().cpu().double()
     # Only this row's blocks, in logical order: [needed_blocks, block_size, head_dim].
     # (A copy of the whole pool could be gigabytes on a GPU.)
     row_table = table[:needed_blocks].to(k_cache.device)
     keys = k_cache[row_table][:, :, kv_head].detach().cpu().double()
     values = v_cache[row_table][:, :, kv_head].detach().cpu().double()
+    if shape.is_fp8:  # the kernel folds the scales into the logits and the output: the same in exact arithmetic
+        keys, values = keys * float(shape.k_scale[kv_head]), values * float(shape.v_scale[kv_head])
     scale_log2e = shape.scale * LOG2E
 
     # The row's tokens in logical order, for the exact answers the partials are compared to.
@@ -298,7 +303,7 @@ def trace_decode(
     row_values = values.reshape(-1, shape.head_dim)[:n]
     reference = reference_decode(
         query[seq : seq + 1], k_cache, v_cache, block_tables[seq : seq + 1], context_lens[seq : seq + 1],
-        scale=shape.scale,
+        scale=shape.scale, k_scale=k_scale, v_scale=v_scale,
     )[0, head].cpu()
 
     tile_rows: list[dict] = []
@@ -402,17 +407,16 @@ def trace_decode(
         })
 
     # The prefix pass's programs come first: their partials fill the row's first slots.
-    pieces = prefix_programs(groups, seq, shape.batch_size, shape.query_group_size, prefix_plan) if group else []
+    pieces = prefix_programs(launch.prefix, seq) if group else []
     for members, first_block, last_block, slot in pieces:
-        walk(slot, first_block, last_block, prefix_plan, "prefix", len(members))
-    own_first = group.num_blocks if group else 0
-    for j, (first_block, last_block) in enumerate(plan.sequence_items(n, own_first)):
+        walk(slot, first_block, last_block, launch.prefix_plan, "prefix", len(members))
+    for slot, first_block, last_block in own_programs(launch.work, seq, needed_blocks):
         if first_block < last_block:  # else an empty row: its one program writes zeros, or merges the prefix's
-            walk(len(pieces) + j, first_block, last_block, plan, "own", 1)
+            walk(slot, first_block, last_block, plan, "own", 1)
 
     output = torch.zeros(shape.head_dim, dtype=torch.float64)
     if partials:
-        # The merge, as _merge_group does it (its chunked rescaling gives the same sums). Each split's (m, l, acc) is
+        # The merge, as merge_partials does it (its chunked rescaling gives the same sums). Each split's (m, l, acc) is
         # relative to its own max; rescaling by exp2(m - m_max) puts them on the
         # common max before summing. With one split the weight is exactly 1.
         m_max = max(m for m, _, _ in partials)
@@ -436,5 +440,5 @@ def trace_decode(
         output=output,
         reference=reference,
         prefix_group=group,
-        prefix_plan=prefix_plan if group else None,
+        prefix_plan=launch.prefix_plan if group else None,
     )

@@ -27,17 +27,23 @@ from explorer.formatting import count
 from explorer.kernel.trace import KernelTrace, prefix_programs, trace_decode
 from paged_attention.config import DecodeConfig
 from paged_attention.inputs import context_mask, fill_uncovered
-from paged_attention.launch_plan import LaunchPlan, plan_launch
-from paged_attention.shared_prefix import (
-    PrefixGroup,
-    find_shared_prefixes,
-    members_per_tile,
-    own_shape,
-    plan_prefix,
-    prefix_work,
-)
+from paged_attention.launch_plan import LaunchPlan
+from paged_attention.shared_prefix import PrefixGroup, find_shared_prefixes
+from paged_attention.tiling import cdiv
+from paged_attention.triton_launch import TritonLaunch, plan_decode, plan_work
 from paged_attention.validation import DecodeShape
-from paged_attention.work_list import TO_CONTEXT_END, build_work_list
+from paged_attention.work_list import (
+    ITEM_FIRST_BLOCK,
+    ITEM_LAST_BLOCK,
+    ITEM_SEQ,
+    ITEM_SLOT,
+    PREFIX_FIRST_BLOCK,
+    PREFIX_FIRST_MEMBER,
+    PREFIX_LAST_BLOCK,
+    PREFIX_NUM_MEMBERS,
+    PREFIX_SLOT,
+    SEQUENCE_FIRST_SLOT,
+)
 
 #: The page traces contexts up to this many tokens ...
 MAX_TRACE_TOKENS = 32_768
@@ -69,25 +75,32 @@ def prefix_groups(config: DecodeConfig, block_tables: np.ndarray) -> tuple[Prefi
     return tuple(g for g in found if g.num_blocks > 0)
 
 
+def launch(
+    config: DecodeConfig, block_tables: np.ndarray, *, groups: tuple[PrefixGroup, ...] = (), **plan_overrides: int
+) -> TritonLaunch:
+    """What ``triton_decode`` launches for ``config`` on its device and dtype, with
+    shared-prefix ``groups`` and launch-plan overrides: the launcher's own planning
+    (:func:`~paged_attention.triton_launch.plan_decode`), without the cache."""
+    return plan_decode(decode_shape(config, block_tables), torch.device(config.device), config.torch_dtype,
+                       groups=groups, **plan_overrides)
+
+
 def launch_plan(
     config: DecodeConfig, block_tables: np.ndarray, *, num_splits: int | None = None, block_n: int | None = None,
     groups: tuple[PrefixGroup, ...] = (),
 ) -> LaunchPlan:
     """The plan ``triton_decode`` picks for ``config`` on its device and dtype, or
-    with ``num_splits`` / ``block_n`` overridden (as :func:`plan_launch` takes them).
-    With shared-prefix ``groups``, the decode kernel's plan: for the blocks past
-    each group's prefix (:func:`~paged_attention.shared_prefix.own_shape`)."""
-    shape = own_shape(decode_shape(config, block_tables), groups)
-    return plan_launch(shape, torch.device(config.device), config.torch_dtype, num_splits=num_splits, block_n=block_n)
+    with ``num_splits`` / ``block_n`` overridden (as
+    :func:`~paged_attention.launch_plan.plan_launch` takes them). With shared-prefix
+    ``groups``, the decode kernel's plan: for the blocks past each group's prefix
+    (:func:`~paged_attention.shared_prefix.own_shape`)."""
+    return launch(config, block_tables, groups=groups, num_splits=num_splits, block_n=block_n).plan
 
 
 def prefix_plan(config: DecodeConfig, block_tables: np.ndarray, groups: tuple[PrefixGroup, ...]) -> LaunchPlan | None:
-    """The prefix pass's plan (:func:`~paged_attention.launch_plan.plan_prefix`)
+    """The prefix pass's plan (:func:`~paged_attention.shared_prefix.plan_prefix`)
     for ``groups``, or None without groups."""
-    if not groups:
-        return None
-    shape = decode_shape(config, block_tables)
-    return plan_prefix(shape, groups, torch.device(config.device), config.torch_dtype)
+    return launch(config, block_tables, groups=groups).prefix_plan
 
 
 #: Columns of :func:`work_list`, one row per (program, sequence it reads for).
@@ -100,10 +113,9 @@ def work_list(
 ) -> pd.DataFrame:
     """Which program reads which blocks of which sequence, as the kernels launch them.
 
-    The decode kernel's programs come from
-    :func:`~paged_attention.work_list.build_work_list` (the launch's own work
-    list), the prefix pass's, with ``groups`` and their ``prefix`` plan, from
-    :func:`~paged_attention.shared_prefix.prefix_work`.
+    Both passes' programs come from the launch's own work lists
+    (:func:`~paged_attention.triton_launch.plan_work`): the prefix pass's with
+    ``groups`` and their ``prefix`` plan, then the decode kernel's.
 
     Parameters
     ----------
@@ -126,22 +138,21 @@ def work_list(
         needed block; it may be empty), ``sequences`` (sharing the program).
     """
     lens = torch.as_tensor([int(n) for n in context_lens], dtype=torch.int64)
+    pre, work = plan_work(plan, lens, groups=groups, prefix_plan=prefix, query_group_size=query_group_size)
     rows = []
-    first_blocks = prefix_slots = None
-    if groups and prefix is not None:
-        pw = prefix_work(groups, len(lens), members_per_tile(prefix, query_group_size),
-                         prefix.blocks_per_split, prefix.blocks_per_tile)
-        members = pw.members.tolist()
-        for order, (first, n, first_block, last_block, slot) in enumerate(pw.items.tolist()):
+    if pre is not None:
+        members = pre.members.tolist()
+        for order, item in enumerate(pre.items.tolist()):
+            first, n = item[PREFIX_FIRST_MEMBER], item[PREFIX_NUM_MEMBERS]
             for seq in members[first : first + n]:
-                rows.append((seq, "prefix", order, slot, first_block, last_block, n))
-        first_blocks, prefix_slots = pw.first_blocks, pw.prefix_slots
-    work = build_work_list(plan, lens, first_blocks=first_blocks, prefix_slots=prefix_slots)
-    first_slot = work.sequences[:, 0].tolist()
-    needed = (-(-lens // plan.block_size)).tolist()
-    for order, (seq, first_block, last_block, slot) in enumerate(work.items.tolist()):
-        end = needed[seq] if last_block == TO_CONTEXT_END else last_block
-        rows.append((seq, "own", order, slot - first_slot[seq], first_block, max(first_block, end), 1))
+                rows.append((seq, "prefix", order, item[PREFIX_SLOT], item[PREFIX_FIRST_BLOCK],
+                             item[PREFIX_LAST_BLOCK], n))
+    first_slot = [row[SEQUENCE_FIRST_SLOT] for row in work.sequences.tolist()]
+    needed = cdiv(lens, plan.block_size).tolist()
+    for order, item in enumerate(work.items.tolist()):
+        seq, first_block = item[ITEM_SEQ], item[ITEM_FIRST_BLOCK]
+        end = min(item[ITEM_LAST_BLOCK], needed[seq])  # a sequence's last program runs to its context's end
+        rows.append((seq, "own", order, item[ITEM_SLOT] - first_slot[seq], first_block, max(first_block, end), 1))
     return pd.DataFrame(rows, columns=list(WORK_COLUMNS))
 
 
@@ -180,7 +191,7 @@ def split_note(config: DecodeConfig, requested: int, plan: LaunchPlan) -> str | 
     head = f"Splits capped from {requested:,} to {plan.num_splits:,}"
     if longest == 0:
         return f"{head}: every context is empty, so there is nothing to split."
-    blocks = -(-longest // config.block_size)
+    blocks = cdiv(longest, config.block_size)
     has = f"the longest sequence has {count(blocks, 'block')} of {count(config.block_size, 'token')}"
     if requested >= blocks:
         return f"{head}: {has}, and a split covers at least one block."
@@ -194,7 +205,7 @@ def split_note(config: DecodeConfig, requested: int, plan: LaunchPlan) -> str | 
 def row_tiles(plan: LaunchPlan, context_len: int, first_block: int = 0) -> int:
     """Tiles the kernel walks for a row of ``context_len`` tokens under ``plan``,
     from ``first_block`` (past a shared prefix) on."""
-    return sum(-(-(last - first) // plan.blocks_per_tile) * plan.subtiles
+    return sum(cdiv(last - first, plan.blocks_per_tile) * plan.subtiles
                for first, last in plan.sequence_items(context_len, first_block))
 
 
@@ -230,7 +241,7 @@ def showcase_plan(
     own = launch_plan(config, block_tables, groups=groups)
     if row_splits(own, n) >= 2 and row_tiles(own, n) >= 2 * SHOWCASE_TILES_PER_SPLIT:
         return None
-    splits = min(SHOWCASE_SPLITS, -(-n // config.block_size))
+    splits = min(SHOWCASE_SPLITS, cdiv(n, config.block_size))
     if splits < 2:
         return None
     candidates = []  # (enough tiles per split, block_n) of the plans that split this row
@@ -274,7 +285,7 @@ def row_inputs(
     """
     group = config.num_heads // config.num_kv_heads
     bs, d = config.block_size, config.head_dim
-    needed = -(-int(context_len) // bs)
+    needed = cdiv(int(context_len), bs)
     kv_head = head // group
     gen = torch.Generator().manual_seed(zlib.crc32(f"{config.seed}/{context_len}/{kv_head}".encode()))
     query = torch.randn(1, group, d, generator=gen)
@@ -317,14 +328,15 @@ def trace_row(
     # The packed row stands alone: a group of one with the same shared blocks walks the
     # same pieces; the programs' real group-mates are filled in below.
     packed = (PrefixGroup((0,), mine.num_blocks),) if mine else None
-    trace = trace_decode(row_inputs(config, n, head), 0, head % group, plan=plan, groups=packed,
+    trace = trace_decode(row_inputs(config, n, head), 0, head % group, plan=plan, shared_prefixes=packed,
                          prefix_plan=prefix if mine else None)
     physical = np.asarray(block_tables)[seq]
     tiles, splits = trace.tiles.copy(), trace.splits.copy()
     tiles["physical_blocks"] = [tuple(int(physical[b]) for b in ids) for ids in tiles["physical_blocks"]]
     if mine is not None:
-        sharing = {slot: len(members) for members, _, _, slot in
-                   prefix_programs(groups, seq, config.batch_size, group, prefix)}
+        lens = torch.tensor(config.lengths, dtype=torch.int64)
+        batch_prefix, _ = plan_work(plan, lens, groups=groups, prefix_plan=prefix, query_group_size=group)
+        sharing = {slot: len(members) for members, _, _, slot in prefix_programs(batch_prefix, seq)}
         for frame in (tiles, splits):
             pre = frame["pass"] == "prefix"
             frame.loc[pre, "sequences"] = frame.loc[pre, "split"].map(sharing)

@@ -20,30 +20,25 @@ import pandas as pd
 
 from explorer.formatting import count
 from explorer.sweep.grid import AXES, AXIS_LIMITS, check_axis, point_config
-from paged_attention.bench import achieved_gbps
+from paged_attention import results
 from paged_attention.config import DecodeConfig
 from paged_attention.implementations import LABELS
+from paged_attention.result_files import results_csv, schema_rows
 
-STATUSES: tuple[str, ...] = ("ok", "skipped", "failed", "refused")
-
-#: Columns of a sweep's table and CSV, one row per (point, implementation).
-SWEEP_COLUMNS: tuple[str, ...] = (
-    "source", "axis", "value", "implementation", "label", "status",
-    "median_ms", "p20_ms", "p80_ms", "gpu_time_ms", "gpu_p20_ms", "gpu_p80_ms", "gbps", "gpu_gbps", "copy_gbps",
-    "pct_of_copy_bw", "bytes_moved", "max_abs_err", "correct", "predicted_ms", "note",
-    "batch_size", "context_len", "tokens", "num_heads", "num_kv_heads", "head_dim", "block_size",
-    "dtype", "kv_dtype", "kv_scale", "block_layout", "device", "device_name", "warmup", "iters", "measured_at",
-    "cached", "shared_prefix", "prefix_groups",
-)
+#: Where a row comes from and which point it is (first), then the one result row
+#: (:data:`paged_attention.results.RESULT_COLUMNS`), then the sweep's own columns:
+#: the predicted time of a skipped point, whether a timing was reused from the
+#: server's cache. The columns of a sweep's table and CSV, one row per (point,
+#: implementation); in the table ``correct`` reads "yes", "NO" or "" and ``cached``
+#: "yes" or "".
+SWEEP_COLUMNS: tuple[str, ...] = ("source", "axis", "value", *results.RESULT_COLUMNS, "predicted_ms", "cached")
 #: Columns an uploaded CSV must have; the others are filled with blanks (a CSV from
-#: before ``measured_at`` and ``cached`` existed still loads), ``kv_dtype`` with
-#: ``dtype`` (before fp8 caches, the cache had the compute dtype).
+#: before ``measured_at`` and ``cached`` existed still loads), or as
+#: :func:`paged_attention.result_files.schema_rows` derives them (``kv_dtype`` from
+#: ``dtype``: before fp8 caches, the cache had the compute dtype).
 REQUIRED_COLUMNS: tuple[str, ...] = ("axis", "value", "implementation", "status", "median_ms")
-_NUMERIC = (
-    "value", "median_ms", "p20_ms", "p80_ms", "gpu_time_ms", "gpu_p20_ms", "gpu_p80_ms", "gbps", "gpu_gbps", "copy_gbps", "pct_of_copy_bw",
-    "bytes_moved", "max_abs_err", "predicted_ms", "batch_size", "context_len", "tokens", "num_heads",
-    "num_kv_heads", "head_dim", "block_size", "warmup", "iters", "shared_prefix", "prefix_groups",
-)
+_NUMERIC = ("value", "predicted_ms", *(c for c, (kind, _) in results.COLUMNS.items() if kind in (int, float)))
+_TEXT = ("source", "axis", "cached", *(c for c, (kind, _) in results.COLUMNS.items() if kind is str))
 #: An uploaded CSV larger than this is refused before parsing.
 MAX_CSV_BYTES = 2_000_000
 MAX_CSV_ROWS = 5000
@@ -51,47 +46,21 @@ MAX_CSV_ROWS = 5000
 
 # -- rows --------------------------------------------------------------------------
 
-def _config_fields(config: DecodeConfig) -> dict:
-    return {
-        "batch_size": config.batch_size,
-        "context_len": max(config.lengths, default=0),
-        "tokens": sum(config.lengths),
-        "num_heads": config.num_heads,
-        "num_kv_heads": config.num_kv_heads,
-        "head_dim": config.head_dim,
-        "block_size": config.block_size,
-        "dtype": config.dtype,
-        "kv_dtype": str(config.kv_torch_dtype).removeprefix("torch."),
-        "kv_scale": config.kv_scale if config.is_fp8 else "",
-        "block_layout": config.block_layout,
-        "device": config.device,
-        "shared_prefix": config.shared_prefix,
-        "prefix_groups": config.prefix_groups,
-    }
-
-
 def result_row(
     result, config: DecodeConfig, axis: str, value: int, *, copy_gbps: float | None, device_name: str,
     warmup: int, iters: int, measured_at: str = "", cached: bool = False,
 ) -> dict:
-    """One ``"ok"`` row from a :class:`~paged_attention.bench.BenchResult`.
+    """One ``"ok"`` row from a :class:`~paged_attention.results.BenchResult`
+    (:func:`paged_attention.results.result_row`, at this point of the sweep).
 
     ``measured_at`` is when the timing was taken (ISO 8601, UTC), ``cached`` whether
     it was reused from an earlier sweep's measurement rather than timed for this one
     (the ``cached`` column holds ``"yes"`` or ``""``).
     """
-    best = achieved_gbps(result)
-    return {
-        "axis": axis, "value": int(value), "implementation": result.name, "label": result.label, "status": "ok",
-        "median_ms": result.median_ms, "p20_ms": result.p20_ms, "p80_ms": result.p80_ms,
-        "gpu_time_ms": result.gpu_time_ms, "gpu_p20_ms": getattr(result, "gpu_p20_ms", None),
-        "gpu_p80_ms": getattr(result, "gpu_p80_ms", None), "gbps": result.gbps, "gpu_gbps": result.gpu_gbps,
-        "copy_gbps": copy_gbps, "pct_of_copy_bw": 100 * best / copy_gbps if copy_gbps else None,
-        "bytes_moved": result.bytes_moved, "max_abs_err": result.max_abs_err,
-        "correct": "yes" if result.passed else "NO", "predicted_ms": None, "note": "",
-        **_config_fields(config), "device_name": device_name, "warmup": warmup, "iters": iters,
-        "measured_at": measured_at, "cached": "yes" if cached else "",
-    }
+    row = results.result_row(result, config, copy_gbps=copy_gbps, device_name=device_name, warmup=warmup,
+                             iters=iters, measured_at=measured_at)
+    return {"axis": axis, "value": int(value), **row, "correct": results.correct_text(row["correct"]),
+            "predicted_ms": None, "cached": "yes" if cached else ""}
 
 
 def status_row(
@@ -99,17 +68,11 @@ def status_row(
     predicted_ms: float | None = None, copy_gbps: float | None = None, device_name: str = "",
     warmup: int = 0, iters: int = 0,
 ) -> dict:
-    """A row without timings: ``status`` is ``"skipped"``, ``"failed"`` or ``"refused"``."""
-    if status not in STATUSES or status == "ok":
-        raise ValueError(f"status must be skipped, failed or refused; got {status!r}")
-    return {
-        "axis": axis, "value": int(value), "implementation": name, "label": LABELS.get(name, name),
-        "status": status, "median_ms": None, "p20_ms": None, "p80_ms": None, "gpu_time_ms": None,
-        "gpu_p20_ms": None, "gpu_p80_ms": None, "gbps": None, "gpu_gbps": None, "copy_gbps": copy_gbps, "pct_of_copy_bw": None,
-        "bytes_moved": config.decode_bytes(), "max_abs_err": None, "correct": "", "predicted_ms": predicted_ms,
-        "note": note, **_config_fields(config), "device_name": device_name, "warmup": warmup, "iters": iters,
-        "measured_at": "", "cached": "",
-    }
+    """A row without timings (:func:`paged_attention.results.status_row`):
+    ``status`` is ``"skipped"``, ``"failed"`` or ``"refused"``."""
+    row = results.status_row(name, LABELS.get(name, name), status, config, note=note, copy_gbps=copy_gbps,
+                             device_name=device_name, warmup=warmup, iters=iters)
+    return {"axis": axis, "value": int(value), **row, "correct": "", "predicted_ms": predicted_ms, "cached": ""}
 
 
 def cache_note(frame: pd.DataFrame) -> str | None:
@@ -268,8 +231,10 @@ class SweepJob:
 # -- CSV ---------------------------------------------------------------------------
 
 def sweep_csv(frame: pd.DataFrame) -> str:
-    """The CSV the page offers for download (columns :data:`SWEEP_COLUMNS`)."""
-    return frame.reindex(columns=list(SWEEP_COLUMNS)).to_csv(index=False)
+    """The CSV the page offers for download: :data:`SWEEP_COLUMNS`, written by
+    :func:`paged_attention.result_files.results_csv`."""
+    rows = frame.reindex(columns=list(SWEEP_COLUMNS)).to_dict("records")
+    return results_csv(rows, leading=SWEEP_COLUMNS[:3])
 
 
 def _cell(value) -> str:
@@ -357,25 +322,26 @@ def read_sweep_csv(data: bytes | str, source: str) -> pd.DataFrame:
     if unknown:
         raise ValueError(f"unknown implementation {_cell(unknown[0])}; expected one of {', '.join(LABELS)}")
     statuses = frame["status"].astype(object).fillna("").astype(str)
-    odd = sorted(set(statuses) - set(STATUSES))
+    odd = sorted(set(statuses) - set(results.STATUSES))
     if odd:
-        raise ValueError(f"unknown status {_cell(odd[0])}; expected one of {', '.join(STATUSES)}")
+        raise ValueError(f"unknown status {_cell(odd[0])}; expected one of {', '.join(results.STATUSES)}")
     median = pd.to_numeric(frame["median_ms"], errors="coerce")
     timed = statuses == "ok"
     if (~np.isfinite(median[timed]) | (median[timed] <= 0)).any():
         raise ValueError("every row with status ok needs a positive, finite median_ms")
 
-    out = frame.reindex(columns=list(SWEEP_COLUMNS))
-    for col in _NUMERIC:
-        numbers = pd.to_numeric(out[col], errors="coerce")
-        out[col] = numbers.where(np.isfinite(numbers))  # an inf elsewhere counts as missing
-    out["value"] = values.astype(np.int64)
-    out["implementation"] = names
-    out["status"] = statuses
+    for col in set(_NUMERIC) & set(frame.columns):
+        numbers = pd.to_numeric(frame[col], errors="coerce")
+        frame[col] = numbers.where(np.isfinite(numbers))  # an inf elsewhere counts as missing
+    frame["value"] = values.astype(np.int64)
+    frame["implementation"] = names
+    frame["status"] = statuses
+    out = pd.DataFrame(schema_rows(frame.to_dict("records"), list(frame.columns))).reindex(columns=list(SWEEP_COLUMNS))
+    for col in set(_NUMERIC) - {"value"}:
+        out[col] = pd.to_numeric(out[col], errors="coerce")
     out["label"] = [LABELS[n] for n in names]
-    for col in ("note", "correct", "dtype", "kv_dtype", "kv_scale", "block_layout", "device", "device_name",
-                "measured_at", "cached"):
+    out["correct"] = out["correct"].map(results.correct_text)
+    for col in _TEXT:
         out[col] = out[col].astype(object).fillna("").astype(str)
-    out["kv_dtype"] = out["kv_dtype"].where(out["kv_dtype"] != "", out["dtype"])
     out["source"] = source
     return out

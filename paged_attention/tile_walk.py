@@ -1,0 +1,190 @@
+"""The Triton helpers both decode kernels are made of: walk a sequence's blocks a
+tile at a time with an online softmax, and merge partial results.
+
+:func:`attend_tile` is one online-softmax step over a tile of tokens for a group
+of query rows (scores from ``tl.dot``, running max and normalizer in base 2);
+:func:`attend_blocks` walks a range of logical blocks of one block-table row a
+tile at a time, the tile aligned with the paging
+(:func:`~paged_attention.tiling.tile_shape`); :func:`merge_partials` merges the
+split-K partials ``(max, sum, acc)`` of a group of query heads (flash-decoding).
+``_paged_decode_kernel`` (:mod:`paged_attention.triton_decode`) and the
+shared-prefix pass (:mod:`paged_attention.prefix_pass`) call them.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import runtime  # first: sets TRITON_INTERPRET before triton loads
+import triton
+import triton.language as tl
+
+#: ``log2(e)``: the kernels scale scores by ``scale * LOG2E`` and take ``exp2``.
+LOG2E = 1.4426950408889634
+
+
+def fp32_dot(dtype: torch.dtype) -> bool:
+    """Whether the kernels' dot products take float32 operands (IEEE precision),
+    the ``FP32_DOT`` constexpr.
+
+    Always for float32 inputs, so TF32 never rounds them. Also for bfloat16 under
+    the interpreter, whose ``tl.dot`` mis-reads bfloat16 operands (Triton 3.9); on
+    a GPU bfloat16 goes through the tensor cores like float16.
+    """
+    return dtype == torch.float32 or (runtime.TRITON_INTERPRET and dtype == torch.bfloat16)
+
+
+@triton.jit
+def attend_tile(
+    q, m_i, l_i, acc, k_head, v_head, physical, slot, valid, score_ok, dims, dim_mask, scale_log2e,
+    stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd,
+    EVEN_D: tl.constexpr, FP32_DOT: tl.constexpr, KV_FP8: tl.constexpr,
+):
+    """One online-softmax step over a tile of tokens for a group of query heads.
+
+    ``physical`` and ``slot`` locate each token of the tile (int64 block ids, so
+    block * stride cannot overflow); ``valid`` masks the loads of tokens past the
+    context or the block, ``score_ok`` the scores (``valid[None, :]``, or per row
+    when the rows belong to sequences of different lengths). Returns the updated running max ``m_i`` (log2 units), normalizer ``l_i``
+    and unnormalised output ``acc``. An fp8 tile is widened to the query's dtype in
+    registers (exact: every e4m3 and e5m2 value is a float16 and a bfloat16); its
+    scales are applied by the caller.
+    """
+    if EVEN_D:
+        kv_mask = valid[:, None]  # constant along head_dim: keeps 16-byte loads
+    else:
+        kv_mask = valid[:, None] & dim_mask[None, :]
+    # Issue the V load next to the K load so both are in flight together.
+    k = tl.load(k_head + (physical * stride_kb + slot * stride_ks)[:, None] + dims[None, :] * stride_kd,
+                mask=kv_mask, other=0.0)
+    v = tl.load(v_head + (physical * stride_vb + slot * stride_vs)[:, None] + dims[None, :] * stride_vd,
+                mask=kv_mask, other=0.0)
+    if KV_FP8:
+        k = k.to(q.dtype)
+        v = v.to(q.dtype)
+    if FP32_DOT:
+        scores = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision="ieee")
+    else:
+        scores = tl.dot(q, tl.trans(k))
+    scores = tl.where(score_ok, scores * scale_log2e, float("-inf"))
+
+    m_new = tl.maximum(m_i, tl.max(scores, 1))
+    # Rows that have seen no valid token keep max -inf; shift by 0 so the
+    # exponentials are exp2(-inf) = 0 rather than exp2(nan).
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.math.exp2(m_i - m_safe)
+    p = tl.math.exp2(scores - m_safe[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    if FP32_DOT:
+        acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32), input_precision="ieee")
+    else:
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+    return m_new, l_i, acc
+
+
+@triton.jit
+def attend_blocks(
+    q, m_i, l_i, acc, k_ptr, v_ptr, kv_head, table_row, first_block, last_block, context_len, row_lens,
+    scale_log2e, dims, dim_mask,
+    stride_kb, stride_ks, stride_kh, stride_kd, stride_vb, stride_vs, stride_vh, stride_vd,
+    BLOCK_SIZE: tl.constexpr, BLOCKS_PER_TILE: tl.constexpr, SLOTS_PER_TILE: tl.constexpr,
+    SUBTILES: tl.constexpr, EVEN_D: tl.constexpr, FP32_DOT: tl.constexpr, KV_FP8: tl.constexpr,
+    PER_ROW: tl.constexpr,
+):
+    """Walk logical blocks ``[first_block, last_block)`` of one table row a tile at
+    a time (:func:`attend_tile`) for one KV head.
+
+    Loads stop at ``context_len`` tokens; with ``PER_ROW`` each query row's scores
+    stop at its own length ``row_lens[row]`` too (the rows of a shared-prefix tile
+    belong to sequences of different lengths).
+    """
+    k_head = k_ptr + kv_head.to(tl.int64) * stride_kh
+    v_head = v_ptr + kv_head.to(tl.int64) * stride_vh
+    # A tile is BLOCKS_PER_TILE blocks x SLOTS_PER_TILE slots of tokens, flattened.
+    n = tl.arange(0, BLOCKS_PER_TILE * SLOTS_PER_TILE)
+    tile_block = n // SLOTS_PER_TILE
+    tile_slot = n % SLOTS_PER_TILE
+
+    if BLOCKS_PER_TILE == 1:
+        # Blocks at least as large as a tile: SUBTILES tiles walk each block, and the
+        # block's table entry is one scalar load (an L1 hit after the first subtile).
+        # One flat loop, not a nested one, so the software pipeliner sees a single
+        # stream of K/V loads to prefetch.
+        for t in range(first_block * SUBTILES, last_block * SUBTILES):
+            block = t // SUBTILES
+            physical = tl.load(table_row + block).to(tl.int64)
+            slot = (t % SUBTILES) * SLOTS_PER_TILE + tile_slot
+            token = block * BLOCK_SIZE + slot
+            valid = (slot < BLOCK_SIZE) & (token < context_len)
+            if PER_ROW:
+                score_ok = valid[None, :] & (token[None, :] < row_lens[:, None])
+            else:
+                score_ok = valid[None, :]
+            m_i, l_i, acc = attend_tile(
+                q, m_i, l_i, acc, k_head, v_head, physical, slot, valid, score_ok, dims, dim_mask, scale_log2e,
+                stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd, EVEN_D, FP32_DOT, KV_FP8,
+            )
+    else:
+        # Small blocks: each tile holds BLOCKS_PER_TILE whole blocks. Lanes of one
+        # block read the same table entry: one memory transaction per block,
+        # broadcast to its SLOTS_PER_TILE lanes.
+        for block in range(first_block, last_block, BLOCKS_PER_TILE):
+            logical = block + tile_block
+            block_ok = logical < last_block
+            physical = tl.load(table_row + logical, mask=block_ok, other=0).to(tl.int64)
+            token = logical * BLOCK_SIZE + tile_slot
+            valid = block_ok & (tile_slot < BLOCK_SIZE) & (token < context_len)
+            if PER_ROW:
+                score_ok = valid[None, :] & (token[None, :] < row_lens[:, None])
+            else:
+                score_ok = valid[None, :]
+            m_i, l_i, acc = attend_tile(
+                q, m_i, l_i, acc, k_head, v_head, physical, tile_slot, valid, score_ok, dims, dim_mask,
+                scale_log2e,
+                stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd, EVEN_D, FP32_DOT, KV_FP8,
+            )
+    return m_i, l_i, acc
+
+
+@triton.jit
+def merge_partials(
+    out_ptr, stride_oh, stride_od, part_ml_ptr, part_acc_ptr, first_row, split_stride, num_splits,
+    QUERY_GROUP: tl.constexpr, GROUP_POW2: tl.constexpr, HEAD_DIM: tl.constexpr,
+    HEAD_DIM_PAD: tl.constexpr, MERGE_CHUNK: tl.constexpr,
+):
+    """Merge the ``num_splits`` partial ``(max, sum, acc)`` of a group of query heads
+    and store the group's output rows.
+
+    ``out_ptr`` points at the group's first output row; ``first_row`` is the
+    partial-buffer row of the group's first head in its first slot (head ``g`` of
+    the group is ``g`` rows further, and each further slot ``split_stride`` rows
+    further). ``MERGE_CHUNK`` slots are read at a time and
+    folded in with the same rescaling as the online softmax. Loads bypass L1
+    (``.cg``): other programs wrote the partials during this launch.
+    """
+    g = tl.arange(0, GROUP_POW2)
+    g_ok = g < QUERY_GROUP
+    rows = first_row + g.to(tl.int64)
+    dims = tl.arange(0, HEAD_DIM_PAD)
+    c = tl.arange(0, MERGE_CHUNK)
+    m_run = tl.full([GROUP_POW2], float("-inf"), tl.float32)
+    total = tl.zeros([GROUP_POW2], tl.float32)
+    acc = tl.zeros([GROUP_POW2, HEAD_DIM_PAD], tl.float32)
+    for start in range(0, num_splits, MERGE_CHUNK):
+        r = rows[:, None] + (start + c).to(tl.int64)[None, :] * split_stride  # [GROUP_POW2, MERGE_CHUNK]
+        ok = g_ok[:, None] & ((start + c)[None, :] < num_splits)
+        m_c = tl.load(part_ml_ptr + r * 2, mask=ok, other=float("-inf"), cache_modifier=".cg")
+        l_c = tl.load(part_ml_ptr + r * 2 + 1, mask=ok, other=0.0, cache_modifier=".cg")
+        a = tl.load(part_acc_ptr + r[:, :, None] * HEAD_DIM_PAD + dims[None, None, :],
+                    mask=ok[:, :, None], other=0.0, cache_modifier=".cg")
+        m_new = tl.maximum(m_run, tl.max(m_c, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.math.exp2(m_run - m_safe)
+        w = tl.math.exp2(m_c - m_safe[:, None])
+        total = total * alpha + tl.sum(w * l_c, 1)
+        acc = acc * alpha[:, None] + tl.sum(a * w[:, :, None], 1)
+        m_run = m_new
+    out = acc / tl.where(total > 0, total, 1.0)[:, None]
+    tl.store(out_ptr + g[:, None] * stride_oh + dims[None, :] * stride_od,
+             out.to(out_ptr.dtype.element_ty), mask=g_ok[:, None] & (dims[None, :] < HEAD_DIM))
+
