@@ -15,8 +15,10 @@ from explorer.style import FREE_COLOR, OTHER_COLOR, SEQUENCE_COLORS
 BLOCK_KEY = "colour = physical block id"
 SEQUENCE_KEY = "colour = sequence"
 REF_COUNT_KEY = "colour = sequences holding the block"
-#: Characters per line of a colour bar's title: about the bar and its tick labels' width.
+#: Characters per line of a colour bar's title (about the bar and its tick labels'
+#: width), and the size (px) of a colour key's words, in a colour bar or a legend.
 COLORBAR_TITLE_LINE = 9
+TITLE_KEY_PX = 13
 
 #: Size (px) of the numbers written in cells: the least chart text a 1280 px
 #: screen shows legibly. Cells too small for it get no text rather than smaller text.
@@ -33,21 +35,22 @@ WIDE_PLOT_PX = 280
 NARROW_PLOT_PX = 220
 
 
-def colorbar_key(key: str, width: int = COLORBAR_TITLE_LINE) -> str:
-    """``key`` (e.g. :data:`BLOCK_KEY`) as a colour bar's title: broken at its spaces
-    into lines of at most ``width`` characters (a longer word stays whole)."""
+def colorbar_title(key: str, width: int = COLORBAR_TITLE_LINE) -> dict:
+    """A colour bar's title saying ``key`` (e.g. :data:`BLOCK_KEY`): broken at its
+    spaces into lines of at most ``width`` characters (a longer word stays whole),
+    at the size of the bar's tick labels (Plotly's larger default ran into the top one)."""
     lines: list[str] = []
     for word in key.split():
         if lines and len(lines[-1]) + 1 + len(word) <= width:
             lines[-1] += " " + word
         else:
             lines.append(word)
-    return "<br>".join(lines)
+    return dict(text="<br>".join(lines), font=dict(size=TITLE_KEY_PX))
 
 
 def legend_key(fig: go.Figure, key: str) -> None:
     """Title ``fig``'s legend with ``key``, on its own line above the entries."""
-    fig.update_layout(legend=dict(title=dict(text=key, side="top", font=dict(size=13))))
+    fig.update_layout(legend=dict(title=dict(text=key, side="top", font=dict(size=TITLE_KEY_PX))))
 
 
 def cell_text_fits(n_rows: int, n_cols: int, chars: int, plot_width: float, plot_height: float) -> bool:

@@ -17,7 +17,7 @@ from explorer.cache.cell_style import (
     WIDE_PLOT_PX,
     add_legend_square,
     cell_text_fits,
-    colorbar_key,
+    colorbar_title,
     owner_colorscale,
 )
 from explorer.cache.picking import GRID_PAD, add_click_targets, add_outline, add_veil
@@ -73,10 +73,12 @@ def block_table_figure(
 ) -> go.Figure:
     """The block table as a heatmap: one row per sequence, one column per logical block.
 
-    Cells are coloured by physical block id (``color_by="physical"``) or by the
-    owning sequence in the colours :func:`pool_figure` gives it
-    (``color_by="sequence"``: a row's cells match its blocks in the pool), and
-    then carry the physical id as text where it fits; unallocated entries (``-1``)
+    Cells are coloured by physical block id (``color_by="physical"``, the blue
+    :data:`~explorer.style.BLOCK_COLORSCALE`, its colour bar titled
+    :data:`~.cell_style.BLOCK_KEY`) or by the owning sequence in the colours
+    :func:`~.pool_figures.pool_figure` gives it (``color_by="sequence"``: a row's
+    cells match its blocks in the pool), and then carry the physical id as text
+    where it fits; unallocated entries (``-1``)
     are a separate pale trace marked "–". Hover shows sequence, logical block, token
     range, physical block and slots filled.
 
@@ -219,7 +221,7 @@ def block_table_figure(
                       text=np.where(unalloc, "", sub.astype(str)), texttemplate="%{text}" if text_on else None)
     else:
         colour = dict(z=z, colorscale=BLOCK_COLORSCALE, zmin=0, zmax=max(1, num_blocks - 1),
-                      colorbar=dict(title=dict(text=colorbar_key(BLOCK_KEY)), thickness=14,
+                      colorbar=dict(title=colorbar_title(BLOCK_KEY), thickness=14,
                                     **integer_ticks(0, max(1, num_blocks - 1), colorbar_length_px(plot_height))),
                       texttemplate="%{z}" if text_on else None)
     fig = go.Figure()

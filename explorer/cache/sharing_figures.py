@@ -18,7 +18,7 @@ from explorer.cache.cell_style import (
     REF_COUNT_KEY,
     add_legend_square,
     cell_text_fits,
-    colorbar_key,
+    colorbar_title,
     legend_key,
 )
 from explorer.cache.picking import GRID_PAD
@@ -206,7 +206,7 @@ def pool_ref_count_figure(
             zmin=lo - 0.5,
             zmax=(top if levels is None else len(levels)) + 0.5,
             showscale=not stepped,
-            colorbar=dict(title=dict(text=colorbar_key(REF_COUNT_KEY)), thickness=14,
+            colorbar=dict(title=colorbar_title(REF_COUNT_KEY), thickness=14,
                           **integer_ticks(0, top, plot_height)),
             hoverongaps=False,
             hovertemplate=template,

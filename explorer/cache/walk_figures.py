@@ -15,7 +15,7 @@ from explorer.cache.cell_style import (
     WIDE_PLOT_PX,
     add_legend_square,
     cell_text_fits,
-    colorbar_key,
+    colorbar_title,
 )
 from explorer.cache.sampling import sample_grid
 from explorer.formatting import count, ordinal
@@ -115,7 +115,7 @@ def token_walk_figure(
             colorscale=BLOCK_COLORSCALE,
             zmin=zmin,
             zmax=zmax,
-            colorbar=dict(title=dict(text=colorbar_key(BLOCK_KEY)), thickness=14,
+            colorbar=dict(title=colorbar_title(BLOCK_KEY), thickness=14,
                           **integer_ticks(zmin, zmax, colorbar_length_px(plot_height))),
             hoverongaps=False,
             hovertemplate="token %{customdata[0]}<br>logical block %{customdata[1]}, slot %{customdata[3]}"

@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
-from explorer.cache.cell_style import BLOCK_KEY, CELL_TEXT_PX, colorbar_key, legend_key
+from explorer.cache.cell_style import BLOCK_KEY, CELL_TEXT_PX, colorbar_title, legend_key
 from explorer.formatting import count
 from explorer.style import (
     BLOCK_COLORSCALE,
@@ -72,7 +72,7 @@ def _split_colorbar(fig: go.Figure, splits: Sequence[int], length_px: float, **w
     fig.add_trace(go.Scatter(
         x=[None], y=[None], mode="markers", name="split colours", showlegend=False, hoverinfo="skip",
         marker=dict(color=[lo, hi], colorscale=SPLIT_COLORSCALE, cmin=lo, cmax=hi, showscale=True,
-                    colorbar=dict(title=dict(text=colorbar_key(SPLIT_KEY)), thickness=14,
+                    colorbar=dict(title=colorbar_title(SPLIT_KEY), thickness=14,
                                   **integer_ticks(lo, hi, length_px))),
     ), **where)
 
@@ -150,7 +150,7 @@ def kernel_walk_figure(
             orientation="h", y=seg[:, 0], x=seg[:, 2], base=seg[:, 1], name="tokens read",
             marker=dict(color=seg[:, 3], colorscale=BLOCK_COLORSCALE, cmin=0, cmax=max(1, num_blocks - 1),
                         line=dict(color="white", width=1 if outline else 0),
-                        colorbar=dict(title=dict(text=colorbar_key(BLOCK_KEY)), thickness=14,
+                        colorbar=dict(title=colorbar_title(BLOCK_KEY), thickness=14,
                                       **integer_ticks(0, max(1, num_blocks - 1), colorbar_length_px(plot_height)))),
             # No font colour: Plotly picks black or white against each block's blue.
             text=[str(p) for p in seg[:, 3]] if len(seg) <= MAX_WALK_TEXT else None, textposition="inside",
