@@ -10,7 +10,8 @@ from typing import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.cache.figures import add_legend_square, pool_figure
+from explorer.cache.cell_style import add_legend_square
+from explorer.cache.pool_figures import pool_figure
 from explorer.cache.sampling import pool_grid_shape
 from explorer.cache.sharing_figures import REF_LEVELS, pool_ref_count_figure
 from explorer.formatting import MS_D3, compact, count, format_number, format_percent, sig3
