@@ -111,6 +111,43 @@ def _three_digits(value: float) -> str:
     return f"{value:,.{decimals}f}"
 
 
+#: Below this magnitude :func:`sig3` writes a power of ten (``1.23e-05``): fixed
+#: notation would be all zeros.
+SCIENTIFIC_BELOW = 1e-4
+
+
+def sig3(value: float | None) -> str:
+    """``value`` to three significant figures, the explorer's one rule for a
+    measured or derived number: fixed notation with thousands separators
+    (``0.000612 -> "0.000612"``, ``69.84 -> "69.8"``, ``382.5 -> "382"``, ``1234 ->
+    "1,230"``, ``2 -> "2.00"``), a power of ten below :data:`SCIENTIFIC_BELOW`
+    (``1.234e-07 -> "1.23e-07"``); ``"0"`` for zero, ``"n/a"`` for None or NaN.
+
+    Examples
+    --------
+    >>> [sig3(v) for v in (382.5, 0.99996, 12345.6, 0.0)]
+    ['382', '1.00', '12,300', '0']
+    """
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    value = float(value)
+    if not math.isfinite(value):
+        return f"{value:g}"
+    value = float(f"{value:.3g}")  # round first: 0.99996 is "1.00", not "1.000"
+    if value == 0:
+        return "0"
+    if abs(value) < SCIENTIFIC_BELOW:
+        return f"{value:.2e}"
+    decimals = max(0, 2 - math.floor(math.log10(abs(value))))
+    return f"{value:,.{decimals}f}"
+
+
+def format_percent(share: float | None) -> str:
+    """``share`` (a fraction) as a percentage to three significant figures:
+    ``0.4375 -> "43.8%"``, ``1 -> "100%"``, ``0.00123 -> "0.123%"``."""
+    return "n/a" if share is None or share != share else f"{sig3(100 * share)}%"
+
+
 def duration_number(ms: float, unit: str) -> str:
     """``ms`` in ``unit`` to three significant digits, without the unit, for a
     table column whose header names it: ``duration_number(0.8137, "µs") -> "814"``."""

@@ -92,9 +92,9 @@ def test_block_table_default_page_matches_assign_blocks():
     walk = chart(at, "bt_walk")
     assert walk["layout"]["title"]["text"] == "Token walk of sequence 0"
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Blocks used"] == f"{config.num_blocks_used:,}"
-    assert {m.label: m.delta for m in at.metric}["Blocks used"] == f"of {config.num_blocks:,} in the pool"
-    assert metrics["Tokens cached"] == f"{sum(config.lengths):,}"
+    assert metrics["Blocks used (physical)"] == f"{config.num_blocks_used:,}"
+    assert {m.label: m.delta for m in at.metric}["Blocks used (physical)"] == f"of {config.num_blocks:,} in the pool"
+    assert metrics["Tokens (logical)"] == f"{sum(config.lengths):,}"
 
 
 def test_execution_mode_is_shown():
@@ -143,7 +143,7 @@ def test_uniform_context_mode():
     assert_clean(at)
     z = arr(chart(at, "bt_table")["data"][0]["z"])
     assert z.shape == (4, 7) and np.isnan(z).sum() == 0  # 100 tokens = 7 blocks, none unallocated
-    wasted = {m.label: m for m in at.metric}["Wasted slots"]
+    wasted = {m.label: m for m in at.metric}["Wasted slots (physical)"]
     assert wasted.value == f"{4 * (7 * 16 - 100)}"
     assert wasted.delta == f"{100 * 4 * (7 * 16 - 100) / (4 * 7 * 16):.1f}% of allocated"
     assert at.query_params["ctx_mode"] in ("uniform", ["uniform"])
@@ -293,7 +293,7 @@ def test_block_table_sharing_scenario_marks_shared_cells_and_states_the_saving()
     assert saving.startswith(f"**Sharing saves {b.blocks_saved} blocks of {b.blocks_unshared}**")
     assert format_bytes(b.blocks_saved * block, significant=3) in saving
     assert f"{b.cow_copies} copy-on-write copies" in saving and f"found {b.prefix_hits} of" in saving
-    assert {m.label: m.value for m in at.metric}["Blocks used"] == str(b.blocks_used)
+    assert {m.label: m.value for m in at.metric}["Blocks used (physical)"] == str(b.blocks_used)
     table = chart(at, "bt_table")
     assert np.array_equal(arr(table["data"][0]["z"]), np.where(b.block_tables < 0, np.nan, b.block_tables),
                           equal_nan=True)

@@ -17,11 +17,12 @@ if str(ROOT) not in sys.path:
 
 from test_app import CPU_ONLY, TINY, arr, assert_clean, chart  # noqa: E402
 
-from explorer import limits  # noqa: E402
+from explorer import formatting, limits  # noqa: E402
+from explorer.serving import figures as serving_figures  # noqa: E402
 from explorer.style import SEQUENCE_COLORS  # noqa: E402
 from explorer.serving.history import simulate  # noqa: E402
 from paged_attention import execution_mode  # noqa: E402
-from ui.data import serving_config  # noqa: E402
+from explorer.serving.view import serving_config  # noqa: E402
 
 SERVING = "app_pages/serving_simulation.py"
 
@@ -60,7 +61,7 @@ def test_serving_page_starts_at_the_busiest_step():
     owner = history.records[step].pool_owner()
     assert np.array_equal(pool_codes(at, 64) == 0, owner == -1)
     blocks = next(m for m in at.metric if m.label == "Blocks in use")  # the pool size moved to the delta
-    assert (blocks.value, blocks.delta) == (f"{(owner >= 0).sum()}", f"of 64 · {100 * (owner >= 0).mean():.0f}%")
+    assert (blocks.value, blocks.delta) == (f"{(owner >= 0).sum()}", f"of 64 · {formatting.format_percent((owner >= 0).mean())}")
     table = chart(at, "sv_table_chart")
     assert table["layout"]["yaxis"]["ticktext"] == [str(s) for s in history.records[step].seq_ids]
     timeline = chart(at, "sv_timeline_chart")
@@ -189,7 +190,7 @@ def test_gpu_times_triton_on_a_serving_step():
     at.button(key="sv_time").click().run()
     assert_clean(at)
     table = at.dataframe[0].value
-    assert table["correct"].tolist() == ["yes"] and table["gbps"].iloc[0] > 0
+    assert table["correct"].tolist() == ["yes"] and float(table["gbps"].iloc[0].replace(",", "")) > 0
 
 
 @CPU_ONLY
@@ -311,7 +312,7 @@ def test_serving_with_sharing_draws_both_lines_and_states_cow_and_hit_rate():
     row = metrics.iloc[step]
     text = next(m.value for m in at.markdown if "copy-on-write" in m.value)
     assert f"**{int(row['cow_copies']):,} copy-on-write cop" in text
-    rate = f"{100 * row['prefix_hits'] / row['prefix_queries']:.0f}%"
+    rate = formatting.format_percent(row["prefix_hits"] / row["prefix_queries"])
     assert f"prefix-cache hit rate of {rate}**" in text and row["prefix_hits"] > 0
     # the block table marks the shared cells
     table = {t.get("name"): t for t in chart(at, "sv_table_chart")["data"]}
@@ -348,7 +349,30 @@ def test_serving_pool_by_reference_count_with_sharing_marks():
     assert got == set(c.copied) and got
     assert any("★ = a copy-on-write copy" in cap.value and "reference count" in cap.value for cap in at.caption)
     taken = next(m for m in at.metric if m.label == "Blocks taken")
-    assert (taken.value, taken.delta) == (f"{len(c.taken)}", f"{len(c.freed)} freed · {len(c.copied)} copied")
+    recycled = len(set(c.recycled) - set(c.copied))
+    assert (taken.value, taken.delta) == (f"{len(c.taken)}", f"{len(c.freed)} freed · {recycled} recycled · "
+                                                             f"{len(c.copied)} copied")
+
+
+def test_serving_blocks_taken_counts_what_the_pool_marks_under_sharing():
+    """The card named only copies under sharing while the pool marked recycled blocks (◆) too: at a step that
+    recycles blocks it does not copy, the card's counts are the pool's marks, one by one."""
+    history = sharing_history()
+    m = history.metrics
+    step = int(np.flatnonzero((m["recycled"] > m["copied"]) & (m["freed"] > 0))[0])
+    c = history.changes(step)
+    assert set(c.recycled) - set(c.copied)  # a recycled block that is not a copy
+    at = open_serving(**SHARING)
+    at.slider(key="sv_step").set_value(step).run()
+    assert_clean(at)
+    names = {name for name, *_ in serving_figures.POOL_CHANGE_MARKS.values()}
+    marks = {t["name"]: 0 if t.get("customdata") is None else len(arr(t["customdata"]))
+             for t in chart(at, "sv_pool_chart")["data"] if t.get("name") in names}
+    taken = next(m for m in at.metric if m.label == "Blocks taken")
+    counts = dict(reversed(part.split(" ", 1)) for part in taken.delta.split(" · "))
+    assert counts["recycled"] == str(marks["recycled"]) and marks["recycled"] > 0
+    assert counts["copied"] == str(marks["copy-on-write copy"]) and counts["freed"] == str(marks["freed"])
+    assert int(taken.value) == marks["taken"] + marks["recycled"] + marks["copy-on-write copy"]
 
 
 def test_serving_pool_colour_from_the_url():

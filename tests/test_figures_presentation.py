@@ -16,6 +16,7 @@ from test_figures_serving import SERVING
 from explorer import style
 from explorer.bench import accuracy_figures, figures as bench_figures
 from explorer.cache import figures as cache_figures
+from explorer.cache import pool_figures
 from explorer.cache import walk_figures
 from explorer.kernel import figures as kernel_figures
 from explorer.serving import figures as serving_figures
@@ -37,7 +38,7 @@ def _family_figures() -> dict[str, go.Figure]:
     lens = config.lengths
     out = {
         "block_table": cache_figures.block_table_figure(tables, lens, 16, config.num_blocks),
-        "pool": cache_figures.pool_figure(owner, tables, lens, 16),
+        "pool": pool_figures.pool_figure(owner, tables, lens, 16),
         "token_walk": walk_figures.token_walk_figure(tables[0], lens[0], 16, 0, config.num_blocks),
         "block_walk": walk_figures.block_walk_figure(tables[0], lens[0], 16, 0, config.num_blocks),
     }

@@ -1,5 +1,7 @@
 """Figures of the serving simulation: the pool at a step, the timeline, the block-size trade-off, the animation."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -9,7 +11,7 @@ from explorer.cache import sampling, sharing_figures
 from explorer.formatting import MS_D3
 from explorer.serving import figures as serving_figures
 from explorer.serving.history import simulate
-from explorer.serving.simulator import LengthDist, ServingConfig
+from explorer.serving.traffic import LengthDist, ServingConfig
 from explorer.serving.tradeoff import block_size_tradeoff
 
 SERVING = ServingConfig(num_blocks=48, block_size=4, max_batch_size=5, arrival_rate=0.6,
@@ -43,6 +45,62 @@ def test_serving_pool_marks_what_the_step_changed(history):
     assert marks["recycled"].x[0] == pytest.approx(b % n_cols - 0.27)
     hover = np.array(fig.data[0].customdata).ravel()
     assert f"sequence {owner[b]}" in hover[b]
+
+
+#: The serving page's CPU defaults: a 64-block pool, 5 rows of 14, six sequences running at the busiest step.
+PAGE_POOL = ServingConfig(num_blocks=64, block_size=8, max_batch_size=6, arrival_rate=0.2,
+                          prompt_len=LengthDist("long-tail", 4, 96), output_len=LengthDist("long-tail", 4, 48), seed=0)
+
+
+def _legend(fig):
+    return [t.name for t in fig.data if t.type != "heatmap" and t.showlegend is not False and t.name]
+
+
+def _drawn_plot_height(fig, width_px=380):
+    """The plot area's height as Plotly draws it in a column ``width_px`` wide: the
+    legend hangs from the figure's bottom and pushes the margin when it needs more
+    than the layout gives. A legend of several traceorder "grouped" legend groups
+    (the click targets form one) stacks one entry a row."""
+    layout, names = fig.layout, _legend(fig)
+    grouped = layout.legend.traceorder in (None, "grouped") and any(t.legendgroup for t in fig.data)
+    rows = len(names) if grouped else serving_figures.legend_rows(names, width_px, layout.legend.font.size)
+    legend_px = rows * 1.75 * layout.legend.font.size
+    return layout.height - layout.margin.t - max(layout.margin.b, 62 + legend_px), legend_px
+
+
+@pytest.mark.parametrize("config, color_by", [
+    (PAGE_POOL, "sequence"),
+    (replace(PAGE_POOL, num_blocks=96, system_prompt=20, samples=3, arrival_rate=0.3), "sequence"),
+    (replace(PAGE_POOL, num_blocks=96, system_prompt=20, samples=3, arrival_rate=0.3), "reference count"),
+    (replace(PAGE_POOL, num_blocks=1024, block_size=16, max_batch_size=32, arrival_rate=0.28), "sequence"),
+])
+def test_serving_pool_is_readable_at_1280_px(config, color_by):
+    """Issue 27: the pool was a strip (5 rows in ~40 px) under a one-column legend taller than it, with a
+    scroll bar. Its plot area now grows with its rows (at least MIN_POOL_PLOT_PX), the legend names a few
+    sequences and folds the rest, lies in rows under the grid within the figure's margin (never pushing
+    into the grid, never half the figure, which is where Plotly scrolls it), and cell numbers are >= 12 px."""
+    history = simulate(config, 150)
+    step = int(history.metrics["blocks_in_use"].to_numpy().argmax())
+    record, c = history.records[step], history.changes(step)
+    assert record.num_running > serving_figures.POOL_LEGEND_SEQUENCES  # more sequences than the legend names
+    fig = serving_figures.serving_pool_figure(
+        record.pool_owner(), record.block_tables(), record.context_lens, config.block_size, step=step,
+        taken=c.taken, freed=c.freed, recycled=c.recycled, copied=c.copied, revived=c.revived,
+        color_by=color_by, sharing=config.shares, seq_ids=record.seq_ids)
+    n_rows, _, _ = sampling.pool_grid_shape(config.num_blocks)
+    plot_px, legend_px = _drawn_plot_height(fig)
+    assert plot_px >= max(serving_figures.MIN_POOL_PLOT_PX, min(28 * n_rows, serving_figures.MAX_POOL_PLOT_PX))
+    assert legend_px < fig.layout.height / 2
+    names = _legend(fig)
+    assert len(names) <= 12
+    named = [n for n in names if n.startswith("sequence ")]
+    assert len(named) <= serving_figures.POOL_LEGEND_SEQUENCES
+    if color_by == "sequence":
+        assert f"{record.num_running - len(named)} more sequences" in names
+    heat = fig.data[0]
+    assert heat.texttemplate is None or heat.textfont.size >= 12
+    if config.num_blocks == 64:
+        assert heat.texttemplate is not None  # 14 columns hold two-digit ids at 13 px
 
 
 def test_serving_pool_aggregated_has_no_step_marks():
@@ -183,7 +241,7 @@ def test_serving_pool_by_reference_count_in_few_levels():
 def test_serving_pool_marks_copies_and_prefix_cache_hits_apart_from_new_blocks():
     history = simulate(SHARED, 150)
     m = history.metrics
-    for column, name in (("copied", "copy-on-write copy"), ("revived", "revived (prefix cache)")):
+    for column, name in (("copied", "copy-on-write copy"), ("revived", "revived from cache")):
         step = int(m[column].to_numpy().argmax())
         c = history.changes(step)
         for color_by in serving_figures.POOL_COLOR_MODES:

@@ -10,7 +10,8 @@ from explorer.serving.history import (
     simulate,
     valid_block_sizes,
 )
-from explorer.serving.simulator import LengthDist, ServingConfig, ServingSimulator
+from explorer.serving.simulator import ServingSimulator
+from explorer.serving.traffic import LengthDist, ServingConfig
 
 SERVING = ServingConfig(num_blocks=48, block_size=4, max_batch_size=5, arrival_rate=0.6,
                         prompt_len=LengthDist("long-tail", 2, 40), output_len=LengthDist("uniform", 2, 20), seed=3)

@@ -8,7 +8,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer.serving.simulator import LengthDist, ServingConfig, ServingSimulator
+from explorer.serving.simulator import ServingSimulator
+from explorer.serving.traffic import LengthDist, ServingConfig
 from explorer.serving.snapshot import METRIC_COLUMNS, Snapshot, metrics_frame
 from explorer.serving.tradeoff import DEFAULT_BLOCK_SIZES, block_size_tradeoff
 from paged_attention import default_device, reference_decode, tolerance, triton_decode

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from test_simulator import small_config
 
-from explorer.serving.simulator import ServingConfig, ServingSimulator
+from explorer.serving.simulator import ServingSimulator
 from explorer.serving.tradeoff import TRADEOFF_COLUMNS, block_size_tradeoff
+from explorer.serving.traffic import ServingConfig
 
 
 def test_tradeoff_under_memory_pressure():

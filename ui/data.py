@@ -16,7 +16,8 @@ import streamlit as st
 from explorer.cache.sharing import SharedBatch, shared_prefix_batch
 from explorer.kernel.view import trace_row
 from explorer.serving.history import ServingHistory, StepRecord, simulate
-from explorer.serving.simulator import LengthDist, ServingConfig
+from explorer.serving.traffic import LengthDist, ServingConfig
+from explorer.serving.view import serving_config
 from explorer.serving.tradeoff import block_size_tradeoff
 from paged_attention import DecodeConfig, assign_blocks
 from paged_attention.launch_plan import LaunchPlan
@@ -74,34 +75,6 @@ def config_key(config: DecodeConfig) -> tuple:
 
 
 # -- serving simulation ----------------------------------------------------------
-
-#: The serving page's control labels; its error messages name the fields by them.
-SERVING_LABELS: dict[str, str] = {
-    "num_blocks": "Pool (blocks)", "block_size": "Block size", "max_batch_size": "Max batch",
-    "arrival_rate": "Arrivals per step", "seed": "Seed", "steps": "Steps", "prompt_len": "Prompt length",
-    "output_len": "Output length", "low": "shortest", "high": "longest",
-    "system_prompt": "Common system prompt (tokens)", "samples": "Samples per request",
-}
-
-
-def serving_config(
-    num_blocks: int, block_size: int, max_batch_size: int, arrival_rate: float,
-    prompt: tuple[str, int, int], output: tuple[str, int, int], seed: int,
-    system_prompt: int = 0, samples: int = 1,
-) -> ServingConfig:
-    """The validated :class:`ServingConfig` of the page's controls.
-
-    Raises
-    ------
-    ValueError
-        Naming the rule the controls break, and the controls by their labels.
-    """
-    return ServingConfig(
-        num_blocks=num_blocks, block_size=block_size, max_batch_size=max_batch_size,
-        arrival_rate=float(arrival_rate), prompt_len=LengthDist(*prompt), output_len=LengthDist(*output), seed=seed,
-        system_prompt=system_prompt, samples=samples,
-    ).validate(SERVING_LABELS)
-
 
 @st.cache_resource(max_entries=4, show_spinner="Simulating the traffic…")
 def serving_history(

@@ -26,6 +26,10 @@ manager and prefix caching (and nano-vllm's ``BlockManager``) do it:
   to a fresh block that first gets a copy of the shared block's filled slots; the
   shared block loses one reference and the other holders never see the write.
 
+The prefix cache's keys and the blocks' contents live in
+:mod:`explorer.serving.prefix_cache`; this module holds the free list, the tables,
+the reference counts and the operations.
+
 Sequences allocated without ``tokens`` share nothing and behave exactly as a plain
 allocator: this is what the serving simulation and the pages use unless they ask
 for sharing.
@@ -39,10 +43,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from explorer.serving.prefix_cache import PrefixCache
 from paged_attention.inputs import FREE
-
-#: ``slot_tokens`` value of a slot no token has been written to.
-EMPTY_SLOT = -1
 
 
 def check_int(name: str, value: object, minimum: int) -> None:
@@ -54,18 +56,6 @@ def check_int(name: str, value: object, minimum: int) -> None:
 def blocks_for(num_tokens: int, block_size: int) -> int:
     """Blocks that hold ``num_tokens`` tokens: ``ceil(num_tokens / block_size)``."""
     return -(-num_tokens // block_size)
-
-
-def block_hash(parent: int | None, tokens: Sequence[int]) -> int:
-    """The prefix-cache key of one full block: its tokens chained to its prefix.
-
-    ``parent`` is the key of the block before it (``None`` for a sequence's first
-    block), so equal keys mean equal *prefixes*, not only equal blocks, as in
-    vLLM's ``hash_block_tokens``. A hit is also checked against the block's stored
-    tokens (as nano-vllm does), so only two different prefixes whose parents'
-    64-bit keys collide could be confused.
-    """
-    return hash((parent, tuple(int(t) for t in tokens)))
 
 
 class BlockManager:
@@ -91,11 +81,13 @@ class BlockManager:
         ``seq_id ->`` tokens stored.
     ref_counts : ndarray
         ``[num_blocks]`` int64: block-table entries pointing at each block, 0 free.
+    prefix_cache : PrefixCache
+        The blocks' contents and prefix keys
+        (:class:`~explorer.serving.prefix_cache.PrefixCache`).
     slot_tokens : ndarray or None
-        ``[num_blocks, block_size]`` int64, the token id whose K and V each slot
-        holds (:data:`EMPTY_SLOT` if none): a stand-in for the cache's contents,
-        created on the first allocation with ``tokens``. Prefix-cache hits are
-        checked against it and copy-on-write copies it.
+        ``prefix_cache.slot_tokens``: ``[num_blocks, block_size]`` int64, the token
+        id whose K and V each slot holds (:data:`~explorer.serving.prefix_cache.EMPTY_SLOT` if none), created on
+        the first allocation with ``tokens``.
     prefix_queries, prefix_hits : int
         Full prompt blocks looked up in the prefix cache, and found.
     cow_copies : int
@@ -116,19 +108,17 @@ class BlockManager:
         self.block_tables: dict[int, list[int]] = {}
         self.context_lens: dict[int, int] = {}
         self.ref_counts = np.zeros(self.num_blocks, dtype=np.int64)
-        self.slot_tokens: np.ndarray | None = None
+        self.prefix_cache = PrefixCache(self.num_blocks, self.block_size)
         self.prefix_queries = 0
         self.prefix_hits = 0
         self.cow_copies = 0
-        # Sequences whose tokens are known (allocated with ``tokens`` or forked from
-        # one) -> the prefix keys of their full blocks, in order.
-        self._keys: dict[int, list[int]] = {}
-        # The prefix cache, both ways: key -> block, and block -> its key.
-        self._cached: dict[int, int] = {}
-        self._key_of: dict[int, int] = {}
         # Reverse map of the block tables, kept so a snapshot is one array copy. A
         # shared block's owner is the lowest seq_id holding it.
         self._owner = np.full(self.num_blocks, FREE, dtype=np.int64)
+
+    @property
+    def slot_tokens(self) -> np.ndarray | None:
+        return self.prefix_cache.slot_tokens
 
     @property
     def num_free(self) -> int:
@@ -142,11 +132,7 @@ class BlockManager:
     def _take(self, seq_id: int) -> int:
         """A fresh block from the head of the free list (evicting its cached prefix)."""
         block = self.free_blocks.popleft()
-        key = self._key_of.pop(block, None)
-        if key is not None:
-            del self._cached[key]
-        if self.slot_tokens is not None:
-            self.slot_tokens[block] = EMPTY_SLOT
+        self.prefix_cache.evict(block)
         self.ref_counts[block] = 1
         self._owner[block] = seq_id
         self.block_tables[seq_id].append(block)
@@ -173,39 +159,8 @@ class BlockManager:
 
     # -- prefix cache ------------------------------------------------------------
     def _prefix_hits(self, tokens: Sequence[int]) -> list[tuple[int, int]]:
-        """``(key, block)`` of each leading full block of ``tokens`` that is cached.
-
-        Stops at the first miss, as vLLM's longest-cache-hit search does.
-        """
-        hits: list[tuple[int, int]] = []
-        key = None
-        bs = self.block_size
-        for start in range(0, len(tokens) - bs + 1, bs):
-            chunk = tokens[start : start + bs]
-            key = block_hash(key, chunk)
-            block = self._cached.get(key)
-            if block is None or self.slot_tokens is None or list(self.slot_tokens[block]) != list(chunk):
-                break
-            hits.append((key, block))
-        return hits
-
-    def _register(self, block: int, parent_key: int | None) -> int:
-        """Cache the full ``block`` under its prefix key.
-
-        A key already held by a live block stays with it (the new block is a
-        duplicate nobody will be sent to); one held by a free block moves to the new
-        block, so every prefix that a live sequence holds stays findable. Returns the
-        key.
-        """
-        key = block_hash(parent_key, self.slot_tokens[block])
-        old = self._cached.get(key)
-        if old is not None:
-            if self.ref_counts[old] > 0:
-                return key
-            del self._key_of[old]
-        self._cached[key] = block
-        self._key_of[block] = key
-        return key
+        """``(key, block)`` of each leading full block of ``tokens`` that is cached."""
+        return self.prefix_cache.lookup(tokens)
 
     def blocks_needed(self, num_tokens: int | None = None, *, tokens: Sequence[int] | None = None) -> int:
         """Free-list blocks that ``allocate(seq_id, num_tokens, tokens=tokens)`` would take.
@@ -276,22 +231,22 @@ class BlockManager:
         if tokens is None:
             return [self._take(seq_id) for _ in range(needed)]
 
-        if self.slot_tokens is None:
-            self.slot_tokens = np.full((self.num_blocks, self.block_size), EMPTY_SLOT, dtype=np.int64)
+        cache = self.prefix_cache
+        cache.start()
         bs = self.block_size
         hits = self._prefix_hits(tokens)
         self.prefix_queries += n // bs
         self.prefix_hits += len(hits)
-        keys = self._keys[seq_id] = [key for key, _ in hits]
+        cache.sequence_keys[seq_id] = [key for key, _ in hits]
         # Revive the hits first: taking fresh blocks could otherwise evict one of them.
         for _, block in hits:
             self._share(seq_id, block)
         for logical in range(len(hits), blocks_for(n, bs)):
             block = self._take(seq_id)
             chunk = tokens[logical * bs : (logical + 1) * bs]
-            self.slot_tokens[block, : len(chunk)] = chunk
+            cache.write(block, 0, chunk)
             if len(chunk) == bs:
-                keys.append(self._register(block, keys[-1] if keys else None))
+                cache.block_full(seq_id, block, self.ref_counts)
         return list(self.block_tables[seq_id])
 
     def fork(self, parent: int, child: int) -> list[int]:
@@ -320,8 +275,9 @@ class BlockManager:
         for block in self.block_tables[parent]:
             self._share(child, block)
         self.context_lens[child] = self.context_lens[parent]
-        if parent in self._keys:
-            self._keys[child] = list(self._keys[parent])
+        keys = self.prefix_cache.sequence_keys
+        if parent in keys:
+            keys[child] = list(keys[parent])
         return list(self.block_tables[child])
 
     def can_allocate(self, num_blocks: int) -> bool:
@@ -365,7 +321,7 @@ class BlockManager:
         """
         if seq_id not in self.block_tables:
             raise ValueError(f"cannot append to sequence {seq_id}: it is not live")
-        with_tokens = seq_id in self._keys
+        with_tokens = seq_id in self.prefix_cache.sequence_keys
         if with_tokens:
             if token is None:
                 raise ValueError(f"sequence {seq_id} was allocated with tokens; append_token needs its token id")
@@ -384,17 +340,14 @@ class BlockManager:
             else:  # copy-on-write: the filled slots go to a fresh block first
                 shared = table.pop()
                 block = self._take(seq_id)
-                if self.slot_tokens is not None:
-                    self.slot_tokens[block, :slot] = self.slot_tokens[shared, :slot]
+                self.prefix_cache.copy(shared, block, slot)
                 self._release(seq_id, shared)
                 self.cow_copies += 1
         self.context_lens[seq_id] = n + 1
         if with_tokens:
-            last = table[-1]
-            self.slot_tokens[last, slot] = token
+            self.prefix_cache.write(table[-1], slot, [token])
             if slot == self.block_size - 1:
-                keys = self._keys[seq_id]
-                keys.append(self._register(last, keys[-1] if keys else None))
+                self.prefix_cache.block_full(seq_id, table[-1], self.ref_counts)
         return block
 
     def free(self, seq_id: int) -> None:
@@ -412,10 +365,11 @@ class BlockManager:
         if seq_id not in self.block_tables:
             raise ValueError(f"cannot free sequence {seq_id}: it is not live")
         table = self.block_tables.pop(seq_id)
-        for block in reversed(table) if seq_id in self._keys else table:
+        keys = self.prefix_cache.sequence_keys
+        for block in reversed(table) if seq_id in keys else table:
             self._release(seq_id, block)
         del self.context_lens[seq_id]
-        self._keys.pop(seq_id, None)
+        keys.pop(seq_id, None)
 
     # -- views ---------------------------------------------------------------
     def pool_owner(self) -> torch.Tensor:
@@ -429,7 +383,7 @@ class BlockManager:
 
     def cached_blocks(self) -> list[int]:
         """Blocks that hold a cached full-block prefix (live or on the free list), by id."""
-        return sorted(self._key_of)
+        return self.prefix_cache.cached_blocks()
 
     def sequence_tokens(self, seq_id: int) -> list[int]:
         """The token ids ``seq_id`` reads through its block table, in order.
@@ -439,7 +393,7 @@ class BlockManager:
         ValueError
             If ``seq_id`` is not live or was allocated without tokens.
         """
-        if seq_id not in self._keys:
+        if seq_id not in self.prefix_cache.sequence_keys:
             raise ValueError(f"sequence {seq_id} is not live or was allocated without tokens")
         n = self.context_lens[seq_id]
         flat = self.slot_tokens[self.block_tables[seq_id]].reshape(-1)
@@ -516,15 +470,4 @@ class BlockManager:
                 f"sequence {seq_id} stores {n} tokens in {len(table)} blocks; "
                 f"expected ceil({n}/{self.block_size}) = {blocks_for(n, self.block_size)}"
             )
-        assert self._keys.keys() <= self.block_tables.keys(), "a sequence with tokens is not live"
-        for seq_id, keys in self._keys.items():
-            assert len(keys) == self.context_lens[seq_id] // self.block_size, (
-                f"sequence {seq_id} has {len(keys)} prefix keys for {self.context_lens[seq_id]} tokens"
-            )
-        assert len(self._cached) == len(self._key_of) and all(
-            self._key_of.get(b) == k for k, b in self._cached.items()
-        ), "the prefix cache's two maps disagree"
-        for b in self._key_of:
-            assert self.slot_tokens is not None and (self.slot_tokens[b] != EMPTY_SLOT).all(), (
-                f"cached block {b} is not full"
-            )
+        self.prefix_cache.check_invariants(self.context_lens)

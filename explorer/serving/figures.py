@@ -10,10 +10,12 @@ from typing import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.cache.figures import add_legend_square, pool_figure
+from explorer.cache.cell_style import add_legend_square
+from explorer.cache.pool_figures import pool_figure
 from explorer.cache.sampling import pool_grid_shape
 from explorer.cache.sharing_figures import REF_LEVELS, pool_ref_count_figure
-from explorer.formatting import MS_D3, compact, count
+from explorer.formatting import MS_D3, compact, count, format_number, format_percent, sig3
+from explorer.serving.snapshot import PoolChanges
 from explorer.style import (
     FREE_COLOR,
     MAX_POOL_CELLS,
@@ -43,11 +45,32 @@ POOL_CHANGE_MARKS = {
     "taken": ("taken", "triangle-up", TAKEN_COLOR, "#111827", -0.27),
     "recycled": ("recycled", "diamond", "#111827", "white", -0.27),
     "copied": ("copy-on-write copy", "star", "#FACC15", "#111827", -0.27),
-    "revived": ("revived (prefix cache)", "pentagon", "#22C55E", "#111827", -0.27),
+    "revived": ("revived from cache", "pentagon", "#22C55E", "#111827", -0.27),
     "freed": ("freed", "x-thin", FREED_COLOR, FREED_COLOR, 0.0),
 }
-#: The pool's legend, read from the back of a room: its font, and the pixels of one row of two entries.
-_POOL_LEGEND_FONT, _POOL_LEGEND_ROW_PX = 15, 26
+#: The pool's legend, read from the back of a room: its font (px).
+POOL_LEGEND_FONT = 15
+#: Most sequences the pool's legend names one by one (the lowest seq_ids); the
+#: others share one entry, so the legend stays a few rows under the grid.
+POOL_LEGEND_SEQUENCES = 4
+#: Pixels of one row of the pool's grid, and the least and most its plot area takes.
+POOL_ROW_PX, MIN_POOL_PLOT_PX, MAX_POOL_PLOT_PX = 28, 200, 560
+#: Font (px) of the block ids in the pool's cells: at least 12, read from the back.
+POOL_CELL_FONT = 13
+#: The narrowest the pool is drawn (its column on a 1280 px page): the plot area's
+#: width in px, which is also the most a row of its legend takes.
+_NARROW_PLOT_PX = 380
+#: Pixels under the grid: the x axis's ticks and title, then a gap before the legend.
+_POOL_AXIS_PX = 62
+#: Plotly's legend geometry: an entry's pixels besides its text (symbol), the gap
+#: between entries, a row's height in px of the font, and the legend's padding.
+_LEGEND_SYMBOL_PX, _LEGEND_GAP_PX, _LEGEND_ROW, _LEGEND_PAD_PX = 40, 5, 1.75, 12
+#: Width of a character in px of its font size (Inter, Arial: about half).
+_CHAR_WIDTH = 0.5
+#: The pool's legend names under sharing and on many sequences, short enough for
+#: two entries a row in the narrowest column (Plotly lays a legend that takes
+#: several rows out in columns as wide as its widest entry).
+_PARTIAL_NAME = "partly filled"
 
 
 def serving_pool_figure(
@@ -101,8 +124,9 @@ def serving_pool_figure(
     -------
     go.Figure
         The base figure's traces, then (exact view only) one trace per mark,
-        named as in :data:`POOL_CHANGE_MARKS` (``"taken"`` holds the taken blocks
-        neither recycled nor copied, ``"recycled"`` the recycled ones not copied), whose ``customdata[:, 0]`` are the block ids.
+        named as in :data:`POOL_CHANGE_MARKS` and holding the blocks of
+        :meth:`~explorer.serving.snapshot.PoolChanges.marks`, whose
+        ``customdata[:, 0]`` are the block ids.
 
     Raises
     ------
@@ -123,15 +147,12 @@ def serving_pool_figure(
     if step is not None:
         fig.update_layout(title_text=f"Physical block pool after step {step}")
     if per_cell > 1:
-        return _pool_legend(fig, n_rows)
+        return _pool_layout(fig, n_rows, n_cols, len(owner))
+    if color_by == "sequence":
+        _pool_sequence_legend(fig)
     small = n_rows * n_cols <= 5000
-    copied_set = {int(b) for b in copied}
-    recycled_set = {int(b) for b in recycled} - copied_set
-    blocks_of = {
-        "taken": sorted({int(b) for b in taken} - recycled_set - copied_set),
-        "recycled": sorted(recycled_set), "copied": sorted(copied_set),
-        "revived": sorted({int(b) for b in revived}), "freed": sorted({int(b) for b in freed}),
-    }
+    blocks_of = PoolChanges(taken=tuple(taken), recycled=tuple(recycled), copied=tuple(copied),
+                            revived=tuple(revived), freed=tuple(freed)).marks()
     for key, (name, symbol, color, line, dx) in POOL_CHANGE_MARKS.items():
         blocks = np.array(blocks_of[key], dtype=np.int64)
         if key in ("copied", "revived") and not len(blocks) and not sharing:
@@ -144,18 +165,61 @@ def serving_pool_figure(
             customdata=np.stack([blocks, owner[blocks]], axis=-1) if len(blocks) else None,
             hovertemplate="block %{customdata[0]}: " + name + " this step<extra></extra>",
         ))
-    return _pool_legend(fig, n_rows)
+    return _pool_layout(fig, n_rows, n_cols, len(owner))
 
 
-def _pool_legend(fig: go.Figure, n_rows: int) -> go.Figure:
-    """A large legend of two entries a row under the pool's grid of ``n_rows`` rows,
-    the figure grown by its rows so that the grid keeps its height."""
-    entries = sum(1 for t in fig.data if t.type != "heatmap" and t.showlegend is not False and t.name)
+def legend_rows(names: Sequence[str], width_px: float, font_px: float) -> int:
+    """Rows a horizontal Plotly legend of entries ``names`` takes at most
+    ``width_px`` wide at ``font_px``: one row if every entry fits side by side,
+    else Plotly's grid, whose columns are as wide as the widest entry."""
+    if not names:
+        return 0
+    widths = [len(name) * _CHAR_WIDTH * font_px + _LEGEND_SYMBOL_PX for name in names]
+    if sum(widths) + _LEGEND_GAP_PX * (len(names) - 1) < width_px:
+        return 1
+    per_row = max(1, int((width_px + _LEGEND_GAP_PX) // (max(widths) + _LEGEND_GAP_PX)))
+    return math.ceil(len(names) / per_row)
+
+
+def _pool_sequence_legend(fig: go.Figure) -> None:
+    """Name the first :data:`POOL_LEGEND_SEQUENCES` sequences in the pool's legend
+    and fold the others into one entry (their colours are in the grid, and in the
+    block table beside it); the partly filled mark under a short name."""
+    for t in fig.data:
+        if t.name == "partly filled last block":
+            t.name = _PARTIAL_NAME
+    entries = [t for t in fig.data if isinstance(t.meta, dict) and "sequence" in t.meta]
+    if len(entries) <= POOL_LEGEND_SEQUENCES:
+        return
+    for t in entries[POOL_LEGEND_SEQUENCES:]:
+        t.showlegend = False
+    add_legend_square(fig, "#FFFFFF", count(len(entries) - POOL_LEGEND_SEQUENCES, "more sequence"), line="#374151")
+    data = list(fig.data)  # the folded entry right after the named ones
+    data.insert(data.index(entries[-1]) + 1, data.pop())
+    fig.data = data
+
+
+def _pool_layout(fig: go.Figure, n_rows: int, n_cols: int, num_blocks: int) -> go.Figure:
+    """Size the pool: a plot area of :data:`POOL_ROW_PX` a grid row (between
+    :data:`MIN_POOL_PLOT_PX` and :data:`MAX_POOL_PLOT_PX`), under it the axis and
+    the legend (:data:`POOL_LEGEND_FONT` px) with room for every row it takes in
+    the narrowest column, so Plotly never squeezes the grid nor scrolls the
+    legend; block ids at :data:`POOL_CELL_FONT` px where they fit the narrowest
+    cells, else none."""
+    names = [t.name for t in fig.data if t.type != "heatmap" and t.showlegend is not False and t.name]
+    rows = legend_rows(names, _NARROW_PLOT_PX, POOL_LEGEND_FONT)
+    plot_px = min(MAX_POOL_PLOT_PX, max(MIN_POOL_PLOT_PX, POOL_ROW_PX * n_rows))
     top = fig.layout.margin.t
-    grid_px = max(min(720, max(320, 190 + 24 * n_rows)) - top - 100, 1)  # the grid of a one-row legend
+    bottom = _POOL_AXIS_PX + math.ceil(rows * _LEGEND_ROW * POOL_LEGEND_FONT) + _LEGEND_PAD_PX
+    heat = fig.data[0]
+    digits = len(str(max(num_blocks - 1, 0)))
+    fits = digits * _CHAR_WIDTH * POOL_CELL_FONT + 6 <= _NARROW_PLOT_PX / n_cols
+    heat.update(textfont=dict(size=POOL_CELL_FONT), **cell_gaps(n_rows, n_cols, plot_px, _NARROW_PLOT_PX))
+    if not fits:
+        heat.texttemplate = None
     fig.update_layout(
-        height=int(top + grid_px + 74 + _POOL_LEGEND_ROW_PX * math.ceil(entries / 2)),
-        legend=dict(font=dict(size=_POOL_LEGEND_FONT), entrywidth=0.5, entrywidthmode="fraction"),
+        height=int(top + plot_px + bottom), margin=dict(b=bottom),
+        legend=dict(font=dict(size=POOL_LEGEND_FONT), traceorder="normal"),  # "grouped" (the click targets' group) stacks the entries
     )
     return fig
 
@@ -168,7 +232,7 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
     Parameters
     ----------
     metrics : DataFrame
-        :func:`~explorer.serving.simulator.metrics_frame` (one row per step).
+        :func:`~explorer.serving.snapshot.metrics_frame` (one row per step).
     step : int, optional
         The step shown elsewhere on the page.
     num_blocks : int, optional
@@ -191,14 +255,16 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
     fig.add_trace(go.Scatter(
         x=x, y=metrics["blocks_in_use"].to_numpy(), name="blocks in use", mode="lines",
         line=dict(color=POOL_COLOR, width=1.8), fill="tozeroy", fillcolor=with_alpha(POOL_COLOR, 0.15),
-        customdata=metrics["free_blocks"].to_numpy(),
-        hovertemplate="step %{x}: %{y:,} blocks in use, %{customdata:,} free<extra></extra>",
+        customdata=[f"{format_number(int(u))} blocks in use, {format_number(int(f))} free"
+                    for u, f in zip(metrics["blocks_in_use"], metrics["free_blocks"])],
+        hovertemplate="step %{x}: %{customdata}<extra></extra>",
     ), row=1, col=1)
     fig.add_trace(go.Scatter(
         x=x, y=metrics["wasted_slots"].to_numpy(), name="wasted slots", mode="lines",
         line=dict(color=WASTE_COLOR, width=1.8), fill="tozeroy", fillcolor=with_alpha(WASTE_COLOR, 0.18),
-        customdata=100 * metrics["wasted_fraction"].to_numpy(float),
-        hovertemplate="step %{x}: %{y:,} slots wasted (%{customdata:.1f}% of allocated)<extra></extra>",
+        customdata=[f"{format_number(int(w))} slots wasted ({format_percent(f)} of allocated)"
+                    for w, f in zip(metrics["wasted_slots"], metrics["wasted_fraction"].astype(float))],
+        hovertemplate="step %{x}: %{customdata}<extra></extra>",
     ), row=2, col=1)
     fig.add_trace(go.Scatter(
         x=x, y=metrics["running"].to_numpy(), name="running", mode="lines", line=dict(color=RUNNING_COLOR, width=1.8),
@@ -212,7 +278,7 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
     if num_blocks is not None:
         fig.add_trace(go.Scatter(
             x=[x[0], x[-1]] if len(x) else [], y=[num_blocks, num_blocks], name="pool size", mode="lines",
-            line=dict(color="#111827", dash="dash", width=1), hovertemplate=f"pool: {num_blocks:,} blocks<extra></extra>",
+            line=dict(color="#111827", dash="dash", width=1), hovertemplate=f"pool: {count(num_blocks, 'block')}<extra></extra>",
         ), row=1, col=1)
     if step is not None and len(x):
         row = metrics[metrics["step"] == step]
@@ -263,18 +329,20 @@ def tradeoff_figure(table, latency_ms: Mapping[int, float] | None = None, curren
     sizes = table["block_size"].astype(int).tolist()
     x = [str(b) for b in sizes]
     waste = 100 * table["wasted_fraction"].to_numpy(float)
-    custom = np.stack([table["mean_wasted_slots"].to_numpy(float), table["mean_blocks_in_use"].to_numpy(float),
-                       table["mean_waiting"].to_numpy(float), table["stalled"].to_numpy(float)], axis=-1)
+    # Means to three significant figures; the stalled sequence-steps, a count, exactly.
+    custom = np.stack([*([sig3(v) for v in table[column].to_numpy(float)] for column in
+                         ("mean_wasted_slots", "mean_blocks_in_use", "mean_waiting")),
+                       [format_number(int(v)) for v in table["stalled"]]], axis=-1)
     fig = go.Figure()
     fig.add_trace(go.Bar(
         x=x, y=waste, name="wasted slots (%)", marker=dict(
             color=[with_alpha(WASTE_COLOR, 0.85 if b == current else 0.55) for b in sizes],
             line=dict(color=["#111827" if b == current else WASTE_COLOR for b in sizes], width=[2 if b == current else 1 for b in sizes]),
         ),
-        text=[f"{w:.1f}%" for w in waste], textposition="outside", cliponaxis=False, customdata=custom,
-        hovertemplate="block size %{x}<br>%{y:.1f}% of allocated slots wasted (mean %{customdata[0]:,.0f} slots)"
-        "<br>mean blocks in use %{customdata[1]:,.0f}<br>mean waiting %{customdata[2]:.1f}, "
-        "stalled %{customdata[3]:,.0f} sequence-steps<extra></extra>",
+        text=[format_percent(w / 100) for w in waste], textposition="outside", cliponaxis=False, customdata=custom,
+        hovertemplate="block size %{x}<br>%{text} of allocated slots wasted (mean %{customdata[0]} slots)"
+        "<br>mean blocks in use %{customdata[1]}<br>mean waiting %{customdata[2]}, "
+        "stalled %{customdata[3]} sequence-steps<extra></extra>",
     ))
     subtitle = "bars: slots allocated but unfilled, as % of allocated (mean over the run)"
     if latency_ms:

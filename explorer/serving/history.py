@@ -1,7 +1,7 @@
 """A serving simulation's history in compact NumPy form, for pictures of it.
 
 :class:`~explorer.serving.simulator.ServingSimulator` returns one
-:class:`~explorer.serving.simulator.Snapshot` (torch tensors, a whole pool-owner map)
+:class:`~explorer.serving.snapshot.Snapshot` (torch tensors, a whole pool-owner map)
 per step. A page that scrubs through hundreds of steps wants them small,
 picklable and free of tensors: :class:`StepRecord` keeps one step as the running
 sequences' ids, lengths and block ids (the pool map is derived from them) and
@@ -18,17 +18,14 @@ import numpy as np
 import pandas as pd
 import torch
 
+from explorer.formatting import format_number
 from explorer.serving.block_manager import blocks_for
-from explorer.serving.simulator import (
-    ServingConfig,
-    ServingSimulator,
-    Snapshot,
-    metrics_frame,
-)
-from explorer.serving.snapshot import PoolChanges
+from explorer.serving.simulator import ServingSimulator
+from explorer.serving.snapshot import PoolChanges, Snapshot, metrics_frame
+from explorer.serving.traffic import ServingConfig
 from paged_attention.inputs import FREE
 
-#: Columns :func:`simulate` adds to :func:`~explorer.serving.simulator.metrics_frame`: the
+#: Columns :func:`simulate` adds to :func:`~explorer.serving.snapshot.metrics_frame`: the
 #: number of blocks in each of the step's :class:`~explorer.serving.snapshot.PoolChanges`.
 POOL_CHANGE_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(PoolChanges))
 #: Most ``steps x num_blocks`` a simulation may record (bounds its memory).
@@ -52,7 +49,7 @@ class StepRecord:
     arrived, admitted, decoded, stalled, waiting, finished : int
     blocks_unshared, filled_slots, cow_copies, prefix_hits, prefix_queries
     changes : PoolChanges
-        As in :class:`~explorer.serving.simulator.Snapshot`.
+        As in :class:`~explorer.serving.snapshot.Snapshot`.
     """
 
     step: int
@@ -115,8 +112,8 @@ class StepRecord:
         return owner
 
     def snapshot(self) -> Snapshot:
-        """The :class:`~explorer.serving.simulator.Snapshot` this record came from
-        (for :meth:`~explorer.serving.simulator.Snapshot.decode_inputs`)."""
+        """The :class:`~explorer.serving.snapshot.Snapshot` this record came from
+        (for :meth:`~explorer.serving.snapshot.Snapshot.decode_inputs`)."""
         return Snapshot(
             step=self.step, block_size=self.block_size, num_blocks=self.num_blocks,
             seq_ids=torch.from_numpy(self.seq_ids.copy()),
@@ -140,7 +137,7 @@ class ServingHistory:
     records : tuple of StepRecord
         One per step, ``records[s].step == s``.
     metrics : DataFrame
-        :func:`~explorer.serving.simulator.metrics_frame` plus
+        :func:`~explorer.serving.snapshot.metrics_frame` plus
         :data:`POOL_CHANGE_COLUMNS`: how many blocks the step took, recycled,
         copied on write, revived from the prefix cache and freed (see
         :class:`~explorer.serving.snapshot.PoolChanges`).
@@ -174,8 +171,8 @@ def simulate(config: ServingConfig, steps: int) -> ServingHistory:
     config.validate()
     if steps * config.num_blocks > MAX_STEP_BLOCKS:
         raise ValueError(
-            f"{steps:,} steps x {config.num_blocks:,} blocks is more than this page records "
-            f"({MAX_STEP_BLOCKS:,}); use fewer steps or a smaller pool"
+            f"{format_number(steps)} steps x {format_number(config.num_blocks)} blocks is more than this page "
+            f"records ({format_number(MAX_STEP_BLOCKS)}); use fewer steps or a smaller pool"
         )
     snapshots = ServingSimulator(config).run(steps)
     records = tuple(StepRecord.from_snapshot(s) for s in snapshots)

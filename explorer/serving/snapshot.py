@@ -62,6 +62,21 @@ class PoolChanges:
     revived: tuple[int, ...] = ()
     freed: tuple[int, ...] = ()
 
+    def marks(self) -> dict[str, list[int]]:
+        """The step's blocks by the one mark a picture of the pool gives each, and
+        the counts a page states beside it: ``"taken"`` (fresh blocks: neither
+        recycled nor copied), ``"recycled"`` (not copied), ``"copied"``,
+        ``"revived"``, ``"freed"``, each sorted. A copy-on-write copy that reuses a
+        released block is marked as a copy; a block freed and taken within the
+        step is in ``"freed"`` and in one of the others."""
+        copied = {int(b) for b in self.copied}
+        recycled = {int(b) for b in self.recycled} - copied
+        return {
+            "taken": sorted({int(b) for b in self.taken} - recycled - copied),
+            "recycled": sorted(recycled), "copied": sorted(copied),
+            "revived": sorted({int(b) for b in self.revived}), "freed": sorted({int(b) for b in self.freed}),
+        }
+
 
 @dataclass(frozen=True)
 class Snapshot:

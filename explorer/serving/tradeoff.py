@@ -14,7 +14,9 @@ from typing import NamedTuple, Sequence
 import pandas as pd
 
 from explorer.serving.block_manager import check_int
-from explorer.serving.simulator import ServingConfig, ServingSimulator, Snapshot
+from explorer.serving.simulator import ServingSimulator
+from explorer.serving.snapshot import Snapshot
+from explorer.serving.traffic import ServingConfig
 
 #: Block sizes :func:`block_size_tradeoff` compares by default.
 DEFAULT_BLOCK_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)

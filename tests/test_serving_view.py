@@ -1,0 +1,65 @@
+"""The Serving simulation page's view model: the step it holds, its cards, captions and timing plan."""
+
+import pytest
+
+from explorer import formatting
+from explorer.serving import view
+from explorer.serving.history import StepRecord, simulate
+from explorer.serving.tradeoff import block_size_tradeoff
+from explorer.serving.traffic import LengthDist, ServingConfig
+from paged_attention import DecodeConfig
+
+SIM = ServingConfig(num_blocks=64, block_size=8, max_batch_size=6, arrival_rate=0.3,
+                    prompt_len=LengthDist("long-tail", 4, 96), output_len=LengthDist("long-tail", 4, 48), seed=0)
+HEADS = dict(num_heads=4, num_kv_heads=2, head_dim=32, dtype="float32", device="cpu", seed=0)
+
+
+def test_held_step_starts_at_the_busiest_and_brings_a_choice_back():
+    shown, held = view.held_step(None, None, 120, busiest=61)
+    assert (shown, held) == (61, None)
+    shown, held = view.held_step(60, held, 1, 61)  # Steps down to 1: the last step, the choice kept
+    assert (shown, held) == (0, (60, 0))
+    shown, held = view.held_step(shown, held, 40, 61)  # still out of range
+    assert (shown, held) == (39, (60, 39))
+    assert view.held_step(shown, held, 120, 61) == (60, None)  # back, once it fits
+    shown, held = view.held_step(60, None, 40, 61)
+    assert view.held_step(10, held, 120, 61) == (10, None)  # moved meanwhile: that is the choice
+
+
+def test_cards_count_what_the_pool_marks():
+    history = simulate(SIM, 120)
+    step = int(history.metrics["recycled"].to_numpy().argmax())
+    cards = {c.label: c for c in view.step_cards(history, step, 6, sharing=False)}
+    c = history.changes(step)
+    assert cards["Blocks taken"].value == str(len(c.taken))
+    assert cards["Blocks taken"].delta == f"{len(c.freed)} freed · {len(c.recycled)} recycled"
+    in_use = int(history.metrics["blocks_in_use"].iloc[step])
+    assert cards["Blocks in use"].delta == f"of 64 · {formatting.format_percent(in_use / 64)}"
+    assert all(len(card.value) <= 7 for card in cards.values())
+
+
+def test_page_defaults_fit_the_cpu_cap():
+    small = DecodeConfig(batch_size=1, context_lens=(16,), num_heads=32, num_kv_heads=8, head_dim=128)
+    cpu = view.page_defaults(small)
+    assert cpu["sv_max_batch"] == 4 and cpu["sv_rate"] == 0.13  # 4 x 32 heads x 64 = 8,192, the cap
+    gpu = view.page_defaults(small.with_(device="cuda"))
+    assert (gpu["sv_num_blocks"], gpu["sv_max_batch"]) == (1024, 32)
+    assert {f.key for f in view.url_fields(("sequence", "reference count"))} == set(cpu)
+
+
+def test_tradeoff_times_one_batch_and_names_what_is_over_the_cap():
+    result = block_size_tradeoff(SIM, (4, 8, 16, 64), steps=60, pool_tokens=512)
+    busiest = {b: StepRecord.from_snapshot(s) for b, s in result.snapshots.items()}
+    timing = view.plan_tradeoff(busiest, [4, 8, 16, 64], 8, True, HEADS, 1, 3)
+    assert timing.candidates == (4, 16, 64) and timing.source == 8  # the page's block size gives the batch
+    assert {c.lengths for c in timing.configs.values()} == {tuple(timing.batch.context_lens.tolist())}
+    assert set(timing.plans) == {4, 16, 64} and timing.refusal() is None
+    assert "block size 8's busiest step" in timing.caption(True)
+    big = view.plan_tradeoff(busiest, [4, 8, 16, 64], 8, True, {**HEADS, "num_heads": 64, "num_kv_heads": 64}, 1, 3)
+    assert big.refused and big.refusal().startswith("Nothing to time" if not big.plans else "Not timed")
+
+
+@pytest.mark.parametrize("frames, text", [([0, 5, 10, 11], "4 frames (every 5 steps, and the last)"),
+                                          ([0, 1], "2 frames;")])
+def test_animation_caption(frames, text):
+    assert view.animation_caption(frames).startswith(text)
