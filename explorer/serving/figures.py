@@ -207,7 +207,7 @@ def _pool_layout(fig: go.Figure, n_rows: int, n_cols: int, num_blocks: int) -> g
     legend; block ids at :data:`POOL_CELL_FONT` px where they fit the narrowest
     cells, else none."""
     names = [t.name for t in fig.data if t.type != "heatmap" and t.showlegend is not False and t.name]
-    rows = legend_rows(names, _NARROW_PLOT_PX, POOL_LEGEND_FONT)
+    rows = legend_rows(names, _NARROW_PLOT_PX, POOL_LEGEND_FONT) + bool(fig.layout.legend.title.text)  # its key
     plot_px = min(MAX_POOL_PLOT_PX, max(MIN_POOL_PLOT_PX, POOL_ROW_PX * n_rows))
     top = fig.layout.margin.t
     bottom = _POOL_AXIS_PX + math.ceil(rows * _LEGEND_ROW * POOL_LEGEND_FONT) + _LEGEND_PAD_PX
