@@ -4,9 +4,11 @@ import streamlit as st
 
 from explorer import formatting, limits
 from explorer.bench import readouts
-from explorer.cache import block_link, sampling, sharing_figures, walk_figures
+from explorer.cache import block_link, pool_figures, sampling, sharing_figures, walk_figures
 from explorer.cache import figures as cache_figures
+from explorer.cache.sharing import table_ref_counts
 from explorer.limits import MAX_CONTEXT, MAX_SAMPLES
+from paged_attention.inputs import OTHER
 from ui.charts import show_chart
 from ui.data import block_arrays_for, shared_batch_for
 from ui.inputs import bounded_number_input
@@ -53,22 +55,13 @@ lengths = config.lengths
 mem = readouts.memory_summary(config)
 if sharing:
     shared = shared_batch_for(config, common_prompt, samples)
-    tables, owner = shared.block_tables, shared.pool_owner
-    saved = shared.blocks_saved
-    st.markdown(
-        f"**Sharing saves {formatting.count(saved, 'block')} of {shared.blocks_unshared:,}** "
-        f"({100 * saved / max(1, shared.blocks_unshared):.0f}%, "
-        f"{formatting.format_bytes(saved * mem.block_bytes, significant=3)} of K and V): the batch holds "
-        f"{formatting.count(shared.blocks_used, 'block')} "
-        f"({formatting.format_bytes(shared.blocks_used * mem.block_bytes, significant=3)}) instead of "
-        f"{shared.blocks_unshared:,} "
-        f"({formatting.format_bytes(shared.blocks_unshared * mem.block_bytes, significant=3)}). "
-        f"Blocks held by more than one sequence: {shared.shared_blocks:,}. Prefix caching "
-        f"found {shared.prefix_hits:,} of {formatting.count(shared.prefix_queries, 'full prompt block')}, and "
-        f"decoding made {formatting.count(shared.cow_copies, 'copy-on-write copy', 'copy-on-write copies')}."
-    )
+    tables, owner, refs = shared.block_tables, shared.pool_owner, shared.ref_counts
+    st.markdown(shared.saving_note(mem.block_bytes))
 else:
     tables, owner = block_arrays_for(config)
+    refs = table_ref_counts(tables, len(owner))
+# The sidebar's shared prefix shares blocks too: it gets the scenario's marks and colours.
+shares = sharing or bool((refs > 1).any())
 
 # A click on either chart picks physical blocks; both charts outline them. The
 # pick is kept as (first, last) and checked against the pool on every run: the
@@ -86,21 +79,30 @@ def _pick_from(chart_key: str):
 pick = block_link.valid_pick(st.session_state.get("bt_pick"), num_blocks)
 
 # Short values with the detail on the grey line under them: five metrics share a
-# row, and long values were cut off ("44,141 …") on a 1280-pixel screen.
+# row, and long values were cut off ("44,141 …") on a 1280-pixel screen. Each count
+# says whether it counts logical tokens (every sequence its own) or physical blocks
+# and slots (a shared block once).
 quiet = dict(delta_color="off", delta_arrow="off")
-c1, c2, c3, c4, c5 = st.columns(5)
-c1.metric("Sequences", formatting.compact(config.batch_size))
-c2.metric("Tokens cached", formatting.compact(sum(lengths)), help=formatting.count(sum(lengths), "token"))
 used = shared.blocks_used if sharing else mem.blocks_used
-c3.metric("Blocks used", formatting.compact(used), f"of {formatting.compact(mem.blocks_in_pool)} in the pool",
-          **quiet, help=f"{formatting.count(used, 'block')} hold this batch's tokens; the pool has "
-                        f"{mem.blocks_in_pool:,}" + (f"; without sharing {mem.blocks_used:,}" if sharing else ""))
 if sharing:
     wasted, allocated = shared.wasted_slots, used * config.block_size
 else:
     wasted, allocated = mem.wasted_slots, mem.allocated_slots
-c4.metric("Wasted slots", formatting.compact(wasted), f"{100 * wasted / max(1, allocated):.1f}% of allocated",
-          **quiet, help="allocated but unfilled slots in each sequence's last block, as a share of all allocated slots")
+stored, logical_blocks = allocated - wasted, sum(config.blocks_per_sequence)
+c1, c2, c3, c4, c5 = st.columns([0.8, 1.1, 1.25, 1.25, 1.1])  # the longer labels wider
+c1.metric("Sequences", formatting.compact(config.batch_size))
+c2.metric("Tokens (logical)", formatting.compact(sum(lengths)),
+          f"{formatting.compact(stored)} stored (physical)" if shares else None, **quiet,
+          help=f"{formatting.count(sum(lengths), 'token')} in the sequences, each counting its own"
+               + (f"; the pool stores {stored:,}, a shared block's once" if shares else ""))
+c3.metric("Blocks used (physical)", formatting.compact(used),
+          f"of {formatting.compact(mem.blocks_in_pool)} in the pool", **quiet,
+          help=f"{formatting.count(used, 'physical block')} hold this batch's tokens, a shared one once; the tables "
+               f"list {formatting.count(logical_blocks, 'logical block')}; the pool has {mem.blocks_in_pool:,}"
+               + (f"; without sharing {mem.blocks_used:,}" if sharing else ""))
+c4.metric("Wasted slots (physical)", formatting.compact(wasted),
+          f"{100 * wasted / max(1, allocated):.1f}% of allocated", **quiet,
+          help="allocated but unfilled slots in each physical block in use, as a share of all allocated slots")
 c5.metric("KV cache", formatting.format_bytes(mem.kv_cache_bytes, significant=3),
           f"{formatting.format_bytes(mem.block_bytes, significant=3)} per block", **quiet,
           help=f"K and V pools in {mem.kv_dtype} ({formatting.count(mem.kv_element_bytes, 'byte')} per value): "
@@ -111,32 +113,43 @@ left, right = st.columns([3, 2], gap="medium")
 with left:
     show_chart(
         cache_figures.block_table_figure(tables, lengths, config.block_size, config.num_blocks,
-                                   ref_counts=shared.ref_counts if sharing else None, highlight=pick),
+                                         ref_counts=refs if shares else None, highlight=pick),
         key="bt_table", width="stretch", on_select=_pick_from("bt_table"), selection_mode="points",
     )
     grid = cache_figures.block_table_grid(*tables.shape)
-    note = grid.note("sequence", "logical block")
+    marks = ("A white diamond marks a block more than one sequence holds (same physical id). "
+             if grid.col_stride == 1 else "Shared blocks are not marked at this scale. ")
     if sharing:
         st.caption(
             f"Sequences {samples} at a time are the samples of one request; each request's prompt is one token "
-            f"shorter than its shortest sample and starts with the common prompt. "
-            + ("A white diamond marks a block more than one sequence holds (same physical id). "
-               if grid.col_stride == 1 else "Shared blocks are not marked at this scale. ")
+            f"shorter than its shortest sample and starts with the common prompt. " + marks
             + "Blocks come from the block manager's free list in arrival order, not the sidebar's layout. "
-            + (note or "")
+            + (grid.note("sequence", "logical block") or "")
+        )
+    elif shares:
+        tail = config.shared_prefix % config.block_size
+        st.caption(
+            f"The sidebar's shared prefix: in each of {formatting.count(config.prefix_groups, 'group')} of "
+            f"consecutive sequences, the first {formatting.count(config.shared_blocks, 'logical block')} of every "
+            f"member point to the same physical blocks. " + marks
+            + (f"The prefix's last {formatting.count(tail, 'token')} sit in each member's own block, copied. "
+               if tail else "") + (grid.note("sequence", "logical block") or "")
         )
     else:
-        st.caption(note or "Hover a cell for its token range and fill. Pale cells are unallocated (-1).")
+        st.caption(grid.note("sequence", "logical block")
+                   or "Hover a cell for its token range and fill. Pale cells are unallocated (-1).")
 with right:
     show_chart(
-        sharing_figures.pool_ref_count_figure(shared.ref_counts, tables, config.block_size, highlight=pick) if sharing else
-        cache_figures.pool_figure(owner, tables, lengths, config.block_size, highlight=pick), key="bt_pool",
-        width="stretch", on_select=_pick_from("bt_pool"), selection_mode="points",
+        sharing_figures.pool_ref_count_figure(refs, tables, config.block_size, highlight=pick, other=owner == OTHER)
+        if shares else pool_figures.pool_figure(owner, tables, lengths, config.block_size, highlight=pick),
+        key="bt_pool", width="stretch", on_select=_pick_from("bt_pool"), selection_mode="points",
     )
     rows, cols, per_cell = sampling.pool_grid_shape(len(owner))
-    if sharing:
-        st.caption("Colour = how many sequences hold each block: the common prompt's blocks are held by every "
-                   "request's samples, a request's own prompt blocks by its samples, generated tokens by one."
+    if shares:
+        st.caption("Colour = how many sequences hold each block: "
+                   + ("the common prompt's blocks are held by every request's samples, a request's own prompt "
+                      "blocks by its samples, generated tokens by one." if sharing else
+                      "a shared prefix's blocks by every member of its group, the rest by one sequence.")
                    + (f" {per_cell} consecutive blocks per cell, coloured by the most holders among them."
                       if per_cell > 1 else ""))
     elif per_cell > 1:

@@ -5,7 +5,8 @@ import streamlit as st
 from explorer import formatting, limits
 from explorer.bench import readouts
 from explorer.kernel import figures as kernel_figures
-from explorer.kernel import work_list_figures
+from explorer.kernel import notes, work_list_figures
+from explorer.kernel.tables import split_table
 from explorer.kernel.view import (
     BLOCK_N_CHOICES,
     launch_plan,
@@ -27,18 +28,11 @@ from ui.inputs import bounded_number_input
 from ui.page_state import seed_page
 from ui.sidebar import current, show_config_error, sync_url
 
-#: Trace columns that only say something when a prefix pass ran.
+#: Tile-table columns that only say something when a prefix pass ran.
 PREFIX_COLUMNS = ("pass", "sequences", "query_rows")
 
 st.title("Inside the kernel")
-st.markdown(
-    "What `_paged_decode_kernel` does for one query head of one sequence of the sidebar's batch, replayed step by "
-    "step: the **tiles** of `BLOCK_N` tokens it walks through the block table, the **online softmax** state after "
-    "each tile, and, when a long context is split across programs (**split-K**, flash-decoding), how the splits "
-    "are merged; when sequences share a prefix, the **prefix pass** that reads the shared blocks once per group. "
-    "The replay runs on the CPU in float64 on random float32 inputs: it explains the algorithm, it "
-    "does not time it."
-)
+st.markdown(notes.INTRO)
 
 result = current()
 if show_config_error(result):
@@ -104,14 +98,8 @@ with st.container(border=True):
         f"KV head {head // group} (GQA group of {group})"
     )
     if override and ss.get("ik_showcase"):
-        own_splits, own_tiles = row_splits(default_plan, n), row_tiles(default_plan, n)
-        st.info(
-            f"The kernel's own plan for this batch (BLOCK_N = {default_plan.block_n}, "
-            f"{formatting.count(default_plan.num_splits, 'split')}) walks sequence {seq} as "
-            f"{formatting.count(own_splits, 'split')} of {formatting.count(own_tiles, 'tile')} in all"
-            + (": nothing to merge" if own_splits < 2 else "") + ". To show the tiles and the split-K merge, this "
-            "page opened with **Override plan** on; turn it off to see the kernel's own plan (the output is the same "
-            "to float64 rounding).", icon=":material/call_split:")
+        st.info(notes.showcase_note(default_plan.block_n, default_plan.num_splits, seq, row_splits(default_plan, n),
+                                    row_tiles(default_plan, n)), icon=":material/call_split:")
     capped = split_note(config, int(splits), plan) if override else None
     if capped:
         st.info(capped, icon=":material/call_split:")
@@ -124,17 +112,9 @@ st.markdown(("**Overridden plan.** " if override else "")
 show_chart(work_list_figures.work_list_figure(work, config.lengths, config.block_size, highlight=int(seq)),
            key="ik_work_chart", width="stretch")
 if mine is not None:
-    members = formatting.count(len(mine.sequences), "sequence")
     per_tile = work[(work["seq"] == seq) & (work["pass"] == "prefix")]["sequences"]
-    rows = int(per_tile.max()) * group
-    st.info(
-        f"Sequence {seq} shares its first {formatting.count(mine.num_blocks, 'block')} "
-        f"({formatting.count(mine.num_blocks * config.block_size, 'token')}) with its group of {members} "
-        f"({', '.join(map(str, mine.sequences[:12]))}{', …' if len(mine.sequences) > 12 else ''}). The **prefix "
-        f"pass** reads them once for the group: each of its programs holds up to {rows} query rows (sequences x "
-        f"the {formatting.count(group, 'query head')} of one KV head) as one tile. Its partials come first below "
-        "(**prefix** tiles); the sequence's own programs walk the rest, and the merge takes them all.",
-        icon=":material/group_work:")
+    st.info(notes.prefix_note(seq, mine.sequences, mine.num_blocks, config.block_size, int(per_tile.max()) * group,
+                              group), icon=":material/group_work:")
 
 error = trace_size_error(n, plan)
 if error:
@@ -178,74 +158,26 @@ def explained(fig, key: str, text: str) -> None:
 
 
 st.subheader("2 · The walk: tiles and block-table lookups")
-explained(
-    kernel_figures.kernel_walk_figure(tiles, n, config.block_size, plan.block_n, num_blocks=config.num_blocks),
-    "ik_walk_chart",
-    f"""
-Each bar is one **tile**: the `BLOCK_N = {plan.block_n}` lanes a program processes at once, laid out as
-{tile}. Its colours are the **physical blocks** it reads, found through the **block table**; a tile looks up
-each of its blocks' entries once, so the number of **table lookups** is the number of blocks, not tokens.
-
-Hatched lanes are **masked**: past the end of the context (the last, partly filled block), past the end of the
-split, or padding when the block size is not a power of two. They load nothing and score −∞.
-
-{"Dotted lines separate the **splits**: each is a separate program walking its own stretch of the context." if len(split_rows) > 1 else "One program walks the whole context (no split)."}
-{"The grey band holds the **prefix pass**'s tiles: the same blocks, read once for every sequence of the group." if num_prefix else ""}
-""",
-)
+explained(kernel_figures.kernel_walk_figure(tiles, n, config.block_size, plan.block_n, num_blocks=config.num_blocks),
+          "ik_walk_chart", notes.walk_note(plan.block_n, tile, len(split_rows) > 1, bool(num_prefix)))
 
 st.subheader("3 · Online softmax: running max m and normalizer l")
-explained(
-    kernel_figures.online_softmax_figure(tiles, final_error=err),
-    "ik_softmax_chart",
-    f"""
-The kernel never holds all scores at once. After each tile it keeps three things: the **running max m** of the
-scores seen, the **normalizer l** = Σ 2^(s − m) over them, and the unnormalised output **acc** = Σ 2^(s − m)·v.
-
-When a tile brings a new maximum, the old l and acc are **rescaled** by α = 2^(m_old − m_new) (hover a point);
-otherwise α = 1. Scores are in base-2 units (scale·log₂e), so the kernel can use `exp2`.
-
-The bottom panel is the distance of the partial answer **acc / l** to the final output: it falls as the tiles
-cover more of the context, and reaches float64 rounding (~1e-16) at the end of the row's last split (the dotted
-line: each split against its own exact answer). The star is the output the kernel returns{" after the merge" if
-len(split_rows) > 1 else ""}.
-""",
-)
+explained(kernel_figures.online_softmax_figure(tiles, final_error=err), "ik_softmax_chart",
+          notes.softmax_note(len(split_rows) > 1))
 
 st.subheader("4 · Split-K: merging the splits")
 if len(split_rows) > 1:
-    explained(
-        kernel_figures.split_merge_figure(split_rows),
-        "ik_merge_chart",
-        """
-With **split-K** (flash-decoding) several programs share one sequence's context, so a short batch still fills
-the GPU. Each split ends with its own (m, l, acc), relative to its **own** max.
-
-The last program of the row to finish (an atomic counter tells it, so no second kernel is launched) rescales
-each split to the common max with the **weight** w = 2^(m − max m) and sums:
-out = Σ w·acc / Σ w·l. A split's **share** w·l / Σ w·l is the part of the softmax mass its tokens carry: one
-with a low max contributes little.
-""" + ("""
-The **prefix** partials were written by the prefix pass before this launch, into the row's first slots; the
-merge treats them like any split's.
-""" if num_prefix else ""),
-    )
+    explained(kernel_figures.split_merge_figure(split_rows), "ik_merge_chart", notes.merge_note(bool(num_prefix)))
+    # Chosen columns of set widths: all twelve of the trace's were cut off at 1280 px.
+    columns = split_table(bool(num_prefix))
     st.dataframe(
-        split_rows if num_prefix else split_rows.drop(columns=list(PREFIX_COLUMNS), errors="ignore"),
-        hide_index=True, width="stretch", key="ik_split_table",
-        column_config={c: st.column_config.NumberColumn(c, format="%.4g") for c in ("m", "l", "weight", "share",
-                                                                                      "err_vs_row")},
+        split_rows[list(columns)], hide_index=True, width="stretch", key="ik_split_table",
+        column_config={name: st.column_config.NumberColumn(c.label, width=c.width, format=c.format, help=c.help)
+                       if c.format else st.column_config.Column(c.label, width=c.width, help=c.help)
+                       for name, c in columns.items()},
     )
 else:
-    if plan.num_splits > 1:
-        reason = f" (the plan has {plan.num_splits}, but the others start past its last block)"
-        fix = ("Pick a longer sequence, or raise **Splits** so that each covers fewer blocks," if override
-               else "Pick a longer sequence, or turn on **Override plan** and raise **Splits**,")
-    else:
-        reason = ""
-        fix = "Raise **Splits**" if override else "Turn on **Override plan** and raise **Splits**"
-    st.info(f"This row runs as one split{reason}: there is nothing to merge. {fix} to see the merge; the result "
-            "stays the same to float64 rounding.", icon=":material/call_split:")
+    st.info(notes.no_merge_note(plan.num_splits, override), icon=":material/call_split:")
 
 with st.expander(f"Every tile ({formatting.count(len(tiles), 'row')})"):
     st.dataframe(

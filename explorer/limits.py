@@ -77,6 +77,9 @@ MAX_RINGS = 64
 MAX_STEPPED_REFS = 12
 #: A kernel walk with more block segments than this is drawn one bar per tile.
 MAX_WALK_SEGMENTS = 2000
+#: Most block segments of a kernel walk that get their block id written in them
+#: (Plotly hides each one too short for it at the cell text size).
+MAX_WALK_TEXT = 160
 #: Up to this many splits, each has a colour and a legend entry; past it, a colour bar.
 MAX_SPLIT_LEGEND = 8
 #: Most sequences a work-list figure draws; a larger batch shows every k-th one (and the traced one).

@@ -25,7 +25,6 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from explorer.formatting import format_number, line_count, wrap_at_separators, wrap_words
-from explorer.limits import MAX_TEXT_CELLS
 
 #: One colour per implementation, in every chart.
 IMPL_COLORS: dict[str, str] = {
@@ -36,22 +35,51 @@ IMPL_COLORS: dict[str, str] = {
     "triton_prefix": "#C026D3",
 }
 FALLBACK_COLOR = "#6B7280"
+PASS_COLOR = "#16A34A"
+FAIL_COLOR = "#DC2626"
+
+# -- one colour language ------------------------------------------------------------
+# Each meaning has its own palette, used for nothing else: physical block ids a
+# sequential blue scale, sequences qualitative colours, reference counts (how many
+# sequences hold a block) a sequential orange scale, and on Inside the kernel
+# split-K splits and the programs' launch order their own. Greys mean free, held
+# outside the batch, unallocated or masked. Every chart's legend or colour bar
+# names its meaning ("colour = ...").
 
 FREE_COLOR = "#E5E7EB"
 OTHER_COLOR = "#64748B"
 UNALLOCATED_COLOR = "#F1F5F9"
-PASS_COLOR = "#16A34A"
-FAIL_COLOR = "#DC2626"
 #: Sequence colours in the pool view: plotly's Dark24, Alphabet and Light24
 #: (``plotly.colors.qualitative``) less their greys (grey means free or foreign),
 #: colours too pale to tell from a free block or too dark for the dot on a partly
 #: filled block, and near-duplicates (CIEDE2000 distance under 15, and #6C4516,
-#: a brown too like #862A16).
+#: a brown too like #862A16). Its blues come last: a small batch's sequences then
+#: look nothing like the block ids' blue scale.
 SEQUENCE_COLORS: tuple[str, ...] = (
-    "#2E91E5", "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#B68100", "#511CFB", "#00A08B",
-    "#6C7C32", "#862A16", "#DEA0FD", "#FEAF16", "#F8A19F", "#2ED9FF", "#B10DA1", "#86CE00",
+    "#E15F99", "#1CA71C", "#FB0D0D", "#DA16FF", "#B68100", "#00A08B", "#6C7C32", "#862A16",
+    "#DEA0FD", "#FEAF16", "#F8A19F", "#B10DA1", "#86CE00", "#511CFB", "#2ED9FF", "#2E91E5",
 )
-BLOCK_COLORSCALE = "Viridis"
+#: Physical block ids: ColorBrewer's Blues from its third step (block 0, pale but
+#: apart from an unallocated cell's near-white) to navy (the pool's last block).
+BLOCK_COLORSCALE: list[list] = [[i / 6, c] for i, c in enumerate((
+    "#C6DBEF", "#9ECAE1", "#6BAED6", "#4292C6", "#2171B5", "#08519C", "#08306B"))]
+#: Reference counts, 1 holder up to the most: ColorBrewer's Oranges from its fourth
+#: step (a lone holder, strong enough to tell from free grey) to its second darkest
+#: (the darkest is a sequence's brown, #862A16).
+REF_COUNT_COLORS: tuple[str, ...] = ("#FDAE6B", "#FD8D3C", "#F16913", "#D94801", "#A63603")
+#: The share of an aggregated pool cell's blocks that the batch holds: free grey to slate.
+BATCH_SHARE_COLORSCALE: list[list] = [[0, FREE_COLOR], [1, "#1E293B"]]
+#: Split-K splits, while few: Tableau 10 less its blue (too like a block id), its green
+#: (too like the launch order) and its grey, and Paul Tol's wine.
+SPLIT_COLORS: tuple[str, ...] = ("#E15759", "#76B7B2", "#F28E2B", "#B07AA1", "#EDC948", "#882255", "#FF9DA7",
+                                 "#9C755F")
+#: Many splits: Plasma from 0.12 to 0.85 (less an indigo too like a dark block id
+#: and a yellow too faint on white).
+SPLIT_COLORSCALE: list[list] = [[i / 8, c] for i, c in enumerate((
+    "#4A03A0", "#6E01A7", "#9011A1", "#AE2891", "#C7437C", "#DC5D67", "#ED7953", "#F9983E", "#FCBB2D"))]
+#: Launch order of the decode kernel's programs: ColorBrewer's Greens, dark first.
+LAUNCH_ORDER_COLORSCALE: list[list] = [[i / 4, c] for i, c in enumerate((
+    "#00441B", "#006D2C", "#238B45", "#41AB5D", "#74C476"))]
 
 
 #: Errors are drawn at least this high on the log axes (exact zeros sit on the axis' floor).
@@ -194,20 +222,6 @@ def plot_width_px(plot_width: float = PLOT_WIDTH_PX) -> float:
     current scale: the page's column keeps its width while the side margins grow
     with their text."""
     return max(plot_width - (_SCALE.get() - 1) * (MARGIN_L + MARGIN_R), 1.0)
-
-
-def text_fits(n_cells: int, n_cols: int, max_value: int, plot_width: float = PLOT_WIDTH_PX,
-              plot_height: float | None = None) -> bool:
-    """Whether numbers up to ``max_value`` fit inside the cells of a heatmap of
-    ``n_cells`` cells, ``n_cols`` a row, across a plot ``plot_width`` px wide
-    (:func:`plot_width_px`) and, when given, ``plot_height`` px tall, at the size
-    :func:`font_px` gives ``"cell"`` text now. Past :data:`MAX_TEXT_CELLS` cells, never."""
-    digits = len(str(max(0, int(max_value))))
-    size = font_px("cell")
-    wide = digits * DIGIT_WIDTH * size + 4 <= plot_width_px(plot_width) / max(n_cols, 1)
-    rows = math.ceil(n_cells / max(n_cols, 1))
-    tall = plot_height is None or size * 1.1 <= plot_height / max(rows, 1)
-    return n_cells <= MAX_TEXT_CELLS and wide and tall
 
 
 def impl_color(name: str) -> str:

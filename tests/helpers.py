@@ -33,6 +33,33 @@ def dtype_id(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def awkward_lengths(block_size: int) -> tuple[int, ...]:
+    """A ragged batch: one token, exactly one block, one block and a token, an exact
+    multiple of the block, and a longer context that ends mid-block."""
+    return (1, block_size, block_size + 1, 2 * block_size, max(3 * block_size - 1, 70))
+
+
+def build(device: str, seed: int, poison: bool = True, **changes) -> pa.DecodeInputs:
+    """Inputs of the base case (GQA 8/2, head_dim 64, block 16, float16, shuffled
+    pool, a ragged batch) with some fields changed; memory no context covers holds
+    NaN and ±Inf unless ``poison`` is False (then the finite LOUD_VALUE)."""
+    block_size = changes.get("block_size", 16)
+    fields = dict(
+        context_lens=awkward_lengths(block_size),
+        num_heads=8,
+        num_kv_heads=2,
+        head_dim=64,
+        block_size=block_size,
+        dtype="float16",
+        block_layout="shuffled",
+        device=device,
+        seed=seed,
+    )
+    fields.update(changes)
+    fields["batch_size"] = len(fields["context_lens"])
+    return pa.build_decode_inputs(pa.DecodeConfig(**fields), poison=poison)
+
+
 def assert_matches(out: torch.Tensor, query: torch.Tensor, expected: torch.Tensor) -> None:
     """``out`` has the query's shape, dtype and device, and equals the float64
     ``expected`` within the per-dtype tolerance."""

@@ -243,3 +243,28 @@ def test_kernel_page_traces_the_prefix_pass_of_a_shared_prefix_group():
     merge = chart(at, "ik_merge_chart")
     assert merge["data"][0]["x"][0] == "prefix 0" and merge["data"][0]["x"][-1].startswith("split")
     assert sum(arr(merge["data"][1]["y"])) == pytest.approx(100)
+    assert_split_table_fits(at, prefix=True)
+
+
+def assert_split_table_fits(at, prefix: bool) -> None:
+    """The split table shows its columns side by side within the page's main column at
+    1280 px: each has a set width, and together they fit (review at 1280x720: the
+    last of the trace's twelve columns was cut off)."""
+    import json
+
+    from explorer.kernel.tables import MAIN_COLUMN_PX, PREFIX_COLUMNS, SPLIT_TABLE
+
+    (table,) = [d for d in at.dataframe if "weight" in d.value.columns]  # a read-only table has no id
+    config = json.loads(table.proto.columns)
+    shown = list(table.value.columns)
+    assert shown == [c for c in SPLIT_TABLE if prefix or c not in PREFIX_COLUMNS]
+    widths = [config[c]["width"] for c in shown]
+    assert all(isinstance(w, int) and w > 0 for w in widths)
+    assert sum(widths) <= MAIN_COLUMN_PX, sum(widths)
+    assert {"m", "l", "weight", "share"} <= set(shown)  # what the merge takes from each split
+
+
+def test_kernel_page_split_table_fits_the_page():
+    at = open_app(page=KERNEL)  # opens on a plan that merges
+    assert_clean(at)
+    assert_split_table_fits(at, prefix=False)

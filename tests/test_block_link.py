@@ -7,6 +7,7 @@ import pytest
 
 from explorer.cache import block_link, sampling, sharing_figures
 from explorer.cache import figures as cache_figures
+from explorer.cache import pool_figures
 from explorer.cache.picking import OUTLINE_NAME, PICK_GROUP, VEIL_NAME
 
 
@@ -101,7 +102,7 @@ def test_aggregated_table_column_outline_spans_its_blocks():
 def test_pool_outlines_the_picked_block_and_targets_pick_each_block():
     owner = np.full(45, -1)
     owner[SHARED[SHARED >= 0]] = 0
-    fig = cache_figures.pool_figure(owner, SHARED, LENS, 16, highlight=range(7, 8))
+    fig = pool_figures.pool_figure(owner, SHARED, LENS, 16, highlight=range(7, 8))
     n_rows, n_cols, _ = sampling.pool_grid_shape(45)
     assert _centres(fig) == [(7 % n_cols, 7 // n_cols)]
     targets = _targets(fig)
@@ -117,7 +118,7 @@ def test_aggregated_pool_outlines_the_cell_holding_the_block():
     n_rows, n_cols, per_cell = sampling.pool_grid_shape(len(owner))
     assert per_cell > 1
     block = 54_321
-    fig = cache_figures.pool_figure(owner, np.zeros((1, 1), dtype=np.int64), [16], 16, highlight=range(block, block + 1))
+    fig = pool_figures.pool_figure(owner, np.zeros((1, 1), dtype=np.int64), [16], 16, highlight=range(block, block + 1))
     cell = block // per_cell
     assert _centres(fig) == [(cell % n_cols, cell // n_cols)]
     assert any(t.name == OUTLINE_NAME + " (ring)" for t in fig.data)  # a cell this small gets a ring too

@@ -156,27 +156,46 @@ def test_split_merge_and_kernel_walk_of_many_splits():
     assert _integer_ticks(bar.marker.colorbar)
 
 
-def test_split_merge_at_presentation_size_keeps_its_labels_apart():
-    """Review at 1280x720 in presentation mode: the "max m" label on the dotted line
-    sat on the largest bar's value, and "% of softmax mass" (the right panel's axis
-    title) lay on the left panel's last bar."""
+def _bar_label_tops(fig, m, plot_px: float) -> list[float]:
+    """The top of each outside value label of the merge's bars of heights ``m``, in
+    the left panel's data units: one line of its font above the bar's end (from zero
+    for a bar below it)."""
+    lo, hi = fig.layout.yaxis.range
+    size = fig.data[0].textfont.size or fig.layout.font.size
+    line = 1.3 * size * (hi - lo) / plot_px
+    return [max(v, 0) + line for v in m]
+
+
+@pytest.mark.parametrize("presentation", [False, True])
+def test_split_merge_keeps_the_max_note_off_the_bar_labels(presentation):
+    """Review at 1280x720: the "max" note sat on the 3.66 bar's label (first a label
+    on the dotted line, then a "max" line over the largest bar's value); and in
+    presentation mode "% of softmax mass" (the right panel's axis title) lay on the
+    left panel's last bar. The note is the left panel's title, above the plot area;
+    the bars' labels are values only, inside the panel."""
     from explorer import style
 
     _, _, _, trace = kernel_trace(num_splits=4)
-    with style.presentation():
+    with style.presentation(style.PRESENTATION_SCALE if presentation else 1):
         fig = kernel_figures.split_merge_figure(trace.splits)
-    # No label of its own on the line: the largest bar's value says it is the max.
-    assert not [a for a in fig.layout.annotations if a.yref == "y"]  # on the line, in data units
-    top = int(np.argmax(trace.splits["m"]))
-    assert fig.data[0].text[top].startswith("max<br>")
-    # Room above the largest bar for its two-line label (18 px lines) within the panel.
-    lo, hi = fig.layout.yaxis.range
+    m = trace.splits["m"].to_numpy(float)
+    assert all("max" not in t for t in fig.data[0].text)
+    assert list(fig.data[0].text) == [f"{v:.3g}" for v in m]
+    notes = [a for a in fig.layout.annotations if "max" in a.text]
+    assert [a.text.replace("<br>", " ") for a in notes] == [kernel_figures.MERGE_MAX_TITLE]
+    (note,) = notes
+    # The note hangs above the left panel's plot area; no annotation sits inside a panel.
+    assert note.yref == "paper" and note.yanchor == "bottom" and note.y >= fig.layout.yaxis.domain[1]
+    assert note.xref == "paper" and note.x <= fig.layout.xaxis.domain[1]
+    assert not [a for a in fig.layout.annotations if a.yref not in ("paper", None)]
+    # Every bar's value label ends inside the panel: below the note.
     plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
-    assert (hi - trace.splits["m"].max()) / (hi - lo) * plot_px >= 2 * 18 * 1.3
+    lo, hi = fig.layout.yaxis.range
+    assert max(_bar_label_tops(fig, m, plot_px)) <= hi
     # Between the panels (the chart is 577 px wide at 1280 px): the right axis' tick
     # labels ("30"), title line and Plotly's standoffs.
     width = 577 - fig.layout.margin.l - fig.layout.margin.r
     gap = (fig.layout.xaxis2.domain[0] - fig.layout.xaxis.domain[1]) * width
-    template = fig.layout.template.layout.yaxis  # the axis title's font, set anew, is the template's
-    size = fig.layout.yaxis2.title.font.size or template.title.font.size
-    assert gap >= 1.3 * size + 2 * 0.6 * (fig.layout.yaxis2.tickfont.size or template.tickfont.size) + 20, gap
+    size = fig.layout.yaxis2.title.font.size or fig.layout.font.size
+    tick = fig.layout.yaxis2.tickfont.size or fig.layout.font.size
+    assert gap >= 1.3 * size + 2 * 0.6 * tick + 20, gap

@@ -6,6 +6,7 @@ from test_figures_style import _layout
 
 from explorer import limits, style
 from explorer.cache import figures as cache_figures
+from explorer.cache import pool_figures
 from explorer.cache import sampling, sharing_figures, walk_figures
 from paged_attention import DecodeConfig, assign_blocks
 from paged_attention.inputs import FREE, OTHER
@@ -115,7 +116,7 @@ def test_sample_grid_respects_cap(rows, cols, cap):
 def test_pool_figure_categories_and_partial_marks():
     config, tables, owner = _layout(batch=4, lens=(5, 40, 16, 900), layout="fragmented", seed=1)
     assert (owner == OTHER).any() and (owner == FREE).any()
-    fig = cache_figures.pool_figure(owner, tables, config.lengths, config.block_size)
+    fig = pool_figures.pool_figure(owner, tables, config.lengths, config.block_size)
     heat = fig.data[0]
     z = np.array(heat.z, dtype=float).ravel()[: len(owner)]
     assert np.all(z[owner == FREE] == 0)
@@ -134,7 +135,7 @@ def test_pool_figure_categories_and_partial_marks():
 def test_pool_figure_aggregates_large_pools():
     config, tables, owner = _layout(batch=64, lens=8192, block_size=1)
     assert len(owner) > limits.MAX_POOL_CELLS
-    fig = cache_figures.pool_figure(owner, tables, config.lengths, config.block_size)
+    fig = pool_figures.pool_figure(owner, tables, config.lengths, config.block_size)
     z = np.array(fig.data[0].z, dtype=float)
     assert z.size <= limits.MAX_POOL_CELLS
     share = z[~np.isnan(z)]
@@ -160,7 +161,7 @@ def test_token_walk_maps_tokens_to_blocks_and_slots():
 def test_token_walk_scale_follows_a_sequence_lost_in_a_huge_pool():
     fig = walk_figures.token_walk_figure(np.arange(1000, 1064), 64 * 16, 16, num_blocks=500_000)
     assert (fig.data[0].zmin, fig.data[0].zmax) == (1000, 1063)
-    assert "this sequence's blocks" in fig.layout.title.subtitle.text.replace("<br>", " ")
+    assert "this sequence's blocks" in fig.layout.title.subtitle.text
     config, tables, _ = _layout()
     small = walk_figures.token_walk_figure(tables[1], 40, 16, num_blocks=config.num_blocks)
     assert (small.data[0].zmin, small.data[0].zmax) == (0, config.num_blocks - 1)
@@ -228,7 +229,7 @@ def test_block_table_in_sequence_colours_matches_the_pool():
     owner_ids = np.where(owner >= 0, seq_ids[np.clip(owner, 0, None)], owner)
     table = cache_figures.block_table_figure(tables, config.lengths, 8, config.num_blocks, seq_ids=seq_ids,
                                        color_by="sequence")
-    pool = cache_figures.pool_figure(owner_ids, tables, config.lengths, 8)
+    pool = pool_figures.pool_figure(owner_ids, tables, config.lengths, 8)
     codes, text = np.asarray(table.data[0].z, dtype=float), np.asarray(table.data[0].text)
     pool_codes = np.asarray(pool.data[0].z, dtype=float).ravel()
     allocated = tables >= 0
@@ -288,3 +289,26 @@ def test_pool_ref_count_figure_aggregates_a_large_pool_by_the_most_holders():
     fig = sharing_figures.pool_ref_count_figure(refs, np.full((1, 1), -1), 16)
     z = fig.data[0].z.ravel()
     assert z[0] == 3 and z[2] == 1 and np.nanmax(z) == 3 and "5 per cell" in fig.layout.title.subtitle.text
+
+
+def test_block_table_axes_hold_the_grid_not_its_markers():
+    """Review at 1280x720: a "-1" tick on the block table's x axis (a "-2" in
+    presentation mode), where the markers of the shared-block marks and click targets
+    padded Plotly's autorange past the grid."""
+    from explorer.cache.picking import GRID_PAD
+
+    b = _shared_example()
+    fig = cache_figures.block_table_figure(b.block_tables, b.context_lens, 16, 45, ref_counts=b.ref_counts)
+    width = b.block_tables.shape[1]
+    assert tuple(fig.layout.xaxis.range) == (-0.5 - GRID_PAD, width - 0.5 + GRID_PAD)
+    assert tuple(fig.layout.yaxis.range) == (3.5 + GRID_PAD, -0.5 - GRID_PAD)  # 4 rows, the first on top
+    assert fig.layout.xaxis.range[0] > -1 and fig.layout.xaxis.range[1] < width  # no room for a tick past the grid
+
+
+def test_token_walk_writes_no_token_past_the_context():
+    """The empty slots' cells carried the token ids past the context, whose glyphs
+    showed in the 1 px gaps of the trace covering them."""
+    fig = walk_figures.token_walk_figure(np.arange(7), 100, 16, num_blocks=31)
+    text = np.asarray(fig.data[0].text)
+    assert fig.data[0].texttemplate == "%{text}"
+    assert text[6, 3] == "99" and set(text[6, 4:]) == {""}

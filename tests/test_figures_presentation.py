@@ -23,7 +23,7 @@ from explorer.bench import accuracy_figures
 from explorer.bench import recorded_figures
 from explorer.bench.recorded import RECORDED_DIR, load_recorded_set, recorded_rows
 from explorer.cache import figures as cache_figures
-from explorer.cache import sharing_figures, walk_figures
+from explorer.cache import pool_figures, sharing_figures, walk_figures
 from explorer.cache.sharing import shared_prefix_batch
 from explorer.kernel import figures as kernel_figures
 from explorer.kernel import view as kernel_view
@@ -48,7 +48,7 @@ def _family_figures() -> dict[str, go.Figure]:
     shared = shared_prefix_batch((236, 114, 57, 205), 16, 45, common_prompt=64, samples=2)
     out = {
         "block_table": cache_figures.block_table_figure(tables, lens, 16, config.num_blocks),
-        "pool": cache_figures.pool_figure(owner, tables, lens, 16),
+        "pool": pool_figures.pool_figure(owner, tables, lens, 16),
         "token_walk": walk_figures.token_walk_figure(tables[0], lens[0], 16, 0, config.num_blocks),
         "block_walk": walk_figures.block_walk_figure(tables[0], lens[0], 16, 0, config.num_blocks),
         "empty_walk": walk_figures.token_walk_figure(tables[0], 0, 16, 0, config.num_blocks),
@@ -249,10 +249,12 @@ def test_kernel_tile_labels_grow_with_the_text():
 def test_numbers_in_cells_are_left_to_the_hover_when_they_no_longer_fit():
     """In-cell numbers are written at the cell size of the mode or not at all: a
     row of 16 three-digit numbers fits a 400 px plot at 12 px, not at 18 px."""
-    assert style.text_fits(16, 16, 999)
+    from explorer.cache.cell_style import cell_text_fits
+
+    assert cell_text_fits(1, 16, 3, style.PLOT_WIDTH_PX, 40)
     with style.presentation():
-        assert not style.text_fits(16, 16, 999) and style.text_fits(8, 8, 999)
-    assert not style.text_fits(2 * 200, 2, 9, plot_height=300)  # rows 1.5 px tall
+        assert not cell_text_fits(1, 16, 3, style.PLOT_WIDTH_PX, 60) and cell_text_fits(1, 8, 3, style.PLOT_WIDTH_PX, 60)
+    assert not cell_text_fits(200, 2, 1, style.PLOT_WIDTH_PX, 300)  # rows 1.5 px tall
 
 
 def test_presentation_is_one_setting_read_while_figures_are_built():

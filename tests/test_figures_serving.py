@@ -64,6 +64,7 @@ def _drawn_plot_height(fig, width_px=380):
     layout, names = fig.layout, _legend(fig)
     grouped = layout.legend.traceorder in (None, "grouped") and any(t.legendgroup for t in fig.data)
     rows = len(names) if grouped else serving_figures.legend_rows(names, width_px, layout.legend.font.size)
+    rows += bool(layout.legend.title.text)  # the key ("colour = sequence") on a row of its own
     legend_px = rows * 1.75 * layout.legend.font.size
     return layout.height - layout.margin.t - max(layout.margin.b, 62 + legend_px), legend_px
 
@@ -101,6 +102,31 @@ def test_serving_pool_is_readable_at_1280_px(config, color_by):
     assert heat.texttemplate is None or heat.textfont.size >= 12
     if config.num_blocks == 64:
         assert heat.texttemplate is not None  # 14 columns hold two-digit ids at 13 px
+
+
+@pytest.mark.parametrize("color_by", serving_figures.POOL_COLOR_MODES)
+def test_serving_page_gives_sequences_and_reference_counts_their_own_palettes(color_by):
+    """Issue 27: with sharing, the pool by reference count reused the sequence palette's blue, amber and red
+    beside the block table coloured by sequence. Built as the page builds them, the pool's colours (grid and
+    legend) and the table's never come near each other's meaning, and each names its meaning."""
+    from test_colour_language import assert_disjoint, colours, legend_colours
+
+    config = replace(PAGE_POOL, num_blocks=96, system_prompt=20, samples=3, arrival_rate=0.3)
+    history = simulate(config, 120)
+    step = int(history.metrics["copied"].to_numpy().argmax())
+    record = history.records[step]
+    pool = _pool(history, step, color_by=color_by, sharing=True)
+    refs = np.bincount(record.blocks, minlength=config.num_blocks)
+    table = cache_figures.block_table_figure(record.block_tables(), record.context_lens, config.block_size,
+                                             config.num_blocks, seq_ids=record.seq_ids, color_by="sequence",
+                                             ref_counts=refs, plot_width=180)
+    squares = colours(pool.data[0].colorscale, legend_colours(pool, lambda t: True))
+    sequences = colours(table.data[0].colorscale)
+    if color_by == "sequence":  # one meaning, one palette: the pool's sequences in the table's colours
+        assert squares - colours(["#FFFFFF"]) <= sequences  # (white: the folded "more sequences" entry)
+    else:
+        assert_disjoint({"sequence": sequences, "sequences holding the block": squares})
+    assert pool.layout.legend.title.text and "colour = " in pool.layout.title.subtitle.text
 
 
 def test_serving_pool_aggregated_has_no_step_marks():

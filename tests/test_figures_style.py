@@ -12,6 +12,7 @@ import pytest
 
 from explorer import style
 from explorer.cache import figures as cache_figures
+from explorer.cache import pool_figures
 from explorer.cache import sampling, walk_figures
 from explorer.kernel import figures as kernel_figures
 from explorer.serving import figures as serving_figures
@@ -123,7 +124,7 @@ def test_sequence_colours_are_many_distinct_and_not_grey():
 
 def test_pool_legend_names_each_of_few_sequences():
     config, tables, owner = _layout(6, (50, 90, 30, 120, 64, 10), 16, "fragmented", 1)
-    fig = cache_figures.pool_figure(owner, tables, config.lengths, 16)
+    fig = pool_figures.pool_figure(owner, tables, config.lengths, 16)
     entries = [t for t in fig.data if t.meta and "sequence" in t.meta]
     assert [t.name for t in entries] == [f"sequence {s}" for s in range(6)]
     for t in entries:
@@ -133,7 +134,7 @@ def test_pool_legend_names_each_of_few_sequences():
 
 def test_pool_of_many_sequences_says_colours_repeat():
     config, tables, owner = _layout(20, tuple(range(20, 420, 20)), 16, "shuffled", 3)
-    fig = cache_figures.pool_figure(owner, tables, config.lengths, 16)
+    fig = pool_figures.pool_figure(owner, tables, config.lengths, 16)
     assert not [t for t in fig.data if t.meta and "sequence" in t.meta]
     assert "repeating" in fig.layout.title.subtitle.text
     hover = np.array(fig.data[0].customdata).ravel()
@@ -168,7 +169,7 @@ def test_token_and_block_walks_have_integer_ticks():
 
 def test_pool_timeline_and_kernel_axes_have_integer_ticks():
     config, tables, owner = _layout(3, (5, 40, 16), 16)
-    pool = cache_figures.pool_figure(owner, tables, config.lengths, 16)
+    pool = pool_figures.pool_figure(owner, tables, config.lengths, 16)
     assert _integer_ticks(pool.layout.xaxis)
     metrics = pd.DataFrame({"step": [0, 1, 2], "blocks_in_use": [1, 2, 2], "free_blocks": [3, 2, 2],
                             "wasted_slots": [3, 1, 0], "wasted_fraction": [0.2, 0.1, 0], "running": [1, 1, 2],
@@ -210,7 +211,7 @@ def test_counts_of_one_are_singular():
     config, tables, owner = _layout(1, 1, 1)
     table = _subtitle(cache_figures.block_table_figure(tables, config.lengths, 1, config.num_blocks))
     assert table.startswith("1 sequence x 1 logical block of 1 token;")
-    pool = _subtitle(cache_figures.pool_figure(owner, tables, config.lengths, 1))
+    pool = _subtitle(pool_figures.pool_figure(owner, tables, config.lengths, 1))
     assert "of 1 slot," in pool and "1 slots" not in pool
     walk = _subtitle(walk_figures.token_walk_figure(tables[0], 1, 1))
     assert walk.startswith("1 token in 1 block of 1;")

@@ -14,8 +14,7 @@ import paged_attention as pa
 from paged_attention.inputs import context_mask, fill_uncovered
 from paged_attention.shared_prefix import PREFIX_ROWS, PrefixGroup, find_shared_prefixes, plan_prefix
 from paged_attention.work_list import prefix_work
-from helpers import assert_matches, seed  # noqa: F401
-from test_correctness import build
+from helpers import assert_matches, build, seed  # noqa: F401
 
 
 def shared(device, seed, lengths, groups, **changes):

@@ -1,6 +1,6 @@
 """Split-K (flash-decoding): the Triton kernel's split plans, the merge by the last
 split to finish, launchers reused or outgrown, and, on the GPU, split counts from 1
-to more than the blocks and a race check of the merge. Inputs come from test_correctness's ``build`` (ragged,
+to more than the blocks and a race check of the merge. Inputs come from helpers' ``build`` (ragged,
 shuffled, memory no context covers poisoned with NaN and Inf)."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ import pytest
 import torch
 
 import paged_attention as pa
-from helpers import DTYPES, IMPL_NAMES, assert_matches, dtype_id, seed  # noqa: F401
-from test_correctness import build
+from helpers import DTYPES, IMPL_NAMES, assert_matches, build, dtype_id, seed  # noqa: F401
 
 # -- split-K (flash-decoding) --------------------------------------------------------
 

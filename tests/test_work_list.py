@@ -12,8 +12,7 @@ from hypothesis import given, settings, strategies as st
 import paged_attention as pa
 from paged_attention import launch_plan as lp
 from paged_attention import work_list as wl
-from helpers import assert_matches, seed  # noqa: F401
-from test_correctness import build
+from helpers import assert_matches, build, seed  # noqa: F401
 
 
 def plan_for(lengths, *, block_size=16, num_kv_heads=8, num_sms=132, dtype=torch.float16, monkeypatch=None, **kw):

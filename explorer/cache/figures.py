@@ -1,5 +1,6 @@
-"""Figures of the paged KV cache, drawn from the block table alone (no KV tensors):
-the block table and the physical pool (a sequence's walk: :mod:`.token_walk`).
+"""The block table as a figure, drawn from the table alone (no KV tensors): one row
+per sequence, one cell per logical block, coloured by its physical block (the pool:
+:mod:`.pool_figures`; a sequence's walk: :mod:`.walk_figures`).
 """
 
 from __future__ import annotations
@@ -10,15 +11,21 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.limits import MAX_POOL_CELLS, MAX_SEQUENCE_LEGEND, MAX_TABLE_CELLS
+from explorer.cache.cell_style import (
+    BLOCK_KEY,
+    WIDE_PLOT_PX,
+    add_legend_square,
+    cell_text_fits,
+    colorbar_title,
+    owner_colorscale,
+)
 from explorer.cache.picking import GRID_PAD, add_click_targets, add_outline, add_veil
-from explorer.cache.sampling import GridSample, pool_grid_shape, sample_grid
-from explorer.formatting import compact, count, ordinal
+from explorer.cache.sampling import GridSample, sample_grid
+from explorer.formatting import count, ordinal
+from explorer.limits import MAX_TABLE_CELLS
 from explorer.style import (
     BLOCK_COLORSCALE,
-    FREE_COLOR,
     MIN_COLUMN_PX,
-    OTHER_COLOR,
     PLOT_WIDTH_PX,
     SEQUENCE_COLORS,
     UNALLOCATED_COLOR,
@@ -28,13 +35,11 @@ from explorer.style import (
     font_px,
     integer_ticks,
     plot_area_height,
-    text_fits,
     title_margins,
 )
-from paged_attention.inputs import FREE, OTHER
 
 
-def _filled(lengths: np.ndarray, logical: np.ndarray, block_size: int) -> np.ndarray:
+def filled_slots(lengths: np.ndarray, logical: np.ndarray, block_size: int) -> np.ndarray:
     """Slots filled in logical block ``logical`` of sequences of ``lengths``."""
     return np.clip(lengths - logical * block_size, 0, block_size)
 
@@ -68,10 +73,12 @@ def block_table_figure(
 ) -> go.Figure:
     """The block table as a heatmap: one row per sequence, one column per logical block.
 
-    Cells are coloured by physical block id (``color_by="physical"``) or by the
-    owning sequence in the colours :func:`pool_figure` gives it
-    (``color_by="sequence"``: a row's cells match its blocks in the pool), and
-    then carry the physical id as text where it fits; unallocated entries (``-1``)
+    Cells are coloured by physical block id (``color_by="physical"``, the blue
+    :data:`~explorer.style.BLOCK_COLORSCALE`, its colour bar titled
+    :data:`~.cell_style.BLOCK_KEY`) or by the owning sequence in the colours
+    :func:`~.pool_figures.pool_figure` gives it (``color_by="sequence"``: a row's
+    cells match its blocks in the pool), and then carry the physical id as text
+    where it fits; unallocated entries (``-1``)
     are a separate pale trace marked "–". Hover shows sequence, logical block, token
     range, physical block and slots filled.
 
@@ -99,9 +106,10 @@ def block_table_figure(
     title : str
         The figure's title.
     plot_width : float
-        About how many pixels wide the plot area will be; block ids are written in
-        the cells only where they fit, and columns are aggregated past
-        ``plot_width /`` :data:`MIN_COLUMN_PX`.
+        About how many pixels wide the plot area will be: columns are aggregated
+        past ``plot_width /`` :data:`MIN_COLUMN_PX`, and block ids are written in
+        the cells only where :func:`~explorer.style.font_px` (``"cell"``) text fits them at
+        that width (at most :data:`~.cell_style.WIDE_PLOT_PX`, the page's at 1280 px).
     color_by : {"physical", "sequence"}
         What a cell's colour says: its physical block id (a continuous scale), or
         its sequence (``seq_ids`` when given, else the row), as in the pool.
@@ -172,7 +180,7 @@ def block_table_figure(
     end = np.minimum(seq_len, (last[None, :] + 1) * block_size) - 1
     if per_col == 1:
         columns = [seq, np.broadcast_to(first[None, :], shape), start, end, sub,
-                   _filled(seq_len, first[None, :], block_size)]
+                   filled_slots(seq_len, first[None, :], block_size)]
         hover = ("sequence %{customdata[0]}<br>logical block %{customdata[1]}"
                  "<br>tokens %{customdata[2]}–%{customdata[3]}<br>physical block %{customdata[4]}"
                  f"<br>slots filled %{{customdata[5]}}/{block_size}<extra></extra>")
@@ -190,11 +198,10 @@ def block_table_figure(
     custom = np.stack(columns, axis=-1).astype(np.int32)
 
     z = np.where(unalloc, np.nan, sub).astype(float)
-    text_on = per_col == 1 and text_fits(grid.cells, shape[1], num_blocks - 1, plot_width)
     by_sequence = color_by == "sequence"
     subtitle = (f"{count(batch, 'sequence')} x {count(width, 'logical block')} of "
-                f"{count(block_size, 'token')}; colour = "
-                + ("sequence, as in the pool; number = physical block" if by_sequence else "physical block id"))
+                f"{count(block_size, 'token')}; "
+                + ("colour = sequence, as in the pool; number = physical block" if by_sequence else BLOCK_KEY))
     if grid.sampled:
         parts = [f"every {ordinal(grid.row_stride)} row shown"] if grid.row_stride > 1 else []
         if per_col > 1:
@@ -205,14 +212,16 @@ def block_table_figure(
     height = int(min(720, max(sum(title_margins(subtitle)) + 170, 140 + 26 * len(rows))))
     plot_height = plot_area_height(height, subtitle)
     gaps = cell_gaps(len(rows), shape[1], plot_height)
+    text_on = per_col == 1 and cell_text_fits(len(rows), shape[1], len(str(max(num_blocks - 1, 0))),
+                                              min(plot_width, WIDE_PLOT_PX), plot_height)
     if by_sequence:  # the pool's categorical colours: 0 free, 1 other, 2 + seq % n a sequence
         codes = np.where(unalloc, np.nan, 2 + seq % len(SEQUENCE_COLORS)).astype(float)
-        scale, k = _owner_colorscale()
+        scale, k = owner_colorscale()
         colour = dict(z=codes, colorscale=scale, zmin=-0.5, zmax=k - 0.5, showscale=False,
                       text=np.where(unalloc, "", sub.astype(str)), texttemplate="%{text}" if text_on else None)
     else:
         colour = dict(z=z, colorscale=BLOCK_COLORSCALE, zmin=0, zmax=max(1, num_blocks - 1),
-                      colorbar=dict(title=dict(text="physical<br>block id"), thickness=14,
+                      colorbar=dict(title=colorbar_title(BLOCK_KEY), thickness=14,
                                     **integer_ticks(0, max(1, num_blocks - 1), colorbar_length_px(plot_height))),
                       texttemplate="%{z}" if text_on else None)
     fig = go.Figure()
@@ -263,10 +272,13 @@ def block_table_figure(
         half = grid.row_stride / 2
         add_outline(fig, first[c] - 0.5, last[c] + 0.5, rows[r] - half, rows[r] + half, cell_px)
     apply_style(fig, title, subtitle, height=height)
+    # The grid's own extent (and room for an outline on its edge): the markers of the
+    # click targets and shared-block marks would pad an autorange past it, to a "-1" tick.
+    half = grid.row_stride / 2
     fig.update_xaxes(title="logical block", showgrid=False, zeroline=False,
-                     **integer_ticks(0, width - 1, plot_width=plot_width))
-    fig.update_yaxes(title="sequence" if seq_ids is None else "sequence (seq_id)", autorange="reversed",
-                     showgrid=False, zeroline=False)
+                     range=[-0.5 - GRID_PAD, width - 0.5 + GRID_PAD], **integer_ticks(0, width - 1, plot_width=plot_width))
+    fig.update_yaxes(title="sequence" if seq_ids is None else "sequence (seq_id)",
+                     range=[rows[-1] + half + GRID_PAD, rows[0] - half - GRID_PAD], showgrid=False, zeroline=False)
     # Label rows by name (a seq_id need not be the row index): each of up to 40,
     # past that every k-th, 14 px or more apart.
     step = 1 if len(rows) <= 40 else math.ceil(len(rows) * 14 / plot_height)
@@ -290,259 +302,5 @@ def _shared_marks(fig, sub, rows, names, cols, ref_counts, row_stride, *, exact:
             "<br>physical block %{customdata[2]}: shared by %{customdata[3]} sequences<extra></extra>",
             cliponaxis=False,
             name="shared block (2+ sequences)",
-        )
-    )
-
-
-def _owner_colorscale() -> tuple[list, int]:
-    """The pool's categorical colour scale for owner codes (0 free, 1 other,
-    ``2 + seq % len(SEQUENCE_COLORS)`` a sequence), and how many codes it has."""
-    colors = [FREE_COLOR, OTHER_COLOR, *SEQUENCE_COLORS]
-    return [[(i + j) / len(colors), c] for i, c in enumerate(colors) for j in (0, 1)], len(colors)
-
-
-def add_legend_square(fig: go.Figure, color: str, name: str, line: str | None = None, meta: dict | None = None) -> None:
-    """A legend entry for a heatmap category (heatmaps have no legend of their own)."""
-    fig.update_layout(showlegend=True)
-    fig.add_trace(
-        go.Scatter(
-            x=[None],
-            y=[None],
-            mode="markers",
-            marker=dict(symbol="square", size=12, color=color, line=dict(color=line or color, width=1)),
-            name=name,
-            hoverinfo="skip",
-            meta=meta,
-        )
-    )
-
-
-def block_fill(
-    block_tables: np.ndarray, context_lens: Sequence[int], block_size: int, num_blocks: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per physical block: its logical index in its sequence and the slots it holds.
-
-    Returns
-    -------
-    logical : ndarray
-        ``[num_blocks]`` int64, ``-1`` for blocks no sequence of the table uses.
-    filled : ndarray
-        ``[num_blocks]`` int64 slots filled (0 for unused blocks).
-    """
-    tables = np.asarray(block_tables, dtype=np.int64)
-    lengths = np.asarray(context_lens, dtype=np.int64)
-    seq, col = np.nonzero(tables >= 0)
-    phys = tables[seq, col]
-    logical = np.full(num_blocks, -1, dtype=np.int64)
-    filled = np.zeros(num_blocks, dtype=np.int64)
-    logical[phys] = col
-    filled[phys] = _filled(lengths[seq], col, block_size)
-    return logical, filled
-
-
-def pool_figure(
-    pool_owner: np.ndarray,
-    block_tables: np.ndarray,
-    context_lens: Sequence[int],
-    block_size: int,
-    *,
-    max_cells: int = MAX_POOL_CELLS,
-    highlight: range | None = None,
-) -> go.Figure:
-    """The physical pool as a grid of blocks, coloured by owning sequence.
-
-    Free blocks are grey, blocks held by sequences outside the batch (the
-    fragmented layout's ``OTHER``) dark slate, and each sequence's partly filled
-    last block carries a dark dot. Pools larger than ``max_cells`` blocks are
-    aggregated: each cell covers consecutive blocks and is coloured by the share
-    that belongs to this batch.
-
-    Parameters
-    ----------
-    pool_owner : ndarray
-        ``[num_blocks]``: the owning sequence, ``-1`` free, ``-2`` other.
-    block_tables : ndarray
-        ``[batch_size, max_num_blocks]``, ``-1`` unallocated.
-    context_lens : sequence of int
-    block_size : int
-    highlight : range, optional
-        Physical block ids to outline (see :func:`pool_pick`).
-
-    Up to :data:`MAX_SEQUENCE_LEGEND` sequences each get a legend entry; past
-    that the colours repeat (every ``len(SEQUENCE_COLORS)`` sequences), the
-    subtitle says so, and the hover names each block's owner.
-
-    Returns
-    -------
-    go.Figure
-        Trace 0 is the heatmap; its ``z`` is the category code (exact view:
-        0 free, 1 other, ``2 + seq % len(SEQUENCE_COLORS)`` a sequence) or the
-        in-batch share (aggregated view). In the exact view, legend-only traces
-        ``"free"``, ``"other sequences (not in batch)"`` and ``"sequence s"``
-        (``meta={"sequence": s}``) follow. Then :func:`pool_pick`'s traces.
-    """
-    owner = np.asarray(pool_owner, dtype=np.int64)
-    num_blocks = len(owner)
-    n_rows, n_cols, per_cell = pool_grid_shape(num_blocks, max_cells)
-    seqs = np.unique(owner[owner >= 0])
-    listed = per_cell == 1 and len(seqs) <= MAX_SEQUENCE_LEGEND
-    fig = go.Figure()
-    if per_cell == 1:
-        subtitle = (f"{count(num_blocks, 'physical block')} of {count(block_size, 'slot')}, {n_cols} per row; "
-                    "colour = owning sequence")
-        if not listed:
-            subtitle = (f"{count(num_blocks, 'block')} of {count(block_size, 'slot')}, {n_cols} per row; "
-                        f"colour = sequence ({len(SEQUENCE_COLORS)} colours, repeating)")
-    else:
-        subtitle = f"{count(num_blocks, 'block')}, {per_cell} per cell; colour = share held by this batch"
-    # Grow the figure by the sequences' legend (two entries a row in a narrow
-    # column) rather than let it squeeze the grid.
-    legend_rows = math.ceil((len(seqs) + 3) / 2) if listed else 1
-    height = int(min(720, max(320, 190 + 24 * n_rows)) + 22 * (legend_rows - 1))
-    plot_height = plot_area_height(height, subtitle) - 22 * (legend_rows - 1)
-    if per_cell == 1:
-        _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_cols, plot_height,
-                    seqs if listed else ())
-    else:
-        _pool_aggregated(fig, owner, n_rows, n_cols, per_cell, plot_height)
-    pool_pick(fig, num_blocks, max_cells, plot_height, highlight)
-    apply_style(fig, "Physical block pool", subtitle, height=height)
-    fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)"
-                     if per_cell > 1 else "+ offset within row", showgrid=False, zeroline=False,
-                     **integer_ticks(0, n_cols - 1))
-    fig.update_yaxes(title="first block", range=[n_rows - 0.5 + GRID_PAD, -0.5 - GRID_PAD], showgrid=False,
-                     zeroline=False)
-    step = max(1, math.ceil(n_rows / 10))
-    rows = list(range(0, n_rows, step))
-    fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=[compact(r * n_cols * per_cell) for r in rows])
-    return fig
-
-
-def pool_pick(fig: go.Figure, num_blocks: int, max_cells: int, plot_height: float,
-              highlight: range | None = None) -> None:
-    """Click targets on a pool view's cells and the outline of the picked blocks.
-
-    The targets (see :func:`~.picking.add_click_targets`) repeat trace 0's hover
-    (its ``customdata`` as text in the exact view) and pick their cell's blocks:
-    one, or the ``blocks_per_cell`` of an aggregated cell. ``highlight`` outlines
-    every cell that holds one of its blocks and veils the others
-    (:func:`~.picking.add_veil`).
-    """
-    n_rows, n_cols, per_cell = pool_grid_shape(num_blocks, max_cells)
-    heat = fig.data[0]
-    cells = np.arange(math.ceil(num_blocks / per_cell))
-    first = cells * per_cell
-    last = np.minimum(first + per_cell, num_blocks) - 1
-    custom = np.asarray(heat.customdata, dtype=object).reshape(n_rows * n_cols, -1)[cells]
-    picks = np.stack([first, last], axis=-1)
-    if per_cell == 1:
-        text, template, custom = custom[:, 0], "%{text}<extra></extra>", picks
-    else:
-        text, template, custom = None, heat.hovertemplate, np.concatenate([custom.astype(np.int64), picks], -1)
-    size = min(plot_height / max(1, n_rows), PLOT_WIDTH_PX / max(1, n_cols))
-    add_click_targets(fig, cells % n_cols, cells // n_cols, custom, size, hovertemplate=template, text=text)
-    # The grid's extent and room for an outline on its edge: the markers would pad the autorange.
-    fig.update_xaxes(range=[-0.5 - GRID_PAD, n_cols - 0.5 + GRID_PAD])
-    if highlight is not None and len(highlight):
-        lo, hi = max(highlight.start, 0) // per_cell, min(highlight.stop - 1, num_blocks - 1) // per_cell
-        shown = np.arange(lo, hi + 1)
-        col, row = shown % n_cols, shown // n_cols
-        picked = np.zeros(n_rows * n_cols, dtype=bool)
-        picked[shown] = True
-        add_veil(fig, None, None, picked.reshape(n_rows, n_cols), **cell_gaps(n_rows, n_cols, plot_height))
-        add_outline(fig, col - 0.5, col + 0.5, row - 0.5, row + 0.5, size)
-
-
-def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_cols, plot_height, listed) -> None:
-    num_blocks = len(owner)
-    palette = SEQUENCE_COLORS
-    codes = np.where(owner >= 0, 2 + owner % len(palette), np.where(owner == OTHER, 1, 0)).astype(float)
-    logical, filled = block_fill(block_tables, context_lens, block_size, num_blocks)
-    pad = n_rows * n_cols - num_blocks
-    ids = np.arange(n_rows * n_cols)
-    z = np.concatenate([codes, np.full(pad, np.nan)]).reshape(n_rows, n_cols)
-
-    hover = []
-    for b in range(num_blocks):
-        o = int(owner[b])
-        if o >= 0:
-            hover.append(
-                f"block {b}<br>sequence {o}, logical block {int(logical[b])}"
-                f"<br>slots filled {int(filled[b])}/{block_size}"
-            )
-        elif o == OTHER:
-            hover.append(f"block {b}<br>held by a sequence outside this batch")
-        else:
-            hover.append(f"block {b}<br>free")
-    hover += [""] * pad
-    scale, k = _owner_colorscale()
-    cells = n_rows * n_cols
-    small = cells <= 5000
-    fig.add_trace(
-        go.Heatmap(
-            z=z,
-            customdata=np.array(hover, dtype=object).reshape(n_rows, n_cols),
-            text=np.array([str(i) if i < num_blocks else "" for i in ids], dtype=object).reshape(n_rows, n_cols),
-            texttemplate="%{text}" if text_fits(cells, n_cols, num_blocks - 1) else None,
-            textfont=dict(size=font_px("cell")),
-            colorscale=scale,
-            zmin=-0.5,
-            zmax=k - 0.5,
-            showscale=False,
-            hoverongaps=False,
-            hovertemplate="%{customdata}<extra></extra>",
-            **cell_gaps(n_rows, n_cols, plot_height),
-            name="blocks",
-        )
-    )
-    add_legend_square(fig, FREE_COLOR, "free")
-    if (owner == OTHER).any():
-        add_legend_square(fig, OTHER_COLOR, "other sequences (not in batch)")
-    for seq in listed:
-        add_legend_square(fig, palette[int(seq) % len(palette)], f"sequence {int(seq)}", meta={"sequence": int(seq)})
-    partial = np.nonzero((owner >= 0) & (filled > 0) & (filled < block_size))[0]
-    fig.add_trace(
-        go.Scatter(
-            x=partial % n_cols + 0.27,
-            y=partial // n_cols - 0.27,
-            mode="markers",
-            marker=dict(symbol="circle", size=7 if small else 4, color="#111827", line=dict(color="white", width=1)),
-            customdata=np.stack([partial, owner[partial], filled[partial], block_size - filled[partial]], axis=-1)
-            if len(partial)
-            else None,
-            hovertemplate="block %{customdata[0]}: last block of sequence %{customdata[1]}"
-            f"<br>%{{customdata[2]}}/{block_size} slots filled, %{{customdata[3]}} wasted<extra></extra>",
-            name="partly filled last block",
-        )
-    )
-
-
-def _pool_aggregated(fig, owner, n_rows, n_cols, per_cell, plot_height) -> None:
-    num_blocks = len(owner)
-    cells = n_rows * n_cols
-    padded = np.full(cells * per_cell, -3, dtype=np.int64)
-    padded[:num_blocks] = owner
-    groups = padded.reshape(cells, per_cell)
-    in_batch = (groups >= 0).sum(1)
-    free = (groups == FREE).sum(1)
-    other = (groups == OTHER).sum(1)
-    present = in_batch + free + other
-    share = np.where(present > 0, in_batch / np.maximum(present, 1), np.nan)
-    first = np.arange(cells) * per_cell
-    last = np.minimum(first + per_cell, num_blocks) - 1
-    custom = np.stack([first, last, in_batch, free, other], axis=-1).reshape(n_rows, n_cols, 5)
-    fig.add_trace(
-        go.Heatmap(
-            z=share.reshape(n_rows, n_cols),
-            customdata=custom,
-            colorscale=[[0, "#F3F4F6"], [1, "#1D4ED8"]],
-            zmin=0,
-            zmax=1,
-            colorbar=dict(title=dict(text="share in<br>this batch"), thickness=14, tickformat=".0%"),
-            hoverongaps=False,
-            hovertemplate="blocks %{customdata[0]}–%{customdata[1]}<br>in this batch: %{customdata[2]}"
-            "<br>free: %{customdata[3]}<br>other sequences: %{customdata[4]}<extra></extra>",
-            **cell_gaps(n_rows, n_cols, plot_height),
-            name="blocks",
         )
     )

@@ -15,7 +15,7 @@ from explorer.cache.block_link import PICK_GROUP
 from explorer.limits import MAX_RINGS
 
 #: The outline of a picked cell: a dark band with a white line inside, so that it
-#: reads on every colour of the scales (dark purple to yellow, every sequence colour).
+#: reads on every colour of the scales (pale blue to navy, pale orange to brown, every sequence colour).
 OUTLINE_COLOR = "#111827"
 OUTLINE_INNER_COLOR = "#FFFFFF"
 OUTLINE_WIDTH = 6

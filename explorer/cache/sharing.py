@@ -27,6 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
+from explorer.formatting import count, format_bytes
 from explorer.serving.block_manager import BlockManager, blocks_for, check_int
 
 
@@ -79,6 +80,31 @@ class SharedBatch:
     def shared_blocks(self) -> int:
         """Physical blocks held by more than one sequence."""
         return int((self.ref_counts > 1).sum())
+
+    def saving_note(self, block_bytes: int) -> str:
+        """What sharing saves, in blocks and in bytes of K and V (``block_bytes`` per
+        block), and what prefix caching and copy-on-write did: a Markdown line."""
+        saved, unshared, used = self.blocks_saved, self.blocks_unshared, self.blocks_used
+
+        def size(blocks: int) -> str:
+            return format_bytes(blocks * block_bytes, significant=3)
+
+        return (
+            f"**Sharing saves {count(saved, 'block')} of {unshared:,}** ({100 * saved / max(1, unshared):.0f}%, "
+            f"{size(saved)} of K and V): the batch holds {count(used, 'block')} ({size(used)}) instead of "
+            f"{unshared:,} ({size(unshared)}). Blocks held by more than one sequence: {self.shared_blocks:,}. "
+            f"Prefix caching found {self.prefix_hits:,} of {count(self.prefix_queries, 'full prompt block')}, "
+            f"and decoding made {count(self.cow_copies, 'copy-on-write copy', 'copy-on-write copies')}."
+        )
+
+
+def table_ref_counts(block_tables: np.ndarray, num_blocks: int) -> np.ndarray:
+    """``[num_blocks]`` int64: how many sequences' rows of ``block_tables``
+    (``[batch_size, max_num_blocks]``, ``-1`` unallocated) hold each physical block,
+    as a block manager counts references: more than 1 where a shared prefix's
+    blocks stand in several rows."""
+    tables = np.asarray(block_tables, dtype=np.int64)
+    return np.bincount(tables[tables >= 0], minlength=int(num_blocks)).astype(np.int64)
 
 
 def request_of(batch_size: int, samples: int) -> np.ndarray:

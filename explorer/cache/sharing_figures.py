@@ -1,7 +1,7 @@
 """Figures of a KV cache that shares blocks: the physical pool coloured by how many
-sequences hold each block (the block table's marks are :func:`block_table_figure`'s
-``ref_counts``), and a serving simulation's blocks in use with sharing against
-without."""
+sequences hold each block (the block table's marks are
+:func:`~.figures.block_table_figure`'s ``ref_counts``), and a serving simulation's
+blocks in use with sharing against without."""
 
 from __future__ import annotations
 
@@ -12,50 +12,65 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
-from explorer.cache.figures import add_legend_square, pool_pick
+from explorer.cache.cell_style import (
+    NARROW_PLOT_PX,
+    REF_COUNT_KEY,
+    add_legend_square,
+    cell_text_fits,
+    colorbar_title,
+    legend_key,
+)
 from explorer.cache.picking import GRID_PAD
+from explorer.cache.pool_figures import pool_pick
 from explorer.cache.sampling import pool_grid_shape
 from explorer.formatting import compact, count
 from explorer.limits import MAX_POOL_CELLS, MAX_STEPPED_REFS
 from explorer.style import (
     FREE_COLOR,
+    OTHER_COLOR,
+    REF_COUNT_COLORS,
     apply_style,
     cell_gaps,
     font_px,
     integer_ticks,
     plot_area_height,
-    text_fits,
     with_alpha,
 )
 
-#: One sequence: pale blue; two or more: amber to deep red, darker with more holders.
-ONE_HOLDER_COLOR = "#BFDBFE"
-SHARED_COLORS = ("#FCD34D", "#F97316", "#B91C1C", "#581C87")
 #: Reference-count levels that read from the back of a room: the first count of each
-#: (1, 2, 3-4, 5+), and their colours, strong enough to tell from free grey at a glance.
+#: (1, 2, 3-4, 5+), and their colours, four steps of :data:`~explorer.style.REF_COUNT_COLORS`.
 REF_LEVELS = (1, 2, 3, 5)
-REF_LEVEL_COLORS = ("#60A5FA", "#FBBF24", "#EA580C", "#7F1D1D")
+REF_LEVEL_COLORS = tuple(REF_COUNT_COLORS[i] for i in (0, 1, 3, 4))
+#: :data:`~explorer.style.REF_COUNT_COLORS` as a colour scale from one holder (0) to the most (1).
+_REF_SCALE = [[i / (len(REF_COUNT_COLORS) - 1), c] for i, c in enumerate(REF_COUNT_COLORS)]
+#: The name of blocks held by sequences outside the batch (the fragmented layout's).
+OTHER_NAME = "other sequences (not in batch)"
 
 
 def ref_color(k: int, top: int) -> str:
-    """The colour of a block ``k`` sequences hold, in a pool whose most is ``top``."""
+    """The colour of a block ``k`` sequences hold, in a pool whose most is ``top``:
+    free grey for none, then :data:`~explorer.style.REF_COUNT_COLORS` from one holder to ``top``."""
     if k <= 0:
         return FREE_COLOR
-    if k == 1:
-        return ONE_HOLDER_COLOR
-    warm = [[i / (len(SHARED_COLORS) - 1), c] for i, c in enumerate(SHARED_COLORS)]
-    return sample_colorscale(warm, [(k - 2) / max(1, top - 2)])[0]
+    return sample_colorscale(_REF_SCALE, [(k - 1) / max(1, top - 1)])[0]
 
 
-def _ref_colorscale(top: int) -> list:
-    """Colour scale over ``z`` in ``[-0.5, top + 0.5]``: one step per count up to
-    :data:`MAX_STEPPED_REFS`, past that grey, blue, then a warm gradient."""
-    span = top + 1
-    if top <= MAX_STEPPED_REFS:
-        return [[(k + j) / span, ref_color(k, top)] for k in range(span) for j in (0, 1)]
-    edge = 1.5 / span
-    return [[0.0, FREE_COLOR], [0.5 / span, FREE_COLOR], [0.5 / span, ONE_HOLDER_COLOR], [edge, ONE_HOLDER_COLOR],
-            *[[edge + (1 - edge) * i / (len(SHARED_COLORS) - 1), c] for i, c in enumerate(SHARED_COLORS)]]
+def _bands(colors: Sequence[str], span: int) -> list:
+    """The first ``len(colors)`` of ``span`` equal bands of a colour scale, one colour each."""
+    return [[(i + j) / span, c] for i, c in enumerate(colors) for j in (0, 1)]
+
+
+def _ref_colorscale(top: int, lo: int, levels: int | None = None) -> list:
+    """Colour scale over ``z`` in ``[lo - 0.5, top + 0.5]``: other sequences' blocks
+    (``z = -1``, when ``lo`` is -1), free (0), then one step per count up to
+    :data:`MAX_STEPPED_REFS`, past that a gradient; with ``levels``, one step per
+    level (``z`` = the level) in :data:`REF_LEVEL_COLORS`."""
+    fixed = [OTHER_COLOR] * (lo < 0) + [FREE_COLOR]
+    if levels is not None or top <= MAX_STEPPED_REFS:
+        steps = REF_LEVEL_COLORS[:levels] if levels is not None else [ref_color(k, top) for k in range(1, top + 1)]
+        return _bands([*fixed, *steps], len(fixed) + len(steps))
+    edge = len(fixed) / (top - lo + 1)
+    return [*_bands(fixed, top - lo + 1), *[[edge + (1 - edge) * x, c] for x, c in _REF_SCALE]]
 
 
 def ref_level_names(levels: Sequence[int] = REF_LEVELS) -> list[str]:
@@ -69,25 +84,21 @@ def ref_level_names(levels: Sequence[int] = REF_LEVELS) -> list[str]:
     return names
 
 
-def _level_colorscale(n: int) -> list:
-    """Colour scale over ``z`` in ``[-0.5, n + 0.5]``: free grey, then one band per level."""
-    colors = [FREE_COLOR, *REF_LEVEL_COLORS[:n]]
-    return [[(k + j) / (n + 1), c] for k, c in enumerate(colors) for j in (0, 1)]
-
-
 def pool_ref_count_figure(
     ref_counts: np.ndarray, block_tables: np.ndarray, block_size: int, *, max_cells: int = MAX_POOL_CELLS,
     levels: Sequence[int] | None = None, seq_ids: Sequence[int] | None = None,
-    highlight: range | None = None,
+    highlight: range | None = None, other: np.ndarray | None = None,
 ) -> go.Figure:
     """The physical pool coloured by reference count: how many sequences hold each block.
 
-    Free blocks are grey, blocks of one sequence pale blue, shared blocks warm,
-    darker the more sequences hold them. Pools larger than ``max_cells`` blocks are
+    Free blocks are grey, held ones orange (:data:`~explorer.style.REF_COUNT_COLORS`),
+    darker the more sequences hold them; blocks that sequences outside the batch
+    hold (``other``) slate. Pools larger than ``max_cells`` blocks are
     aggregated: each cell covers consecutive blocks and is coloured by the most
     holders among them. With ``levels`` the counts are binned into a few colours
     (:data:`REF_LEVEL_COLORS`), every level always in the legend, for a pool shown
-    to a room.
+    to a room. The legend (or colour bar) is titled
+    :data:`~.cell_style.REF_COUNT_KEY`.
 
     Parameters
     ----------
@@ -103,20 +114,24 @@ def pool_ref_count_figure(
         The ``seq_id`` of each row of ``block_tables``, named in the hover (by
         default the row index).
     highlight : range, optional
-        Physical block ids to outline (see :func:`~.paged_cache.pool_pick`).
+        Physical block ids to outline (see :func:`~.pool_figures.pool_pick`).
+    other : ndarray of bool, optional
+        ``[num_blocks]``: blocks held by sequences outside the batch (the
+        fragmented layout's ``OTHER``), which no row of ``block_tables`` holds.
 
     Returns
     -------
     go.Figure
         Trace 0 is the heatmap; its ``z`` is the reference count of each block
-        (the most in each cell when aggregated; NaN past the pool), ``zmin=-0.5``
-        and ``zmax = max + 0.5``. Legend-only squares ``"free"``, ``"one sequence"``
-        and, up to :data:`MAX_STEPPED_REFS` holders, ``"k sequences"``
-        (``meta={"refs": k}``) for each count present follow; past that a colour bar.
-        With ``levels``, ``z`` is the level instead (0 free, ``i + 1`` for level
-        ``i``) and the squares are ``"free"`` and every level's
+        (the most in each cell when aggregated; -1 for ``other``, NaN past the
+        pool), ``zmin`` -0.5 (-1.5 with ``other`` blocks) and ``zmax = max + 0.5``.
+        Legend-only squares ``"free"``, :data:`OTHER_NAME` (with ``other`` blocks),
+        ``"one sequence"`` and, up to :data:`MAX_STEPPED_REFS` holders, ``"k
+        sequences"`` (``meta={"refs": k}``) for each count present follow; past
+        that a colour bar. With ``levels``, ``z`` is the level instead (0 free,
+        ``i + 1`` for level ``i``) and the squares are ``"free"`` and every level's
         :func:`ref_level_names` (``meta={"level": i + 1}``). Then
-        :func:`~.paged_cache.pool_pick`'s traces.
+        :func:`~.pool_figures.pool_pick`'s traces.
 
     Raises
     ------
@@ -129,25 +144,30 @@ def pool_ref_count_figure(
         raise ValueError(f"levels must increase from 1, at most {len(REF_LEVEL_COLORS)} of them; got {levels!r}")
     refs = np.asarray(ref_counts, dtype=np.int64)
     num_blocks = len(refs)
+    foreign = np.zeros(num_blocks, bool) if other is None else np.asarray(other, dtype=bool) & (refs == 0)
     n_rows, n_cols, per_cell = pool_grid_shape(num_blocks, max_cells)
     cells = n_rows * n_cols
     padded = np.full(cells * per_cell, -1, dtype=np.int64)
     padded[:num_blocks] = refs
     groups = padded.reshape(cells, per_cell)
+    outside = np.zeros(cells * per_cell, bool)
+    outside[:num_blocks] = foreign
     z = groups.max(1).astype(float)
     if levels is not None:  # the level of each count: 0 free, i + 1 for levels[i] <= count < levels[i + 1]
         z = np.searchsorted(np.asarray(levels), z, side="right").astype(float)
+    z[(groups.max(1) == 0) & outside.reshape(cells, per_cell).any(1)] = -1
     z[groups.max(1) < 0] = np.nan
+    lo = -1 if foreign.any() else 0
     top = max(2, int(refs.max(initial=0)))
     shared = int((refs > 1).sum())
-    subtitle = (f"{count(num_blocks, 'block')}, {count(shared, 'shared block')}; colour = sequences holding it"
+    subtitle = (f"{count(num_blocks, 'block')}, {count(shared, 'shared block')}; {REF_COUNT_KEY}"
                 if per_cell == 1 else
                 f"{count(num_blocks, 'block')}, {per_cell} per cell; colour = most sequences holding one")
     stepped = top <= MAX_STEPPED_REFS or levels is not None
     counts = (np.unique(refs[refs > 1]) if stepped and levels is None else np.array([], dtype=np.int64))
     # Grow the figure by its legend (Plotly stacks these entries one a row in a
-    # narrow column) rather than let it squeeze the grid.
-    extra = 22 * (1 + len(counts)) if levels is None else 30
+    # narrow column, under its title) rather than let it squeeze the grid.
+    extra = 22 * (2 + len(counts) + (lo < 0)) if levels is None else 52
     height = int(min(720, max(320, 190 + 24 * n_rows)) + extra)
     plot_height = plot_area_height(height, subtitle) - extra
     if per_cell == 1:
@@ -156,14 +176,15 @@ def pool_ref_count_figure(
         names = list(range(len(tables))) if seq_ids is None else [int(s) for s in seq_ids]
         for seq, col in zip(*np.nonzero(tables >= 0)):
             holders[tables[seq, col]].append(names[seq])
-        hover = [f"block {b}<br>free" if not h else
+        hover = [f"block {b}<br>held by a sequence outside this batch" if foreign[b] else
+                 f"block {b}<br>free" if not h else
                  f"block {b}<br>held by {count(len(h), 'sequence')}: "
                  + ", ".join(map(str, h[:8])) + (", …" if len(h) > 8 else "")
                  for b, h in enumerate(holders)] + [""] * (cells - num_blocks)
         custom = np.array(hover, dtype=object).reshape(n_rows, n_cols)
         template = "%{customdata}<extra></extra>"
         text = np.array([str(i) if i < num_blocks else "" for i in range(cells)], dtype=object)
-        text_on = text_fits(cells, n_cols, num_blocks - 1)
+        text_on = cell_text_fits(n_rows, n_cols, len(str(num_blocks - 1)), NARROW_PLOT_PX, plot_height)
     else:
         first = np.arange(cells) * per_cell
         last = np.minimum(first + per_cell, num_blocks) - 1
@@ -179,11 +200,11 @@ def pool_ref_count_figure(
             text=None if text is None else text.reshape(n_rows, n_cols),
             texttemplate="%{text}" if text_on else None,
             textfont=dict(size=font_px("cell")),
-            colorscale=_ref_colorscale(top) if levels is None else _level_colorscale(len(levels)),
-            zmin=-0.5,
+            colorscale=_ref_colorscale(top, lo, None if levels is None else len(levels)),
+            zmin=lo - 0.5,
             zmax=(top if levels is None else len(levels)) + 0.5,
             showscale=not stepped,
-            colorbar=dict(title=dict(text="sequences<br>holding it"), thickness=14,
+            colorbar=dict(title=colorbar_title(REF_COUNT_KEY), thickness=14,
                           **integer_ticks(0, top, plot_height)),
             hoverongaps=False,
             hovertemplate=template,
@@ -192,22 +213,27 @@ def pool_ref_count_figure(
         )
     )
     add_legend_square(fig, FREE_COLOR, "free")
+    if lo < 0:
+        add_legend_square(fig, OTHER_COLOR, OTHER_NAME)
     if levels is not None:
         for i, name in enumerate(ref_level_names(levels)):
             add_legend_square(fig, REF_LEVEL_COLORS[i], name, meta={"level": i + 1})
     else:
-        add_legend_square(fig, ONE_HOLDER_COLOR, "one sequence")
+        add_legend_square(fig, ref_color(1, top), "one sequence")
     if stepped and levels is None:  # one entry per count present; a colour bar of a few steps is too short to read
         for k in counts:
             add_legend_square(fig, ref_color(int(k), top), f"{k} sequences", meta={"refs": int(k)})
     pool_pick(fig, num_blocks, max_cells, plot_height, highlight)
+    if stepped:
+        legend_key(fig, REF_COUNT_KEY)
     apply_style(fig, "Physical block pool: sharing", subtitle, height=height)
     fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)" if per_cell > 1
                      else "+ offset within row", showgrid=False, zeroline=False, **integer_ticks(0, n_cols - 1))
     step = max(1, math.ceil(n_rows / 10))
     tick_rows = list(range(0, n_rows, step))
     fig.update_yaxes(title="first block", range=[n_rows - 0.5 + GRID_PAD, -0.5 - GRID_PAD], showgrid=False,
-                     zeroline=False, tickmode="array", tickvals=tick_rows, ticktext=[compact(r * n_cols * per_cell) for r in tick_rows])
+                     zeroline=False, tickmode="array", tickvals=tick_rows,
+                     ticktext=[compact(r * n_cols * per_cell) for r in tick_rows])
     return fig
 
 

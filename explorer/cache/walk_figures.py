@@ -9,10 +9,16 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.limits import MAX_WALK_CELLS, MAX_WALK_POINTS
-from explorer.cache.figures import add_legend_square
+from explorer.cache.cell_style import (
+    BLOCK_KEY,
+    WIDE_PLOT_PX,
+    add_legend_square,
+    cell_text_fits,
+    colorbar_title,
+)
 from explorer.cache.sampling import sample_grid
 from explorer.formatting import count, ordinal
+from explorer.limits import MAX_WALK_CELLS, MAX_WALK_POINTS
 from explorer.style import (
     BLOCK_COLORSCALE,
     UNALLOCATED_COLOR,
@@ -22,7 +28,6 @@ from explorer.style import (
     font_px,
     integer_ticks,
     plot_area_height,
-    text_fits,
 )
 
 
@@ -86,9 +91,7 @@ def token_walk_figure(
     own_scale = (hi - lo + 1) < 0.1 * num_blocks
     if own_scale:
         zmin, zmax = lo, max(hi, lo + 1)
-    cells = token.size
-    text_on = text_fits(cells, len(slots), n - 1)
-    subtitle = f"{count(n, 'token')} in {count(needed, 'block')} of {block_size}; colour = physical block id"
+    subtitle = f"{count(n, 'token')} in {count(needed, 'block')} of {block_size}; {BLOCK_KEY}"
     if own_scale:
         subtitle += f" (scale: this sequence's blocks {lo:,}–{hi:,})"
     if grid.sampled:
@@ -97,19 +100,21 @@ def token_walk_figure(
     height = int(min(720, max(320, 140 + 22 * len(logical))))
     plot_height = plot_area_height(height, subtitle)
     gaps = cell_gaps(len(logical), len(slots), plot_height)
+    text_on = cell_text_fits(len(logical), len(slots), len(str(n - 1)), WIDE_PLOT_PX, plot_height)
     fig.add_trace(
         go.Heatmap(
             z=z,
             x=slots,
             y=logical,
             customdata=custom,
-            text=token,
+            # None past the context: the empty slots' trace covers those cells, but not the 1 px gaps.
+            text=np.where(valid, token.astype(str), ""),
             texttemplate="%{text}" if text_on else None,
             textfont=dict(size=font_px("cell")),
             colorscale=BLOCK_COLORSCALE,
             zmin=zmin,
             zmax=zmax,
-            colorbar=dict(title=dict(text="physical<br>block id"), thickness=14,
+            colorbar=dict(title=colorbar_title(BLOCK_KEY), thickness=14,
                           **integer_ticks(zmin, zmax, colorbar_length_px(plot_height))),
             hoverongaps=False,
             hovertemplate="token %{customdata[0]}<br>logical block %{customdata[1]}, slot %{customdata[3]}"
@@ -184,7 +189,9 @@ def block_walk_figure(
             y=phys,
             mode="lines+markers" if len(logical) <= 400 else "lines",
             line=dict(color="#94A3B8", width=1),
-            marker=dict(size=7, color=phys, colorscale=BLOCK_COLORSCALE, cmin=0, cmax=top),
+            # Outlined: the scale's pale end (block 0) would fade into the white background.
+            marker=dict(size=7, color=phys, colorscale=BLOCK_COLORSCALE, cmin=0, cmax=top,
+                        line=dict(color=BLOCK_COLORSCALE[-1][1], width=1)),
             customdata=np.stack([start, end], axis=-1) if len(logical) else None,
             cliponaxis=False,
             hovertemplate="logical block %{x} (tokens %{customdata[0]}–%{customdata[1]})"

@@ -11,21 +11,22 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
+from explorer.cache.cell_style import BLOCK_KEY, colorbar_title, legend_key
 from explorer.formatting import count
-from explorer.limits import MAX_SPLIT_LEGEND, MAX_WALK_SEGMENTS
+from explorer.limits import MAX_SPLIT_LEGEND, MAX_WALK_SEGMENTS, MAX_WALK_TEXT
 from explorer.style import (
     BLOCK_COLORSCALE,
     MIN_GAP_CELL_PX,
-    PLOT_WIDTH_PX,
-    SEQUENCE_COLORS,
+    SPLIT_COLORS,
+    SPLIT_COLORSCALE,
     UNALLOCATED_COLOR,
     apply_style,
     colorbar_length_px,
     font_px,
-    impl_color,
     integer_ticks,
     no_data_figure,
     plot_area_height,
+    plot_width_px,
     scaled,
     title_margins,
 )
@@ -40,22 +41,18 @@ OUTPUT_STAR_ROOM = 0.04
 _CHAR_WIDTH = 0.62
 #: The output's star: its size (px).
 _STAR_SIZE = 14
-SPLIT_COLORS = SEQUENCE_COLORS
-#: Up to this many splits, each has a colour of :data:`SPLIT_COLORS` and a legend
-#: entry; past it, colours run along :data:`SPLIT_COLORSCALE` with a colour bar.
-#: Plasma up to its pale yellow end (too faint on white), for many splits.
-SPLIT_COLORSCALE: list[list] = [
-    [float(x), c] for x, c in zip(np.linspace(0, 1, 9), sample_colorscale("Plasma", list(np.linspace(0, 0.85, 9))))
-]
+#: Plot-area width (px) of the walk on a 1280 px screen: a chart in the page's
+#: wider column (577 px) less its row labels and colour bar.
+WALK_PLOT_PX = 280
+#: What a split's colour means, in the legends and colour bars.
+SPLIT_KEY = "colour = split"
 
 
 def _split_colors(splits: Sequence[int]) -> dict[int, str]:
-    """The colour of each split id in ``splits``: Triton's colour for one split,
-    distinct palette colours up to :data:`MAX_SPLIT_LEGEND`, and past it a point
-    of :data:`SPLIT_COLORSCALE` by split id (neighbours alike, none repeated)."""
+    """The colour of each split id in ``splits``: distinct palette colours up to
+    :data:`MAX_SPLIT_LEGEND`, and past it a point of
+    :data:`~explorer.style.SPLIT_COLORSCALE` by split id (neighbours alike, none repeated)."""
     ids = sorted({int(s) for s in splits})
-    if len(ids) <= 1:
-        return {s: impl_color("triton") for s in ids}
     if len(ids) <= MAX_SPLIT_LEGEND:
         return {s: SPLIT_COLORS[i] for i, s in enumerate(ids)}
     lo, hi = ids[0], ids[-1]
@@ -69,7 +66,8 @@ def _split_colorbar(fig: go.Figure, splits: Sequence[int], length_px: float, **w
     fig.add_trace(go.Scatter(
         x=[None], y=[None], mode="markers", name="split colours", showlegend=False, hoverinfo="skip",
         marker=dict(color=[lo, hi], colorscale=SPLIT_COLORSCALE, cmin=lo, cmax=hi, showscale=True,
-                    colorbar=dict(title=dict(text="split"), thickness=14, **integer_ticks(lo, hi, length_px))),
+                    colorbar=dict(title=colorbar_title(SPLIT_KEY), thickness=14,
+                                  **integer_ticks(lo, hi, length_px))),
     ), **where)
 
 
@@ -81,7 +79,8 @@ def kernel_walk_figure(
 
     One bar per tile (top to bottom in walk order) spanning the logical tokens it
     covers, cut into the physical blocks it reads (colour = physical block id, the
-    scale of :func:`block_table_figure`); the pale tail is the tile's masked lanes
+    scale of :func:`~explorer.cache.figures.block_table_figure`), each with its id
+    written in it where 12 px text fits; the pale tail is the tile's masked lanes
     (past the context, past the split or padding). Each row is labelled with its
     distinct blocks and block-table lookups. Tiles of a shared-prefix pass (``pass``
     ``"prefix"``) are labelled ``prefix s`` and sit on a grey band.
@@ -128,7 +127,7 @@ def kernel_walk_figure(
              else f"{block_n}")
     subtitle = (f"{count(n_tiles, 'tile')} of {sizes} lanes, {count(num_splits, 'split')}, "
                 f"{count(lookups, 'block-table lookup')} for {count(context_len, 'token')}; "
-                + ("colour = physical block" if per_block else "colour = split") + "; hatched = masked lanes"
+                + (BLOCK_KEY if per_block else SPLIT_KEY) + "; hatched = masked lanes"
                 + ("; grey band = the prefix pass's tiles, each read once for its whole group" if prefix.any() else ""))
     height = int(min(900, max(sum(title_margins(subtitle)) + 170, 150 + 26 * min(n_tiles, 40) + (n_tiles > 40) * 200)))
     plot_height = plot_area_height(height, subtitle)
@@ -136,22 +135,20 @@ def kernel_walk_figure(
     x_end = int((t["token_end"] + t["masked_lanes"]).max())
     # White outlines between segments and gaps between rows, only where the bars
     # are thick enough to keep them (a 1 px outline swallows a 1 px segment).
-    px_per_token = PLOT_WIDTH_PX / max(x_end, 1)
+    px_per_token = plot_width_px(WALK_PLOT_PX) / max(x_end, 1)
     thick_rows = row_px >= MIN_GAP_CELL_PX
     if per_block:
         seg = np.array(segments, dtype=np.int64).reshape(-1, 6)
-        # Block ids fit inside their segments when each digit gets ~8 px of a ~700 px wide axis.
-        text_px_per_token = 700 / max(context_len, 1)
-        text_on = len(seg) <= 160 and all(length * text_px_per_token >= 8 * len(str(p)) for _, _, length, p, _, _ in segments)
         outline = thick_rows and 0 < len(seg) <= 400 and seg[:, 2].min() * px_per_token >= MIN_GAP_CELL_PX
         fig.add_trace(go.Bar(
             orientation="h", y=seg[:, 0], x=seg[:, 2], base=seg[:, 1], name="tokens read",
             marker=dict(color=seg[:, 3], colorscale=BLOCK_COLORSCALE, cmin=0, cmax=max(1, num_blocks - 1),
                         line=dict(color="white", width=1 if outline else 0),
-                        colorbar=dict(title=dict(text="physical<br>block id"), thickness=14,
+                        colorbar=dict(title=colorbar_title(BLOCK_KEY), thickness=14,
                                       **integer_ticks(0, max(1, num_blocks - 1), colorbar_length_px(plot_height)))),
-            text=[str(p) for p in seg[:, 3]] if text_on else None, textposition="inside", insidetextanchor="middle",
-            textfont=dict(size=font_px("cell"), color="white"),
+            # No font colour: Plotly picks black or white against each block's blue.
+            text=[str(p) for p in seg[:, 3]] if len(seg) <= MAX_WALK_TEXT else None, textposition="inside",
+            insidetextanchor="middle", textfont=dict(size=font_px("cell")),
             customdata=np.stack([seg[:, 3], seg[:, 1], seg[:, 1] + seg[:, 2] - 1, seg[:, 4], seg[:, 5]], axis=-1),
             hovertemplate="split %{customdata[3]}, tile %{customdata[4]}<br>tokens %{customdata[1]}–%{customdata[2]}"
             "<br>physical block %{customdata[0]}<extra></extra>",
@@ -197,7 +194,9 @@ def kernel_walk_figure(
                       fillcolor="rgba(100,116,139,0.14)", layer="below")
     apply_style(fig, title, subtitle, height=height)
     fig.update_xaxes(title="logical token position", rangemode="tozero", zeroline=False, **integer_ticks(0, x_end))
-    fig.update_layout(barmode="overlay", bargap=0.25 if thick_rows else 0)
+    # A block id too long for its segment is left out, not shrunk below legibility.
+    fig.update_layout(barmode="overlay", bargap=0.25 if thick_rows else 0,
+                      uniformtext=dict(minsize=font_px("cell"), mode="hide"))
     fig.update_yaxes(automargin=True)
     return fig
 
@@ -302,6 +301,8 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
         subtitle += "; ★ = the output"
     if num_splits > MAX_SPLIT_LEGEND:
         _split_colorbar(fig, tiles["split"], plot_area_height(640, subtitle), row=1, col=1)
+    if legend:
+        legend_key(fig, SPLIT_KEY)
     apply_style(fig, title, subtitle, height=640, above_plot=24)  # + the panel titles
     fig.update_layout(showlegend=legend)
     if final_error is not None:
@@ -335,6 +336,10 @@ def _label_margin(label: str) -> int:
     return math.ceil(_STAR_SIZE / 2 + 6 + len(label) * font_px("label") * _CHAR_WIDTH) + 4
 
 
+#: The merge's left panel's title, which names the dotted line.
+MERGE_MAX_TITLE = "m per split (dotted: max m)"
+
+
 def split_merge_figure(splits) -> go.Figure:
     """The split-K (flash-decoding) merge: each split's final running max ``m``, and
     its share of the softmax mass after rescaling, ``w·l / Σ w·l`` with
@@ -352,11 +357,11 @@ def split_merge_figure(splits) -> go.Figure:
     # A fifth of the width between the panels: the right panel's tick labels and axis
     # title at presentation size (0.12 put "% of softmax mass" on the left panel's bar).
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.2,
-                        subplot_titles=("m per split", "Share after the merge"))
+                        subplot_titles=(MERGE_MAX_TITLE, "Share after the merge"))
     n = len(splits)
     prefix = (splits["pass"] == "prefix").to_numpy() if "pass" in splits else np.zeros(n, bool)
     x = [f"{'prefix' if p else 'split'} {int(s)}" for s, p in zip(splits["split"], prefix)]
-    palette = _split_colors(splits["split"]) if n > 1 else {int(s): SPLIT_COLORS[0] for s in splits["split"]}
+    palette = _split_colors(splits["split"])
     colors = [palette[int(s)] for s in splits["split"]]
     # Values above the bars while they fit; the hover has them for many splits.
     labelled = n <= 16
@@ -366,10 +371,7 @@ def split_merge_figure(splits) -> go.Figure:
     share = 100 * splits["share"].to_numpy(float)
     fig.add_trace(go.Bar(
         x=x, y=m, name="m", marker=dict(color=colors, line=dict(width=0.5 if labelled else 0)), customdata=custom,
-        # The largest split's label says it is the max: a separate "max m" label on the
-        # dotted line landed on that bar's value.
-        text=[f"max<br>{v:.3g}" if i == int(np.argmax(m)) else f"{v:.3g}" for i, v in enumerate(m)]
-        if labelled else None, textposition="outside", cliponaxis=False,
+        text=[f"{v:.3g}" for v in m] if labelled else None, textposition="outside", cliponaxis=False,
         hovertemplate="%{x} (tokens %{customdata[2]}–%{customdata[3]})<br>m = %{y:.4g}, l = %{customdata[0]:.4g}"
         "<br>merge weight w = 2^(m − max m) = %{customdata[1]:.3g}<extra></extra>",
     ), row=1, col=1)
@@ -380,17 +382,20 @@ def split_merge_figure(splits) -> go.Figure:
         hovertemplate="%{x}: %{y:.2f}% of Σ w·l<br>w = %{customdata[1]:.3g}, l = %{customdata[0]:.4g}<extra></extra>",
     ), row=1, col=2)
     if n:
+        # Named in the panel's title, above the plot: a label on the line, or "max"
+        # over the largest bar's value, sat on that bar's value label.
         fig.add_hline(y=float(m.max()), line=dict(color="#111827", dash="dot", width=1), row=1, col=1,
                       layer="below")  # under the bars' value labels it crosses
     subtitle = "out = Σ w·acc / Σ w·l with w = 2^(m − max m); each split rescaled to the common max"
     apply_style(fig, "Merging the splits", subtitle, height=400, above_plot=16)  # + the panel titles
-    fig.update_layout(showlegend=False)
+    # A value label too wide for its bar is left out (the hover has it), not shrunk.
+    fig.update_layout(showlegend=False, uniformtext=dict(minsize=font_px("cell"), mode="hide"))
     fig.update_annotations(font=dict(size=font_px("body")))
     lo, hi = (float(m.min()), float(m.max())) if n else (0.0, 1.0)
     pad = max(1.0, 0.25 * (hi - lo))
     bottom = min(0.0, lo - pad)
-    # Headroom for the max's two-line label, as a share of the panel.
-    room = min((2 * font_px("cell") * 1.3 + scaled(8)) / plot_area_height(400, subtitle), 0.5)
+    # Headroom for the largest bar's value label, as a share of the panel.
+    room = min((font_px("cell") * 1.3 + scaled(8)) / plot_area_height(400, subtitle), 0.5)
     top = max(hi + pad, (hi - room * bottom) / (1 - room))
     fig.update_yaxes(title="m (log2 units)", range=[bottom, top], row=1, col=1)
     fig.update_yaxes(title="% of softmax mass", range=[0, max([*share, 1]) * 1.2], row=1, col=2)

@@ -13,9 +13,9 @@ from plotly.colors import sample_colorscale
 
 from explorer.cache.sampling import sample_grid
 from explorer.formatting import count
-from explorer.kernel.figures import SPLIT_COLORSCALE
 from explorer.limits import MAX_WORK_ROWS
 from explorer.style import (
+    LAUNCH_ORDER_COLORSCALE,
     OTHER_COLOR,
     apply_style,
     font_px,
@@ -78,7 +78,8 @@ def work_list_figure(
         Trace ``"programs"``: horizontal bars of the decode kernel's programs
         (``y`` = drawn row, ``base`` = first block, ``x`` = blocks, ``text`` =
         launch order, ``customdata`` = ``(seq, order, slot, first_block,
-        end_block - 1)``), coloured by launch order; ``"prefix pass"``: the
+        end_block - 1)``), coloured by launch order
+        (:data:`~explorer.style.LAUNCH_ORDER_COLORSCALE`); ``"prefix pass"``: the
         shared-prefix programs' pieces on every member's row, labelled ``P`` and
         their order; ``"empty programs"``: markers for programs with no blocks (a
         sequence read whole by the prefix pass, or an empty one). The y axis's
@@ -102,12 +103,13 @@ def work_list_figure(
     top = max(int(work.loc[work["pass"] == "own", "order"].max()), 1) if (work["pass"] == "own").any() else 1
     custom = np.stack([drawn["seq"], orders, drawn["slot"], drawn["first_block"], drawn["end_block"] - 1], axis=-1)
     pick = own & full
-    colors = sample_colorscale(SPLIT_COLORSCALE, list(orders[pick] / top)) if pick.any() else []
+    colors = sample_colorscale(LAUNCH_ORDER_COLORSCALE, list(orders[pick] / top)) if pick.any() else []
     fig.add_trace(go.Bar(
         orientation="h", y=y[pick], base=drawn["first_block"].to_numpy()[pick], x=length[pick], name="programs",
         marker=dict(color=colors, line=dict(color="white", width=1)),
+        # No font colour: Plotly picks black or white against each program's green.
         text=[str(int(o)) for o in orders[pick]], textposition="inside", insidetextanchor="middle", textangle=0,
-        textfont=dict(color="white", size=font_px("cell")), constraintext="inside",
+        textfont=dict(size=font_px("cell")), constraintext="inside",
         customdata=custom[pick],
         hovertemplate="sequence %{customdata[0]}: program %{customdata[1]} (launch order)<br>blocks "
         "%{customdata[3]}–%{customdata[4]}, partial slot %{customdata[2]}<extra></extra>",
@@ -147,7 +149,7 @@ def work_list_figure(
                       line=dict(color=HIGHLIGHT_LINE, width=3), fillcolor="rgba(0,0,0,0)", layer="above")
     programs = int(work.loc[work["pass"] == "own", "order"].nunique())
     subtitle = (f"{count(len(lens), 'sequence')}, {count(programs, 'program')} per KV head; bar = the blocks one "
-                "program reads, number = launch order (dark first)")
+                "program reads; colour and number = launch order (dark first)")
     if pre.any():
         subtitle += "; hatched P# = a prefix-pass program, one read for its group"
     if note:
@@ -159,5 +161,6 @@ def work_list_figure(
                      showgrid=False, zeroline=False, title=None, automargin=True)
     fig.update_xaxes(title=f"logical block ({count(block_size, 'token')} each)", range=[0, x_end],
                      zeroline=False, **integer_ticks(0, x_end))
-    fig.update_layout(barmode="overlay", bargap=0.2, showlegend=False)
+    fig.update_layout(barmode="overlay", bargap=0.2, showlegend=False,
+                      uniformtext=dict(minsize=font_px("cell"), mode="hide"))
     return fig

@@ -10,7 +10,8 @@ from typing import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.cache.figures import add_legend_square, pool_figure
+from explorer.cache.cell_style import add_legend_square
+from explorer.cache.pool_figures import pool_figure
 from explorer.cache.sampling import pool_grid_shape
 from explorer.cache.sharing_figures import REF_LEVELS, pool_ref_count_figure
 from explorer.formatting import MS_D3, compact, count, format_number, format_percent, sig3
@@ -210,7 +211,7 @@ def _pool_layout(fig: go.Figure, n_rows: int, n_cols: int, num_blocks: int) -> g
     names = [t.name for t in fig.data if t.type != "heatmap" and t.showlegend is not False and t.name]
     # At the presentation scale (style.scaled): the plot, the text and its rows grow, the column's width does not.
     legend_font, cell_font, width = scaled(POOL_LEGEND_FONT), scaled(POOL_CELL_FONT), plot_width_px(_NARROW_PLOT_PX)
-    rows = legend_rows(names, width, legend_font)
+    rows = legend_rows(names, width, legend_font) + bool(fig.layout.legend.title.text)  # its key
     plot_px = scaled(min(MAX_POOL_PLOT_PX, max(MIN_POOL_PLOT_PX, POOL_ROW_PX * n_rows)))
     top = fig.layout.margin.t
     bottom = scaled(_POOL_AXIS_PX + _LEGEND_PAD_PX) + math.ceil(rows * _LEGEND_ROW * legend_font)

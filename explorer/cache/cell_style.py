@@ -1,0 +1,86 @@
+"""What the cache's grids share: the words that name what a colour means, a legend
+square for each category (heatmaps have no legend of their own), the owners'
+categorical colour scale, and in-cell text: its size and when cells can hold it.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from explorer.limits import MAX_TEXT_CELLS
+from explorer.style import FREE_COLOR, OTHER_COLOR, SEQUENCE_COLORS, font_px, plot_width_px
+
+#: What a colour means, as every legend, colour bar and subtitle of the cache views
+#: says it (the palettes: :mod:`explorer.style`).
+BLOCK_KEY = "colour = physical block id"
+SEQUENCE_KEY = "colour = sequence"
+REF_COUNT_KEY = "colour = sequences holding the block"
+#: Characters per line of a colour bar's title (about the bar and its tick labels'
+#: width). A colour key's words are at the size of the bar's tick labels
+#: (:func:`~explorer.style.font_px` ``"tick"``), the numbers written in cells at
+#: ``"cell"`` size: cells too small for it get no text rather than smaller text.
+COLORBAR_TITLE_LINE = 9
+#: A digit's width and a line's height, in units of the font size (Arial, Helvetica
+#: and Segoe UI digits are 0.55 of it), and the pixels a cell keeps clear each side
+#: of its text.
+DIGIT_WIDTH, LINE_HEIGHT, CELL_PAD_PX = 0.56, 1.25, 1
+#: Plot-area widths (px) of the Block table page's charts on a 1280 px screen, less
+#: their margins and colour bars, at scale 1 (:func:`~explorer.style.plot_width_px`):
+#: one in the wider column (three fifths of the page: the block table, the token
+#: walk) and one in the narrower (the pool). In-cell text is written only where it fits these.
+WIDE_PLOT_PX = 280
+NARROW_PLOT_PX = 220
+
+
+def colorbar_title(key: str, width: int = COLORBAR_TITLE_LINE) -> dict:
+    """A colour bar's title saying ``key`` (e.g. :data:`BLOCK_KEY`): broken at its
+    spaces into lines of at most ``width`` characters (a longer word stays whole),
+    at the size of the bar's tick labels (Plotly's larger default ran into the top one)."""
+    lines: list[str] = []
+    for word in key.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return dict(text="<br>".join(lines), font=dict(size=font_px("tick")))
+
+
+def legend_key(fig: go.Figure, key: str) -> None:
+    """Title ``fig``'s legend with ``key``, on its own line above the entries."""
+    fig.update_layout(legend=dict(title=dict(text=key, side="top", font=dict(size=font_px("tick")))))
+
+
+def cell_text_fits(n_rows: int, n_cols: int, chars: int, plot_width: float, plot_height: float) -> bool:
+    """Whether text of ``chars`` characters at the cell text size of now
+    (:func:`~explorer.style.font_px` ``"cell"``) fits in every cell of an ``n_rows x
+    n_cols`` grid drawn over ``plot_width`` px (at scale 1:
+    :func:`~explorer.style.plot_width_px`) by ``plot_height`` px (at the current
+    scale), and the grid has at most :data:`~explorer.limits.MAX_TEXT_CELLS` cells."""
+    n_rows, n_cols = max(int(n_rows), 1), max(int(n_cols), 1)
+    size = font_px("cell")
+    return (n_rows * n_cols <= MAX_TEXT_CELLS
+            and plot_width_px(plot_width) / n_cols >= chars * DIGIT_WIDTH * size + 2 * CELL_PAD_PX
+            and plot_height / n_rows >= LINE_HEIGHT * size)
+
+
+def owner_colorscale() -> tuple[list, int]:
+    """The pool's categorical colour scale for owner codes (0 free, 1 other,
+    ``2 + seq % len(SEQUENCE_COLORS)`` a sequence), and how many codes it has."""
+    colors = [FREE_COLOR, OTHER_COLOR, *SEQUENCE_COLORS]
+    return [[(i + j) / len(colors), c] for i, c in enumerate(colors) for j in (0, 1)], len(colors)
+
+
+def add_legend_square(fig: go.Figure, color: str, name: str, line: str | None = None, meta: dict | None = None) -> None:
+    """A legend entry for a heatmap category (heatmaps have no legend of their own)."""
+    fig.update_layout(showlegend=True)
+    fig.add_trace(
+        go.Scatter(
+            x=[None],
+            y=[None],
+            mode="markers",
+            marker=dict(symbol="square", size=12, color=color, line=dict(color=line or color, width=1)),
+            name=name,
+            hoverinfo="skip",
+            meta=meta,
+        )
+    )

@@ -1,0 +1,273 @@
+"""The physical block pool as a figure: a grid of blocks coloured by the sequence
+that owns each (by how many sequences hold each: :mod:`.sharing_figures`), and the
+click targets and outline every pool view shares.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.cache.cell_style import (
+    NARROW_PLOT_PX,
+    SEQUENCE_KEY,
+    add_legend_square,
+    cell_text_fits,
+    legend_key,
+    owner_colorscale,
+)
+from explorer.cache.figures import filled_slots
+from explorer.cache.picking import GRID_PAD, add_click_targets, add_outline, add_veil
+from explorer.cache.sampling import pool_grid_shape
+from explorer.formatting import compact, count
+from explorer.limits import MAX_POOL_CELLS, MAX_SEQUENCE_LEGEND
+from explorer.style import (
+    BATCH_SHARE_COLORSCALE,
+    FREE_COLOR,
+    OTHER_COLOR,
+    PLOT_WIDTH_PX,
+    SEQUENCE_COLORS,
+    apply_style,
+    cell_gaps,
+    font_px,
+    integer_ticks,
+    plot_area_height,
+)
+from paged_attention.inputs import FREE, OTHER
+
+
+def block_fill(
+    block_tables: np.ndarray, context_lens: Sequence[int], block_size: int, num_blocks: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per physical block: its logical index in its sequence and the slots it holds.
+
+    Returns
+    -------
+    logical : ndarray
+        ``[num_blocks]`` int64, ``-1`` for blocks no sequence of the table uses.
+    filled : ndarray
+        ``[num_blocks]`` int64 slots filled (0 for unused blocks).
+    """
+    tables = np.asarray(block_tables, dtype=np.int64)
+    lengths = np.asarray(context_lens, dtype=np.int64)
+    seq, col = np.nonzero(tables >= 0)
+    phys = tables[seq, col]
+    logical = np.full(num_blocks, -1, dtype=np.int64)
+    filled = np.zeros(num_blocks, dtype=np.int64)
+    logical[phys] = col
+    filled[phys] = filled_slots(lengths[seq], col, block_size)
+    return logical, filled
+
+
+def pool_figure(
+    pool_owner: np.ndarray,
+    block_tables: np.ndarray,
+    context_lens: Sequence[int],
+    block_size: int,
+    *,
+    max_cells: int = MAX_POOL_CELLS,
+    highlight: range | None = None,
+) -> go.Figure:
+    """The physical pool as a grid of blocks, coloured by owning sequence.
+
+    Free blocks are grey, blocks held by sequences outside the batch (the
+    fragmented layout's ``OTHER``) dark slate, and each sequence's partly filled
+    last block carries a dark dot. Pools larger than ``max_cells`` blocks are
+    aggregated: each cell covers consecutive blocks and is coloured by the share
+    that belongs to this batch.
+
+    Parameters
+    ----------
+    pool_owner : ndarray
+        ``[num_blocks]``: the owning sequence, ``-1`` free, ``-2`` other.
+    block_tables : ndarray
+        ``[batch_size, max_num_blocks]``, ``-1`` unallocated.
+    context_lens : sequence of int
+    block_size : int
+    highlight : range, optional
+        Physical block ids to outline (see :func:`pool_pick`).
+
+    Up to :data:`MAX_SEQUENCE_LEGEND` sequences each get a legend entry; past
+    that the colours repeat (every ``len(SEQUENCE_COLORS)`` sequences), the
+    subtitle says so, and the hover names each block's owner.
+
+    Returns
+    -------
+    go.Figure
+        Trace 0 is the heatmap; its ``z`` is the category code (exact view:
+        0 free, 1 other, ``2 + seq % len(SEQUENCE_COLORS)`` a sequence) or the
+        in-batch share (aggregated view). In the exact view, legend-only traces
+        ``"free"``, ``"other sequences (not in batch)"`` and ``"sequence s"``
+        (``meta={"sequence": s}``) follow. Then :func:`pool_pick`'s traces.
+    """
+    owner = np.asarray(pool_owner, dtype=np.int64)
+    num_blocks = len(owner)
+    n_rows, n_cols, per_cell = pool_grid_shape(num_blocks, max_cells)
+    seqs = np.unique(owner[owner >= 0])
+    listed = per_cell == 1 and len(seqs) <= MAX_SEQUENCE_LEGEND
+    fig = go.Figure()
+    if per_cell == 1:
+        subtitle = (f"{count(num_blocks, 'physical block')} of {count(block_size, 'slot')}, {n_cols} per row; "
+                    + SEQUENCE_KEY)
+        if not listed:
+            subtitle = (f"{count(num_blocks, 'block')} of {count(block_size, 'slot')}, {n_cols} per row; "
+                        f"{SEQUENCE_KEY} ({len(SEQUENCE_COLORS)} colours, repeating)")
+    else:
+        subtitle = f"{count(num_blocks, 'block')}, {per_cell} per cell; colour = share held by this batch"
+    # Grow the figure by the sequences' legend (two entries a row in a narrow
+    # column, under its title) rather than let it squeeze the grid.
+    legend_rows = (math.ceil((len(seqs) + 3) / 2) if listed else 1) + (per_cell == 1)
+    height = int(min(720, max(320, 190 + 24 * n_rows)) + 22 * (legend_rows - 1))
+    plot_height = plot_area_height(height, subtitle) - 22 * (legend_rows - 1)
+    if per_cell == 1:
+        _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_cols, plot_height,
+                    seqs if listed else ())
+    else:
+        _pool_aggregated(fig, owner, n_rows, n_cols, per_cell, plot_height)
+    pool_pick(fig, num_blocks, max_cells, plot_height, highlight)
+    if per_cell == 1:
+        legend_key(fig, SEQUENCE_KEY)
+    apply_style(fig, "Physical block pool", subtitle, height=height)
+    fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)"
+                     if per_cell > 1 else "+ offset within row", showgrid=False, zeroline=False,
+                     **integer_ticks(0, n_cols - 1))
+    fig.update_yaxes(title="first block", range=[n_rows - 0.5 + GRID_PAD, -0.5 - GRID_PAD], showgrid=False,
+                     zeroline=False)
+    step = max(1, math.ceil(n_rows / 10))
+    rows = list(range(0, n_rows, step))
+    fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=[compact(r * n_cols * per_cell) for r in rows])
+    return fig
+
+
+def pool_pick(fig: go.Figure, num_blocks: int, max_cells: int, plot_height: float,
+              highlight: range | None = None) -> None:
+    """Click targets on a pool view's cells and the outline of the picked blocks.
+
+    The targets (see :func:`~.picking.add_click_targets`) repeat trace 0's hover
+    (its ``customdata`` as text in the exact view) and pick their cell's blocks:
+    one, or the ``blocks_per_cell`` of an aggregated cell. ``highlight`` outlines
+    every cell that holds one of its blocks and veils the others
+    (:func:`~.picking.add_veil`).
+    """
+    n_rows, n_cols, per_cell = pool_grid_shape(num_blocks, max_cells)
+    heat = fig.data[0]
+    cells = np.arange(math.ceil(num_blocks / per_cell))
+    first = cells * per_cell
+    last = np.minimum(first + per_cell, num_blocks) - 1
+    custom = np.asarray(heat.customdata, dtype=object).reshape(n_rows * n_cols, -1)[cells]
+    picks = np.stack([first, last], axis=-1)
+    if per_cell == 1:
+        text, template, custom = custom[:, 0], "%{text}<extra></extra>", picks
+    else:
+        text, template, custom = None, heat.hovertemplate, np.concatenate([custom.astype(np.int64), picks], -1)
+    size = min(plot_height / max(1, n_rows), PLOT_WIDTH_PX / max(1, n_cols))
+    add_click_targets(fig, cells % n_cols, cells // n_cols, custom, size, hovertemplate=template, text=text)
+    # The grid's extent and room for an outline on its edge: the markers would pad the autorange.
+    fig.update_xaxes(range=[-0.5 - GRID_PAD, n_cols - 0.5 + GRID_PAD])
+    if highlight is not None and len(highlight):
+        lo, hi = max(highlight.start, 0) // per_cell, min(highlight.stop - 1, num_blocks - 1) // per_cell
+        shown = np.arange(lo, hi + 1)
+        col, row = shown % n_cols, shown // n_cols
+        picked = np.zeros(n_rows * n_cols, dtype=bool)
+        picked[shown] = True
+        add_veil(fig, None, None, picked.reshape(n_rows, n_cols), **cell_gaps(n_rows, n_cols, plot_height))
+        add_outline(fig, col - 0.5, col + 0.5, row - 0.5, row + 0.5, size)
+
+
+def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_cols, plot_height, listed) -> None:
+    num_blocks = len(owner)
+    palette = SEQUENCE_COLORS
+    codes = np.where(owner >= 0, 2 + owner % len(palette), np.where(owner == OTHER, 1, 0)).astype(float)
+    logical, filled = block_fill(block_tables, context_lens, block_size, num_blocks)
+    pad = n_rows * n_cols - num_blocks
+    ids = np.arange(n_rows * n_cols)
+    z = np.concatenate([codes, np.full(pad, np.nan)]).reshape(n_rows, n_cols)
+
+    hover = []
+    for b in range(num_blocks):
+        o = int(owner[b])
+        if o >= 0:
+            hover.append(
+                f"block {b}<br>sequence {o}, logical block {int(logical[b])}"
+                f"<br>slots filled {int(filled[b])}/{block_size}"
+            )
+        elif o == OTHER:
+            hover.append(f"block {b}<br>held by a sequence outside this batch")
+        else:
+            hover.append(f"block {b}<br>free")
+    hover += [""] * pad
+    scale, k = owner_colorscale()
+    cells = n_rows * n_cols
+    small = cells <= 5000
+    fig.add_trace(
+        go.Heatmap(
+            z=z,
+            customdata=np.array(hover, dtype=object).reshape(n_rows, n_cols),
+            text=np.array([str(i) if i < num_blocks else "" for i in ids], dtype=object).reshape(n_rows, n_cols),
+            texttemplate="%{text}" if cell_text_fits(n_rows, n_cols, len(str(num_blocks - 1)), NARROW_PLOT_PX,
+                                                     plot_height) else None,
+            textfont=dict(size=font_px("cell")),
+            colorscale=scale,
+            zmin=-0.5,
+            zmax=k - 0.5,
+            showscale=False,
+            hoverongaps=False,
+            hovertemplate="%{customdata}<extra></extra>",
+            **cell_gaps(n_rows, n_cols, plot_height),
+            name="blocks",
+        )
+    )
+    add_legend_square(fig, FREE_COLOR, "free")
+    if (owner == OTHER).any():
+        add_legend_square(fig, OTHER_COLOR, "other sequences (not in batch)")
+    for seq in listed:
+        add_legend_square(fig, palette[int(seq) % len(palette)], f"sequence {int(seq)}", meta={"sequence": int(seq)})
+    partial = np.nonzero((owner >= 0) & (filled > 0) & (filled < block_size))[0]
+    fig.add_trace(
+        go.Scatter(
+            x=partial % n_cols + 0.27,
+            y=partial // n_cols - 0.27,
+            mode="markers",
+            marker=dict(symbol="circle", size=7 if small else 4, color="#111827", line=dict(color="white", width=1)),
+            customdata=np.stack([partial, owner[partial], filled[partial], block_size - filled[partial]], axis=-1)
+            if len(partial)
+            else None,
+            hovertemplate="block %{customdata[0]}: last block of sequence %{customdata[1]}"
+            f"<br>%{{customdata[2]}}/{block_size} slots filled, %{{customdata[3]}} wasted<extra></extra>",
+            name="partly filled last block",
+        )
+    )
+
+
+def _pool_aggregated(fig, owner, n_rows, n_cols, per_cell, plot_height) -> None:
+    num_blocks = len(owner)
+    cells = n_rows * n_cols
+    padded = np.full(cells * per_cell, -3, dtype=np.int64)
+    padded[:num_blocks] = owner
+    groups = padded.reshape(cells, per_cell)
+    in_batch = (groups >= 0).sum(1)
+    free = (groups == FREE).sum(1)
+    other = (groups == OTHER).sum(1)
+    present = in_batch + free + other
+    share = np.where(present > 0, in_batch / np.maximum(present, 1), np.nan)
+    first = np.arange(cells) * per_cell
+    last = np.minimum(first + per_cell, num_blocks) - 1
+    custom = np.stack([first, last, in_batch, free, other], axis=-1).reshape(n_rows, n_cols, 5)
+    fig.add_trace(
+        go.Heatmap(
+            z=share.reshape(n_rows, n_cols),
+            customdata=custom,
+            colorscale=BATCH_SHARE_COLORSCALE,
+            zmin=0,
+            zmax=1,
+            colorbar=dict(title=dict(text="colour =<br>share in<br>this batch"), thickness=14, tickformat=".0%"),
+            hoverongaps=False,
+            hovertemplate="blocks %{customdata[0]}–%{customdata[1]}<br>in this batch: %{customdata[2]}"
+            "<br>free: %{customdata[3]}<br>other sequences: %{customdata[4]}<extra></extra>",
+            **cell_gaps(n_rows, n_cols, plot_height),
+            name="blocks",
+        )
+    )

@@ -1,0 +1,105 @@
+"""What the Inside the kernel page says beside its charts (Markdown), filled in with
+the traced plan's numbers: the page reads as a description of its UI, the words
+live here.
+"""
+
+from __future__ import annotations
+
+from explorer.formatting import count
+
+INTRO = (
+    "What `_paged_decode_kernel` does for one query head of one sequence of the sidebar's batch, replayed step by "
+    "step: the **tiles** of `BLOCK_N` tokens it walks through the block table, the **online softmax** state after "
+    "each tile, and, when a long context is split across programs (**split-K**, flash-decoding), how the splits "
+    "are merged; when sequences share a prefix, the **prefix pass** that reads the shared blocks once per group. "
+    "The replay runs on the CPU in float64 on random float32 inputs: it explains the algorithm, it "
+    "does not time it."
+)
+
+
+def showcase_note(block_n: int, num_splits: int, seq: int, own_splits: int, own_tiles: int) -> str:
+    """Why the page opened on an overridden plan: the kernel's own (``block_n``,
+    ``num_splits``) walks ``seq`` as ``own_splits`` splits of ``own_tiles`` tiles."""
+    return (f"The kernel's own plan for this batch (BLOCK_N = {block_n}, {count(num_splits, 'split')}) walks "
+            f"sequence {seq} as {count(own_splits, 'split')} of {count(own_tiles, 'tile')} in all"
+            + (": nothing to merge" if own_splits < 2 else "") + ". To show the tiles and the split-K merge, this "
+            "page opened with **Override plan** on; turn it off to see the kernel's own plan (the output is the "
+            "same to float64 rounding).")
+
+
+def prefix_note(seq: int, sequences: tuple[int, ...], num_blocks: int, block_size: int, rows: int,
+                query_group: int) -> str:
+    """The prefix pass of ``seq``'s group (``sequences``), which shares its first
+    ``num_blocks`` blocks, each program holding up to ``rows`` query rows."""
+    members = ", ".join(map(str, sequences[:12])) + (", …" if len(sequences) > 12 else "")
+    return (f"Sequence {seq} shares its first {count(num_blocks, 'block')} ({count(num_blocks * block_size, 'token')}) "
+            f"with its group of {count(len(sequences), 'sequence')} ({members}). The **prefix pass** reads them once "
+            f"for the group: each of its programs holds up to {rows} query rows (sequences x the "
+            f"{count(query_group, 'query head')} of one KV head) as one tile. Its partials come first below "
+            "(**prefix** tiles); the sequence's own programs walk the rest, and the merge takes them all.")
+
+
+def walk_note(block_n: int, tile: str, split: bool, prefix: bool) -> str:
+    """Beside the walk: what a tile (``block_n`` lanes laid out as ``tile``), its
+    colours and its masked lanes are; the splits' lines when ``split``; the
+    prefix band when ``prefix``."""
+    return f"""
+Each bar is one **tile**: the `BLOCK_N = {block_n}` lanes a program processes at once, laid out as
+{tile}. Its colours are the **physical blocks** it reads, found through the **block table**; a tile looks up
+each of its blocks' entries once, so the number of **table lookups** is the number of blocks, not tokens.
+
+Hatched lanes are **masked**: past the end of the context (the last, partly filled block), past the end of the
+split, or padding when the block size is not a power of two. They load nothing and score −∞.
+
+{"Dotted lines separate the **splits**: each is a separate program walking its own stretch of the context." if split
+ else "One program walks the whole context (no split)."}
+{"The grey band holds the **prefix pass**'s tiles: the same blocks, read once for every sequence of the group."
+ if prefix else ""}
+"""
+
+
+def softmax_note(merged: bool) -> str:
+    """Beside the online softmax: the state the kernel keeps and its rescaling."""
+    return f"""
+The kernel never holds all scores at once. After each tile it keeps three things: the **running max m** of the
+scores seen, the **normalizer l** = Σ 2^(s − m) over them, and the unnormalised output **acc** = Σ 2^(s − m)·v.
+
+When a tile brings a new maximum, the old l and acc are **rescaled** by α = 2^(m_old − m_new) (hover a point);
+otherwise α = 1. Scores are in base-2 units (scale·log₂e), so the kernel can use `exp2`.
+
+The bottom panel is the distance of the partial answer **acc / l** to the final output: it falls as the tiles
+cover more of the context, and reaches float64 rounding (~1e-16) at the end of the row's last split (the dotted
+line: each split against its own exact answer). The star is the output the kernel returns{" after the merge" if
+merged else ""}.
+"""
+
+
+def merge_note(prefix: bool) -> str:
+    """Beside the split merge: the rescaling to the common max, and the prefix
+    partials when ``prefix``."""
+    return """
+With **split-K** (flash-decoding) several programs share one sequence's context, so a short batch still fills
+the GPU. Each split ends with its own (m, l, acc), relative to its **own** max.
+
+The last program of the row to finish (an atomic counter tells it, so no second kernel is launched) rescales
+each split to the common max with the **weight** w = 2^(m − max m) and sums:
+out = Σ w·acc / Σ w·l. A split's **share** w·l / Σ w·l is the part of the softmax mass its tokens carry: one
+with a low max contributes little.
+""" + ("""
+The **prefix** partials were written by the prefix pass before this launch, into the row's first slots; the
+merge treats them like any split's.
+""" if prefix else "")
+
+
+def no_merge_note(num_splits: int, override: bool) -> str:
+    """Why a row that runs as one split shows no merge (the plan has
+    ``num_splits``), and which control changes that."""
+    if num_splits > 1:
+        reason = f" (the plan has {num_splits}, but the others start past its last block)"
+        fix = ("Pick a longer sequence, or raise **Splits** so that each covers fewer blocks," if override
+               else "Pick a longer sequence, or turn on **Override plan** and raise **Splits**,")
+    else:
+        reason = ""
+        fix = "Raise **Splits**" if override else "Turn on **Override plan** and raise **Splits**"
+    return (f"This row runs as one split{reason}: there is nothing to merge. {fix} to see the merge; the result "
+            "stays the same to float64 rounding.")

@@ -1,0 +1,174 @@
+"""One colour language (issue 27): on the Block table and Inside the kernel pages,
+physical block ids, sequences, reference counts, splits and launch order each have
+their own palette, never one meaning's colour for another; every chart names its
+meaning. The figures are built as each page builds them, and their colour scales
+and marker colours read back."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import numpy as np
+import pytest
+from test_figures_kernel import kernel_trace
+from test_figures_style import _lab
+
+from explorer import style
+from explorer.cache import cell_style, pool_figures, sharing_figures, walk_figures
+from explorer.cache import figures as cache_figures
+from explorer.cache.sharing import shared_prefix_batch, table_ref_counts
+from explorer.kernel import figures as kernel_figures
+from explorer.kernel import view as kernel_view
+from explorer.kernel import work_list_figures
+from paged_attention import DecodeConfig, assign_blocks
+
+#: One meaning each, on every page: free, held outside the batch, unallocated or masked.
+NEUTRAL = {style.FREE_COLOR, style.OTHER_COLOR, style.UNALLOCATED_COLOR}
+#: Colours of two meanings on one page stay at least this far apart (CIE76 ΔE in
+#: Lab: about 2 is the least a viewer notices, 10 a plainly different colour).
+MIN_APART = 12
+
+
+def rgb(color: str) -> tuple[int, int, int]:
+    """``"#RRGGBB"`` or ``"rgb(r, g, b)"`` as integers."""
+    color = color.strip()
+    if color.startswith("#"):
+        return tuple(int(color[i:i + 2], 16) for i in (1, 3, 5))
+    r, g, b = (round(float(v)) for v in re.findall(r"[\d.]+", color)[:3])
+    return r, g, b
+
+
+def colours(*sources) -> set[tuple[int, int, int]]:
+    """The colours of colour scales (``[[position, colour], ...]``) and colour lists,
+    less the neutral greys."""
+    found = set()
+    for source in sources:
+        for item in source:
+            color = item[1] if isinstance(item, (list, tuple)) else item
+            if isinstance(color, str) and rgb(color) not in {rgb(c) for c in NEUTRAL}:
+                found.add(rgb(color))
+    return found
+
+
+def legend_colours(fig, keep) -> list[str]:
+    """The colours of a heatmap's legend-only squares (:func:`~explorer.cache.cell_style.add_legend_square`)."""
+    return [t.marker.color for t in fig.data
+            if t.type == "scatter" and t.marker.symbol == "square" and t.hoverinfo == "skip" and keep(t)]
+
+
+def apart(a: set, b: set) -> float:
+    """The Lab distance of the closest pair of colours of ``a`` and ``b``."""
+    return min(float(np.linalg.norm(_lab("#%02X%02X%02X" % x) - _lab("#%02X%02X%02X" % y))) for x in a for y in b)
+
+
+def assert_disjoint(meanings: dict[str, set], min_apart: float = MIN_APART) -> None:
+    """No colour of one meaning is another's, nor even close to one."""
+    for (a, ca), (b, cb) in itertools.combinations(meanings.items(), 2):
+        assert ca and cb, (a, b)
+        assert not ca & cb, f"{a} and {b} share {sorted(ca & cb)}"
+        assert apart(ca, cb) >= min_apart, f"{a} and {b} come within {apart(ca, cb):.1f} of each other"
+
+
+def key_text(text: str | None) -> str:
+    return (text or "").replace("<br>", " ")
+
+
+def block_table_page(sharing: bool, prefix: int = 0):
+    """The Block table page's four charts, as the page draws them."""
+    config = DecodeConfig(batch_size=4, context_lens=(236, 114, 57, 205), block_size=16, shared_prefix=prefix,
+                          prefix_groups=2 if prefix else 1)
+    tables, owner = (t.numpy() for t in assign_blocks(config))
+    refs = table_ref_counts(tables, len(owner))
+    if sharing:
+        b = shared_prefix_batch(config.lengths, 16, config.num_blocks, common_prompt=64, samples=2)
+        tables, refs = b.block_tables, b.ref_counts
+    shares = bool((refs > 1).any())
+    table = cache_figures.block_table_figure(tables, config.lengths, 16, config.num_blocks,
+                                             ref_counts=refs if shares else None)
+    pool = (sharing_figures.pool_ref_count_figure(refs, tables, 16) if shares
+            else pool_figures.pool_figure(owner, tables, config.lengths, 16))
+    walk = walk_figures.token_walk_figure(tables[0], 236, 16, 0, config.num_blocks)
+    path = walk_figures.block_walk_figure(tables[0], 236, 16, 0, config.num_blocks)
+    return table, pool, walk, path, shares
+
+
+@pytest.mark.parametrize("sharing, prefix", [(False, 0), (True, 0), (False, 40)])
+def test_block_table_page_gives_each_meaning_its_own_palette(sharing, prefix):
+    table, pool, walk, path, shares = block_table_page(sharing, prefix)
+    assert shares == (sharing or prefix > 0)
+    meanings = {
+        "physical block id": colours(table.data[0].colorscale, walk.data[0].colorscale, path.data[0].marker.colorscale),
+    }
+    if shares:
+        meanings["sequences holding the block"] = colours(pool.data[0].colorscale, legend_colours(pool, lambda t: True))
+    else:
+        meanings["sequence"] = colours(pool.data[0].colorscale,
+                                       legend_colours(pool, lambda t: bool(t.meta and "sequence" in t.meta)))
+    assert_disjoint(meanings)
+    # Each chart names what its colour means, beside the scale or on the legend.
+    assert key_text(table.data[0].colorbar.title.text) == cell_style.BLOCK_KEY
+    assert key_text(walk.data[0].colorbar.title.text) == cell_style.BLOCK_KEY
+    assert pool.layout.legend.title.text == (cell_style.REF_COUNT_KEY if shares else cell_style.SEQUENCE_KEY)
+    for fig in (table, pool, walk):
+        assert "colour = " in fig.layout.title.subtitle.text
+
+
+def test_the_block_table_and_the_sharing_pool_no_longer_share_dark_purple():
+    """Review at 1280x720: the block table coloured block 0 dark purple (Viridis) and
+    the sharing pool beside it coloured a block held by 4 sequences the same."""
+    table, pool, *_ = block_table_page(sharing=True)
+    # Side by side in the sharing view: a block id never passes for a count, not even nearly.
+    assert apart(colours(table.data[0].colorscale), colours(pool.data[0].colorscale)) >= 40
+
+
+def kernel_page():
+    """The Inside the kernel page's four charts for a row of 4 splits, as the page draws them."""
+    config, tables, plan, trace = kernel_trace(num_splits=4)
+    work = kernel_view.work_list(plan, config.lengths, query_group_size=2)
+    return (work_list_figures.work_list_figure(work, config.lengths, 16, highlight=0),
+            kernel_figures.kernel_walk_figure(trace.tiles, 300, 16, plan.block_n, num_blocks=config.num_blocks),
+            kernel_figures.online_softmax_figure(trace.tiles, final_error=trace.max_abs_error),
+            kernel_figures.split_merge_figure(trace.splits))
+
+
+def test_kernel_page_gives_each_meaning_its_own_palette():
+    work, walk, softmax, merge = kernel_page()
+    programs = next(t for t in work.data if t.name == "programs")
+    lines = [t.line.color for t in softmax.data if t.name.startswith("m (split")]
+    assert len(set(lines)) == 4
+    assert_disjoint({
+        "physical block id": colours(walk.data[0].marker.colorscale),
+        "split": colours(lines, merge.data[0].marker.color, merge.data[1].marker.color),
+        "launch order": colours(programs.marker.color),
+    })
+    assert key_text(walk.data[0].marker.colorbar.title.text) == cell_style.BLOCK_KEY
+    assert softmax.layout.legend.title.text == kernel_figures.SPLIT_KEY
+    assert "colour and number = launch order" in work.layout.title.subtitle.text
+
+
+def test_the_palettes_are_disjoint_everywhere():
+    """The palettes themselves never share a colour, whichever page draws them, and
+    those that share a page (the Serving simulation's pool by reference count beside
+    its table by sequence too) stay apart."""
+    palettes = {
+        "physical block id": colours(style.BLOCK_COLORSCALE),
+        "sequence": colours(style.SEQUENCE_COLORS),
+        "sequences holding the block": colours(style.REF_COUNT_COLORS, sharing_figures.REF_LEVEL_COLORS),
+        "split": colours(style.SPLIT_COLORS, style.SPLIT_COLORSCALE),
+        "launch order": colours(style.LAUNCH_ORDER_COLORSCALE),
+        "share held by this batch": colours(style.BATCH_SHARE_COLORSCALE),
+    }
+    assert_disjoint(palettes, min_apart=0)
+    assert not {rgb(c) for c in NEUTRAL} & set().union(*palettes.values())
+    for page in (("physical block id", "sequence", "sequences holding the block"),
+                 ("physical block id", "split", "launch order")):
+        assert_disjoint({meaning: palettes[meaning] for meaning in page})
+
+
+def test_reference_counts_darken_with_more_holders():
+    top = 6
+    lightness = [sum(rgb(sharing_figures.ref_color(k, top))) for k in range(1, top + 1)]
+    assert lightness == sorted(lightness, reverse=True) and len(set(lightness)) == top
+    assert sharing_figures.ref_color(0, top) == style.FREE_COLOR
+    assert np.all(np.diff([sum(rgb(c)) for c in sharing_figures.REF_LEVEL_COLORS]) < 0)

@@ -1,0 +1,80 @@
+"""Text a projector shows from the back row (issue 27): the Block table and Inside the
+kernel pages' figures set no font under 12 px, and numbers in cells or bars too
+small for 12 px text are left out (the hover has them), never shrunk."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_colour_language import block_table_page, kernel_page
+
+from explorer import style
+from explorer.cache import cell_style, pool_figures, walk_figures
+from explorer.cache import figures as cache_figures
+from paged_attention import DecodeConfig, assign_blocks
+
+
+def explicit_font_sizes(fig) -> list[float]:
+    """Every font size ``fig`` sets, in its layout and traces (not Plotly's template),
+    and its ``uniformtext`` minimum."""
+    sizes: list[float] = []
+
+    def walk(node, parent: str = "") -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if parent.endswith("font") and key == "size" and isinstance(value, (int, float)):
+                    sizes.append(value)
+                elif key != "template":
+                    walk(value, key)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item, parent)
+
+    spec = fig.to_plotly_json()
+    walk(spec)
+    minsize = spec["layout"].get("uniformtext", {}).get("minsize")
+    return sizes + ([minsize] if minsize is not None else [])
+
+
+@pytest.mark.parametrize("sharing", [False, True])
+def test_block_table_page_sets_no_text_under_12_px(sharing):
+    for fig in block_table_page(sharing)[:4]:
+        sizes = explicit_font_sizes(fig)
+        assert sizes and min(sizes) >= 12, (fig.layout.title.text, sorted(sizes)[:3])
+
+
+def test_kernel_page_sets_no_text_under_12_px_and_hides_what_does_not_fit():
+    for fig in kernel_page():
+        sizes = explicit_font_sizes(fig)
+        assert sizes and min(sizes) >= 12, (fig.layout.title.text, sorted(sizes)[:3])
+        if any(t.type == "bar" and t.text is not None for t in fig.data):
+            # Plotly shrinks a bar's text to fit the bar unless told to hide it instead.
+            assert fig.layout.uniformtext.mode == "hide" and fig.layout.uniformtext.minsize >= 12
+
+
+def _cell_text(fig) -> tuple[bool, float]:
+    heat = fig.data[0]
+    return heat.texttemplate is not None, heat.textfont.size
+
+
+def test_cell_numbers_are_12_px_where_they_fit_and_left_out_where_not():
+    """The token walk wrote 9 px numbers (about 7 px on a 1280 px screen) in cells
+    17 px wide: three digits of 12 px text need 26."""
+    short = walk_figures.token_walk_figure(np.arange(3), 40, 16, num_blocks=8)  # tokens 0-39: two digits
+    assert _cell_text(short) == (True, style.font_px("cell"))
+    long = walk_figures.token_walk_figure(np.arange(15), 236, 16, num_blocks=45)  # tokens up to 235
+    assert _cell_text(long)[0] is False
+    config = DecodeConfig(batch_size=4, context_lens=(236, 114, 57, 205), block_size=16)
+    tables, owner = (t.numpy() for t in assign_blocks(config))
+    table = cache_figures.block_table_figure(tables, config.lengths, 16, config.num_blocks)  # 15 columns, ids < 100
+    assert _cell_text(table) == (True, style.font_px("cell"))
+    wide_ids = cache_figures.block_table_figure(tables + 900, config.lengths, 16, 1000)  # 3-digit ids
+    assert _cell_text(wide_ids)[0] is False
+    pool = pool_figures.pool_figure(owner, tables, config.lengths, 16)
+    assert _cell_text(pool) == (True, style.font_px("cell"))
+
+
+@pytest.mark.parametrize("chars, width, fits", [(2, 280 / 16, True), (3, 280 / 16, False), (3, 26, True)])
+def test_cell_text_fits_counts_the_pixels_of_12_px_text(chars, width, fits):
+    assert cell_style.cell_text_fits(1, 1, chars, width, 20) is fits
+    assert cell_style.cell_text_fits(1, 1, chars, width, 14) is False  # a row shorter than a line of text
