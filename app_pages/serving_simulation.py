@@ -8,14 +8,20 @@ from explorer import settings as state
 from explorer.cache import figures as cache_figures
 from explorer.cache import sharing_figures
 from explorer.serving import figures as serving_figures
-from explorer.serving import view
+from explorer.serving import tradeoff_figures, view
 from explorer.serving.history import valid_block_sizes
 from explorer.serving.tradeoff import DEFAULT_BLOCK_SIZES
 from explorer.serving.traffic import LENGTH_KINDS
 from ui.charts import show_chart
 from ui.data import block_size_table, serving_history
 from ui.inputs import bounded_number_input
-from ui.serving import page_config, seed_controls, show_cards, time_block_sizes, time_triton
+from ui.serving import (
+    page_config,
+    seed_controls,
+    show_cards,
+    time_block_sizes,
+    time_triton,
+)
 from ui.sidebar import sync_url
 
 LATENCY, TRADEOFF_LATENCY = "sv_latency", "sv_tradeoff_latency"
@@ -188,7 +194,7 @@ if sizes:
         st.warning(timing.refusal(), icon=":material/block:")
     if go_measure:
         ss.setdefault(TRADEOFF_LATENCY, {})[t_key] = time_block_sizes(timing)
-    show_chart(serving_figures.tradeoff_figure(table, ss.get(TRADEOFF_LATENCY, {}).get(t_key),
+    show_chart(tradeoff_figures.tradeoff_figure(table, ss.get(TRADEOFF_LATENCY, {}).get(t_key),
                                                current=controls.block_size), key="sv_tradeoff_chart", width="stretch")
     st.caption("Waste grows with the block size: up to block_size − 1 slots per running sequence. Small blocks "
                "cost the kernel one block-table lookup per block and shorter contiguous reads; measure to see "

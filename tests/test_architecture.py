@@ -97,3 +97,14 @@ def test_every_explorer_logic_module_is_under_the_no_figures_contract():
     logic = {name for name, path in modules.items() if not _imports_plotly(path)}
     assert set(contract["source_modules"]) == logic
 
+
+def test_explorer_folders_are_concepts_of_bounded_size():
+    """Issue 22's size rules: no folder of the explorer or of ui/ holds more than 12
+    modules, and no source file of the project, tests included, passes 500 lines."""
+    for folder in [ROOT / "explorer", *(p for p in (ROOT / "explorer").iterdir() if p.is_dir()), ROOT / "ui"]:
+        modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
+        assert len(modules) <= 12, f"{folder.relative_to(ROOT)} holds {len(modules)} modules"
+    long = {str(p.relative_to(ROOT)): n for p in ROOT.glob("**/*.py")
+            if not {".venv", "venv", "docs", ".git"} & set(p.parts)
+            and (n := len(p.read_text().splitlines())) > 500}
+    assert long == {}

@@ -19,8 +19,7 @@ from test_figures_kernel import kernel_trace
 from test_figures_serving import SERVING
 
 from explorer import style
-from explorer.bench import accuracy_figures
-from explorer.bench import recorded_figures
+from explorer.bench import accuracy_figures, recorded_figures
 from explorer.bench.recorded import RECORDED_DIR, load_recorded_set, recorded_rows
 from explorer.cache import figures as cache_figures
 from explorer.cache import pool_figures, sharing_figures, walk_figures
@@ -29,6 +28,7 @@ from explorer.kernel import figures as kernel_figures
 from explorer.kernel import view as kernel_view
 from explorer.kernel import work_list_figures
 from explorer.serving import figures as serving_figures
+from explorer.serving import tradeoff_figures
 from explorer.serving.history import simulate
 from explorer.serving.tradeoff import block_size_tradeoff
 from explorer.sweep import figures as sweep_figures
@@ -77,7 +77,7 @@ def _family_figures() -> dict[str, go.Figure]:
         "serving_pool": serving_figures.serving_pool_figure(record.pool_owner(), record.block_tables(),
                                                             record.context_lens, 4, step=30),
         "serving_timeline": serving_figures.serving_timeline_figure(history.metrics, 30, 48),
-        "tradeoff": serving_figures.tradeoff_figure(
+        "tradeoff": tradeoff_figures.tradeoff_figure(
             block_size_tradeoff(SERVING, (1, 4, 16), steps=40, pool_tokens=192).table, {1: 0.5, 16: 0.2}, current=4),
         "pool_animation": serving_figures.pool_animation_figure(
             np.stack([history.records[s].pool_owner() for s in steps]), steps, 4),

@@ -10,9 +10,10 @@ from explorer.cache import figures as cache_figures
 from explorer.cache import sampling, sharing_figures
 from explorer.formatting import MS_D3
 from explorer.serving import figures as serving_figures
+from explorer.serving import tradeoff_figures
 from explorer.serving.history import simulate
-from explorer.serving.traffic import LengthDist, ServingConfig
 from explorer.serving.tradeoff import block_size_tradeoff
+from explorer.serving.traffic import LengthDist, ServingConfig
 
 SERVING = ServingConfig(num_blocks=48, block_size=4, max_batch_size=5, arrival_rate=0.6,
                         prompt_len=LengthDist("long-tail", 2, 40), output_len=LengthDist("uniform", 2, 20), seed=3)
@@ -150,14 +151,14 @@ def test_serving_timeline(history):
 
 def test_tradeoff_figure():
     result = block_size_tradeoff(SERVING, (1, 4, 16), steps=40, pool_tokens=192)
-    fig = serving_figures.tradeoff_figure(result.table, current=4)
+    fig = tradeoff_figures.tradeoff_figure(result.table, current=4)
     bars = fig.data[0]
     assert list(bars.x) == ["1", "4", "16"]
     assert list(bars.y) == pytest.approx(100 * result.table["wasted_fraction"].to_numpy())
     assert bars.y[0] == 0  # one-token blocks waste nothing
     assert list(bars.marker.line.width) == [1, 2, 1]
     assert len(fig.data) == 1
-    with_latency = serving_figures.tradeoff_figure(result.table, {1: 0.5, 16: 0.2})
+    with_latency = tradeoff_figures.tradeoff_figure(result.table, {1: 0.5, 16: 0.2})
     line = with_latency.data[1]
     assert list(line.x) == ["1", "16"] and list(line.y) == [0.5, 0.2] and line.yaxis == "y2"
     y2 = with_latency.layout.yaxis2

@@ -5,7 +5,7 @@ the block-size trade-off and the pool's animation over the steps.
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -14,7 +14,12 @@ from explorer.cache.cell_style import add_legend_square
 from explorer.cache.pool_figures import pool_figure
 from explorer.cache.sampling import pool_grid_shape
 from explorer.cache.sharing_figures import REF_LEVELS, pool_ref_count_figure
-from explorer.formatting import MS_D3, compact, count, format_number, format_percent, sig3
+from explorer.formatting import (
+    compact,
+    count,
+    format_number,
+    format_percent,
+)
 from explorer.limits import MAX_ANIMATION_FRAMES, MAX_POOL_CELLS, MAX_SEQUENCE_LEGEND
 from explorer.serving.snapshot import PoolChanges
 from explorer.style import (
@@ -24,7 +29,6 @@ from explorer.style import (
     apply_style,
     cell_gaps,
     font_px,
-    impl_color,
     integer_ticks,
     plot_width_px,
     scaled,
@@ -307,66 +311,6 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
     tops = {1: max(num_blocks or 0, top("blocks_in_use")), 2: top("wasted_slots"), 3: top("running", "waiting")}
     for r, name in ((1, "blocks"), (2, "slots"), (3, "requests")):
         fig.update_yaxes(title=name, rangemode="tozero", row=r, col=1, **integer_ticks(0, max(1, tops[r]), panel_px))
-    return fig
-
-
-def tradeoff_figure(table, latency_ms: Mapping[int, float] | None = None, current: int | None = None) -> go.Figure:
-    """Block size trade-off on one request stream: memory wasted in partly filled
-    last blocks (bars, left axis) against the Triton kernel's latency on each
-    block size's busiest step (line, right axis, once measured).
-
-    Parameters
-    ----------
-    table : DataFrame
-        :func:`~explorer.serving.tradeoff.block_size_tradeoff`'s table.
-    latency_ms : mapping, optional
-        ``block_size -> milliseconds``.
-    current : int, optional
-        The block size chosen on the page (its bar is outlined).
-
-    Returns
-    -------
-    go.Figure
-        Trace 0: bars ``"wasted slots (%)"`` (``y`` = percent of allocated slots);
-        trace 1 (when latencies are given): ``"Triton latency"`` on ``y2``.
-    """
-    sizes = table["block_size"].astype(int).tolist()
-    x = [str(b) for b in sizes]
-    waste = 100 * table["wasted_fraction"].to_numpy(float)
-    # Means to three significant figures; the stalled sequence-steps, a count, exactly.
-    custom = np.stack([*([sig3(v) for v in table[column].to_numpy(float)] for column in
-                         ("mean_wasted_slots", "mean_blocks_in_use", "mean_waiting")),
-                       [format_number(int(v)) for v in table["stalled"]]], axis=-1)
-    fig = go.Figure()
-    fig.add_trace(go.Bar(
-        x=x, y=waste, name="wasted slots (%)", marker=dict(
-            color=[with_alpha(WASTE_COLOR, 0.85 if b == current else 0.55) for b in sizes],
-            line=dict(color=["#111827" if b == current else WASTE_COLOR for b in sizes], width=[2 if b == current else 1 for b in sizes]),
-        ),
-        text=[format_percent(w / 100) for w in waste], textposition="outside", cliponaxis=False, customdata=custom,
-        hovertemplate="block size %{x}<br>%{text} of allocated slots wasted (mean %{customdata[0]} slots)"
-        "<br>mean blocks in use %{customdata[1]}<br>mean waiting %{customdata[2]}, "
-        "stalled %{customdata[3]} sequence-steps<extra></extra>",
-    ))
-    subtitle = "bars: slots allocated but unfilled, as % of allocated (mean over the run)"
-    if latency_ms:
-        measured = [b for b in sizes if b in latency_ms]
-        fig.add_trace(go.Scatter(
-            x=[str(b) for b in measured], y=[latency_ms[b] for b in measured], name="Triton latency",
-            mode="lines+markers", yaxis="y2", line=dict(color=impl_color("triton"), width=2.4),
-            marker=dict(size=9, color=impl_color("triton")),
-            hovertemplate=f"block size %{{x}}<br>Triton decode %{{y:{MS_D3}}} ms on the shared batch<extra></extra>",
-        ))
-        subtitle += "; line: Triton decode latency, one batch laid out in each block size"
-        fig.update_layout(yaxis2=dict(title="Triton latency (ms)", overlaying="y", side="right", rangemode="tozero",
-                                      tickmode="auto", nticks=6,
-                                      showgrid=False, color=impl_color("triton")))
-    apply_style(fig, "Block size: memory waste against kernel latency", subtitle, height=420)
-    fig.update_xaxes(title="block size (tokens)", type="category")
-    # The waste axis only: update_yaxes would also reach the latency axis (y2).
-    fig.update_layout(yaxis=dict(title="wasted slots (% of allocated)", rangemode="tozero",
-                                 range=[0, max([*waste, 1]) * 1.2]),
-                      margin=dict(r=scaled(70 if latency_ms else 20)), bargap=0.35)
     return fig
 
 
