@@ -17,13 +17,19 @@ def reference_decode(
     scale: float | None = None,
     k_scale: float | torch.Tensor | None = None,
     v_scale: float | torch.Tensor | None = None,
+    window: int | None = None,
+    sinks: torch.Tensor | None = None,
+    soft_cap: float | None = None,
 ) -> torch.Tensor:
     """One decode step of paged attention, computed in float64.
 
     For each sequence ``b`` and query head ``h``, token ``t < context_lens[b]`` lives at
     ``k_cache[block_tables[b, t // block_size], t % block_size, h // group]`` with
     ``group = num_heads // num_kv_heads``, and the output is
-    ``softmax(scale * K q) @ V`` over those tokens. An fp8 cache is dequantized in
+    ``softmax(scale * K q) @ V`` over those tokens. With a ``window`` only positions
+    ``max(0, context_len - window) ...`` are read; with a ``soft_cap`` the scaled
+    logits become ``soft_cap * tanh(s / soft_cap)``; with ``sinks`` the softmax runs
+    over the logits and ``sinks[h]``, whose weight multiplies a zero value. An fp8 cache is dequantized in
     float64: with float32 scales the product ``stored * scale`` is exact (at most
     4 + 24 significant bits); a Python-float scale rounds once, at float64 precision.
 
@@ -44,6 +50,12 @@ def reference_decode(
     k_scale, v_scale : float or Tensor, optional
         Dequantization scales of an fp8 cache: a number, or float32
         ``[num_kv_heads]`` (see :func:`~paged_attention.validation.check_decode_args`).
+    window : int, optional
+        Sliding window: the last ``window`` positions of each context.
+    sinks : Tensor, optional
+        float32 ``[num_heads]``: one attention-sink logit per query head.
+    soft_cap : float, optional
+        Logit soft-capping of the scaled logits.
 
     Returns
     -------
@@ -57,17 +69,17 @@ def reference_decode(
     """
     shape = check_decode_args(
         query, k_cache, v_cache, block_tables, context_lens, scale,
-        k_scale=k_scale, v_scale=v_scale, allow_float64=True,
+        k_scale=k_scale, v_scale=v_scale, window=window, sinks=sinks, soft_cap=soft_cap, allow_float64=True,
     )
     group = shape.query_group_size
     out = torch.zeros(query.shape, dtype=torch.float64, device=query.device)
     if shape.is_fp8:  # [num_kv_heads, 1] scales, broadcast over tokens and dims
         k_scales, v_scales = (s.to(query.device)[:, None] for s in (shape.k_scale, shape.v_scale))
     for b in range(shape.batch_size):
-        n = int(shape.context_lens[b])
+        n, start = int(shape.context_lens[b]), int(shape.window_starts[b])
         if n == 0:
             continue
-        tokens = torch.arange(n)
+        tokens = torch.arange(start, n)
         blocks = shape.block_tables[b, tokens // shape.block_size].to(query.device)
         slots = (tokens % shape.block_size).to(query.device)
         keys = k_cache[blocks, slots].double()  # [n, num_kv_heads, head_dim]
@@ -77,6 +89,11 @@ def reference_decode(
         # Query head h = kv * group + g reads KV head kv.
         q = query[b].double().reshape(shape.num_kv_heads, group, shape.head_dim)
         scores = torch.einsum("kgd,nkd->kgn", q, keys) * shape.scale
-        weights = torch.softmax(scores, dim=-1)
+        if shape.soft_cap is not None:
+            scores = shape.soft_cap * torch.tanh(scores / shape.soft_cap)
+        if shape.sinks is not None:  # one more logit per head, attending to nothing
+            sink = shape.sinks.to(query.device).reshape(shape.num_kv_heads, group, 1)
+            scores = torch.cat([scores, sink], dim=-1)
+        weights = torch.softmax(scores, dim=-1)[..., : len(tokens)]
         out[b] = torch.einsum("kgn,nkd->kgd", weights, values).reshape(shape.num_heads, shape.head_dim)
     return out

@@ -43,6 +43,9 @@ class DecodeShape:
     kv_dtype: torch.dtype = torch.float16
     k_scale: torch.Tensor | None = None
     v_scale: torch.Tensor | None = None
+    window: int | None = None
+    soft_cap: float | None = None
+    sinks: torch.Tensor | None = None
 
     @property
     def is_fp8(self) -> bool:
@@ -60,6 +63,31 @@ class DecodeShape:
         return int(self.context_lens.max()) if self.batch_size else 0
 
     @cached_property
+    def window_starts(self) -> torch.Tensor:
+        """``[batch_size]`` int64 on the CPU: each sequence's first attended
+        position, ``max(0, context_len - window)`` (0 without a window)."""
+        if self.window is None:
+            return torch.zeros_like(self.context_lens)
+        return (self.context_lens - self.window).clamp_min(0)
+
+    @cached_property
+    def first_blocks(self) -> torch.Tensor:
+        """``[batch_size]`` int64 on the CPU: each sequence's first needed logical
+        block, the one holding its first attended position."""
+        return self.window_starts // self.block_size
+
+    @cached_property
+    def attended_lens(self) -> torch.Tensor:
+        """``[batch_size]`` int64 on the CPU: the tokens each query attends to,
+        ``min(context_len, window)``."""
+        return self.context_lens - self.window_starts
+
+    @property
+    def has_options(self) -> bool:
+        """True when a window, sinks or a soft-cap change the plain attention."""
+        return self.window is not None or self.soft_cap is not None or self.sinks is not None
+
+    @cached_property
     def min_context_len(self) -> int:
         """Shortest context (0 for an empty batch); computed once."""
         return int(self.context_lens.min()) if self.batch_size else 0
@@ -75,6 +103,9 @@ def check_decode_args(
     *,
     k_scale: float | torch.Tensor | None = None,
     v_scale: float | torch.Tensor | None = None,
+    window: int | None = None,
+    sinks: torch.Tensor | None = None,
+    soft_cap: float | None = None,
     allow_float64: bool = False,
 ) -> DecodeShape:
     """Validate the arguments of a decode step and return its sizes.
@@ -99,6 +130,19 @@ def check_decode_args(
         ``stored * scale``): a positive finite number (one per tensor) or a float32
         tensor of shape ``[num_kv_heads]`` on the query's device (one per KV head).
         Required for an fp8 cache, refused for any other.
+    window : int, optional
+        Sliding-window attention: the query, at position ``context_len - 1``,
+        attends to the last ``window`` positions,
+        ``max(0, context_len - window) ... context_len - 1``; an integer >= 1.
+        ``None`` (default): the whole context. Table entries before a window's
+        first block are never read (an engine may have freed those blocks).
+    sinks : Tensor, optional
+        Attention sinks: float32 ``[num_heads]`` on the query's device, finite, one
+        logit per query head that joins the softmax's denominator and attends to
+        nothing, ``p_i = exp(s_i) / (exp(sinks[h]) + sum_j exp(s_j))`` (gpt-oss).
+    soft_cap : float, optional
+        Logit soft-capping: ``s <- soft_cap * tanh(s / soft_cap)`` on the scaled
+        logits ``s = scale * q . k`` before the softmax (Gemma 2); finite, > 0.
     allow_float64 : bool
         Accept float64 tensors (the reference does; kernels do not).
 
@@ -117,7 +161,10 @@ def check_decode_args(
         block-table entry a context needs lies in ``[0, num_blocks)``; scale is
         finite and positive; an fp8 cache has both scales, each a positive finite
         number or a float32 ``[num_kv_heads]`` tensor of positive finite values on
-        the query's device, and a cache of any other dtype has neither.
+        the query's device, and a cache of any other dtype has neither; ``window``
+        is an integer >= 1 or None; ``sinks`` a finite float32 ``[num_heads]``
+        tensor on the query's device or None; ``soft_cap`` a finite number > 0 or
+        None.
     """
     names = ("query", "k_cache", "v_cache", "block_tables", "context_lens")
     tensors = (query, k_cache, v_cache, block_tables, context_lens)
@@ -195,6 +242,9 @@ def check_decode_args(
     k_scale = _check_kv_scale("k_scale", k_scale, fp8, k_cache.dtype, num_kv_heads, query.device)
     v_scale = _check_kv_scale("v_scale", v_scale, fp8, k_cache.dtype, num_kv_heads, query.device)
 
+    window, soft_cap = _check_window(window), _check_soft_cap(soft_cap)
+    sinks = _check_sinks(sinks, num_heads, query.device)
+
     lens = context_lens.detach().to("cpu", torch.int64)
     tables = block_tables.detach().to("cpu", torch.int64)
     if batch_size and int(lens.min()) < 0:
@@ -208,13 +258,16 @@ def check_decode_args(
             f"context_lens[{seq}] = {int(lens[seq])} needs {int(needed[seq])} blocks of "
             f"block_size {block_size}, but block_tables holds only {max_num_blocks} per sequence"
         )
-    used = torch.arange(max_num_blocks)[None, :] < needed[:, None]
+    first = (lens - window).clamp_min(0) // block_size if window is not None else torch.zeros_like(lens)
+    cols = torch.arange(max_num_blocks)[None, :]
+    used = (cols < needed[:, None]) & (cols >= first[:, None])
     bad = used & ((tables < 0) | (tables >= num_blocks))
     if bool(bad.any()):
         seq, col = (int(i) for i in torch.nonzero(bad)[0])
+        needed_by = f"context_lens[{seq}] = {int(lens[seq])}" + ("" if window is None else f" with window {window}")
         raise ValueError(
-            f"block_tables[{seq}, {col}] = {int(tables[seq, col])} is needed by context_lens[{seq}] = "
-            f"{int(lens[seq])} but must lie in [0, num_blocks={num_blocks})"
+            f"block_tables[{seq}, {col}] = {int(tables[seq, col])} is needed by {needed_by} "
+            f"but must lie in [0, num_blocks={num_blocks})"
         )
     return DecodeShape(
         batch_size=batch_size,
@@ -230,7 +283,53 @@ def check_decode_args(
         kv_dtype=k_cache.dtype,
         k_scale=k_scale,
         v_scale=v_scale,
+        window=window,
+        soft_cap=soft_cap,
+        sinks=sinks,
     )
+
+
+def _check_window(window: object) -> int | None:
+    """``window`` as an int >= 1, or None."""
+    if window is None:
+        return None
+    if isinstance(window, bool) or not isinstance(window, numbers.Integral) or window < 1:
+        raise ValueError(
+            f"window must be an integer >= 1 (the positions each query attends to) or None; got {window!r}"
+        )
+    return int(window)
+
+
+def _check_soft_cap(soft_cap: object) -> float | None:
+    """``soft_cap`` as a finite float > 0, or None."""
+    if soft_cap is None:
+        return None
+    if isinstance(soft_cap, bool) or not isinstance(soft_cap, numbers.Real) or not (
+        math.isfinite(float(soft_cap)) and float(soft_cap) > 0
+    ):
+        raise ValueError(f"soft_cap must be a finite number > 0 or None; got {soft_cap!r}")
+    return float(soft_cap)
+
+
+def _check_sinks(sinks: object, num_heads: int, device: torch.device) -> torch.Tensor | None:
+    """``sinks`` checked and returned as a float64 CPU copy, or None."""
+    if sinks is None:
+        return None
+    if not isinstance(sinks, torch.Tensor):
+        raise ValueError(f"sinks must be a float32 tensor of shape [num_heads] or None; got {type(sinks).__name__}")
+    if sinks.dtype != torch.float32 or tuple(sinks.shape) != (num_heads,):
+        raise ValueError(
+            f"sinks must be float32 of shape [num_heads] = [{num_heads}]; got {sinks.dtype} of shape "
+            f"{list(sinks.shape)}"
+        )
+    if sinks.device != device:
+        raise ValueError(f"sinks is on {sinks.device} but query is on {device}: all inputs must share one device")
+    host = sinks.detach().to("cpu", torch.float64)
+    bad = ~torch.isfinite(host)
+    if bool(bad.any()):
+        head = int(torch.nonzero(bad)[0])
+        raise ValueError(f"sinks must be finite; query head {head} has {float(host[head])}")
+    return host
 
 
 def _check_kv_scale(
