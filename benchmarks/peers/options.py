@@ -103,8 +103,8 @@ def unsupported(attn: Mapping, who: str, *, window: bool, soft_cap: bool, sinks:
     """Why ``who`` cannot run with the attention keywords ``attn``
     (:meth:`AttentionOptions.kwargs`) as a row's skip note, or None when it takes
     each one given; ``window``, ``soft_cap`` and ``sinks`` say which it takes."""
-    missing = [what for key, what, takes in (("window", "a sliding window", window),
-                                             ("soft_cap", "a logit soft cap", soft_cap),
+    missing = [what for key, what, takes in (("window", "sliding window", window),
+                                             ("soft_cap", "logit soft cap", soft_cap),
                                              ("sinks", "attention sinks", sinks))
                if key in attn and not takes]
     if not missing:

@@ -35,8 +35,13 @@ def sdpa_contiguous(inputs, shape, attn=None):
     kvh, group = shape.num_kv_heads, shape.query_group_size
     n = shape.max_context_len
     cols = cdiv(n, shape.block_size)
-    k = k_cache[tables[:, :cols].long().clamp_min(0)].reshape(b, -1, kvh, d)[:, :n].transpose(1, 2).contiguous()
-    v = v_cache[tables[:, :cols].long().clamp_min(0)].reshape(b, -1, kvh, d)[:, :n].transpose(1, 2).contiguous()
+    # entries past a sequence's blocks may hold anything (-1, ids past the pool): block 0 there, masked
+    used = torch.arange(cols, device=q.device)[None, :] < cdiv(lens.long(), shape.block_size)[:, None]
+    idx = torch.where(used, tables[:, :cols].long(), 0)
+    # slots past a context hold zeros, as a contiguous cache's padding would: finite under an additive mask
+    pad = (torch.arange(n, device=q.device)[None, :] >= lens[:, None].long())[:, None, :, None]
+    k = k_cache[idx].reshape(b, -1, kvh, d)[:, :n].transpose(1, 2).masked_fill(pad, 0).contiguous()
+    v = v_cache[idx].reshape(b, -1, kvh, d)[:, :n].transpose(1, 2).masked_fill(pad, 0).contiguous()
     q4 = q.reshape(b, kvh, group, d)
     mask = None
     if "window" in attn or "sinks" in attn:
