@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from benchmarks import decode_peers as dp
+from benchmarks.report import peers_table
 from benchmarks.peers import Skipped, cli, configs
 from benchmarks.peers.implementations import XQA
 from benchmarks.peers.options import OPTION_PASSES, AttentionOptions, sink_logits
@@ -339,3 +340,10 @@ def test_options_set_through_the_fakes(on_cpu, tmp_path):
     # each peer runs the options it takes and skips the others with a note
     assert (peers["status"] == "skipped").sum() == 3  # FlashInfer's sinks, SDPA's and XQA's soft cap
     assert ours_ran_or_waits(table[table["implementation"] == "triton"].iloc[0])
+    # the doc table from the one run: a row per configuration and options, each against the plain pass
+    lines = peers_table(str(out)).splitlines()
+    assert len(lines) == 2 + len(OPTION_PASSES)
+    assert [line.split("|")[1].strip() for line in lines[2:]] == ["small float16 B=2 ctx=40 bs=16 H=4 D=16"] + [
+        f"small float16 B=2 ctx=40 bs=16 H=4 D=16 [{o.text()}]" for o in OPTION_PASSES[1:]]
+    assert "10.0 us, " in lines[2] and "plain" not in lines[2]
+    assert lines[-1].count("x1.00 plain") >= 1 and "skipped" in lines[-1]  # sinks: FlashInfer's wrapper skips
