@@ -14,6 +14,10 @@ On the same inputs, in one process, for each configuration:
 * ``flashinfer``       FlashInfer's ``BatchDecodeWithPagedKVCacheWrapper`` (CUDA-core
                        decode) on our pools, which are its NHD paged layout;
 * ``flashinfer_tc``    the same wrapper with ``use_tensor_cores=True``;
+* ``flashinfer_xqa``   FlashInfer's XQA decode kernel,
+                       ``trtllm_batch_decode_with_kv_cache(..., backend="xqa")``, on
+                       our pools (NHD) with a copy of our block table whose entries
+                       past each context are block 0 (:mod:`benchmarks.peers.xqa`);
 * ``triton_prefix``    (``--set prefix``) our prefix-aware Triton kernel,
                        ``prepare_triton_decode(..., shared_prefixes="detect")``;
                        skipped with a note on a library without it;
@@ -24,10 +28,25 @@ On the same inputs, in one process, for each configuration:
 
 The FlashInfer rows need ``flashinfer`` installed; without it they are skipped with
 a note. Its index arrays and ``plan()`` are built outside the timing; only
-``run()`` is timed.
+``run()`` is timed. XQA's first call (its compilation) is made outside the timing
+too; an error there skips its row with the error as the note.
+
+Attention options (:mod:`benchmarks.peers.options`): ``--window W`` (each query
+sees the last W tokens of its context), ``--soft-cap C`` (``s <- C tanh(s / C)``
+on the scaled logits) and ``--sinks`` (a standard-normal sink logit per query
+head, fixed seed, in the softmax denominator) go to ours through ``prepare``'s
+keywords and to the float64 reference through ``reference_decode``'s; to
+FlashInfer's decode wrapper as ``plan(window_left=W - 1, logits_soft_cap=C)``
+(no sinks: skipped with a note); to XQA as ``window_left=W - 1`` and ``sinks``
+(no soft cap: skipped); to SDPA on the contiguous cache as an additive float
+mask built outside the timing, sinks as one more key of zeros whose logit the
+mask sets to the sink (no soft cap: skipped). Our rows on a library without
+these keywords are skipped with a note. ``--set options`` runs the classic
+configurations plainly, then with window 4096, 1024 and 128, soft cap 50, and
+sinks: one pass each. Every row records ``window``, ``soft_cap`` and ``sinks``.
 
 ``--set`` picks the configurations: ``classic`` (default) those of
-docs/benchmarks.md; ``ragged`` lengths drawn uniformly in 1..8192 and 1..32768 at
+docs/benchmarks.md; ``options`` the same, once per pass of attention options; ``ragged`` lengths drawn uniformly in 1..8192 and 1..32768 at
 batches 4 to 64, and one long-tailed draw; ``fp8`` the large configurations;
 ``prefix`` batches whose sequences share a prompt (issue 15): shared prefix P and
 own suffix S per sequence, the batch cut into prefix groups, and one control with
@@ -67,6 +86,8 @@ Usage (on a GPU host)::
     python -m benchmarks.decode_peers --set fp8 --out peers_fp8.csv
     python -m benchmarks.decode_peers --set ragged --out peers_ragged.csv
     python -m benchmarks.decode_peers --set prefix --out peers_prefix.csv
+    python -m benchmarks.decode_peers --set options --out peers_options.csv
+    python -m benchmarks.decode_peers --set ragged --window 1024 --out peers_ragged_window.csv
 """
 
 from __future__ import annotations
@@ -78,7 +99,7 @@ import traceback
 
 import torch
 
-from benchmarks.peers import Skipped
+from benchmarks.peers import Skipped, first_line
 from benchmarks.peers.cli import parse_args
 from benchmarks.peers.configs import BASE, context_lengths
 from benchmarks.peers.flashinfer import load_flashinfer
@@ -127,9 +148,30 @@ def measure(name: str, run, ref, config: DecodeConfig, device: torch.device, flu
     return result, note
 
 
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0][:120] if text else ''}"
+def measure_row(name, inputs, shape, scales, attn, ref, cfg, dev, flush, flashinfer, args, common, options) -> dict:
+    """The result row of implementation ``name`` on one configuration and pass of
+    attention options: timed, or skipped or failed with a note."""
+    labels = dict(**common, **options.row_fields())
+    try:
+        run = make_run(name, inputs, shape, scales, flashinfer, attn)
+        result, note = measure(name, run, ref, cfg, dev, flush, args.call_iters,
+                               graph_fallback=name in FLASHINFER_ROWS)
+        backend = getattr(run, "backend", None)
+        note = "; ".join(filter(None, (backend and f"backend {backend}", getattr(run, "note", None), note)))
+        return result_row(result, cfg, measured_at=utc_stamp(), note=note, **labels)
+    except Skipped as exc:
+        return status_row(name, LABELS[name], "skipped", cfg, note=str(exc), **labels)
+    except Exception as exc:  # a peer missing or failing on this torch must not stop the table
+        traceback.print_exc(limit=2, file=sys.stderr)
+        return status_row(name, LABELS[name], "failed", cfg, note=first_line(exc), **labels)
+
+
+def report(row: dict, start: float, exc: BaseException | None = None) -> None:
+    """The progress line of ``row`` on stderr, with the seconds since ``start`` (and
+    the traceback of ``exc``)."""
+    print(f"[{time.perf_counter() - start:4.0f} s] " + row_text(row), file=sys.stderr, flush=True)
+    if exc is not None:
+        traceback.print_exc(limit=2, file=sys.stderr)
 
 
 def unbuilt_row(kind: str, batch: int, lengths: tuple[int, ...], fields: dict, dtype: str, kv: str,
@@ -139,7 +181,7 @@ def unbuilt_row(kind: str, batch: int, lengths: tuple[int, ...], fields: dict, d
             "batch_size": batch, "context_len": max(lengths), "context_lens": context_summary(lengths),
             "num_heads": fields["num_heads"], "num_kv_heads": fields["num_kv_heads"], "head_dim": fields["head_dim"],
             "block_size": fields["block_size"], "dtype": dtype, "kv_dtype": kv, "kv_scale": fields.get("kv_scale", ""),
-            "status": "failed", "note": first_line(exc)}
+            "sinks": False, "status": "failed", "note": first_line(exc)}
 
 
 def main(argv=None) -> int:
@@ -172,6 +214,11 @@ def main(argv=None) -> int:
     print(f"set {args.config_set}: {len(args.configs)} configuration(s); dtypes {' '.join(args.dtype)}; KV caches "
           + " ".join("in the compute dtype" if kv == "same" else f"{kv} ({args.kv_scale} scales)" for kv in args.kv_dtype)
           + f"; implementations {' '.join(impls)}")
+    if any(options.any for options in args.passes):
+        print("attention options, a pass over the configurations each: "
+              + "; ".join(options.text() or "none" for options in args.passes)
+              + ("; sinks: standard normal, one per query head, fixed seed" if any(o.sinks for o in args.passes)
+                 else ""))
     if args.config_set == "prefix":
         print("GB/s and fraction of copy count UNIQUE bytes (each shared block once: unique_decode_bytes); "
               "bytes_moved is every sequence's, unique_bytes the pool's")
@@ -187,6 +234,8 @@ def main(argv=None) -> int:
     meta = sidecar(kind="peers", command=" ".join(["python -m benchmarks.decode_peers", *argv]), device=DEVICE,
                    copy_gbps=copy, peers={"flashinfer": flashinfer.__version__} if flashinfer else {},
                    set=args.config_set)
+    if any(options.any for options in args.passes):
+        meta["options"] = [options.text() or "none" for options in args.passes]
     meta.update(sidecar_notes(args.config_set, gpu=meta["gpu"], date=meta["date"], flashinfer=bool(flashinfer)))
     common = dict(copy_gbps=copy, device_name=device_name, warmup=CALL_WARMUP, iters=args.call_iters)
 
@@ -196,7 +245,7 @@ def main(argv=None) -> int:
     for dtype in args.dtype:
         for kind, batch, lens, over in args.configs:
             lengths = context_lengths(lens, batch)
-            base_ms = {}  # implementation -> GPU time on this configuration's 16-bit cache
+            base_ms = {}  # (options, implementation) -> GPU time on this configuration's 16-bit cache
             for kv in args.kv_dtype:
                 fp8 = kv != "same"
                 fields = {**BASE, "head_dim": args.head_dim, **over}
@@ -207,40 +256,37 @@ def main(argv=None) -> int:
                     inputs = build_decode_inputs(cfg)
                     scales = inputs.scales() if fp8 else {}
                     shape = check_decode_args(*inputs.args(), **scales)
-                    ref = reference_decode(*inputs.args(), **scales)
                 except Exception as exc:  # e.g. a library without fp8 caches: the other rows still run
                     rows.append(unbuilt_row(kind, batch, lengths, fields, dtype, kv if fp8 else dtype, exc))
-                    print(f"[{time.perf_counter() - start:4.0f} s] " + row_text(rows[-1]), file=sys.stderr, flush=True)
-                    traceback.print_exc(limit=2, file=sys.stderr)
+                    report(rows[-1], start, exc)
                     continue
-                for name in impls:
-                    if fp8 and name not in FP8_IMPLS:
-                        continue
+                for options in args.passes:
+                    attn = options.kwargs(shape.num_heads, dev)
                     try:
-                        run = make_run(name, inputs, shape, scales, flashinfer)
-                        result, note = measure(name, run, ref, cfg, dev, flush, args.call_iters,
-                                               graph_fallback=name in FLASHINFER_ROWS)
-                        backend = getattr(run, "backend", None)
-                        note = "; ".join(filter(None, (backend and f"backend {backend}", note)))
-                        row = result_row(result, cfg, measured_at=utc_stamp(), note=note, **common)
-                    except Skipped as exc:
-                        row = status_row(name, LABELS[name], "skipped", cfg, note=str(exc), **common)
-                    except Exception as exc:  # a peer missing or failing on this torch must not stop the table
-                        row = status_row(name, LABELS[name], "failed", cfg, note=first_line(exc), **common)
-                        traceback.print_exc(limit=2, file=sys.stderr)
-                    run = None  # free what the callable holds before the next one is built
-                    row = {**row, "kind": kind}
-                    if row["status"] == "ok":
-                        if not fp8:
-                            base_ms[name] = row["gpu_time_ms"]
-                        else:
-                            if "triton" in base_ms:
-                                row["speedup_vs_triton_16bit"] = base_ms["triton"] / row["gpu_time_ms"]
-                            if name in base_ms:
-                                row["speedup_vs_own_16bit"] = base_ms[name] / row["gpu_time_ms"]
-                    rows.append(row)
-                    print(f"[{time.perf_counter() - start:4.0f} s] " + row_text(row), file=sys.stderr, flush=True)
-                del inputs, ref, shape, scales
+                        ref = reference_decode(*inputs.args(), **scales, **attn)
+                    except Exception as exc:  # a reference without these options yet
+                        rows.append({**unbuilt_row(kind, batch, lengths, fields, dtype, kv if fp8 else dtype, exc),
+                                     "implementation": "(reference)", **options.row_fields()})
+                        report(rows[-1], start, exc)
+                        continue
+                    for name in impls:
+                        if fp8 and name not in FP8_IMPLS:
+                            continue
+                        row = measure_row(name, inputs, shape, scales, attn, ref, cfg, dev, flush, flashinfer, args,
+                                          common, options)
+                        row = {**row, "kind": kind}
+                        if row["status"] == "ok":
+                            if not fp8:
+                                base_ms[options, name] = row["gpu_time_ms"]
+                            else:
+                                if (options, "triton") in base_ms:
+                                    row["speedup_vs_triton_16bit"] = base_ms[options, "triton"] / row["gpu_time_ms"]
+                                if (options, name) in base_ms:
+                                    row["speedup_vs_own_16bit"] = base_ms[options, name] / row["gpu_time_ms"]
+                        rows.append(row)
+                        report(row, start)
+                    del ref, attn
+                del inputs, shape, scales
                 if dev.type == "cuda":
                     torch.cuda.empty_cache()
             if args.out:  # after every configuration: a run cut short keeps what it measured

@@ -253,7 +253,8 @@ def schema_rows(raw: Iterable[Mapping], header: Sequence[str], meta: Mapping | N
     Names are mapped (:data:`LEGACY_COLUMNS`) and cells typed
     (:data:`~paged_attention.results.COLUMNS`); then what an earlier file lacked
     is filled in: configuration columns from the sidecar's ``config``, the key
-    from the label, ``kv_dtype`` from ``dtype``, ``context_lens`` from a uniform
+    from the label, ``kv_dtype`` from ``dtype``, ``sinks`` False (``window`` and
+    ``soft_cap`` stay empty: none), ``context_lens`` from a uniform
     batch's length, ``status``, the bytes from a bandwidth and its time, the four
     bandwidths from the bytes (:func:`~paged_attention.results.gbps`), the copy
     bandwidth (from the sidecar) and the fraction of it
@@ -295,6 +296,8 @@ def _filled(row: dict, extra: dict, writer: str, config: dict, copy, failed: boo
         row["implementation"] = _KEYS.get(row["label"])
     row["label"] = row["label"] or LABELS.get(row["implementation"] or "", "")
     row["kv_dtype"] = row["kv_dtype"] or row["dtype"]
+    if row["sinks"] is None:  # a file from before the attention options ran without sinks
+        row["sinks"] = False
     sizes = (row["tokens"], row["batch_size"], row["context_len"])
     if not row["context_lens"] and all(map(present, sizes)) and sizes[0] == sizes[1] * sizes[2]:
         row["context_lens"] = str(row["context_len"])  # a uniform batch

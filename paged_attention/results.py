@@ -248,6 +248,9 @@ COLUMNS: dict[str, tuple[type, str]] = {
     "block_layout": (str, "physical block layout: contiguous, shuffled, fragmented"),
     "shared_prefix": (int, "tokens at the start of every sequence its prefix group shares"),
     "prefix_groups": (int, "groups of consecutive sequences sharing a prefix"),
+    "window": (int, "sliding window: the tokens each query sees, the last of its context; empty: all of them"),
+    "soft_cap": (float, "logit soft cap C (s <- C tanh(s / C) before the softmax); empty: none"),
+    "sinks": (bool, "a learned sink logit per query head in the softmax denominator (False in files before it)"),
     "median_ms": (float, "call latency, median over calls (ms)"),
     "p20_ms": (float, "call latency, 20th percentile"),
     "p80_ms": (float, "call latency, 80th percentile"),
@@ -308,16 +311,24 @@ def config_fields(config: DecodeConfig) -> dict:
     }
 
 
+def attention_fields(window: int | None = None, soft_cap: float | None = None, sinks: bool = False) -> dict:
+    """The attention-option columns of a row: ``window`` (tokens, None for all),
+    ``soft_cap`` (None for none) and ``sinks`` (whether sink logits were used)."""
+    return {"window": window, "soft_cap": soft_cap, "sinks": bool(sinks)}
+
+
 def result_row(
     result, config: DecodeConfig, *, copy_gbps: float | None = None, device_name: str = "",
     warmup: int | None = None, iters: int | None = None, measured_at: str = "", note: str = "",
+    window: int | None = None, soft_cap: float | None = None, sinks: bool = False,
 ) -> dict:
     """The row (:data:`RESULT_COLUMNS`) of a timed ``result`` on ``config``.
 
     ``result`` is a :class:`BenchResult` or anything with its fields (a row of
     :meth:`BenchResult.row`); its own bandwidth is kept, and the fraction of the
     copy bandwidth ``copy_gbps`` (GB/s, None where not measured) is computed on
-    its unique bytes.
+    its unique bytes. ``window``, ``soft_cap`` and ``sinks`` are the attention
+    options it ran with (:func:`attention_fields`).
     """
     get = result.get if isinstance(result, Mapping) else lambda key: getattr(result, key, None)
     host_ms = get("host_ms")
@@ -326,6 +337,7 @@ def result_row(
         unique = get("bytes_moved")
     row = {
         "implementation": get("name"), "label": get("label"), **config_fields(config),
+        **attention_fields(window, soft_cap, sinks),
         "median_ms": get("median_ms"), "p20_ms": get("p20_ms"), "p80_ms": get("p80_ms"),
         "gpu_time_ms": get("gpu_time_ms"), "gpu_p20_ms": get("gpu_p20_ms"), "gpu_p80_ms": get("gpu_p80_ms"),
         "host_us": host_ms * 1e3 if present(host_ms) else None,
@@ -341,9 +353,11 @@ def result_row(
 def status_row(
     name: str, label: str, status: str, config: DecodeConfig, *, note: str, copy_gbps: float | None = None,
     device_name: str = "", warmup: int | None = None, iters: int | None = None,
+    window: int | None = None, soft_cap: float | None = None, sinks: bool = False,
 ) -> dict:
     """A row without timings (:data:`RESULT_COLUMNS`): ``status`` is ``"skipped"``,
-    ``"failed"`` or ``"refused"``, ``note`` says why.
+    ``"failed"`` or ``"refused"``, ``note`` says why; ``window``, ``soft_cap`` and
+    ``sinks`` as in :func:`result_row`.
 
     Raises
     ------
@@ -354,7 +368,8 @@ def status_row(
         raise ValueError(f"status must be skipped, failed or refused; got {status!r}")
     row = dict.fromkeys(RESULT_COLUMNS)
     row.update(
-        implementation=name, label=label, **config_fields(config), bytes_moved=config.decode_bytes(),
+        implementation=name, label=label, **config_fields(config), **attention_fields(window, soft_cap, sinks),
+        bytes_moved=config.decode_bytes(),
         unique_bytes=config.unique_decode_bytes(), copy_gbps=copy_gbps, status=status, note=note,
         device_name=device_name, warmup=warmup, iters=iters, measured_at="",
     )

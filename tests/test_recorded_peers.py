@@ -20,7 +20,7 @@ from test_app import BENCH, TINY, assert_clean, open_app  # noqa: E402
 
 from benchmarks.record import convert_peers, parse_peers_log  # noqa: E402
 from explorer.bench.recorded import FOLDERS, SETS, load_recorded, load_recorded_set  # noqa: E402
-from explorer.bench.recorded_peers import peer_rows  # noqa: E402
+from explorer.bench.recorded_peers import configuration, peer_rows  # noqa: E402
 from explorer.limits import MAX_LABEL_CHARS  # noqa: E402
 from paged_attention.results import RESULT_COLUMNS  # noqa: E402
 
@@ -65,6 +65,12 @@ def test_peer_rows_name_configurations_and_implementations():
     classic = next(s for s in load_peer_sets() if s.meta["set"] == "classic")
     assert len(peer_rows(classic, "bfloat16")) == len(peer_rows(classic, "float16")) == 22
     assert "32 × 2048, block 256, 16 heads" in set(peer_rows(classic)["configuration"])
+    # a row of --set options names its attention options; one before them, none
+    row = {"batch_size": 8, "context_len": 8192, "context_lens": "8192", "block_size": 16, "num_heads": 32,
+           "dtype": "float16", "kv_dtype": "float16"}
+    assert configuration({**row, "window": 1024, "soft_cap": None, "sinks": False}) == "8 × 8192, window 1024"
+    assert configuration({**row, "window": None, "soft_cap": 50.0, "sinks": True}) == "8 × 8192, soft cap 50, sinks"
+    assert configuration(row) == "8 × 8192"
 
 
 def test_peer_table_text_fits_its_columns_at_1280_px():

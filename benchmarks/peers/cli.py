@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from benchmarks.peers.configs import BASE, CONFIG_SETS
-from benchmarks.peers.implementations import ALL_IMPLS, FP8_KV, IMPLS
+from benchmarks.peers.implementations import ALL_IMPLS, FP8_KV, IMPLS, XQA
+from benchmarks.peers.options import OPTION_PASSES, AttentionOptions
 
 KV_CHOICES = ("same", *FP8_KV, "both")
 #: Defaults by set: compute dtypes, KV-cache dtypes, implementations.
@@ -15,6 +16,8 @@ SET_DEFAULTS = {
     "fp8": (["float16"], ["same", "float8_e4m3fn"], [n for n in IMPLS if n not in ("gather_sdpa", "flex_paged")]),
     "prefix": (["float16"], ["same"], ["triton", "triton_prefix", "sdpa_contiguous", "flashinfer_tc",
                                        "flashinfer_cascade"]),
+    "options": (["float16"], ["same"], ["triton", "triton_simple", "vectorized", "sdpa_contiguous", "flashinfer",
+                                        "flashinfer_tc", XQA]),
 }
 
 
@@ -36,7 +39,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--impl", nargs="+", choices=ALL_IMPLS,
                    help="implementations (default: all but triton_prefix and flashinfer_cascade for classic; "
                         "all but those, gather_sdpa and flex_paged for ragged and fp8; triton triton_prefix "
-                        "sdpa_contiguous flashinfer_tc flashinfer_cascade for prefix)")
+                        "sdpa_contiguous flashinfer_tc flashinfer_cascade for prefix; ours, sdpa_contiguous and "
+                        "FlashInfer's decode and XQA for options)")
+    p.add_argument("--window", type=int, metavar="W",
+                   help="sliding window: each query sees the last W tokens of its context (FlashInfer: "
+                        "window_left=W-1)")
+    p.add_argument("--soft-cap", type=float, metavar="C",
+                   help="logit soft cap: s <- C tanh(s / C) on the scaled logits, before the softmax")
+    p.add_argument("--sinks", action="store_true",
+                   help="a sink logit per query head in the softmax denominator (standard normal, fixed seed)")
     p.add_argument("--head-dim", type=int, default=BASE["head_dim"],
                    help="head_dim of every configuration (the targets in docs/benchmarks.md are at 128)")
     p.add_argument("--call-iters", type=int, default=30)
@@ -46,7 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(argv=None) -> argparse.Namespace:
     """Parsed flags, with the set's defaults filled in: ``kv_dtype`` lists ``same``
-    first (the fp8 rows' speedups need it first), without repeats."""
+    first (the fp8 rows' speedups need it first), without repeats; ``passes`` the
+    attention options of each pass over the configurations
+    (:class:`~benchmarks.peers.options.AttentionOptions`): those of ``--window``,
+    ``--soft-cap`` and ``--sinks``, or for ``--set options`` its own
+    (:data:`~benchmarks.peers.options.OPTION_PASSES`)."""
     p = build_parser()
     args = p.parse_args(argv)
     dtypes, kv_dtypes, impls = SET_DEFAULTS[args.config_set]
@@ -59,4 +74,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.configs = [c for c in CONFIG_SETS[args.config_set] if not args.only or c[0] in args.only]
     if not args.configs:
         p.error(f"--only {' '.join(args.only)} selects no configuration of --set {args.config_set}")
+    flags = [flag for flag, value in (("--window", args.window), ("--soft-cap", args.soft_cap),
+                                      ("--sinks", args.sinks or None)) if value is not None]
+    if args.config_set == "options":
+        if flags:
+            p.error(f"--set options runs its own windows, soft cap and sinks; drop {' '.join(flags)}")
+        args.passes = OPTION_PASSES
+    else:
+        try:
+            args.passes = (AttentionOptions(window=args.window, soft_cap=args.soft_cap, sinks=args.sinks),)
+        except ValueError as exc:
+            p.error(str(exc))
     return args

@@ -1,6 +1,8 @@
 """The configurations ``benchmarks.decode_peers`` times, by set (``--set``):
 ``classic`` those of docs/benchmarks.md, ``ragged`` lengths drawn at random,
-``fp8`` the large ones, ``prefix`` batches whose sequences share a prompt."""
+``fp8`` the large ones, ``prefix`` batches whose sequences share a prompt,
+``options`` the classic ones again, once per pass of attention options
+(:data:`benchmarks.peers.options.OPTION_PASSES`)."""
 
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ CONFIG_SETS = {
     "ragged": RAGGED_CONFIGS,
     "fp8": [c for c in CONFIGS if c[0] == "large"],
     "prefix": PREFIX_CONFIGS,
+    "options": CONFIGS,
 }
 
 

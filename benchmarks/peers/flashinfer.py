@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from benchmarks.peers import Skipped
+from benchmarks.peers.options import unsupported
 from paged_attention import cdiv
 
 FLASHINFER_MISSING = "flashinfer not installed: pip install flashinfer-python, or see ../shared/tools/flashinfer-carry.sh"
@@ -79,7 +80,7 @@ def flashinfer_page_indices(
     return kv_indptr, kv_indices, kv_last_page_len
 
 
-def flashinfer_decode(flashinfer, inputs, shape, scales, *, use_tensor_cores: bool):
+def flashinfer_decode(flashinfer, inputs, shape, scales, attn=None, *, use_tensor_cores: bool):
     """FlashInfer's paged decode on our cache, planned here; the callable runs ``run()`` only.
 
     Our ``[num_blocks, block_size, num_kv_heads, head_dim]`` pools are FlashInfer's
@@ -89,15 +90,31 @@ def flashinfer_decode(flashinfer, inputs, shape, scales, *, use_tensor_cores: bo
     floats: FlashInfer multiplies its softmax scale by ``k_scale`` and, in a second
     elementwise kernel inside the timed call, the output by ``v_scale``.
 
+    The attention keywords ``attn`` (:mod:`benchmarks.peers.options`) go to
+    ``plan()``, only those given: a window of W tokens as ``window_left=W - 1``
+    (FlashInfer's window is the tokens left of the query besides its own; its mask
+    keeps ``kv_idx + window_left >= kv_len - 1``, 0.7.4's ``variants.cuh``), a soft
+    cap as ``logits_soft_cap`` (``cap * tanh(scale * q.k / cap)``, the same).
+
     Raises
     ------
     Skipped
-        A float32 query, or per-head scales (FlashInfer's decode takes one float
-        each for K and V).
+        A float32 query, per-head scales (FlashInfer's decode takes one float each
+        for K and V), or sinks (its fa2 and CUDA-core decode do not apply them).
     """
     q, k_cache, v_cache, tables, lens = inputs.args()
     if q.dtype not in (torch.float16, torch.bfloat16):
         raise Skipped(f"FlashInfer's decode takes float16 or bfloat16 queries, not {str(q.dtype).removeprefix('torch.')}")
+    attn = attn or {}
+    note = unsupported(attn, "FlashInfer's decode wrapper (fa2 and CUDA-core paths)", window=True, soft_cap=True,
+                       sinks=False)
+    if note:
+        raise Skipped(note)
+    plan_kw = {}
+    if "window" in attn:
+        plan_kw["window_left"] = attn["window"] - 1
+    if "soft_cap" in attn:
+        plan_kw["logits_soft_cap"] = attn["soft_cap"]
     run_kw = {}
     if scales:
         if any(isinstance(s, torch.Tensor) for s in scales.values()):
@@ -108,7 +125,7 @@ def flashinfer_decode(flashinfer, inputs, shape, scales, *, use_tensor_cores: bo
     wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD", use_tensor_cores=use_tensor_cores)
     wrapper.plan(
         kv_indptr, kv_indices, kv_last_page_len, shape.num_heads, shape.num_kv_heads, shape.head_dim,
-        shape.block_size, q_data_type=q.dtype, kv_data_type=k_cache.dtype, sm_scale=shape.scale,
+        shape.block_size, q_data_type=q.dtype, kv_data_type=k_cache.dtype, sm_scale=shape.scale, **plan_kw,
     )
     out = torch.empty_like(q)
     cache = (k_cache, v_cache)
@@ -196,7 +213,7 @@ def cascade_page_indices(
     return {key: [level[key] for level in levels] for key in unique_level}
 
 
-def flashinfer_cascade(flashinfer, inputs, shape, scales):
+def flashinfer_cascade(flashinfer, inputs, shape, scales, attn=None):
     """FlashInfer's ``MultiLevelCascadeAttentionWrapper`` on our shared-prefix cache,
     planned here; the callable runs ``run()`` only.
 
@@ -209,13 +226,17 @@ def flashinfer_cascade(flashinfer, inputs, shape, scales):
     Raises
     ------
     Skipped
-        A float32 query, or an fp8 cache (the cascade's ``run()`` takes no scales).
+        A float32 query, an fp8 cache (the cascade's ``run()`` takes no scales), or
+        any attention option (not wired here).
     """
     q, k_cache, v_cache, tables, lens = inputs.args()
     if q.dtype not in (torch.float16, torch.bfloat16):
         raise Skipped(f"FlashInfer's cascade takes float16 or bfloat16 queries, not {str(q.dtype).removeprefix('torch.')}")
     if scales:
         raise Skipped("FlashInfer's cascade run() takes no k_scale or v_scale (no fp8 cache)")
+    note = unsupported(attn or {}, "this FlashInfer cascade setup", window=False, soft_cap=False, sinks=False)
+    if note:
+        raise Skipped(note)
     config = inputs.config
     levels = cascade_page_indices(tables, lens, shape.block_size, config.shared_blocks, config.prefix_group_of)
     workspace = torch.zeros(FLASHINFER_WORKSPACE_BYTES, dtype=torch.uint8, device=q.device)

@@ -22,18 +22,20 @@ PEER_LABELS: dict[str, str] = {
     "sdpa_contiguous": "SDPA, contiguous",
     "flashinfer": "FlashInfer",
     "flashinfer_tc": "FlashInfer, TC",
+    "flashinfer_xqa": "FlashInfer XQA",
     "flashinfer_cascade": "FlashInfer cascade",
 }
 #: What the short labels stand for, for a column's help.
 LABELS_HELP = ("ours: this repository's kernels; prefix: the prefix-aware kernel, reading shared blocks once; "
                "SDPA, contiguous: SDPA on a cache that is already contiguous (no paging); FlashInfer, TC: "
-               "FlashInfer's tensor-core decode; FlashInfer cascade: its two-level shared-prefix cascade")
+               "FlashInfer's tensor-core decode; FlashInfer XQA: its XQA decode kernel; FlashInfer cascade: its "
+               "two-level shared-prefix cascade")
 
 #: How the configuration column reads, for its help.
 CONFIGURATION_HELP = ("batch × tokens per sequence (a..b (mean m): ragged lengths); prefix P ×G: a shared prompt "
                       "of P tokens, in G groups; tail: a long-tailed draw of lengths; no prefix: the control that "
                       "shares nothing; block, heads, cache: where other than block size 16, 32 heads and the compute "
-                      "dtype")
+                      "dtype; window W, soft cap C, sinks: the attention options it ran with")
 
 
 def configuration(row) -> str:
@@ -41,7 +43,8 @@ def configuration(row) -> str:
     1280 px: ``"32 × 2048"`` (batch × tokens), ``"4 × 236..5193 (mean 3642)"``
     (ragged), ``"64 × 8448, prefix 8192 ×1"`` (a shared prefix of 8,192 tokens in one
     group), with a block size, head count or cache dtype other than the set's usual
-    ones appended (:data:`CONFIGURATION_HELP`)."""
+    ones appended, and the attention options it ran with (``", window 1024"``,
+    ``", soft cap 50"``, ``", sinks"``; :data:`CONFIGURATION_HELP`)."""
     lengths = row.get("context_lens") or str(row["context_len"])
     uniform = str(lengths) == str(row["context_len"])
     text = f"{int(row['batch_size'])} × " + (f"{int(row['context_len'])}" if uniform else f"{lengths}")
@@ -58,6 +61,14 @@ def configuration(row) -> str:
     kv = row.get("kv_dtype")
     if kv is not None and pd.notna(kv) and str(kv) != str(row["dtype"]):
         text += f", {kv} cache"
+    window, cap = row.get("window"), row.get("soft_cap")
+    if window is not None and pd.notna(window):
+        text += f", window {int(window)}"
+    if cap is not None and pd.notna(cap):
+        text += f", soft cap {float(cap):g}"
+    sinks = row.get("sinks")
+    if sinks is not None and pd.notna(sinks) and bool(sinks):
+        text += ", sinks"
     return text
 
 
