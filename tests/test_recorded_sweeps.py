@@ -123,6 +123,9 @@ def test_sweep_page_draws_a_recorded_sweep_labelled_as_recorded(monkeypatch, tmp
     assert "recorded on Fake GPU" in spec["layout"]["title"]["subtitle"]["text"]
     assert all("Fake GPU" not in t["name"] for t in spec["data"])
     assert any("Drawn alone: no sweep run here yet" in c.value for c in at.caption)
+    # how it was recorded, without the recording machine's output folder
+    (how,) = [c.value for c in at.caption if "recorded with" in c.value]
+    assert "recorded with `python -m benchmarks.record --sweeps`" in how and "--out" not in how
     # the live table and CSV are this session's only: none before a run
     assert not [d for d in at.dataframe if "sw_table" in d.proto.id]
 
