@@ -202,7 +202,7 @@ HEADER_CHAR_PX, HEADER_PAD_PX = 8, 32
 #: The columns, in order. Narrow enough for the main column at 1280 px with the
 #: sidebar open: p20 and p80 are the latency chart's bars and in the CSV. The
 #: axis's column is named by :func:`axis_column`.
-_COLUMNS: tuple[Column, ...] = (
+COLUMNS: tuple[Column, ...] = (
     Column("source", "Source", 95),
     Column("value", ""),
     Column("label", "Implementation", 125),
@@ -246,7 +246,7 @@ def points_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[Column]]:
     column that is empty everywhere left out (no GPU columns on the CPU, no
     prediction where none was skipped), the cache column only when there are two,
     an upload's source as ``"upload"`` (its name is in the captions and charts)."""
-    columns = [axis_column(frame["axis"].iloc[0]) if c.key == "value" else c for c in _COLUMNS]
+    columns = [axis_column(frame["axis"].iloc[0]) if c.key == "value" else c for c in COLUMNS]
     table = frame[[c.key for c in columns]].dropna(axis=1, how="all")
     table = table.assign(source=table["source"].map(lambda s: "upload" if s.startswith("uploaded: ") else s))
     for key in ("cached", "note"):
