@@ -198,7 +198,7 @@ class Column:
 
 #: Pixels per character of a header at the table's font, and around its text
 #: (padding and the sort arrow): the width a header needs so that it is not cut.
-HEADER_CHAR_PX, HEADER_PAD_PX = 8, 32
+HEADER_CHAR_PX, HEADER_PAD_PX = 7, 32
 #: The columns, in order. Narrow enough for the main column at 1280 px with the
 #: sidebar open: p20 and p80 are the latency chart's bars and in the CSV. The
 #: axis's column is named by :func:`axis_column`.
