@@ -4,31 +4,21 @@ import pandas as pd
 import streamlit as st
 
 from explorer import formatting, limits
-from explorer.bench import readouts
 from explorer.limits import MAX_BUDGET_S
-from explorer.page_urls import read_page
 from explorer.sweep import figures as sweep_figures
 from explorer.sweep import grid as sweep_grid
 from explorer.sweep import runs as sweep_runs
+from explorer.sweep import view
+from explorer.sweep.view import SOURCE
 from paged_attention import IMPLEMENTATIONS, LABELS
 from ui.charts import show_chart
 from ui.inputs import bounded_number_input
-from ui.page_state import show_url_notes
 from ui.recorded import SWEEP_KINDS, show_recorded
-from ui.run_guard import QueueNote
-from ui.sidebar import current, show_config_error, sync_url, take_page_query
-from ui.tables import number_column, sig3_columns
-from ui.sweep import JOB, cancel_sweep, device_name, measure, run_next_point
-
-DEFAULT_BUDGET_S = 10.0
-SOURCE = "this session"
-AXIS_NOTES = {
-    "context_len": "every sequence gets the same context length",
-    "batch_size": "the sidebar's context lengths repeat across the batch",
-    "block_size": "the same tokens, cut into blocks of each size",
-    "num_kv_heads": "divisors of the query heads only (GQA groups); the query heads stay fixed",
-    "head_dim": "the same tokens and heads, wider or narrower",
-}
+from ui.sidebar import current, show_config_error, sync_url
+from ui.sweep import (
+    JOB, axis_defaults, cancel_sweep, device_name, mark_drawn, measure, seed_controls, show_points, show_progress,
+    start_sweep,
+)
 
 st.title("Sweep")
 st.markdown(
@@ -43,41 +33,7 @@ if show_config_error(result):
     st.stop()
 config, settings = result.config, result.settings
 cpu = config.device == "cpu"
-ss = st.session_state
-
-
-def _axis_defaults() -> None:
-    low, high = sweep_grid.default_range(ss["sw_axis"], config, cpu)
-    ss["sw_low"], ss["sw_high"] = low, high
-    ss["sw_points"] = sweep_grid.default_points(ss["sw_axis"], low, high, cpu)
-
-
-def _from_url() -> list[str]:
-    """Seed the controls from the URL (``sw_axis``, ``sw_from``, ``sw_to``, ``sw_points``,
-    ``sw_spacing``), the axis first: the range's defaults and limits depend on it."""
-    query = take_page_query("sweep")
-    found, notes = read_page("sweep", query, {"sw_axis": "context_len"}, keys=("sw_axis",))
-    ss["sw_axis"] = found.get("sw_axis", "context_len")
-    _axis_defaults()
-    ss["sw_spacing"] = "log"
-    axis_limits = sweep_grid.AXIS_LIMITS[ss["sw_axis"]]
-    keys = ("sw_low", "sw_high", "sw_points", "sw_spacing")
-    found, more = read_page("sweep", query, {k: ss[k] for k in keys}, keys=keys,
-                            bounds={"sw_low": axis_limits, "sw_high": axis_limits})
-    ss.update(found)
-    if ("sw_low" in found or "sw_high" in found) and "sw_points" not in found:  # one per doubling, as by hand
-        ss["sw_points"] = sweep_grid.default_points(ss["sw_axis"], ss["sw_low"], ss["sw_high"], cpu)
-    return notes + more
-
-
-if ss.get("sw_axis") not in sweep_grid.AXES:  # the page's first run in this session
-    show_url_notes("sweep", _from_url())
-else:
-    show_url_notes("sweep")
-ss.setdefault("sw_spacing", "log")
-ss.setdefault("sw_budget", DEFAULT_BUDGET_S)
-if ss["sw_spacing"] is None:  # segmented control deselected
-    ss["sw_spacing"] = "log"
+seed_controls(config, cpu)
 
 if cpu:
     st.warning(
@@ -86,25 +42,16 @@ if cpu:
         icon=":material/warning:",
     )
 
-job = ss.get(JOB)
-if job is not None and job.lock.locked():
-    # A click started this run while an earlier one is still timing a point:
-    # wait for it, so the point is drawn (and, after Cancel, kept) rather than redone.
-    with st.spinner("Finishing the point in flight…"):
-        with job.lock:
-            pass
+job = st.session_state.get(JOB)
+mark_drawn(job)  # before reading its rows: the progress reruns the page once it has more
 running = job is not None and job.running
 
 
-def _start(base, grid: sweep_grid.GridPlan, axis: str, names: tuple[str, ...], budget: float, caches: tuple) -> None:
-    ss[JOB] = sweep_runs.SweepJob(
-        base=base, axis=axis, values=grid.values, names=names, warmup=grid.warmup, iters=grid.iters,
+def _start(grid: sweep_grid.GridPlan, axis: str, names: tuple[str, ...], budget: float, caches: tuple) -> None:
+    start_sweep(sweep_runs.SweepJob(
+        base=config, axis=axis, values=grid.values, names=names, warmup=grid.warmup, iters=grid.iters,
         naive_budget_s=float(budget), device_name=device_name(config.device), caches=caches,
-    )
-
-
-def _cache_name(kv_dtype) -> str:
-    return formatting.kv_dtype_label(kv_dtype, config.dtype)
+    ))
 
 
 with st.container(border=True):
@@ -114,105 +61,66 @@ with st.container(border=True):
     # to a box with no buttons (checked in Chromium at 1280x720 and 1920x1080, tests/test_browser_sweep.py).
     top = st.columns([2, 1.5, 1.5], vertical_alignment="bottom")
     middle = st.columns([1, 1, 1.5, 1.5], vertical_alignment="bottom")
-    axis = top[0].selectbox("Sweep over", list(sweep_grid.AXES), key="sw_axis",
-                            persist_state="session", format_func=sweep_grid.AXES.get,
-                            on_change=_axis_defaults, disabled=running)
+    axis = top[0].selectbox("Sweep over", list(sweep_grid.AXES), key="sw_axis", persist_state="session",
+                            format_func=sweep_grid.AXES.get, on_change=axis_defaults, args=(config, cpu),
+                            disabled=running)
     middle[0].segmented_control("Spacing", sweep_grid.SPACINGS, key="sw_spacing", persist_state="session",
                                 disabled=running,
                                 help="log: each point a constant factor larger (the default); linear: constant "
                                      "steps. Block sizes are always powers of two, KV heads divisors of the "
                                      "query heads.")
     lo_limit, hi_limit = sweep_grid.AXIS_LIMITS[axis]
-    for key in ("sw_low", "sw_high"):  # a value from another axis may lie outside this one's limits
-        ss[key] = min(max(int(ss.get(key, lo_limit)), lo_limit), hi_limit)
-    low = bounded_number_input(top[1], "From", lo_limit, hi_limit, step=1, key="sw_low",
-                               persist_state="session", disabled=running,
-                               note_parent=st)
-    high = bounded_number_input(top[2], "To", lo_limit, hi_limit, step=1, key="sw_high",
-                                persist_state="session", disabled=running,
-                                note_parent=st)
+    low = bounded_number_input(top[1], "From", lo_limit, hi_limit, step=1, key="sw_low", persist_state="session",
+                               disabled=running, note_parent=st)
+    high = bounded_number_input(top[2], "To", lo_limit, hi_limit, step=1, key="sw_high", persist_state="session",
+                                disabled=running, note_parent=st)
     points = bounded_number_input(middle[1], "Points", 1, limits.MAX_POINTS, step=1, key="sw_points",
-                                  persist_state="session",
-                                  disabled=running, note_parent=st)
-
-    error, grid = None, None
-    try:
-        if int(low) > int(high):  # in the page's words, not sweep_values' low/high
-            raise ValueError(f"From ({int(low):,}) must not exceed To ({int(high):,}).")
-        values = sweep_grid.sweep_values(axis, int(low), int(high), int(points), spacing=ss["sw_spacing"] or "log",
-                                    num_heads=config.num_heads)
-        grid = sweep_grid.cap_grid(config, axis, values, settings.warmup, settings.iters)
-        error = grid.refusal
-    except ValueError as exc:
-        error = str(exc)
-
-    simple = middle[3].checkbox(f"Include {LABELS['triton_simple']}", key="sw_simple",
-                                persist_state="session", disabled=running,
+                                  persist_state="session", disabled=running, note_parent=st)
+    budget = bounded_number_input(
+        middle[2], "Naive budget per point (s)", 0.0, MAX_BUDGET_S, step=1.0, key="sw_budget",
+        persist_state="session", disabled=running, note_parent=st,
+        help="the naive Python loop is skipped at a point when its calls are predicted to take longer "
+             "(from the previous point's time, or from one probing call); skipped points are marked, not dropped",
+    )
+    simple = middle[3].checkbox(f"Include {LABELS['triton_simple']}", key="sw_simple", persist_state="session",
+                                disabled=running,
                                 help="the textbook Triton kernel: one program per (sequence, query head)")
-    fp8_bytes = sweep_grid.bytes_fraction(sweep_grid.cache_bytes_ratio(sweep_grid.compared_caches(config), config.dtype))
+    fp8_bytes = sweep_grid.bytes_fraction(sweep_grid.cache_bytes_ratio(sweep_grid.compared_caches(config),
+                                                                       config.dtype))
     compare = middle[3].checkbox("Compare cache dtypes", key="sw_compare_kv", persist_state="session",
                                  disabled=running,
                                  help=f"time every point twice: with K and V in the compute dtype "
                                       f"({config.dtype}) and in fp8 (the sidebar's fp8 format, else fp8 e4m3), "
                                       f"to see what {fp8_bytes} buys")
     caches = sweep_grid.compared_caches(config) if compare else ()
-    budget = bounded_number_input(
-        middle[2], "Naive budget per point (s)", 0.0, MAX_BUDGET_S, step=1.0, key="sw_budget",
-            persist_state="session", disabled=running,
-        note_parent=st,
-        help="the naive Python loop is skipped at a point when its calls are predicted to take longer "
-             "(from the previous point's time, or from one probing call); skipped points are marked, not dropped",
-    )
     names = (*IMPLEMENTATIONS, *(("triton_simple",) if simple else ()))
+    grid, error = view.plan_grid(config, axis, low, high, points, st.session_state["sw_spacing"],
+                                 settings.warmup, settings.iters)
+
     bottom = st.columns([2, 1.5, 1.5], vertical_alignment="bottom")
-    bottom[0].button(
-        "Run sweep", type="primary", icon=":material/play_arrow:", key="sw_run", width="stretch",
-        disabled=error is not None or running, on_click=_start,
-        args=(config, grid, axis, names, budget, caches),
-    )
+    bottom[0].button("Run sweep", type="primary", icon=":material/play_arrow:", key="sw_run", width="stretch",
+                     disabled=error is not None or running, on_click=_start,
+                     args=(grid, axis, names, budget, caches))
     bottom[1].button("Cancel", icon=":material/stop:", key="sw_cancel", width="stretch", disabled=not running,
-                     on_click=cancel_sweep, help="stop after the point in flight; the points done are kept")
+                     on_click=cancel_sweep, help="end the sweep now; the points done are kept")
     bottom[2].button("Clear cache", icon=":material/delete_sweep:", key="sw_clear", width="stretch",
                      on_click=measure.clear, help="forget the cached points: timings are cached per device and "
                                                   "configuration; clear them to measure again")
-
+    show_progress(job)  # under the buttons, in view at 1280x720 when Run is pressed
     sync_url()  # the URL holds the controls as drawn (a range clamped to a new axis included)
     if error:
         st.error(f"**Invalid sweep.** {formatting.sentence(error)}", icon=":material/error:")
     else:
-        shown = ", ".join(f"{v:,}" for v in grid.values)
-        st.caption(
-            f"**{formatting.count(len(grid.values), 'point')}**: {shown} · {AXIS_NOTES[axis]} · "
-            + (f"each with a {_cache_name(caches[0])} and an {_cache_name(caches[1])} KV cache · " if caches else "")
-            + f"warm-up {grid.warmup}, {formatting.count(grid.iters, 'timed call')} per implementation · "
-            f"sidebar: {readouts.config_summary(config)}"
-        )
+        st.caption(view.grid_caption(grid, axis, caches, config))
         for note in grid.notes:
             st.info(f"Capped: {note} (the interpreter needs about a second per Triton call).", icon=":material/speed:")
 
-job = ss.get(JOB)
-if job is not None:
-    done = job.next_index
-    if job.running:
-        cache = f", {_cache_name(job.caches[done % len(job.caches)])} cache" if len(job.caches) > 1 else ""
-        unit = "Run" if len(job.caches) > 1 else "Point"
-        st.progress(done / job.total, text=f"{unit} {done + 1} of {job.total}: "
-                                           f"{sweep_grid.AXES[job.axis]} = {job.value_at(done):,}{cache} · "
-                                           "Cancel stops after this point")
-    elif len(job.caches) > 1:  # as the caption counts them: points, each timed with every cache
-        st.progress(done / job.total, text=f"{done} of {formatting.count(job.total, 'run')} "
-                                           f"({formatting.count(len(job.values), 'point')} × {len(job.caches)} caches)")
-    else:
-        st.progress(done / job.total, text=f"{done} of {formatting.count(job.total, 'point')}")
-        if job.state == "cancelled":
-            st.warning(job.message + " The points done are kept below.", icon=":material/stop_circle:")
-        elif job.state == "failed":
-            st.error(job.message, icon=":material/memory:")
-    if job.base != config:
-        st.caption(f":material/info: Results below are for the sweep started on: {readouts.config_summary(job.base)}.")
-    reused = sweep_runs.cache_note(job.frame(SOURCE)) if job.rows else None
-    if reused:
-        st.caption(f":material/history: {reused}")
+mine = job.frame(SOURCE) if job is not None else None
+mine = mine if mine is not None and len(mine) else None
+if job is not None and view.started_on(job, config):
+    st.caption(f":material/info: {view.started_on(job, config)}")
+if mine is not None and sweep_runs.cache_note(mine):
+    st.caption(f":material/history: {sweep_runs.cache_note(mine)}")
 
 charts = st.container()
 
@@ -229,12 +137,12 @@ if upload is not None:
         st.error(f"**Cannot compare with {formatting.plain(upload.name)}.** {formatting.sentence(str(exc))}",
                  icon=":material/error:")
 
-mine = job.frame(SOURCE) if job is not None and job.rows else None
 frames = [f for f in (mine, uploaded) if f is not None]
 if mine is not None and uploaded is not None and set(uploaded["axis"]) != set(mine["axis"]):
     st.warning(
         f"The uploaded sweep varies {sweep_grid.AXES[uploaded['axis'].iloc[0]]}, this session's "
-        f"{sweep_grid.AXES[mine['axis'].iloc[0]]}: the charts show this session's only.", icon=":material/compare_arrows:",
+        f"{sweep_grid.AXES[mine['axis'].iloc[0]]}: the charts show this session's only.",
+        icon=":material/compare_arrows:",
     )
     frames = [mine]
 elif uploaded is not None:
@@ -243,10 +151,9 @@ elif uploaded is not None:
     devices = ", ".join(formatting.plain(d) for d in sorted(set(uploaded["device_name"]) - {""})) or "an unnamed device"
     st.caption(f"{formatting.plain(upload.name)}: {formatting.count(len(uploaded), 'row')} from {devices}; {beside}.")
 
-sweeping = job is not None and job.running
 with charts:
     if not frames:
-        if sweeping:
+        if running:
             st.info("The charts appear once the first point is timed.", icon=":material/hourglass_top:")
         elif error is None:  # an invalid sweep shows its error alone
             st.info("Press **Run sweep** to time the implementations along the axis, or upload a saved sweep "
@@ -263,33 +170,8 @@ with charts:
         a, b = st.columns(2, gap="medium")
         show_chart(sweep_figures.sweep_speedup_figure(frame), key="sw_speedup_chart", parent=a, width="stretch")
         a.caption("How many times faster Triton is than each other implementation at each point.")
-        sources = list(dict.fromkeys(frame["source"]))
-        kv_dtypes = list(dict.fromkeys(frame["kv_dtype"]))
-        if len(sources) > 1:
-            # one cache dtype's times against the other source's: this session's first cache
-            same_cache = frame[frame["kv_dtype"] == kv_dtypes[0]] if len(kv_dtypes) > 1 else frame
-            one = f"{_cache_name(kv_dtypes[0])} cache" if len(kv_dtypes) > 1 else None
-            title = f"Time ratio between the two sweeps: {one} only" if one else "Time ratio between the two sweeps"
-            show_chart(sweep_figures.sweep_ratio_figure(same_cache, sources[1], sources[0], title=title),
-                       key="sw_ratio_chart", parent=b, width="stretch")
-            b.caption("The uploaded sweep's time over this session's, per implementation: below 1 it was faster."
-                      + (f" Only the points with a {one} are compared; the latency chart shows every cache."
-                         if one else ""))
-            same = sweep_runs.shared_measurements(frame, sources[1], sources[0])
-            if same:
-                b.warning(f"{formatting.count(same, 'timing')} of the upload are this session's own measurements "
-                          "(the same point, implementation and `measured_at`): their ratio is 1 by construction. "
-                          "**Clear cache** and run the sweep again to re-time them.", icon=":material/history:")
-        elif len(kv_dtypes) > 1:
-            by_cache = frame.assign(source=frame["kv_dtype"].map(formatting.kv_dtype_label))
-            slow, fast = (formatting.kv_dtype_label(k) for k in kv_dtypes[:2])
-            show_chart(sweep_figures.sweep_ratio_figure(by_cache, fast, slow, title=f"{fast} cache against {slow}"),
-                       key="sw_kv_ratio_chart", parent=b, width="stretch")
-            ratio = sweep_grid.cache_bytes_ratio(kv_dtypes[:2])
-            b.caption(f"Each implementation's time with the {fast} KV cache over its time with the {slow} one: "
-                      "below 1 the smaller cache is faster. Where decode is memory-bound, "
-                      f"{sweep_grid.bytes_fraction(ratio)} can approach {ratio:g}.")
-        else:
+        second = view.second_chart(frame)
+        if second.kind == "reading":
             b.markdown(
                 "**Reading the sweep**\n\n"
                 "- Solid lines are timed points; error bars span p20 to p80 of the timed calls.\n"
@@ -298,58 +180,22 @@ with charts:
                 "- Upload a CSV from another machine or version to draw it dashed beside this one and add "
                 "a time-ratio chart here."
             )
+        else:
+            show_chart(sweep_figures.sweep_ratio_figure(second.frame, second.numerator, second.denominator,
+                                                        title=second.title),
+                       key="sw_ratio_chart" if second.kind == "sources" else "sw_kv_ratio_chart", parent=b,
+                       width="stretch")
+            b.caption(second.caption)
+        if second.shared:
+            b.warning(f"{formatting.count(second.shared, 'timing')} of the upload are this session's own "
+                      "measurements (the same point, implementation and `measured_at`): their ratio is 1 by "
+                      "construction. **Clear cache** and run the sweep again to re-time them.",
+                      icon=":material/history:")
 
-        # Narrow enough for the main column at 1280 px with the sidebar open: p20 and p80 are the
-        # latency chart's bars and in the CSV, and the upload (one at a time, named in its caption
-        # and the charts) is "upload" here.
-        shown = ["source", "value", "label", "kv_dtype", "status", "correct", "cached", "median_ms",
-                 "gpu_time_ms", "gbps", "pct_of_copy_bw", "max_abs_err", "predicted_ms", "note"]
-        table = frame[shown].dropna(axis=1, how="all")  # no GPU columns on the CPU, no prediction if none skipped
-        table = table.assign(source=table["source"].map(lambda s: "upload" if s.startswith("uploaded: ") else s))
-        for column in ("cached", "note"):
-            if column in table and (table[column].fillna("") == "").all():
-                table = table.drop(columns=column)
-        if table["kv_dtype"].nunique() <= 1:
-            table = table.drop(columns="kv_dtype")
-        else:  # named as the charts name them
-            table = table.assign(kv_dtype=table["kv_dtype"].map(formatting.kv_dtype_label))
-        # Three significant figures, as the charts' labels and hovers write them (a
-        # NumberColumn's "%.4g" wrote 292.1 and 0.001122).
-        table = sig3_columns(table, ("median_ms", "gpu_time_ms", "gbps", "predicted_ms"), missing="")
         st.subheader("Points")
-        st.dataframe(
-            table,
-            hide_index=True, width="stretch", key="sw_table", height=min(720, 38 + 35 * len(table)),
-            column_config={
-                "source": st.column_config.TextColumn("Source", width=95),
-                "value": st.column_config.NumberColumn(sweep_grid.AXES[frame["axis"].iloc[0]], format="%d", width=110,
-                                                       help=sweep_grid.AXES[frame["axis"].iloc[0]]),
-                "label": st.column_config.TextColumn("Implementation", width=125),
-                "kv_dtype": st.column_config.TextColumn("KV cache", width=80),
-                "status": st.column_config.TextColumn("Status", width=60),
-                "cached": st.column_config.TextColumn(
-                    "From cache", help="yes: timed by an earlier sweep on this server (any session) and reused; "
-                                       "the caption above says when"),
-                "median_ms": number_column("Median (ms)", width=95),
-                "gpu_time_ms": number_column("GPU time (ms)"),
-                "gbps": number_column("GB/s", width=80),
-                "pct_of_copy_bw": st.column_config.NumberColumn("% of copy BW", format="%.0f%%"),
-                "max_abs_err": st.column_config.NumberColumn("Max abs err", format="%.2e", width=95),
-                "correct": st.column_config.TextColumn("Correct", width=65),
-                "predicted_ms": number_column("Predicted (ms)"),
-                "note": "Note",
-            },
-        )
+        show_points(*view.points_table(frame))
         if mine is not None:
-            st.download_button(
-                "Download CSV", sweep_runs.sweep_csv(mine), file_name=f"sweep_{job.axis}.csv", mime="text/csv",
-                icon=":material/download:", key="sw_csv",
-            )
+            st.download_button("Download CSV", sweep_runs.sweep_csv(mine), file_name=f"sweep_{job.axis}.csv",
+                               mime="text/csv", icon=":material/download:", key="sw_csv")
 
 show_recorded(SWEEP_KINDS, mine=mine)
-
-if job is not None and job.running:
-    with job.lock, QueueNote("the sweep goes on when it ends") as queue:
-        if job.running:  # not cancelled while this run waited for the lock
-            run_next_point(job, on_wait=queue.on_wait)
-    st.rerun()

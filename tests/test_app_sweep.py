@@ -1,17 +1,16 @@
-"""AppTest suite for the Sweep page: its grid controls, CPU caps, a real (tiny)
-sweep with the naive budget, cancelling, and uploaded CSVs compared side by side.
-Assertions read the Plotly specs the page sends."""
+"""AppTest suite for the Sweep page: its grid controls and summary line, CPU caps,
+a real (tiny) sweep with the naive budget, Cancel (at once, and while queued), the
+server's cache of points, the URL. Comparisons (uploads, two caches) are in
+``test_app_sweep_compare``. Assertions read the Plotly specs the page sends."""
 
 from __future__ import annotations
 
-import io
 import sys
+import threading
+import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,11 +19,11 @@ if str(ROOT) not in sys.path:
 
 from test_app import CPU_ONLY, TINY, arr, assert_clean, chart, open_app  # noqa: E402
 
+import ui.benchmark as bench_ui  # noqa: E402
 import ui.sweep as sweep_ui  # noqa: E402
 from explorer import limits  # noqa: E402
 from explorer.sweep import grid, runs  # noqa: E402
-from explorer import settings as state
-from helpers import job_rows  # noqa: E402
+from explorer import settings as state  # noqa: E402
 from paged_attention import execution_mode  # noqa: E402
 
 SWEEP = "app_pages/sweep.py"
@@ -37,6 +36,14 @@ def sweep_grid(at: AppTest, low: int, high: int, points: int, budget: float = 60
     at.number_input(key="sw_high").set_value(high).run()
     at.number_input(key="sw_points").set_value(points).run()
     return at.number_input(key="sw_budget").set_value(budget).run()
+
+
+def run_sweep(at: AppTest, timeout: float = 300) -> AppTest:
+    """Press Run, wait for the worker to end the sweep, and draw the page again
+    (as the progress fragment does in a browser)."""
+    at.button(key="sw_run").click().run()
+    assert at.session_state[sweep_ui.JOB].wait(timeout), "the sweep did not end"
+    return at.run()
 
 
 def upload(at: AppTest, name: str, data: bytes) -> AppTest:
@@ -63,7 +70,7 @@ def test_sweep_page_before_running():
 def test_sweep_runs_a_tiny_grid_and_marks_skipped_naive_points():
     at = sweep_grid(open_app(TINY, page=SWEEP, timeout=120), 16, 32, 2, budget=0.0)
     assert any("**2 points**: 16, 32" in c.value for c in at.caption)
-    at.button(key="sw_run").click().run()
+    at = run_sweep(at)
     assert_clean(at)
     job = at.session_state[sweep_ui.JOB]
     assert job.state == "done" and job.next_index == 2
@@ -94,53 +101,83 @@ def test_sweep_runs_a_tiny_grid_and_marks_skipped_naive_points():
 
 def test_sweep_times_naive_within_its_budget():
     at = sweep_grid(open_app(TINY, page=SWEEP, timeout=120), 16, 32, 2, budget=600.0)
-    at.button(key="sw_run").click().run()
+    at = run_sweep(at)
     assert_clean(at)
     (naive,) = traces(chart(at, "sw_latency_chart"), implementation="naive", kind="timed")
     assert arr(naive["x"]).tolist() == [16, 32]
     assert at.session_state[sweep_ui.JOB].naive_last is not None
 
 
-def test_cancel_button_stops_the_sweep_and_keeps_the_points_done(monkeypatch):
-    real = sweep_ui.run_next_point
+def _long_second_point(monkeypatch) -> threading.Event:
+    """Make the sweep's second point (context 32) a long one, 6,000 rounds of 10 ms,
+    reporting its progress as a real point does; the event is set once it started."""
+    real, started = sweep_ui.benchmark_implementations, threading.Event()
 
-    def one_point_per_run(job, on_wait):
-        real(job, on_wait)
-        st.stop()  # end this script run here, as a user's click would interrupt it
+    def slow(names, inputs, *, on_progress=None, **kwargs):
+        if inputs.config.lengths[0] != 32:
+            return real(names, inputs, on_progress=on_progress, **kwargs)
+        started.set()
+        for done in range(6000):
+            time.sleep(0.01)
+            on_progress(done + 1, 6000)
+        raise AssertionError("the long point was never cancelled")
 
-    monkeypatch.setattr(sweep_ui, "run_next_point", one_point_per_run)
+    monkeypatch.setattr(sweep_ui, "benchmark_implementations", slow)
+    sweep_ui.measure.clear()  # a point timed by an earlier test would not be timed again
+    return started
+
+
+def test_cancel_ends_a_running_sweep_at_once_and_keeps_the_points_done(monkeypatch):
+    started = _long_second_point(monkeypatch)
     at = sweep_grid(open_app(TINY, page=SWEEP, timeout=120), 16, 64, 3)
     at.button(key="sw_run").click().run()
     assert_clean(at)
+    assert started.wait(120), "the second point never started"
     job = at.session_state[sweep_ui.JOB]
     assert job.running and job.next_index == 1
+    at.run()  # the page, as the progress fragment redraws it: the first point is drawn
     assert not at.button(key="sw_cancel").disabled and at.button(key="sw_run").disabled
+    assert [p.proto.text for p in at.get("progress")] == [
+        "Point 2 of 3: context length (tokens) = 32 · Cancel stops it at once"]
     at.button(key="sw_cancel").click().run()
     assert_clean(at)
-    job = at.session_state[sweep_ui.JOB]
+    # Cancelled on the click's own run, not after the point in flight
     assert job.state == "cancelled" and job.next_index == 1
-    assert any("Cancelled after 1 of 3 points" in w.value for w in at.warning)
+    assert [w.value for w in at.warning if "Cancelled" in w.value] == [
+        "Cancelled after 1 of 3 points. The points done are kept below."]
+    assert [p.proto.text for p in at.get("progress")] == ["1 of 3 points"]
     assert at.dataframe[0].value["value"].tolist() == [16, 16, 16]  # the point done is kept
     assert chart(at, "sw_latency_chart")
-    at.run()  # nothing resumes
-    assert at.session_state[sweep_ui.JOB].next_index == 1
+    assert not at.button(key="sw_run").disabled and at.button(key="sw_cancel").disabled
+    assert job.wait(5), "the worker went on with the long point"  # it stopped within a round, not 60 s later
+    at.run()  # nothing resumes, and the point in flight is not added
+    assert (job.state, job.next_index, len(job.rows)) == ("cancelled", 1, 3)
+    assert not bench_ui.run_lock().locked()
+    sweep_ui.measure.clear()
 
 
-def test_cancel_during_a_point_stops_before_the_next(monkeypatch):
-    real = sweep_ui.run_next_point
-
-    def cancel_during_second_point(job, on_wait):
-        real(job, on_wait)
-        if job.next_index == 2:
-            sweep_ui.cancel_sweep()  # the click lands while point 2 is timed
-
-    monkeypatch.setattr(sweep_ui, "run_next_point", cancel_during_second_point)
-    at = sweep_grid(open_app(TINY, page=SWEEP, timeout=120), 16, 64, 3)
-    at.button(key="sw_run").click().run()
-    assert_clean(at)
-    job = at.session_state[sweep_ui.JOB]
-    assert job.state == "cancelled" and len(job.rows) == 6
-    assert arr(chart(at, "sw_latency_chart")["data"][0]["x"]).tolist() == [16, 32]
+def test_a_queued_sweep_says_so_and_cancel_ends_it_without_waiting(monkeypatch):
+    lock = bench_ui.run_lock()
+    assert lock.acquire(owner="another tab")  # another session's benchmark holds the machine
+    try:
+        at = sweep_grid(open_app(TINY, page=SWEEP, timeout=120), 16, 32, 2)
+        at.button(key="sw_run").click().run()
+        job = at.session_state[sweep_ui.JOB]
+        deadline = time.monotonic() + 30
+        while job.waiting is None and time.monotonic() < deadline:  # the worker reaches the lock
+            time.sleep(0.05)
+        assert job.waiting == "other"
+        at.run()
+        assert_clean(at)
+        assert [i.value for i in at.info if "Queued" in i.value] == [
+            "Queued: another session is running a benchmark on this machine; the sweep goes on when it ends."]
+        at.button(key="sw_cancel").click().run()
+        assert job.state == "cancelled" and not [i for i in at.info if "Queued" in i.value]
+        assert any("Cancelled after 0 of 2 points" in w.value for w in at.warning)
+    finally:
+        lock.release()
+    assert job.wait(30)  # once it has the lock, the worker sees the Cancel and times nothing
+    assert job.rows == [] and not lock.locked()
 
 
 def test_sweep_other_axes_and_axis_change_resets_the_range():
@@ -160,6 +197,28 @@ def test_sweep_other_axes_and_axis_change_resets_the_range():
     at.number_input(key="sw_points").set_value(3).run()
     assert_clean(at)
     assert any("**3 points**: 16, 32, 48" in c.value for c in at.caption)
+
+
+def test_summary_names_only_the_sidebar_settings_the_sweep_keeps():
+    at = open_app({**TINY, "ctx_mode": "ragged"}, page=SWEEP)
+    assert_clean(at)
+
+    def summary() -> str:
+        (line,) = [c.value for c in at.caption if "points**" in c.value or "point**" in c.value]
+        return line.split("sidebar: ")[1]
+
+    assert summary().startswith("B=2 H=4/2 d=32 bs=16 float16")  # the context lengths are the sweep's
+    assert "ctx=" not in summary()
+    at.selectbox(key="sw_axis").set_value("num_kv_heads").run()
+    assert "H=4 " in summary() and "H=4/2" not in summary() and "ctx=" in summary()
+    for axis, gone in (("batch_size", "B=2"), ("block_size", "bs=16"), ("head_dim", "d=32")):
+        at.selectbox(key="sw_axis").set_value(axis).run()
+        assert gone not in summary(), (axis, summary())
+    at.checkbox(key="sw_compare_kv").check().run()  # both caches are the sweep's
+    fp8 = open_app({**TINY, "kv_dtype": "float8_e5m2"}, page=SWEEP)
+    assert any("kv=fp8 e5m2" in c.value for c in fp8.caption if "sidebar: " in c.value)
+    fp8.checkbox(key="sw_compare_kv").check().run()
+    assert not any("kv=" in c.value for c in fp8.caption if "sidebar: " in c.value)
 
 
 def test_invalid_sweep_shows_an_error_and_disables_run():
@@ -191,62 +250,6 @@ def test_cpu_caps_the_grid_and_says_so():
     assert any("No point of this grid fits the CPU cap" in e.value for e in at.error)
 
 
-def test_uploaded_csv_is_compared_side_by_side():
-    other = runs.rows_frame(job_rows(values=(16, 32), copy=4000.0), "h200")
-    other["device_name"] = "NVIDIA H200"
-    at = upload(open_app(TINY, page=SWEEP), "h200.csv", runs.sweep_csv(other).encode())
-    assert_clean(at)
-    bandwidth = chart(at, "sw_bandwidth_chart")  # the upload alone: its ceiling is drawn
-    assert [s["y0"] for s in bandwidth["layout"]["shapes"]] == [4000.0]
-    (up,) = traces(chart(at, "sw_latency_chart"), implementation="triton", kind="timed")
-    assert up["meta"]["source"] == "uploaded: h200.csv"
-
-    at = sweep_grid(at, 16, 32, 2)
-    at.button(key="sw_run").click().run()
-    assert_clean(at)
-    mine, theirs = traces(chart(at, "sw_latency_chart"), implementation="triton", kind="timed")
-    assert (mine["meta"]["source"], theirs["meta"]["source"]) == ("this session", "uploaded: h200.csv")
-    assert (mine["line"]["dash"], theirs["line"]["dash"]) == ("solid", "dash")
-    ratio = chart(at, "sw_ratio_chart")
-    (triton,) = [t for t in ratio["data"] if (t.get("meta") or {}).get("implementation") == "triton"]
-    mine_ms = at.session_state[sweep_ui.JOB].frame().query("implementation == 'triton'")["median_ms"].to_numpy()
-    np.testing.assert_allclose(arr(triton["y"]), 0.1 / mine_ms)
-    sources = set(at.dataframe[0].value["source"])
-    assert sources == {"this session", "upload"}  # the upload's name is in its caption and the charts
-
-
-@pytest.mark.parametrize("data, message", [
-    (b"\x89PNG\r\n\x1a\n\x00\x00binary", "not UTF-8"),
-    (b"implementation,median_ms\ntriton,1\n", "lacks the columns"),
-    (b"axis,value,implementation,status,median_ms\ncontext_len,16,warp_magic,ok,1\n", "Unknown implementation"),
-])
-def test_bad_upload_is_an_error_not_a_traceback(data, message):
-    at = upload(open_app(TINY, page=SWEEP), "bad.csv", data)
-    assert not at.exception
-    assert any("Cannot compare with `bad.csv`" in e.value and message in e.value for e in at.error)
-    assert not live_charts(at)
-
-
-def test_uploaded_names_are_shown_as_typed_not_as_markdown():
-    frame = runs.rows_frame(job_rows(values=(16, 32)), "x")
-    frame["device_name"] = ":red[RED] **GPU**"
-    at = upload(open_app(TINY, page=SWEEP), "$x$.csv", runs.sweep_csv(frame).encode())
-    assert_clean(at)
-    (caption,) = [c.value for c in at.caption if "from" in c.value and "row" in c.value]
-    assert caption.startswith(f"`$x$.csv`: {len(frame)} rows from `:red[RED] **GPU**`;"), caption
-
-
-def test_upload_of_another_axis_is_not_overlaid():
-    other = runs.rows_frame(job_rows(values=(16, 32)), "x")
-    other["axis"] = "batch_size"
-    at = sweep_grid(open_app(TINY, page=SWEEP, timeout=120), 16, 32, 2)
-    at.button(key="sw_run").click().run()
-    at = upload(at, "batch.csv", runs.sweep_csv(other).encode())
-    assert_clean(at)
-    assert any("varies batch size" in w.value for w in at.warning)
-    assert {t["meta"]["source"] for t in chart(at, "sw_latency_chart")["data"] if t.get("meta")} == {"this session"}
-
-
 def test_page_controls_survive_a_visit_to_another_page():
     at = open_app(TINY, page=SWEEP)
     at.selectbox(key="sw_axis").set_value("batch_size").run()
@@ -260,7 +263,7 @@ def test_page_controls_survive_a_visit_to_another_page():
 @pytest.mark.gpu
 def test_gpu_sweep_draws_the_copy_bandwidth_ceiling():
     at = sweep_grid(open_app({**TINY, "device": "cuda", "iters": "5"}, page=SWEEP, timeout=300), 64, 1024, 3)
-    at.button(key="sw_run").click().run()
+    at = run_sweep(at)
     assert_clean(at)
     job = at.session_state[sweep_ui.JOB]
     assert job.state == "done"
@@ -308,7 +311,7 @@ def test_a_point_times_its_implementations_together_and_a_failing_one_gets_its_o
 
     monkeypatch.setattr(sweep_ui, "benchmark_implementations", flaky)
     sweep_ui.measure.clear()
-    sweep_ui.run_next_point(job, on_wait=lambda: None)
+    sweep_ui.run_next_point(job)
     assert calls == [("vectorized", "triton"), ("vectorized",), ("triton",)]
     status = {row["implementation"]: row["status"] for row in job.rows}
     assert status == {"vectorized": "ok", "triton": "failed"}
@@ -321,7 +324,7 @@ def test_a_sweep_says_which_points_it_reused_from_the_servers_cache():
     and marks the rows; after Clear cache they are timed again."""
     sweep_ui.measure.clear()
     first = sweep_grid(open_app(TINY, page=SWEEP, timeout=120), 16, 32, 2, budget=0.0)
-    first.button(key="sw_run").click().run()
+    first = run_sweep(first)
     assert_clean(first)
     assert not any("reused from this server's cache" in c.value for c in first.caption)
     assert "cached" not in first.dataframe[0].value.columns
@@ -330,7 +333,7 @@ def test_a_sweep_says_which_points_it_reused_from_the_servers_cache():
     assert stamps.str.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ").all()
 
     second = sweep_grid(open_app(TINY, page=SWEEP, timeout=120), 16, 32, 2, budget=0.0)
-    second.button(key="sw_run").click().run()
+    second = run_sweep(second)
     assert_clean(second)
     (note,) = [c.value for c in second.caption if "reused from this server's cache" in c.value]
     minutes = sorted({s[11:16] for s in stamps})
@@ -343,93 +346,11 @@ def test_a_sweep_says_which_points_it_reused_from_the_servers_cache():
     assert "measured_at" in runs.sweep_csv(again).splitlines()[0].split(",")
 
     second.button(key="sw_clear").click().run()
-    second.button(key="sw_run").click().run()
+    second = run_sweep(second)
     assert_clean(second)
     assert not any("reused from this server's cache" in c.value for c in second.caption)
     assert "cached" not in second.dataframe[0].value.columns
     sweep_ui.measure.clear()
-
-
-def test_upload_of_this_sessions_own_sweep_says_the_ratio_is_one_by_construction():
-    sweep_ui.measure.clear()
-    at = sweep_grid(open_app(TINY, page=SWEEP, timeout=120), 16, 32, 2, budget=0.0)
-    at.button(key="sw_run").click().run()
-    own = runs.sweep_csv(at.session_state[sweep_ui.JOB].frame()).encode()
-    at = upload(at, "mine.csv", own)
-    assert_clean(at)
-    (note,) = [w.value for w in at.warning if "by construction" in w.value]
-    assert note.startswith("4 timings of the upload are this session's own measurements")
-    older = pd.read_csv(io.BytesIO(own)).drop(columns=["measured_at", "cached"]).to_csv(index=False)
-    at = upload(at, "older.csv", older.encode())  # a CSV from before measured_at: nothing to match
-    assert_clean(at)
-    assert not any("by construction" in w.value for w in at.warning)
-    sweep_ui.measure.clear()
-
-
-def test_sweep_compares_a_float16_and_an_fp8_cache_in_one_chart():
-    at = sweep_grid(open_app(TINY, page=SWEEP, timeout=180), 16, 32, 2, budget=0.0)
-    at.checkbox(key="sw_compare_kv").check().run()
-    assert any("each with a float16 and an fp8 e4m3 KV cache" in c.value for c in at.caption)
-    at.button(key="sw_run").click().run()
-    assert_clean(at)
-    job = at.session_state[sweep_ui.JOB]
-    assert job.state == "done" and job.total == 4
-    # Counted as the caption counts: points, each with both caches.
-    assert [p.proto.text for p in at.get("progress")] == ["4 of 4 runs (2 points × 2 caches)"]
-    table = at.dataframe[0].value
-    assert list(table["kv_dtype"]) == ["float16"] * 3 + ["fp8 e4m3"] * 3 + ["float16"] * 3 + ["fp8 e4m3"] * 3
-    assert (table[table["status"] == "ok"]["correct"] == "yes").all()
-    frame = job.frame()
-    fp8 = frame[frame["kv_dtype"] == "float8_e4m3fn"]["bytes_moved"].to_numpy()
-    half = frame[frame["kv_dtype"] == "float16"]["bytes_moved"].to_numpy()
-    assert (fp8 < half).all()  # one byte per K and V value
-    assert "kv_dtype" in runs.sweep_csv(frame).splitlines()[0].split(",")
-
-    for key in ("sw_latency_chart", "sw_bandwidth_chart"):
-        lines = traces(chart(at, key), implementation="triton", kind="timed")
-        assert [t["name"] for t in lines] == ["Triton · float16", "Triton · fp8 e4m3"]
-        assert [t["line"]["dash"] for t in lines] == ["solid", "dash"]
-        assert all(arr(t["x"]).tolist() == [16, 32] for t in lines)
-    ratio = chart(at, "sw_kv_ratio_chart")
-    assert ratio["layout"]["title"]["text"] == "fp8 e4m3 cache against float16"
-    assert {t["meta"]["implementation"] for t in ratio["data"] if t.get("meta")} >= {"vectorized", "triton"}
-
-    # Its own CSV uploaded back: the time ratio compares the first cache only, and says so.
-    at = upload(at, "sweep_context_len.csv", runs.sweep_csv(frame).encode())
-    assert_clean(at)
-    ratio = chart(at, "sw_ratio_chart")
-    assert ratio["layout"]["title"]["text"].replace("<br>", " ") == "Time ratio between the two sweeps: float16 cache only"
-    assert any("Only the points with a float16 cache are compared" in c.value for c in at.caption)
-
-
-def test_cache_comparison_words_the_byte_ratio_from_the_two_element_sizes():
-    at = open_app({**TINY, "dtype": "float32"}, page=SWEEP)
-    help_text = at.checkbox(key="sw_compare_kv").help
-    assert "a quarter of the bytes" in help_text and "half the bytes" not in help_text  # fp8 is 1 byte of float32's 4
-    base = runs.rows_frame(job_rows(values=(16, 32), skip_from=1000), "x").assign(dtype="float32")
-    both = pd.concat([base.assign(kv_dtype="float32"), base.assign(kv_dtype="float8_e5m2")], ignore_index=True)
-    at = upload(at, "f32.csv", runs.sweep_csv(both).encode())
-    assert_clean(at)
-    (note,) = [c.value for c in at.caption if "KV cache over its time" in c.value]
-    assert "a quarter of the bytes can approach 0.25" in note and "0.5" not in note
-    assert "half the bytes can approach 0.5" in next(  # float16: half
-        c.value for c in upload(open_app(TINY, page=SWEEP), "f16.csv", runs.sweep_csv(
-            pd.concat([base.assign(dtype="float16", kv_dtype="float16"),
-                       base.assign(dtype="float16", kv_dtype="float8_e5m2")], ignore_index=True)).encode()).caption
-        if "KV cache over its time" in c.value)
-    assert "half the bytes" in open_app(TINY, page=SWEEP).checkbox(key="sw_compare_kv").help
-
-
-def test_points_table_is_narrow_enough_for_1280_px():
-    base = runs.rows_frame(job_rows(values=(16, 32), skip_from=1000), "x")
-    both = pd.concat([base.assign(kv_dtype="float16"), base.assign(kv_dtype="float8_e5m2")], ignore_index=True)
-    at = upload(open_app(TINY, page=SWEEP), "sweep_context_len.csv", runs.sweep_csv(both).encode())
-    assert_clean(at)
-    table = at.dataframe[0].value
-    # p20 and p80 are the latency chart's bars (and in the CSV); the upload is "upload"
-    assert list(table.columns) == ["source", "value", "label", "kv_dtype", "status", "correct", "median_ms", "gbps",
-                                   "max_abs_err"]
-    assert set(table["source"]) == {"upload"} and set(table["kv_dtype"]) == {"float16", "fp8 e5m2"}
 
 
 # -- page controls in the URL ------------------------------------------------------
@@ -478,7 +399,7 @@ def test_other_pages_drop_the_sweep_keys():
 def test_sweep_of_a_shared_prefix_batch_keeps_the_prefix_in_its_rows():
     shared = {**TINY, "batch": "4", "prefix": "16", "prefix_groups": "2"}
     at = sweep_grid(open_app(shared, page=SWEEP, timeout=120), 32, 48, 2, budget=0.0)
-    at.button(key="sw_run").click().run()
+    at = run_sweep(at)
     assert_clean(at)
     frame = at.session_state[sweep_ui.JOB].frame()
     ok = frame[frame["status"] == "ok"]

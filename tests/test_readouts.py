@@ -22,6 +22,21 @@ def test_config_summary():
     assert "B=2" in text and "ctx=10-30" in text and "bfloat16" in text
 
 
+def test_config_summary_leaves_out_what_the_caller_replaces():
+    config = DecodeConfig(batch_size=2, context_lens=(10, 30), num_heads=8, num_kv_heads=2, head_dim=64,
+                          block_size=16, kv_dtype="float8_e4m3fn", device="cpu")
+    assert readouts.config_summary(config) == \
+        "B=2 ctx=10-30 (mean 20) H=8/2 d=64 bs=16 float16 kv=fp8 e4m3 per tensor shuffled cpu"
+    assert readouts.config_summary(config, without=("context_len",)) == \
+        "B=2 H=8/2 d=64 bs=16 float16 kv=fp8 e4m3 per tensor shuffled cpu"
+    assert readouts.config_summary(config, without=("num_kv_heads", "kv_dtype")) == \
+        "B=2 ctx=10-30 (mean 20) H=8 d=64 bs=16 float16 shuffled cpu"
+    for part, gone in (("batch_size", "B=2"), ("head_dim", "d=64"), ("block_size", "bs=16")):
+        assert gone not in readouts.config_summary(config, without=(part,))
+    with pytest.raises(ValueError, match="can leave out"):
+        readouts.config_summary(config, without=("dtype",))
+
+
 def _result(name, median, gpu=None, passed=True):
     return SimpleNamespace(
         name=name, label=name.title(), samples_ms=[median] * 3, median_ms=median, p20_ms=median, p80_ms=median,

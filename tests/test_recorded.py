@@ -188,3 +188,12 @@ def test_record_refuses_without_a_gpu(tmp_path, capsys):
         main(["--out", str(tmp_path / "x.csv")])
     assert "needs a CUDA GPU" in str(info.value.code)
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_a_shown_command_leaves_out_the_output_folder():
+    assert rec.shown_command("python -m benchmarks.record --sweeps --out /root/out/sweeps") == \
+        "python -m benchmarks.record --sweeps"
+    assert rec.shown_command("python -m benchmarks.record --peers a.csv --out=x/y.csv --date 2026-12-01") == \
+        "python -m benchmarks.record --peers a.csv --date 2026-12-01"
+    assert rec.shown_command("python -m paged_attention.bench --csv c.csv") == \
+        "python -m paged_attention.bench --csv c.csv"

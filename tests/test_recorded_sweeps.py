@@ -123,18 +123,21 @@ def test_sweep_page_draws_a_recorded_sweep_labelled_as_recorded(monkeypatch, tmp
     assert "recorded on Fake GPU" in spec["layout"]["title"]["subtitle"]["text"]
     assert all("Fake GPU" not in t["name"] for t in spec["data"])
     assert any("Drawn alone: no sweep run here yet" in c.value for c in at.caption)
+    # how it was recorded, without the recording machine's output folder
+    (how,) = [c.value for c in at.caption if "recorded with" in c.value]
+    assert "recorded with `python -m benchmarks.record --sweeps`" in how and "--out" not in how
     # the live table and CSV are this session's only: none before a run
     assert not [d for d in at.dataframe if "sw_table" in d.proto.id]
 
 
 def test_session_sweep_beside_a_recorded_one_names_settings_and_hides_an_empty_ratio(monkeypatch, tmp_path, rows):
-    from test_app_sweep import sweep_grid
+    from test_app_sweep import run_sweep, sweep_grid
 
     # recorded at other context lengths, and with other settings than TINY's
     _write(tmp_path, [{**r, "value": r["value"] * 100} for r in rows],
            config={"batch_size": 8, "num_heads": 32, "head_dim": 128})
     at = sweep_grid(_page(monkeypatch, tmp_path), 16, 32, 2)
-    at.button(key="sw_run").click().run()
+    at = run_sweep(at)
     assert_clean(at)
     captions = [c.value for c in at.caption]
     assert any("recorded vs this session: batch 8 vs 2, 32 vs 4 heads, head_dim 128 vs 32" in c for c in captions)
@@ -146,11 +149,11 @@ def test_session_sweep_beside_a_recorded_one_names_settings_and_hides_an_empty_r
 
 
 def test_session_sweep_sharing_points_draws_the_ratio(monkeypatch, tmp_path, rows):
-    from test_app_sweep import sweep_grid
+    from test_app_sweep import run_sweep, sweep_grid
 
     _write(tmp_path, rows)
     at = sweep_grid(_page(monkeypatch, tmp_path), 16, 32, 2)
-    at.button(key="sw_run").click().run()
+    at = run_sweep(at)
     assert_clean(at)
     spec = chart(at, "sw_recorded_ratio")
     assert spec["layout"]["title"]["text"] == "Time ratio: recorded on Fake GPU over this session"

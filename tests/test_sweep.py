@@ -92,21 +92,22 @@ def test_cpu_caps_drop_thin_and_cap_iterations():
 
 # -- the job and its CSV -----------------------------------------------------------------
 
-def test_job_runs_point_by_point_and_cancel_keeps_done_points():
+def test_job_runs_point_by_point_and_cancel_ends_it_at_once():
     job = sweep_runs.SweepJob(BASE, "context_len", (16, 32, 64), ("naive", "vectorized", "triton"), 0, 2, 1.0, "test")
     assert job.running and job.calls == 3 and job.config_at(1).lengths == (32, 32)
     rows = job_rows()
-    job.record(rows[:3])
+    assert job.record(rows[:3])
     job.cancel()
-    assert job.state == "cancelled" and "after 1 of 3" in job.message
-    job.record(rows[3:6])  # the point in flight when Cancel was pressed is kept
-    assert job.state == "cancelled" and "after 2 of 3" in job.message
+    assert job.state == "cancelled" and job.message == "Cancelled after 1 of 3 points."
+    assert not job.record(rows[3:6])  # the point in flight when Cancel was pressed is dropped
+    assert (job.state, job.next_index, len(job.rows)) == ("cancelled", 1, 3)
+    assert job.message == "Cancelled after 1 of 3 points."
     frame = job.frame()
-    assert list(frame.columns) == list(sweep_runs.SWEEP_COLUMNS) and len(frame) == 6
-    job.record(rows[6:9])  # Cancel pressed during the last point: the sweep is complete
-    assert (job.state, job.message) == ("done", "")
+    assert list(frame.columns) == list(sweep_runs.SWEEP_COLUMNS) and len(frame) == 3
+    job.fail("too late")  # a failure after Cancel changes nothing
+    assert job.state == "cancelled"
     done = sweep_runs.SweepJob(BASE, "context_len", (16,), ("triton",), 0, 2, 1.0, "test")
-    done.record(rows[2:3])
+    assert done.record(rows[2:3])
     assert done.state == "done"
     done.cancel()
     assert done.state == "done"  # cancelling a finished sweep changes nothing
@@ -114,6 +115,19 @@ def test_job_runs_point_by_point_and_cancel_keeps_done_points():
         done.record(rows[:3])
     with pytest.raises(ValueError, match="at least one point"):
         sweep_runs.SweepJob(BASE, "context_len", (), ("triton",), 0, 2, 1.0, "test")
+
+
+def test_job_keeps_the_rows_of_a_failed_point_and_says_when_it_waited():
+    job = sweep_runs.SweepJob(BASE, "context_len", (16, 32), ("triton",), 0, 2, 1.0, "test")
+    job.set_waiting("other")
+    assert (job.waiting, job.waited) == ("other", "other")
+    job.set_waiting(None)
+    assert (job.waiting, job.waited) == (None, "other")
+    job.fail("out of memory", job_rows()[2:3])
+    assert (job.state, job.message, len(job.rows), job.next_index) == ("failed", "out of memory", 1, 0)
+    assert not job.wait(0)
+    job.finish()
+    assert job.wait(0)
 
 
 def test_csv_round_trip():

@@ -154,9 +154,10 @@ def inputs_slot() -> InputsSlot:
     return InputsSlot()
 
 
-@st.cache_resource(show_spinner="Measuring this GPU's copy bandwidth (once per process)…")
+@st.cache_resource(show_spinner=False)  # no spinner: the sweep's worker thread, which has no page, calls it too
 def copy_bandwidth(device: str) -> float | None:
-    """Device-to-device copy bandwidth in GB/s, measured once per process; None on the CPU."""
+    """Device-to-device copy bandwidth in GB/s, measured once per process (under the
+    run lock, by the run that first needs it); None on the CPU."""
     if not device.startswith("cuda"):
         return None
     return measure_copy_bandwidth(device, nbytes=1 << 30)
@@ -221,16 +222,19 @@ def cpu_timing_threads(device: str) -> Iterator[None]:
 
 
 def acquire(
-    lock: RunLock | threading.Lock, on_wait: Callable[[], None], on_own_wait: Callable[[], None] | None = None
+    lock: RunLock | threading.Lock, on_wait: Callable[[], None], on_own_wait: Callable[[], None] | None = None,
+    owner: str | None = None,
 ) -> None:
     """Take ``lock``; if it is busy, say so, then block until it is free.
 
     ``on_own_wait`` is called when this session's own earlier run holds the lock
     (a second click while the first run is still timing: Streamlit has stopped
     that run, which lets go at its next UI update); ``on_wait`` otherwise (another
-    session is running), or when ``on_own_wait`` is not given.
+    session is running), or when ``on_own_wait`` is not given. ``owner`` is the
+    session taking it, by default the one running this script (a worker thread,
+    which runs none, passes the session that started it).
     """
-    me = session_id()
+    me = owner if owner is not None else session_id()
 
     def take(blocking: bool) -> bool:
         return lock.acquire(blocking, owner=me) if isinstance(lock, RunLock) else lock.acquire(blocking)
@@ -246,14 +250,15 @@ def acquire(
 
 @contextlib.contextmanager
 def exclusive_run(
-    device: str, on_wait: Callable[[], None], on_own_wait: Callable[[], None] | None = None
+    device: str, on_wait: Callable[[], None], on_own_wait: Callable[[], None] | None = None,
+    owner: str | None = None,
 ) -> Iterator[None]:
     """Hold the process-wide run lock for the body (see :func:`acquire` for
-    ``on_wait`` and ``on_own_wait``), with :data:`CPU_TIMING_THREADS` on a CPU run,
+    ``on_wait``, ``on_own_wait`` and ``owner``), with :data:`CPU_TIMING_THREADS` on a CPU run,
     and turn a CUDA out-of-memory error into :class:`BenchmarkOOM` after releasing
     the shared inputs: the one home of that rule for every page that times."""
     lock = run_lock()
-    acquire(lock, on_wait, on_own_wait)
+    acquire(lock, on_wait, on_own_wait, owner)
     try:
         with cpu_timing_threads(device):
             yield

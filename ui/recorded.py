@@ -24,6 +24,7 @@ from explorer.bench.recorded import (
     load_recorded,
     matching_config,
     recorded_rows,
+    shown_command,
 )
 from explorer.bench.recorded_figures import recorded_latency_figure
 from explorer.bench.recorded_peers import CONFIGURATION_HELP, LABELS_HELP, peer_rows
@@ -162,7 +163,7 @@ def _show_classic(recorded: RecordedSet, config: DecodeConfig | None, unit: str)
               f"{t['head_dim'].iloc[0]}, block size {t['block_size'].iloc[0]}, {t['dtype'].iloc[0]}")
     _header(recorded, "the live run", shared)
     st.caption(f"Copy bandwidth {m.get('copy_note', 'measured in the same run')}. Recorded with "
-               f"`{m['command']}`.")
+               f"`{shown_command(m['command'])}`.")
     layouts = recorded.layouts
     default = config.block_layout if config is not None and config.block_layout in layouts else layouts[-1]
     layout = st.radio("Recorded block table", layouts, index=layouts.index(default), horizontal=True,
@@ -213,7 +214,7 @@ def _show_peers(peers: RecordedSet, unit: str) -> None:
     """One recorded peer set: versions, what it measured, one table per dtype."""
     m = peers.meta
     _header(peers, "the live run")
-    st.caption(f"{_ABOUT.get(m['set'], '')} Recorded with `{m['command'].split(' --out ')[0]}`; "
+    st.caption(f"{_ABOUT.get(m['set'], '')} Recorded with `{shown_command(m['command'])}`; "
                f"source: {m.get('source', peers.name)}.")
     dtypes = list(dict.fromkeys(peers.table["dtype"]))
     dtype = dtypes[0]
@@ -280,7 +281,7 @@ def _show_sweeps(sweeps: list[RecordedSet], mine: pd.DataFrame | None) -> None:
     took = f", {m['elapsed_s']:,.0f} s in all" if "elapsed_s" in m else ""
     st.caption(f"{AXES[rec.axis]} over {', '.join(f'{v:,}' for v in sorted(set(frame['value'])))}; "
                + (f"{fixed}; " if fixed else "")
-               + f"recorded with `{m['command']}`{took}. {beside}")
+               + f"recorded with `{shown_command(m['command'])}`{took}. {beside}")
     both = pd.concat([mine, frame], ignore_index=True) if same_axis else frame
     note = recorded_note(m["gpu"], beside=same_axis)
     a, b = st.columns(2, gap="medium")

@@ -55,6 +55,18 @@ class QueueNote:
         self.waited = "own"
         self._slot.info(f"Your previous run is still finishing; {self._own_then}.", icon=WAIT_ICON)
 
+    def show(self, waiting: str | None, waited: str | None) -> None:
+        """The note of a run timed in another thread (a sweep's worker), from what
+        it says of itself: ``waiting`` is ``"other"`` or ``"own"`` while it waits,
+        else None; ``waited`` is what it last waited for (the caption once it runs)."""
+        if waiting == "other":
+            self.on_wait()
+        elif waiting == "own":
+            self.on_own_wait()
+        else:
+            self.waited = waited
+            self.__exit__()
+
     def __enter__(self) -> QueueNote:
         return self
 

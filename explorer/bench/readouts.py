@@ -9,7 +9,7 @@ benchmark's results table (one per implementation).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Collection, Iterable, Sequence
 
 from explorer.formatting import KV_SCALE_LABELS, count, format_times, kv_dtype_label
 from paged_attention.results import achieved_gbps, correct_text, pct_of_copy, shares_kv
@@ -55,19 +55,38 @@ def memory_summary(config: DecodeConfig) -> MemorySummary:
     )
 
 
-def config_summary(config: DecodeConfig) -> str:
+#: What :func:`config_summary` can leave out: the settings a caller replaces.
+SUMMARY_PARTS = ("batch_size", "context_len", "num_kv_heads", "head_dim", "block_size", "kv_dtype")
+
+
+def config_summary(config: DecodeConfig, without: Collection[str] = ()) -> str:
     """A short label for one configuration, e.g. ``"B=4 ctx=128 H=32/8 d=128 bs=16 float16 shuffled"``;
-    an fp8 cache adds its format and scales after the dtype: ``"float16 kv=fp8 e4m3 per tensor"``."""
+    an fp8 cache adds its format and scales after the dtype: ``"float16 kv=fp8 e4m3 per tensor"``.
+
+    ``without`` (any of :data:`SUMMARY_PARTS`) leaves out settings the caller
+    replaces, so that the label names only those in force: a sweep of the context
+    length drops ``ctx=``, one of the KV heads writes the query heads alone (``H=32``),
+    one comparing cache dtypes drops ``kv=``.
+
+    Raises
+    ------
+    ValueError
+        If ``without`` names anything else.
+    """
+    odd = set(without) - set(SUMMARY_PARTS)
+    if odd:
+        raise ValueError(f"config_summary can leave out {', '.join(SUMMARY_PARTS)}; got {', '.join(sorted(odd))}")
     lens = config.lengths
     if len(set(lens)) <= 1:
         ctx = f"ctx={lens[0] if lens else 0}"
     else:
         ctx = f"ctx={min(lens)}-{max(lens)} (mean {sum(lens) / len(lens):.0f})"
-    return (
-        f"B={config.batch_size} {ctx} H={config.num_heads}/{config.num_kv_heads} "
-        f"d={config.head_dim} bs={config.block_size} {config.dtype}{_kv_text(config)} {config.block_layout} "
-        f"{config.device}{_prefix_text(config)}"
-    )
+    heads = f"H={config.num_heads}" + ("" if "num_kv_heads" in without else f"/{config.num_kv_heads}")
+    parts = {"batch_size": f"B={config.batch_size}", "context_len": ctx, "heads": heads,
+             "head_dim": f"d={config.head_dim}", "block_size": f"bs={config.block_size}",
+             "dtype": config.dtype + ("" if "kv_dtype" in without else _kv_text(config)),
+             "layout": config.block_layout, "device": config.device}
+    return " ".join(v for k, v in parts.items() if k not in without) + _prefix_text(config)
 
 
 def _prefix_text(config: DecodeConfig) -> str:

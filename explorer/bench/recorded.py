@@ -22,6 +22,7 @@ recorded.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -107,6 +108,14 @@ class RecordedSet:
     def axis(self) -> str:
         """What a recorded sweep varies (a key of :data:`explorer.sweep.grid.AXES`)."""
         return self.meta["axis"]
+
+
+def shown_command(command: str) -> str:
+    """A sidecar's ``command`` as a page shows it: without its ``--out`` argument,
+    the recording machine's own folder, which says nothing to a reader
+    (``"python -m benchmarks.record --sweeps --out /root/out/sweeps"`` ->
+    ``"python -m benchmarks.record --sweeps"``); every other argument kept."""
+    return re.sub(r"\s+--out(?:=|\s+)\S+", "", command).strip()
 
 
 def fail(path: Path, rule: str) -> None:

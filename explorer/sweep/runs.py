@@ -1,5 +1,5 @@
-"""A running sweep and its rows: :class:`SweepJob` (one point at a time, so a page
-can draw between points and cancel), and the CSV the page offers for download
+"""A running sweep and its rows: :class:`SweepJob` (timed point by point in a
+worker thread while the page draws, cancelled at once), and the CSV the page offers for download
 and accepts back for comparison (:data:`SWEEP_COLUMNS`, :func:`sweep_csv`,
 :func:`read_sweep_csv`).
 
@@ -124,25 +124,27 @@ class SweepJob:
     (axis value, cache) pair, :meth:`value_at` and :meth:`config_at` give its
     value and configuration.
 
-    The page runs one point per script run (:meth:`config_at`, then
-    :meth:`record`), so it can redraw between points and a Cancel button's
-    callback (:meth:`cancel`) takes effect before the next point; the points done
-    are kept, including one that was in flight when Cancel was pressed.
-
-    Streamlit may start the next script run while the previous one is still
-    timing a point (a click interrupts a run only at its next Streamlit call), so
-    two runs can hold the same job: whoever times a point holds :attr:`lock`, and
-    a run that finds it held waits for that point instead of timing it again.
+    A worker thread times the points one after another (:meth:`config_at`, then
+    :meth:`record`) while the page draws the rows done so far. :meth:`cancel` ends
+    the sweep at once: the state is ``"cancelled"`` from that moment, the worker
+    stops at its next look at :attr:`running` (between points, and between the
+    timed rounds of a point), and a point still in flight when Cancel was pressed
+    is dropped, so the sweep keeps exactly the points done at the press.
+    Every change of state holds :attr:`lock`, so the page and the worker see one
+    state; :meth:`finish` marks the worker gone (:meth:`wait`).
 
     Attributes
     ----------
     state : str
         ``"running"``, ``"done"``, ``"cancelled"`` or ``"failed"``.
+    waiting : str or None
+        While the worker waits for the machine: ``"other"`` (another session's run
+        holds it) or ``"own"`` (this session's earlier run still finishing).
+    waited : str or None
+        The last value ``waiting`` had, kept once the wait is over.
     naive_last : (float, float) or None
         ``(naive_cost, median ms)`` of the last point where naive was timed, for
         :func:`naive_plan`.
-    lock : threading.Lock
-        Held while a point is being timed.
     """
 
     base: DecodeConfig
@@ -159,7 +161,10 @@ class SweepJob:
     message: str = ""
     naive_last: tuple[float, float] | None = None
     caches: tuple[str | None, ...] = ()
+    waiting: str | None = None
+    waited: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _finished: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_axis(self.axis)
@@ -176,6 +181,10 @@ class SweepJob:
         """The axis value of point ``index``."""
         return self.values[index // len(self.caches)]
 
+    def cache_at(self, index: int) -> str | None:
+        """The KV-cache dtype of point ``index`` (None: the compute dtype's)."""
+        return self.caches[index % len(self.caches)]
+
     @property
     def running(self) -> bool:
         return self.state == "running"
@@ -187,43 +196,65 @@ class SweepJob:
 
     def config_at(self, index: int) -> DecodeConfig:
         config = point_config(self.base, self.axis, self.value_at(index))
-        return config.with_(kv_dtype=self.caches[index % len(self.caches)]).validate()
+        return config.with_(kv_dtype=self.cache_at(index)).validate()
 
-    def record(self, rows: Sequence[Mapping]) -> None:
+    def record(self, rows: Sequence[Mapping]) -> bool:
         """Add the rows of the next point and move on (``"done"`` after the last).
 
-        A point that finishes after :meth:`cancel` is still recorded; if it was
-        the last, the sweep is done after all.
+        Returns False, recording nothing, when the sweep was cancelled or failed
+        meanwhile (a point in flight at Cancel is dropped).
 
         Raises
         ------
         RuntimeError
-            If the sweep is done or failed, or every point is recorded.
+            If the sweep is done: every point is recorded.
         """
-        if self.state not in ("running", "cancelled") or self.next_index >= self.total:
-            raise RuntimeError(f"the sweep is {self.state}; no point is pending")
-        self.rows.extend(dict(r) for r in rows)
-        self.next_index += 1
-        if self.next_index >= self.total:
-            self.state, self.message = "done", ""
-        elif self.state == "cancelled":
-            self.message = self._cancelled_message()
+        with self.lock:
+            if self.state == "done" or self.next_index >= self.total:
+                raise RuntimeError(f"the sweep is {self.state}; no point is pending")
+            if not self.running:
+                return False
+            self.rows.extend(dict(r) for r in rows)
+            self.next_index += 1
+            if self.next_index >= self.total:
+                self.state, self.message = "done", ""
+            return True
 
-    def _cancelled_message(self) -> str:
-        return f"Cancelled after {self.next_index} of {count(self.total, 'point')}."
+    def set_waiting(self, waiting: str | None) -> None:
+        """The worker waits for the machine (``"other"``, ``"own"``), or no longer (None)."""
+        with self.lock:
+            self.waiting = waiting
+            if waiting is not None:
+                self.waited = waiting
 
     def cancel(self) -> None:
-        """Stop before the next point (a point in flight still finishes)."""
-        if self.running:
-            self.state = "cancelled"
-            self.message = self._cancelled_message()
+        """End the sweep now, keeping the points done; the worker stops at its next check."""
+        with self.lock:
+            if self.running:
+                self.state = "cancelled"
+                self.waiting = None
+                self.message = f"Cancelled after {self.next_index} of {count(self.total, 'point')}."
 
-    def fail(self, message: str) -> None:
-        self.state = "failed"
-        self.message = message
+    def fail(self, message: str, rows: Sequence[Mapping] = ()) -> None:
+        """End the sweep with ``message``, keeping ``rows`` of the point that failed
+        (unless it was cancelled first)."""
+        with self.lock:
+            if self.running:
+                self.rows.extend(dict(r) for r in rows)
+                self.state, self.message, self.waiting = "failed", message, None
+
+    def finish(self) -> None:
+        """The worker's last word: it has let go of the machine."""
+        self._finished.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the worker has finished (:meth:`finish`); False on timeout."""
+        return self._finished.wait(timeout)
 
     def frame(self, source: str = "this session") -> pd.DataFrame:
-        return rows_frame(self.rows, source)
+        with self.lock:
+            rows = list(self.rows)
+        return rows_frame(rows, source)
 
 
 # -- CSV ---------------------------------------------------------------------------
