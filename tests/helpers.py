@@ -14,7 +14,7 @@ import torch
 import paged_attention as pa
 from explorer.sweep import grid as sweep_grid
 from explorer.sweep import runs as sweep_runs
-from paged_attention.inputs import context_mask, fill_uncovered, poison_table
+from paged_attention.poison import context_mask, fill_uncovered, poison_table
 
 #: Every decode function under test: the three the app races plus the variants.
 #: "triton_prefix" is "triton" on these tests' tables, which share no blocks; its

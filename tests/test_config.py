@@ -242,7 +242,7 @@ def test_window_bytes_count_each_read_slot_once(window, shared_prefix, groups, s
                              seed=seed, window=window)
     inputs = pa.build_decode_inputs(config, poison=True)
     starts = torch.tensor(config.window_starts)
-    read = pa.inputs.context_mask(pa.assign_blocks(config)[0], inputs.context_lens, config.num_blocks, 16, starts)
+    read = pa.poison.context_mask(pa.assign_blocks(config)[0], inputs.context_lens, config.num_blocks, 16, starts)
     per_token = 2 * 2 * 8 * 2
     assert config.unique_kv_bytes() == int(read.sum()) * per_token
     assert config.needed_kv_bytes() == sum(min(n, window) for n in config.lengths) * per_token

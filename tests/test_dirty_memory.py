@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import paged_attention as pa
-from paged_attention.inputs import context_mask
+from paged_attention.poison import context_mask
 from helpers import DTYPES, IMPLS, assert_matches, paged_inputs, sink_logits
 
 

@@ -100,7 +100,7 @@ def test_quantization_is_amax_scaling(kv_dtype, kv_scale, device, seed):
     else:
         assert isinstance(inputs.k_scale, float) and inputs.k_scale == float(expected_scale)
         scale = inputs.k_scale
-    covered = pa.inputs.context_mask(inputs.block_tables, inputs.context_lens, config.num_blocks, config.block_size)
+    covered = pa.poison.context_mask(inputs.block_tables, inputs.context_lens, config.num_blocks, config.block_size)
     dequantized = (inputs.k_cache.double() * scale)[covered]
     original = k.double()[covered]
     # Round to nearest: within half a step, 2**-4 (e4m3) or 2**-3 (e5m2) relative,

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import paged_attention as pa
-from paged_attention.inputs import FREE, OTHER, context_mask, fill_uncovered
+from paged_attention.inputs import FREE, OTHER
+from paged_attention.poison import context_mask, fill_uncovered
 from helpers import DTYPES, dtype_id, seed  # noqa: F401
 
 
