@@ -88,9 +88,10 @@ def naive_decode(
             block_id = int(shape.block_tables[b, i])
             k_blocks.append(k_cache[block_id])  # [block_size, num_kv_heads, head_dim]
             v_blocks.append(v_cache[block_id])
-        skip = int(shape.window_starts[b]) - first * shape.block_size  # window positions before the start
-        keys[b, : int(lens[b])] = torch.cat(k_blocks, dim=0)[skip : n - first * shape.block_size].float()
-        values[b, : int(lens[b])] = torch.cat(v_blocks, dim=0)[skip : n - first * shape.block_size].float()
+        skip = int(shape.window_starts[b]) - first * shape.block_size  # the first block's slots before the window
+        end = n - first * shape.block_size
+        keys[b, : int(lens[b])] = torch.cat(k_blocks, dim=0)[skip:end].float()
+        values[b, : int(lens[b])] = torch.cat(v_blocks, dim=0)[skip:end].float()
 
     if shape.is_fp8:
         k_scales, v_scales = kv_scale_tensors(shape, k_scale, v_scale, device)

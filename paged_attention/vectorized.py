@@ -106,7 +106,15 @@ def vectorized_decode_unchecked(
     graph can capture it. ``k_scale``/``v_scale``: float32 ``[num_kv_heads]`` on the
     query's device, for an fp8 cache; ``sinks``: float32 ``[num_heads]`` on the
     query's device when ``shape.sinks`` is set. The window and the soft-cap are read
-    from ``shape``."""
+    from ``shape``.
+
+    Raises
+    ------
+    ValueError
+        If ``sinks`` is given without ``shape.sinks`` or missing with it.
+    """
+    if (sinks is None) != (shape.sinks is None):
+        raise ValueError("sinks must be the device tensor of the sinks check_decode_args accepted, and only then")
     batch, num_heads, head_dim = query.shape
     kv_heads, block_size = shape.num_kv_heads, shape.block_size
     if shape.max_context_len == 0:
@@ -145,7 +153,7 @@ def vectorized_decode_unchecked(
     values = values.view(batch, tokens, kv_heads, head_dim).transpose(1, 2)
     bias = None
     if not ragged:
-        skip = int(shape.window_starts[0]) - first * block_size if windowed else 0  # before the window
+        skip = int(shape.window_starts[0]) - first * block_size if windowed else 0  # slots before the window
         keys, values = keys[:, :, skip : skip + span], values[:, :, skip : skip + span]
     else:
         # An additive -inf on padding slots. A boolean mask here let PyTorch's fused
