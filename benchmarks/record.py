@@ -246,7 +246,7 @@ def sweep_rows(
     for value in values:
         config = point_config(base, axis, value)
         inputs = build_decode_inputs(config)
-        reference = reference_decode(*inputs.args(), **inputs.scales())
+        reference = reference_decode(*inputs.args(), **inputs.kwargs())
         timed, decision = list(names), None
         if "naive" in timed:
             free = None
@@ -254,7 +254,7 @@ def sweep_rows(
                 free = torch.cuda.mem_get_info(torch.device(config.device))[0]
             decision = naive_plan(config, budget_s=naive_budget_s, calls=calls, last=last, free_bytes=free)
             if decision.action == "probe":
-                run = prepare("naive", *inputs.args(), **inputs.scales())
+                run = prepare("naive", *inputs.args(), **inputs.kwargs())
                 probe = time_calls(run, device=inputs.query.device, warmup=0, iters=1)[0]
                 decision = after_probe(probe, budget_s=naive_budget_s, calls=calls)
             if decision.action == "skip":

@@ -7,7 +7,8 @@ CPU tensors. See :func:`execution_mode`.
 
 from .runtime import HAS_CUDA, default_device, device_description, execution_mode  # first: sets TRITON_INTERPRET
 
-from .inputs import LOUD_VALUE, DecodeInputs, assign_blocks, build_decode_inputs, unquantized_cache
+from .inputs import DecodeInputs, assign_blocks, build_decode_inputs, unquantized_cache
+from .poison import LOUD_VALUE
 from .config import BLOCK_LAYOUTS, DTYPES, KV_DTYPES, KV_SCALES, TOLERANCES, DecodeConfig, ragged_lengths, tolerance
 from .implementations import GRAPH_CAPTURABLE, IMPLEMENTATIONS, LABELS, VARIANTS, get_implementation, prepare
 from .launcher import PreparedCall

@@ -93,9 +93,9 @@ def benchmark_implementations(
         raise ValueError(f"each implementation may be named once; got {names}")
     device = inputs.query.device
     if reference is None:
-        reference = reference_decode(*inputs.args(), **inputs.scales())
+        reference = reference_decode(*inputs.args(), **inputs.kwargs())
     flush = flush or L2Flusher(device)
-    runs = {name: prepare(name, *inputs.args(), **inputs.scales()) for name in names}
+    runs = {name: prepare(name, *inputs.args(), **inputs.kwargs()) for name in names}
     accuracy = {name: check_accuracy(run().clone(), reference) for name, run in runs.items()}
     cuda = device.type == "cuda"
     capturable = [n for n in names if n in GRAPH_CAPTURABLE]
@@ -145,7 +145,7 @@ def run_benchmark(
     config.validate()
     names = list(names)
     inputs = build_decode_inputs(config)
-    reference = reference_decode(*inputs.args(), **inputs.scales())
+    reference = reference_decode(*inputs.args(), **inputs.kwargs())
     return benchmark_implementations(
         names, inputs, warmup=warmup, iters=iters, reference=reference, graph=graph, on_progress=on_progress
     )
@@ -168,6 +168,9 @@ def classic_configs(args: argparse.Namespace) -> list[tuple[DecodeConfig, int]]:
         block_layout=args.layout,
         shared_prefix=args.shared_prefix,
         prefix_groups=args.prefix_groups if args.shared_prefix else 1,
+        window=args.window,
+        soft_cap=args.soft_cap,
+        sinks=args.sinks,
     )
     if args.batch_size is None and args.context_len is None:
         return [
@@ -241,6 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shared-prefix", type=int, default=0,
                    help="tokens at the start of every sequence that its prefix group shares (whole blocks shared)")
     p.add_argument("--prefix-groups", type=int, default=1, help="groups of consecutive sequences sharing a prefix")
+    p.add_argument("--window", type=int, help="sliding window: each query attends to its last WINDOW positions")
+    p.add_argument("--soft-cap", type=float, help="logit soft-capping: s <- SOFT_CAP * tanh(s / SOFT_CAP)")
+    p.add_argument("--sinks", action="store_true", help="attention sinks: one random logit per query head")
     p.add_argument("--device", default=default_device(), help="cpu or cuda (default: cuda when present)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--warmup", type=int, default=CLASSIC_WARMUP, help="untimed rounds before timing")

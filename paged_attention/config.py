@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from .tiling import cdiv
-from .validation import FP8_DTYPES
+from .validation import FP8_DTYPES, _check_soft_cap as check_soft_cap, _check_window as check_window
 
 DTYPES: dict[str, torch.dtype] = {
     "float16": torch.float16,
@@ -39,7 +39,7 @@ BLOCK_LAYOUTS: tuple[str, ...] = ("contiguous", "shuffled", "fragmented")
 #: Fields of DecodeConfig that hold whole numbers; NumPy integers become ``int``.
 _INT_FIELDS: tuple[str, ...] = (
     "batch_size", "num_heads", "num_kv_heads", "head_dim", "block_size", "seed", "spare_blocks",
-    "shared_prefix", "prefix_groups",
+    "shared_prefix", "prefix_groups", "window",
 )
 
 
@@ -142,6 +142,15 @@ class DecodeConfig:
         How many groups of consecutive sequences share a prefix, 1 to
         ``batch_size``: sequence ``i`` is in group ``i * prefix_groups // batch_size``.
         Groups share nothing with each other.
+    window : int or None
+        Sliding-window attention: each query attends to the last ``window``
+        positions of its context (an integer >= 1); ``None`` (default) to all.
+    soft_cap : float or None
+        Logit soft-capping of the scaled logits, ``soft_cap * tanh(s / soft_cap)``
+        (a finite number > 0); ``None`` (default) for none.
+    sinks : bool
+        Attention sinks: one random logit per query head joins the softmax's
+        denominator (see :func:`~paged_attention.inputs.build_decode_inputs`).
     """
 
     batch_size: int = 4
@@ -159,6 +168,9 @@ class DecodeConfig:
     kv_scale: str = "per_tensor"
     shared_prefix: int = 0
     prefix_groups: int = 1
+    window: int | None = None
+    soft_cap: float | None = None
+    sinks: bool = False
 
     def __post_init__(self) -> None:
         # Lists are unhashable; keep the config usable as a cache key. Whole numbers
@@ -254,6 +266,31 @@ class DecodeConfig:
         return sum(self.lengths) - (self.batch_size - self.prefix_groups) * self.shared_blocks * self.block_size
 
     @property
+    def window_starts(self) -> tuple[int, ...]:
+        """Every sequence's first attended position, ``max(0, context_len - window)``
+        (0 without a window)."""
+        if self.window is None:
+            return (0,) * self.batch_size
+        return tuple(max(0, n - self.window) for n in self.lengths)
+
+    @property
+    def attended_lengths(self) -> tuple[int, ...]:
+        """Positions each query attends to, ``min(context_len, window)``."""
+        return tuple(n - start for n, start in zip(self.lengths, self.window_starts))
+
+    @property
+    def unique_read_tokens(self) -> int:
+        """Token slots one decode step reads at least: every sequence's attended
+        positions, those in a prefix group's shared blocks once (from the group's
+        earliest window start). Equals :attr:`unique_tokens` without a window."""
+        shared = self.shared_blocks * self.block_size  # positions in shared blocks
+        own = sum(n - max(start, shared) for n, start in zip(self.lengths, self.window_starts))
+        earliest: dict[int, int] = {}
+        for group, start in zip(self.prefix_group_of, self.window_starts):
+            earliest[group] = min(start, earliest.get(group, start))
+        return own + sum(max(0, shared - start) for start in earliest.values())
+
+    @property
     def wasted_slots(self) -> int:
         """Token slots allocated but unfilled in each sequence's last block."""
         return self.num_blocks_used * self.block_size - self.unique_tokens
@@ -269,17 +306,17 @@ class DecodeConfig:
         return 2 * self.batch_size * self.num_heads * self.head_dim * self.element_size
 
     def needed_kv_bytes(self) -> int:
-        """Bytes of K and V that one decode step reads, logically: every cached token
-        of every sequence once, in the cache's own dtype (the scales of an fp8 cache
-        are not counted). A shared prefix counts in every member of its group; see
-        :meth:`unique_kv_bytes` for the bytes the pool holds."""
-        return self._kv_bytes(sum(self.lengths))
+        """Bytes of K and V that one decode step reads, logically: every attended
+        token of every sequence once (all its tokens, or the last ``window``), in
+        the cache's own dtype (the scales of an fp8 cache are not counted). A shared
+        prefix counts in every member of its group; see :meth:`unique_kv_bytes`."""
+        return self._kv_bytes(sum(self.attended_lengths))
 
     def unique_kv_bytes(self) -> int:
         """Bytes of K and V one decode step must read at least, in bytes: every token
-        slot the batch fills (:attr:`unique_tokens`), a prefix group's shared blocks
-        once. Equals :meth:`needed_kv_bytes` when nothing is shared."""
-        return self._kv_bytes(self.unique_tokens)
+        slot the batch attends to (:attr:`unique_read_tokens`), a prefix group's
+        shared blocks once. Equals :meth:`needed_kv_bytes` when nothing is shared."""
+        return self._kv_bytes(self.unique_read_tokens)
 
     def decode_bytes(self) -> int:
         """Bytes one decode step must move, logically: :meth:`needed_kv_bytes`, the
@@ -360,6 +397,10 @@ class DecodeConfig:
             not is_whole(self.spare_blocks) or self.spare_blocks < 0
         ):
             raise ValueError(f"spare_blocks must be a non-negative integer; got {self.spare_blocks!r}")
+        check_window(self.window)  # the rules the decode functions apply, and their messages
+        check_soft_cap(self.soft_cap)
+        if not isinstance(self.sinks, bool):
+            raise ValueError(f"sinks must be True or False; got {self.sinks!r}")
         if not (self.device == "cpu" or self.device == "cuda" or self.device.startswith("cuda:")):
             raise ValueError(f"device must be 'cpu' or 'cuda'; got {self.device!r}")
         if self.device.startswith("cuda") and not torch.cuda.is_available():

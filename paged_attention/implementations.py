@@ -16,9 +16,14 @@ from .vectorized import vectorized_decode, vectorized_decode_unchecked
 
 DecodeFn = Callable[..., torch.Tensor]
 
-#: The three implementations the app races, by key. Each takes
-#: ``(query, k_cache, v_cache, block_tables, context_lens, *, scale=None,
-#: k_scale=None, v_scale=None)``; the scales are for an fp8 cache.
+#: The three implementations the app races, by key. Each (and each of VARIANTS, and
+#: :func:`prepare` after the name) takes ``(query, k_cache, v_cache, block_tables,
+#: context_lens, *, scale=None, k_scale=None, v_scale=None, window=None, sinks=None,
+#: soft_cap=None)``: the scales are for an fp8 cache; ``window`` (int >= 1) attends
+#: to the last ``window`` positions, ``sinks`` (float32 ``[num_heads]``) adds one
+#: logit per head to the softmax's denominator, ``soft_cap`` (float > 0) caps the
+#: scaled logits to ``soft_cap * tanh(s / soft_cap)`` (see
+#: :func:`~paged_attention.validation.check_decode_args`).
 IMPLEMENTATIONS: Mapping[str, DecodeFn] = {
     "naive": naive_decode,
     "vectorized": vectorized_decode,
@@ -67,6 +72,9 @@ def prepare(
     scale: float | None = None,
     k_scale: float | torch.Tensor | None = None,
     v_scale: float | torch.Tensor | None = None,
+    window: int | None = None,
+    sinks: torch.Tensor | None = None,
+    soft_cap: float | None = None,
     graph: bool = True,
 ) -> PreparedCall:
     """Validate the arguments once and return a zero-argument callable that runs
@@ -90,6 +98,14 @@ def prepare(
     k_scale, v_scale : float or Tensor, optional
         Dequantization scales of an fp8 cache (see
         :func:`paged_attention.validation.check_decode_args`).
+    window : int, optional
+        Sliding window: attend to the last ``window`` positions of each context.
+    sinks : Tensor, optional
+        float32 ``[num_heads]`` on the query's device: an attention-sink logit per
+        query head. Read on every call, like the scale tensors: refilling it in
+        place changes the next call's output.
+    soft_cap : float, optional
+        Logit soft-capping of the scaled logits.
     graph : bool
         Capture the launch into a CUDA graph where it can be (default); False
         launches through Python on every call.
@@ -120,24 +136,28 @@ def prepare(
             f"got {len(args)}"
         )
     fn = get_implementation(name)
-    scales = dict(k_scale=k_scale, v_scale=v_scale)
-    return PreparedCall(_launch(name, fn, args, scale, scales), args[0].device,
+    # Only the options given travel on, so a plain call takes each implementation's
+    # plain path.
+    options = {k: v for k, v in dict(window=window, sinks=sinks, soft_cap=soft_cap).items() if v is not None}
+    kwargs = dict(k_scale=k_scale, v_scale=v_scale, **options)
+    return PreparedCall(_launch(name, fn, args, scale, kwargs), args[0].device,
                         graph=graph and name in GRAPH_CAPTURABLE)
 
 
 def _launch(name: str, fn: DecodeFn, args: tuple[torch.Tensor, ...], scale: float | None,
-            scales: dict) -> Callable[[], torch.Tensor]:
-    """The launch of implementation ``name`` on ``args``, validated once."""
+            kwargs: dict) -> Callable[[], torch.Tensor]:
+    """The launch of implementation ``name`` on ``args`` (``kwargs``: the scales and
+    the attention options given), validated once."""
     if name == "triton":
-        return prepare_triton_decode(*args, scale=scale, **scales)
+        return prepare_triton_decode(*args, scale=scale, **kwargs)
     if name == "triton_prefix":
-        return prepare_triton_decode(*args, scale=scale, shared_prefixes="detect", **scales)
+        return prepare_triton_decode(*args, scale=scale, shared_prefixes="detect", **kwargs)
     if name == "triton_simple":
-        return prepare_triton_decode_simple(*args, scale=scale, **scales)
-    shape = check_decode_args(*args, scale, **scales)
+        return prepare_triton_decode_simple(*args, scale=scale, **kwargs)
+    shape = check_decode_args(*args, scale, **kwargs)
     if name == "vectorized":
-        device_scales = kv_scale_tensors(shape, scales["k_scale"], scales["v_scale"], args[0].device)
-        return lambda: vectorized_decode_unchecked(*args, shape, *device_scales)
-    return lambda: fn(*args, scale=scale, **scales)
+        device_scales = kv_scale_tensors(shape, kwargs["k_scale"], kwargs["v_scale"], args[0].device)
+        return lambda: vectorized_decode_unchecked(*args, shape, *device_scales, kwargs.get("sinks"))
+    return lambda: fn(*args, scale=scale, **kwargs)
 
 

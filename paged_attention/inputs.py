@@ -1,34 +1,17 @@
 """Build the inputs of one decode step: query, paged K/V cache, block table, lengths.
 
-Physical blocks that the batch does not read, and the unfilled tail slots of each
-sequence's last block, are filled with :data:`LOUD_VALUE` rather than zeros, so a
-kernel that reads a wrong block or slot gets a visibly wrong answer. With
-``poison=True`` (what the tests use) they hold NaN, ±Inf, a huge finite value and a
-denormal instead, as a recycled block or a fresh ``torch.empty`` pool can: a finite
-fill hides the classic bug of a masked slot multiplied by a zero weight
-(``0 * NaN = NaN``), and the block table's entries past each context hold -1,
-stale block ids and ids past the pool.
+Memory that no sequence reads holds loud values, or with ``poison=True`` (what the
+tests use) NaN and ±Inf, and the table garbage there: :mod:`paged_attention.poison`.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 
 from .config import DecodeConfig
-from .tiling import cdiv
-
-#: Fill value of every K/V slot that no sequence's context covers. Exact in
-#: float16, bfloat16 and float32, and large enough that one stray read moves
-#: the softmax (as a key) or the weighted sum (as a value) far past tolerance.
-LOUD_VALUE = 64.0
-
-#: What ``poison=True`` writes into memory no context covers, slot by slot in
-#: turn: NaN, +Inf, -Inf, a large finite value (exact in float16) and, last, a
-#: denormal of the cache's dtype.
-POISON_VALUES: tuple[float, ...] = (math.nan, math.inf, -math.inf, 6e4)
+from .poison import LOUD_VALUE, POISON_VALUES, context_mask, fill_uncovered, poison_table  # noqa: F401 (importable from here too)
 
 #: ``pool_owner`` codes besides a sequence index.
 FREE = -1
@@ -59,6 +42,8 @@ class DecodeInputs:
     k_scale, v_scale : float or Tensor or None
         Dequantization scales of an fp8 cache (a float per tensor, or float32
         ``[num_kv_heads]`` per KV head, by ``config.kv_scale``); None otherwise.
+    sinks : Tensor or None
+        float32 ``[num_heads]`` attention-sink logits (``config.sinks``), else None.
     """
 
     query: torch.Tensor
@@ -70,6 +55,7 @@ class DecodeInputs:
     config: DecodeConfig
     k_scale: float | torch.Tensor | None = None
     v_scale: float | torch.Tensor | None = None
+    sinks: torch.Tensor | None = None
 
     def args(self) -> tuple[torch.Tensor, ...]:
         """``(query, k_cache, v_cache, block_tables, context_lens)``."""
@@ -77,10 +63,20 @@ class DecodeInputs:
 
     def scales(self) -> dict[str, float | torch.Tensor]:
         """``{"k_scale": ..., "v_scale": ...}`` for an fp8 cache, ``{}`` otherwise:
-        every implementation takes ``(*inputs.args(), **inputs.scales())``."""
+        see :meth:`kwargs`."""
         if self.k_scale is None:
             return {}
         return {"k_scale": self.k_scale, "v_scale": self.v_scale}
+
+    def options(self) -> dict[str, int | float | torch.Tensor]:
+        """The attention options set, of ``window``, ``sinks`` and ``soft_cap``."""
+        options = dict(window=self.config.window, sinks=self.sinks, soft_cap=self.config.soft_cap)
+        return {k: v for k, v in options.items() if v is not None}
+
+    def kwargs(self) -> dict[str, float | torch.Tensor]:
+        """:meth:`scales` and :meth:`options`: every implementation (and the
+        reference) takes ``(*inputs.args(), **inputs.kwargs())``."""
+        return self.scales() | self.options()
 
 
 def assign_blocks(config: DecodeConfig) -> tuple[torch.Tensor, torch.Tensor]:
@@ -211,9 +207,12 @@ def _fragmented_free_list(
 def build_decode_inputs(config: DecodeConfig, *, poison: bool = False) -> DecodeInputs:
     """Random inputs for one decode step of ``config``.
 
-    The query and every K/V slot that a sequence's context covers are standard
-    normal; all other slots hold :data:`LOUD_VALUE`, or with ``poison`` the
-    values of :data:`POISON_VALUES` (see :func:`fill_uncovered`). With a shared
+    The query and every K/V slot that a sequence attends to (its context, or with
+    ``config.window`` the last ``window`` positions of it) are standard normal; all
+    other slots hold :data:`LOUD_VALUE`, or with ``poison`` the values of
+    :data:`POISON_VALUES` (see :func:`fill_uncovered`). With ``config.sinks`` the
+    sink logits are ``2 *`` standard normal, float32 ``[num_heads]``, drawn after
+    everything else: the other tensors equal those without sinks. With a shared
     prefix (``config.shared_prefix``) the tables of a prefix group share its whole
     prefix blocks, and the prefix's last tokens in each member's own block are
     copies of the first member's (see :func:`assign_blocks` and
@@ -233,8 +232,9 @@ def build_decode_inputs(config: DecodeConfig, *, poison: bool = False) -> Decode
     poison : bool
         Dirty memory, as an engine's pool can hold it: NaN, ±Inf, a huge finite
         value and denormals in every uncovered slot, and in the block table, past
-        each sequence's needed blocks, -1, stale block ids and ids past the pool
-        (see :func:`poison_table`). An implementation's output must not change.
+        each sequence's needed blocks (with a window, also before its first), -1,
+        stale block ids and ids past the pool (see :func:`poison_table`). An
+        implementation's output must not change.
 
     Returns
     -------
@@ -272,11 +272,15 @@ def build_decode_inputs(config: DecodeConfig, *, poison: bool = False) -> Decode
         k_cache = torch.randn(shape, generator=gen, device=device).to(dtype)
         v_cache = torch.randn(shape, generator=gen, device=device).to(dtype)
         copy_prefix_tails(k_cache, v_cache, block_tables, config)
+    # Drawn last, so the other tensors do not depend on whether there are sinks.
+    sinks = 2 * torch.randn(config.num_heads, generator=gen, device=device) if config.sinks else None
     context_lens = torch.tensor(config.lengths, dtype=torch.int32, device=device)
-    covered = context_mask(block_tables, context_lens, config.num_blocks, config.block_size)
+    starts = torch.tensor(config.window_starts, device=device) if config.window is not None else None
+    covered = context_mask(block_tables, context_lens, config.num_blocks, config.block_size, starts)
     fill_uncovered(k_cache, v_cache, covered, poison=poison)
     if poison:
-        block_tables = poison_table(block_tables, context_lens, config.num_blocks, config.block_size, seed=config.seed)
+        block_tables = poison_table(block_tables, context_lens, config.num_blocks, config.block_size,
+                                    seed=config.seed, window=config.window)
     return DecodeInputs(
         query=query,
         k_cache=k_cache,
@@ -287,6 +291,7 @@ def build_decode_inputs(config: DecodeConfig, *, poison: bool = False) -> Decode
         config=config,
         k_scale=k_scale,
         v_scale=v_scale,
+        sinks=sinks,
     )
 
 
@@ -344,118 +349,3 @@ def unquantized_cache(config: DecodeConfig) -> tuple[torch.Tensor, torch.Tensor]
     v = torch.randn(shape, generator=gen, device=device)
     copy_prefix_tails(k, v, assign_blocks(config)[0].to(device), config)
     return k, v
-
-
-def context_mask(
-    block_tables: torch.Tensor, context_lens: torch.Tensor, num_blocks: int, block_size: int
-) -> torch.Tensor:
-    """Which ``(physical block, slot)`` pairs some sequence's context covers.
-
-    Vectorised on the tables' device (no loop over sequences or blocks), so it
-    serves pools of millions of blocks. Entries past a context are never read.
-
-    Parameters
-    ----------
-    block_tables : Tensor
-        ``[batch_size, max_num_blocks]`` int32 or int64; needed entries lie in
-        ``[0, num_blocks)``.
-    context_lens : Tensor
-        ``[batch_size]`` int32 or int64.
-    num_blocks, block_size : int
-        Size of the pool.
-
-    Returns
-    -------
-    Tensor
-        ``[num_blocks, block_size]`` bool on ``block_tables``' device.
-    """
-    device = block_tables.device
-    tables = block_tables.long()
-    lens = context_lens.to(device=device, dtype=torch.long)
-    mask = torch.zeros(num_blocks, block_size, dtype=torch.bool, device=device)
-    if tables.numel() == 0:
-        return mask
-    full_blocks = lens // block_size
-    cols = torch.arange(tables.shape[1], device=device)
-    mask[tables[cols[None, :] < full_blocks[:, None]]] = True  # every slot of a full block
-    rest = lens % block_size
-    partial = torch.nonzero(rest > 0).flatten()
-    if partial.numel():
-        last = tables[partial, full_blocks[partial]]  # the partly filled last blocks
-        slots = torch.arange(block_size, device=device)
-        used = slots[None, :] < rest[partial, None]
-        mask[last[:, None].expand_as(used)[used], slots.expand_as(used)[used]] = True
-    return mask
-
-
-def fill_uncovered(
-    k_cache: torch.Tensor, v_cache: torch.Tensor, covered: torch.Tensor, *, poison: bool = False
-) -> None:
-    """Overwrite, in place, every K/V slot that ``covered`` marks False.
-
-    The one place that decides what memory no context covers holds.
-
-    Parameters
-    ----------
-    k_cache, v_cache : Tensor
-        ``[num_blocks, block_size, num_kv_heads, head_dim]`` floating point.
-    covered : Tensor
-        ``[num_blocks, block_size]`` bool, from :func:`context_mask`.
-    poison : bool
-        False: :data:`LOUD_VALUE` everywhere (in an fp8 cache the format's
-        largest value, which dequantizes to the data's absolute maximum). True: uncovered slot
-        ``i`` (counted over the flattened pool) holds
-        ``(*POISON_VALUES, denormal)[i % 5]`` in every head and dimension, so each
-        kind of dirt lands in tail slots and in whole blocks alike. float8_e4m3fn
-        has no infinity: ±Inf and 6e4 are stored as ±448, its largest value.
-    """
-    uncovered = ~covered.to(k_cache.device)
-    for cache in (k_cache, v_cache):
-        finfo = torch.finfo(cache.dtype)
-        if not poison:
-            # An fp8 cache's largest value (448 or 57344) is as loud as it gets: its
-            # scale maps the data's absolute maximum there.
-            values = torch.tensor([finfo.max if finfo.bits == 8 else LOUD_VALUE], dtype=cache.dtype)
-        else:
-            values = torch.tensor((*POISON_VALUES, finfo.tiny / 4), dtype=cache.dtype)
-        values = values.to(cache.device)
-        if finfo.bits == 8:  # PyTorch fills no fp8 tensor through a mask: write the bytes
-            cache, values = cache.view(torch.uint8), values.view(torch.uint8)
-        slot = torch.arange(uncovered.numel(), device=cache.device).view(uncovered.shape)
-        cache[uncovered] = values[slot[uncovered] % len(values)][:, None, None]
-
-
-def poison_table(
-    block_tables: torch.Tensor, context_lens: torch.Tensor, num_blocks: int, block_size: int, *, seed: int = 0
-) -> torch.Tensor:
-    """A copy of ``block_tables`` whose entries past each sequence's needed blocks
-    hold what an engine's table can: ``-1``, stale ids of other blocks in the pool,
-    ``num_blocks`` and ``2**31 - 1`` (past the pool), in turn by column.
-
-    Parameters
-    ----------
-    block_tables : Tensor
-        ``[batch_size, max_num_blocks]`` int32 or int64.
-    context_lens : Tensor
-        ``[batch_size]``.
-    num_blocks, block_size : int
-        Size of the pool.
-    seed : int
-        Seed of the stale ids.
-
-    Returns
-    -------
-    Tensor
-        Same shape, dtype and device; needed entries unchanged.
-    """
-    device = block_tables.device
-    lens = context_lens.to(device=device, dtype=torch.long)
-    needed = cdiv(lens, block_size)
-    cols = torch.arange(block_tables.shape[1], device=device)
-    gen = torch.Generator(device=device).manual_seed(seed)
-    stale = torch.randint(0, max(num_blocks, 1), block_tables.shape, generator=gen, device=device)
-    kinds = torch.stack([torch.full_like(stale, -1), stale, torch.full_like(stale, num_blocks),
-                         torch.full_like(stale, 2**31 - 1)])
-    garbage = kinds.gather(0, (cols % 4).expand_as(stale)[None]).squeeze(0).to(block_tables.dtype)
-    past = cols[None, :] >= needed[:, None]
-    return torch.where(past, garbage, block_tables)

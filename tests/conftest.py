@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import paged_attention  # noqa: F401  (must precede any triton import)
+from helpers import ATTENTION  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):
@@ -20,6 +21,16 @@ def device():
     """Where the tests run: the GPU when there is one (Triton compiled), else the CPU
     (Triton interpreted)."""
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@pytest.fixture(params=ATTENTION, ids=lambda case: case.name)
+def attention(request):
+    """The attention-options axis of the correctness tests: plain attention, and a
+    sliding window, attention sinks and logit soft-capping together
+    (:class:`helpers.Attention`). Pass it to ``build(..., attention=attention)`` and
+    ``inputs.options()`` (or ``attention.options(...)`` for hand-built inputs) to
+    ``run_and_compare``."""
+    return request.param
 
 
 # The live Streamlit server and the browser of the real-browser tests (one each per

@@ -4,6 +4,7 @@ test, hand-built paged inputs, and the one comparison with the float64 reference
 from __future__ import annotations
 
 import zlib
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Sequence
 
@@ -13,7 +14,7 @@ import torch
 import paged_attention as pa
 from explorer.sweep import grid as sweep_grid
 from explorer.sweep import runs as sweep_runs
-from paged_attention.inputs import context_mask, fill_uncovered, poison_table
+from paged_attention.poison import context_mask, fill_uncovered, poison_table
 
 #: Every decode function under test: the three the app races plus the variants.
 #: "triton_prefix" is "triton" on these tests' tables, which share no blocks; its
@@ -29,6 +30,54 @@ def seed(request) -> int:
     return zlib.crc32(request.node.nodeid.encode()) & 0x7FFFFFFF
 
 
+@dataclass(frozen=True)
+class Attention:
+    """One case of the attention-options axis every correctness test runs over
+    (the ``attention`` fixture of conftest.py)."""
+
+    name: str
+    window: int | None = None
+    soft_cap: float | None = None
+    sinks: bool = False
+
+    def config(self) -> dict:
+        """The DecodeConfig fields of this case."""
+        return dict(window=self.window, soft_cap=self.soft_cap, sinks=self.sinks)
+
+    def options(self, num_heads: int, device: str | torch.device, seed: int = 0) -> dict:
+        """The decode keywords of this case for hand-built inputs (``sinks`` drawn
+        by :func:`sink_logits`): only those set."""
+        sinks = sink_logits(num_heads, device, seed) if self.sinks else None
+        options = dict(window=self.window, sinks=sinks, soft_cap=self.soft_cap)
+        return {k: v for k, v in options.items() if v is not None}
+
+
+#: Head 0's sink, large beside the logits of N(0, 1) queries and keys, so it takes
+#: most of the weight: a kernel that drops or misplaces it is far off.
+LARGE_SINK = 4.0
+
+
+def sink_logits(num_heads: int, device: str | torch.device, seed: int = 0) -> torch.Tensor:
+    """float32 ``[num_heads]`` sink logits: ``2 *`` standard normal, head 0 :data:`LARGE_SINK`."""
+    sinks = 2 * torch.randn(num_heads, generator=torch.Generator().manual_seed(seed))
+    sinks[0] = LARGE_SINK
+    return sinks.to(device)
+
+
+PLAIN = Attention("plain")
+#: A window of 13 starts mid-block in most contexts of the tests (block sizes 3 to
+#: 256, contexts from 1 to 300) and covers the whole of the shortest; a soft-cap of
+#: 1.25 squeezes most logits of unit-variance queries and keys.
+WITH_OPTIONS = Attention("window+sinks+soft_cap", window=13, soft_cap=1.25, sinks=True)
+ATTENTION = (PLAIN, WITH_OPTIONS)
+
+
+def at_serving_sizes(attention: Attention) -> Attention:
+    """``attention`` for the GPU tests' contexts of up to 4096 tokens: a window of
+    1500, so it starts mid-block, spans many tiles and splits, and ends the same."""
+    return replace(attention, window=1500) if attention.window is not None else attention
+
+
 def dtype_id(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
@@ -39,10 +88,12 @@ def awkward_lengths(block_size: int) -> tuple[int, ...]:
     return (1, block_size, block_size + 1, 2 * block_size, max(3 * block_size - 1, 70))
 
 
-def build(device: str, seed: int, poison: bool = True, **changes) -> pa.DecodeInputs:
+def build(device: str, seed: int, poison: bool = True, attention: Attention = PLAIN, **changes) -> pa.DecodeInputs:
     """Inputs of the base case (GQA 8/2, head_dim 64, block 16, float16, shuffled
-    pool, a ragged batch) with some fields changed; memory no context covers holds
-    NaN and ±Inf unless ``poison`` is False (then the finite LOUD_VALUE)."""
+    pool, a ragged batch) with the ``attention`` options and some fields changed;
+    memory no query reads (past each context, before each window) holds NaN and
+    ±Inf unless ``poison`` is False (then the finite LOUD_VALUE). With sinks, head
+    0's is :data:`LARGE_SINK`; ``inputs.options()`` gives the decode keywords."""
     block_size = changes.get("block_size", 16)
     fields = dict(
         context_lens=awkward_lengths(block_size),
@@ -54,10 +105,14 @@ def build(device: str, seed: int, poison: bool = True, **changes) -> pa.DecodeIn
         block_layout="shuffled",
         device=device,
         seed=seed,
+        **attention.config(),
     )
     fields.update(changes)
     fields["batch_size"] = len(fields["context_lens"])
-    return pa.build_decode_inputs(pa.DecodeConfig(**fields), poison=poison)
+    inputs = pa.build_decode_inputs(pa.DecodeConfig(**fields), poison=poison)
+    if inputs.sinks is not None:
+        inputs.sinks[0] = LARGE_SINK
+    return inputs
 
 
 def assert_matches(out: torch.Tensor, query: torch.Tensor, expected: torch.Tensor) -> None:
@@ -77,14 +132,16 @@ def run_and_compare(
     scale: float | None = None,
     expected: torch.Tensor | None = None,
     scales: dict | None = None,
+    options: dict | None = None,
 ) -> torch.Tensor:
     """Run implementation ``name`` on ``args`` (with an fp8 cache's ``scales``,
-    ``{"k_scale": ..., "v_scale": ...}``) and compare it with the reference (of
-    ``args`` unless ``expected`` is given). Returns the output."""
-    scales = scales or {}
+    ``{"k_scale": ..., "v_scale": ...}``, and the attention ``options``, of
+    ``window``, ``sinks``, ``soft_cap``) and compare it with the reference (of
+    ``args`` and the same keywords unless ``expected`` is given). Returns the output."""
+    kwargs = {**(scales or {}), **(options or {})}
     if expected is None:
-        expected = pa.reference_decode(*args, scale=scale, **scales)
-    out = IMPLS[name](*args, scale=scale, **scales)
+        expected = pa.reference_decode(*args, scale=scale, **kwargs)
+    out = IMPLS[name](*args, scale=scale, **kwargs)
     assert torch.isfinite(out).all()
     assert_matches(out, args[0], expected)
     return out
@@ -121,15 +178,18 @@ def paged_inputs(
     device: str = "cpu",
     seed: int = 0,
     table_cols: int | None = None,
+    window: int | None = None,
 ) -> tuple[torch.Tensor, ...]:
     """Inputs with a block table written by hand.
 
     Sequence ``b`` keeps its tokens in physical blocks ``block_ids[b]`` (logical
-    order); each needs at least ``ceil(lengths[b] / block_size)`` ids. Covered slots
-    are standard normal; every other slot of the pool is poisoned (NaN, ±Inf, huge,
-    denormal: :func:`paged_attention.inputs.fill_uncovered`); table entries past the
-    given ids hold -1, stale ids and ids past the pool
-    (:func:`paged_attention.inputs.poison_table`).
+    order); each needs at least ``ceil(lengths[b] / block_size)`` ids. Slots a query
+    reads are standard normal; every other slot of the pool (with a ``window``, the
+    slots before it too) is poisoned (NaN, ±Inf, huge, denormal:
+    :func:`paged_attention.poison.fill_uncovered`); table entries past the given ids
+    (and before each window's first block, as an engine that freed them leaves
+    them) hold -1, stale ids and ids past the pool
+    (:func:`paged_attention.poison.poison_table`).
 
     Returns ``(query, k_cache, v_cache, block_tables, context_lens)``.
     """
@@ -149,10 +209,16 @@ def paged_inputs(
     query = torch.randn(len(lengths), num_heads, head_dim, generator=gen)
     lens = torch.tensor(list(lengths), dtype=torch.int32)
     k, v = k.to(dtype), v.to(dtype)
-    covered = context_mask(table, lens, num_blocks, block_size)
+    starts = None if window is None else (lens.long() - window).clamp_min(0)
+    covered = context_mask(table, lens, num_blocks, block_size, starts)
     fill_uncovered(k, v, covered, poison=True)
     given = torch.tensor([len(ids) for ids in block_ids]) * block_size
-    table = poison_table(table, given, num_blocks, block_size, seed=seed)  # past the given ids only
+    poisoned = poison_table(table, given, num_blocks, block_size, seed=seed)  # past the given ids only
+    if window is not None:  # and before each window's first block
+        before = torch.arange(cols)[None, :] < (starts // block_size)[:, None]
+        freed = poison_table(table, lens, num_blocks, block_size, seed=seed + 1, window=window)
+        poisoned = torch.where(before, freed, poisoned)
+    table = poisoned
     return tuple(t.to(device) for t in (query.to(dtype), k, v, table, lens))
 
 

@@ -19,6 +19,9 @@ from paged_attention.result_files import read_results
         (["--csv", "/nonexistent/dir/out.csv", "--batch-size", "1", "--context-len", "8"], "not writable"),
         (["--batch-size", "100000", "--context-len", "100000"], "GB is free"),
         (["--num-heads", "6", "--num-kv-heads", "4", "--batch-size", "1"], "multiple of num_kv_heads"),
+        (["--window", "0", "--batch-size", "1"], "window must be an integer >= 1"),
+        (["--soft-cap", "-2", "--batch-size", "1"], "soft_cap must be a finite number > 0"),
+        (["--soft-cap", "inf", "--batch-size", "1"], "soft_cap must be a finite number > 0"),
     ],
 )
 def test_bench_cli_rejects_bad_flags_before_running(argv, rule, capsys):
@@ -46,6 +49,28 @@ def test_bench_cli_runs_one_small_config(tmp_path, capsys):
     assert meta["kind"] == "classic" and meta["gpu"] == "cpu" and meta["command"].endswith(f"--csv {out}")
     header = out.read_text().splitlines()[0].split(",")
     assert header.index("host_us") == header.index("gpu_p80_ms") + 1  # beside call latency and GPU time
+
+
+def test_bench_cli_passes_the_attention_options(tmp_path, monkeypatch):
+    """--window, --soft-cap and --sinks reach the configuration, the inputs and so every
+    implementation and the reference; the bytes count the window's tokens only."""
+    from paged_attention import bench
+
+    seen = []
+    real = bench.benchmark_implementations
+    monkeypatch.setattr(bench, "benchmark_implementations",
+                        lambda names, inputs, **kw: seen.append(inputs) or real(names, inputs, **kw))
+    out = tmp_path / "r.csv"
+    argv = ["--batch-size", "2", "--context-len", "40", "9", "--num-heads", "4", "--num-kv-heads", "2",
+            "--head-dim", "16", "--window", "13", "--soft-cap", "2.5", "--sinks", "--impl", "naive", "vectorized",
+            "--iters", "1", "--warmup", "0", "--csv", str(out)]
+    assert bench.main(argv) == 0
+    (inputs,) = seen
+    assert (inputs.config.window, inputs.config.soft_cap, inputs.config.sinks) == (13, 2.5, True)
+    assert set(inputs.options()) == {"window", "sinks", "soft_cap"} and inputs.sinks.shape == (4,)
+    rows, _ = read_results(out)
+    assert all(r["correct"] and r["max_abs_err"] < 2e-3 for r in rows)
+    assert rows[0]["bytes_moved"] == inputs.config.decode_bytes() < inputs.config.with_(window=None).decode_bytes()
 
 
 def test_results_count_logical_and_unique_bytes_of_a_shared_prefix():

@@ -1,10 +1,13 @@
-"""DecodeConfig: derived sizes, memory estimates, ragged lengths and whole-number fields."""
+"""DecodeConfig: validation, derived sizes, memory estimates (over the attended tokens), ragged lengths and
+whole-number fields."""
 
 from __future__ import annotations
 
+import math
 
 import numpy as np
 import pytest
+import torch
 
 import paged_attention as pa
 from helpers import DTYPES, dtype_id, seed  # noqa: F401
@@ -109,3 +112,140 @@ def test_numpy_integers_are_whole_numbers():
                        (dict(batch_size=np.float64(2.0)), "batch_size"), (dict(spare_blocks=True), "spare_blocks")]:
         with pytest.raises(ValueError, match=match):
             pa.DecodeConfig(**{"batch_size": 2, "context_lens": 4, **bad}).validate()
+
+
+# -- validation ------------------------------------------------------------------
+
+BASE_CONFIG = dict(batch_size=2, context_lens=(5, 9), num_heads=4, num_kv_heads=2, head_dim=16, block_size=4,
+                   dtype="float32", device="cpu")
+
+BAD_CONFIGS = {
+    "batch-zero": (dict(batch_size=0, context_lens=3), r"batch_size must be a positive integer; got 0"),
+    "batch-negative": (dict(batch_size=-2, context_lens=3), r"batch_size must be a positive integer"),
+    "batch-float": (dict(batch_size=2.0), r"batch_size must be a positive integer; got 2.0"),
+    "batch-bool": (dict(batch_size=True, context_lens=3), r"batch_size must be a positive integer; got True"),
+    "heads-zero": (dict(num_heads=0), r"num_heads must be a positive integer"),
+    "kv-heads-zero": (dict(num_kv_heads=0), r"num_kv_heads must be a positive integer"),
+    "head-dim-zero": (dict(head_dim=0), r"head_dim must be a positive integer"),
+    "head-dim-too-big": (dict(head_dim=513), r"head_dim must be at most 512; got 513"),
+    "block-size-zero": (dict(block_size=0), r"block_size must be a positive integer"),
+    "block-size-too-big": (dict(block_size=4097), r"block_size must be at most 4096; got 4097"),
+    "heads-not-multiple": (dict(num_heads=6, num_kv_heads=4), r"num_heads \(6\) must be a multiple of num_kv_heads \(4\)"),
+    "lens-count": (dict(context_lens=(1, 2, 3)), r"context_lens must hold one value per sequence: got 3 for batch_size 2"),
+    "lens-negative-scalar": (dict(context_lens=-1), r"context_lens must be non-negative integers; got -1"),
+    "lens-negative-entry": (dict(context_lens=(4, -3)), r"context_lens must be non-negative integers; got -3"),
+    "dtype-float64": (dict(dtype="float64"), r"dtype must be one of float16, bfloat16, float32; got 'float64'"),
+    "dtype-torch-float64": (dict(dtype=torch.float64), r"dtype must be one of"),
+    "dtype-unknown": (dict(dtype="fp8"), r"dtype must be one of"),
+    "layout-unknown": (dict(block_layout="random"), r"block_layout must be one of contiguous, shuffled, fragmented"),
+    "spare-negative": (dict(spare_blocks=-1), r"spare_blocks must be a non-negative integer; got -1"),
+    "spare-float": (dict(spare_blocks=1.5), r"spare_blocks must be a non-negative integer"),
+    "device-unknown": (dict(device="tpu"), r"device must be 'cpu' or 'cuda'; got 'tpu'"),
+    "device-mps": (dict(device="mps"), r"device must be 'cpu' or 'cuda'"),
+    "window-zero": (dict(window=0), r"window must be an integer >= 1 \(the positions each query attends to\) or None; got 0"),
+    "window-float": (dict(window=4.5), r"window must be an integer >= 1 .* or None; got 4.5"),
+    "soft-cap-negative": (dict(soft_cap=-1.0), r"soft_cap must be a finite number > 0 or None; got -1.0"),
+    "soft-cap-nan": (dict(soft_cap=math.nan), r"soft_cap must be a finite number > 0 or None; got nan"),
+    "sinks-not-a-bool": (dict(sinks=1), r"sinks must be True or False; got 1"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_CONFIGS)
+def test_bad_config_raises(case):
+    changes, message = BAD_CONFIGS[case]
+    config = pa.DecodeConfig(**{**BASE_CONFIG, **changes})
+    with pytest.raises(ValueError, match=message):
+        config.validate()
+    with pytest.raises(ValueError, match=message):
+        pa.build_decode_inputs(config)
+    with pytest.raises(ValueError, match=message):
+        pa.assign_blocks(config)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is present")
+@pytest.mark.parametrize("device", ["cuda", "cuda:0"])
+def test_cuda_config_without_a_gpu_raises(device):
+    config = pa.DecodeConfig(**{**BASE_CONFIG, "device": device})
+    with pytest.raises(ValueError, match="no CUDA GPU is available"):
+        config.validate()
+    with pytest.raises(ValueError, match="no CUDA GPU is available"):
+        pa.build_decode_inputs(config)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        dict(head_dim=512),
+        dict(head_dim=1),
+        dict(block_size=4096, num_kv_heads=1, head_dim=8),
+        dict(context_lens=(0, 0)),
+        dict(context_lens=0),
+        dict(spare_blocks=0),
+        dict(num_heads=7, num_kv_heads=7),
+        dict(num_heads=7, num_kv_heads=1),
+        dict(dtype=torch.bfloat16),
+        dict(context_lens=[3, 4]),  # a list becomes a tuple
+        dict(window=1, soft_cap=1e-3, sinks=True),
+        dict(window=10**9, soft_cap=1e9),
+    ],
+    ids=["head-dim-512", "head-dim-1", "block-4096", "empty-contexts", "empty-scalar", "no-spare",
+         "mha-7", "mqa-7", "torch-dtype", "list-lengths", "tiny-options", "huge-options"],
+)
+def test_boundary_configs_are_valid(changes):
+    config = pa.DecodeConfig(**{**BASE_CONFIG, **changes})
+    assert config.validate() is config
+    hash(config)  # usable as a cache key
+    inputs = pa.build_decode_inputs(config)
+    assert inputs.query.shape == (2, config.num_heads, config.head_dim)
+    assert tuple(inputs.context_lens.tolist()) == config.lengths
+
+
+def test_tolerance_rejects_unsupported_dtypes():
+    for dtype in (torch.float64, torch.int32, torch.float8_e4m3fn):
+        with pytest.raises(ValueError, match="dtype must be one of float16, bfloat16, float32"):
+            pa.tolerance(dtype)
+
+
+def test_tolerance_values():
+    assert pa.tolerance(torch.float32) == (1e-4, 1e-4)
+    assert pa.tolerance(torch.float16) == (2e-3, 2e-3)
+    assert pa.tolerance(torch.bfloat16) == (1.6e-2, 1.6e-2)
+
+
+# -- with a sliding window: bytes of the attended tokens only ------------------------------
+
+def test_window_byte_counts_by_hand():
+    # block 16, prefix 35 (2 shared blocks), groups {0, 1} and {2, 3}; window 20
+    config = pa.DecodeConfig(batch_size=4, context_lens=(40, 45, 37, 50), block_size=16, shared_prefix=35,
+                             prefix_groups=2, num_heads=8, num_kv_heads=2, head_dim=64, window=20)
+    assert config.window_starts == (20, 25, 17, 30) and config.attended_lengths == (20,) * 4
+    # Shared positions 0..31: group 0 reads 20..31 once, group 1 reads 17..31 once.
+    assert config.unique_read_tokens == (8 + 13 + 5 + 18) + 12 + 15
+    assert config.unique_tokens == 172 - 2 * 32  # what the pool holds does not change
+    per_token = 2 * 2 * 64 * 2
+    qo = 2 * 4 * 8 * 64 * 2
+    assert config.needed_kv_bytes() == 80 * per_token and config.decode_bytes() == 80 * per_token + qo
+    assert config.unique_kv_bytes() == 71 * per_token and config.unique_decode_bytes() == 71 * per_token + qo
+    wide = config.with_(window=50)  # no shorter than any context: as without a window
+    plain = config.with_(window=None)
+    assert (wide.needed_kv_bytes(), wide.unique_kv_bytes()) == (plain.needed_kv_bytes(), plain.unique_kv_bytes())
+    assert pa.DecodeConfig(batch_size=2, context_lens=(0, 9), window=4).attended_lengths == (0, 4)
+
+
+@pytest.mark.parametrize("window", [1, 7, 16, 21, 40, 100])
+@pytest.mark.parametrize("shared_prefix, groups", [(0, 1), (35, 2), (48, 1)])
+def test_window_bytes_count_each_read_slot_once(window, shared_prefix, groups, seed):
+    """The unique bytes are the slots the windows cover in the built pool (a shared
+    block once); the logical bytes every attended token; both scale with the window."""
+    config = pa.DecodeConfig(batch_size=5, context_lens=(48, 60, 75, 90, 51), num_heads=4, num_kv_heads=2,
+                             head_dim=8, block_size=16, shared_prefix=shared_prefix, prefix_groups=groups,
+                             seed=seed, window=window)
+    inputs = pa.build_decode_inputs(config, poison=True)
+    starts = torch.tensor(config.window_starts)
+    read = pa.poison.context_mask(pa.assign_blocks(config)[0], inputs.context_lens, config.num_blocks, 16, starts)
+    per_token = 2 * 2 * 8 * 2
+    assert config.unique_kv_bytes() == int(read.sum()) * per_token
+    assert config.needed_kv_bytes() == sum(min(n, window) for n in config.lengths) * per_token
+    assert torch.isfinite(inputs.k_cache[read]).all() and not torch.isfinite(inputs.k_cache[~read]).all()
+    assert math.isclose(config.needed_kv_bytes() / config.with_(window=None).needed_kv_bytes(),
+                        sum(min(n, window) for n in config.lengths) / sum(config.lengths))

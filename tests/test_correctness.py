@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import paged_attention as pa
 from paged_attention.inputs import OTHER
-from helpers import DTYPES, IMPL_NAMES, IMPLS, assert_matches, build, dtype_id, paged_inputs, replay_with_a_new_query, run_and_compare, seed  # noqa: F401
+from helpers import DTYPES, IMPL_NAMES, IMPLS, assert_matches, at_serving_sizes, build, dtype_id, paged_inputs, replay_with_a_new_query, run_and_compare, seed  # noqa: F401
 
 TRITON_IMPLS = ("triton", "triton_simple")
 
@@ -42,10 +42,10 @@ def test_registry_names_every_implementation():
 
 
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_prepare_runs_the_named_implementation(impl, device, seed):
-    inputs = build(device, seed, context_lens=(3, 40, 17))
-    launch = pa.prepare(impl, *inputs.args(), scale=0.2)
-    expected = pa.reference_decode(*inputs.args(), scale=0.2)
+def test_prepare_runs_the_named_implementation(impl, attention, device, seed):
+    inputs = build(device, seed, attention=attention, context_lens=(3, 40, 17))
+    launch = pa.prepare(impl, *inputs.args(), scale=0.2, **inputs.options())
+    expected = pa.reference_decode(*inputs.args(), scale=0.2, **inputs.options())
     assert_matches(launch(), inputs.query, expected)
     assert_matches(launch(), inputs.query, expected)  # a launcher runs again
 
@@ -54,24 +54,24 @@ def test_prepare_runs_the_named_implementation(impl, device, seed):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_dtypes(impl, dtype, device, seed):
-    inputs = build(device, seed, dtype=dtype_id(dtype), head_dim=128)
-    run_and_compare(impl, inputs.args())
+def test_dtypes(impl, dtype, attention, device, seed):
+    inputs = build(device, seed, attention=attention, dtype=dtype_id(dtype), head_dim=128)
+    run_and_compare(impl, inputs.args(), options=inputs.options())
 
 
 @pytest.mark.parametrize("head_dim", [64, 80, 96, 112, 128, 256, 1, 24, 200, 512])
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_head_dims(impl, head_dim, device, seed):
-    inputs = build(device, seed, head_dim=head_dim, context_lens=(1, 16, 17, 45))
-    run_and_compare(impl, inputs.args())
+def test_head_dims(impl, head_dim, attention, device, seed):
+    inputs = build(device, seed, attention=attention, head_dim=head_dim, context_lens=(1, 16, 17, 45))
+    run_and_compare(impl, inputs.args(), options=inputs.options())
 
 
 @pytest.mark.parametrize("block_size", [1, 3, 8, 12, 16, 32, 100, 256])
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_block_sizes(impl, block_size, device, seed):
+def test_block_sizes(impl, block_size, attention, device, seed):
     # float32 halves the Triton tile, so block 32 fills a tile and 256 spans eight.
-    inputs = build(device, seed, block_size=block_size, dtype="float32")
-    run_and_compare(impl, inputs.args())
+    inputs = build(device, seed, attention=attention, block_size=block_size, dtype="float32")
+    run_and_compare(impl, inputs.args(), options=inputs.options())
 
 
 @pytest.mark.parametrize(
@@ -80,21 +80,21 @@ def test_block_sizes(impl, block_size, device, seed):
     ids=["mha", "gqa4", "gqa7", "mqa", "gqa3"],
 )
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_head_groups(impl, num_heads, num_kv_heads, device, seed):
+def test_head_groups(impl, num_heads, num_kv_heads, attention, device, seed):
     inputs = build(
-        device, seed, num_heads=num_heads, num_kv_heads=num_kv_heads,
+        device, seed, attention=attention, num_heads=num_heads, num_kv_heads=num_kv_heads,
         dtype="bfloat16", context_lens=(1, 16, 33, 50),
     )
-    run_and_compare(impl, inputs.args())
+    run_and_compare(impl, inputs.args(), options=inputs.options())
 
 
 @pytest.mark.parametrize("layout", pa.BLOCK_LAYOUTS)
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_block_layouts(impl, layout, device, seed):
-    inputs = build(device, seed, block_layout=layout, spare_blocks=40, context_lens=(20, 1, 130, 64, 47))
+def test_block_layouts(impl, layout, attention, device, seed):
+    inputs = build(device, seed, attention=attention, block_layout=layout, spare_blocks=40, context_lens=(20, 1, 130, 64, 47))
     if layout == "fragmented":
         assert bool((inputs.pool_owner == OTHER).any())
-    run_and_compare(impl, inputs.args())
+    run_and_compare(impl, inputs.args(), options=inputs.options())
 
 
 @pytest.mark.parametrize(
@@ -108,53 +108,53 @@ def test_block_layouts(impl, layout, device, seed):
     ids=["d256-f32-b256", "d80-bf16-b12-gqa7", "d112-f16-b3-mqa", "d96-f32-b1-mha"],
 )
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_mixed_axes(impl, head_dim, dtype, block_size, num_heads, num_kv_heads, device, seed):
+def test_mixed_axes(impl, head_dim, dtype, block_size, num_heads, num_kv_heads, attention, device, seed):
     inputs = build(
-        device, seed, head_dim=head_dim, dtype=dtype_id(dtype), block_size=block_size,
+        device, seed, attention=attention, head_dim=head_dim, dtype=dtype_id(dtype), block_size=block_size,
         num_heads=num_heads, num_kv_heads=num_kv_heads, context_lens=(block_size + 1, 1, 300),
     )
-    run_and_compare(impl, inputs.args())
+    run_and_compare(impl, inputs.args(), options=inputs.options())
 
 
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_long_tail_ragged_batch(impl, device, seed):
+def test_long_tail_ragged_batch(impl, attention, device, seed):
     lengths = pa.ragged_lengths(6, 1, 300, seed=seed, spread="long-tail")
-    inputs = build(device, seed, context_lens=lengths, block_size=8, dtype="float32")
-    run_and_compare(impl, inputs.args())
+    inputs = build(device, seed, attention=attention, context_lens=lengths, block_size=8, dtype="float32")
+    run_and_compare(impl, inputs.args(), options=inputs.options())
 
 
 @pytest.mark.parametrize("scale", [0.03, 0.5, 2.0])
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_explicit_scale(impl, scale, device, seed):
-    inputs = build(device, seed, dtype="float32", context_lens=(5, 40, 33))
-    out = run_and_compare(impl, inputs.args(), scale=scale)
-    default = pa.reference_decode(*inputs.args())
+def test_explicit_scale(impl, scale, attention, device, seed):
+    inputs = build(device, seed, attention=attention, dtype="float32", context_lens=(5, 40, 33))
+    out = run_and_compare(impl, inputs.args(), scale=scale, options=inputs.options())
+    default = pa.reference_decode(*inputs.args(), **inputs.options())
     assert (out.double() - default).abs().max() > 1e-2  # the scale was honoured
 
 
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_default_scale_is_inverse_sqrt_head_dim(impl, device, seed):
-    inputs = build(device, seed, dtype="float32", head_dim=80, context_lens=(5, 40))
-    expected = pa.reference_decode(*inputs.args(), scale=80 ** -0.5)
-    run_and_compare(impl, inputs.args(), expected=expected)
+def test_default_scale_is_inverse_sqrt_head_dim(impl, attention, device, seed):
+    inputs = build(device, seed, attention=attention, dtype="float32", head_dim=80, context_lens=(5, 40))
+    expected = pa.reference_decode(*inputs.args(), scale=80 ** -0.5, **inputs.options())
+    run_and_compare(impl, inputs.args(), expected=expected, options=inputs.options())
 
 
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_int64_tables_and_lengths(impl, device, seed):
-    inputs = build(device, seed, context_lens=(1, 40, 17))
+def test_int64_tables_and_lengths(impl, attention, device, seed):
+    inputs = build(device, seed, attention=attention, context_lens=(1, 40, 17))
     q, k, v, tables, lens = inputs.args()
-    run_and_compare(impl, (q, k, v, tables.long(), lens.long()))
+    run_and_compare(impl, (q, k, v, tables.long(), lens.long()), options=inputs.options())
 
 
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_descending_physical_ids(impl, device, seed):
+def test_descending_physical_ids(impl, attention, device, seed):
     lengths = (40, 29, 8)  # 5, 4 and 1 blocks of 8
     ids = ([12, 11, 10, 9, 8], [7, 6, 5, 4], [3])
     args = paged_inputs(
         lengths, ids, num_blocks=14, block_size=8, num_heads=8, num_kv_heads=2,
-        dtype=torch.float16, device=device, seed=seed,
+        dtype=torch.float16, device=device, seed=seed, window=attention.window,
     )
-    run_and_compare(impl, args)
+    run_and_compare(impl, args, options=attention.options(8, device, seed))
 
 
 @st.composite
@@ -172,6 +172,18 @@ def small_configs(draw):
         block_layout=draw(st.sampled_from(pa.BLOCK_LAYOUTS)),
         spare_blocks=draw(st.integers(0, 4)),
         seed=draw(st.integers(0, 2**31 - 1)),
+        **draw(attention_options()),
+    )
+
+
+@st.composite
+def attention_options(draw) -> dict:
+    """DecodeConfig's attention fields, each set or not: a window from 1 to past
+    every context, a soft-cap from far below the logits to far above, sinks."""
+    return dict(
+        window=draw(st.one_of(st.none(), st.integers(1, 100))),
+        soft_cap=draw(st.one_of(st.none(), st.floats(0.05, 50.0))),
+        sinks=draw(st.booleans()),
     )
 
 
@@ -179,9 +191,10 @@ def small_configs(draw):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(config=small_configs(), scale=st.one_of(st.none(), st.floats(0.01, 2.0)))
 def test_property_random_small_configs(impl, config, scale):
-    """The axes crossed at random: any small configuration matches the reference."""
-    config = config.with_(device=pa.default_device())
-    run_and_compare(impl, pa.build_decode_inputs(config, poison=True).args(), scale=scale)
+    """The axes crossed at random, attention options included: any small
+    configuration matches the reference."""
+    inputs = pa.build_decode_inputs(config.with_(device=pa.default_device()), poison=True)
+    run_and_compare(impl, inputs.args(), scale=scale, options=inputs.options())
 
 
 # -- on the GPU, at serving sizes ----------------------------------------------------
@@ -189,14 +202,15 @@ def test_property_random_small_configs(impl, config, scale):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_gpu_serving_batch(impl, dtype, seed):
+def test_gpu_serving_batch(impl, dtype, attention, seed):
     lengths = pa.ragged_lengths(7, 1, 4096, seed=seed) + (4096,)
     cfg = pa.DecodeConfig(
         batch_size=8, context_lens=lengths, num_heads=32, num_kv_heads=8, head_dim=128,
         block_size=16, dtype=dtype_id(dtype), device="cuda", seed=seed, block_layout="fragmented",
+        **at_serving_sizes(attention).config(),
     )
     inputs = pa.build_decode_inputs(cfg, poison=True)
-    run_and_compare(impl, inputs.args())
+    run_and_compare(impl, inputs.args(), options=inputs.options())
 
 
 @pytest.mark.gpu
@@ -207,14 +221,15 @@ def test_gpu_serving_batch(impl, dtype, seed):
 )
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_gpu_shapes(impl, dtype, head_dim, block_size, num_heads, num_kv_heads, seed):
+def test_gpu_shapes(impl, dtype, head_dim, block_size, num_heads, num_kv_heads, attention, seed):
     lengths = (1, block_size, block_size + 1, 1000, 4095, 2 * block_size, 3000, 17)
     cfg = pa.DecodeConfig(
         batch_size=8, context_lens=lengths, num_heads=num_heads, num_kv_heads=num_kv_heads,
         head_dim=head_dim, block_size=block_size, dtype=dtype_id(dtype), device="cuda", seed=seed,
+        **at_serving_sizes(attention).config(),
     )
     inputs = pa.build_decode_inputs(cfg, poison=True)
-    run_and_compare(impl, inputs.args())
+    run_and_compare(impl, inputs.args(), options=inputs.options())
 
 
 @pytest.mark.gpu
@@ -229,11 +244,11 @@ def test_gpu_compiled_triton_rejects_cpu_tensors(impl, seed):
 @pytest.mark.gpu
 @pytest.mark.parametrize("lengths", [(300, 300, 300), (300, 0, 17, 64, 1), (5, 3)], ids=["uniform", "ragged", "short"])
 @pytest.mark.parametrize("impl", sorted(pa.GRAPH_CAPTURABLE))
-def test_gpu_prepared_implementations_replay_in_a_cuda_graph(impl, lengths, seed):
+def test_gpu_prepared_implementations_replay_in_a_cuda_graph(impl, lengths, attention, seed):
     """``prepare`` promises no host synchronisation for these: capture one call in a
     CUDA graph, refill the query in place, replay, and compare with the reference."""
-    inputs = build("cuda", seed, context_lens=lengths, dtype="float16")
-    run = pa.prepare(impl, *inputs.args())
+    inputs = build("cuda", seed, attention=attention, context_lens=lengths, dtype="float16")
+    run = pa.prepare(impl, *inputs.args(), **inputs.options())
     out = replay_with_a_new_query(run, inputs.query)
     assert torch.isfinite(out).all()
-    assert_matches(out, inputs.query, pa.reference_decode(*inputs.args()))
+    assert_matches(out, inputs.query, pa.reference_decode(*inputs.args(), **inputs.options()))

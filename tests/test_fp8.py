@@ -10,17 +10,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import paged_attention as pa
-from helpers import IMPL_NAMES, IMPLS, assert_matches, replay_with_a_new_query, run_and_compare, seed  # noqa: F401
+from helpers import IMPL_NAMES, IMPLS, PLAIN, assert_matches, at_serving_sizes, replay_with_a_new_query, run_and_compare, seed  # noqa: F401
 from test_correctness import small_configs
 
 FORMATS = ("float8_e4m3fn", "float8_e5m2")
 SCALES = ("per_tensor", "per_head")
 
 
-def fp8_config(device, seed, **changes) -> pa.DecodeConfig:
-    """Ragged with an empty row, GQA 3, head_dim 40, block_size 12, shuffled pool."""
+def fp8_config(device, seed, attention=PLAIN, **changes) -> pa.DecodeConfig:
+    """Ragged with an empty row, GQA 3, head_dim 40, block_size 12, shuffled pool,
+    the ``attention`` options."""
     base = dict(batch_size=4, context_lens=(0, 37, 1, 70), num_heads=6, num_kv_heads=2, head_dim=40,
-                block_size=12, dtype="float16", kv_dtype="float8_e4m3fn", device=device, seed=seed)
+                block_size=12, dtype="float16", kv_dtype="float8_e4m3fn", device=device, seed=seed,
+                **attention.config())
     return pa.DecodeConfig(**{**base, **changes})
 
 
@@ -28,13 +30,13 @@ def fp8_config(device, seed, **changes) -> pa.DecodeConfig:
 @pytest.mark.parametrize("kv_scale", SCALES)
 @pytest.mark.parametrize("kv_dtype", FORMATS)
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_matches_reference_on_dequantized_values(impl, kv_dtype, kv_scale, dtype, device, seed):
+def test_matches_reference_on_dequantized_values(impl, kv_dtype, kv_scale, dtype, attention, device, seed):
     inputs = pa.build_decode_inputs(
-        fp8_config(device, seed, kv_dtype=kv_dtype, kv_scale=kv_scale, dtype=dtype), poison=True
+        fp8_config(device, seed, attention, kv_dtype=kv_dtype, kv_scale=kv_scale, dtype=dtype), poison=True
     )
     assert inputs.k_cache.dtype == getattr(torch, kv_dtype)
     assert torch.isnan(inputs.k_cache.float()).any(), "the poisoned pool must hold NaN"
-    out = run_and_compare(impl, inputs.args(), scales=inputs.scales())
+    out = run_and_compare(impl, inputs.args(), scales=inputs.scales(), options=inputs.options())
     assert out.dtype == getattr(torch, dtype)
 
 
@@ -43,28 +45,29 @@ def test_matches_reference_on_dequantized_values(impl, kv_dtype, kv_scale, dtype
 @given(config=small_configs(), kv_dtype=st.sampled_from(FORMATS), kv_scale=st.sampled_from(SCALES))
 def test_property_random_small_fp8_configs(impl, config, kv_dtype, kv_scale):
     """Odd head_dim and block_size, ragged lengths with 0, GQA/MQA, every block
-    layout, dirty memory: the fp8 cache changes none of the rules."""
+    layout, dirty memory, attention options: the fp8 cache changes none of the rules."""
     config = config.with_(device=pa.default_device(), kv_dtype=kv_dtype, kv_scale=kv_scale)
     inputs = pa.build_decode_inputs(config, poison=True)
-    run_and_compare(impl, inputs.args(), scales=inputs.scales())
+    run_and_compare(impl, inputs.args(), scales=inputs.scales(), options=inputs.options())
 
 
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_per_head_scales_far_apart(impl, device, seed):
-    """Scales far apart per KV head, the first shared blocks by two sequences: a kernel
-    that applies one head's scale to another (or drops one) is far off, and the
-    check below proves the comparison would see it."""
-    inputs = pa.build_decode_inputs(fp8_config(device, seed, kv_scale="per_head"), poison=True)
+def test_per_head_scales_far_apart(impl, attention, device, seed):
+    """Scales far apart per KV head, a block shared by two sequences: a kernel that
+    applies one head's scale to another (or drops one) is far off, and the check
+    below proves the comparison would see it."""
+    inputs = pa.build_decode_inputs(fp8_config(device, seed, attention, kv_scale="per_head"), poison=True)
     # Stored values reach 448: these keep dequantized values of order 0.2 to 9, as
     # amax scaling does, 25 to 40 times apart between the heads.
     k_scale = torch.tensor([0.01, 0.0004], device=device)
     v_scale = torch.tensor([0.0005, 0.02], device=device)
     tables = inputs.block_tables.clone()
-    tables[2, 0] = tables[1, 0]  # sequence 2 reads sequence 1's first block (shared)
+    tables[2, 0] = tables[3, 5]  # sequence 2 reads sequence 3's last block (shared, in every window)
     args = (*inputs.args()[:3], tables, inputs.context_lens)
-    run_and_compare(impl, args, scales=dict(k_scale=k_scale, v_scale=v_scale))
-    swapped = pa.reference_decode(*args, k_scale=k_scale.flip(0), v_scale=v_scale.flip(0))
-    out = IMPLS[impl](*args, k_scale=k_scale, v_scale=v_scale)
+    options = inputs.options()
+    run_and_compare(impl, args, scales=dict(k_scale=k_scale, v_scale=v_scale), options=options)
+    swapped = pa.reference_decode(*args, k_scale=k_scale.flip(0), v_scale=v_scale.flip(0), **options)
+    out = IMPLS[impl](*args, k_scale=k_scale, v_scale=v_scale, **options)
     with pytest.raises(AssertionError):
         assert_matches(out, inputs.query, swapped)
 
@@ -97,7 +100,7 @@ def test_quantization_is_amax_scaling(kv_dtype, kv_scale, device, seed):
     else:
         assert isinstance(inputs.k_scale, float) and inputs.k_scale == float(expected_scale)
         scale = inputs.k_scale
-    covered = pa.inputs.context_mask(inputs.block_tables, inputs.context_lens, config.num_blocks, config.block_size)
+    covered = pa.poison.context_mask(inputs.block_tables, inputs.context_lens, config.num_blocks, config.block_size)
     dequantized = (inputs.k_cache.double() * scale)[covered]
     original = k.double()[covered]
     # Round to nearest: within half a step, 2**-4 (e4m3) or 2**-3 (e5m2) relative,
@@ -136,16 +139,20 @@ def test_bad_fp8_config_raises(changes, message):
 
 
 @pytest.mark.parametrize("impl", sorted(pa.GRAPH_CAPTURABLE))
-def test_prepared_launcher_reads_the_scale_tensor_in_place(impl, device, seed):
-    """A prepared launcher (and so a CUDA graph) reads the caller's scale tensors:
-    refilling them in place changes the next call's output as the reference says."""
-    inputs = pa.build_decode_inputs(fp8_config(device, seed, kv_scale="per_head"), poison=True)
+def test_prepared_launcher_reads_the_scale_tensor_in_place(impl, attention, device, seed):
+    """A prepared launcher (and so a CUDA graph) reads the caller's scale tensors
+    (and sink logits): refilling them in place changes the next call's output as
+    the reference says."""
+    inputs = pa.build_decode_inputs(fp8_config(device, seed, attention, kv_scale="per_head"), poison=True)
     k_scale, v_scale = inputs.k_scale.clone(), inputs.v_scale.clone()
-    run = pa.prepare(impl, *inputs.args(), k_scale=k_scale, v_scale=v_scale)
+    options = inputs.options()
+    run = pa.prepare(impl, *inputs.args(), k_scale=k_scale, v_scale=v_scale, **options)
     run()
     k_scale.mul_(torch.tensor([3.0, 0.25], device=device))
     v_scale.mul_(torch.tensor([0.5, 4.0], device=device))
-    expected = pa.reference_decode(*inputs.args(), k_scale=k_scale, v_scale=v_scale)
+    if "sinks" in options:
+        options["sinks"].copy_(torch.tensor([3.0, -2.0, 0.5, 1e4, -1e4, 0.0], device=device))
+    expected = pa.reference_decode(*inputs.args(), k_scale=k_scale, v_scale=v_scale, **options)
     assert_matches(run().clone(), inputs.query, expected)
 
 
@@ -156,14 +163,15 @@ def test_prepared_launcher_reads_the_scale_tensor_in_place(impl, device, seed):
 @pytest.mark.parametrize("kv_dtype", FORMATS)
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_gpu_fp8_serving_batch(impl, dtype, kv_dtype, kv_scale, seed):
+def test_gpu_fp8_serving_batch(impl, dtype, kv_dtype, kv_scale, attention, seed):
     lengths = pa.ragged_lengths(7, 1, 4096, seed=seed) + (4096,)
     cfg = pa.DecodeConfig(
         batch_size=8, context_lens=lengths, num_heads=32, num_kv_heads=8, head_dim=128, block_size=16,
         dtype=dtype, kv_dtype=kv_dtype, kv_scale=kv_scale, device="cuda", seed=seed, block_layout="fragmented",
+        **at_serving_sizes(attention).config(),
     )
     inputs = pa.build_decode_inputs(cfg, poison=True)
-    run_and_compare(impl, inputs.args(), scales=inputs.scales())
+    run_and_compare(impl, inputs.args(), scales=inputs.scales(), options=inputs.options())
 
 
 @pytest.mark.gpu
@@ -172,16 +180,17 @@ def test_gpu_fp8_serving_batch(impl, dtype, kv_dtype, kv_scale, seed):
                           (80, 1, 8, 8, 5, 300)],
                          ids=["split-k", "many", "d256", "d80-b1"])
 @pytest.mark.parametrize("impl", ["triton", "triton_simple", "vectorized"])
-def test_gpu_fp8_shapes_in_a_cuda_graph(impl, head_dim, block_size, num_heads, num_kv_heads, batch, length, seed):
+def test_gpu_fp8_shapes_in_a_cuda_graph(impl, head_dim, block_size, num_heads, num_kv_heads, batch, length,
+                                        attention, seed):
     cfg = pa.DecodeConfig(
         batch_size=batch, context_lens=length, num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
         block_size=block_size, dtype="float16", kv_dtype="float8_e4m3fn", kv_scale="per_head", device="cuda",
-        seed=seed, block_layout="shuffled",
+        seed=seed, block_layout="shuffled", **at_serving_sizes(attention).config(),
     )
     inputs = pa.build_decode_inputs(cfg, poison=True)
-    run = pa.prepare(impl, *inputs.args(), **inputs.scales())
+    run = pa.prepare(impl, *inputs.args(), **inputs.kwargs())
     out = replay_with_a_new_query(run, inputs.query)
-    assert_matches(out, inputs.query, pa.reference_decode(*inputs.args(), **inputs.scales()))
+    assert_matches(out, inputs.query, pa.reference_decode(*inputs.args(), **inputs.kwargs()))
 
 
 def _shape(batch, length, kv_dtype, block_size=16, num_kv_heads=8):

@@ -38,10 +38,10 @@ def _restride(cache: torch.Tensor, layout: str) -> torch.Tensor:
 
 @pytest.mark.parametrize("layout", ["interleaved", "sliced", "every_other_block", "heads_major", "dim_major"])
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_non_contiguous_caches(impl, layout, device, seed):
-    inputs = build(device, seed, context_lens=(1, 16, 17, 50))
+def test_non_contiguous_caches(impl, layout, attention, device, seed):
+    inputs = build(device, seed, attention=attention, context_lens=(1, 16, 17, 50))
     q, k, v, tables, lens = inputs.args()
-    expected = pa.reference_decode(q, k, v, tables, lens)
+    expected = pa.reference_decode(q, k, v, tables, lens, **inputs.options())
     if layout == "interleaved":  # K and V of a slot side by side in one tensor
         kv = torch.stack([k, v], dim=2)  # [blocks, slots, 2, kv_heads, dim]
         k2, v2 = kv[:, :, 0], kv[:, :, 1]
@@ -50,16 +50,17 @@ def test_non_contiguous_caches(impl, layout, device, seed):
     assert not k2.is_contiguous() and not v2.is_contiguous()
     for new, old in ((k2, k), (v2, v)):  # same values, poison included (NaN != NaN for torch.equal)
         torch.testing.assert_close(new, old, rtol=0, atol=0, equal_nan=True)
-    run_and_compare(impl, (q, k2, v2, tables, lens), expected=expected)
+    run_and_compare(impl, (q, k2, v2, tables, lens), expected=expected, options=inputs.options())
 
 
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_non_contiguous_query(impl, device, seed):
-    inputs = build(device, seed, context_lens=(1, 16, 17, 50))
+def test_non_contiguous_query(impl, attention, device, seed):
+    inputs = build(device, seed, attention=attention, context_lens=(1, 16, 17, 50))
     q, k, v, tables, lens = inputs.args()
     q2 = q.transpose(0, 1).contiguous().transpose(0, 1)  # stored [heads, batch, dim]
     assert not q2.is_contiguous()
-    run_and_compare(impl, (q2, k, v, tables, lens), expected=pa.reference_decode(*inputs.args()))
+    run_and_compare(impl, (q2, k, v, tables, lens), expected=pa.reference_decode(*inputs.args(), **inputs.options()),
+                    options=inputs.options())
 
 
 def _strided_index_params():
@@ -71,12 +72,12 @@ def _strided_index_params():
 
 
 @pytest.mark.parametrize("impl, layout", _strided_index_params())
-def test_non_contiguous_tables_and_lengths(impl, layout, device, seed):
+def test_non_contiguous_tables_and_lengths(impl, layout, attention, device, seed):
     """A strided block table or length vector is honoured or refused with a ValueError,
     never read as if it were contiguous."""
-    inputs = build(device, seed, context_lens=(20, 70, 33, 5), spare_blocks=4)
+    inputs = build(device, seed, attention=attention, context_lens=(20, 70, 33, 5), spare_blocks=4)
     q, k, v, tables, lens = inputs.args()
-    expected = pa.reference_decode(*inputs.args())
+    expected = pa.reference_decode(*inputs.args(), **inputs.options())
     # Unneeded entries name a loud (unused, in-range) block, so a misread gives a wrong
     # answer rather than an out-of-bounds access.
     tables = torch.where(tables < 0, loud_block(inputs.pool_owner), tables)
@@ -91,7 +92,7 @@ def test_non_contiguous_tables_and_lengths(impl, layout, device, seed):
         lens = torch.stack([lens, torch.zeros_like(lens)], dim=1)[:, 0]
     assert not (tables.is_contiguous() and lens.is_contiguous())
     try:
-        out = IMPLS[impl](q, k, v, tables, lens)
+        out = IMPLS[impl](q, k, v, tables, lens, **inputs.options())
     except ValueError as err:
         assert "block_tables" in str(err) or "context_lens" in str(err)
         return
@@ -101,52 +102,59 @@ def test_non_contiguous_tables_and_lengths(impl, layout, device, seed):
 # -- loud values catch wrong reads -------------------------------------------------
 
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_wrong_table_entry_changes_the_output(impl, device, seed):
+def test_wrong_table_entry_changes_the_output(impl, attention, device, seed):
     """Sanity check of the test design: point one needed entry at an unused (loud,
     finite) block and every implementation's output moves far past tolerance."""
-    inputs = build(device, seed, context_lens=(20, 70, 33), spare_blocks=3, dtype="float32", poison=False)
+    inputs = build(device, seed, attention=attention, context_lens=(20, 70, 33), spare_blocks=3, dtype="float32",
+                   poison=False)
     q, k, v, tables, lens = inputs.args()
-    right = pa.reference_decode(q, k, v, tables, lens)
+    right = pa.reference_decode(q, k, v, tables, lens, **inputs.options())
     wrong_tables = tables.clone()
-    wrong_tables[1, 2] = loud_block(inputs.pool_owner)  # sequence 1 needs 5 blocks
-    out = run_and_compare(impl, (q, k, v, wrong_tables, lens))
+    wrong_tables[1, 4] = loud_block(inputs.pool_owner)  # the last of sequence 1's 5 blocks: in every window
+    out = run_and_compare(impl, (q, k, v, wrong_tables, lens), options=inputs.options())
     assert (out.double() - right).abs().max() > 1.0
 
 
 # -- numerically hostile logits ----------------------------------------------------
 
-def _token_positions(tables: torch.Tensor, lens: torch.Tensor, block_size: int):
-    """For each sequence, the (physical block, slot) of each of its tokens."""
+def _token_positions(tables: torch.Tensor, lens: torch.Tensor, block_size: int, window: int | None = None):
+    """For each sequence, the (physical block, slot) of each token it attends to
+    (all of its context, or the last ``window``)."""
     out = []
     for b, n in enumerate(lens.tolist()):
-        tokens = torch.arange(n)
+        tokens = torch.arange(0 if window is None else max(0, n - window), n)
         out.append((tables[b].cpu().long()[tokens // block_size], tokens % block_size))
     return out
 
 
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_float16_logits_beyond_float16_range(impl, device, seed):
+def test_float16_logits_beyond_float16_range(impl, attention, device, seed):
     """q·k of about 1e7 with scale 1: a float16 dot product would overflow to inf.
     Integer-valued q and k make every logit exact in float32, and two tied keys per
-    (sequence, KV head), in different blocks, take all the weight."""
+    (sequence, KV head), in different blocks where the window spans two, take all
+    the weight (a soft-cap squeezes them all to the cap)."""
     gen = torch.Generator().manual_seed(seed)
     lengths, block_size, head_dim = (64, 40), 16, 128
     q, k, v, tables, lens = paged_inputs(
         lengths, ([3, 0, 5, 1], [2, 6, 4]), num_blocks=8, block_size=block_size,
-        num_heads=4, num_kv_heads=2, head_dim=head_dim, seed=seed,
+        num_heads=4, num_kv_heads=2, head_dim=head_dim, seed=seed, window=attention.window,
     )
     q = torch.randint(100, 301, q.shape, generator=gen).float()
-    for (blocks, slots), n in zip(_token_positions(tables, lens, block_size), lengths):
+    attended = _token_positions(tables, lens, block_size, attention.window)
+    for blocks, slots in attended:
+        n = len(blocks)
         k[blocks, slots] = torch.randint(100, 300, (n, 2, head_dim), generator=gen).float()
         for kv_head in range(2):
-            tied = torch.randperm(n // block_size, generator=gen)[:2] * block_size + torch.randint(0, block_size, (2,), generator=gen)
+            spans = max(n // block_size, 1)
+            tied = (torch.randperm(spans, generator=gen)[:2] * block_size
+                    + torch.randint(0, min(block_size, n), (min(spans, 2),), generator=gen))
             k[blocks[tied], slots[tied], kv_head] = 300.0
     args = tuple(t.to(device=device, dtype=torch.float16) if t.is_floating_point() else t.to(device)
                  for t in (q, k, v, tables, lens))
-    blocks, slots = _token_positions(tables, lens, block_size)[0]
+    blocks, slots = attended[0]
     logits = args[1][blocks.to(device), slots.to(device), 0].double() @ args[0][0, 0].double()
     assert float(logits.min()) > 10 * 65504  # every q·k is far past float16's largest value
-    run_and_compare(impl, args, scale=1.0)
+    run_and_compare(impl, args, scale=1.0, options=attention.options(4, device, seed))
 
 
 @pytest.mark.parametrize(
@@ -157,7 +165,7 @@ def test_float16_logits_beyond_float16_range(impl, device, seed):
 )
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_very_negative_logits(impl, dtype, lengths, block_ids, device, seed):
+def test_very_negative_logits(impl, dtype, lengths, block_ids, attention, device, seed):
     """Every logit near -1e5, far below any finite sentinel (-1e4, float16's -65504):
     q = 1 and integer keys give exact logits -102400 for a random set of tied tokens
     and -102464 for the rest, so the output is the mean of the tied tokens' values."""
@@ -165,10 +173,12 @@ def test_very_negative_logits(impl, dtype, lengths, block_ids, device, seed):
     block_size, head_dim = 8, 64
     q, k, v, tables, lens = paged_inputs(
         lengths, block_ids, num_blocks=16,
-        block_size=block_size, num_heads=4, num_kv_heads=2, head_dim=head_dim, seed=seed,
+        block_size=block_size, num_heads=4, num_kv_heads=2, head_dim=head_dim, seed=seed, window=attention.window,
     )
     q = torch.ones_like(q)
-    for (blocks, slots), n in zip(_token_positions(tables, lens, block_size), lengths):
+    attended = _token_positions(tables, lens, block_size, attention.window)
+    for blocks, slots in attended:
+        n = len(blocks)
         keys = torch.full((n, 2, head_dim), -25.0)
         below = torch.rand(n, 2, generator=gen) < 0.7
         below[torch.randint(0, n, (1,), generator=gen)] = False  # at least one tied token
@@ -177,10 +187,10 @@ def test_very_negative_logits(impl, dtype, lengths, block_ids, device, seed):
         k[blocks, slots] = keys
     args = tuple(t.to(device=device, dtype=dtype) if t.is_floating_point() else t.to(device)
                  for t in (q, k, v, tables, lens))
-    blocks, slots = _token_positions(tables, lens, block_size)[0]
+    blocks, slots = attended[0]
     logits = 64.0 * (args[1][blocks.to(device), slots.to(device), 0].double() @ args[0][0, 0].double())
     assert float(logits.max()) == -102400.0 and float(logits.min()) == -102464.0
-    run_and_compare(impl, args, scale=64.0)
+    run_and_compare(impl, args, scale=64.0, options=attention.options(4, device, seed))
 
 
 # -- element offsets past 2**31 ----------------------------------------------------
@@ -212,27 +222,29 @@ def large_pool():
     query = torch.randn(2, 4, head_dim, generator=gen).half().to(device)
     assert k.numel() > 2**31 and (num_blocks - 1) * k.stride(0) > 2**31
     args = (query, k, v, tables, lens)
-    yield args, pa.reference_decode(*args)
+    yield args
 
 
 #: Every implementation, plus the Triton kernel's two other table paths: tiles of
 #: one block (a scalar table load) and split-K with its merge.
 LARGE_POOL_RUNS = {
     **IMPLS,
-    "triton-one-block-tiles": lambda *args: pa.prepare_triton_decode(*args, block_n=16)(),
-    "triton-split": lambda *args: pa.prepare_triton_decode(*args, block_n=16, num_splits=4)(),
+    "triton-one-block-tiles": lambda *args, **kw: pa.prepare_triton_decode(*args, block_n=16, **kw)(),
+    "triton-split": lambda *args, **kw: pa.prepare_triton_decode(*args, block_n=16, num_splits=4, **kw)(),
 }
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("run", LARGE_POOL_RUNS)
-def test_element_offsets_past_int32(run, large_pool):
-    args, expected = large_pool
+def test_element_offsets_past_int32(run, attention, large_pool):
+    args = large_pool
+    options = attention.options(4, args[0].device)
+    expected = pa.reference_decode(*args, **options)
     if run.startswith("triton-"):
         plan = pa.plan_launch(pa.check_decode_args(*args), args[0].device, args[0].dtype, block_n=16,
                               num_splits=4 if run == "triton-split" else 1)
         assert plan.blocks_per_tile == 1 and plan.num_splits == (4 if run == "triton-split" else 1)
-    out = LARGE_POOL_RUNS[run](*args)
+    out = LARGE_POOL_RUNS[run](*args, **options)
     assert torch.isfinite(out).all()
     assert_matches(out, args[0], expected)
 
@@ -241,15 +253,15 @@ def test_element_offsets_past_int32(run, large_pool):
 
 @pytest.mark.parametrize("position", [0, 1, 3])
 @pytest.mark.parametrize("impl", IMPL_NAMES)
-def test_empty_sequence(impl, position, device, seed):
+def test_empty_sequence(impl, position, attention, device, seed):
     lengths = [23, 70, 9]
     lengths.insert(position, 0)
-    inputs = build(device, seed, context_lens=tuple(lengths))
+    inputs = build(device, seed, attention=attention, context_lens=tuple(lengths))
     q, k, v, tables, lens = inputs.args()
-    out = run_and_compare(impl, inputs.args())
-    assert torch.equal(out[position], torch.zeros_like(out[position]))
+    out = run_and_compare(impl, inputs.args(), options=inputs.options())
+    assert torch.equal(out[position], torch.zeros_like(out[position]))  # with a sink too
     keep = [b for b in range(len(lengths)) if b != position]
-    alone = IMPLS[impl](q[keep], k, v, tables[keep], lens[keep])
+    alone = IMPLS[impl](q[keep], k, v, tables[keep], lens[keep], **inputs.options())
     atol, rtol = pa.tolerance(q.dtype)
     torch.testing.assert_close(out[keep], alone, atol=atol, rtol=rtol)
 
@@ -265,15 +277,16 @@ def _empty_batch_params():
 
 
 @pytest.mark.parametrize("impl, case", _empty_batch_params())
-def test_all_sequences_empty(impl, case, device, seed):
+def test_all_sequences_empty(impl, case, attention, device, seed):
     """Every context empty: all-zero output, also with a table of no columns or a pool
     of no blocks (which validation accepts, since no entry is needed)."""
-    inputs = build(device, seed, context_lens=(0, 0, 0), spare_blocks=0 if case == "empty-pool" else 1)
+    inputs = build(device, seed, attention=attention, context_lens=(0, 0, 0),
+                   spare_blocks=0 if case == "empty-pool" else 1)
     q, k, v, tables, lens = inputs.args()
     assert k.shape[0] == (0 if case == "empty-pool" else 1)
     if case == "no-columns":
         tables = tables[:, :0]
-    out = run_and_compare(impl, (q, k, v, tables, lens))
+    out = run_and_compare(impl, (q, k, v, tables, lens), options=inputs.options())
     assert torch.equal(out, torch.zeros_like(out))
 
 
@@ -288,11 +301,11 @@ def _past_end_params():
 
 
 @pytest.mark.parametrize("impl, filler", _past_end_params())
-def test_entries_past_the_context_are_ignored(impl, filler, device, seed):
+def test_entries_past_the_context_are_ignored(impl, filler, attention, device, seed):
     """Table entries past a sequence's last needed block may hold anything."""
-    inputs = build(device, seed, context_lens=(5, 70, 17, 0), spare_blocks=2, dtype="float32")
+    inputs = build(device, seed, attention=attention, context_lens=(5, 70, 17, 0), spare_blocks=2, dtype="float32")
     q, k, v, tables, lens = inputs.args()
-    expected = pa.reference_decode(*inputs.args())
+    expected = pa.reference_decode(*inputs.args(), **inputs.options())
     needed = -(-lens.long() // inputs.config.block_size)
     past = torch.arange(tables.shape[1], device=tables.device)[None, :] >= needed[:, None]
     assert int(past.sum()) >= 6
@@ -304,4 +317,4 @@ def test_entries_past_the_context_are_ignored(impl, filler, device, seed):
     changed = torch.where(past, torch.full_like(tables, fill), tables)
     if filler == "out_of_range":
         changed[0, -1] = -5
-    run_and_compare(impl, (q, k, v, changed, lens), expected=expected)
+    run_and_compare(impl, (q, k, v, changed, lens), expected=expected, options=inputs.options())

@@ -1,4 +1,5 @@
-"""The decode-input builder: block layouts, loud values in unused slots, seeding, and the built cache holding each token once."""
+"""The decode-input builder: block layouts, loud values in unused slots (past each context, before each window),
+seeding, sink logits, and the built cache holding each attended token once."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import paged_attention as pa
-from paged_attention.inputs import FREE, OTHER, context_mask, fill_uncovered
+from paged_attention.inputs import FREE, OTHER
+from paged_attention.poison import context_mask, fill_uncovered
 from helpers import DTYPES, dtype_id, seed  # noqa: F401
 
 
@@ -102,11 +104,13 @@ def test_fragmented_interleaves_other_sequences(seed):
 
 # -- loud values --------------------------------------------------------------------
 
-def coverage(tables: torch.Tensor, lens: torch.Tensor, num_blocks: int, block_size: int) -> torch.Tensor:
-    """How many tokens of the batch each (physical block, slot) holds."""
+def coverage(tables: torch.Tensor, lens: torch.Tensor, num_blocks: int, block_size: int,
+             window: int | None = None) -> torch.Tensor:
+    """How many attended tokens of the batch (all, or each context's last ``window``)
+    each (physical block, slot) holds."""
     count = torch.zeros(num_blocks, block_size, dtype=torch.int64)
     for b, n in enumerate(lens.tolist()):
-        for t in range(n):
+        for t in range(0 if window is None else max(0, n - window), n):
             count[int(tables[b, t // block_size]), t % block_size] += 1
     return count
 
@@ -153,23 +157,29 @@ def test_same_seed_same_inputs_other_seed_other_inputs(seed):
 # -- property: the cache holds each token once, and the reference is plain attention --
 
 def dense_attention(inputs: pa.DecodeInputs, scale: float) -> torch.Tensor:
-    """Gather each sequence's tokens through its block table, then attention in float64."""
+    """Gather each sequence's attended tokens through its block table, then
+    attention in float64, soft-capped logits and sinks included, in plain Python."""
     q, k, v, tables, lens = (t.cpu() for t in inputs.args())
+    window, cap = inputs.config.window, inputs.config.soft_cap
     batch, num_heads, head_dim = q.shape
     group = num_heads // k.shape[2]
     block_size = k.shape[1]
     out = torch.zeros(batch, num_heads, head_dim, dtype=torch.float64)
     for b in range(batch):
         n = int(lens[b])
+        tokens = range(0 if window is None else max(0, n - window), n)
         if n == 0:
             continue
-        keys = torch.stack([k[int(tables[b, t // block_size]), t % block_size] for t in range(n)]).double()
-        values = torch.stack([v[int(tables[b, t // block_size]), t % block_size] for t in range(n)]).double()
+        keys = torch.stack([k[int(tables[b, t // block_size]), t % block_size] for t in tokens]).double()
+        values = torch.stack([v[int(tables[b, t // block_size]), t % block_size] for t in tokens]).double()
         for h in range(num_heads):
-            logits = [scale * float(keys[t, h // group] @ q[b, h].double()) for t in range(n)]
-            top = max(logits)
+            logits = [scale * float(keys[i, h // group] @ q[b, h].double()) for i in range(len(tokens))]
+            logits = [x if cap is None else cap * math.tanh(x / cap) for x in logits]
+            sink = [] if inputs.sinks is None else [float(inputs.sinks[h])]
+            top = max(logits + sink)
             weights = torch.tensor([math.exp(x - top) for x in logits], dtype=torch.float64)
-            out[b, h] = (weights / weights.sum()) @ values[:, h // group]
+            total = float(weights.sum()) + sum(math.exp(x - top) for x in sink)
+            out[b, h] = (weights / total) @ values[:, h // group]
     return out
 
 
@@ -188,6 +198,9 @@ def small_configs(draw):
         block_layout=draw(st.sampled_from(pa.BLOCK_LAYOUTS)),
         spare_blocks=draw(st.one_of(st.none(), st.integers(0, 6))),
         seed=draw(st.integers(0, 2**31 - 1)),
+        window=draw(st.one_of(st.none(), st.integers(1, 45))),
+        soft_cap=draw(st.one_of(st.none(), st.floats(0.05, 20.0))),
+        sinks=draw(st.booleans()),
     )
 
 
@@ -196,13 +209,14 @@ def small_configs(draw):
 def test_property_every_token_once_and_reference_is_dense_attention(config, scale):
     inputs = pa.build_decode_inputs(config)
     check_table(config, inputs.block_tables, inputs.pool_owner)
-    count = coverage(inputs.block_tables, inputs.context_lens, config.num_blocks, config.block_size)
+    count = coverage(inputs.block_tables, inputs.context_lens, config.num_blocks, config.block_size, config.window)
     assert count.numel() == 0 or int(count.max()) <= 1  # no slot holds two tokens
-    assert int(count.sum()) == sum(config.lengths)  # every token has a slot
+    assert int(count.sum()) == sum(config.attended_lengths)  # every attended token has a slot
     for cache in (inputs.k_cache, inputs.v_cache):
         assert bool((cache[count == 0] == pa.LOUD_VALUE).all())
     expected = dense_attention(inputs, config.head_dim ** -0.5 if scale is None else scale)
-    torch.testing.assert_close(pa.reference_decode(*inputs.args(), scale=scale), expected, atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(pa.reference_decode(*inputs.args(), scale=scale, **inputs.options()), expected,
+                               atol=1e-12, rtol=1e-12)
 
 
 # -- dirty memory (poison) -------------------------------------------------------------
@@ -232,11 +246,13 @@ def test_poisoned_inputs_hold_nan_and_inf_wherever_no_context_reads(layout, dtyp
     assert torch.equal(pa.reference_decode(*dirty.args()), pa.reference_decode(*clean.args()))
 
 
-def test_context_mask_matches_a_token_by_token_count_with_shared_blocks():
+@pytest.mark.parametrize("window", [None, 1, 3, 8, 9, 17, 30])
+def test_context_mask_matches_a_token_by_token_count_with_shared_blocks(window):
     tables = torch.tensor([[3, 1, -1], [3, 0, 2], [4, 7, 9], [-1, -1, -1]], dtype=torch.int32)
     lens = torch.tensor([10, 20, 3, 0])  # rows 0 and 1 share block 3; row 0 fills block 1 partly
-    mask = context_mask(tables, lens, 10, 8)
-    assert torch.equal(mask, coverage(tables, lens, 10, 8) > 0)
+    starts = None if window is None else (lens - window).clamp_min(0)
+    mask = context_mask(tables, lens, 10, 8, starts)
+    assert torch.equal(mask, coverage(tables, lens, 10, 8, window) > 0)
 
 
 def test_context_mask_and_poison_serve_a_pool_of_a_million_blocks():
@@ -250,3 +266,53 @@ def test_context_mask_and_poison_serve_a_pool_of_a_million_blocks():
     v = torch.zeros_like(k)
     fill_uncovered(k, v, mask, poison=True)
     assert torch.isnan(k).any() and bool((k[mask] == 0).all())
+
+
+# -- attention options: the window's poison, the sink logits ----------------------------
+
+@pytest.mark.parametrize("poison", [False, True])
+@pytest.mark.parametrize("layout", pa.BLOCK_LAYOUTS)
+def test_memory_before_a_window_is_dirty_and_its_table_entries_freed(layout, poison, device, seed):
+    """With a window, the slots before it hold loud values or poison like those past
+    the context, and the table entries before its first block hold garbage; what
+    the windows read, and the reference's answer, are those of the clean inputs."""
+    config = pa.DecodeConfig(batch_size=4, context_lens=(5, 40, 17, 0), num_heads=4, num_kv_heads=2, head_dim=8,
+                             block_size=8, dtype="float32", block_layout=layout, spare_blocks=5, device=device,
+                             seed=seed, window=6)
+    clean, dirty = pa.build_decode_inputs(config.with_(window=None)), pa.build_decode_inputs(config, poison=poison)
+    tables = clean.block_tables.cpu()
+    read = coverage(tables, clean.context_lens.cpu(), config.num_blocks, 8, window=6) > 0
+    held = coverage(tables, clean.context_lens.cpu(), config.num_blocks, 8) > 0
+    assert int(read.sum()) == sum(config.attended_lengths) == 5 + 6 + 6 and bool((held & ~read).any())
+    for cache, same in ((dirty.k_cache.cpu(), clean.k_cache.cpu()), (dirty.v_cache.cpu(), clean.v_cache.cpu())):
+        assert torch.equal(cache[read], same[read])
+        dirt = cache[held & ~read]  # slots the contexts hold but no window reads
+        if poison:
+            assert torch.isnan(dirt).any() and torch.isinf(dirt).any()
+        else:
+            assert bool((dirt == pa.LOUD_VALUE).all())
+    first = torch.tensor(config.window_starts) // 8  # 0, 4, 1, 0
+    cols = torch.arange(tables.shape[1])[None, :]
+    needed = (cols >= first[:, None]) & (cols < torch.tensor(config.blocks_per_sequence)[:, None])
+    dirty_tables = dirty.block_tables.cpu()
+    assert torch.equal(dirty_tables[needed], tables[needed])
+    if poison:
+        assert {-1, config.num_blocks, 2**31 - 1} <= set(dirty_tables[1, :4].tolist())  # before its window
+    expected = pa.reference_decode(*clean.args(), window=6)
+    assert torch.equal(pa.reference_decode(*dirty.args(), **dirty.options()), expected)
+
+
+def test_sinks_are_drawn_last_and_options_are_the_decode_keywords(device, seed):
+    config = pa.DecodeConfig(batch_size=2, context_lens=(5, 20), num_heads=6, num_kv_heads=2, head_dim=8,
+                             block_size=4, dtype="float16", device=device, seed=seed)
+    plain = pa.build_decode_inputs(config)
+    assert plain.sinks is None and plain.options() == {} and plain.kwargs() == {}
+    sinks = pa.build_decode_inputs(config.with_(sinks=True, soft_cap=30.0))
+    for x, y in zip(plain.args(), sinks.args()):  # the same tensors: the sinks are drawn after them
+        assert torch.equal(x, y)
+    assert sinks.sinks.dtype == torch.float32 and sinks.sinks.shape == (6,)
+    assert sinks.sinks.device.type == torch.device(device).type
+    assert torch.isfinite(sinks.sinks).all() and sinks.sinks.std() > 0.5  # 2 * N(0, 1)
+    assert sinks.options() == {"sinks": sinks.sinks, "soft_cap": 30.0}
+    fp8 = pa.build_decode_inputs(config.with_(kv_dtype="float8_e5m2", window=7))
+    assert fp8.kwargs() == {"k_scale": fp8.k_scale, "v_scale": fp8.v_scale, "window": 7}

@@ -312,95 +312,64 @@ def test_the_guard_catches_fp8_compute(caller, device, seed):
             out()
 
 
-# -- DecodeConfig ---------------------------------------------------------------
+# -- attention options: window, sinks, soft_cap ------------------------------------
 
-BASE_CONFIG = dict(batch_size=2, context_lens=(5, 9), num_heads=4, num_kv_heads=2, head_dim=16, block_size=4,
-                   dtype="float32", device="cpu")
+def _sinks(make):
+    return lambda device: dict(sinks=make(device))
 
-BAD_CONFIGS = {
-    "batch-zero": (dict(batch_size=0, context_lens=3), r"batch_size must be a positive integer; got 0"),
-    "batch-negative": (dict(batch_size=-2, context_lens=3), r"batch_size must be a positive integer"),
-    "batch-float": (dict(batch_size=2.0), r"batch_size must be a positive integer; got 2.0"),
-    "batch-bool": (dict(batch_size=True, context_lens=3), r"batch_size must be a positive integer; got True"),
-    "heads-zero": (dict(num_heads=0), r"num_heads must be a positive integer"),
-    "kv-heads-zero": (dict(num_kv_heads=0), r"num_kv_heads must be a positive integer"),
-    "head-dim-zero": (dict(head_dim=0), r"head_dim must be a positive integer"),
-    "head-dim-too-big": (dict(head_dim=513), r"head_dim must be at most 512; got 513"),
-    "block-size-zero": (dict(block_size=0), r"block_size must be a positive integer"),
-    "block-size-too-big": (dict(block_size=4097), r"block_size must be at most 4096; got 4097"),
-    "heads-not-multiple": (dict(num_heads=6, num_kv_heads=4), r"num_heads \(6\) must be a multiple of num_kv_heads \(4\)"),
-    "lens-count": (dict(context_lens=(1, 2, 3)), r"context_lens must hold one value per sequence: got 3 for batch_size 2"),
-    "lens-negative-scalar": (dict(context_lens=-1), r"context_lens must be non-negative integers; got -1"),
-    "lens-negative-entry": (dict(context_lens=(4, -3)), r"context_lens must be non-negative integers; got -3"),
-    "dtype-float64": (dict(dtype="float64"), r"dtype must be one of float16, bfloat16, float32; got 'float64'"),
-    "dtype-torch-float64": (dict(dtype=torch.float64), r"dtype must be one of"),
-    "dtype-unknown": (dict(dtype="fp8"), r"dtype must be one of"),
-    "layout-unknown": (dict(block_layout="random"), r"block_layout must be one of contiguous, shuffled, fragmented"),
-    "spare-negative": (dict(spare_blocks=-1), r"spare_blocks must be a non-negative integer; got -1"),
-    "spare-float": (dict(spare_blocks=1.5), r"spare_blocks must be a non-negative integer"),
-    "device-unknown": (dict(device="tpu"), r"device must be 'cpu' or 'cuda'; got 'tpu'"),
-    "device-mps": (dict(device="mps"), r"device must be 'cpu' or 'cuda'"),
+
+_WINDOW = r"window must be an integer >= 1 \(the positions each query attends to\) or None; got "
+_CAP = r"soft_cap must be a finite number > 0 or None; got "
+#: (the options as a function of the device, message)
+BAD_OPTIONS = {
+    "window-zero": (lambda d: dict(window=0), _WINDOW + "0"),
+    "window-negative": (lambda d: dict(window=-3), _WINDOW + "-3"),
+    "window-float": (lambda d: dict(window=2.0), _WINDOW + "2.0"),
+    "window-bool": (lambda d: dict(window=True), _WINDOW + "True"),
+    "window-tensor": (lambda d: dict(window=torch.tensor([4])), _WINDOW + "tensor"),
+    "soft-cap-zero": (lambda d: dict(soft_cap=0.0), _CAP + "0.0"),
+    "soft-cap-negative": (lambda d: dict(soft_cap=-30.0), _CAP + "-30.0"),
+    "soft-cap-nan": (lambda d: dict(soft_cap=math.nan), _CAP + "nan"),
+    "soft-cap-inf": (lambda d: dict(soft_cap=math.inf), _CAP + "inf"),
+    "soft-cap-string": (lambda d: dict(soft_cap="30"), _CAP + "'30'"),
+    "soft-cap-bool": (lambda d: dict(soft_cap=True), _CAP + "True"),
+    "sinks-list": (lambda d: dict(sinks=[0.0] * 4), r"sinks must be a float32 tensor of shape \[num_heads\] or None; got list"),
+    "sinks-shape": (_sinks(lambda d: torch.zeros(3, device=d)),
+                    r"sinks must be float32 of shape \[num_heads\] = \[4\]; got torch.float32 of shape \[3\]"),
+    "sinks-per-kv-head": (_sinks(lambda d: torch.zeros(2, device=d)), r"sinks must be float32 of shape \[num_heads\] = \[4\]"),
+    "sinks-float64": (_sinks(lambda d: torch.zeros(4, dtype=torch.float64, device=d)),
+                      r"sinks must be float32 .*; got torch.float64 of shape \[4\]"),
+    "sinks-device": (_sinks(lambda d: torch.zeros(4, device="meta")), r"sinks is on meta but query is on .*share one device"),
+    "sinks-nan": (_sinks(lambda d: torch.tensor([0.0, math.nan, 1.0, 2.0], device=d)),
+                  r"sinks must be finite; query head 1 has nan"),
+    "sinks-inf": (_sinks(lambda d: torch.tensor([0.0, 1.0, 2.0, -math.inf], device=d)),
+                  r"sinks must be finite; query head 3 has -inf"),
 }
 
 
-@pytest.mark.parametrize("case", BAD_CONFIGS)
-def test_bad_config_raises(case):
-    changes, message = BAD_CONFIGS[case]
-    config = pa.DecodeConfig(**{**BASE_CONFIG, **changes})
+@pytest.mark.parametrize("case", BAD_OPTIONS)
+@pytest.mark.parametrize("caller", CALLERS)
+def test_bad_attention_options_raise(caller, case, device, seed):
+    options, message = BAD_OPTIONS[case]
     with pytest.raises(ValueError, match=message):
-        config.validate()
-    with pytest.raises(ValueError, match=message):
-        pa.build_decode_inputs(config)
-    with pytest.raises(ValueError, match=message):
-        pa.assign_blocks(config)
+        CALLERS[caller](*valid_args(device, seed).values(), **options(device))
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is present")
-@pytest.mark.parametrize("device", ["cuda", "cuda:0"])
-def test_cuda_config_without_a_gpu_raises(device):
-    config = pa.DecodeConfig(**{**BASE_CONFIG, "device": device})
-    with pytest.raises(ValueError, match="no CUDA GPU is available"):
-        config.validate()
-    with pytest.raises(ValueError, match="no CUDA GPU is available"):
-        pa.build_decode_inputs(config)
-
-
-@pytest.mark.parametrize(
-    "changes",
-    [
-        dict(head_dim=512),
-        dict(head_dim=1),
-        dict(block_size=4096, num_kv_heads=1, head_dim=8),
-        dict(context_lens=(0, 0)),
-        dict(context_lens=0),
-        dict(spare_blocks=0),
-        dict(num_heads=7, num_kv_heads=7),
-        dict(num_heads=7, num_kv_heads=1),
-        dict(dtype=torch.bfloat16),
-        dict(context_lens=[3, 4]),  # a list becomes a tuple
-    ],
-    ids=["head-dim-512", "head-dim-1", "block-4096", "empty-contexts", "empty-scalar", "no-spare",
-         "mha-7", "mqa-7", "torch-dtype", "list-lengths"],
-)
-def test_boundary_configs_are_valid(changes):
-    config = pa.DecodeConfig(**{**BASE_CONFIG, **changes})
-    assert config.validate() is config
-    hash(config)  # usable as a cache key
-    inputs = pa.build_decode_inputs(config)
-    assert inputs.query.shape == (2, config.num_heads, config.head_dim)
-    assert tuple(inputs.context_lens.tolist()) == config.lengths
-
-
-def test_tolerance_rejects_unsupported_dtypes():
-    for dtype in (torch.float64, torch.int32, torch.float8_e4m3fn):
-        with pytest.raises(ValueError, match="dtype must be one of float16, bfloat16, float32"):
-            pa.tolerance(dtype)
-
-
-def test_tolerance_values():
-    assert pa.tolerance(torch.float32) == (1e-4, 1e-4)
-    assert pa.tolerance(torch.float16) == (2e-3, 2e-3)
-    assert pa.tolerance(torch.bfloat16) == (1.6e-2, 1.6e-2)
+@pytest.mark.parametrize("caller", CALLERS)
+def test_entries_before_a_window_are_not_checked(caller, device, seed):
+    """A window of 3 over sequence 0's 10 tokens (blocks of 4) reads blocks 1 and 2:
+    entry 0 may be freed (-1, past the pool) and the arguments still reach the
+    compute; a freed entry 1 is refused, naming the window."""
+    sinks = torch.tensor([0.5, -1.0, 2.0, 0.0], device=device)
+    options = dict(window=3, sinks=sinks, soft_cap=20.0)
+    for freed in (-1, 6, 2**31 - 1):
+        with pytest.raises(_ComputeRan):
+            out = CALLERS[caller](*_entry(0, 0, freed)(valid_args(device, seed)).values(), **options)
+            if callable(out):
+                out()
+    with pytest.raises(ValueError, match=r"block_tables\[0, 1\] = -1 is needed by context_lens\[0\] = 10 "
+                                         r"with window 3 but must lie in \[0, num_blocks=6\)"):
+        CALLERS[caller](*_entry(0, 1, -1)(valid_args(device, seed)).values(), **options)
 
 
 # -- launch plans, prepared launchers ------------------------------------------------

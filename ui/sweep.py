@@ -159,7 +159,7 @@ def _probe_ms(slot, config: DecodeConfig, budget_s: float) -> float:
     """Milliseconds of one naive call at ``config``: the faster of two, since a
     process's first call pays one-time costs; one only, if it alone is over budget."""
     inputs, _ = slot.get(config)
-    run = prepare("naive", *inputs.args(), **inputs.scales())
+    run = prepare("naive", *inputs.args(), **inputs.kwargs())
     first = time_calls(run, device=inputs.query.device, warmup=0, iters=1)[0]
     if first > budget_s * 1e3:
         return first

@@ -27,7 +27,7 @@ from explorer.formatting import count
 from explorer.kernel.trace import KernelTrace, prefix_programs, trace_decode
 from explorer.limits import MAX_TRACE_TILES, MAX_TRACE_TOKENS
 from paged_attention.config import DecodeConfig
-from paged_attention.inputs import context_mask, fill_uncovered
+from paged_attention.poison import context_mask, fill_uncovered
 from paged_attention.launch_plan import LaunchPlan
 from paged_attention.shared_prefix import PrefixGroup, find_shared_prefixes
 from paged_attention.tiling import cdiv
@@ -276,7 +276,7 @@ def row_inputs(
     Returns ``(query, k_cache, v_cache, block_tables, context_lens)`` with
     ``query`` ``[1, group, head_dim]`` (the GQA group of ``head``), caches
     ``[needed_blocks + 1, block_size, 1, head_dim]`` (one spare block of
-    :data:`~paged_attention.inputs.LOUD_VALUE`, like the unfilled tail slots) and the
+    :data:`~paged_attention.poison.LOUD_VALUE`, like the unfilled tail slots) and the
     table ``[[0, 1, ..., needed_blocks - 1]]``. Values are standard normal, seeded
     by the configuration's seed and the row.
     """

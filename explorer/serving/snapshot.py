@@ -17,7 +17,8 @@ import pandas as pd
 import torch
 
 from paged_attention.config import DecodeConfig
-from paged_attention.inputs import FREE, DecodeInputs, context_mask, fill_uncovered
+from paged_attention.inputs import FREE, DecodeInputs
+from paged_attention.poison import context_mask, fill_uncovered
 
 #: Columns of :func:`metrics_frame`, one row per step.
 METRIC_COLUMNS: tuple[str, ...] = (
@@ -216,7 +217,7 @@ class Snapshot:
 
         Like :func:`~paged_attention.inputs.build_decode_inputs`, but with this
         step's block table: covered slots are standard normal, every other slot
-        (free blocks, unfilled tails) holds :data:`~paged_attention.inputs.LOUD_VALUE`.
+        (free blocks, unfilled tails) holds :data:`~paged_attention.poison.LOUD_VALUE`.
         The K and V pools take ``decode_config(...).kv_cache_bytes()`` bytes.
 
         Returns
