@@ -55,6 +55,9 @@ run = controls[1].button(
 )
 controls[2].caption(f"{readouts.config_summary(config)} · "
                     f"{view.timing_text(plan.warmup, plan.iters, timing_budget(config.device))}")
+attention = readouts.attention_note(config)
+if attention is not None:
+    st.info(attention, icon=":material/filter_center_focus:")
 shared = readouts.shared_kv(config)
 if shared is not None:
     kv = st.columns(3, gap="xsmall")

@@ -82,7 +82,7 @@ class InputsSlot:
             self.release()
             check_fits(config)
             inputs = build_decode_inputs(config)
-            reference = reference_decode(*inputs.args(), **inputs.scales())
+            reference = reference_decode(*inputs.args(), **inputs.kwargs())
             self.key, self.inputs, self.reference = config, inputs, reference
         return self.inputs, self.reference
 
