@@ -146,5 +146,7 @@ def test_attention_options_in_the_summary_the_run_history_and_the_note():
     assert note.startswith("**Attention: sliding window 64 · soft-cap 50 · sinks.**")
     # the window's tokens (10 + 64 + 64 of 410) and DecodeConfig's bytes, which count only those
     assert "138 of 410 tokens" in note and windowed.needed_kv_bytes() == 2 * 138 * 2 * 8 * 2
+    assert readouts.attention_note(plain.with_(window=300)).endswith(
+        "The sliding window (300 tokens) covers every context here: it leaves nothing unread.")
     assert readouts.attention_note(plain.with_(soft_cap=30.0)) == (
         "**Attention: soft-cap 30.** Every implementation and the float64 reference run with it.")

@@ -102,6 +102,9 @@ def attention_note(config: DecodeConfig) -> str | None:
     if config.window is None:
         return note
     reads = window_reads(config.lengths, config.block_size, config.window)
+    if reads.tokens_read == reads.tokens_held:
+        return note + (f" The sliding window ({count(config.window, 'token')}) covers every context here: it "
+                       "leaves nothing unread.")
     held = config.with_(window=None).needed_kv_bytes()
     return (note + f" The sliding window: {reads.detail()}, {format_bytes(config.needed_kv_bytes())} of the "
             f"{format_bytes(held)} of K and V held; bytes and GB/s count only the window's.")
