@@ -7,6 +7,7 @@ from explorer.bench import readouts
 from explorer.cache import block_link, pool_figures, sampling, sharing_figures, walk_figures
 from explorer.cache import figures as cache_figures
 from explorer.cache.sharing import table_ref_counts
+from explorer.cache.window import window_reads
 from explorer.limits import MAX_CONTEXT, MAX_SAMPLES
 from paged_attention.inputs import OTHER
 from ui.charts import show_chart
@@ -109,11 +110,16 @@ c5.metric("KV cache", formatting.format_bytes(mem.kv_cache_bytes, significant=3)
                f"{mem.kv_cache_bytes:,} bytes; one block of {config.block_size} tokens holds "
                f"{mem.block_bytes:,} bytes of K and V")
 
+if config.window is not None:
+    reads = window_reads(lengths, config.block_size, config.window)
+    st.markdown(f":material/filter_center_focus: **{reads.note()}**: {reads.detail()}. The grey, struck-through "
+                "cells come before each sequence's sliding window: held in the table, not read by a decode step.")
+
 left, right = st.columns([3, 2], gap="medium")
 with left:
     show_chart(
         cache_figures.block_table_figure(tables, lengths, config.block_size, config.num_blocks,
-                                         ref_counts=refs if shares else None, highlight=pick),
+                                         ref_counts=refs if shares else None, highlight=pick, window=config.window),
         key="bt_table", width="stretch", on_select=_pick_from("bt_table"), selection_mode="points",
     )
     grid = cache_figures.block_table_grid(*tables.shape)

@@ -15,7 +15,8 @@ from ui.sidebar import current, show_config_error
 
 st.title("Decode benchmark")
 st.markdown(
-    "One decode step: every sequence's new query token attends to its whole cached context. "
+    "One decode step: every sequence's new query token attends to its cached context (with a sliding window, "
+    "its last tokens only). "
     "**Run** times each implementation on the *same* inputs and checks it against a float64 reference. "
     "Changing the sidebar never reruns the benchmark by itself."
 )
@@ -55,6 +56,9 @@ run = controls[1].button(
 )
 controls[2].caption(f"{readouts.config_summary(config)} · "
                     f"{view.timing_text(plan.warmup, plan.iters, timing_budget(config.device))}")
+attention = readouts.attention_note(config)
+if attention is not None:
+    st.info(attention, icon=":material/filter_center_focus:")
 shared = readouts.shared_kv(config)
 if shared is not None:
     kv = st.columns(3, gap="xsmall")

@@ -295,3 +295,11 @@ def kv_dtype_label(kv_dtype: str | None, dtype: str | None = None) -> str:
     if kv_dtype is None or kv_dtype == dtype:
         return dtype or "same as compute dtype"
     return KV_DTYPE_LABELS.get(kv_dtype, kv_dtype)
+
+
+def attention_text(window: int | None, soft_cap: float | None, sinks: bool) -> str:
+    """The attention options in force, in words: ``"sliding window 4,096 · soft-cap 50 ·
+    sinks"``; ``"full attention"`` when none is."""
+    parts = ([f"sliding window {format_number(window)}"] if window is not None else []) + (
+        [f"soft-cap {format_number(soft_cap)}"] if soft_cap is not None else []) + (["sinks"] if sinks else [])
+    return " · ".join(parts) or "full attention"

@@ -28,6 +28,15 @@ MAX_BLOCK_SIZE = 256
 MAX_SEED = 2**31 - 1
 MAX_WARMUP = 1000
 MAX_ITERS = 10_000
+#: The attention options: a sliding window of 1 token up to the longest context, and
+#: a logit soft-cap (``cap * tanh(s / cap)``) from 0.1 (near-uniform weights) to 1000
+#: (no effect on any logit a softmax keeps).
+MAX_WINDOW = MAX_CONTEXT
+MIN_SOFT_CAP = 0.1
+MAX_SOFT_CAP = 1000.0
+#: What the sidebar's window and soft-cap boxes start from when turned on by hand.
+DEFAULT_WINDOW = 128
+DEFAULT_SOFT_CAP = 50.0
 
 # -- the pages' bounds ---------------------------------------------------------
 #: Most samples per request (n) of the sharing scenarios (Block table, Serving

@@ -18,6 +18,9 @@ from typing import Mapping, Sequence
 from explorer.formatting import count, format_number
 from explorer.limits import (
     MAX_BATCH,
+    MAX_SOFT_CAP,
+    MAX_WINDOW,
+    MIN_SOFT_CAP,
     MAX_BLOCK_SIZE,
     MAX_CONTEXT,
     MAX_HEAD_DIM,
@@ -26,7 +29,17 @@ from explorer.limits import (
     MAX_SEED,
     MAX_WARMUP,
 )
-from explorer.url_fields import UrlField, read_fields, write_fields
+from explorer.presets import (
+    CUSTOM,
+    LAYER_KINDS,
+    MODEL_PRESETS,
+    PRESET_NAMES,
+    RENAMED,
+    SLIDING,
+    Attention,
+    preset_for,
+)
+from explorer.url_fields import UrlField, last_value, read_fields, write_fields
 from paged_attention.config import (
     BLOCK_LAYOUTS,
     DTYPES,
@@ -36,19 +49,6 @@ from paged_attention.config import (
     ragged_lengths,
 )
 from paged_attention.runtime import HAS_CUDA, default_device
-
-#: Model presets: ``name -> (num_heads, num_kv_heads, head_dim)``.
-MODEL_PRESETS: dict[str, tuple[int, int, int]] = {
-    "Llama-3-8B": (32, 8, 128),
-    "Llama-3-70B": (64, 8, 128),
-    "Qwen3-0.6B": (16, 8, 128),
-    "Mistral-7B": (32, 8, 128),
-    "Phi-3-mini": (32, 32, 96),
-    "Gemma-2-9B": (16, 8, 256),
-    "GPT-2": (12, 12, 64),
-}
-CUSTOM = "Custom"
-PRESET_NAMES: tuple[str, ...] = (*MODEL_PRESETS, CUSTOM)
 
 CONTEXT_MODES: tuple[str, ...] = ("uniform", "ragged")
 SPREADS: tuple[str, ...] = ("uniform", "long-tail")
@@ -73,7 +73,7 @@ class Settings:
     ``ragged_low``, ``ragged_high``, ``spread`` and ``seed``.
     """
 
-    preset: str = "Llama-3-8B"
+    preset: str = "Llama-3.1-8B"
     batch_size: int = 4
     context_mode: str = "ragged"
     context_len: int = 128
@@ -97,12 +97,31 @@ class Settings:
     shared_prefix: int = 0
     #: Groups of consecutive sequences that share a prefix (ignored while ``shared_prefix`` is 0).
     prefix_groups: int = 1
+    #: Sliding window (tokens; None: the whole context), logit soft-cap (None: none) and
+    #: attention sinks (random per-head sink logits): DecodeConfig's ``window``,
+    #: ``soft_cap`` and ``sinks``.
+    window: int | None = None
+    soft_cap: float | None = None
+    sinks: bool = False
+    #: The layer kind of a preset whose layers differ (:data:`~explorer.presets.LAYER_KINDS`);
+    #: its attention is in the three fields above, which is what a run uses.
+    layer: str = SLIDING
     seed: int = 0
     warmup: int = 1
     iters: int = 3
     #: Presentation mode: every chart's text and plot area enlarged
     #: (:func:`explorer.style.presentation`).
     present: bool = False
+
+    def attention(self) -> Attention:
+        """The attention options these settings set."""
+        return Attention(self.window, self.soft_cap, self.sinks)
+
+    def attention_options(self) -> dict[str, object]:
+        """The attention options in force, as :class:`DecodeConfig` fields: ``window``,
+        ``soft_cap`` and ``sinks`` (True), each only when set (``{}``: plain attention)."""
+        options = {"window": self.window, "soft_cap": self.soft_cap, "sinks": self.sinks or None}
+        return {name: value for name, value in options.items() if value is not None}
 
     def generated_lengths(self) -> tuple[int, ...]:
         """The ragged lengths the spread draws (before any hand edits).
@@ -191,6 +210,7 @@ class Settings:
             # Groups mean nothing without a shared prefix: leave the default, so a hidden
             # value neither changes the configuration nor breaks it (more groups than sequences).
             prefix_groups=self.prefix_groups if self.shared_prefix else 1,
+            **self.attention_options(),
         ).validate()
         if self.pool_headroom:
             config = config.with_(spare_blocks=max(1, math.ceil(config.num_blocks_used * self.pool_headroom / 100)))
@@ -216,14 +236,6 @@ def kv_head_options(num_heads: int) -> list[int]:
 def nearest_kv_heads(num_heads: int, wanted: int) -> int:
     """The divisor of ``num_heads`` closest to ``wanted`` (the larger one on a tie)."""
     return min(kv_head_options(num_heads), key=lambda d: (abs(d - wanted), -d))
-
-
-def preset_for(num_heads: int, num_kv_heads: int, head_dim: int) -> str:
-    """The first preset with these head sizes, or ``"Custom"``."""
-    for name, heads in MODEL_PRESETS.items():
-        if heads == (num_heads, num_kv_heads, head_dim):
-            return name
-    return CUSTOM
 
 
 # -- query parameters ----------------------------------------------------------
@@ -256,8 +268,14 @@ SIDEBAR_FIELDS: tuple[UrlField, ...] = (
     UrlField("seed", "seed", bounds=(0, MAX_SEED)),
     UrlField("warmup", "warmup", bounds=(0, MAX_WARMUP)),
     UrlField("iters", "iters", bounds=(1, MAX_ITERS)),
+    UrlField("window", "window", bounds=(1, MAX_WINDOW)),
+    UrlField("soft_cap", "soft_cap", "float", bounds=(MIN_SOFT_CAP, MAX_SOFT_CAP)),
+    UrlField("sinks", "sinks", "flag"),
+    UrlField("layer", "layer", "choice", choices=LAYER_KINDS),
     UrlField("present", "present", "flag"),
 )
+#: How a URL note names an attention option that is off, the value used instead of an ignored one.
+_OFF = {"window": "no window (the whole context)", "soft_cap": "no soft-cap"}
 #: Written only when a prefix is shared.
 _PREFIX_FIELDS = ("shared_prefix", "prefix_groups")
 
@@ -272,7 +290,10 @@ def settings_from_query(
     note says so (:func:`explorer.url_fields.read_fields`). Then the rules
     between fields: KV heads that do not divide the query heads become the
     nearest divisor, lengths of another count than the batch are dropped, a
-    preset that no longer matches the heads becomes the matching one (or Custom).
+    preset that no longer matches the heads and attention becomes the matching one
+    (or Custom: :func:`with_matching_preset`). A preset's old name (``Llama-3-8B``:
+    :data:`~explorer.presets.RENAMED`) reads as its new one; the heads and attention
+    options the URL leaves out are the named preset's (of its ``layer`` kind).
 
     Returns
     -------
@@ -281,11 +302,14 @@ def settings_from_query(
         One human-readable line per ignored value.
     """
     defaults = defaults or default_settings()
-    found, notes = read_fields(
-        SIDEBAR_FIELDS, params, asdict(defaults),
-        fallbacks={} if defaults.lengths is not None else
-        {"lengths": "the lengths drawn from the spread (`lo`, `hi`, `spread`, `seed`)"},
-    )
+    params = dict(params)
+    if "preset" in params and last_value(params["preset"]) in RENAMED:
+        params["preset"] = RENAMED[last_value(params["preset"])]
+    defaults = _preset_defaults(params, defaults)
+    fallbacks = {} if defaults.lengths is not None else {
+        "lengths": "the lengths drawn from the spread (`lo`, `hi`, `spread`, `seed`)"}
+    fallbacks.update({name: text for name, text in _OFF.items() if getattr(defaults, name) is None})
+    found, notes = read_fields(SIDEBAR_FIELDS, params, asdict(defaults), fallbacks=fallbacks)
     settings = replace(defaults, **found)
 
     if settings.num_heads % settings.num_kv_heads:
@@ -303,10 +327,39 @@ def settings_from_query(
         settings = replace(settings, lengths=None)
     if settings.context_mode == "uniform" and settings.lengths is not None:
         settings = replace(settings, lengths=None)
+    return with_matching_preset(settings), notes
+
+
+def _preset_defaults(params: Mapping[str, str | Sequence[str]], defaults: Settings) -> Settings:
+    """``defaults`` with the heads and attention of the preset (and layer kind) that
+    ``params`` names, for the fields the URL leaves out: ``preset=Gemma-2-9B`` alone
+    is Gemma 2's heads and sliding-window layer, soft-cap and all. Unchanged when it
+    names no preset (or Custom, or one that does not parse: its note comes later)."""
+    fields = [f for f in SIDEBAR_FIELDS if f.key in ("preset", "layer")]
+    found, _ = read_fields(fields, params, asdict(defaults))
+    preset = MODEL_PRESETS.get(found.get("preset"))
+    if preset is None:
+        return defaults
+    layer = found.get("layer", SLIDING) if preset.mixed else defaults.layer
+    attention = preset.attention(layer if preset.mixed else next(iter(preset.layer_counts())))
+    return replace(defaults, num_heads=preset.num_heads, num_kv_heads=preset.num_kv_heads,
+                   head_dim=preset.head_dim, window=attention.window, soft_cap=attention.soft_cap,
+                   sinks=attention.sinks, layer=layer)
+
+
+def with_matching_preset(settings: Settings, keep_custom: bool = True) -> Settings:
+    """``settings`` with a preset that matches its heads and attention: its own when it
+    still does (:func:`~explorer.presets.preset_for`), else the first that does, else
+    Custom; and for a preset whose layers differ, the layer kind of its attention.
+    Custom stays Custom unless ``keep_custom`` is False (heads edited by hand to a
+    preset's pick it back)."""
+    if settings.preset == CUSTOM and keep_custom:
+        return settings
     heads = (settings.num_heads, settings.num_kv_heads, settings.head_dim)
-    if settings.preset != CUSTOM and MODEL_PRESETS[settings.preset] != heads:
-        settings = replace(settings, preset=preset_for(*heads))
-    return settings, notes
+    name = preset_for(*heads, settings.attention(), prefer=settings.preset)
+    preset = MODEL_PRESETS.get(name)
+    layer = preset.kind_of(settings.attention()) if preset is not None and preset.mixed else settings.layer
+    return replace(settings, preset=name, layer=layer)
 
 
 def settings_to_query(settings: Settings) -> dict[str, str]:
@@ -316,9 +369,12 @@ def settings_to_query(settings: Settings) -> dict[str, str]:
     Hand-edited ragged lengths are written as ``lens=3,17,...`` only when they
     differ from what the spread draws; on/off fields (``present=1``) only when on;
     the shared prefix and its groups (``prefix=128&prefix_groups=2``) only when a
-    prefix is shared.
+    prefix is shared; attention options (``window=4096&soft_cap=50``) only when in
+    force, and the layer kind only for a preset whose layers differ.
     """
     values = asdict(settings)
+    if settings.preset not in MODEL_PRESETS or not MODEL_PRESETS[settings.preset].mixed:
+        values.pop("layer")
     if not settings.shared_prefix:
         for name in _PREFIX_FIELDS:
             values.pop(name)

@@ -7,7 +7,8 @@ from test_figures_style import _layout
 from explorer import limits, style
 from explorer.cache import figures as cache_figures
 from explorer.cache import pool_figures
-from explorer.cache import sampling, sharing_figures, walk_figures
+from explorer.cache import cell_style, sampling, sharing_figures, walk_figures
+from explorer.cache import window as window_reads
 from paged_attention import DecodeConfig, assign_blocks
 from paged_attention.inputs import FREE, OTHER
 
@@ -312,3 +313,74 @@ def test_token_walk_writes_no_token_past_the_context():
     text = np.asarray(fig.data[0].text)
     assert fig.data[0].texttemplate == "%{text}"
     assert text[6, 3] == "99" and set(text[6, 4:]) == {""}
+
+
+# -- sliding window ----------------------------------------------------------------------
+
+def _by_name(fig, name):
+    return [t for t in fig.data if t.name == name]
+
+
+@pytest.mark.parametrize("window", [1, 16, 17, 64, 299, 300])
+def test_first_read_blocks_follow_the_librarys_rule(window):
+    from paged_attention import build_decode_inputs
+    from paged_attention.validation import check_decode_args
+
+    config = DecodeConfig(batch_size=5, context_lens=(0, 10, 100, 300, 17), block_size=16, num_heads=2,
+                          num_kv_heads=1, head_dim=8, dtype="float32")
+    shape = check_decode_args(*build_decode_inputs(config).args(), window=window)
+    assert window_reads.first_read_blocks(config.lengths, 16, window).tolist() == shape.first_blocks.tolist()
+    # the blocks read, counted token by token: the distinct blocks of positions max(0, n - W) .. n - 1
+    reads = window_reads.window_reads(config.lengths, 16, window)
+    tokens = [range(max(0, n - window), n) for n in config.lengths]
+    assert reads.blocks_read == sum(len({t // 16 for t in r}) for r in tokens)
+    assert reads.tokens_read == sum(len(r) for r in tokens) == int(shape.attended_lens.sum())
+    assert (reads.blocks_held, reads.tokens_held) == (sum(config.blocks_per_sequence), 427)
+
+
+def test_window_readout_words():
+    reads = window_reads.window_reads((10, 100, 300), 16, 64)
+    assert reads.note() == "Blocks read: 11 of 27 (window 64)"
+    assert reads.detail() == "each sequence reads its last 64 tokens: 138 of 410 tokens"
+    assert window_reads.window_reads((10, 100), 16, None).note() == "Blocks read: 8 of 8 (no window)"
+
+
+def test_block_table_greys_the_blocks_before_each_window():
+    config, tables, _ = _layout(lens=(10, 100, 300))
+    fig = cache_figures.block_table_figure(tables, config.lengths, 16, config.num_blocks, window=64)
+    veil, key = _by_name(fig, cell_style.OUTSIDE_WINDOW)  # the heatmap and its legend square
+    (stroke,) = _by_name(fig, cell_style.OUTSIDE_WINDOW + " (stroke)")
+    first = np.array([0, 2, 14])  # blocks of max(0, n - 64) // 16
+    outside = (np.arange(tables.shape[1])[None, :] < first[:, None]) & (tables >= 0)
+    assert np.array_equal(~np.isnan(np.array(veil.z, dtype=float)), outside)
+    assert cell_style.OUTSIDE_WINDOW in veil.hovertemplate and key.showlegend is not False and key.x == (None,)
+    assert len(stroke.x) == outside.sum() == 16
+    targets = _by_name(fig, "click targets")[0]
+    cells = np.stack([targets.customdata[:, 0], targets.customdata[:, 1]], -1)  # (sequence, logical block)
+    marked = np.array([cell_style.OUTSIDE_WINDOW in t for t in targets.text])
+    assert np.array_equal(marked, outside[cells[:, 0], cells[:, 1]]) and "%{text}" in targets.hovertemplate
+    assert "before the sliding window of 64 tokens" in fig.layout.title.subtitle.text
+    # the allocated cells keep their ids under the veil
+    assert np.array_equal(np.array(fig.data[0].z, dtype=float)[tables >= 0], tables[tables >= 0])
+
+
+@pytest.mark.parametrize("window", [None, 300, 10**6])
+def test_a_window_that_leaves_nothing_out_marks_nothing(window):
+    config, tables, _ = _layout(lens=(10, 100, 300))
+    fig = cache_figures.block_table_figure(tables, config.lengths, 16, config.num_blocks, window=window)
+    assert not _by_name(fig, cell_style.OUTSIDE_WINDOW)
+    assert "sliding window" not in fig.layout.title.subtitle.text
+
+
+def test_an_aggregated_column_is_outside_only_when_all_its_blocks_are():
+    lens = [2048 * 16, 2048 * 16 - 16]
+    tables = np.arange(2 * 2048, dtype=np.int64).reshape(2, 2048)
+    window = 2048 * 16 - 48 * 16  # the windows start at logical blocks 48 and 47
+    fig = cache_figures.block_table_figure(tables, lens, 16, window=window)
+    veil = _by_name(fig, cell_style.OUTSIDE_WINDOW)[0]
+    edges = np.array(veil.x)
+    per_col = int(edges[1] - edges[0])
+    assert per_col == 16
+    marked = ~np.isnan(np.array(veil.z, dtype=float))
+    # columns of blocks 0-15, 16-31, 32-47 lie before block 48; before 47 only the first two (32-47 is partly read)
+    assert marked[0].nonzero()[0].tolist() == [0, 1, 2] and marked[1].nonzero()[0].tolist() == [0, 1]

@@ -147,3 +147,21 @@ def test_shared_kv_counts_the_prefix_once_per_group():
     assert kv.saved_fraction == pytest.approx(96 / 256)
     assert "prefix=48×2 groups" in readouts.config_summary(config)
     assert readouts.run_change(config.with_(prefix_groups=1), config) == "prefix groups 1→2"
+
+
+def test_attention_options_in_the_summary_the_run_history_and_the_note():
+    plain = DecodeConfig(batch_size=3, context_lens=(10, 100, 300), num_heads=4, num_kv_heads=2, head_dim=8)
+    windowed = plain.with_(window=64, soft_cap=50.0, sinks=True)
+    assert readouts.config_summary(windowed).endswith(" window=64 soft_cap=50 sinks")
+    assert readouts.config_summary(plain) == readouts.config_summary(windowed).rsplit(" window=", 1)[0]
+    assert readouts.run_change(plain, windowed, most=3) == "window off→64, soft-cap off→50, sinks off→on"
+    assert readouts.run_change(windowed, windowed.with_(window=128)) == "window 64→128"
+    assert readouts.attention_note(plain) is None
+    note = readouts.attention_note(windowed)
+    assert note.startswith("**Attention: sliding window 64 · soft-cap 50 · sinks.**")
+    # the window's tokens (10 + 64 + 64 of 410) and DecodeConfig's bytes, which count only those
+    assert "138 of 410 tokens" in note and windowed.needed_kv_bytes() == 2 * 138 * 2 * 8 * 2
+    assert readouts.attention_note(plain.with_(window=300)).endswith(
+        "The sliding window (300 tokens) covers every context here: it leaves nothing unread.")
+    assert readouts.attention_note(plain.with_(soft_cap=30.0)) == (
+        "**Attention: soft-cap 30.** Every implementation and the float64 reference run with it.")

@@ -1,4 +1,5 @@
-"""The sidebar's settings, without Streamlit: defaults, presets, KV-head choices and URL round trips."""
+"""The sidebar's settings, without Streamlit: defaults, KV-head choices and URL round trips (the presets
+and attention options: test_presets.py)."""
 
 import re
 
@@ -11,17 +12,6 @@ from explorer.settings import Settings
 def test_defaults_make_a_valid_config():
     config = state.default_settings().config()
     assert config.batch_size == state.default_settings().batch_size
-
-
-@pytest.mark.parametrize("heads", list(state.MODEL_PRESETS.values()))
-def test_presets_are_valid(heads):
-    h, kv, d = heads
-    Settings(num_heads=h, num_kv_heads=kv, head_dim=d, preset=state.preset_for(h, kv, d)).config()
-    assert state.preset_for(h, kv, d) != state.CUSTOM
-
-
-def test_preset_for_unknown_heads_is_custom():
-    assert state.preset_for(24, 6, 80) == state.CUSTOM
 
 
 @pytest.mark.parametrize("heads, wanted, expected", [(32, 8, 8), (32, 5, 4), (12, 5, 6), (7, 3, 1), (1, 9, 1)])

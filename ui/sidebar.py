@@ -34,6 +34,7 @@ from explorer import formatting, limits, page_urls
 from explorer import settings as state
 from explorer.bench import readouts
 from explorer.limits import clamp_value
+from explorer.presets import layer_label
 from explorer.settings import Settings
 from paged_attention import (
     BLOCK_LAYOUTS,
@@ -45,31 +46,16 @@ from paged_attention import (
 from ui.inputs import bounded_number_input
 
 #: Session-state key of the widget that holds each Settings field.
-WIDGET_KEYS: dict[str, str] = {
-    "preset": "sb_preset",
-    "batch_size": "sb_batch_size",
-    "context_mode": "sb_context_mode",
-    "context_len": "sb_context_len",
-    "ragged_low": "sb_ragged_low",
-    "ragged_high": "sb_ragged_high",
-    "spread": "sb_spread",
-    "num_heads": "sb_num_heads",
-    "num_kv_heads": "sb_num_kv_heads",
-    "head_dim": "sb_head_dim",
-    "block_size": "sb_block_size",
-    "dtype": "sb_dtype",
-    "kv_dtype": "sb_kv_dtype",
-    "kv_scale": "sb_kv_scale",
-    "device": "sb_device",
-    "block_layout": "sb_block_layout",
-    "pool_headroom": "sb_pool_headroom",
-    "shared_prefix": "sb_shared_prefix",
-    "prefix_groups": "sb_prefix_groups",
-    "seed": "sb_seed",
-    "warmup": "sb_warmup",
-    "iters": "sb_iters",
-    "present": "sb_present",
-}
+WIDGET_KEYS: dict[str, str] = {name: f"sb_{name}" for name in (
+    "preset", "batch_size", "context_mode", "context_len", "ragged_low", "ragged_high", "spread", "num_heads",
+    "num_kv_heads", "head_dim", "block_size", "dtype", "kv_dtype", "kv_scale", "device", "block_layout",
+    "pool_headroom", "shared_prefix", "prefix_groups", "sinks", "layer", "seed", "warmup", "iters", "present",
+)}
+#: The attention options that are off or a number: ``field -> (toggle's key, number box's key)``;
+#: the box keeps its number while the toggle is off.
+OPTION_KEYS: dict[str, tuple[str, str]] = {"window": ("sb_window_on", "sb_window"),
+                                           "soft_cap": ("sb_soft_cap_on", "sb_soft_cap")}
+_OPTION_STARTS = {"window": limits.DEFAULT_WINDOW, "soft_cap": limits.DEFAULT_SOFT_CAP}
 _LENGTHS_BASE = "sb_lengths_base"  # the ragged lengths the editor starts from
 _LENGTHS_SOURCE = "sb_lengths_source"  # the generator parameters they came from
 _LENGTHS_NOTES = "sb_lengths_notes"  # (lengths in use, notes) after an edit was clamped into range
@@ -114,6 +100,7 @@ def _load_from_url(page: str | None = None) -> None:
     settings, notes = state.settings_from_query(st.query_params.to_dict())
     for name, key in WIDGET_KEYS.items():
         st.session_state[key] = getattr(settings, name)
+    _set_attention(settings.attention())
     if settings.lengths is not None:
         st.session_state[_LENGTHS_BASE] = settings.lengths
         st.session_state[_LENGTHS_SOURCE] = _generator_params(settings)
@@ -132,7 +119,7 @@ def _pin_widgets() -> None:
     ``test_page_link_clicked_during_the_first_run_keeps_the_sidebar``).
     """
     ss = st.session_state
-    for key in WIDGET_KEYS.values():
+    for key in [*WIDGET_KEYS.values(), *(k for pair in OPTION_KEYS.values() for k in pair)]:
         if key in ss:
             ss[key] = ss[key]
 
@@ -141,20 +128,37 @@ def _generator_params(s: Settings) -> tuple:
     return (s.batch_size, s.ragged_low, s.ragged_high, s.spread, s.seed)
 
 
+def _set_attention(attention: state.Attention) -> None:
+    """Set the attention widgets to ``attention`` (a number box keeps its number when its option is off)."""
+    ss = st.session_state
+    for name, (on, box) in OPTION_KEYS.items():
+        value = getattr(attention, name)
+        ss[on] = value is not None
+        ss[box] = value if value is not None else ss.get(box, _OPTION_STARTS[name])
+    ss[WIDGET_KEYS["sinks"]] = attention.sinks
+
+
 def _on_preset() -> None:
-    preset = st.session_state[WIDGET_KEYS["preset"]]
-    if preset in state.MODEL_PRESETS:
-        heads, kv, dim = state.MODEL_PRESETS[preset]
-        st.session_state[WIDGET_KEYS["num_heads"]] = heads
-        st.session_state[WIDGET_KEYS["num_kv_heads"]] = kv
-        st.session_state[WIDGET_KEYS["head_dim"]] = dim
+    ss = st.session_state
+    preset = state.MODEL_PRESETS.get(ss[WIDGET_KEYS["preset"]])
+    if preset is not None:
+        ss[WIDGET_KEYS["num_heads"]], ss[WIDGET_KEYS["num_kv_heads"]], ss[WIDGET_KEYS["head_dim"]] = preset.heads
+        ss[WIDGET_KEYS["layer"]] = state.SLIDING
+        _set_attention(preset.attention(next(iter(preset.layer_counts()))))
+
+
+def _on_layer() -> None:
+    ss = st.session_state
+    preset = state.MODEL_PRESETS.get(ss[WIDGET_KEYS["preset"]])
+    if preset is not None:
+        _set_attention(preset.attention(ss[WIDGET_KEYS["layer"]]))
 
 
 #: Session key of the note saying that the app changed the KV heads: ``(value set, note)``.
 KV_HEADS_NOTE = "_kv_heads_note"
 
 
-def _on_heads() -> None:
+def _on_model() -> None:
     ss = st.session_state
     heads = ss[WIDGET_KEYS["num_heads"]]
     kv = ss[WIDGET_KEYS["num_kv_heads"]]
@@ -165,12 +169,15 @@ def _on_heads() -> None:
         # Said, as a clamped number box says it: KV heads changed silently before.
         ss[KV_HEADS_NOTE] = (kv, f"**KV heads**: {before} does not divide {formatting.count(heads, 'query head')}; "
                                  f"using {kv}, the nearest divisor.")
-    ss[WIDGET_KEYS["preset"]] = state.preset_for(heads, kv, ss[WIDGET_KEYS["head_dim"]])
+    # Heads or attention edited by hand: the preset that matches them (its layer kind too), or Custom.
+    matched = state.with_matching_preset(_read_settings(), keep_custom=False)
+    ss[WIDGET_KEYS["preset"]], ss[WIDGET_KEYS["layer"]] = matched.preset, matched.layer
 
 
 def _read_settings() -> Settings:
     ss = st.session_state
-    return Settings(**{name: ss[key] for name, key in WIDGET_KEYS.items()})
+    options = {name: ss[box] if ss.get(on) else None for name, (on, box) in OPTION_KEYS.items()}
+    return Settings(**{name: ss[key] for name, key in WIDGET_KEYS.items()}, **options)
 
 
 def _mode_badge() -> None:
@@ -298,16 +305,17 @@ def render_sidebar(page: str | None = None) -> SidebarResult:
 
         st.subheader("Model")
         st.selectbox("Preset", state.PRESET_NAMES, key=WIDGET_KEYS["preset"], **KEEP, on_change=_on_preset,
-                     help="fills the head fields; editing them switches to Custom")
+                     help="fills the head fields and the attention options; editing them switches to Custom")
+        _layer_picker()
         bounded_number_input(st, "Query heads", 1, limits.MAX_HEADS, step=1, key=WIDGET_KEYS["num_heads"], **KEEP,
-                             on_change=_on_heads)
+                             on_change=_on_model)
         options = state.kv_head_options(ss[WIDGET_KEYS["num_heads"]])
         if ss[WIDGET_KEYS["num_kv_heads"]] not in options:
             ss[WIDGET_KEYS["num_kv_heads"]] = state.nearest_kv_heads(
                 ss[WIDGET_KEYS["num_heads"]], ss[WIDGET_KEYS["num_kv_heads"]]
             )
         kv, dim = st.columns(2)
-        kv.selectbox("KV heads", options, key=WIDGET_KEYS["num_kv_heads"], **KEEP, on_change=_on_heads,
+        kv.selectbox("KV heads", options, key=WIDGET_KEYS["num_kv_heads"], **KEEP, on_change=_on_model,
                      help="only divisors of the query heads: each KV head serves a group of query heads (GQA)")
         kv_note = ss.get(KV_HEADS_NOTE)
         if kv_note is not None:
@@ -316,7 +324,8 @@ def render_sidebar(page: str | None = None) -> SidebarResult:
             else:  # changed since
                 ss.pop(KV_HEADS_NOTE, None)
         bounded_number_input(dim, "Head dim", 1, limits.MAX_HEAD_DIM, step=1, key=WIDGET_KEYS["head_dim"], **KEEP,
-                             on_change=_on_heads, note_parent=st)
+                             on_change=_on_model, note_parent=st)
+        _attention_controls()
 
         st.subheader("Cache")
         bs, dt = st.columns(2)
@@ -370,6 +379,40 @@ def render_sidebar(page: str | None = None) -> SidebarResult:
     return result
 
 
+def _layer_picker() -> None:
+    """Which kind of layer a decode step is of, for a preset whose layers differ; it sets the window."""
+    preset = state.MODEL_PRESETS.get(st.session_state[WIDGET_KEYS["preset"]])
+    if preset is None or not preset.mixed:
+        return
+    st.segmented_control("Layer", tuple(preset.layer_counts()), key=WIDGET_KEYS["layer"], **KEEP, required=True,
+                         format_func=lambda kind: layer_label(kind, preset.window), on_change=_on_layer,
+                         help=f"{preset.describe()}; a decode step runs one layer's attention")
+
+
+def _attention_controls() -> None:
+    """The Attention expander: sliding window, logit soft-cap, attention sinks (a preset fills them)."""
+    ss = st.session_state
+    attention = _read_settings().attention()
+    label = f"Attention: {formatting.attention_text(attention.window, attention.soft_cap, attention.sinks)}"
+    with st.expander(label, key="sb_attention", expanded=attention != state.Attention()):
+        on, box = OPTION_KEYS["window"]
+        st.toggle("Sliding window", key=on, **KEEP, on_change=_on_model,
+                  help="each query attends to its sequence's last W positions only; the table's blocks before "
+                       "the window are not read (Mistral, Gemma's local layers, gpt-oss)")
+        if ss[on]:
+            bounded_number_input(st, "Window (tokens)", 1, limits.MAX_WINDOW, step=1, key=box, **KEEP,
+                                 on_change=_on_model)
+        on, box = OPTION_KEYS["soft_cap"]
+        st.toggle("Logit soft-cap", key=on, **KEEP, on_change=_on_model,
+                  help="each scaled logit s becomes cap x tanh(s / cap): bounded to (-cap, cap) (Gemma 2)")
+        if ss[on]:
+            bounded_number_input(st, "Cap", limits.MIN_SOFT_CAP, limits.MAX_SOFT_CAP, step=1.0, key=box,
+                                 format="%.1f", **KEEP, on_change=_on_model)
+        st.toggle("Attention sinks", key=WIDGET_KEYS["sinks"], **KEEP, on_change=_on_model,
+                  help="one learned logit per query head joins the softmax's denominator and attends to nothing, "
+                       "so a head can give little weight to every token (gpt-oss); here drawn at random")
+
+
 def _memory_readout(config: DecodeConfig | None) -> None:
     st.subheader("Memory")
     if config is None:
@@ -385,6 +428,9 @@ def _memory_readout(config: DecodeConfig | None) -> None:
         f"- Slots wasted in partly filled last blocks: **{number(m.wasted_slots)}** "
         f"({formatting.format_percent(m.wasted_fraction)})"
     )
+    if config.window is not None:
+        st.markdown(f"- K and V read per step: **{formatting.format_bytes(config.needed_kv_bytes())}**, the "
+                    f"sliding window's tokens only")
     if config.shared_prefix:
         st.markdown(f"- Shared prefix: **{formatting.count(config.shared_blocks, 'block')}** held once for "
                     f"each of {formatting.count(config.prefix_groups, 'group')}")

@@ -56,7 +56,7 @@ def quantization_error(inputs: DecodeInputs, reference: torch.Tensor) -> Quantiz
     inputs : DecodeInputs
         From :func:`~paged_attention.build_decode_inputs` with an fp8 ``kv_dtype``.
     reference : Tensor
-        ``reference_decode(*inputs.args(), **inputs.scales())``: float64
+        ``reference_decode(*inputs.args(), **inputs.kwargs())``: float64
         ``[batch_size, num_heads, head_dim]``, the exact answer on the fp8 cache.
 
     Returns
@@ -74,7 +74,8 @@ def quantization_error(inputs: DecodeInputs, reference: torch.Tensor) -> Quantiz
     k32, v32 = unquantized_cache(config)
     # The reference widens every value it reads to float64, so a float32 query and
     # pools give exactly the answer of their float64 copies, in half their memory.
-    unquantized = reference_decode(inputs.query.float(), k32, v32, inputs.block_tables, inputs.context_lens)
+    unquantized = reference_decode(inputs.query.float(), k32, v32, inputs.block_tables, inputs.context_lens,
+                                   **inputs.options())  # the same window, sinks and soft-cap
     del k32, v32
     atol, rtol = tolerance(config.torch_dtype)
     diff = (reference - unquantized).abs()

@@ -11,7 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Collection, Iterable, Sequence
 
-from explorer.formatting import KV_SCALE_LABELS, count, format_times, kv_dtype_label
+from explorer.cache.window import window_reads
+from explorer.formatting import (
+    KV_SCALE_LABELS,
+    attention_text,
+    count,
+    format_bytes,
+    format_number,
+    format_times,
+    kv_dtype_label,
+)
 from paged_attention.results import achieved_gbps, correct_text, pct_of_copy, shares_kv
 from paged_attention.config import DecodeConfig
 from paged_attention.samples import compare_timings
@@ -86,7 +95,38 @@ def config_summary(config: DecodeConfig, without: Collection[str] = ()) -> str:
              "head_dim": f"d={config.head_dim}", "block_size": f"bs={config.block_size}",
              "dtype": config.dtype + ("" if "kv_dtype" in without else _kv_text(config)),
              "layout": config.block_layout, "device": config.device}
-    return " ".join(v for k, v in parts.items() if k not in without) + _prefix_text(config)
+    return " ".join(v for k, v in parts.items() if k not in without) + _prefix_text(config) + _attention_text(config)
+
+
+def _attention_text(config: DecodeConfig) -> str:
+    options = [f"window={config.window}"] if config.window is not None else []
+    options += [f"soft_cap={format_number(config.soft_cap)}"] if config.soft_cap is not None else []
+    return "".join(f" {o}" for o in options + (["sinks"] if config.sinks else []))
+
+
+def attention_note(config: DecodeConfig) -> str | None:
+    """What the attention options in force change, for the benchmark page; None without any.
+
+    Names them (:func:`~explorer.formatting.attention_text`); with a window, the
+    tokens it reads of those held (:func:`~explorer.cache.window.window_reads`)
+    and the K and V bytes of each (DecodeConfig's byte counts, which count the
+    window's tokens only), the bytes every GB/s below is counted on.
+    """
+    if config.window is None and config.soft_cap is None and not config.sinks:
+        return None
+    note = (f"**Attention: {attention_text(config.window, config.soft_cap, config.sinks)}.** Every implementation "
+            "and the float64 reference run with "
+            + ("it" if sum([config.window is not None, config.soft_cap is not None, config.sinks]) == 1 else "them")
+            + (" (the sinks: one random logit per query head)" if config.sinks else "") + ".")
+    if config.window is None:
+        return note
+    reads = window_reads(config.lengths, config.block_size, config.window)
+    if reads.tokens_read == reads.tokens_held:
+        return note + (f" The sliding window ({count(config.window, 'token')}) covers every context here: it "
+                       "leaves nothing unread.")
+    held = config.with_(window=None).needed_kv_bytes()
+    return (note + f" The sliding window: {reads.detail()}, {format_bytes(config.needed_kv_bytes())} of the "
+            f"{format_bytes(held)} of K and V held; bytes and GB/s count only the window's.")
 
 
 def _prefix_text(config: DecodeConfig) -> str:
@@ -131,7 +171,10 @@ _CHANGE_NAMES: dict[str, str] = {
     "kv_scale": "scales", "block_layout": "layout",
     "shared_prefix": "prefix", "prefix_groups": "prefix groups",
     "spare_blocks": "spare blocks", "seed": "seed", "device": "device",
+    "window": "window", "soft_cap": "soft-cap", "sinks": "sinks",
 }
+#: Attention options, which :func:`run_change` writes "off" when not in force.
+_OPTIONS = ("window", "soft_cap", "sinks")
 
 
 def _lens_text(config: DecodeConfig) -> str:
@@ -174,6 +217,8 @@ def run_change(previous: DecodeConfig | None, current: DecodeConfig, *, most: in
             before, after = KV_SCALE_LABELS.get(before, before), KV_SCALE_LABELS.get(after, after)
         elif before == after:
             continue
+        elif name in _OPTIONS:
+            before, after = (_option_text(v) for v in (before, after))
         elif isinstance(before, int) and isinstance(after, int):
             before, after = f"{before:,}", f"{after:,}"
         changes.append(f"{label} {before}→{after}")
@@ -181,6 +226,13 @@ def run_change(previous: DecodeConfig | None, current: DecodeConfig, *, most: in
         return "same settings"
     shown = ", ".join(changes[:most])
     return shown if len(changes) <= most else f"{shown} +{len(changes) - most} more"
+
+
+def _option_text(value: object) -> str:
+    """An attention option as :func:`run_change` writes it: ``off``, ``on`` or its number."""
+    if value is None or value is False:
+        return "off"
+    return "on" if value is True else format_number(value)
 
 
 def reads_no_kv(config: DecodeConfig) -> bool:

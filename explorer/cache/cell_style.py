@@ -15,6 +15,12 @@ from explorer.style import FREE_COLOR, OTHER_COLOR, SEQUENCE_COLORS, font_px, pl
 BLOCK_KEY = "colour = physical block id"
 SEQUENCE_KEY = "colour = sequence"
 REF_COUNT_KEY = "colour = sequences holding the block"
+#: Table cells before a sliding window's first block: held, not read. Greyed by a
+#: veil of this colour and struck through, named so in the legend and the hover.
+OUTSIDE_WINDOW = "outside the window: not read"
+OUTSIDE_WINDOW_COLOR = "#CBD5E1"
+OUTSIDE_WINDOW_OPACITY = 0.8
+OUTSIDE_WINDOW_STROKE = "#475569"
 #: Characters per line of a colour bar's title (about the bar and its tick labels'
 #: width). A colour key's words are at the size of the bar's tick labels
 #: (:func:`~explorer.style.font_px` ``"tick"``), the numbers written in cells at

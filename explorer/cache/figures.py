@@ -13,6 +13,10 @@ import plotly.graph_objects as go
 
 from explorer.cache.cell_style import (
     BLOCK_KEY,
+    OUTSIDE_WINDOW,
+    OUTSIDE_WINDOW_COLOR,
+    OUTSIDE_WINDOW_OPACITY,
+    OUTSIDE_WINDOW_STROKE,
     WIDE_PLOT_PX,
     add_legend_square,
     cell_text_fits,
@@ -21,6 +25,7 @@ from explorer.cache.cell_style import (
 )
 from explorer.cache.picking import GRID_PAD, add_click_targets, add_outline, add_veil
 from explorer.cache.sampling import GridSample, sample_grid
+from explorer.cache.window import first_read_blocks
 from explorer.formatting import count, ordinal
 from explorer.limits import MAX_TABLE_CELLS
 from explorer.style import (
@@ -70,6 +75,7 @@ def block_table_figure(
     color_by: str = "physical",
     ref_counts: np.ndarray | None = None,
     highlight: range | None = None,
+    window: int | None = None,
 ) -> go.Figure:
     """The block table as a heatmap: one row per sequence, one column per logical block.
 
@@ -123,6 +129,12 @@ def block_table_figure(
         them (an aggregated column: that holds one) gets a thick outline, and a
         pale veil dims the others. Cells of rows the sampling leaves out are not
         drawn, so not outlined.
+    window : int, optional
+        A sliding window (tokens): the allocated cells before each sequence's
+        first block in the window (:func:`~.window.first_read_blocks`; an
+        aggregated column when all its blocks are) are greyed and struck
+        through, a legend entry and their hover saying
+        :data:`~.cell_style.OUTSIDE_WINDOW`.
 
     Returns
     -------
@@ -139,7 +151,9 @@ def block_table_figure(
         Before it, a transparent scatter ``"click targets"`` (legend group
         :data:`~.picking.PICK_GROUP`) on every allocated cell, its ``customdata``
         trace 0's with the picked block twice appended (the first allocated of
-        an aggregated column). With ``highlight``, the traces of
+        an aggregated column). With a ``window`` that leaves cells out, a heatmap
+        and a scatter named :data:`~.cell_style.OUTSIDE_WINDOW` (``z`` 1 exactly
+        on those cells; a stroke on each) and its legend square come before it. With ``highlight``, the traces of
         :func:`~.picking.add_veil` and :func:`~.picking.add_outline` come last.
     """
     tables = np.asarray(block_tables)
@@ -196,12 +210,16 @@ def block_table_figure(
         hover_unalloc = ("sequence %{customdata[0]}<br>logical blocks %{customdata[1]}–%{customdata[7]}"
                          "<br>unallocated (-1)<extra></extra>")
     custom = np.stack(columns, axis=-1).astype(np.int32)
+    # A column lies outside the window when its last block comes before the sequence's first one read.
+    outside = ~unalloc & (last[None, :] < first_read_blocks(lengths[rows], block_size, window)[:, None])
 
     z = np.where(unalloc, np.nan, sub).astype(float)
     by_sequence = color_by == "sequence"
     subtitle = (f"{count(batch, 'sequence')} x {count(width, 'logical block')} of "
                 f"{count(block_size, 'token')}; "
                 + ("colour = sequence, as in the pool; number = physical block" if by_sequence else BLOCK_KEY))
+    if outside.any():
+        subtitle += f" · grey: before the sliding window of {count(window, 'token')}"
     if grid.sampled:
         parts = [f"every {ordinal(grid.row_stride)} row shown"] if grid.row_stride > 1 else []
         if per_col > 1:
@@ -259,10 +277,14 @@ def block_table_figure(
     )
     add_legend_square(fig, UNALLOCATED_COLOR, "unallocated (-1)", line="#CBD5E1")
     cell_px = min(plot_height / max(1, len(rows)), plot_width / max(1, shape[1]))
-    r, c = np.nonzero(~unalloc)
     centres = first + (last - first) / 2
+    if outside.any():
+        _outside_window(fig, x, rows, centres, outside, custom, hover, cell_px, gaps)
+    r, c = np.nonzero(~unalloc)
+    # The targets win the hover: theirs says when a cell lies outside the window.
+    window_text = np.where(outside[r, c], f"<br><b>{OUTSIDE_WINDOW}</b>", "")
     add_click_targets(fig, centres[c], rows[r], np.concatenate([custom[r, c], sub[r, c, None], sub[r, c, None]], -1),
-                      cell_px, hovertemplate=hover)
+                      cell_px, hovertemplate=hover.replace("<extra>", "%{text}<extra>"), text=window_text)
     if ref_counts is not None:
         _shared_marks(fig, sub, rows, names, first, np.asarray(ref_counts), grid.row_stride,
                       exact=per_col == 1, size=float(np.clip(0.28 * cell_px, 3, 8)))
@@ -284,6 +306,23 @@ def block_table_figure(
     step = 1 if len(rows) <= 40 else math.ceil(len(rows) * 14 / plot_height)
     fig.update_yaxes(tickmode="array", tickvals=rows[::step], ticktext=[str(r) for r in names[::step]])
     return fig
+
+
+def _outside_window(fig, x, rows, centres, outside, custom, hover, cell_px, gaps) -> None:
+    """Grey the ``outside`` cells (a veil, and a stroke on each cell big enough to
+    show one), with a legend square and the hover :data:`OUTSIDE_WINDOW`."""
+    fig.add_trace(go.Heatmap(
+        x=x, y=rows, z=np.where(outside, 1.0, np.nan), customdata=custom, opacity=OUTSIDE_WINDOW_OPACITY,
+        colorscale=[[0, OUTSIDE_WINDOW_COLOR], [1, OUTSIDE_WINDOW_COLOR]], showscale=False, hoverongaps=False,
+        hovertemplate=hover.replace("<extra>", f"<br><b>{OUTSIDE_WINDOW}</b><extra>"), name=OUTSIDE_WINDOW, **gaps,
+    ))
+    r, c = np.nonzero(outside)
+    fig.add_trace(go.Scatter(
+        x=centres[c], y=rows[r], mode="markers", hoverinfo="skip", showlegend=False, name=OUTSIDE_WINDOW + " (stroke)",
+        marker=dict(symbol="line-ne", size=float(np.clip(0.7 * cell_px, 0, 40)) if cell_px >= 6 else 0,
+                    line=dict(color=OUTSIDE_WINDOW_STROKE, width=1.5)),
+    ))
+    add_legend_square(fig, OUTSIDE_WINDOW_COLOR, OUTSIDE_WINDOW, line=OUTSIDE_WINDOW_STROKE)
 
 
 def _shared_marks(fig, sub, rows, names, cols, ref_counts, row_stride, *, exact: bool, size: float) -> None:
