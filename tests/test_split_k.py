@@ -247,3 +247,43 @@ def test_gpu_fused_merge_is_race_free(batch, context, seed):
         graph.replay()
         torch.cuda.synchronize()
         assert torch.equal(results, expected.expand_as(results))
+
+
+#: Serving-size modes of the GPU options test: (launcher keywords, configuration
+#: changes, the window "window" and "all" use).
+SERVING_MODES = {
+    "triton": ({}, {}, 1000),  # the window starts inside a block (3096)
+    "triton-ragged": ({}, dict(context_lens=pa.ragged_lengths(32, 1, 4096, seed=1)), 1000),
+    "triton-prefix": (dict(shared_prefixes="detect"), dict(shared_prefix=2048, prefix_groups=4), 3000),
+    "simple": (None, {}, 1000),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("options", ["window", "sinks", "soft-cap", "all"])
+@pytest.mark.parametrize("kv", ["float16", "float8_e4m3fn"])
+@pytest.mark.parametrize("mode", list(SERVING_MODES))
+def test_gpu_options_at_serving_sizes(mode, kv, options, seed):
+    """32 sequences of 4096 tokens, 32/8 heads of 128, blocks of 16, with each option
+    and all three, fp16 and fp8 (per-head scales): the default plan (split-K or
+    balanced), the prefix pass (its window starting inside the shared prefix) and
+    the simple grid, against the reference; memory outside the windows poisoned."""
+    extra, changes, window = SERVING_MODES[mode]
+    fp8 = dict(kv_dtype=kv, kv_scale="per_head") if kv != "float16" else {}
+    cfg = pa.DecodeConfig(**{**dict(batch_size=32, context_lens=4096, num_heads=32, num_kv_heads=8, head_dim=128,
+                                     block_size=16, dtype="float16", device="cuda", seed=seed, block_layout="shuffled"),
+                             **fp8, **changes})
+    inputs = pa.build_decode_inputs(cfg, poison=True)
+    kw = dict(option_sets(32, "cuda", seed)[options])
+    if "window" in kw:
+        kw["window"] = window
+    args = poison_outside_windows(inputs.args(), window) if "window" in kw else inputs.args()
+    scales = inputs.scales()
+    expected = pa.reference_decode(*args, **scales, **kw)
+    if extra is None:
+        out = prepare_triton_decode_simple(*args, **scales, **kw)()
+    else:
+        out = pa.prepare_triton_decode(*args, **scales, **kw, **extra)()
+    assert torch.isfinite(out).all()
+    assert_matches(out, inputs.query, expected)
+
