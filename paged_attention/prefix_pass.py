@@ -7,7 +7,8 @@ piece of the group's shared blocks, so each shared byte is read once per tile of
 rows rather than once per sequence. Every row writes its partial ``(max, sum,
 acc)`` to its sequence's slot; the decode kernel merges them with the sequence's
 own (and adds the sinks there). With a window each row scores only the positions
-its window holds, and the pieces skip the shared blocks before every member's. The groups and the pass's plan are made on the host in
+its window holds, and the pieces skip the shared blocks before every member's.
+The groups and the pass's plan are made on the host in
 :mod:`paged_attention.shared_prefix`, its programs in
 :func:`~paged_attention.work_list.prefix_work`.
 """

@@ -12,7 +12,10 @@ partials with its own suffix's (the split-K merge).
 :func:`check_shared_prefixes` checks groups a caller gives; :func:`plan_prefix`
 picks the pass's tile and pieces (:func:`~paged_attention.work_list.prefix_work`
 cuts the groups into its programs, :mod:`paged_attention.prefix_pass` runs
-them). Plain Python on host tensors: nothing here launches a kernel.
+them). With a sliding window the groups, the pass's pieces and what it leaves
+to the decode kernel (:func:`own_first_blocks`, :func:`own_shape`) start at
+each window's first block: table entries before it may be freed. Plain Python
+on host tensors: nothing here launches a kernel.
 """
 
 from __future__ import annotations
