@@ -272,8 +272,10 @@ def main(argv=None) -> int:
                     for name in impls:
                         if fp8 and name not in FP8_IMPLS:
                             continue
-                        row = measure_row(name, inputs, shape, scales, attn, ref, cfg, dev, flush, flashinfer, args,
-                                          common, options)
+                        # Bytes count the window's tokens only: what the step must read.
+                        row_cfg = cfg.with_(window=options.window) if options.window is not None else cfg
+                        row = measure_row(name, inputs, shape, scales, attn, ref, row_cfg, dev, flush, flashinfer,
+                                          args, common, options)
                         row = {**row, "kind": kind}
                         if row["status"] == "ok":
                             if not fp8:
