@@ -70,8 +70,8 @@ class LaunchPlan:
 
     def sequence_items(self, context_len: int, first_block: int = 0) -> list[tuple[int, int]]:
         """The logical block ranges ``[first, last)`` of the programs that read one
-        sequence, from ``first_block`` (0, or where a shared-prefix pass stops) to
-        its last needed block.
+        sequence, from ``first_block`` (0, its window's first block, or where a
+        shared-prefix pass stops) to its last needed block.
 
         Every sequence gets at least one (maybe empty) range: the program that
         writes its output. The kernel lets a sequence's last program run on to the
@@ -411,8 +411,9 @@ def check_plan_fits(plan: LaunchPlan, shape: DecodeShape) -> None:
     ----------
     plan : LaunchPlan
     shape : DecodeShape
-        What the plan is launched on (with shared prefixes: the contexts past
-        them, :func:`~paged_attention.shared_prefix.own_shape`).
+        What the plan is launched on (with shared prefixes or a window: the
+        contexts past the prefixes and from each window's first block,
+        :func:`~paged_attention.shared_prefix.own_shape`).
 
     Raises
     ------

@@ -6,7 +6,9 @@ the query heads of one KV head as the rows of one tile, and attends them to one
 piece of the group's shared blocks, so each shared byte is read once per tile of
 rows rather than once per sequence. Every row writes its partial ``(max, sum,
 acc)`` to its sequence's slot; the decode kernel merges them with the sequence's
-own. The groups and the pass's plan are made on the host in
+own (and adds the sinks there). With a window each row scores only the positions
+its window holds, and the pieces skip the shared blocks before every member's.
+The groups and the pass's plan are made on the host in
 :mod:`paged_attention.shared_prefix`, its programs in
 :func:`~paged_attention.work_list.prefix_work`.
 """
@@ -37,7 +39,7 @@ def _prefix_decode_kernel(
     part_ml_ptr, part_acc_ptr,
     q_ptr, k_ptr, v_ptr, block_tables_ptr, context_lens_ptr, k_scale_ptr, v_scale_ptr,
     items_ptr, members_ptr, sequences_ptr,
-    scale_log2e,
+    scale_log2e, soft_cap, window,
     stride_qb, stride_qh, stride_qd,
     stride_kb, stride_ks, stride_kh, stride_kd,
     stride_vb, stride_vs, stride_vh, stride_vd,
@@ -46,6 +48,7 @@ def _prefix_decode_kernel(
     HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, BLOCKS_PER_TILE: tl.constexpr, SLOTS_PER_TILE: tl.constexpr,
     SUBTILES: tl.constexpr, FP32_DOT: tl.constexpr, EVEN_D: tl.constexpr, KV_FP8: tl.constexpr,
+    HAS_WINDOW: tl.constexpr, SOFT_CAP: tl.constexpr,
 ):
     # One program: up to MEMBERS sequences of a shared-prefix group x the query
     # heads of one KV head, as MEMBERS * GROUP_POW2 rows of one tile, against one
@@ -86,13 +89,28 @@ def _prefix_decode_kernel(
     acc = tl.zeros([MEMBERS * GROUP_POW2, HEAD_DIM_PAD], tl.float32)
     if KV_FP8:
         scale_log2e = scale_log2e * tl.load(k_scale_ptr + kv_head)
-    # Every member maps the shared blocks alike: walk the first member's table row.
-    table_row = block_tables_ptr + tl.load(members_ptr + first_member).to(tl.int64) * stride_tb
+    if HAS_WINDOW:
+        # Each row scores from its own window's start (live lengths); the tile
+        # loads from the earliest, and walks the table row of a member whose window
+        # starts there: it needs, so holds valid ids for, every shared block from
+        # there on (the others' entries before their windows may be freed, -1).
+        row_starts = tl.maximum(row_lens - window, 0)
+        starts = tl.where(row_ok, row_starts, 2**31 - 1)
+        earliest = tl.min(starts, 0)
+        first_block = tl.maximum(first_block, earliest // BLOCK_SIZE)
+        table_seq = tl.min(tl.where(row_ok & (starts == earliest), seq, 2**62), 0)
+    else:
+        row_starts = row_lens  # unread
+        earliest = 0
+        # Every member maps the shared blocks alike: walk the first member's table row.
+        table_seq = tl.load(members_ptr + first_member).to(tl.int64)
+    table_row = block_tables_ptr + table_seq * stride_tb
     m_i, l_i, acc = attend_blocks(
         q, m_i, l_i, acc, k_ptr, v_ptr, kv_head, table_row, first_block, last_block,
-        longest, row_lens, scale_log2e, dims, dim_mask,
+        longest, row_lens, earliest, row_starts, scale_log2e, soft_cap, dims, dim_mask,
         stride_kb, stride_ks, stride_kh, stride_kd, stride_vb, stride_vs, stride_vh, stride_vd,
         BLOCK_SIZE, BLOCKS_PER_TILE, SLOTS_PER_TILE, SUBTILES, EVEN_D, FP32_DOT, KV_FP8, True,
+        HAS_WINDOW, SOFT_CAP,
     )
     if KV_FP8:
         acc = acc * tl.load(v_scale_ptr + kv_head)
@@ -152,15 +170,18 @@ def prepare_prefix_pass(
         MEMBERS=launch.members_per_tile, HEAD_DIM=shape.head_dim, HEAD_DIM_PAD=head_dim_pad,
         BLOCK_SIZE=shape.block_size, BLOCKS_PER_TILE=plan.blocks_per_tile, SLOTS_PER_TILE=plan.slots_per_tile,
         SUBTILES=plan.subtiles, FP32_DOT=fp32_dot(query.dtype), EVEN_D=shape.head_dim == head_dim_pad,
-        KV_FP8=shape.is_fp8, num_warps=plan.num_warps, num_stages=plan.num_stages,
+        KV_FP8=shape.is_fp8, HAS_WINDOW=shape.window is not None, SOFT_CAP=shape.soft_cap is not None,
+        num_warps=plan.num_warps, num_stages=plan.num_stages,
     )
+    cap = 0.0 if shape.soft_cap is None else shape.soft_cap  # unread without a cap
+    window_len = 0 if shape.window is None else shape.window  # unread without a window
 
     def launch_prefix() -> None:
         _prefix_decode_kernel[grid](
             part_ml, part_acc,
             query, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales,
             items, members, sequences,
-            scale_log2e,
+            scale_log2e, cap, window_len,
             *query.stride(), *k_cache.stride(), *v_cache.stride(),
             block_tables.stride(0),
             **options,

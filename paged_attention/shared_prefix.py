@@ -12,7 +12,10 @@ partials with its own suffix's (the split-K merge).
 :func:`check_shared_prefixes` checks groups a caller gives; :func:`plan_prefix`
 picks the pass's tile and pieces (:func:`~paged_attention.work_list.prefix_work`
 cuts the groups into its programs, :mod:`paged_attention.prefix_pass` runs
-them). Plain Python on host tensors: nothing here launches a kernel.
+them). With a sliding window the groups, the pass's pieces and what it leaves
+to the decode kernel (:func:`own_first_blocks`, :func:`own_shape`) start at
+each window's first block: table entries before it may be freed. Plain Python
+on host tensors: nothing here launches a kernel.
 """
 
 from __future__ import annotations
@@ -41,7 +44,10 @@ class PrefixGroup:
         Batch indices of the members (one or more).
     num_blocks : int
         Leading logical blocks every member's table maps to the same physical
-        blocks, and every member's context reaches into.
+        blocks, and every member's context reaches into. With a window, only the
+        columns a member's window needs count for it (entries before may be
+        freed); the prefix pass reads the shared blocks from the earliest member
+        window's first block on.
     """
 
     sequences: tuple[int, ...]
@@ -54,12 +60,16 @@ def find_shared_prefixes(
     block_size: int,
     *,
     min_tokens: int = 1,
+    first_blocks: torch.Tensor | None = None,
 ) -> tuple[PrefixGroup, ...]:
     """The groups of sequences that share leading physical blocks, from the table.
 
-    Sequences are grouped by their first physical block; a group's prefix is the
-    run of leading columns on which all its members' tables agree, within every
-    member's needed blocks. One level only: members that share more among
+    Sequences are grouped by their first needed physical block (with a window, the
+    block at their window's first column, looked up in the rows of sequences whose
+    windows start earlier); a group's prefix is the run of columns, from its
+    earliest window's first block, on which every member that needs a column maps
+    it alike, within every member's needed blocks. Members whose window starts
+    past that run leave the group. One level only: members that share more among
     themselves than with the whole group (beams, samples under a common system
     prompt) count only the part all of them share.
 
@@ -72,9 +82,13 @@ def find_shared_prefixes(
     block_size : int
         Tokens per block.
     min_tokens : int
-        Groups sharing fewer tokens than this (``num_blocks * block_size``) are
-        left out; by default any shared block counts. Groups of one sequence
-        always are.
+        Groups sharing fewer tokens than this (their blocks from the earliest
+        window's times ``block_size``) are left out; by default any shared block
+        counts. Groups of one sequence always are.
+    first_blocks : Tensor, optional
+        ``[batch_size]`` integer on the CPU: each sequence's first needed block
+        (:attr:`~paged_attention.validation.DecodeShape.first_blocks`); entries
+        before it are never read. ``None``: 0 for every sequence.
 
     Returns
     -------
@@ -82,26 +96,47 @@ def find_shared_prefixes(
         In order of each group's first member; no sequence is in two groups.
     """
     lens = context_lens.to(torch.int64)
-    needed = cdiv(lens, block_size)
+    needs = cdiv(lens, block_size).tolist()
+    firsts = [0] * len(needs) if first_blocks is None else first_blocks.to(torch.int64).tolist()
     tables = block_tables.to(torch.int64)
-    by_first: dict[int, list[int]] = {}
-    for seq in torch.nonzero(needed > 0).flatten().tolist():
-        by_first.setdefault(int(tables[seq, 0]), []).append(seq)
+    live = [seq for seq in range(len(needs)) if needs[seq] > firsts[seq]]
+    top = max((firsts[seq] for seq in live), default=0)  # no sequence looks up a later column
+    # A sequence joins the group of an earlier-starting root whose row holds its
+    # first needed block at the same column; a root's columns are registered once.
+    owner: dict[tuple[int, int], int] = {}
+    candidates: list[list[int]] = []
+    for seq in sorted(live, key=lambda s: (firsts[s], s)):
+        f = firsts[seq]
+        gid = owner.get((f, int(tables[seq, f])))
+        if gid is None:
+            gid = len(candidates)
+            candidates.append([seq])
+            for col, block in enumerate(tables[seq, f : min(needs[seq], top + 1)].tolist(), start=f):
+                owner.setdefault((col, block), gid)
+        else:
+            candidates[gid].append(seq)
     groups = []
-    for members in by_first.values():
-        if len(members) < 2:
-            continue
-        cols = int(needed[members].min())
-        rows = tables[members, :cols]
-        differs = (rows != rows[0]).any(0)
-        num_blocks = int(differs.nonzero()[0]) if bool(differs.any()) else cols
-        if num_blocks * block_size >= min_tokens:
-            groups.append(PrefixGroup(tuple(members), num_blocks))
+    for members in candidates:
+        while len(members) > 1:
+            root, lo = members[0], firsts[members[0]]  # the earliest window: it needs every column from lo
+            num_blocks = min(needs[m] for m in members)
+            for m in members[1:]:
+                a = firsts[m]
+                differs = tables[m, a:num_blocks] != tables[root, a:num_blocks]
+                if bool(differs.any()):
+                    num_blocks = a + int(differs.nonzero()[0])
+            kept = [m for m in members if firsts[m] < num_blocks]
+            if len(kept) == len(members):
+                break
+            members = kept
+        if len(members) > 1 and (num_blocks - lo) * block_size >= min_tokens:
+            groups.append(PrefixGroup(tuple(sorted(members)), num_blocks))
     return tuple(sorted(groups, key=lambda g: g.sequences[0]))
 
 
 def check_shared_prefixes(
-    groups: Sequence[PrefixGroup], block_tables: torch.Tensor, context_lens: torch.Tensor, block_size: int
+    groups: Sequence[PrefixGroup], block_tables: torch.Tensor, context_lens: torch.Tensor, block_size: int,
+    first_blocks: torch.Tensor | None = None,
 ) -> tuple[PrefixGroup, ...]:
     """ValueError unless every group's members do share its blocks.
 
@@ -111,6 +146,10 @@ def check_shared_prefixes(
     block_tables, context_lens : Tensor
         Host copies, as for :func:`find_shared_prefixes`.
     block_size : int
+    first_blocks : Tensor, optional
+        Each sequence's first needed block, as for :func:`find_shared_prefixes`:
+        a member's entries before it are not compared (the member whose window
+        starts first is the reference).
 
     Returns
     -------
@@ -145,13 +184,16 @@ def check_shared_prefixes(
                     f"shared_prefixes[{i}] shares {group.num_blocks} blocks, but sequence {seq} has context "
                     f"{int(context_lens[seq])}, which needs only {needed}"
                 )
-        first = block_tables[group.sequences[0], : group.num_blocks].to(torch.int64)
-        for seq in group.sequences[1:]:
+        firsts = [0 if first_blocks is None else int(first_blocks[seq]) for seq in group.sequences]
+        ref = group.sequences[firsts.index(min(firsts))]
+        first = block_tables[ref, : group.num_blocks].to(torch.int64)
+        for seq, start in zip(group.sequences, firsts):
             row = block_tables[seq, : group.num_blocks].to(torch.int64)
-            if not torch.equal(row, first):
-                col = int((row != first).nonzero()[0])
+            differs = row[start:] != first[start:]
+            if bool(differs.any()):
+                col = start + int(differs.nonzero()[0])
                 raise ValueError(
-                    f"shared_prefixes[{i}]: sequences {group.sequences[0]} and {seq} map logical block {col} to "
+                    f"shared_prefixes[{i}]: sequences {ref} and {seq} map logical block {col} to "
                     f"physical blocks {int(first[col])} and {int(row[col])}; a shared prefix is the same blocks"
                 )
     return tuple(groups)
@@ -163,6 +205,8 @@ def resolve_shared_prefixes(
     """The groups a prefix pass reads, those with shared blocks: ``"detect"`` finds
     them in the block table (:func:`find_shared_prefixes`), a sequence of
     :class:`PrefixGroup` is checked (:func:`check_shared_prefixes`), None gives none.
+    With a window (``shape.window``), a group keeps only the members whose window
+    starts inside its shared blocks, and a group with none is left out.
 
     Raises
     ------
@@ -171,13 +215,19 @@ def resolve_shared_prefixes(
     """
     if spec is None:
         return ()
+    first_blocks = None if shape.window is None else shape.first_blocks
     if isinstance(spec, str):
         if spec != "detect":
             raise ValueError(f"{name} must be 'detect', a sequence of PrefixGroup or None; got {spec!r}")
-        groups = find_shared_prefixes(shape.block_tables, shape.context_lens, shape.block_size)
+        groups = find_shared_prefixes(shape.block_tables, shape.context_lens, shape.block_size,
+                                      first_blocks=first_blocks)
     else:
-        groups = check_shared_prefixes(tuple(spec), shape.block_tables, shape.context_lens, shape.block_size)
-    return tuple(g for g in groups if g.num_blocks > 0)
+        groups = check_shared_prefixes(tuple(spec), shape.block_tables, shape.context_lens, shape.block_size,
+                                       first_blocks)
+    if first_blocks is not None:
+        groups = tuple(PrefixGroup(tuple(s for s in g.sequences if int(first_blocks[s]) < g.num_blocks), g.num_blocks)
+                       for g in groups)
+    return tuple(g for g in groups if g.num_blocks > 0 and g.sequences)
 
 
 #: The prefix pass aims at this many programs per SM (each reads its piece of the
@@ -203,7 +253,8 @@ def plan_prefix(
     A program holds up to :data:`PREFIX_ROWS` query
     rows (a group's sequences x the query heads of one KV head), so its tiles are
     64 tokens (32 for float32 or ``head_dim > 128``), 4 warps, 3 stages (2 for
-    float32). Each group's shared blocks are cut into pieces of at most
+    float32). Each group's shared blocks (from the earliest member window's first
+    block, :func:`group_first_block`) are cut into pieces of at most
     ``blocks_per_split`` blocks, the smallest cap that keeps the pass within
     :data:`PREFIX_PROGRAMS_PER_SM` programs per SM and no piece under
     :data:`~paged_attention.launch_plan.BALANCED_MIN_TOKENS` tokens
@@ -242,7 +293,7 @@ def plan_prefix(
         num_stages = 2 if element_size == 4 else 3
     tile = tile_shape(block_n, shape.block_size)
     per_tile = members_per_tile(query_rows, shape.query_group_size)
-    pieces = [g.num_blocks for g in groups for _ in range(0, len(g.sequences), per_tile)]
+    pieces = [g.num_blocks - group_first_block(shape, g) for g in groups for _ in range(0, len(g.sequences), per_tile)]
     if max_programs is None:
         max_programs = PREFIX_PROGRAMS_PER_SM * runtime.num_sms(device)
     chunk = choose_chunk_blocks(
@@ -257,10 +308,34 @@ def plan_prefix(
     )
 
 
+def group_first_block(shape: DecodeShape, group: PrefixGroup) -> int:
+    """The first shared block the prefix pass reads for ``group``: its earliest
+    member window's first block (0 without a window)."""
+    if shape.window is None:
+        return 0
+    return min(int(shape.first_blocks[s]) for s in group.sequences)
+
+
+def own_first_blocks(shape: DecodeShape, groups: Sequence[PrefixGroup]) -> torch.Tensor:
+    """Per sequence, the first block the decode kernel's own programs read: its
+    window's first block, or past its group's shared blocks if later.
+
+    Returns
+    -------
+    Tensor
+        ``[batch_size]`` int64 on the CPU (zeros without a window and groups).
+    """
+    first = shape.first_blocks.clone()
+    for g in groups:
+        members = list(g.sequences)
+        first[members] = first[members].clamp(min=g.num_blocks)
+    return first
+
+
 def own_shape(shape: DecodeShape, groups: Sequence[PrefixGroup]) -> DecodeShape:
-    """``shape`` with each context shortened by its group's shared blocks: what is
-    left for the decode kernel once a prefix pass has read them, and what its
-    launch plan is made for.
+    """What is left for the decode kernel once a prefix pass has read the shared
+    blocks and before a window nothing is read, as plain contexts: what its launch
+    plan is made for.
 
     Parameters
     ----------
@@ -270,13 +345,13 @@ def own_shape(shape: DecodeShape, groups: Sequence[PrefixGroup]) -> DecodeShape:
     Returns
     -------
     DecodeShape
-        The same sizes, ``context_lens`` (CPU int64) reduced by ``num_blocks *
-        block_size`` for every member of a group, never below 0.
+        The same sizes, ``context_lens`` (CPU int64) reduced by
+        ``own_first_blocks * block_size`` (:func:`own_first_blocks`), never below
+        0, and no window (the lengths are the attended ones, rounded out to the
+        window's first block).
     """
-    skipped = torch.zeros(shape.batch_size, dtype=torch.int64)
-    for g in groups:
-        skipped[list(g.sequences)] = g.num_blocks * shape.block_size
-    return replace(shape, context_lens=(shape.context_lens.to(torch.int64) - skipped).clamp(min=0))
+    skipped = own_first_blocks(shape, groups) * shape.block_size
+    return replace(shape, context_lens=(shape.context_lens.to(torch.int64) - skipped).clamp(min=0), window=None)
 
 
 def members_per_tile(query_rows: int, query_group_size: int) -> int:

@@ -6,8 +6,10 @@ of query rows (scores from ``tl.dot``, running max and normalizer in base 2);
 :func:`attend_blocks` walks a range of logical blocks of one block-table row a
 tile at a time, the tile aligned with the paging
 (:func:`~paged_attention.tiling.tile_shape`); :func:`merge_partials` merges the
-split-K partials ``(max, sum, acc)`` of a group of query heads (flash-decoding).
-``_paged_decode_kernel`` (:mod:`paged_attention.triton_decode`) and the
+split-K partials ``(max, sum, acc)`` of a group of query heads (flash-decoding);
+:func:`normalize_output` divides by the softmax's denominator, an attention
+sink's term included, wherever a row is finished; :func:`soft_cap_scores` caps
+the logits. ``_paged_decode_kernel`` (:mod:`paged_attention.triton_decode`) and the
 shared-prefix pass (:mod:`paged_attention.prefix_pass`) call them.
 """
 
@@ -21,6 +23,8 @@ import triton.language as tl
 
 #: ``log2(e)``: the kernels scale scores by ``scale * LOG2E`` and take ``exp2``.
 LOG2E = 1.4426950408889634
+#: The same, for ``@triton.jit`` code (which reads only ``tl.constexpr`` globals).
+_LOG2E = tl.constexpr(LOG2E)
 
 
 def fp32_dot(dtype: torch.dtype) -> bool:
@@ -35,18 +39,57 @@ def fp32_dot(dtype: torch.dtype) -> bool:
 
 
 @triton.jit
+def soft_cap_scores(scores, soft_cap):
+    """Logit soft-capping in the kernels' units: ``scores`` are ``s * log2(e)``
+    for the scaled logits ``s``; returns ``soft_cap * tanh(s / soft_cap) * log2(e)``.
+
+    ``tanh`` from one ``exp2`` of a non-positive argument, ``(1 - t) / (1 + t)``
+    with ``t = exp(-2 |s| / soft_cap)``: no overflow, ``+-1`` for large ``|s|``,
+    and the same code under the interpreter and compiled Triton (absolute error a
+    few float32 ulps of 1).
+    """
+    t = tl.math.exp2(tl.abs(scores) * (-2.0 / soft_cap))
+    magnitude = (1.0 - t) / (1.0 + t)
+    return tl.where(scores < 0, -magnitude, magnitude) * (soft_cap * _LOG2E)
+
+
+@triton.jit
+def normalize_output(acc, m, l, sinks_ptr, heads, head_mask, HAS_SINKS: tl.constexpr):
+    """A finished row: the unnormalised ``acc`` over the softmax's denominator.
+
+    ``m`` (log2 units) and ``l`` are the row's running max and sum, shaped to
+    broadcast against ``acc`` (``[rows, 1]`` for ``[rows, head_dim]``). With
+    ``HAS_SINKS`` the denominator also holds ``exp(sinks[heads])``, the attention
+    sink's term (its value is zero): ``acc * a / (l * a + exp2(sink - m'))`` with
+    ``m' = max(m, sink)``, ``a = exp2(m - m')``, so nothing overflows and a row
+    that saw no token (``m = -inf``, ``acc = 0``) is zero. Without, ``acc / l``
+    (zero when ``l = 0``).
+    """
+    if HAS_SINKS:
+        sink = tl.load(sinks_ptr + heads, mask=head_mask, other=0.0) * _LOG2E
+        m_new = tl.maximum(m, sink)
+        alpha = tl.math.exp2(m - m_new)
+        out = acc * alpha / (l * alpha + tl.math.exp2(sink - m_new))
+    else:
+        out = acc / tl.where(l > 0, l, 1.0)
+    return out
+
+
+@triton.jit
 def attend_tile(
-    q, m_i, l_i, acc, k_head, v_head, physical, slot, valid, score_ok, dims, dim_mask, scale_log2e,
+    q, m_i, l_i, acc, k_head, v_head, physical, slot, valid, score_ok, dims, dim_mask, scale_log2e, soft_cap,
     stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd,
-    EVEN_D: tl.constexpr, FP32_DOT: tl.constexpr, KV_FP8: tl.constexpr,
+    EVEN_D: tl.constexpr, FP32_DOT: tl.constexpr, KV_FP8: tl.constexpr, SOFT_CAP: tl.constexpr,
 ):
     """One online-softmax step over a tile of tokens for a group of query heads.
 
     ``physical`` and ``slot`` locate each token of the tile (int64 block ids, so
     block * stride cannot overflow); ``valid`` masks the loads of tokens past the
     context or the block, ``score_ok`` the scores (``valid[None, :]``, or per row
-    when the rows belong to sequences of different lengths). Returns the updated running max ``m_i`` (log2 units), normalizer ``l_i``
-    and unnormalised output ``acc``. An fp8 tile is widened to the query's dtype in
+    when the rows belong to sequences of different lengths or windows). With
+    ``SOFT_CAP`` the scaled logits are capped at ``soft_cap``
+    (:func:`soft_cap_scores`) before the mask. Returns the updated running max
+    ``m_i`` (log2 units), normalizer ``l_i`` and unnormalised output ``acc``. An fp8 tile is widened to the query's dtype in
     registers (exact: every e4m3 and e5m2 value is a float16 and a bfloat16); its
     scales are applied by the caller.
     """
@@ -66,7 +109,10 @@ def attend_tile(
         scores = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision="ieee")
     else:
         scores = tl.dot(q, tl.trans(k))
-    scores = tl.where(score_ok, scores * scale_log2e, float("-inf"))
+    scores = scores * scale_log2e
+    if SOFT_CAP:
+        scores = soft_cap_scores(scores, soft_cap)
+    scores = tl.where(score_ok, scores, float("-inf"))
 
     m_new = tl.maximum(m_i, tl.max(scores, 1))
     # Rows that have seen no valid token keep max -inf; shift by 0 so the
@@ -85,18 +131,22 @@ def attend_tile(
 @triton.jit
 def attend_blocks(
     q, m_i, l_i, acc, k_ptr, v_ptr, kv_head, table_row, first_block, last_block, context_len, row_lens,
-    scale_log2e, dims, dim_mask,
+    window_start, row_starts, scale_log2e, soft_cap, dims, dim_mask,
     stride_kb, stride_ks, stride_kh, stride_kd, stride_vb, stride_vs, stride_vh, stride_vd,
     BLOCK_SIZE: tl.constexpr, BLOCKS_PER_TILE: tl.constexpr, SLOTS_PER_TILE: tl.constexpr,
     SUBTILES: tl.constexpr, EVEN_D: tl.constexpr, FP32_DOT: tl.constexpr, KV_FP8: tl.constexpr,
-    PER_ROW: tl.constexpr,
+    PER_ROW: tl.constexpr, HAS_WINDOW: tl.constexpr, SOFT_CAP: tl.constexpr,
 ):
     """Walk logical blocks ``[first_block, last_block)`` of one table row a tile at
     a time (:func:`attend_tile`) for one KV head.
 
     Loads stop at ``context_len`` tokens; with ``PER_ROW`` each query row's scores
     stop at its own length ``row_lens[row]`` too (the rows of a shared-prefix tile
-    belong to sequences of different lengths).
+    belong to sequences of different lengths). With ``HAS_WINDOW`` loads start at
+    token ``window_start`` (the caller starts ``first_block`` at or past its
+    block, so no table entry before it is read, and the subtiles of a large block
+    that end before it are skipped) and, with ``PER_ROW``, each row's scores at
+    its own ``row_starts[row]``. ``soft_cap`` is read with ``SOFT_CAP`` only.
     """
     k_head = k_ptr + kv_head.to(tl.int64) * stride_kh
     v_head = v_ptr + kv_head.to(tl.int64) * stride_vh
@@ -110,19 +160,28 @@ def attend_blocks(
         # block's table entry is one scalar load (an L1 hit after the first subtile).
         # One flat loop, not a nested one, so the software pipeliner sees a single
         # stream of K/V loads to prefetch.
-        for t in range(first_block * SUBTILES, last_block * SUBTILES):
+        t_first = first_block * SUBTILES
+        if HAS_WINDOW:
+            t_first = tl.maximum(t_first, (window_start // BLOCK_SIZE) * SUBTILES
+                                 + (window_start % BLOCK_SIZE) // SLOTS_PER_TILE)
+        for t in range(t_first, last_block * SUBTILES):
             block = t // SUBTILES
             physical = tl.load(table_row + block).to(tl.int64)
             slot = (t % SUBTILES) * SLOTS_PER_TILE + tile_slot
             token = block * BLOCK_SIZE + slot
             valid = (slot < BLOCK_SIZE) & (token < context_len)
+            if HAS_WINDOW:
+                valid = valid & (token >= window_start)
             if PER_ROW:
                 score_ok = valid[None, :] & (token[None, :] < row_lens[:, None])
+                if HAS_WINDOW:
+                    score_ok = score_ok & (token[None, :] >= row_starts[:, None])
             else:
                 score_ok = valid[None, :]
             m_i, l_i, acc = attend_tile(
                 q, m_i, l_i, acc, k_head, v_head, physical, slot, valid, score_ok, dims, dim_mask, scale_log2e,
-                stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd, EVEN_D, FP32_DOT, KV_FP8,
+                soft_cap, stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd,
+                EVEN_D, FP32_DOT, KV_FP8, SOFT_CAP,
             )
     else:
         # Small blocks: each tile holds BLOCKS_PER_TILE whole blocks. Lanes of one
@@ -134,23 +193,27 @@ def attend_blocks(
             physical = tl.load(table_row + logical, mask=block_ok, other=0).to(tl.int64)
             token = logical * BLOCK_SIZE + tile_slot
             valid = block_ok & (tile_slot < BLOCK_SIZE) & (token < context_len)
+            if HAS_WINDOW:
+                valid = valid & (token >= window_start)
             if PER_ROW:
                 score_ok = valid[None, :] & (token[None, :] < row_lens[:, None])
+                if HAS_WINDOW:
+                    score_ok = score_ok & (token[None, :] >= row_starts[:, None])
             else:
                 score_ok = valid[None, :]
             m_i, l_i, acc = attend_tile(
                 q, m_i, l_i, acc, k_head, v_head, physical, tile_slot, valid, score_ok, dims, dim_mask,
-                scale_log2e,
-                stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd, EVEN_D, FP32_DOT, KV_FP8,
+                scale_log2e, soft_cap,
+                stride_kb, stride_ks, stride_kd, stride_vb, stride_vs, stride_vd, EVEN_D, FP32_DOT, KV_FP8, SOFT_CAP,
             )
     return m_i, l_i, acc
 
 
 @triton.jit
 def merge_partials(
-    out_ptr, stride_oh, stride_od, part_ml_ptr, part_acc_ptr, first_row, split_stride, num_splits,
+    out_ptr, stride_oh, stride_od, part_ml_ptr, part_acc_ptr, first_row, split_stride, num_splits, sinks_ptr,
     QUERY_GROUP: tl.constexpr, GROUP_POW2: tl.constexpr, HEAD_DIM: tl.constexpr,
-    HEAD_DIM_PAD: tl.constexpr, MERGE_CHUNK: tl.constexpr,
+    HEAD_DIM_PAD: tl.constexpr, MERGE_CHUNK: tl.constexpr, HAS_SINKS: tl.constexpr,
 ):
     """Merge the ``num_splits`` partial ``(max, sum, acc)`` of a group of query heads
     and store the group's output rows.
@@ -160,7 +223,9 @@ def merge_partials(
     the group is ``g`` rows further, and each further slot ``split_stride`` rows
     further). ``MERGE_CHUNK`` slots are read at a time and
     folded in with the same rescaling as the online softmax. Loads bypass L1
-    (``.cg``): other programs wrote the partials during this launch.
+    (``.cg``): other programs wrote the partials during this launch. With
+    ``HAS_SINKS``, ``sinks_ptr`` points at the group's first head's sink, which
+    joins the denominator once, here (:func:`normalize_output`).
     """
     g = tl.arange(0, GROUP_POW2)
     g_ok = g < QUERY_GROUP
@@ -184,7 +249,6 @@ def merge_partials(
         total = total * alpha + tl.sum(w * l_c, 1)
         acc = acc * alpha[:, None] + tl.sum(a * w[:, :, None], 1)
         m_run = m_new
-    out = acc / tl.where(total > 0, total, 1.0)[:, None]
+    out = normalize_output(acc, m_run[:, None], total[:, None], sinks_ptr, g[:, None], g_ok[:, None], HAS_SINKS)
     tl.store(out_ptr + g[:, None] * stride_oh + dims[None, :] * stride_od,
              out.to(out_ptr.dtype.element_ty), mask=g_ok[:, None] & (dims[None, :] < HEAD_DIM))
-

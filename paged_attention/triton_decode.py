@@ -14,6 +14,12 @@ acc)`` and the last split of each (sequence, KV head) to finish, found with an
 atomic arrival counter, merges them (:func:`~paged_attention.tile_walk.merge_partials`),
 so no second kernel is launched.
 
+Three options change the attention, each behind a ``tl.constexpr`` so the plain
+kernel is compiled as before: a sliding ``window`` (the work list starts each
+sequence at its window's first block, the kernel masks the positions before it),
+``sinks`` (one logit per query head in the denominator, added where a row is
+finished: the unsplit store or the merge) and a logit ``soft_cap``.
+
 The file reads top to bottom: the kernel, then the wrapper. Its helpers, shared
 with the shared-prefix pass (:mod:`paged_attention.prefix_pass`), are in
 :mod:`paged_attention.tile_walk`. What a call launches (both passes' plans and
@@ -43,7 +49,7 @@ import triton.language as tl
 from .launch_plan import FUSED_MERGE_VALUES, LaunchPlan, plan_launch  # noqa: F401  (plan_launch: part of this API)
 from .prefix_pass import prepare_prefix_pass
 from .shared_prefix import PrefixGroup
-from .tile_walk import LOG2E, attend_blocks, fp32_dot, merge_partials
+from .tile_walk import LOG2E, attend_blocks, fp32_dot, merge_partials, normalize_output
 from .tiling import dot_pad, next_pow2
 from .triton_launch import plan_triton_decode
 from .validation import kv_scale_tensors
@@ -58,9 +64,9 @@ from .work_list import (
 @triton.jit
 def _paged_decode_kernel(
     out_ptr, part_ml_ptr, part_acc_ptr, counter_ptr,
-    q_ptr, k_ptr, v_ptr, block_tables_ptr, context_lens_ptr, k_scale_ptr, v_scale_ptr,
+    q_ptr, k_ptr, v_ptr, block_tables_ptr, context_lens_ptr, k_scale_ptr, v_scale_ptr, sinks_ptr,
     items_ptr, sequences_ptr,
-    scale_log2e,
+    scale_log2e, soft_cap, window,
     stride_qb, stride_qh, stride_qd,
     stride_kb, stride_ks, stride_kh, stride_kd,
     stride_vb, stride_vs, stride_vh, stride_vd,
@@ -71,6 +77,7 @@ def _paged_decode_kernel(
     BLOCK_SIZE: tl.constexpr, BLOCKS_PER_TILE: tl.constexpr, SLOTS_PER_TILE: tl.constexpr,
     SUBTILES: tl.constexpr, SPLIT: tl.constexpr, FP32_DOT: tl.constexpr, EVEN_D: tl.constexpr,
     GROUP_POW2: tl.constexpr, MERGE_CHUNK: tl.constexpr, KV_FP8: tl.constexpr,
+    HAS_WINDOW: tl.constexpr, SOFT_CAP: tl.constexpr, HAS_SINKS: tl.constexpr,
 ):
     # The KV heads of one work item launch next to each other, so the programs
     # reading the same blocks (each a slice of every token row) run in step.
@@ -85,6 +92,14 @@ def _paged_decode_kernel(
     context_len = tl.load(context_lens_ptr + seq)
     needed_blocks = tl.cdiv(context_len, BLOCK_SIZE)
     last_block = tl.minimum(tl.load(item_row + ITEM_LAST_BLOCK), needed_blocks)
+    if HAS_WINDOW:
+        # From the live length (a context may have grown since planning): no
+        # table entry before the window's first block is read, no token before it
+        # scored.
+        window_start = tl.maximum(context_len - window, 0)
+        first_block = tl.maximum(first_block, window_start // BLOCK_SIZE)
+    else:
+        window_start = 0
 
     group = tl.arange(0, GROUP_PAD)
     heads = kv_head * QUERY_GROUP + group
@@ -110,9 +125,10 @@ def _paged_decode_kernel(
 
     m_i, l_i, acc = attend_blocks(
         q, m_i, l_i, acc, k_ptr, v_ptr, kv_head, block_tables_ptr + seq * stride_tb, first_block, last_block,
-        context_len, context_len, scale_log2e, dims, dim_mask,
+        context_len, context_len, window_start, window_start, scale_log2e, soft_cap, dims, dim_mask,
         stride_kb, stride_ks, stride_kh, stride_kd, stride_vb, stride_vs, stride_vh, stride_vd,
         BLOCK_SIZE, BLOCKS_PER_TILE, SLOTS_PER_TILE, SUBTILES, EVEN_D, FP32_DOT, KV_FP8, False,
+        HAS_WINDOW, SOFT_CAP,
     )
     if KV_FP8:
         acc = acc * tl.load(v_scale_ptr + kv_head)
@@ -141,12 +157,13 @@ def _paged_decode_kernel(
             merge_partials(
                 out_ptr + seq * stride_ob + (kv_head * QUERY_GROUP) * stride_oh, stride_oh, stride_od,
                 part_ml_ptr, part_acc_ptr, first_slot.to(tl.int64) * num_heads + kv_head * QUERY_GROUP,
-                num_heads, num_slots,
-                QUERY_GROUP, GROUP_POW2, HEAD_DIM, HEAD_DIM_PAD, MERGE_CHUNK,
+                num_heads, num_slots, sinks_ptr + kv_head * QUERY_GROUP,
+                QUERY_GROUP, GROUP_POW2, HEAD_DIM, HEAD_DIM_PAD, MERGE_CHUNK, HAS_SINKS,
             )
             tl.atomic_xchg(counter, 0)  # ready for the next launch (and graph replay)
     else:
-        out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
+        out = normalize_output(acc, m_i[:, None], l_i[:, None], sinks_ptr, heads[:, None], group_mask[:, None],
+                               HAS_SINKS)
         tl.store(out_rows, out.to(out_ptr.dtype.element_ty), mask=out_mask)
 
 
@@ -170,6 +187,9 @@ def prepare_triton_decode(
     scale: float | None = None,
     k_scale: float | torch.Tensor | None = None,
     v_scale: float | torch.Tensor | None = None,
+    window: int | None = None,
+    sinks: torch.Tensor | None = None,
+    soft_cap: float | None = None,
     plan: LaunchPlan | None = None,
     shared_prefixes: str | Sequence[PrefixGroup] | None = None,
     prefix_plan: LaunchPlan | None = None,
@@ -184,11 +204,12 @@ def prepare_triton_decode(
 
     Parameters
     ----------
-    query, k_cache, v_cache, block_tables, context_lens, scale, k_scale, v_scale
+    query, k_cache, v_cache, block_tables, context_lens, scale, k_scale, v_scale, window, sinks, soft_cap
         As for :func:`triton_decode`.
     plan : LaunchPlan, optional
         A fixed launch plan; by default :func:`plan_launch` picks one (for the
-        lengths past the shared prefixes, when there are any).
+        blocks each sequence's own programs read: past the shared prefixes, from
+        its window's first block).
     shared_prefixes : "detect" or sequence of PrefixGroup, optional
         Run a prefix pass first (:mod:`paged_attention.prefix_pass`): each group's query
         rows attend to its shared blocks together, every shared byte read once per
@@ -224,17 +245,20 @@ def prepare_triton_decode(
     Notes
     -----
     The launcher is bound to the inputs it was prepared with: the work list (which
-    program reads which blocks) comes from the context lengths and shared prefixes
-    at this call. Tensors may be refilled in place between launches (a CUDA graph
-    replays this way): each sequence's last program reads on to its context's end,
-    so a context that grew is read in full, only less evenly spread; prepare again
-    when the lengths change much, and whenever the shared blocks change. Launches
+    program reads which blocks) comes from the context lengths, windows and shared
+    prefixes at this call. Tensors may be refilled in place between launches (a
+    CUDA graph replays this way; ``sinks`` and the fp8 scales too): each
+    sequence's last program reads on to its context's end, so a context that grew
+    is read in full, only less evenly spread, and a window follows the live length
+    (programs before it read nothing); prepare again when the lengths change much,
+    and whenever the shared blocks change. Launches
     of one launcher must not overlap (they share the split buffers and the merge's
     arrival counters); launches in one stream never do.
     """
     planned = plan_triton_decode(
         query, k_cache, v_cache, block_tables, context_lens, scale=scale, k_scale=k_scale, v_scale=v_scale,
-        plan=plan, shared_prefixes=shared_prefixes, prefix_plan=prefix_plan, **plan_overrides,
+        window=window, sinks=sinks, soft_cap=soft_cap, plan=plan, shared_prefixes=shared_prefixes,
+        prefix_plan=prefix_plan, **plan_overrides,
     )
     runtime.check_triton_device(query.device)
     shape, plan, work, prefix = planned.shape, planned.plan, planned.work, planned.prefix
@@ -267,6 +291,10 @@ def prepare_triton_decode(
     k_scales, v_scales = kv_scale_tensors(shape, k_scale, v_scale, query.device)
     if k_scales is None:
         k_scales = v_scales = counters  # unused: not an fp8 cache
+    # Read at every launch, so a refill in place changes the next one.
+    sink_logits = counters if shape.sinks is None else sinks.contiguous()
+    cap = 0.0 if shape.soft_cap is None else shape.soft_cap  # unread without a cap
+    window_len = 0 if shape.window is None else shape.window  # unread without a window
     launch_prefix = None
     if prefix is not None and prefix.num_items:
         launch_prefix = prepare_prefix_pass(
@@ -280,6 +308,7 @@ def prepare_triton_decode(
         SLOTS_PER_TILE=plan.slots_per_tile, SUBTILES=plan.subtiles,
         SPLIT=split, FP32_DOT=fp32_dot(query.dtype), EVEN_D=head_dim == head_dim_pad,
         GROUP_POW2=group_pow2, MERGE_CHUNK=merge_chunk, KV_FP8=shape.is_fp8,
+        HAS_WINDOW=shape.window is not None, SOFT_CAP=shape.soft_cap is not None, HAS_SINKS=shape.sinks is not None,
         num_warps=plan.num_warps, num_stages=plan.num_stages,
     )
 
@@ -288,9 +317,9 @@ def prepare_triton_decode(
             launch_prefix()
         _paged_decode_kernel[grid](
             out, part_ml, part_acc, counters,
-            query, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales,
+            query, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales, sink_logits,
             items, sequences,
-            scale_log2e,
+            scale_log2e, cap, window_len,
             *query.stride(), *k_cache.stride(), *v_cache.stride(),
             block_tables.stride(0),
             *out.stride(),
@@ -311,6 +340,9 @@ def triton_decode(
     scale: float | None = None,
     k_scale: float | torch.Tensor | None = None,
     v_scale: float | torch.Tensor | None = None,
+    window: int | None = None,
+    sinks: torch.Tensor | None = None,
+    soft_cap: float | None = None,
     shared_prefixes: str | Sequence[PrefixGroup] | None = None,
 ) -> torch.Tensor:
     """Paged-attention decode in one Triton kernel launch.
@@ -341,6 +373,18 @@ def triton_decode(
         Dequantization scales of an fp8 cache: a positive number (per tensor) or a
         float32 ``[num_kv_heads]`` tensor (per KV head); see
         :func:`~paged_attention.validation.check_decode_args`.
+    window : int, optional
+        Sliding window: each query attends to the last ``window`` positions,
+        ``max(0, context_len - window) ... context_len - 1``; the plan and the
+        programs follow those lengths, and no table entry before a window's first
+        block is read (it may be ``-1``). ``None`` (default): the whole context.
+    sinks : Tensor, optional
+        float32 ``[num_heads]`` on the query's device: one attention-sink logit per
+        query head in the softmax's denominator (its value is zero), applied once
+        per row where the row is finished (the store, or the split-K merge).
+    soft_cap : float, optional
+        Logit soft-capping, ``s <- soft_cap * tanh(s / soft_cap)`` on the scaled
+        logits (after K's dequantization scale), before the softmax.
     shared_prefixes : "detect" or sequence of PrefixGroup, optional
         Read the blocks that groups of sequences share once per group in a prefix
         pass (see :func:`prepare_triton_decode`); ``None`` (default) reads every
@@ -350,14 +394,16 @@ def triton_decode(
     -------
     Tensor
         ``[batch_size, num_heads, head_dim]`` in the query's dtype; accumulation is
-        float32 (IEEE for float32 inputs).
+        float32 (IEEE for float32 inputs). An empty context gives a zero row (with
+        sinks too).
 
     Raises
     ------
     ValueError
-        On invalid arguments, before any kernel runs.
+        On invalid arguments (:func:`~paged_attention.validation.check_decode_args`),
+        before any kernel runs.
     """
     return prepare_triton_decode(
         query, k_cache, v_cache, block_tables, context_lens, scale=scale, k_scale=k_scale, v_scale=v_scale,
-        shared_prefixes=shared_prefixes,
+        window=window, sinks=sinks, soft_cap=soft_cap, shared_prefixes=shared_prefixes,
     )()

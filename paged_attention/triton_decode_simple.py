@@ -17,15 +17,15 @@ from . import runtime  # first: sets TRITON_INTERPRET before triton loads
 import triton
 import triton.language as tl
 
-from .tile_walk import LOG2E
+from .tile_walk import LOG2E, normalize_output, soft_cap_scores
 from .tiling import next_pow2
 from .validation import check_decode_args, kv_scale_tensors
 
 
 @triton.jit
 def _paged_decode_simple_kernel(
-    out_ptr, q_ptr, k_ptr, v_ptr, block_tables_ptr, context_lens_ptr, k_scale_ptr, v_scale_ptr,
-    scale_log2e,
+    out_ptr, q_ptr, k_ptr, v_ptr, block_tables_ptr, context_lens_ptr, k_scale_ptr, v_scale_ptr, sinks_ptr,
+    scale_log2e, soft_cap, window,
     stride_qb, stride_qh, stride_qd,
     stride_kb, stride_ks, stride_kh, stride_kd,
     stride_vb, stride_vs, stride_vh, stride_vd,
@@ -34,8 +34,14 @@ def _paged_decode_simple_kernel(
     QUERY_GROUP: tl.constexpr,
     HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, KV_FP8: tl.constexpr,
+    HAS_WINDOW: tl.constexpr, SOFT_CAP: tl.constexpr, HAS_SINKS: tl.constexpr,
 ):
-    """Baseline: one program per (sequence, query head), a table lookup per token."""
+    """Baseline: one program per (sequence, query head), a table lookup per token.
+
+    With ``HAS_WINDOW`` the walk starts at the window's first position (so no table
+    entry before it is read), ``SOFT_CAP`` caps the logits, ``HAS_SINKS`` adds
+    the head's sink to the denominator (:func:`~paged_attention.tile_walk.normalize_output`).
+    """
     seq = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1)
     kv_head = (head // QUERY_GROUP).to(tl.int64)
@@ -52,7 +58,11 @@ def _paged_decode_simple_kernel(
     l_i = tl.full([], 0.0, tl.float32)
     acc = tl.zeros([HEAD_DIM_PAD], tl.float32)
     offs = tl.arange(0, BLOCK_N)
-    for start in range(0, context_len, BLOCK_N):
+    if HAS_WINDOW:
+        window_start = tl.maximum(context_len - window, 0)
+    else:
+        window_start = 0
+    for start in range(window_start, context_len, BLOCK_N):
         token = start + offs
         valid = token < context_len
         physical = tl.load(block_tables_ptr + seq * stride_tb + token // BLOCK_SIZE, mask=valid, other=0)
@@ -65,6 +75,8 @@ def _paged_decode_simple_kernel(
             mask=mask, other=0.0,
         )
         scores = tl.sum(k.to(tl.float32) * q[None, :], 1)
+        if SOFT_CAP:
+            scores = soft_cap_scores(scores, soft_cap)
         scores = tl.where(valid, scores, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(scores, 0))
         alpha = tl.math.exp2(m_i - m_new)
@@ -79,7 +91,7 @@ def _paged_decode_simple_kernel(
         m_i = m_new
     if KV_FP8:
         acc = acc * tl.load(v_scale_ptr + kv_head)
-    out = acc / tl.where(l_i > 0, l_i, 1.0)
+    out = normalize_output(acc, m_i, l_i, sinks_ptr, head, head >= 0, HAS_SINKS)
     tl.store(out_ptr + seq * stride_ob + head * stride_oh + dims * stride_od,
              out.to(out_ptr.dtype.element_ty), mask=dim_mask)
 
@@ -97,6 +109,9 @@ def triton_decode_simple(
     scale: float | None = None,
     k_scale: float | torch.Tensor | None = None,
     v_scale: float | torch.Tensor | None = None,
+    window: int | None = None,
+    sinks: torch.Tensor | None = None,
+    soft_cap: float | None = None,
 ) -> torch.Tensor:
     """Baseline Triton decode: grid ``(batch_size, num_heads)``, a lookup per token.
 
@@ -110,7 +125,8 @@ def triton_decode_simple(
     :func:`~paged_attention.triton_decode.triton_decode` (accumulation is float32).
     """
     return prepare_triton_decode_simple(
-        query, k_cache, v_cache, block_tables, context_lens, scale=scale, k_scale=k_scale, v_scale=v_scale
+        query, k_cache, v_cache, block_tables, context_lens, scale=scale, k_scale=k_scale, v_scale=v_scale,
+        window=window, sinks=sinks, soft_cap=soft_cap,
     )()
 
 
@@ -124,10 +140,14 @@ def prepare_triton_decode_simple(
     scale: float | None = None,
     k_scale: float | torch.Tensor | None = None,
     v_scale: float | torch.Tensor | None = None,
+    window: int | None = None,
+    sinks: torch.Tensor | None = None,
+    soft_cap: float | None = None,
 ) -> Callable[[], torch.Tensor]:
     """Validate once, allocate the output, and return a launcher.
 
-    Parameters are those of :func:`triton_decode_simple`.
+    Parameters are those of :func:`triton_decode_simple`; ``sinks`` is read at
+    every launch (a refill in place changes the next).
 
     Returns
     -------
@@ -142,7 +162,8 @@ def prepare_triton_decode_simple(
         On invalid arguments, before anything is launched.
     """
     shape = check_decode_args(
-        query, k_cache, v_cache, block_tables, context_lens, scale, k_scale=k_scale, v_scale=v_scale
+        query, k_cache, v_cache, block_tables, context_lens, scale, k_scale=k_scale, v_scale=v_scale,
+        window=window, sinks=sinks, soft_cap=soft_cap,
     )
     runtime.check_triton_device(query.device)
     block_tables, context_lens = block_tables.contiguous(), context_lens.contiguous()
@@ -156,17 +177,22 @@ def prepare_triton_decode_simple(
     k_scales, v_scales = kv_scale_tensors(shape, k_scale, v_scale, query.device)
     if k_scales is None:
         k_scales = v_scales = context_lens  # unused: not an fp8 cache
+    sink_logits = context_lens if shape.sinks is None else sinks.contiguous()  # unread without sinks
+    cap = 0.0 if shape.soft_cap is None else shape.soft_cap
+    window_len = 0 if shape.window is None else shape.window
 
     def launch() -> torch.Tensor:
         _paged_decode_simple_kernel[(batch, num_heads)](
-            out, query, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales,
-            scale_log2e,
+            out, query, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales, sink_logits,
+            scale_log2e, cap, window_len,
             *query.stride(), *k_cache.stride(), *v_cache.stride(),
             block_tables.stride(0),
             *out.stride(),
             QUERY_GROUP=shape.query_group_size,
             HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_pad,
             BLOCK_SIZE=shape.block_size, BLOCK_N=block_n, KV_FP8=shape.is_fp8,
+            HAS_WINDOW=shape.window is not None, SOFT_CAP=shape.soft_cap is not None,
+            HAS_SINKS=shape.sinks is not None,
             num_warps=4,
         )
         return out

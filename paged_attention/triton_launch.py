@@ -66,6 +66,7 @@ def plan_work(
     groups: Sequence[PrefixGroup] = (),
     prefix_plan: LaunchPlan | None = None,
     query_group_size: int = 1,
+    window_blocks: Sequence[int] | None = None,
 ) -> tuple[PrefixWork | None, WorkList]:
     """The programs of both passes under their plans.
 
@@ -81,6 +82,10 @@ def plan_work(
         The prefix pass's plan (with ``groups``).
     query_group_size : int
         Query heads per KV head (they set how many sequences share a prefix tile).
+    window_blocks : sequence of int, optional
+        Per sequence, the first block its window needs
+        (:attr:`~paged_attention.validation.DecodeShape.first_blocks`); None: no
+        window, every sequence from block 0.
 
     Returns
     -------
@@ -88,13 +93,15 @@ def plan_work(
         The prefix pass's programs (:func:`~paged_attention.work_list.prefix_work`),
         None without ``groups`` and ``prefix_plan``; then the decode kernel's
         (:func:`~paged_attention.work_list.build_work_list`), which start past
-        the shared blocks and leave the prefix partials the first slots.
+        the shared blocks and at each window's first block, and leave the prefix
+        partials the first slots.
     """
     prefix = None
+    window_blocks = None if window_blocks is None else [int(b) for b in window_blocks]
     if groups and prefix_plan is not None:
         prefix = prefix_work(groups, len(context_lens), members_per_tile(prefix_plan.query_rows, query_group_size),
-                             prefix_plan.blocks_per_split, prefix_plan.blocks_per_tile)
-    work = build_work_list(plan, context_lens, first_blocks=prefix.first_blocks if prefix else None,
+                             prefix_plan.blocks_per_split, prefix_plan.blocks_per_tile, window_blocks)
+    work = build_work_list(plan, context_lens, first_blocks=prefix.first_blocks if prefix else window_blocks,
                            prefix_slots=prefix.prefix_slots if prefix else None)
     return prefix, work
 
@@ -135,7 +142,7 @@ def plan_decode(
     """
     own = own_shape(shape, groups)
     if plan is None:
-        # For what the prefix pass leaves: each sequence's own blocks.
+        # For what the prefix pass and the window leave: each sequence's own blocks.
         plan = plan_launch(own, device, dtype, **plan_overrides)
     elif plan_overrides:
         raise ValueError(f"pass either plan or overrides of it, not both (got {', '.join(plan_overrides)})")
@@ -150,7 +157,8 @@ def plan_decode(
     elif prefix_plan is not None:
         raise ValueError("prefix_plan needs shared_prefixes")
     prefix, work = plan_work(plan, shape.context_lens, groups=groups, prefix_plan=prefix_plan,
-                             query_group_size=shape.query_group_size)
+                             query_group_size=shape.query_group_size,
+                             window_blocks=None if shape.window is None else shape.first_blocks.tolist())
     return TritonLaunch(shape=shape, groups=groups, plan=plan, work=work, prefix_plan=prefix_plan, prefix=prefix)
 
 
@@ -164,6 +172,9 @@ def plan_triton_decode(
     scale: float | None = None,
     k_scale: float | torch.Tensor | None = None,
     v_scale: float | torch.Tensor | None = None,
+    window: int | None = None,
+    sinks: torch.Tensor | None = None,
+    soft_cap: float | None = None,
     plan: LaunchPlan | None = None,
     shared_prefixes: str | Sequence[PrefixGroup] | None = None,
     prefix_plan: LaunchPlan | None = None,
@@ -174,12 +185,14 @@ def plan_triton_decode(
 
     Parameters
     ----------
-    query, k_cache, v_cache, block_tables, context_lens, scale, k_scale, v_scale
+    query, k_cache, v_cache, block_tables, context_lens, scale, k_scale, v_scale, window, sinks, soft_cap
         As for :func:`~paged_attention.triton_decode.triton_decode`.
     plan : LaunchPlan, optional
         A fixed decode plan; by default
         :func:`~paged_attention.launch_plan.plan_launch` picks one for the lengths
-        past the shared prefixes (:func:`~paged_attention.shared_prefix.own_shape`).
+        past the shared prefixes and from each window's first block
+        (:func:`~paged_attention.shared_prefix.own_shape`), so a window's split
+        count and programs follow ``min(window, context_len)``.
     shared_prefixes : "detect" or sequence of PrefixGroup, optional
         The prefix pass's groups (:func:`~paged_attention.shared_prefix.resolve_shared_prefixes`);
         None: no prefix pass.
@@ -213,7 +226,7 @@ def plan_triton_decode(
     """
     shape = check_decode_args(
         query, k_cache, v_cache, block_tables, context_lens, scale, k_scale=k_scale, v_scale=v_scale,
-        allow_float64=allow_float64,
+        window=window, sinks=sinks, soft_cap=soft_cap, allow_float64=allow_float64,
     )
     groups = resolve_shared_prefixes(shared_prefixes, shape)
     return plan_decode(shape, query.device, query.dtype, groups=groups, plan=plan, prefix_plan=prefix_plan,

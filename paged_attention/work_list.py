@@ -142,7 +142,7 @@ def build_work_list(
         ``[batch_size]`` integer lengths on the CPU (validation's host copy).
     first_blocks : list of int, optional
         Per sequence, the first block its own programs read (the blocks before it
-        are read by a shared-prefix pass); 0 by default.
+        are read by a shared-prefix pass, or lie before its window); 0 by default.
     prefix_slots : list of int, optional
         Per sequence, how many partial results the shared-prefix pass writes for it.
 
@@ -215,25 +215,32 @@ class PrefixWork:
 
 
 def prefix_work(
-    groups: Sequence[PrefixGroup], batch_size: int, members_per_tile: int, chunk_blocks: int, unit: int = 1
+    groups: Sequence[PrefixGroup], batch_size: int, members_per_tile: int, chunk_blocks: int, unit: int = 1,
+    window_blocks: Sequence[int] | None = None,
 ) -> PrefixWork:
     """Cut each group into programs: ``members_per_tile`` members by at most
     ``chunk_blocks`` shared blocks each, the pieces of one group about equal and
     whole multiples of ``unit`` blocks (one tile) but the last
-    (:func:`~paged_attention.tiling.even_cut`)."""
+    (:func:`~paged_attention.tiling.even_cut`).
+
+    ``window_blocks`` (per sequence, the first block its window needs; 0 by
+    default) starts each group's pieces at its earliest member's, and each
+    sequence's own programs (:attr:`PrefixWork.first_blocks`) at its own or past
+    its group's shared blocks, whichever is later."""
     items: dict[tl.constexpr, list[int]] = {PREFIX_FIRST_MEMBER: [], PREFIX_NUM_MEMBERS: [], PREFIX_FIRST_BLOCK: [],
                                             PREFIX_LAST_BLOCK: [], PREFIX_SLOT: []}
     members: list[int] = []
-    first_blocks = [0] * batch_size
+    first_blocks = [0] * batch_size if window_blocks is None else [int(b) for b in window_blocks]
     prefix_slots = [0] * batch_size
     for group in groups:
-        pieces = even_cut(0, group.num_blocks, chunk_blocks, unit)
+        start = min(first_blocks[seq] for seq in group.sequences) if window_blocks is not None else 0
+        pieces = even_cut(start, group.num_blocks, chunk_blocks, unit)
         if not pieces:
             continue
         offset = len(members)
         members.extend(group.sequences)
         for seq in group.sequences:
-            first_blocks[seq] = group.num_blocks
+            first_blocks[seq] = max(first_blocks[seq], group.num_blocks)
             prefix_slots[seq] = len(pieces)
         # The member tiles of one piece launch next to each other: they read the
         # same blocks at about the same time, so all but the first hit in L2.

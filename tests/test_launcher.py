@@ -12,11 +12,22 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import paged_attention as pa
+from paged_attention import runtime
 from paged_attention.launcher import PreparedCall
 from paged_attention.timing import L2Flusher, gpu_time
+from paged_attention.triton_decode_simple import prepare_triton_decode_simple, triton_decode_simple
 from helpers import assert_matches, replay_with_a_new_query, seed  # noqa: F401
+from window_support import poison_outside_windows, random_sinks
 
 CAPTURABLE = sorted(pa.GRAPH_CAPTURABLE)
+
+
+def skip_compiled_triton(impl: str) -> None:
+    """Skip a Triton case of the CPU fallback where Triton runs compiled (a GPU host):
+    compiled kernels read only GPU memory, so the fallback is the interpreter's, and
+    the CPU suite runs it."""
+    if impl.startswith("triton") and not runtime.TRITON_INTERPRET:
+        pytest.skip("compiled Triton reads only GPU memory; the CPU suite runs this case")
 
 
 def small(device, seed, **changes):
@@ -33,6 +44,7 @@ def small(device, seed, **changes):
 @pytest.mark.parametrize("graph", [True, False], ids=["graph", "no-graph"])
 @pytest.mark.parametrize("impl", sorted(pa.LABELS))
 def test_off_cuda_a_prepared_call_is_the_unprepared_function(impl, graph, kv, seed):
+    skip_compiled_triton(impl)
     inputs = small("cpu", seed, **kv)
     run = pa.prepare(impl, *inputs.args(), **inputs.scales(), graph=graph)
     assert isinstance(run, PreparedCall) and run.graphed is False
@@ -40,6 +52,40 @@ def test_off_cuda_a_prepared_call_is_the_unprepared_function(impl, graph, kv, se
     assert torch.equal(run(), expected)
     assert torch.equal(run(), expected)  # and again
     assert_matches(expected, inputs.query, pa.reference_decode(*inputs.args(), **inputs.scales()))
+
+
+#: The Triton launchers that take the attention options, as (prepare, function, extra
+#: keywords): each can be wrapped in a PreparedCall.
+TRITON_LAUNCHERS = {
+    "triton": (pa.prepare_triton_decode, pa.triton_decode, {}),
+    "triton_prefix": (pa.prepare_triton_decode, pa.triton_decode, {"shared_prefixes": "detect"}),
+    "triton_simple": (prepare_triton_decode_simple, triton_decode_simple, {}),
+}
+
+
+def with_options(inputs, window=None, sinks=True, soft_cap=None):
+    """The args of ``inputs`` poisoned outside the window (when given), and the
+    option keywords."""
+    args = poison_outside_windows(inputs.args(), window) if window else inputs.args()
+    options = dict(window=window, soft_cap=soft_cap,
+                   sinks=random_sinks(inputs.query.shape[1], inputs.query.device) if sinks else None)
+    return args, options
+
+
+@pytest.mark.parametrize("kv", [{}, {"kv_dtype": "float8_e4m3fn", "kv_scale": "per_head"}], ids=["fp16", "fp8"])
+@pytest.mark.parametrize("impl", sorted(TRITON_LAUNCHERS))
+def test_off_cuda_a_prepared_launch_with_options_is_the_function(impl, kv, seed):
+    """Window (starting inside the shared prefix), sinks and soft-cap through a
+    PreparedCall: the launch, unchanged, and the reference's answer."""
+    skip_compiled_triton(impl)
+    inputs = small("cpu", seed, **kv)
+    prepare, function, extra = TRITON_LAUNCHERS[impl]
+    args, options = with_options(inputs, window=30, soft_cap=3.0)
+    run = PreparedCall(prepare(*args, **inputs.scales(), **options, **extra), inputs.query.device)
+    assert run.graphed is False
+    expected = function(*args, **inputs.scales(), **options, **extra)
+    assert torch.equal(run(), expected)
+    assert_matches(expected, inputs.query, pa.reference_decode(*args, **inputs.scales(), **options))
 
 
 def test_off_cuda_each_call_runs_the_launch_once_and_nothing_runs_at_prepare():
@@ -50,8 +96,8 @@ def test_off_cuda_each_call_runs_the_launch_once_and_nothing_runs_at_prepare():
     assert run() is out and run() is out and calls == [1, 1]
 
 
-def test_graph_false_never_graphs_and_naive_is_never_graphed():
-    inputs = small("cpu", 0)
+def test_graph_false_never_graphs_and_naive_is_never_graphed(device):
+    inputs = small(device, 0)
     assert not pa.prepare("triton", *inputs.args(), graph=False).graphed
     assert "naive" not in pa.GRAPH_CAPTURABLE
     assert not pa.prepare("naive", *inputs.args()).graphed
@@ -138,6 +184,43 @@ def check_graphed_against_eager(impl, inputs):
     assert_matches(again, inputs.query, pa.reference_decode(*args, **scales))
     if int(inputs.context_lens.max()) > 0:
         assert not torch.equal(again, first)  # the refill changed the answer
+
+
+#: (launcher, configuration, options) of the graphed launches with attention options.
+OPTION_MODES = {
+    "split-k-window": ("triton", dict(batch_size=2, context_lens=(16384, 3000)), dict(window=4001, sinks=False)),
+    "ragged-balanced-sinks-cap": ("triton", RAGGED, dict(sinks=True, soft_cap=30.0)),
+    "fp8-per-head-all": ("triton", dict(batch_size=3, context_lens=(9000, 0, 700), **FP8_HEAD),
+                         dict(window=1000, sinks=True, soft_cap=30.0)),
+    "prefix-pass-window-in-the-prefix": ("triton_prefix", dict(batch_size=8, context_lens=2100, shared_prefix=2000,
+                                                               prefix_groups=2), dict(window=500, soft_cap=30.0)),
+    "simple-grid-all": ("triton_simple", RAGGED, dict(window=1000, sinks=True, soft_cap=30.0)),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", list(OPTION_MODES))
+def test_gpu_graphed_launch_with_options_follows_a_refill(mode, seed):
+    """A graphed launch with options equals the eager one bit for bit, and a replay
+    after a refill in place (query, K/V, scales and the sinks) equals a fresh eager
+    launch and the reference."""
+    impl, changes, opts = OPTION_MODES[mode]
+    inputs = gpu_inputs(changes, seed)
+    prepare, _, extra = TRITON_LAUNCHERS[impl]
+    args, options = with_options(inputs, **opts)
+    scales = inputs.scales()
+    graphed = PreparedCall(prepare(*args, **scales, **options, **extra), inputs.query.device)
+    assert graphed.graphed
+    first = graphed().clone()
+    assert torch.equal(first, prepare(*args, **scales, **options, **extra)())
+    assert_matches(first, inputs.query, pa.reference_decode(*args, **scales, **options))
+    refill(inputs)
+    if options["sinks"] is not None:
+        options["sinks"].copy_(options["sinks"].flip(0) + 1.0)
+    again = graphed()
+    assert torch.equal(again, prepare(*args, **scales, **options, **extra)())
+    assert_matches(again, inputs.query, pa.reference_decode(*args, **scales, **options))
+    assert not torch.equal(again, first)
 
 
 @pytest.mark.gpu

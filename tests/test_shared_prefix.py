@@ -12,9 +12,13 @@ import torch
 
 import paged_attention as pa
 from paged_attention.inputs import context_mask, fill_uncovered
-from paged_attention.shared_prefix import PREFIX_ROWS, PrefixGroup, find_shared_prefixes, plan_prefix
+from paged_attention.shared_prefix import (
+    PREFIX_ROWS, PrefixGroup, find_shared_prefixes, plan_prefix, resolve_shared_prefixes,
+)
+from paged_attention.triton_launch import plan_triton_decode
 from paged_attention.work_list import prefix_work
 from helpers import assert_matches, build, seed  # noqa: F401
+from window_support import option_sets, poison_outside_windows
 
 
 def shared(device, seed, lengths, groups, **changes):
@@ -35,9 +39,9 @@ def shared(device, seed, lengths, groups, **changes):
     return inputs
 
 
-def check(inputs, groups, **kw):
+def check(inputs, groups, options=None, **kw):
     args = inputs.args()
-    scales = inputs.scales()
+    scales = {**inputs.scales(), **(options or {})}
     expected = pa.reference_decode(*args, **scales)
     launch = pa.prepare_triton_decode(*args, **scales, shared_prefixes=groups, **kw)
     for _ in range(2):  # counters reset and prefix partials rewritten: a second launch is exact too
@@ -71,6 +75,86 @@ def test_prefix_pass_is_exact(case, dtype, device, seed):
     lengths, groups, block_size = CASES[case]
     inputs = shared(device, seed, lengths, groups, block_size=block_size, dtype=dtype)
     check(inputs, groups)
+
+
+def windowed(inputs, window):
+    """``inputs`` with memory outside every window poisoned and table entries
+    before each window's first block freed (in place)."""
+    inputs.block_tables.copy_(poison_outside_windows(inputs.args(), window)[3])
+    return inputs
+
+
+WINDOW_CASES = {
+    # lengths, groups, block_size, window
+    # Windows start at 440, 390, 640 (the shared blocks' end: sequence 2 leaves the
+    # group) and 380 (inside a block): the pass reads from block 23.
+    "window-inside-the-prefix": ((700, 650, 900, 640), [G((0, 1, 2, 3), 40)], 16, 260),
+    "window-past-the-prefix-for-two": ((700, 650, 900, 640), [G((0, 1, 2, 3), 40)], 16, 60),
+    "window-on-a-block-boundary": ((700, 650, 900, 640), [G((0, 1, 2, 3), 40)], 16, 316),
+    "window-from-0": ((700, 650, 900, 640), [G((0, 1, 2, 3), 40)], 16, 1000),
+    "forked-prefix-ends-inside-a-block": ((37, 37, 37), [G((0, 1, 2), 3)], 16, 10),
+    "block-size-5": ((121, 133, 101, 0, 128), [G((0, 1, 2, 4), 20)], 5, 37),
+    # Windows from 400, 230, 300: inside 256-token blocks, in their later subtiles.
+    "big-blocks": ((700, 530, 600), [G((0, 1, 2), 2)], 256, 300),
+}
+
+
+def expected_groups(groups, shape):
+    """The groups as a window leaves them: members whose window starts inside the
+    shared blocks, groups with any."""
+    first = shape.first_blocks
+    kept = (G(tuple(s for s in g.sequences if int(first[s]) < g.num_blocks), g.num_blocks) for g in groups)
+    return tuple(g for g in kept if g.sequences)
+
+
+@pytest.mark.parametrize("spec", ["given", "detect"])
+@pytest.mark.parametrize("case", list(WINDOW_CASES))
+def test_prefix_pass_with_a_window_is_exact(case, spec, device, seed):
+    """A window that starts inside the shared blocks, past them for some members,
+    on a block boundary, inside a (large) block or at 0: each prefix row scores from
+    its own window's start, the pass skips the shared blocks before every member's,
+    and the table entries before each window (freed: -1, 2**31 - 1) are never read,
+    so given groups and detection on the freed table both work."""
+    lengths, groups, block_size, window = WINDOW_CASES[case]
+    inputs = windowed(shared(device, seed, lengths, groups, block_size=block_size, dtype="float32"), window)
+    shape = pa.check_decode_args(*inputs.args(), window=window)
+    expected = expected_groups(groups, shape)
+    if spec == "detect":
+        assert resolve_shared_prefixes("detect", shape) == tuple(g for g in expected if len(g.sequences) > 1)
+    else:
+        assert resolve_shared_prefixes(groups, shape) == expected
+    launch = plan_triton_decode(*inputs.args(), window=window, shared_prefixes=spec if spec == "detect" else groups)
+    assert len(launch.groups) == 1  # every case keeps one group: its pieces start at its earliest window
+    assert int(launch.prefix.items[:, 2].min()) == min(int(shape.first_blocks[s]) for s in launch.groups[0].sequences)
+    check(inputs, spec if spec == "detect" else groups, options=dict(window=window))
+
+
+@pytest.mark.parametrize("kv_dtype", [None, "float8_e4m3fn"], ids=["fp16", "fp8-per-head"])
+def test_prefix_pass_with_every_option(kv_dtype, device, seed):
+    """Window, sinks and soft-cap together over a prefix pass in pieces: the sinks
+    join once, in the merge of prefix and own partials."""
+    lengths = (800, 810, 0, 790, 30)
+    groups = [G((0, 1, 3), 48)]
+    fp8 = dict(kv_dtype=kv_dtype, kv_scale="per_head") if kv_dtype else {}
+    inputs = windowed(shared(device, seed, lengths, groups, dtype="float16", **fp8), 300)
+    options = {**option_sets(8, inputs.query.device, seed)["all"], "window": 300}
+    shape = pa.check_decode_args(*inputs.args(), **inputs.scales(), window=300)
+    prefix_plan = plan_prefix(shape, tuple(groups), inputs.query.device, inputs.query.dtype, max_programs=8)
+    check(inputs, groups, options=options, prefix_plan=prefix_plan)
+    check(inputs, "detect", options=options)
+
+
+def test_given_groups_with_a_window_compare_only_the_windows_columns(device, seed):
+    """Members' tables may differ before a member's window (freed entries), not
+    inside it."""
+    lengths, groups = (700, 650, 640), [G((0, 1, 2), 40)]
+    inputs = windowed(shared(device, seed, lengths, groups), 260)
+    args = inputs.args()
+    pa.prepare_triton_decode(*args, window=260, shared_prefixes=groups)  # differ only before the windows
+    tables = inputs.block_tables.clone()
+    tables[1, 39] = tables[1, 40]  # inside sequence 1's window (from block 24)
+    with pytest.raises(ValueError, match="map logical block 39 to physical blocks"):
+        pa.prepare_triton_decode(*args[:3], tables, args[4], window=260, shared_prefixes=groups)
 
 
 @pytest.mark.parametrize("num_heads, num_kv_heads", [(3, 3), (8, 2), (8, 1)], ids=["mha", "gqa4", "mqa"])

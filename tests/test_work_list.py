@@ -12,23 +12,29 @@ from hypothesis import given, settings, strategies as st
 import paged_attention as pa
 from paged_attention import launch_plan as lp
 from paged_attention import work_list as wl
+from paged_attention.triton_launch import plan_decode
 from helpers import assert_matches, build, seed  # noqa: F401
+from window_support import option_sets, poison_outside_windows
+
+
+def shape_for(lengths, *, block_size=16, num_kv_heads=8, dtype=torch.float16, window=None):
+    return pa.DecodeShape(
+        batch_size=len(lengths), num_heads=4 * num_kv_heads, num_kv_heads=num_kv_heads, head_dim=128,
+        num_blocks=1, block_size=block_size, max_num_blocks=1, scale=1.0,
+        context_lens=torch.tensor(lengths, dtype=torch.int64), block_tables=None, kv_dtype=dtype, window=window,
+    )
 
 
 def plan_for(lengths, *, block_size=16, num_kv_heads=8, num_sms=132, dtype=torch.float16, monkeypatch=None, **kw):
-    lens = torch.tensor(lengths, dtype=torch.int64)
-    shape = pa.DecodeShape(
-        batch_size=len(lengths), num_heads=4 * num_kv_heads, num_kv_heads=num_kv_heads, head_dim=128,
-        num_blocks=1, block_size=block_size, max_num_blocks=1, scale=1.0, context_lens=lens,
-        block_tables=None, kv_dtype=dtype,
-    )
+    shape = shape_for(lengths, block_size=block_size, num_kv_heads=num_kv_heads, dtype=dtype)
     monkeypatch.setattr(pa.runtime, "num_sms", lambda device: num_sms)
-    return lp.plan_launch(shape, torch.device("cpu"), dtype, **kw), lens
+    return lp.plan_launch(shape, torch.device("cpu"), dtype, **kw), shape.context_lens
 
 
-def check_work_list(plan, lens, work):
-    """Every needed block of every sequence is read by exactly one program; each
-    sequence has at least one program and consecutive slots; pieces respect the cap."""
+def check_work_list(plan, lens, work, first_blocks=None):
+    """Every needed block of every sequence (from its window's first block, when
+    ``first_blocks`` are given) is read by exactly one program; each sequence has at
+    least one program and consecutive slots; pieces respect the cap."""
     items = work.items.tolist()
     seqs = work.sequences.tolist()
     assert len(seqs) == len(lens)
@@ -51,7 +57,9 @@ def check_work_list(plan, lens, work):
         assert len(ranges) == seqs[seq][2] >= 1
         assert [r[2] for r in ranges] == [False] * (len(ranges) - 1) + [True]  # only the last runs on
         blocks = [b for first, stop, _ in ranges for b in range(first, stop)]
-        assert blocks == list(range(needed))
+        start = 0 if first_blocks is None else int(first_blocks[seq])
+        assert blocks == list(range(start, needed))
+        assert ranges[0][0] == min(start, needed) or needed <= start
         for first, stop, last in ranges[:-1]:  # every piece but the last ends on a tile boundary
             assert (stop - first) % plan.blocks_per_tile == 0 or not plan.balanced
 
@@ -66,6 +74,56 @@ def test_work_list_covers_every_block_once(lengths, block_size, num_kv_heads, mo
     if plan.balanced:
         sizes = [min(last, -(-int(lens[s]) // block_size)) - first for s, first, last, _ in work.items.tolist()]
         assert sizes == sorted(sizes, reverse=True)  # longest first
+
+
+@settings(max_examples=40, deadline=None)
+@given(lengths=st.lists(st.one_of(st.just(0), st.just(1), st.integers(0, 40000)), min_size=1, max_size=40),
+       window=st.one_of(st.just(1), st.integers(1, 50000)), block_size=st.sampled_from([1, 5, 16, 256]))
+def test_windowed_work_list_covers_each_window_once_and_follows_the_attended_lengths(
+        lengths, window, block_size, monkeypatch_session):
+    """With a window, each sequence's programs start at its window's first block and
+    read on to its end, once; plan and programs are those of a plain batch whose
+    contexts are the attended lengths rounded out to that block (so a split count,
+    a balanced budget and the number of programs follow ``min(window, context)``)."""
+    monkeypatch_session.setattr(pa.runtime, "num_sms", lambda device: 132)
+    shape = shape_for(lengths, block_size=block_size, window=window)
+    launch = plan_decode(shape, torch.device("cpu"), torch.float16)
+    first = shape.first_blocks
+    check_work_list(launch.plan, shape.context_lens, launch.work, first_blocks=first)
+    plain = plan_decode(shape_for((shape.context_lens - first * block_size).tolist(), block_size=block_size),
+                        torch.device("cpu"), torch.float16)
+    assert launch.plan == plain.plan
+    shifted = launch.work.items.clone().long()
+    seqs = shifted[:, int(wl.ITEM_SEQ)]
+    shifted[:, int(wl.ITEM_FIRST_BLOCK)] -= first[seqs]
+    not_last = shifted[:, int(wl.ITEM_LAST_BLOCK)] != wl.TO_CONTEXT_END
+    shifted[not_last, int(wl.ITEM_LAST_BLOCK)] -= first[seqs[not_last]]
+    assert torch.equal(shifted, plain.work.items.long())
+    assert torch.equal(launch.work.sequences, plain.work.sequences)
+
+
+def test_a_window_cuts_the_programs_of_long_contexts(monkeypatch):
+    """Four sequences of 32768 tokens under a window of 4001 (starting at a block's
+    last slot) get the split plan and programs of 4016-token contexts: splits an
+    eighth as long, each sequence's first program at its window's block; a ragged
+    batch's balanced plan gets the budget and pieces of its attended lengths."""
+    monkeypatch.setattr(pa.runtime, "num_sms", lambda device: 132)
+    whole = plan_decode(shape_for([32768] * 4), torch.device("cpu"), torch.float16)
+    windowed = plan_decode(shape_for([32768] * 4, window=4001), torch.device("cpu"), torch.float16)
+    short = plan_decode(shape_for([4016] * 4), torch.device("cpu"), torch.float16)
+    assert windowed.plan == short.plan and windowed.work.num_items == short.work.num_items
+    assert windowed.plan.blocks_per_split * 8 == whole.plan.blocks_per_split
+    firsts = {}
+    for seq, first, *_ in windowed.work.items.tolist():
+        firsts[seq] = min(first, firsts.get(seq, first))
+    assert firsts == {seq: (32768 - 4001) // 16 for seq in range(4)}
+    ragged = [30000, 100, 200, 5000]
+    whole = plan_decode(shape_for(ragged), torch.device("cpu"), torch.float16)
+    windowed = plan_decode(shape_for(ragged, window=900), torch.device("cpu"), torch.float16)
+    short = plan_decode(shape_for([912, 100, 200, 912]), torch.device("cpu"), torch.float16)
+    assert whole.plan.balanced and windowed.plan == short.plan
+    assert windowed.work.sequences.tolist() == short.work.sequences.tolist()
+    assert windowed.work.num_items < whole.work.num_items
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +193,24 @@ def test_balanced_plan_is_exact_on_dirty_memory(lengths, block_size, dtype, devi
     for b, n in enumerate(lengths):
         if n == 0:
             assert torch.equal(out[b], torch.zeros_like(out[b]))
+
+
+@pytest.mark.parametrize("block_size", [16, 5])
+def test_balanced_plan_with_options_is_exact_on_dirty_memory(block_size, device, seed):
+    """The balanced plan's longest-first pieces, with a window (each sequence's
+    pieces from its first block), sinks and a soft-cap."""
+    lengths = (1, 600, 64, 0, 300, 17)
+    inputs = build(device, seed, context_lens=lengths, block_size=block_size, dtype="float16",
+                   num_heads=6, num_kv_heads=2, head_dim=40)
+    kw = {**option_sets(6, inputs.query.device, seed)["all"], "window": 130}
+    args = poison_outside_windows(inputs.args(), kw["window"])
+    launch = pa.prepare_triton_decode(*args, **kw, balanced=True, max_programs=12, block_n=32)
+    expected = pa.reference_decode(*args, **kw)
+    for _ in range(2):
+        launch().fill_(float("nan"))
+        out = launch()
+        assert_matches(out, inputs.query, expected)
+    assert torch.equal(out[3], torch.zeros_like(out[3]))
 
 
 def test_balanced_override_must_be_a_bool(device, seed):
