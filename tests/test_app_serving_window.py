@@ -58,7 +58,7 @@ def test_the_window_frees_blocks_by_default_and_the_readout_compares_with_keepin
     bs = SIM["sv_block_size"]
     longest = blocks_for(SIM["sv_prompt_hi"] + SIM["sv_output_hi"], bs)
     assert metric(at, "Blocks per sequence at most").value == str(window_bound(WINDOW, bs))
-    fits = metric(at, "Longest sequences the pool holds")
+    fits = metric(at, "Longest that fit")
     assert fits.value == str(SIM["sv_num_blocks"] // window_bound(WINDOW, bs))
     assert fits.delta == f"{SIM['sv_num_blocks'] // longest} without freeing"
     # the cards over the pool follow the run with freeing

@@ -457,7 +457,7 @@ def window_cards(freed: ServingHistory, kept: ServingHistory) -> list[Card]:
         Card("Blocks per sequence at most", num(most), f"{num(longest)} without freeing",
              f"ceil(window / block_size) + 1 = ceil({num(window)} / {bs}) + 1 = {num(bound)} with freeing (a window "
              f"that starts inside a block ends inside another), capped by the longest request's {num(longest)}"),
-        Card("Longest sequences the pool holds", num(pool // most), f"{num(pool // longest)} without freeing",
+        Card("Longest that fit", num(pool // most), f"{num(pool // longest)} without freeing",
              f"{num(pool)} blocks over the most one sequence holds: how many of the longest requests fit at once"),
     ]
 
