@@ -21,6 +21,8 @@ from ui.serving import (
     show_cards,
     time_block_sizes,
     time_triton,
+    window_section,
+    window_toggle,
 )
 from ui.sidebar import sync_url
 
@@ -72,11 +74,11 @@ with st.container(border=True):
     sync_url()  # the URL holds the page's settings as drawn
     s[2].caption("Sharing is on when either is above its default (0, 1): the block manager then shares blocks "
                  "(prefix caching, fork, copy-on-write) and the page compares it with the same batch unshared.")
+    window_toggle(config.window)
 
-controls = view.Controls.from_state(ss)
+controls = view.Controls.from_state(ss, config.window)
 try:
-    history = serving_history(controls.num_blocks, controls.block_size, *controls.traffic, controls.steps,
-                              controls.system_prompt, controls.samples)
+    history = serving_history(*controls.simulation)
 except ValueError as exc:
     st.error(f"**Invalid simulation.** {formatting.sentence(str(exc))}", icon=":material/error:")
     st.stop()
@@ -110,7 +112,7 @@ with right:
         show_chart(cache_figures.block_table_figure(
             tables, record.context_lens, controls.block_size, controls.num_blocks, seq_ids=record.seq_ids,
             title="Block tables of the running sequences", color_by="sequence", ref_counts=refs,
-            plot_width=180),  # two fifths of a 1280 px page, less the colour bar
+            plot_width=180, window=controls.window),  # two fifths of a 1280 px page, less the colour bar
             key="sv_table_chart", width="stretch")
         st.caption(view.table_caption(sharing))
     else:
@@ -125,6 +127,7 @@ if sharing:
                "(ceil(context_len / block_size) each); above the dashed line that batch would not fit the pool. "
                "Both lines follow one simulation, the one with sharing, so the schedule is the same.")
 
+window_section(controls, history, step)
 show_chart(serving_figures.serving_timeline_figure(metrics, step, controls.num_blocks), key="sv_timeline_chart",
            width="stretch")
 st.caption("Blocks in use follow the load; wasted slots stay below one block per running sequence (internal "

@@ -154,7 +154,7 @@ def test_the_serving_pages_fields_hold_its_widget_defaults():
     defaults = {"sv_num_blocks": 1024, "sv_block_size": 16, "sv_max_batch": 32, "sv_rate": 0.28,
                 "sv_prompt_kind": "long-tail", "sv_prompt_lo": 16, "sv_prompt_hi": 2048, "sv_output_kind": "uniform",
                 "sv_output_lo": 16, "sv_output_hi": 512, "sv_seed": 0, "sv_steps": 400, "sv_system_prompt": 0,
-                "sv_samples": 1, "sv_pool_colour": "reference count"}
+                "sv_samples": 1, "sv_pool_colour": "reference count", "sv_free_window": True}
     query = page_query("serving_simulation", defaults)
     assert set(query) == {f.url for f in page_urls.URL_FIELDS["serving_simulation"]}
     assert read_page("serving_simulation", query, {}, choices={"sv_pool_colour": POOL_COLOR_MODES}) == (defaults, [])

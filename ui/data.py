@@ -80,7 +80,7 @@ def config_key(config: DecodeConfig) -> tuple:
 def serving_history(
     num_blocks: int, block_size: int, max_batch_size: int, arrival_rate: float,
     prompt: tuple[str, int, int], output: tuple[str, int, int], seed: int, steps: int,
-    system_prompt: int = 0, samples: int = 1,
+    system_prompt: int = 0, samples: int = 1, window: int | None = None, free_window: bool = True,
 ) -> ServingHistory:
     """Every step of a simulation (NumPy and pandas only, no tensors).
 
@@ -94,7 +94,7 @@ def serving_history(
         If the parameters are invalid.
     """
     config = serving_config(num_blocks, block_size, max_batch_size, arrival_rate, prompt, output, seed,
-                            system_prompt, samples)
+                            system_prompt, samples, window, free_window)
     return simulate(config, steps)
 
 

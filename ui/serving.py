@@ -8,11 +8,15 @@ from typing import Any, Callable, Mapping
 
 import streamlit as st
 
+from explorer.cache.sharing_figures import sharing_timeline_figure
 from explorer.formatting import count
 from explorer.serving import view
+from explorer.serving.history import ServingHistory
 from paged_attention import DecodeConfig, build_decode_inputs
 from ui import benchmark
 from ui.page_state import seed_page
+from ui.charts import show_chart
+from ui.data import serving_history
 from ui.run_guard import QueueNote, guarded
 from ui.sidebar import current, show_config_error
 
@@ -84,3 +88,27 @@ def show_cards(cards: list[view.Card], columns=None, border: bool = False) -> No
     for col, card in zip(columns or st.columns(len(cards)), cards):
         col.metric(card.label, card.value, card.delta, help=card.help, delta_color="off", delta_arrow="off",
                    border=border)
+
+
+def window_toggle(window: int | None) -> None:
+    """The "free blocks outside the window" toggle, drawn only when the sidebar sets a
+    window (its value stays in ``sv_free_window``)."""
+    if window is not None:
+        st.toggle(f"Free blocks outside the window ({count(window, 'token')}, the sidebar's)", key="sv_free_window",
+                  persist_state="session", help="every step, return each running sequence's blocks before its "
+                  "window's first block to the free list: the decode kernel never reads them again (-1 in the table)")
+
+
+def window_section(controls: view.Controls, history: ServingHistory, step: int) -> None:
+    """With a window: the run with the blocks before each window freed against the
+    run that keeps them (cards and two lines); nothing without a window."""
+    if controls.window is None:
+        return
+    other = serving_history(*controls.simulation[:-1], not controls.free_window)
+    freed, kept = (history, other) if controls.free_window else (other, history)
+    st.subheader("Sliding window: blocks freed against kept")
+    show_cards(view.window_cards(freed, kept))
+    show_chart(sharing_timeline_figure(view.comparison_metrics(freed, kept), step, controls.num_blocks,
+                                       kind="freeing", note="the same request stream"),
+               key="sv_window_chart", width="stretch")
+    st.caption(view.window_caption(controls.window, controls.free_window))

@@ -242,8 +242,9 @@ SHARED_LINE_COLOR = "#2563EB"
 UNSHARED_LINE_COLOR = "#9CA3AF"
 
 
-def sharing_timeline_figure(metrics, step: int | None = None, num_blocks: int | None = None) -> go.Figure:
-    """Blocks in use over a serving simulation, with sharing against without.
+def sharing_timeline_figure(metrics, step: int | None = None, num_blocks: int | None = None, *,
+                            kind: str = "sharing", note: str | None = None) -> go.Figure:
+    """Blocks in use over a serving simulation, with sharing (or ``kind``) against without.
 
     Parameters
     ----------
@@ -256,24 +257,28 @@ def sharing_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
     num_blocks : int, optional
         Pool size, drawn dashed: without sharing the batch can need more blocks than
         the pool has.
+    kind, note : str
+        What is compared (``"freeing"``: a window's blocks freed, ``blocks_unshared``
+        then holding the pool without it), and the subtitle's first words (default:
+        the same running sequences each step).
 
     Returns
     -------
     go.Figure
-        Traces ``"without sharing"`` and ``"with sharing"`` (``y`` per step), then
+        Traces ``"without sharing"`` and ``"with sharing"`` (``kind`` in place of sharing) (``y`` per step), then
         ``"pool size"`` when given.
     """
     x = metrics["step"].to_numpy()
     shared, unshared = metrics["blocks_in_use"].to_numpy(), metrics["blocks_unshared"].to_numpy()
     fig = go.Figure()
     fig.add_trace(go.Scatter(
-        x=x, y=unshared, name="without sharing", mode="lines", line=dict(color=UNSHARED_LINE_COLOR, width=1.8),
-        hovertemplate="step %{x}: %{y:,} blocks without sharing<extra></extra>",
+        x=x, y=unshared, name=f"without {kind}", mode="lines", line=dict(color=UNSHARED_LINE_COLOR, width=1.8),
+        hovertemplate=f"step %{{x}}: %{{y:,}} blocks without {kind}<extra></extra>",
     ))
     fig.add_trace(go.Scatter(
-        x=x, y=shared, name="with sharing", mode="lines", line=dict(color=SHARED_LINE_COLOR, width=2),
+        x=x, y=shared, name=f"with {kind}", mode="lines", line=dict(color=SHARED_LINE_COLOR, width=2),
         fill="tonexty", fillcolor=with_alpha(SHARED_LINE_COLOR, 0.10), customdata=unshared - shared,
-        hovertemplate="step %{x}: %{y:,} blocks with sharing (%{customdata:,} saved)<extra></extra>",
+        hovertemplate=f"step %{{x}}: %{{y:,}} blocks with {kind} (%{{customdata:,}} saved)<extra></extra>",
     ))
     if num_blocks is not None:
         fig.add_trace(go.Scatter(
@@ -282,9 +287,9 @@ def sharing_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
         ))
     if step is not None and len(x):
         fig.add_vline(x=step, line=dict(color="#111827", width=1, dash="dot"))
-    subtitle = "the same running sequences each step; shaded = blocks saved" + (
+    subtitle = (note or "the same running sequences each step") + "; shaded = blocks saved" + (
         "; dotted line = the step shown above" if step is not None else "")
-    apply_style(fig, "Blocks in use: with sharing against without", subtitle, height=360)
+    apply_style(fig, f"Blocks in use: with {kind} against without", subtitle, height=360)
     top = max(num_blocks or 0, int(unshared.max(initial=0)), 1)
     fig.update_xaxes(title="decode step", **integer_ticks(x.min(initial=0), x.max(initial=0)))
     fig.update_yaxes(title="blocks", rangemode="tozero", **integer_ticks(0, top, 220))

@@ -44,6 +44,7 @@ import numpy as np
 import torch
 
 from explorer.serving.prefix_cache import PrefixCache
+from explorer.serving.window import free_out_of_window, freed_entries
 from paged_attention.inputs import FREE
 from paged_attention.tiling import cdiv
 
@@ -77,7 +78,9 @@ class BlockManager:
         are scattered over the pool, which is exactly what the block table is for.
         A free block may still hold a cached prefix (see :meth:`cached_blocks`).
     block_tables : dict
-        ``seq_id -> list`` of physical block ids, in logical order.
+        ``seq_id -> list`` of physical block ids, in logical order; ``-1``
+        (:data:`~paged_attention.inputs.FREE`) for a block freed because it fell out
+        of a sliding window (:meth:`free_out_of_window`), always a leading run.
     context_lens : dict
         ``seq_id ->`` tokens stored.
     ref_counts : ndarray
@@ -274,7 +277,10 @@ class BlockManager:
             raise ValueError(f"cannot fork into sequence {child}: it already holds blocks")
         self.block_tables[child] = []
         for block in self.block_tables[parent]:
-            self._share(child, block)
+            if block == FREE:  # freed out of the parent's window: the child does not read it either
+                self.block_tables[child].append(FREE)
+            else:
+                self._share(child, block)
         self.context_lens[child] = self.context_lens[parent]
         keys = self.prefix_cache.sequence_keys
         if parent in keys:
@@ -368,9 +374,16 @@ class BlockManager:
         table = self.block_tables.pop(seq_id)
         keys = self.prefix_cache.sequence_keys
         for block in reversed(table) if seq_id in keys else table:
-            self._release(seq_id, block)
+            if block != FREE:
+                self._release(seq_id, block)
         del self.context_lens[seq_id]
         keys.pop(seq_id, None)
+
+    def free_out_of_window(self, seq_id: int, window: int) -> list[int]:
+        """Sliding window: free ``seq_id``'s blocks before its window's first block;
+        returns those that went back to the free list
+        (:func:`explorer.serving.window.free_out_of_window`)."""
+        return free_out_of_window(self, seq_id, window)
 
     # -- views ---------------------------------------------------------------
     def pool_owner(self) -> torch.Tensor:
@@ -396,6 +409,8 @@ class BlockManager:
         """
         if seq_id not in self.prefix_cache.sequence_keys:
             raise ValueError(f"sequence {seq_id} is not live or was allocated without tokens")
+        if freed_entries(self.block_tables[seq_id]):
+            raise ValueError(f"sequence {seq_id} freed the blocks before its window: their tokens are gone")
         n = self.context_lens[seq_id]
         flat = self.slot_tokens[self.block_tables[seq_id]].reshape(-1)
         return [int(t) for t in flat[:n]]
@@ -407,7 +422,8 @@ class BlockManager:
         -------
         Tensor
             ``[len(seq_ids), max_blocks]`` int32, ``max_blocks`` the most blocks any
-            of them holds (at least 1), ``-1`` past each sequence's last block.
+            of them holds (at least 1), ``-1`` past each sequence's last block and
+            where a block before its window was freed.
         """
         rows = [self.block_tables[s] for s in seq_ids]
         width = max([1, *map(len, rows)])
@@ -428,14 +444,17 @@ class BlockManager:
             in range, nothing listed twice, no block twice in one table); each
             block's reference count is the number of table entries pointing at it;
             the owner map names the lowest holder of each block; each sequence holds
-            exactly ``ceil(context_len / block_size)`` blocks; only full blocks are
-            cached, each under one key.
+            exactly ``ceil(context_len / block_size)`` table entries, those freed
+            out of a window (``-1``) a leading run that leaves its last block; only
+            full blocks are cached, each under one key.
         """
         free = list(self.free_blocks)
         holders: dict[int, list[int]] = {}
         for seq_id, table in self.block_tables.items():
-            assert len(set(table)) == len(table), f"sequence {seq_id} holds a block twice: {table}"
-            for b in table:
+            held = table[freed_entries(self.block_tables[seq_id]):]
+            assert held and FREE not in held, f"sequence {seq_id}'s freed entries are not a leading run: {table}"
+            assert len(set(held)) == len(held), f"sequence {seq_id} holds a block twice: {table}"
+            for b in held:
                 holders.setdefault(b, []).append(seq_id)
         assert len(free) + len(holders) == self.num_blocks, (
             f"conservation: {len(free)} free + {len(holders)} held != num_blocks {self.num_blocks}"

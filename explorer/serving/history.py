@@ -45,11 +45,15 @@ class StepRecord:
         ``[running]`` int32.
     blocks : ndarray
         int32, every running sequence's physical blocks in logical order, one
-        sequence after the other (``ceil(context_len / block_size)`` each).
+        sequence after the other (``ceil(context_len / block_size)`` each, less
+        those freed before its window).
     arrived, admitted, decoded, stalled, waiting, finished : int
     blocks_unshared, filled_slots, cow_copies, prefix_hits, prefix_queries
-    changes : PoolChanges
+    changes, window
         As in :class:`~explorer.serving.snapshot.Snapshot`.
+    freed : ndarray or None
+        ``[running]`` int64: leading table entries freed out of the window (``-1``)
+        per sequence; None: none.
     """
 
     step: int
@@ -70,10 +74,14 @@ class StepRecord:
     prefix_hits: int = 0
     prefix_queries: int = 0
     changes: PoolChanges = PoolChanges()
+    window: int | None = None
+    freed: np.ndarray | None = None
 
     @classmethod
     def from_snapshot(cls, snap: Snapshot) -> "StepRecord":
         tables = snap.block_tables.numpy()
+        lens = snap.context_lens.numpy().astype(np.int64)
+        freed = cdiv(lens, snap.block_size) - (tables >= 0).sum(axis=1)
         return cls(
             step=snap.step, block_size=snap.block_size, num_blocks=snap.num_blocks,
             seq_ids=snap.seq_ids.numpy().astype(np.int64),
@@ -82,7 +90,8 @@ class StepRecord:
             arrived=snap.arrived, admitted=snap.admitted, decoded=snap.decoded, stalled=snap.stalled,
             waiting=snap.waiting, finished=snap.finished, blocks_unshared=snap.blocks_unshared,
             filled_slots=snap.filled_slots, cow_copies=snap.cow_copies, prefix_hits=snap.prefix_hits,
-            prefix_queries=snap.prefix_queries, changes=snap.changes,
+            prefix_queries=snap.prefix_queries, changes=snap.changes, window=snap.window,
+            freed=freed.astype(np.int64) if freed.any() else None,
         )
 
     @property
@@ -91,16 +100,23 @@ class StepRecord:
 
     @property
     def blocks_per_sequence(self) -> np.ndarray:
-        return cdiv(self.context_lens.astype(np.int64), self.block_size)
+        """``[running]`` int64: blocks each sequence holds (freed ones not counted)."""
+        return cdiv(self.context_lens.astype(np.int64), self.block_size) - self.freed_entries
+
+    @property
+    def freed_entries(self) -> np.ndarray:
+        """``[running]`` int64: leading table entries freed out of the window."""
+        return np.zeros(self.num_running, dtype=np.int64) if self.freed is None else self.freed
 
     def block_tables(self) -> np.ndarray:
-        """``[running, max_blocks]`` int32, ``-1`` padded (at least one column)."""
-        counts = self.blocks_per_sequence
-        width = max(1, int(counts.max(initial=0)))
+        """``[running, max_blocks]`` int32, ``-1`` padded and where a block before the
+        window was freed (at least one column)."""
+        counts, skip = self.blocks_per_sequence, self.freed_entries
+        width = max(1, int((counts + skip).max(initial=0)))
         table = np.full((self.num_running, width), -1, dtype=np.int32)
         starts = np.concatenate([[0], np.cumsum(counts)])
         for i, n in enumerate(counts):
-            table[i, :n] = self.blocks[starts[i] : starts[i] + n]
+            table[i, skip[i] : skip[i] + n] = self.blocks[starts[i] : starts[i] + n]
         return table
 
     def pool_owner(self) -> np.ndarray:
@@ -123,7 +139,7 @@ class StepRecord:
             arrived=self.arrived, admitted=self.admitted, decoded=self.decoded, stalled=self.stalled,
             waiting=self.waiting, finished=self.finished, blocks_unshared=self.blocks_unshared,
             filled_slots=self.filled_slots, cow_copies=self.cow_copies, prefix_hits=self.prefix_hits,
-            prefix_queries=self.prefix_queries, changes=self.changes,
+            prefix_queries=self.prefix_queries, changes=self.changes, window=self.window,
         )
 
 

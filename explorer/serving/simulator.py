@@ -46,6 +46,16 @@ sequence whose last block is shared: both err on the safe side. Snapshots also
 carry ``blocks_unshared``, the blocks the same running sequences would hold
 without sharing. Without either option (``system_prompt=0, samples=1``) nothing is
 shared and the simulator is exactly the plain one.
+
+Sliding window
+--------------
+With ``ServingConfig.window`` and ``free_window`` on, every step ends by freeing
+each running sequence's blocks before its window
+(:meth:`~explorer.serving.block_manager.BlockManager.free_out_of_window`): its
+table keeps ``-1`` there, and it holds at most ``ceil(window / block_size) + 1``
+blocks whatever its length. The safety test then counts as a sequence's need the
+most blocks it will hold at once (:func:`~explorer.serving.window.peak_held`)
+less those it holds, and releases only at its end: both err on the safe side.
 """
 
 from __future__ import annotations
@@ -64,6 +74,7 @@ from explorer.serving.snapshot import (
     metrics_frame,
 )
 from explorer.serving.traffic import LENGTH_KINDS, LengthDist, Request, ServingConfig
+from explorer.serving.window import freed_entries, peak_held
 
 # The traffic (explorer.serving.traffic) and the snapshot (explorer.serving.snapshot)
 # are re-exported: a simulation is written with these names from this module.
@@ -178,9 +189,24 @@ class ServingSimulator:
         claims = []
         for r in self.running:
             table = self.blocks.block_tables[r.seq_id]
+            held = table[freed_entries(table):]
             cow = int(r.context_len % bs != 0 and refs[table[-1]] > 1)
-            claims.append((int((refs[table] == 1).sum()), blocks_for(r.final_len, bs) - len(table) + cow))
+            claims.append((int((refs[held] == 1).sum()), self._growth(r.context_len, r.final_len, len(held)) + cow))
         return claims
+
+    def _growth(self, context_len: int, final_len: int, held: int) -> int:
+        """Blocks a sequence holding ``held`` blocks at ``context_len`` tokens may
+        still take before it reaches ``final_len``: all its blocks, or with window
+        freeing the most it holds at once (never below 0)."""
+        bs = self.config.block_size
+        if not self.config.frees_window:
+            return blocks_for(final_len, bs) - held
+        return max(0, peak_held(context_len, final_len, self.config.window, bs) - held)
+
+    @property
+    def _counts_outstanding(self) -> bool:
+        """Whether :attr:`_outstanding` is kept (no sharing, no window freeing)."""
+        return not (self.config.shares or self.config.frees_window)
 
     @staticmethod
     def _is_safe(free: int, claims: list[tuple[int, int]]) -> bool:
@@ -216,7 +242,7 @@ class ServingSimulator:
         prompt_blocks = blocks_for(request.prompt_len, bs)
         cow = int(request.prompt_len % bs != 0 and request.siblings != [])
         # The new samples hold nothing alone yet: counting no release is safe.
-        new = [(0, blocks_for(r.final_len, bs) - prompt_blocks + cow) for r in (request, *request.siblings)]
+        new = [(0, self._growth(r.prompt_len, r.final_len, prompt_blocks) + cow) for r in (request, *request.siblings)]
         return self._is_safe(self.blocks.num_free - taken, self._claims() + new)
 
     def _can_admit(self, request: Request) -> bool:
@@ -226,10 +252,10 @@ class ServingSimulator:
         prompt_blocks = blocks_for(request.prompt_len, bs)
         if not self.blocks.can_allocate(prompt_blocks):
             return False
-        need = blocks_for(request.final_len, bs) - prompt_blocks
+        need = self._growth(request.prompt_len, request.final_len, prompt_blocks)
         free_after = self.blocks.num_free - prompt_blocks
         # Fast path: the free blocks cover every claim at once, so any order works.
-        if free_after >= self._outstanding + need:
+        if not self.config.frees_window and free_after >= self._outstanding + need:
             return True
         return self._is_safe(free_after, self._claims() + [(prompt_blocks, need)])
 
@@ -238,7 +264,7 @@ class ServingSimulator:
         free = self.blocks.num_free
         if free == 0:
             return False
-        if not self.config.shares and free >= self._outstanding:  # the fast path of _can_admit, after the grant
+        if self._counts_outstanding and free >= self._outstanding:  # the fast path of _can_admit, after the grant
             return True
         claims = self._claims()
         held, need = claims[index]
@@ -322,6 +348,9 @@ class ServingSimulator:
                 self.finished.append(self.running.pop(index))
             else:
                 index += 1
+        if self.config.frees_window:
+            for request in self.running:
+                self._changes["freed"].extend(self.blocks.free_out_of_window(request.seq_id, self.config.window))
 
         changes = PoolChanges(**{name: tuple(map(int, blocks)) for name, blocks in self._changes.items()})
         snapshot = self.snapshot(arrived=arrived, admitted=admitted, decoded=decoded, stalled=stalled,
@@ -361,14 +390,18 @@ class ServingSimulator:
         bm, bs = self.blocks, self.config.block_size
         lens = [bm.context_lens[s] for s in ids]
         sharing = {}
-        if self.config.shares:
-            # Slots holding a token, each counted once however many sequences read it.
+        if self.config.shares or self.config.frees_window:
+            # Slots holding a token, each counted once however many sequences read it (freed entries: none).
             fill = np.zeros(self.config.num_blocks, dtype=np.int64)
             for s, n in zip(ids, lens):
-                table = bm.block_tables[s]
-                np.maximum.at(fill, table, np.clip(n - bs * np.arange(len(table)), 0, bs))
-            sharing = dict(blocks_unshared=sum(blocks_for(n, bs) for n in lens), filled_slots=int(fill.sum()),
-                           cow_copies=bm.cow_copies, prefix_hits=bm.prefix_hits, prefix_queries=bm.prefix_queries)
+                table = np.asarray(bm.block_tables[s])
+                held = table >= 0
+                np.maximum.at(fill, table[held], np.clip(n - bs * np.flatnonzero(held), 0, bs))
+            sharing = dict(filled_slots=int(fill.sum()))
+        if self.config.shares:
+            unshared = sum(len(t) - freed_entries(t) for t in map(bm.block_tables.get, ids))
+            sharing.update(blocks_unshared=unshared, cow_copies=bm.cow_copies, prefix_hits=bm.prefix_hits,
+                           prefix_queries=bm.prefix_queries)
         return Snapshot(
             step=self.step_index,
             block_size=self.config.block_size,
@@ -378,7 +411,8 @@ class ServingSimulator:
             context_lens=torch.tensor(lens, dtype=torch.int32),
             pool_owner=self.blocks.pool_owner(),
             arrived=arrived, admitted=admitted, decoded=decoded, stalled=stalled,
-            waiting=len(self.waiting), finished=len(self.finished), changes=changes or PoolChanges(), **sharing,
+            waiting=len(self.waiting), finished=len(self.finished), changes=changes or PoolChanges(),
+            window=self.config.window, **sharing,
         )
 
     def check_invariants(self) -> None:
@@ -410,7 +444,7 @@ class ServingSimulator:
             )
             assert r.generated < r.output_len, f"sequence {r.seq_id} is done but still running"
         claims = self._claims()
-        assert self.config.shares or self._outstanding == sum(need for _, need in claims), (
+        assert not self._counts_outstanding or self._outstanding == sum(need for _, need in claims), (
             f"outstanding need {self._outstanding} != sum of claims {sum(need for _, need in claims)}"
         )
         assert self._is_safe(self.blocks.num_free, claims), "the pool is not in a safe state"

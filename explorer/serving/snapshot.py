@@ -95,7 +95,8 @@ class Snapshot:
     seq_ids : Tensor
         ``[num_running]`` int64, in admission order.
     block_tables : Tensor
-        ``[num_running, max_blocks]`` int32, ``-1`` padding.
+        ``[num_running, max_blocks]`` int32, ``-1`` padding, and ``-1`` before a
+        sliding window where its blocks were freed.
     context_lens : Tensor
         ``[num_running]`` int32, tokens stored per running sequence.
     pool_owner : Tensor
@@ -119,6 +120,9 @@ class Snapshot:
         the prefix cache and looked up.
     changes : PoolChanges
         The blocks this step took from the free list and returned to it.
+    window : int or None
+        Sliding window of the decode step (None: the whole context); the kernel
+        reads no entry before each window's first block.
     """
 
     step: int
@@ -140,6 +144,7 @@ class Snapshot:
     prefix_hits: int = 0
     prefix_queries: int = 0
     changes: PoolChanges = field(default_factory=PoolChanges)
+    window: int | None = None
 
     @property
     def num_running(self) -> int:
@@ -206,7 +211,7 @@ class Snapshot:
             num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
             block_size=self.block_size, dtype=dtype, device=device, seed=seed,
             block_layout="fragmented",
-            spare_blocks=self.num_blocks - self.blocks_in_use,
+            spare_blocks=self.num_blocks - self.blocks_in_use, window=self.window,
         ).validate()
 
     def decode_inputs(
@@ -217,7 +222,9 @@ class Snapshot:
 
         Like :func:`~paged_attention.inputs.build_decode_inputs`, but with this
         step's block table: covered slots are standard normal, every other slot
-        (free blocks, unfilled tails) holds :data:`~paged_attention.poison.LOUD_VALUE`.
+        (free blocks, unfilled tails, slots before a window) holds
+        :data:`~paged_attention.poison.LOUD_VALUE`. With :attr:`window` the inputs'
+        config has it, so every implementation attends to the window only.
         The K and V pools take ``decode_config(...).kv_cache_bytes()`` bytes.
 
         Returns
@@ -240,7 +247,8 @@ class Snapshot:
         query = torch.randn(self.num_running, num_heads, head_dim, generator=gen, device=torch_device)
         k_cache = torch.randn(shape, generator=gen, device=torch_device)
         v_cache = torch.randn(shape, generator=gen, device=torch_device)
-        covered = context_mask(self.block_tables, self.context_lens, self.num_blocks, self.block_size)
+        starts = torch.tensor(config.window_starts) if self.window is not None else None
+        covered = context_mask(self.block_tables, self.context_lens, self.num_blocks, self.block_size, starts)
         fill_uncovered(k_cache, v_cache, covered)
         # DecodeInputs.pool_owner names batch rows, not seq_ids.
         row_of = {s: i for i, s in enumerate(self.seq_ids.tolist())}

@@ -116,6 +116,13 @@ class ServingConfig:
         Sequences per request (n), forked from the first. Each sample draws its own
         output length; the first sample's is the request's, so the stream of
         arrivals and first lengths does not depend on ``samples``.
+    window : int or None
+        Sliding-window attention: each decode query reads the last ``window``
+        positions of its sequence (None: the whole context).
+    free_window : bool
+        With a window: free each sequence's blocks before its window every step
+        (:meth:`~explorer.serving.block_manager.BlockManager.free_out_of_window`).
+        Without a window it has no effect.
     """
 
     num_blocks: int = 1024
@@ -127,6 +134,13 @@ class ServingConfig:
     seed: int = 0
     system_prompt: int = 0
     samples: int = 1
+    window: int | None = None
+    free_window: bool = True
+
+    @property
+    def frees_window(self) -> bool:
+        """Whether the simulator frees blocks that fall out of the window."""
+        return self.window is not None and self.free_window
 
     @property
     def shares(self) -> bool:
@@ -155,7 +169,7 @@ class ServingConfig:
         labels : mapping, optional
             What the messages call each field (``"num_blocks"``, ``"block_size"``,
             ``"max_batch_size"``, ``"arrival_rate"``, ``"seed"``, ``"prompt_len"``,
-            ``"output_len"``, ``"system_prompt"``, ``"samples"``) and the bounds of a length (``"low"``, ``"high"``);
+            ``"output_len"``, ``"system_prompt"``, ``"samples"``, ``"window"``) and the bounds of a length (``"low"``, ``"high"``);
             by default their names here. An app passes the labels of its controls.
 
         Raises
@@ -176,6 +190,8 @@ class ServingConfig:
         check_int(name("seed"), self.seed, 0)
         check_int(name("system_prompt"), self.system_prompt, 0)
         check_int(name("samples"), self.samples, 1)
+        if self.window is not None:
+            check_int(name("window"), self.window, 1)
         if self.samples > self.max_batch_size:
             raise ValueError(
                 f"{name('samples')} must be at most {name('max_batch_size')}: a request's samples run together; "

@@ -14,9 +14,11 @@ from explorer import formatting, limits
 from explorer.bench import readouts
 from explorer.cache.sampling import pool_grid_shape
 from explorer.limits import MAX_ANIMATION_VALUES
-from explorer.serving.history import ServingHistory, StepRecord
+from explorer.serving.block_manager import blocks_for
+from explorer.serving.history import ServingHistory, StepRecord, max_request_tokens
 from explorer.serving.snapshot import PoolChanges, Snapshot
 from explorer.serving.traffic import LengthDist, ServingConfig
+from explorer.serving.window import window_bound
 from paged_attention import DecodeConfig
 
 #: Steps the block-size trade-off replays the request stream for.
@@ -30,6 +32,7 @@ LABELS: dict[str, str] = {
     "arrival_rate": "Arrivals per step", "seed": "Seed", "steps": "Steps", "prompt_len": "Prompt length",
     "output_len": "Output length", "low": "shortest", "high": "longest",
     "system_prompt": "Common system prompt (tokens)", "samples": "Samples per request",
+    "window": "the sidebar's window",
 }
 #: What this page calls each of :func:`explorer.limits.cpu_work_levers`.
 LEVERS: dict[str, str] = {
@@ -57,7 +60,7 @@ def page_defaults(config: DecodeConfig) -> dict[str, Any]:
         "sv_rate": 0.2 if cpu else 0.28, "sv_prompt_kind": "long-tail", "sv_prompt_lo": 4 if cpu else 16,
         "sv_prompt_hi": 96 if cpu else 2048, "sv_output_kind": "long-tail", "sv_output_lo": 4 if cpu else 16,
         "sv_output_hi": 48 if cpu else 512, "sv_seed": 0, "sv_steps": 150 if cpu else 400,
-        "sv_system_prompt": 0, "sv_samples": 1, "sv_pool_colour": "sequence",
+        "sv_system_prompt": 0, "sv_samples": 1, "sv_pool_colour": "sequence", "sv_free_window": True,
     }
     if cpu:
         nominal = defaults["sv_max_batch"]
@@ -84,11 +87,13 @@ class Controls:
     steps: int
     system_prompt: int
     samples: int
+    window: int | None = None
+    free_window: bool = True
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any]) -> Controls:
-        """From the widget values (``sv_*`` keys of ``state``)."""
-        return cls(
+    def from_state(cls, state: Mapping[str, Any], window: int | None = None) -> Controls:
+        """From the widget values (``sv_*`` keys of ``state``) and the sidebar's ``window``."""
+        return cls(window=window, free_window=bool(state.get("sv_free_window", True)),
             num_blocks=int(state["sv_num_blocks"]), block_size=int(state["sv_block_size"]),
             max_batch=int(state["sv_max_batch"]), rate=float(state["sv_rate"]),
             prompt=(state["sv_prompt_kind"], int(state["sv_prompt_lo"]), int(state["sv_prompt_hi"])),
@@ -108,6 +113,12 @@ class Controls:
         return self.system_prompt > 0 or self.samples > 1
 
     @property
+    def simulation(self) -> tuple:
+        """The arguments of :func:`ui.data.serving_history` (window freeing as set)."""
+        return (self.num_blocks, self.block_size, *self.traffic, self.steps, self.system_prompt, self.samples,
+                self.window, self.free_window)
+
+    @property
     def pool_tokens(self) -> int:
         return self.num_blocks * self.block_size
 
@@ -115,7 +126,7 @@ class Controls:
 def serving_config(
     num_blocks: int, block_size: int, max_batch_size: int, arrival_rate: float,
     prompt: tuple[str, int, int], output: tuple[str, int, int], seed: int,
-    system_prompt: int = 0, samples: int = 1,
+    system_prompt: int = 0, samples: int = 1, window: int | None = None, free_window: bool = True,
 ) -> ServingConfig:
     """The validated :class:`~explorer.serving.traffic.ServingConfig` of the page's controls.
 
@@ -127,7 +138,7 @@ def serving_config(
     return ServingConfig(
         num_blocks=num_blocks, block_size=block_size, max_batch_size=max_batch_size,
         arrival_rate=float(arrival_rate), prompt_len=LengthDist(*prompt), output_len=LengthDist(*output), seed=seed,
-        system_prompt=system_prompt, samples=samples,
+        system_prompt=system_prompt, samples=samples, window=window, free_window=free_window,
     ).validate(LABELS)
 
 
@@ -416,3 +427,48 @@ def tradeoff_intro(pool_tokens: int, sharing: bool, dropped: list[int]) -> list[
         notes.append(f"Block sizes {', '.join(map(str, dropped))} left out: a pool of {slots} slots in blocks "
                      "that large cannot hold the longest request.")
     return notes
+
+
+# -- sliding window: freed against kept ---------------------------------------------
+
+def comparison_metrics(freed: ServingHistory, kept: ServingHistory) -> pd.DataFrame:
+    """``freed``'s metrics with ``blocks_unshared`` set to ``kept``'s blocks in use:
+    the two lines of :func:`~explorer.cache.sharing_figures.sharing_timeline_figure`
+    (``kind="freeing"``)."""
+    return freed.metrics.assign(blocks_unshared=kept.metrics["blocks_in_use"].to_numpy())
+
+
+def window_cards(freed: ServingHistory, kept: ServingHistory) -> list[Card]:
+    """Four cards: peak blocks in use and blocks at the end, with freeing (the value)
+    against without (the delta); the most blocks one sequence holds, and how many
+    sequences at that size the pool holds."""
+    config, num = freed.config, formatting.format_number
+    window, bs, pool = config.window, config.block_size, config.num_blocks
+    bound = window_bound(window, bs)
+    longest = blocks_for(max_request_tokens(config), bs)
+    most = min(bound, longest)
+    f, k = freed.metrics["blocks_in_use"], kept.metrics["blocks_in_use"]
+    return [
+        Card("Peak blocks in use", num(int(f.max())), f"{num(int(k.max()))} without freeing",
+             "the most blocks in use at any step of the run, freeing the blocks before each window against keeping "
+             "them (the same request stream; without freeing the schedule is the plain one)"),
+        Card("Blocks at the end", num(int(f.iloc[-1])), f"{num(int(k.iloc[-1]))} without freeing",
+             f"blocks in use after the last step ({freed.steps - 1})"),
+        Card("Blocks per sequence at most", num(most), f"{num(longest)} without freeing",
+             f"ceil(window / block_size) + 1 = ceil({num(window)} / {bs}) + 1 = {num(bound)} with freeing (a window "
+             f"that starts inside a block ends inside another), capped by the longest request's {num(longest)}"),
+        Card("Longest that fit", num(pool // most), f"{num(pool // longest)} without freeing",
+             f"{num(pool)} blocks over the most one sequence holds: how many of the longest requests fit at once"),
+    ]
+
+
+def window_caption(window: int, free: bool) -> str:
+    """Under the comparison: what was simulated, and which run the page shows."""
+    shown = ("The pool, the block tables and the cards above show the run with freeing: a freed entry is "
+             "– in the block table (the kernel reads -1 there) and its block is marked ✕ in the pool on the step "
+             "it left." if free else
+             "Freeing is off: the pool above keeps every block, and the block table greys the entries the window "
+             "no longer reads.")
+    return (f"Both lines replay the same request stream with a window of {formatting.count(window, 'token')}: "
+            "one frees every running sequence's blocks before its window each step, the other keeps them. "
+            + shown)
