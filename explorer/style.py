@@ -272,7 +272,8 @@ def category_tick_layout(labels: Sequence[str], plot_width: float = HALF_PLOT_WI
     turns on (1, or 2 when staggered) and the stride k (every k-th labelled).
     A label's lines are at most ``rows * k`` shares wide, its longest word nine
     tenths of that (``LABEL_CHAR_WIDTH`` per character), so that neighbours never touch."""
-    labels = [" ".join(str(label).split()) for label in labels]
+    # A hyphen is a break too ("(prefix-" over "aware)"): the pieces are measured and wrapped as words.
+    labels = [" ".join(str(label).replace("-", "- ").split()) for label in labels]
     n = max(len(labels), 1)
     share = plot_width_px(plot_width) / n
     char_px = LABEL_CHAR_WIDTH * font_px("tick")
@@ -283,7 +284,7 @@ def category_tick_layout(labels: Sequence[str], plot_width: float = HALF_PLOT_WI
     rows, stride = next(((r, k) for k in range(1, n + 1) for r in (1, 2)
                          if longest(k) * char_px <= 0.9 * share * r * k or k == n))
     width = max(int(share * rows * stride / char_px), 1)
-    wrapped = [wrap_words(label, width) if i % stride == 0 else "" for i, label in enumerate(labels)]
+    wrapped = [wrap_words(label, width).replace("- ", "-") if i % stride == 0 else "" for i, label in enumerate(labels)]
     if rows == 2:  # the second row starts under the first row's deepest label
         depth = max((line_count(t) for t in wrapped[::2 * stride]), default=1)
         wrapped = [("<br>" * depth + t) if t and (i // stride) % 2 else t for i, t in enumerate(wrapped)]
@@ -326,6 +327,13 @@ def title_margins(subtitle: str | None, width_px: float = HALF_FIGURE_PX) -> tup
     finally:
         _SCALE.reset(token)
     return round(_top_px(1, lines, 1.0)), _BOTTOM
+
+
+def narrow_title_px(subtitle: str | None) -> int:
+    """Pixels at scale 1 that ``subtitle`` takes more in a figure of
+    :data:`NARROW_FIGURE_PX` than in a half-page one (its extra lines): what a
+    narrow figure adds to its height to keep its plot area."""
+    return title_margins(subtitle, NARROW_FIGURE_PX)[0] - title_margins(subtitle)[0]
 
 
 def plot_area_height(height: int, subtitle: str | None, above_plot: float = 0,

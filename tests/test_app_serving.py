@@ -352,8 +352,8 @@ def test_serving_pool_by_reference_count_with_sharing_marks():
     assert any("★ = a copy-on-write copy" in cap.value and "reference count" in cap.value for cap in at.caption)
     taken = next(m for m in at.metric if m.label == "Blocks taken")
     recycled = len(set(c.recycled) - set(c.copied))
-    assert (taken.value, taken.delta) == (f"{len(c.taken)}", f"{len(c.freed)} freed · {recycled} recycled · "
-                                                             f"{len(c.copied)} copied")
+    assert (taken.value, taken.delta) == (f"{len(c.taken)}", f"physical · {history.logical_blocks_added(step)} logical")
+    assert f"{len(c.freed)} freed · {recycled} recycled · {len(c.copied)} copied" in taken.help
 
 
 def test_serving_blocks_taken_counts_what_the_pool_marks_under_sharing():
@@ -371,7 +371,8 @@ def test_serving_blocks_taken_counts_what_the_pool_marks_under_sharing():
     marks = {t["name"]: 0 if t.get("customdata") is None else len(arr(t["customdata"]))
              for t in chart(at, "sv_pool_chart")["data"] if t.get("name") in names}
     taken = next(m for m in at.metric if m.label == "Blocks taken")
-    counts = dict(reversed(part.split(" ", 1)) for part in taken.delta.split(" · "))
+    listed = taken.help.split("counted as the pool marks them: ", 1)[1].split(".", 1)[0]  # the delta: physical · logical
+    counts = dict(reversed(part.split(" ", 1)) for part in listed.split(" · "))
     assert counts["recycled"] == str(marks["recycled"]) and marks["recycled"] > 0
     assert counts["copied"] == str(marks["copy-on-write copy"]) and counts["freed"] == str(marks["freed"])
     assert int(taken.value) == marks["taken"] + marks["recycled"] + marks["copy-on-write copy"]

@@ -35,6 +35,7 @@ from explorer.style import (
     cell_gaps,
     font_px,
     integer_ticks,
+    narrow_title_px,
     plot_area_height,
 )
 from paged_attention.inputs import FREE, OTHER
@@ -121,7 +122,8 @@ def pool_figure(
     # Grow the figure by the sequences' legend (two entries a row in a narrow
     # column, under its title) rather than let it squeeze the grid.
     legend_rows = (math.ceil((len(seqs) + 3) / 2) if listed else 1) + (per_cell == 1)
-    height = int(min(720, max(320, 190 + 24 * n_rows)) + 22 * (legend_rows - 1))
+    height = int(min(720, max(320, 190 + 24 * n_rows)) + 22 * (legend_rows - 1)
+                 + narrow_title_px(subtitle))  # the subtitle's lines in a narrow column
     plot_height = plot_area_height(height, subtitle, width_px=NARROW_FIGURE_PX) - 22 * (legend_rows - 1)
     if per_cell == 1:
         _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_cols, plot_height,

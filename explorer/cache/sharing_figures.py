@@ -34,6 +34,7 @@ from explorer.style import (
     cell_gaps,
     font_px,
     integer_ticks,
+    narrow_title_px,
     plot_area_height,
     with_alpha,
 )
@@ -169,7 +170,7 @@ def pool_ref_count_figure(
     # Grow the figure by its legend (Plotly stacks these entries one a row in a
     # narrow column, under its title) rather than let it squeeze the grid.
     extra = 22 * (2 + len(counts) + (lo < 0)) if levels is None else 52
-    height = int(min(720, max(320, 190 + 24 * n_rows)) + extra)
+    height = int(min(720, max(320, 190 + 24 * n_rows)) + extra + narrow_title_px(subtitle))
     plot_height = plot_area_height(height, subtitle, width_px=NARROW_FIGURE_PX) - extra
     if per_cell == 1:
         holders: list[list[int]] = [[] for _ in range(num_blocks)]
