@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
 from explorer.cache.cell_style import BLOCK_KEY, colorbar_title, legend_key
+from explorer.category_ticks import set_category_ticks
 from explorer.formatting import count, format_percent
 from explorer.limits import MAX_SPLIT_LEGEND, MAX_WALK_SEGMENTS, MAX_WALK_TEXT
 from explorer.style import (
@@ -28,7 +29,6 @@ from explorer.style import (
     plot_area_height,
     plot_width_px,
     scaled,
-    set_category_ticks,
     title_margins,
 )
 

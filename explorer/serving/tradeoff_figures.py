@@ -8,6 +8,7 @@ from typing import Mapping
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.category_ticks import set_category_ticks
 from explorer.formatting import (
     MS_D3,
     format_number,
@@ -20,7 +21,6 @@ from explorer.style import (
     apply_style,
     impl_color,
     scaled,
-    set_category_ticks,
     with_alpha,
 )
 
