@@ -37,8 +37,8 @@ def category_tick_layout(labels: Sequence[str], plot_width: float = HALF_PLOT_WI
     """What :func:`set_category_ticks` writes under ``labels``: the tick texts
     (``""`` for a category left unlabelled, ``<br>`` breaks), the rows they take
     turns on (1, or 2 when staggered) and the stride k (every k-th labelled).
-    A label's lines are at most ``rows * k`` shares wide, its longest word nine
-    tenths of that (``LABEL_CHAR_WIDTH`` per character), so that neighbours never touch."""
+    A label's lines are at most ``rows * k`` shares wide (``LABEL_CHAR_WIDTH`` per
+    character, a tenth more than Arial's average: neighbours never touch)."""
     # A hyphen is a break too ("(prefix-" over "aware)"): the pieces are measured and wrapped as words.
     labels = [" ".join(str(label).replace("-", "- ").split()) for label in labels]
     n = max(len(labels), 1)
@@ -49,7 +49,7 @@ def category_tick_layout(labels: Sequence[str], plot_width: float = HALF_PLOT_WI
         return max((len(word) for label in labels[::stride] for word in label.split()), default=0)
 
     rows, stride = next(((r, k) for k in range(1, n + 1) for r in (1, 2)
-                         if longest(k) * char_px <= 0.9 * share * r * k or k == n))
+                         if longest(k) * char_px <= share * r * k or k == n))
     width = max(int(share * rows * stride / char_px), 1)
     wrapped = [wrap_words(label, width).replace("- ", "-") if i % stride == 0 else "" for i, label in enumerate(labels)]
     if rows == 2:  # the second row starts under the first row's deepest label

@@ -335,6 +335,6 @@ def test_implementation_names_stay_upright_in_presentation_mode(make, count):
     assert all(t.startswith("<br>" * depth) for t in text[1::2])  # the second row under the first
     assert not any(t.startswith("<br>") for t in text[::2])
     assert [t.replace("<br>", " ").replace("- ", "-").split() for t in text] == [label.split() for label in labels]
-    # A name's lines fit two shares; nine tenths of it for its longest word.
+    # A name's lines fit two shares.
     lines = [line for t in text for line in t.split("<br>") if line]
     assert max(len(line) for line in lines) * style.LABEL_CHAR_WIDTH * 18 <= 2 * share
