@@ -186,11 +186,20 @@ _FONT_COLOR = "#1F2937"
 #: estimated from it and from the figure's height.
 PLOT_WIDTH_PX = 400
 #: Width in pixels of the plot area of a half-page chart at 1280 px (the benchmark's
-#: and the sweep's, side by side), at scale 1: categories share it.
-HALF_PLOT_WIDTH_PX = 360
-#: Width in pixels of the narrowest figure the pages draw (two fifths of a 1280 px
-#: page): subtitles are broken into lines that fit it.
-NARROW_FIGURE_PX = 370
+#: and the sweep's, side by side), at scale 1: categories share it. Chromium, the
+#: sidebar open, drew those figures 394 px wide: less the margins, 314.
+HALF_PLOT_WIDTH_PX = 314
+#: Width in pixels of the plot area of a chart across the page at 1280 px (the
+#: serving trade-off's): an 820 px figure less its margins.
+FULL_PLOT_WIDTH_PX = 740
+#: Width in pixels of a half-page figure at 1280 px, the sidebar open (Chromium drew
+#: them 394 px wide): subtitles are broken into lines that fit it unless the figure
+#: says it is narrower (:func:`apply_style`'s ``width_px``).
+HALF_FIGURE_PX = 370
+#: Width in pixels of the narrowest figures the pages draw, two fifths of a 1280 px
+#: page (Chromium, the sidebar open, drew the Block table's pool 312 px wide, and
+#: cut its subtitle at "colour = sequen" when it was broken for 370 px).
+NARROW_FIGURE_PX = 310
 #: Width in pixels of a half-page figure at 1280 px: titles are broken into lines
 #: that fit it (the narrowest charts have short titles).
 TITLE_WIDTH_PX = 400
@@ -231,31 +240,9 @@ def impl_color(name: str) -> str:
 
 # -- lines of text ---------------------------------------------------------------
 
-def line_chars(role: str, width_px: float = NARROW_FIGURE_PX) -> int:
+def line_chars(role: str, width_px: float = HALF_FIGURE_PX) -> int:
     """Characters of ``role`` text (:func:`font_px`) that a line ``width_px`` wide holds now."""
     return max(int(width_px / (CHAR_WIDTH * font_px(role))), 8)
-
-
-def set_category_ticks(fig: go.Figure, labels: Sequence[str], **where) -> None:
-    """Tick labels of a categorical x axis that fit a category's share of a
-    half-page chart's plot (:data:`HALF_PLOT_WIDTH_PX`, :func:`plot_width_px`) at
-    the tick size of now: horizontal, broken into lines at their spaces; angled,
-    each on one line, when a word alone is wider than its share (four
-    implementation names at presentation size ran together, "NaiveOptimized").
-    The bottom margin grows to hold them. ``where`` (``row``, ``col``) picks the
-    axis of a subplot; default all."""
-    labels = list(dict.fromkeys(labels))
-    share = plot_width_px(HALF_PLOT_WIDTH_PX) / max(len(labels), 1)
-    longest = max((len(word) for label in labels for word in str(label).split()), default=0)
-    char_px = LABEL_CHAR_WIDTH * font_px("tick")
-    if longest * char_px > 0.9 * share:
-        text, angle = [" ".join(str(label).split()) for label in labels], -45
-    else:
-        text, angle = [wrap_words(" ".join(str(label).split()), max(int(share / char_px), 1)) for label in labels], 0
-    # A whole category's width at each end: dots, unlike bars, would otherwise get
-    # an axis that ends at the outer dots and cuts their labels in half.
-    fig.update_xaxes(tickmode="array", tickvals=labels, ticktext=text, tickangle=angle, automargin=True,
-                     range=[-0.5, len(labels) - 0.5], **where)
 
 
 # -- layout ----------------------------------------------------------------------
@@ -276,30 +263,39 @@ def _top_px(title_lines: int, subtitle_lines: int, scale: float) -> float:
     return top + (_SUBTITLE_GAP * scale if subtitle_lines else 0)
 
 
-def _wrapped_titles(title: str | None, subtitle: str | None) -> tuple[str, str]:
-    """The title and subtitle broken into lines for a half-page chart and for the
-    narrowest one, at the current scale."""
-    return (wrap_words(title or "", line_chars("title", TITLE_WIDTH_PX)),
-            wrap_at_separators(subtitle, line_chars("subtitle")))
+def _wrapped_titles(title: str | None, subtitle: str | None, width_px: float = HALF_FIGURE_PX) -> tuple[str, str]:
+    """The title and the subtitle broken into lines for a figure ``width_px`` wide
+    (the title's :data:`TITLE_WIDTH_PX` for a half-page one, in proportion for a
+    narrower one), at the current scale."""
+    return (wrap_words(title or "", line_chars("title", TITLE_WIDTH_PX * min(width_px / HALF_FIGURE_PX, 1))),
+            wrap_at_separators(subtitle, line_chars("subtitle", width_px)))
 
 
-def title_margins(subtitle: str | None) -> tuple[int, int]:
-    """Top and bottom margins (px) of a figure with a one-line title and
-    ``subtitle`` at scale 1: with the plot area, the height a figure asks
+def title_margins(subtitle: str | None, width_px: float = HALF_FIGURE_PX) -> tuple[int, int]:
+    """Top and bottom margins (px) of a figure ``width_px`` wide with a one-line
+    title and ``subtitle`` at scale 1: with the plot area, the height a figure asks
     :func:`apply_style` for (which grows all three with the text)."""
     token = _SCALE.set(1.0)
     try:
-        lines = line_count(_wrapped_titles("", subtitle)[1])
+        lines = line_count(_wrapped_titles("", subtitle, width_px)[1])
     finally:
         _SCALE.reset(token)
     return round(_top_px(1, lines, 1.0)), _BOTTOM
 
 
-def plot_area_height(height: int, subtitle: str | None, above_plot: float = 0) -> float:
+def narrow_title_px(subtitle: str | None) -> int:
+    """Pixels at scale 1 that ``subtitle`` takes more in a figure of
+    :data:`NARROW_FIGURE_PX` than in a half-page one (its extra lines): what a
+    narrow figure adds to its height to keep its plot area."""
+    return title_margins(subtitle, NARROW_FIGURE_PX)[0] - title_margins(subtitle)[0]
+
+
+def plot_area_height(height: int, subtitle: str | None, above_plot: float = 0,
+                     width_px: float = HALF_FIGURE_PX) -> float:
     """Pixels, at the current scale, between the margins of a figure that
-    :func:`apply_style` styles with ``height``, ``subtitle`` and ``above_plot``
-    (and a one-line title)."""
-    return max(height - sum(title_margins(subtitle)) - above_plot, 1) * _SCALE.get()
+    :func:`apply_style` styles with ``height``, ``subtitle``, ``above_plot`` and
+    ``width_px`` (and a one-line title)."""
+    return max(height - sum(title_margins(subtitle, width_px)) - above_plot, 1) * _SCALE.get()
 
 
 def colorbar_length_px(plot_height: float) -> float:
@@ -309,7 +305,7 @@ def colorbar_length_px(plot_height: float) -> float:
 
 
 def apply_style(fig: go.Figure, title: str, subtitle: str | None = None, height: int = 420,
-                *, above_plot: float = 0) -> go.Figure:
+                *, above_plot: float = 0, width_px: float = HALF_FIGURE_PX) -> go.Figure:
     """Give ``fig`` the explorer's layout, at the current scale
     (:func:`presentation`): fonts of :func:`font_px` (titles, axes, ticks,
     legend, hover, colour bars and heatmap text that sets none of its own), the
@@ -321,7 +317,8 @@ def apply_style(fig: go.Figure, title: str, subtitle: str | None = None, height:
     fig : go.Figure
         Modified in place.
     title, subtitle : str
-        The title, and the line under it (broken at its `` · `` and ``; ``).
+        The title, and the line under it (broken at its `` · `` and ``; `` into
+        lines of the figure's width).
     height : int
         The figure's height at scale 1 (px); at a larger scale its plot area
         (``height`` less the margins at scale 1) grows by the scale and the
@@ -329,6 +326,9 @@ def apply_style(fig: go.Figure, title: str, subtitle: str | None = None, height:
     above_plot : float
         Pixels at scale 1 to keep between the subtitle and the plot area (subplot
         titles, marks hung over the plot); they grow with the scale.
+    width_px : float
+        The narrowest the page draws the figure (px): :data:`HALF_FIGURE_PX`, or
+        :data:`NARROW_FIGURE_PX` for a chart in two fifths of the page.
 
     Returns
     -------
@@ -338,11 +338,11 @@ def apply_style(fig: go.Figure, title: str, subtitle: str | None = None, height:
     scale = _SCALE.get()
     token = _SCALE.set(1.0)
     try:  # the plot area at scale 1: the height less the margins of the lines there
-        lines = [line_count(text) for text in _wrapped_titles(title, subtitle)]
+        lines = [line_count(text) for text in _wrapped_titles(title, subtitle, width_px)]
     finally:
         _SCALE.reset(token)
     plot = max(height - _top_px(*lines, 1.0) - above_plot - _BOTTOM, 1) * scale
-    title, subtitle = _wrapped_titles(title, subtitle)
+    title, subtitle = _wrapped_titles(title, subtitle, width_px)
     top = _top_px(line_count(title), line_count(subtitle), scale) + above_plot * scale
     bottom = _BOTTOM * scale
     total = round(plot + top + bottom)

@@ -281,6 +281,7 @@ def test_serving_block_tables_use_the_pools_sequence_colours():
 # -- sharing: a common system prompt and n samples per request ------------------------------
 
 SHARING = {"sv_system_prompt": 20, "sv_samples": 3, "sv_num_blocks": 96}
+COPY = serving_figures.POOL_CHANGE_MARKS["copied"][0]  # the copy-on-write mark's legend name
 
 
 def sharing_history():
@@ -347,13 +348,13 @@ def test_serving_pool_by_reference_count_with_sharing_marks():
     marks = {t["name"]: t for t in pool["data"]}
     assert {"1 sequence", "2 sequences", "3–4 sequences", "5+ sequences"} <= set(marks)
     c = history.changes(step)
-    got = set(arr(marks["copy-on-write copy"]["customdata"])[:, 0].astype(int))
+    got = set(arr(marks[COPY]["customdata"])[:, 0].astype(int))
     assert got == set(c.copied) and got
     assert any("★ = a copy-on-write copy" in cap.value and "reference count" in cap.value for cap in at.caption)
     taken = next(m for m in at.metric if m.label == "Blocks taken")
     recycled = len(set(c.recycled) - set(c.copied))
-    assert (taken.value, taken.delta) == (f"{len(c.taken)}", f"{len(c.freed)} freed · {recycled} recycled · "
-                                                             f"{len(c.copied)} copied")
+    assert (taken.value, taken.delta) == (f"{len(c.taken)}", f"physical · {history.logical_blocks_added(step)} logical")
+    assert f"{len(c.freed)} freed · {recycled} recycled · {len(c.copied)} copied" in taken.help
 
 
 def test_serving_blocks_taken_counts_what_the_pool_marks_under_sharing():
@@ -371,10 +372,11 @@ def test_serving_blocks_taken_counts_what_the_pool_marks_under_sharing():
     marks = {t["name"]: 0 if t.get("customdata") is None else len(arr(t["customdata"]))
              for t in chart(at, "sv_pool_chart")["data"] if t.get("name") in names}
     taken = next(m for m in at.metric if m.label == "Blocks taken")
-    counts = dict(reversed(part.split(" ", 1)) for part in taken.delta.split(" · "))
+    listed = taken.help.split("counted as the pool marks them: ", 1)[1].split(".", 1)[0]  # the delta: physical · logical
+    counts = dict(reversed(part.split(" ", 1)) for part in listed.split(" · "))
     assert counts["recycled"] == str(marks["recycled"]) and marks["recycled"] > 0
-    assert counts["copied"] == str(marks["copy-on-write copy"]) and counts["freed"] == str(marks["freed"])
-    assert int(taken.value) == marks["taken"] + marks["recycled"] + marks["copy-on-write copy"]
+    assert counts["copied"] == str(marks[COPY]) and counts["freed"] == str(marks["freed"])
+    assert int(taken.value) == marks["taken"] + marks["recycled"] + marks[COPY]
 
 
 def test_serving_pool_colour_from_the_url():

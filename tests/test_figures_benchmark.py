@@ -236,14 +236,15 @@ def test_speedup_on_a_log_axis_is_a_dot_on_a_stem_from_parity():
 @pytest.mark.parametrize("name", ["latency", "speedup", "overhead", "bandwidth", "accuracy"])
 def test_four_implementation_labels_stay_horizontal_and_whole(name):
     """Rotated labels of four implementations ran off a half-page chart at 1280 px
-    (about 360 px of plot, 90 px a category, 13 px text at ~6.5 px a character)."""
+    (Chromium drew it 394 px wide: 314 px of plot, 78 px a category, 12 px text at
+    6.6 px a character, LABEL_CHAR_WIDTH)."""
     fig = _benchmark_figures(FOUR)[name]
     axis = fig.layout.xaxis2 if name == "accuracy" else fig.layout.xaxis
     assert axis.tickangle == 0 and axis.automargin is True
     assert list(axis.tickvals) == [r.label for r in FOUR]
     lines = [line for text in axis.ticktext for line in text.split("<br>")]
-    assert max(len(line) for line in lines) * 6.5 <= 90
-    assert "Triton<br>(simple grid)" in axis.ticktext
+    assert max(len(line) for line in lines) * style.LABEL_CHAR_WIDTH * 12 <= 314 / 4
+    assert [" ".join(t.split("<br>")) for t in axis.ticktext] == [r.label for r in FOUR]  # every word, in order
 
 
 def test_durations_in_figures_follow_the_one_rule():
@@ -307,15 +308,33 @@ def test_error_chart_at_presentation_size_keeps_its_labels_apart():
     assert [a.text for a in few.layout.annotations if a.yref == "y domain"] == [accuracy_figures.PASS_MARK] * 2
 
 
-@pytest.mark.parametrize("make", [bench_figures.latency_figure, bench_figures.bandwidth_figure, bench_figures.speedup_figure])
-def test_four_category_names_are_angled_in_presentation_mode(make):
+@pytest.mark.parametrize("make", [bench_figures.latency_figure, bench_figures.bandwidth_figure,
+                                  bench_figures.speedup_figure, accuracy_figures.accuracy_figure])
+@pytest.mark.parametrize("count", [4, 5])
+def test_implementation_names_stay_upright_in_presentation_mode(make, count):
     """ "Naive PyTorch", "Optimized PyTorch", ... wrapped side by side at
-    presentation size ran together ("NaiveOptimizedTriton") at 1280 px."""
-    from explorer import style
-
-    plain = make(_four_results())
-    assert plain.layout.xaxis.tickangle == 0
+    presentation size ran together ("NaiveOptimizedTriton") at 1280 px; then they
+    were tilted 45 degrees (review: four charts of five implementations). Upright
+    now, every other name a row lower, so each has two categories' width: 274 px
+    of plot at presentation size, "Optimized" is 9 x 0.55 x 18 = 89 px."""
+    results = _four_results()
+    if count == 5:
+        results = [*results, _result("triton", [1.0])]
+        results[4].name, results[4].label = "triton_prefix", "Triton (prefix-aware)"
+    labels = [r.label for r in results]
+    plain = make(results)
+    axis = plain.layout.xaxis2 if make is accuracy_figures.accuracy_figure else plain.layout.xaxis
+    assert axis.tickangle == 0
     with style.presentation():
-        big = make(_four_results())
-    assert big.layout.xaxis.tickangle == -45
-    assert list(big.layout.xaxis.ticktext) == ["Naive PyTorch", "Optimized PyTorch", "Triton", "Triton (simple grid)"]
+        big = make(results)
+        share = style.plot_width_px(style.HALF_PLOT_WIDTH_PX) / count
+    axis = big.layout.xaxis2 if make is accuracy_figures.accuracy_figure else big.layout.xaxis
+    assert axis.tickangle == 0 and list(axis.tickvals) == labels
+    text = list(axis.ticktext)
+    depth = max(t.count("<br>") + 1 for t in text[::2])
+    assert all(t.startswith("<br>" * depth) for t in text[1::2])  # the second row under the first
+    assert not any(t.startswith("<br>") for t in text[::2])
+    assert [t.replace("<br>", " ").replace("- ", "-").split() for t in text] == [label.split() for label in labels]
+    # A name's lines fit two shares.
+    lines = [line for t in text for line in t.split("<br>") if line]
+    assert max(len(line) for line in lines) * style.LABEL_CHAR_WIDTH * 18 <= 2 * share

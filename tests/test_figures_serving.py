@@ -7,7 +7,7 @@ import pytest
 
 from explorer import limits, style
 from explorer.cache import figures as cache_figures
-from explorer.cache import sampling, sharing_figures
+from explorer.cache import cell_style, sampling, sharing_figures
 from explorer.formatting import MS_D3
 from explorer.serving import figures as serving_figures
 from explorer.serving import tradeoff_figures
@@ -76,33 +76,46 @@ def _drawn_plot_height(fig, width_px=380):
     (replace(PAGE_POOL, num_blocks=96, system_prompt=20, samples=3, arrival_rate=0.3), "reference count"),
     (replace(PAGE_POOL, num_blocks=1024, block_size=16, max_batch_size=32, arrival_rate=0.28), "sequence"),
 ])
-def test_serving_pool_is_readable_at_1280_px(config, color_by):
+@pytest.mark.parametrize("scale", [1, style.PRESENTATION_SCALE])
+def test_serving_pool_is_readable_at_1280_px(config, color_by, scale):
     """Issue 27: the pool was a strip (5 rows in ~40 px) under a one-column legend taller than it, with a
     scroll bar. Its plot area now grows with its rows (at least MIN_POOL_PLOT_PX), the legend names a few
     sequences and folds the rest, lies in rows under the grid within the figure's margin (never pushing
-    into the grid, never half the figure, which is where Plotly scrolls it), and cell numbers are >= 12 px."""
+    into the grid, never half the figure, which is where Plotly scrolls it), and cell numbers are >= 12 px.
+    Presentation mode (review at 1280x720): the legend stood one entry a row, 389 px beside a 300 px grid,
+    and the block ids were left out of 24 px cells that hold two 18 px digits."""
     history = simulate(config, 150)
     step = int(history.metrics["blocks_in_use"].to_numpy().argmax())
     record, c = history.records[step], history.changes(step)
     assert record.num_running > serving_figures.POOL_LEGEND_SEQUENCES  # more sequences than the legend names
-    fig = serving_figures.serving_pool_figure(
-        record.pool_owner(), record.block_tables(), record.context_lens, config.block_size, step=step,
-        taken=c.taken, freed=c.freed, recycled=c.recycled, copied=c.copied, revived=c.revived,
-        color_by=color_by, sharing=config.shares, seq_ids=record.seq_ids)
-    n_rows, _, _ = sampling.pool_grid_shape(config.num_blocks)
-    plot_px, legend_px = _drawn_plot_height(fig)
-    assert plot_px >= max(serving_figures.MIN_POOL_PLOT_PX, min(28 * n_rows, serving_figures.MAX_POOL_PLOT_PX))
-    assert legend_px < fig.layout.height / 2
+    with style.presentation(scale):
+        fig = serving_figures.serving_pool_figure(
+            record.pool_owner(), record.block_tables(), record.context_lens, config.block_size, step=step,
+            taken=c.taken, freed=c.freed, recycled=c.recycled, copied=c.copied, revived=c.revived,
+            color_by=color_by, sharing=config.shares, seq_ids=record.seq_ids)
+        column = style.plot_width_px(380)  # the pool's plot at 1280 px, in this mode
+        cell_px = style.font_px("cell")
+        n_rows, n_cols, _ = sampling.pool_grid_shape(config.num_blocks)
+        plot_px, legend_px = _drawn_plot_height(fig, column)
+        ids_fit = cell_style.cell_text_fits(n_rows, n_cols, 2, 380, plot_px)
+    assert plot_px >= scale * max(serving_figures.MIN_POOL_PLOT_PX, min(28 * n_rows, serving_figures.MAX_POOL_PLOT_PX))
+    assert legend_px < fig.layout.height / 2 and legend_px <= plot_px  # never taller than the grid
     names = _legend(fig)
-    assert len(names) <= 12
+    assert len(names) <= 12 and max(map(len, names)) <= serving_figures.LEGEND_NAME_CHARS
+    # Two entries a row in the narrowest column, at this mode's legend size.
+    font = fig.layout.legend.font.size
+    assert font == serving_figures.POOL_LEGEND_FONT * scale >= (12 if scale == 1 else 18)
+    assert serving_figures.legend_rows(names, column, font) <= -(-len(names) // 2)
     named = [n for n in names if n.startswith("sequence ")]
     assert len(named) <= serving_figures.POOL_LEGEND_SEQUENCES
     if color_by == "sequence":
-        assert f"{record.num_running - len(named)} more sequences" in names
+        assert f"+{record.num_running - len(named)} sequences" in names
     heat = fig.data[0]
-    assert heat.texttemplate is None or heat.textfont.size >= 12
-    if config.num_blocks == 64:
-        assert heat.texttemplate is not None  # 14 columns hold two-digit ids at 13 px
+    assert heat.textfont.size == cell_px
+    if config.num_blocks == 64:  # 14 columns of two-digit ids: 2 x 0.56 x 18 px + 2 <= 340 / 14 in either mode
+        assert heat.texttemplate == "%{text}" and ids_fit
+    elif config.num_blocks == 1024:  # aggregated cells: no ids
+        assert heat.texttemplate is None
 
 
 @pytest.mark.parametrize("color_by", serving_figures.POOL_COLOR_MODES)
@@ -257,7 +270,7 @@ def test_serving_pool_by_reference_count_in_few_levels():
     names = [t.name for t in fig.data]
     # Every level in the legend, present or not, so it never moves while scrubbing; large enough for a room.
     assert names[1:6] == ["free", "1 sequence", "2 sequences", "3–4 sequences", "5+ sequences"]
-    assert fig.layout.legend.font.size >= 15
+    assert fig.layout.legend.font.size == serving_figures.POOL_LEGEND_FONT >= 13
     assert fig.layout.title.text == f"Physical block pool after step {step}"
     shared = int(np.flatnonzero(refs > 1)[0])
     holders = [s for s, row in zip(record.seq_ids, record.block_tables()) if shared in row]
@@ -268,7 +281,8 @@ def test_serving_pool_by_reference_count_in_few_levels():
 def test_serving_pool_marks_copies_and_prefix_cache_hits_apart_from_new_blocks():
     history = simulate(SHARED, 150)
     m = history.metrics
-    for column, name in (("copied", "copy-on-write copy"), ("revived", "revived from cache")):
+    copy, revived = (serving_figures.POOL_CHANGE_MARKS[k][0] for k in ("copied", "revived"))
+    for column, name in (("copied", copy), ("revived", revived)):
         step = int(m[column].to_numpy().argmax())
         c = history.changes(step)
         for color_by in serving_figures.POOL_COLOR_MODES:
@@ -281,8 +295,8 @@ def test_serving_pool_marks_copies_and_prefix_cache_hits_apart_from_new_blocks()
             assert ids["freed"] == set(c.freed)
     # A step that copies nothing still lists both sharing marks (a steady legend) when sharing is on, not when off.
     quiet = int(np.flatnonzero((m["copied"] == 0) & (m["revived"] == 0))[0])
-    assert "copy-on-write copy" in {t.name for t in _pool(history, quiet, sharing=True).data}
-    assert "copy-on-write copy" not in {t.name for t in _pool(history, quiet).data}
+    assert copy in {t.name for t in _pool(history, quiet, sharing=True).data}
+    assert copy not in {t.name for t in _pool(history, quiet).data}
     with pytest.raises(ValueError, match="color_by"):
         _pool(history, quiet, color_by="owner")
 

@@ -78,3 +78,59 @@ def test_cell_numbers_are_12_px_where_they_fit_and_left_out_where_not():
 def test_cell_text_fits_counts_the_pixels_of_12_px_text(chars, width, fits):
     assert cell_style.cell_text_fits(1, 1, chars, width, 20) is fits
     assert cell_style.cell_text_fits(1, 1, chars, width, 14) is False  # a row shorter than a line of text
+
+
+def _bar_text_px(fig, trace) -> float:
+    """The size Plotly draws ``trace``'s bar text at: its own, else the template's."""
+    return trace.textfont.size or fig.layout.template.data.bar[0].textfont.size
+
+
+@pytest.mark.parametrize("scale", [1, style.PRESENTATION_SCALE])
+def test_tradeoff_bar_labels_grow_with_the_mode_and_stay_whole(scale):
+    """Review at 1280x720 in presentation mode: the trade-off's value labels
+    ("82.6%") were hidden, all but "0%": uniformtext hid outside text wider than its
+    bar. They are drawn whole (constraintext "none") at the cell size of the mode,
+    and each fits its category's slot of the full-width chart; the block sizes
+    stay upright."""
+    from test_figures_serving import SERVING
+
+    from explorer.serving import tradeoff_figures
+    from explorer.serving.tradeoff import block_size_tradeoff
+
+    table = block_size_tradeoff(SERVING, (1, 2, 4, 8, 16, 32, 64, 128, 256), steps=40, pool_tokens=512).table
+    with style.presentation(scale):
+        fig = tradeoff_figures.tradeoff_figure(table, current=8)
+        slot = style.plot_width_px(style.FULL_PLOT_WIDTH_PX) / len(table)
+        cell = style.font_px("cell")
+    bars = fig.data[0]
+    assert bars.constraintext == "none" and bars.textposition == "outside"
+    assert _bar_text_px(fig, bars) == cell >= (12 if scale == 1 else 18)
+    assert max(len(t) for t in bars.text) * 0.58 * cell <= slot
+    assert fig.layout.xaxis.tickangle == 0 and list(fig.layout.xaxis.ticktext) == [str(b) for b in table["block_size"]]
+
+
+@pytest.mark.parametrize("scale", [1, style.PRESENTATION_SCALE])
+def test_split_merge_ticks_stay_upright_and_its_values_whole_where_they_fit(scale):
+    """Review at 1280x720 in presentation mode: Plotly tilted "split 0" ... "split 3"
+    on both panels, and the share labels ("34.1%") were hidden. The ticks are
+    upright (staggered where a name is wider than its share), and a panel's value
+    labels are written whole at the cell size where they fit a bar's slot, else
+    left to the hover, never shrunk."""
+    from test_figures_kernel import kernel_trace
+
+    from explorer.kernel import figures as kernel_figures
+
+    _, _, _, trace = kernel_trace(num_splits=4)
+    with style.presentation(scale):
+        fig = kernel_figures.split_merge_figure(trace.splits)
+        slot = style.plot_width_px(kernel_figures.MERGE_PLOT_PX) * 0.4 / len(trace.splits)
+        cell = style.font_px("cell")
+    for axis in (fig.layout.xaxis, fig.layout.xaxis2):
+        assert axis.tickangle == 0 and [t.replace("<br>", " ").strip() for t in axis.ticktext] == list(fig.data[0].x)
+    m, share = fig.data
+    assert m.text is not None  # "3.62": four digits fit a slot in either mode
+    for bars in (m, share):
+        if bars.text is not None:
+            assert bars.constraintext == "none" and _bar_text_px(fig, bars) == cell
+            assert max(len(t) for t in bars.text) * 0.56 * cell <= slot + 0.89 * cell
+    assert (share.text is not None) is (scale == 1)  # "34.1%" at 18 px is wider than a 46 px slot

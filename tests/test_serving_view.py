@@ -38,6 +38,31 @@ def test_cards_count_what_the_pool_marks():
     assert all(len(card.value) <= 7 for card in cards.values())
 
 
+def test_blocks_taken_under_sharing_counts_physical_against_logical():
+    """Review at 1280x720: with sharing, the card counted physical blocks only (and six
+    cards cut its delta to "0 freed · 2 recycl…"). Five cards now; under sharing the
+    card sets the physical blocks taken against the logical entries the tables
+    gained, the pool's mark counts in its help."""
+    from dataclasses import replace
+
+    history = simulate(replace(SIM, num_blocks=96, system_prompt=20, samples=3), 120)
+    m = history.metrics
+    gained = [history.logical_blocks_added(s) for s in range(history.steps)]
+    for s in range(1, history.steps):  # the tables' entries, counted directly
+        before, now = history.records[s - 1], history.records[s]
+        had = dict(zip(before.seq_ids.tolist(), before.blocks_per_sequence.tolist()))
+        assert gained[s] == sum(max(n - had.get(q, 0), 0) for q, n in zip(now.seq_ids.tolist(),
+                                                                            now.blocks_per_sequence.tolist()))
+    step = max(range(history.steps), key=lambda s: gained[s] - int(m["taken"].iloc[s]))
+    assert gained[step] > int(m["taken"].iloc[step])  # a fork or a prefix-cache hit: more logical than physical
+    cards = {c.label: c for c in view.step_cards(history, step, 6, sharing=True)}
+    assert len(cards) == 5 and all(len(card.delta or "") <= 22 for card in cards.values())
+    taken = cards["Blocks taken"]
+    assert (taken.value, taken.delta) == (str(len(history.changes(step).taken)), f"physical · {gained[step]} logical")
+    assert view.change_counts(history.changes(step), True) in taken.help
+    assert cards["Waiting"].delta == f"{int(m['finished'].iloc[step])} finished so far"
+
+
 def test_page_defaults_fit_the_cpu_cap():
     small = DecodeConfig(batch_size=1, context_lens=(16,), num_heads=32, num_kv_heads=8, head_dim=128)
     cpu = view.page_defaults(small)

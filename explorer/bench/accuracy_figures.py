@@ -13,6 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.bench.view import significant
+from explorer.category_ticks import set_category_ticks
 from explorer.style import (
     ERROR_FLOOR,
     FAIL_COLOR,
@@ -23,7 +24,6 @@ from explorer.style import (
     log_axis_range,
     plot_area_height,
     scaled,
-    set_category_ticks,
     with_alpha,
 )
 

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from explorer.bench.readouts import host_overhead_ms, rank
 from explorer.bench.view import percent, rank_words
+from explorer.category_ticks import set_category_ticks
 from explorer.formatting import (
     MS_D3,
     format_bytes,
@@ -25,7 +26,6 @@ from explorer.style import (
     font_px,
     impl_color,
     log_axis_range,
-    set_category_ticks,
     with_alpha,
 )
 from paged_attention.results import shares_kv

@@ -7,7 +7,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from explorer.formatting import MS_D3, in_unit
-from explorer.style import apply_style, font_px, impl_color, log_axis_range, set_category_ticks
+from explorer.category_ticks import set_category_ticks
+from explorer.style import apply_style, font_px, impl_color, log_axis_range
 
 #: Fill of the configuration that matches the sidebar's.
 HIGHLIGHT_COLOR = "rgba(250, 204, 21, 0.25)"

@@ -30,7 +30,9 @@ from explorer.formatting import count, ordinal
 from explorer.limits import MAX_TABLE_CELLS
 from explorer.style import (
     BLOCK_COLORSCALE,
+    HALF_FIGURE_PX,
     MIN_COLUMN_PX,
+    NARROW_FIGURE_PX,
     PLOT_WIDTH_PX,
     SEQUENCE_COLORS,
     UNALLOCATED_COLOR,
@@ -227,11 +229,15 @@ def block_table_figure(
         subtitle += " · sampled: " + "; ".join(parts)
     # At least 170 px of plot, so the colour bar keeps room for its ticks under its
     # two-line title when there are only a few rows.
-    height = int(min(720, max(sum(title_margins(subtitle)) + 170, 140 + 26 * len(rows))))
-    plot_height = plot_area_height(height, subtitle)
+    # A table in the page's narrower column (the serving page's) breaks its subtitle for it.
+    figure_px = NARROW_FIGURE_PX if plot_width < WIDE_PLOT_PX else HALF_FIGURE_PX
+    height = int(min(720, max(sum(title_margins(subtitle, figure_px)) + 170, 140 + 26 * len(rows))))
+    plot_height = plot_area_height(height, subtitle, width_px=figure_px)
     gaps = cell_gaps(len(rows), shape[1], plot_height)
     text_on = per_col == 1 and cell_text_fits(len(rows), shape[1], len(str(max(num_blocks - 1, 0))),
                                               min(plot_width, WIDE_PLOT_PX), plot_height)
+    if not text_on:  # sized for the numbers' note; a grid too small for them says where the ids are
+        subtitle = subtitle.replace("number = physical block", "hover: physical block")
     if by_sequence:  # the pool's categorical colours: 0 free, 1 other, 2 + seq % n a sequence
         codes = np.where(unalloc, np.nan, 2 + seq % len(SEQUENCE_COLORS)).astype(float)
         scale, k = owner_colorscale()
@@ -293,7 +299,7 @@ def block_table_figure(
         r, c = np.nonzero(picked)
         half = grid.row_stride / 2
         add_outline(fig, first[c] - 0.5, last[c] + 0.5, rows[r] - half, rows[r] + half, cell_px)
-    apply_style(fig, title, subtitle, height=height)
+    apply_style(fig, title, subtitle, height=height, width_px=figure_px)
     # The grid's own extent (and room for an outline on its edge): the markers of the
     # click targets and shared-block marks would pad an autorange past it, to a "-1" tick.
     half = grid.row_stride / 2

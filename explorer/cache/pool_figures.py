@@ -27,6 +27,7 @@ from explorer.limits import MAX_POOL_CELLS, MAX_SEQUENCE_LEGEND
 from explorer.style import (
     BATCH_SHARE_COLORSCALE,
     FREE_COLOR,
+    NARROW_FIGURE_PX,
     OTHER_COLOR,
     PLOT_WIDTH_PX,
     SEQUENCE_COLORS,
@@ -34,6 +35,7 @@ from explorer.style import (
     cell_gaps,
     font_px,
     integer_ticks,
+    narrow_title_px,
     plot_area_height,
 )
 from paged_attention.inputs import FREE, OTHER
@@ -120,8 +122,9 @@ def pool_figure(
     # Grow the figure by the sequences' legend (two entries a row in a narrow
     # column, under its title) rather than let it squeeze the grid.
     legend_rows = (math.ceil((len(seqs) + 3) / 2) if listed else 1) + (per_cell == 1)
-    height = int(min(720, max(320, 190 + 24 * n_rows)) + 22 * (legend_rows - 1))
-    plot_height = plot_area_height(height, subtitle) - 22 * (legend_rows - 1)
+    height = int(min(720, max(320, 190 + 24 * n_rows)) + 22 * (legend_rows - 1)
+                 + narrow_title_px(subtitle))  # the subtitle's lines in a narrow column
+    plot_height = plot_area_height(height, subtitle, width_px=NARROW_FIGURE_PX) - 22 * (legend_rows - 1)
     if per_cell == 1:
         _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_cols, plot_height,
                     seqs if listed else ())
@@ -130,7 +133,7 @@ def pool_figure(
     pool_pick(fig, num_blocks, max_cells, plot_height, highlight)
     if per_cell == 1:
         legend_key(fig, SEQUENCE_KEY)
-    apply_style(fig, "Physical block pool", subtitle, height=height)
+    apply_style(fig, "Physical block pool", subtitle, height=height, width_px=NARROW_FIGURE_PX)  # two fifths of the page
     fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)"
                      if per_cell > 1 else "+ offset within row", showgrid=False, zeroline=False,
                      **integer_ticks(0, n_cols - 1))

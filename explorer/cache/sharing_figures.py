@@ -27,12 +27,14 @@ from explorer.formatting import compact, count
 from explorer.limits import MAX_POOL_CELLS, MAX_STEPPED_REFS
 from explorer.style import (
     FREE_COLOR,
+    NARROW_FIGURE_PX,
     OTHER_COLOR,
     REF_COUNT_COLORS,
     apply_style,
     cell_gaps,
     font_px,
     integer_ticks,
+    narrow_title_px,
     plot_area_height,
     with_alpha,
 )
@@ -168,8 +170,8 @@ def pool_ref_count_figure(
     # Grow the figure by its legend (Plotly stacks these entries one a row in a
     # narrow column, under its title) rather than let it squeeze the grid.
     extra = 22 * (2 + len(counts) + (lo < 0)) if levels is None else 52
-    height = int(min(720, max(320, 190 + 24 * n_rows)) + extra)
-    plot_height = plot_area_height(height, subtitle) - extra
+    height = int(min(720, max(320, 190 + 24 * n_rows)) + extra + narrow_title_px(subtitle))
+    plot_height = plot_area_height(height, subtitle, width_px=NARROW_FIGURE_PX) - extra
     if per_cell == 1:
         holders: list[list[int]] = [[] for _ in range(num_blocks)]
         tables = np.asarray(block_tables, dtype=np.int64)
@@ -226,7 +228,7 @@ def pool_ref_count_figure(
     pool_pick(fig, num_blocks, max_cells, plot_height, highlight)
     if stepped:
         legend_key(fig, REF_COUNT_KEY)
-    apply_style(fig, "Physical block pool: sharing", subtitle, height=height)
+    apply_style(fig, "Physical block pool: sharing", subtitle, height=height, width_px=NARROW_FIGURE_PX)
     fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)" if per_cell > 1
                      else "+ offset within row", showgrid=False, zeroline=False, **integer_ticks(0, n_cols - 1))
     step = max(1, math.ceil(n_rows / 10))

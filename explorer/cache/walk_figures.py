@@ -21,6 +21,7 @@ from explorer.formatting import count, ordinal
 from explorer.limits import MAX_WALK_CELLS, MAX_WALK_POINTS
 from explorer.style import (
     BLOCK_COLORSCALE,
+    NARROW_FIGURE_PX,
     UNALLOCATED_COLOR,
     apply_style,
     cell_gaps,
@@ -202,9 +203,9 @@ def block_walk_figure(
     subtitle = "straight line = contiguous; jumps = scattered blocks"
     if stride > 1:
         subtitle += f" · every {ordinal(stride)} block"
-    apply_style(fig, title, subtitle, height=380)
+    apply_style(fig, title, subtitle, height=380, width_px=NARROW_FIGURE_PX)  # two fifths of the page
     fig.update_xaxes(title="logical block", zeroline=False, **integer_ticks(0, needed - 1))
     fig.update_yaxes(title="physical block id", zeroline=False, rangemode="tozero",
-                     **integer_ticks(0, int(phys.max()), plot_area_height(380, subtitle)))
+                     **integer_ticks(0, int(phys.max()), plot_area_height(380, subtitle, width_px=NARROW_FIGURE_PX)))
     fig.update_layout(showlegend=False)
     return fig

@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
 from explorer.cache.cell_style import BLOCK_KEY, colorbar_title, legend_key
-from explorer.formatting import count
+from explorer.category_ticks import set_category_ticks
+from explorer.formatting import count, format_percent
 from explorer.limits import MAX_SPLIT_LEGEND, MAX_WALK_SEGMENTS, MAX_WALK_TEXT
 from explorer.style import (
     BLOCK_COLORSCALE,
@@ -44,6 +45,14 @@ _STAR_SIZE = 14
 #: Plot-area width (px) of the walk on a 1280 px screen: a chart in the page's
 #: wider column (577 px) less its row labels and colour bar.
 WALK_PLOT_PX = 280
+#: Plot-area width (px) of the split merge's two panels and the gap between them at
+#: scale 1 (the 577 px chart less its margins); the gap takes :data:`_MERGE_GAP` of
+#: it, each panel half the rest (:data:`MERGE_PANEL_PX`).
+MERGE_PLOT_PX = 497
+_MERGE_GAP = 0.2
+MERGE_PANEL_PX = MERGE_PLOT_PX * (1 - _MERGE_GAP) / 2
+#: Width of a digit and of "%" of a bar's value label, as a share of its size (Arial's).
+_DIGIT_WIDTH, _PERCENT_WIDTH = 0.56, 0.89
 #: What a split's colour means, in the legends and colour bars.
 SPLIT_KEY = "colour = split"
 
@@ -356,29 +365,39 @@ def split_merge_figure(splits) -> go.Figure:
 
     # A fifth of the width between the panels: the right panel's tick labels and axis
     # title at presentation size (0.12 put "% of softmax mass" on the left panel's bar).
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.2,
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=_MERGE_GAP,
                         subplot_titles=(MERGE_MAX_TITLE, "Share after the merge"))
     n = len(splits)
     prefix = (splits["pass"] == "prefix").to_numpy() if "pass" in splits else np.zeros(n, bool)
     x = [f"{'prefix' if p else 'split'} {int(s)}" for s, p in zip(splits["split"], prefix)]
     palette = _split_colors(splits["split"])
     colors = [palette[int(s)] for s in splits["split"]]
-    # Values above the bars while they fit; the hover has them for many splits.
-    labelled = n <= 16
-    custom = np.stack([splits["l"].to_numpy(float), splits["weight"].to_numpy(float),
-                       splits["token_start"].to_numpy(), splits["token_end"].to_numpy() - 1], axis=-1)
     m = splits["m"].to_numpy(float)
     share = 100 * splits["share"].to_numpy(float)
+    m_text, share_text = [f"{v:.3g}" for v in m], [format_percent(v / 100) for v in share]
+    # Values above the bars where they fit a bar's slot at the size of now, drawn
+    # whole (constraintext="none": uniformtext hid what was wider than its bar);
+    # the hover has them otherwise.
+    slot = plot_width_px(MERGE_PLOT_PX) * (1 - _MERGE_GAP) / 2 / max(n, 1)
+
+    def fits(texts: list[str]) -> bool:
+        return n <= 16 and all((len(t) - t.count("%")) * _DIGIT_WIDTH * font_px("cell")
+                               + t.count("%") * _PERCENT_WIDTH * font_px("cell") <= slot for t in texts)
+
+    m_text, share_text = (texts if fits(texts) else None for texts in (m_text, share_text))
+    outlined = n <= 16  # thin bars get no outline
+    custom = np.stack([splits["l"].to_numpy(float), splits["weight"].to_numpy(float),
+                       splits["token_start"].to_numpy(), splits["token_end"].to_numpy() - 1], axis=-1)
     fig.add_trace(go.Bar(
-        x=x, y=m, name="m", marker=dict(color=colors, line=dict(width=0.5 if labelled else 0)), customdata=custom,
-        text=[f"{v:.3g}" for v in m] if labelled else None, textposition="outside", cliponaxis=False,
+        x=x, y=m, name="m", marker=dict(color=colors, line=dict(width=0.5 if outlined else 0)), customdata=custom,
+        text=m_text, textposition="outside", cliponaxis=False, constraintext="none",
         hovertemplate="%{x} (tokens %{customdata[2]}–%{customdata[3]})<br>m = %{y:.4g}, l = %{customdata[0]:.4g}"
         "<br>merge weight w = 2^(m − max m) = %{customdata[1]:.3g}<extra></extra>",
     ), row=1, col=1)
     fig.add_trace(go.Bar(
-        x=x, y=share, name="share", marker=dict(color=colors, line=dict(width=0.5 if labelled else 0)),
+        x=x, y=share, name="share", marker=dict(color=colors, line=dict(width=0.5 if outlined else 0)),
         customdata=custom,
-        text=[f"{v:.1f}%" for v in share] if labelled else None, textposition="outside", cliponaxis=False,
+        text=share_text, textposition="outside", cliponaxis=False, constraintext="none",
         hovertemplate="%{x}: %{y:.2f}% of Σ w·l<br>w = %{customdata[1]:.3g}, l = %{customdata[0]:.4g}<extra></extra>",
     ), row=1, col=2)
     if n:
@@ -388,7 +407,6 @@ def split_merge_figure(splits) -> go.Figure:
                       layer="below")  # under the bars' value labels it crosses
     subtitle = "out = Σ w·acc / Σ w·l with w = 2^(m − max m); each split rescaled to the common max"
     apply_style(fig, "Merging the splits", subtitle, height=400, above_plot=16)  # + the panel titles
-    # A value label too wide for its bar is left out (the hover has it), not shrunk.
     fig.update_layout(showlegend=False, uniformtext=dict(minsize=font_px("cell"), mode="hide"))
     fig.update_annotations(font=dict(size=font_px("body")))
     lo, hi = (float(m.min()), float(m.max())) if n else (0.0, 1.0)
@@ -399,4 +417,6 @@ def split_merge_figure(splits) -> go.Figure:
     top = max(hi + pad, (hi - room * bottom) / (1 - room))
     fig.update_yaxes(title="m (log2 units)", range=[bottom, top], row=1, col=1)
     fig.update_yaxes(title="% of softmax mass", range=[0, max([*share, 1]) * 1.2], row=1, col=2)
+    for col in (1, 2):  # upright: Plotly tilted "split 0", "split 1", ... at presentation size
+        set_category_ticks(fig, x, MERGE_PANEL_PX, row=1, col=col)
     return fig

@@ -10,7 +10,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.cache.cell_style import add_legend_square
+from explorer.cache.cell_style import add_legend_square, cell_text_fits
 from explorer.cache.pool_figures import pool_figure
 from explorer.cache.sampling import pool_grid_shape
 from explorer.cache.sharing_figures import REF_LEVELS, pool_ref_count_figure
@@ -50,19 +50,23 @@ POOL_COLOR_MODES = ("sequence", "reference count")
 POOL_CHANGE_MARKS = {
     "taken": ("taken", "triangle-up", TAKEN_COLOR, "#111827", -0.27),
     "recycled": ("recycled", "diamond", "#111827", "white", -0.27),
-    "copied": ("copy-on-write copy", "star", "#FACC15", "#111827", -0.27),
-    "revived": ("revived from cache", "pentagon", "#22C55E", "#111827", -0.27),
+    "copied": ("copy-on-write", "star", "#FACC15", "#111827", -0.27),
+    "revived": ("revived", "pentagon", "#22C55E", "#111827", -0.27),
     "freed": ("freed", "x-thin", FREED_COLOR, FREED_COLOR, 0.0),
 }
-#: The pool's legend, read from the back of a room: its font (px).
-POOL_LEGEND_FONT = 15
+#: The pool's legend, read from the back of a room: its font (px) at scale 1. At
+#: the presentation scale (19.5 px) two entries of :data:`LEGEND_NAME_CHARS` still
+#: share a row of the narrowest column: a legend of one entry a row (22.5 px, 15
+#: at scale 1) stood taller than the grid.
+POOL_LEGEND_FONT = 13
+#: The most characters of a name in the pool's legend ("copy-on-write", "partly
+#: filled", "+12 sequences"); the caption under the pool says the rest.
+LEGEND_NAME_CHARS = 13
 #: Most sequences the pool's legend names one by one (the lowest seq_ids); the
 #: others share one entry, so the legend stays a few rows under the grid.
 POOL_LEGEND_SEQUENCES = 4
 #: Pixels of one row of the pool's grid, and the least and most its plot area takes.
 POOL_ROW_PX, MIN_POOL_PLOT_PX, MAX_POOL_PLOT_PX = 28, 200, 560
-#: Font (px) of the block ids in the pool's cells: at least 12, read from the back.
-POOL_CELL_FONT = 13
 #: The narrowest the pool is drawn (its column on a 1280 px page): the plot area's
 #: width in px, which is also the most a row of its legend takes.
 _NARROW_PLOT_PX = 380
@@ -199,7 +203,7 @@ def _pool_sequence_legend(fig: go.Figure) -> None:
         return
     for t in entries[POOL_LEGEND_SEQUENCES:]:
         t.showlegend = False
-    add_legend_square(fig, "#FFFFFF", count(len(entries) - POOL_LEGEND_SEQUENCES, "more sequence"), line="#374151")
+    add_legend_square(fig, "#FFFFFF", "+" + count(len(entries) - POOL_LEGEND_SEQUENCES, "sequence"), line="#374151")
     data = list(fig.data)  # the folded entry right after the named ones
     data.insert(data.index(entries[-1]) + 1, data.pop())
     fig.data = data
@@ -210,21 +214,21 @@ def _pool_layout(fig: go.Figure, n_rows: int, n_cols: int, num_blocks: int) -> g
     :data:`MIN_POOL_PLOT_PX` and :data:`MAX_POOL_PLOT_PX`), under it the axis and
     the legend (:data:`POOL_LEGEND_FONT` px) with room for every row it takes in
     the narrowest column, so Plotly never squeezes the grid nor scrolls the
-    legend; block ids at :data:`POOL_CELL_FONT` px where they fit the narrowest
-    cells, else none."""
+    legend; block ids at the cell text size of now where they fit the narrowest
+    cells (:func:`~explorer.cache.cell_style.cell_text_fits`), else none."""
     names = [t.name for t in fig.data if t.type != "heatmap" and t.showlegend is not False and t.name]
     # At the presentation scale (style.scaled): the plot, the text and its rows grow, the column's width does not.
-    legend_font, cell_font, width = scaled(POOL_LEGEND_FONT), scaled(POOL_CELL_FONT), plot_width_px(_NARROW_PLOT_PX)
+    legend_font, width = scaled(POOL_LEGEND_FONT), plot_width_px(_NARROW_PLOT_PX)
     rows = legend_rows(names, width, legend_font) + bool(fig.layout.legend.title.text)  # its key
     plot_px = scaled(min(MAX_POOL_PLOT_PX, max(MIN_POOL_PLOT_PX, POOL_ROW_PX * n_rows)))
     top = fig.layout.margin.t
     bottom = scaled(_POOL_AXIS_PX + _LEGEND_PAD_PX) + math.ceil(rows * _LEGEND_ROW * legend_font)
     heat = fig.data[0]
     digits = len(str(max(num_blocks - 1, 0)))
-    fits = digits * _CHAR_WIDTH * cell_font + 6 <= width / n_cols
-    heat.update(textfont=dict(size=cell_font), **cell_gaps(n_rows, n_cols, plot_px, _NARROW_PLOT_PX))
-    if not fits:
-        heat.texttemplate = None
+    heat.update(textfont=dict(size=font_px("cell")), **cell_gaps(n_rows, n_cols, plot_px, _NARROW_PLOT_PX))
+    # The pool's own column, not the Block table page's narrower one its base figure assumes.
+    fits = heat.text is not None and cell_text_fits(n_rows, n_cols, digits, _NARROW_PLOT_PX, plot_px)
+    heat.texttemplate = "%{text}" if fits else None
     fig.update_layout(
         height=int(top + plot_px + bottom), margin=dict(b=bottom),
         legend=dict(font=dict(size=legend_font), traceorder="normal"),  # "grouped" (the click targets' group) stacks the entries

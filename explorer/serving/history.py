@@ -171,6 +171,17 @@ class ServingHistory:
         """The blocks ``step`` took from the free list and returned to it."""
         return self.records[step].changes
 
+    def logical_blocks_added(self, step: int) -> int:
+        """Entries the running sequences' block tables gained during ``step``: each
+        sequence's logical blocks after it less those it had after the step before
+        (none for a sequence admitted in it). With sharing, more than the physical
+        blocks the step took (:meth:`changes`): a prefix-cache hit or a fork adds
+        entries that point to blocks already in use."""
+        now = self.records[step]
+        before = self.records[step - 1] if step > 0 else None
+        had = {} if before is None else dict(zip(before.seq_ids.tolist(), before.blocks_per_sequence.tolist()))
+        return int(sum(max(n - had.get(s, 0), 0) for s, n in zip(now.seq_ids.tolist(), now.blocks_per_sequence.tolist())))
+
 
 def simulate(config: ServingConfig, steps: int) -> ServingHistory:
     """Run :class:`~explorer.serving.simulator.ServingSimulator` for ``steps`` steps

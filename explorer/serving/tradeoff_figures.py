@@ -8,6 +8,7 @@ from typing import Mapping
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.category_ticks import set_category_ticks
 from explorer.formatting import (
     MS_D3,
     format_number,
@@ -16,6 +17,7 @@ from explorer.formatting import (
 )
 from explorer.serving.figures import WASTE_COLOR
 from explorer.style import (
+    FULL_PLOT_WIDTH_PX,
     apply_style,
     impl_color,
     scaled,
@@ -56,7 +58,10 @@ def tradeoff_figure(table, latency_ms: Mapping[int, float] | None = None, curren
             color=[with_alpha(WASTE_COLOR, 0.85 if b == current else 0.55) for b in sizes],
             line=dict(color=["#111827" if b == current else WASTE_COLOR for b in sizes], width=[2 if b == current else 1 for b in sizes]),
         ),
-        text=[format_percent(w / 100) for w in waste], textposition="outside", cliponaxis=False, customdata=custom,
+        # The labels at the cell size of now, whole: uniformtext hid those wider than
+        # their bar in presentation mode (a bar's slot holds them).
+        text=[format_percent(w / 100) for w in waste], textposition="outside", cliponaxis=False,
+        constraintext="none", customdata=custom,
         hovertemplate="block size %{x}<br>%{text} of allocated slots wasted (mean %{customdata[0]} slots)"
         "<br>mean blocks in use %{customdata[1]}<br>mean waiting %{customdata[2]}, "
         "stalled %{customdata[3]} sequence-steps<extra></extra>",
@@ -76,6 +81,7 @@ def tradeoff_figure(table, latency_ms: Mapping[int, float] | None = None, curren
                                       showgrid=False, color=impl_color("triton")))
     apply_style(fig, "Block size: memory waste against kernel latency", subtitle, height=420)
     fig.update_xaxes(title="block size (tokens)", type="category")
+    set_category_ticks(fig, x, FULL_PLOT_WIDTH_PX)
     # The waste axis only: update_yaxes would also reach the latency axis (y2).
     fig.update_layout(yaxis=dict(title="wasted slots (% of allocated)", rangemode="tozero",
                                  range=[0, max([*waste, 1]) * 1.2]),

@@ -199,29 +199,39 @@ def change_counts(changes: PoolChanges, sharing: bool) -> str:
 
 
 def step_cards(history: ServingHistory, step: int, max_batch: int, sharing: bool) -> list[Card]:
-    """The six cards over the pool at ``step``: running, waiting, blocks in use,
-    wasted slots, finished, blocks taken. Values stay short (a number) so that six
-    fit side by side; the detail is in the delta and the help."""
+    """The five cards over the pool at ``step``: running, waiting (and finished),
+    blocks in use, wasted slots, blocks taken. Values stay short (a number) and
+    deltas a few words, so that five fit side by side at 1280 px (six cut the
+    last delta to "0 freed · 2 recycl…"); the detail is in the help. With
+    sharing, blocks taken counts physical blocks against the logical ones the
+    tables gained (:meth:`~explorer.serving.history.ServingHistory.logical_blocks_added`)."""
     record, row, changes = history.records[step], history.metrics.iloc[step], history.changes(step)
     num = formatting.format_number
     num_blocks, in_use = history.config.num_blocks, int(row["blocks_in_use"])
+    taken_help = (f"physical blocks taken from the free list during step {step} for new tokens (copy-on-write "
+                  f"copies included), counted as the pool marks them: {change_counts(changes, sharing)}. "
+                  "Recycled = taken again after an earlier sequence released it; freed = returned to the free "
+                  "list (its last reference gone)")
+    if sharing:
+        logical = history.logical_blocks_added(step)
+        taken = Card("Blocks taken", num(len(changes.taken)), f"physical · {num(logical)} logical",
+                     taken_help + f". The block tables gained {num(logical)} logical blocks: a prefix-cache hit "
+                     "or a fork points new entries to blocks in use, and a copy-on-write copy takes a physical "
+                     "block for an entry the table had; copied = a copy-on-write copy (a recycled copy counts "
+                     "as copied); revived = a cached block a prefix-cache hit took back from the free list.")
+    else:
+        taken = Card("Blocks taken", num(len(changes.taken)), change_counts(changes, sharing), taken_help + ".")
     return [
         Card("Running", num(record.num_running), f"of {num(max_batch)} at most",
              f"sequences decoding at this step; at most {num(max_batch)} ({LABELS['max_batch_size']})"),
-        Card("Waiting", num(int(row["waiting"])), help="requests queued for a batch slot or for blocks"),
+        Card("Waiting", num(int(row["waiting"])), f"{num(int(row['finished']))} finished so far",
+             "requests queued for a batch slot or for blocks; finished: sequences done by this step"),
         Card("Blocks in use", num(in_use), f"of {num(num_blocks)} · {formatting.format_percent(in_use / num_blocks)}",
              f"blocks holding some sequence's tokens, of the {num(num_blocks)} in the pool"),
         Card("Wasted slots", num(int(row["wasted_slots"])),
              f"{formatting.format_percent(float(row['wasted_fraction']))} of allocated",
              "allocated but unfilled slots in each sequence's last block (internal fragmentation)"),
-        Card("Finished so far", num(int(row["finished"]))),
-        Card("Blocks taken", num(len(changes.taken)), change_counts(changes, sharing),
-             f"blocks taken from the free list during step {step} for new tokens (copy-on-write copies "
-             "included), and blocks returned to it (their last reference gone), counted as the pool marks them: "
-             "recycled = taken again after an earlier sequence released it"
-             + ("; copied = a copy-on-write copy (a recycled copy counts as copied); revived = a cached block "
-                "a prefix-cache hit took back from the free list. A block that only gains or loses a reference "
-                "is neither taken nor freed." if sharing else ".")),
+        taken,
     ]
 
 
