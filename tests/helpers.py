@@ -244,19 +244,20 @@ def fake_result(name: str, ms: float, gpu: float | None = None) -> SimpleNamespa
     )
 
 
-def job_rows(values=(16, 32, 64), copy: float | None = None, skip_from: int = 64) -> list[dict]:
-    """Sweep rows over ``context_len``: naive takes ``value / 100`` ms and is skipped
+def job_rows(values=(16, 32, 64), copy: float | None = None, skip_from: int = 64, axis: str = "context_len",
+             base=SWEEP_BASE) -> list[dict]:
+    """Sweep rows over ``axis`` (``context_len``) of ``base``: naive takes ``value / 100`` ms and is skipped
     from ``skip_from`` on, vectorized 0.5 ms, Triton 0.1 ms (GPU time half of it when
     ``copy``, the ceiling in GB/s, is given)."""
     rows = []
     for v in values:
-        config = sweep_grid.point_config(SWEEP_BASE, "context_len", v)
+        config = sweep_grid.point_config(base, axis, v)
         common = dict(device_name="test", warmup=0, iters=2)
         for name, ms in (("naive", 0.01 * v), ("vectorized", 0.5), ("triton", 0.1)):
             if name == "naive" and v >= skip_from:
-                rows.append(sweep_runs.status_row(name, "skipped", config, "context_len", v, note="skipped: over budget",
+                rows.append(sweep_runs.status_row(name, "skipped", config, axis, v, note="skipped: over budget",
                                              predicted_ms=0.01 * v, copy_gbps=copy, **common))
             else:
                 rows.append(sweep_runs.result_row(fake_result(name, ms, gpu=ms / 2 if copy else None), config,
-                                             "context_len", v, copy_gbps=copy, **common))
+                                             axis, v, copy_gbps=copy, **common))
     return rows

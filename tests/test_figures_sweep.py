@@ -1,5 +1,7 @@
 """Figures of parameter sweeps: latency, bandwidth, speedup and ratios along the swept axis, with skipped points and several sources."""
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -7,6 +9,7 @@ from explorer import style
 from explorer.sweep import figures as sweep_figures
 from explorer.sweep import grid as sweep_grid
 from explorer.sweep import runs as sweep_runs
+from helpers import SWEEP_BASE as BASE
 from helpers import job_rows
 
 
@@ -165,3 +168,35 @@ def test_two_sources_keep_legend_entries_and_ceiling_labels_short():
     bw = sweep_bandwidth_figure(frame)
     labels = [a.text for a in bw.layout.annotations]
     assert "copy ceiling 4,239 GB/s · recorded" in labels and all(len(t) <= 40 for t in labels)
+
+
+def _limit_lines(fig):
+    shapes = [s for s in fig.layout.shapes if s.name == "window limit"]
+    notes = [a for a in fig.layout.annotations if a.name == "window limit"]
+    return shapes, notes
+
+
+@pytest.mark.parametrize("make", [sweep_figures.sweep_latency_figure, sweep_figures.sweep_bandwidth_figure,
+                                  sweep_figures.sweep_speedup_figure])
+def test_a_window_is_a_dashed_line_on_the_context_axis(make):
+    windowed = sweep_runs.rows_frame(job_rows(base=BASE.with_(window=32)), "me")
+    (line,), (note,) = _limit_lines(make(windowed))
+    assert (line.x0, line.x1, line.yref, line.line.dash) == (32, 32, "paper", "dash")
+    assert note.text == "window 32"
+    assert note.x == pytest.approx(math.log10(32))  # the x axis is log: annotations sit at the log
+    assert _limit_lines(make(frame())) == ([], [])  # no window, no line
+
+
+def test_the_context_is_a_dashed_line_on_the_window_axis():
+    rows = job_rows(axis="window", values=(16, 37, 74), skip_from=1000)
+    (line,), (note,) = _limit_lines(sweep_figures.sweep_latency_figure(sweep_runs.rows_frame(rows, "me")))
+    assert (line.x0, line.x1, line.line.dash, note.text) == (37, 37, "dash", "context 37")
+    ragged = job_rows(axis="window", values=(16, 74), base=BASE.with_(context_lens=(20, 50)))
+    (_,), (note,) = _limit_lines(sweep_figures.sweep_latency_figure(sweep_runs.rows_frame(ragged, "me")))
+    assert note.text == "longest context 50"
+    # outside the values swept there is nothing to mark
+    short = job_rows(axis="window", values=(4, 8), skip_from=1000)
+    assert sweep_figures.window_limit(sweep_runs.rows_frame(short, "me")) is None
+    narrow = sweep_runs.rows_frame(job_rows(axis="window", values=(30, 40), skip_from=1000), "me")
+    fig = sweep_figures.sweep_latency_figure(narrow)
+    assert fig.layout.xaxis.type == "linear" and _limit_lines(fig)[1][0].x == 37  # on a linear axis, the value

@@ -9,8 +9,9 @@ import pytest
 from explorer import limits
 from explorer.sweep import grid as sweep_grid
 from explorer.sweep import runs as sweep_runs
+from explorer.sweep import view
 from helpers import SWEEP_BASE as BASE
-from helpers import job_rows
+from helpers import fake_result, job_rows
 from paged_attention import DecodeConfig
 
 # -- grid --------------------------------------------------------------------------
@@ -264,3 +265,53 @@ def test_sweep_rows_and_csv_carry_the_shared_prefix():
     assert (row["shared_prefix"], row["prefix_groups"]) == (16, 2)
     back = sweep_runs.read_sweep_csv(sweep_runs.sweep_csv(sweep_runs.rows_frame([row], "me")), "up")
     assert (back["shared_prefix"].iloc[0], back["prefix_groups"].iloc[0]) == (16, 2)
+
+
+# -- the window axis ---------------------------------------------------------------------
+
+def test_the_window_axis_sets_the_window_and_keeps_the_sidebars_contexts():
+    long = BASE.with_(batch_size=2, context_lens=(100, 300), soft_cap=30.0, sinks=True)
+    assert sweep_grid.AXIS_LIMITS["window"] == (1, limits.MAX_WINDOW)
+    assert sweep_grid.sweep_values("window", 16, 512, 6) == (16, 32, 64, 128, 256, 512)
+    config = sweep_grid.point_config(long, "window", 64)
+    assert (config.window, config.lengths, config.soft_cap, config.sinks) == (64, (100, 300), 30.0, True)
+    assert config.num_blocks_used == long.num_blocks_used  # the pool holds the whole contexts still
+    # the default range runs from 16 to past the longest context, where the time goes flat
+    assert sweep_grid.default_range("window", long, cpu=True) == (16, 600)
+    assert sweep_grid.default_range("window", long.with_(context_lens=5), cpu=False) == (5, 10)
+    with pytest.raises(ValueError, match="window"):
+        sweep_grid.sweep_values("window", 0, 16, 3)
+
+
+@pytest.mark.parametrize("window", [1, 16, 99, 100, 150, 300, 301, 4096])
+def test_window_points_move_the_bytes_of_min_window_context(window):
+    base = BASE.with_(batch_size=2, context_lens=(100, 300))
+    config = sweep_grid.point_config(base, "window", window)
+    per_token = 2 * base.num_kv_heads * base.head_dim * config.kv_element_size
+    query_out = 2 * base.batch_size * base.num_heads * base.head_dim * config.element_size
+    row = sweep_runs.status_row("triton", "skipped", config, "window", window, note="x")
+    assert row["bytes_moved"] == (min(window, 100) + min(window, 300)) * per_token + query_out
+    assert (row["window"], row["axis"], row["value"]) == (window, "window", window)
+    # past the longest context a window reads what no window does
+    if window >= 300:
+        assert row["bytes_moved"] == base.decode_bytes()
+
+
+def test_sweep_rows_and_csv_carry_the_attention_options():
+    options = BASE.with_(window=20, soft_cap=25.0, sinks=True)
+    rows = [sweep_runs.result_row(fake, sweep_grid.point_config(options, "context_len", v), "context_len", v,
+                                  copy_gbps=None, device_name="test", warmup=0, iters=2)
+            for v, fake in ((16, fake_result("triton", 0.1)), (64, fake_result("triton", 0.1)))]
+    assert [(r["window"], r["soft_cap"], r["sinks"]) for r in rows] == [(20, 25.0, True)] * 2
+    back = sweep_runs.read_sweep_csv(sweep_runs.sweep_csv(sweep_runs.rows_frame(rows, "me")), "up")
+    assert list(back["window"]) == [20, 20] and list(back["soft_cap"]) == [25.0, 25.0]
+    assert list(back["context_len"]) == [16, 64]
+    window_csv = sweep_runs.sweep_csv(sweep_runs.rows_frame(job_rows(axis="window", values=(8, 4096)), "me"))
+    assert set(sweep_runs.read_sweep_csv(window_csv, "up")["axis"]) == {"window"}
+
+
+def test_the_summary_line_names_the_attention_options_but_not_the_axis():
+    options = BASE.with_(window=20, soft_cap=25.0, sinks=True)
+    assert view.settings_in_force(options, "context_len").endswith("window=20 soft_cap=25 sinks")
+    assert view.settings_in_force(options, "window").endswith("cpu soft_cap=25 sinks")
+    assert "window" in view.AXIS_NOTES

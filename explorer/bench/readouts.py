@@ -65,7 +65,7 @@ def memory_summary(config: DecodeConfig) -> MemorySummary:
 
 
 #: What :func:`config_summary` can leave out: the settings a caller replaces.
-SUMMARY_PARTS = ("batch_size", "context_len", "num_kv_heads", "head_dim", "block_size", "kv_dtype")
+SUMMARY_PARTS = ("batch_size", "context_len", "num_kv_heads", "head_dim", "block_size", "kv_dtype", "window")
 
 
 def config_summary(config: DecodeConfig, without: Collection[str] = ()) -> str:
@@ -75,7 +75,7 @@ def config_summary(config: DecodeConfig, without: Collection[str] = ()) -> str:
     ``without`` (any of :data:`SUMMARY_PARTS`) leaves out settings the caller
     replaces, so that the label names only those in force: a sweep of the context
     length drops ``ctx=``, one of the KV heads writes the query heads alone (``H=32``),
-    one comparing cache dtypes drops ``kv=``.
+    one comparing cache dtypes drops ``kv=``, one of the window drops ``window=``.
 
     Raises
     ------
@@ -95,11 +95,12 @@ def config_summary(config: DecodeConfig, without: Collection[str] = ()) -> str:
              "head_dim": f"d={config.head_dim}", "block_size": f"bs={config.block_size}",
              "dtype": config.dtype + ("" if "kv_dtype" in without else _kv_text(config)),
              "layout": config.block_layout, "device": config.device}
-    return " ".join(v for k, v in parts.items() if k not in without) + _prefix_text(config) + _attention_text(config)
+    return " ".join(v for k, v in parts.items() if k not in without) + _prefix_text(config) + _attention_text(
+        config, window="window" not in without)
 
 
-def _attention_text(config: DecodeConfig) -> str:
-    options = [f"window={config.window}"] if config.window is not None else []
+def _attention_text(config: DecodeConfig, window: bool = True) -> str:
+    options = [f"window={config.window}"] if window and config.window is not None else []
     options += [f"soft_cap={format_number(config.soft_cap)}"] if config.soft_cap is not None else []
     return "".join(f" {o}" for o in options + (["sinks"] if config.sinks else []))
 

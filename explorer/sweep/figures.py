@@ -1,5 +1,10 @@
 """Figures of parameter sweeps (DataFrames of :data:`~explorer.sweep.runs.SWEEP_COLUMNS`):
 latency, bandwidth, speedup and the ratio of two sources along the swept axis.
+
+Where a sliding window meets the context, the first three mark it with a dashed
+vertical line (:func:`window_limit`): at the window on the context-length axis
+(past it, a step reads the same tokens), at the context on the window axis (past
+it, a window reads everything).
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.formatting import MS_D3, format_axis_value, kv_dtype_label
+from explorer.formatting import MS_D3, compact, format_axis_value, kv_dtype_label
 from explorer.style import (
     IMPL_COLORS,
     apply_style,
@@ -122,6 +127,53 @@ def _sweep_x_axis(fig: go.Figure, values: Sequence[float], title: str, **kw) -> 
         fig.update_xaxes(tickmode="array", tickvals=values, ticktext=[format_axis_value(v) for v in values], **kw)
 
 
+#: Colour of the dashed line where the window meets the context.
+LIMIT_COLOR = "#7C3AED"
+
+
+def window_limit(frame) -> tuple[float, str] | None:
+    """Where the window meets the context on a sweep's axis, as ``(x, label)``, or None.
+
+    On the ``context_len`` axis with one window in the first source's rows, the
+    window (``"window 256"``); on the ``window`` axis, the longest context of the
+    first source's rows (``"context 1,024"``, ``"longest context 1,024"`` for a
+    ragged batch). None on other axes, without a window, when the rows disagree,
+    or when ``x`` lies outside the values swept (nothing to see there).
+    """
+    if frame is None or not len(frame) or "axis" not in frame:
+        return None
+    first = frame[frame["source"].astype(str) == _sources(frame)[0]]
+    axis = str(first["axis"].iloc[0])
+    if axis == "context_len" and "window" in first:
+        found = set(first["window"].dropna().astype(int))
+        x, label = (found.pop(), "window") if len(found) == 1 else (None, "")
+    elif axis == "window" and "context_len" in first:
+        found = set(first["context_len"].dropna().astype(int))
+        ragged = "context_lens" in first and first["context_lens"].astype(str).str.contains(r"\.\.").any()
+        x, label = (found.pop(), "longest context" if ragged else "context") if len(found) == 1 else (None, "")
+    else:
+        return None
+    values = first["value"].dropna().astype(float)
+    if x is None or not len(values) or not values.min() <= x <= values.max():
+        return None
+    return float(x), f"{label} {compact(x)}"
+
+
+def _mark_window_limit(fig: go.Figure, frame) -> None:
+    """The dashed line of :func:`window_limit`, with its label at the top of the plot
+    (call after the x axis is set: on a log axis the label's x is the log)."""
+    limit = window_limit(frame)
+    if limit is None:
+        return
+    x, label = limit
+    fig.add_shape(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1,
+                  line=dict(color=LIMIT_COLOR, dash="dash", width=1.6), name="window limit")
+    fig.add_annotation(text=label, xref="x", yref="paper", x=math.log10(x) if fig.layout.xaxis.type == "log" else x,
+                       y=1, xanchor="left", yanchor="top", xshift=4, showarrow=False,
+                       font=dict(size=font_px("label"), color=LIMIT_COLOR), bgcolor="rgba(255,255,255,0.8)",
+                       name="window limit")
+
+
 def _y_log(fig: go.Figure, values: Sequence[float], span: float = LOG_Y_SPAN, **kw) -> bool:
     finite = [v for v in values if v is not None and math.isfinite(v) and v > 0]
     log = len(finite) > 1 and max(finite) / min(finite) >= span
@@ -211,6 +263,7 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
         subtitle += f"; {note}"
     apply_style(fig, title, subtitle, height=440)
     _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
+    _mark_window_limit(fig, frame)
     if _y_log(fig, ys, title="latency (ms)"):
         log_axis_range(fig, ys, 0.2, 0.55 if skipped_any else 0.35)  # room for the "skipped" labels
     return _fit_legend(fig)
@@ -295,6 +348,7 @@ def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
         subtitle += f"; {note}"
     apply_style(fig, title, subtitle, height=440, above_plot=0 if ceilings else 26)  # room for the note above the plot
     _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
+    _mark_window_limit(fig, frame)
     if _y_log(fig, ys, span=20, title="GB/s"):
         log_axis_range(fig, ys, 0.2, 0.3)
         label_log_hlines(fig)
@@ -355,6 +409,7 @@ def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
     apply_style(fig, title, f"median of each implementation ÷ median of {label_t}; above 1: {label_t} is faster",
            height=440)
     _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
+    _mark_window_limit(fig, frame)
     if _y_log(fig, [*ys, 1.0], span=30, title="speedup (×)"):
         log_axis_range(fig, [*ys, 1.0], 0.25, 0.35)
         label_log_hlines(fig)

@@ -1,7 +1,7 @@
 """The grid of a parameter sweep: its axes, values and points, and the CPU caps.
 
 A sweep varies one axis of a :class:`~paged_attention.config.DecodeConfig`
-(context length, batch size, block size, KV heads or head dim) over a grid and
+(context length, batch size, block size, KV heads, head dim or sliding window) over a grid and
 times every implementation at each point (:mod:`explorer.sweep.runs`). This
 module says which points: :func:`sweep_values` (log- or linearly spaced, powers
 of two for block sizes, divisors of ``num_heads`` for KV heads),
@@ -28,6 +28,7 @@ from explorer.limits import (
     MAX_HEAD_DIM,
     MAX_HEADS,
     MAX_POINTS,
+    MAX_WINDOW,
     cap_iterations,
     cpu_work,
     cpu_work_detail,
@@ -36,13 +37,16 @@ from explorer.limits import (
 from paged_attention.config import DecodeConfig
 
 #: The axes a sweep can vary: ``key -> label`` (the key is a DecodeConfig field,
-#: except ``context_len``, which sets every sequence's context).
+#: except ``context_len``, which sets every sequence's context; ``window`` keeps the
+#: sidebar's contexts and sets the sliding window, which reads ``min(window, context)``
+#: tokens of each sequence).
 AXES: dict[str, str] = {
     "context_len": "context length (tokens)",
     "batch_size": "batch size (sequences)",
     "block_size": "block size (tokens per block)",
     "num_kv_heads": "KV heads",
     "head_dim": "head dim",
+    "window": "window (tokens)",
 }
 #: Inclusive bounds of each axis.
 AXIS_LIMITS: dict[str, tuple[int, int]] = {
@@ -51,6 +55,7 @@ AXIS_LIMITS: dict[str, tuple[int, int]] = {
     "block_size": (1, MAX_BLOCK_SIZE),
     "num_kv_heads": (1, MAX_HEADS),
     "head_dim": (1, MAX_HEAD_DIM),
+    "window": (1, MAX_WINDOW),
 }
 SPACINGS: tuple[str, ...] = ("log", "linear")
 #: The fp8 format a comparison of cache dtypes uses when the sidebar's cache is not fp8.
@@ -138,8 +143,16 @@ def sweep_values(
 
 
 def default_range(axis: str, config: DecodeConfig, cpu: bool) -> tuple[int, int]:
-    """A sensible ``(low, high)`` for ``axis``: wide on a GPU, small on the CPU."""
+    """A sensible ``(low, high)`` for ``axis``: wide on a GPU, small on the CPU.
+
+    The window's range is the sidebar's: from 16 tokens (or the longest context,
+    when shorter) to twice the longest context, so that the points past the
+    context, where a window reads everything, show the time flat.
+    """
     check_axis(axis)
+    if axis == "window":
+        longest = max(max(config.lengths, default=0), 1)
+        return min(16, longest), min(2 * longest, MAX_WINDOW)
     if axis == "context_len":
         return (16, 256) if cpu else (128, 32768)
     if axis == "batch_size":
@@ -185,7 +198,8 @@ def bytes_fraction(ratio: float) -> str:
 def point_config(base: DecodeConfig, axis: str, value: int) -> DecodeConfig:
     """``base`` with ``axis`` set to ``value``.
 
-    ``context_len`` gives every sequence ``value`` tokens. ``batch_size`` keeps
+    ``context_len`` gives every sequence ``value`` tokens; ``window`` sets the
+    sliding window (``base``'s contexts stay). ``batch_size`` keeps
     ``base``'s lengths, repeated cyclically for a larger batch (a ragged batch
     stays ragged). When ``base`` set its spare blocks explicitly, they are scaled
     with the blocks the new point uses, so the pool keeps its headroom.

@@ -44,6 +44,11 @@ _TEXT = ("source", "axis", "cached", *(c for c, (kind, _) in results.COLUMNS.ite
 
 # -- rows --------------------------------------------------------------------------
 
+def _options(config: DecodeConfig) -> dict:
+    """The attention options of ``config`` as the keywords of a result row."""
+    return dict(window=config.window, soft_cap=config.soft_cap, sinks=config.sinks)
+
+
 def result_row(
     result, config: DecodeConfig, axis: str, value: int, *, copy_gbps: float | None, device_name: str,
     warmup: int, iters: int, measured_at: str = "", cached: bool = False,
@@ -53,10 +58,11 @@ def result_row(
 
     ``measured_at`` is when the timing was taken (ISO 8601, UTC), ``cached`` whether
     it was reused from an earlier sweep's measurement rather than timed for this one
-    (the ``cached`` column holds ``"yes"`` or ``""``).
+    (the ``cached`` column holds ``"yes"`` or ``""``). The attention options
+    ``config`` ran with fill ``window``, ``soft_cap`` and ``sinks``.
     """
     row = results.result_row(result, config, copy_gbps=copy_gbps, device_name=device_name, warmup=warmup,
-                             iters=iters, measured_at=measured_at)
+                             iters=iters, measured_at=measured_at, **_options(config))
     return {"axis": axis, "value": int(value), **row, "correct": results.correct_text(row["correct"]),
             "predicted_ms": None, "cached": "yes" if cached else ""}
 
@@ -67,9 +73,10 @@ def status_row(
     warmup: int = 0, iters: int = 0,
 ) -> dict:
     """A row without timings (:func:`paged_attention.results.status_row`):
-    ``status`` is ``"skipped"``, ``"failed"`` or ``"refused"``."""
+    ``status`` is ``"skipped"``, ``"failed"`` or ``"refused"``; the attention
+    options as in :func:`result_row`."""
     row = results.status_row(name, LABELS.get(name, name), status, config, note=note, copy_gbps=copy_gbps,
-                             device_name=device_name, warmup=warmup, iters=iters)
+                             device_name=device_name, warmup=warmup, iters=iters, **_options(config))
     return {"axis": axis, "value": int(value), **row, "correct": "", "predicted_ms": predicted_ms, "cached": ""}
 
 

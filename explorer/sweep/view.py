@@ -27,6 +27,8 @@ AXIS_NOTES: dict[str, str] = {
     "block_size": "the same tokens, cut into blocks of each size",
     "num_kv_heads": "divisors of the query heads only (GQA groups); the query heads stay fixed",
     "head_dim": "the same tokens and heads, wider or narrower",
+    "window": "the sidebar's contexts stay; each query reads its last window tokens, all of them once the "
+              "window reaches its context (the dashed line)",
 }
 
 
@@ -57,7 +59,7 @@ def settings_in_force(config: DecodeConfig, axis: str, caches: Sequence[str | No
     """The sidebar's settings a sweep of ``axis`` keeps
     (:func:`~explorer.bench.readouts.config_summary`), without those it replaces:
     the axis itself (a context-length sweep names no ``ctx=``, a KV-heads sweep the
-    query heads alone) and, when it compares ``caches``, the sidebar's cache."""
+    query heads alone, a window sweep no ``window=``) and, when it compares ``caches``, the sidebar's cache."""
     return config_summary(config, without=(axis, *(("kv_dtype",) if caches else ())))
 
 
