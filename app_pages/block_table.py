@@ -102,7 +102,7 @@ c3.metric("Blocks used (physical)", formatting.compact(used),
                f"list {formatting.count(logical_blocks, 'logical block')}; the pool has {mem.blocks_in_pool:,}"
                + (f"; without sharing {mem.blocks_used:,}" if sharing else ""))
 c4.metric("Wasted slots (physical)", formatting.compact(wasted),
-          f"{100 * wasted / max(1, allocated):.1f}% of allocated", **quiet,
+          f"{formatting.format_percent(wasted / max(1, allocated))} of allocated", **quiet,
           help="allocated but unfilled slots in each physical block in use, as a share of all allocated slots")
 c5.metric("KV cache", formatting.format_bytes(mem.kv_cache_bytes, significant=3),
           f"{formatting.format_bytes(mem.block_bytes, significant=3)} per block", **quiet,

@@ -144,7 +144,7 @@ def _header(recorded: RecordedSet, beside: str, more: str = "") -> None:
     m = recorded.meta
     st.markdown(
         f"**Recorded on {m['gpu']}**, not on this machine, and never mixed with {beside}: "
-        f"{recorded.versions().removeprefix(m['gpu'] + ' · ')}{more}; copy bandwidth **{m['copy_gbps']:,.0f} GB/s**."
+        f"{recorded.versions().removeprefix(m['gpu'] + ' · ')}{more}; copy bandwidth **{formatting.format_gbps(m['copy_gbps'])} GB/s**."
     )
 
 
@@ -154,7 +154,7 @@ def _timed_column(unit: str, text: str) -> st.column_config.TextColumn:
 
 def _copy_column(m: dict) -> st.column_config.NumberColumn:
     return st.column_config.NumberColumn("% of copy BW", format="%.2g%%",
-                                         help=f"of the recorded copy bandwidth, {m['copy_gbps']:,.0f} GB/s")
+                                         help=f"of the recorded copy bandwidth, {formatting.format_gbps(m['copy_gbps'])} GB/s")
 
 
 def _show_classic(recorded: RecordedSet, config: DecodeConfig | None, unit: str) -> None:

@@ -19,7 +19,16 @@ from typing import Sequence
 
 from explorer.bench import readouts
 from explorer.bench.readouts import BASELINE
-from explorer.formatting import count, duration_number, format_duration, format_gbps, format_number, format_speedup
+from explorer.formatting import (
+    count,
+    duration_number,
+    format_duration,
+    format_gbps,
+    format_number,
+    format_percent,
+    format_speedup,
+    sig3,
+)
 from explorer.limits import MAX_HISTORY
 from paged_attention import DecodeConfig
 from paged_attention.result_files import results_csv as schema_csv
@@ -37,13 +46,13 @@ def significant(value: float | None) -> str:
         return "n/a"
     if not math.isfinite(value):
         return "NaN/inf"
-    return f"{value:.3g}"
+    return sig3(value)
 
 
 def percent(share: float | None) -> str:
     """A share (0.873) as a percentage to three significant figures: ``"87.3%"``;
     ``"n/a"`` for None."""
-    return "n/a" if share is None else f"{100 * share:.3g}%"
+    return format_percent(share)
 
 
 def rank_words(verdict: str | None, speedup: float | None, baseline_label: str | None = None) -> str:

@@ -27,7 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
-from explorer.formatting import count, format_bytes
+from explorer.formatting import count, format_bytes, format_percent
 from explorer.serving.block_manager import BlockManager, blocks_for, check_int
 
 
@@ -90,7 +90,7 @@ class SharedBatch:
             return format_bytes(blocks * block_bytes, significant=3)
 
         return (
-            f"**Sharing saves {count(saved, 'block')} of {unshared:,}** ({100 * saved / max(1, unshared):.0f}%, "
+            f"**Sharing saves {count(saved, 'block')} of {unshared:,}** ({format_percent(saved / max(1, unshared))}, "
             f"{size(saved)} of K and V): the batch holds {count(used, 'block')} ({size(used)}) instead of "
             f"{unshared:,} ({size(unshared)}). Blocks held by more than one sequence: {self.shared_blocks:,}. "
             f"Prefix caching found {self.prefix_hits:,} of {count(self.prefix_queries, 'full prompt block')}, "

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.formatting import MS_D3, compact, format_axis_value, kv_dtype_label
+from explorer.formatting import MS_D3, compact, format_axis_value, format_gbps, kv_dtype_label
 from explorer.style import (
     IMPL_COLORS,
     apply_style,
@@ -329,8 +329,8 @@ def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
         where = f" ({device})" if device else ""
         # Beside another source the label names its source, not its device (the
         # source's name or the subtitle says which device), so that it fits.
-        text = (f"copy ceiling {gbps:,.0f} GB/s · {source}" if len(_sources(frame)) > 1
-                else f"ceiling: copy bandwidth {gbps:,.0f} GB/s{where}")
+        text = (f"copy ceiling {format_gbps(gbps)} GB/s · {source}" if len(_sources(frame)) > 1
+                else f"ceiling: copy bandwidth {format_gbps(gbps)} GB/s{where}")
         fig.add_hline(
             y=gbps, line=dict(color="#111827" if i == 0 else "#6B7280", dash="dash" if i == 0 else "dot", width=1.4),
             annotation_text=text,
