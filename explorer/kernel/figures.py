@@ -44,6 +44,10 @@ _STAR_SIZE = 14
 #: Plot-area width (px) of the walk on a 1280 px screen: a chart in the page's
 #: wider column (577 px) less its row labels and colour bar.
 WALK_PLOT_PX = 280
+#: The attention sink's colour (its bar in the merge, its term in the denominator).
+SINK_COLOR = "#B45309"
+#: The walk's label of the tokens before a sliding window.
+OUTSIDE_WINDOW = "outside the window: not read"
 #: What a split's colour means, in the legends and colour bars.
 SPLIT_KEY = "colour = split"
 
@@ -73,7 +77,7 @@ def _split_colorbar(fig: go.Figure, splits: Sequence[int], length_px: float, **w
 
 def kernel_walk_figure(
     tiles, context_len: int, block_size: int, block_n: int, *, num_blocks: int | None = None,
-    title: str = "The tiles the kernel walks",
+    title: str = "The tiles the kernel walks", window_start: int = 0,
 ) -> go.Figure:
     """The chunks of ``block_n`` tokens the Triton kernel walks for one row, in order.
 
@@ -83,7 +87,10 @@ def kernel_walk_figure(
     written in it where 12 px text fits; the pale tail is the tile's masked lanes
     (past the context, past the split or padding). Each row is labelled with its
     distinct blocks and block-table lookups. Tiles of a shared-prefix pass (``pass``
-    ``"prefix"``) are labelled ``prefix s`` and sit on a grey band.
+    ``"prefix"``) are labelled ``prefix s`` and sit on a grey band. With a sliding
+    window starting at ``window_start``, the tokens before it are a grey band
+    labelled :data:`OUTSIDE_WINDOW` (their blocks are never read), and the masked
+    lanes of a tile before the window's start are drawn where they lie.
 
     Parameters
     ----------
@@ -97,8 +104,11 @@ def kernel_walk_figure(
         Trace 0: ``"tokens read"`` horizontal bars (``base`` = first token,
         ``x`` = tokens, ``y`` = tile row, ``customdata[:, 0]`` = physical block, or
         the split when more segments than :data:`MAX_WALK_SEGMENTS`); trace 1:
-        ``"masked lanes"``; coloured by split with more than
-        :data:`MAX_SPLIT_LEGEND` splits, trace 2 carries the colour bar of split ids.
+        ``"masked lanes"``; with ``window_start``, then ``"masked before the
+        window"`` (bars ending at the window's start) and :data:`OUTSIDE_WINDOW`
+        (a filled band over ``[0, window_start)``, ``customdata`` = the skipped
+        blocks); coloured by split with more than :data:`MAX_SPLIT_LEGEND` splits,
+        the last trace carries the colour bar of split ids.
     """
     fig = go.Figure()
     if tiles is None or not len(tiles):
@@ -128,7 +138,8 @@ def kernel_walk_figure(
     subtitle = (f"{count(n_tiles, 'tile')} of {sizes} lanes, {count(num_splits, 'split')}, "
                 f"{count(lookups, 'block-table lookup')} for {count(context_len, 'token')}; "
                 + (BLOCK_KEY if per_block else SPLIT_KEY) + "; hatched = masked lanes"
-                + ("; grey band = the prefix pass's tiles, each read once for its whole group" if prefix.any() else ""))
+                + ("; grey band = the prefix pass's tiles, each read once for its whole group" if prefix.any() else "")
+                + (f"; grey before token {window_start:,} = {OUTSIDE_WINDOW}" if window_start else ""))
     height = int(min(900, max(sum(title_margins(subtitle)) + 170, 150 + 26 * min(n_tiles, 40) + (n_tiles > 40) * 200)))
     plot_height = plot_area_height(height, subtitle)
     row_px = plot_height / n_tiles
@@ -165,13 +176,35 @@ def kernel_walk_figure(
             "<br>%{customdata[3]} physical blocks<extra></extra>",
         ))
     masked = t["masked_lanes"].to_numpy()
+    # A window's first tiles: the lanes before its start are masked at the head of the tile.
+    lane_first = t["first_block"].to_numpy() * block_size + t["subtile"].to_numpy() * lanes
+    head = np.clip(window_start - lane_first, 0, masked) if window_start else np.zeros(n_tiles, np.int64)
     fig.add_trace(go.Bar(
-        orientation="h", y=np.arange(n_tiles), x=masked, base=t["token_end"].to_numpy(), name="masked lanes",
+        orientation="h", y=np.arange(n_tiles), x=masked - head, base=t["token_end"].to_numpy(), name="masked lanes",
         marker=dict(color=UNALLOCATED_COLOR, line=dict(color="#CBD5E1", width=1 if n_tiles <= 100 and thick_rows else 0),
                     pattern=dict(shape="/", fgcolor="#CBD5E1", size=6)),
         customdata=np.stack([masked, lanes], axis=-1),
         hovertemplate="%{customdata[0]} of %{customdata[1]} lanes masked<extra></extra>",
     ))
+    x_start = 0
+    if window_start:
+        fig.add_trace(go.Bar(
+            orientation="h", y=np.arange(n_tiles), x=head, base=t["token_start"].to_numpy() - head,
+            name="masked before the window", hovertemplate="%{x} lanes before the window's start: masked<extra></extra>",
+            marker=dict(color=UNALLOCATED_COLOR, line=dict(width=0), pattern=dict(shape="/", fgcolor="#CBD5E1", size=6)),
+        ))
+        skipped = window_start // block_size
+        # At most as many skipped tokens drawn as read: a long context's tiles would be slivers.
+        x_start = max(0, skipped * block_size - (x_end - skipped * block_size))
+        fig.add_trace(go.Scatter(
+            x=[0, window_start, window_start, 0, 0], y=[-0.5, -0.5, n_tiles - 0.5, n_tiles - 0.5, -0.5],
+            fill="toself", fillcolor="rgba(100,116,139,0.22)", line=dict(width=0), mode="lines",
+            name=OUTSIDE_WINDOW, customdata=[skipped] * 5, hoveron="fills",
+            text=f"tokens 0–{window_start - 1} ({count(skipped, 'block')}): outside the window, not read",
+            hoverinfo="text",
+        ))
+        fig.add_annotation(x=(max(x_start, 0) + window_start) / 2, y=0.5, yref="paper", text=OUTSIDE_WINDOW.replace(
+            ": ", ":<br>"), showarrow=False, textangle=-90, font=dict(size=font_px("label"), color="#334155"))
     if not per_block and num_splits > MAX_SPLIT_LEGEND:
         _split_colorbar(fig, t["split"], plot_height)
     labels = []
@@ -193,7 +226,8 @@ def kernel_walk_figure(
         fig.add_shape(type="rect", xref="paper", x0=0, x1=1, y0=-0.5, y1=last + 0.5, line=dict(width=0),
                       fillcolor="rgba(100,116,139,0.14)", layer="below")
     apply_style(fig, title, subtitle, height=height)
-    fig.update_xaxes(title="logical token position", rangemode="tozero", zeroline=False, **integer_ticks(0, x_end))
+    fig.update_xaxes(title="logical token position", rangemode="tozero", zeroline=False,
+                     **integer_ticks(x_start, x_end), **({"range": [x_start, x_end]} if window_start else {}))
     # A block id too long for its segment is left out, not shrunk below legibility.
     fig.update_layout(barmode="overlay", bargap=0.25 if thick_rows else 0,
                       uniformtext=dict(minsize=font_px("cell"), mode="hide"))
@@ -201,7 +235,8 @@ def kernel_walk_figure(
     return fig
 
 
-def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
+def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: float | None = None,
+                          sink_term: float = 0.0) -> go.Figure:
     """The online softmax state after each tile, one line per split, against the
     tokens seen: the running max ``m`` (with each tile's own max), the normalizer
     ``l``, and the distance of the partial output ``acc / l`` to the final answer
@@ -220,6 +255,10 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
     final_error : float, optional
         Max abs error of the final (merged) output against the reference, drawn
         as a star at the end of the context.
+    l_final, sink_term : float, optional
+        With attention sinks: the finished row's denominator before the sink (on
+        the common max) and the sink's term, drawn as a segment from ``l_final``
+        to ``l_final + sink_term`` at the end of the context (trace ``"sink"``).
 
     Returns
     -------
@@ -283,6 +322,14 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
             hovertemplate=who + "vs this split's exact answer: %{y:.3g}<extra></extra>",
         ), row=3, col=1)
     x_end = float(tiles["token_end"].max())
+    if sink_term > 0 and l_final is not None:
+        fig.add_trace(go.Scatter(
+            x=[x_end, x_end], y=[l_final, l_final + sink_term], name="sink", mode="lines+markers+text",
+            line=dict(color=SINK_COLOR, width=3), marker=dict(size=[6, 10], color=SINK_COLOR, symbol="diamond"),
+            text=["", "+ sink"], textposition="middle left", textfont=dict(size=font_px("label")), showlegend=False,
+            hovertemplate="the denominator: l = %{customdata[0]:.4g} (all splits, on the common max)<br>+ the sink's "
+            "term 2^(sink − m) = %{customdata[1]:.4g}<extra></extra>", customdata=[[l_final, sink_term]] * 2,
+        ), row=2, col=1)
     label = "merged output" if num_splits > 1 else "output"
     if final_error is not None:
         merged = num_splits > 1
@@ -340,10 +387,11 @@ def _label_margin(label: str) -> int:
 MERGE_MAX_TITLE = "m per split (dotted: max m)"
 
 
-def split_merge_figure(splits) -> go.Figure:
+def split_merge_figure(splits, *, sink_m: float | None = None, sink_share: float = 0.0) -> go.Figure:
     """The split-K (flash-decoding) merge: each split's final running max ``m``, and
     its share of the softmax mass after rescaling, ``w·l / Σ w·l`` with
-    ``w = 2^(m − max m)``.
+    ``w = 2^(m − max m)``. With attention sinks, a last bar ``"sink"``: its logit
+    ``sink_m`` (log2 units) and its share of the mass, ``sink_share``.
 
     Returns
     -------
@@ -369,6 +417,10 @@ def split_merge_figure(splits) -> go.Figure:
                        splits["token_start"].to_numpy(), splits["token_end"].to_numpy() - 1], axis=-1)
     m = splits["m"].to_numpy(float)
     share = 100 * splits["share"].to_numpy(float)
+    if sink_m is not None:  # the sink's term: one more logit in the denominator, with no value
+        x, colors, n = [*x, "sink"], [*colors, SINK_COLOR], n + 1
+        m, share = np.append(m, sink_m), np.append(share, 100 * sink_share)
+        custom = np.vstack([custom, [math.nan, 2.0 ** (sink_m - float(m[:-1].max())), -1, -1]])
     fig.add_trace(go.Bar(
         x=x, y=m, name="m", marker=dict(color=colors, line=dict(width=0.5 if labelled else 0)), customdata=custom,
         text=[f"{v:.3g}" for v in m] if labelled else None, textposition="outside", cliponaxis=False,
@@ -384,9 +436,10 @@ def split_merge_figure(splits) -> go.Figure:
     if n:
         # Named in the panel's title, above the plot: a label on the line, or "max"
         # over the largest bar's value, sat on that bar's value label.
-        fig.add_hline(y=float(m.max()), line=dict(color="#111827", dash="dot", width=1), row=1, col=1,
+        fig.add_hline(y=float(m[: len(splits)].max()), line=dict(color="#111827", dash="dot", width=1), row=1, col=1,
                       layer="below")  # under the bars' value labels it crosses
-    subtitle = "out = Σ w·acc / Σ w·l with w = 2^(m − max m); each split rescaled to the common max"
+    subtitle = ("out = Σ w·acc / Σ w·l with w = 2^(m − max m); each split rescaled to the common max"
+                if sink_m is None else "out = Σ w·acc / (Σ w·l + 2^(sink − max m)): the sink joins the denominator")
     apply_style(fig, "Merging the splits", subtitle, height=400, above_plot=16)  # + the panel titles
     # A value label too wide for its bar is left out (the hover has it), not shrunk.
     fig.update_layout(showlegend=False, uniformtext=dict(minsize=font_px("cell"), mode="hide"))

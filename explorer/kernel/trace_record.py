@@ -11,6 +11,7 @@ import torch
 
 from paged_attention.launch_plan import LaunchPlan
 from paged_attention.shared_prefix import PrefixGroup
+from paged_attention.tile_walk import LOG2E
 
 #: Columns of :attr:`KernelTrace.tiles`, one row per tile (online-softmax update).
 TILE_COLUMNS: tuple[str, ...] = (
@@ -134,6 +135,11 @@ class KernelTrace:
     def first_block(self) -> int:
         """The window's first block: blocks ``[0, first_block)`` are not read."""
         return self.window_start // self.block_size
+
+    @property
+    def sink_m(self) -> float | None:
+        """The sink's logit in the kernel's log2 units (``sink * log2(e)``), or None."""
+        return None if self.sink is None else self.sink * LOG2E
 
     @property
     def sink_share(self) -> float:
