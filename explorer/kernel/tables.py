@@ -57,4 +57,5 @@ def with_sink(splits: pd.DataFrame, sink_m: float | None, sink_term: float, sink
         return splits
     row = {name: math.nan for name in splits.columns} | {
         "split": "sink", "pass": "sink", "m": sink_m, "l": 1.0, "weight": sink_term, "share": sink_share}
-    return pd.concat([splits.astype({"split": object}), pd.DataFrame([row])], ignore_index=True)
+    # The split ids as text, so the column holds one type (Arrow refuses ints and a string).
+    return pd.concat([splits.astype({"split": str}), pd.DataFrame([row])], ignore_index=True)
