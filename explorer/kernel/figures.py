@@ -357,14 +357,18 @@ def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: f
     fig.update_annotations(font=dict(size=font_px("body")), x=0, xanchor="left")
     # From zero (one tile alone would otherwise get an axis of 39.5 to 40.5 tokens),
     # and on past the context by half the output's star when there is one.
-    right = x_end * (1 + OUTPUT_STAR_ROOM) if final_error is not None else x_end
-    ticks = integer_ticks(0, x_end)
+    # From a window's start: the tokens before it are not seen.
+    left = float(tiles["token_start"].min())
+    right = x_end + (x_end - left) * OUTPUT_STAR_ROOM if final_error is not None else x_end
+    ticks = integer_ticks(left, x_end)
     if final_error is not None and ticks["tickmode"] == "auto":
         # Whole-number ticks over the context only: none out in the label's room.
-        step = next(m * 10 ** e for e in range(int(math.log10(max(x_end, 1))) + 1) for m in (1, 2, 5)
-                    if x_end / (m * 10 ** e) <= 7)
-        ticks = dict(tickmode="array", tickvals=list(range(0, int(x_end) + 1, step)), tickformat=",d")
-    fig.update_xaxes(rangemode="tozero", range=[0, right], **ticks)
+        span = x_end - left
+        step = next(m * 10 ** e for e in range(int(math.log10(max(span, 1))) + 1) for m in (1, 2, 5)
+                    if span / (m * 10 ** e) <= 7)
+        ticks = dict(tickmode="array", tickvals=list(range(math.ceil(left / step) * step, int(x_end) + 1, step)),
+                     tickformat=",d")
+    fig.update_xaxes(rangemode="tozero", range=[left, right], **ticks)
     fig.update_xaxes(title="tokens seen (end of tile)", ticklabelstandoff=8, row=3, col=1)  # clear of the star at 0
     # Spelled out: a rotated one-letter "l" read as a dash.
     fig.update_yaxes(title="running max m", row=1, col=1)

@@ -55,5 +55,5 @@ def logits_figure(logits, soft_cap: float | None) -> go.Figure:
     apply_style(fig, title, subtitle, height=360)
     fig.update_xaxes(title="logical token position", **integer_ticks(int(x.min()), int(x.max())))
     fig.update_yaxes(title="scaled logit s = scale·q·k")
-    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1, xanchor="right"))
+    fig.update_layout(showlegend=soft_cap is not None)  # apply_style's legend, under the plot
     return fig
