@@ -5,8 +5,8 @@ import streamlit as st
 from explorer import formatting, limits
 from explorer.bench import readouts
 from explorer.kernel import figures as kernel_figures
-from explorer.kernel import notes, work_list_figures
-from explorer.kernel.tables import split_table
+from explorer.kernel import notes, option_figures, work_list_figures
+from explorer.kernel.tables import split_table, with_sink
 from explorer.kernel.view import (
     BLOCK_N_CHOICES,
     launch_plan,
@@ -17,6 +17,7 @@ from explorer.kernel.view import (
     showcase_plan,
     split_note,
     trace_size_error,
+    window_block,
     work_list,
     work_list_summary,
 )
@@ -104,7 +105,8 @@ with st.container(border=True):
     if capped:
         st.info(capped, icon=":material/call_split:")
 
-work = work_list(plan, config.lengths, groups=groups, prefix=pre_plan, query_group_size=group)
+work = work_list(plan, config.lengths, groups=groups, prefix=pre_plan, query_group_size=group,
+                 window_starts=config.window_starts if config.window else None)
 st.subheader("1 · The launch: which program reads which blocks")
 st.markdown(("**Overridden plan.** " if override else "")
             + work_list_summary(plan, work, config.num_kv_heads, pre_plan)
@@ -116,7 +118,7 @@ if mine is not None:
     st.info(notes.prefix_note(seq, mine.sequences, mine.num_blocks, config.block_size, int(per_tile.max()) * group,
                               group), icon=":material/group_work:")
 
-error = trace_size_error(n, plan)
+error = trace_size_error(n, plan, window_block(config, seq))
 if error:
     st.error(error, icon=":material/error:")
     st.stop()
@@ -158,20 +160,29 @@ def explained(fig, key: str, text: str) -> None:
 
 
 st.subheader("2 · The walk: tiles and block-table lookups")
-explained(kernel_figures.kernel_walk_figure(tiles, n, config.block_size, plan.block_n, num_blocks=config.num_blocks),
-          "ik_walk_chart", notes.walk_note(plan.block_n, tile, len(split_rows) > 1, bool(num_prefix)))
+explained(kernel_figures.kernel_walk_figure(tiles, n, config.block_size, plan.block_n, num_blocks=config.num_blocks,
+                                           window_start=trace["window_start"]), "ik_walk_chart",
+          notes.walk_note(plan.block_n, tile, len(split_rows) > 1, bool(num_prefix),
+                          notes.window_note(config.window, trace["window_start"], trace["first_block"])))
+if trace["soft_cap"] is not None:
+    explained(option_figures.logits_figure(trace["logits"], trace["soft_cap"]), "ik_logits_chart", notes.soft_cap_note(
+        trace["soft_cap"], int((trace["logits"]["raw"].abs() > trace["soft_cap"]).sum())))
 
 st.subheader("3 · Online softmax: running max m and normalizer l")
-explained(kernel_figures.online_softmax_figure(tiles, final_error=err), "ik_softmax_chart",
-          notes.softmax_note(len(split_rows) > 1))
+sink_m = trace["sink_m"]
+explained(kernel_figures.online_softmax_figure(tiles, final_error=err, l_final=trace["l_final"],
+                                               sink_term=trace["sink_term"]), "ik_softmax_chart",
+          notes.softmax_note(len(split_rows) > 1, notes.sink_note(trace["sink"], trace["sink_share"])))
 
 st.subheader("4 · Split-K: merging the splits")
 if len(split_rows) > 1:
-    explained(kernel_figures.split_merge_figure(split_rows), "ik_merge_chart", notes.merge_note(bool(num_prefix)))
+    explained(kernel_figures.split_merge_figure(split_rows, sink_m=sink_m, sink_share=trace["sink_share"]),
+              "ik_merge_chart", notes.merge_note(bool(num_prefix)))
     # Chosen columns of set widths: all twelve of the trace's were cut off at 1280 px.
     columns = split_table(bool(num_prefix))
     st.dataframe(
-        split_rows[list(columns)], hide_index=True, width="stretch", key="ik_split_table",
+        with_sink(split_rows, sink_m, trace["sink_term"], trace["sink_share"])[list(columns)], hide_index=True,
+        width="stretch", key="ik_split_table",
         column_config={name: st.column_config.NumberColumn(c.label, width=c.width, format=c.format, help=c.help)
                        if c.format else st.column_config.Column(c.label, width=c.width, help=c.help)
                        for name, c in columns.items()},

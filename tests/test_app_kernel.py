@@ -268,3 +268,52 @@ def test_kernel_page_split_table_fits_the_page():
     at = open_app(page=KERNEL)  # opens on a plan that merges
     assert_clean(at)
     assert_split_table_fits(at, prefix=False)
+
+
+def test_kernel_page_traces_window_sinks_and_soft_cap_from_the_sidebar():
+    at = open_app(RAGGED, page=KERNEL)
+    at.toggle(key="sb_window_on").set_value(True).run()
+    at.number_input(key="sb_window").set_value(45).run()
+    at.toggle(key="sb_soft_cap_on").set_value(True).run()
+    at.number_input(key="sb_soft_cap").set_value(1.5).run()
+    at.toggle(key="sb_sinks").set_value(True).run()
+    assert_clean(at)
+    metrics = {m.label: m.value for m in at.metric}
+    # The window's blocks only: tokens 255..299 lie in blocks 15..18.
+    assert metrics["Tokens"] == "300" and metrics["Block-table lookups"] == "4"
+    assert float(metrics["Error vs reference"]) < 1e-12
+    walk = chart(at, "ik_walk_chart")["data"]
+    (band,) = [t for t in walk if t["name"] == "outside the window: not read"]
+    assert max(arr(band["x"])) == 255 and arr(band["customdata"])[0] == 15
+    read = walk[0]
+    assert arr(read["base"]).min() >= 255 and arr(read["x"]).sum() == 45
+    logits = chart(at, "ik_logits_chart")["data"]
+    raw, capped = (arr(t["y"]).astype(float) for t in logits[:2])
+    assert len(capped) == 45 and np.abs(capped).max() <= 1.5
+    np.testing.assert_allclose(capped, 1.5 * np.tanh(raw / 1.5), atol=1e-12)
+    softmax = chart(at, "ik_softmax_chart")["data"]
+    (sink,) = [t for t in softmax if t["name"] == "sink"]
+    low, high = arr(sink["y"]).astype(float)
+    assert high > low > 0
+    at.toggle(key="ik_override").set_value(True).run()
+    at.number_input(key="ik_splits").set_value(3).run()
+    assert_clean(at)
+    assert float({m.label: m.value for m in at.metric}["Error vs reference"]) < 1e-12
+    merge = chart(at, "ik_merge_chart")["data"]
+    assert list(merge[0]["x"])[-1] == "sink" and 0 < float(arr(merge[1]["y"])[-1]) < 100
+    assert np.isclose(arr(merge[1]["y"]).astype(float).sum(), 100)
+    (table,) = [d.value for d in at.dataframe if "weight" in d.value.columns]  # a read-only table has no id
+    assert table.iloc[-1]["split"] == "sink" and np.isclose(table["share"].astype(float).sum(), 1)
+    words = " ".join(m.value for m in at.markdown)
+    for term in ("**Sliding window**", "**Logit soft-capping**", "**Attention sink**"):
+        assert term in words
+
+
+def test_kernel_page_without_options_shows_none_of_their_marks():
+    at = open_app(RAGGED, page=KERNEL)
+    assert_clean(at)
+    assert all(t["name"] != "outside the window: not read" for t in chart(at, "ik_walk_chart")["data"])
+    assert all(t["name"] != "sink" for t in chart(at, "ik_softmax_chart")["data"])
+    assert "ik_logits_chart" not in {getattr(e, "key", None) for e in at.main}
+    words = " ".join(m.value for m in at.markdown)
+    assert "**Sliding window**" not in words and "**Attention sink**" not in words

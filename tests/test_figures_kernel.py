@@ -199,3 +199,55 @@ def test_split_merge_keeps_the_max_note_off_the_bar_labels(presentation):
     size = fig.layout.yaxis2.title.font.size or fig.layout.font.size
     tick = fig.layout.yaxis2.tickfont.size or fig.layout.font.size
     assert gap >= 1.3 * size + 2 * 0.6 * tick + 20, gap
+
+
+def option_trace(block_n=16, num_splits=3, **options):
+    config = DecodeConfig(batch_size=2, context_lens=(300, 97), num_heads=4, num_kv_heads=2, head_dim=16,
+                          block_size=16, dtype="float32", block_layout="shuffled", **options)
+    tables = build_decode_inputs(config).block_tables.numpy()
+    plan = launch_plan(config, tables, block_n=block_n, num_splits=num_splits)
+    return config, plan, trace_row(config, tables, 0, 1, plan=plan)
+
+
+def test_kernel_walk_greys_the_blocks_before_a_window():
+    config, plan, trace = option_trace(window=45)  # tokens 255..299: blocks 15..18, the first from slot 15
+    assert trace.window_start == 255 and trace.first_block == 15
+    fig = kernel_figures.kernel_walk_figure(trace.tiles, 300, 16, plan.block_n, num_blocks=config.num_blocks,
+                                            window_start=trace.window_start)
+    names = [t.name for t in fig.data]
+    band = fig.data[names.index(kernel_figures.OUTSIDE_WINDOW)]
+    assert max(band.x) == 255 and min(band.x) == 0 and band.customdata[0] == 15
+    bars = fig.data[0]
+    assert min(bars.base) == 255 and sum(bars.x) == 45
+    # The first tile's 15 lanes before token 255 are drawn before it, the rest of the masked lanes after.
+    head = fig.data[names.index("masked before the window")]
+    assert list(head.x)[0] == 15 and sum(head.x) == 15 and list(head.x[0] + head.base[:1]) == [255]
+    assert sum(fig.data[1].x) + sum(head.x) == trace.tiles["masked_lanes"].sum()
+    assert any(a.text and "not read" in a.text for a in fig.layout.annotations)
+    assert fig.layout.xaxis.range[0] <= 15 * 16 and "outside the window" in fig.layout.title.subtitle.text
+
+
+def test_logits_figure_draws_raw_and_capped_logits_under_the_cap():
+    from explorer.kernel.option_figures import logits_figure
+
+    _, _, trace = option_trace(soft_cap=0.5)
+    fig = logits_figure(trace.logits, 0.5)
+    raw, capped = fig.data
+    assert raw.name == "raw logit" and capped.name == "soft-capped" and len(capped.y) == 300
+    assert np.abs(np.array(capped.y)).max() <= 0.5 < np.abs(np.array(raw.y)).max()
+    assert sorted(s.y0 for s in fig.layout.shapes) == [-0.5, 0.5]
+    assert len(logits_figure(trace.logits, None).data) == 1
+
+
+def test_the_sink_joins_the_denominator_and_the_merge():
+    _, _, trace = option_trace(sinks=True)
+    assert trace.sink is not None and trace.sink_term > 0
+    fig = kernel_figures.online_softmax_figure(trace.tiles, trace.max_abs_error, l_final=trace.l_final,
+                                               sink_term=trace.sink_term)
+    (sink,) = [t for t in fig.data if t.name == "sink"]
+    assert list(sink.y) == pytest.approx([trace.l_final, trace.l_final + trace.sink_term])
+    merge = kernel_figures.split_merge_figure(trace.splits, sink_m=trace.sink_m, sink_share=trace.sink_share)
+    assert list(merge.data[0].x)[-1] == "sink" and merge.data[0].y[-1] == pytest.approx(trace.sink_m)
+    assert sum(merge.data[1].y) == pytest.approx(100) and "sink" in merge.layout.title.subtitle.text
+    plain = kernel_figures.online_softmax_figure(option_trace()[2].tiles)
+    assert all(t.name != "sink" for t in plain.data)

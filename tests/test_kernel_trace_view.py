@@ -122,3 +122,27 @@ def test_row_trace_with_a_shared_prefix_walks_like_the_full_trace():
     assert kernel_view.showcase_plan(config, tables, 0, groups) is None  # the prefix pass already makes a merge
     with pytest.raises(ValueError, match="prefix="):
         kernel_view.trace_row(config, tables, 0, 0, plan=plan, groups=groups)
+
+
+@pytest.mark.parametrize("block_size, overrides", [(16, {"num_splits": 3}), (64, {"block_n": 16})])
+def test_row_trace_with_options_plans_and_walks_like_the_full_trace(block_size, overrides):
+    config = DecodeConfig(batch_size=3, context_lens=(300, 97, 1), num_heads=6, num_kv_heads=2, head_dim=24,
+                          block_size=block_size, dtype="float32", block_layout="shuffled", seed=2, window=45,
+                          sinks=True, soft_cap=2.0)
+    inputs = build_decode_inputs(config, poison=True)
+    tables = inputs.block_tables.numpy()
+    plan = kernel_view.launch_plan(config, tables, **overrides)
+    # The launcher's own plan for the window's lengths.
+    assert plan == plan_launch(own_shape(check_decode_args(*inputs.args(), **inputs.kwargs()), ()),
+                               inputs.query.device, inputs.query.dtype, **overrides)
+    walk = ["split", "tile", "subtile", "first_block", "end_block", "token_start", "token_end", "valid_tokens",
+            "masked_lanes", "physical_blocks", "table_lookups"]
+    for seq, head in [(0, 0), (1, 3), (2, 2)]:
+        full = trace_decode(inputs, seq, head, plan=plan)
+        row = kernel_view.trace_row(config, tables, seq, head, plan=plan)
+        pd.testing.assert_frame_equal(row.tiles[walk], full.tiles[walk])
+        assert row.max_abs_error < 1e-12 and row.window_start == full.window_start
+        assert row.sink is not None and row.sink_term > 0 and (row.logits["capped"].abs() <= 2.0).all()
+    work = kernel_view.work_list(plan, config.lengths, window_starts=config.window_starts)
+    own = work[work["seq"] == 0]
+    assert own["first_block"].min() == 255 // block_size == kernel_view.window_block(config, 0)

@@ -53,6 +53,10 @@ _MERGE_GAP = 0.2
 MERGE_PANEL_PX = MERGE_PLOT_PX * (1 - _MERGE_GAP) / 2
 #: Width of a digit and of "%" of a bar's value label, as a share of its size (Arial's).
 _DIGIT_WIDTH, _PERCENT_WIDTH = 0.56, 0.89
+#: The attention sink's colour (its bar in the merge, its term in the denominator).
+SINK_COLOR = "#B45309"
+#: The walk's label of the tokens before a sliding window.
+OUTSIDE_WINDOW = "outside the window: not read"
 #: What a split's colour means, in the legends and colour bars.
 SPLIT_KEY = "colour = split"
 
@@ -82,7 +86,7 @@ def _split_colorbar(fig: go.Figure, splits: Sequence[int], length_px: float, **w
 
 def kernel_walk_figure(
     tiles, context_len: int, block_size: int, block_n: int, *, num_blocks: int | None = None,
-    title: str = "The tiles the kernel walks",
+    title: str = "The tiles the kernel walks", window_start: int = 0,
 ) -> go.Figure:
     """The chunks of ``block_n`` tokens the Triton kernel walks for one row, in order.
 
@@ -92,7 +96,10 @@ def kernel_walk_figure(
     written in it where 12 px text fits; the pale tail is the tile's masked lanes
     (past the context, past the split or padding). Each row is labelled with its
     distinct blocks and block-table lookups. Tiles of a shared-prefix pass (``pass``
-    ``"prefix"``) are labelled ``prefix s`` and sit on a grey band.
+    ``"prefix"``) are labelled ``prefix s`` and sit on a grey band. With a sliding
+    window starting at ``window_start``, the tokens before it are a grey band
+    labelled :data:`OUTSIDE_WINDOW` (their blocks are never read), and the masked
+    lanes of a tile before the window's start are drawn where they lie.
 
     Parameters
     ----------
@@ -106,8 +113,11 @@ def kernel_walk_figure(
         Trace 0: ``"tokens read"`` horizontal bars (``base`` = first token,
         ``x`` = tokens, ``y`` = tile row, ``customdata[:, 0]`` = physical block, or
         the split when more segments than :data:`MAX_WALK_SEGMENTS`); trace 1:
-        ``"masked lanes"``; coloured by split with more than
-        :data:`MAX_SPLIT_LEGEND` splits, trace 2 carries the colour bar of split ids.
+        ``"masked lanes"``; with ``window_start``, then ``"masked before the
+        window"`` (bars ending at the window's start) and :data:`OUTSIDE_WINDOW`
+        (a filled band over ``[0, window_start)``, ``customdata`` = the skipped
+        blocks); coloured by split with more than :data:`MAX_SPLIT_LEGEND` splits,
+        the last trace carries the colour bar of split ids.
     """
     fig = go.Figure()
     if tiles is None or not len(tiles):
@@ -137,7 +147,8 @@ def kernel_walk_figure(
     subtitle = (f"{count(n_tiles, 'tile')} of {sizes} lanes, {count(num_splits, 'split')}, "
                 f"{count(lookups, 'block-table lookup')} for {count(context_len, 'token')}; "
                 + (BLOCK_KEY if per_block else SPLIT_KEY) + "; hatched = masked lanes"
-                + ("; grey band = the prefix pass's tiles, each read once for its whole group" if prefix.any() else ""))
+                + ("; grey band = the prefix pass's tiles, each read once for its whole group" if prefix.any() else "")
+                + (f"; grey before token {window_start:,} = {OUTSIDE_WINDOW}" if window_start else ""))
     height = int(min(900, max(sum(title_margins(subtitle)) + 170, 150 + 26 * min(n_tiles, 40) + (n_tiles > 40) * 200)))
     plot_height = plot_area_height(height, subtitle)
     row_px = plot_height / n_tiles
@@ -174,13 +185,35 @@ def kernel_walk_figure(
             "<br>%{customdata[3]} physical blocks<extra></extra>",
         ))
     masked = t["masked_lanes"].to_numpy()
+    # A window's first tiles: the lanes before its start are masked at the head of the tile.
+    lane_first = t["first_block"].to_numpy() * block_size + t["subtile"].to_numpy() * lanes
+    head = np.clip(window_start - lane_first, 0, masked) if window_start else np.zeros(n_tiles, np.int64)
     fig.add_trace(go.Bar(
-        orientation="h", y=np.arange(n_tiles), x=masked, base=t["token_end"].to_numpy(), name="masked lanes",
+        orientation="h", y=np.arange(n_tiles), x=masked - head, base=t["token_end"].to_numpy(), name="masked lanes",
         marker=dict(color=UNALLOCATED_COLOR, line=dict(color="#CBD5E1", width=1 if n_tiles <= 100 and thick_rows else 0),
                     pattern=dict(shape="/", fgcolor="#CBD5E1", size=6)),
         customdata=np.stack([masked, lanes], axis=-1),
         hovertemplate="%{customdata[0]} of %{customdata[1]} lanes masked<extra></extra>",
     ))
+    x_start = 0
+    if window_start:
+        fig.add_trace(go.Bar(
+            orientation="h", y=np.arange(n_tiles), x=head, base=t["token_start"].to_numpy() - head,
+            name="masked before the window", hovertemplate="%{x} lanes before the window's start: masked<extra></extra>",
+            marker=dict(color=UNALLOCATED_COLOR, line=dict(width=0), pattern=dict(shape="/", fgcolor="#CBD5E1", size=6)),
+        ))
+        skipped = window_start // block_size
+        # At most as many skipped tokens drawn as read: a long context's tiles would be slivers.
+        x_start = max(0, skipped * block_size - (x_end - skipped * block_size))
+        fig.add_trace(go.Scatter(
+            x=[0, window_start, window_start, 0, 0], y=[-0.5, -0.5, n_tiles - 0.5, n_tiles - 0.5, -0.5],
+            fill="toself", fillcolor="rgba(100,116,139,0.22)", line=dict(width=0), mode="lines",
+            name=OUTSIDE_WINDOW, customdata=[skipped] * 5, hoveron="fills",
+            text=f"tokens 0–{window_start - 1} ({count(skipped, 'block')}): outside the window, not read",
+            hoverinfo="text",
+        ))
+        fig.add_annotation(x=(max(x_start, 0) + window_start) / 2, y=0.5, yref="paper", text=OUTSIDE_WINDOW.replace(
+            ": ", ":<br>"), showarrow=False, textangle=-90, font=dict(size=font_px("label"), color="#334155"))
     if not per_block and num_splits > MAX_SPLIT_LEGEND:
         _split_colorbar(fig, t["split"], plot_height)
     labels = []
@@ -202,7 +235,8 @@ def kernel_walk_figure(
         fig.add_shape(type="rect", xref="paper", x0=0, x1=1, y0=-0.5, y1=last + 0.5, line=dict(width=0),
                       fillcolor="rgba(100,116,139,0.14)", layer="below")
     apply_style(fig, title, subtitle, height=height)
-    fig.update_xaxes(title="logical token position", rangemode="tozero", zeroline=False, **integer_ticks(0, x_end))
+    fig.update_xaxes(title="logical token position", rangemode="tozero", zeroline=False,
+                     **integer_ticks(x_start, x_end), **({"range": [x_start, x_end]} if window_start else {}))
     # A block id too long for its segment is left out, not shrunk below legibility.
     fig.update_layout(barmode="overlay", bargap=0.25 if thick_rows else 0,
                       uniformtext=dict(minsize=font_px("cell"), mode="hide"))
@@ -210,7 +244,8 @@ def kernel_walk_figure(
     return fig
 
 
-def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
+def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: float | None = None,
+                          sink_term: float = 0.0) -> go.Figure:
     """The online softmax state after each tile, one line per split, against the
     tokens seen: the running max ``m`` (with each tile's own max), the normalizer
     ``l``, and the distance of the partial output ``acc / l`` to the final answer
@@ -229,6 +264,10 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
     final_error : float, optional
         Max abs error of the final (merged) output against the reference, drawn
         as a star at the end of the context.
+    l_final, sink_term : float, optional
+        With attention sinks: the finished row's denominator before the sink (on
+        the common max) and the sink's term, drawn as a segment from ``l_final``
+        to ``l_final + sink_term`` at the end of the context (trace ``"sink"``).
 
     Returns
     -------
@@ -292,6 +331,14 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
             hovertemplate=who + "vs this split's exact answer: %{y:.3g}<extra></extra>",
         ), row=3, col=1)
     x_end = float(tiles["token_end"].max())
+    if sink_term > 0 and l_final is not None:
+        fig.add_trace(go.Scatter(
+            x=[x_end, x_end], y=[l_final, l_final + sink_term], name="sink", mode="lines+markers+text",
+            line=dict(color=SINK_COLOR, width=3), marker=dict(size=[6, 10], color=SINK_COLOR, symbol="diamond"),
+            text=["", "+ sink"], textposition="middle left", textfont=dict(size=font_px("label")), showlegend=False,
+            hovertemplate="the denominator: l = %{customdata[0]:.4g} (all splits, on the common max)<br>+ the sink's "
+            "term 2^(sink − m) = %{customdata[1]:.4g}<extra></extra>", customdata=[[l_final, sink_term]] * 2,
+        ), row=2, col=1)
     label = "merged output" if num_splits > 1 else "output"
     if final_error is not None:
         merged = num_splits > 1
@@ -319,14 +366,18 @@ def online_softmax_figure(tiles, final_error: float | None = None) -> go.Figure:
     fig.update_annotations(font=dict(size=font_px("body")), x=0, xanchor="left")
     # From zero (one tile alone would otherwise get an axis of 39.5 to 40.5 tokens),
     # and on past the context by half the output's star when there is one.
-    right = x_end * (1 + OUTPUT_STAR_ROOM) if final_error is not None else x_end
-    ticks = integer_ticks(0, x_end)
+    # From a window's start: the tokens before it are not seen.
+    left = float(tiles["token_start"].min())
+    right = x_end + (x_end - left) * OUTPUT_STAR_ROOM if final_error is not None else x_end
+    ticks = integer_ticks(left, x_end)
     if final_error is not None and ticks["tickmode"] == "auto":
         # Whole-number ticks over the context only: none out in the label's room.
-        step = next(m * 10 ** e for e in range(int(math.log10(max(x_end, 1))) + 1) for m in (1, 2, 5)
-                    if x_end / (m * 10 ** e) <= 7)
-        ticks = dict(tickmode="array", tickvals=list(range(0, int(x_end) + 1, step)), tickformat=",d")
-    fig.update_xaxes(rangemode="tozero", range=[0, right], **ticks)
+        span = x_end - left
+        step = next(m * 10 ** e for e in range(int(math.log10(max(span, 1))) + 1) for m in (1, 2, 5)
+                    if span / (m * 10 ** e) <= 7)
+        ticks = dict(tickmode="array", tickvals=list(range(math.ceil(left / step) * step, int(x_end) + 1, step)),
+                     tickformat=",d")
+    fig.update_xaxes(rangemode="tozero", range=[left, right], **ticks)
     fig.update_xaxes(title="tokens seen (end of tile)", ticklabelstandoff=8, row=3, col=1)  # clear of the star at 0
     # Spelled out: a rotated one-letter "l" read as a dash.
     fig.update_yaxes(title="running max m", row=1, col=1)
@@ -349,10 +400,11 @@ def _label_margin(label: str) -> int:
 MERGE_MAX_TITLE = "m per split (dotted: max m)"
 
 
-def split_merge_figure(splits) -> go.Figure:
+def split_merge_figure(splits, *, sink_m: float | None = None, sink_share: float = 0.0) -> go.Figure:
     """The split-K (flash-decoding) merge: each split's final running max ``m``, and
     its share of the softmax mass after rescaling, ``w·l / Σ w·l`` with
-    ``w = 2^(m − max m)``.
+    ``w = 2^(m − max m)``. With attention sinks, a last bar ``"sink"``: its logit
+    ``sink_m`` (log2 units) and its share of the mass, ``sink_share``.
 
     Returns
     -------
@@ -374,6 +426,12 @@ def split_merge_figure(splits) -> go.Figure:
     colors = [palette[int(s)] for s in splits["split"]]
     m = splits["m"].to_numpy(float)
     share = 100 * splits["share"].to_numpy(float)
+    custom = np.stack([splits["l"].to_numpy(float), splits["weight"].to_numpy(float),
+                       splits["token_start"].to_numpy(), splits["token_end"].to_numpy() - 1], axis=-1)
+    if sink_m is not None:  # the sink's term: one more logit in the denominator, with no value
+        x, colors, n = [*x, "sink"], [*colors, SINK_COLOR], n + 1
+        custom = np.vstack([custom, [math.nan, 2.0 ** (sink_m - float(m.max())), -1, -1]])
+        m, share = np.append(m, sink_m), np.append(share, 100 * sink_share)
     m_text, share_text = [f"{v:.3g}" for v in m], [format_percent(v / 100) for v in share]
     # Values above the bars where they fit a bar's slot at the size of now, drawn
     # whole (constraintext="none": uniformtext hid what was wider than its bar);
@@ -386,8 +444,6 @@ def split_merge_figure(splits) -> go.Figure:
 
     m_text, share_text = (texts if fits(texts) else None for texts in (m_text, share_text))
     outlined = n <= 16  # thin bars get no outline
-    custom = np.stack([splits["l"].to_numpy(float), splits["weight"].to_numpy(float),
-                       splits["token_start"].to_numpy(), splits["token_end"].to_numpy() - 1], axis=-1)
     fig.add_trace(go.Bar(
         x=x, y=m, name="m", marker=dict(color=colors, line=dict(width=0.5 if outlined else 0)), customdata=custom,
         text=m_text, textposition="outside", cliponaxis=False, constraintext="none",
@@ -403,9 +459,10 @@ def split_merge_figure(splits) -> go.Figure:
     if n:
         # Named in the panel's title, above the plot: a label on the line, or "max"
         # over the largest bar's value, sat on that bar's value label.
-        fig.add_hline(y=float(m.max()), line=dict(color="#111827", dash="dot", width=1), row=1, col=1,
+        fig.add_hline(y=float(m[: len(splits)].max()), line=dict(color="#111827", dash="dot", width=1), row=1, col=1,
                       layer="below")  # under the bars' value labels it crosses
-    subtitle = "out = Σ w·acc / Σ w·l with w = 2^(m − max m); each split rescaled to the common max"
+    subtitle = ("out = Σ w·acc / Σ w·l with w = 2^(m − max m); each split rescaled to the common max"
+                if sink_m is None else "out = Σ w·acc / (Σ w·l + 2^(sink − max m)): the sink joins the denominator")
     apply_style(fig, "Merging the splits", subtitle, height=400, above_plot=16)  # + the panel titles
     fig.update_layout(showlegend=False, uniformtext=dict(minsize=font_px("cell"), mode="hide"))
     fig.update_annotations(font=dict(size=font_px("body")))

@@ -39,10 +39,43 @@ def prefix_note(seq: int, sequences: tuple[int, ...], num_blocks: int, block_siz
             "(**prefix** tiles); the sequence's own programs walk the rest, and the merge takes them all.")
 
 
-def walk_note(block_n: int, tile: str, split: bool, prefix: bool) -> str:
+def window_note(window: int | None, window_start: int, first_block: int) -> str:
+    """The sliding window of ``window`` positions, from ``window_start`` (in block
+    ``first_block``): what the kernel skips and masks; empty without a window."""
+    if window is None:
+        return ""
+    if window_start == 0:
+        return (f"**Sliding window** of {count(window, 'position')}: this context is no longer, so the kernel "
+                "reads all of it.")
+    return (f"**Sliding window** of {count(window, 'position')}: the query attends to positions {window_start:,} on. "
+            f"The programs start at block {first_block:,}, so the grey blocks before it are **not read** (not even "
+            "their table entries); the lanes of the first tile before the window's start are masked.")
+
+
+def soft_cap_note(soft_cap: float, over: int) -> str:
+    """Beside the logits: what soft-capping at ``soft_cap`` does (``over`` raw
+    logits lie past it)."""
+    return (f"**Logit soft-capping** (as in Gemma 2): each scaled logit s becomes cap·tanh(s / cap) with "
+            f"cap = {soft_cap:.3g}, so none exceeds ±cap while small ones pass almost unchanged; {over:,} of these "
+            "lay past the cap. The kernel caps the scores in registers, right after the dot product and before the "
+            "online softmax's max.")
+
+
+def sink_note(sink: float | None, share: float) -> str:
+    """Beside the online softmax: the attention sink's logit ``sink`` (natural
+    units) and its ``share`` of the softmax mass; empty without a sink."""
+    if sink is None:
+        return ""
+    return (f"**Attention sink** (as in gpt-oss): one more logit per head, here {sink:.3g}, joins the softmax's "
+            f"denominator but carries no value: out = acc / (l + 2^(sink·log₂e − m)). The kernel adds it once, "
+            f"where the row is finished (after the merge), and it takes {100 * share:.3g}% of the mass here.")
+
+
+def walk_note(block_n: int, tile: str, split: bool, prefix: bool, window: str = "") -> str:
     """Beside the walk: what a tile (``block_n`` lanes laid out as ``tile``), its
     colours and its masked lanes are; the splits' lines when ``split``; the
-    prefix band when ``prefix``."""
+    prefix band when ``prefix``; a sliding ``window``'s note (:func:`window_note`)
+    when given."""
     return f"""
 Each bar is one **tile**: the `BLOCK_N = {block_n}` lanes a program processes at once, laid out as
 {tile}. Its colours are the **physical blocks** it reads, found through the **block table**; a tile looks up
@@ -55,11 +88,14 @@ split, or padding when the block size is not a power of two. They load nothing a
  else "One program walks the whole context (no split)."}
 {"The grey band holds the **prefix pass**'s tiles: the same blocks, read once for every sequence of the group."
  if prefix else ""}
+
+{window}
 """
 
 
-def softmax_note(merged: bool) -> str:
-    """Beside the online softmax: the state the kernel keeps and its rescaling."""
+def softmax_note(merged: bool, sink: str = "") -> str:
+    """Beside the online softmax: the state the kernel keeps and its rescaling;
+    the attention sink's note (:func:`sink_note`) when given."""
     return f"""
 The kernel never holds all scores at once. After each tile it keeps three things: the **running max m** of the
 scores seen, the **normalizer l** = Σ 2^(s − m) over them, and the unnormalised output **acc** = Σ 2^(s − m)·v.
@@ -71,6 +107,8 @@ The bottom panel is the distance of the partial answer **acc / l** to the final 
 cover more of the context, and reaches float64 rounding (~1e-16) at the end of the row's last split (the dotted
 line: each split against its own exact answer). The star is the output the kernel returns{" after the merge" if
 merged else ""}.
+
+{sink}
 """
 
 

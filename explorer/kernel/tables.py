@@ -5,7 +5,10 @@ wide and in what number format, so that the whole table fits the page at 1280 px
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
+
+import pandas as pd
 
 #: Pixels of the page's main column on a 1280 px screen (beside the sidebar): the
 #: split table's columns fit it side by side, none cut off.
@@ -44,3 +47,15 @@ def split_table(prefix: bool) -> dict[str, TableColumn]:
     """The split table's columns, with ``pass`` and ``sequences`` only when a
     ``prefix`` pass ran."""
     return {name: column for name, column in SPLIT_TABLE.items() if prefix or name not in PREFIX_COLUMNS}
+
+
+def with_sink(splits: pd.DataFrame, sink_m: float | None, sink_term: float, sink_share: float) -> pd.DataFrame:
+    """The split rows and, with an attention sink, a last row ``"sink"``: its logit
+    ``sink_m`` (log2 units) as ``m``, its term ``sink_term`` (on the common max)
+    as ``weight`` and its ``share`` of the mass; ``splits`` alone without one."""
+    if sink_m is None:
+        return splits
+    row = {name: math.nan for name in splits.columns} | {
+        "split": "sink", "pass": "sink", "m": sink_m, "l": 1.0, "weight": sink_term, "share": sink_share}
+    # The split ids as text, so the column holds one type (Arrow refuses ints and a string).
+    return pd.concat([splits.astype({"split": str}), pd.DataFrame([row])], ignore_index=True)

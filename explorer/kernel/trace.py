@@ -23,6 +23,13 @@ query head of one sequence under a :class:`~paged_attention.launch_plan.LaunchPl
    group member's query heads of one KV head as the rows of one tile, so a
    shared block is read once per group. Its partials take the row's first slots;
    step 1 cuts only the blocks past the prefix, and step 4 merges them all.
+6. The attention options, as the kernels apply them: with a sliding ``window``
+   the programs start at the window's first block (no table entry before it is
+   read) and the positions before its start are masked; with ``soft_cap`` each
+   scaled logit ``s`` becomes ``soft_cap * tanh(s / soft_cap)`` before the online
+   softmax (both are recorded, :attr:`KernelTrace.logits`); with ``sinks`` the
+   head's sink logit joins the denominator once, where the row is finished
+   (``normalize_output``: ``m' = max(m, sink)``, ``l' = l 2^(m - m') + 2^(sink - m')``).
 
 The plan and the programs are the launcher's own
 (:func:`~paged_attention.triton_launch.plan_triton_decode`, which also checks the
@@ -37,12 +44,12 @@ algorithm, not the rounding of a float16 kernel, and its output equals
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Sequence
 
 import pandas as pd
 import torch
 
+from explorer.kernel.trace_record import LOGIT_COLUMNS, SPLIT_COLUMNS, TILE_COLUMNS, KernelTrace
 from paged_attention.inputs import DecodeInputs
 from paged_attention.launch_plan import LaunchPlan
 from paged_attention.reference import reference_decode
@@ -65,115 +72,16 @@ from paged_attention.work_list import (
     WorkList,
 )
 
-#: Columns of :attr:`KernelTrace.tiles`, one row per tile (online-softmax update).
-TILE_COLUMNS: tuple[str, ...] = (
-    "split", "pass", "sequences", "query_rows", "tile", "subtile", "first_block", "end_block", "token_start", "token_end",
-    "valid_tokens", "masked_lanes", "physical_blocks", "num_physical_blocks", "table_lookups",
-    "tile_max", "m", "alpha", "l", "err_vs_split", "err_vs_row",
-)
-
-#: Columns of :attr:`KernelTrace.splits`, one row per split that runs.
-SPLIT_COLUMNS: tuple[str, ...] = (
-    "split", "pass", "sequences", "first_block", "end_block", "token_start", "token_end", "num_tiles",
-    "table_lookups", "m", "l", "weight", "share", "err_vs_row",
-)
+def _attend(keys: torch.Tensor, values: torch.Tensor, q: torch.Tensor, scale: float,
+            soft_cap: float | None) -> torch.Tensor:
+    """Exact softmax attention of one query over ``[n, head_dim]`` keys and values
+    (the logits soft-capped with ``soft_cap``; no sink)."""
+    return torch.softmax(_cap(keys @ q * scale, soft_cap), dim=0) @ values
 
 
-@dataclass(frozen=True)
-class KernelTrace:
-    """What the kernel does for one (sequence, query head).
-
-    Attributes
-    ----------
-    seq, head, kv_head : int
-        The traced row; ``kv_head = head // (num_heads // num_kv_heads)``.
-    context_len, block_size : int
-        Tokens in the sequence's context; tokens per block.
-    scale : float
-        Softmax scale (natural units); the kernel multiplies scores by
-        ``scale * log2(e)``.
-    plan : LaunchPlan
-        The tiling and split-K plan traced.
-    tiles : DataFrame
-        One row per tile, columns :data:`TILE_COLUMNS`:
-
-        - ``split`` (the program's partial-result slot in the row: the prefix
-          pass's pieces first), ``pass`` (``"prefix"``: a program of the
-          shared-prefix pass, ``"own"``: one of the decode kernel's), ``sequences``
-          (sequences whose rows the program holds in one tile: 1 for ``"own"``)
-          and ``query_rows`` (``sequences`` x the query heads of the KV head);
-        - ``tile`` (index within the split), ``subtile`` (index within
-          the block when a block spans several tiles, else 0);
-        - ``first_block``, ``end_block``: logical blocks the tile covers,
-          ``[first_block, end_block)``;
-        - ``token_start``, ``token_end``: the valid logical tokens,
-          ``[token_start, token_end)`` (empty when every lane is masked);
-        - ``valid_tokens``; ``masked_lanes`` = ``block_n - valid_tokens``;
-        - ``physical_blocks`` (tuple of distinct physical block ids read),
-          ``num_physical_blocks``;
-        - ``table_lookups``: block-table entries loaded; one per block, on the
-          block's first subtile (later subtiles reuse it);
-        - ``tile_max``: the tile's largest score, ``m``: running max after the
-          tile, ``alpha = exp2(m_before - m)``: factor that rescaled the earlier
-          ``l`` and ``acc``, ``l``: normalizer (all in log2 units,
-          i.e. scores times ``scale * log2(e)``);
-        - ``err_vs_split``, ``err_vs_row``: max abs difference of the partial
-          output ``acc / l`` from the exact answer of the split and of the row.
-    splits : DataFrame
-        One row per split that runs, columns :data:`SPLIT_COLUMNS`: its pass and
-        sequences (as in ``tiles``), its blocks and
-        tokens, ``num_tiles``, ``table_lookups``, final ``m`` and ``l``, the merge
-        ``weight = exp2(m - max m)`` and ``share = weight * l / sum(weight * l)``
-        (its part of the softmax mass), and ``err_vs_row`` of its own ``acc / l``.
-    output : Tensor
-        ``[head_dim]`` float64, the traced result (merged when :attr:`merged`).
-    reference : Tensor
-        ``[head_dim]`` float64, ``reference_decode`` for this row.
-    prefix_group : PrefixGroup or None
-        The row's shared-prefix group, when a prefix pass reads its first
-        ``prefix_group.num_blocks`` blocks; ``plan`` then covers only the rest.
-    prefix_plan : LaunchPlan or None
-        The prefix pass's tile and pieces (with ``prefix_group``).
-    """
-
-    seq: int
-    head: int
-    kv_head: int
-    context_len: int
-    block_size: int
-    scale: float
-    plan: LaunchPlan
-    tiles: pd.DataFrame
-    splits: pd.DataFrame
-    output: torch.Tensor
-    reference: torch.Tensor
-    prefix_group: PrefixGroup | None = None
-    prefix_plan: LaunchPlan | None = None
-
-    @property
-    def merged(self) -> bool:
-        """Whether partials are merged (the plan has more than one split, or a
-        prefix pass wrote some of the row's partials)."""
-        return self.plan.num_splits > 1 or self.prefix_group is not None
-
-    @property
-    def num_tiles(self) -> int:
-        return len(self.tiles)
-
-    @property
-    def table_lookups(self) -> int:
-        """Block-table entries loaded in all: ``ceil(context_len / block_size)``."""
-        return int(self.tiles["table_lookups"].sum()) if len(self.tiles) else 0
-
-    @property
-    def max_abs_error(self) -> float:
-        """Max abs difference of :attr:`output` from :attr:`reference`."""
-        return float((self.output - self.reference).abs().max()) if self.output.numel() else 0.0
-
-
-def _attend(keys: torch.Tensor, values: torch.Tensor, q: torch.Tensor, scale: float) -> torch.Tensor:
-    """Exact softmax attention of one query over ``[n, head_dim]`` keys and values."""
-    return torch.softmax(keys @ q * scale, dim=0) @ values
+def _cap(logits: torch.Tensor, soft_cap: float | None) -> torch.Tensor:
+    """``soft_cap * tanh(logits / soft_cap)``, or ``logits`` without a cap."""
+    return logits if soft_cap is None else soft_cap * torch.tanh(logits / soft_cap)
 
 
 def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -215,6 +123,9 @@ def trace_decode(
     scale: float | None = None,
     k_scale: float | torch.Tensor | None = None,
     v_scale: float | torch.Tensor | None = None,
+    window: int | None = None,
+    sinks: torch.Tensor | None = None,
+    soft_cap: float | None = None,
     shared_prefixes: str | Sequence[PrefixGroup] | None = None,
     prefix_plan: LaunchPlan | None = None,
     **plan_overrides: int,
@@ -239,11 +150,12 @@ def trace_decode(
         Sequence (batch row), ``0 <= seq < batch_size``.
     head : int
         Query head, ``0 <= head < num_heads``.
-    plan, scale, k_scale, v_scale, shared_prefixes, prefix_plan, **plan_overrides
+    plan, scale, k_scale, v_scale, window, sinks, soft_cap, shared_prefixes, prefix_plan, **plan_overrides
         As for :func:`~paged_attention.triton_decode.prepare_triton_decode`: by
         default the plans ``triton_decode`` would use (``k_scale`` and ``v_scale``
-        default to a :class:`DecodeInputs`'s own); ``num_splits`` or ``block_n``
-        (etc.) trace another plan.
+        default to a :class:`DecodeInputs`'s own, and ``window``, ``sinks`` and
+        ``soft_cap``, when none is given, to its options); ``num_splits`` or
+        ``block_n`` (etc.) trace another plan.
 
     Returns
     -------
@@ -271,9 +183,12 @@ def trace_decode(
         )
     if isinstance(inputs, DecodeInputs) and k_scale is None and v_scale is None:
         k_scale, v_scale = inputs.k_scale, inputs.v_scale
+    if isinstance(inputs, DecodeInputs) and window is None and sinks is None and soft_cap is None:
+        window, sinks, soft_cap = inputs.config.window, inputs.sinks, inputs.config.soft_cap
     query, k_cache, v_cache, block_tables, context_lens = args
+    options = dict(window=window, sinks=sinks, soft_cap=soft_cap)
     launch = plan_triton_decode(
-        *args, scale=scale, k_scale=k_scale, v_scale=v_scale, plan=plan, shared_prefixes=shared_prefixes,
+        *args, scale=scale, k_scale=k_scale, v_scale=v_scale, **options, plan=plan, shared_prefixes=shared_prefixes,
         prefix_plan=prefix_plan, allow_float64=True, **plan_overrides,
     )
     shape, plan = launch.shape, launch.plan
@@ -286,39 +201,51 @@ def trace_decode(
     bs = shape.block_size
     kv_head = head // shape.query_group_size
     n = int(shape.context_lens[seq])
+    start = int(shape.window_starts[seq])
+    first_read = start // bs  # the kernel reads no table entry before the window's block
     table = shape.block_tables[seq]  # CPU int64
     needed_blocks = cdiv(n, bs)
     q = query[seq, head].detach().cpu().double()
-    # Only this row's blocks, in logical order: [needed_blocks, block_size, head_dim].
-    # (A copy of the whole pool could be gigabytes on a GPU.)
-    row_table = table[:needed_blocks].to(k_cache.device)
+    # Only the blocks this row reads, in logical order: [needed_blocks - first_read, block_size, head_dim].
+    # (A copy of the whole pool could be gigabytes on a GPU; entries before a window may be freed.)
+    row_table = table[first_read:needed_blocks].to(k_cache.device)
     keys = k_cache[row_table][:, :, kv_head].detach().cpu().double()
     values = v_cache[row_table][:, :, kv_head].detach().cpu().double()
     if shape.is_fp8:  # the kernel folds the scales into the logits and the output: the same in exact arithmetic
         keys, values = keys * float(shape.k_scale[kv_head]), values * float(shape.v_scale[kv_head])
-    scale_log2e = shape.scale * LOG2E
+    cap = shape.soft_cap
+    sink = None if shape.sinks is None else float(shape.sinks[head])
 
-    # The row's tokens in logical order, for the exact answers the partials are compared to.
-    row_keys = keys.reshape(-1, shape.head_dim)[:n]
-    row_values = values.reshape(-1, shape.head_dim)[:n]
+    # The row's attended tokens [start, n), for the exact answers the partials are compared to
+    # (over the positions only: the sink joins the denominator at the end).
+    row_keys = keys.reshape(-1, shape.head_dim)[start - first_read * bs : n - first_read * bs]
+    row_values = values.reshape(-1, shape.head_dim)[start - first_read * bs : n - first_read * bs]
+    row_answer = _attend(row_keys, row_values, q, shape.scale, cap)
     reference = reference_decode(
         query[seq : seq + 1], k_cache, v_cache, block_tables[seq : seq + 1], context_lens[seq : seq + 1],
-        scale=shape.scale, k_scale=k_scale, v_scale=v_scale,
+        scale=shape.scale, k_scale=k_scale, v_scale=v_scale, window=window, soft_cap=soft_cap,
+        sinks=sinks,
     )[0, head].cpu()
 
     tile_rows: list[dict] = []
     split_rows: list[dict] = []
+    logit_rows: list[tuple] = []
     partials: list[tuple[float, float, torch.Tensor]] = []
 
-    def walk(split: int, first_block: int, last_block: int, tiling: LaunchPlan, pass_: str, sequences: int) -> None:
+    def walk(split: int, first_block: int, last_block: int, tiling: LaunchPlan, pass_: str, sequences: int,
+             load_start: int) -> None:
         """One program's walk over logical blocks ``[first_block, last_block)`` in
-        ``tiling``'s tiles, appending its tile rows, split row and partial."""
+        ``tiling``'s tiles, loading from token ``load_start`` (the earliest window
+        start of the program's rows), appending its tile rows, split row and partial."""
         lanes = tiling.blocks_per_tile * tiling.slots_per_tile
-        split_start, split_end = first_block * bs, min(last_block * bs, n)
-        split_tokens = slice(split_start, split_end)
-        split_answer = _attend(row_keys[split_tokens], row_values[split_tokens], q, shape.scale)
+        split_start, split_end = max(first_block * bs, start), min(last_block * bs, n)
+        split_tokens = slice(split_start - start, max(split_end - start, 0))
+        split_answer = _attend(row_keys[split_tokens], row_values[split_tokens], q, shape.scale, cap)
         program = {"split": split, "pass": pass_, "sequences": sequences,
                    "query_rows": sequences * shape.query_group_size}
+        # As attend_blocks: with blocks of several tiles, the subtiles that end before the
+        # window's start are skipped (the walk starts at flat subtile t_first).
+        t_first = (load_start // bs) * tiling.subtiles + (load_start % bs) // tiling.slots_per_tile
 
         m = -math.inf
         l = 0.0
@@ -330,27 +257,34 @@ def trace_decode(
             block_ok = logical < last_block
             # One table load per block of the tile; masked entries read as block 0.
             physical = torch.where(block_ok, table[logical.clamp(max=needed_blocks - 1)], 0)
-            for sub in range(tiling.subtiles):
+            subs = [sub for sub in range(tiling.subtiles)
+                    if tiling.blocks_per_tile > 1 or block * tiling.subtiles + sub >= t_first]
+            for sub in subs:
                 slot = sub * tiling.slots_per_tile + torch.arange(tiling.slots_per_tile)
                 token = (logical[:, None] * bs + slot[None, :]).flatten()
-                # Padded slots (block_size not a power of two), blocks past the split
-                # and tokens past the context are masked, as in the kernel (the prefix
-                # kernel masks each row at its own length: the same for this row).
-                valid = (block_ok[:, None] & (slot[None, :] < bs)).flatten() & (token < n)
+                # Padded slots (block_size not a power of two), blocks past the split,
+                # tokens past the context and before the window are masked, as in the
+                # kernel (the prefix kernel masks each row at its own length and window
+                # start: this row's).
+                valid = (block_ok[:, None] & (slot[None, :] < bs)).flatten() & (token < n) & (token >= start)
                 lane_logical = logical.repeat_interleave(tiling.slots_per_tile)
                 lane_physical = physical.repeat_interleave(tiling.slots_per_tile)
                 lane_slot = slot.repeat(tiling.blocks_per_tile)
 
-                # The kernel reads k_cache[physical, slot]; `keys` holds the row's
+                # The kernel reads k_cache[physical, slot]; `keys` holds the row's read
                 # blocks in logical order, so index it by logical block. Masked lanes
                 # load 0, like the kernel's ``other=0.0``.
                 k = torch.zeros(lanes, shape.head_dim, dtype=torch.float64)
                 v = torch.zeros(lanes, shape.head_dim, dtype=torch.float64)
-                k[valid] = keys[lane_logical[valid], lane_slot[valid]]
-                v[valid] = values[lane_logical[valid], lane_slot[valid]]
+                k[valid] = keys[lane_logical[valid] - first_read, lane_slot[valid]]
+                v[valid] = values[lane_logical[valid] - first_read, lane_slot[valid]]
 
-                # The kernel's online softmax in base 2.
-                scores = torch.where(valid, k @ q * scale_log2e, -math.inf)
+                # The kernel's online softmax in base 2, on the capped logits.
+                raw = k @ q * shape.scale
+                capped = _cap(raw, cap)
+                scores = torch.where(valid, capped * LOG2E, -math.inf)
+                logit_rows.extend((t, split, tile, r, c) for t, r, c in zip(
+                    token[valid].tolist(), raw[valid].tolist(), capped[valid].tolist()))
                 tile_max = float(scores.max())
                 m_new = max(m, tile_max)
                 # A state that has seen no valid token keeps max -inf; shifting by 0
@@ -364,7 +298,7 @@ def trace_decode(
 
                 valid_tokens = token[valid]
                 # An all-masked tile gets an empty range where its block's tokens end.
-                empty_at = min(min(block + tiling.blocks_per_tile, last_block) * bs, n)
+                empty_at = max(min(min(block + tiling.blocks_per_tile, last_block) * bs, n), start)
                 partial = acc / l if l > 0 else torch.full_like(acc, math.nan)
                 touched = tuple(dict.fromkeys(lane_physical[valid].tolist()))
                 tile_rows.append({
@@ -379,14 +313,15 @@ def trace_decode(
                     "masked_lanes": lanes - int(valid.sum()),
                     "physical_blocks": touched,
                     "num_physical_blocks": len(touched),
-                    # One load per block per outer iteration; subtiles reuse it.
-                    "table_lookups": int(block_ok.sum()) if sub == 0 else 0,
+                    # One load per block, on its first subtile walked; later subtiles reuse it.
+                    "table_lookups": int(block_ok.sum()) if sub == subs[0] else 0,
+                    "raw_max": float(torch.where(valid, raw, -math.inf).max()),
                     "tile_max": tile_max,
                     "m": m,
                     "alpha": alpha,
                     "l": l,
                     "err_vs_split": _max_diff(partial, split_answer),
-                    "err_vs_row": _max_diff(partial, reference),
+                    "err_vs_row": _max_diff(partial, row_answer),
                 })
                 tile += 1
 
@@ -398,23 +333,27 @@ def trace_decode(
             "first_block": first_block,
             "end_block": last_block,
             "token_start": split_start,
-            "token_end": split_end,
+            "token_end": max(split_end, split_start),
             "num_tiles": tile,
             "table_lookups": last_block - first_block,
             "m": m,
             "l": l,
-            "err_vs_row": _max_diff(acc / l, reference),
+            "err_vs_row": _max_diff(acc / l, row_answer) if l > 0 else math.nan,
         })
 
-    # The prefix pass's programs come first: their partials fill the row's first slots.
+    # The prefix pass's programs come first: their partials fill the row's first slots. Their
+    # tiles load from the earliest window start of the rows they hold.
+    starts = shape.window_starts.tolist()
     pieces = prefix_programs(launch.prefix, seq) if group else []
     for members, first_block, last_block, slot in pieces:
-        walk(slot, first_block, last_block, launch.prefix_plan, "prefix", len(members))
+        walk(slot, first_block, last_block, launch.prefix_plan, "prefix", len(members),
+             min(starts[s] for s in members))
     for slot, first_block, last_block in own_programs(launch.work, seq, needed_blocks):
         if first_block < last_block:  # else an empty row: its one program writes zeros, or merges the prefix's
-            walk(slot, first_block, last_block, plan, "own", 1)
+            walk(slot, first_block, last_block, plan, "own", 1, start)
 
     output = torch.zeros(shape.head_dim, dtype=torch.float64)
+    m_max, total, sink_term = -math.inf, 0.0, 0.0
     if partials:
         # The merge, as merge_partials does it (its chunked rescaling gives the same sums). Each split's (m, l, acc) is
         # relative to its own max; rescaling by exp2(m - m_max) puts them on the
@@ -422,10 +361,19 @@ def trace_decode(
         m_max = max(m for m, _, _ in partials)
         weights = [2.0 ** (m - m_max) for m, _, _ in partials]
         total = sum(w * l for w, (_, l, _) in zip(weights, partials))
-        output = sum(w * acc for w, (_, _, acc) in zip(weights, partials)) / total
+        acc = sum(w * acc for w, (_, _, acc) in zip(weights, partials))
+        # normalize_output: the sink's term joins the denominator once, on the common max
+        # m' = max(m, sink) so nothing overflows; reported on the scale of 2^m_max.
+        m_top = m_max if sink is None else max(m_max, sink * LOG2E)
+        a = 2.0 ** (m_max - m_top)
+        sink_part = 0.0 if sink is None else 2.0 ** (sink * LOG2E - m_top)
+        output = acc * a / (total * a + sink_part)
+        sink_term = sink_part / a
         for row, w, (_, l, _) in zip(split_rows, weights, partials):
             row["weight"] = w
-            row["share"] = w * l / total
+            row["share"] = w * l / (total + sink_term)
+    elif sink is not None:
+        sink_term = 1.0  # no position: the sink holds all the mass, and the output is zero
 
     return KernelTrace(
         seq=seq,
@@ -441,4 +389,11 @@ def trace_decode(
         reference=reference,
         prefix_group=group,
         prefix_plan=launch.prefix_plan if group else None,
+        window_start=start,
+        soft_cap=cap,
+        logits=pd.DataFrame(logit_rows, columns=list(LOGIT_COLUMNS)).sort_values("token", ignore_index=True),
+        sink=sink,
+        m_final=m_max,
+        l_final=total,
+        sink_term=sink_term,
     )

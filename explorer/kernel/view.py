@@ -29,7 +29,7 @@ from explorer.limits import MAX_TRACE_TILES, MAX_TRACE_TOKENS
 from paged_attention.config import DecodeConfig
 from paged_attention.poison import context_mask, fill_uncovered
 from paged_attention.launch_plan import LaunchPlan
-from paged_attention.shared_prefix import PrefixGroup, find_shared_prefixes
+from paged_attention.shared_prefix import PrefixGroup, resolve_shared_prefixes
 from paged_attention.tiling import cdiv
 from paged_attention.triton_launch import TritonLaunch, plan_decode, plan_work
 from paged_attention.validation import DecodeShape
@@ -53,23 +53,25 @@ BLOCK_N_CHOICES: tuple[int, ...] = (16, 32, 64, 128, 256)
 def decode_shape(config: DecodeConfig, block_tables: np.ndarray) -> DecodeShape:
     """The :class:`~paged_attention.validation.DecodeShape` the kernel would see for
     ``config`` with ``block_tables`` (``[batch_size, max_num_blocks]``), built
-    without allocating the cache."""
+    without allocating the cache (its window and soft-cap too; the sinks' values,
+    which no plan reads, are zeros)."""
     tables = torch.as_tensor(np.asarray(block_tables), dtype=torch.int64)
     return DecodeShape(
         batch_size=config.batch_size, num_heads=config.num_heads, num_kv_heads=config.num_kv_heads,
         head_dim=config.head_dim, num_blocks=config.num_blocks, block_size=config.block_size,
         max_num_blocks=tables.shape[1], scale=1.0 / math.sqrt(config.head_dim),
         context_lens=torch.tensor(config.lengths, dtype=torch.int64), block_tables=tables,
-        kv_dtype=config.kv_torch_dtype,
+        kv_dtype=config.kv_torch_dtype, window=config.window, soft_cap=config.soft_cap,
+        sinks=torch.zeros(config.num_heads, dtype=torch.float64) if config.sinks else None,
     )
 
 
 def prefix_groups(config: DecodeConfig, block_tables: np.ndarray) -> tuple[PrefixGroup, ...]:
     """The shared-prefix groups ``triton_decode(..., shared_prefixes="detect")``
-    finds in ``block_tables`` (those with shared blocks)."""
-    shape = decode_shape(config, block_tables)
-    found = find_shared_prefixes(shape.block_tables, shape.context_lens, config.block_size)
-    return tuple(g for g in found if g.num_blocks > 0)
+    finds in ``block_tables`` (those with shared blocks; with a window, the members
+    whose window reaches into them): the launcher's own
+    :func:`~paged_attention.shared_prefix.resolve_shared_prefixes`."""
+    return resolve_shared_prefixes("detect", decode_shape(config, block_tables))
 
 
 def launch(
@@ -106,7 +108,7 @@ WORK_COLUMNS: tuple[str, ...] = ("seq", "pass", "order", "slot", "first_block", 
 
 def work_list(
     plan: LaunchPlan, context_lens, *, groups: tuple[PrefixGroup, ...] = (), prefix: LaunchPlan | None = None,
-    query_group_size: int = 1,
+    query_group_size: int = 1, window_starts=None, block_size: int | None = None,
 ) -> pd.DataFrame:
     """Which program reads which blocks of which sequence, as the kernels launch them.
 
@@ -123,6 +125,10 @@ def work_list(
     groups, prefix, query_group_size
         The shared-prefix groups, the prefix pass's plan and the query heads per KV
         head (which set how many sequences share a prefix-pass tile).
+    window_starts : sequence of int, optional
+        ``[batch_size]``: with a window, each sequence's first attended position
+        (:attr:`~paged_attention.config.DecodeConfig.window_starts`): its programs
+        start at that block. None: no window.
 
     Returns
     -------
@@ -135,7 +141,9 @@ def work_list(
         needed block; it may be empty), ``sequences`` (sharing the program).
     """
     lens = torch.as_tensor([int(n) for n in context_lens], dtype=torch.int64)
-    pre, work = plan_work(plan, lens, groups=groups, prefix_plan=prefix, query_group_size=query_group_size)
+    window_blocks = None if window_starts is None else [int(s) // plan.block_size for s in window_starts]
+    pre, work = plan_work(plan, lens, groups=groups, prefix_plan=prefix, query_group_size=query_group_size,
+                          window_blocks=window_blocks)
     rows = []
     if pre is not None:
         members = pre.members.tolist()
@@ -206,9 +214,16 @@ def row_tiles(plan: LaunchPlan, context_len: int, first_block: int = 0) -> int:
                for first, last in plan.sequence_items(context_len, first_block))
 
 
-def row_splits(plan: LaunchPlan, context_len: int) -> int:
-    """Programs (splits) of ``plan`` that walk any of a row of ``context_len`` tokens."""
-    return sum(1 for first, last in plan.sequence_items(context_len) if last > first)
+def row_splits(plan: LaunchPlan, context_len: int, first_block: int = 0) -> int:
+    """Programs (splits) of ``plan`` that walk any of a row of ``context_len`` tokens
+    from ``first_block`` on."""
+    return sum(1 for first, last in plan.sequence_items(context_len, first_block) if last > first)
+
+
+def window_block(config: DecodeConfig, seq: int) -> int:
+    """The first block sequence ``seq``'s window needs (0 without a window): the
+    kernel reads no table entry before it."""
+    return config.window_starts[seq] // config.block_size
 
 
 #: The page's first view wants the traced row walked as this many splits ...
@@ -234,32 +249,34 @@ def showcase_plan(
     """
     if any(seq in g.sequences for g in groups):
         return None
-    n = config.lengths[seq]
+    n, first = config.lengths[seq], window_block(config, seq)
     own = launch_plan(config, block_tables, groups=groups)
-    if row_splits(own, n) >= 2 and row_tiles(own, n) >= 2 * SHOWCASE_TILES_PER_SPLIT:
+    if row_splits(own, n, first) >= 2 and row_tiles(own, n, first) >= 2 * SHOWCASE_TILES_PER_SPLIT:
         return None
-    splits = min(SHOWCASE_SPLITS, cdiv(n, config.block_size))
+    splits = min(SHOWCASE_SPLITS, cdiv(n, config.block_size) - first)
     if splits < 2:
         return None
     candidates = []  # (enough tiles per split, block_n) of the plans that split this row
     for block_n in BLOCK_N_CHOICES:
         plan = launch_plan(config, block_tables, num_splits=splits, block_n=block_n, groups=groups)
-        if row_splits(plan, n) >= 2 and trace_size_error(n, plan) is None:
-            candidates.append((row_tiles(plan, n) >= SHOWCASE_TILES_PER_SPLIT * row_splits(plan, n), block_n))
+        if row_splits(plan, n, first) >= 2 and trace_size_error(n, plan, first) is None:
+            candidates.append((row_tiles(plan, n, first) >= SHOWCASE_TILES_PER_SPLIT * row_splits(plan, n, first),
+                               block_n))
     if not candidates:
         return None
     enough = [block_n for ok, block_n in candidates if ok]
     return splits, (max(enough) if enough else min(block_n for _, block_n in candidates))
 
 
-def trace_size_error(context_len: int, plan: LaunchPlan) -> str | None:
-    """Why the page will not trace this row, or None."""
+def trace_size_error(context_len: int, plan: LaunchPlan, first_block: int = 0) -> str | None:
+    """Why the page will not trace this row (walked from ``first_block``, a
+    window's), or None."""
     if context_len > MAX_TRACE_TOKENS:
         return (
             f"This sequence holds {context_len:,} tokens; the walkthrough traces at most "
             f"{MAX_TRACE_TOKENS:,}. Pick a shorter sequence or shorten the context in the sidebar."
         )
-    tiles = row_tiles(plan, context_len)
+    tiles = row_tiles(plan, context_len, first_block)
     if tiles > MAX_TRACE_TILES:
         return (
             f"This plan walks {tiles:,} tiles for the sequence; the walkthrough draws at most "
@@ -278,7 +295,8 @@ def row_inputs(
     ``[needed_blocks + 1, block_size, 1, head_dim]`` (one spare block of
     :data:`~paged_attention.poison.LOUD_VALUE`, like the unfilled tail slots) and the
     table ``[[0, 1, ..., needed_blocks - 1]]``. Values are standard normal, seeded
-    by the configuration's seed and the row.
+    by the configuration's seed and the row; with a window, the slots before its
+    start hold ``LOUD_VALUE`` too (the kernel must not read them).
     """
     group = config.num_heads // config.num_kv_heads
     bs, d = config.block_size, config.head_dim
@@ -291,8 +309,22 @@ def row_inputs(
     v = torch.randn(shape, generator=gen)
     table = torch.arange(max(needed, 1), dtype=torch.int32)[None, :]
     lens = torch.tensor([int(context_len)], dtype=torch.int32)
-    fill_uncovered(k, v, context_mask(table, lens, needed + 1, bs))
+    starts = None if config.window is None else torch.tensor([max(0, int(context_len) - config.window)])
+    fill_uncovered(k, v, context_mask(table, lens, needed + 1, bs, starts))
     return query.to(dtype), k.to(dtype), v.to(dtype), table, lens
+
+
+def row_options(config: DecodeConfig, context_len: int, head: int) -> dict:
+    """The attention options for :func:`row_inputs`' row: ``window`` and ``soft_cap``
+    of ``config``, and with ``config.sinks`` float32 ``[group]`` sink logits (``2 *``
+    standard normal, as :func:`~paged_attention.inputs.build_decode_inputs` draws
+    them), seeded by the configuration's seed and the row."""
+    group = config.num_heads // config.num_kv_heads
+    sinks = None
+    if config.sinks:
+        gen = torch.Generator().manual_seed(zlib.crc32(f"{config.seed}/{context_len}/{head // group}/sinks".encode()))
+        sinks = 2 * torch.randn(group, generator=gen)
+    return dict(window=config.window, sinks=sinks, soft_cap=config.soft_cap)
 
 
 def trace_row(
@@ -326,7 +358,7 @@ def trace_row(
     # same pieces; the programs' real group-mates are filled in below.
     packed = (PrefixGroup((0,), mine.num_blocks),) if mine else None
     trace = trace_decode(row_inputs(config, n, head), 0, head % group, plan=plan, shared_prefixes=packed,
-                         prefix_plan=prefix if mine else None)
+                         prefix_plan=prefix if mine else None, **row_options(config, n, head))
     physical = np.asarray(block_tables)[seq]
     tiles, splits = trace.tiles.copy(), trace.splits.copy()
     tiles["physical_blocks"] = [tuple(int(physical[b]) for b in ids) for ids in tiles["physical_blocks"]]
