@@ -112,8 +112,7 @@ c5.metric("KV cache", formatting.format_bytes(mem.kv_cache_bytes, significant=3)
 
 if config.window is not None:
     reads = window_reads(lengths, config.block_size, config.window)
-    st.markdown(f":material/filter_center_focus: **{reads.note()}**: {reads.detail()}. The grey, struck-through "
-                "cells come before each sequence's sliding window: held in the table, not read by a decode step.")
+    st.markdown(f":material/filter_center_focus: **{reads.note()}**: {reads.detail()}. {reads.explain_unread()}")
 
 left, right = st.columns([3, 2], gap="medium")
 with left:

@@ -179,7 +179,7 @@ def test_atol_column_keeps_bfloat16s_tolerance():
     assert_clean(at)
     table = at.dataframe[0].value
     assert TOLERANCES[torch.bfloat16][0] == 0.016
-    assert set(table["atol"]) == {"0.016"}  # as written, not "2e-02"
+    assert set(table["atol"]) == {"0.0160"}  # three significant figures, not "2e-02"
 
 
 def test_benchmark_and_block_table_controls_survive_a_visit_to_another_page():
@@ -328,7 +328,7 @@ def test_run_with_a_shared_prefix_races_the_prefix_aware_kernel_on_unique_bytes(
     # the bytes before any run: 4 x 64 tokens logically, two 32-token prefixes fewer in the pool
     kv = {m.label: (m.value, m.delta) for m in at.metric}
     assert kv == {"KV read, logical": ("65.5 kB", "prefix in every sequence"),
-                  "KV read, unique": ("49.2 kB", "-25%: prefix once per group")}
+                  "KV read, unique": ("49.2 kB", "-25.0%: prefix once per group")}
     assert config.needed_kv_bytes() == 65_536 and config.unique_kv_bytes() == 49_152
     at.button(key="bench_run").click().run()
     assert_clean(at)

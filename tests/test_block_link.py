@@ -63,7 +63,9 @@ def test_table_click_targets_pick_their_cells_block():
     x, y = np.array(targets.x, dtype=int), np.array(targets.y, dtype=int)
     assert len(x) == (SHARED >= 0).sum()  # allocated cells only
     assert np.array_equal(picks[:, 0], SHARED[y, x]) and np.array_equal(picks[:, 0], picks[:, 1])
-    assert targets.hovertemplate == fig.data[0].hovertemplate
+    # The table's hover, and the window's note (empty without a window) before <extra>.
+    assert targets.hovertemplate == fig.data[0].hovertemplate.replace("<extra>", "%{text}<extra>")
+    assert set(targets.text) == {""}
 
 
 def test_sampled_table_outlines_drawn_rows_only():

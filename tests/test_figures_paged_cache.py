@@ -341,8 +341,12 @@ def test_first_read_blocks_follow_the_librarys_rule(window):
 def test_window_readout_words():
     reads = window_reads.window_reads((10, 100, 300), 16, 64)
     assert reads.note() == "Blocks read: 11 of 27 (window 64)"
-    assert reads.detail() == "each sequence reads its last 64 tokens: 138 of 410 tokens"
+    assert reads.detail() == "each sequence reads its last 64 tokens (all of a shorter context): 138 of 410 tokens"
+    assert reads.blocks_unread == 16 and "grey" in reads.explain_unread()
     assert window_reads.window_reads((10, 100), 16, None).note() == "Blocks read: 8 of 8 (no window)"
+    covered = window_reads.window_reads((10, 60), 16, 64)  # a window past every context greys nothing
+    assert covered.blocks_unread == 0 and covered.tokens_read == covered.tokens_held == 70
+    assert "covers every context" in covered.detail() and "no grey cells" in covered.explain_unread()
 
 
 def test_block_table_greys_the_blocks_before_each_window():

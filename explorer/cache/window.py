@@ -17,6 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from explorer.formatting import count, format_number
+from paged_attention.tiling import cdiv
 
 
 def first_read_blocks(context_lens: Sequence[int], block_size: int, window: int | None) -> np.ndarray:
@@ -51,15 +52,26 @@ class WindowReads:
         """The tokens behind :meth:`note`: ``"each sequence reads its last 64 tokens: 256 of 1,000 tokens"``."""
         if self.window is None:
             return f"each sequence reads its whole context: {count(self.tokens_held, 'token')}"
-        return (f"each sequence reads its last {count(self.window, 'token')}: {format_number(self.tokens_read)} of "
-                f"{count(self.tokens_held, 'token')}")
+        if self.tokens_read == self.tokens_held:
+            return (f"the window of {count(self.window, 'token')} covers every context, so every token is read: "
+                    f"{count(self.tokens_held, 'token')}")
+        return (f"each sequence reads its last {count(self.window, 'token')} (all of a shorter context): "
+                f"{format_number(self.tokens_read)} of {count(self.tokens_held, 'token')}")
+
+    def explain_unread(self) -> str:
+        """The sentence under the block table's note: what the grey cells are, or that
+        there are none."""
+        if self.blocks_unread == 0:
+            return "No block lies before its sequence's window: the table has no grey cells."
+        return ("The grey, struck-through cells come before each sequence's sliding window: held in the table, "
+                "not read by a decode step.")
 
 
 def window_reads(context_lens: Sequence[int], block_size: int, window: int | None) -> WindowReads:
     """The logical blocks and tokens of sequences of ``context_lens`` that a window of
     ``window`` tokens (None: the whole context) reads, and those they hold."""
     lengths = np.asarray(context_lens, dtype=np.int64)
-    held = -(-lengths // block_size)
+    held = cdiv(lengths, block_size)
     read = held - first_read_blocks(lengths, block_size, window)
     tokens = lengths if window is None else np.minimum(lengths, window)
     return WindowReads(window, int(read.sum()), int(held.sum()), int(tokens.sum()), int(lengths.sum()))
