@@ -237,6 +237,16 @@ def format_gbps(gbps: float | None) -> str:
 #: on the browser's side (``"%{y:,.3r} ms"``): three significant digits in fixed
 #: notation with thousands separators, ``518.6 -> "519"``, ``2 -> "2.00"``.
 MS_D3 = ",.3r"
+#: :func:`sig3`'s rule in d3-format for a hover's measured number (GB/s, a speedup):
+#: three significant digits, fixed notation, thousands separators.
+SIG3_D3 = ",.3r"
+#: A kernel trace's running values in its hovers (a max m, a sum l, a logit): four
+#: significant digits, so a tile's rescale shows between neighbouring tiles.
+TRACE_D3 = ".4g"
+#: Ratios and errors that span powers of ten in the trace's hovers (a rescale α, a
+#: merge weight, an error against the answer): three significant digits, exponent
+#: notation when small.
+RATIO_D3 = ".3g"
 
 
 def format_ms(ms: float) -> str:

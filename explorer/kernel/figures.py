@@ -13,7 +13,7 @@ from plotly.colors import sample_colorscale
 
 from explorer.cache.cell_style import BLOCK_KEY, colorbar_title, legend_key
 from explorer.category_ticks import set_category_ticks
-from explorer.formatting import count, format_percent
+from explorer.formatting import RATIO_D3, SIG3_D3, TRACE_D3, count, format_percent
 from explorer.limits import MAX_SPLIT_LEGEND, MAX_WALK_SEGMENTS, MAX_WALK_TEXT
 from explorer.style import (
     BLOCK_COLORSCALE,
@@ -305,30 +305,30 @@ def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: f
             x=x, y=part["m"].to_numpy(float), name="m" + sfx, mode="lines+markers", line=dict(color=color, shape="hv", width=2),
             marker=dict(size=6, color=color), legendgroup=f"s{s}", showlegend=legend,
             customdata=np.stack([part["tile"].to_numpy(), part["alpha"].to_numpy(float)], axis=-1),
-            hovertemplate=who + "after tile %{customdata[0]} (tokens < %{x:,}): m = %{y:.4g}"
-            "<br>rescale α = 2^(m_old − m) = %{customdata[1]:.3g}<extra></extra>",
+            hovertemplate=who + "after tile %{customdata[0]} (tokens < %{x:,}): m = %{y:" + TRACE_D3 + "}"
+            "<br>rescale α = 2^(m_old − m) = %{customdata[1]:" + RATIO_D3 + "}<extra></extra>",
         ), row=1, col=1)
         fig.add_trace(go.Scatter(
             x=x, y=part["tile_max"].to_numpy(float), name="tile max" + sfx, mode="markers",
             marker=dict(size=7, color=color, symbol="circle-open"), legendgroup=f"s{s}", showlegend=False,
-            hovertemplate=who + "tile max %{y:.4g}<extra></extra>",
+            hovertemplate=who + "tile max %{y:" + TRACE_D3 + "}<extra></extra>",
         ), row=1, col=1)
         fig.add_trace(go.Scatter(
             x=x, y=part["l"].to_numpy(float), name="l" + sfx, mode="lines+markers", line=dict(color=color, width=2),
             marker=dict(size=6, color=color), legendgroup=f"s{s}", showlegend=False,
-            hovertemplate=who + "l = %{y:.5g}<extra></extra>",
+            hovertemplate=who + "l = %{y:" + TRACE_D3 + "}<extra></extra>",
         ), row=2, col=1)
         err = part["err_vs_row"].to_numpy(float)
         fig.add_trace(go.Scatter(
             x=x, y=err, name="error vs final" + sfx, mode="lines+markers", line=dict(color=color, width=2),
             marker=dict(size=6, color=color), legendgroup=f"s{s}", showlegend=False,
-            hovertemplate=who + "vs the final answer: %{y:.3g}<extra></extra>",
+            hovertemplate=who + "vs the final answer: %{y:" + RATIO_D3 + "}<extra></extra>",
         ), row=3, col=1)
         err_split = part["err_vs_split"].to_numpy(float)
         fig.add_trace(go.Scatter(
             x=x, y=err_split, name="error vs split" + sfx, mode="lines", line=dict(color=color, width=1.2, dash="dot"),
             legendgroup=f"s{s}", showlegend=False,
-            hovertemplate=who + "vs this split's exact answer: %{y:.3g}<extra></extra>",
+            hovertemplate=who + "vs this split's exact answer: %{y:" + RATIO_D3 + "}<extra></extra>",
         ), row=3, col=1)
     x_end = float(tiles["token_end"].max())
     if sink_term > 0 and l_final is not None:
@@ -336,8 +336,8 @@ def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: f
             x=[x_end, x_end], y=[l_final, l_final + sink_term], name="sink", mode="lines+markers+text",
             line=dict(color=SINK_COLOR, width=3), marker=dict(size=[6, 10], color=SINK_COLOR, symbol="diamond"),
             text=["", "+ sink"], textposition="middle left", textfont=dict(size=font_px("label")), showlegend=False,
-            hovertemplate="the denominator: l = %{customdata[0]:.4g} (all splits, on the common max)<br>+ the sink's "
-            "term 2^(sink − m) = %{customdata[1]:.4g}<extra></extra>", customdata=[[l_final, sink_term]] * 2,
+            hovertemplate="the denominator: l = %{customdata[0]:" + TRACE_D3 + "} (all splits, on the common max)<br>+ the sink's "
+            "term 2^(sink − m) = %{customdata[1]:" + TRACE_D3 + "}<extra></extra>", customdata=[[l_final, sink_term]] * 2,
         ), row=2, col=1)
     label = "merged output" if num_splits > 1 else "output"
     if final_error is not None:
@@ -349,7 +349,7 @@ def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: f
             mode="markers+text", marker=dict(symbol="star", size=_STAR_SIZE, color="#111827"),
             text=[label], textposition="middle right", textfont=dict(size=font_px("label")),
             cliponaxis=False,
-            hovertemplate=("after the merge" if merged else "the output") + ": %{y:.2g} from the full softmax"
+            hovertemplate=("after the merge" if merged else "the output") + ": %{y:" + RATIO_D3 + "} from the full softmax"
             "<extra></extra>", showlegend=False,
         ), row=3, col=1)
     subtitle = "x axis: tokens seen; ○ = the tile's own max; dotted = distance to the split's own exact answer"
@@ -447,14 +447,14 @@ def split_merge_figure(splits, *, sink_m: float | None = None, sink_share: float
     fig.add_trace(go.Bar(
         x=x, y=m, name="m", marker=dict(color=colors, line=dict(width=0.5 if outlined else 0)), customdata=custom,
         text=m_text, textposition="outside", cliponaxis=False, constraintext="none",
-        hovertemplate="%{x} (tokens %{customdata[2]}–%{customdata[3]})<br>m = %{y:.4g}, l = %{customdata[0]:.4g}"
-        "<br>merge weight w = 2^(m − max m) = %{customdata[1]:.3g}<extra></extra>",
+        hovertemplate="%{x} (tokens %{customdata[2]}–%{customdata[3]})<br>m = %{y:" + TRACE_D3 + "}, l = %{customdata[0]:" + TRACE_D3 + "}"
+        "<br>merge weight w = 2^(m − max m) = %{customdata[1]:" + RATIO_D3 + "}<extra></extra>",
     ), row=1, col=1)
     fig.add_trace(go.Bar(
         x=x, y=share, name="share", marker=dict(color=colors, line=dict(width=0.5 if outlined else 0)),
         customdata=custom,
         text=share_text, textposition="outside", cliponaxis=False, constraintext="none",
-        hovertemplate="%{x}: %{y:.2f}% of Σ w·l<br>w = %{customdata[1]:.3g}, l = %{customdata[0]:.4g}<extra></extra>",
+        hovertemplate="%{x}: %{y:" + SIG3_D3 + "}% of Σ w·l<br>w = %{customdata[1]:" + RATIO_D3 + "}, l = %{customdata[0]:" + TRACE_D3 + "}<extra></extra>",
     ), row=1, col=2)
     if n:
         # Named in the panel's title, above the plot: a label on the line, or "max"

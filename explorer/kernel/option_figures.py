@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.formatting import TRACE_D3
 from explorer.style import apply_style, integer_ticks, no_data_figure
 
 #: The raw logits' colour (grey: what the kernel computes but does not use).
@@ -41,11 +42,11 @@ def logits_figure(logits, soft_cap: float | None) -> go.Figure:
     x = logits["token"].to_numpy()
     raw, capped = logits["raw"].to_numpy(float), logits["capped"].to_numpy(float)
     fig.add_trace(go.Scatter(x=x, y=raw, name="raw logit", mode="markers", marker=dict(size=5, color=RAW_COLOR),
-                             hovertemplate="token %{x:,}: s = %{y:.4g}<extra>raw</extra>"))
+                             hovertemplate="token %{x:,}: s = %{y:" + TRACE_D3 + "}<extra>raw</extra>"))
     if soft_cap is not None:
         fig.add_trace(go.Scatter(
             x=x, y=capped, name="soft-capped", mode="markers", marker=dict(size=5, color=CAPPED_COLOR),
-            hovertemplate="token %{x:,}: cap·tanh(s / cap) = %{y:.4g}<extra>soft-capped</extra>"))
+            hovertemplate="token %{x:,}: cap·tanh(s / cap) = %{y:" + TRACE_D3 + "}<extra>soft-capped</extra>"))
         for y in (soft_cap, -soft_cap):
             fig.add_hline(y=y, line=dict(color="#111827", dash="dot", width=1),
                           annotation_text=f"{'+' if y > 0 else '−'}cap = {y:+.3g}", annotation_position="top left")

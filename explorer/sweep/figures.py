@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.formatting import MS_D3, compact, format_axis_value, format_gbps, kv_dtype_label
+from explorer.formatting import MS_D3, SIG3_D3, compact, format_axis_value, format_gbps, kv_dtype_label
 from explorer.style import (
     IMPL_COLORS,
     apply_style,
@@ -320,7 +320,7 @@ def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
                 legendgroup=name, line=dict(color=color, width=2.2, dash=SOURCE_DASHES[si % 4]),
                 marker=dict(color=color, size=8, symbol=SOURCE_SYMBOLS[si % 4]),
                 customdata=pct,
-                hovertemplate=f"{label} ({source})<br>%{{x:,}}: %{{y:,.4g}} GB/s"
+                hovertemplate=f"{label} ({source})<br>%{{x:,}}: %{{y:{SIG3_D3}}} GB/s"
                 + ("<br>%{customdata:.0f}% of the ceiling" if np.isfinite(pct).any() else "") + "<extra></extra>",
                 meta={"implementation": name, "source": source, "kind": "timed"},
             ))
@@ -400,7 +400,7 @@ def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
                     legendgroup=name, line=dict(color=color, width=2.2, dash=SOURCE_DASHES[si % 4]),
                     marker=dict(color=color, size=8 if timed else 12, symbol=SOURCE_SYMBOLS[si % 4] if timed
                                 else SKIPPED_SYMBOL, line=dict(width=2, color=color)),
-                    hovertemplate=f"{label_t} vs {label} ({source})<br>%{{x:,}}: %{{y:.3g}}× "
+                    hovertemplate=f"{label_t} vs {label} ({source})<br>%{{x:,}}: %{{y:{SIG3_D3}}}× "
                     + ("faster" if timed else "(predicted; naive skipped)") + "<extra></extra>",
                     meta={"implementation": name, "source": source, "kind": kind},
                 ))
@@ -447,7 +447,7 @@ def sweep_ratio_figure(
         fig.add_trace(go.Scatter(
             x=np.array(common, dtype=float), y=ratio, mode="lines+markers", name=label,
             line=dict(color=color, width=2.2), marker=dict(color=color, size=8),
-            hovertemplate=f"{label}<br>%{{x:,}}: %{{y:.3g}}× the time<extra></extra>",
+            hovertemplate=f"{label}<br>%{{x:,}}: %{{y:{SIG3_D3}}}× the time<extra></extra>",
             meta={"implementation": name},
         ))
     if not ys:
