@@ -74,3 +74,11 @@ def test_turning_freeing_off_shows_the_run_that_keeps_every_block():
     step = at.slider(key="sv_step").value
     assert metric(at, "Blocks in use").value == str(int(kept.metrics["blocks_in_use"].iloc[step]))
     assert metric(at, "Peak blocks in use").value == str(int(history(True).metrics["blocks_in_use"].max()))
+
+
+def test_the_caption_says_when_no_request_outgrows_the_window():
+    from explorer.serving.view import window_caption
+
+    assert "No request outgrows the window" in window_caption(4096, True, longest=300)
+    assert "No request outgrows" not in window_caption(128, True, longest=300)
+    assert "No request outgrows" not in window_caption(300, False, longest=301)  # one token past it

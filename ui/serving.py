@@ -11,7 +11,7 @@ import streamlit as st
 from explorer.cache.sharing_figures import sharing_timeline_figure
 from explorer.formatting import count
 from explorer.serving import view
-from explorer.serving.history import ServingHistory
+from explorer.serving.history import ServingHistory, max_request_tokens
 from paged_attention import DecodeConfig, build_decode_inputs
 from ui import benchmark
 from ui.page_state import seed_page
@@ -111,4 +111,4 @@ def window_section(controls: view.Controls, history: ServingHistory, step: int) 
     show_chart(sharing_timeline_figure(view.comparison_metrics(freed, kept), step, controls.num_blocks,
                                        kind="freeing", note="the same request stream"),
                key="sv_window_chart", width="stretch")
-    st.caption(view.window_caption(controls.window, controls.free_window))
+    st.caption(view.window_caption(controls.window, controls.free_window, max_request_tokens(history.config)))

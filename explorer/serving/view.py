@@ -472,8 +472,9 @@ def window_cards(freed: ServingHistory, kept: ServingHistory) -> list[Card]:
     ]
 
 
-def window_caption(window: int, free: bool) -> str:
-    """Under the comparison: what was simulated, and which run the page shows."""
+def window_caption(window: int, free: bool, longest: int | None = None) -> str:
+    """Under the comparison: what was simulated, and which run the page shows; when
+    no request of ``longest`` tokens at most outgrows the window, that nothing is freed."""
     shown = ("The pool, the block tables and the cards above show the run with freeing: a freed entry is "
              "– in the block table (the kernel reads -1 there) and its block is marked ✕ in the pool on the step "
              "it left." if free else
@@ -481,4 +482,6 @@ def window_caption(window: int, free: bool) -> str:
              "no longer reads.")
     return (f"Both lines replay the same request stream with a window of {formatting.count(window, 'token')}: "
             "one frees every running sequence's blocks before its window each step, the other keeps them. "
-            + shown)
+            + shown + ("" if longest is None or longest > window else
+                       f" No request outgrows the window (the longest holds {formatting.count(longest, 'token')}), so "
+                       "the two runs are the same: lengthen the requests or shorten the window to see blocks freed."))
