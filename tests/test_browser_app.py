@@ -206,7 +206,10 @@ def test_shared_url_page_visits_and_garbage_url(server, page):
 
 #: Per chart drawn: the smallest font of its visible text (px) and the height of its
 #: first plot area (px), as Chromium lays them out.
-_CHART_TEXT = """() => [...document.querySelectorAll('.js-plotly-plot')].map(p => {
+# Charts on screen only: a fragment's rerun (the sweep's progress) can leave a
+# chart's previous element in the page, undisplayed (no box, no text) until it goes.
+_CHART_TEXT = """() => [...document.querySelectorAll('.js-plotly-plot')]
+  .filter(p => p.getBoundingClientRect().height > 0).map(p => {
   const sizes = [...p.querySelectorAll('text')]
     .filter(t => t.textContent.trim() && t.getBoundingClientRect().width > 0)
     .map(t => parseFloat(getComputedStyle(t).fontSize));

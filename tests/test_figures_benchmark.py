@@ -273,7 +273,7 @@ def test_accuracy_shows_the_fp8_quantization_error_as_a_labelled_line_without_pa
     line = fig.data[2]
     assert line.name == "fp8 quantization error (vs unquantized cache)" and line.yaxis == "y2"
     assert list(line.y) == [0.03, 0.03] and list(line.x) == ["Naive PyTorch", "Triton"]
-    assert "fp8 quantization error: 0.03<br>(vs unquantized cache)" in [a.text for a in fig.layout.annotations]
+    assert "fp8 quantization error: 0.0300<br>(vs unquantized cache)" in [a.text for a in fig.layout.annotations]
     assert fig.layout.yaxis2.range[1] > math.log10(0.03)  # on the axis
     marks = [a.text for a in fig.layout.annotations if a.yref == "y domain"]
     assert marks == [accuracy_figures.PASS_MARK] * 2  # pass/fail is the kernels' only
