@@ -151,6 +151,13 @@ class DecodeConfig:
     sinks : bool
         Attention sinks: one random logit per query head joins the softmax's
         denominator (see :func:`~paged_attention.inputs.build_decode_inputs`).
+    query_lens : int or sequence of int
+        New (query) tokens per sequence, already in the cache and counted in its
+        context (draft tokens of speculative decoding): one value for all (each
+        sequence takes at most its context, at least 1), or ``batch_size`` values
+        with ``1 <= query_lens[b] <= max(1, context_lens[b])``. 1 (default) is
+        the plain decode step; token ``i`` of sequence ``b`` attends causally to
+        positions ``0 ... context_lens[b] - query_lens[b] + i``.
     """
 
     batch_size: int = 4
@@ -171,17 +178,19 @@ class DecodeConfig:
     window: int | None = None
     soft_cap: float | None = None
     sinks: bool = False
+    query_lens: int | tuple[int, ...] = 1
 
     def __post_init__(self) -> None:
         # Lists are unhashable; keep the config usable as a cache key. Whole numbers
         # of any integer type (np.int64 from NumPy code) become plain ints; anything
         # else is kept as given (not int()-truncated) so validate() can reject 1.5.
-        lens = self.context_lens
-        if isinstance(lens, np.ndarray) and lens.ndim == 1:
-            lens = lens.tolist()
-        if isinstance(lens, (list, tuple)):
-            lens = tuple(_plain_int(n) for n in lens)
-        object.__setattr__(self, "context_lens", _plain_int(lens))
+        for name in ("context_lens", "query_lens"):
+            lens = getattr(self, name)
+            if isinstance(lens, np.ndarray) and lens.ndim == 1:
+                lens = lens.tolist()
+            if isinstance(lens, (list, tuple)):
+                lens = tuple(_plain_int(n) for n in lens)
+            object.__setattr__(self, name, _plain_int(lens))
         for name in _INT_FIELDS:
             object.__setattr__(self, name, _plain_int(getattr(self, name)))
         if self.kv_dtype == self.dtype:  # a cache in the query's own dtype is the default
@@ -194,6 +203,25 @@ class DecodeConfig:
         if isinstance(self.context_lens, tuple):
             return self.context_lens
         return (self.context_lens,) * self.batch_size
+
+    @property
+    def query_lengths(self) -> tuple[int, ...]:
+        """Query tokens of every sequence, ``batch_size`` values (one value for all
+        is capped at each context, and is at least 1)."""
+        if isinstance(self.query_lens, tuple):
+            return self.query_lens
+        return tuple(max(1, min(self.query_lens, n)) for n in self.lengths)
+
+    @property
+    def num_query_tokens(self) -> int:
+        """Rows of the query and the output: the sum of :attr:`query_lengths`."""
+        return sum(self.query_lengths)
+
+    @property
+    def has_query_lens(self) -> bool:
+        """True when a sequence brings more than one query token (or the lengths
+        are given per sequence): the decode functions then take ``query_lens``."""
+        return self.query_lens != 1
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -267,15 +295,18 @@ class DecodeConfig:
 
     @property
     def window_starts(self) -> tuple[int, ...]:
-        """Every sequence's first attended position, ``max(0, context_len - window)``
-        (0 without a window)."""
+        """Every sequence's first attended position, that of its first query
+        token's window, ``max(0, context_len - query_len + 1 - window)`` (0 without
+        a window)."""
         if self.window is None:
             return (0,) * self.batch_size
-        return tuple(max(0, n - self.window) for n in self.lengths)
+        return tuple(max(0, n - q + 1 - self.window) for n, q in zip(self.lengths, self.query_lengths))
 
     @property
     def attended_lengths(self) -> tuple[int, ...]:
-        """Positions each query attends to, ``min(context_len, window)``."""
+        """Positions each sequence's query tokens attend to together (each read
+        once), ``context_len - window_start``: ``min(context_len, window)`` for one
+        query token."""
         return tuple(n - start for n, start in zip(self.lengths, self.window_starts))
 
     @property
@@ -303,7 +334,7 @@ class DecodeConfig:
         return 2 * tokens * self.num_kv_heads * self.head_dim * self.kv_element_size
 
     def _qo_bytes(self) -> int:
-        return 2 * self.batch_size * self.num_heads * self.head_dim * self.element_size
+        return 2 * self.num_query_tokens * self.num_heads * self.head_dim * self.element_size
 
     def needed_kv_bytes(self) -> int:
         """Bytes of K and V that one decode step reads, logically: every attended
@@ -397,6 +428,16 @@ class DecodeConfig:
             not is_whole(self.spare_blocks) or self.spare_blocks < 0
         ):
             raise ValueError(f"spare_blocks must be a non-negative integer; got {self.spare_blocks!r}")
+        if isinstance(self.query_lens, tuple):
+            if len(self.query_lens) != self.batch_size:
+                raise ValueError(f"query_lens must hold one value per sequence: got {len(self.query_lens)} "
+                                 f"for batch_size {self.batch_size}")
+            for i, (q, n) in enumerate(zip(self.query_lens, self.lengths)):
+                if not is_whole(q) or not 1 <= q <= max(1, n):
+                    raise ValueError(f"query_lens[{i}] = {q!r} must be an integer in [1, max(1, context_lens[{i}]) "
+                                     f"= {max(1, n)}]: the new tokens are counted in the context")
+        elif not is_whole(self.query_lens) or self.query_lens < 1:
+            raise ValueError(f"query_lens must be a positive integer or one per sequence; got {self.query_lens!r}")
         check_window(self.window)  # the rules the decode functions apply, and their messages
         check_soft_cap(self.soft_cap)
         if not isinstance(self.sinks, bool):

@@ -19,10 +19,12 @@ DecodeFn = Callable[..., torch.Tensor]
 #: The three implementations the app races, by key. Each (and each of VARIANTS, and
 #: :func:`prepare` after the name) takes ``(query, k_cache, v_cache, block_tables,
 #: context_lens, *, scale=None, k_scale=None, v_scale=None, window=None, sinks=None,
-#: soft_cap=None)``: the scales are for an fp8 cache; ``window`` (int >= 1) attends
-#: to the last ``window`` positions, ``sinks`` (float32 ``[num_heads]``) adds one
-#: logit per head to the softmax's denominator, ``soft_cap`` (float > 0) caps the
-#: scaled logits to ``soft_cap * tanh(s / soft_cap)`` (see
+#: soft_cap=None, query_lens=None)``: the scales are for an fp8 cache; ``window``
+#: (int >= 1) attends to the last ``window`` positions, ``sinks`` (float32
+#: ``[num_heads]``) adds one logit per head to the softmax's denominator,
+#: ``soft_cap`` (float > 0) caps the scaled logits to ``soft_cap * tanh(s /
+#: soft_cap)``, ``query_lens`` (integer ``[batch_size]``) gives each sequence
+#: several query tokens, causal among themselves (see
 #: :func:`~paged_attention.validation.check_decode_args`).
 IMPLEMENTATIONS: Mapping[str, DecodeFn] = {
     "naive": naive_decode,
@@ -75,6 +77,7 @@ def prepare(
     window: int | None = None,
     sinks: torch.Tensor | None = None,
     soft_cap: float | None = None,
+    query_lens: torch.Tensor | None = None,
     graph: bool = True,
 ) -> PreparedCall:
     """Validate the arguments once and return a zero-argument callable that runs
@@ -106,6 +109,9 @@ def prepare(
         place changes the next call's output.
     soft_cap : float, optional
         Logit soft-capping of the scaled logits.
+    query_lens : Tensor, optional
+        int32 or int64 ``[batch_size]`` on the query's device: query tokens per
+        sequence (the query then has ``sum(query_lens)`` rows). Read once, here.
     graph : bool
         Capture the launch into a CUDA graph where it can be (default); False
         launches through Python on every call.
@@ -113,7 +119,7 @@ def prepare(
     Returns
     -------
     PreparedCall
-        ``call() -> Tensor`` of shape ``[batch_size, num_heads, head_dim]``;
+        ``call() -> Tensor`` of the query's shape;
         ``call.graphed`` says whether it replays a graph (False on the CPU).
 
     Raises
@@ -138,7 +144,8 @@ def prepare(
     fn = get_implementation(name)
     # Only the options given travel on, so a plain call takes each implementation's
     # plain path.
-    options = {k: v for k, v in dict(window=window, sinks=sinks, soft_cap=soft_cap).items() if v is not None}
+    options = dict(window=window, sinks=sinks, soft_cap=soft_cap, query_lens=query_lens)
+    options = {k: v for k, v in options.items() if v is not None}
     kwargs = dict(k_scale=k_scale, v_scale=v_scale, **options)
     return PreparedCall(_launch(name, fn, args, scale, kwargs), args[0].device,
                         graph=graph and name in GRAPH_CAPTURABLE)
@@ -157,7 +164,8 @@ def _launch(name: str, fn: DecodeFn, args: tuple[torch.Tensor, ...], scale: floa
     shape = check_decode_args(*args, scale, **kwargs)
     if name == "vectorized":
         device_scales = kv_scale_tensors(shape, kwargs["k_scale"], kwargs["v_scale"], args[0].device)
-        return lambda: vectorized_decode_unchecked(*args, shape, *device_scales, kwargs.get("sinks"))
+        return lambda: vectorized_decode_unchecked(*args, shape, *device_scales, kwargs.get("sinks"),
+                                                   kwargs.get("query_lens"))
     return lambda: fn(*args, scale=scale, **kwargs)
 
 

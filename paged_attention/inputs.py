@@ -25,7 +25,8 @@ class DecodeInputs:
     Attributes
     ----------
     query : Tensor
-        ``[batch_size, num_heads, head_dim]``.
+        ``[num_query_tokens, num_heads, head_dim]``: ``[batch_size, ...]`` for one
+        query token per sequence, sequence 0's tokens first.
     k_cache, v_cache : Tensor
         ``[num_blocks, block_size, num_kv_heads, head_dim]``.
     block_tables : Tensor
@@ -44,6 +45,9 @@ class DecodeInputs:
         ``[num_kv_heads]`` per KV head, by ``config.kv_scale``); None otherwise.
     sinks : Tensor or None
         float32 ``[num_heads]`` attention-sink logits (``config.sinks``), else None.
+    query_lens : Tensor or None
+        int32 ``[batch_size]`` query tokens per sequence when
+        ``config.has_query_lens``, else None.
     """
 
     query: torch.Tensor
@@ -56,6 +60,7 @@ class DecodeInputs:
     k_scale: float | torch.Tensor | None = None
     v_scale: float | torch.Tensor | None = None
     sinks: torch.Tensor | None = None
+    query_lens: torch.Tensor | None = None
 
     def args(self) -> tuple[torch.Tensor, ...]:
         """``(query, k_cache, v_cache, block_tables, context_lens)``."""
@@ -69,8 +74,10 @@ class DecodeInputs:
         return {"k_scale": self.k_scale, "v_scale": self.v_scale}
 
     def options(self) -> dict[str, int | float | torch.Tensor]:
-        """The attention options set, of ``window``, ``sinks`` and ``soft_cap``."""
-        options = dict(window=self.config.window, sinks=self.sinks, soft_cap=self.config.soft_cap)
+        """The attention options set, of ``window``, ``sinks``, ``soft_cap`` and
+        ``query_lens``."""
+        options = dict(window=self.config.window, sinks=self.sinks, soft_cap=self.config.soft_cap,
+                       query_lens=self.query_lens)
         return {k: v for k, v in options.items() if v is not None}
 
     def kwargs(self) -> dict[str, float | torch.Tensor]:
@@ -274,13 +281,16 @@ def build_decode_inputs(config: DecodeConfig, *, poison: bool = False) -> Decode
         copy_prefix_tails(k_cache, v_cache, block_tables, config)
     # Drawn last, so the other tensors do not depend on whether there are sinks.
     sinks = 2 * torch.randn(config.num_heads, generator=gen, device=device) if config.sinks else None
+    query_lens = None
+    if config.has_query_lens:
+        query, query_lens = _draft_queries(query, config, gen)
     context_lens = torch.tensor(config.lengths, dtype=torch.int32, device=device)
     starts = torch.tensor(config.window_starts, device=device) if config.window is not None else None
     covered = context_mask(block_tables, context_lens, config.num_blocks, config.block_size, starts)
     fill_uncovered(k_cache, v_cache, covered, poison=poison)
     if poison:
         block_tables = poison_table(block_tables, context_lens, config.num_blocks, config.block_size,
-                                    seed=config.seed, window=config.window)
+                                    seed=config.seed, window_starts=starts)
     return DecodeInputs(
         query=query,
         k_cache=k_cache,
@@ -292,7 +302,26 @@ def build_decode_inputs(config: DecodeConfig, *, poison: bool = False) -> Decode
         k_scale=k_scale,
         v_scale=v_scale,
         sinks=sinks,
+        query_lens=query_lens,
     )
+
+
+def _draft_queries(
+    last: torch.Tensor, config: DecodeConfig, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The query rows of several query tokens per sequence: each sequence's last
+    token keeps the row drawn for it (``last[b]``, as with one token), the tokens
+    before it are drawn after everything else, so the other tensors equal those of
+    one token per sequence. Returns ``(query [num_query_tokens, ...], query_lens
+    int32 [batch_size])``."""
+    q_lens = config.query_lengths
+    extra = torch.randn(config.num_query_tokens - config.batch_size, *last.shape[1:], generator=gen,
+                        device=last.device).to(last.dtype)
+    rows, used = [], 0
+    for b, q in enumerate(q_lens):
+        rows += [extra[used : used + q - 1], last[b : b + 1]]
+        used += q - 1
+    return torch.cat(rows), torch.tensor(q_lens, dtype=torch.int32, device=last.device)
 
 
 def quantize_fp8(values: torch.Tensor, config: DecodeConfig) -> tuple[torch.Tensor, float | torch.Tensor]:

@@ -21,6 +21,7 @@ def naive_decode(
     window: int | None = None,
     sinks: torch.Tensor | None = None,
     soft_cap: float | None = None,
+    query_lens: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Paged-attention decode, the way one first writes it.
 
@@ -30,12 +31,14 @@ def naive_decode(
     after the gather (``stored * scale``). With a ``window`` the walk starts at the
     block holding the window's first position, so no table entry before it is read;
     the soft-cap applies to the scaled logits and the sink logit joins the softmax
-    as one more column, whose weight is dropped.
+    as one more column, whose weight is dropped. Several query tokens per
+    sequence (``query_lens``) are padded per sequence too and masked causally.
 
     Parameters
     ----------
     query : Tensor
-        ``[batch_size, num_heads, head_dim]``, float16, bfloat16 or float32.
+        ``[batch_size, num_heads, head_dim]``, float16, bfloat16 or float32;
+        ``[sum(query_lens), num_heads, head_dim]`` with ``query_lens``.
     k_cache, v_cache : Tensor
         ``[num_blocks, block_size, num_kv_heads, head_dim]``, the query's dtype or fp8.
     block_tables : Tensor
@@ -54,11 +57,14 @@ def naive_decode(
         per query head.
     soft_cap : float, optional
         Logit soft-capping, ``s <- soft_cap * tanh(s / soft_cap)``.
+    query_lens : Tensor, optional
+        int32 or int64 ``[batch_size]``: query tokens per sequence (see
+        :func:`~paged_attention.validation.check_decode_args`); ``None``: one each.
 
     Returns
     -------
     Tensor
-        ``[batch_size, num_heads, head_dim]`` in the query's dtype.
+        The query's shape and dtype.
 
     Raises
     ------
@@ -67,9 +73,9 @@ def naive_decode(
     """
     shape = check_decode_args(
         query, k_cache, v_cache, block_tables, context_lens, scale, k_scale=k_scale, v_scale=v_scale,
-        window=window, sinks=sinks, soft_cap=soft_cap,
+        window=window, sinks=sinks, soft_cap=soft_cap, query_lens=query_lens,
     )
-    batch, num_heads, head_dim = query.shape
+    batch, num_heads, head_dim = shape.batch_size, shape.num_heads, shape.head_dim
     num_kv_heads, group = shape.num_kv_heads, shape.query_group_size
     # Sequence b attends to positions start .. n - 1 (start 0 without a window),
     # held at rows 0 .. n - start - 1 of its padded K/V.
@@ -98,16 +104,32 @@ def naive_decode(
         keys *= k_scales[:, None]
         values *= v_scales[:, None]
 
+    # Query token t of sequence b (row query_starts[b] + t) sees positions
+    # starts[b, t] .. ends[b, t] - 1; slot j of b's padded K/V holds window_starts[b] + j.
+    q_lens, max_q = shape.query_lens_or_ones, max(shape.max_query_len, 1)
+    rows = torch.zeros(batch, max_q, num_heads, head_dim, dtype=torch.float32, device=device)
+    for b in range(batch):
+        first_row = int(shape.query_starts[b])
+        rows[b, : int(q_lens[b])] = query[first_row : first_row + int(q_lens[b])].float()
+    ends = shape.context_lens[:, None] - q_lens[:, None] + 1 + torch.arange(max_q)[None, :]  # [batch, max_q]
+    starts = torch.zeros_like(ends) if shape.window is None else (ends - shape.window).clamp_min(0)
+    positions = shape.window_starts[:, None] + torch.arange(max_len)[None, :]  # [batch, max_len]
+    valid = ((positions[:, None, :] < ends[:, :, None]) & (positions[:, None, :] >= starts[:, :, None])
+             & (torch.arange(max_len)[None, None, :] < lens[:, None, None]))  # [batch, max_q, max_len]
+
     # Each query head h reads KV head h // group.
     keys = keys.repeat_interleave(group, dim=2).permute(0, 2, 1, 3)  # [b, heads, len, dim]
     values = values.repeat_interleave(group, dim=2).permute(0, 2, 1, 3)
-    scores = torch.matmul(keys, query.float().unsqueeze(-1)).squeeze(-1) * shape.scale
+    scores = torch.matmul(rows.permute(0, 2, 1, 3), keys.transpose(-1, -2)) * shape.scale  # [b, heads, max_q, len]
     if shape.soft_cap is not None:
         scores = shape.soft_cap * torch.tanh(scores / shape.soft_cap)
-    valid = torch.arange(max_len, device=device)[None, :] < lens.to(device)[:, None]
-    scores = scores.masked_fill(~valid[:, None, :], float("-inf"))
+    scores = scores.masked_fill(~valid[:, None].to(device), float("-inf"))
     if sinks is not None:  # one more logit per head, whose value is zero: drop its weight
-        scores = torch.cat([scores, sinks.float()[None, :, None].expand(batch, num_heads, 1)], dim=-1)
+        scores = torch.cat([scores, sinks.float()[None, :, None, None].expand(batch, num_heads, max_q, 1)], dim=-1)
     weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)[..., :max_len]  # empty rows: all -inf -> NaN -> 0
-    out = torch.matmul(weights.unsqueeze(-2), values).squeeze(-2)
-    return out.to(query.dtype)
+    padded = torch.matmul(weights, values)  # [b, heads, max_q, dim]
+    out = torch.empty(query.shape, dtype=query.dtype, device=device)
+    for b in range(batch):
+        first_row = int(shape.query_starts[b])
+        out[first_row : first_row + int(q_lens[b])] = padded[b, :, : int(q_lens[b])].transpose(0, 1).to(query.dtype)
+    return out

@@ -118,11 +118,11 @@ def fill_uncovered(
 
 def poison_table(
     block_tables: torch.Tensor, context_lens: torch.Tensor, num_blocks: int, block_size: int, *, seed: int = 0,
-    window: int | None = None,
+    window_starts: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """A copy of ``block_tables`` whose entries past each sequence's needed blocks
-    (and, with a ``window``, before the block of its window's start, which an engine
-    may have freed) hold what an engine's table can: ``-1``, stale ids of other
+    (and, with ``window_starts``, before the block of its window's start, which an
+    engine may have freed) hold what an engine's table can: ``-1``, stale ids of other
     blocks in the pool, ``num_blocks`` and ``2**31 - 1`` (past the pool), in turn by
     column.
 
@@ -136,8 +136,10 @@ def poison_table(
         Size of the pool.
     seed : int
         Seed of the stale ids.
-    window : int, optional
-        The sliding window; None: every entry up to the last needed one is kept.
+    window_starts : Tensor, optional
+        ``[batch_size]``: each sequence's first attended position (with a sliding
+        window, :attr:`~paged_attention.config.DecodeConfig.window_starts`); None:
+        every entry up to the last needed one is kept.
 
     Returns
     -------
@@ -154,6 +156,6 @@ def poison_table(
                          torch.full_like(stale, 2**31 - 1)])
     garbage = kinds.gather(0, (cols % 4).expand_as(stale)[None]).squeeze(0).to(block_tables.dtype)
     unneeded = cols[None, :] >= needed[:, None]
-    if window is not None:
-        unneeded |= cols[None, :] < ((lens - window).clamp_min(0) // block_size)[:, None]
+    if window_starts is not None:
+        unneeded |= cols[None, :] < (window_starts.to(device=device, dtype=torch.long) // block_size)[:, None]
     return torch.where(unneeded, garbage, block_tables)

@@ -292,7 +292,7 @@ def plan_prefix(
     if num_stages is None:
         num_stages = 2 if element_size == 4 else 3
     tile = tile_shape(block_n, shape.block_size)
-    per_tile = members_per_tile(query_rows, shape.query_group_size)
+    per_tile = members_per_tile(query_rows, shape.query_group_size, shape.max_query_len)
     pieces = [g.num_blocks - group_first_block(shape, g) for g in groups for _ in range(0, len(g.sequences), per_tile)]
     if max_programs is None:
         max_programs = PREFIX_PROGRAMS_PER_SM * runtime.num_sms(device)
@@ -354,9 +354,10 @@ def own_shape(shape: DecodeShape, groups: Sequence[PrefixGroup]) -> DecodeShape:
     return replace(shape, context_lens=(shape.context_lens.to(torch.int64) - skipped).clamp(min=0), window=None)
 
 
-def members_per_tile(query_rows: int, query_group_size: int) -> int:
+def members_per_tile(query_rows: int, query_group_size: int, max_query_len: int = 1) -> int:
     """Sequences whose query rows share one prefix-pass tile: ``query_rows`` (a
     prefix plan's :attr:`~paged_attention.launch_plan.LaunchPlan.query_rows`) over
-    the query group rounded up to a power of two, at least one."""
-    return max(1, query_rows // next_pow2(query_group_size))
+    a member's rows, the query group and the query tokens per sequence
+    (``max_query_len``) each rounded up to a power of two; at least one."""
+    return max(1, query_rows // (next_pow2(query_group_size) * next_pow2(max(1, max_query_len))))
 

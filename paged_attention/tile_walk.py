@@ -211,36 +211,42 @@ def attend_blocks(
 
 @triton.jit
 def merge_partials(
-    out_ptr, stride_oh, stride_od, part_ml_ptr, part_acc_ptr, first_row, split_stride, num_splits, sinks_ptr,
-    QUERY_GROUP: tl.constexpr, GROUP_POW2: tl.constexpr, HEAD_DIM: tl.constexpr,
+    out_ptr, stride_ot, stride_oh, stride_od, part_ml_ptr, part_acc_ptr, first_row, token_stride, split_stride,
+    num_splits, num_tokens, sinks_ptr,
+    QUERY_GROUP: tl.constexpr, MERGE_ROWS: tl.constexpr, HEAD_DIM: tl.constexpr,
     HEAD_DIM_PAD: tl.constexpr, MERGE_CHUNK: tl.constexpr, HAS_SINKS: tl.constexpr,
 ):
     """Merge the ``num_splits`` partial ``(max, sum, acc)`` of a group of query heads
-    and store the group's output rows.
+    (for each of ``num_tokens`` query tokens) and store the group's output rows.
 
-    ``out_ptr`` points at the group's first output row; ``first_row`` is the
-    partial-buffer row of the group's first head in its first slot (head ``g`` of
-    the group is ``g`` rows further, and each further slot ``split_stride`` rows
-    further). ``MERGE_CHUNK`` slots are read at a time and
+    Row ``r`` of the ``MERGE_ROWS`` (a power of two, at least ``num_tokens *
+    QUERY_GROUP``) is head ``g = r % QUERY_GROUP`` of the group for query token
+    ``t = r // QUERY_GROUP``. ``out_ptr`` points at the first token's first head's
+    output row (token ``t`` is ``t * stride_ot`` further); ``first_row`` is the
+    partial-buffer row of that head and token in the first slot (token ``t``, head
+    ``g`` is ``t * token_stride + g`` rows further, each further slot
+    ``split_stride`` rows further). ``MERGE_CHUNK`` slots are read at a time and
     folded in with the same rescaling as the online softmax. Loads bypass L1
     (``.cg``): other programs wrote the partials during this launch. With
     ``HAS_SINKS``, ``sinks_ptr`` points at the group's first head's sink, which
     joins the denominator once, here (:func:`normalize_output`).
     """
-    g = tl.arange(0, GROUP_POW2)
-    g_ok = g < QUERY_GROUP
-    rows = first_row + g.to(tl.int64)
+    r = tl.arange(0, MERGE_ROWS)
+    t = r // QUERY_GROUP
+    g = r % QUERY_GROUP
+    g_ok = t < num_tokens
+    rows = first_row + (t * token_stride + g).to(tl.int64)
     dims = tl.arange(0, HEAD_DIM_PAD)
     c = tl.arange(0, MERGE_CHUNK)
-    m_run = tl.full([GROUP_POW2], float("-inf"), tl.float32)
-    total = tl.zeros([GROUP_POW2], tl.float32)
-    acc = tl.zeros([GROUP_POW2, HEAD_DIM_PAD], tl.float32)
+    m_run = tl.full([MERGE_ROWS], float("-inf"), tl.float32)
+    total = tl.zeros([MERGE_ROWS], tl.float32)
+    acc = tl.zeros([MERGE_ROWS, HEAD_DIM_PAD], tl.float32)
     for start in range(0, num_splits, MERGE_CHUNK):
-        r = rows[:, None] + (start + c).to(tl.int64)[None, :] * split_stride  # [GROUP_POW2, MERGE_CHUNK]
+        rr = rows[:, None] + (start + c).to(tl.int64)[None, :] * split_stride  # [MERGE_ROWS, MERGE_CHUNK]
         ok = g_ok[:, None] & ((start + c)[None, :] < num_splits)
-        m_c = tl.load(part_ml_ptr + r * 2, mask=ok, other=float("-inf"), cache_modifier=".cg")
-        l_c = tl.load(part_ml_ptr + r * 2 + 1, mask=ok, other=0.0, cache_modifier=".cg")
-        a = tl.load(part_acc_ptr + r[:, :, None] * HEAD_DIM_PAD + dims[None, None, :],
+        m_c = tl.load(part_ml_ptr + rr * 2, mask=ok, other=float("-inf"), cache_modifier=".cg")
+        l_c = tl.load(part_ml_ptr + rr * 2 + 1, mask=ok, other=0.0, cache_modifier=".cg")
+        a = tl.load(part_acc_ptr + rr[:, :, None] * HEAD_DIM_PAD + dims[None, None, :],
                     mask=ok[:, :, None], other=0.0, cache_modifier=".cg")
         m_new = tl.maximum(m_run, tl.max(m_c, 1))
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
@@ -250,5 +256,5 @@ def merge_partials(
         acc = acc * alpha[:, None] + tl.sum(a * w[:, :, None], 1)
         m_run = m_new
     out = normalize_output(acc, m_run[:, None], total[:, None], sinks_ptr, g[:, None], g_ok[:, None], HAS_SINKS)
-    tl.store(out_ptr + g[:, None] * stride_oh + dims[None, :] * stride_od,
+    tl.store(out_ptr + t[:, None].to(tl.int64) * stride_ot + g[:, None] * stride_oh + dims[None, :] * stride_od,
              out.to(out_ptr.dtype.element_ty), mask=g_ok[:, None] & (dims[None, :] < HEAD_DIM))

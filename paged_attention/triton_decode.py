@@ -65,18 +65,18 @@ from .work_list import (
 def _paged_decode_kernel(
     out_ptr, part_ml_ptr, part_acc_ptr, counter_ptr,
     q_ptr, k_ptr, v_ptr, block_tables_ptr, context_lens_ptr, k_scale_ptr, v_scale_ptr, sinks_ptr,
-    items_ptr, sequences_ptr,
+    items_ptr, sequences_ptr, query_starts_ptr,
     scale_log2e, soft_cap, window,
     stride_qb, stride_qh, stride_qd,
     stride_kb, stride_ks, stride_kh, stride_kd,
     stride_vb, stride_vs, stride_vh, stride_vd,
     stride_tb,
     stride_ob, stride_oh, stride_od,
-    QUERY_GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
+    QUERY_GROUP: tl.constexpr, ROWS_PAD: tl.constexpr, QUERY_TOKENS: tl.constexpr,
     HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, BLOCKS_PER_TILE: tl.constexpr, SLOTS_PER_TILE: tl.constexpr,
     SUBTILES: tl.constexpr, SPLIT: tl.constexpr, FP32_DOT: tl.constexpr, EVEN_D: tl.constexpr,
-    GROUP_POW2: tl.constexpr, MERGE_CHUNK: tl.constexpr, KV_FP8: tl.constexpr,
+    MERGE_ROWS: tl.constexpr, MERGE_CHUNK: tl.constexpr, KV_FP8: tl.constexpr,
     HAS_WINDOW: tl.constexpr, SOFT_CAP: tl.constexpr, HAS_SINKS: tl.constexpr,
 ):
     # The KV heads of one work item launch next to each other, so the programs
@@ -92,32 +92,52 @@ def _paged_decode_kernel(
     context_len = tl.load(context_lens_ptr + seq)
     needed_blocks = tl.cdiv(context_len, BLOCK_SIZE)
     last_block = tl.minimum(tl.load(item_row + ITEM_LAST_BLOCK), needed_blocks)
+
+    # Row r of the tile: query head g of the GQA group for the sequence's query
+    # token t (several with QUERY_TOKENS > 1: draft tokens, each seeing the context
+    # up to itself, so every row has its own length).
+    rows = tl.arange(0, ROWS_PAD)
+    if QUERY_TOKENS > 1:
+        t = rows // QUERY_GROUP
+        g = rows % QUERY_GROUP
+        q_first = tl.load(query_starts_ptr + seq).to(tl.int64)
+        num_tokens = tl.load(query_starts_ptr + seq + 1) - q_first
+        row_ok = t < num_tokens
+        row_lens = context_len - num_tokens + 1 + t
+    else:
+        t = rows * 0
+        g = rows
+        q_first = seq
+        num_tokens = 1
+        row_ok = rows < QUERY_GROUP
+        row_lens = context_len
     if HAS_WINDOW:
         # From the live length (a context may have grown since planning): no
-        # table entry before the window's first block is read, no token before it
-        # scored.
-        window_start = tl.maximum(context_len - window, 0)
+        # table entry before the first token's window's first block is read, no
+        # position before a row's window scored.
+        window_start = tl.maximum(context_len - num_tokens + 1 - window, 0)
+        row_starts = tl.maximum(row_lens - window, 0)
         first_block = tl.maximum(first_block, window_start // BLOCK_SIZE)
     else:
         window_start = 0
+        row_starts = row_lens  # unread
 
-    group = tl.arange(0, GROUP_PAD)
-    heads = kv_head * QUERY_GROUP + group
-    group_mask = group < QUERY_GROUP
+    heads = kv_head * QUERY_GROUP + g
+    q_rows = q_first + t
     dims = tl.arange(0, HEAD_DIM_PAD)
     if EVEN_D:
         dim_mask = dims < HEAD_DIM_PAD  # all true; keeps every mask constant along head_dim
     else:
         dim_mask = dims < HEAD_DIM
     q = tl.load(
-        q_ptr + seq * stride_qb + heads[:, None] * stride_qh + dims[None, :] * stride_qd,
-        mask=group_mask[:, None] & dim_mask[None, :],
+        q_ptr + q_rows[:, None] * stride_qb + heads[:, None] * stride_qh + dims[None, :] * stride_qd,
+        mask=row_ok[:, None] & dim_mask[None, :],
         other=0.0,
     )
 
-    m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
-    l_i = tl.zeros([GROUP_PAD], tl.float32)
-    acc = tl.zeros([GROUP_PAD, HEAD_DIM_PAD], tl.float32)
+    m_i = tl.full([ROWS_PAD], float("-inf"), tl.float32)
+    l_i = tl.zeros([ROWS_PAD], tl.float32)
+    acc = tl.zeros([ROWS_PAD, HEAD_DIM_PAD], tl.float32)
     if KV_FP8:
         # K's scale folds into the logits' scale; V's multiplies the accumulator once
         # at the end (every split of this KV head shares it, so the merge is unchanged).
@@ -125,25 +145,26 @@ def _paged_decode_kernel(
 
     m_i, l_i, acc = attend_blocks(
         q, m_i, l_i, acc, k_ptr, v_ptr, kv_head, block_tables_ptr + seq * stride_tb, first_block, last_block,
-        context_len, context_len, window_start, window_start, scale_log2e, soft_cap, dims, dim_mask,
+        context_len, row_lens, window_start, row_starts, scale_log2e, soft_cap, dims, dim_mask,
         stride_kb, stride_ks, stride_kh, stride_kd, stride_vb, stride_vs, stride_vh, stride_vd,
-        BLOCK_SIZE, BLOCKS_PER_TILE, SLOTS_PER_TILE, SUBTILES, EVEN_D, FP32_DOT, KV_FP8, False,
+        BLOCK_SIZE, BLOCKS_PER_TILE, SLOTS_PER_TILE, SUBTILES, EVEN_D, FP32_DOT, KV_FP8, QUERY_TOKENS > 1,
         HAS_WINDOW, SOFT_CAP,
     )
     if KV_FP8:
         acc = acc * tl.load(v_scale_ptr + kv_head)
 
-    out_rows = out_ptr + seq * stride_ob + heads[:, None] * stride_oh + dims[None, :] * stride_od
-    out_mask = group_mask[:, None] & dim_mask[None, :]
+    out_rows = out_ptr + q_rows[:, None] * stride_ob + heads[:, None] * stride_oh + dims[None, :] * stride_od
+    out_mask = row_ok[:, None] & dim_mask[None, :]
     sequence_row = sequences_ptr + seq * SEQUENCE_WIDTH
     num_slots = tl.load(sequence_row + SEQUENCE_NUM_SLOTS)
     if SPLIT and num_slots > 1:
-        # Partial results by slot: part_ml[slot, head, 0:2] = (max, sum) in log2
-        # units, part_acc[slot, head, :] = unnormalised weighted sum of V.
+        # Partial results by slot and query token: part_ml[slot, t, head, 0:2] =
+        # (max, sum) in log2 units, part_acc[slot, t, head, :] = unnormalised
+        # weighted sum of V.
         first_slot = tl.load(sequence_row + SEQUENCE_FIRST_SLOT)
-        base = tl.load(item_row + ITEM_SLOT).to(tl.int64) * num_heads + heads
-        tl.store(part_ml_ptr + base * 2, m_i, mask=group_mask)
-        tl.store(part_ml_ptr + base * 2 + 1, l_i, mask=group_mask)
+        base = (tl.load(item_row + ITEM_SLOT).to(tl.int64) * QUERY_TOKENS + t) * num_heads + heads
+        tl.store(part_ml_ptr + base * 2, m_i, mask=row_ok)
+        tl.store(part_ml_ptr + base * 2 + 1, l_i, mask=row_ok)
         tl.store(part_acc_ptr + base[:, None] * HEAD_DIM_PAD + dims[None, :], acc, mask=out_mask)
         # The last of this (sequence, KV head)'s programs to finish merges every
         # slot, so no second kernel is launched. The barrier orders every thread's
@@ -155,14 +176,15 @@ def _paged_decode_kernel(
         if finished == tl.load(sequence_row + SEQUENCE_NUM_ITEMS) - 1:
             tl.debug_barrier()
             merge_partials(
-                out_ptr + seq * stride_ob + (kv_head * QUERY_GROUP) * stride_oh, stride_oh, stride_od,
-                part_ml_ptr, part_acc_ptr, first_slot.to(tl.int64) * num_heads + kv_head * QUERY_GROUP,
-                num_heads, num_slots, sinks_ptr + kv_head * QUERY_GROUP,
-                QUERY_GROUP, GROUP_POW2, HEAD_DIM, HEAD_DIM_PAD, MERGE_CHUNK, HAS_SINKS,
+                out_ptr + q_first * stride_ob + (kv_head * QUERY_GROUP) * stride_oh, stride_ob, stride_oh, stride_od,
+                part_ml_ptr, part_acc_ptr,
+                first_slot.to(tl.int64) * QUERY_TOKENS * num_heads + kv_head * QUERY_GROUP,
+                num_heads, QUERY_TOKENS * num_heads, num_slots, num_tokens, sinks_ptr + kv_head * QUERY_GROUP,
+                QUERY_GROUP, MERGE_ROWS, HEAD_DIM, HEAD_DIM_PAD, MERGE_CHUNK, HAS_SINKS,
             )
             tl.atomic_xchg(counter, 0)  # ready for the next launch (and graph replay)
     else:
-        out = normalize_output(acc, m_i[:, None], l_i[:, None], sinks_ptr, heads[:, None], group_mask[:, None],
+        out = normalize_output(acc, m_i[:, None], l_i[:, None], sinks_ptr, heads[:, None], row_ok[:, None],
                                HAS_SINKS)
         tl.store(out_rows, out.to(out_ptr.dtype.element_ty), mask=out_mask)
 
@@ -190,6 +212,7 @@ def prepare_triton_decode(
     window: int | None = None,
     sinks: torch.Tensor | None = None,
     soft_cap: float | None = None,
+    query_lens: torch.Tensor | None = None,
     plan: LaunchPlan | None = None,
     shared_prefixes: str | Sequence[PrefixGroup] | None = None,
     prefix_plan: LaunchPlan | None = None,
@@ -204,7 +227,7 @@ def prepare_triton_decode(
 
     Parameters
     ----------
-    query, k_cache, v_cache, block_tables, context_lens, scale, k_scale, v_scale, window, sinks, soft_cap
+    query, k_cache, v_cache, block_tables, context_lens, scale, k_scale, v_scale, window, sinks, soft_cap, query_lens
         As for :func:`triton_decode`.
     plan : LaunchPlan, optional
         A fixed launch plan; by default :func:`plan_launch` picks one (for the
@@ -230,7 +253,7 @@ def prepare_triton_decode(
     Returns
     -------
     callable
-        ``launch() -> Tensor`` of shape ``[batch_size, num_heads, head_dim]``.
+        ``launch() -> Tensor`` of the query's shape.
 
     Raises
     ------
@@ -246,7 +269,8 @@ def prepare_triton_decode(
     -----
     The launcher is bound to the inputs it was prepared with: the work list (which
     program reads which blocks) comes from the context lengths, windows and shared
-    prefixes at this call. Tensors may be refilled in place between launches (a
+    prefixes at this call, and so are the query tokens' rows (``query_lens``, read
+    once here). Tensors may be refilled in place between launches (a
     CUDA graph replays this way; ``sinks`` and the fp8 scales too): each
     sequence's last program reads on to its context's end, so a context that grew
     is read in full, only less evenly spread, and a window follows the live length
@@ -257,37 +281,40 @@ def prepare_triton_decode(
     """
     planned = plan_triton_decode(
         query, k_cache, v_cache, block_tables, context_lens, scale=scale, k_scale=k_scale, v_scale=v_scale,
-        window=window, sinks=sinks, soft_cap=soft_cap, plan=plan, shared_prefixes=shared_prefixes,
-        prefix_plan=prefix_plan, **plan_overrides,
+        window=window, sinks=sinks, soft_cap=soft_cap, query_lens=query_lens, plan=plan,
+        shared_prefixes=shared_prefixes, prefix_plan=prefix_plan, **plan_overrides,
     )
     runtime.check_triton_device(query.device)
     shape, plan, work, prefix = planned.shape, planned.plan, planned.work, planned.prefix
     # The kernels index the table row by row and the lengths as a vector.
     block_tables, context_lens = block_tables.contiguous(), context_lens.contiguous()
-    batch, num_heads, head_dim = query.shape
+    batch, num_heads, head_dim = shape.batch_size, shape.num_heads, shape.head_dim
     out = torch.empty_like(query)
     if batch == 0 or shape.max_context_len == 0:
         return out.zero_  # every launch writes the zeros again (nothing to attend to)
 
     group = shape.query_group_size
-    group_pow2 = next_pow2(group)
+    tokens = shape.max_query_len  # query tokens per sequence, at most: rows of one tile per group member
+    merge_rows = next_pow2(tokens * group)
     head_dim_pad = dot_pad(head_dim)
     split = work.needs_merge
     if split:
-        part_ml = torch.empty(work.num_slots, num_heads, 2, dtype=torch.float32, device=query.device)
-        part_acc = torch.empty(work.num_slots, num_heads, head_dim_pad, dtype=torch.float32, device=query.device)
+        part_ml = torch.empty(work.num_slots * tokens, num_heads, 2, dtype=torch.float32, device=query.device)
+        part_acc = torch.empty(work.num_slots * tokens, num_heads, head_dim_pad, dtype=torch.float32,
+                               device=query.device)
     else:
         part_ml = part_acc = out  # unused
     # One arrival counter per (sequence, KV head); the merging program resets it.
     counters = torch.zeros(batch * shape.num_kv_heads if split else 1, dtype=torch.int32, device=query.device)
-    host = (work.items, work.sequences) + ((prefix.items, prefix.members) if prefix else ())
-    items, sequences, *prefix_tensors = (t.to(query.device, non_blocking=True) for t in _pinned(*host))
+    host = (work.items, work.sequences, shape.query_starts.to(torch.int32))
+    host += (prefix.items, prefix.members) if prefix else ()
+    items, sequences, query_starts, *prefix_tensors = (t.to(query.device, non_blocking=True) for t in _pinned(*host))
     scale_log2e = shape.scale * LOG2E
     grid = (shape.num_kv_heads, work.num_items)
     slots_pad = max(2, next_pow2(int(work.sequences[:, int(SEQUENCE_NUM_SLOTS)].max())))
-    # The merge reads [group, chunk, head_dim] float32 at a time: at most
-    # FUSED_MERGE_VALUES values unless one slot's group is larger.
-    merge_chunk = max(1, min(slots_pad, FUSED_MERGE_VALUES // (group_pow2 * head_dim_pad)))
+    # The merge reads [rows, chunk, head_dim] float32 at a time: at most
+    # FUSED_MERGE_VALUES values unless one slot's rows are more.
+    merge_chunk = max(1, min(slots_pad, FUSED_MERGE_VALUES // (merge_rows * head_dim_pad)))
     k_scales, v_scales = kv_scale_tensors(shape, k_scale, v_scale, query.device)
     if k_scales is None:
         k_scales = v_scales = counters  # unused: not an fp8 cache
@@ -299,15 +326,15 @@ def prepare_triton_decode(
     if prefix is not None and prefix.num_items:
         launch_prefix = prepare_prefix_pass(
             planned, part_ml, part_acc, query, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales,
-            *prefix_tensors, sequences,
+            *prefix_tensors, sequences, query_starts,
         )
     options = dict(
-        QUERY_GROUP=group, GROUP_PAD=dot_pad(group),
+        QUERY_GROUP=group, ROWS_PAD=dot_pad(tokens * group), QUERY_TOKENS=tokens,
         HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_pad,
         BLOCK_SIZE=shape.block_size, BLOCKS_PER_TILE=plan.blocks_per_tile,
         SLOTS_PER_TILE=plan.slots_per_tile, SUBTILES=plan.subtiles,
         SPLIT=split, FP32_DOT=fp32_dot(query.dtype), EVEN_D=head_dim == head_dim_pad,
-        GROUP_POW2=group_pow2, MERGE_CHUNK=merge_chunk, KV_FP8=shape.is_fp8,
+        MERGE_ROWS=merge_rows, MERGE_CHUNK=merge_chunk, KV_FP8=shape.is_fp8,
         HAS_WINDOW=shape.window is not None, SOFT_CAP=shape.soft_cap is not None, HAS_SINKS=shape.sinks is not None,
         num_warps=plan.num_warps, num_stages=plan.num_stages,
     )
@@ -318,7 +345,7 @@ def prepare_triton_decode(
         _paged_decode_kernel[grid](
             out, part_ml, part_acc, counters,
             query, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales, sink_logits,
-            items, sequences,
+            items, sequences, query_starts,
             scale_log2e, cap, window_len,
             *query.stride(), *k_cache.stride(), *v_cache.stride(),
             block_tables.stride(0),
@@ -343,6 +370,7 @@ def triton_decode(
     window: int | None = None,
     sinks: torch.Tensor | None = None,
     soft_cap: float | None = None,
+    query_lens: torch.Tensor | None = None,
     shared_prefixes: str | Sequence[PrefixGroup] | None = None,
 ) -> torch.Tensor:
     """Paged-attention decode in one Triton kernel launch.
@@ -357,7 +385,8 @@ def triton_decode(
     Parameters
     ----------
     query : Tensor
-        ``[batch_size, num_heads, head_dim]``, float16, bfloat16 or float32.
+        ``[batch_size, num_heads, head_dim]``, float16, bfloat16 or float32;
+        ``[sum(query_lens), num_heads, head_dim]`` with ``query_lens``.
     k_cache, v_cache : Tensor
         ``[num_blocks, block_size, num_kv_heads, head_dim]``, any strides; the
         query's dtype, or float8_e4m3fn / float8_e5m2 (read as 8 bits, widened in
@@ -385,6 +414,12 @@ def triton_decode(
     soft_cap : float, optional
         Logit soft-capping, ``s <- soft_cap * tanh(s / soft_cap)`` on the scaled
         logits (after K's dequantization scale), before the softmax.
+    query_lens : Tensor, optional
+        int32 or int64 ``[batch_size]`` on the query's device: several query tokens
+        per sequence (draft tokens), causal among themselves (see
+        :func:`~paged_attention.validation.check_decode_args`). A program's tile
+        holds every query token x query head of its KV head, so each K/V byte is
+        still read once per sequence, not once per token. ``None``: one each.
     shared_prefixes : "detect" or sequence of PrefixGroup, optional
         Read the blocks that groups of sequences share once per group in a prefix
         pass (see :func:`prepare_triton_decode`); ``None`` (default) reads every
@@ -393,7 +428,7 @@ def triton_decode(
     Returns
     -------
     Tensor
-        ``[batch_size, num_heads, head_dim]`` in the query's dtype; accumulation is
+        The query's shape and dtype; accumulation is
         float32 (IEEE for float32 inputs). An empty context gives a zero row (with
         sinks too).
 
@@ -405,5 +440,5 @@ def triton_decode(
     """
     return prepare_triton_decode(
         query, k_cache, v_cache, block_tables, context_lens, scale=scale, k_scale=k_scale, v_scale=v_scale,
-        window=window, sinks=sinks, soft_cap=soft_cap, shared_prefixes=shared_prefixes,
+        window=window, sinks=sinks, soft_cap=soft_cap, query_lens=query_lens, shared_prefixes=shared_prefixes,
     )()

@@ -25,7 +25,7 @@ from .validation import check_decode_args, kv_scale_tensors
 @triton.jit
 def _paged_decode_simple_kernel(
     out_ptr, q_ptr, k_ptr, v_ptr, block_tables_ptr, context_lens_ptr, k_scale_ptr, v_scale_ptr, sinks_ptr,
-    scale_log2e, soft_cap, window,
+    token_seqs_ptr, scale_log2e, soft_cap, window,
     stride_qb, stride_qh, stride_qd,
     stride_kb, stride_ks, stride_kh, stride_kd,
     stride_vb, stride_vs, stride_vh, stride_vd,
@@ -34,22 +34,29 @@ def _paged_decode_simple_kernel(
     QUERY_GROUP: tl.constexpr,
     HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, KV_FP8: tl.constexpr,
-    HAS_WINDOW: tl.constexpr, SOFT_CAP: tl.constexpr, HAS_SINKS: tl.constexpr,
+    HAS_WINDOW: tl.constexpr, SOFT_CAP: tl.constexpr, HAS_SINKS: tl.constexpr, MULTI_QUERY: tl.constexpr,
 ):
-    """Baseline: one program per (sequence, query head), a table lookup per token.
+    """Baseline: one program per (query token, query head), a table lookup per token.
 
-    With ``HAS_WINDOW`` the walk starts at the window's first position (so no table
+    With ``MULTI_QUERY`` (several query tokens per sequence) program row ``r``
+    reads sequence ``token_seqs[r]``'s table row, and ``context_lens_ptr`` holds
+    each query token's own length (the positions it sees, causal among the new
+    tokens). With ``HAS_WINDOW`` the walk starts at the window's first position (so no table
     entry before it is read), ``SOFT_CAP`` caps the logits, ``HAS_SINKS`` adds
     the head's sink to the denominator (:func:`~paged_attention.tile_walk.normalize_output`).
     """
-    seq = tl.program_id(0).to(tl.int64)
+    row = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1)
     kv_head = (head // QUERY_GROUP).to(tl.int64)
-    context_len = tl.load(context_lens_ptr + seq)
+    if MULTI_QUERY:
+        seq = tl.load(token_seqs_ptr + row).to(tl.int64)
+    else:
+        seq = row
+    context_len = tl.load(context_lens_ptr + row)
 
     dims = tl.arange(0, HEAD_DIM_PAD)
     dim_mask = dims < HEAD_DIM
-    q = tl.load(q_ptr + seq * stride_qb + head * stride_qh + dims * stride_qd, mask=dim_mask, other=0.0)
+    q = tl.load(q_ptr + row * stride_qb + head * stride_qh + dims * stride_qd, mask=dim_mask, other=0.0)
     q = q.to(tl.float32) * scale_log2e
     if KV_FP8:  # an fp8 cache: K's scale folds into the query, V's into the output
         q = q * tl.load(k_scale_ptr + kv_head)
@@ -92,7 +99,7 @@ def _paged_decode_simple_kernel(
     if KV_FP8:
         acc = acc * tl.load(v_scale_ptr + kv_head)
     out = normalize_output(acc, m_i, l_i, sinks_ptr, head, head >= 0, HAS_SINKS)
-    tl.store(out_ptr + seq * stride_ob + head * stride_oh + dims * stride_od,
+    tl.store(out_ptr + row * stride_ob + head * stride_oh + dims * stride_od,
              out.to(out_ptr.dtype.element_ty), mask=dim_mask)
 
 
@@ -112,8 +119,11 @@ def triton_decode_simple(
     window: int | None = None,
     sinks: torch.Tensor | None = None,
     soft_cap: float | None = None,
+    query_lens: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Baseline Triton decode: grid ``(batch_size, num_heads)``, a lookup per token.
+    """Baseline Triton decode: grid ``(batch_size, num_heads)``, a lookup per token
+    (``(sum(query_lens), num_heads)`` with ``query_lens``: each query token re-reads
+    its context too).
 
     Each query head re-reads its KV head, so under GQA the cache is read
     ``num_heads / num_kv_heads`` times; with one program per (sequence, head) a
@@ -126,7 +136,7 @@ def triton_decode_simple(
     """
     return prepare_triton_decode_simple(
         query, k_cache, v_cache, block_tables, context_lens, scale=scale, k_scale=k_scale, v_scale=v_scale,
-        window=window, sinks=sinks, soft_cap=soft_cap,
+        window=window, sinks=sinks, soft_cap=soft_cap, query_lens=query_lens,
     )()
 
 
@@ -143,16 +153,18 @@ def prepare_triton_decode_simple(
     window: int | None = None,
     sinks: torch.Tensor | None = None,
     soft_cap: float | None = None,
+    query_lens: torch.Tensor | None = None,
 ) -> Callable[[], torch.Tensor]:
     """Validate once, allocate the output, and return a launcher.
 
     Parameters are those of :func:`triton_decode_simple`; ``sinks`` is read at
-    every launch (a refill in place changes the next).
+    every launch (a refill in place changes the next); ``query_lens`` is read
+    here (each query token's sequence and length are copied to the device once).
 
     Returns
     -------
     callable
-        ``launch() -> Tensor`` of shape ``[batch_size, num_heads, head_dim]``, the
+        ``launch() -> Tensor`` of the query's shape, the
         same tensor on every call; no host synchronisation, so a CUDA graph can
         capture it.
 
@@ -163,14 +175,22 @@ def prepare_triton_decode_simple(
     """
     shape = check_decode_args(
         query, k_cache, v_cache, block_tables, context_lens, scale, k_scale=k_scale, v_scale=v_scale,
-        window=window, sinks=sinks, soft_cap=soft_cap,
+        window=window, sinks=sinks, soft_cap=soft_cap, query_lens=query_lens,
     )
     runtime.check_triton_device(query.device)
     block_tables, context_lens = block_tables.contiguous(), context_lens.contiguous()
-    batch, num_heads, head_dim = query.shape
+    rows, num_heads, head_dim = query.shape
     out = torch.empty_like(query)
-    if batch == 0:
+    if rows == 0:
         return lambda: out
+    multi = shape.query_lens is not None
+    token_seqs = context_lens  # unread with one query token per sequence
+    if multi:  # each query token's sequence, and its length as its context
+        q_lens = shape.query_lens
+        token_seqs = torch.repeat_interleave(torch.arange(shape.batch_size), q_lens)
+        first = torch.repeat_interleave(shape.query_starts[:-1], q_lens)
+        ends = (shape.context_lens - q_lens)[token_seqs] + 1 + torch.arange(rows) - first
+        token_seqs, context_lens = (t.to(torch.int32).to(query.device) for t in (token_seqs, ends))
     head_dim_pad = next_pow2(head_dim)
     block_n = 64 if head_dim_pad <= 128 else 32
     scale_log2e = shape.scale * LOG2E
@@ -182,9 +202,9 @@ def prepare_triton_decode_simple(
     window_len = 0 if shape.window is None else shape.window
 
     def launch() -> torch.Tensor:
-        _paged_decode_simple_kernel[(batch, num_heads)](
+        _paged_decode_simple_kernel[(rows, num_heads)](
             out, query, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales, sink_logits,
-            scale_log2e, cap, window_len,
+            token_seqs, scale_log2e, cap, window_len,
             *query.stride(), *k_cache.stride(), *v_cache.stride(),
             block_tables.stride(0),
             *out.stride(),
@@ -192,7 +212,7 @@ def prepare_triton_decode_simple(
             HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_pad,
             BLOCK_SIZE=shape.block_size, BLOCK_N=block_n, KV_FP8=shape.is_fp8,
             HAS_WINDOW=shape.window is not None, SOFT_CAP=shape.soft_cap is not None,
-            HAS_SINKS=shape.sinks is not None,
+            HAS_SINKS=shape.sinks is not None, MULTI_QUERY=multi,
             num_warps=4,
         )
         return out

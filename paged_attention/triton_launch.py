@@ -56,7 +56,7 @@ class TritonLaunch:
         """Sequences whose query rows share one prefix-pass tile; 0 without a pass."""
         if self.prefix_plan is None:
             return 0
-        return members_per_tile(self.prefix_plan.query_rows, self.shape.query_group_size)
+        return members_per_tile(self.prefix_plan.query_rows, self.shape.query_group_size, self.shape.max_query_len)
 
 
 def plan_work(
@@ -67,6 +67,7 @@ def plan_work(
     prefix_plan: LaunchPlan | None = None,
     query_group_size: int = 1,
     window_blocks: Sequence[int] | None = None,
+    max_query_len: int = 1,
 ) -> tuple[PrefixWork | None, WorkList]:
     """The programs of both passes under their plans.
 
@@ -82,6 +83,8 @@ def plan_work(
         The prefix pass's plan (with ``groups``).
     query_group_size : int
         Query heads per KV head (they set how many sequences share a prefix tile).
+    max_query_len : int
+        Query tokens per sequence, at most (each brings that many rows per head).
     window_blocks : sequence of int, optional
         Per sequence, the first block its window needs
         (:attr:`~paged_attention.validation.DecodeShape.first_blocks`); None: no
@@ -99,8 +102,9 @@ def plan_work(
     prefix = None
     window_blocks = None if window_blocks is None else [int(b) for b in window_blocks]
     if groups and prefix_plan is not None:
-        prefix = prefix_work(groups, len(context_lens), members_per_tile(prefix_plan.query_rows, query_group_size),
-                             prefix_plan.blocks_per_split, prefix_plan.blocks_per_tile, window_blocks)
+        per_tile = members_per_tile(prefix_plan.query_rows, query_group_size, max_query_len)
+        prefix = prefix_work(groups, len(context_lens), per_tile, prefix_plan.blocks_per_split,
+                             prefix_plan.blocks_per_tile, window_blocks)
     work = build_work_list(plan, context_lens, first_blocks=prefix.first_blocks if prefix else window_blocks,
                            prefix_slots=prefix.prefix_slots if prefix else None)
     return prefix, work
@@ -157,7 +161,7 @@ def plan_decode(
     elif prefix_plan is not None:
         raise ValueError("prefix_plan needs shared_prefixes")
     prefix, work = plan_work(plan, shape.context_lens, groups=groups, prefix_plan=prefix_plan,
-                             query_group_size=shape.query_group_size,
+                             query_group_size=shape.query_group_size, max_query_len=max(1, shape.max_query_len),
                              window_blocks=None if shape.window is None else shape.first_blocks.tolist())
     return TritonLaunch(shape=shape, groups=groups, plan=plan, work=work, prefix_plan=prefix_plan, prefix=prefix)
 
@@ -175,6 +179,7 @@ def plan_triton_decode(
     window: int | None = None,
     sinks: torch.Tensor | None = None,
     soft_cap: float | None = None,
+    query_lens: torch.Tensor | None = None,
     plan: LaunchPlan | None = None,
     shared_prefixes: str | Sequence[PrefixGroup] | None = None,
     prefix_plan: LaunchPlan | None = None,
@@ -185,7 +190,7 @@ def plan_triton_decode(
 
     Parameters
     ----------
-    query, k_cache, v_cache, block_tables, context_lens, scale, k_scale, v_scale, window, sinks, soft_cap
+    query, k_cache, v_cache, block_tables, context_lens, scale, k_scale, v_scale, window, sinks, soft_cap, query_lens
         As for :func:`~paged_attention.triton_decode.triton_decode`.
     plan : LaunchPlan, optional
         A fixed decode plan; by default
@@ -226,7 +231,7 @@ def plan_triton_decode(
     """
     shape = check_decode_args(
         query, k_cache, v_cache, block_tables, context_lens, scale, k_scale=k_scale, v_scale=v_scale,
-        window=window, sinks=sinks, soft_cap=soft_cap, allow_float64=allow_float64,
+        window=window, sinks=sinks, soft_cap=soft_cap, query_lens=query_lens, allow_float64=allow_float64,
     )
     groups = resolve_shared_prefixes(shared_prefixes, shape)
     return plan_decode(shape, query.device, query.dtype, groups=groups, plan=plan, prefix_plan=prefix_plan,

@@ -46,6 +46,7 @@ class DecodeShape:
     window: int | None = None
     soft_cap: float | None = None
     sinks: torch.Tensor | None = None
+    query_lens: torch.Tensor | None = None
 
     @property
     def is_fp8(self) -> bool:
@@ -63,12 +64,39 @@ class DecodeShape:
         return int(self.context_lens.max()) if self.batch_size else 0
 
     @cached_property
+    def query_lens_or_ones(self) -> torch.Tensor:
+        """``[batch_size]`` int64 on the CPU: each sequence's new (query) tokens,
+        ones when ``query_lens`` was not given."""
+        if self.query_lens is None:
+            return torch.ones_like(self.context_lens)
+        return self.query_lens
+
+    @cached_property
+    def max_query_len(self) -> int:
+        """Most query tokens of one sequence (1 without ``query_lens``; 0 for an
+        empty batch)."""
+        return int(self.query_lens_or_ones.max()) if self.batch_size else 0
+
+    @property
+    def num_query_tokens(self) -> int:
+        """Rows of the query and the output: ``sum(query_lens)`` (``batch_size``
+        without ``query_lens``)."""
+        return int(self.query_lens_or_ones.sum())
+
+    @cached_property
+    def query_starts(self) -> torch.Tensor:
+        """``[batch_size + 1]`` int64 on the CPU: sequence ``b``'s query tokens are
+        rows ``query_starts[b] ... query_starts[b + 1] - 1`` of the query."""
+        return torch.cat([torch.zeros(1, dtype=torch.int64), self.query_lens_or_ones.cumsum(0)])
+
+    @cached_property
     def window_starts(self) -> torch.Tensor:
         """``[batch_size]`` int64 on the CPU: each sequence's first attended
-        position, ``max(0, context_len - window)`` (0 without a window)."""
+        position, that of its first query token's window,
+        ``max(0, context_len - query_len + 1 - window)`` (0 without a window)."""
         if self.window is None:
             return torch.zeros_like(self.context_lens)
-        return (self.context_lens - self.window).clamp_min(0)
+        return (self.context_lens - self.query_lens_or_ones + 1 - self.window).clamp_min(0)
 
     @cached_property
     def first_blocks(self) -> torch.Tensor:
@@ -78,8 +106,9 @@ class DecodeShape:
 
     @cached_property
     def attended_lens(self) -> torch.Tensor:
-        """``[batch_size]`` int64 on the CPU: the tokens each query attends to,
-        ``min(context_len, window)``."""
+        """``[batch_size]`` int64 on the CPU: the positions a sequence's query
+        tokens attend to together, ``context_len - window_start``
+        (``min(context_len, window)`` for one query token)."""
         return self.context_lens - self.window_starts
 
     @property
@@ -106,6 +135,7 @@ def check_decode_args(
     window: int | None = None,
     sinks: torch.Tensor | None = None,
     soft_cap: float | None = None,
+    query_lens: torch.Tensor | None = None,
     allow_float64: bool = False,
 ) -> DecodeShape:
     """Validate the arguments of a decode step and return its sizes.
@@ -113,7 +143,9 @@ def check_decode_args(
     Parameters
     ----------
     query : Tensor
-        ``[batch_size, num_heads, head_dim]``, float16, bfloat16 or float32.
+        ``[batch_size, num_heads, head_dim]``, float16, bfloat16 or float32; with
+        ``query_lens``, ``[sum(query_lens), num_heads, head_dim]`` (sequence 0's
+        query tokens first).
     k_cache, v_cache : Tensor
         ``[num_blocks, block_size, num_kv_heads, head_dim]`` on the query's device,
         any strides. Either the query's dtype, or both ``torch.float8_e4m3fn`` or
@@ -143,6 +175,15 @@ def check_decode_args(
     soft_cap : float, optional
         Logit soft-capping: ``s <- soft_cap * tanh(s / soft_cap)`` on the scaled
         logits ``s = scale * q . k`` before the softmax (Gemma 2); finite, > 0.
+    query_lens : Tensor, optional
+        Several query tokens per sequence (draft tokens of speculative decoding,
+        multi-token prediction): int32 or int64 ``[batch_size]`` on the query's
+        device, ``1 <= query_lens[b] <= max(1, context_lens[b])``. The new tokens
+        are already in the cache and counted in ``context_lens``: query token ``i``
+        of sequence ``b`` sits at position ``p = context_lens[b] - query_lens[b] + i``
+        and attends to positions ``0 ... p`` (causal among the new tokens; with a
+        ``window``, ``max(0, p + 1 - window) ... p``). ``None`` (default): one
+        query token per sequence, at ``context_lens[b] - 1``.
     allow_float64 : bool
         Accept float64 tensors (the reference does; kernels do not).
 
@@ -164,7 +205,9 @@ def check_decode_args(
         the query's device, and a cache of any other dtype has neither; ``window``
         is an integer >= 1 or None; ``sinks`` a finite float32 ``[num_heads]``
         tensor on the query's device or None; ``soft_cap`` a finite number > 0 or
-        None.
+        None; ``query_lens`` an integer ``[batch_size]`` tensor on the query's
+        device with ``1 <= query_lens[b] <= max(1, context_lens[b])`` summing to the
+        query's rows, or None.
     """
     names = ("query", "k_cache", "v_cache", "block_tables", "context_lens")
     tensors = (query, k_cache, v_cache, block_tables, context_lens)
@@ -204,7 +247,8 @@ def check_decode_args(
                 f"{name} is on {t.device} but query is on {query.device}: all inputs must share one device"
             )
 
-    batch_size, num_heads, head_dim = query.shape
+    num_query_tokens, num_heads, head_dim = query.shape
+    batch_size = num_query_tokens if query_lens is None else context_lens.shape[0]
     num_blocks, block_size, num_kv_heads, kv_head_dim = k_cache.shape
     if v_cache.shape != k_cache.shape:
         raise ValueError(
@@ -222,10 +266,9 @@ def check_decode_args(
             f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})"
         )
     if block_tables.shape[0] != batch_size:
-        raise ValueError(
-            f"block_tables has {block_tables.shape[0]} rows but query has batch_size {batch_size}"
-        )
-    if context_lens.shape[0] != batch_size:
+        source = "query has batch_size" if query_lens is None else "context_lens has batch_size"
+        raise ValueError(f"block_tables has {block_tables.shape[0]} rows but {source} {batch_size}")
+    if query_lens is None and context_lens.shape[0] != batch_size:
         raise ValueError(
             f"context_lens has {context_lens.shape[0]} entries but query has batch_size {batch_size}"
         )
@@ -250,6 +293,7 @@ def check_decode_args(
     if batch_size and int(lens.min()) < 0:
         seq = int(torch.argmin(lens))
         raise ValueError(f"context_lens must be non-negative; sequence {seq} has {int(lens[seq])}")
+    q_lens = None if query_lens is None else _check_query_lens(query_lens, lens, num_query_tokens, query.device)
     max_num_blocks = tables.shape[1]
     needed = cdiv(lens, block_size)
     if batch_size and int(needed.max()) > max_num_blocks:
@@ -258,7 +302,9 @@ def check_decode_args(
             f"context_lens[{seq}] = {int(lens[seq])} needs {int(needed[seq])} blocks of "
             f"block_size {block_size}, but block_tables holds only {max_num_blocks} per sequence"
         )
-    first = (lens - window).clamp_min(0) // block_size if window is not None else torch.zeros_like(lens)
+    ones = torch.ones_like(lens)
+    first = ((lens - (ones if q_lens is None else q_lens) + 1 - window).clamp_min(0) // block_size
+             if window is not None else torch.zeros_like(lens))
     cols = torch.arange(max_num_blocks)[None, :]
     used = (cols < needed[:, None]) & (cols >= first[:, None])
     bad = used & ((tables < 0) | (tables >= num_blocks))
@@ -286,7 +332,36 @@ def check_decode_args(
         window=window,
         soft_cap=soft_cap,
         sinks=sinks,
+        query_lens=q_lens,
     )
+
+
+def _check_query_lens(
+    query_lens: object, lens: torch.Tensor, num_query_tokens: int, device: torch.device
+) -> torch.Tensor:
+    """``query_lens`` checked against the (CPU int64) context lengths and the
+    query's rows, returned as a CPU int64 copy."""
+    if not isinstance(query_lens, torch.Tensor):
+        raise ValueError(f"query_lens must be an integer tensor of shape [batch_size] or None; "
+                         f"got {type(query_lens).__name__}")
+    if query_lens.dtype not in INDEX_DTYPES or tuple(query_lens.shape) != tuple(lens.shape):
+        raise ValueError(f"query_lens must be int32 or int64 of shape [batch_size] = [{lens.shape[0]}]; "
+                         f"got {query_lens.dtype} of shape {list(query_lens.shape)}")
+    if query_lens.device != device:
+        raise ValueError(f"query_lens is on {query_lens.device} but query is on {device}: "
+                         "all inputs must share one device")
+    q = query_lens.detach().to("cpu", torch.int64)
+    bad = (q < 1) | (q > lens.clamp_min(1))
+    if bool(bad.any()):
+        seq = int(torch.nonzero(bad)[0])
+        raise ValueError(
+            f"query_lens[{seq}] = {int(q[seq])} must lie in [1, max(1, context_lens[{seq}]) = "
+            f"{max(1, int(lens[seq]))}]: the new tokens are counted in the context"
+        )
+    if int(q.sum()) != num_query_tokens:
+        raise ValueError(f"query has {num_query_tokens} rows but query_lens adds up to {int(q.sum())}: "
+                         "one row per query token, sequence 0's first")
+    return q
 
 
 def _check_window(window: object) -> int | None:

@@ -21,6 +21,7 @@ def vectorized_decode(
     window: int | None = None,
     sinks: torch.Tensor | None = None,
     soft_cap: float | None = None,
+    query_lens: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Paged-attention decode with no Python loop over blocks or sequences.
 
@@ -44,6 +45,11 @@ def vectorized_decode(
     soft-cap and no sink: with either, the attention is computed in plain float32
     matmuls and a softmax over the logits and the sink.
 
+    With ``query_lens`` each sequence's query tokens are padded to the longest
+    run (``[batch, num_heads, max_query_len, head_dim]``, gathered on the device)
+    and attend to the sequence's K/V, gathered once, under an additive causal mask
+    (each token's own window with a ``window``); the rows are gathered back.
+
     Memory traffic is about three times the K/V bytes (the gather reads and writes
     them, the attention reads them again): the cost of paging without a paged
     kernel. An fp8 cache is gathered as bytes and dequantized (``stored * scale``)
@@ -53,7 +59,8 @@ def vectorized_decode(
     Parameters
     ----------
     query : Tensor
-        ``[batch_size, num_heads, head_dim]``, float16, bfloat16 or float32.
+        ``[batch_size, num_heads, head_dim]``, float16, bfloat16 or float32;
+        ``[sum(query_lens), num_heads, head_dim]`` with ``query_lens``.
     k_cache, v_cache : Tensor
         ``[num_blocks, block_size, num_kv_heads, head_dim]``, the query's dtype or fp8.
     block_tables : Tensor
@@ -72,11 +79,14 @@ def vectorized_decode(
         per query head.
     soft_cap : float, optional
         Logit soft-capping, ``s <- soft_cap * tanh(s / soft_cap)``.
+    query_lens : Tensor, optional
+        int32 or int64 ``[batch_size]``: query tokens per sequence (see
+        :func:`~paged_attention.validation.check_decode_args`); ``None``: one each.
 
     Returns
     -------
     Tensor
-        ``[batch_size, num_heads, head_dim]`` in the query's dtype.
+        The query's shape and dtype.
 
     Raises
     ------
@@ -85,10 +95,11 @@ def vectorized_decode(
     """
     shape = check_decode_args(
         query, k_cache, v_cache, block_tables, context_lens, scale, k_scale=k_scale, v_scale=v_scale,
-        window=window, sinks=sinks, soft_cap=soft_cap,
+        window=window, sinks=sinks, soft_cap=soft_cap, query_lens=query_lens,
     )
     scales = kv_scale_tensors(shape, k_scale, v_scale, query.device)
-    return vectorized_decode_unchecked(query, k_cache, v_cache, block_tables, context_lens, shape, *scales, sinks)
+    return vectorized_decode_unchecked(query, k_cache, v_cache, block_tables, context_lens, shape, *scales, sinks,
+                                       query_lens)
 
 
 def vectorized_decode_unchecked(
@@ -101,20 +112,27 @@ def vectorized_decode_unchecked(
     k_scale: torch.Tensor | None = None,
     v_scale: torch.Tensor | None = None,
     sinks: torch.Tensor | None = None,
+    query_lens: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """:func:`vectorized_decode` after validation; no host synchronisation, so a CUDA
     graph can capture it. ``k_scale``/``v_scale``: float32 ``[num_kv_heads]`` on the
-    query's device, for an fp8 cache; ``sinks``: float32 ``[num_heads]`` on the
-    query's device when ``shape.sinks`` is set. The window and the soft-cap are read
-    from ``shape``.
+    query's device, for an fp8 cache; ``sinks``: float32 ``[num_heads]`` and
+    ``query_lens`` (``[batch_size]``) on the query's device when ``shape.sinks`` and
+    ``shape.query_lens`` are set. The window and the soft-cap are read from ``shape``.
 
     Raises
     ------
     ValueError
-        If ``sinks`` is given without ``shape.sinks`` or missing with it.
+        If ``sinks`` or ``query_lens`` is given without its ``shape`` field or
+        missing with it.
     """
     if (sinks is None) != (shape.sinks is None):
         raise ValueError("sinks must be the device tensor of the sinks check_decode_args accepted, and only then")
+    if (query_lens is None) != (shape.query_lens is None):
+        raise ValueError("query_lens must be the device tensor check_decode_args accepted, and only then")
+    if query_lens is not None:
+        return _decode_query_tokens(query, k_cache, v_cache, block_tables, context_lens, shape, k_scale, v_scale,
+                                    sinks, query_lens)
     batch, num_heads, head_dim = query.shape
     kv_heads, block_size = shape.num_kv_heads, shape.block_size
     if shape.max_context_len == 0:
@@ -167,7 +185,7 @@ def vectorized_decode_unchecked(
             query[:, :, None, :].to(keys.dtype), keys, values, attn_mask=bias, scale=shape.scale, enable_gqa=True
         ).view(batch, num_heads, head_dim).to(query.dtype)
     else:
-        out = _attend_with_options(query, keys, values, bias, shape, sinks)
+        out = _attend_with_options(query[:, :, None], keys, values, bias, shape, sinks)[:, :, 0]
     if shape.min_context_len == 0:
         # A row with no valid key comes out NaN (0/0): zero by contract.
         out = out.masked_fill(context_lens.view(batch, 1, 1) == 0, 0.0)
@@ -184,24 +202,80 @@ def _attend_with_options(
     dropped (its value is zero). GQA by a view: query heads ``kv * group + g``
     against KV head ``kv``, K/V not repeated per query head.
 
-    ``keys``/``values``: ``[batch, num_kv_heads, tokens, head_dim]``; ``bias``:
-    ``[batch, 1, 1, tokens]`` or None. Returns ``[batch, num_heads, head_dim]`` in
-    the query's dtype."""
-    batch, num_heads, head_dim = query.shape
+    ``query``: ``[batch, num_heads, rows, head_dim]`` (rows: query tokens per
+    sequence); ``keys``/``values``: ``[batch, num_kv_heads, tokens, head_dim]``;
+    ``bias``: ``[batch, 1, 1 or rows, tokens]`` or None. Returns ``[batch,
+    num_heads, rows, head_dim]`` in the query's dtype."""
+    batch, num_heads, rows, head_dim = query.shape
     kv_heads, group = shape.num_kv_heads, shape.query_group_size
-    q = query.float().reshape(batch, kv_heads, group, head_dim)
-    scores = torch.matmul(q, keys.float().transpose(-1, -2)) * shape.scale  # [batch, kv_heads, group, tokens]
+    q = query.float().reshape(batch, kv_heads, group * rows, head_dim)
+    scores = torch.matmul(q, keys.float().transpose(-1, -2)) * shape.scale  # [batch, kv_heads, group * rows, tokens]
     if shape.soft_cap is not None:
         scores = shape.soft_cap * torch.tanh(scores / shape.soft_cap)
-    if bias is not None:
-        scores = scores + bias.float()
     tokens = scores.shape[-1]
+    scores = scores.view(batch, kv_heads, group, rows, tokens)
+    if bias is not None:
+        scores = scores + bias.float()[:, :, None]
     if sinks is not None:
-        sink = sinks.float().reshape(1, kv_heads, group, 1).expand(batch, kv_heads, group, 1)
+        sink = sinks.float().reshape(1, kv_heads, group, 1, 1).expand(batch, kv_heads, group, rows, 1)
         scores = torch.cat([scores, sink], dim=-1)
-    weights = torch.softmax(scores, dim=-1)[..., :tokens]
-    out = torch.matmul(weights, values.float())  # [batch, kv_heads, group, head_dim]
-    return out.reshape(batch, num_heads, head_dim).to(query.dtype)
+    weights = torch.softmax(scores, dim=-1)[..., :tokens].reshape(batch, kv_heads, group * rows, tokens)
+    out = torch.matmul(weights, values.float())  # [batch, kv_heads, group * rows, head_dim]
+    return out.reshape(batch, num_heads, rows, head_dim).to(query.dtype)
+
+
+def _decode_query_tokens(
+    query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
+    context_lens: torch.Tensor, shape: DecodeShape, k_scale: torch.Tensor | None, v_scale: torch.Tensor | None,
+    sinks: torch.Tensor | None, query_lens: torch.Tensor,
+) -> torch.Tensor:
+    """:func:`vectorized_decode_unchecked` with several query tokens per sequence:
+    each sequence's K/V gathered once from its first token's window (token slots,
+    as for a ragged batch), its query rows padded to ``max_query_len``, an additive
+    causal (and window) mask per row, and the rows gathered back; all on the
+    device."""
+    total, num_heads, head_dim = query.shape
+    batch, kv_heads, block_size = shape.batch_size, shape.num_kv_heads, shape.block_size
+    if shape.max_context_len == 0 or total == 0:
+        return torch.zeros_like(query)
+    device, max_q = query.device, shape.max_query_len
+    lens, q_lens = context_lens.long(), query_lens.long()
+    windowed = shape.window is not None
+    starts = (lens - q_lens + 1 - shape.window).clamp_min(0) if windowed else None
+    span = int(shape.attended_lens.max())
+    cols = -(-span // block_size)
+    tokens = cols * block_size
+    if shape.is_fp8:
+        k_cache, v_cache = k_cache.view(torch.uint8), v_cache.view(torch.uint8)
+    keys, values = _gather_ragged(k_cache, v_cache, block_tables, context_lens, cols, block_size, starts)
+    if shape.is_fp8:
+        keys = keys.view(shape.kv_dtype).float() * k_scale[:, None]
+        values = values.view(shape.kv_dtype).float() * v_scale[:, None]
+    keys = keys.view(batch, tokens, kv_heads, head_dim).transpose(1, 2)
+    values = values.view(batch, tokens, kv_heads, head_dim).transpose(1, 2)
+    # Token t of sequence b: query row first_rows[b] + t, position ends[b, t] - 1.
+    first_rows = q_lens.cumsum(0) - q_lens
+    t = torch.arange(max_q, device=device)
+    padded = query[(first_rows[:, None] + t[None, :]).clamp_(max=total - 1)]  # [batch, max_q, heads, dim]
+    ends = (lens - q_lens)[:, None] + 1 + t[None, :]
+    positions = torch.arange(tokens, device=device)[None, :] + (0 if starts is None else starts[:, None])
+    seen = positions[:, None, :] < ends[:, :, None]  # [batch, max_q, tokens]
+    if windowed:
+        seen &= positions[:, None, :] >= (ends - shape.window)[:, :, None]
+    bias = torch.zeros(batch, 1, max_q, tokens, dtype=keys.dtype, device=device)
+    bias.masked_fill_(~seen[:, None], float("-inf"))
+    rows = padded.transpose(1, 2)  # [batch, heads, max_q, dim]
+    if shape.soft_cap is None and sinks is None:
+        out = F.scaled_dot_product_attention(rows.to(keys.dtype), keys, values, attn_mask=bias, scale=shape.scale,
+                                             enable_gqa=True).to(query.dtype)
+    else:
+        out = _attend_with_options(rows, keys, values, bias, shape, sinks)
+    seq = torch.repeat_interleave(torch.arange(batch, device=device), q_lens, output_size=total)
+    out = out[seq, :, torch.arange(total, device=device) - first_rows[seq]]  # [total, heads, dim]
+    if shape.min_context_len == 0:
+        # A token that sees nothing (an empty context) comes out NaN (0/0): zero by contract.
+        out = out.masked_fill((lens[seq] == 0)[:, None, None], 0.0)
+    return out
 
 
 def _gather_ragged(

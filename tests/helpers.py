@@ -39,14 +39,28 @@ class Attention:
     window: int | None = None
     soft_cap: float | None = None
     sinks: bool = False
+    #: Query tokens per sequence (draft tokens), cycled over the batch and capped
+    #: at each context; None: one each.
+    drafts: tuple[int, ...] | None = None
 
     def config(self) -> dict:
-        """The DecodeConfig fields of this case."""
-        return dict(window=self.window, soft_cap=self.soft_cap, sinks=self.sinks)
+        """The DecodeConfig fields of this case; the query tokens as one number
+        (the most of :attr:`drafts`, which DecodeConfig caps at each context: see
+        :meth:`query_lens` for the ragged pattern)."""
+        return dict(window=self.window, soft_cap=self.soft_cap, sinks=self.sinks,
+                    query_lens=max(self.drafts) if self.drafts else 1)
+
+    def query_lens(self, context_lens: Sequence[int]) -> tuple[int, ...] | int:
+        """DecodeConfig's ``query_lens`` for these contexts: :attr:`drafts` cycled
+        and capped at each context (at least 1), or 1."""
+        if self.drafts is None:
+            return 1
+        return tuple(max(1, min(n, self.drafts[b % len(self.drafts)])) for b, n in enumerate(context_lens))
 
     def options(self, num_heads: int, device: str | torch.device, seed: int = 0) -> dict:
         """The decode keywords of this case for hand-built inputs (``sinks`` drawn
-        by :func:`sink_logits`): only those set."""
+        by :func:`sink_logits`): only those set. Hand-built inputs have one query
+        token per sequence: :attr:`drafts` is not applied to them."""
         sinks = sink_logits(num_heads, device, seed) if self.sinks else None
         options = dict(window=self.window, sinks=sinks, soft_cap=self.soft_cap)
         return {k: v for k, v in options.items() if v is not None}
@@ -67,8 +81,10 @@ def sink_logits(num_heads: int, device: str | torch.device, seed: int = 0) -> to
 PLAIN = Attention("plain")
 #: A window of 13 starts mid-block in most contexts of the tests (block sizes 3 to
 #: 256, contexts from 1 to 300) and covers the whole of the shortest; a soft-cap of
-#: 1.25 squeezes most logits of unit-variance queries and keys.
-WITH_OPTIONS = Attention("window+sinks+soft_cap", window=13, soft_cap=1.25, sinks=True)
+#: 1.25 squeezes most logits of unit-variance queries and keys; 1 to 5 query tokens
+#: per sequence (draft tokens, ragged: each sees its own window, causal among them).
+WITH_OPTIONS = Attention("window+sinks+soft_cap+drafts", window=13, soft_cap=1.25, sinks=True,
+                         drafts=(3, 4, 1, 2, 5))
 ATTENTION = (PLAIN, WITH_OPTIONS)
 
 
@@ -109,10 +125,21 @@ def build(device: str, seed: int, poison: bool = True, attention: Attention = PL
     )
     fields.update(changes)
     fields["batch_size"] = len(fields["context_lens"])
+    fields["query_lens"] = changes.get("query_lens", attention.query_lens(fields["context_lens"]))
     inputs = pa.build_decode_inputs(pa.DecodeConfig(**fields), poison=poison)
     if inputs.sinks is not None:
         inputs.sinks[0] = LARGE_SINK
     return inputs
+
+
+def query_rows(config: pa.DecodeConfig) -> list[list[int]]:
+    """Each sequence's rows of the query and the output: one each, or its
+    ``config.query_lengths[b]`` draft tokens, sequence 0's first."""
+    rows, first = [], 0
+    for q in config.query_lengths:
+        rows.append(list(range(first, first + q)))
+        first += q
+    return rows
 
 
 def assert_matches(out: torch.Tensor, query: torch.Tensor, expected: torch.Tensor) -> None:
@@ -136,7 +163,7 @@ def run_and_compare(
 ) -> torch.Tensor:
     """Run implementation ``name`` on ``args`` (with an fp8 cache's ``scales``,
     ``{"k_scale": ..., "v_scale": ...}``, and the attention ``options``, of
-    ``window``, ``sinks``, ``soft_cap``) and compare it with the reference (of
+    ``window``, ``sinks``, ``soft_cap``, ``query_lens``) and compare it with the reference (of
     ``args`` and the same keywords unless ``expected`` is given). Returns the output."""
     kwargs = {**(scales or {}), **(options or {})}
     if expected is None:
@@ -216,7 +243,7 @@ def paged_inputs(
     poisoned = poison_table(table, given, num_blocks, block_size, seed=seed)  # past the given ids only
     if window is not None:  # and before each window's first block
         before = torch.arange(cols)[None, :] < (starts // block_size)[:, None]
-        freed = poison_table(table, lens, num_blocks, block_size, seed=seed + 1, window=window)
+        freed = poison_table(table, lens, num_blocks, block_size, seed=seed + 1, window_starts=starts)
         poisoned = torch.where(before, freed, poisoned)
     table = poisoned
     return tuple(t.to(device) for t in (query.to(dtype), k, v, table, lens))

@@ -161,9 +161,11 @@ def test_descending_physical_ids(impl, attention, device, seed):
 def small_configs(draw):
     batch = draw(st.integers(1, 3))
     num_kv_heads = draw(st.integers(1, 3))
+    lens = tuple(draw(st.lists(st.integers(0, 90), min_size=batch, max_size=batch)))
     return pa.DecodeConfig(
         batch_size=batch,
-        context_lens=tuple(draw(st.lists(st.integers(0, 90), min_size=batch, max_size=batch))),
+        context_lens=lens,
+        query_lens=draw(query_lens(lens)),
         num_heads=num_kv_heads * draw(st.integers(1, 5)),
         num_kv_heads=num_kv_heads,
         head_dim=draw(st.integers(1, 80)),
@@ -174,6 +176,13 @@ def small_configs(draw):
         seed=draw(st.integers(0, 2**31 - 1)),
         **draw(attention_options()),
     )
+
+
+def query_lens(lens: tuple[int, ...]):
+    """DecodeConfig's ``query_lens`` for contexts ``lens``: one token each, or 1 to
+    6 draft tokens per sequence (at most its context)."""
+    drafts = st.tuples(*(st.integers(1, max(1, min(n, 6))) for n in lens))
+    return st.one_of(st.just(1), drafts)
 
 
 @st.composite

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import paged_attention as pa
-from helpers import DTYPES, IMPL_NAMES, IMPLS, assert_matches, build, dtype_id, loud_block, paged_inputs, run_and_compare, seed  # noqa: F401
+from helpers import DTYPES, IMPL_NAMES, IMPLS, assert_matches, build, dtype_id, loud_block, paged_inputs, query_rows, run_and_compare, seed  # noqa: F401
 
 
 # -- how the caches are laid out in memory -----------------------------------------
@@ -259,11 +259,16 @@ def test_empty_sequence(impl, position, attention, device, seed):
     inputs = build(device, seed, attention=attention, context_lens=tuple(lengths))
     q, k, v, tables, lens = inputs.args()
     out = run_and_compare(impl, inputs.args(), options=inputs.options())
-    assert torch.equal(out[position], torch.zeros_like(out[position]))  # with a sink too
+    rows = query_rows(inputs.config)  # each sequence's query rows (one, or its draft tokens)
+    assert torch.equal(out[rows[position]], torch.zeros_like(out[rows[position]]))  # with a sink too
     keep = [b for b in range(len(lengths)) if b != position]
-    alone = IMPLS[impl](q[keep], k, v, tables[keep], lens[keep], **inputs.options())
+    kept_rows = [r for b in keep for r in rows[b]]
+    options = inputs.options()
+    if "query_lens" in options:
+        options["query_lens"] = options["query_lens"][keep]
+    alone = IMPLS[impl](q[kept_rows], k, v, tables[keep], lens[keep], **options)
     atol, rtol = pa.tolerance(q.dtype)
-    torch.testing.assert_close(out[keep], alone, atol=atol, rtol=rtol)
+    torch.testing.assert_close(out[kept_rows], alone, atol=atol, rtol=rtol)
 
 
 
