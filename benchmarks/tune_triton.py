@@ -50,6 +50,8 @@ def main(argv=None) -> int:
                         "0: the plan's own choice of plan and budget")
     p.add_argument("--ragged", nargs="+", default=[], metavar="BATCH:MAX",
                    help="extra ragged batches: BATCH lengths spread over 1..MAX (e.g. 16:32768, or 32:32768:long-tail)")
+    p.add_argument("--query-lens", type=int, nargs="+", default=[1],
+                   help="query (draft) tokens per sequence, each a run of its own (default: 1)")
     p.add_argument("--out")
     args = p.parse_args(argv)
     extra = []
@@ -63,22 +65,23 @@ def main(argv=None) -> int:
     dev = torch.device("cuda")
     flush = L2Flusher(dev)
     rows = []
-    for index, (kind, batch, lens, over) in enumerate(CONFIGS + extra):
+    runs = [(index, c, q) for index, c in enumerate(CONFIGS + extra) for q in args.query_lens]
+    for index, (kind, batch, lens, over), q_len in runs:
         if index < len(CONFIGS) and ((args.only and kind not in args.only) or (args.configs and index not in args.configs)):
             continue
         cfg = DecodeConfig(batch_size=batch, context_lens=lens, dtype=args.dtype, device="cuda", seed=3,
-                           kv_dtype=args.kv_dtype, kv_scale=args.kv_scale,
+                           kv_dtype=args.kv_dtype, kv_scale=args.kv_scale, query_lens=q_len,
                            **{**BASE, "head_dim": args.head_dim, **over})
         inputs = build_decode_inputs(cfg)
-        shape = check_decode_args(*inputs.args(), **inputs.scales())
-        ref = reference_decode(*inputs.args(), **inputs.scales())
+        shape = check_decode_args(*inputs.args(), **inputs.kwargs())
+        ref = reference_decode(*inputs.args(), **inputs.kwargs())
         nbytes = cfg.decode_bytes()
         base = dict(kind=kind, batch=batch, context=max(cfg.lengths), block_size=cfg.block_size, head_dim=cfg.head_dim,
-                    kv_dtype=str(cfg.kv_torch_dtype).removeprefix("torch."))
+                    kv_dtype=str(cfg.kv_torch_dtype).removeprefix("torch."), query_len=q_len)
 
         def measure(**kw):
             try:
-                run = prepare_triton_decode(*inputs.args(), **inputs.scales(), **kw)
+                run = prepare_triton_decode(*inputs.args(), **inputs.kwargs(), **kw)
                 ok = check_accuracy(run().clone(), ref).passed
                 ms = gpu_time(run, device=dev, flush=flush, calls_per_graph=5, replays=10)
             except Exception as exc:  # an invalid combination (e.g. too much shared memory)
@@ -93,7 +96,7 @@ def main(argv=None) -> int:
                 for mp, s, b, w, st in combos if not (mp and s != args.splits[0])]
         rows += [dict(default, default=True)] + grid
         good = sorted((r for r in grid if "gpu_ms" in r and r["correct"]), key=lambda r: r["gpu_ms"])
-        print(f"{kind:6s} B={batch:4d} ctx={base['context']:6d} bs={cfg.block_size:3d}: default "
+        print(f"{kind:6s} B={batch:4d} ctx={base['context']:6d} bs={cfg.block_size:3d} q={q_len:2d}: default "
               f"({'balanced, cap ' + str(auto.blocks_per_split) + ' blocks, ' if auto.balanced else ''}splits={auto.num_splits} "
               f"block_n={auto.block_n} warps={auto.num_warps} stages={auto.num_stages}) "
               f"{default.get('gpu_ms', float('nan')):.4f} ms {default.get('gbps', 0):.0f} GB/s", flush=True)
