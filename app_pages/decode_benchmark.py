@@ -15,8 +15,8 @@ from ui.sidebar import current, show_config_error
 
 st.title("Decode benchmark")
 st.markdown(
-    "One decode step: every sequence's new query token attends to its cached context (with a sliding window, "
-    "its last tokens only). "
+    "One decode step: every sequence's new query token (with draft tokens, each of its new tokens) attends to its "
+    "cached context (with a sliding window, its last tokens only). "
     "**Run** times each implementation on the *same* inputs and checks it against a float64 reference. "
     "Changing the sidebar never reruns the benchmark by itself."
 )
