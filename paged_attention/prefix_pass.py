@@ -77,7 +77,8 @@ def _prefix_decode_kernel(
         q_first = tl.load(query_starts_ptr + seq, mask=member_ok, other=0).to(tl.int64)
         num_tokens = tl.load(query_starts_ptr + seq + 1, mask=member_ok, other=0) - q_first
         row_ok = member_ok & (g < QUERY_GROUP) & (t < num_tokens)
-        row_lens = tl.load(context_lens_ptr + seq, mask=row_ok, other=0) - num_tokens + 1 + t
+        # (Masked by member, not by row: Triton 3.6 fails to compile a row mask here.)
+        row_lens = tl.load(context_lens_ptr + seq, mask=member_ok, other=0) - num_tokens + 1 + t
         row_lens = tl.where(row_ok, row_lens, 0)
         q_rows = q_first + t
     else:
