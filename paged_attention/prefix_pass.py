@@ -77,9 +77,11 @@ def _prefix_decode_kernel(
         q_first = tl.load(query_starts_ptr + seq, mask=member_ok, other=0).to(tl.int64)
         num_tokens = tl.load(query_starts_ptr + seq + 1, mask=member_ok, other=0) - q_first
         row_ok = member_ok & (g < QUERY_GROUP) & (t < num_tokens)
-        # (Masked by member, not by row: Triton 3.6 fails to compile a row mask here.)
-        row_lens = tl.load(context_lens_ptr + seq, mask=member_ok, other=0) - num_tokens + 1 + t
-        row_lens = tl.where(row_ok, row_lens, 0)
+        # Masked by member and zeroed by product, not by a row mask or tl.where:
+        # Triton 3.6 fails to compile either here on the H200 (a select whose
+        # condition keeps another layout than its values).
+        member_lens = tl.load(context_lens_ptr + seq, mask=member_ok, other=0)
+        row_lens = (member_lens - num_tokens + 1 + t) * row_ok.to(tl.int32)
         q_rows = q_first + t
     else:
         row_ok = member_ok & (g < QUERY_GROUP)
@@ -109,10 +111,12 @@ def _prefix_decode_kernel(
         # starts there: it needs, so holds valid ids for, every shared block from
         # there on (the others' entries before their windows may be freed, -1).
         row_starts = tl.maximum(row_lens - window, 0)
-        starts = tl.where(row_ok, row_starts, 2**31 - 1)
+        ok = row_ok.to(tl.int32)  # products, not tl.where: see the row lengths above
+        starts = row_starts * ok + (1 - ok) * (2**31 - 1)
         earliest = tl.min(starts, 0)
         first_block = tl.maximum(first_block, earliest // BLOCK_SIZE)
-        table_seq = tl.min(tl.where(row_ok & (starts == earliest), seq, 2**62), 0)
+        pick = (row_ok & (starts == earliest)).to(tl.int64)
+        table_seq = tl.min(seq * pick + (1 - pick) * 2**62, 0)
     else:
         row_starts = row_lens  # unread
         earliest = 0
