@@ -326,7 +326,7 @@ def prepare_triton_decode(
     if prefix is not None and prefix.num_items:
         launch_prefix = prepare_prefix_pass(
             planned, part_ml, part_acc, query, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales,
-            *prefix_tensors, sequences, query_starts,
+            *prefix_tensors, sequences,
         )
     options = dict(
         QUERY_GROUP=group, ROWS_PAD=dot_pad(tokens * group), QUERY_TOKENS=tokens,
