@@ -136,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--q-lens", type=int, nargs="+", default=list(Q_LENS))
     parser.add_argument("--only", nargs="+", default=None, help="batch,context pairs, e.g. 32,2048")
+    parser.add_argument("--impl", nargs="+", default=None,
+                        help="only these rows (triton, flashinfer_fa2, flashinfer_fa3, flashinfer_xqa, sdpa_contiguous)")
     parser.add_argument("--out", help="CSV file for the table (rewritten after every row)")
     args = parser.parse_args(argv)
     device = torch.device("cuda")
@@ -161,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
                 impls.append(("flashinfer_xqa", flashinfer_xqa, (flashinfer, inputs)))
             impls.append(("sdpa_contiguous", sdpa_contiguous, (inputs,)))
             for name, setup, setup_args in impls:
+                if args.impl and name not in args.impl:
+                    continue
                 try:
                     run = setup(*setup_args)
                     out = flatten(run(), config).clone()

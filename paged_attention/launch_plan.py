@@ -245,13 +245,16 @@ def plan_launch(
     The split count comes from :func:`choose_num_splits`; any count is then rounded
     so that every split but the last covers the same whole number of blocks (7
     splits of 12 blocks become 6 of 2). Tiles are 128 tokens for ``head_dim <= 128``
-    (64 for larger heads, half that for float32, and, for ``head_dim <= 128``, half
+    (64 for larger heads and for draft tokens whose tiles hold more than 32 query
+    rows, query tokens times the GQA group, which also take 2 stages and are not
+    halved for many programs; half that for float32, and, for ``head_dim <= 128``, half
     again when the grid has three or more programs per SM of about equal length),
     no longer than a split
     rounded up to a power of two, and halved until the pipeline's K/V buffers fit
     :data:`SHARED_MEMORY_BUDGET`; 4 warps; 3 pipeline stages for 16-bit caches, 2
     for float32. An fp8 cache whose batch has at least :data:`FP8_ONE_WARP_MIN_ROWS`
-    (sequence, KV head) rows instead runs one warp per program, splits until there
+    (sequence, KV head) rows (and no such draft tiles) instead runs one warp per
+    program, splits until there
     are :data:`FP8_ONE_WARP_PROGRAMS` programs (no split shorter than
     :data:`FP8_ONE_WARP_SPLIT_TOKENS` tokens), and takes tiles of 32 tokens (64 for
     blocks of 64 or more) and 2 stages.
@@ -304,7 +307,10 @@ def plan_launch(
                          max_programs=max_programs, balanced=balanced)
     max_blocks = max(1, cdiv(shape.max_context_len, shape.block_size))
     rows = shape.batch_size * shape.num_kv_heads
-    one_warp = shape.is_fp8 and num_warps is None and rows >= FP8_ONE_WARP_MIN_ROWS
+    # Draft tokens whose tile (its KV head's query heads x query tokens) has more
+    # than 32 rows: the softmax and the accumulator grow with the rows.
+    many_draft_rows = shape.max_query_len > 1 and shape.max_query_len * shape.query_group_size > 32
+    one_warp = shape.is_fp8 and num_warps is None and rows >= FP8_ONE_WARP_MIN_ROWS and not many_draft_rows
     lens = shape.context_lens.to(torch.int64)
     ragged = is_ragged(lens)
     if balanced is None:
@@ -314,13 +320,13 @@ def plan_launch(
     element_size = torch.empty((), dtype=dtype).element_size()
     kv_bytes = torch.empty((), dtype=shape.kv_dtype).element_size()  # 1 for an fp8 cache
     if num_stages is None:
-        num_stages = 2 if one_warp else 3 if element_size < 4 else 2
+        num_stages = 2 if one_warp or many_draft_rows else 3 if element_size < 4 else 2
 
     if block_n is None:
         if one_warp:
             block_n = 64 if shape.block_size >= 64 else 32
         else:
-            block_n = (128 if head_dim_pad <= 128 else 64) // (2 if element_size == 4 else 1)
+            block_n = (128 if head_dim_pad <= 128 and not many_draft_rows else 64) // (2 if element_size == 4 else 1)
     if balanced:
         # Pieces are whole tiles, so no piece but a sequence's last ends mid-tile.
         unit = tile_shape(block_n, shape.block_size).blocks_per_tile
@@ -353,7 +359,7 @@ def plan_launch(
     partition = blocks_per_split * shape.block_size
     if not one_warp and block_n_override is None:
         programs = shape.num_kv_heads * int(cdiv(lens, partition).sum())
-        if programs >= 3 * num_sms and not ragged and head_dim_pad <= 128:
+        if programs >= 3 * num_sms and not ragged and head_dim_pad <= 128 and not many_draft_rows:
             # Many programs of equal length: smaller tiles leave shared memory for
             # three of them per SM. Not in a ragged batch, whose longest programs set
             # the time and want the larger tile, nor above head_dim 128, whose tiles
