@@ -134,7 +134,7 @@ def vectorized_decode_unchecked(
         return _decode_query_tokens(query, k_cache, v_cache, block_tables, context_lens, shape, k_scale, v_scale,
                                     sinks, query_lens)
     batch, num_heads, head_dim = query.shape
-    kv_heads, block_size = shape.num_kv_heads, shape.block_size
+    block_size = shape.block_size
     if shape.max_context_len == 0:
         return torch.zeros_like(query)
     longest = shape.max_context_len
@@ -162,13 +162,7 @@ def vectorized_decode_unchecked(
         if windowed:  # on the device: no host synchronisation
             starts = (context_lens.long() - shape.window).clamp_min(0)
         keys, values = _gather_ragged(k_cache, v_cache, block_tables, context_lens, cols, block_size, starts)
-    if shape.is_fp8:
-        # SDPA takes no fp8, and rounding ``stored * scale`` to a 16-bit dtype would
-        # add an error the kernels do not make: attend in float32.
-        keys = keys.view(shape.kv_dtype).float() * k_scale[:, None]
-        values = values.view(shape.kv_dtype).float() * v_scale[:, None]
-    keys = keys.view(batch, tokens, kv_heads, head_dim).transpose(1, 2)
-    values = values.view(batch, tokens, kv_heads, head_dim).transpose(1, 2)
+    keys, values = _per_kv_head(keys, values, shape, k_scale, v_scale, batch, tokens)
     bias = None
     if not ragged:
         skip = int(shape.window_starts[0]) - first * block_size if windowed else 0  # slots before the window
@@ -235,7 +229,7 @@ def _decode_query_tokens(
     causal (and window) mask per row, and the rows gathered back; all on the
     device."""
     total, num_heads, head_dim = query.shape
-    batch, kv_heads, block_size = shape.batch_size, shape.num_kv_heads, shape.block_size
+    batch, block_size = shape.batch_size, shape.block_size
     if shape.max_context_len == 0 or total == 0:
         return torch.zeros_like(query)
     device, max_q = query.device, shape.max_query_len
@@ -248,11 +242,7 @@ def _decode_query_tokens(
     if shape.is_fp8:
         k_cache, v_cache = k_cache.view(torch.uint8), v_cache.view(torch.uint8)
     keys, values = _gather_ragged(k_cache, v_cache, block_tables, context_lens, cols, block_size, starts)
-    if shape.is_fp8:
-        keys = keys.view(shape.kv_dtype).float() * k_scale[:, None]
-        values = values.view(shape.kv_dtype).float() * v_scale[:, None]
-    keys = keys.view(batch, tokens, kv_heads, head_dim).transpose(1, 2)
-    values = values.view(batch, tokens, kv_heads, head_dim).transpose(1, 2)
+    keys, values = _per_kv_head(keys, values, shape, k_scale, v_scale, batch, tokens)
     # Token t of sequence b: query row first_rows[b] + t, position ends[b, t] - 1.
     first_rows = q_lens.cumsum(0) - q_lens
     t = torch.arange(max_q, device=device)
@@ -276,6 +266,23 @@ def _decode_query_tokens(
         # A token that sees nothing (an empty context) comes out NaN (0/0): zero by contract.
         out = out.masked_fill((lens[seq] == 0)[:, None, None], 0.0)
     return out
+
+
+def _per_kv_head(
+    keys: torch.Tensor, values: torch.Tensor, shape: DecodeShape, k_scale: torch.Tensor | None,
+    v_scale: torch.Tensor | None, batch: int, tokens: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gathered token rows (``[batch * tokens, num_kv_heads, head_dim]``, an fp8
+    cache's as bytes) as ``[batch, num_kv_heads, tokens, head_dim]`` views. An fp8
+    cache is dequantized to float32 (``stored * scale``): SDPA takes no fp8, and
+    rounding the product to a 16-bit dtype would add an error the kernels do not
+    make."""
+    if shape.is_fp8:
+        keys = keys.view(shape.kv_dtype).float() * k_scale[:, None]
+        values = values.view(shape.kv_dtype).float() * v_scale[:, None]
+    keys = keys.view(batch, tokens, shape.num_kv_heads, shape.head_dim).transpose(1, 2)
+    values = values.view(batch, tokens, shape.num_kv_heads, shape.head_dim).transpose(1, 2)
+    return keys, values
 
 
 def _gather_ragged(
