@@ -113,7 +113,7 @@ def test_cleared_number_box_keeps_its_value(server, page):
     batch = page.get_by_label("Batch size (sequences)")
     batch.wait_for(timeout=60_000)
     for label, kept in (("Batch size (sequences)", "2"), ("Tokens per sequence", "37")):
-        box = page.get_by_label(label)
+        box = page.get_by_label(label, exact=True)
         box.fill("")
         box.press("Tab")
         settle(page)
@@ -160,7 +160,7 @@ def test_shared_url_page_visits_and_garbage_url(server, page):
     page.goto(f"{server}/sweep?{urlencode(shared)}")
     page.get_by_role("button", name="Run sweep").wait_for(timeout=60_000)
     expect(page.get_by_label("Batch size (sequences)")).to_have_value("3", timeout=WAIT)
-    expect(page.get_by_label("Tokens per sequence")).to_have_value("100", timeout=WAIT)
+    expect(page.get_by_label("Tokens per sequence", exact=True)).to_have_value("100", timeout=WAIT)
     for label, value in (("KV heads", "2"), ("Block size", "8"), ("Block layout", "contiguous"), ("Compute dtype", "bfloat16")):
         expect(page.get_by_role("combobox", name=label, exact=True)).to_have_value(value, timeout=WAIT)
     settle(page)
