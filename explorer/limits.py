@@ -34,6 +34,9 @@ MAX_ITERS = 10_000
 MAX_WINDOW = MAX_CONTEXT
 MIN_SOFT_CAP = 0.1
 MAX_SOFT_CAP = 1000.0
+#: New (query) tokens per sequence, the draft tokens one step verifies: speculative
+#: decoding drafts a handful (EAGLE, Medusa and MTP heads 1 to about 8); 16 leaves room.
+MAX_QUERY_LEN = 16
 #: What the sidebar's window and soft-cap boxes start from when turned on by hand.
 DEFAULT_WINDOW = 128
 DEFAULT_SOFT_CAP = 50.0

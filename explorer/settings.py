@@ -26,6 +26,7 @@ from explorer.limits import (
     MAX_HEAD_DIM,
     MAX_HEADS,
     MAX_ITERS,
+    MAX_QUERY_LEN,
     MAX_SEED,
     MAX_WARMUP,
 )
@@ -97,6 +98,12 @@ class Settings:
     shared_prefix: int = 0
     #: Groups of consecutive sequences that share a prefix (ignored while ``shared_prefix`` is 0).
     prefix_groups: int = 1
+    #: New (query) tokens per sequence: the draft tokens of speculative decoding (or a
+    #: multi-token-prediction head's), already written to the cache and counted in its
+    #: context, that one step verifies, each attending causally to the context up to
+    #: itself. One value for all (each sequence takes at most its context), or a tuple
+    #: of one per sequence; DecodeConfig's ``query_lens``. 1: the plain decode step.
+    query_lens: int | tuple[int, ...] = 1
     #: Sliding window (tokens; None: the whole context), logit soft-cap (None: none) and
     #: attention sinks (random per-head sink logits): DecodeConfig's ``window``,
     #: ``soft_cap`` and ``sinks``.
@@ -172,14 +179,36 @@ class Settings:
             raise ValueError(f"Prefix groups ({format_number(self.prefix_groups)}) must be from 1 to "
                              f"Batch size ({format_number(self.batch_size)}).")
 
+    def check_query_lens(self, lengths: int | tuple[int, ...]) -> None:
+        """Check per-sequence new tokens against ``lengths`` (:meth:`context_lens`) and the
+        batch, in the sidebar's words; one value for all needs no check (each sequence takes
+        at most its context). :class:`DecodeConfig` states the same rules in its field names.
+
+        Raises
+        ------
+        ValueError
+            If the count differs from the batch size, or a sequence has more new tokens
+            than its context holds.
+        """
+        if not isinstance(self.query_lens, tuple):
+            return
+        if len(self.query_lens) != self.batch_size:
+            raise ValueError(f"New tokens per sequence holds {count(len(self.query_lens), 'value')} for "
+                             f"Batch size ({format_number(self.batch_size)}): give one per sequence.")
+        contexts = (lengths,) * self.batch_size if isinstance(lengths, int) else lengths
+        for i, (q, n) in enumerate(zip(self.query_lens, contexts)):
+            if q > max(1, n):
+                raise ValueError(f"New tokens of sequence {i} ({format_number(q)}) must not exceed its context "
+                                 f"({count(n, 'token')}): the new tokens are already in the cache.")
+
     def without_batch(self) -> Settings:
-        """These settings with the batch (size, lengths, shared prefix and its groups) put back
+        """These settings with the batch (size, lengths, new tokens, shared prefix and its groups) put back
         to the defaults: the model, cache, device and timing kept, for a page that builds its
         own batch (Serving simulation) and so must not be broken by the sidebar's."""
         d = default_settings()
         return replace(self, batch_size=d.batch_size, context_mode=d.context_mode, context_len=d.context_len,
                        ragged_low=d.ragged_low, ragged_high=d.ragged_high, spread=d.spread, lengths=None,
-                       shared_prefix=0, prefix_groups=1)
+                       shared_prefix=0, prefix_groups=1, query_lens=1)
 
     def config(self) -> DecodeConfig:
         """The validated decode configuration.
@@ -191,6 +220,7 @@ class Settings:
         """
         lengths = self.context_lens()
         self.check_prefix(lengths)
+        self.check_query_lens(lengths)
         config = DecodeConfig(
             batch_size=self.batch_size,
             context_lens=lengths,
@@ -210,6 +240,7 @@ class Settings:
             # Groups mean nothing without a shared prefix: leave the default, so a hidden
             # value neither changes the configuration nor breaks it (more groups than sequences).
             prefix_groups=self.prefix_groups if self.shared_prefix else 1,
+            query_lens=self.query_lens,
             **self.attention_options(),
         ).validate()
         if self.pool_headroom:
@@ -265,6 +296,7 @@ SIDEBAR_FIELDS: tuple[UrlField, ...] = (
     UrlField("headroom", "pool_headroom", "choice", choices=POOL_HEADROOMS),
     UrlField("prefix", "shared_prefix", bounds=(0, MAX_CONTEXT)),
     UrlField("prefix_groups", "prefix_groups", bounds=(1, MAX_BATCH)),
+    UrlField("new_tokens", "query_lens", "int_or_ints", bounds=(1, MAX_QUERY_LEN)),
     UrlField("seed", "seed", bounds=(0, MAX_SEED)),
     UrlField("warmup", "warmup", bounds=(0, MAX_WARMUP)),
     UrlField("iters", "iters", bounds=(1, MAX_ITERS)),
@@ -289,7 +321,8 @@ def settings_from_query(
     widget's range or is not among its choices falls back to the default, and a
     note says so (:func:`explorer.url_fields.read_fields`). Then the rules
     between fields: KV heads that do not divide the query heads become the
-    nearest divisor, lengths of another count than the batch are dropped, a
+    nearest divisor, lengths (and new tokens per sequence) of another count than
+    the batch are dropped, a
     preset that no longer matches the heads and attention becomes the matching one
     (or Custom: :func:`with_matching_preset`). A preset's old name (``Llama-3-8B``:
     :data:`~explorer.presets.RENAMED`) reads as its new one; the heads and attention
@@ -325,6 +358,12 @@ def settings_from_query(
             f"{settings.batch_size}; using the lengths drawn from the spread instead."
         )
         settings = replace(settings, lengths=None)
+    if isinstance(settings.query_lens, tuple) and len(settings.query_lens) != settings.batch_size:
+        notes.append(
+            f"`new_tokens` ignored: it holds {count(len(settings.query_lens), 'value')} for batch size "
+            f"{settings.batch_size}; using {defaults.query_lens!r} (give one value for all, or one per sequence)."
+        )
+        settings = replace(settings, query_lens=defaults.query_lens)
     if settings.context_mode == "uniform" and settings.lengths is not None:
         settings = replace(settings, lengths=None)
     return with_matching_preset(settings), notes
@@ -370,9 +409,12 @@ def settings_to_query(settings: Settings) -> dict[str, str]:
     differ from what the spread draws; on/off fields (``present=1``) only when on;
     the shared prefix and its groups (``prefix=128&prefix_groups=2``) only when a
     prefix is shared; attention options (``window=4096&soft_cap=50``) only when in
-    force, and the layer kind only for a preset whose layers differ.
+    force, the layer kind only for a preset whose layers differ, and the new tokens
+    (``new_tokens=4``, per sequence ``new_tokens=1,4,2``) only when not 1.
     """
     values = asdict(settings)
+    if settings.query_lens == 1:
+        values.pop("query_lens")
     if settings.preset not in MODEL_PRESETS or not MODEL_PRESETS[settings.preset].mixed:
         values.pop("layer")
     if not settings.shared_prefix:

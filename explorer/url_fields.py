@@ -18,8 +18,10 @@ from typing import Any, Mapping, Sequence
 from explorer.formatting import format_number, plain, shorten
 
 #: What a field holds: a whole number, any finite number, one of its choices, an
-#: on/off flag (``1`` or ``0``) or comma-separated whole numbers.
-KINDS = ("int", "float", "choice", "flag", "ints")
+#: on/off flag (``1`` or ``0``), comma-separated whole numbers, or either of the last
+#: two (``"int_or_ints"``: ``4`` one value for all, ``1,3,2`` one per sequence; a
+#: trailing comma, ``4,``, makes a list of one).
+KINDS = ("int", "float", "choice", "flag", "ints", "int_or_ints")
 
 
 @dataclass(frozen=True)
@@ -36,8 +38,8 @@ class UrlField:
     kind : str
         One of :data:`KINDS`.
     bounds : tuple of two numbers, optional
-        Inclusive range of an ``"int"``, ``"float"`` or ``"ints"`` field (each of
-        its numbers). None: given when it is read (limits that depend on other
+        Inclusive range of an ``"int"``, ``"float"``, ``"ints"`` or ``"int_or_ints"``
+        field (each of its numbers). None: given when it is read (limits that depend on other
         settings, such as a sequence index under the batch size).
     choices : tuple, optional
         The values a ``"choice"`` field accepts, compared as text and read as the
@@ -102,7 +104,7 @@ def parse(field: UrlField, raw: str, bounds: tuple[float, float] | None = None, 
         if text not in ("0", "1"):
             raise ValueError("must be 0 or 1")
         return text == "1"
-    if field.kind == "ints":
+    if field.kind == "ints" or (field.kind == "int_or_ints" and "," in text):
         parts = [p for p in text.split(",") if p.strip()]
         if not parts:
             raise ValueError("expected comma-separated whole numbers")
@@ -175,7 +177,8 @@ def read_fields(
 def write_fields(fields: Sequence[UrlField], values: Mapping[str, Any]) -> dict[str, str]:
     """URL query parameters of ``fields`` from ``values`` (key -> value): a field
     without a value (absent or None) is left out, a flag is written ``1`` when on
-    and left out when off, ``"ints"`` comma-separated, a whole-number float
+    and left out when off, ``"ints"`` comma-separated (an ``"int_or_ints"`` list too, one
+    value with a trailing comma, so it reads back as a list), a whole-number float
     (a number box's value, as the browser sends it) without its ``.0``."""
     out: dict[str, str] = {}
     for f in fields:
@@ -186,8 +189,9 @@ def write_fields(fields: Sequence[UrlField], values: Mapping[str, Any]) -> dict[
             if value:
                 out[f.url] = "1"
             continue
-        if f.kind == "ints":
-            out[f.url] = ",".join(str(int(v)) for v in value)
+        if f.kind == "ints" or (f.kind == "int_or_ints" and isinstance(value, (tuple, list))):
+            out[f.url] = ",".join(str(int(v)) for v in value) + ("," if f.kind == "int_or_ints" and len(value) == 1
+                                                                  else "")
             continue
         if isinstance(value, float) and value.is_integer():
             value = int(value)

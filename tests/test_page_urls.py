@@ -79,8 +79,22 @@ def test_decimal_flag_and_list_fields():
             "using the drawn ones.")
 
 
+def test_one_value_or_a_list_field():
+    """``int_or_ints``: one number for all, or one per sequence (the new tokens)."""
+    q = [UrlField("new_tokens", "query_lens", "int_or_ints", bounds=(1, 16))]
+    assert read_fields(q, {"new_tokens": "4"}, {}) == ({"query_lens": 4}, [])
+    assert read_fields(q, {"new_tokens": "1, 4,2"}, {}) == ({"query_lens": (1, 4, 2)}, [])
+    assert read_fields(q, {"new_tokens": "3,"}, {}) == ({"query_lens": (3,)}, [])
+    for value in (4, (1, 4, 2), (3,)):
+        assert read_fields(q, write_fields(q, {"query_lens": value}), {}) == ({"query_lens": value}, [])
+    assert write_fields(q, {"query_lens": (3,)}) == {"new_tokens": "3,"}
+    for bad in ("0", "17", "1,17", "x", "2.5", ""):
+        values, notes = read_fields(q, {"new_tokens": bad}, {"query_lens": 1})
+        assert values == {} and len(notes) == 1 and notes[0].endswith("using 1.")
+
+
 def test_an_unknown_kind_is_refused():
-    with pytest.raises(ValueError, match="kind must be one of int, float, choice, flag, ints"):
+    with pytest.raises(ValueError, match="kind must be one of int, float, choice, flag, ints, int_or_ints"):
         UrlField("x", "x", "text")
 
 

@@ -205,3 +205,67 @@ def test_without_batch_keeps_the_model_and_resets_only_the_batch():
     assert (fixed.warmup, fixed.iters) == (2, 7)
     assert (fixed.batch_size, fixed.shared_prefix, fixed.prefix_groups, fixed.lengths) == (
         defaults.batch_size, 0, 1, None)
+
+
+# -- new tokens per sequence (draft tokens, issue 25) ------------------------------
+
+def test_new_tokens_are_in_the_url_only_when_not_one():
+    assert "new_tokens" not in state.settings_to_query(Settings(device="cpu"))
+    assert Settings(device="cpu").config().query_lens == 1
+    uniform = Settings(device="cpu", batch_size=3, context_mode="uniform", context_len=40, query_lens=4)
+    assert state.settings_to_query(uniform)["new_tokens"] == "4"
+    back, notes = state.settings_from_query(state.settings_to_query(uniform))
+    assert notes == [] and back == uniform
+    config = back.config()
+    assert (config.query_lens, config.query_lengths, config.num_query_tokens) == (4, (4, 4, 4), 12)
+
+
+def test_per_sequence_new_tokens_round_trip_through_the_url():
+    ragged = Settings(device="cpu", batch_size=3, context_mode="ragged", lengths=(5, 1, 97), query_lens=(2, 1, 16))
+    query = state.settings_to_query(ragged)
+    assert query["new_tokens"] == "2,1,16"
+    back, notes = state.settings_from_query(query)
+    assert notes == [] and back == ragged and back.config().query_lengths == (2, 1, 16)
+    # one sequence: a trailing comma keeps the list a list
+    one = Settings(device="cpu", batch_size=1, context_mode="uniform", context_len=9, query_lens=(3,))
+    assert state.settings_to_query(one)["new_tokens"] == "3,"
+    assert state.settings_from_query(state.settings_to_query(one)) == (one, [])
+
+
+def test_one_value_for_all_is_capped_at_each_context():
+    s = Settings(device="cpu", batch_size=3, context_mode="ragged", lengths=(2, 0, 30), query_lens=8)
+    assert s.config().query_lengths == (2, 1, 8)
+
+
+@pytest.mark.parametrize("raw, why", [("0", "must be between 1 and 16"), ("17", "must be between 1 and 16"),
+                                      ("two", "not a whole number"), ("1,x", "not a whole number"),
+                                      ("2.5", "not a whole number"), (",", "expected comma-separated")])
+def test_bad_new_tokens_in_the_url_fall_back_with_a_note(raw, why):
+    settings, notes = state.settings_from_query({"batch": "2", "new_tokens": raw}, Settings(device="cpu"))
+    assert notes == [f"`new_tokens={raw}` ignored ({why} whole numbers); using 1." if why.startswith("expected")
+                     else f"`new_tokens={raw}` ignored ({why}); using 1."]
+    assert settings.query_lens == 1 and settings.config().num_query_tokens == 2
+
+
+def test_new_tokens_of_the_wrong_count_are_dropped_with_a_note():
+    settings, notes = state.settings_from_query({"batch": "3", "new_tokens": "2,3"}, Settings(device="cpu"))
+    assert settings.query_lens == 1
+    assert notes == ["`new_tokens` ignored: it holds 2 values for batch size 3; using 1 (give one value for all, "
+                     "or one per sequence)."]
+
+
+@pytest.mark.parametrize("changes, rule", [
+    (dict(query_lens=(1, 9, 1, 1)), "New tokens of sequence 1 (9) must not exceed its context (8 tokens): "
+                                    "the new tokens are already in the cache."),
+    (dict(query_lens=(1, 2)), "New tokens per sequence holds 2 values for Batch size (4): give one per sequence."),
+])
+def test_new_tokens_the_batch_cannot_hold_raise_the_rule_in_the_sidebars_words(changes, rule):
+    s = Settings(**{**dict(device="cpu", batch_size=4, context_mode="uniform", context_len=8), **changes})
+    with pytest.raises(ValueError, match=re.escape(rule)) as info:
+        s.config()
+    assert "query_lens" not in str(info.value)
+
+
+def test_without_batch_puts_the_new_tokens_back_to_one():
+    s = Settings(device="cpu", batch_size=2, context_mode="uniform", context_len=8, query_lens=(3, 2))
+    assert s.without_batch().query_lens == 1 and s.without_batch().config().num_query_tokens == 4
