@@ -53,6 +53,8 @@ if sharing:
         st.stop()
 
 lengths = config.lengths
+# This step's new tokens (draft tokens), marked only when asked for: one new token is today's view.
+queries = config.query_lengths if config.has_query_lens else None
 mem = readouts.memory_summary(config)
 if sharing:
     shared = shared_batch_for(config, common_prompt, samples)
@@ -92,10 +94,13 @@ else:
 stored, logical_blocks = allocated - wasted, sum(config.blocks_per_sequence)
 c1, c2, c3, c4, c5 = st.columns([0.8, 1.1, 1.25, 1.25, 1.1])  # the longer labels wider
 c1.metric("Sequences", formatting.compact(config.batch_size))
-c2.metric("Tokens (logical)", formatting.compact(sum(lengths)),
-          f"{formatting.compact(stored)} stored (physical)" if shares else None, **quiet,
+new = " · ".join(([f"{formatting.compact(stored)} stored (physical)"] if shares else [])
+                 + ([f"{formatting.compact(config.num_query_tokens)} new (queries)"] if queries else []))
+c2.metric("Tokens (logical)", formatting.compact(sum(lengths)), new or None, **quiet,
           help=f"{formatting.count(sum(lengths), 'token')} in the sequences, each counting its own"
-               + (f"; the pool stores {stored:,}, a shared block's once" if shares else ""))
+               + (f"; the pool stores {stored:,}, a shared block's once" if shares else "")
+               + (f"; {config.num_query_tokens:,} of them are this step's new tokens, each a query row"
+                  if queries else ""))
 c3.metric("Blocks used (physical)", formatting.compact(used),
           f"of {formatting.compact(mem.blocks_in_pool)} in the pool", **quiet,
           help=f"{formatting.count(used, 'physical block')} hold this batch's tokens, a shared one once; the tables "
@@ -111,14 +116,15 @@ c5.metric("KV cache", formatting.format_bytes(mem.kv_cache_bytes, significant=3)
                f"{mem.block_bytes:,} bytes of K and V")
 
 if config.window is not None:
-    reads = window_reads(lengths, config.block_size, config.window)
+    reads = window_reads(lengths, config.block_size, config.window, queries)
     st.markdown(f":material/filter_center_focus: **{reads.note()}**: {reads.detail()}. {reads.explain_unread()}")
 
 left, right = st.columns([3, 2], gap="medium")
 with left:
     show_chart(
         cache_figures.block_table_figure(tables, lengths, config.block_size, config.num_blocks,
-                                         ref_counts=refs if shares else None, highlight=pick, window=config.window),
+                                         ref_counts=refs if shares else None, highlight=pick, window=config.window,
+                                         query_lens=queries),
         key="bt_table", width="stretch", on_select=_pick_from("bt_table"), selection_mode="points",
     )
     grid = cache_figures.block_table_grid(*tables.shape)
@@ -143,6 +149,11 @@ with left:
     else:
         st.caption(grid.note("sequence", "logical block")
                    or "Hover a cell for its token range and fill. Pale cells are unallocated (-1).")
+    if queries:
+        st.caption(f":material/star: A yellow star marks a block that holds new tokens: this step's "
+                   f"{formatting.count(config.num_query_tokens, 'query token')}, the last "
+                   f"{formatting.span_text(queries)} positions of each sequence, already in the cache and verified "
+                   "in one step; each attends to its context up to itself.")
 with right:
     show_chart(
         sharing_figures.pool_ref_count_figure(refs, tables, config.block_size, highlight=pick, other=owner == OTHER)
@@ -182,14 +193,19 @@ pick, info = st.columns([1, 4], vertical_alignment="bottom")
 seq = bounded_number_input(pick, "Sequence", 0, config.batch_size - 1, step=1, key="bt_seq",
                            persist_state="session", note_parent=st)
 needed = config.blocks_per_sequence[seq]
+q_seq = queries[seq] if queries else None
+new_words = "" if q_seq is None else (
+    f" Its last {formatting.count(q_seq, 'token')} (positions {lengths[seq] - q_seq}–{lengths[seq] - 1}, starred) "
+    "are this step's new tokens: each is a query row that attends to the positions up to itself.")
 info.markdown(
     f"Sequence **{seq}** holds **{formatting.count(lengths[seq], 'token')}** in **{formatting.count(needed, 'block')}**; "
     f"token *t* lives in logical block *t* // {config.block_size}, slot *t* % {config.block_size}, "
-    f"and the block table sends that logical block to a physical one."
+    f"and the block table sends that logical block to a physical one.{new_words}"
 )
 walk, path = st.columns([3, 2], gap="medium")
 show_chart(
-    walk_figures.token_walk_figure(tables[seq], lengths[seq], config.block_size, seq, config.num_blocks),
+    walk_figures.token_walk_figure(tables[seq], lengths[seq], config.block_size, seq, config.num_blocks,
+                                   query_len=q_seq),
     key="bt_walk", parent=walk, width="stretch",
 )
 show_chart(

@@ -132,6 +132,15 @@ def compact(n: int) -> str:
     return f"{sig3(n / 1e6)}M"
 
 
+def span_text(values: Sequence[int], between: str = " to ") -> str:
+    """Whole numbers as their span: ``"4"`` when all are equal, ``"1 to 4"`` (with
+    ``between``) when they differ, ``""`` for none."""
+    if not len(values):
+        return ""
+    low, high = min(values), max(values)
+    return format_number(low) if low == high else f"{format_number(low)}{between}{format_number(high)}"
+
+
 def format_axis_value(v: float) -> str:
     """A sweep's axis value: ``4096 -> "4k"`` for multiples of 1024, else :func:`compact`."""
     v = int(v)

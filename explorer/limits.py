@@ -204,44 +204,55 @@ class RunPlan:
 CPU_PROGRAM_COST = 64
 
 
+def _most_new(config: DecodeConfig) -> int:
+    """The most new (query) tokens of one sequence of ``config`` (1 for a plain step)."""
+    return max(config.query_lengths, default=1)
+
+
 def _cpu_work_terms(config: DecodeConfig) -> tuple[int, int]:
     """The two terms of :func:`cpu_work` (the rule text below spells them out)."""
     longest = max(config.lengths, default=0)
-    return config.num_kv_heads * longest, config.num_heads * CPU_PROGRAM_COST
+    return config.num_kv_heads * longest, config.num_heads * CPU_PROGRAM_COST * _most_new(config)
 
 
 def cpu_work(config: DecodeConfig) -> int:
     """What the interpreter's time scales with: ``batch_size * max(num_kv_heads *
-    longest context, num_heads * 64)``. The first term is the tokens the grouped
-    kernel walks; the second counts the simple kernel's (batch, head) programs, each
-    worth about 64 tokens of fixed cost, so many heads over short (or empty)
-    contexts are not free."""
+    longest context, num_heads * 64 * new tokens per sequence)``. The first term is
+    the tokens the grouped kernel walks; the second counts the simple kernel's
+    (query token, head) programs, each worth about 64 tokens of fixed cost, so many
+    heads (or many new tokens) over short or empty contexts are not free. New tokens
+    count at the most any sequence has (1 for the plain decode step)."""
     return config.batch_size * max(_cpu_work_terms(config))
 
 
 #: The CPU cap as every page quotes it: the formula of :func:`cpu_work` and its limit.
 CPU_WORK_RULE = (
-    f"batch_size x max(num_kv_heads x longest context, num_heads x {CPU_PROGRAM_COST}) <= {format_number(CPU_MAX_WORK)}"
+    f"batch_size x max(num_kv_heads x longest context, num_heads x {CPU_PROGRAM_COST} x new tokens per sequence) "
+    f"<= {format_number(CPU_MAX_WORK)}"
 )
 
 
 def cpu_work_detail(config: DecodeConfig) -> str:
     """:func:`cpu_work` of ``config`` written out in the order of :data:`CPU_WORK_RULE`,
-    e.g. ``"5 x max(8 x 16, 32 x 64) = 10,240"``."""
+    e.g. ``"5 x max(8 x 16, 32 x 64) = 10,240"`` (the new tokens' factor only when more
+    than one: ``"2 x max(2 x 37, 4 x 64 x 4) = 2,048"``)."""
     longest = max(config.lengths, default=0)
+    new = f" x {_most_new(config)}" if _most_new(config) > 1 else ""
     return (f"{format_number(config.batch_size)} x max({config.num_kv_heads} x {format_number(longest)}, "
-            f"{config.num_heads} x {CPU_PROGRAM_COST}) = {format_number(cpu_work(config))}")
+            f"{config.num_heads} x {CPU_PROGRAM_COST}{new}) = {format_number(cpu_work(config))}")
 
 
 def cpu_work_levers(config: DecodeConfig) -> tuple[str, ...]:
     """The settings that lower :func:`cpu_work` of ``config``: the batch and the
-    factors of the larger term (``"batch"``, ``"query heads"``, ``"KV heads"``,
-    ``"context"``), less those already at their minimum (a batch of 1, one
-    head, an empty context). Lowering the other term's factors changes nothing."""
+    factors of the larger term (``"batch"``, ``"query heads"``, ``"new tokens"``,
+    ``"KV heads"``, ``"context"``), less those already at their minimum (a batch of
+    1, one head, one new token, an empty context). Lowering the other term's factors
+    changes nothing."""
     tokens, programs = _cpu_work_terms(config)
     longest = max(config.lengths, default=0)
     if programs >= tokens:
-        levers = {"batch": config.batch_size > 1, "query heads": config.num_heads > 1}
+        levers = {"batch": config.batch_size > 1, "query heads": config.num_heads > 1,
+                  "new tokens": _most_new(config) > 1}
     else:
         levers = {"batch": config.batch_size > 1, "KV heads": config.num_kv_heads > 1, "context": longest > 0}
     return tuple(lever for lever, can_fall in levers.items() if can_fall)

@@ -238,6 +238,8 @@ COLUMNS: dict[str, tuple[type, str]] = {
     "context_len": (int, "the longest context, tokens"),
     "context_lens": (str, "every context: '2048', or '1..8141 (mean 4071)' for a ragged batch"),
     "tokens": (int, "cached tokens of all sequences"),
+    "query_lens": (str, "new (query) tokens per sequence, verified in one step: '1' (the plain decode step), '4', or "
+                        "'1..4 (mean 2)' per sequence; files before it ran one"),
     "num_heads": (int, "query heads"),
     "num_kv_heads": (int, "KV heads"),
     "head_dim": (int, "head dimension"),
@@ -282,7 +284,8 @@ STATUSES: tuple[str, ...] = ("ok", "skipped", "failed", "refused")
 
 
 def context_summary(lengths: Sequence[int]) -> str:
-    """``"2048"`` for a uniform batch, ``"1..8141 (mean 4071)"`` for a ragged one."""
+    """``"2048"`` for a uniform batch, ``"1..8141 (mean 4071)"`` for a ragged one (the
+    context lengths, or the query tokens per sequence)."""
     if not lengths:
         return ""
     if min(lengths) == max(lengths):
@@ -297,6 +300,7 @@ def config_fields(config: DecodeConfig) -> dict:
         "context_len": max(config.lengths, default=0),
         "context_lens": context_summary(config.lengths),
         "tokens": sum(config.lengths),
+        "query_lens": context_summary(config.query_lengths),
         "num_heads": config.num_heads,
         "num_kv_heads": config.num_kv_heads,
         "head_dim": config.head_dim,

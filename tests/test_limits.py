@@ -46,8 +46,25 @@ def test_cpu_refusal_quotes_the_rule_of_cpu_work_and_what_to_lower():
     assert "Lower the batch or query heads" in refusal
     tokens_bound = DecodeConfig(batch_size=4, context_lens=4096)
     assert "Lower the batch, KV heads or context" in limits.plan_run(tokens_bound, 0, 1).refusal
-    assert limits.CPU_WORK_RULE.startswith("batch_size x max(num_kv_heads x longest context, num_heads x 64)")
+    assert limits.CPU_WORK_RULE.startswith(
+        "batch_size x max(num_kv_heads x longest context, num_heads x 64 x new tokens per sequence)")
     assert limits.CPU_WORK_RULE.endswith(f"<= {limits.CPU_MAX_WORK:,}")
+
+
+def test_cpu_plan_counts_each_new_token_as_programs():
+    """The simple kernel runs a program per (query token, head): new tokens multiply
+    the program term (at the most any sequence has), and the advice names them."""
+    one = DecodeConfig(batch_size=2, context_lens=37, num_heads=4, num_kv_heads=2, head_dim=32)
+    assert limits.cpu_work(one) == 2 * 4 * 64 and limits.cpu_work(one.with_(query_lens=1)) == limits.cpu_work(one)
+    four = one.with_(query_lens=4)
+    assert limits.cpu_work(four) == 2 * 4 * 64 * 4
+    assert limits.cpu_work_detail(four) == "2 x max(2 x 37, 4 x 64 x 4) = 2,048"
+    ragged = one.with_(query_lens=(1, 16))
+    assert limits.cpu_work(ragged) == 2 * 4 * 64 * 16 and limits.plan_run(ragged, 0, 1).refusal is None
+    many = DecodeConfig(batch_size=4, context_lens=37, num_heads=8, num_kv_heads=2, head_dim=32, query_lens=16)
+    refusal = limits.plan_run(many, 0, 1).refusal
+    assert "4 x max(2 x 37, 8 x 64 x 16) = 32,768" in refusal
+    assert "Lower the batch, query heads or new tokens, or run on a GPU." in refusal
 
 
 def test_cpu_advice_names_only_what_can_still_fall():

@@ -87,6 +87,8 @@ def test_rows_take_bandwidth_from_gpu_time_where_measured():
     ({"block_size": 32}, None),
     ({"kv_dtype": "float8_e4m3fn"}, None),  # recorded with a float16 cache
     ({"shared_prefix": 1024}, None),  # recorded sharing nothing
+    ({"query_lens": 4}, None),  # recorded with one query token per sequence
+    ({"query_lens": 1}, (4, 2048)),
 ])
 def test_matching_config(overrides, expected):
     s = rec.load_recorded_set(H200)

@@ -123,6 +123,7 @@ def test_every_results_csv_reads_into_the_schema(path):
         assert row["implementation"] and row["status"] in ("ok", "skipped", "failed")
         assert row["label"] == LABELS.get(row["implementation"], row["label"])  # ours named as the library does
         assert row["kv_dtype"] in (row["dtype"], "float8_e4m3fn", "float8_e5m2")
+        assert row["query_lens"] == (cells.get("query_lens") or "1")  # files before it ran one query token
         if row["status"] != "ok":
             continue
         assert isinstance(row["correct"], bool) and row["bytes_moved"] > 0 and row["unique_bytes"] > 0
@@ -139,6 +140,30 @@ def test_every_results_csv_reads_into_the_schema(path):
             assert row["pct_of_copy_bw"] == pytest.approx(100 * float(cells["frac_copy"]))
         if meta is not None and row["copy_gbps"] is not None:
             assert math.isclose(row["copy_gbps"], meta["copy_gbps"], rel_tol=1e-3)
+
+
+def test_a_row_names_the_query_tokens_per_sequence():
+    """Draft tokens (issue 25): ``query_lens`` says how many new tokens each sequence
+    brought, and the bytes count K and V once plus a query and an output row each."""
+    config = CONFIG.with_(shared_prefix=0, query_lens=(1, 4, 16))
+    inputs = build_decode_inputs(config)
+    (r,) = benchmark_implementations(["vectorized"], inputs, warmup=0, iters=1)
+    row = result_row(r, config)
+    assert row["query_lens"] == "1..16 (mean 7)" and r.passed
+    assert row["bytes_moved"] == config.decode_bytes() == (
+        2 * 81 * 2 * 16 * 2 + 2 * 21 * 4 * 16 * 2)  # K+V of 81 tokens x 2 KV heads, query+output of 21 rows
+    assert result_row(r, config.with_(query_lens=4))["query_lens"] == "4"
+    assert result_row(r, CONFIG)["query_lens"] == "1"
+    assert status_row("naive", "n", "skipped", config, note="")["query_lens"] == "1..16 (mean 7)"
+
+
+def test_a_file_from_before_query_tokens_reads_one(tmp_path):
+    path = tmp_path / "old.csv"
+    path.write_text(results_csv([{"implementation": "triton", "batch_size": 2, "query_lens": None}]))
+    (row,), _ = read_results(path)
+    assert row["query_lens"] == "1"
+    path.write_text(results_csv([{"implementation": "triton", "batch_size": 2, "query_lens": "1..4 (mean 2)"}]))
+    assert read_results(path)[0][0]["query_lens"] == "1..4 (mean 2)"
 
 
 def test_a_cell_of_the_wrong_type_names_its_column_and_line(tmp_path):

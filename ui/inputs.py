@@ -1,4 +1,6 @@
-"""Number inputs whose limits the app applies, so the box shows the value in use.
+"""Number inputs whose limits the app applies, so the box shows the value in use: a
+number box (:func:`bounded_number_input`) and a per-sequence column of whole numbers
+(:func:`sequence_editor`: the sidebar's ragged lengths and new tokens).
 
 Given ``min_value`` / ``max_value``, Streamlit's ``number_input`` refuses an
 out-of-range entry in the browser: the box keeps what was typed (outlined red, the
@@ -24,8 +26,9 @@ value out of range.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Mapping, Sequence
 
+import pandas as pd
 import streamlit as st
 
 from explorer.formatting import format_number
@@ -122,3 +125,81 @@ def bounded_number_input(
         else:  # changed since (by the app, or another page's callback)
             del notes[key]
     return value
+
+
+def sequence_editor(
+    prefix: str,
+    title: str,
+    column: str,
+    bounds: Sequence[tuple[int, int]],
+    *,
+    shown: Mapping[str, Sequence] | None = None,
+    reset: tuple[str, tuple[int, ...]] | None = None,
+) -> tuple[tuple[int, ...] | None, str | None]:
+    """One whole number per sequence, edited in a grid in an expander, kept in range
+    by the app: the values in use, or None and an error.
+
+    The grid starts from the values in session state ``f"{prefix}_base"`` (the caller
+    sets them, one per sequence). A value outside its sequence's ``bounds`` (``(low,
+    high)`` per sequence) is clamped, the grid redrawn with the values in use, and a
+    warning under it names each value and its limit, as :func:`bounded_number_input`
+    does for a box, for as long as the clamped values stay; values already in the base
+    that a limit no longer admits (a shorter context) are clamped so too.
+
+    Parameters
+    ----------
+    prefix : str
+        Session keys: ``_base``, ``_editor_<hash>``, ``_notes`` and ``_reset`` after it.
+    title : str
+        The expander's label, before the count: ``"Per-sequence lengths (3)"``.
+    column : str
+        The edited column's name; a note says ``"column of sequence 2"``.
+    bounds : sequence of (int, int)
+        Each sequence's inclusive range.
+    shown : mapping, optional
+        Read-only columns beside it (name -> one value per sequence).
+    reset : (str, tuple of int), optional
+        A button's label and the values it puts back.
+    """
+    ss = st.session_state
+    base, notes = _clamped(ss[f"{prefix}_base"], bounds, column)
+    if notes:  # a limit the base no longer meets (a shorter context, a URL's value): before the grid is drawn
+        ss[f"{prefix}_base"] = base
+        ss[f"{prefix}_notes"] = (base, notes)
+    editor_key = f"{prefix}_editor_{hash(base) & 0xFFFFFFFF:x}"
+    with st.expander(f"{title} ({len(base)})", expanded=False):
+        frame = pd.DataFrame({"sequence": range(len(base)), **(shown or {}), column: base})
+        edited = st.data_editor(
+            frame, key=editor_key, disabled=["sequence", *(shown or {})], hide_index=True, num_rows="fixed",
+            height=min(320, 38 + 35 * len(base)), width="stretch",
+            # No min_value / max_value: the grid would clamp (and drop a minus sign) without a word;
+            # the values arrive as typed and are clamped below, with a note.
+            column_config={column: st.column_config.NumberColumn(column, step=1, format="%d")},
+        )
+        if reset is not None and st.button(reset[0], key=f"{prefix}_reset", width="stretch"):
+            ss[f"{prefix}_base"] = reset[1]
+            ss.pop(editor_key, None)
+            st.rerun()
+    try:
+        values = tuple(int(v) for v in edited[column].tolist())
+    except (TypeError, ValueError):
+        return None, f"{column} must be a whole number for every sequence (an edited cell is empty)"
+    clamped, notes = _clamped(values, bounds, column)
+    if notes:  # start the grid again from the values in use, so it shows them, and say why
+        ss[f"{prefix}_base"] = clamped
+        ss[f"{prefix}_notes"] = (clamped, notes)
+        ss.pop(editor_key, None)
+        st.rerun()
+    held = ss.get(f"{prefix}_notes")
+    if held and held[0] == values:  # the notes stay while the clamped values do
+        for note in held[1]:
+            st.warning(note, icon=":material/vertical_align_center:")
+    else:
+        ss.pop(f"{prefix}_notes", None)
+    return values, None
+
+
+def _clamped(values: Sequence[int], bounds: Sequence[tuple[int, int]], column: str) -> tuple[tuple[int, ...], tuple]:
+    """``values`` each brought into its bounds, and a note per value changed."""
+    checked = [clamp_value(n, *limit, f"{column} of sequence {seq}") for seq, (n, limit) in enumerate(zip(values, bounds))]
+    return tuple(int(used) for used, _ in checked), tuple(note for _, note in checked if note)

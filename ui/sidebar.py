@@ -27,13 +27,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import pandas as pd
 import streamlit as st
 
 from explorer import formatting, limits, page_urls
 from explorer import settings as state
 from explorer.bench import readouts
-from explorer.limits import clamp_value
 from explorer.presets import layer_label
 from explorer.settings import Settings
 from paged_attention import (
@@ -43,7 +41,7 @@ from paged_attention import (
     device_description,
     execution_mode,
 )
-from ui.inputs import bounded_number_input
+from ui.inputs import bounded_number_input, sequence_editor
 
 #: Session-state key of the widget that holds each Settings field.
 WIDGET_KEYS: dict[str, str] = {name: f"sb_{name}" for name in (
@@ -56,9 +54,16 @@ WIDGET_KEYS: dict[str, str] = {name: f"sb_{name}" for name in (
 OPTION_KEYS: dict[str, tuple[str, str]] = {"window": ("sb_window_on", "sb_window"),
                                            "soft_cap": ("sb_soft_cap_on", "sb_soft_cap")}
 _OPTION_STARTS = {"window": limits.DEFAULT_WINDOW, "soft_cap": limits.DEFAULT_SOFT_CAP}
+_LENGTHS = "sb_lengths"  # the lengths editor's keys (ui.inputs.sequence_editor)
 _LENGTHS_BASE = "sb_lengths_base"  # the ragged lengths the editor starts from
 _LENGTHS_SOURCE = "sb_lengths_source"  # the generator parameters they came from
-_LENGTHS_NOTES = "sb_lengths_notes"  # (lengths in use, notes) after an edit was clamped into range
+#: The new tokens: one number for all or per sequence (the mode), the number, and the
+#: per-sequence editor's keys (its ``_base``: the values it starts from).
+QUERY_MODE, QUERY_LEN, _QUERIES = "sb_query_mode", "sb_query_len", "sb_queries"
+QUERY_HELP = ("draft tokens (speculative decoding, a multi-token-prediction head) that one step verifies: "
+              "already written to the cache, the last ones of each sequence's context, each attending "
+              "causally to the context up to itself (the earlier new tokens, not the later); a sequence takes "
+              "at most its context. 1: the plain decode step")
 _LOADED = "sb_loaded_from_url"
 _NOTES = "sb_url_notes"
 _RESULT = "sb_result"
@@ -101,6 +106,11 @@ def _load_from_url(page: str | None = None) -> None:
     for name, key in WIDGET_KEYS.items():
         st.session_state[key] = getattr(settings, name)
     _set_attention(settings.attention())
+    ragged = isinstance(settings.query_lens, tuple)
+    st.session_state[QUERY_MODE] = "ragged" if ragged else "uniform"
+    st.session_state[QUERY_LEN] = max(settings.query_lens, default=1) if ragged else settings.query_lens
+    if ragged:
+        st.session_state[f"{_QUERIES}_base"] = settings.query_lens
     if settings.lengths is not None:
         st.session_state[_LENGTHS_BASE] = settings.lengths
         st.session_state[_LENGTHS_SOURCE] = _generator_params(settings)
@@ -119,7 +129,7 @@ def _pin_widgets() -> None:
     ``test_page_link_clicked_during_the_first_run_keeps_the_sidebar``).
     """
     ss = st.session_state
-    for key in [*WIDGET_KEYS.values(), *(k for pair in OPTION_KEYS.values() for k in pair)]:
+    for key in [*WIDGET_KEYS.values(), *(k for pair in OPTION_KEYS.values() for k in pair), QUERY_MODE, QUERY_LEN]:
         if key in ss:
             ss[key] = ss[key]
 
@@ -189,11 +199,8 @@ def _mode_badge() -> None:
 
 
 def _ragged_editor(settings: Settings) -> tuple[tuple[int, ...] | None, str | None]:
-    """The per-sequence lengths editor; returns the lengths (None: as drawn) or an error.
-
-    A length outside ``0 .. MAX_CONTEXT`` is clamped into range, the editor redrawn
-    with the lengths in use, and a warning under it names each value and the limit
-    (as :func:`~ui.inputs.bounded_number_input` does for a number box)."""
+    """The per-sequence lengths editor (:func:`~ui.inputs.sequence_editor`, each length
+    kept in ``0 .. MAX_CONTEXT``); returns the lengths (None: as drawn) or an error."""
     ss = st.session_state
     try:
         generated = settings.generated_lengths()
@@ -203,45 +210,35 @@ def _ragged_editor(settings: Settings) -> tuple[tuple[int, ...] | None, str | No
     if ss.get(_LENGTHS_SOURCE) != source or len(ss.get(_LENGTHS_BASE, ())) != settings.batch_size:
         ss[_LENGTHS_BASE] = generated
         ss[_LENGTHS_SOURCE] = source
-    base = tuple(ss[_LENGTHS_BASE])
-    with st.expander(f"Per-sequence lengths ({len(base)})", expanded=False):
-        frame = pd.DataFrame({"sequence": range(len(base)), "context_len": base})
-        edited = st.data_editor(
-            frame,
-            key=f"sb_lengths_editor_{hash(base) & 0xFFFFFFFF:x}",
-            disabled=["sequence"],
-            hide_index=True,
-            num_rows="fixed",
-            height=min(320, 38 + 35 * len(base)),
-            width="stretch",
-            # No min_value / max_value: the grid would clamp (and drop a minus sign) without a word;
-            # the values arrive as typed and are clamped below, with a note.
-            column_config={"context_len": st.column_config.NumberColumn("context_len", step=1, format="%d")},
-        )
-        if st.button("Redraw from spread", key="sb_lengths_reset", width="stretch"):
-            ss[_LENGTHS_BASE] = generated
-            ss.pop(f"sb_lengths_editor_{hash(base) & 0xFFFFFFFF:x}", None)
-            st.rerun()
-    try:
-        values = edited["context_len"].tolist()
-        lengths = tuple(int(v) for v in values)
-    except (TypeError, ValueError):
-        return None, "context_len must be a whole number for every sequence (an edited cell is empty)"
-    checked = [clamp_value(n, 0, limits.MAX_CONTEXT, f"context_len of sequence {seq}") for seq, n in enumerate(lengths)]
-    notes = tuple(note for _, note in checked if note)
-    if notes:  # start the editor again from the lengths in use, so it shows them, and say why
-        clamped = tuple(int(used) for used, _ in checked)
-        ss[_LENGTHS_BASE] = clamped
-        ss[_LENGTHS_NOTES] = (clamped, notes)
-        ss.pop(f"sb_lengths_editor_{hash(base) & 0xFFFFFFFF:x}", None)
-        st.rerun()
-    held = ss.get(_LENGTHS_NOTES)
-    if held and held[0] == lengths:  # the notes stay while the clamped lengths do
-        for note in held[1]:
-            st.warning(note, icon=":material/vertical_align_center:")
-    else:
-        ss.pop(_LENGTHS_NOTES, None)
-    return (None if lengths == generated else lengths), None
+    lengths, error = sequence_editor(_LENGTHS, "Per-sequence lengths", "context_len",
+                                     [(0, limits.MAX_CONTEXT)] * settings.batch_size,
+                                     reset=("Redraw from spread", generated))
+    return (None if lengths == generated else lengths), error
+
+
+def _new_tokens(settings: Settings | None) -> tuple[int | tuple[int, ...], str | None]:
+    """The new tokens: one number for all (1 to MAX_QUERY_LEN), or per sequence
+    (:func:`~ui.inputs.sequence_editor`, each from 1 to its context, at most
+    MAX_QUERY_LEN), starting from the number; ``settings`` (None when the lengths are
+    in error) gives the contexts. Returns ``query_lens`` and an error (or None)."""
+    ss = st.session_state
+    if ss.get(QUERY_MODE) is None:  # deselected (a click on the selected option)
+        ss[QUERY_MODE] = "uniform"
+    st.segmented_control("New tokens", state.CONTEXT_MODES, key=QUERY_MODE, **KEEP, help=QUERY_HELP,
+                         format_func={"uniform": "Same for all", "ragged": "Per sequence"}.get)
+    if ss[QUERY_MODE] == "uniform" or settings is None:
+        number = bounded_number_input(st, "New tokens per sequence", 1, limits.MAX_QUERY_LEN, step=1, key=QUERY_LEN,
+                                      value=1, **KEEP, help=QUERY_HELP)
+        return int(number), None
+    lens = settings.context_lens()
+    contexts = (lens,) * settings.batch_size if isinstance(lens, int) else tuple(lens)
+    base = f"{_QUERIES}_base"
+    if len(ss.get(base, ())) != len(contexts):  # first shown, or the batch changed: the number, for all
+        ss[base] = tuple(max(1, min(int(ss.get(QUERY_LEN) or 1), n)) for n in contexts)
+    values, error = sequence_editor(_QUERIES, "Per-sequence new tokens", "new_tokens",
+                                    [(1, min(limits.MAX_QUERY_LEN, max(1, n))) for n in contexts],
+                                    shown={"context_len": contexts})
+    return (tuple(ss[base]) if values is None else values), error
 
 
 def render_sidebar(page: str | None = None) -> SidebarResult:
@@ -287,6 +284,8 @@ def render_sidebar(page: str | None = None) -> SidebarResult:
             bounded_number_input(hi, "Longest", 0, limits.MAX_CONTEXT, step=16, key=WIDGET_KEYS["ragged_high"], **KEEP,
                                  note_parent=st)
             lengths, error = _ragged_editor(_read_settings())
+        query_lens, query_error = _new_tokens(None if error else replace(_read_settings(), lengths=lengths))
+        error = error or query_error
         bounded_number_input(
             st, "Shared prefix (tokens)", 0, limits.MAX_CONTEXT, step=16, key=WIDGET_KEYS["shared_prefix"], **KEEP,
             help="tokens at the start of every sequence that its group shares (one system prompt): the prefix's "
@@ -363,7 +362,7 @@ def render_sidebar(page: str | None = None) -> SidebarResult:
         bounded_number_input(it, "Timed iterations", 1, limits.MAX_ITERS, step=1, key=WIDGET_KEYS["iters"], **KEEP,
                              note_parent=st)
 
-        settings = replace(_read_settings(), lengths=lengths)
+        settings = replace(_read_settings(), lengths=lengths, query_lens=query_lens)
         config = None
         if error is None:
             try:
@@ -428,6 +427,9 @@ def _memory_readout(config: DecodeConfig | None) -> None:
         f"- Slots wasted in partly filled last blocks: **{number(m.wasted_slots)}** "
         f"({formatting.format_percent(m.wasted_fraction)})"
     )
+    if config.has_query_lens:
+        st.markdown(f"- Query and output rows: **{number(config.num_query_tokens)}**, the new tokens of "
+                    f"{formatting.count(config.batch_size, 'sequence')}")
     if config.window is not None:
         st.markdown(f"- K and V read per step: **{formatting.format_bytes(config.needed_kv_bytes())}**, the "
                     f"sliding window's tokens only")

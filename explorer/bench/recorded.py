@@ -268,8 +268,9 @@ def matching_config(recorded: RecordedSet, config: DecodeConfig) -> tuple[int, i
 
     ``config`` matches a row when its batch size and its one uniform context length
     are the row's, and so are its heads, KV heads, head_dim, block size, dtype,
-    KV-cache dtype and shared prefix (a set from before shared prefixes shared
-    none); device, seed and layout aside.
+    KV-cache dtype, shared prefix (a set from before shared prefixes shared
+    none) and query tokens per sequence (one, in a set from before them); device,
+    seed and layout aside.
     """
     if len(set(config.lengths)) != 1:
         return None
@@ -280,6 +281,7 @@ def matching_config(recorded: RecordedSet, config: DecodeConfig) -> tuple[int, i
                 "kv_dtype"):
         match &= t[col] == want[col]
     match &= t["shared_prefix"].fillna(0) == want["shared_prefix"]
+    match &= t["query_lens"].replace("", "1").fillna("1").astype(str) == want["query_lens"]
     if not match.any():
         return None
     return int(t.loc[match, "batch_size"].iloc[0]), int(t.loc[match, "context_len"].iloc[0])

@@ -21,6 +21,13 @@ OUTSIDE_WINDOW = "outside the window: not read"
 OUTSIDE_WINDOW_COLOR = "#CBD5E1"
 OUTSIDE_WINDOW_OPACITY = 0.8
 OUTSIDE_WINDOW_STROKE = "#475569"
+#: This step's new tokens (draft tokens verified in one step): the last ``q`` positions of
+#: each sequence, already in the cache, each a query row. A star of this yellow, outlined
+#: dark, marks the table cells and the walk's slots that hold them (a shape and colour no
+#: other meaning uses), named so in the legend and the hover.
+NEW_TOKENS = "new tokens (this step's queries)"
+NEW_TOKEN_COLOR = "#FDE047"
+NEW_TOKEN_LINE = "#111827"
 #: Characters per line of a colour bar's title (about the bar and its tick labels'
 #: width). A colour key's words are at the size of the bar's tick labels
 #: (:func:`~explorer.style.font_px` ``"tick"``), the numbers written in cells at
@@ -90,3 +97,17 @@ def add_legend_square(fig: go.Figure, color: str, name: str, line: str | None = 
             meta=meta,
         )
     )
+
+
+def add_new_token_marks(fig: go.Figure, x, y, customdata, hovertemplate: str, cell_px: float) -> None:
+    """Stars (:data:`NEW_TOKEN_COLOR`) at ``x``, ``y`` (data coordinates: a corner of
+    each cell that holds new tokens), with the hover ``hovertemplate`` over
+    ``customdata``, sized for cells of ``cell_px`` pixels, and a legend entry
+    :data:`NEW_TOKENS`; one trace, named so."""
+    fig.update_layout(showlegend=True)
+    fig.add_trace(go.Scatter(
+        x=x, y=y, mode="markers", customdata=customdata, hovertemplate=hovertemplate, cliponaxis=False,
+        marker=dict(symbol="star", size=max(4.0, min(0.45 * cell_px, 13.0)), color=NEW_TOKEN_COLOR,
+                    line=dict(color=NEW_TOKEN_LINE, width=1)),
+        name=NEW_TOKENS,
+    ))

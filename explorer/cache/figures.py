@@ -17,8 +17,10 @@ from explorer.cache.cell_style import (
     OUTSIDE_WINDOW_COLOR,
     OUTSIDE_WINDOW_OPACITY,
     OUTSIDE_WINDOW_STROKE,
+    NEW_TOKENS,
     WIDE_PLOT_PX,
     add_legend_square,
+    add_new_token_marks,
     cell_text_fits,
     colorbar_title,
     owner_colorscale,
@@ -78,6 +80,7 @@ def block_table_figure(
     ref_counts: np.ndarray | None = None,
     highlight: range | None = None,
     window: int | None = None,
+    query_lens: Sequence[int] | None = None,
 ) -> go.Figure:
     """The block table as a heatmap: one row per sequence, one column per logical block.
 
@@ -136,7 +139,13 @@ def block_table_figure(
         first block in the window (:func:`~.window.first_read_blocks`; an
         aggregated column when all its blocks are) are greyed and struck
         through, a legend entry and their hover saying
-        :data:`~.cell_style.OUTSIDE_WINDOW`.
+        :data:`~.cell_style.OUTSIDE_WINDOW`; with ``query_lens``, the window of
+        each sequence's first new token (:func:`~.window.first_read_blocks`).
+    query_lens : sequence of int, optional
+        New tokens of each sequence (draft tokens: its last ``q`` positions, already
+        in the cache): every drawn cell (an aggregated column) that holds one gets a
+        star in its bottom-right corner (:func:`~.cell_style.add_new_token_marks`),
+        its hover naming the positions. None (the plain decode step): no stars.
 
     Returns
     -------
@@ -156,7 +165,10 @@ def block_table_figure(
         an aggregated column). With a ``window`` that leaves cells out, a heatmap
         and a scatter named :data:`~.cell_style.OUTSIDE_WINDOW` (``z`` 1 exactly
         on those cells; a stroke on each) and its legend square come before it. With ``highlight``, the traces of
-        :func:`~.picking.add_veil` and :func:`~.picking.add_outline` come last.
+        :func:`~.picking.add_veil` and :func:`~.picking.add_outline` come last,
+        after the trace :data:`~.cell_style.NEW_TOKENS` of ``query_lens``
+        (``customdata`` = sequence, logical block, first and last new position in
+        it, new tokens in it).
     """
     tables = np.asarray(block_tables)
     if tables.ndim != 2:
@@ -213,7 +225,8 @@ def block_table_figure(
                          "<br>unallocated (-1)<extra></extra>")
     custom = np.stack(columns, axis=-1).astype(np.int32)
     # A column lies outside the window when its last block comes before the sequence's first one read.
-    outside = ~unalloc & (last[None, :] < first_read_blocks(lengths[rows], block_size, window)[:, None])
+    q_rows = None if query_lens is None else np.asarray(query_lens, dtype=np.int64)[rows]
+    outside = ~unalloc & (last[None, :] < first_read_blocks(lengths[rows], block_size, window, q_rows)[:, None])
 
     z = np.where(unalloc, np.nan, sub).astype(float)
     by_sequence = color_by == "sequence"
@@ -222,6 +235,8 @@ def block_table_figure(
                 + ("colour = sequence, as in the pool; number = physical block" if by_sequence else BLOCK_KEY))
     if outside.any():
         subtitle += f" · grey: before the sliding window of {count(window, 'token')}"
+    if q_rows is not None:
+        subtitle += " · ★ new tokens"
     if grid.sampled:
         parts = [f"every {ordinal(grid.row_stride)} row shown"] if grid.row_stride > 1 else []
         if per_col > 1:
@@ -294,6 +309,8 @@ def block_table_figure(
     if ref_counts is not None:
         _shared_marks(fig, sub, rows, names, first, np.asarray(ref_counts), grid.row_stride,
                       exact=per_col == 1, size=float(np.clip(0.28 * cell_px, 3, 8)))
+    if q_rows is not None:
+        _new_token_marks(fig, names, rows, first, last, lengths[rows], q_rows, block_size, grid.row_stride, cell_px)
     if highlight is not None:
         add_veil(fig, x, rows, picked, **gaps)
         r, c = np.nonzero(picked)
@@ -329,6 +346,23 @@ def _outside_window(fig, x, rows, centres, outside, custom, hover, cell_px, gaps
                     line=dict(color=OUTSIDE_WINDOW_STROKE, width=1.5)),
     ))
     add_legend_square(fig, OUTSIDE_WINDOW_COLOR, OUTSIDE_WINDOW, line=OUTSIDE_WINDOW_STROKE)
+
+
+def _new_token_marks(fig, names, rows, first, last, lengths, q, block_size, row_stride, cell_px) -> None:
+    """A star in the bottom-right corner of each drawn cell that holds new tokens
+    (positions ``n - q .. n - 1`` of its row's sequence)."""
+    start = np.maximum(first[None, :] * block_size, (lengths - q)[:, None])  # the new positions in each cell
+    end = np.minimum((last[None, :] + 1) * block_size, lengths[:, None]) - 1
+    r, c = np.nonzero((end >= start) & (q[:, None] > 0))
+    width = last[c] - first[c] + 1
+    custom = np.stack([names[r], first[c], start[r, c], end[r, c], end[r, c] - start[r, c] + 1, q[r]], axis=-1)
+    add_new_token_marks(
+        fig, first[c] + (width - 1) / 2 + 0.3 * width, rows[r] + 0.28 * row_stride, custom,
+        "sequence %{customdata[0]}, logical block %{customdata[1]}<br>" + NEW_TOKENS
+        + ": positions %{customdata[2]}–%{customdata[3]}<br>%{customdata[4]} of the sequence's %{customdata[5]}"
+        "<extra></extra>",
+        cell_px,
+    )
 
 
 def _shared_marks(fig, sub, rows, names, cols, ref_counts, row_stride, *, exact: bool, size: float) -> None:

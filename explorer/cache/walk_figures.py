@@ -13,6 +13,7 @@ from explorer.cache.cell_style import (
     BLOCK_KEY,
     WIDE_PLOT_PX,
     add_legend_square,
+    add_new_token_marks,
     cell_text_fits,
     colorbar_title,
 )
@@ -40,12 +41,17 @@ def token_walk_figure(
     num_blocks: int | None = None,
     *,
     max_cells: int = MAX_WALK_CELLS,
+    query_len: int | None = None,
 ) -> go.Figure:
     """Where each token of one sequence lands: one row per logical block, one
     column per slot, coloured by the physical block (the scale of
     :func:`block_table_figure`), with the token index in each cell when small.
 
-    Slots past the context in the last block are drawn pale ("empty").
+    Slots past the context in the last block are drawn pale ("empty"). With
+    ``query_len`` (this step's new tokens, the sequence's last ``query_len``
+    positions, already in the cache), each drawn slot of one gets a star in its
+    top-right corner (:func:`~.cell_style.add_new_token_marks`), its hover saying
+    which query row it is and what it sees; None (the plain decode step): no stars.
 
     Parameters
     ----------
@@ -63,7 +69,10 @@ def token_walk_figure(
     -------
     go.Figure
         Trace 0: filled slots, ``z`` = physical block, ``customdata`` =
-        ``(token, logical block, physical block, slot)``; trace 1: empty slots.
+        ``(token, logical block, physical block, slot)``; trace 1: empty slots;
+        then its legend square, and with ``query_len`` the trace
+        :data:`~.cell_style.NEW_TOKENS` (``customdata`` = token, its place among
+        the new tokens from 1, physical block, slot).
     """
     row = np.asarray(table_row, dtype=np.int64)
     n = int(context_len)
@@ -95,6 +104,9 @@ def token_walk_figure(
     subtitle = f"{count(n, 'token')} in {count(needed, 'block')} of {block_size}; {BLOCK_KEY}"
     if own_scale:
         subtitle += f" (scale: this sequence's blocks {lo:,}–{hi:,})"
+    new = 0 if query_len is None else max(0, min(int(query_len), n))
+    if query_len is not None:
+        subtitle += f" · ★ the last {count(new, 'new token')}"
     if grid.sampled:
         subtitle += f" · sampled: {grid.strides('logical block', 'slot')} shown"
     # Tall enough for the y axis title beside even one or two rows.
@@ -140,6 +152,16 @@ def token_walk_figure(
         )
     )
     add_legend_square(fig, UNALLOCATED_COLOR, "empty slot (wasted)", line="#CBD5E1")
+    if query_len is not None:
+        r, c = np.nonzero(valid & (token >= n - new))
+        add_new_token_marks(
+            fig, slots[c] + 0.3 * grid.col_stride, logical[r] - 0.28 * grid.row_stride,
+            np.stack([token[r, c], token[r, c] - (n - new) + 1, phys[r], slots[c]], axis=-1),
+            f"token %{{customdata[0]}}: new token %{{customdata[1]}} of {new} (a query row)"
+            "<br>attends to positions 0–%{customdata[0]} (causal)"
+            "<br>physical block %{customdata[2]}, slot %{customdata[3]}<extra></extra>",
+            min(plot_height / max(1, len(logical)), WIDE_PLOT_PX / max(1, len(slots))),
+        )
     apply_style(fig, f"Token walk of sequence {seq}", subtitle, height=height)
     fig.update_xaxes(title="slot within block", showgrid=False, zeroline=False, **integer_ticks(0, block_size - 1))
     fig.update_yaxes(autorange="reversed", showgrid=False, zeroline=False)

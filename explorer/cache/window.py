@@ -3,9 +3,10 @@
 With a window of ``W`` tokens, the query of a sequence of ``n`` cached tokens (at
 position ``n - 1``) attends to positions ``max(0, n - W) .. n - 1`` only (the
 rule of :func:`paged_attention.validation.check_decode_args`, whose
-``DecodeShape.window_starts`` and ``first_blocks`` the kernels use). Its table
-entries before the window's first block are held (an engine may free them) but
-not read: the Block table page draws them greyed and counts the blocks read
+``DecodeShape.window_starts`` and ``first_blocks`` the kernels use). With ``q``
+new tokens (draft tokens) the first of them, at ``n - q``, reaches back furthest:
+the step reads from ``max(0, n - q + 1 - W)``. Its table entries before the
+window's first block are held (an engine may free them) but not read: the Block table page draws them greyed and counts the blocks read
 against those held (:func:`window_reads`).
 """
 
@@ -20,13 +21,23 @@ from explorer.formatting import count, format_number
 from paged_attention.tiling import cdiv
 
 
-def first_read_blocks(context_lens: Sequence[int], block_size: int, window: int | None) -> np.ndarray:
-    """``[batch_size]`` int64: each sequence's first logical block inside the window,
-    ``max(0, n - window) // block_size`` (0 for all without a window)."""
+def window_starts(context_lens: Sequence[int], window: int | None,
+                  query_lens: Sequence[int] | None = None) -> np.ndarray:
+    """``[batch_size]`` int64: each sequence's first position a step reads, that of its
+    first new token's window, ``max(0, n - q + 1 - window)`` (``q`` = 1 without
+    ``query_lens``; 0 for all without a window): ``DecodeConfig.window_starts``."""
     lengths = np.asarray(context_lens, dtype=np.int64)
     if window is None:
         return np.zeros_like(lengths)
-    return np.maximum(lengths - window, 0) // block_size
+    q = np.ones_like(lengths) if query_lens is None else np.asarray(query_lens, dtype=np.int64)
+    return np.maximum(lengths - q + 1 - window, 0)
+
+
+def first_read_blocks(context_lens: Sequence[int], block_size: int, window: int | None,
+                      query_lens: Sequence[int] | None = None) -> np.ndarray:
+    """``[batch_size]`` int64: each sequence's first logical block inside the window of
+    its first new token, ``window_starts(...) // block_size`` (0 for all without a window)."""
+    return window_starts(context_lens, window, query_lens) // block_size
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,8 @@ class WindowReads:
     blocks_held: int
     tokens_read: int
     tokens_held: int
+    #: Whether a sequence has more than one new token (its first one's window reaches back furthest).
+    drafts: bool = False
 
     @property
     def blocks_unread(self) -> int:
@@ -55,6 +68,10 @@ class WindowReads:
         if self.tokens_read == self.tokens_held:
             return (f"the window of {count(self.window, 'token')} covers every context, so every token is read: "
                     f"{count(self.tokens_held, 'token')}")
+        if self.drafts:
+            return (f"each new token reads the {count(self.window, 'token')} up to itself, so a sequence reads "
+                    f"from its first new token's window on: {format_number(self.tokens_read)} of "
+                    f"{count(self.tokens_held, 'token')}")
         return (f"each sequence reads its last {count(self.window, 'token')} (all of a shorter context): "
                 f"{format_number(self.tokens_read)} of {count(self.tokens_held, 'token')}")
 
@@ -67,11 +84,14 @@ class WindowReads:
                 "not read by a decode step.")
 
 
-def window_reads(context_lens: Sequence[int], block_size: int, window: int | None) -> WindowReads:
-    """The logical blocks and tokens of sequences of ``context_lens`` that a window of
-    ``window`` tokens (None: the whole context) reads, and those they hold."""
+def window_reads(context_lens: Sequence[int], block_size: int, window: int | None,
+                 query_lens: Sequence[int] | None = None) -> WindowReads:
+    """The logical blocks and tokens of sequences of ``context_lens`` (with
+    ``query_lens`` new tokens each, default 1) that a window of ``window`` tokens
+    (None: the whole context) reads, and those they hold."""
     lengths = np.asarray(context_lens, dtype=np.int64)
     held = cdiv(lengths, block_size)
-    read = held - first_read_blocks(lengths, block_size, window)
-    tokens = lengths if window is None else np.minimum(lengths, window)
-    return WindowReads(window, int(read.sum()), int(held.sum()), int(tokens.sum()), int(lengths.sum()))
+    read = held - first_read_blocks(lengths, block_size, window, query_lens)
+    tokens = lengths - window_starts(lengths, window, query_lens)
+    drafts = query_lens is not None and bool((np.asarray(query_lens) > 1).any())
+    return WindowReads(window, int(read.sum()), int(held.sum()), int(tokens.sum()), int(lengths.sum()), drafts)
