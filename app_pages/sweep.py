@@ -16,8 +16,8 @@ from ui.inputs import bounded_number_input
 from ui.recorded import SWEEP_KINDS, show_recorded
 from ui.sidebar import current, show_config_error, sync_url
 from ui.sweep import (
-    JOB, axis_defaults, cancel_sweep, device_name, mark_drawn, measure, seed_controls, show_points, show_progress,
-    start_sweep,
+    JOB, axis_defaults, cancel_sweep, device_name, mark_drawn, measure, seed_controls, show_per_token, show_points,
+    show_progress, start_sweep,
 )
 
 st.title("Sweep")
@@ -191,6 +191,7 @@ with charts:
                       "measurements (the same point, implementation and `measured_at`): their ratio is 1 by "
                       "construction. **Clear cache** and run the sweep again to re-time them.",
                       icon=":material/history:")
+        show_per_token(frame)  # a sweep over the new tokens: the time per token
 
         st.subheader("Points")
         show_points(*view.points_table(frame))

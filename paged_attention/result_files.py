@@ -254,7 +254,8 @@ def schema_rows(raw: Iterable[Mapping], header: Sequence[str], meta: Mapping | N
     (:data:`~paged_attention.results.COLUMNS`); then what an earlier file lacked
     is filled in: configuration columns from the sidecar's ``config``, the key
     from the label, ``kv_dtype`` from ``dtype``, ``sinks`` False (``window`` and
-    ``soft_cap`` stay empty: none), ``query_lens`` ``"1"``, ``context_lens`` from a uniform
+    ``soft_cap`` stay empty: none), ``query_lens`` ``"1"`` (and ``query_tokens``
+    the batch size), ``context_lens`` from a uniform
     batch's length, ``status``, the bytes from a bandwidth and its time, the four
     bandwidths from the bytes (:func:`~paged_attention.results.gbps`), the copy
     bandwidth (from the sidecar) and the fraction of it
@@ -300,6 +301,8 @@ def _filled(row: dict, extra: dict, writer: str, config: dict, copy, failed: boo
         row["sinks"] = False
     if not row["query_lens"]:  # nor several query tokens per sequence
         row["query_lens"] = "1"
+    if not present(row["query_tokens"]) and row["query_lens"] == "1":
+        row["query_tokens"] = row["batch_size"]  # one query row per sequence
     sizes = (row["tokens"], row["batch_size"], row["context_len"])
     if not row["context_lens"] and all(map(present, sizes)) and sizes[0] == sizes[1] * sizes[2]:
         row["context_lens"] = str(row["context_len"])  # a uniform batch

@@ -240,6 +240,8 @@ COLUMNS: dict[str, tuple[type, str]] = {
     "tokens": (int, "cached tokens of all sequences"),
     "query_lens": (str, "new (query) tokens per sequence, verified in one step: '1' (the plain decode step), '4', or "
                         "'1..4 (mean 2)' per sequence; files before it ran one"),
+    "query_tokens": (int, "query rows of the step: every sequence's new tokens together (the batch size in files "
+                          "before it); time per token is a step's time over it"),
     "num_heads": (int, "query heads"),
     "num_kv_heads": (int, "KV heads"),
     "head_dim": (int, "head dimension"),
@@ -301,6 +303,7 @@ def config_fields(config: DecodeConfig) -> dict:
         "context_lens": context_summary(config.lengths),
         "tokens": sum(config.lengths),
         "query_lens": context_summary(config.query_lengths),
+        "query_tokens": config.num_query_tokens,
         "num_heads": config.num_heads,
         "num_kv_heads": config.num_kv_heads,
         "head_dim": config.head_dim,

@@ -40,6 +40,7 @@ from explorer.sweep import grid as sweep_grid
 from explorer.sweep import view
 from explorer.sweep.naive_budget import after_probe, naive_cost, naive_plan
 from explorer.sweep.runs import SweepJob, result_row, status_row
+from explorer.sweep.token_figures import sweep_per_token_figure
 from paged_attention import DecodeConfig, prepare
 from paged_attention.bench import benchmark_implementations
 from paged_attention.timing import GPU_HEADROOM_BYTES, time_calls
@@ -52,6 +53,7 @@ from ui.benchmark import (
     inputs_slot,
     session_id,
 )
+from ui.charts import show_chart
 from ui.data import config_key
 from ui.page_state import show_url_notes
 from ui.run_guard import QueueNote
@@ -346,3 +348,15 @@ def show_points(table: pd.DataFrame, columns: list[view.Column]) -> None:
 
     st.dataframe(table, hide_index=True, width="stretch", key="sw_table", height=min(720, 38 + 35 * len(table)),
                  column_config={c.key: config(c) for c in columns})
+
+
+def show_per_token(frame: pd.DataFrame) -> None:
+    """For a sweep over the new tokens: the time per token
+    (:func:`~explorer.sweep.token_figures.sweep_per_token_figure`) beside how to read
+    it with the latency chart's time per step (:data:`~explorer.sweep.view.PER_TOKEN_NOTE`)."""
+    if not (frame["axis"] == "query_lens").any():
+        return
+    chart, words = st.columns(2, gap="medium")
+    show_chart(sweep_per_token_figure(frame), key="sw_per_token_chart", parent=chart, width="stretch")
+    chart.caption("Each step's median latency over the new tokens it scores, every sequence's together.")
+    words.markdown(view.PER_TOKEN_NOTE)

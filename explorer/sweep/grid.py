@@ -1,7 +1,8 @@
 """The grid of a parameter sweep: its axes, values and points, and the CPU caps.
 
 A sweep varies one axis of a :class:`~paged_attention.config.DecodeConfig`
-(context length, batch size, block size, KV heads, head dim or sliding window) over a grid and
+(context length, batch size, block size, KV heads, head dim, sliding window or
+new tokens per sequence) over a grid and
 times every implementation at each point (:mod:`explorer.sweep.runs`). This
 module says which points: :func:`sweep_values` (log- or linearly spaced, powers
 of two for block sizes, divisors of ``num_heads`` for KV heads),
@@ -28,6 +29,7 @@ from explorer.limits import (
     MAX_HEAD_DIM,
     MAX_HEADS,
     MAX_POINTS,
+    MAX_QUERY_LEN,
     MAX_WINDOW,
     cap_iterations,
     cpu_work,
@@ -39,7 +41,8 @@ from paged_attention.config import DecodeConfig
 #: The axes a sweep can vary: ``key -> label`` (the key is a DecodeConfig field,
 #: except ``context_len``, which sets every sequence's context; ``window`` keeps the
 #: sidebar's contexts and sets the sliding window, which reads ``min(window, context)``
-#: tokens of each sequence).
+#: tokens of each sequence; ``query_lens`` keeps them too and gives every sequence the
+#: same number of new (query) tokens, each capped at its context).
 AXES: dict[str, str] = {
     "context_len": "context length (tokens)",
     "batch_size": "batch size (sequences)",
@@ -47,6 +50,7 @@ AXES: dict[str, str] = {
     "num_kv_heads": "KV heads",
     "head_dim": "head dim",
     "window": "window (tokens)",
+    "query_lens": "new tokens (q_len per sequence)",
 }
 #: Inclusive bounds of each axis.
 AXIS_LIMITS: dict[str, tuple[int, int]] = {
@@ -56,6 +60,7 @@ AXIS_LIMITS: dict[str, tuple[int, int]] = {
     "num_kv_heads": (1, MAX_HEADS),
     "head_dim": (1, MAX_HEAD_DIM),
     "window": (1, MAX_WINDOW),
+    "query_lens": (1, MAX_QUERY_LEN),
 }
 SPACINGS: tuple[str, ...] = ("log", "linear")
 #: The fp8 format a comparison of cache dtypes uses when the sidebar's cache is not fp8.
@@ -147,9 +152,13 @@ def default_range(axis: str, config: DecodeConfig, cpu: bool) -> tuple[int, int]
 
     The window's range is the sidebar's: from 16 tokens (or the longest context,
     when shorter) to twice the longest context, so that the points past the
-    context, where a window reads everything, show the time flat.
+    context, where a window reads everything, show the time flat. The new
+    tokens' range is 1 to :data:`~explorer.limits.MAX_QUERY_LEN` (at most the
+    longest context): 1, 2, 4, 8, 16 on a log grid.
     """
     check_axis(axis)
+    if axis == "query_lens":
+        return 1, max(1, min(MAX_QUERY_LEN, max(config.lengths, default=1)))
     if axis == "window":
         longest = max(max(config.lengths, default=0), 1)
         return min(16, longest), min(2 * longest, MAX_WINDOW)
@@ -199,9 +208,11 @@ def point_config(base: DecodeConfig, axis: str, value: int) -> DecodeConfig:
     """``base`` with ``axis`` set to ``value``.
 
     ``context_len`` gives every sequence ``value`` tokens; ``window`` sets the
-    sliding window (``base``'s contexts stay). ``batch_size`` keeps
+    sliding window and ``query_lens`` every sequence's new tokens (one value for
+    all, capped at each context; ``base``'s contexts stay). ``batch_size`` keeps
     ``base``'s lengths, repeated cyclically for a larger batch (a ragged batch
-    stays ragged). When ``base`` set its spare blocks explicitly, they are scaled
+    stays ragged), and so do new tokens given per sequence (which a context-length
+    point caps at its context). When ``base`` set its spare blocks explicitly, they are scaled
     with the blocks the new point uses, so the pool keeps its headroom.
 
     Raises
@@ -211,14 +222,21 @@ def point_config(base: DecodeConfig, axis: str, value: int) -> DecodeConfig:
     """
     check_axis(axis)
     value = int(value)
+    per_sequence = isinstance(base.query_lens, tuple)  # the sidebar's new tokens, one per sequence
     if axis == "context_len":
         config = base.with_(context_lens=value)
+        if per_sequence:  # each sequence keeps its new tokens, at most the new context
+            config = config.with_(query_lens=tuple(min(q, max(1, value)) for q in base.query_lens))
+    elif axis == "query_lens":
+        config = base.with_(query_lens=value)
     elif axis == "batch_size":
         if isinstance(base.context_lens, tuple):
             lens = base.lengths
             config = base.with_(batch_size=value, context_lens=tuple(lens[i % len(lens)] for i in range(value)))
         else:
             config = base.with_(batch_size=value)
+        if per_sequence:
+            config = config.with_(query_lens=tuple(base.query_lens[i % base.batch_size] for i in range(value)))
     else:
         config = base.with_(**{axis: value})
     if base.spare_blocks is not None and base.num_blocks_used:
@@ -243,7 +261,8 @@ class GridPlan:
 
 
 #: The sweep axis that each of :func:`~explorer.limits.cpu_work_levers` sets.
-_LEVER_AXES = {"batch": "batch_size", "KV heads": "num_kv_heads", "context": "context_len"}
+_LEVER_AXES = {"batch": "batch_size", "KV heads": "num_kv_heads", "context": "context_len",
+               "new tokens": "query_lens"}
 
 
 def _no_point_fits(axis: str, configs: Sequence[DecodeConfig]) -> str:

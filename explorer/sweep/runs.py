@@ -112,6 +112,16 @@ def shared_measurements(frame: pd.DataFrame, source: str, other: str) -> int:
     return len(mine.merge(theirs, on=keys))
 
 
+def per_token_ms(frame: pd.DataFrame, column: str = "median_ms") -> pd.Series:
+    """Time per new token of each row of ``frame`` (:data:`SWEEP_COLUMNS`), in ms:
+    ``column`` (a time per step: ``median_ms``, ``p20_ms``, ``predicted_ms``, ...)
+    over the step's ``query_tokens`` (every sequence's new tokens together). NaN
+    where either is missing (a row of a file that predates ``query_tokens`` has it
+    filled as its batch size on reading)."""
+    tokens = pd.to_numeric(frame["query_tokens"], errors="coerce")
+    return pd.to_numeric(frame[column], errors="coerce") / tokens.where(tokens > 0)
+
+
 def rows_frame(rows: Iterable[Mapping], source: str) -> pd.DataFrame:
     """Rows as a DataFrame with exactly :data:`SWEEP_COLUMNS` (``source`` set)."""
     frame = pd.DataFrame([{**r, "source": source} for r in rows], columns=list(SWEEP_COLUMNS))

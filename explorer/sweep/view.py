@@ -12,10 +12,10 @@ from typing import Sequence
 import pandas as pd
 
 from explorer import formatting
-from explorer.bench.readouts import config_summary
+from explorer.bench.readouts import SUMMARY_PARTS, config_summary
 from explorer.sweep import grid as sweep_grid
 from explorer.sweep.grid import AXES, GridPlan
-from explorer.sweep.runs import SweepJob, shared_measurements
+from explorer.sweep.runs import SweepJob, per_token_ms, shared_measurements
 from paged_attention import DecodeConfig
 
 #: The ``source`` of this session's rows.
@@ -29,8 +29,21 @@ AXIS_NOTES: dict[str, str] = {
     "head_dim": "the same tokens and heads, wider or narrower",
     "window": "the sidebar's contexts stay; each query reads its last window tokens, all of them once the "
               "window reaches its context (the dashed line)",
+    "query_lens": "the sidebar's contexts stay; each sequence's last q_len tokens are new (at most its context), "
+                 "each scored against the context up to itself, K and V still read once per step",
 }
 
+#: How to read a sweep over the new tokens, beside its time-per-token chart.
+PER_TOKEN_NOTE = (
+    "**Per step and per token**\n\n"
+    "- A step with q_len new tokens per sequence reads each sequence's K and V once for all of them "
+    "(one tile holds every token's rows), and scores q_len times as many rows.\n"
+    "- While the bytes bound the step, its latency stays flat as q_len grows, and the time per token "
+    "falls along the dashed line: the draft tokens are nearly free.\n"
+    "- Once the scores and products of the extra rows cost more than the bytes (compute-bound), the step's "
+    "latency rises and the time per token leaves the line.\n"
+    "- On the CPU the interpreter's own costs set the times, not the bytes: read the shape on a GPU."
+)
 
 # -- the grid -------------------------------------------------------------------------
 
@@ -60,7 +73,8 @@ def settings_in_force(config: DecodeConfig, axis: str, caches: Sequence[str | No
     (:func:`~explorer.bench.readouts.config_summary`), without those it replaces:
     the axis itself (a context-length sweep names no ``ctx=``, a KV-heads sweep the
     query heads alone, a window sweep no ``window=``) and, when it compares ``caches``, the sidebar's cache."""
-    return config_summary(config, without=(axis, *(("kv_dtype",) if caches else ())))
+    replaced = (axis, *(("kv_dtype",) if caches else ()))
+    return config_summary(config, without=[part for part in replaced if part in SUMMARY_PARTS])
 
 
 def grid_caption(grid: GridPlan, axis: str, caches: Sequence[str | None], config: DecodeConfig) -> str:
@@ -214,6 +228,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("cached", "From cache", help="yes: timed by an earlier sweep on this server (any session) and reused; "
                                         "the caption above says when"),
     Column("median_ms", "Median (ms)", 95, kind="number"),
+    Column("per_token_ms", "Per token (ms)", help="the median over the step's new tokens (every sequence's); "
+                                                  "shown when a step scores more than one token per sequence",
+           kind="number"),
     Column("gpu_time_ms", "GPU time (ms)", kind="number"),
     Column("gbps", "GB/s", 80, kind="number"),
     Column("pct_of_copy_bw", "% of copy BW", kind="number"),
@@ -247,8 +264,12 @@ def points_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[Column]]:
     and its columns: every number as text through :mod:`explorer.formatting`, a
     column that is empty everywhere left out (no GPU columns on the CPU, no
     prediction where none was skipped), the cache column only when there are two,
-    an upload's source as ``"upload"`` (its name is in the captions and charts)."""
+    an upload's source as ``"upload"`` (its name is in the captions and charts), the time
+    per new token (:func:`~explorer.sweep.runs.per_token_ms`) only where a step scores
+    more than one token per sequence."""
     columns = [axis_column(frame["axis"].iloc[0]) if c.key == "value" else c for c in COLUMNS]
+    drafts = (pd.to_numeric(frame["query_tokens"], errors="coerce") > frame["batch_size"]).any()
+    frame = frame.assign(per_token_ms=per_token_ms(frame) if drafts else float("nan"))
     table = frame[[c.key for c in columns]].dropna(axis=1, how="all")
     table = table.assign(source=table["source"].map(lambda s: "upload" if s.startswith("uploaded: ") else s))
     for key in ("cached", "note"):
