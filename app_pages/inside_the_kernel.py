@@ -69,7 +69,11 @@ if not ss.get("ik_override", False):  # the disabled override fields show the pl
 
 drafts = max(config.query_lengths) > 1  # new tokens per sequence: the tile holds each one's rows
 with st.container(border=True):
-    c = st.columns([1, 1, 1, 1.3, 1, 1] if drafts else [1, 1, 1.3, 1, 1], vertical_alignment="bottom")
+    if drafts:  # two rows: six boxes in one lost their step buttons at 1280 px
+        top, bottom = st.columns(3, vertical_alignment="bottom"), st.columns([1.3, 1, 1], vertical_alignment="bottom")
+        c = [top[0], top[1], top[2], *bottom]
+    else:
+        c = st.columns([1, 1, 1.3, 1, 1], vertical_alignment="bottom")
     seq = bounded_number_input(c[0], "Sequence", 0, config.batch_size - 1, step=1, key="ik_seq",
                                persist_state="session", note_parent=st)
     head = bounded_number_input(c[1], "Query head", 0, config.num_heads - 1, step=1, key="ik_head",

@@ -41,15 +41,17 @@ def test_the_last_new_token_is_traced_and_its_tile_masks_the_later_tokens():
     assert float(metrics["Error vs reference"]) < 1e-12
     labels, positions, states = mask_cells(at)
     assert labels == [f"t{t} · h{h}" for t in range(4) for h in (0, 1)]  # row r: token r // 2, head r % 2
-    assert positions == list(range(32, 48))  # block 2 of 16 holds the new tokens 33..36
+    assert positions == list(range(32, 37))  # block 2 of 16 holds the new tokens 33..36 (37..47: past the context)
+    assert "its lanes 37–47 past the context left out" in chart(at, "ik_mask_chart")["layout"]["title"]["subtitle"][
+        "text"].replace("<br>", " ")
     for label, row in zip(labels, states):
         token = int(label[1])
         for p, state in zip(positions, row):
-            want = "unloaded" if p >= 37 else "causal" if p > 33 + token else "scored"
-            assert state == want, (label, p)
+            assert state == ("causal" if p > 33 + token else "scored"), (label, p)
     outline = [s for s in chart(at, "ik_mask_chart")["layout"]["shapes"] if s.get("name") == "traced row"]
     assert [(s["y0"], s["y1"]) for s in outline] == [(5.5, 6.5)]  # t3 · h0
-    assert any("token 3, head 0, at position 36" in m.value for m in at.markdown)
+    assert any("token 3, head 0, at position 36: the last new token, it masks no later one" in m.value
+               for m in at.markdown)
 
 
 def test_another_token_and_head_are_traced_and_still_match_the_reference():

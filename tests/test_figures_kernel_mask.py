@@ -33,6 +33,7 @@ def test_each_row_of_the_tile_and_each_cell_as_the_trace_masks_it():
     assert list(heat.y) == ["t0 · h0", "t0 · h1", "t1 · h0", "t1 · h1", "t2 · h0", "t2 · h1", "t3 · h0", "t3 · h1"]
     tiles = heat.meta["tiles"]
     cells = trace.mask[[(s, t) in tiles for s, t in zip(trace.mask["split"], trace.mask["tile"])]]
+    assert set(cells.loc[cells["position"] >= 37, "state"]) == {"unloaded"}
     for row, label in enumerate(heat.y):
         token = int(label[1])
         mine = cells[cells["token"] == token].set_index("position")["state"]
@@ -47,7 +48,9 @@ def test_each_row_of_the_tile_and_each_cell_as_the_trace_masks_it():
     (outline,) = [s for s in fig.layout.shapes if s.name == "traced row"]
     assert (outline.y0, outline.y1) == (2.5, 3.5)  # t1 · h1
     legend = {t.meta["state"]: t.marker.color for t in fig.data if t.meta and "state" in t.meta}
-    assert legend == {s: mask_figures.STATE_COLORS[s] for s in ("scored", "causal", "unloaded")}
+    assert legend == {s: mask_figures.STATE_COLORS[s] for s in ("scored", "causal")}
+    assert list(heat.x) == list(range(32, 37))  # the tile's lanes 37..39 lie past the context
+    assert "its lanes 37–39 past the context left out" in fig.layout.title.subtitle.text.replace("<br>", " ")
 
 
 def test_a_window_masks_cells_before_each_rows_window():

@@ -29,7 +29,7 @@ STATE_NAMES: dict[str, str] = {
 #: What a cell's colour means, in the legend.
 MASK_KEY = "colour = what the row does with the score"
 #: Height of a drawn row (px) while few, and the least it shrinks to.
-_ROW_PX, _MIN_ROW_PX = 22, 8
+_ROW_PX, _MIN_ROW_PX = 26, 9
 
 
 def _drawn_rows(tile_rows, query_len: int) -> tuple[list[str], list[int], list[tuple[int, ...]]]:
@@ -54,7 +54,8 @@ def tile_mask_figure(
     """The decode kernel's tile for a sequence with draft tokens: one row per (query
     token, query head) it holds (row ``r``: token ``r // group``, head ``kv_head *
     group + r % group``), one column per position of the tiles that hold the new
-    tokens, each cell coloured by what the row does with that score
+    tokens up to the context's end (the lanes past it load nothing: the subtitle
+    says which), each cell coloured by what the row does with that score
     (:data:`STATE_COLORS`): token ``t`` scores the positions up to its own (a
     diamond) and masks the later new tokens', so the kept cells form a staircase.
     The traced row (``token``, ``head``) is outlined.
@@ -85,6 +86,8 @@ def tile_mask_figure(
         return no_data_figure(fig, "One new token per sequence: every row of the tile scores the same positions.",
                               title, 300)
     picked = mask[[(int(s), int(t)) in tiles for s, t in zip(mask["split"], mask["tile"])]]
+    past = sorted(set(picked.loc[picked["position"] >= context_len, "position"].astype(int)))
+    picked = picked[picked["position"] < context_len]  # a tile's lanes past the context load nothing: said, not drawn
     positions = sorted(set(picked["position"].astype(int)))
     column = {p: i for i, p in enumerate(positions)}
     labels, tokens, rows = _drawn_rows(tile_rows, query_len)
@@ -98,10 +101,11 @@ def tile_mask_figure(
     n = len(MASK_STATES)
     colorscale = [[k / n + e, STATE_COLORS[s]] for k, s in enumerate(MASK_STATES) for e in (0, 1 / n)]
     colorscale[-1][0] = 1.0
-    height = 150 + max(_MIN_ROW_PX, min(_ROW_PX, 360 // max(len(labels), 1))) * len(labels)
+    height = 230 + max(_MIN_ROW_PX, min(_ROW_PX, 480 // max(len(labels), 1))) * len(labels)
+    beyond = f", its lanes {past[0]:,}–{past[-1]:,} past the context left out" if past else ""
     subtitle = (f"{count(query_len, 'new token')} x {count(len(tile_rows) // query_len, 'query head')} = "
                 f"{count(len(tile_rows), 'row')} of one tile; positions {positions[0]:,}–{positions[-1]:,} "
-                f"({count(len(tiles), 'tile')}); ◆ = the row's own token")
+                f"({count(len(tiles), 'tile')}{beyond}); ◆ = the row's own token")
     plot_h = plot_area_height(height, subtitle)
     fig.add_trace(go.Heatmap(
         x=positions, y=labels, z=z, zmin=-0.5, zmax=n - 0.5, colorscale=colorscale, showscale=False,
@@ -129,5 +133,7 @@ def tile_mask_figure(
         fig.add_vline(x=first - 0.5, line=dict(color="#111827", dash="dot", width=1))
     apply_style(fig, title, subtitle, height=height)
     fig.update_xaxes(title="position in the context", **integer_ticks(positions[0], positions[-1]))
-    fig.update_yaxes(autorange="reversed", title=None, type="category")
+    # Every row named (Plotly would thin the category ticks out on short rows).
+    fig.update_yaxes(autorange="reversed", title=None, type="category", tickmode="array", tickvals=labels,
+                     ticktext=labels)
     return fig

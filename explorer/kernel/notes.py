@@ -102,6 +102,8 @@ def mask_note(query_len: int, query_group: int, token: int, head: int, position:
     causal rule; the traced row is token ``token``, head ``head`` at ``position``,
     and ``causal`` of its tiles' loaded lanes are masked as later tokens."""
     rows = query_len * query_group
+    traced = (f"its tiles load {count(causal, 'position')} it masks as later tokens'" if causal
+              else "the last new token, it masks no later one: its row sees what a one-token step sees")
     windowed = (f" With the sliding window each row also masks the positions before its own window (its last "
                 f"{count(window, 'position')}), so earlier tokens keep a few positions later ones drop."
                 if window is not None else "")
@@ -115,7 +117,7 @@ Token t may only attend to the positions up to its own (**causal**): the later n
 masked to −∞ in its row, so the kept cells form a staircase.{windowed} Only the blocks holding the new tokens
 need this mask per row; the blocks before them are walked with one mask for every row.
 
-The traced row (outlined) is token {token}, head {head}, at position {position:,}: its tiles load {count(causal, 'position')} it masks as later tokens'.
+The traced row (outlined) is token {token}, head {head}, at position {position:,}: {traced}.
 """
 
 
