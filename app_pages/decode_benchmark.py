@@ -15,8 +15,8 @@ from ui.sidebar import current, show_config_error
 
 st.title("Decode benchmark")
 st.markdown(
-    "One decode step: every sequence's new query token attends to its cached context (with a sliding window, "
-    "its last tokens only). "
+    "One decode step: every sequence's new query token (with draft tokens, each of its new tokens) attends to its "
+    "cached context (with a sliding window, its last tokens only). "
     "**Run** times each implementation on the *same* inputs and checks it against a float64 reference. "
     "Changing the sidebar never reruns the benchmark by itself."
 )
@@ -59,6 +59,9 @@ controls[2].caption(f"{readouts.config_summary(config)} · "
 attention = readouts.attention_note(config)
 if attention is not None:
     st.info(attention, icon=":material/filter_center_focus:")
+queries = readouts.query_note(config)
+if queries is not None:
+    st.info(queries, icon=":material/stacks:")
 shared = readouts.shared_kv(config)
 if shared is not None:
     kv = st.columns(3, gap="xsmall")
@@ -114,6 +117,9 @@ if not reads_kv:
         icon=":material/block:",
     )
 bench_view.show_cards(view.cards(results, unit, reads_kv=reads_kv))
+per_token = view.token_cards(results, unit, last.config)
+if per_token:  # several new tokens a step: what one of them costs
+    bench_view.show_cards(per_token)
 
 a, b = st.columns(2, gap="medium")
 show_chart(bench_figures.latency_figure(results, unit=unit), key="bench_latency", parent=a, width="stretch")
@@ -146,7 +152,7 @@ if copy_gbps and reads_kv:
     )
 
 st.subheader("Results")
-rows = readouts.results_rows(results, copy_gbps, reads_kv=reads_kv)
+rows = readouts.results_rows(results, copy_gbps, reads_kv=reads_kv, config=last.config)
 bench_view.show_results_table(view.results_table(rows, unit, reads_kv=reads_kv), key="bench_table")
 st.download_button(
     "Download CSV", view.results_csv(last),

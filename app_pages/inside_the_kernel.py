@@ -123,7 +123,7 @@ with st.container(border=True):
         st.info(capped, icon=":material/call_split:")
 
 work = work_list(plan, config.lengths, groups=groups, prefix=pre_plan, query_group_size=group,
-                 window_starts=config.window_starts if config.window else None, max_query_len=max(config.query_lengths))
+                 window_starts=config.window_starts if config.window else None)
 st.subheader("1 · The launch: which program reads which blocks")
 st.markdown(("**Overridden plan.** " if override else "")
             + work_list_summary(plan, work, config.num_kv_heads, pre_plan)

@@ -69,7 +69,7 @@ URL_FIELDS: dict[str, tuple[UrlField, ...]] = {
         UrlField("sv_system_prompt", "sv_system_prompt", bounds=(0, MAX_LENGTH)),
         UrlField("sv_samples", "sv_samples", bounds=(1, MAX_SAMPLES)),
         UrlField("sv_pool_colour", "sv_pool_colour", "choice"),  # serving.figures.POOL_COLOR_MODES
-        UrlField("sv_free_window", "sv_free_window", "flag"),
+        UrlField("sv_free_window", "sv_free_window", "flag", on_by_default=True),
     ),
 }
 

@@ -15,7 +15,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Mapping, Sequence
 
-from explorer.formatting import count, format_number
+from explorer.formatting import count, format_number, plain
 from explorer.limits import (
     MAX_BATCH,
     MAX_SOFT_CAP,
@@ -32,6 +32,7 @@ from explorer.limits import (
 )
 from explorer.presets import (
     CUSTOM,
+    GLOBAL,
     LAYER_KINDS,
     MODEL_PRESETS,
     PRESET_NAMES,
@@ -327,6 +328,11 @@ def settings_from_query(
     (or Custom: :func:`with_matching_preset`). A preset's old name (``Llama-3-8B``:
     :data:`~explorer.presets.RENAMED`) reads as its new one; the heads and attention
     options the URL leaves out are the named preset's (of its ``layer`` kind).
+    A global layer attends to the whole context, so ``layer=global`` beside a
+    window is resolved one way, with a note: a preset with a layer picker
+    (Gemma 2, gpt-oss) gets its global layer and the window is ignored; one
+    without (its layers all alike, or Custom) keeps the window and the layer is
+    ignored.
 
     Returns
     -------
@@ -344,6 +350,11 @@ def settings_from_query(
     fallbacks.update({name: text for name, text in _OFF.items() if getattr(defaults, name) is None})
     found, notes = read_fields(SIDEBAR_FIELDS, params, asdict(defaults), fallbacks=fallbacks)
     settings = replace(defaults, **found)
+    asks_global = found.get("layer") == GLOBAL
+    if asks_global and settings.window is not None and _has_layer_picker(settings.preset):
+        notes.append(f"{plain(f'window={settings.window}')} ignored: `layer=global` picks a global layer of "
+                     f"{settings.preset}, which attends to the whole context; using {_OFF['window']}.")
+        settings = replace(settings, window=None)
 
     if settings.num_heads % settings.num_kv_heads:
         fixed = nearest_kv_heads(settings.num_heads, settings.num_kv_heads)
@@ -366,7 +377,19 @@ def settings_from_query(
         settings = replace(settings, query_lens=defaults.query_lens)
     if settings.context_mode == "uniform" and settings.lengths is not None:
         settings = replace(settings, lengths=None)
-    return with_matching_preset(settings), notes
+    settings = with_matching_preset(settings)
+    if asks_global and settings.window is not None:  # a preset without a picker, or matched by the window
+        why = (f"these heads and window are {settings.preset}'s sliding layer" if _has_layer_picker(settings.preset)
+               else f"{settings.preset} has no layer picker (its layers are all alike)")
+        notes.append(f"`layer=global` ignored: {why}; keeping the sliding window of "
+                     f"{count(settings.window, 'token')}.")
+        settings = replace(settings, layer=SLIDING)
+    return settings, notes
+
+
+def _has_layer_picker(preset: str) -> bool:
+    """Whether the sidebar offers a layer picker for ``preset`` (its layers differ)."""
+    return preset in MODEL_PRESETS and MODEL_PRESETS[preset].mixed
 
 
 def _preset_defaults(params: Mapping[str, str | Sequence[str]], defaults: Settings) -> Settings:

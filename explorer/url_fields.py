@@ -44,6 +44,9 @@ class UrlField:
     choices : tuple, optional
         The values a ``"choice"`` field accepts, compared as text and read as the
         choice itself (``"16"`` reads as the int 16). None: given when read.
+    on_by_default : bool
+        A ``"flag"`` whose control starts on: it is written ``0`` when off, so
+        that a copied URL restores off (left out, it would read as the default, on).
     """
 
     url: str
@@ -51,10 +54,13 @@ class UrlField:
     kind: str = "int"
     bounds: tuple[float, float] | None = None
     choices: tuple | None = None
+    on_by_default: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"kind must be one of {', '.join(KINDS)}; got {self.kind!r}")
+        if self.on_by_default and self.kind != "flag":
+            raise ValueError(f"on_by_default is for a flag; {self.url} is of kind {self.kind!r}")
 
 
 def last_value(raw: str | Sequence[str]) -> str:
@@ -177,8 +183,10 @@ def read_fields(
 def write_fields(fields: Sequence[UrlField], values: Mapping[str, Any]) -> dict[str, str]:
     """URL query parameters of ``fields`` from ``values`` (key -> value): a field
     without a value (absent or None) is left out, a flag is written ``1`` when on
-    and left out when off, ``"ints"`` comma-separated (an ``"int_or_ints"`` list too, one
-    value with a trailing comma, so it reads back as a list), a whole-number float
+    and left out when off (``0`` when off for a flag on by default:
+    :attr:`UrlField.on_by_default`), ``"ints"`` comma-separated (an ``"int_or_ints"``
+    list too, one value with a trailing comma, so it reads back as a list), a
+    whole-number float
     (a number box's value, as the browser sends it) without its ``.0``."""
     out: dict[str, str] = {}
     for f in fields:
@@ -186,8 +194,8 @@ def write_fields(fields: Sequence[UrlField], values: Mapping[str, Any]) -> dict[
         if value is None:
             continue
         if f.kind == "flag":
-            if value:
-                out[f.url] = "1"
+            if value or f.on_by_default:
+                out[f.url] = "1" if value else "0"
             continue
         if f.kind == "ints" or (f.kind == "int_or_ints" and isinstance(value, (tuple, list))):
             out[f.url] = ",".join(str(int(v)) for v in value) + ("," if f.kind == "int_or_ints" and len(value) == 1

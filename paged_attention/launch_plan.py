@@ -245,9 +245,9 @@ def plan_launch(
     The split count comes from :func:`choose_num_splits`; any count is then rounded
     so that every split but the last covers the same whole number of blocks (7
     splits of 12 blocks become 6 of 2). Tiles are 128 tokens for ``head_dim <= 128``
-    (64 for larger heads and for draft tokens whose tiles hold more than 16 query
-    rows, query tokens times the GQA group, which also take 2 stages; half that
-    for float32, and, for ``head_dim <= 128``, half
+    (64 for larger heads and for draft tokens whose tiles hold more than 32 query
+    rows, query tokens times the GQA group, which also take 2 stages and are not
+    halved for many programs; half that for float32, and, for ``head_dim <= 128``, half
     again when the grid has three or more programs per SM of about equal length),
     no longer than a split
     rounded up to a power of two, and halved until the pipeline's K/V buffers fit
@@ -308,8 +308,8 @@ def plan_launch(
     max_blocks = max(1, cdiv(shape.max_context_len, shape.block_size))
     rows = shape.batch_size * shape.num_kv_heads
     # Draft tokens whose tile (its KV head's query heads x query tokens) has more
-    # than 16 rows: the softmax and the accumulator grow with the rows.
-    many_draft_rows = shape.max_query_len > 1 and shape.max_query_len * shape.query_group_size > 16
+    # than 32 rows: the softmax and the accumulator grow with the rows.
+    many_draft_rows = shape.max_query_len > 1 and shape.max_query_len * shape.query_group_size > 32
     one_warp = shape.is_fp8 and num_warps is None and rows >= FP8_ONE_WARP_MIN_ROWS and not many_draft_rows
     lens = shape.context_lens.to(torch.int64)
     ragged = is_ragged(lens)
@@ -359,7 +359,7 @@ def plan_launch(
     partition = blocks_per_split * shape.block_size
     if not one_warp and block_n_override is None:
         programs = shape.num_kv_heads * int(cdiv(lens, partition).sum())
-        if programs >= 3 * num_sms and not ragged and head_dim_pad <= 128:
+        if programs >= 3 * num_sms and not ragged and head_dim_pad <= 128 and not many_draft_rows:
             # Many programs of equal length: smaller tiles leave shared memory for
             # three of them per SM. Not in a ragged batch, whose longest programs set
             # the time and want the larger tile, nor above head_dim 128, whose tiles

@@ -38,24 +38,22 @@ if TYPE_CHECKING:
 def _prefix_decode_kernel(
     part_ml_ptr, part_acc_ptr,
     q_ptr, k_ptr, v_ptr, block_tables_ptr, context_lens_ptr, k_scale_ptr, v_scale_ptr,
-    items_ptr, members_ptr, sequences_ptr, query_starts_ptr,
+    items_ptr, members_ptr, sequences_ptr,
     scale_log2e, soft_cap, window,
     stride_qb, stride_qh, stride_qd,
     stride_kb, stride_ks, stride_kh, stride_kd,
     stride_vb, stride_vs, stride_vh, stride_vd,
     stride_tb,
     QUERY_GROUP: tl.constexpr, GROUP_POW2: tl.constexpr, MEMBERS: tl.constexpr,
-    QUERY_TOKENS: tl.constexpr, TOKENS_POW2: tl.constexpr,
     HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, BLOCKS_PER_TILE: tl.constexpr, SLOTS_PER_TILE: tl.constexpr,
     SUBTILES: tl.constexpr, FP32_DOT: tl.constexpr, EVEN_D: tl.constexpr, KV_FP8: tl.constexpr,
     HAS_WINDOW: tl.constexpr, SOFT_CAP: tl.constexpr,
 ):
-    # One program: up to MEMBERS sequences of a shared-prefix group x their query
-    # tokens (up to QUERY_TOKENS each) x the query heads of one KV head, as
-    # MEMBERS * TOKENS_POW2 * GROUP_POW2 rows of one tile, against one piece of the
-    # group's shared blocks. Each row writes its partial result to its sequence's
-    # slot; the decode kernel launched next merges them.
+    # One program: up to MEMBERS sequences of a shared-prefix group x the query
+    # heads of one KV head, as MEMBERS * GROUP_POW2 rows of one tile, against one
+    # piece of the group's shared blocks. Each row writes its partial result to its
+    # sequence's slot; the decode kernel launched next merges them.
     kv_head = tl.program_id(0)
     item = tl.program_id(1)
     num_kv_heads = tl.num_programs(0)
@@ -66,25 +64,13 @@ def _prefix_decode_kernel(
     first_block = tl.load(item_row + PREFIX_FIRST_BLOCK)
     slot = tl.load(item_row + PREFIX_SLOT)
 
-    rows = tl.arange(0, MEMBERS * TOKENS_POW2 * GROUP_POW2)
-    member = rows // (TOKENS_POW2 * GROUP_POW2)
-    t = (rows // GROUP_POW2) % TOKENS_POW2
+    rows = tl.arange(0, MEMBERS * GROUP_POW2)
+    member = rows // GROUP_POW2
     g = rows % GROUP_POW2
     member_ok = member < num_members
+    row_ok = member_ok & (g < QUERY_GROUP)
     seq = tl.load(members_ptr + first_member + member, mask=member_ok, other=0).to(tl.int64)
-    if QUERY_TOKENS > 1:
-        # Query token t of a member sees its context up to itself (causal).
-        q_first = tl.load(query_starts_ptr + seq, mask=member_ok, other=0).to(tl.int64)
-        num_tokens = tl.load(query_starts_ptr + seq + 1, mask=member_ok, other=0) - q_first
-        row_ok = member_ok & (g < QUERY_GROUP) & (t < num_tokens)
-        # (Masked by member, not by row: Triton 3.6 fails to compile a row mask here.)
-        row_lens = tl.load(context_lens_ptr + seq, mask=member_ok, other=0) - num_tokens + 1 + t
-        row_lens = tl.where(row_ok, row_lens, 0)
-        q_rows = q_first + t
-    else:
-        row_ok = member_ok & (g < QUERY_GROUP)
-        row_lens = tl.load(context_lens_ptr + seq, mask=row_ok, other=0)
-        q_rows = seq
+    row_lens = tl.load(context_lens_ptr + seq, mask=row_ok, other=0)
     longest = tl.max(row_lens, 0)
     last_block = tl.minimum(tl.load(item_row + PREFIX_LAST_BLOCK), tl.cdiv(longest, BLOCK_SIZE))
     heads = kv_head * QUERY_GROUP + g
@@ -94,13 +80,13 @@ def _prefix_decode_kernel(
     else:
         dim_mask = dims < HEAD_DIM
     q = tl.load(
-        q_ptr + q_rows[:, None] * stride_qb + heads[:, None] * stride_qh + dims[None, :] * stride_qd,
+        q_ptr + seq[:, None] * stride_qb + heads[:, None] * stride_qh + dims[None, :] * stride_qd,
         mask=row_ok[:, None] & dim_mask[None, :],
         other=0.0,
     )
-    m_i = tl.full([MEMBERS * TOKENS_POW2 * GROUP_POW2], float("-inf"), tl.float32)
-    l_i = tl.zeros([MEMBERS * TOKENS_POW2 * GROUP_POW2], tl.float32)
-    acc = tl.zeros([MEMBERS * TOKENS_POW2 * GROUP_POW2, HEAD_DIM_PAD], tl.float32)
+    m_i = tl.full([MEMBERS * GROUP_POW2], float("-inf"), tl.float32)
+    l_i = tl.zeros([MEMBERS * GROUP_POW2], tl.float32)
+    acc = tl.zeros([MEMBERS * GROUP_POW2, HEAD_DIM_PAD], tl.float32)
     if KV_FP8:
         scale_log2e = scale_log2e * tl.load(k_scale_ptr + kv_head)
     if HAS_WINDOW:
@@ -129,7 +115,7 @@ def _prefix_decode_kernel(
     if KV_FP8:
         acc = acc * tl.load(v_scale_ptr + kv_head)
     first_slot = tl.load(sequences_ptr + seq * SEQUENCE_WIDTH + SEQUENCE_FIRST_SLOT, mask=row_ok, other=0)
-    base = ((first_slot + slot).to(tl.int64) * QUERY_TOKENS + t) * num_heads + heads
+    base = (first_slot + slot).to(tl.int64) * num_heads + heads
     tl.store(part_ml_ptr + base * 2, m_i, mask=row_ok)
     tl.store(part_ml_ptr + base * 2 + 1, l_i, mask=row_ok)
     tl.store(part_acc_ptr + base[:, None] * HEAD_DIM_PAD + dims[None, :], acc,
@@ -150,7 +136,6 @@ def prepare_prefix_pass(
     items: torch.Tensor,
     members: torch.Tensor,
     sequences: torch.Tensor,
-    query_starts: torch.Tensor,
 ) -> Callable[[], None]:
     """Bind the prefix pass of ``launch`` to its buffers; return its launcher.
 
@@ -160,17 +145,15 @@ def prepare_prefix_pass(
         From :func:`~paged_attention.triton_launch.plan_triton_decode`, with a
         prefix pass (``launch.prefix`` set).
     part_ml, part_acc : Tensor
-        The split buffers, float32 ``[num_slots * max_query_len, num_heads, 2]`` and
-        ``[num_slots * max_query_len, num_heads, head_dim_pad]``, on the query's
-        device.
+        The split buffers, float32 ``[num_slots, num_heads, 2]`` and ``[num_slots,
+        num_heads, head_dim_pad]``, on the query's device.
     query, k_cache, v_cache, block_tables, context_lens : Tensor
         The decode inputs (table and lengths contiguous).
     k_scales, v_scales : Tensor
         float32 ``[num_kv_heads]`` for an fp8 cache; any tensor otherwise (unread).
-    items, members, sequences, query_starts : Tensor
-        ``launch.prefix.items``, ``launch.prefix.members``,
-        ``launch.work.sequences`` and ``launch.shape.query_starts`` (int32) on the
-        query's device.
+    items, members, sequences : Tensor
+        ``launch.prefix.items``, ``launch.prefix.members`` and
+        ``launch.work.sequences`` on the query's device.
 
     Returns
     -------
@@ -184,8 +167,7 @@ def prepare_prefix_pass(
     scale_log2e = shape.scale * LOG2E
     options = dict(
         QUERY_GROUP=shape.query_group_size, GROUP_POW2=next_pow2(shape.query_group_size),
-        MEMBERS=launch.members_per_tile, QUERY_TOKENS=max(1, shape.max_query_len),
-        TOKENS_POW2=next_pow2(max(1, shape.max_query_len)), HEAD_DIM=shape.head_dim, HEAD_DIM_PAD=head_dim_pad,
+        MEMBERS=launch.members_per_tile, HEAD_DIM=shape.head_dim, HEAD_DIM_PAD=head_dim_pad,
         BLOCK_SIZE=shape.block_size, BLOCKS_PER_TILE=plan.blocks_per_tile, SLOTS_PER_TILE=plan.slots_per_tile,
         SUBTILES=plan.subtiles, FP32_DOT=fp32_dot(query.dtype), EVEN_D=shape.head_dim == head_dim_pad,
         KV_FP8=shape.is_fp8, HAS_WINDOW=shape.window is not None, SOFT_CAP=shape.soft_cap is not None,
@@ -198,7 +180,7 @@ def prepare_prefix_pass(
         _prefix_decode_kernel[grid](
             part_ml, part_acc,
             query, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales,
-            items, members, sequences, query_starts,
+            items, members, sequences,
             scale_log2e, cap, window_len,
             *query.stride(), *k_cache.stride(), *v_cache.stride(),
             block_tables.stride(0),

@@ -206,15 +206,26 @@ def resolve_shared_prefixes(
     them in the block table (:func:`find_shared_prefixes`), a sequence of
     :class:`PrefixGroup` is checked (:func:`check_shared_prefixes`), None gives none.
     With a window (``shape.window``), a group keeps only the members whose window
-    starts inside its shared blocks, and a group with none is left out.
+    starts inside its shared blocks, and a group with none is left out. With draft
+    tokens (``shape.max_query_len > 1``) the pass is not run: ``"detect"`` gives no
+    group, and each sequence's programs read its shared blocks too (exact, each
+    shared byte read once per sequence; the pass's tile of members x tokens x heads
+    is exact under the interpreter but Triton 3.6 did not compile it on the H200).
 
     Raises
     ------
     ValueError
-        On any other string (naming the argument ``name``), or groups that do not share.
+        On any other string (naming the argument ``name``), groups that do not
+        share, or groups given with draft tokens.
     """
     if spec is None:
         return ()
+    if shape.max_query_len > 1:
+        if isinstance(spec, str) and spec == "detect":
+            return ()
+        if not isinstance(spec, str):
+            raise ValueError(f"{name}: the prefix pass takes one query token per sequence; with query_lens "
+                             "pass None or 'detect' (which then finds no group)")
     first_blocks = None if shape.window is None else shape.first_blocks
     if isinstance(spec, str):
         if spec != "detect":
@@ -292,7 +303,7 @@ def plan_prefix(
     if num_stages is None:
         num_stages = 2 if element_size == 4 else 3
     tile = tile_shape(block_n, shape.block_size)
-    per_tile = members_per_tile(query_rows, shape.query_group_size, shape.max_query_len)
+    per_tile = members_per_tile(query_rows, shape.query_group_size)
     pieces = [g.num_blocks - group_first_block(shape, g) for g in groups for _ in range(0, len(g.sequences), per_tile)]
     if max_programs is None:
         max_programs = PREFIX_PROGRAMS_PER_SM * runtime.num_sms(device)
@@ -354,10 +365,9 @@ def own_shape(shape: DecodeShape, groups: Sequence[PrefixGroup]) -> DecodeShape:
     return replace(shape, context_lens=(shape.context_lens.to(torch.int64) - skipped).clamp(min=0), window=None)
 
 
-def members_per_tile(query_rows: int, query_group_size: int, max_query_len: int = 1) -> int:
+def members_per_tile(query_rows: int, query_group_size: int) -> int:
     """Sequences whose query rows share one prefix-pass tile: ``query_rows`` (a
     prefix plan's :attr:`~paged_attention.launch_plan.LaunchPlan.query_rows`) over
-    a member's rows, the query group and the query tokens per sequence
-    (``max_query_len``) each rounded up to a power of two; at least one."""
-    return max(1, query_rows // (next_pow2(query_group_size) * next_pow2(max(1, max_query_len))))
+    the query group rounded up to a power of two, at least one."""
+    return max(1, query_rows // next_pow2(query_group_size))
 

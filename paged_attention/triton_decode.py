@@ -143,32 +143,8 @@ def _paged_decode_kernel(
         # at the end (every split of this KV head shares it, so the merge is unchanged).
         scale_log2e = scale_log2e * tl.load(k_scale_ptr + kv_head)
 
-    table_row = block_tables_ptr + seq * stride_tb
-    if QUERY_TOKENS > 1:
-        # Only the blocks holding the new tokens (and, with a window, those before
-        # the last token's window start) need a mask per row: every row sees the
-        # blocks between, which are walked with the plain mask.
-        if HAS_WINDOW:
-            mid_first = tl.minimum(tl.maximum(tl.cdiv(tl.maximum(context_len - window, 0), BLOCK_SIZE), first_block),
-                                   last_block)
-        else:
-            mid_first = first_block
-        mid_last = tl.maximum(tl.minimum((context_len - num_tokens + 1) // BLOCK_SIZE, last_block), mid_first)
-        m_i, l_i, acc = attend_blocks(
-            q, m_i, l_i, acc, k_ptr, v_ptr, kv_head, table_row, first_block, mid_first,
-            context_len, row_lens, window_start, row_starts, scale_log2e, soft_cap, dims, dim_mask,
-            stride_kb, stride_ks, stride_kh, stride_kd, stride_vb, stride_vs, stride_vh, stride_vd,
-            BLOCK_SIZE, BLOCKS_PER_TILE, SLOTS_PER_TILE, SUBTILES, EVEN_D, FP32_DOT, KV_FP8, True, HAS_WINDOW, SOFT_CAP,
-        )
-        m_i, l_i, acc = attend_blocks(
-            q, m_i, l_i, acc, k_ptr, v_ptr, kv_head, table_row, mid_first, mid_last,
-            context_len, row_lens, window_start, row_starts, scale_log2e, soft_cap, dims, dim_mask,
-            stride_kb, stride_ks, stride_kh, stride_kd, stride_vb, stride_vs, stride_vh, stride_vd,
-            BLOCK_SIZE, BLOCKS_PER_TILE, SLOTS_PER_TILE, SUBTILES, EVEN_D, FP32_DOT, KV_FP8, False, False, SOFT_CAP,
-        )
-        first_block = mid_last
     m_i, l_i, acc = attend_blocks(
-        q, m_i, l_i, acc, k_ptr, v_ptr, kv_head, table_row, first_block, last_block,
+        q, m_i, l_i, acc, k_ptr, v_ptr, kv_head, block_tables_ptr + seq * stride_tb, first_block, last_block,
         context_len, row_lens, window_start, row_starts, scale_log2e, soft_cap, dims, dim_mask,
         stride_kb, stride_ks, stride_kh, stride_kd, stride_vb, stride_vs, stride_vh, stride_vd,
         BLOCK_SIZE, BLOCKS_PER_TILE, SLOTS_PER_TILE, SUBTILES, EVEN_D, FP32_DOT, KV_FP8, QUERY_TOKENS > 1,
@@ -350,7 +326,7 @@ def prepare_triton_decode(
     if prefix is not None and prefix.num_items:
         launch_prefix = prepare_prefix_pass(
             planned, part_ml, part_acc, query, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales,
-            *prefix_tensors, sequences, query_starts,
+            *prefix_tensors, sequences,
         )
     options = dict(
         QUERY_GROUP=group, ROWS_PAD=dot_pad(tokens * group), QUERY_TOKENS=tokens,

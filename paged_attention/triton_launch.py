@@ -56,7 +56,7 @@ class TritonLaunch:
         """Sequences whose query rows share one prefix-pass tile; 0 without a pass."""
         if self.prefix_plan is None:
             return 0
-        return members_per_tile(self.prefix_plan.query_rows, self.shape.query_group_size, self.shape.max_query_len)
+        return members_per_tile(self.prefix_plan.query_rows, self.shape.query_group_size)
 
 
 def plan_work(
@@ -67,7 +67,6 @@ def plan_work(
     prefix_plan: LaunchPlan | None = None,
     query_group_size: int = 1,
     window_blocks: Sequence[int] | None = None,
-    max_query_len: int = 1,
 ) -> tuple[PrefixWork | None, WorkList]:
     """The programs of both passes under their plans.
 
@@ -83,8 +82,6 @@ def plan_work(
         The prefix pass's plan (with ``groups``).
     query_group_size : int
         Query heads per KV head (they set how many sequences share a prefix tile).
-    max_query_len : int
-        Query tokens per sequence, at most (each brings that many rows per head).
     window_blocks : sequence of int, optional
         Per sequence, the first block its window needs
         (:attr:`~paged_attention.validation.DecodeShape.first_blocks`); None: no
@@ -102,7 +99,7 @@ def plan_work(
     prefix = None
     window_blocks = None if window_blocks is None else [int(b) for b in window_blocks]
     if groups and prefix_plan is not None:
-        per_tile = members_per_tile(prefix_plan.query_rows, query_group_size, max_query_len)
+        per_tile = members_per_tile(prefix_plan.query_rows, query_group_size)
         prefix = prefix_work(groups, len(context_lens), per_tile, prefix_plan.blocks_per_split,
                              prefix_plan.blocks_per_tile, window_blocks)
     work = build_work_list(plan, context_lens, first_blocks=prefix.first_blocks if prefix else window_blocks,
@@ -161,7 +158,7 @@ def plan_decode(
     elif prefix_plan is not None:
         raise ValueError("prefix_plan needs shared_prefixes")
     prefix, work = plan_work(plan, shape.context_lens, groups=groups, prefix_plan=prefix_plan,
-                             query_group_size=shape.query_group_size, max_query_len=max(1, shape.max_query_len),
+                             query_group_size=shape.query_group_size,
                              window_blocks=None if shape.window is None else shape.first_blocks.tolist())
     return TritonLaunch(shape=shape, groups=groups, plan=plan, work=work, prefix_plan=prefix_plan, prefix=prefix)
 

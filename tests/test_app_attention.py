@@ -106,6 +106,16 @@ def test_bad_attention_values_in_the_url_are_noted_and_left_off():
     assert "window" not in at.query_params and "soft_cap" not in at.query_params
 
 
+def test_a_global_layer_beside_a_window_in_the_url_is_the_global_layer_and_says_so():
+    """``layer=global&window=4096`` opened Gemma 2's sliding layer without a word."""
+    at = open_app({**BASE, "preset": "Gemma-2-9B", "layer": "global", "window": "4096"})
+    assert_clean(at)
+    (note,) = [w.value for w in at.sidebar.warning if "window=4096" in w.value]
+    assert note.startswith("URL: `window=4096` ignored: `layer=global` picks a global layer of Gemma-2-9B")
+    assert at.button_group(key="sb_layer").value == "global" and _attention(at)[0] is False
+    assert _param(at, "window") is None and _param(at, "layer") == "global"  # the URL says what is shown
+
+
 def test_an_old_preset_name_in_the_url_opens_the_new_preset():
     at = open_app({**BASE, "preset": "Mistral-7B", "heads": "32", "kv_heads": "8", "head_dim": "128"})
     assert_clean(at)

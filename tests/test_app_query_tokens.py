@@ -5,11 +5,22 @@ and URL rules without Streamlit: test_settings.py."""
 
 from __future__ import annotations
 
-import pytest
+import csv
+import io
 
-from explorer import limits
+import pytest
+import torch
+
+import ui.benchmark as bench_ui
+from explorer import formatting, limits
+from explorer import settings as state
+from explorer.bench import view
 from explorer.cache.cell_style import NEW_TOKENS
+from paged_attention import TOLERANCES
 from test_app import BENCH, TABLE, TINY, arr, assert_clean, chart, open_app
+from test_app_benchmark import exact_timed_calls  # noqa: F401  (autouse: the timed calls asked for)
+from ui import benchmark_view as bench_view
+from ui.recorded import recorded_durations
 
 
 def _warnings(at) -> list[str]:
@@ -114,3 +125,70 @@ def test_block_table_with_one_new_token_has_no_stars():
     tokens = next(m for m in at.metric if m.label == "Tokens (logical)")
     assert not tokens.proto.delta
     assert not any("yellow star" in c.value for c in at.caption)
+
+
+# -- Decode benchmark --------------------------------------------------------------
+
+def test_benchmark_runs_every_implementation_with_four_new_tokens_per_sequence():
+    """q_len 4 on two sequences of 37 tokens: 8 query rows a step. Every implementation
+    gets them (through inputs.kwargs()), passes against the float64 reference, and the
+    page shows time per step and per token (a step's over 8), bandwidth on
+    decode_bytes() and the query_lens column in the CSV."""
+    query = {**TINY, "new_tokens": "4"}
+    at = open_app(query, page=BENCH, timeout=180)
+    assert any(i.value.startswith("**New tokens: 4 per sequence, 8 query tokens a step.**") for i in at.info)
+    assert any("q=4" in c.value for c in at.caption)
+    at.checkbox(key="bench_include_simple").check().run()
+    at.button(key="bench_run").click().run()
+    assert_clean(at)
+    config = state.settings_from_query(query)[0].config()
+    slot = bench_ui.inputs_slot()
+    assert slot.key == config and slot.inputs.query.shape[0] == 8 and slot.inputs.query_lens.tolist() == [4, 4]
+    assert slot.reference.shape[0] == 8
+
+    last = at.session_state[bench_view.LAST]
+    results = last.results
+    assert [r.name for r in results] == ["naive", "vectorized", "triton", "triton_simple"]
+    assert all(r.passed for r in results)
+    # the error chart: every implementation within float16's tolerance of the float64 reference
+    accuracy = chart(at, "bench_accuracy")
+    assert len(accuracy["data"][0]["y"]) == 4 and max(accuracy["data"][0]["y"]) < TOLERANCES[torch.float16][0]
+    # bandwidth: K and V once a step, plus a query and an output row per token
+    want_bytes = 2 * 74 * 2 * 32 * 2 + 2 * 8 * 4 * 32 * 2
+    assert config.decode_bytes() == want_bytes and all(r.bytes_moved == want_bytes for r in results)
+    bandwidth = chart(at, "bench_bandwidth")["data"][0]
+    assert bandwidth["y"] == pytest.approx([want_bytes / r.median_ms / 1e6 for r in results])
+
+    # per token = per step / 8, on the cards and in the table, in the page's one unit
+    unit = formatting.duration_unit(view.history_durations([last]) + recorded_durations())
+    cards = {m.label: m.value for m in at.metric}
+    for r in results:
+        assert cards[r.label] == formatting.format_duration(r.median_ms, unit)
+        assert cards[f"{r.label}, per token"] == formatting.format_duration(r.median_ms / 8, unit)
+    table = at.dataframe[0].value
+    assert list(table.columns)[:4] == ["implementation", "correct", "median_ms", "per_token_ms"]
+    assert list(table["per_token_ms"]) == [formatting.duration_number(r.median_ms / 8, unit) for r in results]
+    assert list(table["median_ms"]) == [formatting.duration_number(r.median_ms, unit) for r in results]
+
+    rows = list(csv.DictReader(io.StringIO(view.results_csv(last))))
+    assert {row["query_lens"] for row in rows} == {"4"}
+    assert [float(row["median_ms_per_token"]) for row in rows] == pytest.approx([r.median_ms / 8 for r in results])
+
+    # back to one new token: the history names the change, and the per-token cards go
+    at.number_input(key="sb_query_len").set_value(1).run()
+    at.button(key="bench_run").click().run()
+    assert_clean(at)
+    assert list(at.dataframe[1].value["change"]) == ["first run", "new tokens 4→1"]
+    assert not any(m.label.endswith(", per token") for m in at.metric)
+    assert "per_token_ms" not in at.dataframe[0].value.columns
+    assert not any(i.value.startswith("**New tokens") for i in at.info)
+
+
+def test_many_new_tokens_are_refused_on_the_cpu_with_the_rule():
+    """Sixteen new tokens of eight heads over four sequences: the simple kernel's
+    programs grow with them, and the CPU cap says so before anything runs."""
+    at = open_app({**TINY, "batch": "4", "heads": "8", "new_tokens": "16"}, page=BENCH)
+    assert_clean(at)
+    refusal = next(w.value for w in at.warning if "On the CPU the benchmark runs only when" in w.value)
+    assert limits.CPU_WORK_RULE in refusal and "4 x max(2 x 37, 8 x 64 x 16) = 32,768" in refusal
+    assert "new tokens" in refusal.split("Lower", 1)[1] and at.button(key="bench_run").disabled

@@ -76,6 +76,25 @@ def test_turning_freeing_off_shows_the_run_that_keeps_every_block():
     assert metric(at, "Peak blocks in use").value == str(int(history(True).metrics["blocks_in_use"].max()))
 
 
+def test_freeing_off_travels_in_a_copied_url():
+    """Off was left out of the URL, so a copied URL opened with freeing on again."""
+    at = open_windowed()
+    assert at.query_params["sv_free_window"] in ("1", ["1"])
+    at.toggle(key="sv_free_window").set_value(False).run()
+    copied = {k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()}
+    assert copied["sv_free_window"] == "0"
+    fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    for key, value in copied.items():
+        fresh.query_params[key] = value
+    fresh.switch_page(SERVING)
+    fresh.run()
+    assert not fresh.exception and not [w for w in fresh.warning if w.value.startswith("URL:")]
+    assert fresh.toggle(key="sv_free_window").value is False
+    kept = history(False)
+    step = fresh.slider(key="sv_step").value
+    assert metric(fresh, "Blocks in use").value == str(int(kept.metrics["blocks_in_use"].iloc[step]))
+
+
 def test_the_caption_says_when_no_request_outgrows_the_window():
     from explorer.serving.view import window_caption
 

@@ -178,3 +178,27 @@ def test_the_csv_download_is_the_one_result_schema_with_the_pages_columns_after_
                                            SimpleNamespace(max_abs_err=0.022)))
     header, line = fp8.splitlines()[:2]
     assert header.endswith(",fp8_quantization_error") and line.endswith(",0.022")
+
+
+def test_time_per_token_is_the_steps_over_its_query_tokens():
+    """Draft tokens (issue 25), by hand: 3 sequences with 1, 4 and 5 new tokens make
+    10 query tokens a step, so a 12 ms step costs 1.2 ms a token, on the cards, in the
+    table (after the median, now named per step) and nowhere for one token a sequence."""
+    config = DecodeConfig(batch_size=3, context_lens=(20, 30, 40), query_lens=(1, 4, 5))
+    results = [_result("naive", [10.0, 12.0, 14.0]), _result("triton", [0.3, 0.35, 0.4])]
+    assert readouts.per_token_ms(12.0, config) == pytest.approx(1.2)
+    cards = view.token_cards(results, "ms", config)
+    assert [(c.label, c.value, c.delta) for c in cards] == [
+        ("Naive PyTorch, per token", "1.20 ms", "÷ 10 query tokens"), ("Triton, per token", "0.0350 ms", "÷ 10 query tokens")]
+    assert "12.0 ms" in cards[0].help and (cards[0].color, cards[0].arrow) == ("off", "off")
+    table = view.results_table(readouts.results_rows(results, config=config), "ms")
+    assert [c.key for c in table.columns][:4] == ["implementation", "correct", "median_ms", "per_token_ms"]
+    assert [row["per_token_ms"] for row in table.rows] == ["1.20", "0.0350"]
+    assert [row["median_ms"] for row in table.rows] == ["12.0", "0.350"]
+    labels = {c.key: c.label for c in table.columns}
+    assert (labels["median_ms"], labels["per_token_ms"]) == ("Median per step (ms)", "Per token (ms)")
+    one = DecodeConfig(batch_size=3, context_lens=(20, 30, 40))
+    assert view.token_cards(results, "ms", one) == []
+    plain = view.results_table(readouts.results_rows(results, config=one), "ms")
+    assert "per_token_ms" not in {c.key for c in plain.columns}
+    assert {c.key: c.label for c in plain.columns}["median_ms"] == "Median (ms)"

@@ -91,14 +91,15 @@ def test_block_table_click_links_table_and_pool(server, page):
     full_screenshot(page, SHOTS / "block_table_pick_pool.png")
 
 
-def _edit_length(pg, row: int, value: str) -> None:
+def _edit_length(pg, row: int, value: str, across: float = 0.75) -> None:
     """Type ``value`` into the ``context_len`` cell of ``row`` of the lengths editor
-    (a canvas grid: click the cell, open its editor, replace, commit)."""
+    (a canvas grid: click the cell, open its editor, replace, commit); ``across``:
+    where the cell's column lies, as a share of the grid's width."""
     grid = pg.locator("[data-testid=stSidebar] [data-testid=stDataFrame]").first
     grid.wait_for(timeout=10_000)
     pg.wait_for_timeout(800)  # the expander's opening animation
     box = grid.bounding_box()
-    pg.mouse.click(box["x"] + box["width"] * 0.75, box["y"] + 35 * (row + 1) + 17)
+    pg.mouse.click(box["x"] + box["width"] * across, box["y"] + 35 * (row + 1) + 17)
     pg.wait_for_timeout(300)
     pg.keyboard.press("Enter")
     pg.wait_for_timeout(500)
@@ -111,6 +112,7 @@ def _edit_length(pg, row: int, value: str) -> None:
 def test_ragged_lengths_editor(server, page):
     page.goto(f"{server}/?{urlencode({'batch': '3', 'ctx_mode': 'ragged', 'lo': '16', 'hi': '100'})}")
     page.wait_for_selector("text=Physical block pool", timeout=60_000)
+    settle(page)  # a click on the expander during the first run's redraw was lost (the grid never showed)
     page.get_by_text("Per-sequence lengths (3)").click()
     _edit_length(page, 0, "500")
     page.wait_for_function("() => location.search.includes('lens=500')", timeout=30_000)
@@ -132,3 +134,24 @@ def test_ragged_lengths_editor(server, page):
     _edit_length(page, 1, "77")  # the same cell still takes a valid length
     page.wait_for_function("() => /lens=500(%2C|,)77/.test(location.search)", timeout=30_000)
     no_exception(page)
+
+
+def test_per_sequence_new_tokens_editor(server, page):
+    """The new tokens per sequence (issue 25), typed in the sidebar's grid: a value
+    over its sequence's limit (16, or its context) is clamped and said, and the URL
+    and the Tokens card follow."""
+    page.goto(f"{server}/?{urlencode({**TINY, 'new_tokens': '3,5'})}")
+    page.wait_for_selector("text=Physical block pool", timeout=60_000)
+    settle(page)
+    page.get_by_text("Per-sequence new tokens (2)").click()
+    _edit_length(page, 1, "99", across=0.42)  # the "new" column, between seq and ctx
+    expect(page).to_have_url(re.compile(r"new_tokens=3(%2C|,)16(&|$)"), timeout=WAIT)
+    note = page.locator("[data-testid=stSidebar] [data-testid=stAlertContentWarning]")
+    expect(note).to_contain_text("new_tokens of sequence 1: 99 is above the maximum, 16; using 16.", timeout=WAIT)
+    tokens = page.locator("[data-testid=stMetric]").filter(has_text="Tokens (logical)")
+    expect(tokens).to_contain_text("19 new (queries)", timeout=WAIT)
+    _edit_length(page, 1, "7", across=0.42)
+    expect(page).to_have_url(re.compile(r"new_tokens=3(%2C|,)7(&|$)"), timeout=WAIT)
+    expect(tokens).to_contain_text("10 new (queries)", timeout=WAIT)
+    no_exception(page)
+    no_error(page)

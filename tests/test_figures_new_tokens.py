@@ -91,9 +91,16 @@ def test_token_walk_stars_the_last_q_slots():
     custom = np.asarray(stars.customdata).reshape(-1, 4)
     assert custom[:, 0].tolist() == list(range(34, 40)) and custom[:, 1].tolist() == [1, 2, 3, 4, 5, 6]
     assert custom[:, 2].tolist() == [tables[1, 2]] * 6 and custom[:, 3].tolist() == list(range(2, 8))
-    assert np.allclose(np.asarray(stars.x), custom[:, 3] + 0.3) and np.allclose(np.asarray(stars.y), 2 - 0.28)
+    # beside each token's number, in the cell's top-right corner (the y axis runs down)
+    assert fig.data[0].texttemplate == "%{text}"
+    assert np.allclose(np.asarray(stars.x), custom[:, 3] + 0.3) and np.allclose(np.asarray(stars.y), 2 - 0.3)
     assert "attends to positions 0–%{customdata[0]}" in stars.hovertemplate and "of 6" in stars.hovertemplate
     assert "★ the last 6 new tokens" in fig.layout.title.subtitle.text
+    # cells too small for a number: the star takes the cell's centre, larger
+    wide = _config((40,), 4, block_size=256)
+    fig = walk_figures.token_walk_figure(assign_blocks(wide)[0].numpy()[0], 40, 256, 0, wide.num_blocks, query_len=4)
+    centred = _stars(fig)
+    assert fig.data[0].texttemplate is None and list(centred.x) == [36, 37, 38, 39] and list(centred.y) == [0] * 4
     # more new tokens than the context holds: every token, no more
     short = walk_figures.token_walk_figure(tables[0], 5, 16, 0, config.num_blocks, query_len=9)
     assert np.asarray(_stars(short).customdata).reshape(-1, 4)[:, 0].tolist() == [0, 1, 2, 3, 4]

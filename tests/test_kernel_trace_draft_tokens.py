@@ -1,10 +1,11 @@
 """The kernel trace with draft tokens (issue 25): every query token's traced row
 equals ``reference_decode`` with ``query_lens`` and the Triton kernel's output,
-under every plan (splits, tiles, the balanced plan, the prefix pass, a window
-shorter than the draft); the tile's (token, head) rows and the mask of every tile
-the kernel masks per row, cell by cell, against the causal rule's definition; the
-three ranges the kernel walks; the bad values the trace refuses, with the
-launcher's message where the launcher refuses them."""
+under every plan (splits, tiles, subtiles, the balanced plan, a window shorter
+than the draft, a shared prefix the pass leaves to each sequence); the tile's
+(token, head) rows and, cell by cell, the mask of every tile where the rows'
+masks differ, against the causal rule's definition; how the kernel walks; the
+bad values the trace refuses, with the launcher's message where the launcher
+refuses them."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 import torch
 
 import paged_attention as pa
-from explorer.kernel.tile_rows import MASK_STATES, kernel_ranges, new_token_tiles, row_span
+from explorer.kernel.tile_rows import MASK_STATES, kernel_ranges, new_token_tiles, row_span, rows_differ
 from explorer.kernel.trace import trace_decode
 from explorer.kernel.view import launch_plan, trace_row
 from helpers import assert_matches
@@ -96,14 +97,17 @@ def test_mask_cells_follow_the_causal_rule_and_the_traced_rows_tiles(case):
             assert state == "window", (t, p)
         else:
             assert state == "scored", (t, p)
-    # every new token's position lies in a per-row tile, and only there is anything masked causally
-    per_row = trace.tiles[trace.tiles["per_row"] & (trace.tiles["pass"] == "own")]
+    # every tile is masked per row; those holding a new token's position are in the mask
+    assert trace.tiles["per_row"].all()
     new = set(range(n - q, n))
     assert new <= set(mask["position"])
-    assert (trace.tiles.loc[~trace.tiles["per_row"], "causal_masked"] == 0).all()
+    drawn = set(zip(mask["split"], mask["tile"]))
+    for tile in trace.tiles.itertuples():  # a tile left out is one where every row's mask is the same
+        if (tile.split, tile.tile) not in drawn:
+            assert tile.causal_masked == 0 and tile.valid_tokens == tile.loaded_tokens
     # the traced row's counts in each tile are its cells of the mask
     mine = mask[mask["token"] == token]
-    for tile in per_row.itertuples():
+    for tile in trace.tiles[[(s, t) in drawn for s, t in zip(trace.tiles["split"], trace.tiles["tile"])]].itertuples():
         cells = mine[(mine["split"] == tile.split) & (mine["tile"] == tile.tile)]
         assert (cells["state"] == "scored").sum() == tile.valid_tokens
         assert (cells["state"] == "causal").sum() == tile.causal_masked
@@ -122,15 +126,17 @@ def test_tile_rows_hold_token_by_head():
     assert (rows["row_start"] == rows["row_len"] - 6).all()
 
 
-def test_the_kernels_three_ranges():
-    # no window: the blocks before the one holding the first new token's length are plain
-    assert kernel_ranges(0, 10, 37, 4, 4, None, 4) == [(0, 8, False, False), (8, 10, True, False)]
-    # a window: the blocks before the last token's window start are per row too
-    assert kernel_ranges(2, 10, 37, 4, 4, 20, 4) == [(2, 5, True, True), (5, 8, False, False), (8, 10, True, True)]
-    # one query token in the batch: one range, as the plain kernel
-    assert kernel_ranges(0, 10, 37, 1, 4, 20, 1) == [(0, 10, False, True)]
-    # a sequence of one token in a batch with draft tokens still takes the three ranges
-    assert kernel_ranges(0, 10, 37, 1, 4, None, 8) == [(0, 9, False, False), (9, 10, True, False)]
+def test_how_the_kernel_walks_and_where_the_rows_differ():
+    # draft tokens in the batch: one loop, every tile masked per row (a sequence of one token too)
+    assert kernel_ranges(0, 10, None, 4) == [(0, 10, True, False)]
+    assert kernel_ranges(2, 10, 20, 8) == [(2, 10, True, True)]
+    # one query token in the batch: the plain kernel's mask
+    assert kernel_ranges(0, 10, 20, 1) == [(0, 10, False, True)]
+    assert kernel_ranges(3, 3, None, 4) == []
+    # 37 tokens, 4 new (positions 33..36): a tile differs from position 34 on (token 0's first masked one)
+    assert not rows_differ(16, 33, 37, 4, None) and rows_differ(32, 34, 37, 4, None)
+    # with a window of 20 also before the last token's window start (17)
+    assert rows_differ(14, 20, 37, 4, 20) and not rows_differ(17, 32, 37, 4, 20)
 
 
 def test_a_packed_row_walks_as_in_its_batch():
@@ -140,7 +146,7 @@ def test_a_packed_row_walks_as_in_its_batch():
     tables = pa.build_decode_inputs(config).block_tables.numpy()
     plan = launch_plan(config, tables, block_n=16)
     plain = trace_row(config, tables, 0, 4, plan=plan)
-    assert plain.query_len == 1 and plain.tiles["per_row"].any()
+    assert plain.query_len == 1 and plain.tiles["per_row"].all()
     assert plain.max_abs_error < 1e-12
     drafts = trace_row(config, tables, 1, 4, plan=plan, token=0)
     assert drafts.token == 0 and drafts.max_abs_error < 1e-12
@@ -148,16 +154,16 @@ def test_a_packed_row_walks_as_in_its_batch():
     assert set(drafts.tiles["query_rows"]) == {4 * 3}
 
 
-@pytest.mark.parametrize("window, rows", [(None, ((0, 1), (1, 3), (2, 5), (3, 9))), (20, ((0, 1), (1, 3)))])
-def test_draft_tokens_through_the_prefix_pass(window, rows):
-    """The prefix pass's tiles hold each member's tokens x heads (with a window of 20
-    the second group's last member reaches no shared block: no group there)."""
+@pytest.mark.parametrize("window", [None, 20])
+def test_a_shared_prefix_beside_draft_tokens_is_read_by_each_sequence(window):
+    """With draft tokens the launcher runs no prefix pass ("detect" finds no group):
+    each sequence's own programs read its shared blocks, and the trace says so."""
     inputs = _inputs((33, 40, 40, 50), (3, 1, 4, 2), 4, dict(shared_prefix=30, prefix_groups=2, window=window,
                                                              sinks=True))
     reference = pa.reference_decode(*inputs.args(), **inputs.kwargs())
-    for seq, row in rows:
+    for seq, row in ((0, 1), (1, 3), (2, 5), (3, 9)):
         trace = trace_decode(inputs, seq, 3, token=row - [0, 3, 4, 8][seq], shared_prefixes="detect")
-        assert (trace.tiles["pass"] == "prefix").any()
+        assert trace.prefix_group is None and (trace.tiles["pass"] == "own").all()
         torch.testing.assert_close(trace.output, reference[row, 3], atol=1e-12, rtol=1e-12)
 
 
@@ -170,6 +176,7 @@ def test_draft_tokens_through_the_prefix_pass(window, rows):
     (dict(query_lens=torch.tensor([4, 2], dtype=torch.int32)), "adds up to 6"),  # the launcher's own check
     (dict(query_lens=torch.tensor([1, 6], dtype=torch.int32)),
      r"query_lens\[1\] = 6 must lie in \[1, max\(1, context_lens\[1\]\) = 5\]"),
+    (dict(shared_prefixes=[pa.PrefixGroup((0, 1), 1)]), "the prefix pass takes one query token per sequence"),
 ])
 def test_bad_values_are_refused_before_any_trace(kwargs, rule):
     inputs = _inputs((9, 5), (4, 3), 4, {})

@@ -108,6 +108,20 @@ def test_the_writer_writes_what_the_reader_reads():
     assert write_fields(both, {"present": True}) == {"present": "1"}
 
 
+def test_a_flag_on_by_default_is_written_off_so_that_a_copied_url_restores_off():
+    """The serving page's "free blocks outside the window" starts on: left out of the
+    URL when off, a copied URL read it back on."""
+    flag = UrlField("sv_free_window", "sv_free_window", "flag", on_by_default=True)
+    for value, text in ((False, "0"), (True, "1")):
+        query = write_fields([flag], {"sv_free_window": value})
+        assert query == {"sv_free_window": text}
+        assert read_fields([flag], query, {"sv_free_window": True}) == ({"sv_free_window": value}, [])
+    (field,) = [f for f in page_fields("serving_simulation") if f.key == "sv_free_window"]
+    assert field.on_by_default
+    with pytest.raises(ValueError, match="on_by_default is for a flag"):
+        UrlField("batch", "batch_size", on_by_default=True)
+
+
 # -- the registry ----------------------------------------------------------------
 
 def test_every_url_name_and_key_is_declared_once():

@@ -103,6 +103,35 @@ def test_a_preset_named_alone_in_the_url_brings_its_heads_and_attention():
     assert notes == [] and (s.preset, s.layer, s.window, s.sinks) == ("gpt-oss-20b", GLOBAL, None, True)
 
 
+@pytest.mark.parametrize("query, expect, note", [
+    # a preset with a layer picker: its global layer, the window ignored
+    ({"preset": "Gemma-2-9B", "layer": "global", "window": "4096"}, ("Gemma-2-9B", GLOBAL, None),
+     "`window=4096` ignored: `layer=global` picks a global layer of Gemma-2-9B"),
+    ({"preset": "gpt-oss-20b", "layer": "global", "window": "128"}, ("gpt-oss-20b", GLOBAL, None),
+     "`window=128` ignored: `layer=global` picks a global layer of gpt-oss-20b"),
+    # no layer picker (the default Llama, then the window's Mistral; Mistral named; Custom): the window stays
+    ({"layer": "global", "window": "4096"}, ("Mistral-7B-v0.1", SLIDING, 4096),
+     "`layer=global` ignored: Mistral-7B-v0.1 has no layer picker"),
+    ({"preset": "Mistral-7B-v0.1", "layer": "global"}, ("Mistral-7B-v0.1", SLIDING, 4096),
+     "`layer=global` ignored: Mistral-7B-v0.1 has no layer picker"),
+    ({"preset": "Custom", "layer": "global", "window": "77"}, ("Custom", SLIDING, 77),
+     "`layer=global` ignored: Custom has no layer picker"),
+    # heads and window that match Gemma 2's sliding layer
+    ({"layer": "global", "window": "4096", "heads": "16", "head_dim": "256", "soft_cap": "50"},
+     ("Gemma-2-9B", SLIDING, 4096), "`layer=global` ignored: these heads and window are Gemma-2-9B's sliding layer"),
+])
+def test_a_global_layer_beside_a_window_is_resolved_one_way_and_said(query, expect, note):
+    """``?layer=global&window=4096`` ended on a sliding window and said nothing: a global
+    layer attends to the whole context. With a layer picker the global layer wins,
+    without one the window; a note names what was ignored."""
+    s, notes = state.settings_from_query(query, Settings(device="cpu"))
+    assert (s.preset, s.layer, s.window) == expect
+    assert len(notes) == 1 and notes[0].startswith(note), notes
+    assert s.config().window == expect[2]
+    # the settings read back from their own URL as they are, with no note
+    assert state.settings_from_query(state.settings_to_query(s)) == (s, [])
+
+
 @pytest.mark.parametrize("old, new, window", [("Llama-3-8B", "Llama-3.1-8B", None),
                                               ("Mistral-7B", "Mistral-7B-v0.1", 4096)])
 def test_old_preset_names_in_urls_still_work(old, new, window):

@@ -2,7 +2,8 @@
 edges, for every implementation against the float64 reference: ragged ``q_len``
 including 1, new tokens that fill exactly one block, ``q_len`` equal to the
 context, GQA and MQA, odd head_dim and block sizes, fp8 caches, split-K, the
-balanced plan and the prefix pass, with windows, sinks and soft-caps. Two checks
+balanced plan and shared prefixes (read per sequence: the prefix pass takes one
+token per sequence), with windows, sinks and soft-caps. Two checks
 that do not lean on the reference: each sequence's last token equals the
 one-token decode step, and token ``i`` equals the one-token step of the context
 cut after it (the causal rule). Draft tokens on every ordinary axis: the
@@ -95,15 +96,21 @@ def test_draft_tokens_under_every_split_plan(num_splits, balanced, device, seed)
 
 
 @pytest.mark.parametrize("window", [None, 20])
-def test_draft_tokens_through_the_prefix_pass(window, device, seed):
-    """The prefix pass's tile holds every member's tokens x heads, each row its own
-    length (and window); the decode kernel merges them with each sequence's own."""
+def test_draft_tokens_beside_shared_prefixes(window, device, seed):
+    """With draft tokens the prefix pass is not run: ``"detect"`` finds no group and
+    each sequence's programs read its shared blocks (exact), and groups given
+    explicitly are refused before any kernel runs."""
     inputs = build(device, seed, context_lens=(33, 40, 40, 50), query_lens=(3, 1, 4, 2), block_size=4,
                    shared_prefix=30, prefix_groups=2, window=window, sinks=True, **SMALL)
     launch = plan_triton_decode(*inputs.args(), **inputs.options(), shared_prefixes="detect")
-    assert launch.prefix is not None and launch.prefix.num_items > 0
+    assert launch.prefix is None and launch.groups == ()
     out = pa.triton_decode(*inputs.args(), **inputs.options(), shared_prefixes="detect")
     assert_matches(out, inputs.query, pa.reference_decode(*inputs.args(), **inputs.options()))
+    plain = pa.build_decode_inputs(inputs.config.with_(query_lens=1), poison=True)
+    groups = pa.find_shared_prefixes(plain.block_tables.cpu(), plain.context_lens.cpu(), 4)
+    assert groups  # the table does share blocks
+    with pytest.raises(ValueError, match="one query token per sequence"):
+        pa.triton_decode(*inputs.args(), **inputs.options(), shared_prefixes=groups)
 
 
 @pytest.mark.parametrize("kv_dtype", ["float8_e4m3fn", "float8_e5m2"])

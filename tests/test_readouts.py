@@ -165,3 +165,23 @@ def test_attention_options_in_the_summary_the_run_history_and_the_note():
         "The sliding window (300 tokens) covers every context here: it leaves nothing unread.")
     assert readouts.attention_note(plain.with_(soft_cap=30.0)) == (
         "**Attention: soft-cap 30.** Every implementation and the float64 reference run with it.")
+
+
+def test_new_tokens_in_the_label_the_change_and_the_note():
+    base = DecodeConfig(batch_size=4, context_lens=128, num_heads=32, num_kv_heads=8, head_dim=128)
+    four, ragged = base.with_(query_lens=4), base.with_(query_lens=(1, 4, 16, 2))
+    assert "q=" not in readouts.config_summary(base)
+    assert readouts.config_summary(four).startswith("B=4 ctx=128 q=4 H=32/8")
+    assert " q=1-16 " in readouts.config_summary(ragged)
+    assert "q=" not in readouts.config_summary(ragged, without=("query_lens",))
+    assert readouts.run_change(base, four) == "new tokens 1→4"
+    assert readouts.run_change(four, ragged) == "new tokens 4→1-16"
+    assert readouts.run_change(four, base.with_(query_lens=(4, 4, 4, 4))) == "same settings"
+    assert readouts.run_change(ragged, base.with_(query_lens=(16, 4, 1, 2))) == "new tokens"
+    assert readouts.query_note(base) is None
+    note = readouts.query_note(ragged)
+    assert note.startswith("**New tokens: 1 to 16 per sequence, 23 query tokens a step.**")
+    assert "over its 23 query tokens" in note and "once" in note
+    # with a window, the tokens read start at each sequence's first new token's window
+    windowed = readouts.attention_note(ragged.with_(window=64))
+    assert "each new token reads the 64 tokens up to itself" in windowed

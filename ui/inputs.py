@@ -135,6 +135,7 @@ def sequence_editor(
     *,
     shown: Mapping[str, Sequence] | None = None,
     reset: tuple[str, tuple[int, ...]] | None = None,
+    short: str | None = None,
 ) -> tuple[tuple[int, ...] | None, str | None]:
     """One whole number per sequence, edited in a grid in an expander, kept in range
     by the app: the values in use, or None and an error.
@@ -160,6 +161,8 @@ def sequence_editor(
         Read-only columns beside it (name -> one value per sequence).
     reset : (str, tuple of int), optional
         A button's label and the values it puts back.
+    short : str, optional
+        The edited column's header, when shorter than ``column``.
     """
     ss = st.session_state
     base, notes = _clamped(ss[f"{prefix}_base"], bounds, column)
@@ -168,13 +171,19 @@ def sequence_editor(
         ss[f"{prefix}_notes"] = (base, notes)
     editor_key = f"{prefix}_editor_{hash(base) & 0xFFFFFFFF:x}"
     with st.expander(f"{title} ({len(base)})", expanded=False):
-        frame = pd.DataFrame({"sequence": range(len(base)), **(shown or {}), column: base})
+        # The edited column before the read-only ones: the sidebar is too narrow for three wide columns.
+        frame = pd.DataFrame({"sequence": range(len(base)), column: base, **(shown or {})})
+        # Beside read-only columns, short headers and narrow columns, so all fit the sidebar.
+        narrow = {"sequence": ("seq", 52), **{name: (name, 60) for name in shown or {}}} if shown else {}
+        config = {name: st.column_config.NumberColumn(label, width=px, format="%d")
+                  for name, (label, px) in narrow.items()}
         edited = st.data_editor(
             frame, key=editor_key, disabled=["sequence", *(shown or {})], hide_index=True, num_rows="fixed",
             height=min(320, 38 + 35 * len(base)), width="stretch",
             # No min_value / max_value: the grid would clamp (and drop a minus sign) without a word;
             # the values arrive as typed and are clamped below, with a note.
-            column_config={column: st.column_config.NumberColumn(column, step=1, format="%d")},
+            column_config={**config, column: st.column_config.NumberColumn(
+                short or column, step=1, format="%d", width=72 if shown else None)},
         )
         if reset is not None and st.button(reset[0], key=f"{prefix}_reset", width="stretch"):
             ss[f"{prefix}_base"] = reset[1]

@@ -237,7 +237,7 @@ def _new_tokens(settings: Settings | None) -> tuple[int | tuple[int, ...], str |
         ss[base] = tuple(max(1, min(int(ss.get(QUERY_LEN) or 1), n)) for n in contexts)
     values, error = sequence_editor(_QUERIES, "Per-sequence new tokens", "new_tokens",
                                     [(1, min(limits.MAX_QUERY_LEN, max(1, n))) for n in contexts],
-                                    shown={"context_len": contexts})
+                                    shown={"ctx": contexts}, short="new")
     return (tuple(ss[base]) if values is None else values), error
 
 

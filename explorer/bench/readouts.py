@@ -20,6 +20,7 @@ from explorer.formatting import (
     format_number,
     format_times,
     kv_dtype_label,
+    span_text,
 )
 from paged_attention.results import achieved_gbps, correct_text, pct_of_copy, shares_kv
 from paged_attention.config import DecodeConfig
@@ -65,17 +66,20 @@ def memory_summary(config: DecodeConfig) -> MemorySummary:
 
 
 #: What :func:`config_summary` can leave out: the settings a caller replaces.
-SUMMARY_PARTS = ("batch_size", "context_len", "num_kv_heads", "head_dim", "block_size", "kv_dtype", "window")
+SUMMARY_PARTS = ("batch_size", "context_len", "num_kv_heads", "head_dim", "block_size", "kv_dtype", "window",
+                 "query_lens")
 
 
 def config_summary(config: DecodeConfig, without: Collection[str] = ()) -> str:
     """A short label for one configuration, e.g. ``"B=4 ctx=128 H=32/8 d=128 bs=16 float16 shuffled"``;
-    an fp8 cache adds its format and scales after the dtype: ``"float16 kv=fp8 e4m3 per tensor"``.
+    an fp8 cache adds its format and scales after the dtype: ``"float16 kv=fp8 e4m3 per tensor"``;
+    several new tokens per sequence add ``q=4`` (per sequence ``q=1-16``) after the context.
 
     ``without`` (any of :data:`SUMMARY_PARTS`) leaves out settings the caller
     replaces, so that the label names only those in force: a sweep of the context
     length drops ``ctx=``, one of the KV heads writes the query heads alone (``H=32``),
-    one comparing cache dtypes drops ``kv=``, one of the window drops ``window=``.
+    one comparing cache dtypes drops ``kv=``, one of the window drops ``window=``, one of the
+    new tokens drops ``q=``.
 
     Raises
     ------
@@ -91,11 +95,12 @@ def config_summary(config: DecodeConfig, without: Collection[str] = ()) -> str:
     else:
         ctx = f"ctx={min(lens)}-{max(lens)} (mean {sum(lens) / len(lens):.0f})"
     heads = f"H={config.num_heads}" + ("" if "num_kv_heads" in without else f"/{config.num_kv_heads}")
-    parts = {"batch_size": f"B={config.batch_size}", "context_len": ctx, "heads": heads,
+    queries = f"q={span_text(config.query_lengths, '-')}" if config.has_query_lens else ""
+    parts = {"batch_size": f"B={config.batch_size}", "context_len": ctx, "query_lens": queries, "heads": heads,
              "head_dim": f"d={config.head_dim}", "block_size": f"bs={config.block_size}",
              "dtype": config.dtype + ("" if "kv_dtype" in without else _kv_text(config)),
              "layout": config.block_layout, "device": config.device}
-    return " ".join(v for k, v in parts.items() if k not in without) + _prefix_text(config) + _attention_text(
+    return " ".join(v for k, v in parts.items() if k not in without and v) + _prefix_text(config) + _attention_text(
         config, window="window" not in without)
 
 
@@ -121,13 +126,40 @@ def attention_note(config: DecodeConfig) -> str | None:
             + (" (the sinks: one random logit per query head)" if config.sinks else "") + ".")
     if config.window is None:
         return note
-    reads = window_reads(config.lengths, config.block_size, config.window)
+    reads = window_reads(config.lengths, config.block_size, config.window, config.query_lengths)
     if reads.tokens_read == reads.tokens_held:
         return note + (f" The sliding window ({count(config.window, 'token')}) covers every context here: it "
                        "leaves nothing unread.")
     held = config.with_(window=None).needed_kv_bytes()
     return (note + f" The sliding window: {reads.detail()}, {format_bytes(config.needed_kv_bytes())} of the "
             f"{format_bytes(held)} of K and V held; bytes and GB/s count only the window's.")
+
+
+def query_note(config: DecodeConfig) -> str | None:
+    """What several new tokens per sequence change, for the benchmark page; None for
+    the plain decode step (one per sequence, given as one value).
+
+    Names them and the query rows they make; every implementation and the float64
+    reference verify them in one step, causally; the bytes a step moves count K and V
+    once and a query and an output row per token
+    (:meth:`~paged_attention.config.DecodeConfig.decode_bytes`); time per token is
+    the time per step over the step's query tokens.
+    """
+    if not config.has_query_lens:
+        return None
+    rows = config.num_query_tokens
+    return (f"**New tokens: {span_text(config.query_lengths)} per sequence, {count(rows, 'query token')} a step.** "
+            "Every implementation and the float64 reference verify them in one step: each new token, already in "
+            "the cache, attends to its sequence's context up to itself. K and V are read once a step, for all of "
+            f"a sequence's new tokens; bytes and GB/s count them once, plus a query and an output row per token "
+            f"({format_bytes(config.decode_bytes())} a step). Times are per step; per token is a step's time over "
+            f"its {count(rows, 'query token')}.")
+
+
+def per_token_ms(ms: float | None, config: DecodeConfig) -> float | None:
+    """A step's time ``ms`` per query token of ``config`` (ms over
+    :attr:`~paged_attention.config.DecodeConfig.num_query_tokens`); None for None."""
+    return None if ms is None else ms / max(1, config.num_query_tokens)
 
 
 def _prefix_text(config: DecodeConfig) -> str:
@@ -172,7 +204,7 @@ _CHANGE_NAMES: dict[str, str] = {
     "kv_scale": "scales", "block_layout": "layout",
     "shared_prefix": "prefix", "prefix_groups": "prefix groups",
     "spare_blocks": "spare blocks", "seed": "seed", "device": "device",
-    "window": "window", "soft_cap": "soft-cap", "sinks": "sinks",
+    "window": "window", "soft_cap": "soft-cap", "sinks": "sinks", "query_lens": "new tokens",
 }
 #: Attention options, which :func:`run_change` writes "off" when not in force.
 _OPTIONS = ("window", "soft_cap", "sinks")
@@ -205,6 +237,14 @@ def run_change(previous: DecodeConfig | None, current: DecodeConfig, *, most: in
             if before == after:  # same range: new lengths in it, or only more or fewer sequences
                 if previous.batch_size == current.batch_size:
                     changes.append("ctx lengths")
+                continue
+        elif name == "query_lens":
+            if before == after or previous.query_lengths == current.query_lengths:
+                continue
+            before, after = span_text(previous.query_lengths, "-"), span_text(current.query_lengths, "-")
+            if before == after:  # same span: other values in it, or only more or fewer sequences
+                if previous.batch_size == current.batch_size:
+                    changes.append("new tokens")
                 continue
         elif name == "kv_dtype":
             if not (previous.is_fp8 or current.is_fp8):
@@ -295,7 +335,8 @@ def host_overhead_ms(result) -> float | None:
 
 
 def results_rows(
-    results: Iterable, copy_gbps: float | None = None, baseline: str = "naive", *, reads_kv: bool = True
+    results: Iterable, copy_gbps: float | None = None, baseline: str = "naive", *, reads_kv: bool = True,
+    config: DecodeConfig | None = None,
 ) -> list[dict]:
     """Flat rows for the results table, one per implementation, in numbers
     (:func:`explorer.bench.view.results_table` writes them as text).
@@ -311,6 +352,10 @@ def results_rows(
     reads_kv : bool
         False when the step reads no K or V (:func:`reads_no_kv`): bandwidth, its
         fraction of the copy bandwidth and the speedup are then None (n/a).
+    config : DecodeConfig, optional
+        The run's configuration: with several new tokens per sequence
+        (``has_query_lens``) the rows add ``per_token_ms``, the median call latency
+        per query token (:func:`per_token_ms`).
 
     With a shared prefix (:func:`~paged_attention.results.shares_kv`) the rows add
     ``unique_gbps`` and ``gpu_unique_gbps``, the bandwidth on unique bytes (a
@@ -332,6 +377,8 @@ def results_rows(
                 "implementation": r.label,
                 "device": r.device,
                 "median_ms": r.median_ms,
+                **({"per_token_ms": per_token_ms(r.median_ms, config)}
+                   if config is not None and config.has_query_lens else {}),
                 "p20_ms": r.p20_ms,
                 "p80_ms": r.p80_ms,
                 "gpu_time_ms": r.gpu_time_ms,

@@ -158,7 +158,8 @@ def results_csv(entry: RunEntry) -> str:
     the page's own columns: the speedup over Naive PyTorch and its verdict
     (:func:`~explorer.bench.readouts.rank`; empty when every context is empty),
     the host overhead, error / tolerance, and for an fp8 cache its quantization
-    error (the error chart's dashed line)."""
+    error (the error chart's dashed line); with several new tokens per sequence, the
+    median call latency per query token."""
     ranks = readouts.rank(entry.results)
     rows = []
     for r, ranked in zip(entry.results, ranks):
@@ -170,6 +171,8 @@ def results_csv(entry: RunEntry) -> str:
             "speedup_vs_naive": ranked.speedup if meaningful else None,
             "vs_naive": ranked.verdict if meaningful else None,
             "host_overhead_ms": readouts.host_overhead_ms(r), "max_tol_ratio": r.max_tol_ratio,
+            **({"median_ms_per_token": readouts.per_token_ms(r.median_ms, entry.config)}
+               if entry.config.has_query_lens else {}),
             **({} if entry.quantization_error is None else {"fp8_quantization_error": entry.quantization_error}),
         })
     return schema_csv(rows, leading=("run", "config"))
@@ -241,6 +244,20 @@ def cards(results: Sequence, unit: str, *, reads_kv: bool = True) -> list[Card]:
     return out
 
 
+def token_cards(results: Sequence, unit: str, config: DecodeConfig) -> list[Card]:
+    """A card per result with its median call latency per query token
+    (:func:`~explorer.bench.readouts.per_token_ms`), for a step of several new tokens
+    per sequence (``config.has_query_lens``); none for the plain decode step."""
+    if not config.has_query_lens:
+        return []
+    rows = count(config.num_query_tokens, "query token")
+    return [Card(f"{r.label}, per token", format_duration(readouts.per_token_ms(r.median_ms, config), unit),
+                 f"÷ {rows}", "off", "off",
+                 help=f"median call latency of a step, {format_duration(r.median_ms, unit)}, over its {rows}: what "
+                      "one verified new token costs")
+            for r in results]
+
+
 @dataclass(frozen=True)
 class Column:
     """A column of the results table: its key in the rows, header and tooltip;
@@ -261,11 +278,11 @@ class ResultsTable:
 
 
 #: Times in the table, in the page's unit.
-_TIMES = ("median_ms", "p20_ms", "p80_ms", "gpu_time_ms", "host_overhead_ms", "host_ms")
+_TIMES = ("median_ms", "per_token_ms", "p20_ms", "p80_ms", "gpu_time_ms", "host_overhead_ms", "host_ms")
 #: Bandwidths, in GB/s.
 _BANDWIDTHS = ("gbps", "gpu_gbps", "unique_gbps", "gpu_unique_gbps")
 #: What a speaker points at comes first, so it stays on screen at 1280 px.
-_FIRST = ("implementation", "correct", "median_ms", "gpu_time_ms", "host_overhead_ms", "host_ms",
+_FIRST = ("implementation", "correct", "median_ms", "per_token_ms", "gpu_time_ms", "host_overhead_ms", "host_ms",
           "speedup_vs_naive",
           "gpu_unique_gbps", "unique_gbps", "gbps", "pct_of_copy_bw", "max_tol_ratio")
 #: In the rows (and the CSV), not in the table: the table keeps to the call
@@ -289,6 +306,8 @@ def results_table(rows: Sequence[dict], unit: str, *, reads_kv: bool = True) -> 
     names = {
         "implementation": ("Implementation", None), "device": ("Device", None), "correct": ("Correct", None),
         "median_ms": (f"Median ({unit})", "median call latency: what a Python caller waits"),
+        "per_token_ms": (f"Per token ({unit})", "median call latency ÷ the step's query tokens: what one verified "
+                                                "new token costs"),
         "p20_ms": (f"p20 ({unit})", None), "p80_ms": (f"p80 ({unit})", None),
         "gpu_time_ms": (f"GPU time ({unit})", "CUDA-graph replays: the kernels alone, no launch from the host"),
         "host_overhead_ms": (f"Host overhead ({unit})",
@@ -314,6 +333,8 @@ def results_table(rows: Sequence[dict], unit: str, *, reads_kv: bool = True) -> 
     shown_na = {"speedup_vs_naive", "gbps"} if not reads_kv else set()
     keys = [k for k in keys if k in shown_na or any(row[k] is not None for row in rows)]
     keys = [k for k in _FIRST if k in keys] + [k for k in keys if k not in _FIRST]
+    if "per_token_ms" in keys:  # several new tokens a step: the median is a step's
+        names["median_ms"] = (f"Median per step ({unit})", names["median_ms"][1] + ", for the whole step")
     texts = [{k: _cell(k, row, unit) for k in keys} for row in rows]
     columns = [Column(k, *names.get(k, (k, None)), numeric=k not in ("implementation", "device", "correct"))
                for k in keys]

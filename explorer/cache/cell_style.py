@@ -99,15 +99,16 @@ def add_legend_square(fig: go.Figure, color: str, name: str, line: str | None = 
     )
 
 
-def add_new_token_marks(fig: go.Figure, x, y, customdata, hovertemplate: str, cell_px: float) -> None:
+def add_new_token_marks(fig: go.Figure, x, y, customdata, hovertemplate: str, cell_px: float,
+                        share: float = 0.45) -> None:
     """Stars (:data:`NEW_TOKEN_COLOR`) at ``x``, ``y`` (data coordinates: a corner of
-    each cell that holds new tokens), with the hover ``hovertemplate`` over
-    ``customdata``, sized for cells of ``cell_px`` pixels, and a legend entry
-    :data:`NEW_TOKENS`; one trace, named so."""
+    each cell that holds new tokens, or its centre), with the hover ``hovertemplate``
+    over ``customdata``, ``share`` of a cell of ``cell_px`` pixels wide (4 to 16 px),
+    and a legend entry :data:`NEW_TOKENS`; one trace, named so."""
     fig.update_layout(showlegend=True)
     fig.add_trace(go.Scatter(
         x=x, y=y, mode="markers", customdata=customdata, hovertemplate=hovertemplate, cliponaxis=False,
-        marker=dict(symbol="star", size=max(4.0, min(0.45 * cell_px, 13.0)), color=NEW_TOKEN_COLOR,
+        marker=dict(symbol="star", size=max(4.0, min(share * cell_px, 16.0)), color=NEW_TOKEN_COLOR,
                     line=dict(color=NEW_TOKEN_LINE, width=1)),
         name=NEW_TOKENS,
     ))

@@ -30,6 +30,7 @@ from explorer.style import (
     font_px,
     integer_ticks,
     plot_area_height,
+    plot_width_px,
 )
 
 
@@ -153,14 +154,17 @@ def token_walk_figure(
     )
     add_legend_square(fig, UNALLOCATED_COLOR, "empty slot (wasted)", line="#CBD5E1")
     if query_len is not None:
+        # In the cell's top-right corner beside its token number, or across the cell when no number fits.
         r, c = np.nonzero(valid & (token >= n - new))
+        corner = 0.3 if text_on else 0.0
+        cell_px = min(plot_height / max(1, len(logical)), plot_width_px(WIDE_PLOT_PX) / max(1, len(slots)))
         add_new_token_marks(
-            fig, slots[c] + 0.3 * grid.col_stride, logical[r] - 0.28 * grid.row_stride,
+            fig, slots[c] + corner * grid.col_stride, logical[r] - corner * grid.row_stride,
             np.stack([token[r, c], token[r, c] - (n - new) + 1, phys[r], slots[c]], axis=-1),
             f"token %{{customdata[0]}}: new token %{{customdata[1]}} of {new} (a query row)"
             "<br>attends to positions 0–%{customdata[0]} (causal)"
             "<br>physical block %{customdata[2]}, slot %{customdata[3]}<extra></extra>",
-            min(plot_height / max(1, len(logical)), WIDE_PLOT_PX / max(1, len(slots))),
+            cell_px, share=0.45 if text_on else 0.75,
         )
     apply_style(fig, f"Token walk of sequence {seq}", subtitle, height=height)
     fig.update_xaxes(title="slot within block", showgrid=False, zeroline=False, **integer_ticks(0, block_size - 1))

@@ -114,8 +114,8 @@ This sequence brings **{count(query_len, 'new token')}** (draft tokens, already 
 head r % {query_group}.
 
 Token t may only attend to the positions up to its own (**causal**): the later new tokens' scores are
-masked to −∞ in its row, so the kept cells form a staircase.{windowed} Only the blocks holding the new tokens
-need this mask per row; the blocks before them are walked with one mask for every row.
+masked to −∞ in its row, so the kept cells form a staircase.{windowed} The kernel masks every tile row by row,
+each row at its own length; the chart shows the tiles where the rows differ.
 
 The traced row (outlined) is token {token}, head {head}, at position {position:,}: {traced}.
 """

@@ -8,19 +8,18 @@ head in one tile: row ``r`` holds query token ``r // group`` and query head
 q_len + 1 + t`` (itself and everything before it), ``row_start = max(0, row_len -
 window)`` with a sliding window, else 0 (:func:`row_span`).
 
-Only some blocks need a mask per row: those holding the new tokens, and with a
-window those before the last token's window start; the kernel walks the blocks
-between with the plain mask, in three ranges (:func:`kernel_ranges`). This module
-states those rules once for the trace (:mod:`explorer.kernel.trace`), which replays
-them: :func:`rows_of_tile` lists a tile's rows, :func:`mask_cells` says, for each new
-token and each position of a per-row tile, whether its score is kept or masked and why.
+With draft tokens the kernel masks every tile of its walk row by row (one loop,
+:func:`kernel_ranges`), but only in some tiles do the rows' masks differ: those
+holding the new tokens, and with a window those before the last token's window
+start (:func:`rows_differ`). This module states those rules once for the trace
+(:mod:`explorer.kernel.trace`), which replays them: :func:`rows_of_tile` lists a
+tile's rows, :func:`mask_cells` says, for each new token and each position of a
+tile, whether its score is kept or masked and why.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
-
-from paged_attention.tiling import cdiv
 
 #: What happens to the score of one (query token, position) of a tile: kept; masked as
 #: a later position (the causal rule); masked as before the token's own window; or
@@ -38,31 +37,28 @@ def row_span(context_len: int, query_len: int, token: int, window: int | None) -
 
 
 def kernel_ranges(
-    first_block: int, last_block: int, context_len: int, query_len: int, block_size: int, window: int | None,
-    query_tokens: int,
+    first_block: int, last_block: int, window: int | None, query_tokens: int,
 ) -> list[tuple[int, int, bool, bool]]:
-    """How one program of the decode kernel walks its logical blocks
-    ``[first_block, last_block)``: ``(first, last, per_row, window)`` per range, in
-    walk order, each range tiled afresh from its first block.
+    """How one program of the decode kernel walks its logical blocks ``[first_block,
+    last_block)``: ``(first, last, per_row, window)`` per range, in walk order, each
+    tiled from its first block; empty ranges are left out.
 
-    With ``query_tokens`` (the kernel's ``QUERY_TOKENS``, the batch's most query
-    tokens of one sequence) of 1, one range, the plain mask (and the window's
-    start). With more, three, as ``_paged_decode_kernel`` cuts them for a sequence
-    of ``query_len`` new tokens: blocks before the last token's window start (per
-    row, with the window), the blocks every row sees whole (the plain mask, no
-    window check: every position there lies in every row's window), and the blocks
-    from the one holding the first new token's length on (per row). Empty ranges
-    are left out.
+    One range: with ``query_tokens`` (the kernel's ``QUERY_TOKENS``, the batch's most
+    query tokens of one sequence) above 1, masked per row (each row at its own length
+    and window start, a sequence of one token too); else with the plain mask. The
+    window's start bounds the loads either way.
     """
-    if query_tokens <= 1:
-        return [(first_block, last_block, False, window is not None)] if last_block > first_block else []
-    mid_first = first_block
-    if window is not None:
-        mid_first = min(max(cdiv(max(context_len - window, 0), block_size), first_block), last_block)
-    mid_last = max(min((context_len - query_len + 1) // block_size, last_block), mid_first)
-    ranges = [(first_block, mid_first, True, window is not None), (mid_first, mid_last, False, False),
-              (mid_last, last_block, True, window is not None)]
-    return [r for r in ranges if r[1] > r[0]]
+    if last_block <= first_block:
+        return []
+    return [(first_block, last_block, query_tokens > 1, window is not None)]
+
+
+def rows_differ(first: int, last: int, context_len: int, query_len: int, window: int | None) -> bool:
+    """Whether the new tokens' masks differ anywhere in a tile that loads positions
+    ``first .. last``: it holds a position past the first new token's own
+    (``context_len - query_len``), or, with a window, one before the last token's
+    window start (``context_len - window``)."""
+    return last > context_len - query_len or (window is not None and first < context_len - window)
 
 
 #: Columns of :func:`rows_of_tile`, one per row of the tile.

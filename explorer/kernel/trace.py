@@ -33,11 +33,11 @@ query head of one sequence under a :class:`~paged_attention.launch_plan.LaunchPl
    (``normalize_output``: ``m' = max(m, sink)``, ``l' = l 2^(m - m') + 2^(sink - m')``).
 7. Draft tokens (``query_lens``): a program's tile holds the sequence's ``q_len``
    new tokens x the query heads of its KV head, token ``t`` scoring the positions
-   up to its own (and its own window). The program walks its blocks in the
-   kernel's three ranges (:func:`~explorer.kernel.tile_rows.kernel_ranges`), only
-   those holding the new tokens (and, with a window, those before the last token's
-   window start) masked per row; the trace follows one token's row and records the
-   tile's rows and the mask of every tile masked per row, cell by cell.
+   up to its own (and its own window): every tile is masked per row
+   (:func:`~explorer.kernel.tile_rows.kernel_ranges`). The trace follows one
+   token's row and records the tile's rows and, cell by cell, the mask of every
+   tile where the rows' masks differ (:func:`~explorer.kernel.tile_rows.rows_differ`).
+   No prefix pass runs with draft tokens (the launcher finds no group).
 
 The plan and the programs are the launcher's own
 (:func:`~paged_attention.triton_launch.plan_triton_decode`, which also checks the
@@ -57,7 +57,7 @@ from typing import Sequence
 import pandas as pd
 import torch
 
-from explorer.kernel.tile_rows import ROW_COLUMNS, kernel_ranges, mask_cells, row_span, rows_of_tile
+from explorer.kernel.tile_rows import ROW_COLUMNS, kernel_ranges, mask_cells, row_span, rows_differ, rows_of_tile
 from explorer.kernel.trace_record import LOGIT_COLUMNS, MASK_COLUMNS, SPLIT_COLUMNS, TILE_COLUMNS, KernelTrace
 from paged_attention.config import is_whole
 from paged_attention.inputs import DecodeInputs
@@ -180,8 +180,8 @@ def trace_decode(
         The kernel's ``QUERY_TOKENS`` (the most query tokens of one sequence of the
         batch it launched for), when ``inputs`` hold a part of that batch (the
         explorer packs one sequence): at least the inputs' own most, which is the
-        default. Above 1 the kernel walks a program's blocks in three ranges
-        (:func:`~explorer.kernel.tile_rows.kernel_ranges`).
+        default. Above 1 the kernel masks every row at its own length, a sequence
+        of one token too (:func:`~explorer.kernel.tile_rows.kernel_ranges`).
 
     Returns
     -------
@@ -330,7 +330,9 @@ def trace_decode(
                     scores = torch.where(valid, capped * LOG2E, -math.inf)
                     logit_rows.extend((t, split, tile, r, c) for t, r, c in zip(
                         position[valid].tolist(), raw[valid].tolist(), capped[valid].tolist()))
-                    if per_row and pass_ == "own" and q_len > 1:
+                    held = position[loaded]
+                    if (per_row and pass_ == "own" and q_len > 1 and held.numel()
+                            and rows_differ(int(held.min()), int(held.max()), n, q_len, shape.window)):
                         mask_rows.extend((split, tile, *cell) for cell in mask_cells(
                             position[real].tolist(), loaded[real].tolist(), n, q_len, shape.window))
                     tile_max = float(scores.max())
@@ -406,7 +408,7 @@ def trace_decode(
             first_block = max(first_block, start // bs)
         if first_block < last_block:  # else an empty row: its one program writes zeros, or merges the prefix's
             walk(slot, first_block, last_block,
-                 kernel_ranges(first_block, last_block, n, q_len, bs, shape.window, kernel_tokens), plan, "own", 1,
+                 kernel_ranges(first_block, last_block, shape.window, kernel_tokens), plan, "own", 1,
                  q_len * shape.query_group_size, start)
 
     output = torch.zeros(shape.head_dim, dtype=torch.float64)

@@ -25,7 +25,7 @@ TILE_COLUMNS: tuple[str, ...] = (
 LOGIT_COLUMNS: tuple[str, ...] = ("token", "split", "tile", "raw", "capped")
 
 #: Columns of :attr:`KernelTrace.mask`, one row per (query token, position) of a tile
-#: the decode kernel masks per row (:func:`~explorer.kernel.tile_rows.mask_cells`).
+#: where the rows' masks differ (:func:`~explorer.kernel.tile_rows.mask_cells`).
 MASK_COLUMNS: tuple[str, ...] = ("split", "tile", "token", "position", "state")
 
 #: Columns of :attr:`KernelTrace.splits`, one row per split that runs.
@@ -66,9 +66,8 @@ class KernelTrace:
           the block when a block spans several tiles, else 0);
         - ``first_block``, ``end_block``: logical blocks the tile covers,
           ``[first_block, end_block)``; ``per_row``: whether the kernel masks its
-          scores row by row (with draft tokens, the blocks holding the new tokens
-          and, with a window, those before the last token's window start), or
-          with one mask for every row;
+          scores row by row (every tile of the prefix pass, and of the decode
+          kernel with draft tokens in the batch), or with one mask for every row;
         - ``token_start``, ``token_end``: the valid logical tokens,
           ``[token_start, token_end)`` (empty when every lane is masked);
         - ``valid_tokens`` (the positions this row scores); ``masked_lanes`` =
@@ -133,8 +132,11 @@ class KernelTrace:
         ``token`` and ``head`` it holds, the token's ``position`` and the
         positions ``[row_start, row_len)`` it scores. None for one token.
     mask : DataFrame or None
-        With draft tokens, the mask of every tile the decode kernel masks per row,
-        columns :data:`MASK_COLUMNS`: for each ``split`` and ``tile`` (as in
+        With draft tokens, the mask of every tile of the decode kernel where the
+        rows' masks differ (:func:`~explorer.kernel.tile_rows.rows_differ`: the
+        tiles holding the new tokens, and with a window those before the last
+        token's window start), columns :data:`MASK_COLUMNS`: for each ``split``
+        and ``tile`` (as in
         ``tiles``), each query ``token`` and each ``position`` of the tile, its
         ``state`` (:data:`~explorer.kernel.tile_rows.MASK_STATES`: ``"scored"``,
         ``"causal"``: a later position, ``"window"``: before the token's window,

@@ -110,7 +110,7 @@ WORK_COLUMNS: tuple[str, ...] = ("seq", "pass", "order", "slot", "first_block", 
 
 def work_list(
     plan: LaunchPlan, context_lens, *, groups: tuple[PrefixGroup, ...] = (), prefix: LaunchPlan | None = None,
-    query_group_size: int = 1, window_starts=None, block_size: int | None = None, max_query_len: int = 1,
+    query_group_size: int = 1, window_starts=None, block_size: int | None = None,
 ) -> pd.DataFrame:
     """Which program reads which blocks of which sequence, as the kernels launch them.
 
@@ -124,10 +124,9 @@ def work_list(
         The decode kernel's plan (for the blocks past the prefixes, with groups).
     context_lens : sequence of int
         ``[batch_size]``.
-    groups, prefix, query_group_size, max_query_len
-        The shared-prefix groups, the prefix pass's plan, the query heads per KV
-        head and the most new tokens of one sequence (which set how many sequences
-        share a prefix-pass tile).
+    groups, prefix, query_group_size
+        The shared-prefix groups, the prefix pass's plan and the query heads per KV
+        head (which set how many sequences share a prefix-pass tile).
     window_starts : sequence of int, optional
         ``[batch_size]``: with a window, each sequence's first attended position
         (:attr:`~paged_attention.config.DecodeConfig.window_starts`, its first new
@@ -146,7 +145,7 @@ def work_list(
     lens = torch.as_tensor([int(n) for n in context_lens], dtype=torch.int64)
     window_blocks = None if window_starts is None else [int(s) // plan.block_size for s in window_starts]
     pre, work = plan_work(plan, lens, groups=groups, prefix_plan=prefix, query_group_size=query_group_size,
-                          window_blocks=window_blocks, max_query_len=max_query_len)
+                          window_blocks=window_blocks)
     rows = []
     if pre is not None:
         members = pre.members.tolist()
@@ -344,7 +343,8 @@ def trace_row(
     ``groups`` under ``prefix`` (:func:`prefix_plan`) when ``seq`` is in one; with
     draft tokens, for the sequence's new token ``token`` (by default its last), the
     tile holding all of them (the batch's most new tokens of one sequence set how
-    the kernel walks, :func:`~explorer.kernel.tile_rows.kernel_ranges`).
+    the kernel masks, :func:`~explorer.kernel.tile_rows.kernel_ranges`; no prefix
+    pass runs with draft tokens: ``groups`` then come empty from :func:`prefix_groups`).
 
     The trace's ``physical_blocks`` are the ids of ``block_tables[seq]``; ``head``
     and ``kv_head`` are those of the configuration, and so are the prefix pass's
@@ -376,8 +376,7 @@ def trace_row(
     tiles["physical_blocks"] = [tuple(int(physical[b]) for b in ids) for ids in tiles["physical_blocks"]]
     if mine is not None:
         lens = torch.tensor(config.lengths, dtype=torch.int64)
-        batch_prefix, _ = plan_work(plan, lens, groups=groups, prefix_plan=prefix, query_group_size=group,
-                                    max_query_len=max(config.query_lengths))
+        batch_prefix, _ = plan_work(plan, lens, groups=groups, prefix_plan=prefix, query_group_size=group)
         programs = {slot: members for members, _, _, slot in prefix_programs(batch_prefix, seq)}
         for frame in (tiles, splits):
             pre = frame["pass"] == "prefix"
