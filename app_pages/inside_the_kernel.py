@@ -1,11 +1,12 @@
-"""Inside the kernel: the Triton kernel's walk and online softmax for one (sequence, head)."""
+"""Inside the kernel: the Triton kernel's walk and online softmax for one (sequence, head), and with
+draft tokens its tile's rows and their causal mask."""
 
 import streamlit as st
 
 from explorer import formatting, limits
 from explorer.bench import readouts
 from explorer.kernel import figures as kernel_figures
-from explorer.kernel import notes, option_figures, work_list_figures
+from explorer.kernel import mask_figures, notes, option_figures, work_list_figures
 from explorer.kernel.tables import split_table, with_sink
 from explorer.kernel.view import (
     BLOCK_N_CHOICES,
@@ -66,12 +67,27 @@ default_plan = launch_plan(config, tables, groups=groups)
 if not ss.get("ik_override", False):  # the disabled override fields show the plan in use
     ss["ik_splits"], ss["ik_block_n"] = default_plan.num_splits, default_plan.block_n
 
+drafts = max(config.query_lengths) > 1  # new tokens per sequence: the tile holds each one's rows
 with st.container(border=True):
-    c = st.columns([1, 1, 1.3, 1, 1], vertical_alignment="bottom")
+    if drafts:  # two rows: six boxes in one lost their step buttons at 1280 px
+        top, bottom = st.columns(3, vertical_alignment="bottom"), st.columns([1.3, 1, 1], vertical_alignment="bottom")
+        c = [top[0], top[1], top[2], *bottom]
+    else:
+        c = st.columns([1, 1, 1.3, 1, 1], vertical_alignment="bottom")
     seq = bounded_number_input(c[0], "Sequence", 0, config.batch_size - 1, step=1, key="ik_seq",
                                persist_state="session", note_parent=st)
     head = bounded_number_input(c[1], "Query head", 0, config.num_heads - 1, step=1, key="ik_head",
                                 persist_state="session", note_parent=st)
+    q_len = config.query_lengths[seq]
+    token = None
+    if drafts:
+        # Another sequence (or its new tokens changed): start at its last token, the plain step's.
+        if ss.get("ik_token") is None or ss.get("ik_token_of") != (seq, q_len) or ss["ik_token"] > q_len - 1:
+            ss["ik_token"] = q_len - 1
+        ss["ik_token_of"] = (seq, q_len)
+        token = bounded_number_input(c.pop(2), "New token", 0, q_len - 1, step=1, key="ik_token", note_parent=st,
+                                     disabled=q_len < 2, help=f"which of the sequence's {q_len} new tokens to trace "
+                                     "(0: the first draft token); each scores the context up to its own position")
     override = c[2].toggle("Override plan", key="ik_override", persist_state="session",
                            on_change=lambda: ss.pop("ik_showcase", None),
                            help="override the launch plan: the kernel's heuristic picks the tile and the split "
@@ -95,8 +111,9 @@ with st.container(border=True):
         + (f"{formatting.count(plan.num_splits, 'split')} of {formatting.count(plan.blocks_per_split, 'block')} "
            f"({formatting.count(plan.tokens_per_split, 'token')}) for the longest sequence"
            if max(config.lengths, default=0) else "no split: every context is empty")
-        + f" · sequence {seq} holds {formatting.count(n, 'token')} · query head {head} reads "
-        f"KV head {head // group} (GQA group of {group})"
+        + f" · sequence {seq} holds {formatting.count(n, 'token')}"
+        + (f", its last {q_len} new (positions {n - q_len:,}–{n - 1:,}): token {token} traced" if q_len > 1 else "")
+        + f" · query head {head} reads KV head {head // group} (GQA group of {group})"
     )
     if override and ss.get("ik_showcase"):
         st.info(notes.showcase_note(default_plan.block_n, default_plan.num_splits, seq, row_splits(default_plan, n),
@@ -131,7 +148,8 @@ if n == 0:
                 "zero. Give the sequences tokens in the sidebar to see the walk.", icon=":material/info:")
     st.stop()
 
-trace = kernel_trace(config_key(config), int(seq), int(head), plan, groups, pre_plan)
+trace = kernel_trace(config_key(config), int(seq), int(head), plan, groups, pre_plan,
+                     int(token) if q_len > 1 else None)
 tiles, split_rows = trace["tiles"], trace["splits"]
 err = trace["max_abs_error"]
 
@@ -164,6 +182,11 @@ explained(kernel_figures.kernel_walk_figure(tiles, n, config.block_size, plan.bl
                                            window_start=trace["window_start"]), "ik_walk_chart",
           notes.walk_note(plan.block_n, tile, len(split_rows) > 1, bool(num_prefix),
                           notes.window_note(config.window, trace["window_start"], trace["first_block"])))
+if trace["query_lens"] > 1:
+    explained(mask_figures.tile_mask_figure(trace["tile_rows"], trace["mask"], context_len=n, token=trace["token"],
+                                            head=int(head)), "ik_mask_chart",
+              notes.mask_note(trace["query_lens"], group, trace["token"], int(head), trace["position"], config.window,
+                              int(tiles["causal_masked"].sum())))
 if trace["soft_cap"] is not None:
     explained(option_figures.logits_figure(trace["logits"], trace["soft_cap"]), "ik_logits_chart", notes.soft_cap_note(
         trace["soft_cap"], int((trace["logits"]["raw"].abs() > trace["soft_cap"]).sum())))

@@ -96,6 +96,9 @@ MAX_WALK_TEXT = 160
 MAX_SPLIT_LEGEND = 8
 #: Most sequences a work-list figure draws; a larger batch shows every k-th one (and the traced one).
 MAX_WORK_ROWS = 40
+#: The draft tokens' tile mask draws each of its rows (query token x query head) up to this
+#: many; past it, one row per token (a token's heads share its mask).
+MAX_MASK_ROWS = 48
 #: Characters of a recorded peer's label.
 MAX_LABEL_CHARS = 20
 

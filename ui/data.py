@@ -118,21 +118,24 @@ def block_size_table(
 
 @st.cache_data(max_entries=16, show_spinner="Tracing the kernel…")
 def kernel_trace(key: tuple, seq: int, head: int, plan: LaunchPlan, groups: tuple = (),
-                 prefix: LaunchPlan | None = None) -> dict:
+                 prefix: LaunchPlan | None = None, token: int | None = None) -> dict:
     """:func:`~explorer.kernel.view.trace_row` for the configuration ``key``
     (``(field, value)`` pairs of a :class:`DecodeConfig`), after the prefix pass of
-    shared-prefix ``groups`` under ``prefix``, without tensors: ``tiles``,
+    shared-prefix ``groups`` under ``prefix`` (for new token ``token`` with draft
+    tokens: by default the sequence's last), without tensors: ``tiles``,
     ``splits`` and ``logits`` DataFrames, ``max_abs_error`` against the float64
     reference, ``kv_head``, and the attention options' ``window_start``,
     ``first_block``, ``soft_cap``, ``sink``, ``m_final``, ``l_final``,
-    ``sink_term``, ``sink_share`` (:class:`~explorer.kernel.trace.KernelTrace`)."""
+    ``sink_term``, ``sink_share``, and the draft tokens' ``query_len``, ``token``,
+    ``position``, ``tile_rows`` and ``mask`` (:class:`~explorer.kernel.trace.KernelTrace`)."""
     config = DecodeConfig(**dict(key))
     tables, _ = block_arrays_for(config)
-    trace = trace_row(config, tables, seq, head, plan=plan, groups=groups, prefix=prefix)
+    trace = trace_row(config, tables, seq, head, plan=plan, groups=groups, prefix=prefix, token=token)
     return {
         "tiles": trace.tiles, "splits": trace.splits, "max_abs_error": trace.max_abs_error,
         "kv_head": trace.kv_head, "output": trace.output.numpy(), "reference": trace.reference.numpy(),
         "window_start": trace.window_start, "first_block": trace.first_block, "soft_cap": trace.soft_cap,
         "logits": trace.logits, "sink": trace.sink, "sink_m": trace.sink_m, "m_final": trace.m_final, "l_final": trace.l_final,
-        "sink_term": trace.sink_term, "sink_share": trace.sink_share,
+        "sink_term": trace.sink_term, "sink_share": trace.sink_share, "query_lens": trace.query_len,
+        "token": trace.token, "position": trace.position, "tile_rows": trace.tile_rows, "mask": trace.mask,
     }

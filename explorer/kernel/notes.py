@@ -11,7 +11,9 @@ INTRO = (
     "What `_paged_decode_kernel` does for one query head of one sequence of the sidebar's batch, replayed step by "
     "step: the **tiles** of `BLOCK_N` tokens it walks through the block table, the **online softmax** state after "
     "each tile, and, when a long context is split across programs (**split-K**, flash-decoding), how the splits "
-    "are merged; when sequences share a prefix, the **prefix pass** that reads the shared blocks once per group. "
+    "are merged; when sequences share a prefix, the **prefix pass** that reads the shared blocks once per group; "
+    "with **draft tokens** (new tokens per sequence in the sidebar), the tile's rows, one per (new token, query "
+    "head), and the **causal mask** among them. "
     "The replay runs on the CPU in float64 on random float32 inputs: it explains the algorithm, it "
     "does not time it."
 )
@@ -90,6 +92,32 @@ split, or padding when the block size is not a power of two. They load nothing a
  if prefix else ""}
 
 {window}
+"""
+
+
+def mask_note(query_len: int, query_group: int, token: int, head: int, position: int, window: int | None,
+              causal: int) -> str:
+    """Beside the tile's mask: a sequence's ``query_len`` new tokens x the
+    ``query_group`` query heads of one KV head as the rows of one tile, and the
+    causal rule; the traced row is token ``token``, head ``head`` at ``position``,
+    and ``causal`` of its tiles' loaded lanes are masked as later tokens."""
+    rows = query_len * query_group
+    traced = (f"its tiles load {count(causal, 'position')} it masks as later tokens'" if causal
+              else "the last new token, it masks no later one: its row sees what a one-token step sees")
+    windowed = (f" With the sliding window each row also masks the positions before its own window (its last "
+                f"{count(window, 'position')}), so earlier tokens keep a few positions later ones drop."
+                if window is not None else "")
+    return f"""
+This sequence brings **{count(query_len, 'new token')}** (draft tokens, already in the cache: its last
+{query_len} positions). The kernel still reads its K and V **once**: one tile holds
+{query_len} tokens x {count(query_group, 'query head')} = **{count(rows, 'row')}**, row r = token r // {query_group},
+head r % {query_group}.
+
+Token t may only attend to the positions up to its own (**causal**): the later new tokens' scores are
+masked to −∞ in its row, so the kept cells form a staircase.{windowed} The kernel masks every tile row by row,
+each row at its own length; the chart shows the tiles where the rows differ.
+
+The traced row (outlined) is token {token}, head {head}, at position {position:,}: {traced}.
 """
 
 

@@ -1,4 +1,4 @@
-"""What a kernel trace records for one (sequence, query head): :class:`KernelTrace`
+"""What a kernel trace records for one (sequence, query token, query head): :class:`KernelTrace`
 and the columns of its tables (:func:`~explorer.kernel.trace.trace_decode` fills it)."""
 
 from __future__ import annotations
@@ -15,13 +15,18 @@ from paged_attention.tile_walk import LOG2E
 
 #: Columns of :attr:`KernelTrace.tiles`, one row per tile (online-softmax update).
 TILE_COLUMNS: tuple[str, ...] = (
-    "split", "pass", "sequences", "query_rows", "tile", "subtile", "first_block", "end_block", "token_start", "token_end",
-    "valid_tokens", "masked_lanes", "physical_blocks", "num_physical_blocks", "table_lookups",
+    "split", "pass", "sequences", "query_rows", "tile", "subtile", "first_block", "end_block", "per_row", "token_start",
+    "token_end", "valid_tokens", "masked_lanes", "loaded_tokens", "causal_masked", "physical_blocks",
+    "num_physical_blocks", "table_lookups",
     "raw_max", "tile_max", "m", "alpha", "l", "err_vs_split", "err_vs_row",
 )
 
 #: Columns of :attr:`KernelTrace.logits`, one row per position the row attends to.
 LOGIT_COLUMNS: tuple[str, ...] = ("token", "split", "tile", "raw", "capped")
+
+#: Columns of :attr:`KernelTrace.mask`, one row per (query token, position) of a tile
+#: where the rows' masks differ (:func:`~explorer.kernel.tile_rows.mask_cells`).
+MASK_COLUMNS: tuple[str, ...] = ("split", "tile", "token", "position", "state")
 
 #: Columns of :attr:`KernelTrace.splits`, one row per split that runs.
 SPLIT_COLUMNS: tuple[str, ...] = (
@@ -32,12 +37,16 @@ SPLIT_COLUMNS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class KernelTrace:
-    """What the kernel does for one (sequence, query head).
+    """What the kernel does for one (sequence, query token, query head).
 
     Attributes
     ----------
     seq, head, kv_head : int
         The traced row; ``kv_head = head // (num_heads // num_kv_heads)``.
+    query_len, token : int
+        The sequence's new (query) tokens and the one traced, ``0 <= token <
+        query_len``: it sits at :attr:`position` and scores the positions up to
+        itself (1 and 0 for the plain decode step).
     context_len, block_size : int
         Tokens in the sequence's context; tokens per block.
     scale : float
@@ -56,12 +65,17 @@ class KernelTrace:
         - ``tile`` (index within the split), ``subtile`` (index within
           the block when a block spans several tiles, else 0);
         - ``first_block``, ``end_block``: logical blocks the tile covers,
-          ``[first_block, end_block)``;
+          ``[first_block, end_block)``; ``per_row``: whether the kernel masks its
+          scores row by row (every tile of the prefix pass, and of the decode
+          kernel with draft tokens in the batch), or with one mask for every row;
         - ``token_start``, ``token_end``: the valid logical tokens,
           ``[token_start, token_end)`` (empty when every lane is masked);
-        - ``valid_tokens``; ``masked_lanes`` = ``block_n - valid_tokens``;
-        - ``physical_blocks`` (tuple of distinct physical block ids read),
-          ``num_physical_blocks``;
+        - ``valid_tokens`` (the positions this row scores); ``masked_lanes`` =
+          ``block_n - valid_tokens``; ``loaded_tokens``: the positions the tile
+          loads for all its rows, of which ``causal_masked`` lie past this row's
+          token (later new tokens: masked by the causal rule);
+        - ``physical_blocks`` (tuple of distinct physical block ids read for this
+          row's scores), ``num_physical_blocks``;
         - ``table_lookups``: block-table entries loaded; one per block, on the
           block's first subtile (later subtiles reuse it);
         - ``raw_max``: the tile's largest scaled logit before the soft-cap, and
@@ -82,16 +96,19 @@ class KernelTrace:
     output : Tensor
         ``[head_dim]`` float64, the traced result (merged when :attr:`merged`).
     reference : Tensor
-        ``[head_dim]`` float64, ``reference_decode`` for this row.
+        ``[head_dim]`` float64, ``reference_decode`` for this row (its token's
+        output row, with the sequence's ``query_lens``).
     prefix_group : PrefixGroup or None
         The row's shared-prefix group, when a prefix pass reads its first
         ``prefix_group.num_blocks`` blocks; ``plan`` then covers only the rest.
     prefix_plan : LaunchPlan or None
         The prefix pass's tile and pieces (with ``prefix_group``).
     window_start : int
-        The row's first attended position, ``max(0, context_len - window)`` (0
-        without a window); the programs start at its block, ``window_start //
-        block_size``, and the blocks before it are not read.
+        The sequence's first attended position, that of its first query token's
+        window, ``max(0, context_len - query_len + 1 - window)`` (0 without a
+        window; ``max(0, context_len - window)`` for one token); the programs start
+        at its block, ``window_start // block_size``, and the blocks before it are
+        not read.
     soft_cap : float or None
         The logit cap (natural units), or None.
     logits : DataFrame
@@ -108,6 +125,22 @@ class KernelTrace:
         ``2^(sink log2(e) - m_final)``: the sink's term in the denominator, on
         the same scale as ``l_final`` (0 without sinks). The output is
         ``acc / (l_final + sink_term)``, as ``normalize_output`` computes it.
+    tile_rows : DataFrame or None
+        With draft tokens (``query_len > 1``), the rows of the decode kernel's tile
+        for this sequence and KV head, columns
+        :data:`~explorer.kernel.tile_rows.ROW_COLUMNS`: ``row``, the query
+        ``token`` and ``head`` it holds, the token's ``position`` and the
+        positions ``[row_start, row_len)`` it scores. None for one token.
+    mask : DataFrame or None
+        With draft tokens, the mask of every tile of the decode kernel where the
+        rows' masks differ (:func:`~explorer.kernel.tile_rows.rows_differ`: the
+        tiles holding the new tokens, and with a window those before the last
+        token's window start), columns :data:`MASK_COLUMNS`: for each ``split``
+        and ``tile`` (as in
+        ``tiles``), each query ``token`` and each ``position`` of the tile, its
+        ``state`` (:data:`~explorer.kernel.tile_rows.MASK_STATES`: ``"scored"``,
+        ``"causal"``: a later position, ``"window"``: before the token's window,
+        ``"unloaded"``); a token's query heads share it. None for one token.
     """
 
     seq: int
@@ -130,6 +163,20 @@ class KernelTrace:
     m_final: float = -math.inf
     l_final: float = 0.0
     sink_term: float = 0.0
+    query_len: int = 1
+    token: int = 0
+    tile_rows: pd.DataFrame | None = None
+    mask: pd.DataFrame | None = None
+
+    @property
+    def position(self) -> int:
+        """The traced token's position in the context, ``context_len - query_len + token``."""
+        return self.context_len - self.query_len + self.token
+
+    @property
+    def row_len(self) -> int:
+        """Positions the traced token scores up to (itself included): ``position + 1``."""
+        return self.position + 1
 
     @property
     def first_block(self) -> int:

@@ -1,7 +1,8 @@
 """Inputs and launch plan for explaining one (sequence, head) of a decode config.
 
 The "Inside the kernel" page traces what ``_paged_decode_kernel`` does for one
-query head of one sequence of the sidebar's configuration
+query head of one sequence (and one of its new tokens, with draft tokens) of the
+sidebar's configuration
 (:func:`~explorer.kernel.trace.trace_decode`). The plan it traces is the one
 ``triton_decode`` would pick for the *whole* batch on the configured device and
 dtype (:func:`launch_plan`): the split count depends on every sequence.
@@ -53,8 +54,8 @@ BLOCK_N_CHOICES: tuple[int, ...] = (16, 32, 64, 128, 256)
 def decode_shape(config: DecodeConfig, block_tables: np.ndarray) -> DecodeShape:
     """The :class:`~paged_attention.validation.DecodeShape` the kernel would see for
     ``config`` with ``block_tables`` (``[batch_size, max_num_blocks]``), built
-    without allocating the cache (its window and soft-cap too; the sinks' values,
-    which no plan reads, are zeros)."""
+    without allocating the cache (its window, soft-cap and new tokens per sequence
+    too; the sinks' values, which no plan reads, are zeros)."""
     tables = torch.as_tensor(np.asarray(block_tables), dtype=torch.int64)
     return DecodeShape(
         batch_size=config.batch_size, num_heads=config.num_heads, num_kv_heads=config.num_kv_heads,
@@ -63,6 +64,7 @@ def decode_shape(config: DecodeConfig, block_tables: np.ndarray) -> DecodeShape:
         context_lens=torch.tensor(config.lengths, dtype=torch.int64), block_tables=tables,
         kv_dtype=config.kv_torch_dtype, window=config.window, soft_cap=config.soft_cap,
         sinks=torch.zeros(config.num_heads, dtype=torch.float64) if config.sinks else None,
+        query_lens=torch.tensor(config.query_lengths, dtype=torch.int64) if config.has_query_lens else None,
     )
 
 
@@ -127,8 +129,8 @@ def work_list(
         head (which set how many sequences share a prefix-pass tile).
     window_starts : sequence of int, optional
         ``[batch_size]``: with a window, each sequence's first attended position
-        (:attr:`~paged_attention.config.DecodeConfig.window_starts`): its programs
-        start at that block. None: no window.
+        (:attr:`~paged_attention.config.DecodeConfig.window_starts`, its first new
+        token's): its programs start at that block. None: no window.
 
     Returns
     -------
@@ -286,70 +288,79 @@ def trace_size_error(context_len: int, plan: LaunchPlan, first_block: int = 0) -
 
 
 def row_inputs(
-    config: DecodeConfig, context_len: int, head: int, *, dtype: torch.dtype = torch.float32
+    config: DecodeConfig, context_len: int, head: int, *, query_len: int = 1, dtype: torch.dtype = torch.float32
 ) -> tuple[torch.Tensor, ...]:
     """CPU inputs holding one row: its KV head only, its blocks packed as ``0 .. n-1``.
 
     Returns ``(query, k_cache, v_cache, block_tables, context_lens)`` with
-    ``query`` ``[1, group, head_dim]`` (the GQA group of ``head``), caches
+    ``query`` ``[query_len, group, head_dim]`` (the GQA group of ``head``, for each of
+    the sequence's ``query_len`` new tokens; :func:`row_options` gives their
+    ``query_lens``), caches
     ``[needed_blocks + 1, block_size, 1, head_dim]`` (one spare block of
     :data:`~paged_attention.poison.LOUD_VALUE`, like the unfilled tail slots) and the
     table ``[[0, 1, ..., needed_blocks - 1]]``. Values are standard normal, seeded
     by the configuration's seed and the row; with a window, the slots before its
-    start hold ``LOUD_VALUE`` too (the kernel must not read them).
+    first new token's window start hold ``LOUD_VALUE`` too (the kernel must not read them).
     """
     group = config.num_heads // config.num_kv_heads
     bs, d = config.block_size, config.head_dim
     needed = cdiv(int(context_len), bs)
     kv_head = head // group
     gen = torch.Generator().manual_seed(zlib.crc32(f"{config.seed}/{context_len}/{kv_head}".encode()))
-    query = torch.randn(1, group, d, generator=gen)
+    query = torch.randn(query_len, group, d, generator=gen)
     shape = (needed + 1, bs, 1, d)
     k = torch.randn(shape, generator=gen)
     v = torch.randn(shape, generator=gen)
     table = torch.arange(max(needed, 1), dtype=torch.int32)[None, :]
     lens = torch.tensor([int(context_len)], dtype=torch.int32)
-    starts = None if config.window is None else torch.tensor([max(0, int(context_len) - config.window)])
+    starts = (None if config.window is None
+              else torch.tensor([max(0, int(context_len) - query_len + 1 - config.window)]))
     fill_uncovered(k, v, context_mask(table, lens, needed + 1, bs, starts))
     return query.to(dtype), k.to(dtype), v.to(dtype), table, lens
 
 
-def row_options(config: DecodeConfig, context_len: int, head: int) -> dict:
+def row_options(config: DecodeConfig, context_len: int, head: int, query_len: int = 1) -> dict:
     """The attention options for :func:`row_inputs`' row: ``window`` and ``soft_cap``
-    of ``config``, and with ``config.sinks`` float32 ``[group]`` sink logits (``2 *``
+    of ``config``, with ``config.sinks`` float32 ``[group]`` sink logits (``2 *``
     standard normal, as :func:`~paged_attention.inputs.build_decode_inputs` draws
-    them), seeded by the configuration's seed and the row."""
+    them), seeded by the configuration's seed and the row, and with ``query_len``
+    new tokens above 1 their ``query_lens`` (int32 ``[1]``; else None)."""
     group = config.num_heads // config.num_kv_heads
     sinks = None
     if config.sinks:
         gen = torch.Generator().manual_seed(zlib.crc32(f"{config.seed}/{context_len}/{head // group}/sinks".encode()))
         sinks = 2 * torch.randn(group, generator=gen)
-    return dict(window=config.window, sinks=sinks, soft_cap=config.soft_cap)
+    query_lens = torch.tensor([query_len], dtype=torch.int32) if query_len > 1 else None
+    return dict(window=config.window, sinks=sinks, soft_cap=config.soft_cap, query_lens=query_lens)
 
 
 def trace_row(
     config: DecodeConfig, block_tables: np.ndarray, seq: int, head: int, *, plan: LaunchPlan,
-    groups: tuple[PrefixGroup, ...] = (), prefix: LaunchPlan | None = None,
+    groups: tuple[PrefixGroup, ...] = (), prefix: LaunchPlan | None = None, token: int | None = None,
 ) -> KernelTrace:
     """Trace ``_paged_decode_kernel`` for sequence ``seq``, query head ``head`` of
     ``config`` under ``plan`` (from :func:`launch_plan`), after the prefix pass of
-    ``groups`` under ``prefix`` (:func:`prefix_plan`) when ``seq`` is in one.
+    ``groups`` under ``prefix`` (:func:`prefix_plan`) when ``seq`` is in one; with
+    draft tokens, for the sequence's new token ``token`` (by default its last), the
+    tile holding all of them (the batch's most new tokens of one sequence set how
+    the kernel masks, :func:`~explorer.kernel.tile_rows.kernel_ranges`; no prefix
+    pass runs with draft tokens: ``groups`` then come empty from :func:`prefix_groups`).
 
     The trace's ``physical_blocks`` are the ids of ``block_tables[seq]``; ``head``
     and ``kv_head`` are those of the configuration, and so are the prefix pass's
-    ``sequences`` (the row's group-mates in each prefix program) and
-    ``prefix_group``.
+    ``sequences`` (the row's group-mates in each prefix program), ``query_rows``
+    and ``prefix_group``.
 
     Raises
     ------
     ValueError
-        If ``seq`` or ``head`` is out of range or the plan's block size differs.
+        If ``seq``, ``head`` or ``token`` is out of range or the plan's block size differs.
     """
     if not 0 <= seq < config.batch_size:
         raise ValueError(f"seq must lie in [0, batch_size={config.batch_size}); got {seq}")
     if not 0 <= head < config.num_heads:
         raise ValueError(f"head must lie in [0, num_heads={config.num_heads}); got {head}")
-    n = config.lengths[seq]
+    n, q_len = config.lengths[seq], config.query_lengths[seq]
     group = config.num_heads // config.num_kv_heads
     mine = next((g for g in groups if seq in g.sequences), None)
     if mine is not None and prefix is None:
@@ -357,17 +368,24 @@ def trace_row(
     # The packed row stands alone: a group of one with the same shared blocks walks the
     # same pieces; the programs' real group-mates are filled in below.
     packed = (PrefixGroup((0,), mine.num_blocks),) if mine else None
-    trace = trace_decode(row_inputs(config, n, head), 0, head % group, plan=plan, shared_prefixes=packed,
-                         prefix_plan=prefix if mine else None, **row_options(config, n, head))
+    trace = trace_decode(row_inputs(config, n, head, query_len=q_len), 0, head % group, token=token, plan=plan,
+                         shared_prefixes=packed, prefix_plan=prefix if mine else None,
+                         query_tokens=max(config.query_lengths), **row_options(config, n, head, q_len))
     physical = np.asarray(block_tables)[seq]
     tiles, splits = trace.tiles.copy(), trace.splits.copy()
     tiles["physical_blocks"] = [tuple(int(physical[b]) for b in ids) for ids in tiles["physical_blocks"]]
     if mine is not None:
         lens = torch.tensor(config.lengths, dtype=torch.int64)
         batch_prefix, _ = plan_work(plan, lens, groups=groups, prefix_plan=prefix, query_group_size=group)
-        sharing = {slot: len(members) for members, _, _, slot in prefix_programs(batch_prefix, seq)}
+        programs = {slot: members for members, _, _, slot in prefix_programs(batch_prefix, seq)}
         for frame in (tiles, splits):
             pre = frame["pass"] == "prefix"
-            frame.loc[pre, "sequences"] = frame.loc[pre, "split"].map(sharing)
-        tiles["query_rows"] = tiles["sequences"] * group
-    return replace(trace, seq=seq, head=head, kv_head=head // group, tiles=tiles, splits=splits, prefix_group=mine)
+            frame.loc[pre, "sequences"] = frame.loc[pre, "split"].map(lambda s: len(programs[s]))
+        pre = tiles["pass"] == "prefix"
+        tiles.loc[pre, "query_rows"] = tiles.loc[pre, "split"].map(
+            lambda s: sum(config.query_lengths[m] for m in programs[s]) * group)
+    tile_rows = trace.tile_rows
+    if tile_rows is not None:  # the packed row's heads are the group's: the configuration's
+        tile_rows = tile_rows.assign(head=tile_rows["head"] + (head // group) * group)
+    return replace(trace, seq=seq, head=head, kv_head=head // group, tiles=tiles, splits=splits, prefix_group=mine,
+                   tile_rows=tile_rows)

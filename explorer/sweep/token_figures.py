@@ -109,13 +109,15 @@ def sweep_per_token_figure(frame, target: str = "triton", note: str | None = Non
         ys += y
         fig.add_trace(go.Scatter(
             x=flat["value"].to_numpy(float), y=y, mode="lines",
-            name=f"{_label(target)}'s step at {compact(int(first['value']))}, held flat",
+            name=f"{_label(target)}'s step at q_len {compact(int(first['value']))}, held flat",
             line=dict(color=FLAT_COLOR, width=1.6, dash="dash"),
             hovertemplate=f"every step {format_duration(float(first['median_ms']))}<br>%{{x:,}}: %{{y:{MS_D3}}} {unit} "
                           "per token<extra></extra>",
             meta={"implementation": target, "source": sources[0], "kind": "flat", "unit": unit},
         ))
-    subtitle = "median call latency ÷ the step's new tokens (every sequence's); dashed: a step that stays as long"
+    subtitle = (f"median call latency ÷ the step's new tokens (every sequence's); dashed: {_label(target)}'s "
+                "first step held flat" if flat is not None and len(flat) > 1
+                else "median call latency ÷ the step's new tokens (every sequence's)")
     if note:
         subtitle += f"; {note}"
     apply_style(fig, title, subtitle, height=440)
