@@ -254,3 +254,26 @@ def test_log_axes_write_one_tick_style(scale):
             assert axis.tickformat == LOG_TICK_D3, (fig.layout.title.text, key)
         else:  # the swept values, each named
             assert list(axis.ticktext) == ["16", "256", "4k"]
+
+
+@pytest.mark.parametrize("scale", [1, style.PRESENTATION_SCALE])
+def test_the_ceiling_label_fits_across_the_plot_and_over_the_line(scale):
+    """At 1280x720 in presentation mode "copy ceiling 4,240 GB/s · recorded" ran past
+    the chart's edge. It is broken into lines of the plot's width (half an em a
+    character), and the axis keeps room over the ceiling for them."""
+    recorded = frame(copy=4240.0, source="recorded")
+    recorded["gpu_gbps"] = recorded["gpu_gbps"] * 100  # up near the ceiling, on a log axis
+    both = pd.concat([frame(), recorded], ignore_index=True)
+    with style.presentation(scale):
+        fig = sweep_figures.sweep_bandwidth_figure(both)
+        width = style.plot_width_px(style.HALF_PLOT_WIDTH_PX)
+        plot = style.plot_area_height(440, fig.layout.title.subtitle.text.replace("<br>", " "))
+    (label,) = [a for a in fig.layout.annotations if "ceiling" in a.text]
+    lines = label.text.split("<br>")
+    assert " ".join(lines) == "copy ceiling 4,240 GB/s · recorded"
+    assert all(len(line) * style.CHAR_WIDTH * label.font.size <= width for line in lines), lines
+    assert (len(lines) > 1) is (scale > 1)
+    axis = fig.layout.yaxis
+    assert axis.type == "log"
+    over = (axis.range[1] - math.log10(4240.0)) / (axis.range[1] - axis.range[0]) * plot
+    assert over >= len(lines) * style.LINE_HEIGHT * label.font.size, (over, lines)

@@ -15,16 +15,23 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.formatting import LOG_TICK_D3, MS_D3, SIG3_D3, compact, format_axis_value, format_gbps, kv_dtype_label
+from explorer.formatting import (LOG_TICK_D3, MS_D3, SIG3_D3, compact, format_axis_value, format_gbps,
+                                 kv_dtype_label, line_count, wrap_words)
 from explorer.legend_layout import fit_legend
 from explorer.style import (
+    HALF_PLOT_WIDTH_PX,
     IMPL_COLORS,
+    LINE_HEIGHT,
     apply_style,
     font_px,
     impl_color,
     label_log_hlines,
+    line_chars,
     log_axis_range,
     no_data_figure,
+    plot_area_height,
+    plot_width_px,
+    scaled,
     with_alpha,
 )
 
@@ -273,6 +280,7 @@ def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
     sources = [name for name, _, _ in series]
     ys: list[float] = []
     ceilings: list[tuple[str, float, str]] = []
+    label_lines = 0
     for si, (source, origin, part) in enumerate(series):
         copy = part["copy_gbps"].to_numpy(float)
         copy = copy[np.isfinite(copy) & (copy > 0)]
@@ -305,6 +313,9 @@ def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
         # source's name or the subtitle says which device), so that it fits.
         text = (f"copy ceiling {format_gbps(gbps)} GB/s · {source}" if len(_sources(frame)) > 1
                 else f"ceiling: copy bandwidth {format_gbps(gbps)} GB/s{where}")
+        # Broken into lines across the plot: at presentation size it ran past the chart's edge.
+        text = wrap_words(text, line_chars("body", plot_width_px(HALF_PLOT_WIDTH_PX)))
+        label_lines = max(label_lines, line_count(text))
         fig.add_hline(
             y=gbps, line=dict(color="#111827" if i == 0 else "#6B7280", dash="dash" if i == 0 else "dot", width=1.4),
             annotation_text=text,
@@ -320,14 +331,19 @@ def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
     subtitle = "bytes a decode step must move ÷ time; GPU time where measured, else call latency"
     if note:
         subtitle += f"; {note}"
-    apply_style(fig, title, subtitle, height=440, above_plot=0 if ceilings else 26)  # room for the note above the plot
+    above = 0 if ceilings else 26  # room for the note above the plot
+    apply_style(fig, title, subtitle, height=440, above_plot=above)
     _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
     _mark_window_limit(fig, frame)
+    # The share of the plot's height over the data that the ceiling's label takes.
+    room = min(0.4, (label_lines * LINE_HEIGHT * font_px("body") + scaled(4)) / plot_area_height(440, subtitle, above))
     if _y_log(fig, ys, span=20, title="GB/s"):
-        log_axis_range(fig, ys, 0.2, 0.3)
+        finite = [v for v in ys if v is not None and math.isfinite(v) and v > 0]
+        decades = math.log10(max(finite) / min(finite)) + 0.2
+        log_axis_range(fig, ys, 0.2, max(0.3, room * decades / (1 - room)))
         label_log_hlines(fig)
     else:
-        fig.update_yaxes(rangemode="tozero", range=[0, max(ys, default=1) * 1.15])
+        fig.update_yaxes(rangemode="tozero", range=[0, max(ys, default=1) * max(1.15, 1 / (1 - room))])
     fit_legend(fig)
     return fig
 
