@@ -16,7 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.formatting import (LOG_TICK_D3, MS_D3, SIG3_D3, compact, format_axis_value, format_gbps,
-                                 kv_dtype_label, line_count, wrap_words)
+                                 kv_dtype_label, line_count, wrap_at_separators)
 from explorer.legend_layout import fit_legend
 from explorer.style import (
     HALF_PLOT_WIDTH_PX,
@@ -314,13 +314,14 @@ def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
         text = (f"copy ceiling {format_gbps(gbps)} GB/s · {source}" if len(_sources(frame)) > 1
                 else f"ceiling: copy bandwidth {format_gbps(gbps)} GB/s{where}")
         # Broken into lines across the plot: at presentation size it ran past the chart's edge.
-        text = wrap_words(text, line_chars("body", plot_width_px(HALF_PLOT_WIDTH_PX)))
+        text = wrap_at_separators(text, line_chars("body", plot_width_px(HALF_PLOT_WIDTH_PX)))
         label_lines = max(label_lines, line_count(text))
         fig.add_hline(
             y=gbps, line=dict(color="#111827" if i == 0 else "#6B7280", dash="dash" if i == 0 else "dot", width=1.4),
             annotation_text=text,
             # Alternate sides so that two close ceilings keep their labels apart.
             annotation_position="top left" if i % 2 == 0 else "bottom right", annotation_font=dict(size=font_px("body"), color="#111827" if i == 0 else "#6B7280"),
+            annotation_align="left" if i % 2 == 0 else "right",
         )
     if not ceilings:
         fig.add_annotation(
