@@ -1,15 +1,37 @@
-"""Tick labels of a categorical x axis that stay upright at every text size
-(implementation names, split names, block sizes): broken at spaces and hyphens,
-staggered on two rows, or thinned, to fit a category's share of the plot."""
+"""Text along a categorical x axis that stays upright and apart at every text size:
+tick labels (implementation names, split names, block sizes) broken at spaces and
+hyphens, staggered on two rows, or thinned, to fit a category's share of the
+plot; and a row of values over the plot, one over each category (a speedup, a
+bandwidth), broken and staggered likewise but never thinned."""
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import plotly.graph_objects as go
 
 from explorer.formatting import line_count, wrap_words
-from explorer.style import HALF_PLOT_WIDTH_PX, LABEL_CHAR_WIDTH, font_px, plot_width_px
+from explorer.style import (DIGIT_WIDTH, HALF_PLOT_WIDTH_PX, LABEL_CHAR_WIDTH, LINE_HEIGHT, font_px, plot_width_px,
+                           presentation_scale, scaled)
+
+#: A soft hyphen: where a long word of a value row may break ("indistin-" over
+#: "guishable") when it is wider than the room of its category; dropped where it does not.
+SOFT_HYPHEN = "\u00ad"
+#: Pixels at scale 1 between a value row and the plot area.
+ROW_GAP_PX = 4
+#: Room kept between neighbouring labels of a value row, as a share of their size.
+LABEL_GAP = 0.5
+#: Characters of a value row narrower than a digit, and their width as a share of
+#: the font size (Arial's i, l, t, f, r and punctuation are 0.22 to 0.33 of it; a
+#: tenth more here, as every width estimate of the charts keeps).
+NARROW_CHARS, NARROW_WIDTH = "ijltfr.,:;!'()-", 0.33
+
+
+def _text_px(word: str, size: float) -> float:
+    """Estimated width (px) of ``word`` at ``size`` px: :data:`~explorer.style.DIGIT_WIDTH`
+    a character, :data:`NARROW_WIDTH` a narrow one (its tags, ``<b>``, take none)."""
+    return sum(NARROW_WIDTH if c in NARROW_CHARS else DIGIT_WIDTH for c in re.sub(r"<[^>]*>", "", word)) * size
 
 
 def set_category_ticks(fig: go.Figure, labels: Sequence[str], plot_width: float = HALF_PLOT_WIDTH_PX,
@@ -56,3 +78,66 @@ def category_tick_layout(labels: Sequence[str], plot_width: float = HALF_PLOT_WI
         depth = max((line_count(t) for t in wrapped[::2 * stride]), default=1)
         wrapped = [("<br>" * depth + t) if t and (i // stride) % 2 else t for i, t in enumerate(wrapped)]
     return wrapped, rows, stride
+
+
+def label_row_layout(texts: Sequence[str], plot_width: float = HALF_PLOT_WIDTH_PX) -> tuple[list[str], int, int]:
+    """What :func:`add_label_row` writes over the categories: the texts broken into
+    lines (at spaces, and at a :data:`SOFT_HYPHEN` written as "-"), the rows they take
+    turns on (label ``i`` on row ``i % rows``, the first row nearest the plot), and
+    the lines of the deepest text. Every text stays whole: the fewest rows whose
+    room, ``rows`` categories' shares, holds each text's widest word at the label
+    size of now (:func:`_text_px`), breaking at a soft hyphen only a word that no
+    room of at most two shares holds. Label ``i`` spans at most ``rows`` shares
+    centred on its category, less :data:`LABEL_GAP` of its size, so that it stays
+    clear of the next label of its row."""
+    n = max(len(texts), 1)
+    share = plot_width_px(plot_width) / n
+    size = font_px("label")
+
+    def words(text: str, hyphens: bool) -> list[str]:
+        return text.replace(SOFT_HYPHEN, "- ").split() if hyphens else text.replace(SOFT_HYPHEN, "").split()
+
+    def room(text: str, rows: int, hyphens: bool) -> bool:
+        return all(_text_px(w, size) + LABEL_GAP * size <= share * rows for w in words(text, hyphens))
+
+    hyphens = not any(all(room(t, r, False) for t in texts) for r in (1, 2))
+    rows = next((r for r in range(1, n + 1) if all(room(t, r, hyphens) for t in texts)), n)
+    wrapped = []
+    for text in texts:  # words joined on a line while the line fits the room
+        lines: list[str] = []
+        for word in words(text, hyphens):
+            joined = f"{lines[-1]} {word}" if lines and not lines[-1].endswith("-") else None
+            if joined is not None and _text_px(joined, size) + LABEL_GAP * size <= share * rows:
+                lines[-1] = joined
+            else:
+                lines.append(word)
+        wrapped.append("<br>".join(lines))
+    return wrapped, rows, max((line_count(t) for t in wrapped), default=1)
+
+
+def label_row_px(texts: Sequence[str], plot_width: float = HALF_PLOT_WIDTH_PX) -> float:
+    """Pixels, in px at scale 1 (:func:`~explorer.style.apply_style`'s ``above_plot``,
+    which it grows by the scale), that :func:`add_label_row` takes over the plot at
+    the scale of now."""
+    _, rows, lines = label_row_layout(texts, plot_width)
+    return rows * lines * LINE_HEIGHT * font_px("label") / presentation_scale() + ROW_GAP_PX
+
+
+def add_label_row(fig: go.Figure, categories: Sequence[str], texts: Sequence[str], colors: Sequence[str],
+                  plot_width: float = HALF_PLOT_WIDTH_PX, **annotation) -> list[str]:
+    """Write ``texts`` over the plot, each over its category (of ``categories``, the x
+    axis' values) in its colour, in the layout of :func:`label_row_layout`: a row
+    of values that never overlap, whatever the heights of the marks below them.
+    Keep :func:`label_row_px` above the plot (``apply_style(above_plot=...)``).
+
+    Returns the texts as written (with their breaks)."""
+    wrapped, rows, lines = label_row_layout(texts, plot_width)
+    line_px = LINE_HEIGHT * font_px("label")
+    gap = scaled(ROW_GAP_PX)
+    for i, (x, text, color) in enumerate(zip(categories, wrapped, colors)):
+        if not text:
+            continue
+        fig.add_annotation(x=x, xref="x", y=1, yref="paper", yanchor="bottom", showarrow=False, text=text,
+                           yshift=(i % rows) * lines * line_px + gap, font=dict(size=font_px("label"), color=color),
+                           **annotation)
+    return wrapped

@@ -249,6 +249,11 @@ MS_D3 = ",.3r"
 #: :func:`sig3`'s rule in d3-format for a hover's measured number (GB/s, a speedup):
 #: three significant digits, fixed notation, thousands separators.
 SIG3_D3 = ",.3r"
+#: Tick labels of a log axis: :func:`sig3`'s fixed notation with thousands
+#: separators, trailing zeros trimmed (``0.0001``, ``0.2``, ``1``, ``10,000``), one
+#: style up the whole axis. Plotly's own wrote SI prefixes past a thousand and under
+#: a thousandth beside plain decimals ("100μ" under "0.001", "10k" over "100").
+LOG_TICK_D3 = ",.3~r"
 #: A kernel trace's running values in its hovers (a max m, a sum l, a logit): four
 #: significant digits, so a tile's rescale shows between neighbouring tiles.
 TRACE_D3 = ".4g"

@@ -381,8 +381,10 @@ def test_overlapping_call_latencies_are_indistinguishable_on_cards_chart_and_tab
     cards = {m.label: m.delta for m in at.metric}
     assert cards["Optimized PyTorch"] == "indistinguishable"
     assert cards["Triton"].endswith("slower") and cards["Naive PyTorch"] == "baseline"
-    speed = next(t for t in chart(at, "bench_speedup")["data"] if t["name"] == "speedup")
-    assert speed["text"][1] == "indistinguishable" and "slower" not in speed["customdata"][1]
+    spec = chart(at, "bench_speedup")
+    speed = next(t for t in spec["data"] if t["name"] == "speedup")
+    labels = [a["text"] for a in spec["layout"]["annotations"] if a.get("name") == "speedup label"]
+    assert labels[1] == "indistinguishable" and "slower" not in speed["customdata"][1]
     assert list(at.dataframe[0].value["speedup_vs_naive"])[:2] == ["baseline", "indistinguishable"]
 
 

@@ -216,3 +216,47 @@ def test_sweep_page_controls_travel_in_a_copied_url(server, browser, page):
         no_error(fresh)
     finally:
         other.close()
+
+
+#: Per chart: its plot's height as Plotly drew it and as the figure asked, its legend's
+#: entries against its named traces, and the tick labels of its log y axes.
+_CHART_LAYOUT_JS = """el => {
+    const full = el._fullLayout, asked = el.layout;
+    const ticks = full.yaxis && full.yaxis.type === 'log'
+        ? [...el.querySelectorAll('.ytick text')].map(t => t.textContent) : [];
+    return {title: asked.title.text, plot: full._size.h, asked: asked.height - asked.margin.t - asked.margin.b,
+            named: el.data.filter(t => t.showlegend !== false && t.name).length,
+            entries: el.querySelectorAll('.legend .traces').length, ticks};
+}"""
+#: A log axis' tick label in the one format (LOG_TICK_D3): "0.0001", "0.5", "10,000".
+_PLAIN_NUMBER = re.compile(r"^(\d{1,3}(,\d{3})*)(\.\d+)?$")
+
+
+@pytest.mark.parametrize("width, height, present", [(1280, 720, True), (1280, 720, False), (1920, 1080, False)])
+def test_recorded_sweep_charts_keep_their_plot_whole_legend_and_one_tick_style(server, browser, width, height,
+                                                                               present):
+    """Review at 1280x720 in presentation mode: the sweep charts' legends took three
+    rows the figure had no room for and squeezed the plot, and a log axis read "100μ"
+    under "0.001". In Chromium, each chart's plot is as tall as the figure asks (no
+    margin grown for the legend), every series has its legend entry, and the log
+    axes' labels are plain numbers."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.goto(f"{server}/sweep?{urlencode({**TINY, **({'present': '1'} if present else {})})}")
+    expect(page.get_by_role("button", name="Run sweep")).to_be_visible(timeout=60_000)
+    page.get_by_text(re.compile(r"^Show the .*recorded on ")).click()
+    charts = page.locator(".js-plotly-plot")
+    expect(charts.filter(has_text="Latency across the sweep")).to_have_count(1, timeout=WAIT)
+    expect(charts.filter(has_text="Achieved bandwidth")).to_have_count(1, timeout=WAIT)
+    settle(page)
+    no_exception(page)
+    seen = [charts.nth(i).evaluate(_CHART_LAYOUT_JS) for i in range(charts.count())]
+    try:
+        assert len(seen) == 2, seen
+        for chart in seen:
+            assert chart["plot"] >= chart["asked"] - 1, chart  # Plotly grew no margin: the plot is not squeezed
+            assert chart["entries"] == chart["named"] >= 3, chart
+            assert chart["ticks"] and all(_PLAIN_NUMBER.match(t) for t in chart["ticks"]), chart
+    finally:
+        full_screenshot(page, SHOTS / f"sweep_recorded_{width}{'_present' if present else ''}.png")
+        context.close()

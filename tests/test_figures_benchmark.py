@@ -46,11 +46,18 @@ def _dots(fig):
     return next(t for t in fig.data if t.name == "speedup")
 
 
+def _speedup_labels(fig) -> list[str]:
+    """The speedup chart's labels, one per implementation, as read (line breaks and a
+    hyphenated break joined)."""
+    return [a.text.replace("-<br>", "").replace("<br>", " ") for a in fig.layout.annotations
+            if a.name == "speedup label"]
+
+
 def test_speedup_figure():
     fig = bench_figures.speedup_figure(RESULTS)
     dots = _dots(fig)
     assert list(dots.y) == pytest.approx([1.0, 10.0, 44.0])
-    assert dots.text[2] == format_speedup(44.0)
+    assert _speedup_labels(fig)[2] == format_speedup(44.0)
     assert "No naive" in bench_figures.speedup_figure(RESULTS[1:]).layout.annotations[0].text
 
 
@@ -62,10 +69,10 @@ def test_speedup_of_overlapping_ranges_says_indistinguishable_not_a_speedup():
     fig = bench_figures.speedup_figure(results)
     dots = _dots(fig)
     assert dots.y[1] == pytest.approx(12 / 11)
-    assert dots.text[1] == "indistinguishable" and "faster" not in dots.customdata[1]
+    assert _speedup_labels(fig)[1] == "indistinguishable" and "faster" not in dots.customdata[1]
     assert dots.customdata[1].startswith("indistinguishable from Naive PyTorch")
     assert dots.marker.symbol[1] != dots.marker.symbol[2]  # an open dot, not a filled one
-    assert dots.text[2] == format_speedup(12 / 2.1) and dots.customdata[2].endswith(
+    assert _speedup_labels(fig)[2] == format_speedup(12 / 2.1) and dots.customdata[2].endswith(
         f"faster than Naive PyTorch<br>p20-p80 range: {format_speedup(10 / 2.2)} to {format_speedup(14 / 2.0)}")
     # each range bar: the baseline's p20 over this p80 to its p80 over this p20, across 1x when indistinguishable
     bars = next(t for t in fig.data if t.name == "p20-p80 range")
@@ -78,7 +85,9 @@ def test_bandwidth_figure_with_copy_bandwidth():
     fig = bench_figures.bandwidth_figure(RESULTS, copy_gbps=100.0)
     assert [t.name for t in fig.data] == ["from call latency", "from GPU time (CUDA graph)"]
     assert fig.data[1].y[0] is None
-    assert "%" in fig.data[1].text[2]
+    # Each implementation's achieved bandwidth (from GPU time where measured) and its share, over the plot.
+    labels = [a.text.replace("<br>", " ") for a in fig.layout.annotations if a.name == "bandwidth label"]
+    assert labels == ["0.182 (0.182%)", "4.00 (4.00%)", "40.0 (40.0%)"]
     assert any(s.y0 == 100.0 for s in fig.layout.shapes)
 
 
@@ -338,3 +347,68 @@ def test_implementation_names_stay_upright_in_presentation_mode(make, count):
     # A name's lines fit two shares.
     lines = [line for t in text for line in t.split("<br>") if line]
     assert max(len(line) for line in lines) * style.LABEL_CHAR_WIDTH * 18 <= 2 * share
+
+
+#: Widths of Arial's (Liberation Sans's, Chromium's here) characters as a share of
+#: the font size, for the characters the value labels write; others 0.556 (a digit).
+_ARIAL = {".": 0.278, ",": 0.278, " ": 0.278, "(": 0.333, ")": 0.333, "-": 0.333, "%": 0.889, "×": 0.584,
+          "m": 0.833, "s": 0.5, "i": 0.222, "l": 0.222, "t": 0.278, "µ": 0.577}
+
+
+def _arial_px(text: str, size: float) -> float:
+    import re
+
+    return sum(_ARIAL.get(c, 0.556) for c in re.sub(r"<[^>]*>", "", text)) * size
+
+
+def _five_gpu_results():
+    """Five implementations on a GPU, as the review saw them: a 40 ms loop, the rest
+    around 1 ms, two of them alike, one indistinguishable from the baseline."""
+    rows = [("naive", [40.0, 41.0, 44.0], None), ("vectorized", [39.0, 42.0, 45.0], 1.4),
+            ("triton", [0.75, 0.76, 0.78], 0.74), ("triton_simple", [0.0019, 0.00192, 0.00195], 0.0019),
+            ("triton_prefix", [0.74, 0.76, 0.79], 0.73)]
+    results = []
+    for name, samples, gpu in rows:
+        r = _result("triton" if name.startswith("triton_") else name, samples, gpu=gpu)
+        r.name = name
+        r.label = {"triton_simple": "Triton (simple grid)", "triton_prefix": "Triton (prefix-aware)"}.get(name, r.label)
+        results.append(r)
+    return results
+
+
+@pytest.mark.parametrize("scale", [1, style.PRESENTATION_SCALE])
+@pytest.mark.parametrize("name, label, count", [("latency", "median label", 5), ("speedup", "speedup label", 5),
+                                                ("overhead", "host share label", 4),
+                                                ("bandwidth", "bandwidth label", 5)])
+def test_value_labels_of_five_implementations_stay_apart_and_on_the_figure(name, label, count, scale):
+    """Review at 1280x720 in presentation mode: the benchmark's labels touched and
+    overlapped, five of them at 18 px beside bars and dots 55 px apart. They are
+    written in a row over the plot, staggered where one is wider than its
+    implementation's share: measured in Arial's widths, no two touch (half an em
+    apart at least), each stays on the half-page figure, none is smaller than the
+    mode's cell text."""
+    results = _five_gpu_results()
+    with style.presentation(scale):
+        fig = _benchmark_figures(results)[name]
+        plot = style.plot_width_px(style.HALF_PLOT_WIDTH_PX)
+        floor = style.font_px("cell")
+    categories = [r.label for r in results]
+    notes = [a for a in fig.layout.annotations if a.name == label]
+    assert len(notes) == count
+    share = plot / len(categories)
+    boxes = []
+    for a in notes:
+        size = a.font.size
+        assert size >= floor and a.yref == "paper" and a.y == 1 and a.yanchor == "bottom"
+        lines = a.text.split("<br>")
+        width = max(_arial_px(line, size) for line in lines)
+        centre = (categories.index(a.x) + 0.5) * share
+        boxes.append((centre - width / 2, centre + width / 2, a.yshift, a.yshift + len(lines) * style.LINE_HEIGHT * size,
+                      size))
+        assert centre - width / 2 >= -fig.layout.margin.l and centre + width / 2 <= plot + fig.layout.margin.r, a.text
+        # The row is held over the plot: the top margin holds the title block and the row.
+        assert fig.layout.margin.t >= boxes[-1][3]
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            apart = a[1] + 0.5 * a[4] <= b[0] or b[1] + 0.5 * b[4] <= a[0]
+            assert apart or a[3] <= b[2] or b[3] <= a[2], (name, scale, a, b)

@@ -131,22 +131,46 @@ def _two_sources_two_caches():
     return pd.concat(parts, ignore_index=True)
 
 
+@pytest.mark.parametrize("scale", [1, style.PRESENTATION_SCALE])
 @pytest.mark.parametrize("make", [sweep_figures.sweep_latency_figure, sweep_figures.sweep_bandwidth_figure,
                                   sweep_figures.sweep_speedup_figure])
-def test_a_long_legend_goes_in_a_column_and_the_figure_grows_so_the_plot_keeps_its_height(make):
-    from explorer.sweep.figures import LEGEND_ROW_PX
+def test_every_legend_entry_has_its_row_and_the_plot_keeps_its_height(make, scale):
+    """Review at 1280x720 in presentation mode: three legend entries took three rows
+    the figure had no room for, and Plotly squeezed the plot to fit them. The legend
+    is a grid of equal columns (Plotly's rows known when the figure is built), the
+    bottom margin holds its rows and the x axis, and the figure grows by them: the
+    plot area is the same whatever the legend."""
+    from explorer.legend_layout import axis_block_px, legend_grid
 
-    fig = make(_two_sources_two_caches())
-    entries = [t for t in fig.data if t.showlegend is not False and t.name]
-    assert len(entries) >= 8
-    assert fig.layout.legend.orientation == "v"  # one entry a row: none cut off at the right
-    # A short legend keeps its rows under the plot and the figure its height.
-    small = make(frame(skip_from=1000))
-    assert small.layout.legend.orientation == "h" and small.layout.height == 440
-    # Plot area: the height less the title block, the legend's rows and the x axis (~60 px),
-    # at least what a 440 px figure with this title block leaves between its margins.
-    plot = fig.layout.height - fig.layout.margin.t - LEGEND_ROW_PX * len(entries) - 60
-    assert plot >= 440 - fig.layout.margin.t - small.layout.margin.b >= 200
+    above = 26 if make is sweep_figures.sweep_bandwidth_figure else 0  # "No ceiling on the CPU" over the plot
+    for rows in (frame(skip_from=1000), frame(), _two_sources_two_caches()):
+        with style.presentation(scale):
+            fig = make(rows)
+            names = [t.name for t in fig.data if t.showlegend is not False and t.name]
+            grid, axis = legend_grid(names), axis_block_px()
+        legend = fig.layout.legend
+        assert (legend.orientation, legend.traceorder, legend.entrywidthmode) == ("h", "normal", "pixels")
+        assert legend.entrywidth >= grid.text_px  # no entry's text runs into the next column
+        assert grid.columns * grid.rows >= len(names) > grid.columns * (grid.rows - 1)
+        assert fig.layout.margin.b >= grid.height_px + axis
+        # The plot area apply_style gives a 440 px figure with this subtitle, at this scale.
+        with style.presentation(scale):
+            plot = style.plot_area_height(440, fig.layout.title.subtitle.text.replace("<br>", " "), above)
+        assert fig.layout.height - fig.layout.margin.t - fig.layout.margin.b == pytest.approx(plot, abs=1.5)
+
+
+def test_legend_grid_follows_plotlys_rows():
+    """Plotly wraps a horizontal legend's row once the next entry (text, a 40 px
+    symbol, a 5 px gap) would reach the plot's right edge."""
+    from explorer.legend_layout import legend_grid
+
+    three = ["Naive PyTorch", "Optimized PyTorch", "Triton"]
+    with style.presentation():
+        assert (legend_grid(three).columns, legend_grid(three).rows) == (1, 3)
+    assert (legend_grid(["Triton", "Naive"]).columns, legend_grid(["Triton", "Naive"]).rows) == (2, 1)
+    wide = legend_grid(three, plot_width=2000)
+    assert (wide.columns, wide.rows) == (3, 1)
+    assert legend_grid([]).rows == 0 and legend_grid([]).height_px == 0
 
 
 def test_two_sources_keep_legend_entries_and_ceiling_labels_short():
@@ -200,3 +224,57 @@ def test_the_context_is_a_dashed_line_on_the_window_axis():
     narrow = sweep_runs.rows_frame(job_rows(axis="window", values=(30, 40), skip_from=1000), "me")
     fig = sweep_figures.sweep_latency_figure(narrow)
     assert fig.layout.xaxis.type == "linear" and _limit_lines(fig)[1][0].x == 37  # on a linear axis, the value
+
+
+@pytest.mark.parametrize("scale", [1, style.PRESENTATION_SCALE])
+def test_log_axes_write_one_tick_style(scale):
+    """Review: a log axis read "100μ" under "0.001" (Plotly's own labels: SI prefixes
+    past a thousand and under a thousandth, decimals between). Every log axis of the
+    sweep charts writes its ticks in one format, LOG_TICK_D3 (``0.0001``, ``10,000``);
+    an x axis of up to 16 values names each ("4k")."""
+    from explorer.formatting import LOG_TICK_D3
+
+    values = tuple(2 ** k for k in range(4, 22))  # 18 values: Plotly's own x ticks
+    rows = frame(values=values, skip_from=10**9)
+    fast = rows["implementation"] == "triton"
+    for column in ("median_ms", "p20_ms", "p80_ms"):
+        rows.loc[fast, column] *= 1e-4  # 1e-5 ms: "10μ" on Plotly's own axis
+    other = rows.assign(source="uploaded", median_ms=rows["median_ms"] * 300)
+    both = pd.concat([rows, other], ignore_index=True)
+    with style.presentation(scale):
+        figures = [sweep_figures.sweep_latency_figure(rows), sweep_figures.sweep_bandwidth_figure(rows),
+                   sweep_figures.sweep_speedup_figure(rows),
+                   sweep_figures.sweep_ratio_figure(both, "uploaded", "this session"),
+                   sweep_figures.sweep_latency_figure(frame(values=(16, 256, 4096), skip_from=10**9))]
+    logs = [(fig, key) for fig in figures for key in ("xaxis", "yaxis") if fig.layout[key].type == "log"]
+    assert len(logs) == 2 * len(figures)
+    for fig, key in logs:
+        axis = fig.layout[key]
+        if axis.ticktext is None:
+            assert axis.tickformat == LOG_TICK_D3, (fig.layout.title.text, key)
+        else:  # the swept values, each named
+            assert list(axis.ticktext) == ["16", "256", "4k"]
+
+
+@pytest.mark.parametrize("scale", [1, style.PRESENTATION_SCALE])
+def test_the_ceiling_label_fits_across_the_plot_and_over_the_line(scale):
+    """At 1280x720 in presentation mode "copy ceiling 4,240 GB/s · recorded" ran past
+    the chart's edge. It is broken into lines of the plot's width (half an em a
+    character), and the axis keeps room over the ceiling for them."""
+    recorded = frame(copy=4240.0, source="recorded")
+    recorded["gpu_gbps"] = recorded["gpu_gbps"] * 100  # up near the ceiling, on a log axis
+    both = pd.concat([frame(), recorded], ignore_index=True)
+    with style.presentation(scale):
+        fig = sweep_figures.sweep_bandwidth_figure(both)
+        width = style.plot_width_px(style.HALF_PLOT_WIDTH_PX)
+        plot = style.plot_area_height(440, fig.layout.title.subtitle.text.replace("<br>", " "))
+    (label,) = [a for a in fig.layout.annotations if "ceiling" in a.text]
+    lines = label.text.split("<br>")
+    assert " · ".join(lines) == "copy ceiling 4,240 GB/s · recorded"  # broken at its separator
+    assert label.align == "left"
+    assert all(len(line) * style.CHAR_WIDTH * label.font.size <= width for line in lines), lines
+    assert (len(lines) > 1) is (scale > 1)
+    axis = fig.layout.yaxis
+    assert axis.type == "log"
+    over = (axis.range[1] - math.log10(4240.0)) / (axis.range[1] - axis.range[0]) * plot
+    assert over >= len(lines) * style.LINE_HEIGHT * label.font.size, (over, lines)

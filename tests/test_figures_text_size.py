@@ -69,7 +69,9 @@ def test_cell_numbers_are_12_px_where_they_fit_and_left_out_where_not():
     table = cache_figures.block_table_figure(tables, config.lengths, 16, config.num_blocks)  # 15 columns, ids < 100
     assert _cell_text(table) == (True, style.font_px("cell"))
     wide_ids = cache_figures.block_table_figure(tables + 900, config.lengths, 16, 1000)  # 3-digit ids
-    assert _cell_text(wide_ids)[0] is False
+    assert _cell_text(wide_ids) == (True, style.font_px("cell")) and wide_ids.data[0].showscale is False  # the bar gives way
+    wider_ids = cache_figures.block_table_figure(tables + 9000, config.lengths, 16, 10000)  # 4-digit ids
+    assert _cell_text(wider_ids)[0] is False and wider_ids.data[0].showscale is not False
     pool = pool_figures.pool_figure(owner, tables, config.lengths, 16)
     assert _cell_text(pool) == (True, style.font_px("cell"))
 
@@ -134,3 +136,34 @@ def test_split_merge_ticks_stay_upright_and_its_values_whole_where_they_fit(scal
             assert bars.constraintext == "none" and _bar_text_px(fig, bars) == cell
             assert max(len(t) for t in bars.text) * 0.56 * cell <= slot + 0.89 * cell
     assert (share.text is not None) is (scale == 1)  # "34.1%" at 18 px is wider than a 46 px slot
+
+
+#: Chromium drew the Block table page's table 476 px wide at 1280x720, the sidebar open.
+TABLE_FIGURE_PX = 476
+
+
+@pytest.mark.parametrize("window", [None, 64])
+def test_block_ids_stay_in_their_cells_in_presentation_mode(window):
+    """Review at 1280x720 in presentation mode: the block table's ids vanished (15
+    columns of 18 px ids did not fit beside the colour bar) and the ids a window
+    leaves unread were struck through. Now the bar gives way where that makes room:
+    the ids, unread ones too, are written at 18 px and fit their cells (two Arial
+    digits, 0.556 of the size each, and a pixel each side) across the figure less
+    its margins. In normal mode the bar stays beside them."""
+    config = DecodeConfig(batch_size=4, context_lens=(236, 114, 57, 205), block_size=16)  # the page's default
+    tables, _ = (t.numpy() for t in assign_blocks(config))
+    normal = cache_figures.block_table_figure(tables, config.lengths, 16, config.num_blocks, window=window)
+    with style.presentation():
+        fig = cache_figures.block_table_figure(tables, config.lengths, 16, config.num_blocks, window=window)
+        size = style.font_px("cell")
+    assert _cell_text(normal) == (True, 12) and normal.data[0].showscale is not False
+    heat = fig.data[0]
+    assert _cell_text(fig) == (True, size) and size >= 18 and heat.showscale is False
+    plot = TABLE_FIGURE_PX - fig.layout.margin.l - fig.layout.margin.r
+    assert plot / tables.shape[1] >= 2 * 0.556 * size + 2
+    assert "colour = physical block id" in fig.layout.title.subtitle.text  # the colour still named
+    veils = [t for t in fig.data if t.name == cell_style.OUTSIDE_WINDOW and t.type == "heatmap"]
+    assert len(veils) == (window is not None)
+    for veil in veils:
+        assert veil.texttemplate == "%{text}" and veil.textfont.size == size
+        assert veil.textfont.color == cell_style.OUTSIDE_WINDOW_TEXT

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from explorer.bench.readouts import host_overhead_ms, rank
 from explorer.bench.view import percent, rank_words
-from explorer.category_ticks import set_category_ticks
+from explorer.category_ticks import SOFT_HYPHEN, add_label_row, label_row_px, set_category_ticks
 from explorer.formatting import (
     MS_D3,
     format_bytes,
@@ -28,13 +28,15 @@ from explorer.style import (
     log_axis_range,
     with_alpha,
 )
-from paged_attention.results import shares_kv
+from paged_attention.results import achieved_gbps, shares_kv
 from paged_attention.samples import INDISTINGUISHABLE
 
 
 def latency_figure(results: Sequence, *, log_y: bool = True, unit: str = "ms") -> go.Figure:
-    """Per-call latency: every timed sample as a box with its points, median
-    labelled, and the CUDA-graph GPU time as a diamond where measured.
+    """Per-call latency: every timed sample as a box with its points, and the
+    CUDA-graph GPU time as a diamond where measured; the medians written in a row
+    over the plot (:func:`~explorer.category_ticks.add_label_row`, annotations named
+    ``"median label"``).
 
     Parameters
     ----------
@@ -67,13 +69,6 @@ def latency_figure(results: Sequence, *, log_y: bool = True, unit: str = "ms") -
                 showlegend=False,
             )
         )
-        # Over the highest call, clear of the points: over the p80 it sat among a
-        # budgeted run's hundred samples.
-        top = in_unit(max(r.samples_ms, default=r.p80_ms), unit)
-        fig.add_annotation(
-            x=r.label, y=math.log10(max(top, 1e-9)) if log_y else top, text=f"<b>{format_duration(r.median_ms, unit)}</b>",
-            showarrow=False, yshift=16, font=dict(size=font_px("label"), color=color),
-        )
     gpu = [r for r in results if getattr(r, "gpu_time_ms", None) is not None]
     if gpu:
         fig.add_trace(
@@ -90,11 +85,15 @@ def latency_figure(results: Sequence, *, log_y: bool = True, unit: str = "ms") -
     subtitle = "box = call latency over all timed calls (median line, quartiles)"
     if gpu:
         subtitle += "; ◆ = GPU time without launch overhead"
-    apply_style(fig, f"Latency per decode step ({device})", subtitle, height=430)
+    # The medians in a row over the plot: over each box they ran into each other at presentation size.
+    row = [f"<b>{format_duration(r.median_ms, unit)}</b>" for r in results]
+    above = label_row_px(row)
+    apply_style(fig, f"Latency per decode step ({device})", subtitle, height=round(430 + above), above_plot=above)
+    add_label_row(fig, [r.label for r in results], row, [impl_color(r.name) for r in results], name="median label")
     fig.update_yaxes(title=f"latency ({unit})", type="log" if log_y else "linear")
     if log_y:
         log_axis_range(fig, [in_unit(v, unit) for r in results for v in [*r.samples_ms, r.gpu_time_ms or r.median_ms]],
-                   0.25, 0.45)
+                       0.25, 0.25)
     fig.update_xaxes(title=None)
     set_category_ticks(fig, [r.label for r in results])
     return fig
@@ -144,15 +143,19 @@ def overhead_figure(results: Sequence, unit: str = "ms") -> go.Figure:
             hovertemplate=f"%{{x}}<br>{name} %{{text}}: %{{customdata}} of the call<extra></extra>",
         ))
     for label, r, h in zip(labels, results, host):
-        fig.add_annotation(x=label, y=100 if h is not None else 50, yshift=12 if h is not None else 0,
-                           showarrow=False, font=dict(size=font_px("label")),
-                           text=f"<b>{percent(h / r.median_ms)}</b>" if h is not None and r.median_ms > 0
-                           else "no GPU<br>time")
+        if h is None or r.median_ms <= 0:
+            fig.add_annotation(x=label, y=50, showarrow=False, font=dict(size=font_px("label")), text="no GPU<br>time")
+    # The host's shares in a row over the plot: over the bars they touched at presentation size.
+    row = [f"<b>{percent(h / r.median_ms)}</b>" if h is not None and r.median_ms > 0 else ""
+           for r, h in zip(results, host)]
+    above = label_row_px(row)
     apply_style(fig, "Where a call's time goes",
-                "solid: GPU time (CUDA graph); hatched: host overhead, its share on top", height=360)
+                "solid: GPU time (CUDA graph); hatched: host overhead, its share on top", height=round(360 + above),
+                above_plot=above)
+    add_label_row(fig, labels, row, ["#1F2937"] * len(labels), name="host share label")
     # Labels too small to read are left out rather than shrunk (the hover has them).
     fig.update_layout(barmode="stack", bargap=0.35, showlegend=False, uniformtext=dict(minsize=font_px("cell"), mode="hide"))
-    fig.update_yaxes(title="% of call latency", range=[0, 112], tickvals=[0, 25, 50, 75, 100])
+    fig.update_yaxes(title="% of call latency", range=[0, 102], tickvals=[0, 25, 50, 75, 100])
     fig.update_xaxes(showgrid=False)
     set_category_ticks(fig, labels)
     return fig
@@ -169,7 +172,10 @@ def speedup_figure(results: Sequence, baseline: str = "naive") -> go.Figure:
     A dot per implementation on a stem from the 1× line (parity), and behind it
     a bar over the speedup's range from the two p20-p80 ranges: where the bar
     crosses 1× the ranges overlap and the dot is open, labelled
-    "indistinguishable" instead of a speedup. The axis turns logarithmic when
+    "indistinguishable" instead of a speedup. The labels are written in a row over
+    the plot, each over its implementation (:func:`~explorer.category_ticks.add_label_row`:
+    staggered on two rows where they are wider than an implementation's share):
+    beside the dots, five labels at presentation size ran into each other. The axis turns logarithmic when
     the speedups span more than 30×, where a bar from the bottom of the axis
     would have a length that means nothing, and a stem from 1× still reads as
     "how many times faster or slower".
@@ -178,10 +184,11 @@ def speedup_figure(results: Sequence, baseline: str = "naive") -> go.Figure:
     -------
     go.Figure
         Trace 0: ``"p20-p80 range"`` (a line segment per implementation,
-        ``None`` between); trace 1: ``"speedup"`` (``y`` = speedup, ``text`` its
-        label or "indistinguishable", ``customdata`` the hover's words,
-        ``error_y`` the stems to 1×). Empty (with a note) when the baseline did
-        not run.
+        ``None`` between); trace 1: ``"speedup"`` (``y`` = speedup, ``customdata``
+        the hover's words, ``error_y`` the stems to 1×); the labels, a speedup or
+        "indistinguishable" (broken "indistin-<br>guishable" where narrow), as
+        annotations named ``"speedup label"``, one per implementation with a time.
+        Empty (with a note) when the baseline did not run.
     """
     base = next((r for r in results if r.name == baseline), None)
     fig = go.Figure()
@@ -210,11 +217,12 @@ def speedup_figure(results: Sequence, baseline: str = "naive") -> go.Figure:
             ys += [k.low, k.high, None]
     fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=_RANGE_COLOR, width=10),
                              name="p20-p80 range", hoverinfo="skip", showlegend=False))
+    texts = ["indistinguishable" if o else format_speedup(s) for s, o in zip(speed, same)]
     fig.add_trace(
         go.Scatter(
             x=labels,
             y=speed,
-            mode="markers+text",
+            mode="markers",
             marker=dict(color=["white" if o else impl_color(r.name) for r, o in zip(results, same)], size=16,
                         symbol=["circle-open-dot" if o else "circle" for o in same],
                         line=dict(color=[impl_color(r.name) if o else "white" for r, o in zip(results, same)],
@@ -222,9 +230,6 @@ def speedup_figure(results: Sequence, baseline: str = "naive") -> go.Figure:
             error_y=dict(type="data", symmetric=False, width=0, thickness=3, color=_STEM_COLOR,
                          array=[max(1 - s, 0) if math.isfinite(s) else 0 for s in speed],
                          arrayminus=[max(s - 1, 0) if math.isfinite(s) else 0 for s in speed]),
-            text=["indistinguishable" if o else format_speedup(s) for s, o in zip(speed, same)],
-            textposition=["bottom center" if math.isfinite(s) and s < 1 else "top center" for s in speed],
-            textfont=dict(size=font_px("label")),
             cliponaxis=False,
             customdata=[hover(k) for k in ranks],
             hovertemplate="%{x}<br>%{customdata}<extra></extra>",
@@ -233,15 +238,18 @@ def speedup_figure(results: Sequence, baseline: str = "naive") -> go.Figure:
     )
     fig.add_hline(y=1, line=dict(color="#9CA3AF", dash="dash", width=1))
     log = bool(finite) and max(finite) / min(finite) > 30
+    # "indistinguishable" may break where it is wider than two implementations' shares.
+    row = [t.replace("indistinguishable", f"indistin{SOFT_HYPHEN}guishable") for t in texts]
+    above = label_row_px(row)  # the figure grows by the row: the plot keeps its height
     apply_style(fig, f"Speedup over {base.label}",
                 "median call latency; bar: p20-p80 range (across 1×: indistinguishable)",
-                height=360)
+                height=round(360 + above), above_plot=above)
+    add_label_row(fig, labels, row, [impl_color(r.name) for r in results], name="speedup label")
     fig.update_yaxes(title="speedup (×)", type="log" if log else "linear")
     if log:
-        # Room for the labels under the slowdowns' dots and over the speedups'.
-        log_axis_range(fig, [*finite, *spans, 1.0], 0.75 if min(finite) < 1 else 0.3, 0.6)
+        log_axis_range(fig, [*finite, *spans, 1.0], 0.3, 0.3)
     else:
-        fig.update_yaxes(range=[0, max([*finite, *spans, 1.0]) * 1.25])
+        fig.update_yaxes(range=[0, max([*finite, *spans, 1.0]) * 1.1])
     fig.update_layout(showlegend=False)
     fig.update_xaxes(showgrid=False)
     set_category_ticks(fig, labels)
@@ -252,8 +260,12 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
     """Achieved bandwidth (bytes a decode step must move ÷ time) in GB/s.
 
     Bars for call latency, and beside them for GPU time where measured; with
-    ``copy_gbps`` (this device's measured copy bandwidth) a line marks it and
-    each bar is labelled with the fraction reached. With a shared prefix
+    ``copy_gbps`` (this device's measured copy bandwidth) a line marks it. Each
+    implementation's achieved bandwidth (:func:`~paged_attention.results.achieved_gbps`:
+    from GPU time where measured, as the results table's) is written in a row over
+    the plot with the fraction of ``copy_gbps`` reached
+    (:func:`~explorer.category_ticks.add_label_row`): a label over each of two bars
+    side by side ran into its neighbours. With a shared prefix
     (:func:`~paged_attention.results.shares_kv`) the bytes are the unique ones (a
     shared block once), as the title says: on logical bytes a kernel that reads
     each shared block once would seem to beat the copy bandwidth.
@@ -261,9 +273,11 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
     Returns
     -------
     go.Figure
-        Trace 0: "call latency" bars; trace 1 (when any GPU time): "GPU time" bars.
+        Trace 0: "call latency" bars; trace 1 (when any GPU time): "GPU time" bars;
+        the labels as annotations named ``"bandwidth label"``.
     """
-    if any(shares_kv(r) for r in results):
+    sharing = any(shares_kv(r) for r in results)
+    if sharing:
         call = [r.unique_gbps for r in results]
         gpu = [r.gpu_unique_gbps for r in results]
         title = "Bandwidth on unique bytes"
@@ -281,8 +295,7 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
     def label(v: float | None) -> str:
         if v is None:
             return ""
-        # On two lines, narrow enough for a bar of a group (on one, Plotly shrank it to a few px).
-        return f"{format_gbps(v)}<br>({percent(v / copy_gbps)})" if copy_gbps else format_gbps(v)
+        return f"{format_gbps(v)} ({percent(v / copy_gbps)})" if copy_gbps else format_gbps(v)
 
     fig = go.Figure()
     fig.add_trace(
@@ -290,10 +303,6 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
             x=labels,
             y=call,
             marker=dict(color=colors),
-            text=[label(v) for v in call],
-            textposition="outside",
-            textfont=dict(size=font_px("label")),
-            cliponaxis=False,
             name="from call latency",
             customdata=[format_gbps(v) for v in call],
             hovertemplate="%{x}<br>%{customdata} GB/s from call latency<extra></extra>",
@@ -306,10 +315,6 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
                 y=gpu,
                 marker=dict(color=[with_alpha(c, 0.45) for c in colors], line=dict(color=colors, width=1.5),
                             pattern=dict(shape="/", fgcolor="white")),
-                text=[label(v) for v in gpu],
-                textposition="outside",
-                textfont=dict(size=font_px("label")),
-                cliponaxis=False,
                 name="from GPU time (CUDA graph)",
                 customdata=[format_gbps(v) for v in gpu],
                 hovertemplate="%{x}<br>%{customdata} GB/s from GPU time<extra></extra>",
@@ -318,12 +323,19 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
     if copy_gbps:
         fig.add_hline(
             y=copy_gbps, line=dict(color="#111827", dash="dash", width=1.2),
-            annotation_text=f"measured copy bandwidth {format_gbps(copy_gbps)} GB/s", annotation_position="top left",
+            # Short enough for a half-page chart in presentation mode ("measured ..." ran past its edge).
+            annotation_text=f"copy bandwidth {format_gbps(copy_gbps)} GB/s", annotation_position="top left",
         )
-    apply_style(fig, title, subtitle, height=380)
-    # Labels keep a readable size, past a narrow bar's width if need be.
-    fig.update_layout(barmode="group", bargap=0.3, uniformtext=dict(minsize=font_px("cell"), mode="show"))
-    fig.update_yaxes(title="GB/s", rangemode="tozero")
+    row = [label(achieved_gbps(r, unique=sharing)) for r in results]
+    if any(v is not None for v in gpu):
+        subtitle += "; labels: from GPU time where measured"
+    above = label_row_px(row)
+    apply_style(fig, title, subtitle, height=round(380 + above), above_plot=above)
+    add_label_row(fig, labels, row, colors, name="bandwidth label")
+    fig.update_layout(barmode="group", bargap=0.3)
+    # Room over the copy line for its label, under the row of labels.
+    top = max([v for v in (*call, *gpu, copy_gbps) if v is not None], default=1)
+    fig.update_yaxes(title="GB/s", range=[0, top * 1.15])
     set_category_ticks(fig, labels)
     return fig
 

@@ -15,12 +15,15 @@ from explorer.style import FREE_COLOR, OTHER_COLOR, SEQUENCE_COLORS, font_px, pl
 BLOCK_KEY = "colour = physical block id"
 SEQUENCE_KEY = "colour = sequence"
 REF_COUNT_KEY = "colour = sequences holding the block"
-#: Table cells before a sliding window's first block: held, not read. Greyed by a
-#: veil of this colour and struck through, named so in the legend and the hover.
+#: Table cells before a sliding window's first block: held, not read. Filled with
+#: this neutral grey (opaque: no block id's blue shows through), their id written
+#: on it in dark slate and a bold line where the window starts, named so in the
+#: legend and the hover. Struck through and veiled at 80%, their ids were hard to
+#: read from the back of a room.
 OUTSIDE_WINDOW = "outside the window: not read"
-OUTSIDE_WINDOW_COLOR = "#CBD5E1"
-OUTSIDE_WINDOW_OPACITY = 0.8
-OUTSIDE_WINDOW_STROKE = "#475569"
+OUTSIDE_WINDOW_COLOR = "#D1D5DB"
+OUTSIDE_WINDOW_TEXT = "#1E293B"
+OUTSIDE_WINDOW_EDGE = "#475569"
 #: This step's new tokens (draft tokens verified in one step): the last ``q`` positions of
 #: each sequence, already in the cache, each a query row. A star of this yellow, outlined
 #: dark, marks the table cells and the walk's slots that hold them (a shape and colour no
@@ -43,6 +46,11 @@ DIGIT_WIDTH, LINE_HEIGHT, CELL_PAD_PX = 0.56, 1.25, 1
 #: walk) and one in the narrower (the pool). In-cell text is written only where it fits these.
 WIDE_PLOT_PX = 280
 NARROW_PLOT_PX = 220
+#: The block table's plot area at 1280 px without its colour bar, at scale 1: its
+#: figure (Chromium drew it 476 px wide, the sidebar open) less its margins. Where
+#: presentation mode's ids fit the cells only without the bar, the bar gives way:
+#: each cell's number then says its block, the bar's whole job.
+TABLE_BARE_PLOT_PX = 390
 
 
 def colorbar_title(key: str, width: int = COLORBAR_TITLE_LINE) -> dict:

@@ -15,9 +15,10 @@ from explorer.cache.cell_style import (
     BLOCK_KEY,
     OUTSIDE_WINDOW,
     OUTSIDE_WINDOW_COLOR,
-    OUTSIDE_WINDOW_OPACITY,
-    OUTSIDE_WINDOW_STROKE,
     NEW_TOKENS,
+    OUTSIDE_WINDOW_EDGE,
+    OUTSIDE_WINDOW_TEXT,
+    TABLE_BARE_PLOT_PX,
     WIDE_PLOT_PX,
     add_legend_square,
     add_new_token_marks,
@@ -44,6 +45,7 @@ from explorer.style import (
     font_px,
     integer_ticks,
     plot_area_height,
+    scaled,
     title_margins,
 )
 
@@ -89,7 +91,9 @@ def block_table_figure(
     :data:`~.cell_style.BLOCK_KEY`) or by the owning sequence in the colours
     :func:`~.pool_figures.pool_figure` gives it (``color_by="sequence"``: a row's
     cells match its blocks in the pool), and then carry the physical id as text
-    where it fits; unallocated entries (``-1``)
+    where it fits (where it fits only without the colour bar, as presentation
+    mode's larger text in the Block table page's column, the bar gives way: the
+    subtitle names the colour, each cell its id); unallocated entries (``-1``)
     are a separate pale trace marked "–". Hover shows sequence, logical block, token
     range, physical block and slots filled.
 
@@ -137,9 +141,9 @@ def block_table_figure(
     window : int, optional
         A sliding window (tokens): the allocated cells before each sequence's
         first block in the window (:func:`~.window.first_read_blocks`; an
-        aggregated column when all its blocks are) are greyed and struck
-        through, a legend entry and their hover saying
-        :data:`~.cell_style.OUTSIDE_WINDOW`; with ``query_lens``, the window of
+        aggregated column when all its blocks are) are filled grey, their ids
+        written on it in dark slate where ids fit, a legend entry and their hover
+        saying :data:`~.cell_style.OUTSIDE_WINDOW`; with ``query_lens``, the window of
         each sequence's first new token (:func:`~.window.first_read_blocks`).
     query_lens : sequence of int, optional
         New tokens of each sequence (draft tokens: its last ``q`` positions, already
@@ -163,8 +167,10 @@ def block_table_figure(
         :data:`~.picking.PICK_GROUP`) on every allocated cell, its ``customdata``
         trace 0's with the picked block twice appended (the first allocated of
         an aggregated column). With a ``window`` that leaves cells out, a heatmap
-        and a scatter named :data:`~.cell_style.OUTSIDE_WINDOW` (``z`` 1 exactly
-        on those cells; a stroke on each) and its legend square come before it. With ``highlight``, the traces of
+        named :data:`~.cell_style.OUTSIDE_WINDOW` (``z`` 1 exactly on those
+        cells, ``text`` their ids), its legend square and a line trace ``"window
+        start"`` (a segment down each such row's cell edge where its window
+        starts) come before it. With ``highlight``, the traces of
         :func:`~.picking.add_veil` and :func:`~.picking.add_outline` come last,
         after the trace :data:`~.cell_style.NEW_TOKENS` of ``query_lens``
         (``customdata`` = sequence, logical block, first and last new position in
@@ -226,7 +232,8 @@ def block_table_figure(
     custom = np.stack(columns, axis=-1).astype(np.int32)
     # A column lies outside the window when its last block comes before the sequence's first one read.
     q_rows = None if query_lens is None else np.asarray(query_lens, dtype=np.int64)[rows]
-    outside = ~unalloc & (last[None, :] < first_read_blocks(lengths[rows], block_size, window, q_rows)[:, None])
+    first_read = first_read_blocks(lengths[rows], block_size, window, q_rows)
+    outside = ~unalloc & (last[None, :] < first_read[:, None])
 
     z = np.where(unalloc, np.nan, sub).astype(float)
     by_sequence = color_by == "sequence"
@@ -249,8 +256,13 @@ def block_table_figure(
     height = int(min(720, max(sum(title_margins(subtitle, figure_px)) + 170, 140 + 26 * len(rows))))
     plot_height = plot_area_height(height, subtitle, width_px=figure_px)
     gaps = cell_gaps(len(rows), shape[1], plot_height)
-    text_on = per_col == 1 and cell_text_fits(len(rows), shape[1], len(str(max(num_blocks - 1, 0))),
-                                              min(plot_width, WIDE_PLOT_PX), plot_height)
+    digits = len(str(max(num_blocks - 1, 0)))
+    text_on = per_col == 1 and cell_text_fits(len(rows), shape[1], digits, min(plot_width, WIDE_PLOT_PX), plot_height)
+    # Presentation mode's ids outgrew the cells beside the colour bar and vanished: where
+    # they fit once it goes, it goes (the subtitle still names the colour, the cells their ids).
+    bare = (not by_sequence and not text_on and per_col == 1 and plot_width >= WIDE_PLOT_PX
+            and cell_text_fits(len(rows), shape[1], digits, TABLE_BARE_PLOT_PX, plot_height))
+    text_on = text_on or bare
     if not text_on:  # sized for the numbers' note; a grid too small for them says where the ids are
         subtitle = subtitle.replace("number = physical block", "hover: physical block")
     if by_sequence:  # the pool's categorical colours: 0 free, 1 other, 2 + seq % n a sequence
@@ -259,10 +271,11 @@ def block_table_figure(
         colour = dict(z=codes, colorscale=scale, zmin=-0.5, zmax=k - 0.5, showscale=False,
                       text=np.where(unalloc, "", sub.astype(str)), texttemplate="%{text}" if text_on else None)
     else:
-        colour = dict(z=z, colorscale=BLOCK_COLORSCALE, zmin=0, zmax=max(1, num_blocks - 1),
-                      colorbar=dict(title=colorbar_title(BLOCK_KEY), thickness=14,
-                                    **integer_ticks(0, max(1, num_blocks - 1), colorbar_length_px(plot_height))),
+        colour = dict(z=z, colorscale=BLOCK_COLORSCALE, zmin=0, zmax=max(1, num_blocks - 1), showscale=not bare,
                       texttemplate="%{z}" if text_on else None)
+        if not bare:
+            colour["colorbar"] = dict(title=colorbar_title(BLOCK_KEY), thickness=14,
+                                      **integer_ticks(0, max(1, num_blocks - 1), colorbar_length_px(plot_height)))
     fig = go.Figure()
     fig.add_trace(
         go.Heatmap(
@@ -300,7 +313,9 @@ def block_table_figure(
     cell_px = min(plot_height / max(1, len(rows)), plot_width / max(1, shape[1]))
     centres = first + (last - first) / 2
     if outside.any():
-        _outside_window(fig, x, rows, centres, outside, custom, hover, cell_px, gaps)
+        _outside_window(fig, x, rows, outside, custom, hover, np.where(outside, sub.astype(str), "") if text_on
+                        else None, gaps)
+        _window_starts(fig, rows, first_read, outside.any(1), grid.row_stride / 2)
     r, c = np.nonzero(~unalloc)
     # The targets win the hover: theirs says when a cell lies outside the window.
     window_text = np.where(outside[r, c], f"<br><b>{OUTSIDE_WINDOW}</b>", "")
@@ -331,21 +346,29 @@ def block_table_figure(
     return fig
 
 
-def _outside_window(fig, x, rows, centres, outside, custom, hover, cell_px, gaps) -> None:
-    """Grey the ``outside`` cells (a veil, and a stroke on each cell big enough to
-    show one), with a legend square and the hover :data:`OUTSIDE_WINDOW`."""
+def _outside_window(fig, x, rows, outside, custom, hover, ids, gaps) -> None:
+    """Fill the ``outside`` cells grey (opaque) and write their ``ids`` (None where
+    ids do not fit) on it in dark slate, with a legend square and the hover
+    :data:`OUTSIDE_WINDOW`."""
     fig.add_trace(go.Heatmap(
-        x=x, y=rows, z=np.where(outside, 1.0, np.nan), customdata=custom, opacity=OUTSIDE_WINDOW_OPACITY,
+        x=x, y=rows, z=np.where(outside, 1.0, np.nan), customdata=custom,
         colorscale=[[0, OUTSIDE_WINDOW_COLOR], [1, OUTSIDE_WINDOW_COLOR]], showscale=False, hoverongaps=False,
+        text=ids, texttemplate="%{text}" if ids is not None else None,
+        textfont=dict(size=font_px("cell"), color=OUTSIDE_WINDOW_TEXT),
         hovertemplate=hover.replace("<extra>", f"<br><b>{OUTSIDE_WINDOW}</b><extra>"), name=OUTSIDE_WINDOW, **gaps,
     ))
-    r, c = np.nonzero(outside)
-    fig.add_trace(go.Scatter(
-        x=centres[c], y=rows[r], mode="markers", hoverinfo="skip", showlegend=False, name=OUTSIDE_WINDOW + " (stroke)",
-        marker=dict(symbol="line-ne", size=float(np.clip(0.7 * cell_px, 0, 40)) if cell_px >= 6 else 0,
-                    line=dict(color=OUTSIDE_WINDOW_STROKE, width=1.5)),
-    ))
-    add_legend_square(fig, OUTSIDE_WINDOW_COLOR, OUTSIDE_WINDOW, line=OUTSIDE_WINDOW_STROKE)
+    add_legend_square(fig, OUTSIDE_WINDOW_COLOR, OUTSIDE_WINDOW, line=OUTSIDE_WINDOW_EDGE)
+
+
+def _window_starts(fig, rows, first_read, marked, half) -> None:
+    """A bold line down each ``marked`` row's cell edge where its window starts
+    (before logical block ``first_read``): the grey cells end there."""
+    xs, ys = [], []
+    for row, start in zip(rows[marked], first_read[marked]):
+        xs += [start - 0.5, start - 0.5, None]
+        ys += [row - half, row + half, None]
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=OUTSIDE_WINDOW_EDGE, width=scaled(3)),
+                             hoverinfo="skip", showlegend=False, name="window start"))
 
 
 def _new_token_marks(fig, names, rows, first, last, lengths, q, block_size, row_stride, cell_px) -> None:

@@ -80,8 +80,8 @@ class WindowReads:
         there are none."""
         if self.blocks_unread == 0:
             return "No block lies before its sequence's window: the table has no grey cells."
-        return ("The grey, struck-through cells come before each sequence's sliding window: held in the table, "
-                "not read by a decode step.")
+        return ("The grey cells come before each sequence's sliding window (it starts at the bold line): held in "
+                "the table, not read by a decode step.")
 
 
 def window_reads(context_lens: Sequence[int], block_size: int, window: int | None,

@@ -15,15 +15,22 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.formatting import MS_D3, SIG3_D3, compact, format_axis_value, format_gbps, kv_dtype_label
+from explorer.formatting import (LOG_TICK_D3, MS_D3, SIG3_D3, compact, format_axis_value, format_gbps,
+                                 kv_dtype_label, line_count, wrap_at_separators)
+from explorer.legend_layout import fit_legend
 from explorer.style import (
+    HALF_PLOT_WIDTH_PX,
     IMPL_COLORS,
+    LINE_HEIGHT,
     apply_style,
     font_px,
     impl_color,
     label_log_hlines,
+    line_chars,
     log_axis_range,
     no_data_figure,
+    plot_area_height,
+    plot_width_px,
     scaled,
     with_alpha,
 )
@@ -35,45 +42,6 @@ SKIPPED_SYMBOL = "circle-open"
 #: Log axes once the data spans this factor.
 LOG_X_SPAN = 4
 LOG_Y_SPAN = 10
-#: A sweep chart's legend keeps Plotly's rows under the plot while its entries fit in
-#: this many rows of a half-width chart (:data:`LEGEND_WIDTH_PX`); more entries (two
-#: sources of two caches each) go in one column under the plot, one entry a row of
-#: :data:`LEGEND_ROW_PX`, and the figure grows by those rows so the plot keeps its height.
-LEGEND_MAX_ROWS = 2
-LEGEND_WIDTH_PX = 520
-LEGEND_ROW_PX = 21
-
-
-def _legend_entry_px(name: str) -> float:
-    """Estimated width (px) of a legend entry: symbol, gap and text."""
-    return scaled(46 + 6.8 * len(name))
-
-
-def _legend_rows_h(names: Sequence[str], width: float = LEGEND_WIDTH_PX) -> int:
-    """Rows a horizontal legend of ``names`` takes in ``width`` px (greedy, as Plotly wraps)."""
-    rows, x = (1 if names else 0), 0.0
-    for name in names:
-        w = _legend_entry_px(name)
-        if x and x + w > width:
-            rows, x = rows + 1, 0.0
-        x += w
-    return rows
-
-
-def _fit_legend(fig: go.Figure) -> go.Figure:
-    """Lay out a styled sweep figure's legend so that every entry shows and the plot
-    keeps its height: in rows while they are at most :data:`LEGEND_MAX_ROWS`, else in
-    one column with the figure taller by a row per entry (less what its margin held)."""
-    names = [t.name for t in fig.data if t.showlegend is not False and t.name]
-    if len(names) < 2 or _legend_rows_h(names) <= LEGEND_MAX_ROWS:
-        return fig
-    fig.update_layout(legend=dict(orientation="v", tracegroupgap=0),
-                      # The bottom margin of :func:`apply_style` holds the x axis title and about
-                      # 1.5 rows of legend; the column needs a row per entry.
-                      height=fig.layout.height + scaled(LEGEND_ROW_PX * len(names) - 30))
-    return fig
-
-
 def _sources(frame) -> list[str]:
     return list(dict.fromkeys(frame["source"].astype(str))) if len(frame) else []
 
@@ -123,6 +91,8 @@ def _sweep_x_axis(fig: go.Figure, values: Sequence[float], title: str, **kw) -> 
     values = sorted({float(v) for v in values if v is not None and math.isfinite(v) and v > 0})
     log = len(values) > 1 and values[-1] / values[0] >= LOG_X_SPAN
     fig.update_xaxes(title=title, type="log" if log else "linear", zeroline=False, **kw)
+    if log:  # Plotly's own ticks, past 16 values
+        fig.update_xaxes(tickformat=LOG_TICK_D3, **kw)
     if values and len(values) <= 16:
         fig.update_xaxes(tickmode="array", tickvals=values, ticktext=[format_axis_value(v) for v in values], **kw)
 
@@ -178,7 +148,17 @@ def _y_log(fig: go.Figure, values: Sequence[float], span: float = LOG_Y_SPAN, **
     finite = [v for v in values if v is not None and math.isfinite(v) and v > 0]
     log = len(finite) > 1 and max(finite) / min(finite) >= span
     fig.update_yaxes(type="log" if log else "linear", **kw)
+    if log:
+        fig.update_yaxes(tickformat=LOG_TICK_D3)
     return log
+
+
+def _label_positions(xs, values) -> list[str]:
+    """Where the label over each point at ``xs`` goes: over it, or beside it at either
+    end of the axis (``values``), so that the plot's edge does not cut it."""
+    lo, hi = float(values.min()), float(values.max())
+    return ["top right" if x == lo and x < hi else "top left" if x == hi and x > lo else "top center"
+            for x in (float(v) for v in xs)]
 
 
 def _trace_name(label: str, source: str, sources: Sequence[str]) -> str:
@@ -243,10 +223,10 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
                 ys += list(pred[np.isfinite(pred)])
                 fig.add_trace(go.Scatter(
                     x=skipped["value"].to_numpy(float), y=pred, mode="markers+text",
-                    name=_trace_name(f"{label}: skipped" + ("" if len(sources) > 1 else " (predicted time)"),
-                                     source, sources), legendgroup=f"{name}",
+                    name=_trace_name(f"{label}: skipped", source, sources), legendgroup=f"{name}",
                     marker=dict(color=color, size=12, symbol=SKIPPED_SYMBOL, line=dict(width=2, color=color)),
-                    text=["skipped"] * len(skipped), textposition="top center", textfont=dict(size=font_px("label"), color=color),
+                    text=["skipped"] * len(skipped), textposition=_label_positions(skipped["value"], frame["value"]),
+                    textfont=dict(size=font_px("label"), color=color), cliponaxis=False,
                     customdata=skipped["note"].astype(str).to_numpy(),
                     hovertemplate=f"{label} ({source})<br>%{{x:,}}: %{{customdata}}<extra></extra>",
                     meta={"implementation": name, "source": source, "kind": "skipped"},
@@ -266,7 +246,8 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
     _mark_window_limit(fig, frame)
     if _y_log(fig, ys, title="latency (ms)"):
         log_axis_range(fig, ys, 0.2, 0.55 if skipped_any else 0.35)  # room for the "skipped" labels
-    return _fit_legend(fig)
+    fit_legend(fig)
+    return fig
 
 
 def _best_gbps(rows) -> np.ndarray:
@@ -299,6 +280,7 @@ def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
     sources = [name for name, _, _ in series]
     ys: list[float] = []
     ceilings: list[tuple[str, float, str]] = []
+    label_lines = 0
     for si, (source, origin, part) in enumerate(series):
         copy = part["copy_gbps"].to_numpy(float)
         copy = copy[np.isfinite(copy) & (copy > 0)]
@@ -331,11 +313,15 @@ def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
         # source's name or the subtitle says which device), so that it fits.
         text = (f"copy ceiling {format_gbps(gbps)} GB/s · {source}" if len(_sources(frame)) > 1
                 else f"ceiling: copy bandwidth {format_gbps(gbps)} GB/s{where}")
+        # Broken into lines across the plot: at presentation size it ran past the chart's edge.
+        text = wrap_at_separators(text, line_chars("body", plot_width_px(HALF_PLOT_WIDTH_PX)))
+        label_lines = max(label_lines, line_count(text))
         fig.add_hline(
             y=gbps, line=dict(color="#111827" if i == 0 else "#6B7280", dash="dash" if i == 0 else "dot", width=1.4),
             annotation_text=text,
             # Alternate sides so that two close ceilings keep their labels apart.
             annotation_position="top left" if i % 2 == 0 else "bottom right", annotation_font=dict(size=font_px("body"), color="#111827" if i == 0 else "#6B7280"),
+            annotation_align="left" if i % 2 == 0 else "right",
         )
     if not ceilings:
         fig.add_annotation(
@@ -346,15 +332,21 @@ def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
     subtitle = "bytes a decode step must move ÷ time; GPU time where measured, else call latency"
     if note:
         subtitle += f"; {note}"
-    apply_style(fig, title, subtitle, height=440, above_plot=0 if ceilings else 26)  # room for the note above the plot
+    above = 0 if ceilings else 26  # room for the note above the plot
+    apply_style(fig, title, subtitle, height=440, above_plot=above)
     _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
     _mark_window_limit(fig, frame)
+    # The share of the plot's height over the data that the ceiling's label takes.
+    room = min(0.4, (label_lines * LINE_HEIGHT * font_px("body") + scaled(4)) / plot_area_height(440, subtitle, above))
     if _y_log(fig, ys, span=20, title="GB/s"):
-        log_axis_range(fig, ys, 0.2, 0.3)
+        finite = [v for v in ys if v is not None and math.isfinite(v) and v > 0]
+        decades = math.log10(max(finite) / min(finite)) + 0.2
+        log_axis_range(fig, ys, 0.2, max(0.3, room * decades / (1 - room)))
         label_log_hlines(fig)
     else:
-        fig.update_yaxes(rangemode="tozero", range=[0, max(ys, default=1) * 1.15])
-    return _fit_legend(fig)
+        fig.update_yaxes(rangemode="tozero", range=[0, max(ys, default=1) * max(1.15, 1 / (1 - room))])
+    fit_legend(fig)
+    return fig
 
 
 def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
@@ -396,7 +388,7 @@ def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
                 timed = kind == "timed"
                 fig.add_trace(go.Scatter(
                     x=sel["value"].to_numpy(float), y=ratio, mode="lines+markers" if timed else "markers",
-                    name=_trace_name(f"vs {label}" if timed else f"vs {label}: skipped (predicted)", source, sources),
+                    name=_trace_name(f"vs {label}" if timed else f"vs {label}: skipped", source, sources),
                     legendgroup=name, line=dict(color=color, width=2.2, dash=SOURCE_DASHES[si % 4]),
                     marker=dict(color=color, size=8 if timed else 12, symbol=SOURCE_SYMBOLS[si % 4] if timed
                                 else SKIPPED_SYMBOL, line=dict(width=2, color=color)),
@@ -406,8 +398,10 @@ def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
                 ))
     fig.add_hline(y=1, line=dict(color="#9CA3AF", dash="dash", width=1),
                   annotation_text="same speed", annotation_position="bottom right")
-    apply_style(fig, title, f"median of each implementation ÷ median of {label_t}; above 1: {label_t} is faster",
-           height=440)
+    subtitle = f"median of each implementation ÷ median of {label_t}; above 1: {label_t} is faster"
+    if any(t.meta["kind"] == "skipped" for t in fig.data if t.meta):
+        subtitle += "; ○ = skipped, at its predicted time"
+    apply_style(fig, title, subtitle, height=440)
     _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
     _mark_window_limit(fig, frame)
     if _y_log(fig, [*ys, 1.0], span=30, title="speedup (×)"):
@@ -415,7 +409,8 @@ def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
         label_log_hlines(fig)
     else:
         fig.update_yaxes(rangemode="tozero", range=[0, max([*ys, 1.0]) * 1.15])
-    return _fit_legend(fig)
+    fit_legend(fig)
+    return fig
 
 
 def sweep_ratio_figure(
@@ -460,4 +455,5 @@ def sweep_ratio_figure(
         log_axis_range(fig, [*ys, 1.0], 0.2, 0.3)
     else:
         fig.update_yaxes(rangemode="tozero", range=[0, max([*ys, 1.0]) * 1.15])
-    return _fit_legend(fig)
+    fit_legend(fig)
+    return fig
