@@ -54,6 +54,18 @@ def chart(at: AppTest, key: str) -> dict:
     raise AssertionError(f"no chart {key!r}; have {[e.proto.id for e in at.get('plotly_chart')]}")
 
 
+def results(at: AppTest):
+    """The Decode benchmark's two results tables (time per call; accuracy and
+    bandwidth) as one frame, joined on the implementation."""
+    times, checks = at.dataframe[0].value, at.dataframe[1].value
+    return times.merge(checks, on="implementation")
+
+
+def result_columns(at: AppTest) -> dict:
+    """The column configs (header, tooltip, width) of both results tables, by key."""
+    return {**json.loads(at.dataframe[0].proto.columns), **json.loads(at.dataframe[1].proto.columns)}
+
+
 def assert_clean(at: AppTest) -> None:
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
