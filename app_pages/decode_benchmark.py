@@ -153,7 +153,8 @@ if copy_gbps and reads_kv:
 
 st.subheader("Results")
 rows = readouts.results_rows(results, copy_gbps, reads_kv=reads_kv, config=last.config)
-bench_view.show_results_table(view.results_table(rows, unit, reads_kv=reads_kv), key="bench_table")
+bench_view.show_results_tables(view.results_tables(rows, unit, reads_kv=reads_kv),
+                               keys=("bench_table", "bench_checks"))
 st.download_button(
     "Download CSV", view.results_csv(last),
     file_name=f"decode_benchmark_run{last.run}.csv", mime="text/csv", icon=":material/download:", key="bench_csv",

@@ -57,10 +57,10 @@ def _start(grid: sweep_grid.GridPlan, axis: str, names: tuple[str, ...], budget:
 with st.container(border=True):
     # Three rows on one grid: what and over which range; how; go. At 1280 px every label
     # stays on one line and every number box keeps its step buttons with its widest value
-    # (From and To 1048576, Points 12, 600.00 s): five controls in one row squeezed Points
-    # to a box with no buttons (checked in Chromium at 1280x720 and 1920x1080, tests/test_browser_sweep.py).
+    # (From and To 1048576, Points 12, 600.00 s), in presentation mode too: five controls in
+    # one row squeezed Points to a box with no buttons (tests/test_browser_sweep.py).
     top = st.columns([2, 1.5, 1.5], vertical_alignment="bottom")
-    middle = st.columns([1, 1, 1.5, 1.5], vertical_alignment="bottom")
+    middle = st.columns([0.9, 0.9, 1.5, 1.8], vertical_alignment="bottom")
     axis = top[0].selectbox("Sweep over", list(sweep_grid.AXES), key="sw_axis", persist_state="session",
                             format_func=sweep_grid.AXES.get, on_change=axis_defaults, args=(config, cpu),
                             disabled=running)

@@ -24,6 +24,7 @@ from explorer import limits, settings as state  # noqa: E402
 from explorer import style
 from explorer.formatting import format_bytes  # noqa: E402
 from paged_attention import assign_blocks, execution_mode  # noqa: E402
+from ui import charts  # noqa: E402
 
 APP = str(ROOT / "app.py")
 BENCH = "app_pages/decode_benchmark.py"
@@ -51,6 +52,18 @@ def chart(at: AppTest, key: str) -> dict:
         if element.proto.id.endswith(f"-{key}"):
             return json.loads(element.proto.spec)
     raise AssertionError(f"no chart {key!r}; have {[e.proto.id for e in at.get('plotly_chart')]}")
+
+
+def results(at: AppTest):
+    """The Decode benchmark's two results tables (time per call; accuracy and
+    bandwidth) as one frame, joined on the implementation."""
+    times, checks = at.dataframe[0].value, at.dataframe[1].value
+    return times.merge(checks, on="implementation")
+
+
+def result_columns(at: AppTest) -> dict:
+    """The column configs (header, tooltip, width) of both results tables, by key."""
+    return {**json.loads(at.dataframe[0].proto.columns), **json.loads(at.dataframe[1].proto.columns)}
 
 
 def assert_clean(at: AppTest) -> None:
@@ -270,6 +283,23 @@ def test_presentation_mode_from_the_url_builds_every_chart_at_its_scale(page, ke
         assert chart(at, key)["layout"]["font"] == chart(plain, key)["layout"]["font"]
         assert _plot_px(chart(at, key)) == _plot_px(chart(plain, key))
     assert "present" not in at.query_params
+
+
+def test_modebar_has_a_band_of_its_own_and_none_in_presentation_mode():
+    """Issue 27: Plotly's modebar covered the end of a half-page chart's title at
+    1280 px. In normal mode it is short (the PNG download, reset, fullscreen) and sits
+    in a band over the title; presentation mode has none (tests/test_browser_app.py
+    checks what Chromium draws)."""
+    plain = open_app(TINY, page=TABLE)
+    at = open_app({**TINY, "present": "1"}, page=TABLE)
+    for element in plain.get("plotly_chart"):
+        config, spec = json.loads(element.proto.config), json.loads(element.proto.spec)
+        assert config == {"modeBarButtonsToRemove": list(charts.MODEBAR_REMOVED)}
+        layout = spec["layout"]
+        title_top_px = (1 - layout["title"]["y"]) * layout["height"]  # the title hangs from its y
+        assert title_top_px >= charts.MODEBAR_BAND_PX, element.proto.id
+    for element in at.get("plotly_chart"):
+        assert json.loads(element.proto.config) == {"displayModeBar": False}
 
 
 def test_bad_presentation_value_in_the_url_is_named():

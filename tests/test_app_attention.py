@@ -184,5 +184,5 @@ def test_a_run_with_attention_options_passes_against_the_reference(options):
     at = open_app({**TINY, **options}, page=BENCH, timeout=180)
     at.button(key="bench_run").click().run()
     assert_clean(at)
-    table = at.dataframe[0].value
+    table = at.dataframe[1].value  # the accuracy table
     assert (table["correct"] == "yes").all(), table[["implementation", "correct"]]

@@ -6,7 +6,6 @@ the page sends. Running (locks, failures, stops): test_app_benchmark_runs.py."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,7 +25,7 @@ from paged_attention import (  # noqa: E402
 from explorer import settings as state  # noqa: E402
 import ui.benchmark as bench_ui  # noqa: E402
 
-from test_app import BENCH, TINY, assert_clean, chart, open_app  # noqa: E402
+from test_app import BENCH, TINY, assert_clean, chart, open_app, result_columns, results  # noqa: E402
 from test_app_sweep import SWEEP  # noqa: E402
 from explorer.bench.accuracy_figures import PASS_MARK  # noqa: E402
 
@@ -87,13 +86,14 @@ def test_run_benchmark_produces_charts_table_and_history():
     assert not any(k.endswith("-bench_overhead") for k in keys) or torch.cuda.is_available()
     assert any(i.value.startswith("**Host overhead: needs a GPU.**") for i in at.info) or torch.cuda.is_available()
 
-    table = at.dataframe[0].value
+    table = results(at)
     assert list(table["implementation"]) == ["Naive PyTorch", "Optimized PyTorch", "Triton"]
     assert list(table["correct"]) == ["yes", "yes", "yes"]
     assert list(table["samples"]) == [f"{len(b['y']):,}" for b in boxes]
-    # What a speaker points at comes first, on screen at 1280 px.
-    assert list(table.columns)[:3] == ["implementation", "correct", "median_ms"]
-    assert list(at.dataframe[1].value.columns)[:3] == ["run", "change", "all correct"]
+    # What a speaker points at comes first, each table whole at 1280 px.
+    assert list(at.dataframe[0].value.columns)[:2] == ["implementation", "median_ms"]
+    assert list(at.dataframe[1].value.columns)[:2] == ["implementation", "correct"]
+    assert list(at.dataframe[2].value.columns)[:3] == ["run", "change", "all correct"]
     assert not {"gpu_time_ms", "host_overhead_ms"} & set(table.columns) or torch.cuda.is_available()
     assert at.get("download_button")
 
@@ -112,8 +112,8 @@ def test_run_benchmark_produces_charts_table_and_history():
     assert [t["name"] for t in history["data"]][-1] == "Triton (simple grid)"
     # each run is named by what changed since the one before
     assert history["data"][0]["x"] == ["#1<br>first run", "#2<br>seed 0→1"]
-    assert list(at.dataframe[1].value["change"]) == ["first run", "seed 0→1"]
-    assert len(at.dataframe[1].value) == 2
+    assert list(at.dataframe[2].value["change"]) == ["first run", "seed 0→1"]
+    assert len(at.dataframe[2].value) == 2
 
     # one set of inputs is kept, for the latest configuration only
     slot = bench_ui.inputs_slot()
@@ -134,18 +134,18 @@ def test_gpu_run_shows_gpu_time_and_copy_bandwidth():
     assert any(t.get("name") == "GPU time (CUDA graph)" for t in latency["data"])
     bandwidth = chart(at, "bench_bandwidth")
     assert len(bandwidth["data"]) == 2 and bandwidth["layout"]["shapes"]
-    table = at.dataframe[0].value
+    table = results(at)
     assert table["pct_of_copy_bw"].notna().all()
     # All three implementations ran on the GPU and matched the float64 reference.
     assert {"Naive PyTorch", "Optimized PyTorch", "Triton"} <= set(table["implementation"])
-    assert set(table["device"]) == {"cuda:0"}
+    assert any(" cuda · warm-up" in c.value for c in at.caption)  # the run's device, in its caption
     assert (table["correct"] == "yes").all()
     # host overhead where CUDA graphs timed the GPU's part: a number, and a chart of each call's split
     timed = table["gpu_time_ms"] != "n/a"
     assert timed.any() and (table["host_overhead_ms"][timed] != "n/a").all()
     overhead = chart(at, "bench_overhead")
     assert [t["name"] for t in overhead["data"]] == ["GPU time", "host overhead"]
-    print(table[["implementation", "device", "median_ms", "gpu_time_ms", "host_overhead_ms", "pct_of_copy_bw",
+    print(table[["implementation", "median_ms", "gpu_time_ms", "host_overhead_ms", "pct_of_copy_bw",
                  "max_abs_err", "correct"]].to_string(index=False))
 
 
@@ -168,8 +168,8 @@ def test_all_empty_batch_has_no_bandwidth_and_no_speedup():
     assert not any(k.endswith("-bench_speedup") or k.endswith("-bench_bandwidth") for k in keys)
     assert any("Bandwidth: n/a" in i.value for i in at.info) and any("Speedup: not meaningful" in i.value
                                                                        for i in at.info)
-    table = at.dataframe[0].value
-    assert list(table["gbps"]) == ["n/a"] * 3 and list(table["speedup_vs_naive"]) == ["n/a"] * 3
+    table = results(at)
+    assert list(table["achieved_gbps"]) == ["n/a"] * 3 and list(table["speedup_vs_naive"]) == ["n/a"] * 3
     assert "pct_of_copy_bw" not in table.columns
 
 
@@ -177,7 +177,7 @@ def test_atol_column_keeps_bfloat16s_tolerance():
     at = open_app({**TINY, "dtype": "bfloat16"}, page=BENCH, timeout=120)
     at.button(key="bench_run").click().run()
     assert_clean(at)
-    table = at.dataframe[0].value
+    table = results(at)
     assert TOLERANCES[torch.bfloat16][0] == 0.016
     assert set(table["atol"]) == {"0.0160"}  # three significant figures, not "2e-02"
 
@@ -200,7 +200,7 @@ def test_fp8_run_separates_the_quantization_error_from_the_kernel_error():
     assert any("kv=fp8 e4m3 per tensor" in c.value for c in at.caption)
     at.button(key="bench_run").click().run()
     assert_clean(at)
-    table = at.dataframe[0].value
+    table = results(at)
     assert list(table["correct"]) == ["yes", "yes", "yes"]  # the kernels, against the dequantized reference
     config = state.settings_from_query({**TINY, "kv_dtype": "float8_e4m3fn"})[0].config()
     inputs = build_decode_inputs(config)
@@ -225,7 +225,7 @@ def test_fp8_run_separates_the_quantization_error_from_the_kernel_error():
     assert_clean(at)
     assert len(chart(at, "bench_accuracy")["data"]) == 2
     assert not any("quantization error" in c.value for c in at.caption)
-    assert list(at.dataframe[1].value["change"]) == ["first run", "KV cache fp8 e4m3→float16"]
+    assert list(at.dataframe[2].value["change"]) == ["first run", "KV cache fp8 e4m3→float16"]
 
 
 def test_quantization_error_too_large_for_memory_is_skipped_with_a_note(monkeypatch):
@@ -254,11 +254,9 @@ def test_one_unit_of_time_in_cards_charts_and_tables():
     assert_clean(at)
     unit = at.metric[0].value.rsplit(" ", 1)[-1]
     assert unit in ("µs", "ms", "s")
-    table = at.dataframe[0].value
-    columns = json.loads(at.dataframe[0].proto.columns)
+    table = results(at)
     assert [m.value for m in at.metric] == [f"{v} {unit}" for v in table["median_ms"]]
-    for column in ("median_ms", "p20_ms", "p80_ms"):
-        assert columns[column]["label"].endswith(f"({unit})"), columns[column]
+    assert any(m.value == f"**Time per call ({unit})**" for m in at.markdown)  # the unit of the table's times
     # (the recorded section writes its times in its own unit: ui/recorded.py, tests/test_app_recorded.py)
     for key, title in (("bench_latency", "latency"), ("bench_history_chart", "median latency")):
         spec = chart(at, key)
@@ -267,11 +265,9 @@ def test_one_unit_of_time_in_cards_charts_and_tables():
     latency = chart(at, "bench_latency")
     medians = [a["text"] for a in latency["layout"]["annotations"]]
     assert medians == [f"<b>{m.value}</b>" for m in at.metric]
-    history = at.dataframe[1]
-    labels = [c for c in json.loads(history.proto.columns).values() if c.get("label", "").endswith(")")]
-    assert labels and all(c["label"].endswith(f"({unit})") for c in labels)
+    assert any(m.value == f"**Median call latency per run ({unit})**" for m in at.markdown)  # the history's
     # Bandwidths: text, three significant digits at most, never scientific or clipped.
-    for value in table["gbps"]:
+    for value in table["achieved_gbps"]:
         assert isinstance(value, str) and "e" not in value
         digits = value.replace(",", "").replace(".", "").lstrip("0")
         assert len(digits) <= 3 or float(value.replace(",", "")) >= 100, value
@@ -332,14 +328,12 @@ def test_run_with_a_shared_prefix_races_the_prefix_aware_kernel_on_unique_bytes(
     assert config.needed_kv_bytes() == 65_536 and config.unique_kv_bytes() == 49_152
     at.button(key="bench_run").click().run()
     assert_clean(at)
-    table = at.dataframe[0].value
+    table = results(at)
     assert list(table["implementation"]) == ["Naive PyTorch", "Optimized PyTorch", "Triton", "Triton (prefix-aware)"]
     assert list(table["correct"]) == ["yes"] * 4
     assert float(table["max_tol_ratio"].iloc[3]) < 1
-    # bandwidth on unique bytes, named so, beside the logical one
-    columns = at.dataframe[0].proto.columns
-    assert "GB/s (unique bytes)" in columns and "GB/s (logical bytes)" in columns
-    assert "unique_gbps" in table.columns
+    # bandwidth on unique bytes, named so (the logical one is in the CSV)
+    assert result_columns(at)["achieved_gbps"]["label"] == "GB/s (unique)"
     bandwidth = chart(at, "bench_bandwidth")
     assert "Bandwidth on unique bytes" in bandwidth["layout"]["title"]["text"]
     assert any("prefix=32×2 groups" in c.value for c in at.caption)  # the run's label, in its CSV too
@@ -385,17 +379,18 @@ def test_overlapping_call_latencies_are_indistinguishable_on_cards_chart_and_tab
     speed = next(t for t in spec["data"] if t["name"] == "speedup")
     labels = [a["text"] for a in spec["layout"]["annotations"] if a.get("name") == "speedup label"]
     assert labels[1] == "indistinguishable" and "slower" not in speed["customdata"][1]
-    assert list(at.dataframe[0].value["speedup_vs_naive"])[:2] == ["baseline", "indistinguishable"]
+    assert list(results(at)["speedup_vs_naive"])[:2] == ["baseline", "indistinguishable"]
 
 
 def test_host_overhead_is_shown_per_implementation_where_the_gpu_time_is_known(monkeypatch):
     at = _run_with(monkeypatch, {"naive": ([1.0, 1.1, 1.2], None), "vectorized": ([0.2, 0.21, 0.22], 0.05),
                                  "triton": ([0.07, 0.0708, 0.072], 0.0046)})
-    table = at.dataframe[0].value
+    table = results(at)
     unit = at.metric[0].value.rsplit(" ", 1)[-1]
     assert unit == "µs"
     assert list(table["host_overhead_ms"]) == ["n/a", "160", "66.2"]  # call latency − GPU time, in µs
-    assert json.loads(at.dataframe[0].proto.columns)["host_overhead_ms"]["label"] == "Host overhead (µs)"
+    assert result_columns(at)["host_overhead_ms"]["label"] == "Host overhead"
+    assert any(m.value == "**Time per call (µs)**" for m in at.markdown)
     overhead = chart(at, "bench_overhead")
     gpu, host = overhead["data"]
     assert host["y"][2] == pytest.approx(100 * 0.0662 / 0.0708) and gpu["y"][0] is None
@@ -410,7 +405,7 @@ def test_timed_calls_go_on_within_the_budget_while_a_median_moves(monkeypatch):
     assert any("2 timed calls or more (up to 1.50 s more while a median moves)" in c.value for c in at.caption)
     at.button(key="bench_run").click().run()
     assert_clean(at)
-    samples = [int(n.replace(",", "")) for n in at.dataframe[0].value["samples"]]
+    samples = [int(n.replace(",", "")) for n in results(at)["samples"]]
     assert min(samples) >= 2 and max(samples) > 2  # the PyTorch calls take milliseconds: more of them fit
     boxes = [t for t in chart(at, "bench_latency")["data"] if t["type"] == "box"]
     assert [len(b["y"]) for b in boxes] == samples

@@ -59,7 +59,7 @@ def test_recorded_section_stays_apart_from_a_live_run():
     assert all("H200" not in str(t.get("name")) for t in live["data"])
     recorded = chart(at, "recorded_chart")
     assert all(t["hovertemplate"].startswith("recorded · ") for t in recorded["data"])
-    # the live table and history come first, as before; the recorded table is the section's own
+    # the live tables and history come first, as before; the recorded table is the section's own
     assert list(at.dataframe[0].value["implementation"]) == ["Naive PyTorch", "Optimized PyTorch", "Triton"]
     assert len(_section(at).dataframe) == 1
     # the recorded table keeps its own unit, whatever the live run's

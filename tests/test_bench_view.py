@@ -92,14 +92,16 @@ def test_cards_say_indistinguishable_and_agree_with_the_table():
         (f"{format_speedup(382.5 / 12)} slower", "inverse", "down")]
     assert cards[2].value == "382 ms" and "INCORRECT" not in cards[2].help
     rows = readouts.results_rows(results)
-    table = view.results_table(rows, "ms")
-    cells = {c.key: [row[c.key] for row in table.rows] for c in table.columns}
+    times, checks = view.results_tables(rows, "ms")
+    cells = {c.key: [row[c.key] for row in t.rows] for t in (times, checks) for c in t.columns}
     assert [c.value for c in cards] == [f"{v} ms" for v in cells["median_ms"]]  # "382 ms" over "382"
+    assert times.title == "Time per call (ms)"
     assert cells["speedup_vs_naive"] == ["baseline", "indistinguishable", cards[2].delta]
     assert cells["atol"] == ["0.0160"] * 3 and cells["max_tol_ratio"] == ["0.0812"] * 3
     # no GPU column on the CPU, nor a host overhead column: there is no GPU time
     assert not {"gpu_time_ms", "host_overhead_ms", "pct_of_copy_bw"} & set(cells)
-    assert [c.key for c in table.columns][:3] == ["implementation", "correct", "median_ms"]
+    assert [c.key for c in times.columns][:2] == ["implementation", "median_ms"]
+    assert [c.key for c in checks.columns][:2] == ["implementation", "correct"]
     faster = view.cards([_result("naive", [10.0]), _result("vectorized", [2.0])], "ms")[1]
     assert (faster.delta, faster.color, faster.arrow) == (f"{format_speedup(5.0)} faster", "normal", "up")
     assert [c.delta for c in view.cards(results, "ms", reads_kv=False)] == [None] * 3
@@ -108,14 +110,18 @@ def test_cards_say_indistinguishable_and_agree_with_the_table():
 def test_results_table_on_a_gpu_shows_host_overhead_in_the_pages_unit():
     results = [_result("naive", [1.0, 1.1, 1.2]), _result("triton", [0.07, 0.0708, 0.072], gpu=0.0046, host=0.041)]
     rows = readouts.results_rows(results, copy_gbps=4000.0)
-    table = view.results_table(rows, "µs")
+    table, checks = view.results_tables(rows, "µs")
     labels = {c.key: c.label for c in table.columns}
-    assert [c.key for c in table.columns][:6] == ["implementation", "correct", "median_ms", "gpu_time_ms",
-                                                  "host_overhead_ms", "host_ms"]
-    assert (labels["host_overhead_ms"], labels["host_ms"]) == ("Host overhead (µs)", "Host time/call (µs)")
+    assert [c.key for c in table.columns] == ["implementation", "median_ms", "p20_ms", "p80_ms", "gpu_time_ms",
+                                              "host_overhead_ms", "host_ms", "speedup_vs_naive"]
+    assert table.title == "Time per call (µs)"  # the unit of every time in the table
+    assert (labels["host_overhead_ms"], labels["host_ms"]) == ("Host overhead", "Host time/call")
     assert [row["host_overhead_ms"] for row in table.rows] == ["n/a", "66.2"]
     assert [row["host_ms"] for row in table.rows] == ["n/a", "41.0"]  # back to back, measured by the harness
     assert [row["gpu_time_ms"] for row in table.rows] == ["n/a", "4.60"]
+    # the bandwidth the fraction of the copy bandwidth is of: from GPU time where measured
+    assert [row["achieved_gbps"] for row in checks.rows] == ["1.00", "2.00"]
+    assert [row["pct_of_copy_bw"] for row in checks.rows] == ["0.0250%", "0.0500%"]
     summary = view.overhead_summary(results, "µs")
     assert "Triton" in summary and format_duration(0.0662, "µs") in summary and "93.5%" in summary
     assert view.overhead_summary(results[:1], "µs") is None
@@ -124,9 +130,31 @@ def test_results_table_on_a_gpu_shows_host_overhead_in_the_pages_unit():
 def test_an_empty_batch_table_says_n_a_for_bandwidth_and_speedup():
     results = [_result("naive", [0.1]), _result("triton", [0.05])]
     rows = readouts.results_rows(results, reads_kv=False)
-    table = view.results_table(rows, "ms", reads_kv=False)
-    assert [row["speedup_vs_naive"] for row in table.rows] == ["n/a", "n/a"]
-    assert [row["gbps"] for row in table.rows] == ["n/a", "n/a"]
+    times, checks = view.results_tables(rows, "ms", reads_kv=False)
+    assert [row["speedup_vs_naive"] for row in times.rows] == ["n/a", "n/a"]
+    assert [row["achieved_gbps"] for row in checks.rows] == ["n/a", "n/a"]
+
+
+def test_each_results_table_fits_a_1280_px_page_with_every_column_a_gpu_run_has():
+    """Issue 27: the one results table of a run cut its "Max abs err" column at 1280 px
+    on the CPU, and a GPU run's five more columns ran further past. Each table fits
+    the page's main column, a GPU run's with a shared prefix too (the browser test
+    checks that each column holds its text: tests/test_browser_app.py)."""
+    results = [_result("naive", [1.0, 1.1, 1.2]), _result("triton", [0.07, 0.0708, 0.072], gpu=0.0046, host=0.041)]
+    for r in results:
+        r.unique_bytes, r.unique_gbps, r.gpu_unique_gbps = 600, 0.6, None if r.gpu_time_ms is None else 1.2
+    rows = readouts.results_rows(results, copy_gbps=4000.0)
+    tables = view.results_tables(rows, "µs")
+    shown = {c.key for t in tables for c in t.columns}
+    assert shown == (set(view.TIME_COLUMNS) | set(view.CHECK_COLUMNS)) - {"per_token_ms"}  # every column this run has
+    assert next(c.label for c in tables[1].columns if c.key == "achieved_gbps") == "GB/s (unique)"
+    assert [row["achieved_gbps"] for row in tables[1].rows] == ["0.600", "1.20"]
+    drafts = DecodeConfig(batch_size=2, context_lens=(20, 30), query_lens=(2, 4))
+    with_tokens = view.results_tables(readouts.results_rows(results, copy_gbps=4000.0, config=drafts), "µs")
+    assert {c.key for t in with_tokens for c in t.columns} == shown - set(view.NOT_WITH_PER_TOKEN) | {"per_token_ms"}
+    for table in (*tables, *with_tokens):
+        assert all(c.width for c in table.columns)
+        assert sum(c.width for c in table.columns) <= view.TABLE_WIDTH_PX, table.title
 
 
 def test_history_entries_are_numbered_named_by_their_change_and_capped():
@@ -144,7 +172,8 @@ def test_history_entries_are_numbered_named_by_their_change_and_capped():
     assert len(history) == limits.MAX_HISTORY and history[-1].run == limits.MAX_HISTORY + 3
     rows = view.history_rows([first], "ms")
     assert rows == [{"run": 1, "change": "first run", "all correct": "NO", "Naive PyTorch": "10.0",
-                     "Triton": "2.00", "configuration": first.label}]
+                     "Triton": "2.00"}]
+    assert view.history_title("ms") == "Median call latency per run (ms)"
 
 
 def test_a_stopped_run_says_what_to_do_next():
@@ -191,14 +220,16 @@ def test_time_per_token_is_the_steps_over_its_query_tokens():
     assert [(c.label, c.value, c.delta) for c in cards] == [
         ("Naive PyTorch, per token", "1.20 ms", "÷ 10 query tokens"), ("Triton, per token", "0.0350 ms", "÷ 10 query tokens")]
     assert "12.0 ms" in cards[0].help and (cards[0].color, cards[0].arrow) == ("off", "off")
-    table = view.results_table(readouts.results_rows(results, config=config), "ms")
-    assert [c.key for c in table.columns][:4] == ["implementation", "correct", "median_ms", "per_token_ms"]
+    table, _ = view.results_tables(readouts.results_rows(results, config=config), "ms")
+    assert [c.key for c in table.columns][:3] == ["implementation", "median_ms", "per_token_ms"]
+    assert "host_ms" not in {c.key for c in table.columns}  # its place, so the table still fits
     assert [row["per_token_ms"] for row in table.rows] == ["1.20", "0.0350"]
     assert [row["median_ms"] for row in table.rows] == ["12.0", "0.350"]
     labels = {c.key: c.label for c in table.columns}
-    assert (labels["median_ms"], labels["per_token_ms"]) == ("Median per step (ms)", "Per token (ms)")
+    assert (labels["median_ms"], labels["per_token_ms"]) == ("Median per step", "Per token")
+    assert table.title == "Time per call (ms)"
     one = DecodeConfig(batch_size=3, context_lens=(20, 30, 40))
     assert view.token_cards(results, "ms", one) == []
-    plain = view.results_table(readouts.results_rows(results, config=one), "ms")
+    plain, _ = view.results_tables(readouts.results_rows(results, config=one), "ms")
     assert "per_token_ms" not in {c.key for c in plain.columns}
-    assert {c.key: c.label for c in plain.columns}["median_ms"] == "Median (ms)"
+    assert {c.key: c.label for c in plain.columns}["median_ms"] == "Median"

@@ -9,8 +9,14 @@ import pytest
 pytest.importorskip("playwright", reason="the browser test needs Playwright (requirements-dev.txt)")
 from playwright.sync_api import expect  # noqa: E402
 
+from dataclasses import replace  # noqa: E402
+
 from browser_support import SHOTS, TINY, WAIT, full_screenshot, no_error, no_exception, settle  # noqa: E402
 from explorer import settings as state  # noqa: E402
+from explorer.bench import view as bench_view  # noqa: E402
+
+#: The grid's padding left and right of a cell's text (glide-data-grid's cellHorizontalPadding).
+HEADER_PADDING_PX = 8
 
 pytestmark = pytest.mark.browser
 
@@ -218,10 +224,80 @@ _CHART_TEXT = """() => [...document.querySelectorAll('.js-plotly-plot')]
 })"""
 
 
+#: The page's own text (outside the charts, whose text _CHART_TEXT reads, and the
+#: tables, drawn on a canvas): each visible text smaller than ``floor`` px, and each
+#: text Streamlit cut with an ellipsis. Icons (a ligature of the icon font) are not text.
+_PAGE_TEXT = """floor => {
+  const small = [], cut = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const el = n.parentElement, text = n.textContent.trim();
+    if (!text || el.closest('.js-plotly-plot, [data-testid=stDataFrame], [data-testid=stSkipToContent], style'))
+      continue;
+    const style = getComputedStyle(el), box = el.getBoundingClientRect();
+    if (!box.width || !box.height || style.visibility === 'hidden' || style.fontFamily.includes('Material'))
+      continue;
+    if (parseFloat(style.fontSize) < floor) small.push(`${style.fontSize}: ${text.slice(0, 50)}`);
+  }
+  for (const el of document.querySelectorAll('body *')) {
+    if (getComputedStyle(el).textOverflow === 'ellipsis' && el.scrollWidth > el.clientWidth + 1
+        && el.getBoundingClientRect().width && !el.closest('[data-testid=stSkipToContent]'))
+      cut.push(el.textContent.trim().slice(0, 50));
+  }
+  return [small, cut];
+}"""
+#: Per chart on screen: whether Plotly's modebar offers the PNG download, and the
+#: chart's texts (title, subtitle, legend, annotations) under it; null with no modebar.
+_MODEBARS = """() => [...document.querySelectorAll('.js-plotly-plot')]
+  .filter(p => p.getBoundingClientRect().height > 0).map(p => {
+  const bar = p.querySelector('.modebar');
+  if (!bar) return null;
+  const m = bar.getBoundingClientRect();
+  const under = [...p.querySelectorAll('.infolayer text, .annotation text')].filter(t => {
+    const r = t.getBoundingClientRect();
+    return r.width > 0 && r.left < m.right && r.right > m.left && r.top < m.bottom && r.bottom > m.top;
+  }).map(t => t.textContent);
+  return {download: !!bar.querySelector('[data-title="Download plot as a PNG"]'), under};
+})"""
+#: Per table on screen: the width of its columns and the width it has (px).
+_TABLE_WIDTHS = """() => [...document.querySelectorAll('[data-testid=stDataFrame] .dvn-scroller')]
+  .filter(s => s.getBoundingClientRect().height > 0).map(s => [s.scrollWidth, s.clientWidth])"""
+#: The font the first table's grid draws its cells in ("400 14px").
+_GRID_FONT = """() => [...document.querySelectorAll('[data-testid=stDataFrame] *')]
+  .map(e => getComputedStyle(e).getPropertyValue('--gdg-base-font-style')).find(Boolean)"""
+#: The widest text each results column holds (beside its header), for _fits.
+_WIDEST = {"implementation": "Triton (prefix-aware)", "correct": "yes", "speedup_vs_naive": "indistinguishable",
+           "samples": "88,800", "achieved_gbps": "0.00000888", "pct_of_copy_bw": "88.8%", "max_tol_ratio": "NaN/inf",
+           "max_abs_err": "0.00000888", "atol": "0.000100"} | dict.fromkeys(
+    ("median_ms", "p20_ms", "p80_ms", "gpu_time_ms", "host_overhead_ms", "host_ms"), "0.000888")
+
+
+def _results_columns_fit(page) -> None:
+    """Every results column, a GPU run's and a shared prefix's too, holds its header
+    and its widest text in normal mode's table font (Streamlit's grid: the body font
+    at 0.875 rem), with the cell's padding; presentation mode scales the widths and
+    the font alike (ui/tables.py: column_px)."""
+    columns = {**bench_view.COLUMNS, "unique": replace(bench_view.COLUMNS["achieved_gbps"], label="GB/s (unique)")}
+    texts = {k: [c.label, _WIDEST.get(c.key, "")] for k, c in columns.items()}
+    measured = page.evaluate("""texts => document.fonts.ready.then(() => {
+        const ctx = document.createElement('canvas').getContext('2d');
+        ctx.font = `400 14px ${getComputedStyle(document.body).fontFamily}`;
+        return Object.fromEntries(Object.entries(texts).map(([k, t]) => [k, Math.max(...t.map(s => ctx.measureText(s).width))]));
+    })""", texts)
+    cut = {k: (round(measured[k]), c.width) for k, c in columns.items() if measured[k] + 2 * HEADER_PADDING_PX > c.width}
+    assert cut == {}, f"results columns narrower than their text (text px, column px): {cut}"
+
+
 def test_presentation_mode_on_every_page(server, browser):
     """At 1280x720 (a projector) every chart's text is at least 12 px in normal mode
     and 18 px with present=1, and presentation mode enlarges every chart's plot area
-    (it shrank the block table's); the screenshots of both modes are for looking at."""
+    (it shrank the block table's); the screenshots of both modes are for looking at.
+
+    Issue 27, the back row: presentation mode enlarges the page's own text too (the
+    root font from 16 to 18 px; no text under 18 px outside the charts and tables, the
+    tables' grid drawing larger), and no label is cut short; in normal mode Plotly's
+    modebar, with its PNG download, covers no chart text (presentation mode has no
+    modebar); the Decode benchmark's tables show every column whole in both modes."""
     context = browser.new_context(viewport={"width": 1280, "height": 720})
     page = context.new_page()
     for path, name, charts in (("", "block_table", 4), ("decode_benchmark", "decode_benchmark", 5),
@@ -249,6 +325,21 @@ def test_presentation_mode_on_every_page(server, browser):
             drawn[mode] = page.evaluate(_CHART_TEXT)
             small = [(i, size) for i, (size, _) in enumerate(drawn[mode]) if size < floor]
             assert not small, (name, mode, small)
+            expect(page.locator("html")).to_have_css("font-size", "18px" if extra else "16px", timeout=WAIT)
+            small_text, cut = page.evaluate(_PAGE_TEXT, 18 if extra else 0)
+            assert small_text == [] and cut == [], (name, mode, small_text, cut)
+            modebars = page.evaluate(_MODEBARS)
+            if extra:
+                assert modebars == [None] * len(modebars), (name, modebars)
+            else:
+                assert all(m and m["download"] and m["under"] == [] for m in modebars), (name, modebars)
+            if name == "decode_benchmark":
+                tables = page.evaluate(_TABLE_WIDTHS)
+                assert len(tables) >= 3 and all(inner <= shown for inner, shown in tables), (mode, tables)
+                grid_font = page.evaluate(_GRID_FONT)
+                assert grid_font.endswith("15.75px" if extra else "14px"), grid_font
+                if not extra:
+                    _results_columns_fit(page)
             no_exception(page)
             no_error(page)
             full_screenshot(page, SHOTS / f"{mode}_{name}.png")

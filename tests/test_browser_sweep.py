@@ -1,4 +1,4 @@
-"""In a real browser: the Sweep page: run (its progress in view at 1280x720), cancel (at once) and compare (the points table's headers whole); its controls on a projector; its controls in a copied URL (fixtures and shared checks: ``browser_support``)."""
+"""In a real browser: the Sweep page: run (its progress in view at 1280x720, in presentation mode too), cancel (at once) and compare (the points table's headers whole); its controls on a projector; its controls in a copied URL (fixtures and shared checks: ``browser_support``)."""
 
 from __future__ import annotations
 
@@ -148,13 +148,39 @@ _SQUEEZED_CONTROLS_JS = """root => {
 }"""
 
 
-@pytest.mark.parametrize("width, height", [(1280, 720), (1920, 1080)])
-def test_sweep_controls_are_readable_on_a_projector(server, browser, width, height):
+def test_sweep_progress_stays_in_view_in_presentation_mode(server, browser):
+    # Issue 27: presentation mode's larger page text (18 px, and its widgets with it) must
+    # not push a running sweep's progress out of a projector's 1280x720.
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    page.goto(f"{server}/sweep?{urlencode({**TINY, 'iters': '2000', 'head_dim': '256', 'present': '1'})}")
+    run = page.get_by_role("button", name="Run sweep")
+    run.wait_for(timeout=60_000)
+    expect(page.locator("html")).to_have_css("font-size", "18px", timeout=WAIT)
+    settle(page)
+    page.get_by_role("button", name="Clear cache").click()  # every point timed here, none from an earlier test
+    settle(page)
+    run.click()
+    progress = page.locator("[data-testid=stProgress]")
+    expect(progress).to_contain_text(re.compile(r"^Point \d+ of \d+: "), timeout=WAIT)
+    expect(progress).to_be_in_viewport(ratio=1.0)  # the whole bar and its text, with no scrolling
+    assert page.evaluate("document.querySelector('[data-testid=stMain]').scrollTop") == 0
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "sweep_progress_present_1280.png"))
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.get_by_text("Cancelled after", exact=False)).to_be_visible(timeout=30_000)
+    no_exception(page)
+    context.close()
+
+
+@pytest.mark.parametrize("width, height, present", [(1280, 720, False), (1920, 1080, False), (1280, 720, True)])
+def test_sweep_controls_are_readable_on_a_projector(server, browser, width, height, present):
     # "Points" had 0.7 of a five-column row: at 1280 px its box lost its step buttons and
-    # "Naive budget per point (s)" put "(s)" on a line of its own. The widest values go in.
+    # "Naive budget per point (s)" put "(s)" on a line of its own. The widest values go in;
+    # in presentation mode too, whose text is larger (and its page's padding smaller).
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
-    page.goto(f"{server}/sweep?{urlencode(TINY)}")
+    page.goto(f"{server}/sweep?{urlencode({**TINY, **({'present': '1'} if present else {})})}")
     expect(page.get_by_role("button", name="Run sweep")).to_be_visible(timeout=60_000)
     for label, value in (("To", "1048576"), ("From", "1048575"), ("Points", "12"),
                          ("Naive budget per point (s)", "600")):
@@ -172,9 +198,9 @@ def test_sweep_controls_are_readable_on_a_projector(server, browser, width, heig
         page.wait_for_function(f"root => ({_SQUEEZED_CONTROLS_JS})(root).length === 0",
                                arg=controls.element_handle(), timeout=15_000)
     except PlaywrightTimeoutError:
-        pytest.fail(f"at {width}x{height}: {controls.evaluate(_SQUEEZED_CONTROLS_JS)}")
+        pytest.fail(f"at {width}x{height}{' present' * present}: {controls.evaluate(_SQUEEZED_CONTROLS_JS)}")
     finally:
-        page.screenshot(path=str(SHOTS / f"sweep_controls_{width}.png"))
+        page.screenshot(path=str(SHOTS / f"sweep_controls_{width}{'_present' * present}.png"))
         context.close()
 
 

@@ -5,6 +5,8 @@ view models of :mod:`explorer.bench.view` (the running itself is
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import pandas as pd
 import streamlit as st
 
@@ -15,6 +17,7 @@ from paged_attention.results import BenchResult
 from ui import benchmark as runner
 from ui.benchmark import timing_budget
 from ui.run_guard import QueueNote, guarded
+from ui.tables import column_px
 
 #: Session keys: the last run's entry, the session's runs, and the results of the
 #: run in progress, kept as each is measured (a second click on Run stops that
@@ -88,20 +91,24 @@ def show_cards(cards: list[view.Card], parent=st) -> None:
                    help=card.help)
 
 
-def show_results_table(table: view.ResultsTable, key: str) -> None:
-    """The results table: every cell is text in the one number format, headers
-    and tooltips from ``table.columns``."""
-    st.dataframe(
-        pd.DataFrame(table.rows, columns=[c.key for c in table.columns]), hide_index=True, width="stretch", key=key,
-        column_config={c.key: st.column_config.TextColumn(c.label, help=c.help,
-                                                          alignment="right" if c.numeric else "left")
-                       for c in table.columns},
-    )
+def show_results_tables(tables: Sequence[view.ResultsTable], keys: Sequence[str]) -> None:
+    """The results tables, each under its title: every cell is text in the one
+    number format, headers, tooltips and widths from ``table.columns`` (the widths
+    at the page's text size, :func:`ui.tables.column_px`)."""
+    for table, key in zip(tables, keys):
+        st.markdown(f"**{table.title}**")
+        st.dataframe(
+            pd.DataFrame(table.rows, columns=[c.key for c in table.columns]), hide_index=True, width="stretch",
+            key=key, column_config={c.key: st.column_config.TextColumn(
+                c.label, help=c.help, width=column_px(c.width), alignment="right" if c.numeric else "left")
+                for c in table.columns},
+        )
 
 
 def show_history_table(history: list[view.RunEntry], unit: str, key: str) -> None:
-    """The "Compare runs" table: a row per run, each implementation's median in ``unit``."""
+    """The "Compare runs" table under its title: a row per run, each
+    implementation's median in ``unit`` (the title's)."""
     labels = {r.label for h in history for r in h.results}
+    st.markdown(f"**{view.history_title(unit)}**")
     st.dataframe(pd.DataFrame(view.history_rows(history, unit)), hide_index=True, width="stretch", key=key,
-                 column_config={label: st.column_config.TextColumn(f"{label} ({unit})", alignment="right")
-                                for label in labels})
+                 column_config={label: st.column_config.TextColumn(label, alignment="right") for label in labels})

@@ -34,6 +34,7 @@ from explorer.sweep.recorded import recorded_note, setting_differences, shared_p
 from paged_attention import DecodeConfig
 from paged_attention.result_files import KINDS
 from ui.charts import show_chart
+from ui.tables import column_px
 
 TITLE = "Recorded on a GPU"
 #: The kinds the Decode benchmark page shows, and the Sweep page.
@@ -236,8 +237,10 @@ def _show_peers(peers: RecordedSet, unit: str) -> None:
         column_config={
             # Widths (px) that hold the longest configuration and label, so that the
             # table fits a 1280 px window without cutting either.
-            "configuration": st.column_config.TextColumn("Configuration", width=215, help=CONFIGURATION_HELP),
-            "implementation": st.column_config.TextColumn("Implementation", width=160, help=LABELS_HELP),
+            "configuration": st.column_config.TextColumn("Configuration", width=column_px(215),
+                                                         help=CONFIGURATION_HELP),
+            "implementation": st.column_config.TextColumn("Implementation", width=column_px(160),
+                                                          help=LABELS_HELP),
             "gpu_time_ms": _timed_column(unit, "median CUDA-graph replay time, L2 flushed before each call, "
                                                "recorded; bold: the fastest of the configuration"),
             "call_ms": st.column_config.TextColumn(f"Call latency ({unit})", alignment="right",

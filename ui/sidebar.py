@@ -260,7 +260,7 @@ def render_sidebar(page: str | None = None) -> SidebarResult:
             ss[_NOTES] = ()
             st.rerun()
         st.toggle("Presentation mode", key=WIDGET_KEYS["present"], **KEEP,
-                  help="larger chart text and charts, readable from the back of a room")
+                  help="larger text and charts, readable from the back of a room")
 
         st.subheader("Batch")
         bounded_number_input(st, "Batch size (sequences)", 1, limits.MAX_BATCH, step=1, key=WIDGET_KEYS["batch_size"],

@@ -2,7 +2,8 @@
 them (:func:`explorer.formatting.sig3_column`, three significant figures), in
 right-aligned text columns (:func:`number_column`): a ``NumberColumn``'s printf
 format cannot write three significant figures with thousands separators
-(``"%.3g"`` wrote 1234 as "1.23e+03" and clipped 0.000612 to ".000612")."""
+(``"%.3g"`` wrote 1234 as "1.23e+03" and clipped 0.000612 to ".000612"); and a
+column's width in pixels at the page's text size (:func:`column_px`)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,21 @@ import pandas as pd
 import streamlit as st
 
 from explorer.formatting import sig3_column
+from ui.charts import text_scale
 
 
 def number_column(label: str, **kwargs) -> st.column_config.TextColumn:
     """A right-aligned column for numbers written by :func:`sig3_columns`
     (``kwargs``: ``help``, ``width``, ... of ``TextColumn``)."""
     return st.column_config.TextColumn(label, alignment="right", **kwargs)
+
+
+def column_px(width: int | None) -> int | None:
+    """A table column's ``width`` (px, chosen for normal mode's text) at the page's
+    text size now (:func:`ui.charts.text_scale`): presentation mode's grid draws its
+    text larger, which a column as wide as before would cut. None stays None (the
+    grid sizes the column to its content)."""
+    return None if width is None else round(width * text_scale())
 
 
 def sig3_columns(table: pd.DataFrame, columns, missing: str = "n/a") -> pd.DataFrame:

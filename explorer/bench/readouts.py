@@ -339,7 +339,7 @@ def results_rows(
     config: DecodeConfig | None = None,
 ) -> list[dict]:
     """Flat rows for the results table, one per implementation, in numbers
-    (:func:`explorer.bench.view.results_table` writes them as text).
+    (:func:`explorer.bench.view.results_tables` writes them as text).
 
     Parameters
     ----------
@@ -357,10 +357,12 @@ def results_rows(
         (``has_query_lens``) the rows add ``per_token_ms``, the median call latency
         per query token (:func:`per_token_ms`).
 
-    With a shared prefix (:func:`~paged_attention.results.shares_kv`) the rows add
-    ``unique_gbps`` and ``gpu_unique_gbps``, the bandwidth on unique bytes (a
-    shared block once), and ``pct_of_copy_bw`` counts unique bytes: the logical
-    ones a prefix-aware kernel never reads can go past the copy bandwidth.
+    ``achieved_gbps`` is the bandwidth ``pct_of_copy_bw`` is of: from GPU time where
+    measured (:func:`~paged_attention.results.achieved_gbps`). With a shared prefix
+    (:func:`~paged_attention.results.shares_kv`) the rows add ``unique_gbps`` and
+    ``gpu_unique_gbps``, the bandwidth on unique bytes (a shared block once), and
+    ``achieved_gbps`` counts unique bytes: the logical ones a prefix-aware kernel
+    never reads can go past the copy bandwidth.
     """
     results = list(results)
     ranks = rank(results, baseline) if reads_kv else [None] * len(results)
@@ -391,6 +393,7 @@ def results_rows(
                 "gbps": r.gbps if reads_kv else None,
                 "gpu_gbps": r.gpu_gbps if reads_kv else None,
                 **unique,
+                "achieved_gbps": best_gbps,
                 "pct_of_copy_bw": pct_of_copy(best_gbps, copy_gbps),
                 "max_abs_err": r.max_abs_err,
                 "max_rel_err": r.max_rel_err,

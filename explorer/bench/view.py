@@ -14,7 +14,7 @@ when the p20-p80 ranges of two call latencies overlap.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from explorer.bench import readouts
@@ -144,11 +144,17 @@ def history_durations(history: Sequence[RunEntry]) -> list[float]:
 
 
 def history_rows(history: Sequence[RunEntry], unit: str) -> list[dict]:
-    """The "Compare runs" table: a row per run, each implementation's median call
-    latency in ``unit`` (a column per implementation label)."""
+    """The "Compare runs" table: a row per run, what changed since the run before
+    and each implementation's median call latency in ``unit`` (a column per
+    implementation label). A run's whole configuration is in the history chart's
+    hover: a column of it ran the table past a 1280 px page."""
     return [{"run": h.run, "change": h.change, "all correct": "yes" if all(r.passed for r in h.results) else "NO",
-             **{r.label: duration_number(r.median_ms, unit) for r in h.results}, "configuration": h.label}
-            for h in history]
+             **{r.label: duration_number(r.median_ms, unit) for r in h.results}} for h in history]
+
+
+def history_title(unit: str) -> str:
+    """The "Compare runs" table's title, with the unit of its times."""
+    return f"Median call latency per run ({unit})"
 
 
 def results_csv(entry: RunEntry) -> str:
@@ -260,85 +266,107 @@ def token_cards(results: Sequence, unit: str, config: DecodeConfig) -> list[Card
 
 @dataclass(frozen=True)
 class Column:
-    """A column of the results table: its key in the rows, header and tooltip;
-    ``numeric`` columns align right."""
+    """A column of a results table: its key in the rows, header, tooltip and width
+    (px, for normal mode's 14 px table text); ``numeric`` columns align right."""
 
     key: str
     label: str
     help: str | None = None
     numeric: bool = True
+    width: int | None = None
 
 
 @dataclass(frozen=True)
 class ResultsTable:
-    """The results table as shown: ``rows`` of text keyed by ``columns``' keys, in their order."""
+    """A results table as shown: its ``title``, and ``rows`` of text keyed by
+    ``columns``' keys, in their order."""
 
+    title: str
     columns: list[Column]
     rows: list[dict]
 
 
 #: Times in the table, in the page's unit.
 _TIMES = ("median_ms", "per_token_ms", "p20_ms", "p80_ms", "gpu_time_ms", "host_overhead_ms", "host_ms")
-#: Bandwidths, in GB/s.
-_BANDWIDTHS = ("gbps", "gpu_gbps", "unique_gbps", "gpu_unique_gbps")
-#: What a speaker points at comes first, so it stays on screen at 1280 px.
-_FIRST = ("implementation", "correct", "median_ms", "per_token_ms", "gpu_time_ms", "host_overhead_ms", "host_ms",
-          "speedup_vs_naive",
-          "gpu_unique_gbps", "unique_gbps", "gbps", "pct_of_copy_bw", "max_tol_ratio")
-#: In the rows (and the CSV), not in the table: the table keeps to the call
-#: latency's spread; relative error is large wherever the reference is near zero,
-#: even on a passing row (the table shows error / tolerance instead); the
-#: verdict is in the speedup's words.
-_HIDDEN = ("gpu_p20_ms", "gpu_p80_ms", "max_rel_err", "vs_naive")
+#: The widest a results table may be (px, at normal mode's text): the main column
+#: of a 1280 px page beside the sidebar is 820 px (in presentation mode, whose text
+#: is 1.125 times larger, 823 px at normal size: ``ui.charts``).
+TABLE_WIDTH_PX = 800
+#: The results' two tables, each of at most :data:`TABLE_WIDTH_PX` in every
+#: configuration (tests/test_bench_view.py), what a speaker points at first: the
+#: 17 columns of a GPU run in one table ran past a 1280 px page. The times are in
+#: the title's unit; every bandwidth a run measured is in its CSV. A column no row
+#: has a value for is left out (the GPU's on the CPU).
+TIME_COLUMNS = ("implementation", "median_ms", "per_token_ms", "p20_ms", "p80_ms", "gpu_time_ms", "host_overhead_ms",
+                "host_ms", "speedup_vs_naive")
+#: Left out of the time table with several new tokens a step (in the CSV still): the
+#: time per token's column takes its place, so the table still fits.
+NOT_WITH_PER_TOKEN = ("host_ms",)
+CHECK_COLUMNS = ("implementation", "correct", "max_tol_ratio", "max_abs_err", "atol", "achieved_gbps",
+                 "pct_of_copy_bw", "samples")
 
 
-def results_table(rows: Sequence[dict], unit: str, *, reads_kv: bool = True) -> ResultsTable:
-    """The results table of :func:`~explorer.bench.readouts.results_rows`' ``rows``,
-    every number as text through the one format (times in ``unit``).
+#: Every column the results tables can have, by key: header, tooltip and width
+#: (px at normal mode's 14 px text: the widest header or value, "Triton
+#: (prefix-aware)", "888,000", "0.000888", "indistinguishable", and the cell's padding).
+COLUMNS = {c.key: c for c in (
+    Column("implementation", "Implementation", numeric=False, width=142),
+    Column("correct", "Correct", numeric=False, width=66),
+    Column("median_ms", "Median", "median call latency: what a Python caller waits", width=74),
+    Column("per_token_ms", "Per token", "median call latency ÷ the step's query tokens: what one verified new "
+                                        "token costs", width=80),
+    Column("p20_ms", "p20", "20th percentile of the call latency", width=74),
+    Column("p80_ms", "p80", "80th percentile of the call latency", width=74),
+    Column("gpu_time_ms", "GPU time", "CUDA-graph replays: the kernels alone, no launch from the host", width=78),
+    Column("host_overhead_ms", "Host overhead", "median call latency − GPU time: Python, argument checks and the "
+                                                "launch, which a CUDA graph's replay leaves out", width=108),
+    Column("host_ms", "Host time/call", "host time per call of back-to-back calls that nobody waits for: the "
+                                        "launch path's own cost (paged_attention.timing.host_time)", width=104),
+    Column("speedup_vs_naive", "Speedup vs naive", "median of Naive PyTorch ÷ median of each; indistinguishable "
+                                                   "when the p20-p80 ranges of the call latencies overlap", width=124),
+    Column("max_tol_ratio", "Error / tolerance", "max |out - ref| / (atol + rtol |ref|): at most 1 exactly when "
+                                                 "every element passes", width=118),
+    Column("max_abs_err", "Max abs err", "max |out − ref| against the float64 reference", width=89),
+    Column("atol", "atol", "the output dtype's absolute tolerance", width=72),
+    Column("achieved_gbps", "GB/s", "bytes a decode step moves ÷ GPU time where measured, else ÷ median call "
+                                    "latency", width=103),
+    Column("pct_of_copy_bw", "% of copy BW", "GB/s as a share of this device's measured copy bandwidth", width=102),
+    Column("samples", "Timed calls", width=89),
+)}
+#: The bandwidth's header and tooltip with a shared prefix (the width holds it).
+_UNIQUE_GBPS = ("GB/s (unique)", COLUMNS["achieved_gbps"].help + "; each shared block counted once, the least a "
+                                                                  "decode step must read")
 
-    A column no row has a value for is left out (the GPU columns on the CPU),
-    except the bandwidth and the speedup of a step that reads no K or V, which
-    say n/a. With a shared prefix the bandwidth on unique bytes comes first and
-    the logical one is named so.
+
+def results_tables(rows: Sequence[dict], unit: str, *, reads_kv: bool = True) -> tuple[ResultsTable, ResultsTable]:
+    """The two results tables (:data:`TIME_COLUMNS`, :data:`CHECK_COLUMNS`) of
+    :func:`~explorer.bench.readouts.results_rows`' ``rows``, every number as text
+    through the one format (times in ``unit``, named in the first table's title).
+
+    The bandwidth and the speedup of a step that reads no K or V say n/a. The
+    bandwidth is the one the fraction of the copy bandwidth is of: from GPU time
+    where measured, and with a shared prefix on unique bytes (named so).
     """
     sharing = any("unique_gbps" in row for row in rows)
-    logical = " (logical bytes)" if sharing else ""
-    names = {
-        "implementation": ("Implementation", None), "device": ("Device", None), "correct": ("Correct", None),
-        "median_ms": (f"Median ({unit})", "median call latency: what a Python caller waits"),
-        "per_token_ms": (f"Per token ({unit})", "median call latency ÷ the step's query tokens: what one verified "
-                                                "new token costs"),
-        "p20_ms": (f"p20 ({unit})", None), "p80_ms": (f"p80 ({unit})", None),
-        "gpu_time_ms": (f"GPU time ({unit})", "CUDA-graph replays: the kernels alone, no launch from the host"),
-        "host_overhead_ms": (f"Host overhead ({unit})",
-                             "median call latency − GPU time: Python, argument checks and the launch, "
-                             "which a CUDA graph's replay leaves out"),
-        "host_ms": (f"Host time/call ({unit})",
-                    "host time per call of back-to-back calls that nobody waits for: the launch path's own cost "
-                    "(paged_attention.timing.host_time)"),
-        "speedup_vs_naive": ("Speedup vs naive", "median of Naive PyTorch ÷ median of each; indistinguishable "
-                                                 "when the p20-p80 ranges of the call latencies overlap"),
-        "gbps": (f"GB/s{logical}", None),
-        "gpu_gbps": (f"GB/s{logical} (GPU time)" if sharing else "GB/s (GPU time)", None),
-        "unique_gbps": ("GB/s (unique bytes)", "each shared block counted once: the bytes a decode step must "
-                                               "read at least"),
-        "gpu_unique_gbps": ("GB/s (unique, GPU time)", None),
-        "pct_of_copy_bw": ("% of copy BW" + (" (unique)" if sharing else ""), None),
-        "max_abs_err": ("Max abs err", None),
-        "max_tol_ratio": ("Error / tolerance", "max |out - ref| / (atol + rtol |ref|): at most 1 exactly when "
-                                               "every element passes"),
-        "atol": ("atol", None), "samples": ("Timed calls", None),
-    }
-    keys = [k for k in rows[0] if k not in _HIDDEN] if rows else []
-    shown_na = {"speedup_vs_naive", "gbps"} if not reads_kv else set()
-    keys = [k for k in keys if k in shown_na or any(row[k] is not None for row in rows)]
-    keys = [k for k in _FIRST if k in keys] + [k for k in keys if k not in _FIRST]
-    if "per_token_ms" in keys:  # several new tokens a step: the median is a step's
-        names["median_ms"] = (f"Median per step ({unit})", names["median_ms"][1] + ", for the whole step")
-    texts = [{k: _cell(k, row, unit) for k in keys} for row in rows]
-    columns = [Column(k, *names.get(k, (k, None)), numeric=k not in ("implementation", "device", "correct"))
-               for k in keys]
-    return ResultsTable(columns, texts)
+    shown_na = {"speedup_vs_naive", "achieved_gbps"} if not reads_kv else set()
+
+    per_token = bool(rows) and rows[0].get("per_token_ms") is not None
+
+    def column(key: str) -> Column:
+        if key == "achieved_gbps" and sharing:
+            return replace(COLUMNS[key], label=_UNIQUE_GBPS[0], help=_UNIQUE_GBPS[1])
+        if key == "median_ms" and per_token:  # several new tokens a step: the median is a step's
+            return replace(COLUMNS[key], label="Median per step", help=COLUMNS[key].help + ", for the whole step",
+                           width=112)
+        return COLUMNS[key]
+
+    def table(title: str, keys: Sequence[str]) -> ResultsTable:
+        keys = [k for k in keys if rows and k in rows[0] and (k in shown_na or any(row[k] is not None
+                                                                                   for row in rows))
+                and not (per_token and k in NOT_WITH_PER_TOKEN)]
+        return ResultsTable(title, [column(k) for k in keys], [{k: _cell(k, row, unit) for k in keys} for row in rows])
+
+    return table(f"Time per call ({unit})", TIME_COLUMNS), table("Accuracy and bandwidth", CHECK_COLUMNS)
 
 
 def _cell(key: str, row: dict, unit: str) -> str:
@@ -349,7 +377,7 @@ def _cell(key: str, row: dict, unit: str) -> str:
         return "n/a"
     if key in _TIMES:
         return duration_number(value, unit)
-    if key in _BANDWIDTHS:
+    if key == "achieved_gbps":
         return format_gbps(value)
     if key == "pct_of_copy_bw":
         return percent(value / 100)

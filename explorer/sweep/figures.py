@@ -46,7 +46,7 @@ def _sources(frame) -> list[str]:
     return list(dict.fromkeys(frame["source"].astype(str))) if len(frame) else []
 
 
-def _series(frame) -> list[tuple[str, str, object]]:
+def series(frame) -> list[tuple[str, str, object]]:
     """``(name, source, rows)`` of each line style: a source, or where the frame
     holds more than one KV-cache dtype (a sweep comparing caches), each source's
     cache dtypes, named ``"fp8 e4m3"`` (one source) or ``"this session · fp8 e4m3"``."""
@@ -68,26 +68,26 @@ def _series(frame) -> list[tuple[str, str, object]]:
     return out
 
 
-def _impl_order(frame) -> list[str]:
+def impl_order(frame) -> list[str]:
     present = set(frame["implementation"].astype(str))
     known = [n for n in IMPL_COLORS if n in present]
     return known + sorted(present - set(known))
 
 
-def _label(name: str) -> str:
+def impl_label(name: str) -> str:
     from paged_attention.implementations import LABELS
 
     return LABELS.get(name, name)
 
 
-def _axis_title(frame) -> str:
+def axis_title(frame) -> str:
     from explorer.sweep.grid import AXES
 
     axes = frame["axis"].dropna().astype(str).unique().tolist() if len(frame) else []
     return AXES.get(axes[0], axes[0]) if axes else ""
 
 
-def _sweep_x_axis(fig: go.Figure, values: Sequence[float], title: str, **kw) -> None:
+def sweep_x_axis(fig: go.Figure, values: Sequence[float], title: str, **kw) -> None:
     values = sorted({float(v) for v in values if v is not None and math.isfinite(v) and v > 0})
     log = len(values) > 1 and values[-1] / values[0] >= LOG_X_SPAN
     fig.update_xaxes(title=title, type="log" if log else "linear", zeroline=False, **kw)
@@ -144,7 +144,7 @@ def _mark_window_limit(fig: go.Figure, frame) -> None:
                        name="window limit")
 
 
-def _y_log(fig: go.Figure, values: Sequence[float], span: float = LOG_Y_SPAN, **kw) -> bool:
+def y_log(fig: go.Figure, values: Sequence[float], span: float = LOG_Y_SPAN, **kw) -> bool:
     finite = [v for v in values if v is not None and math.isfinite(v) and v > 0]
     log = len(finite) > 1 and max(finite) / min(finite) >= span
     fig.update_yaxes(type="log" if log else "linear", **kw)
@@ -161,7 +161,7 @@ def _label_positions(xs, values) -> list[str]:
             for x in (float(v) for v in xs)]
 
 
-def _trace_name(label: str, source: str, sources: Sequence[str]) -> str:
+def trace_name(label: str, source: str, sources: Sequence[str]) -> str:
     return label if len(sources) <= 1 else f"{label} · {source}"
 
 
@@ -194,13 +194,13 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
     title = "Latency across the sweep"
     if frame is None or not len(frame):
         return no_data_figure(fig, "No points yet.", title)
-    series = _series(frame)
+    series = series(frame)
     sources = [name for name, _, _ in series]
     ys: list[float] = []
     for si, (source, _, part) in enumerate(series):
-        for name in _impl_order(part):
+        for name in impl_order(part):
             rows = part[part["implementation"] == name].sort_values("value")
-            color, label = impl_color(name), _label(name)
+            color, label = impl_color(name), impl_label(name)
             ok = rows[rows["status"] == "ok"]
             if len(ok):
                 med = ok["median_ms"].to_numpy(float)
@@ -208,7 +208,7 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
                 lo = np.nan_to_num(med - ok["p20_ms"].to_numpy(float), nan=0.0).clip(min=0)
                 ys += [*med, *(med + hi), *(med - lo)]
                 fig.add_trace(go.Scatter(
-                    x=ok["value"].to_numpy(float), y=med, mode="lines+markers", name=_trace_name(label, source, sources),
+                    x=ok["value"].to_numpy(float), y=med, mode="lines+markers", name=trace_name(label, source, sources),
                     legendgroup=f"{name}", line=dict(color=color, width=2.2, dash=SOURCE_DASHES[si % 4]),
                     marker=dict(color=color, size=8, symbol=SOURCE_SYMBOLS[si % 4]),
                     error_y=dict(type="data", array=hi, arrayminus=lo, color=with_alpha(color, 0.5), thickness=1.2, width=3),
@@ -223,7 +223,7 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
                 ys += list(pred[np.isfinite(pred)])
                 fig.add_trace(go.Scatter(
                     x=skipped["value"].to_numpy(float), y=pred, mode="markers+text",
-                    name=_trace_name(f"{label}: skipped", source, sources), legendgroup=f"{name}",
+                    name=trace_name(f"{label}: skipped", source, sources), legendgroup=f"{name}",
                     marker=dict(color=color, size=12, symbol=SKIPPED_SYMBOL, line=dict(width=2, color=color)),
                     text=["skipped"] * len(skipped), textposition=_label_positions(skipped["value"], frame["value"]),
                     textfont=dict(size=font_px("label"), color=color), cliponaxis=False,
@@ -242,9 +242,9 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
     if note:
         subtitle += f"; {note}"
     apply_style(fig, title, subtitle, height=440)
-    _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
+    sweep_x_axis(fig, frame["value"].tolist(), axis_title(frame))
     _mark_window_limit(fig, frame)
-    if _y_log(fig, ys, title="latency (ms)"):
+    if y_log(fig, ys, title="latency (ms)"):
         log_axis_range(fig, ys, 0.2, 0.55 if skipped_any else 0.35)  # room for the "skipped" labels
     fit_legend(fig)
     return fig
@@ -276,7 +276,7 @@ def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
     title = "Achieved bandwidth and the copy ceiling"
     if frame is None or not len(frame):
         return no_data_figure(fig, "No points yet.", title)
-    series = _series(frame)
+    series = series(frame)
     sources = [name for name, _, _ in series]
     ys: list[float] = []
     ceilings: list[tuple[str, float, str]] = []
@@ -288,17 +288,17 @@ def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
             whole = frame[frame["source"].astype(str) == origin]["copy_gbps"].to_numpy(float)
             device = part["device_name"].astype(str).iloc[0] if "device_name" in part else ""
             ceilings.append((origin, float(np.median(whole[np.isfinite(whole) & (whole > 0)])), device))
-        for name in _impl_order(part):
+        for name in impl_order(part):
             rows = part[(part["implementation"] == name) & (part["status"] == "ok")].sort_values("value")
             if not len(rows):
                 continue
-            color, label = impl_color(name), _label(name)
+            color, label = impl_color(name), impl_label(name)
             gbps = _best_gbps(rows)
             ys += list(gbps)
             ceiling = next((c[1] for c in ceilings if c[0] == origin), None)
             pct = 100 * gbps / ceiling if ceiling else np.full(len(gbps), np.nan)
             fig.add_trace(go.Scatter(
-                x=rows["value"].to_numpy(float), y=gbps, mode="lines+markers", name=_trace_name(label, source, sources),
+                x=rows["value"].to_numpy(float), y=gbps, mode="lines+markers", name=trace_name(label, source, sources),
                 legendgroup=name, line=dict(color=color, width=2.2, dash=SOURCE_DASHES[si % 4]),
                 marker=dict(color=color, size=8, symbol=SOURCE_SYMBOLS[si % 4]),
                 customdata=pct,
@@ -334,11 +334,11 @@ def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
         subtitle += f"; {note}"
     above = 0 if ceilings else 26  # room for the note above the plot
     apply_style(fig, title, subtitle, height=440, above_plot=above)
-    _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
+    sweep_x_axis(fig, frame["value"].tolist(), axis_title(frame))
     _mark_window_limit(fig, frame)
     # The share of the plot's height over the data that the ceiling's label takes.
     room = min(0.4, (label_lines * LINE_HEIGHT * font_px("body") + scaled(4)) / plot_area_height(440, subtitle, above))
-    if _y_log(fig, ys, span=20, title="GB/s"):
+    if y_log(fig, ys, span=20, title="GB/s"):
         finite = [v for v in ys if v is not None and math.isfinite(v) and v > 0]
         decades = math.log10(max(finite) / min(finite)) + 0.2
         log_axis_range(fig, ys, 0.2, max(0.3, room * decades / (1 - room)))
@@ -363,22 +363,22 @@ def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
         skipped trace (``meta`` as in :func:`sweep_latency_figure`).
     """
     fig = go.Figure()
-    label_t = _label(target)
+    label_t = impl_label(target)
     title = f"Speedup of {label_t} over the others"
     if frame is None or not len(frame) or not ((frame["implementation"] == target) & (frame["status"] == "ok")).any():
         return no_data_figure(fig, f"No {label_t} result to compare against.", title, height=400)
-    series = _series(frame)
+    series = series(frame)
     sources = [name for name, _, _ in series]
     ys: list[float] = []
     for si, (source, _, part) in enumerate(series):
         base = part[(part["implementation"] == target) & (part["status"] == "ok")].set_index("value")["median_ms"]
         base = base[~base.index.duplicated()]
-        for name in _impl_order(part):
+        for name in impl_order(part):
             if name == target:
                 continue
             rows = part[part["implementation"] == name].sort_values("value")
             rows = rows[rows["value"].isin(base.index)]
-            color, label = impl_color(name), _label(name)
+            color, label = impl_color(name), impl_label(name)
             for kind, status, column in (("timed", "ok", "median_ms"), ("skipped", "skipped", "predicted_ms")):
                 sel = rows[rows["status"] == status]
                 if not len(sel):
@@ -388,7 +388,7 @@ def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
                 timed = kind == "timed"
                 fig.add_trace(go.Scatter(
                     x=sel["value"].to_numpy(float), y=ratio, mode="lines+markers" if timed else "markers",
-                    name=_trace_name(f"vs {label}" if timed else f"vs {label}: skipped", source, sources),
+                    name=trace_name(f"vs {label}" if timed else f"vs {label}: skipped", source, sources),
                     legendgroup=name, line=dict(color=color, width=2.2, dash=SOURCE_DASHES[si % 4]),
                     marker=dict(color=color, size=8 if timed else 12, symbol=SOURCE_SYMBOLS[si % 4] if timed
                                 else SKIPPED_SYMBOL, line=dict(width=2, color=color)),
@@ -402,9 +402,9 @@ def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
     if any(t.meta["kind"] == "skipped" for t in fig.data if t.meta):
         subtitle += "; ○ = skipped, at its predicted time"
     apply_style(fig, title, subtitle, height=440)
-    _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
+    sweep_x_axis(fig, frame["value"].tolist(), axis_title(frame))
     _mark_window_limit(fig, frame)
-    if _y_log(fig, [*ys, 1.0], span=30, title="speedup (×)"):
+    if y_log(fig, [*ys, 1.0], span=30, title="speedup (×)"):
         log_axis_range(fig, [*ys, 1.0], 0.25, 0.35)
         label_log_hlines(fig)
     else:
@@ -426,7 +426,7 @@ def sweep_ratio_figure(
     """
     fig = go.Figure()
     ys: list[float] = []
-    for name in _impl_order(frame):
+    for name in impl_order(frame):
         def medians(source: str):
             rows = frame[(frame["source"] == source) & (frame["implementation"] == name) & (frame["status"] == "ok")]
             series = rows.set_index("value")["median_ms"]
@@ -438,7 +438,7 @@ def sweep_ratio_figure(
             continue
         ratio = a.loc[common].to_numpy(float) / b.loc[common].to_numpy(float)
         ys += list(ratio)
-        color, label = impl_color(name), _label(name)
+        color, label = impl_color(name), impl_label(name)
         fig.add_trace(go.Scatter(
             x=np.array(common, dtype=float), y=ratio, mode="lines+markers", name=label,
             line=dict(color=color, width=2.2), marker=dict(color=color, size=8),
@@ -450,8 +450,8 @@ def sweep_ratio_figure(
     fig.add_hline(y=1, line=dict(color="#9CA3AF", dash="dash", width=1))
     apply_style(fig, title, f"median time in “{numerator}” ÷ in “{denominator}”; below 1: the first is faster",
            height=400)
-    _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
-    if _y_log(fig, [*ys, 1.0], span=10, title="time ratio (×)"):
+    sweep_x_axis(fig, frame["value"].tolist(), axis_title(frame))
+    if y_log(fig, [*ys, 1.0], span=10, title="time ratio (×)"):
         log_axis_range(fig, [*ys, 1.0], 0.2, 0.3)
     else:
         fig.update_yaxes(rangemode="tozero", range=[0, max([*ys, 1.0]) * 1.15])

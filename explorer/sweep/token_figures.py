@@ -18,18 +18,18 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.formatting import MS_D3, compact, duration_unit, format_duration, in_unit
+from explorer.legend_layout import fit_legend
 from explorer.style import apply_style, impl_color, log_axis_range, no_data_figure
 from explorer.sweep.figures import (
     SOURCE_DASHES,
     SOURCE_SYMBOLS,
-    _axis_title,
-    _fit_legend,
-    _impl_order,
-    _label,
-    _series,
-    _sweep_x_axis,
-    _trace_name,
-    _y_log,
+    axis_title,
+    impl_label,
+    impl_order,
+    series,
+    sweep_x_axis,
+    trace_name,
+    y_log,
 )
 from explorer.sweep.runs import per_token_ms
 
@@ -77,23 +77,23 @@ def sweep_per_token_figure(frame, target: str = "triton", note: str | None = Non
     if ok is None or not len(ok) or not np.isfinite(per_token_ms(ok).to_numpy(float)).any():
         return no_data_figure(fig, "No timed point with its new tokens counted.", title)
     unit = duration_unit(per_token_ms(ok).tolist())
-    series = _series(frame)
+    series = series(frame)
     sources = [name for name, _, _ in series]
     ys: list[float] = []
     flat = None
     for si, (source, _, part) in enumerate(series):
-        for name in _impl_order(part):
+        for name in impl_order(part):
             rows = part[(part["implementation"] == name) & (part["status"] == "ok")].sort_values("value")
             per = per_token_ms(rows).to_numpy(float)
             keep = np.isfinite(per)
             rows, per = rows[keep], per[keep]
             if not len(rows):
                 continue
-            color, label = impl_color(name), _label(name)
+            color, label = impl_color(name), impl_label(name)
             y = np.array([in_unit(v, unit) for v in per])
             ys += list(y)
             fig.add_trace(go.Scatter(
-                x=rows["value"].to_numpy(float), y=y, mode="lines+markers", name=_trace_name(label, source, sources),
+                x=rows["value"].to_numpy(float), y=y, mode="lines+markers", name=trace_name(label, source, sources),
                 legendgroup=name, line=dict(color=color, width=2.2, dash=SOURCE_DASHES[si % 4]),
                 marker=dict(color=color, size=8, symbol=SOURCE_SYMBOLS[si % 4]),
                 customdata=np.stack([rows["median_ms"].to_numpy(float), rows["query_tokens"].to_numpy(float)], axis=-1),
@@ -109,22 +109,23 @@ def sweep_per_token_figure(frame, target: str = "triton", note: str | None = Non
         ys += y
         fig.add_trace(go.Scatter(
             x=flat["value"].to_numpy(float), y=y, mode="lines",
-            name=f"{_label(target)}'s step at q_len {compact(int(first['value']))}, held flat",
+            name=f"{impl_label(target)}'s step at q_len {compact(int(first['value']))}, held flat",
             line=dict(color=FLAT_COLOR, width=1.6, dash="dash"),
             hovertemplate=f"every step {format_duration(float(first['median_ms']))}<br>%{{x:,}}: %{{y:{MS_D3}}} {unit} "
                           "per token<extra></extra>",
             meta={"implementation": target, "source": sources[0], "kind": "flat", "unit": unit},
         ))
-    subtitle = (f"median call latency ÷ the step's new tokens (every sequence's); dashed: {_label(target)}'s "
+    subtitle = (f"median call latency ÷ the step's new tokens (every sequence's); dashed: {impl_label(target)}'s "
                 "first step held flat" if flat is not None and len(flat) > 1
                 else "median call latency ÷ the step's new tokens (every sequence's)")
     if note:
         subtitle += f"; {note}"
     apply_style(fig, title, subtitle, height=440)
-    _sweep_x_axis(fig, frame["value"].tolist(), _axis_title(frame))
+    sweep_x_axis(fig, frame["value"].tolist(), axis_title(frame))
     finite = [v for v in ys if math.isfinite(v) and v > 0]
-    if _y_log(fig, finite, span=4, title=f"time per token ({unit})"):
+    if y_log(fig, finite, span=4, title=f"time per token ({unit})"):
         log_axis_range(fig, finite, 0.2, 0.3)
     else:
         fig.update_yaxes(rangemode="tozero", range=[0, max(finite, default=1) * 1.15])
-    return _fit_legend(fig)
+    fit_legend(fig)
+    return fig
