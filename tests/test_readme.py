@@ -45,3 +45,30 @@ def test_readme_links_point_at_files():
     for target in re.findall(r"\]\(([^)#]+)\)", README):
         if not target.startswith("http"):
             assert (ROOT / target).exists(), target
+
+
+DATA = ROOT / "docs" / "data"
+#: What docs/data may hold (issue 22): the files cited today; the rest is in git history.
+MAX_DATA_FILES = 45
+
+
+def data_index() -> set[str]:
+    """The files docs/data/README.md's table names, ``.txt`` after a name meaning
+    the same stem's log."""
+    named = set()
+    for line in (DATA / "README.md").read_text().splitlines():
+        if not line.startswith("| `"):
+            continue
+        stem = None
+        for name in re.findall(r"`([^`]+)`", line.split(" | ")[0]):
+            if name.startswith("."):
+                name = stem + name
+            stem = name.rsplit(".", 1)[0]
+            named.add(name)
+    return named
+
+
+def test_docs_data_holds_only_what_its_index_names_and_no_more_than_its_cap():
+    files = {str(p.relative_to(DATA)) for p in DATA.rglob("*") if p.is_file() and p.name != "README.md"}
+    assert files == data_index()
+    assert len(files) + 1 <= MAX_DATA_FILES

@@ -46,7 +46,7 @@ def _sources(frame) -> list[str]:
     return list(dict.fromkeys(frame["source"].astype(str))) if len(frame) else []
 
 
-def series(frame) -> list[tuple[str, str, object]]:
+def source_series(frame) -> list[tuple[str, str, object]]:
     """``(name, source, rows)`` of each line style: a source, or where the frame
     holds more than one KV-cache dtype (a sweep comparing caches), each source's
     cache dtypes, named ``"fp8 e4m3"`` (one source) or ``"this session · fp8 e4m3"``."""
@@ -194,7 +194,7 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
     title = "Latency across the sweep"
     if frame is None or not len(frame):
         return no_data_figure(fig, "No points yet.", title)
-    series = series(frame)
+    series = source_series(frame)
     sources = [name for name, _, _ in series]
     ys: list[float] = []
     for si, (source, _, part) in enumerate(series):
@@ -276,7 +276,7 @@ def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
     title = "Achieved bandwidth and the copy ceiling"
     if frame is None or not len(frame):
         return no_data_figure(fig, "No points yet.", title)
-    series = series(frame)
+    series = source_series(frame)
     sources = [name for name, _, _ in series]
     ys: list[float] = []
     ceilings: list[tuple[str, float, str]] = []
@@ -367,7 +367,7 @@ def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
     title = f"Speedup of {label_t} over the others"
     if frame is None or not len(frame) or not ((frame["implementation"] == target) & (frame["status"] == "ok")).any():
         return no_data_figure(fig, f"No {label_t} result to compare against.", title, height=400)
-    series = series(frame)
+    series = source_series(frame)
     sources = [name for name, _, _ in series]
     ys: list[float] = []
     for si, (source, _, part) in enumerate(series):

@@ -26,7 +26,7 @@ from explorer.sweep.figures import (
     axis_title,
     impl_label,
     impl_order,
-    series,
+    source_series,
     sweep_x_axis,
     trace_name,
     y_log,
@@ -77,7 +77,7 @@ def sweep_per_token_figure(frame, target: str = "triton", note: str | None = Non
     if ok is None or not len(ok) or not np.isfinite(per_token_ms(ok).to_numpy(float)).any():
         return no_data_figure(fig, "No timed point with its new tokens counted.", title)
     unit = duration_unit(per_token_ms(ok).tolist())
-    series = series(frame)
+    series = source_series(frame)
     sources = [name for name, _, _ in series]
     ys: list[float] = []
     flat = None
