@@ -166,7 +166,7 @@ if num_prefix:
 else:
     m[3].metric("Splits that run", f"{len(split_rows)}", f"of {plan.num_splits}", delta_color="off",
                 delta_arrow="off", help="splits past this sequence's last block return at once")
-m[4].metric("Error vs reference", f"{err:.1e}", "matches" if err < 1e-10 else "MISMATCH",
+m[4].metric("Error vs reference", formatting.sig3(err), "matches" if err < 1e-10 else "MISMATCH",
             delta_color="normal" if err < 1e-10 else "inverse", delta_arrow="off",
             help="max |trace − full softmax|: the merged output of the replay against reference_decode "
                  "(float64, one full softmax)")

@@ -4,6 +4,7 @@ The import-linter contracts in ``pyproject.toml`` say which package may import
 which; these tests run them, and check what the library itself pulls in.
 """
 
+import re
 import subprocess
 import sys
 import tomllib
@@ -108,3 +109,22 @@ def test_explorer_folders_are_concepts_of_bounded_size():
             if not {".venv", "venv", "docs", ".git"} & set(p.parts)
             and (n := len(p.read_text().splitlines())) > 500}
     assert long == {}
+
+
+#: A Python format spec that rounds or picks a notation (``{x:.1f}``, ``{x:g}``, ``{x:.3g}``,
+#: ``{x:.0%}``): on screen every such number goes through ``explorer.formatting``
+#: (issue 22: "every number on screen through formatting"). Thousands separators alone
+#: (``{n:,}``) are exact and allowed; Plotly's ``%{...}`` templates are d3's, named there.
+INLINE_FORMAT = re.compile(r"(?<!%)\{[^{}]*:[,.0-9]*[fegdn%]\}")
+
+
+def test_numbers_on_screen_are_formatted_in_one_place():
+    found = []
+    for folder in ("app_pages", "ui", "explorer"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path == ROOT / "explorer" / "formatting.py":
+                continue
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if INLINE_FORMAT.search(line):
+                    found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 from test_figures_style import _integer_ticks, _tiles
 
+from explorer import formatting
 from explorer.kernel import figures as kernel_figures
 from explorer.kernel.view import launch_plan, trace_row
 from paged_attention import DecodeConfig, build_decode_inputs
@@ -180,7 +181,7 @@ def test_split_merge_keeps_the_max_note_off_the_bar_labels(presentation):
         fig = kernel_figures.split_merge_figure(trace.splits)
     m = trace.splits["m"].to_numpy(float)
     assert all("max" not in t for t in fig.data[0].text)
-    assert list(fig.data[0].text) == [f"{v:.3g}" for v in m]
+    assert list(fig.data[0].text) == [formatting.sig3(v) for v in m]
     notes = [a for a in fig.layout.annotations if "max" in a.text]
     assert [a.text.replace("<br>", " ") for a in notes] == [kernel_figures.MERGE_MAX_TITLE]
     (note,) = notes

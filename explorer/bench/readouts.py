@@ -20,6 +20,7 @@ from explorer.formatting import (
     format_number,
     format_times,
     kv_dtype_label,
+    sig3,
     span_text,
 )
 from paged_attention.results import achieved_gbps, correct_text, pct_of_copy, shares_kv
@@ -93,7 +94,7 @@ def config_summary(config: DecodeConfig, without: Collection[str] = ()) -> str:
     if len(set(lens)) <= 1:
         ctx = f"ctx={lens[0] if lens else 0}"
     else:
-        ctx = f"ctx={min(lens)}-{max(lens)} (mean {sum(lens) / len(lens):.0f})"
+        ctx = f"ctx={min(lens)}-{max(lens)} (mean {format_number(round(sum(lens) / len(lens)))})"
     heads = f"H={config.num_heads}" + ("" if "num_kv_heads" in without else f"/{config.num_kv_heads}")
     queries = f"q={span_text(config.query_lengths, '-')}" if config.has_query_lens else ""
     parts = {"batch_size": f"B={config.batch_size}", "context_len": ctx, "query_lens": queries, "heads": heads,
@@ -419,7 +420,7 @@ def quantization_caption(quantization, config: DecodeConfig) -> str:
     ratio = quantization.max_tol_ratio
     times = f" ({format_times(ratio)} the {config.dtype} tolerance)" if ratio is not None else ""
     return (
-        f"{kernel} The dashed line is the **fp8 quantization error**, max {quantization.max_abs_err:.2g}{times}: "
+        f"{kernel} The dashed line is the **fp8 quantization error**, max {sig3(quantization.max_abs_err)}{times}: "
         "how far the exact answer on the fp8 cache is from the exact answer on the original values before "
         "quantization. Storing K and V in 8 bits costs it whatever the kernel, so it has no pass/fail."
     )

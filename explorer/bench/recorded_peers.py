@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from explorer.formatting import format_number
 from paged_attention import LABELS
 from paged_attention.results import achieved_gbps, correct_text
 
@@ -65,7 +66,7 @@ def configuration(row) -> str:
     if window is not None and pd.notna(window):
         text += f", window {int(window)}"
     if cap is not None and pd.notna(cap):
-        text += f", soft cap {float(cap):g}"
+        text += f", soft cap {format_number(float(cap))}"
     sinks = row.get("sinks")
     if sinks is not None and pd.notna(sinks) and bool(sinks):
         text += ", sinks"

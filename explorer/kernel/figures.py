@@ -13,7 +13,7 @@ from plotly.colors import sample_colorscale
 
 from explorer.cache.cell_style import BLOCK_KEY, colorbar_title, legend_key
 from explorer.category_ticks import set_category_ticks
-from explorer.formatting import RATIO_D3, SIG3_D3, TRACE_D3, count, format_percent
+from explorer.formatting import RATIO_D3, SIG3_D3, TRACE_D3, count, format_percent, sig3
 from explorer.limits import MAX_SPLIT_LEGEND, MAX_WALK_SEGMENTS, MAX_WALK_TEXT
 from explorer.style import (
     BLOCK_COLORSCALE,
@@ -432,7 +432,7 @@ def split_merge_figure(splits, *, sink_m: float | None = None, sink_share: float
         x, colors, n = [*x, "sink"], [*colors, SINK_COLOR], n + 1
         custom = np.vstack([custom, [math.nan, 2.0 ** (sink_m - float(m.max())), -1, -1]])
         m, share = np.append(m, sink_m), np.append(share, 100 * sink_share)
-    m_text, share_text = [f"{v:.3g}" for v in m], [format_percent(v / 100) for v in share]
+    m_text, share_text = [sig3(v) for v in m], [format_percent(v / 100) for v in share]
     # Values above the bars where they fit a bar's slot at the size of now, drawn
     # whole (constraintext="none": uniformtext hid what was wider than its bar);
     # the hover has them otherwise.

@@ -5,7 +5,7 @@ live here.
 
 from __future__ import annotations
 
-from explorer.formatting import count
+from explorer.formatting import count, format_number, format_percent, sig3
 
 INTRO = (
     "What `_paged_decode_kernel` does for one query head of one sequence of the sidebar's batch, replayed step by "
@@ -58,7 +58,7 @@ def soft_cap_note(soft_cap: float, over: int) -> str:
     """Beside the logits: what soft-capping at ``soft_cap`` does (``over`` raw
     logits lie past it)."""
     return (f"**Logit soft-capping** (as in Gemma 2): each scaled logit s becomes cap·tanh(s / cap) with "
-            f"cap = {soft_cap:.3g}, so none exceeds ±cap while small ones pass almost unchanged; {over:,} of these "
+            f"cap = {format_number(soft_cap)}, so none exceeds ±cap while small ones pass almost unchanged; {over:,} of these "
             "lay past the cap. The kernel caps the scores in registers, right after the dot product and before the "
             "online softmax's max.")
 
@@ -68,9 +68,9 @@ def sink_note(sink: float | None, share: float) -> str:
     units) and its ``share`` of the softmax mass; empty without a sink."""
     if sink is None:
         return ""
-    return (f"**Attention sink** (as in gpt-oss): one more logit per head, here {sink:.3g}, joins the softmax's "
+    return (f"**Attention sink** (as in gpt-oss): one more logit per head, here {sig3(sink)}, joins the softmax's "
             f"denominator but carries no value: out = acc / (l + 2^(sink·log₂e − m)). The kernel adds it once, "
-            f"where the row is finished (after the merge), and it takes {100 * share:.3g}% of the mass here.")
+            f"where the row is finished (after the merge), and it takes {format_percent(share)} of the mass here.")
 
 
 def walk_note(block_n: int, tile: str, split: bool, prefix: bool, window: str = "") -> str:

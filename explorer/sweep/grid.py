@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from explorer.formatting import join_or
+from explorer.formatting import format_number, join_or
 from explorer.limits import (
     CPU_MAX_WORK,
     CPU_WORK_RULE,
@@ -201,7 +201,7 @@ def cache_bytes_ratio(kv_dtypes: Sequence[str | None], dtype: str | None = None)
 def bytes_fraction(ratio: float) -> str:
     """``ratio`` of bytes in words: ``"half the bytes"``, ``"a quarter of the bytes"``."""
     words = {0.5: "half the bytes", 0.25: "a quarter of the bytes", 1.0: "the same bytes", 2.0: "twice the bytes"}
-    return words.get(ratio, f"{ratio:g}× the bytes")
+    return words.get(ratio, f"{format_number(ratio)}× the bytes")
 
 
 def point_config(base: DecodeConfig, axis: str, value: int) -> DecodeConfig:

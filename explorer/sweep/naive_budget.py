@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from explorer.formatting import count, format_duration
+from explorer.formatting import count, format_bytes, format_duration, format_number
 from paged_attention.config import DecodeConfig
 
 #: A lower bound on the naive loop's Python cost per block visited (two cache
@@ -53,7 +53,7 @@ def _skip_reason(predicted_ms: float, calls: int, budget_s: float) -> str:
     return (
         f"skipped: {count(calls, 'call')} x ~{format_duration(predicted_ms)} predicted = "
         f"{format_duration(calls * predicted_ms)}, "
-        f"over the {budget_s:g} s budget"
+        f"over the {format_number(budget_s)} s budget"
     )
 
 
@@ -92,15 +92,15 @@ def naive_plan(
     need = naive_temp_bytes(config)
     if free_bytes is not None and need > free_bytes:
         return NaiveDecision(
-            "skip", None, f"skipped: its float32 temporaries need {need / 1e9:,.1f} GB, "
-            f"{free_bytes / 1e9:,.1f} GB free"
+            "skip", None, f"skipped: its float32 temporaries need {format_bytes(need)}, "
+            f"{format_bytes(free_bytes)} free"
         )
     floor_ms = config.num_blocks_used * NAIVE_MIN_SECONDS_PER_BLOCK * 1e3
     if floor_ms > budget_s * 1e3:
         return NaiveDecision(
             "skip", floor_ms,
             f"skipped: its Python loop visits {config.num_blocks_used:,} blocks per call, "
-            f"over the {budget_s:g} s budget even for one call",
+            f"over the {format_number(budget_s)} s budget even for one call",
         )
     if last is None:
         return NaiveDecision("probe")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from explorer.formatting import format_number
+
 
 def recorded_note(gpu: str, beside: bool) -> str:
     """The chart subtitle's words naming the GPU once: ``"dashed: recorded on NVIDIA H200"``
@@ -41,7 +43,7 @@ def _text(value) -> str:
         number = float(value)
     except (TypeError, ValueError):
         return str(value)
-    return f"{int(number):,}" if number.is_integer() else f"{number:g}"
+    return format_number(int(number) if number.is_integer() else number)
 
 
 def setting_differences(rec, mine: pd.DataFrame) -> list[str]:

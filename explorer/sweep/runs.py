@@ -18,7 +18,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from explorer.formatting import count
+from explorer.formatting import count, format_bytes, format_number
 from explorer.limits import MAX_CSV_BYTES, MAX_CSV_ROWS
 from explorer.sweep.grid import AXES, AXIS_LIMITS, check_axis, point_config
 from paged_attention import results
@@ -297,7 +297,7 @@ def _cell(value) -> str:
         return "an empty cell"
     if value.is_integer() and abs(value) < 1e15:
         return f"{int(value):,}"
-    return f"{value:g}"
+    return format_number(value)
 
 
 def read_sweep_csv(data: bytes | str, source: str) -> pd.DataFrame:
@@ -328,7 +328,7 @@ def read_sweep_csv(data: bytes | str, source: str) -> pd.DataFrame:
     """
     if isinstance(data, bytes):
         if len(data) > MAX_CSV_BYTES:
-            raise ValueError(f"the file is {len(data) / 1e6:.1f} MB; sweep CSVs are at most {MAX_CSV_BYTES / 1e6:g} MB")
+            raise ValueError(f"the file is {format_bytes(len(data))}; sweep CSVs are at most {format_bytes(MAX_CSV_BYTES)}")
         try:
             data = data.decode("utf-8-sig")
         except UnicodeDecodeError:

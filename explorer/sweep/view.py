@@ -191,7 +191,7 @@ def second_chart(frame: pd.DataFrame) -> SecondChart:
             title=f"{fast} cache against {slow}",
             caption=f"Each implementation's time with the {fast} KV cache over its time with the {slow} one: "
                     "below 1 the smaller cache is faster. Where decode is memory-bound, "
-                    f"{sweep_grid.bytes_fraction(ratio)} can approach {ratio:g}.",
+                    f"{sweep_grid.bytes_fraction(ratio)} can approach {formatting.format_number(ratio)}.",
         )
     return SecondChart("reading")
 
