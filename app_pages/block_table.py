@@ -6,6 +6,7 @@ from explorer import formatting, limits
 from explorer.bench import readouts
 from explorer.cache import block_link, pool_figures, sampling, sharing_figures, walk_figures
 from explorer.cache import figures as cache_figures
+from explorer.cache import view as cache_view
 from explorer.cache.sharing import table_ref_counts
 from explorer.cache.window import window_reads
 from explorer.limits import MAX_CONTEXT, MAX_SAMPLES
@@ -14,6 +15,7 @@ from ui.charts import show_chart
 from ui.data import block_arrays_for, shared_batch_for
 from ui.inputs import bounded_number_input
 from ui.sidebar import current, show_config_error
+from ui.tables import show_cards
 
 DEFAULT_COMMON_PROMPT = 64
 
@@ -81,39 +83,8 @@ def _pick_from(chart_key: str):
 
 pick = block_link.valid_pick(st.session_state.get("bt_pick"), num_blocks)
 
-# Short values with the detail on the grey line under them: five metrics share a
-# row, and long values were cut off ("44,141 …") on a 1280-pixel screen. Each count
-# says whether it counts logical tokens (every sequence its own) or physical blocks
-# and slots (a shared block once).
-quiet = dict(delta_color="off", delta_arrow="off")
-used = shared.blocks_used if sharing else mem.blocks_used
-if sharing:
-    wasted, allocated = shared.wasted_slots, used * config.block_size
-else:
-    wasted, allocated = mem.wasted_slots, mem.allocated_slots
-stored, logical_blocks = allocated - wasted, sum(config.blocks_per_sequence)
-c1, c2, c3, c4, c5 = st.columns([0.8, 1.1, 1.25, 1.25, 1.1])  # the longer labels wider
-c1.metric("Sequences", formatting.compact(config.batch_size))
-new = " · ".join(([f"{formatting.compact(stored)} stored (physical)"] if shares else [])
-                 + ([f"{formatting.compact(config.num_query_tokens)} new (queries)"] if queries else []))
-c2.metric("Tokens (logical)", formatting.compact(sum(lengths)), new or None, **quiet,
-          help=f"{formatting.count(sum(lengths), 'token')} in the sequences, each counting its own"
-               + (f"; the pool stores {stored:,}, a shared block's once" if shares else "")
-               + (f"; {config.num_query_tokens:,} of them are this step's new tokens, each a query row"
-                  if queries else ""))
-c3.metric("Blocks used (physical)", formatting.compact(used),
-          f"of {formatting.compact(mem.blocks_in_pool)} in the pool", **quiet,
-          help=f"{formatting.count(used, 'physical block')} hold this batch's tokens, a shared one once; the tables "
-               f"list {formatting.count(logical_blocks, 'logical block')}; the pool has {mem.blocks_in_pool:,}"
-               + (f"; without sharing {mem.blocks_used:,}" if sharing else ""))
-c4.metric("Wasted slots (physical)", formatting.compact(wasted),
-          f"{formatting.format_percent(wasted / max(1, allocated))} of allocated", **quiet,
-          help="allocated but unfilled slots in each physical block in use, as a share of all allocated slots")
-c5.metric("KV cache", formatting.format_bytes(mem.kv_cache_bytes, significant=3),
-          f"{formatting.format_bytes(mem.block_bytes, significant=3)} per block", **quiet,
-          help=f"K and V pools in {mem.kv_dtype} ({formatting.count(mem.kv_element_bytes, 'byte')} per value): "
-               f"{mem.kv_cache_bytes:,} bytes; one block of {config.block_size} tokens holds "
-               f"{mem.block_bytes:,} bytes of K and V")
+show_cards(cache_view.table_cards(config, mem, shared if sharing else None, shares),
+           st.columns([0.8, 1.1, 1.25, 1.25, 1.1]))  # the longer labels wider
 
 if config.window is not None:
     reads = window_reads(lengths, config.block_size, config.window, queries)
@@ -128,27 +99,7 @@ with left:
         key="bt_table", width="stretch", on_select=_pick_from("bt_table"), selection_mode="points",
     )
     grid = cache_figures.block_table_grid(*tables.shape)
-    marks = ("A white diamond marks a block more than one sequence holds (same physical id). "
-             if grid.col_stride == 1 else "Shared blocks are not marked at this scale. ")
-    if sharing:
-        st.caption(
-            f"Sequences {samples} at a time are the samples of one request; each request's prompt is one token "
-            f"shorter than its shortest sample and starts with the common prompt. " + marks
-            + "Blocks come from the block manager's free list in arrival order, not the sidebar's layout. "
-            + (grid.note("sequence", "logical block") or "")
-        )
-    elif shares:
-        tail = config.shared_prefix % config.block_size
-        st.caption(
-            f"The sidebar's shared prefix: in each of {formatting.count(config.prefix_groups, 'group')} of "
-            f"consecutive sequences, the first {formatting.count(config.shared_blocks, 'logical block')} of every "
-            f"member point to the same physical blocks. " + marks
-            + (f"The prefix's last {formatting.count(tail, 'token')} sit in each member's own block, copied. "
-               if tail else "") + (grid.note("sequence", "logical block") or "")
-        )
-    else:
-        st.caption(grid.note("sequence", "logical block")
-                   or "Hover a cell for its token range and fill. Pale cells are unallocated (-1).")
+    st.caption(cache_view.table_caption(config, grid, samples if sharing else None, shares))
     if queries:
         st.caption(f":material/star: A yellow star marks a block that holds new tokens: this step's "
                    f"{formatting.count(config.num_query_tokens, 'query token')}, the last "
@@ -160,21 +111,7 @@ with right:
         if shares else pool_figures.pool_figure(owner, tables, lengths, config.block_size, highlight=pick),
         key="bt_pool", width="stretch", on_select=_pick_from("bt_pool"), selection_mode="points",
     )
-    rows, cols, per_cell = sampling.pool_grid_shape(len(owner))
-    if shares:
-        st.caption("Colour = how many sequences hold each block: "
-                   + ("the common prompt's blocks are held by every request's samples, a request's own prompt "
-                      "blocks by its samples, generated tokens by one." if sharing else
-                      "a shared prefix's blocks by every member of its group, the rest by one sequence.")
-                   + (f" {per_cell} consecutive blocks per cell, coloured by the most holders among them."
-                      if per_cell > 1 else ""))
-    elif per_cell > 1:
-        st.caption(
-            f"Aggregated for the browser: {len(owner):,} blocks drawn as {rows * cols:,} cells of {per_cell} "
-            f"consecutive blocks each; partly filled blocks are not marked at this scale."
-        )
-    else:
-        st.caption("Grey blocks are free; a dark dot marks a sequence's partly filled last block.")
+    st.caption(cache_view.pool_caption(len(owner), sharing, shares))
 
 # Streamlit's charts report clicks, not hover: a click is what links the two.
 if pick is None:

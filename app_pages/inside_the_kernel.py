@@ -17,19 +17,19 @@ from explorer.kernel.view import (
     row_tiles,
     showcase_plan,
     split_note,
+    trace_cards,
     trace_size_error,
     window_block,
     work_list,
     work_list_summary,
 )
 from explorer.limits import MAX_SPLITS
-from paged_attention.tiling import cdiv
 from ui.charts import show_chart
 from ui.data import block_arrays_for, config_key, kernel_trace
 from ui.inputs import bounded_number_input
 from ui.page_state import seed_page
 from ui.sidebar import current, show_config_error, sync_url
-from ui.tables import column_px
+from ui.tables import column_px, show_cards
 
 #: Tile-table columns that only say something when a prefix pass ran.
 PREFIX_COLUMNS = ("pass", "sequences", "query_rows")
@@ -101,21 +101,9 @@ with st.container(border=True):
     sync_url()  # the URL holds the sequence and head as drawn
     plan = (launch_plan(config, tables, num_splits=int(splits), block_n=int(block_n), groups=groups) if override
             else default_plan)
-    group = config.num_heads // config.num_kv_heads
-    n = config.lengths[seq]
+    group, n = config.num_heads // config.num_kv_heads, config.lengths[seq]
     mine = next((g for g in groups if seq in g.sequences), None)
-    tile = (f"{formatting.count(plan.blocks_per_tile, 'block')} of {formatting.count(plan.slots_per_tile, 'slot')}"
-            if plan.subtiles == 1 else f"1/{plan.subtiles} of a block of {config.block_size}")
-    st.caption(
-        f"{'Overridden' if override else 'Default'} plan for {readouts.config_summary(config)}: "
-        f"BLOCK_N = {plan.block_n} tokens per tile ({tile}); "
-        + (f"{formatting.count(plan.num_splits, 'split')} of {formatting.count(plan.blocks_per_split, 'block')} "
-           f"({formatting.count(plan.tokens_per_split, 'token')}) for the longest sequence"
-           if max(config.lengths, default=0) else "no split: every context is empty")
-        + f" · sequence {seq} holds {formatting.count(n, 'token')}"
-        + (f", its last {q_len} new (positions {n - q_len:,}–{n - 1:,}): token {token} traced" if q_len > 1 else "")
-        + f" · query head {head} reads KV head {head // group} (GQA group of {group})"
-    )
+    st.caption(notes.plan_caption(plan, config, readouts.config_summary(config), seq, head, token, override))
     if override and ss.get("ik_showcase"):
         st.info(notes.showcase_note(default_plan.block_n, default_plan.num_splits, seq, row_splits(default_plan, n),
                                     row_tiles(default_plan, n)), icon=":material/call_split:")
@@ -141,12 +129,7 @@ if error:
     st.error(error, icon=":material/error:")
     st.stop()
 if n == 0:
-    if any(config.lengths):
-        st.info(f"Sequence {seq} has no cached tokens: every program of this row returns at once and the output "
-                "is zero. Pick another sequence.", icon=":material/info:")
-    else:  # no other sequence to pick
-        st.info("Every sequence is empty (no cached tokens): every program returns at once and the output is "
-                "zero. Give the sequences tokens in the sidebar to see the walk.", icon=":material/info:")
+    st.info(notes.empty_note(seq, any(config.lengths)), icon=":material/info:")
     st.stop()
 
 trace = kernel_trace(config_key(config), int(seq), int(head), plan, groups, pre_plan,
@@ -154,22 +137,8 @@ trace = kernel_trace(config_key(config), int(seq), int(head), plan, groups, pre_
 tiles, split_rows = trace["tiles"], trace["splits"]
 err = trace["max_abs_error"]
 
-m = st.columns(5)
-m[0].metric("Tokens", f"{n:,}", help=f"{formatting.count(cdiv(n, config.block_size), 'block')} of {config.block_size}")
-m[1].metric("Tiles walked", f"{len(tiles):,}", help="online-softmax updates, all splits together")
-m[2].metric("Block-table lookups", f"{int(tiles['table_lookups'].sum()):,}",
-            help="one per block: a tile loads each of its blocks' table entries once; later subtiles reuse it")
 num_prefix = int((split_rows["pass"] == "prefix").sum())
-if num_prefix:
-    m[3].metric("Partials merged", f"{len(split_rows)}", f"{num_prefix} prefix", delta_color="off",
-                delta_arrow="off", help="the prefix pass's pieces of the shared blocks, then the row's own programs")
-else:
-    m[3].metric("Splits that run", f"{len(split_rows)}", f"of {plan.num_splits}", delta_color="off",
-                delta_arrow="off", help="splits past this sequence's last block return at once")
-m[4].metric("Error vs reference", formatting.sig3(err), "matches" if err < 1e-10 else "MISMATCH",
-            delta_color="normal" if err < 1e-10 else "inverse", delta_arrow="off",
-            help="max |trace − full softmax|: the merged output of the replay against reference_decode "
-                 "(float64, one full softmax)")
+show_cards(trace_cards(tiles, split_rows, plan.num_splits, n, config.block_size, err))
 
 
 def explained(fig, key: str, text: str) -> None:
@@ -181,7 +150,7 @@ def explained(fig, key: str, text: str) -> None:
 st.subheader("2 · The walk: tiles and block-table lookups")
 explained(kernel_figures.kernel_walk_figure(tiles, n, config.block_size, plan.block_n, num_blocks=config.num_blocks,
                                            window_start=trace["window_start"]), "ik_walk_chart",
-          notes.walk_note(plan.block_n, tile, len(split_rows) > 1, bool(num_prefix),
+          notes.walk_note(plan.block_n, notes.tile_words(plan, config.block_size), len(split_rows) > 1, bool(num_prefix),
                           notes.window_note(config.window, trace["window_start"], trace["first_block"])))
 if trace["query_lens"] > 1:
     explained(mask_figures.tile_mask_figure(trace["tile_rows"], trace["mask"], context_len=n, token=trace["token"],

@@ -15,8 +15,9 @@ from explorer.serving.traffic import LENGTH_KINDS
 from ui.charts import show_chart
 from ui.data import block_size_table, serving_history
 from ui.inputs import bounded_number_input
-from ui.serving import page_config, seed_controls, show_cards, time_block_sizes, time_triton, window_section, window_toggle
+from ui.serving import page_config, seed_controls, time_block_sizes, time_triton, window_section, window_toggle
 from ui.sidebar import sync_url
+from ui.tables import show_cards
 
 LATENCY, TRADEOFF_LATENCY = "sv_latency", "sv_tradeoff_latency"
 L = view.LABELS

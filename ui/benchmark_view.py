@@ -17,6 +17,8 @@ from paged_attention.results import BenchResult
 from ui import benchmark as runner
 from ui.benchmark import timing_budget
 from ui.run_guard import QueueNote, guarded
+from explorer.cards import Card
+from ui import tables
 from ui.tables import column_px
 
 #: Session keys: the last run's entry, the session's runs, and the results of the
@@ -80,15 +82,13 @@ def clear_history() -> None:
     st.session_state.pop(LAST, None)
 
 
-def show_cards(cards: list[view.Card], parent=st) -> None:
-    """One ``st.metric`` per card, side by side."""
+def show_cards(cards: list[Card], parent=st) -> None:
+    """The implementations' cards, side by side, bordered."""
     # Half the default gap: four cards at 1280 px (with a desktop browser's scrollbar)
     # then hold the widest value three significant digits write, "888,000 µs" (the
     # recorded GPU runs keep the page in µs while the interpreted Triton kernel takes
     # 100+ ms); the default gap cut it to "888,000 …" (tests/test_browser_benchmark.py).
-    for col, card in zip(parent.columns(len(cards), gap="xsmall"), cards):
-        col.metric(card.label, card.value, card.delta, delta_color=card.color, delta_arrow=card.arrow, border=True,
-                   help=card.help)
+    tables.show_cards(cards, border=True, gap="xsmall", parent=parent)
 
 
 def show_results_tables(tables: Sequence[view.ResultsTable], keys: Sequence[str]) -> None:

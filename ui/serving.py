@@ -19,6 +19,7 @@ from ui.charts import show_chart
 from ui.data import serving_history
 from ui.run_guard import QueueNote, guarded
 from ui.sidebar import current, show_config_error
+from ui.tables import show_cards
 
 
 def page_config():
@@ -80,14 +81,6 @@ def time_block_sizes(timing: view.TradeoffTiming) -> dict[int, float]:
         latencies[size] = r.median_ms
     bar.progress(1.0, text=f"timed {count(len(latencies), 'block size')}")
     return latencies
-
-
-def show_cards(cards: list[view.Card], columns=None, border: bool = False) -> None:
-    """Metric cards side by side, in ``columns`` (by default one each); their
-    deltas are notes, not changes: no colour, no arrow."""
-    for col, card in zip(columns or st.columns(len(cards)), cards):
-        col.metric(card.label, card.value, card.delta, help=card.help, delta_color="off", delta_arrow="off",
-                   border=border)
 
 
 def window_toggle(window: int | None) -> None:

@@ -1,4 +1,4 @@
-"""How pages show numbers in a table: as the cards and charts beside it write
+"""How pages show numbers in metric cards (:func:`show_cards`) and in a table: as the cards and charts beside it write
 them (:func:`explorer.formatting.sig3_column`, three significant figures), in
 right-aligned text columns (:func:`number_column`): a ``NumberColumn``'s printf
 format cannot write three significant figures with thousands separators
@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from explorer.cards import Card
 from explorer.formatting import sig3_column
 from ui.charts import text_scale
 
@@ -32,3 +33,11 @@ def sig3_columns(table: pd.DataFrame, columns, missing: str = "n/a") -> pd.DataF
     """``table`` with each of ``columns`` that it has as :func:`sig3_column` text
     (``missing`` where a value is missing)."""
     return table.assign(**{c: sig3_column(table[c], missing) for c in columns if c in table})
+
+
+def show_cards(cards: list[Card], columns=None, *, border: bool = False, gap: str = "small", parent=st) -> None:
+    """One ``st.metric`` per card of a view model (:class:`explorer.cards.Card`), side
+    by side in ``columns`` (by default one each of ``parent``, ``gap`` apart)."""
+    for col, card in zip(columns or parent.columns(len(cards), gap=gap), cards):
+        col.metric(card.label, card.value, card.delta, help=card.help, delta_color=card.color,
+                   delta_arrow=card.arrow, border=border)

@@ -19,6 +19,7 @@ from typing import Sequence
 
 from explorer.bench import readouts
 from explorer.bench.readouts import BASELINE
+from explorer.cards import Card
 from explorer.formatting import (
     count,
     duration_number,
@@ -208,20 +209,6 @@ def stopped_note(partial: PartialRun, key: RunKey) -> str:
             f"because the page was left or a setting changed while it ran. {advice}")
 
 
-@dataclass(frozen=True)
-class Card:
-    """One implementation's card: its median call latency, and the arrow against the baseline."""
-
-    label: str
-    value: str
-    #: ``"3.99× faster"``, ``"indistinguishable"``, ``"baseline"``, or None (no arrow).
-    delta: str | None
-    #: ``st.metric``'s ``delta_color`` and ``delta_arrow``.
-    color: str
-    arrow: str
-    help: str
-
-
 def cards(results: Sequence, unit: str, *, reads_kv: bool = True) -> list[Card]:
     """A card per result. The arrow says faster or slower than the baseline only
     when :func:`~explorer.bench.readouts.rank` tells them apart; no arrow when the
@@ -243,7 +230,7 @@ def cards(results: Sequence, unit: str, *, reads_kv: bool = True) -> list[Card]:
                   f"; the arrow compares it with {base}: their p20-p80 ranges are apart" if verdict in (FASTER, SLOWER)
                   else "")
         out.append(Card(
-            r.label, median, words, color, arrow,
+            r.label, median, words, color=color, arrow=arrow,
             help=f"median call latency over {count(len(r.samples_ms), 'call')}: {median} (p20-p80 {spread}){gpu}"
                  f"{versus}; {'correct' if r.passed else 'INCORRECT'} against the float64 reference",
         ))
@@ -258,7 +245,7 @@ def token_cards(results: Sequence, unit: str, config: DecodeConfig) -> list[Card
         return []
     rows = count(config.num_query_tokens, "query token")
     return [Card(f"{r.label}, per token", format_duration(readouts.per_token_ms(r.median_ms, config), unit),
-                 f"÷ {rows}", "off", "off",
+                 f"÷ {rows}",
                  help=f"median call latency of a step, {format_duration(r.median_ms, unit)}, over its {rows}: what "
                       "one verified new token costs")
             for r in results]

@@ -169,3 +169,35 @@ def no_merge_note(num_splits: int, override: bool) -> str:
         fix = "Raise **Splits**" if override else "Turn on **Override plan** and raise **Splits**"
     return (f"This row runs as one split{reason}: there is nothing to merge. {fix} to see the merge; the result "
             "stays the same to float64 rounding.")
+
+
+def plan_caption(plan, config, summary: str, seq: int, head: int, token: int | None, override: bool) -> str:
+    """The caption under the page's controls: which plan (``override``: the user's),
+    its tile and splits for the batch ``summary``, what sequence ``seq`` holds (its
+    new tokens and the ``token`` traced, with draft tokens) and which KV head query
+    head ``head`` reads."""
+    n, q_len = config.lengths[seq], config.query_lengths[seq]
+    group = config.num_heads // config.num_kv_heads
+    splits = (f"{count(plan.num_splits, 'split')} of {count(plan.blocks_per_split, 'block')} "
+              f"({count(plan.tokens_per_split, 'token')}) for the longest sequence"
+              if max(config.lengths, default=0) else "no split: every context is empty")
+    return (f"{'Overridden' if override else 'Default'} plan for {summary}: BLOCK_N = {plan.block_n} tokens per tile "
+            f"({tile_words(plan, config.block_size)}); {splits} · sequence {seq} holds {count(n, 'token')}"
+            + (f", its last {q_len} new (positions {n - q_len:,}–{n - 1:,}): token {token} traced" if q_len > 1 else "")
+            + f" · query head {head} reads KV head {head // group} (GQA group of {group})")
+
+
+def tile_words(plan, block_size: int) -> str:
+    """A tile in blocks: ``"4 blocks of 64 slots"``, or ``"1/2 of a block of 32"``
+    when a block holds several tiles."""
+    return (f"{count(plan.blocks_per_tile, 'block')} of {count(plan.slots_per_tile, 'slot')}" if plan.subtiles == 1
+            else f"1/{plan.subtiles} of a block of {block_size}")
+
+
+def empty_note(seq: int, any_tokens: bool) -> str:
+    """Why nothing is traced: sequence ``seq`` holds no tokens (``any_tokens``: another does)."""
+    if any_tokens:
+        return (f"Sequence {seq} has no cached tokens: every program of this row returns at once and the output is "
+                "zero. Pick another sequence.")
+    return ("Every sequence is empty (no cached tokens): every program returns at once and the output is zero. Give "
+            "the sequences tokens in the sidebar to see the walk.")

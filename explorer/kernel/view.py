@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from explorer.formatting import count
+from explorer.cards import Card
+from explorer.formatting import count, format_number, sig3
 from explorer.kernel.trace import KernelTrace, prefix_programs, trace_decode
 from explorer.limits import MAX_TRACE_TILES, MAX_TRACE_TOKENS
 from paged_attention.config import DecodeConfig
@@ -389,3 +390,31 @@ def trace_row(
         tile_rows = tile_rows.assign(head=tile_rows["head"] + (head // group) * group)
     return replace(trace, seq=seq, head=head, kv_head=head // group, tiles=tiles, splits=splits, prefix_group=mine,
                    tile_rows=tile_rows)
+
+
+#: Below this the replay's merged output "matches" the float64 reference.
+MATCH_TOLERANCE = 1e-10
+
+
+def trace_cards(tiles: pd.DataFrame, splits: pd.DataFrame, num_splits: int, context_len: int, block_size: int,
+                error: float) -> list[Card]:
+    """The page's five cards for a traced row: its tokens, the ``tiles`` walked, the
+    block-table lookups, the partials merged (``splits``' rows: with a prefix pass,
+    its pieces too; else of the plan's ``num_splits``) and the replay's ``error``
+    against the float64 reference (a "MISMATCH" from :data:`MATCH_TOLERANCE`)."""
+    num_prefix = int((splits["pass"] == "prefix").sum())
+    merged = (Card("Partials merged", format_number(len(splits)), f"{num_prefix} prefix",
+                   "the prefix pass's pieces of the shared blocks, then the row's own programs") if num_prefix else
+              Card("Splits that run", format_number(len(splits)), f"of {num_splits}",
+                   "splits past this sequence's last block return at once"))
+    ok = error < MATCH_TOLERANCE
+    return [
+        Card("Tokens", format_number(context_len), help=f"{count(cdiv(context_len, block_size), 'block')} of {block_size}"),
+        Card("Tiles walked", format_number(len(tiles)), help="online-softmax updates, all splits together"),
+        Card("Block-table lookups", format_number(int(tiles["table_lookups"].sum())),
+             help="one per block: a tile loads each of its blocks' table entries once; later subtiles reuse it"),
+        merged,
+        Card("Error vs reference", sig3(error), "matches" if ok else "MISMATCH",
+             "max |trace − full softmax|: the merged output of the replay against reference_decode (float64, one "
+             "full softmax)", color="normal" if ok else "inverse"),
+    ]

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from explorer import formatting, limits
+from explorer.cards import Card
 from explorer.bench import readouts
 from explorer.cache.sampling import pool_grid_shape
 from explorer.limits import MAX_ANIMATION_VALUES
@@ -171,16 +172,6 @@ def held_step(slider: int | None, held: tuple[int, int] | None, steps: int, busi
     chosen = held[0] if held and current == held[1] else current
     shown = min(chosen, steps - 1)
     return shown, ((chosen, shown) if shown != chosen else None)
-
-
-@dataclass(frozen=True)
-class Card:
-    """One metric card: ``st.metric(label, value, delta, help=help)``."""
-
-    label: str
-    value: str
-    delta: str | None = None
-    help: str | None = None
 
 
 def change_counts(changes: PoolChanges, sharing: bool) -> str:

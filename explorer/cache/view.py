@@ -1,0 +1,85 @@
+"""The Block table page's view model: its five cards and the words under its two
+charts, from the batch's layout (the sidebar's, or the sharing scenario's)."""
+
+from __future__ import annotations
+
+from explorer import formatting
+from explorer.bench.readouts import MemorySummary
+from explorer.cache.sampling import GridSample, pool_grid_shape
+from explorer.cache.sharing import SharedBatch
+from explorer.cards import Card
+from paged_attention import DecodeConfig
+
+
+def table_cards(config: DecodeConfig, mem: MemorySummary, shared: SharedBatch | None, shares: bool) -> list[Card]:
+    """Sequences, tokens, blocks used, wasted slots and the KV cache's bytes, each
+    count saying whether it counts logical tokens (every sequence its own) or physical
+    blocks and slots (a shared block once). ``shared``: the sharing scenario's layout
+    (None: the sidebar's); ``shares``: some block is held by more than one sequence.
+    Short values with the detail under them: five cards share a row at 1280 px."""
+    compact, count = formatting.compact, formatting.count
+    used = shared.blocks_used if shared else mem.blocks_used
+    wasted, allocated = ((shared.wasted_slots, used * config.block_size) if shared
+                         else (mem.wasted_slots, mem.allocated_slots))
+    stored, tokens = allocated - wasted, sum(config.lengths)
+    queries = config.num_query_tokens if config.has_query_lens else 0
+    new = " · ".join(([f"{compact(stored)} stored (physical)"] if shares else [])
+                     + ([f"{compact(queries)} new (queries)"] if queries else []))
+    return [
+        Card("Sequences", compact(config.batch_size)),
+        Card("Tokens (logical)", compact(tokens), new or None,
+             f"{count(tokens, 'token')} in the sequences, each counting its own"
+             + (f"; the pool stores {stored:,}, a shared block's once" if shares else "")
+             + (f"; {queries:,} of them are this step's new tokens, each a query row" if queries else "")),
+        Card("Blocks used (physical)", compact(used), f"of {compact(mem.blocks_in_pool)} in the pool",
+             f"{count(used, 'physical block')} hold this batch's tokens, a shared one once; the tables list "
+             f"{count(sum(config.blocks_per_sequence), 'logical block')}; the pool has {mem.blocks_in_pool:,}"
+             + (f"; without sharing {mem.blocks_used:,}" if shared else "")),
+        Card("Wasted slots (physical)", compact(wasted), f"{formatting.format_percent(wasted / max(1, allocated))} "
+             "of allocated", "allocated but unfilled slots in each physical block in use, as a share of all "
+             "allocated slots"),
+        Card("KV cache", formatting.format_bytes(mem.kv_cache_bytes),
+             f"{formatting.format_bytes(mem.block_bytes)} per block",
+             f"K and V pools in {mem.kv_dtype} ({count(mem.kv_element_bytes, 'byte')} per value): "
+             f"{mem.kv_cache_bytes:,} bytes; one block of {config.block_size} tokens holds {mem.block_bytes:,} "
+             "bytes of K and V"),
+    ]
+
+
+def table_caption(config: DecodeConfig, grid: GridSample, samples: int | None, shares: bool) -> str:
+    """The words under the block table: the sharing scenario's (``samples`` per
+    request), the sidebar's shared prefix (``shares``), or how to read the cells;
+    with the grid's sampling note."""
+    note = grid.note("sequence", "logical block") or ""
+    marks = ("A white diamond marks a block more than one sequence holds (same physical id). "
+             if grid.col_stride == 1 else "Shared blocks are not marked at this scale. ")
+    if samples is not None:
+        return (f"Sequences {samples} at a time are the samples of one request; each request's prompt is one token "
+                "shorter than its shortest sample and starts with the common prompt. " + marks
+                + "Blocks come from the block manager's free list in arrival order, not the sidebar's layout. " + note)
+    if shares:
+        tail = config.shared_prefix % config.block_size
+        return (f"The sidebar's shared prefix: in each of {formatting.count(config.prefix_groups, 'group')} of "
+                f"consecutive sequences, the first {formatting.count(config.shared_blocks, 'logical block')} of every "
+                "member point to the same physical blocks. " + marks
+                + (f"The prefix's last {formatting.count(tail, 'token')} sit in each member's own block, copied. "
+                   if tail else "") + note)
+    return note or "Hover a cell for its token range and fill. Pale cells are unallocated (-1)."
+
+
+def pool_caption(num_blocks: int, sharing: bool, shares: bool) -> str:
+    """The words under the pool of ``num_blocks``: what its colour counts with shared
+    blocks (the sharing scenario's, ``sharing``, or a shared prefix's), how cells
+    aggregate blocks, or how to read it."""
+    rows, cols, per_cell = pool_grid_shape(num_blocks)
+    if shares:
+        return ("Colour = how many sequences hold each block: "
+                + ("the common prompt's blocks are held by every request's samples, a request's own prompt blocks "
+                   "by its samples, generated tokens by one." if sharing else
+                   "a shared prefix's blocks by every member of its group, the rest by one sequence.")
+                + (f" {per_cell} consecutive blocks per cell, coloured by the most holders among them."
+                   if per_cell > 1 else ""))
+    if per_cell > 1:
+        return (f"Aggregated for the browser: {num_blocks:,} blocks drawn as {rows * cols:,} cells of {per_cell} "
+                "consecutive blocks each; partly filled blocks are not marked at this scale.")
+    return "Grey blocks are free; a dark dot marks a sequence's partly filled last block."
