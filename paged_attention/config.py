@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from .tiling import cdiv
-from .validation import FP8_DTYPES, _check_soft_cap as check_soft_cap, _check_window as check_window
+from .validation import FP8_DTYPES, check_soft_cap, check_window
 
 DTYPES: dict[str, torch.dtype] = {
     "float16": torch.float16,

@@ -285,7 +285,7 @@ def check_decode_args(
     k_scale = _check_kv_scale("k_scale", k_scale, fp8, k_cache.dtype, num_kv_heads, query.device)
     v_scale = _check_kv_scale("v_scale", v_scale, fp8, k_cache.dtype, num_kv_heads, query.device)
 
-    window, soft_cap = _check_window(window), _check_soft_cap(soft_cap)
+    window, soft_cap = check_window(window), check_soft_cap(soft_cap)
     sinks = _check_sinks(sinks, num_heads, query.device)
 
     lens = context_lens.detach().to("cpu", torch.int64)
@@ -364,8 +364,15 @@ def _check_query_lens(
     return q
 
 
-def _check_window(window: object) -> int | None:
-    """``window`` as an int >= 1, or None."""
+def check_window(window: object) -> int | None:
+    """``window`` (the positions each query attends to, ending at its own; None:
+    all) as a Python int >= 1, or None.
+
+    Raises
+    ------
+    ValueError
+        If ``window`` is not an integer >= 1 (a bool is not) nor None.
+    """
     if window is None:
         return None
     if isinstance(window, bool) or not isinstance(window, numbers.Integral) or window < 1:
@@ -375,8 +382,15 @@ def _check_window(window: object) -> int | None:
     return int(window)
 
 
-def _check_soft_cap(soft_cap: object) -> float | None:
-    """``soft_cap`` as a finite float > 0, or None."""
+def check_soft_cap(soft_cap: object) -> float | None:
+    """``soft_cap`` (logits become ``cap * tanh(s / cap)``; None: none) as a
+    Python float, finite and > 0, or None.
+
+    Raises
+    ------
+    ValueError
+        If ``soft_cap`` is not a finite real number > 0 (a bool is not) nor None.
+    """
     if soft_cap is None:
         return None
     if isinstance(soft_cap, bool) or not isinstance(soft_cap, numbers.Real) or not (

@@ -128,3 +128,18 @@ def test_numbers_on_screen_are_formatted_in_one_place():
                 if INLINE_FORMAT.search(line):
                     found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_no_private_name_is_imported_across_modules():
+    """Issue 22: a helper two modules share is public where it lives (a private one
+    imported elsewhere is a rule written for one module and used by another)."""
+    import ast
+
+    found = []
+    for folder in ("paged_attention", "explorer", "ui", "app_pages", "benchmarks"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                    found += [f"{path.relative_to(ROOT)}: {node.module}.{a.name}" for a in node.names
+                              if a.name.startswith("_") and not a.name.startswith("__")]
+    assert found == []
