@@ -29,7 +29,7 @@ from ui.data import block_arrays_for, config_key, kernel_trace
 from ui.inputs import bounded_number_input
 from ui.page_state import seed_page
 from ui.sidebar import current, show_config_error, sync_url
-from ui.tables import column_px, show_cards
+from ui.tables import column_px, show_cards, show_table
 
 #: Tile-table columns that only say something when a prefix pass ran.
 PREFIX_COLUMNS = ("pass", "sequences", "query_rows")
@@ -173,9 +173,8 @@ if len(split_rows) > 1:
               "ik_merge_chart", notes.merge_note(bool(num_prefix)))
     # Chosen columns of set widths: all twelve of the trace's were cut off at 1280 px.
     columns = split_table(bool(num_prefix))
-    st.dataframe(
-        with_sink(split_rows, sink_m, trace["sink_term"], trace["sink_share"])[list(columns)], hide_index=True,
-        width="stretch", key="ik_split_table",
+    show_table(
+        with_sink(split_rows, sink_m, trace["sink_term"], trace["sink_share"])[list(columns)], key="ik_split_table",
         column_config={name: st.column_config.NumberColumn(c.label, width=column_px(c.width), format=c.format,
                                                             help=c.help)
                        if c.format else st.column_config.Column(c.label, width=column_px(c.width), help=c.help)

@@ -78,3 +78,27 @@ def test_sidebar_configuration_that_was_recorded_is_highlighted():
     at.radio(key="recorded_layout").set_value("contiguous").run()
     assert_clean(at)
     assert "contiguous block table" in chart(at, "recorded_chart")["layout"]["title"]["subtitle"]["text"]
+
+
+@CPU_ONLY
+def test_presentation_mode_shows_the_recorded_table_as_an_html_table_of_the_same_cells():
+    """Issue 27, the back row: Streamlit's grid draws its text on a canvas at 0.875 rem
+    whatever the page's style says (15.75 px in presentation mode), so presentation
+    mode shows the table with ``st.table``, whose text the page's style sets at 18 px
+    (tests/test_browser_benchmark.py measures it): the grid's cells, in its order,
+    under its headers, the copy share in the grid's printf format."""
+    grid = _section(open_app(TINY, page=BENCH)).dataframe[0].value
+    at = open_app({**TINY, "present": "1"}, page=BENCH)
+    assert_clean(at)
+    section = _section(at)
+    assert len(section.dataframe) == 0
+    (table,) = section.table
+    shown = table.value
+    headers = list(shown.columns)
+    assert headers[:2] == ["Configuration (recorded)", "Implementation"]
+    assert headers[2].startswith("GPU time (") and headers[3].startswith("Call latency (")
+    assert headers[4:] == ["GB/s", "% of copy BW", "Correct"]
+    assert len(shown) == len(grid) == 12
+    text = grid.drop(columns="pct_of_copy_bw").astype(str).to_numpy()
+    assert (shown.drop(columns="% of copy BW").to_numpy() == text).all()
+    assert list(shown["% of copy BW"]) == ["%.2g%%" % v for v in grid["pct_of_copy_bw"]]

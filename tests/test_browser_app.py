@@ -294,10 +294,12 @@ def test_presentation_mode_on_every_page(server, browser):
     (it shrank the block table's); the screenshots of both modes are for looking at.
 
     Issue 27, the back row: presentation mode enlarges the page's own text too (the
-    root font from 16 to 18 px; no text under 18 px outside the charts and tables, the
-    tables' grid drawing larger), and no label is cut short; in normal mode Plotly's
-    modebar, with its PNG download, covers no chart text (presentation mode has no
-    modebar); the Decode benchmark's tables show every column whole in both modes."""
+    root font from 16 to 18 px; no text under 18 px outside the charts, the tables
+    HTML ones whose text is the page's, ui/tables.py: show_table), no text under 12 px
+    in normal mode (inline code in a caption was 10.5 px), and no label is cut short;
+    in normal mode Plotly's modebar, with its PNG download, covers no chart text
+    (presentation mode has no modebar); the Decode benchmark's tables show every
+    column whole in both modes."""
     context = browser.new_context(viewport={"width": 1280, "height": 720})
     page = context.new_page()
     for path, name, charts in (("", "block_table", 4), ("decode_benchmark", "decode_benchmark", 5),
@@ -326,20 +328,21 @@ def test_presentation_mode_on_every_page(server, browser):
             small = [(i, size) for i, (size, _) in enumerate(drawn[mode]) if size < floor]
             assert not small, (name, mode, small)
             expect(page.locator("html")).to_have_css("font-size", "18px" if extra else "16px", timeout=WAIT)
-            small_text, cut = page.evaluate(_PAGE_TEXT, 18 if extra else 0)
+            small_text, cut = page.evaluate(_PAGE_TEXT, floor)
             assert small_text == [] and cut == [], (name, mode, small_text, cut)
             modebars = page.evaluate(_MODEBARS)
             if extra:
                 assert modebars == [None] * len(modebars), (name, modebars)
             else:
                 assert all(m and m["download"] and m["under"] == [] for m in modebars), (name, modebars)
-            if name == "decode_benchmark":
+            if name == "decode_benchmark" and extra:  # HTML tables, their text in _PAGE_TEXT's floor
+                expect(page.locator("[data-testid=stDataFrame]")).to_have_count(0, timeout=WAIT)
+                assert page.locator("[data-testid=stTable]").count() >= 3
+            elif name == "decode_benchmark":
                 tables = page.evaluate(_TABLE_WIDTHS)
                 assert len(tables) >= 3 and all(inner <= shown for inner, shown in tables), (mode, tables)
-                grid_font = page.evaluate(_GRID_FONT)
-                assert grid_font.endswith("15.75px" if extra else "14px"), grid_font
-                if not extra:
-                    _results_columns_fit(page)
+                assert page.evaluate(_GRID_FONT).endswith("14px")
+                _results_columns_fit(page)
             no_exception(page)
             no_error(page)
             full_screenshot(page, SHOTS / f"{mode}_{name}.png")

@@ -180,3 +180,64 @@ def test_recorded_gpu_runs_beside_a_live_cpu_run(server, page):
     section.locator(".js-plotly-plot").first.evaluate("e => e.scrollIntoView({block: 'start'})")
     page.wait_for_timeout(1000)
     page.screenshot(path=str(SHOTS / "recorded_highlight_1280.png"))
+
+
+#: Per text in the page's tables (``st.table``), its font size (px), and per table
+#: whether it is wider than its box (a column cut or scrolled away).
+_TABLE_TEXT = """() => [[...document.querySelectorAll('[data-testid=stTable] :is(th, td)')]
+  .map(c => parseFloat(getComputedStyle(c).fontSize)),
+  [...document.querySelectorAll('[data-testid=stTable]')].map(t => t.scrollWidth > t.clientWidth)]"""
+#: The font size (px) of each inline code on screen, in the page's text and captions.
+_CODE_PX = """() => [...document.querySelectorAll('[data-testid=stMarkdownContainer] code, [data-testid=stCaptionContainer] code')]
+  .filter(c => c.getBoundingClientRect().height > 0).map(c => parseFloat(getComputedStyle(c).fontSize))"""
+#: Per sidebar widget label named, its height over its line height (1: one line); per
+#: segmented control, its buttons' tops and whether any button's text overflows it.
+_SIDEBAR = """names => {
+  const labels = [...document.querySelectorAll('[data-testid=stSidebar] [data-testid=stWidgetLabel]')];
+  const lines = Object.fromEntries(names.map(n => {
+    const l = labels.find(e => e.innerText.trim() === n), p = l.querySelector('p');
+    return [n, Math.round(p.getBoundingClientRect().height / parseFloat(getComputedStyle(p).lineHeight))];
+  }));
+  const groups = [...document.querySelectorAll('[data-testid=stSidebar] [data-testid=stButtonGroup]')].map(g => {
+    const buttons = [...g.querySelectorAll('button')].filter(b => b.innerText.trim());
+    return {tops: [...new Set(buttons.map(b => Math.round(b.getBoundingClientRect().top)))].length,
+            cut: buttons.some(b => b.scrollWidth > b.clientWidth || b.getBoundingClientRect().right > g.closest('[data-testid=stSidebarContent]').getBoundingClientRect().right)};
+  });
+  return {lines, groups};
+}"""
+
+
+def test_tables_code_and_sidebar_at_the_back_row(server, browser):
+    """Issue 27, the back row, at 1280x720: presentation mode's tables (the results,
+    the run history, the recorded runs) are HTML tables whose text is 18 px, every
+    column whole (Streamlit's grid drew 15.75 px on its canvas, whatever the page's
+    style); inline code is at least 12 px in normal mode (10.5 px in a caption) and
+    18 px in presentation mode; the sidebar's labels keep to one line and its
+    segmented controls to one row (issue 27: "Compute dtype" and "Timed iterations"
+    wrapped, "Same for all / Per sequence" took two rows and cut a border)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    for extra, floor in (({}, 12), ({"present": "1"}, 18)):
+        page.set_viewport_size({"width": 1280, "height": 720})
+        page.goto(f"{server}/decode_benchmark?{urlencode({**TINY, **extra})}")
+        run = page.get_by_role("button", name="Run benchmark")
+        run.wait_for(timeout=60_000)
+        settle(page)
+        code = page.evaluate(_CODE_PX)
+        assert code and min(code) >= floor, (extra, code)
+        sidebar = page.evaluate(_SIDEBAR, ["Compute dtype", "Block size", "Warm-up", "Iterations", "New tokens"])
+        assert set(sidebar["lines"].values()) == {1}, (extra, sidebar)
+        assert len(sidebar["groups"]) >= 2 and all(g == {"tops": 1, "cut": False} for g in sidebar["groups"]), (
+            extra, sidebar)
+        if not extra:
+            continue
+        run.click()
+        expect(page.get_by_text("Compare runs")).to_be_visible(timeout=180_000)
+        settle(page)
+        expect(page.locator("[data-testid=stDataFrame]")).to_have_count(0, timeout=WAIT)
+        expect(page.locator("[data-testid=stTable]")).to_have_count(4, timeout=WAIT)  # 2 results, history, recorded
+        sizes, wide = page.evaluate(_TABLE_TEXT)
+        assert min(sizes) >= 18 and not any(wide), (sizes, wide)
+        no_exception(page)
+        full_screenshot(page, SHOTS / "decode_benchmark_present_tables.png")
+    context.close()

@@ -19,7 +19,7 @@ from ui.benchmark import timing_budget
 from ui.run_guard import QueueNote, guarded
 from explorer.cards import Card
 from ui import tables
-from ui.tables import column_px
+from ui.tables import column_px, show_table
 
 #: Session keys: the last run's entry, the session's runs, and the results of the
 #: run in progress, kept as each is measured (a second click on Run stops that
@@ -94,12 +94,13 @@ def show_cards(cards: list[Card], parent=st) -> None:
 def show_results_tables(tables: Sequence[view.ResultsTable], keys: Sequence[str]) -> None:
     """The results tables, each under its title: every cell is text in the one
     number format, headers, tooltips and widths from ``table.columns`` (the widths
-    at the page's text size, :func:`ui.tables.column_px`)."""
+    at the page's text size, :func:`ui.tables.column_px`; an HTML table in
+    presentation mode, :func:`ui.tables.show_table`)."""
     for table, key in zip(tables, keys):
         st.markdown(f"**{table.title}**")
-        st.dataframe(
-            pd.DataFrame(table.rows, columns=[c.key for c in table.columns]), hide_index=True, width="stretch",
-            key=key, column_config={c.key: st.column_config.TextColumn(
+        show_table(
+            pd.DataFrame(table.rows, columns=[c.key for c in table.columns]), key=key,
+            column_config={c.key: st.column_config.TextColumn(
                 c.label, help=c.help, width=column_px(c.width), alignment="right" if c.numeric else "left")
                 for c in table.columns},
         )
@@ -110,5 +111,5 @@ def show_history_table(history: list[view.RunEntry], unit: str, key: str) -> Non
     implementation's median in ``unit`` (the title's)."""
     labels = {r.label for h in history for r in h.results}
     st.markdown(f"**{view.history_title(unit)}**")
-    st.dataframe(pd.DataFrame(view.history_rows(history, unit)), hide_index=True, width="stretch", key=key,
-                 column_config={label: st.column_config.TextColumn(label, alignment="right") for label in labels})
+    show_table(pd.DataFrame(view.history_rows(history, unit)), key=key,
+               column_config={label: st.column_config.TextColumn(label, alignment="right") for label in labels})

@@ -28,7 +28,8 @@ TEXT_SCALE = PAGE_TEXT_PX / 16
 # it with an ellipsis. The page's side and top padding shrink: at 1280 px the main
 # column grows from 820 to 926 px, 823 at normal text size, so that a table or a
 # row of controls that fits in normal mode fits here; and the sweep's progress stays
-# in view at 1280x720.
+# in view at 1280x720. Presentation mode's tables are HTML (ui/tables.py: show_table),
+# their cells at the body's size too.
 _PRESENTATION_CSS = f"""<style>
 html {{ font-size: {PAGE_TEXT_PX}px; }}
 [data-testid=stMarkdownContainer] p, [data-testid=stCaptionContainer],
@@ -37,7 +38,13 @@ html {{ font-size: {PAGE_TEXT_PX}px; }}
 [data-testid=stMetricValue] p {{ font-size: inherit; }}
 .stMarkdownEllipsis, .stMarkdownEllipsis p {{ white-space: normal; }}
 [data-testid=stMarkdownContainer] code, [data-testid=stCaptionContainer] code {{ font-size: 1em; }}
+[data-testid=stTable] th, [data-testid=stTable] td {{ font-size: 1rem; }}
 [data-testid=stMainBlockContainer] {{ padding: 2.5rem 1.5rem 6rem; }}
+</style>"""
+#: Both modes: inline code at no less than 0.75 rem (12 px in normal mode). Streamlit
+#: sets it at 0.75 em, 10.5 px in a caption's 14 px (a recorded run's command).
+_PAGE_CSS = """<style>
+[data-testid=stMarkdownContainer] code, [data-testid=stCaptionContainer] code { font-size: max(0.75em, 0.75rem); }
 </style>"""
 
 #: Plotly's modebar buttons the charts leave out: it keeps "Download plot as a PNG",
@@ -67,8 +74,8 @@ def page_style() -> Iterator[float]:
     (:func:`explorer.style.presentation`), and then enlarge the page's text
     (:data:`PAGE_TEXT_PX`); yields the figures' scale."""
     present = presenting()
-    if present:
-        st.html(_PRESENTATION_CSS)  # only a style: Streamlit applies it without an element in the page
+    # Only a style: Streamlit applies it without an element in the page.
+    st.html(_PAGE_CSS + (_PRESENTATION_CSS if present else ""))
     with style.presentation(style.PRESENTATION_SCALE if present else 1) as scale:
         yield scale
 

@@ -34,7 +34,7 @@ from explorer.sweep.recorded import recorded_note, setting_differences, shared_p
 from paged_attention import DecodeConfig
 from paged_attention.result_files import KINDS
 from ui.charts import show_chart
-from ui.tables import column_px
+from ui.tables import column_px, show_table
 
 TITLE = "Recorded on a GPU"
 #: The kinds the Decode benchmark page shows, and the Sweep page.
@@ -189,11 +189,10 @@ def _show_classic(recorded: RecordedSet, config: DecodeConfig | None, unit: str)
     for column in ("gpu_time_ms", "median_ms"):
         table[column] = [formatting.duration_number(v, unit) if pd.notna(v) else "n/a" for v in table[column]]
     table["gbps"] = [formatting.format_gbps(v) for v in table["gbps"]]
-    styled = table.style.apply(
-        lambda row: [_MATCH_STYLE if row["configuration"] == highlight else ""] * len(row), axis=1
-    )
-    st.dataframe(
-        styled, hide_index=True, width="stretch", key="recorded_table", height=_ROW_PX * (len(table) + 1) + 3,
+    match = pd.DataFrame({c: [_MATCH_STYLE if row == highlight else "" for row in table["configuration"]]
+                          for c in table.columns}, index=table.index)
+    show_table(
+        table, css=match, key="recorded_table", height=_ROW_PX * (len(table) + 1) + 3,
         column_config={
             "configuration": "Configuration (recorded)",
             "implementation": "Implementation",
@@ -229,10 +228,11 @@ def _show_peers(peers: RecordedSet, unit: str) -> None:
     if (table["note"] == "").all():
         table = table.drop(columns="note")
     best = rows.groupby("configuration")["gpu_time_ms"].transform("min") == rows["gpu_time_ms"]
-    styled = table.style.apply(lambda col: ["font-weight: bold" if b else "" for b in best], subset=["gpu_time_ms"])
+    bold = pd.DataFrame("", index=table.index, columns=table.columns)
+    bold["gpu_time_ms"] = ["font-weight: bold" if b else "" for b in best]
     gbps_help = m.get("gbps_note", "K and V bytes a decode step must read, over the GPU time")
-    st.dataframe(
-        styled, hide_index=True, width="stretch", key="recorded_peers_table",
+    show_table(
+        table, css=bold, key="recorded_peers_table",
         height=min(_MAX_TABLE_PX, _ROW_PX * (len(table) + 1) + 3),
         column_config={
             # Widths (px) that hold the longest configuration and label, so that the

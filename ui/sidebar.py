@@ -225,7 +225,7 @@ def _new_tokens(settings: Settings | None) -> tuple[int | tuple[int, ...], str |
     if ss.get(QUERY_MODE) is None:  # deselected (a click on the selected option)
         ss[QUERY_MODE] = "uniform"
     st.segmented_control("New tokens", state.CONTEXT_MODES, key=QUERY_MODE, **KEEP, help=QUERY_HELP,
-                         format_func={"uniform": "Same for all", "ragged": "Per sequence"}.get)
+                         format_func={"uniform": "Same for all", "ragged": "Ragged"}.get)
     if ss[QUERY_MODE] == "uniform" or settings is None:
         number = bounded_number_input(st, "New tokens per sequence", 1, limits.MAX_QUERY_LEN, step=1, key=QUERY_LEN,
                                       value=1, **KEEP, help=QUERY_HELP)
@@ -327,10 +327,11 @@ def render_sidebar(page: str | None = None) -> SidebarResult:
         _attention_controls()
 
         st.subheader("Cache")
-        bs, dt = st.columns(2)
-        bs.selectbox("Block size", state.BLOCK_SIZES, key=WIDGET_KEYS["block_size"],
+        # One a row: at presentation mode's 18 px text, "Compute dtype" beside the block
+        # size wrapped and pushed its box below its neighbour's.
+        st.selectbox("Block size", state.BLOCK_SIZES, key=WIDGET_KEYS["block_size"],
                      **KEEP, help="tokens per physical block")
-        dt.selectbox("Compute dtype", state.DTYPE_NAMES, key=WIDGET_KEYS["dtype"], **KEEP,
+        st.selectbox("Compute dtype", state.DTYPE_NAMES, key=WIDGET_KEYS["dtype"], **KEEP,
                      help="of the query and the output, and of the arithmetic around them")
         st.selectbox("KV-cache dtype", state.KV_CACHE_DTYPES, key=WIDGET_KEYS["kv_dtype"], **KEEP,
                      format_func=lambda d: formatting.kv_dtype_label(None if d == state.SAME_AS_COMPUTE else d),
@@ -357,10 +358,11 @@ def render_sidebar(page: str | None = None) -> SidebarResult:
 
         st.subheader("Timing")
         wu, it = st.columns(2)
+        # "Iterations", the detail in its help: "Timed iterations" wrapped at 18 px.
         bounded_number_input(wu, "Warm-up", 0, limits.MAX_WARMUP, step=1, key=WIDGET_KEYS["warmup"],
-                             **KEEP, note_parent=st)
-        bounded_number_input(it, "Timed iterations", 1, limits.MAX_ITERS, step=1, key=WIDGET_KEYS["iters"], **KEEP,
-                             note_parent=st)
+                             **KEEP, note_parent=st, help="untimed calls of each implementation first")
+        bounded_number_input(it, "Iterations", 1, limits.MAX_ITERS, step=1, key=WIDGET_KEYS["iters"], **KEEP,
+                             note_parent=st, help="timed calls of each implementation, after the warm-up")
 
         settings = replace(_read_settings(), lengths=lengths, query_lens=query_lens)
         config = None
