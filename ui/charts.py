@@ -39,6 +39,7 @@ html {{ font-size: {PAGE_TEXT_PX}px; }}
 .stMarkdownEllipsis, .stMarkdownEllipsis p {{ white-space: normal; }}
 [data-testid=stMarkdownContainer] code, [data-testid=stCaptionContainer] code {{ font-size: 1em; }}
 [data-testid=stTable] th, [data-testid=stTable] td {{ font-size: 1rem; }}
+[data-testid=stTable] td:not(:first-child) {{ text-align: right; }}
 [data-testid=stMainBlockContainer] {{ padding: 2.5rem 1.5rem 6rem; }}
 </style>"""
 #: Both modes: inline code at no less than 0.75 rem (12 px in normal mode). Streamlit
