@@ -1,4 +1,4 @@
-"""One colour language (issue 27): on the Block table and Inside the kernel pages,
+"""One colour language (issue 27): on the Block table, Inside the kernel and Serving simulation pages,
 physical block ids, sequences, reference counts, splits and launch order each have
 their own palette, never one meaning's colour for another; every chart names its
 meaning. The figures are built as each page builds them, and their colour scales
