@@ -5,10 +5,9 @@ import streamlit as st
 
 from explorer import formatting, limits
 from explorer import settings as state
-from explorer.cache import figures as cache_figures
 from explorer.cache import sharing_figures
 from explorer.serving import figures as serving_figures
-from explorer.serving import tradeoff_figures, view
+from explorer.serving import table_figures, tradeoff_figures, view
 from explorer.serving.history import valid_block_sizes
 from explorer.serving.tradeoff import DEFAULT_BLOCK_SIZES
 from explorer.serving.traffic import LENGTH_KINDS
@@ -102,12 +101,10 @@ with left:
 with right:
     if record.num_running:
         refs = np.bincount(record.blocks, minlength=controls.num_blocks) if sharing else None
-        show_chart(cache_figures.block_table_figure(
+        show_chart(table_figures.running_tables_figure(
             tables, record.context_lens, controls.block_size, controls.num_blocks, seq_ids=record.seq_ids,
-            title="Block tables of the running sequences", color_by="sequence", ref_counts=refs,
-            plot_width=180, window=controls.window),  # two fifths of a 1280 px page, less the colour bar
-            key="sv_table_chart", width="stretch")
-        st.caption(view.table_caption(sharing))
+            color_by=colour_by, ref_counts=refs, window=controls.window), key="sv_table_chart", width="stretch")
+        st.caption(view.table_caption(sharing, colour_by))
     else:
         st.info(f"No sequence is running after step {step}: the block table is empty.", icon=":material/info:")
 

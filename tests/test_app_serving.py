@@ -284,6 +284,23 @@ SHARING = {"sv_system_prompt": 20, "sv_samples": 3, "sv_num_blocks": 96}
 COPY = serving_figures.POOL_CHANGE_MARKS["copied"][0]  # the copy-on-write mark's legend name
 
 
+def test_serving_block_tables_follow_the_pool_into_reference_counts():
+    """Issue 27: the pool by reference count beside tables in sequence colours that said "colour = sequence, as
+    in the pool". The page colours the tables as the pool: each cell the pool's level of its block, so said."""
+    at = open_serving(**SHARING, sv_pool_colour="reference count")
+    assert_clean(at)
+    table, pool = chart(at, "sv_table_chart"), chart(at, "sv_pool_chart")
+    levels = arr(pool["data"][0]["z"]).ravel()
+    z, blocks = arr(table["data"][0]["z"]), arr(table["data"][0]["customdata"])[..., 4].astype(int)
+    held = ~np.isnan(z)
+    assert held.any() and np.array_equal(z[held], levels[blocks[held]])
+    assert table["data"][0]["colorscale"] == pool["data"][0]["colorscale"]
+    subtitle = table["layout"]["title"]["subtitle"]["text"].replace("<br>", " ")
+    assert "colour = sequences holding the block, as in the pool" in subtitle and "colour = sequence," not in subtitle
+    assert table["layout"]["legend"]["title"]["text"] == pool["layout"]["legend"]["title"]["text"]
+    assert any("coloured as in the pool by how many running sequences hold it" in c.value for c in at.caption)
+
+
 def sharing_history():
     config = serving_config(SHARING["sv_num_blocks"], SIM["sv_block_size"], SIM["sv_max_batch"], SIM["sv_rate"],
                             ("long-tail", SIM["sv_prompt_lo"], SIM["sv_prompt_hi"]),

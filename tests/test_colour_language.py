@@ -1,4 +1,4 @@
-"""One colour language (issue 27): on the Block table and Inside the kernel pages,
+"""One colour language (issue 27): on the Block table, Inside the kernel and Serving simulation pages,
 physical block ids, sequences, reference counts, splits and launch order each have
 their own palette, never one meaning's colour for another; every chart names its
 meaning. The figures are built as each page builds them, and their colour scales
@@ -172,3 +172,34 @@ def test_reference_counts_darken_with_more_holders():
     assert lightness == sorted(lightness, reverse=True) and len(set(lightness)) == top
     assert sharing_figures.ref_color(0, top) == style.FREE_COLOR
     assert np.all(np.diff([sum(rgb(c)) for c in sharing_figures.REF_LEVEL_COLORS]) < 0)
+
+
+#: Thin lines across a chart are told apart less easily than cells: the Serving
+#: simulation's metric lines stay this far from every other meaning of the page.
+METRIC_APART = 25
+
+
+def test_serving_page_metric_lines_keep_apart_from_its_palettes():
+    """Issue 27: the Serving simulation's metric lines were teal #0F766E, amber #F59E0B and red #DC2626, which
+    read as sequences 5, 9 and 2 of the pool and the tables beside (and the amber as a reference count). Each
+    metric line takes a colour of its own, far from the page's sequences, reference counts, block ids and greys."""
+    from explorer.serving import figures as serving_figures
+    from explorer.serving.history import simulate
+    from explorer.serving.traffic import LengthDist, ServingConfig
+
+    config = ServingConfig(num_blocks=48, block_size=4, max_batch_size=5, arrival_rate=0.6,
+                           prompt_len=LengthDist("long-tail", 2, 40), output_len=LengthDist("uniform", 2, 20), seed=3)
+    fig = serving_figures.serving_timeline_figure(simulate(config, 30).metrics, step=10, num_blocks=48)
+    lines = {t.name: rgb(t.line.color) for t in fig.data if t.name in serving_figures.METRIC_COLORS}
+    assert set(lines) == set(serving_figures.METRIC_COLORS)
+    others = {
+        "sequence": colours(style.SEQUENCE_COLORS),
+        "sequences holding the block": colours(style.REF_COUNT_COLORS, sharing_figures.REF_LEVEL_COLORS),
+        "physical block id": colours(style.BLOCK_COLORSCALE),
+        "free, unallocated or outside the batch": {rgb(c) for c in NEUTRAL},
+    }
+    for name, line in lines.items():
+        for meaning, palette in others.items():
+            assert apart({line}, palette) >= METRIC_APART, f"the {name!r} line comes near a {meaning} colour"
+    for (a, ca), (b, cb) in itertools.combinations(lines.items(), 2):
+        assert apart({ca}, {cb}) >= METRIC_APART, (a, b)

@@ -10,7 +10,7 @@ from explorer.cache import figures as cache_figures
 from explorer.cache import cell_style, sampling, sharing_figures
 from explorer.formatting import MS_D3
 from explorer.serving import figures as serving_figures
-from explorer.serving import tradeoff_figures
+from explorer.serving import table_figures, tradeoff_figures, view
 from explorer.serving.history import simulate
 from explorer.serving.tradeoff import block_size_tradeoff
 from explorer.serving.traffic import LengthDist, ServingConfig
@@ -118,29 +118,72 @@ def test_serving_pool_is_readable_at_1280_px(config, color_by, scale):
         assert heat.texttemplate is None
 
 
+def _page_tables(history, step, num_blocks, color_by, **kwargs):
+    """The running block tables as the page draws them (sharing on)."""
+    record = history.records[step]
+    refs = np.bincount(record.blocks, minlength=num_blocks)
+    return table_figures.running_tables_figure(record.block_tables(), record.context_lens, history.config.block_size,
+                                               num_blocks, seq_ids=record.seq_ids, color_by=color_by,
+                                               ref_counts=refs, **kwargs)
+
+
 @pytest.mark.parametrize("color_by", serving_figures.POOL_COLOR_MODES)
-def test_serving_page_gives_sequences_and_reference_counts_their_own_palettes(color_by):
+def test_serving_block_tables_take_the_pools_colouring_and_say_so(color_by):
     """Issue 27: with sharing, the pool by reference count reused the sequence palette's blue, amber and red
-    beside the block table coloured by sequence. Built as the page builds them, the pool's colours (grid and
-    legend) and the table's never come near each other's meaning, and each names its meaning."""
-    from test_colour_language import assert_disjoint, colours, legend_colours
+    beside the block table coloured by sequence; then, the pool in reference-count oranges, the tables stayed in
+    sequence colours under "colour = sequence, as in the pool", a key the pool no longer gave. Built as the page
+    builds them, the tables take the pool's colouring: each cell the pool's colour of its block, the key true."""
+    from test_colour_language import colours, legend_colours
 
     config = replace(PAGE_POOL, num_blocks=96, system_prompt=20, samples=3, arrival_rate=0.3)
     history = simulate(config, 120)
     step = int(history.metrics["copied"].to_numpy().argmax())
     record = history.records[step]
-    pool = _pool(history, step, color_by=color_by, sharing=True)
-    refs = np.bincount(record.blocks, minlength=config.num_blocks)
-    table = cache_figures.block_table_figure(record.block_tables(), record.context_lens, config.block_size,
-                                             config.num_blocks, seq_ids=record.seq_ids, color_by="sequence",
-                                             ref_counts=refs, plot_width=180)
+    c = history.changes(step)
+    pool = serving_figures.serving_pool_figure(
+        record.pool_owner(), record.block_tables(), record.context_lens, config.block_size, step=step,
+        taken=c.taken, freed=c.freed, recycled=c.recycled, copied=c.copied, revived=c.revived,
+        seq_ids=record.seq_ids, color_by=color_by, sharing=True)
+    table = _page_tables(history, step, config.num_blocks, color_by)
+    subtitle = table.layout.title.subtitle.text.replace("<br>", " ")
+    assert table_figures.TABLE_KEYS[color_by] in subtitle and subtitle.count("colour = ") == 1
     squares = colours(pool.data[0].colorscale, legend_colours(pool, lambda t: True))
-    sequences = colours(table.data[0].colorscale)
+    assert colours(table.data[0].colorscale) <= squares | colours(style.SEQUENCE_COLORS)
     if color_by == "sequence":  # one meaning, one palette: the pool's sequences in the table's colours
-        assert squares - colours(["#FFFFFF"]) <= sequences  # (white: the folded "more sequences" entry)
-    else:
-        assert_disjoint({"sequence": sequences, "sequences holding the block": squares})
+        assert table.data[0].colorscale == pool.data[0].colorscale
+    else:  # every cell in the pool's colour level of its block, the levels named under the key
+        levels = np.array(pool.data[0].z, dtype=float).ravel()
+        z, blocks = np.array(table.data[0].z, dtype=float), np.array(table.data[0].customdata)[..., 4]
+        held = ~np.isnan(z)
+        assert held.any() and (z[held] > 1).any()
+        assert np.array_equal(z[held], levels[blocks[held]])
+        assert table.data[0].colorscale == pool.data[0].colorscale
+        assert table.layout.legend.title.text == cell_style.REF_COUNT_KEY
+        named = legend_colours(table, lambda t: bool(t.meta and "level" in t.meta))
+        assert colours(named) == colours([sharing_figures.REF_LEVEL_COLORS[int(v) - 1] for v in np.unique(z[held])])
+        assert "colour = sequence," not in subtitle
     assert pool.layout.legend.title.text and "colour = " in pool.layout.title.subtitle.text
+    assert ("colour in the pool" in view.table_caption(True, color_by)) == (color_by == "sequence")
+
+
+@pytest.mark.parametrize("scale", [1.0, style.PRESENTATION_SCALE])
+def test_serving_shared_block_diamonds_grow_with_the_cell_text(scale):
+    """Issue 27: the shared-block diamonds were about 4 px in presentation mode (a share of cells 9 px wide),
+    their white fill lost in their outline, the legend's a black diamond under a caption saying white. They
+    are sized with the cell text of now, white inside a dark outline as the caption says."""
+    config = replace(PAGE_POOL, num_blocks=64, system_prompt=32, samples=3, arrival_rate=0.2)
+    history = simulate(config, 120)
+    step = int(history.metrics["blocks_in_use"].to_numpy().argmax())
+    with style.presentation(scale):
+        table = _page_tables(history, step, config.num_blocks, "sequence")
+        text_px = style.font_px("cell")
+    marks = next(t for t in table.data if t.name == "shared block (2+ sequences)")
+    assert len(marks.x) > 0
+    assert marks.marker.size >= 0.5 * text_px and marks.marker.size >= 7 * scale  # was 3 px
+    assert marks.marker.size - 2 * marks.marker.line.width >= 0.6 * marks.marker.size  # the white shows
+    assert (marks.marker.color, marks.marker.line.color) == ("#FFFFFF", "#111827")
+    assert marks.marker.symbol == "diamond"
+    assert "white diamond outlined in black" in view.table_caption(True, "sequence")
 
 
 def test_serving_pool_aggregated_has_no_step_marks():

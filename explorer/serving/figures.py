@@ -38,10 +38,18 @@ from explorer.style import (
 
 TAKEN_COLOR = "#FFFFFF"
 FREED_COLOR = "#374151"
+#: The metric lines of :func:`serving_timeline_figure` (and the trade-off's waste bars):
+#: colours no other meaning of the page takes, dark where the sequences' and the
+#: reference counts' palettes are light or bright, at least 25 apart (CIE76) from
+#: every colour of theirs: the old teal, amber and red read as sequences 5, 9 and 2
+#: and the amber as a reference count.
 POOL_COLOR = "#2563EB"
-WASTE_COLOR = "#F59E0B"
-WAITING_COLOR = "#DC2626"
-RUNNING_COLOR = "#0F766E"
+WASTE_COLOR = "#4C1D95"
+WAITING_COLOR = "#831843"
+RUNNING_COLOR = "#14532D"
+#: The metric lines, by trace name.
+METRIC_COLORS = {"blocks in use": POOL_COLOR, "wasted slots": WASTE_COLOR, "running": RUNNING_COLOR,
+                 "waiting": WAITING_COLOR}
 
 
 #: What :func:`serving_pool_figure` colours the pool by.
@@ -170,7 +178,7 @@ def serving_pool_figure(
         fig.add_trace(go.Scatter(  # an empty mark still gets its legend entry: one point at None
             x=blocks % n_cols + dx if len(blocks) else [None], y=blocks // n_cols + dx if len(blocks) else [None],
             mode="markers", name=name,
-            marker=dict(symbol=symbol, size=(10 if key == "copied" else 8) if small else 5, color=color,
+            marker=dict(symbol=symbol, size=scaled((10 if key == "copied" else 8) if small else 5), color=color,
                         line=dict(color=line, width=1.5 if symbol == "x-thin" else 1)),
             customdata=np.stack([blocks, owner[blocks]], axis=-1) if len(blocks) else None,
             hovertemplate="block %{customdata[0]}: " + name + " this step<extra></extra>",

@@ -253,12 +253,16 @@ def pool_caption(colour_by: str, sharing: bool, num_blocks: int) -> str:
     )
 
 
-def table_caption(sharing: bool) -> str:
-    """What the running sequences' block tables show, under them."""
-    return ("One row per running sequence (its seq_id), in its colour in the pool: the physical block "
-            "behind each logical block. "
-            + ("A white diamond marks a block more than one running sequence holds; the pool colours a "
-               "shared block by the lowest seq_id holding it. " if sharing else "")
+def table_caption(sharing: bool, colour_by: str = "sequence") -> str:
+    """What the running sequences' block tables show, under them, in the pool's
+    colouring ``colour_by`` (the tables take it too)."""
+    by_sequence = colour_by == "sequence"
+    return ("One row per running sequence (its seq_id): the physical block behind each logical block, "
+            + ("in the sequence's colour in the pool. " if by_sequence else
+               "coloured as in the pool by how many running sequences hold it (1, 2, 3–4, 5+). ")
+            + ("A white diamond outlined in black marks a block more than one running sequence holds"
+               + ("; the pool colours a shared block by the lowest seq_id holding it. " if by_sequence else ". ")
+               if sharing else "")
             + "This table and the lengths are what the decode kernel receives at this step.")
 
 

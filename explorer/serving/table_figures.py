@@ -1,0 +1,172 @@
+"""The Serving simulation's block tables of the running sequences, in the colour
+language of the pool beside them: by sequence when the pool is, by reference
+count when the pool is (its levels and oranges), the shared-block diamonds sized
+with the cell text of now."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.cache.cell_style import REF_COUNT_KEY, SEQUENCE_KEY
+from explorer.cache.figures import block_table_figure
+from explorer.cache.sharing_figures import REF_LEVEL_COLORS, REF_LEVELS, ref_level_names
+from explorer.formatting import count, line_count, wrap_at_separators
+from explorer.serving.figures import POOL_COLOR_MODES
+from explorer.style import (
+    FREE_COLOR,
+    LINE_HEIGHT,
+    NARROW_FIGURE_PX,
+    font_px,
+    line_chars,
+    plot_width_px,
+    scaled,
+)
+
+#: The tables' plot width at scale 1 (px): two fifths of a 1280 px page, less the
+#: colour bar (what the ids and columns are fitted to), and the width Chromium drew
+#: it, the sidebar open and no colour bar (a 353 px figure less its margins): the
+#: width a cell's mark may take.
+TABLE_PLOT_PX, DRAWN_PLOT_PX = 180, 270
+#: The shared-block mark (a white diamond outlined dark, as the caption says): at
+#: most this share of the cell text's size, at least :data:`MIN_SHARED_MARK_PX`
+#: (at scale 1, grown with it) even where the cells are narrower, and otherwise as
+#: wide as a cell less a pixel, so that the diamonds of neighbouring cells stay apart.
+SHARED_MARK_SHARE, MIN_SHARED_MARK_PX, SHARED_MARK_LINE_PX = 0.75, 7, 1.2
+SHARED_MARK_FILL, SHARED_MARK_EDGE = "#FFFFFF", "#111827"
+#: A legend row's height, in px of the legend's font (Plotly's, with its gap).
+LEGEND_ROW = 1.75
+#: The tables' colour key in each of the pool's colourings (:data:`POOL_COLOR_MODES`).
+TABLE_KEYS = {"sequence": f"{SEQUENCE_KEY}, as in the pool", "reference count": f"{REF_COUNT_KEY}, as in the pool"}
+
+
+def running_tables_figure(
+    block_tables: np.ndarray, context_lens: Sequence[int], block_size: int, num_blocks: int, *,
+    seq_ids: Sequence[int], color_by: str = "sequence", ref_counts: np.ndarray | None = None,
+    window: int | None = None, plot_width: float = TABLE_PLOT_PX,
+) -> go.Figure:
+    """The running sequences' block tables (:func:`~explorer.cache.figures.block_table_figure`
+    by sequence), coloured as the pool beside them is.
+
+    Parameters
+    ----------
+    block_tables : ndarray
+        ``[num_running, max_blocks]`` integers, ``-1`` unallocated.
+    context_lens : sequence of int
+    block_size, num_blocks : int
+    seq_ids : sequence of int
+        The ``seq_id`` of each row.
+    color_by : {"sequence", "reference count"}
+        The pool's colouring. ``"reference count"``: every allocated cell in the
+        pool's level colour (:data:`~explorer.cache.sharing_figures.REF_LEVELS`,
+        :data:`~explorer.cache.sharing_figures.REF_LEVEL_COLORS`) of how many
+        running sequences hold its block (``ref_counts``, or counted from
+        ``block_tables``), trace 0's ``z`` the level (1 for one holder, ...),
+        a legend square per level present, the legend titled
+        :data:`~explorer.cache.cell_style.REF_COUNT_KEY` and the click targets'
+        hover naming the holders.
+    ref_counts : ndarray, optional
+        ``[num_blocks]``: running sequences holding each block; given, shared
+        blocks get the diamond trace ``"shared block (2+ sequences)"``, its marker
+        :data:`SHARED_MARK_FILL` outlined :data:`SHARED_MARK_EDGE`, its size with
+        the cell text (:data:`SHARED_MARK_SHARE` of :func:`~explorer.style.font_px`
+        ``"cell"``), centred across cells too narrow for their ids.
+    window : int, optional
+        As for :func:`~explorer.cache.figures.block_table_figure`.
+    plot_width : float
+        The plot area's width at scale 1 (px).
+
+    Returns
+    -------
+    go.Figure
+        :func:`~explorer.cache.figures.block_table_figure`'s traces, its subtitle
+        naming the colour by :data:`TABLE_KEYS`.
+
+    Raises
+    ------
+    ValueError
+        On an unknown ``color_by``.
+    """
+    if color_by not in POOL_COLOR_MODES:
+        raise ValueError(f"color_by must be one of {', '.join(POOL_COLOR_MODES)}; got {color_by!r}")
+    tables = np.asarray(block_tables, dtype=np.int64)
+    fig = block_table_figure(tables, context_lens, block_size, num_blocks, seq_ids=seq_ids,
+                             title="Block tables of the running sequences", color_by="sequence",
+                             ref_counts=ref_counts, plot_width=plot_width, window=window)
+    if color_by != "sequence":
+        _rekey(fig, TABLE_KEYS[color_by])
+    heat = fig.data[0]
+    n_cols = np.shape(heat.z)[1]
+    if ref_counts is not None:
+        _size_shared_marks(fig, n_cols, max(plot_width, DRAWN_PLOT_PX), ids_written=heat.texttemplate is not None)
+    if color_by == "reference count":
+        refs = (np.asarray(ref_counts, dtype=np.int64) if ref_counts is not None
+                else np.bincount(tables[tables >= 0], minlength=num_blocks))
+        _colour_by_reference_count(fig, refs)
+    return fig
+
+
+def _rekey(fig: go.Figure, key: str) -> None:
+    """The subtitle's colour key ``key`` for the sequence one, broken anew into the
+    narrow column's lines, the figure taller by the lines it gains (the plot keeps its height)."""
+    subtitle = fig.layout.title.subtitle
+    text = wrap_at_separators(subtitle.text.replace("<br>", " ").replace(TABLE_KEYS["sequence"], key),
+                              line_chars("subtitle", NARROW_FIGURE_PX))
+    extra = (line_count(text) - line_count(subtitle.text)) * LINE_HEIGHT * font_px("subtitle")
+    subtitle.text = text
+    _grow(fig, top=extra)
+
+
+def _grow(fig: go.Figure, *, top: float = 0, bottom: float = 0) -> None:
+    """``fig`` taller by ``top`` px in its top margin and ``bottom`` in its bottom
+    one, its title still hung where :func:`~explorer.style.apply_style` put it."""
+    height = fig.layout.height
+    new = round(height + top + bottom)
+    fig.update_layout(height=new, margin=dict(t=round(fig.layout.margin.t + top), b=round(fig.layout.margin.b + bottom)),
+                      title=dict(y=1 - (1 - fig.layout.title.y) * height / new))
+
+
+def _size_shared_marks(fig: go.Figure, n_cols: int, plot_width: float, *, ids_written: bool) -> None:
+    """The shared-block diamonds at the size of the cell text of now, as wide as a
+    cell at most (down to :data:`MIN_SHARED_MARK_PX`), and across the middle of
+    cells whose ids are not written (no number to keep clear of)."""
+    marks = next(t for t in fig.data if t.name and t.name.startswith("shared block"))
+    cell_px = plot_width_px(plot_width) / max(n_cols, 1)
+    size = min(SHARED_MARK_SHARE * font_px("cell"), max(cell_px - 1, scaled(MIN_SHARED_MARK_PX)))
+    marks.marker.update(size=size, color=SHARED_MARK_FILL, line=dict(color=SHARED_MARK_EDGE,
+                                                                     width=scaled(SHARED_MARK_LINE_PX)))
+    if not ids_written and marks.x is not None:
+        marks.x = np.round(np.asarray(marks.x, dtype=float) + 0.3)  # the corner's offset gone: the cell's centre
+
+
+def _colour_by_reference_count(fig: go.Figure, refs: np.ndarray) -> None:
+    """Trace 0 in the pool's reference-count levels; a legend square per level
+    present, under :data:`~explorer.cache.cell_style.REF_COUNT_KEY`; the holders
+    in the click targets' hover."""
+    heat = fig.data[0]
+    custom = np.asarray(heat.customdata)
+    codes = np.asarray(heat.z, dtype=float)
+    held = refs[np.maximum(custom[..., 4], 0)]
+    level = np.searchsorted(np.asarray(REF_LEVELS), held, side="right").astype(float)
+    z = np.where(np.isnan(codes), np.nan, level)
+    k = len(REF_LEVEL_COLORS) + 1  # 0 free (never drawn here: an unallocated cell is NaN), then each level
+    colors = [FREE_COLOR, *REF_LEVEL_COLORS]
+    heat.update(z=z, colorscale=[[(i + j) / k, c] for i, c in enumerate(colors) for j in (0, 1)],
+                zmin=-0.5, zmax=k - 0.5)
+    present = sorted({int(v) for v in z[~np.isnan(z)]})
+    names = ref_level_names()
+    squares = [go.Scatter(x=[None], y=[None], mode="markers", name=names[lv - 1], hoverinfo="skip",
+                          marker=dict(symbol="square", size=12, color=REF_LEVEL_COLORS[lv - 1],
+                                      line=dict(color=REF_LEVEL_COLORS[lv - 1], width=1)),
+                          meta={"level": lv}) for lv in present]
+    fig.add_traces(squares)
+    data = list(fig.data)  # the levels first in the legend, before "unallocated"
+    fig.data = [data[0], data[1], *data[-len(squares):], *data[2:len(data) - len(squares)]] if squares else data
+    fig.update_layout(legend=dict(title=dict(text=REF_COUNT_KEY, side="top", font=dict(size=font_px("tick")))))
+    _grow(fig, bottom=(len(squares) + 1) * LEGEND_ROW * font_px("legend"))  # a row per level and the key's
+    targets = next(t for t in fig.data if t.name == "click targets")
+    blocks = np.asarray(targets.customdata)[:, 4].astype(np.int64)
+    extra = np.asarray(targets.text if targets.text is not None else [""] * len(blocks), dtype=object)
+    targets.text = [f"{e}<br>held by {count(int(refs[b]), 'running sequence')}" for e, b in zip(extra, blocks)]
