@@ -78,3 +78,28 @@ def test_sidebar_configuration_that_was_recorded_is_highlighted():
     at.radio(key="recorded_layout").set_value("contiguous").run()
     assert_clean(at)
     assert "contiguous block table" in chart(at, "recorded_chart")["layout"]["title"]["subtitle"]["text"]
+
+
+@CPU_ONLY
+def test_recorded_shares_of_the_copy_bandwidth_have_three_significant_figures():
+    """Issue 27: the recorded tables wrote "0.021%", "2.8%", "0.2%", "17%" ("%.2g")
+    where the results table writes three significant figures (format_percent)."""
+    from explorer.bench.recorded import recorded_rows
+    from explorer.formatting import format_percent
+    from ui.recorded import recorded_sets
+
+    at = open_app(TINY, page=BENCH)
+    (table,) = _section(at).dataframe
+    (classic,) = [s for s in recorded_sets(("classic",))]
+    shares = recorded_rows(classic, at.radio(key="recorded_layout").value)["pct_of_copy_bw"]
+    cells = list(table.value["pct_of_copy_bw"])
+    assert cells == [format_percent(v / 100) for v in shares]
+    assert cells[:3] == ["0.0213%", "0.660%", "2.81%"]  # the reviewer saw "0.021%", "0.66%", "2.8%"
+    peers = [f"peers:{s.meta['set']}" for s in recorded_sets(("peers",))]
+    assert len(peers) == 3
+    for kind in peers:
+        at.button_group(key="recorded_kind").set_value(kind).run()
+        assert_clean(at)
+        (table,) = _section(at).dataframe
+        cells = [c for c in table.value["pct_of_copy_bw"] if c != "n/a"]
+        assert cells and all(c.endswith("%") and len(c.strip("%").replace(".", "").lstrip("0")) == 3 for c in cells)
