@@ -173,7 +173,12 @@ def test_a_queued_sweep_says_so_and_cancel_ends_it_without_waiting(monkeypatch):
             "Queued: another session is running a benchmark on this machine; the sweep goes on when it ends."]
         at.button(key="sw_cancel").click().run()
         assert job.state == "cancelled" and not [i for i in at.info if "Queued" in i.value]
-        assert any("Cancelled after 0 of 2 points" in w.value for w in at.warning)
+        # Issue 27: "Cancelled after 0 of 2 points. The points done are kept below." over
+        # nothing, and a second box saying "Press Run sweep": one box, that says what to do.
+        assert [w.value for w in at.warning if "Cancel" in w.value] == [
+            "Cancelled before the first point finished. Press **Run sweep** to start again, or upload a saved "
+            "sweep below."]
+        assert not [i for i in at.info if "Run sweep" in i.value]
     finally:
         lock.release()
     assert job.wait(30)  # once it has the lock, the worker sees the Cancel and times nothing
