@@ -34,6 +34,7 @@ from explorer import settings as state
 from explorer.bench import readouts
 from explorer.presets import layer_label
 from explorer.settings import Settings
+from explorer.url_fields import notes_box
 from paged_attention import (
     BLOCK_LAYOUTS,
     KV_SCALES,
@@ -254,8 +255,8 @@ def render_sidebar(page: str | None = None) -> SidebarResult:
     with st.sidebar:
         _mode_badge()
         notes = ss.get(_NOTES, ())
-        for note in notes:
-            st.warning(f"URL: {note}", icon=":material/link_off:")
+        if notes:
+            st.warning(notes_box(notes), icon=":material/link_off:")
         if notes and st.button("Dismiss the URL notes", key="sb_dismiss_url_notes", width="stretch"):
             ss[_NOTES] = ()
             st.rerun()
