@@ -190,6 +190,9 @@ def test_many_bad_url_values_are_one_box_of_notes():
     assert all("` ignored (" in n and "); using " in n for n in notes)  # the field, the rule, what is used
     assert "`batch=abc` ignored (not a whole number); using 4." in notes
     assert len([b for b in at.button if b.key == "sb_dismiss_url_notes"]) == 1
+    # the Presentation toggle over the notes, in view however long they are
+    order = [getattr(e, "key", None) or str(getattr(e, "value", ""))[:7] for e in at.sidebar]
+    assert order.index("sb_present") < order.index("**URL: ") < order.index("sb_dismiss_url_notes")
     at.button(key="sb_dismiss_url_notes").click().run()
     assert not [w for w in at.sidebar.warning if w.value.startswith("**URL: ")]
 
