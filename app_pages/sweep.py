@@ -155,7 +155,7 @@ with charts:
     if not frames:
         if running:
             st.info("The charts appear once the first point is timed.", icon=":material/hourglass_top:")
-        elif error is None:  # an invalid sweep shows its error alone
+        elif error is None and not view.cancelled_before_any(job):  # an invalid or cancelled sweep says so alone
             st.info("Press **Run sweep** to time the implementations along the axis, or upload a saved sweep "
                     "below.", icon=":material/info:")
     else:

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from explorer.formatting import format_number, plain, shorten
+from explorer.formatting import count, format_number, plain, shorten
 
 #: What a field holds: a whole number, any finite number, one of its choices, an
 #: on/off flag (``1`` or ``0``), comma-separated whole numbers, or either of the last
@@ -205,3 +205,15 @@ def write_fields(fields: Sequence[UrlField], values: Mapping[str, Any]) -> dict[
             value = int(value)
         out[f.url] = str(value)
     return out
+
+
+def notes_box(notes: Sequence[str]) -> str:
+    """The notes of :func:`read_fields` (and the other notes on a URL's ignored
+    values) as the text of one box: a line that counts them, then a bullet per
+    value. Eleven bad values were eleven boxes, 1,900 px of a sidebar.
+
+    >>> print(notes_box(["`batch=lots` ignored (not a whole number); using 4."]))
+    **URL: 1 value ignored**
+    - `batch=lots` ignored (not a whole number); using 4.
+    """
+    return "\n".join([f"**URL: {count(len(notes), 'value')} ignored**", *(f"- {note}" for note in notes)])

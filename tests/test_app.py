@@ -71,6 +71,14 @@ def assert_clean(at: AppTest) -> None:
     assert not at.error, [e.value for e in at.error]
 
 
+def url_notes(where) -> list[str]:
+    """The notes on ignored URL values in ``where`` (an AppTest, or its sidebar), one
+    per value: the bullets of the one box that holds a place's notes
+    (:func:`explorer.url_fields.notes_box`)."""
+    boxes = [w.value for w in where.warning if w.value.startswith("**URL: ")]
+    return [line.removeprefix("- ") for box in boxes for line in box.splitlines()[1:]]
+
+
 def arr(value) -> np.ndarray:
     """A Plotly spec array as float NumPy: plain lists (None -> NaN) or typed arrays
     (``{"dtype", "bdata", "shape"}``, base64), which Plotly uses for NumPy data."""
@@ -159,11 +167,34 @@ def test_bad_query_params_fall_back_and_say_so():
     assert at.query_params["batch"] in (default, [default])  # the URL is rewritten to the defaults used
     # The notes stay until dismissed (a later change of settings does not hide them).
     at.number_input(key="sb_seed").set_value(3).run()
-    assert any("URL: " in w.value for w in at.warning)
+    assert url_notes(at)
     at.button(key="sb_dismiss_url_notes").click().run()
     assert_clean(at)
-    assert not any("URL: " in w.value for w in at.warning)
+    assert not url_notes(at)
     assert not [b for b in at.button if b.key == "sb_dismiss_url_notes"]
+
+
+def test_many_bad_url_values_are_one_box_of_notes():
+    """Issue 27: eleven bad URL values were eleven warning boxes, 1,900 px of the
+    sidebar, the Presentation toggle pushed off screen. One box, a bullet a value,
+    each naming the field, the rule and what is used instead."""
+    hostile = {"batch": "abc", "ctx": "-5", "heads": "999999", "lens": "1,2,x", "new_tokens": "0", "soft_cap": "nan",
+               "present": "maybe", "block": "7", "preset": "foo", "seed": "9" * 400, "window": "9" * 400}
+    at = open_app(hostile, page=TABLE)
+    assert_clean(at)
+    (box,) = [w for w in at.sidebar.warning if w.value.startswith("**URL: ")]
+    notes = url_notes(at.sidebar)
+    assert box.value.splitlines()[0] == "**URL: 11 values ignored**"
+    fields = [n.split("`")[1].split("=")[0] for n in notes]
+    assert sorted(fields) == sorted(hostile)  # one bullet a field
+    assert all("` ignored (" in n and "); using " in n for n in notes)  # the field, the rule, what is used
+    assert "`batch=abc` ignored (not a whole number); using 4." in notes
+    assert len([b for b in at.button if b.key == "sb_dismiss_url_notes"]) == 1
+    # the Presentation toggle over the notes, in view however long they are
+    order = [getattr(e, "key", None) or str(getattr(e, "value", ""))[:7] for e in at.sidebar]
+    assert order.index("sb_present") < order.index("**URL: ") < order.index("sb_dismiss_url_notes")
+    at.button(key="sb_dismiss_url_notes").click().run()
+    assert not [w for w in at.sidebar.warning if w.value.startswith("**URL: ")]
 
 
 def test_a_long_url_value_is_quoted_short():

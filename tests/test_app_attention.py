@@ -22,7 +22,7 @@ from explorer import settings as state  # noqa: E402
 from explorer.cache import cell_style  # noqa: E402
 from paged_attention import assign_blocks  # noqa: E402
 
-from test_app import BASE, BENCH, TABLE, TINY, arr, assert_clean, chart, open_app  # noqa: E402
+from test_app import BASE, BENCH, TABLE, TINY, arr, assert_clean, chart, open_app, url_notes  # noqa: E402
 from test_app_benchmark import _fake_result, exact_timed_calls  # noqa: E402,F401  (autouse)
 
 
@@ -110,8 +110,8 @@ def test_a_global_layer_beside_a_window_in_the_url_is_the_global_layer_and_says_
     """``layer=global&window=4096`` opened Gemma 2's sliding layer without a word."""
     at = open_app({**BASE, "preset": "Gemma-2-9B", "layer": "global", "window": "4096"})
     assert_clean(at)
-    (note,) = [w.value for w in at.sidebar.warning if "window=4096" in w.value]
-    assert note.startswith("URL: `window=4096` ignored: `layer=global` picks a global layer of Gemma-2-9B")
+    (note,) = [n for n in url_notes(at.sidebar) if "window=4096" in n]
+    assert note.startswith("`window=4096` ignored: `layer=global` picks a global layer of Gemma-2-9B")
     assert at.button_group(key="sb_layer").value == "global" and _attention(at)[0] is False
     assert _param(at, "window") is None and _param(at, "layer") == "global"  # the URL says what is shown
 

@@ -25,7 +25,7 @@ from paged_attention import (  # noqa: E402
 from explorer import settings as state  # noqa: E402
 import ui.benchmark as bench_ui  # noqa: E402
 
-from test_app import BENCH, TINY, assert_clean, chart, open_app, result_columns, results  # noqa: E402
+from test_app import BENCH, TINY, assert_clean, chart, open_app, result_columns, results, url_notes  # noqa: E402
 from test_app_sweep import SWEEP  # noqa: E402
 from explorer.bench.accuracy_figures import PASS_MARK  # noqa: E402
 
@@ -312,9 +312,9 @@ def test_a_prefix_the_batch_cannot_hold_is_a_config_error(query, rule):
 def test_bad_prefix_in_the_url_gets_a_note():
     at = open_app({**TINY, "prefix": "lots", "prefix_groups": "0"}, page=BENCH)
     assert_clean(at)
-    notes = [w.value for w in at.sidebar.warning if w.value.startswith("URL:")]
-    assert notes == ["URL: `prefix=lots` ignored (not a whole number); using 0.",
-                     "URL: `prefix_groups=0` ignored (must be between 1 and 4,096); using 1."]
+    notes = url_notes(at.sidebar)
+    assert notes == ["`prefix=lots` ignored (not a whole number); using 0.",
+                     "`prefix_groups=0` ignored (must be between 1 and 4,096); using 1."]
 
 
 def test_run_with_a_shared_prefix_races_the_prefix_aware_kernel_on_unique_bytes():

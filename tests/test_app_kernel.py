@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from test_app import arr, assert_clean, chart, open_app  # noqa: E402
+from test_app import arr, assert_clean, chart, open_app, url_notes  # noqa: E402
 
 from explorer import settings as state  # noqa: E402
 from explorer.kernel.view import decode_shape  # noqa: E402
@@ -166,7 +166,7 @@ def test_kernel_page_sequence_and_head_from_the_url():
     assert_clean(at)
     assert at.number_input(key="ik_seq").value == 1 and at.number_input(key="ik_head").value == 5
     assert {m.label: m.value for m in at.metric}["Tokens"] == "97"
-    assert not [w for w in at.warning if w.value.startswith("URL:")]
+    assert not url_notes(at)
     assert at.query_params["ik_seq"] in ("1", ["1"]) and at.query_params["ik_head"] in ("5", ["5"])
     at.number_input(key="ik_head").set_value(2).run()
     assert at.query_params["ik_head"] in ("2", ["2"])
@@ -175,7 +175,7 @@ def test_kernel_page_sequence_and_head_from_the_url():
 def test_kernel_page_bad_sequence_in_the_url_is_named():
     at = open_app({**RAGGED, "ik_seq": "3", "ik_head": "x"}, page=KERNEL)
     assert not at.exception
-    notes = [w.value for w in at.warning if w.value.startswith("URL:")]
+    notes = url_notes(at)
     assert any("ik_seq=3" in n and "between 0 and 2" in n and "using 0" in n for n in notes), notes
     assert any("ik_head=x" in n for n in notes), notes
     assert at.number_input(key="ik_seq").value == 0  # the longest sequence, as without a URL

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from test_app import CPU_ONLY, TINY, arr, assert_clean, chart  # noqa: E402
+from test_app import CPU_ONLY, TINY, arr, assert_clean, chart, url_notes  # noqa: E402
 
 from explorer import formatting, limits  # noqa: E402
 from explorer.serving import figures as serving_figures  # noqa: E402
@@ -404,7 +404,7 @@ def test_serving_pool_colour_from_the_url():
     assert at.segmented_control(key="sv_pool_colour").value == "reference count"
     assert "5+ sequences" in {t["name"] for t in chart(at, "sv_pool_chart")["data"]}
     bad = open_app({**query, "sv_pool_colour": "owner"}, page=SERVING, timeout=120)
-    assert any("sv_pool_colour=owner" in w.value for w in bad.warning if w.value.startswith("URL:"))
+    assert any("sv_pool_colour=owner" in n for n in url_notes(bad))
     assert bad.segmented_control(key="sv_pool_colour").value == "sequence"
 
 
@@ -425,7 +425,7 @@ def test_serving_settings_from_the_url():
              "sv_steps": "60", "sv_prompt_kind": "uniform", "sv_prompt_hi": "40", "sv_samples": "2"}
     at = open_app(query, page=SERVING, timeout=120)
     assert_clean(at)
-    assert not [w for w in at.warning if w.value.startswith("URL:")]
+    assert not url_notes(at)
     assert at.number_input(key="sv_num_blocks").value == 48 and at.selectbox(key="sv_block_size").value == 4
     assert at.number_input(key="sv_max_batch").value == 3 and at.number_input(key="sv_rate").value == 0.25
     assert at.number_input(key="sv_steps").value == 60 and at.number_input(key="sv_prompt_hi").value == 40
@@ -440,7 +440,7 @@ def test_serving_bad_url_values_are_named():
     at = open_app({**TINY, "sv_num_blocks": "0", "sv_rate": "nan", "sv_block_size": "3", "sv_steps": "60"},
                   page=SERVING, timeout=120)
     assert not at.exception
-    notes = [w.value for w in at.warning if w.value.startswith("URL:")]
+    notes = url_notes(at)
     for text in ("sv_num_blocks=0", "sv_rate=nan", "sv_block_size=3"):
         assert any(text in n for n in notes), (text, notes)
     assert at.number_input(key="sv_steps").value == 60
@@ -469,7 +469,7 @@ def test_serving_bad_url_values_are_named_despite_an_error_in_the_sidebars_batch
              "sv_pool_colour": "garbage", "sv_steps": "-5"}
     at = open_app(query, page=SERVING, timeout=120)
     assert not at.exception
-    notes = [w.value for w in at.warning if w.value.startswith("URL:")]
+    notes = url_notes(at)
     for text in ("sv_pool_colour=garbage", "sv_steps=-5"):
         assert any(text in n for n in notes), (text, notes)
     assert at.segmented_control(key="sv_pool_colour").value == "sequence"

@@ -3,7 +3,7 @@
 
 from streamlit.testing.v1 import AppTest
 
-from tests.test_app_serving import ROOT, SERVING, SIM, TINY, open_serving
+from tests.test_app_serving import ROOT, SERVING, SIM, TINY, open_serving, url_notes
 
 from explorer.serving.block_manager import blocks_for
 from explorer.serving.history import simulate
@@ -88,7 +88,7 @@ def test_freeing_off_travels_in_a_copied_url():
         fresh.query_params[key] = value
     fresh.switch_page(SERVING)
     fresh.run()
-    assert not fresh.exception and not [w for w in fresh.warning if w.value.startswith("URL:")]
+    assert not fresh.exception and not url_notes(fresh)
     assert fresh.toggle(key="sv_free_window").value is False
     kept = history(False)
     step = fresh.slider(key="sv_step").value

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from test_app import CPU_ONLY, TINY, arr, assert_clean, chart, open_app  # noqa: E402
+from test_app import CPU_ONLY, TINY, arr, assert_clean, chart, open_app, url_notes  # noqa: E402
 
 import ui.benchmark as bench_ui  # noqa: E402
 import ui.sweep as sweep_ui  # noqa: E402
@@ -173,7 +173,12 @@ def test_a_queued_sweep_says_so_and_cancel_ends_it_without_waiting(monkeypatch):
             "Queued: another session is running a benchmark on this machine; the sweep goes on when it ends."]
         at.button(key="sw_cancel").click().run()
         assert job.state == "cancelled" and not [i for i in at.info if "Queued" in i.value]
-        assert any("Cancelled after 0 of 2 points" in w.value for w in at.warning)
+        # Issue 27: "Cancelled after 0 of 2 points. The points done are kept below." over
+        # nothing, and a second box saying "Press Run sweep": one box, that says what to do.
+        assert [w.value for w in at.warning if "Cancel" in w.value] == [
+            "Cancelled before the first point finished. Press **Run sweep** to start again, or upload a saved "
+            "sweep below."]
+        assert not [i for i in at.info if "Run sweep" in i.value]
     finally:
         lock.release()
     assert job.wait(30)  # once it has the lock, the worker sees the Cancel and times nothing
@@ -363,7 +368,7 @@ def test_sweep_url_sets_the_page_controls():
     assert at.number_input(key="sw_low").value == 2 and at.number_input(key="sw_high").value == 8
     assert at.number_input(key="sw_points").value == 3
     assert at.session_state["sw_spacing"] == "linear"
-    assert not [w for w in at.warning if w.value.startswith("URL:")]
+    assert not url_notes(at)
     # the URL keeps the page's controls beside the sidebar's
     q = {k: v[-1] if isinstance(v, list) else v for k, v in at.query_params.items()}
     assert {k: q.get(k) for k in ("sw_axis", "sw_from", "sw_to", "sw_points", "sw_spacing", "batch")} == {
@@ -377,13 +382,13 @@ def test_sweep_url_garbage_is_named_and_replaced():
     query = {**TINY, "sw_axis": "sideways", "sw_from": "lots", "sw_points": "99"}
     at = open_app(query, page=SWEEP)
     assert not at.exception
-    notes = [w.value for w in at.warning if w.value.startswith("URL:")]
+    notes = url_notes(at)
     assert any("sw_axis=sideways" in n for n in notes) and any("sw_from=lots" in n for n in notes)
     assert any("sw_points=99" in n and "between 1 and 12" in n for n in notes)
     assert at.selectbox(key="sw_axis").value == "context_len"
     assert at.query_params["sw_axis"] in ("context_len", ["context_len"])  # rewritten to the value used
     at.button(key="sw_dismiss_url_notes").click().run()
-    assert not [w for w in at.warning if w.value.startswith("URL:")]
+    assert not url_notes(at)
 
 
 def test_other_pages_drop_the_sweep_keys():

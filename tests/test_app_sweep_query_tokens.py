@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from test_app import TINY, arr, assert_clean, chart, open_app  # noqa: E402
+from test_app import TINY, arr, assert_clean, chart, open_app, url_notes  # noqa: E402
 from test_app_sweep import SWEEP, run_sweep, traces  # noqa: E402
 
 import ui.sweep as sweep_ui  # noqa: E402
@@ -79,7 +79,7 @@ def test_out_of_range_new_tokens_are_capped_with_a_note_and_no_traceback():
     at = open_app(query, page=SWEEP)
     assert not at.exception
     assert at.number_input(key="sw_low").value == 1 and at.number_input(key="sw_high").value == limits.MAX_QUERY_LEN
-    notes = [w.value for w in at.warning if w.value.startswith("URL:")]
+    notes = url_notes(at)
     assert any("sw_from" in n for n in notes) and any("sw_to" in n for n in notes)
     at.number_input(key="sw_high").set_value(40).run()
     assert not at.exception

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from test_app import TINY, arr, assert_clean, chart, open_app  # noqa: E402
+from test_app import TINY, arr, assert_clean, chart, open_app, url_notes  # noqa: E402
 from test_app_sweep import SWEEP, run_sweep, traces  # noqa: E402
 
 import ui.sweep as sweep_ui  # noqa: E402
@@ -30,7 +30,7 @@ def test_a_window_sweep_from_the_url_runs_every_implementation_and_marks_the_con
     at = open_app(query, page=SWEEP, timeout=120)
     assert_clean(at)
     assert at.selectbox(key="sw_axis").value == "window"
-    assert not [w for w in at.warning if w.value.startswith("URL:")]
+    assert not url_notes(at)
     (caption,) = [c.value for c in at.caption if c.value.startswith("**2 points**")]
     assert "16, 74" in caption and "reaches its context" in caption
     assert caption.endswith("soft_cap=30") and "window=" not in caption  # the axis replaces the sidebar's window

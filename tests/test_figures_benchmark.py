@@ -57,8 +57,21 @@ def test_speedup_figure():
     fig = bench_figures.speedup_figure(RESULTS)
     dots = _dots(fig)
     assert list(dots.y) == pytest.approx([1.0, 10.0, 44.0])
-    assert _speedup_labels(fig)[2] == format_speedup(44.0)
+    assert _speedup_labels(fig) == ["baseline", "10.0× faster", "44.0× faster"]
     assert "No naive" in bench_figures.speedup_figure(RESULTS[1:]).layout.annotations[0].text
+
+
+def test_speedup_labels_say_what_the_cards_say():
+    """Issue 27: the cards and the results table said "297× slower" where the chart
+    labelled the same value "0.00336×". The chart's labels are the cards' words."""
+    from explorer.bench import view
+
+    results = [_result("naive", [1.0, 1.01, 1.02]), _result("vectorized", [0.5, 0.51, 0.52]),
+               _result("triton", [297.0, 300.0, 303.0])]
+    fig = bench_figures.speedup_figure(results)
+    assert _speedup_labels(fig) == [c.delta for c in view.cards(results, "ms")]
+    assert _speedup_labels(fig) == ["baseline", "1.98× faster", "297× slower"]
+    assert not any(label.endswith("×") for label in _speedup_labels(fig))
 
 
 def test_speedup_of_overlapping_ranges_says_indistinguishable_not_a_speedup():
@@ -72,7 +85,7 @@ def test_speedup_of_overlapping_ranges_says_indistinguishable_not_a_speedup():
     assert _speedup_labels(fig)[1] == "indistinguishable" and "faster" not in dots.customdata[1]
     assert dots.customdata[1].startswith("indistinguishable from Naive PyTorch")
     assert dots.marker.symbol[1] != dots.marker.symbol[2]  # an open dot, not a filled one
-    assert _speedup_labels(fig)[2] == format_speedup(12 / 2.1) and dots.customdata[2].endswith(
+    assert _speedup_labels(fig)[2] == f"{format_speedup(12 / 2.1)} faster" and dots.customdata[2].endswith(
         f"faster than Naive PyTorch<br>p20-p80 range: {format_speedup(10 / 2.2)} to {format_speedup(14 / 2.0)}")
     # each range bar: the baseline's p20 over this p80 to its p80 over this p20, across 1x when indistinguishable
     bars = next(t for t in fig.data if t.name == "p20-p80 range")
@@ -352,7 +365,8 @@ def test_implementation_names_stay_upright_in_presentation_mode(make, count):
 #: Widths of Arial's (Liberation Sans's, Chromium's here) characters as a share of
 #: the font size, for the characters the value labels write; others 0.556 (a digit).
 _ARIAL = {".": 0.278, ",": 0.278, " ": 0.278, "(": 0.333, ")": 0.333, "-": 0.333, "%": 0.889, "×": 0.584,
-          "m": 0.833, "s": 0.5, "i": 0.222, "l": 0.222, "t": 0.278, "µ": 0.577}
+          "m": 0.833, "s": 0.5, "i": 0.222, "l": 0.222, "t": 0.278, "µ": 0.577, "w": 0.722, "f": 0.278,
+          "r": 0.333}
 
 
 def _arial_px(text: str, size: float) -> float:

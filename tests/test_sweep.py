@@ -108,6 +108,8 @@ def test_job_runs_point_by_point_and_cancel_ends_it_at_once():
     job.fail("too late")  # a failure after Cancel changes nothing
     assert job.state == "cancelled"
     done = sweep_runs.SweepJob(BASE, "context_len", (16,), ("triton",), 0, 2, 1.0, "test")
+    assert view.progress(job).message == "Cancelled after 1 of 3 points. The points done are kept below."
+    assert not view.cancelled_before_any(job)
     assert done.record(rows[2:3])
     assert done.state == "done"
     done.cancel()
@@ -116,6 +118,19 @@ def test_job_runs_point_by_point_and_cancel_ends_it_at_once():
         done.record(rows[:3])
     with pytest.raises(ValueError, match="at least one point"):
         sweep_runs.SweepJob(BASE, "context_len", (), ("triton",), 0, 2, 1.0, "test")
+
+
+def test_cancel_before_the_first_point_says_so_and_not_that_points_are_kept():
+    """Issue 27: "Cancelled after 0 of 4 points. The points done are kept below." with
+    nothing below."""
+    job = sweep_runs.SweepJob(BASE, "context_len", (16, 32, 64, 100), ("triton",), 0, 2, 1.0, "test")
+    assert not view.cancelled_before_any(job)  # running
+    job.cancel()
+    assert job.message == "Cancelled before the first point finished."
+    assert view.progress(job).message == ("Cancelled before the first point finished. Press **Run sweep** to "
+                                          "start again, or upload a saved sweep below.")
+    assert view.progress(job).text == "0 of 4 points" and view.cancelled_before_any(job)
+    assert not view.cancelled_before_any(None)
 
 
 def test_job_keeps_the_rows_of_a_failed_point_and_says_when_it_waited():

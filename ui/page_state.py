@@ -13,6 +13,7 @@ from typing import Any, Mapping
 import streamlit as st
 
 from explorer import page_urls
+from explorer.url_fields import notes_box
 from ui.sidebar import take_page_query
 
 #: Session key of the set of pages seeded in this session.
@@ -74,8 +75,8 @@ def show_url_notes(page: str, notes: list[str] | tuple[str, ...] | None = None) 
     if notes is not None:
         ss[held] = tuple(notes)
     shown = ss.get(held, ())
-    for note in shown:
-        st.warning(f"URL: {note}", icon=":material/link_off:")
+    if shown:
+        st.warning(notes_box(shown), icon=":material/link_off:")
     if shown and st.button("Dismiss the URL notes", key=f"{prefix}_dismiss_url_notes"):
         ss[held] = ()
         st.rerun()

@@ -153,9 +153,15 @@ def _timed_column(unit: str, text: str) -> st.column_config.TextColumn:
     return st.column_config.TextColumn(f"GPU time ({unit})", alignment="right", help=text)
 
 
-def _copy_column(m: dict) -> st.column_config.NumberColumn:
-    return st.column_config.NumberColumn("% of copy BW", format="%.2g%%",
-                                         help=f"of the recorded copy bandwidth, {formatting.format_gbps(m['copy_gbps'])} GB/s")
+def _copy_column(m: dict) -> st.column_config.TextColumn:
+    return st.column_config.TextColumn("% of copy BW", alignment="right",
+                                       help=f"of the recorded copy bandwidth, {formatting.format_gbps(m['copy_gbps'])} GB/s")
+
+
+def _copy_cells(percents: pd.Series) -> list[str]:
+    """The shares of the copy bandwidth (in %) as the results table writes them,
+    three significant figures: "0.0210%", "2.80%" (``"%.2g"`` wrote "0.021%", "17%")."""
+    return [formatting.format_percent(v / 100) if pd.notna(v) else "n/a" for v in percents]
 
 
 def _show_classic(recorded: RecordedSet, config: DecodeConfig | None, unit: str) -> None:
@@ -189,6 +195,7 @@ def _show_classic(recorded: RecordedSet, config: DecodeConfig | None, unit: str)
     for column in ("gpu_time_ms", "median_ms"):
         table[column] = [formatting.duration_number(v, unit) if pd.notna(v) else "n/a" for v in table[column]]
     table["gbps"] = [formatting.format_gbps(v) for v in table["gbps"]]
+    table["pct_of_copy_bw"] = _copy_cells(table["pct_of_copy_bw"])
     match = pd.DataFrame({c: [_MATCH_STYLE if row == highlight else "" for row in table["configuration"]]
                           for c in table.columns}, index=table.index)
     show_table(
@@ -225,6 +232,7 @@ def _show_peers(peers: RecordedSet, unit: str) -> None:
     for column in ("gpu_time_ms", "call_ms"):
         table[column] = [formatting.duration_number(v, unit) if pd.notna(v) else "n/a" for v in table[column]]
     table["gbps"] = [formatting.format_gbps(v) for v in table["gbps"]]
+    table["pct_of_copy_bw"] = _copy_cells(table["pct_of_copy_bw"])
     if (table["note"] == "").all():
         table = table.drop(columns="note")
     best = rows.groupby("configuration")["gpu_time_ms"].transform("min") == rows["gpu_time_ms"]

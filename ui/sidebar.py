@@ -34,6 +34,7 @@ from explorer import settings as state
 from explorer.bench import readouts
 from explorer.presets import layer_label
 from explorer.settings import Settings
+from explorer.url_fields import notes_box
 from paged_attention import (
     BLOCK_LAYOUTS,
     KV_SCALES,
@@ -253,14 +254,15 @@ def render_sidebar(page: str | None = None) -> SidebarResult:
     error = None
     with st.sidebar:
         _mode_badge()
+        # Over the URL notes, which a hostile URL makes long: a speaker finds it in view.
+        st.toggle("Presentation mode", key=WIDGET_KEYS["present"], **KEEP,
+                  help="larger text and charts, readable from the back of a room")
         notes = ss.get(_NOTES, ())
-        for note in notes:
-            st.warning(f"URL: {note}", icon=":material/link_off:")
+        if notes:
+            st.warning(notes_box(notes), icon=":material/link_off:")
         if notes and st.button("Dismiss the URL notes", key="sb_dismiss_url_notes", width="stretch"):
             ss[_NOTES] = ()
             st.rerun()
-        st.toggle("Presentation mode", key=WIDGET_KEYS["present"], **KEEP,
-                  help="larger text and charts, readable from the back of a room")
 
         st.subheader("Batch")
         bounded_number_input(st, "Batch size (sequences)", 1, limits.MAX_BATCH, step=1, key=WIDGET_KEYS["batch_size"],

@@ -172,7 +172,9 @@ def speedup_figure(results: Sequence, baseline: str = "naive") -> go.Figure:
     A dot per implementation on a stem from the 1× line (parity), and behind it
     a bar over the speedup's range from the two p20-p80 ranges: where the bar
     crosses 1× the ranges overlap and the dot is open, labelled
-    "indistinguishable" instead of a speedup. The labels are written in a row over
+    "indistinguishable" instead of a speedup. The labels are the cards' words
+    (:func:`~explorer.bench.view.rank_words`: "44.0× faster", "297× slower",
+    "baseline"), not a ratio below 1 for a slowdown. They are written in a row over
     the plot, each over its implementation (:func:`~explorer.category_ticks.add_label_row`:
     staggered on two rows where they are wider than an implementation's share):
     beside the dots, five labels at presentation size ran into each other. The axis turns logarithmic when
@@ -185,8 +187,8 @@ def speedup_figure(results: Sequence, baseline: str = "naive") -> go.Figure:
     go.Figure
         Trace 0: ``"p20-p80 range"`` (a line segment per implementation,
         ``None`` between); trace 1: ``"speedup"`` (``y`` = speedup, ``customdata``
-        the hover's words, ``error_y`` the stems to 1×); the labels, a speedup or
-        "indistinguishable" (broken "indistin-<br>guishable" where narrow), as
+        the hover's words, ``error_y`` the stems to 1×); the labels, "3.99× faster",
+        "2.5× slower", "baseline" or "indistinguishable" (broken "indistin-<br>guishable" where narrow), as
         annotations named ``"speedup label"``, one per implementation with a time.
         Empty (with a note) when the baseline did not run.
     """
@@ -217,7 +219,8 @@ def speedup_figure(results: Sequence, baseline: str = "naive") -> go.Figure:
             ys += [k.low, k.high, None]
     fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=_RANGE_COLOR, width=10),
                              name="p20-p80 range", hoverinfo="skip", showlegend=False))
-    texts = ["indistinguishable" if o else format_speedup(s) for s, o in zip(speed, same)]
+    # The cards' and the results table's words ("297× slower", not "0.00336×"): one value, one way.
+    texts = [rank_words(k.verdict, k.speedup) for k in ranks]
     fig.add_trace(
         go.Scatter(
             x=labels,

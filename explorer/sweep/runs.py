@@ -250,7 +250,8 @@ class SweepJob:
             if self.running:
                 self.state = "cancelled"
                 self.waiting = None
-                self.message = f"Cancelled after {self.next_index} of {count(self.total, 'point')}."
+                self.message = (f"Cancelled after {self.next_index} of {count(self.total, 'point')}." if self.next_index
+                                else "Cancelled before the first point finished.")
 
     def fail(self, message: str, rows: Sequence[Mapping] = ()) -> None:
         """End the sweep with ``message``, keeping ``rows`` of the point that failed

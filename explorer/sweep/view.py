@@ -130,9 +130,17 @@ def progress(job: SweepJob) -> Progress:
                 f"({formatting.count(len(job.values), 'point')} × {len(job.caches)} caches)")
     else:
         text = f"{done} of {formatting.count(job.total, 'point')}"
-    if state == "cancelled":
-        message += " The points done are kept below."
+    if state == "cancelled":  # with no point done there is nothing below: what to do instead
+        message += (" The points done are kept below." if done else
+                    " Press **Run sweep** to start again, or upload a saved sweep below.")
     return Progress(fraction, text, state, message if state in ("cancelled", "failed") else "")
+
+
+def cancelled_before_any(job: SweepJob | None) -> bool:
+    """True when ``job`` was cancelled before its first point finished: its
+    message (:func:`progress`) says what to do, and the page's "Press Run sweep"
+    note would say it a second time."""
+    return job is not None and job.state == "cancelled" and job.next_index == 0
 
 
 def started_on(job: SweepJob, config: DecodeConfig) -> str | None:
