@@ -262,6 +262,11 @@ def assert_split_table_fits(at, prefix: bool) -> None:
     assert all(isinstance(w, int) and w > 0 for w in widths)
     assert sum(widths) <= MAIN_COLUMN_PX, sum(widths)
     assert {"m", "l", "weight", "share"} <= set(shown)  # what the merge takes from each split
+    # Numbers as the merge chart writes them, three significant figures, right-aligned (issue 27: "1.714", 0.3409).
+    for name in ("m", "l", "weight", "share", "err_vs_row"):
+        assert config[name].get("alignment") == "right", (name, config[name])
+        assert all(isinstance(v, str) for v in table.value[name]), name
+    assert table.value["share"].str.endswith("%").all()
 
 
 def test_kernel_page_split_table_fits_the_page():
@@ -303,7 +308,8 @@ def test_kernel_page_traces_window_sinks_and_soft_cap_from_the_sidebar():
     assert list(merge[0]["x"])[-1] == "sink" and 0 < float(arr(merge[1]["y"])[-1]) < 100
     assert np.isclose(arr(merge[1]["y"]).astype(float).sum(), 100)
     (table,) = [d.value for d in at.dataframe if "weight" in d.value.columns]  # a read-only table has no id
-    assert table.iloc[-1]["split"] == "sink" and np.isclose(table["share"].astype(float).sum(), 1)
+    assert table.iloc[-1]["split"] == "sink" and table["share"].str.endswith("%").all()  # as the chart writes it
+    assert np.isclose(table["share"].str.rstrip("%").astype(float).sum(), 100, atol=0.1 * len(table))
     words = " ".join(m.value for m in at.markdown)
     for term in ("**Sliding window**", "**Logit soft-capping**", "**Attention sink**"):
         assert term in words
