@@ -252,3 +252,30 @@ def test_the_sink_joins_the_denominator_and_the_merge():
     assert sum(merge.data[1].y) == pytest.approx(100) and "sink" in merge.layout.title.subtitle.text
     plain = kernel_figures.online_softmax_figure(option_trace()[2].tiles)
     assert all(t.name != "sink" for t in plain.data)
+
+
+@pytest.mark.parametrize("presentation", [False, True])
+def test_logits_cap_labels_sit_inside_the_plot_with_one_minus_sign(presentation):
+    """The soft-cap's labels ran into the y tick labels ("+cap = +50" into "60", at the
+    plot's left edge) and "−cap = -50" mixed U+2212 with a hyphen; now each sits inside
+    the plot at its line's right end, beyond the line, within the y range, and writes
+    Plotly's minus sign."""
+    from explorer import style
+    from explorer.kernel.option_figures import HEIGHT, logits_figure
+
+    _, _, trace = option_trace(soft_cap=50.0)
+    with style.presentation(style.PRESENTATION_SCALE if presentation else 1):
+        fig = logits_figure(trace.logits, 50.0)
+        plot_px = style.plot_area_height(HEIGHT, fig.layout.title.subtitle.text.replace("<br>", " "))
+        label_px = style.LINE_HEIGHT * style.font_px("label")
+    labels = {a.text: a for a in fig.layout.annotations}
+    assert set(labels) == {"+cap = 50", "\u2212cap = \u221250"}
+    assert not any("-" in text for text in labels)
+    low, high = fig.layout.yaxis.range
+    per_px = (high - low) / plot_px
+    for a in labels.values():
+        assert (a.xref, a.x, a.xanchor) == ("paper", 1, "right")  # at the right end, away from the tick labels
+        up = a.y > 0
+        assert a.yanchor == ("bottom" if up else "top") and (a.yshift > 0) == up  # beyond its line
+        edge = a.y + (a.yshift + label_px) * per_px * (1 if up else -1)
+        assert low <= edge <= high, (a.text, edge, low, high)  # whole within the plot
