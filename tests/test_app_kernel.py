@@ -4,6 +4,7 @@ the page sends."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -17,6 +18,7 @@ if str(ROOT) not in sys.path:
 
 from test_app import arr, assert_clean, chart, open_app  # noqa: E402
 
+from explorer import formatting  # noqa: E402
 from explorer import settings as state  # noqa: E402
 from explorer.kernel.view import decode_shape  # noqa: E402
 from paged_attention import assign_blocks, plan_launch  # noqa: E402
@@ -33,6 +35,9 @@ def test_kernel_page_traces_the_longest_sequence():
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Tokens"] == "300" and metrics["Block-table lookups"] == "19"
     assert float(metrics["Error vs reference"]) < 1e-12
+    # Three significant figures (issue 27: a review saw "2.5e-16"), as sig3 writes it.
+    assert metrics["Error vs reference"] == formatting.sig3(float(metrics["Error vs reference"]))
+    assert re.fullmatch(r"0|\d\.\d\de-\d\d", metrics["Error vs reference"]), metrics["Error vs reference"]
     config = state.settings_from_query(RAGGED)[0].config()
     tables, _ = assign_blocks(config)
     walk = chart(at, "ik_walk_chart")["data"][0]

@@ -141,7 +141,7 @@ def kernel_walk_figure(
     lookups = int(t["table_lookups"].sum())
     prefix = (t["pass"] == "prefix").to_numpy() if "pass" in t else np.zeros(n_tiles, bool)
     lanes = (t["valid_tokens"] + t["masked_lanes"]).to_numpy()
-    labels, details = walk_labels(t, num_splits, prefix)
+    labels = walk_labels(t, num_splits, prefix)
     # The prefix pass has its own tile size; name both when they differ.
     sizes = (f"{int(lanes[prefix][0])} (prefix pass) and {block_n}" if prefix.any() and int(lanes[prefix][0]) != block_n
              else f"{block_n}")
@@ -171,8 +171,9 @@ def kernel_walk_figure(
             text=[str(p) for p in seg[:, 3]] if len(seg) <= MAX_WALK_TEXT else None, textposition="inside",
             insidetextanchor="middle", textfont=dict(size=font_px("cell")),
             customdata=np.stack([seg[:, 3], seg[:, 1], seg[:, 1] + seg[:, 2] - 1, seg[:, 4], seg[:, 5],
-                                 np.array(details, dtype=object)[seg[:, 0]]], axis=-1),
-            hovertemplate="split %{customdata[3]}, tile %{customdata[4]}: %{customdata[5]}"
+                                 t["num_physical_blocks"].to_numpy()[seg[:, 0]], t["table_lookups"].to_numpy()[seg[:, 0]]],
+                                axis=-1),
+            hovertemplate="split %{customdata[3]}, tile %{customdata[4]}: blocks %{customdata[5]}, lookups %{customdata[6]}"
             "<br>tokens %{customdata[1]}–%{customdata[2]}<br>physical block %{customdata[0]}<extra></extra>",
         ))
     else:
@@ -182,8 +183,9 @@ def kernel_walk_figure(
             base=t["token_start"].to_numpy(), name="tokens read",
             marker=dict(color=[colors[int(s)] for s in t["split"]], line=dict(width=0)),
             customdata=np.stack([t["split"].to_numpy(), t["token_start"].to_numpy(), t["token_end"].to_numpy() - 1,
-                                 t["num_physical_blocks"].to_numpy(), np.array(details, dtype=object)], axis=-1),
-            hovertemplate="split %{customdata[0]}: %{customdata[4]}<br>tokens %{customdata[1]}–%{customdata[2]}"
+                                 t["num_physical_blocks"].to_numpy(), t["table_lookups"].to_numpy()], axis=-1),
+            hovertemplate="split %{customdata[0]}: blocks %{customdata[3]}, lookups %{customdata[4]}"
+            "<br>tokens %{customdata[1]}–%{customdata[2]}"
             "<extra></extra>",
         ))
     masked = t["masked_lanes"].to_numpy()

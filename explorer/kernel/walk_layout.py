@@ -10,7 +10,6 @@ from typing import Sequence
 import plotly.graph_objects as go
 
 from explorer.cache.cell_style import BLOCK_KEY, colorbar_title
-from explorer.formatting import count
 from explorer.style import CHAR_WIDTH, DIGIT_WIDTH, LABEL_CHAR_WIDTH, MARGIN_R, PRESENTATION_SCALE, font_px, presentation_scale
 
 #: Plot-area width (px) of the walk on a 1280 px screen, in either mode: a chart in
@@ -19,16 +18,12 @@ from explorer.style import CHAR_WIDTH, DIGIT_WIDTH, LABEL_CHAR_WIDTH, MARGIN_R, 
 WALK_PLOT_PX = 300
 
 
-def walk_labels(tiles, num_splits: int, prefix: Sequence[bool]) -> tuple[list[str], list[str]]:
+def walk_labels(tiles, num_splits: int, prefix: Sequence[bool]) -> list[str]:
     """The walk's row labels, short (``"split 0 · tile 1"``, ``"prefix 0 · tile 0"``
-    where ``prefix``, ``"tile 3"`` with one split), and each row's detail for the hover
-    (``"2 blocks, 2 lookups"``): labels as long as both grew into the plot at 18 px."""
-    labels, details = [], []
-    for i, r in enumerate(tiles.itertuples()):
-        labels.append((f"prefix {int(r.split)} · " if prefix[i] else f"split {int(r.split)} · " if num_splits > 1 else "")
-                      + f"tile {int(r.tile)}")
-        details.append(f"{count(int(r.num_physical_blocks), 'block')}, {count(int(r.table_lookups), 'lookup')}")
-    return labels, details
+    where ``prefix``, ``"tile 3"`` with one split): with each row's blocks and lookups
+    too, they grew into the plot at 18 px (the hover has those)."""
+    return [(f"prefix {int(r.split)} · " if prefix[i] else f"split {int(r.split)} · " if num_splits > 1 else "")
+            + f"tile {int(r.tile)}" for i, r in enumerate(tiles.itertuples())]
 
 
 def walk_margins(labels: Sequence[str], *, colorbar: bool, colorbar_ids: int = 0, key: str = BLOCK_KEY) -> dict:
