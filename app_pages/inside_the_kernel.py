@@ -7,7 +7,7 @@ from explorer import formatting, limits
 from explorer.bench import readouts
 from explorer.kernel import figures as kernel_figures
 from explorer.kernel import mask_figures, notes, option_figures, work_list_figures
-from explorer.kernel.tables import split_table, with_sink
+from explorer.kernel.tables import TILE_NUMBERS, split_table, split_text, tile_text, with_sink
 from explorer.kernel.view import (
     BLOCK_N_CHOICES,
     launch_plan,
@@ -29,7 +29,7 @@ from ui.data import block_arrays_for, config_key, kernel_trace
 from ui.inputs import bounded_number_input
 from ui.page_state import seed_page
 from ui.sidebar import current, show_config_error, sync_url
-from ui.tables import column_px, show_cards, show_table
+from ui.tables import column_px, number_column, show_cards, show_table
 
 #: Tile-table columns that only say something when a prefix pass ran.
 PREFIX_COLUMNS = ("pass", "sequences", "query_rows")
@@ -174,20 +174,17 @@ if len(split_rows) > 1:
     # Chosen columns of set widths: all twelve of the trace's were cut off at 1280 px.
     columns = split_table(bool(num_prefix))
     show_table(
-        with_sink(split_rows, sink_m, trace["sink_term"], trace["sink_share"])[list(columns)], key="ik_split_table",
-        column_config={name: st.column_config.NumberColumn(c.label, width=column_px(c.width), format=c.format,
-                                                            help=c.help)
-                       if c.format else st.column_config.Column(c.label, width=column_px(c.width), help=c.help)
-                       for name, c in columns.items()},
+        split_text(with_sink(split_rows, sink_m, trace["sink_term"], trace["sink_share"])[list(columns)]),
+        key="ik_split_table",
+        column_config={name: (number_column if c.number else st.column_config.Column)(
+            c.label, width=column_px(c.width), help=c.help) for name, c in columns.items()},
     )
 else:
     st.info(notes.no_merge_note(plan.num_splits, override), icon=":material/call_split:")
 
 with st.expander(f"Every tile ({formatting.count(len(tiles), 'row')})"):
     st.dataframe(
-        tiles.assign(physical_blocks=tiles["physical_blocks"].map(lambda b: ", ".join(map(str, b))))
-        .drop(columns=[] if num_prefix else list(PREFIX_COLUMNS), errors="ignore"),
+        tile_text(tiles).drop(columns=[] if num_prefix else list(PREFIX_COLUMNS), errors="ignore"),
         hide_index=True, width="stretch", key="ik_tile_table",
-        column_config={c: st.column_config.NumberColumn(c, format="%.4g")
-                       for c in ("tile_max", "m", "alpha", "l", "err_vs_split", "err_vs_row")},
+        column_config={c: number_column(c) for c in TILE_NUMBERS},
     )

@@ -4,6 +4,7 @@ the page sends."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -17,6 +18,7 @@ if str(ROOT) not in sys.path:
 
 from test_app import arr, assert_clean, chart, open_app, url_notes  # noqa: E402
 
+from explorer import formatting  # noqa: E402
 from explorer import settings as state  # noqa: E402
 from explorer.kernel.view import decode_shape  # noqa: E402
 from paged_attention import assign_blocks, plan_launch  # noqa: E402
@@ -33,6 +35,9 @@ def test_kernel_page_traces_the_longest_sequence():
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Tokens"] == "300" and metrics["Block-table lookups"] == "19"
     assert float(metrics["Error vs reference"]) < 1e-12
+    # Three significant figures (issue 27: a review saw "2.5e-16"), as sig3 writes it.
+    assert metrics["Error vs reference"] == formatting.sig3(float(metrics["Error vs reference"]))
+    assert re.fullmatch(r"0|\d\.\d\de-\d\d", metrics["Error vs reference"]), metrics["Error vs reference"]
     config = state.settings_from_query(RAGGED)[0].config()
     tables, _ = assign_blocks(config)
     walk = chart(at, "ik_walk_chart")["data"][0]
@@ -262,6 +267,11 @@ def assert_split_table_fits(at, prefix: bool) -> None:
     assert all(isinstance(w, int) and w > 0 for w in widths)
     assert sum(widths) <= MAIN_COLUMN_PX, sum(widths)
     assert {"m", "l", "weight", "share"} <= set(shown)  # what the merge takes from each split
+    # Numbers as the merge chart writes them, three significant figures, right-aligned (issue 27: "1.714", 0.3409).
+    for name in ("m", "l", "weight", "share", "err_vs_row"):
+        assert config[name].get("alignment") == "right", (name, config[name])
+        assert all(isinstance(v, str) for v in table.value[name]), name
+    assert table.value["share"].str.endswith("%").all()
 
 
 def test_kernel_page_split_table_fits_the_page():
@@ -303,7 +313,8 @@ def test_kernel_page_traces_window_sinks_and_soft_cap_from_the_sidebar():
     assert list(merge[0]["x"])[-1] == "sink" and 0 < float(arr(merge[1]["y"])[-1]) < 100
     assert np.isclose(arr(merge[1]["y"]).astype(float).sum(), 100)
     (table,) = [d.value for d in at.dataframe if "weight" in d.value.columns]  # a read-only table has no id
-    assert table.iloc[-1]["split"] == "sink" and np.isclose(table["share"].astype(float).sum(), 1)
+    assert table.iloc[-1]["split"] == "sink" and table["share"].str.endswith("%").all()  # as the chart writes it
+    assert np.isclose(table["share"].str.rstrip("%").astype(float).sum(), 100, atol=0.1 * len(table))
     words = " ".join(m.value for m in at.markdown)
     for term in ("**Sliding window**", "**Logit soft-capping**", "**Attention sink**"):
         assert term in words

@@ -34,7 +34,10 @@ def test_kernel_walk_covers_every_token_once_in_its_physical_block():
     assert list(masked.x) == trace.tiles["masked_lanes"].tolist()
     assert "3 splits" in fig.layout.title.subtitle.text and "19 block-table lookups" in fig.layout.title.subtitle.text
     assert len(fig.layout.shapes) == 2  # two split boundaries
-    assert "lookups" in fig.layout.yaxis.ticktext[0]
+    assert fig.layout.yaxis.ticktext[0] == "split 0 · tile 0"  # short; the detail is in the hover
+    first = trace.tiles.iloc[0]
+    assert list(bars.customdata[0])[5:] == [first["num_physical_blocks"], first["table_lookups"]]
+    assert "blocks %{customdata[5]}, lookups %{customdata[6]}" in bars.hovertemplate
 
 
 def test_kernel_walk_of_a_long_row_draws_one_bar_per_tile():
@@ -252,3 +255,63 @@ def test_the_sink_joins_the_denominator_and_the_merge():
     assert sum(merge.data[1].y) == pytest.approx(100) and "sink" in merge.layout.title.subtitle.text
     plain = kernel_figures.online_softmax_figure(option_trace()[2].tiles)
     assert all(t.name != "sink" for t in plain.data)
+
+
+@pytest.mark.parametrize("presentation", [False, True])
+def test_logits_cap_labels_sit_inside_the_plot_with_one_minus_sign(presentation):
+    """The soft-cap's labels ran into the y tick labels ("+cap = +50" into "60", at the
+    plot's left edge) and "−cap = -50" mixed U+2212 with a hyphen; now each sits inside
+    the plot at its line's right end, beyond the line, within the y range, and writes
+    Plotly's minus sign."""
+    from explorer import style
+    from explorer.kernel.option_figures import HEIGHT, logits_figure
+
+    _, _, trace = option_trace(soft_cap=50.0)
+    with style.presentation(style.PRESENTATION_SCALE if presentation else 1):
+        fig = logits_figure(trace.logits, 50.0)
+        plot_px = style.plot_area_height(HEIGHT, fig.layout.title.subtitle.text.replace("<br>", " "))
+        label_px = style.LINE_HEIGHT * style.font_px("label")
+    labels = {a.text: a for a in fig.layout.annotations}
+    assert set(labels) == {"+cap = 50", "\u2212cap = \u221250"}
+    assert not any("-" in text for text in labels)
+    low, high = fig.layout.yaxis.range
+    per_px = (high - low) / plot_px
+    for a in labels.values():
+        assert (a.xref, a.x, a.xanchor) == ("paper", 1, "right")  # at the right end, away from the tick labels
+        up = a.y > 0
+        assert a.yanchor == ("bottom" if up else "top") and (a.yshift > 0) == up  # beyond its line
+        edge = a.y + (a.yshift + label_px) * per_px * (1 if up else -1)
+        assert low <= edge <= high, (a.text, edge, low, high)  # whole within the plot
+
+
+@pytest.mark.parametrize("per_block", [True, False])
+def test_kernel_walk_keeps_its_plot_width_in_presentation_mode(per_block):
+    """At 1280 px the walk's plot lost 35 px in presentation mode (307 to 272): its
+    long row labels and colour bar grew at 18 px into it. Its margins now hold them at
+    presentation size in both modes: the same in both, and each wide enough for the
+    labels and the colour bar's title at the size of its mode."""
+    from explorer import style
+    from explorer.cache.cell_style import BLOCK_KEY
+    from explorer.kernel.walk_layout import walk_margins
+
+    config, _, plan, trace = kernel_trace(block_n=16, num_splits=3)
+    tiles = trace.tiles
+    if not per_block:  # more segments than MAX_WALK_SEGMENTS: bars coloured by split
+        tiles = _tiles(3000, 1, 1)
+    figs = {}
+    for scale in (1, style.PRESENTATION_SCALE):
+        with style.presentation(scale):
+            figs[scale] = fig = kernel_figures.kernel_walk_figure(tiles, int(tiles["token_end"].max()), 16, 16,
+                                                                 num_blocks=config.num_blocks)
+            tick = style.font_px("tick")
+        labels = list(fig.layout.yaxis.ticktext)
+        assert fig.layout.yaxis.tickfont.size == tick
+        assert fig.layout.margin.l >= max(map(len, labels)) * style.CHAR_WIDTH * tick + 8, scale
+        if per_block:
+            assert fig.layout.margin.r >= len("physical") * style.CHAR_WIDTH * tick + 20, scale
+    normal, big = figs[1].layout, figs[style.PRESENTATION_SCALE].layout
+    assert (big.margin.l, big.margin.r) == (normal.margin.l, normal.margin.r)  # the same plot width
+    assert list(big.yaxis.ticktext) == list(normal.yaxis.ticktext)
+    if per_block:  # the plot of WALK_PLOT_PX fits the 577 px chart (3,000 splits have longer labels)
+        assert normal.margin.l + normal.margin.r <= 577 - kernel_figures.WALK_PLOT_PX
+    assert walk_margins(["tile 0"], colorbar=False)["r"] < walk_margins(["tile 0"], colorbar=True, key=BLOCK_KEY)["r"]

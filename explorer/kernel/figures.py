@@ -14,6 +14,7 @@ from plotly.colors import sample_colorscale
 from explorer.cache.cell_style import BLOCK_KEY, colorbar_title, legend_key
 from explorer.category_ticks import set_category_ticks
 from explorer.formatting import RATIO_D3, SIG3_D3, TRACE_D3, count, format_percent, sig3
+from explorer.kernel.walk_layout import WALK_PLOT_PX, set_walk_margins, walk_labels
 from explorer.limits import MAX_SPLIT_LEGEND, MAX_WALK_SEGMENTS, MAX_WALK_TEXT
 from explorer.style import (
     BLOCK_COLORSCALE,
@@ -42,9 +43,6 @@ OUTPUT_STAR_ROOM = 0.04
 _CHAR_WIDTH = 0.62
 #: The output's star: its size (px).
 _STAR_SIZE = 14
-#: Plot-area width (px) of the walk on a 1280 px screen: a chart in the page's
-#: wider column (577 px) less its row labels and colour bar.
-WALK_PLOT_PX = 280
 #: Plot-area width (px) of the split merge's two panels and the gap between them at
 #: scale 1 (the 577 px chart less its margins); the gap takes :data:`_MERGE_GAP` of
 #: it, each panel half the rest (:data:`MERGE_PANEL_PX`).
@@ -95,7 +93,9 @@ def kernel_walk_figure(
     scale of :func:`~explorer.cache.figures.block_table_figure`), each with its id
     written in it where 12 px text fits; the pale tail is the tile's masked lanes
     (past the context, past the split or padding). Each row is labelled with its
-    distinct blocks and block-table lookups. Tiles of a shared-prefix pass (``pass``
+    split and tile, its hover adding its distinct blocks and block-table lookups
+    (:mod:`explorer.kernel.walk_layout`: the margins hold the labels and colour bar at
+    presentation size in either mode). Tiles of a shared-prefix pass (``pass``
     ``"prefix"``) are labelled ``prefix s`` and sit on a grey band. With a sliding
     window starting at ``window_start``, the tokens before it are a grey band
     labelled :data:`OUTSIDE_WINDOW` (their blocks are never read), and the masked
@@ -141,6 +141,7 @@ def kernel_walk_figure(
     lookups = int(t["table_lookups"].sum())
     prefix = (t["pass"] == "prefix").to_numpy() if "pass" in t else np.zeros(n_tiles, bool)
     lanes = (t["valid_tokens"] + t["masked_lanes"]).to_numpy()
+    labels = walk_labels(t, num_splits, prefix)
     # The prefix pass has its own tile size; name both when they differ.
     sizes = (f"{int(lanes[prefix][0])} (prefix pass) and {block_n}" if prefix.any() and int(lanes[prefix][0]) != block_n
              else f"{block_n}")
@@ -155,7 +156,7 @@ def kernel_walk_figure(
     x_end = int((t["token_end"] + t["masked_lanes"]).max())
     # White outlines between segments and gaps between rows, only where the bars
     # are thick enough to keep them (a 1 px outline swallows a 1 px segment).
-    px_per_token = plot_width_px(WALK_PLOT_PX) / max(x_end, 1)
+    px_per_token = WALK_PLOT_PX / max(x_end, 1)
     thick_rows = row_px >= MIN_GAP_CELL_PX
     if per_block:
         seg = np.array(segments, dtype=np.int64).reshape(-1, 6)
@@ -169,9 +170,11 @@ def kernel_walk_figure(
             # No font colour: Plotly picks black or white against each block's blue.
             text=[str(p) for p in seg[:, 3]] if len(seg) <= MAX_WALK_TEXT else None, textposition="inside",
             insidetextanchor="middle", textfont=dict(size=font_px("cell")),
-            customdata=np.stack([seg[:, 3], seg[:, 1], seg[:, 1] + seg[:, 2] - 1, seg[:, 4], seg[:, 5]], axis=-1),
-            hovertemplate="split %{customdata[3]}, tile %{customdata[4]}<br>tokens %{customdata[1]}–%{customdata[2]}"
-            "<br>physical block %{customdata[0]}<extra></extra>",
+            customdata=np.stack([seg[:, 3], seg[:, 1], seg[:, 1] + seg[:, 2] - 1, seg[:, 4], seg[:, 5],
+                                 t["num_physical_blocks"].to_numpy()[seg[:, 0]], t["table_lookups"].to_numpy()[seg[:, 0]]],
+                                axis=-1),
+            hovertemplate="split %{customdata[3]}, tile %{customdata[4]}: blocks %{customdata[5]}, lookups %{customdata[6]}"
+            "<br>tokens %{customdata[1]}–%{customdata[2]}<br>physical block %{customdata[0]}<extra></extra>",
         ))
     else:
         colors = _split_colors(t["split"])
@@ -180,9 +183,10 @@ def kernel_walk_figure(
             base=t["token_start"].to_numpy(), name="tokens read",
             marker=dict(color=[colors[int(s)] for s in t["split"]], line=dict(width=0)),
             customdata=np.stack([t["split"].to_numpy(), t["token_start"].to_numpy(), t["token_end"].to_numpy() - 1,
-                                 t["num_physical_blocks"].to_numpy()], axis=-1),
-            hovertemplate="split %{customdata[0]}<br>tokens %{customdata[1]}–%{customdata[2]}"
-            "<br>%{customdata[3]} physical blocks<extra></extra>",
+                                 t["num_physical_blocks"].to_numpy(), t["table_lookups"].to_numpy()], axis=-1),
+            hovertemplate="split %{customdata[0]}: blocks %{customdata[3]}, lookups %{customdata[4]}"
+            "<br>tokens %{customdata[1]}–%{customdata[2]}"
+            "<extra></extra>",
         ))
     masked = t["masked_lanes"].to_numpy()
     # A window's first tiles: the lanes before its start are masked at the head of the tile.
@@ -216,12 +220,6 @@ def kernel_walk_figure(
             ": ", ":<br>"), showarrow=False, textangle=-90, font=dict(size=font_px("label"), color="#334155"))
     if not per_block and num_splits > MAX_SPLIT_LEGEND:
         _split_colorbar(fig, t["split"], plot_height)
-    labels = []
-    for i, r in enumerate(t.itertuples()):
-        name = ((f"prefix {int(r.split)} · " if prefix[i] else f"split {int(r.split)} · " if num_splits > 1 else "")
-                + f"tile {int(r.tile)}")
-        labels.append(f"{name}: {count(int(r.num_physical_blocks), 'block')}, "
-                      f"{count(int(r.table_lookups), 'lookup')}")
     step = max(1, math.ceil(n_tiles / 40))
     fig.update_yaxes(tickmode="array", tickvals=list(range(0, n_tiles, step)), ticktext=labels[::step],
                      autorange="reversed", title=None, showgrid=False, zeroline=False)
@@ -240,8 +238,12 @@ def kernel_walk_figure(
     # A block id too long for its segment is left out, not shrunk below legibility.
     fig.update_layout(barmode="overlay", bargap=0.25 if thick_rows else 0,
                       uniformtext=dict(minsize=font_px("cell"), mode="hide"))
-    fig.update_yaxes(automargin=True)
-    return fig
+    # The room of presentation mode's labels and colour bar in either mode: the plot keeps
+    # its width when the text grows (at 18 px, "split 0 · tile 0: 2 blocks, 2 lookups" took
+    # 35 px of it). Automargin stays, should a label be wider than estimated.
+    return set_walk_margins(fig, labels, colorbar=per_block or num_splits > MAX_SPLIT_LEGEND,
+                            colorbar_ids=num_blocks - 1 if per_block else int(t["split"].max()),
+                            key=BLOCK_KEY if per_block else SPLIT_KEY)
 
 
 def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: float | None = None,
