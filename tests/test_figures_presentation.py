@@ -322,13 +322,17 @@ def test_output_label_keeps_its_room(num_splits):
     It sits in the right margin, which grows with it (an average character of a
     sans-serif font is taken as 0.55 of its size)."""
     _, _, _, trace = kernel_trace(block_n=16, num_splits=num_splits)
+    margins = []
     for scale in (1, style.PRESENTATION_SCALE):
         with style.presentation(scale):
             fig = kernel_figures.online_softmax_figure(trace.tiles, final_error=trace.max_abs_error)
         star = next(t for t in fig.data if t.name == "output")
         need = star.marker.size / 2 + len(star.text[0]) * star.textfont.size * 0.55
         assert fig.layout.margin.r >= need, (star.text[0], fig.layout.margin.r, need)
+        margins.append(fig.layout.margin.r)
     assert star.text[0] == ("merged output" if num_splits > 1 else "output")
+    # presentation mode's room in both modes: the plot is no narrower in presentation mode
+    assert margins[0] == margins[1]
 
 
 def _tolerance_room(fig) -> tuple[float, float]:

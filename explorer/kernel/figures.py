@@ -19,6 +19,7 @@ from explorer.limits import MAX_SPLIT_LEGEND, MAX_WALK_SEGMENTS, MAX_WALK_TEXT
 from explorer.style import (
     BLOCK_COLORSCALE,
     MIN_GAP_CELL_PX,
+    PRESENTATION_SCALE,
     SPLIT_COLORS,
     SPLIT_COLORSCALE,
     UNALLOCATED_COLOR,
@@ -29,6 +30,7 @@ from explorer.style import (
     no_data_figure,
     plot_area_height,
     plot_width_px,
+    presentation_scale,
     scaled,
     title_margins,
 )
@@ -394,8 +396,11 @@ def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: f
 
 def _label_margin(label: str) -> int:
     """Right margin (px) that holds the output's ``label`` right of its star at the
-    end of the axis: the star's other half, Plotly's gap and the text."""
-    return math.ceil(_STAR_SIZE / 2 + 6 + len(label) * font_px("label") * _CHAR_WIDTH) + 4
+    end of the axis: the star's other half, Plotly's gap and the text, at presentation
+    mode's size in either mode (or the current one if larger), so that the plot is no
+    narrower in presentation mode (it lost 49 px to this label's growth, issue 27)."""
+    size = font_px("label") / presentation_scale() * max(presentation_scale(), PRESENTATION_SCALE)
+    return math.ceil(_STAR_SIZE / 2 + 6 + len(label) * size * _CHAR_WIDTH) + 4
 
 
 #: The merge's left panel's title, which names the dotted line.
