@@ -16,7 +16,7 @@ from ui.data import block_size_table, serving_history
 from ui.inputs import bounded_number_input
 from ui.serving import page_config, seed_controls, time_block_sizes, time_triton, window_section, window_toggle
 from ui.sidebar import sync_url
-from ui.tables import show_cards
+from ui.tables import show_cards, show_table
 
 LATENCY, TRADEOFF_LATENCY = "sv_latency", "sv_tradeoff_latency"
 L = view.LABELS
@@ -167,7 +167,7 @@ measured = ss.get(LATENCY, {}).get(context, {})
 if step in measured:
     show_cards([view.latency_card(measured[step])], [st], border=True)
 if measured:
-    st.dataframe(view.latency_table(measured), hide_index=True, width="stretch", key="sv_latency_table")
+    show_table(view.latency_table(measured), {}, key="sv_latency_table")
 
 st.subheader("Block size trade-off")
 sizes, dropped = valid_block_sizes(history.config, DEFAULT_BLOCK_SIZES, controls.pool_tokens)

@@ -23,6 +23,7 @@ import ui.benchmark as bench_ui  # noqa: E402
 import ui.sweep as sweep_ui  # noqa: E402
 from explorer import limits  # noqa: E402
 from explorer.sweep import grid, runs  # noqa: E402
+from explorer.sweep import view as sweep_view  # noqa: E402
 from explorer import settings as state  # noqa: E402
 from paged_attention import execution_mode  # noqa: E402
 
@@ -414,3 +415,17 @@ def test_sweep_of_a_shared_prefix_batch_keeps_the_prefix_in_its_rows():
     at = sweep_grid(at, 8, 48, 2, budget=0.0)
     assert not at.exception
     assert any("shared_prefix (16) must be at most every context length" in e.value for e in at.error)
+
+
+def test_presentation_mode_shows_the_points_as_an_html_table():
+    """Issue 27, the back row: Streamlit's grid draws 15.75 px text in presentation
+    mode whatever the page's style says, so the points table is an HTML table there
+    (``ui.tables.show_table``), its text at the page's 18 px: the same rows, the
+    columns in the grid's order under its headers."""
+    at = run_sweep(sweep_grid(open_app({**TINY, "present": "1"}, page=SWEEP, timeout=120), 16, 32, 2, budget=0.0))
+    assert_clean(at)
+    assert not [d for d in at.dataframe if "sw_table" in d.proto.id]
+    (table,) = [t for t in at.table if len(t.value) == 6]  # 3 implementations x 2 points
+    _, columns = sweep_view.points_table(at.session_state[sweep_ui.JOB].frame())
+    assert list(table.value.columns) == [c.label for c in columns]
+    assert list(table.value.iloc[:, 3]).count("skipped") == 2  # the naive loop over its budget, at both points

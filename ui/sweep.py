@@ -58,7 +58,7 @@ from ui.data import config_key
 from ui.page_state import show_url_notes
 from ui.run_guard import QueueNote
 from ui.sidebar import take_page_query
-from ui.tables import column_px, number_column
+from ui.tables import column_px, number_column, show_table
 
 #: Session-state key of the current sweep.
 JOB = "sweep_job"
@@ -346,8 +346,7 @@ def show_points(table: pd.DataFrame, columns: list[view.Column]) -> None:
             return st.column_config.NumberColumn(c.label, format="%d", width=column_px(c.width), help=c.help)
         return st.column_config.TextColumn(c.label, width=column_px(c.width), help=c.help)
 
-    st.dataframe(table, hide_index=True, width="stretch", key="sw_table", height=min(720, 38 + 35 * len(table)),
-                 column_config={c.key: config(c) for c in columns})
+    show_table(table, {c.key: config(c) for c in columns}, key="sw_table", height=min(720, 38 + 35 * len(table)))
 
 
 def show_per_token(frame: pd.DataFrame) -> None:
