@@ -101,10 +101,7 @@ with left:
     grid = cache_figures.block_table_grid(*tables.shape)
     st.caption(cache_view.table_caption(config, grid, samples if sharing else None, shares))
     if queries:
-        st.caption(f":material/star: A yellow star marks a block that holds new tokens: this step's "
-                   f"{formatting.count(config.num_query_tokens, 'query token')}, the last "
-                   f"{formatting.span_text(queries)} positions of each sequence, already in the cache and verified "
-                   "in one step; each attends to its context up to itself.")
+        st.caption(cache_view.new_tokens_caption(config))
 with right:
     show_chart(
         sharing_figures.pool_ref_count_figure(refs, tables, config.block_size, highlight=pick, other=owner == OTHER)

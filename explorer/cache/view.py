@@ -8,6 +8,7 @@ from explorer.bench.readouts import MemorySummary
 from explorer.cache.sampling import GridSample, pool_grid_shape
 from explorer.cache.sharing import SharedBatch
 from explorer.cards import Card
+from explorer.cache.cell_style import SHARED_MARK
 from paged_attention import DecodeConfig
 
 
@@ -51,7 +52,7 @@ def table_caption(config: DecodeConfig, grid: GridSample, samples: int | None, s
     request), the sidebar's shared prefix (``shares``), or how to read the cells;
     with the grid's sampling note."""
     note = grid.note("sequence", "logical block") or ""
-    marks = ("A white diamond marks a block more than one sequence holds (same physical id). "
+    marks = (f"A {SHARED_MARK} marks a block more than one sequence holds (same physical id). "
              if grid.col_stride == 1 else "Shared blocks are not marked at this scale. ")
     if samples is not None:
         return (f"Sequences {samples} at a time are the samples of one request; each request's prompt is one token "
@@ -59,12 +60,24 @@ def table_caption(config: DecodeConfig, grid: GridSample, samples: int | None, s
                 + "Blocks come from the block manager's free list in arrival order, not the sidebar's layout. " + note)
     if shares:
         tail = config.shared_prefix % config.block_size
-        return (f"The sidebar's shared prefix: in each of {formatting.count(config.prefix_groups, 'group')} of "
-                f"consecutive sequences, the first {formatting.count(config.shared_blocks, 'logical block')} of every "
-                "member point to the same physical blocks. " + marks
-                + (f"The prefix's last {formatting.count(tail, 'token')} sit in each member's own block, copied. "
+        groups, member = (("", "sequence") if config.prefix_groups == 1 else
+                          (f"in each of {config.prefix_groups:,} groups of consecutive sequences, ", "member"))
+        return (f"The sidebar's shared prefix: {groups}the first "
+                f"{formatting.count(config.shared_blocks, 'logical block')} of every {member} point to the same "
+                "physical blocks. " + marks
+                + (f"The prefix's last {formatting.count(tail, 'token')} sit in each {member}'s own block, copied. "
                    if tail else "") + note)
     return note or "Hover a cell for its token range and fill. Pale cells are unallocated (-1)."
+
+
+def new_tokens_caption(config: DecodeConfig) -> str:
+    """The words under the block table when sequences have new tokens (draft tokens
+    verified in one step, ``config.query_lengths``): what the table's star marks. The
+    star is written filled and in yellow, as the table draws it."""
+    return (f":yellow[★] A yellow star marks a block that holds new tokens: this step's "
+            f"{formatting.count(config.num_query_tokens, 'query token')}, the last "
+            f"{formatting.span_text(config.query_lengths)} positions of each sequence, already in the cache and "
+            "verified in one step; each attends to its context up to itself.")
 
 
 def pool_caption(num_blocks: int, sharing: bool, shares: bool) -> str:
