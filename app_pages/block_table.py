@@ -108,7 +108,7 @@ with right:
         if shares else pool_figures.pool_figure(owner, tables, lengths, config.block_size, highlight=pick),
         key="bt_pool", width="stretch", on_select=_pick_from("bt_pool"), selection_mode="points",
     )
-    st.caption(cache_view.pool_caption(len(owner), sharing, shares))
+    st.caption(cache_view.pool_caption(len(owner), sharing, shares, config.prefix_groups))
 
 # Streamlit's charts report clicks, not hover: a click is what links the two.
 if pick is None:

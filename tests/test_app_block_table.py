@@ -87,6 +87,9 @@ def test_the_shared_prefix_caption_counts_its_groups_and_names_the_mark_as_drawn
     assert marks["marker"]["symbol"] == "diamond"
     assert (marks["marker"]["color"], marks["marker"]["line"]["color"]) == ("#FFFFFF", "#111827")  # white, black
     assert "A white diamond outlined in black (◇) marks a block more than one sequence holds" in caption
+    (pool_words,) = [c.value for c in at.caption if c.value.startswith("Colour = how many sequences hold")]
+    assert ("every sequence" in pool_words) == (groups == 1) and ("every member of its group" in pool_words) == (
+        groups > 1)
 
 
 def test_a_prefix_shorter_than_a_block_shares_no_block():

@@ -116,7 +116,7 @@ def test_block_table_stars_the_new_tokens_and_counts_them():
     (caption,) = [c.value for c in at.caption if "A yellow star marks a block that holds new tokens" in c.value]
     assert "8 query tokens" in caption
     # Words and marker agree (review: ":material/star:" drew an outline ☆ beside filled yellow stars).
-    assert caption.startswith(":yellow[★] ") and ":material/star" not in caption
+    assert caption.startswith(f':color[★]{{foreground="{NEW_TOKEN_COLOR}"}} ') and ":material/star" not in caption
     assert stars["marker"]["symbol"] == "star" and stars["marker"]["color"] == NEW_TOKEN_COLOR
 
 

@@ -8,7 +8,7 @@ from explorer.bench.readouts import MemorySummary
 from explorer.cache.sampling import GridSample, pool_grid_shape
 from explorer.cache.sharing import SharedBatch
 from explorer.cards import Card
-from explorer.cache.cell_style import SHARED_MARK
+from explorer.cache.cell_style import NEW_TOKEN_COLOR, SHARED_MARK
 from paged_attention import DecodeConfig
 
 
@@ -73,23 +73,25 @@ def table_caption(config: DecodeConfig, grid: GridSample, samples: int | None, s
 def new_tokens_caption(config: DecodeConfig) -> str:
     """The words under the block table when sequences have new tokens (draft tokens
     verified in one step, ``config.query_lengths``): what the table's star marks. The
-    star is written filled and in yellow, as the table draws it."""
-    return (f":yellow[★] A yellow star marks a block that holds new tokens: this step's "
+    star is written filled and in the table's yellow, as the table draws it."""
+    return (f':color[★]{{foreground="{NEW_TOKEN_COLOR}"}} A yellow star marks a block that holds new tokens: '
+            "this step's "
             f"{formatting.count(config.num_query_tokens, 'query token')}, the last "
             f"{formatting.span_text(config.query_lengths)} positions of each sequence, already in the cache and "
             "verified in one step; each attends to its context up to itself.")
 
 
-def pool_caption(num_blocks: int, sharing: bool, shares: bool) -> str:
+def pool_caption(num_blocks: int, sharing: bool, shares: bool, prefix_groups: int = 1) -> str:
     """The words under the pool of ``num_blocks``: what its colour counts with shared
-    blocks (the sharing scenario's, ``sharing``, or a shared prefix's), how cells
-    aggregate blocks, or how to read it."""
+    blocks (the sharing scenario's, ``sharing``, or a shared prefix's in
+    ``prefix_groups`` groups), how cells aggregate blocks, or how to read it."""
     rows, cols, per_cell = pool_grid_shape(num_blocks)
     if shares:
         return ("Colour = how many sequences hold each block: "
                 + ("the common prompt's blocks are held by every request's samples, a request's own prompt blocks "
                    "by its samples, generated tokens by one." if sharing else
-                   "a shared prefix's blocks by every member of its group, the rest by one sequence.")
+                   ("a shared prefix's blocks by every sequence" if prefix_groups == 1 else
+                    "a shared prefix's blocks by every member of its group") + ", the rest by one sequence.")
                 + (f" {per_cell} consecutive blocks per cell, coloured by the most holders among them."
                    if per_cell > 1 else ""))
     if per_cell > 1:
