@@ -7,6 +7,7 @@ from explorer.bench import readouts
 from explorer.cache import block_link, pool_figures, sampling, sharing_figures, walk_figures
 from explorer.cache import figures as cache_figures
 from explorer.cache import view as cache_view
+from explorer.cache.cell_style import NEW_TOKEN_COLOR
 from explorer.cache.sharing import table_ref_counts
 from explorer.cache.window import window_reads
 from explorer.limits import MAX_CONTEXT, MAX_SAMPLES
@@ -101,7 +102,7 @@ with left:
     grid = cache_figures.block_table_grid(*tables.shape)
     st.caption(cache_view.table_caption(config, grid, samples if sharing else None, shares))
     if queries:
-        st.caption(cache_view.new_tokens_caption(config))
+        st.caption(cache_view.new_tokens_caption(config, NEW_TOKEN_COLOR))
 with right:
     show_chart(
         sharing_figures.pool_ref_count_figure(refs, tables, config.block_size, highlight=pick, other=owner == OTHER)

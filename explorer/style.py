@@ -49,16 +49,12 @@ FAIL_COLOR = "#DC2626"
 FREE_COLOR = "#E5E7EB"
 OTHER_COLOR = "#64748B"
 UNALLOCATED_COLOR = "#F1F5F9"
-#: Sequence colours in the pool view (and the Serving simulation's table), repeating
-#: past twelve sequences: colours of plotly's qualitative palettes
-#: (``plotly.colors.qualitative``) whose CIELAB hue keeps clear of every other
-#: meaning on the page, so a batch of any size draws none of them: no blue or cyan
-#: (the block ids' scale, hues 240-290, and cyan beside it), no orange, amber or
-#: yellow (the reference counts' oranges, hues 48-64, and the new-token star's
-#: yellow), no grey (free, held outside the batch, not read). What is left is pinks,
-#: reds, purples, greens and teals, at least 25 apart from each other (CIE76 ΔE),
-#: neither too pale for a free block's grey nor too dark for the dot on a partly
-#: filled block, ordered so that sequences side by side alternate the two families.
+#: Sequence colours in the pool (and the Serving simulation's table), repeating: of
+#: plotly's qualitative palettes, those whose CIELAB hue keeps clear of the other
+#: meanings, so that no batch size reaches them: no blue or cyan (the block ids),
+#: no orange, amber or yellow (reference counts, the new-token star), no grey. Pinks,
+#: reds, purples, greens and teals, 25 or more apart (CIE76 ΔE), neither too pale
+#: beside free grey nor too dark for a partly filled block's dot; neighbours alternate.
 SEQUENCE_COLORS: tuple[str, ...] = (
     "#E15F99", "#1CA71C", "#DA16FF", "#00A08B", "#AF0038", "#86CE00",
     "#B10DA1", "#00CC96", "#FF9DA6", "#117733", "#DEA0FD", "#6C7C32",

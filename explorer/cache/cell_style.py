@@ -32,8 +32,8 @@ NEW_TOKENS = "new tokens (this step's queries)"
 NEW_TOKEN_COLOR = "#FDE047"
 NEW_TOKEN_LINE = "#111827"
 #: A block table cell whose physical block more than one sequence holds: a diamond
-#: of this fill and outline in its top-left corner, named so in the page's caption.
-SHARED_MARK = "white diamond outlined in black (◇)"
+#: of this fill and outline in its top-left corner, as the page's caption names it
+#: (:data:`~explorer.cache.view.SHARED_MARK`).
 SHARED_MARK_FILL = "#FFFFFF"
 SHARED_MARK_LINE = "#111827"
 #: Characters per line of a colour bar's title (about the bar and its tick labels'

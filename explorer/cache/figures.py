@@ -134,7 +134,7 @@ def block_table_figure(
         ``[num_blocks]``: sequences holding each physical block (a sharing
         :class:`~explorer.serving.block_manager.BlockManager`'s counts). Cells whose block
         more than one sequence holds get a diamond in their top-left corner
-        (:data:`~.cell_style.SHARED_MARK`; when every logical block has its own column).
+        (:data:`~.view.SHARED_MARK`; when every logical block has its own column).
     highlight : range, optional
         Physical block ids to outline: every drawn cell that points to one of
         them (an aggregated column: that holds one) gets a thick outline, and a
@@ -391,7 +391,7 @@ def _new_token_marks(fig, names, rows, first, last, lengths, q, block_size, row_
 
 
 def _shared_marks(fig, sub, rows, names, cols, ref_counts, row_stride, *, exact: bool, size: float) -> None:
-    """Diamonds (:data:`~.cell_style.SHARED_MARK`) on the block-table cells whose physical block is shared."""
+    """Diamonds (:data:`~.view.SHARED_MARK`) on the block-table cells whose physical block is shared."""
     holders = np.where(sub >= 0, ref_counts[np.maximum(sub, 0)], 0)
     r, c = np.nonzero(holders > 1) if exact else (np.array([], dtype=int),) * 2
     fig.add_trace(

@@ -8,8 +8,11 @@ from explorer.bench.readouts import MemorySummary
 from explorer.cache.sampling import GridSample, pool_grid_shape
 from explorer.cache.sharing import SharedBatch
 from explorer.cards import Card
-from explorer.cache.cell_style import NEW_TOKEN_COLOR, SHARED_MARK
 from paged_attention import DecodeConfig
+
+#: The block table's mark on a shared block as the caption names it: the figure
+#: draws it so (:data:`~explorer.cache.cell_style.SHARED_MARK_FILL` and ``_LINE``).
+SHARED_MARK = "white diamond outlined in black (◇)"
 
 
 def table_cards(config: DecodeConfig, mem: MemorySummary, shared: SharedBatch | None, shares: bool) -> list[Card]:
@@ -70,11 +73,11 @@ def table_caption(config: DecodeConfig, grid: GridSample, samples: int | None, s
     return note or "Hover a cell for its token range and fill. Pale cells are unallocated (-1)."
 
 
-def new_tokens_caption(config: DecodeConfig) -> str:
+def new_tokens_caption(config: DecodeConfig, star_color: str) -> str:
     """The words under the block table when sequences have new tokens (draft tokens
-    verified in one step, ``config.query_lengths``): what the table's star marks. The
-    star is written filled and in the table's yellow, as the table draws it."""
-    return (f':color[★]{{foreground="{NEW_TOKEN_COLOR}"}} A yellow star marks a block that holds new tokens: '
+    verified in one step, ``config.query_lengths``): what the table's star marks,
+    the star written filled and in the table's ``star_color`` (a CSS colour)."""
+    return (f':color[★]{{foreground="{star_color}"}} A yellow star marks a block that holds new tokens: '
             "this step's "
             f"{formatting.count(config.num_query_tokens, 'query token')}, the last "
             f"{formatting.span_text(config.query_lengths)} positions of each sequence, already in the cache and "
