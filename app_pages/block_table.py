@@ -7,6 +7,7 @@ from explorer.bench import readouts
 from explorer.cache import block_link, pool_figures, sampling, sharing_figures, walk_figures
 from explorer.cache import figures as cache_figures
 from explorer.cache import view as cache_view
+from explorer.cache.cell_style import NEW_TOKEN_COLOR
 from explorer.cache.sharing import table_ref_counts
 from explorer.cache.window import window_reads
 from explorer.limits import MAX_CONTEXT, MAX_SAMPLES
@@ -101,17 +102,14 @@ with left:
     grid = cache_figures.block_table_grid(*tables.shape)
     st.caption(cache_view.table_caption(config, grid, samples if sharing else None, shares))
     if queries:
-        st.caption(f":material/star: A yellow star marks a block that holds new tokens: this step's "
-                   f"{formatting.count(config.num_query_tokens, 'query token')}, the last "
-                   f"{formatting.span_text(queries)} positions of each sequence, already in the cache and verified "
-                   "in one step; each attends to its context up to itself.")
+        st.caption(cache_view.new_tokens_caption(config, NEW_TOKEN_COLOR))
 with right:
     show_chart(
         sharing_figures.pool_ref_count_figure(refs, tables, config.block_size, highlight=pick, other=owner == OTHER)
         if shares else pool_figures.pool_figure(owner, tables, lengths, config.block_size, highlight=pick),
         key="bt_pool", width="stretch", on_select=_pick_from("bt_pool"), selection_mode="points",
     )
-    st.caption(cache_view.pool_caption(len(owner), sharing, shares))
+    st.caption(cache_view.pool_caption(len(owner), sharing, shares, config.prefix_groups))
 
 # Streamlit's charts report clicks, not hover: a click is what links the two.
 if pick is None:

@@ -70,6 +70,28 @@ def test_every_count_says_whether_it_is_logical_or_physical():
     assert {m.label: m.delta for m in plain.metric}["Tokens (logical)"] in (None, "")
 
 
+@pytest.mark.parametrize("groups, words", [
+    (1, "The sidebar's shared prefix: the first 4 logical blocks of every sequence point to the same physical "
+        "blocks."),
+    (2, "The sidebar's shared prefix: in each of 2 groups of consecutive sequences, the first 4 logical blocks of "
+        "every member point to the same physical blocks."),
+])
+def test_the_shared_prefix_caption_counts_its_groups_and_names_the_mark_as_drawn(groups, words):
+    """Review at 1280x720: one group read "in each of 1 group of consecutive sequences",
+    and "a white diamond" named a diamond drawn outlined in black."""
+    at = open_app({**PREFIX, "prefix": "64", "prefix_groups": str(groups)}, page=TABLE)
+    assert_clean(at)
+    (caption,) = [c.value for c in at.caption if c.value.startswith("The sidebar's shared prefix")]
+    assert caption.startswith(words) and "1 group" not in caption
+    (marks,) = [t for t in chart(at, "bt_table")["data"] if t["name"] == "shared block (2+ sequences)"]
+    assert marks["marker"]["symbol"] == "diamond"
+    assert (marks["marker"]["color"], marks["marker"]["line"]["color"]) == ("#FFFFFF", "#111827")  # white, black
+    assert "A white diamond outlined in black (◇) marks a block more than one sequence holds" in caption
+    (pool_words,) = [c.value for c in at.caption if c.value.startswith("Colour = how many sequences hold")]
+    assert ("every sequence" in pool_words) == (groups == 1) and ("every member of its group" in pool_words) == (
+        groups > 1)
+
+
 def test_a_prefix_shorter_than_a_block_shares_no_block():
     """12 tokens of prefix in blocks of 16: every member's first block is its own
     (a copy), so the page draws the unshared view."""

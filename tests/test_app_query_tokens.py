@@ -15,7 +15,7 @@ import ui.benchmark as bench_ui
 from explorer import formatting, limits
 from explorer import settings as state
 from explorer.bench import view
-from explorer.cache.cell_style import NEW_TOKENS
+from explorer.cache.cell_style import NEW_TOKEN_COLOR, NEW_TOKENS
 from paged_attention import TOLERANCES
 from test_app import BENCH, TABLE, TINY, arr, assert_clean, chart, open_app
 from test_app_benchmark import exact_timed_calls  # noqa: F401  (autouse: the timed calls asked for)
@@ -113,8 +113,11 @@ def test_block_table_stars_the_new_tokens_and_counts_them():
     tokens = next(m for m in at.metric if m.label == "Tokens (logical)")
     assert tokens.value == "74" and tokens.proto.delta == "8 new (queries)"
     assert any("positions 33–36, starred" in m.value for m in at.markdown)
-    assert any("A yellow star marks a block that holds new tokens" in c.value and "8 query tokens" in c.value
-               for c in at.caption)
+    (caption,) = [c.value for c in at.caption if "A yellow star marks a block that holds new tokens" in c.value]
+    assert "8 query tokens" in caption
+    # Words and marker agree (review: ":material/star:" drew an outline ☆ beside filled yellow stars).
+    assert caption.startswith(f':color[★]{{foreground="{NEW_TOKEN_COLOR}"}} ') and ":material/star" not in caption
+    assert stars["marker"]["symbol"] == "star" and stars["marker"]["color"] == NEW_TOKEN_COLOR
 
 
 def test_block_table_with_one_new_token_has_no_stars():

@@ -28,6 +28,11 @@ NEUTRAL = {style.FREE_COLOR, style.OTHER_COLOR, style.UNALLOCATED_COLOR}
 #: Colours of two meanings on one page stay at least this far apart (CIE76 ΔE in
 #: Lab: about 2 is the least a viewer notices, 10 a plainly different colour).
 MIN_APART = 12
+#: Far apart in Lab is not enough: a strong blue (#2E91E5) and the scale's pale ones
+#: are 15 to 40 apart yet all read "blue". Two coloured (chroma 10 or more) colours of
+#: different meanings also differ by this many degrees of CIELAB hue, or by this much
+#: lightness (a dark olive beside a bright yellow).
+HUE_APART, LIGHTNESS_APART = 25, 25
 
 
 def rgb(color: str) -> tuple[int, int, int]:
@@ -68,6 +73,37 @@ def assert_disjoint(meanings: dict[str, set], min_apart: float = MIN_APART) -> N
         assert ca and cb, (a, b)
         assert not ca & cb, f"{a} and {b} share {sorted(ca & cb)}"
         assert apart(ca, cb) >= min_apart, f"{a} and {b} come within {apart(ca, cb):.1f} of each other"
+
+
+def lch(color: tuple[int, int, int]) -> tuple[float, float, float]:
+    """Lightness, chroma and hue (degrees) in CIELAB."""
+    lightness, a, b = _lab("#%02X%02X%02X" % color)
+    return float(lightness), float(np.hypot(a, b)), float(np.degrees(np.arctan2(b, a)) % 360)
+
+
+def hue_clashes(a: set, b: set) -> list[tuple[str, str]]:
+    """The pairs of a colour of ``a`` and one of ``b``, both coloured, of about one hue and one lightness."""
+    clashes = []
+    for x, y in itertools.product(a, b):
+        (lx, cx, hx), (ly, cy, hy) = lch(x), lch(y)
+        turn = abs(hx - hy) % 360
+        if min(cx, cy) >= 10 and min(turn, 360 - turn) < HUE_APART and abs(lx - ly) < LIGHTNESS_APART:
+            clashes.append(("#%02X%02X%02X" % x, "#%02X%02X%02X" % y))
+    return clashes
+
+
+def drawn_colours(heatmap) -> set[tuple[int, int, int]]:
+    """The colours a heatmap's piecewise-constant colour scale gives the ``z`` values it draws."""
+    z = np.asarray(heatmap.z, dtype=float)
+    scale = heatmap.colorscale
+    found = set()
+    values = np.unique(z[np.isfinite(z)])
+    lo = values.min() if heatmap.zmin is None else heatmap.zmin  # Plotly's autoscale without zmin, zmax
+    hi = values.max() if heatmap.zmax is None else heatmap.zmax
+    for v in values:
+        t = (v - lo) / (hi - lo) if hi > lo else 0.0
+        found.add(rgb([color for position, color in scale if position <= t][-1]))  # a step's later end wins
+    return found
 
 
 def key_text(text: str | None) -> str:
@@ -112,6 +148,45 @@ def test_block_table_page_gives_each_meaning_its_own_palette(sharing, prefix):
     assert pool.layout.legend.title.text == (cell_style.REF_COUNT_KEY if shares else cell_style.SEQUENCE_KEY)
     for fig in (table, pool, walk):
         assert "colour = " in fig.layout.title.subtitle.text
+
+
+def test_every_sequence_colour_of_a_large_batch_keeps_clear_of_the_other_meanings():
+    """Review at 1280x720, batch 64: the pool's colours reached the blues (#2E91E5,
+    #511CFB, #2ED9FF) of the block table beside it. Every colour a 64-sequence pool
+    draws, its whole cycle, stays apart from the block ids' blues, the new-token star's
+    yellow, the unread window's grey, and the reference counts' oranges (the Serving
+    simulation draws them beside its table by sequence), in Lab and in hue."""
+    config = DecodeConfig(batch_size=64, context_lens=tuple(1 + (37 * i * i) % 2000 for i in range(64)),
+                          block_size=16, query_lens=3, window=256)
+    tables, owner = (t.numpy() for t in assign_blocks(config))
+    table = cache_figures.block_table_figure(tables, config.lengths, 16, config.num_blocks, window=256,
+                                             query_lens=config.query_lengths)
+    pool = pool_figures.pool_figure(owner, tables, config.lengths, 16)
+    used = drawn_colours(pool.data[0]) - {rgb(c) for c in NEUTRAL}
+    assert used == colours(style.SEQUENCE_COLORS)  # 64 sequences: every colour of the cycle
+    (unread,) = [t for t in table.data if t.type == "heatmap" and t.name == cell_style.OUTSIDE_WINDOW]
+    (stars,) = [t for t in table.data if t.name == cell_style.NEW_TOKENS]
+    meanings = {
+        "sequence": used,
+        "physical block id": colours(table.data[0].colorscale),
+        "outside the window": drawn_colours(unread),
+        "new tokens": {rgb(stars.marker.color)},
+        "sequences holding the block": colours(style.REF_COUNT_COLORS, sharing_figures.REF_LEVEL_COLORS),
+    }
+    assert meanings["outside the window"] == {rgb(cell_style.OUTSIDE_WINDOW_COLOR)}
+    for meaning, others in meanings.items():
+        if meaning != "sequence":
+            pair = {"sequence": used, meaning: others}
+            assert_disjoint(pair)
+            assert not hue_clashes(used, others), (meaning, hue_clashes(used, others))
+
+
+def test_the_old_sequence_blues_would_clash_with_the_block_ids():
+    """The check above catches what the review saw: the old palette's blues, though
+    15 to 80 apart from the scale's in Lab, share its hue."""
+    blues = colours(style.BLOCK_COLORSCALE)
+    for old in ("#2E91E5", "#511CFB", "#2ED9FF"):
+        assert hue_clashes({rgb(old)}, blues), old
 
 
 def test_the_block_table_and_the_sharing_pool_no_longer_share_dark_purple():

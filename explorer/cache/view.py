@@ -10,6 +10,10 @@ from explorer.cache.sharing import SharedBatch
 from explorer.cards import Card
 from paged_attention import DecodeConfig
 
+#: The block table's mark on a shared block as the caption names it: the figure
+#: draws it so (:data:`~explorer.cache.cell_style.SHARED_MARK_FILL` and ``_LINE``).
+SHARED_MARK = "white diamond outlined in black (◇)"
+
 
 def table_cards(config: DecodeConfig, mem: MemorySummary, shared: SharedBatch | None, shares: bool) -> list[Card]:
     """Sequences, tokens, blocks used, wasted slots and the KV cache's bytes, each
@@ -51,7 +55,7 @@ def table_caption(config: DecodeConfig, grid: GridSample, samples: int | None, s
     request), the sidebar's shared prefix (``shares``), or how to read the cells;
     with the grid's sampling note."""
     note = grid.note("sequence", "logical block") or ""
-    marks = ("A white diamond marks a block more than one sequence holds (same physical id). "
+    marks = (f"A {SHARED_MARK} marks a block more than one sequence holds (same physical id). "
              if grid.col_stride == 1 else "Shared blocks are not marked at this scale. ")
     if samples is not None:
         return (f"Sequences {samples} at a time are the samples of one request; each request's prompt is one token "
@@ -59,24 +63,38 @@ def table_caption(config: DecodeConfig, grid: GridSample, samples: int | None, s
                 + "Blocks come from the block manager's free list in arrival order, not the sidebar's layout. " + note)
     if shares:
         tail = config.shared_prefix % config.block_size
-        return (f"The sidebar's shared prefix: in each of {formatting.count(config.prefix_groups, 'group')} of "
-                f"consecutive sequences, the first {formatting.count(config.shared_blocks, 'logical block')} of every "
-                "member point to the same physical blocks. " + marks
-                + (f"The prefix's last {formatting.count(tail, 'token')} sit in each member's own block, copied. "
+        groups, member = (("", "sequence") if config.prefix_groups == 1 else
+                          (f"in each of {config.prefix_groups:,} groups of consecutive sequences, ", "member"))
+        return (f"The sidebar's shared prefix: {groups}the first "
+                f"{formatting.count(config.shared_blocks, 'logical block')} of every {member} point to the same "
+                "physical blocks. " + marks
+                + (f"The prefix's last {formatting.count(tail, 'token')} sit in each {member}'s own block, copied. "
                    if tail else "") + note)
     return note or "Hover a cell for its token range and fill. Pale cells are unallocated (-1)."
 
 
-def pool_caption(num_blocks: int, sharing: bool, shares: bool) -> str:
+def new_tokens_caption(config: DecodeConfig, star_color: str) -> str:
+    """The words under the block table when sequences have new tokens (draft tokens
+    verified in one step, ``config.query_lengths``): what the table's star marks,
+    the star written filled and in the table's ``star_color`` (a CSS colour)."""
+    return (f':color[★]{{foreground="{star_color}"}} A yellow star marks a block that holds new tokens: '
+            "this step's "
+            f"{formatting.count(config.num_query_tokens, 'query token')}, the last "
+            f"{formatting.span_text(config.query_lengths)} positions of each sequence, already in the cache and "
+            "verified in one step; each attends to its context up to itself.")
+
+
+def pool_caption(num_blocks: int, sharing: bool, shares: bool, prefix_groups: int = 1) -> str:
     """The words under the pool of ``num_blocks``: what its colour counts with shared
-    blocks (the sharing scenario's, ``sharing``, or a shared prefix's), how cells
-    aggregate blocks, or how to read it."""
+    blocks (the sharing scenario's, ``sharing``, or a shared prefix's in
+    ``prefix_groups`` groups), how cells aggregate blocks, or how to read it."""
     rows, cols, per_cell = pool_grid_shape(num_blocks)
     if shares:
         return ("Colour = how many sequences hold each block: "
                 + ("the common prompt's blocks are held by every request's samples, a request's own prompt blocks "
                    "by its samples, generated tokens by one." if sharing else
-                   "a shared prefix's blocks by every member of its group, the rest by one sequence.")
+                   ("a shared prefix's blocks by every sequence" if prefix_groups == 1 else
+                    "a shared prefix's blocks by every member of its group") + ", the rest by one sequence.")
                 + (f" {per_cell} consecutive blocks per cell, coloured by the most holders among them."
                    if per_cell > 1 else ""))
     if per_cell > 1:
