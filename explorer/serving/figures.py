@@ -54,6 +54,14 @@ METRIC_COLORS = {"blocks in use": POOL_COLOR, "wasted slots": WASTE_COLOR, "runn
 
 #: What :func:`serving_pool_figure` colours the pool by.
 POOL_COLOR_MODES = ("sequence", "reference count")
+
+
+def check_color_by(color_by: str) -> None:
+    """Raise ``ValueError`` unless ``color_by`` is one of :data:`POOL_COLOR_MODES`."""
+    if color_by not in POOL_COLOR_MODES:
+        raise ValueError(f"color_by must be one of {', '.join(POOL_COLOR_MODES)}; got {color_by!r}")
+
+
 #: The marks of a step's pool changes: trace name, symbol, fill, outline, offset in the cell.
 POOL_CHANGE_MARKS = {
     "taken": ("taken", "triangle-up", TAKEN_COLOR, "#111827", -0.27),
@@ -151,8 +159,7 @@ def serving_pool_figure(
     ValueError
         On an unknown ``color_by``.
     """
-    if color_by not in POOL_COLOR_MODES:
-        raise ValueError(f"color_by must be one of {', '.join(POOL_COLOR_MODES)}; got {color_by!r}")
+    check_color_by(color_by)
     owner = np.asarray(pool_owner, dtype=np.int64)
     if color_by == "sequence":
         fig = pool_figure(owner, block_tables, context_lens, block_size, max_cells=max_cells)

@@ -14,7 +14,7 @@ from explorer.cache.cell_style import REF_COUNT_KEY, SEQUENCE_KEY
 from explorer.cache.figures import block_table_figure
 from explorer.cache.sharing_figures import REF_LEVEL_COLORS, REF_LEVELS, ref_level_names
 from explorer.formatting import count, line_count, wrap_at_separators
-from explorer.serving.figures import POOL_COLOR_MODES
+from explorer.serving.figures import check_color_by
 from explorer.style import (
     FREE_COLOR,
     LINE_HEIGHT,
@@ -89,8 +89,7 @@ def running_tables_figure(
     ValueError
         On an unknown ``color_by``.
     """
-    if color_by not in POOL_COLOR_MODES:
-        raise ValueError(f"color_by must be one of {', '.join(POOL_COLOR_MODES)}; got {color_by!r}")
+    check_color_by(color_by)
     tables = np.asarray(block_tables, dtype=np.int64)
     fig = block_table_figure(tables, context_lens, block_size, num_blocks, seq_ids=seq_ids,
                              title="Block tables of the running sequences", color_by="sequence",
