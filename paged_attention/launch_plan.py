@@ -246,13 +246,13 @@ def plan_launch(
     so that every split but the last covers the same whole number of blocks (7
     splits of 12 blocks become 6 of 2). Tiles are 128 tokens for ``head_dim <= 128``
     (64 for larger heads and for draft tokens whose tiles hold more than 32 query
-    rows, query tokens times the GQA group, which also take 2 stages and are not
-    halved for many programs; half that for float32, and, for ``head_dim <= 128``, half
-    again when the grid has three or more programs per SM of about equal length),
+    rows, query tokens times the GQA group; half that for float32, and, for
+    ``head_dim <= 128``, half again when the grid has three or more programs per SM
+    of about equal length, except for draft tiles of more than 16 rows),
     no longer than a split
     rounded up to a power of two, and halved until the pipeline's K/V buffers fit
     :data:`SHARED_MEMORY_BUDGET`; 4 warps; 3 pipeline stages for 16-bit caches, 2
-    for float32. An fp8 cache whose batch has at least :data:`FP8_ONE_WARP_MIN_ROWS`
+    for float32 and for draft tiles of 2 to 32 rows. An fp8 cache whose batch has at least :data:`FP8_ONE_WARP_MIN_ROWS`
     (sequence, KV head) rows (and no such draft tiles) instead runs one warp per
     program, splits until there
     are :data:`FP8_ONE_WARP_PROGRAMS` programs (no split shorter than
@@ -307,9 +307,11 @@ def plan_launch(
                          max_programs=max_programs, balanced=balanced)
     max_blocks = max(1, cdiv(shape.max_context_len, shape.block_size))
     rows = shape.batch_size * shape.num_kv_heads
-    # Draft tokens whose tile (its KV head's query heads x query tokens) has more
-    # than 32 rows: the softmax and the accumulator grow with the rows.
-    many_draft_rows = shape.max_query_len > 1 and shape.max_query_len * shape.query_group_size > 32
+    # Draft tokens: a tile holds its KV head's query heads x query tokens as rows.
+    # Past 16 rows the softmax and the accumulator grow with the rows.
+    draft_rows = shape.max_query_len * shape.query_group_size if shape.max_query_len > 1 else 0
+    many_draft_rows = draft_rows > 32
+    wide_draft_rows = 16 < draft_rows <= 32
     one_warp = shape.is_fp8 and num_warps is None and rows >= FP8_ONE_WARP_MIN_ROWS and not many_draft_rows
     lens = shape.context_lens.to(torch.int64)
     ragged = is_ragged(lens)
@@ -320,7 +322,7 @@ def plan_launch(
     element_size = torch.empty((), dtype=dtype).element_size()
     kv_bytes = torch.empty((), dtype=shape.kv_dtype).element_size()  # 1 for an fp8 cache
     if num_stages is None:
-        num_stages = 2 if one_warp or many_draft_rows else 3 if element_size < 4 else 2
+        num_stages = 2 if one_warp or (draft_rows and not many_draft_rows) else 3 if element_size < 4 else 2
 
     if block_n is None:
         if one_warp:
@@ -359,7 +361,7 @@ def plan_launch(
     partition = blocks_per_split * shape.block_size
     if not one_warp and block_n_override is None:
         programs = shape.num_kv_heads * int(cdiv(lens, partition).sum())
-        if programs >= 3 * num_sms and not ragged and head_dim_pad <= 128 and not many_draft_rows:
+        if programs >= 3 * num_sms and not ragged and head_dim_pad <= 128 and not (many_draft_rows or wide_draft_rows):
             # Many programs of equal length: smaller tiles leave shared memory for
             # three of them per SM. Not in a ragged batch, whose longest programs set
             # the time and want the larger tile, nor above head_dim 128, whose tiles

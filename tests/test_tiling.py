@@ -128,3 +128,24 @@ def test_prefix_plan_and_work_by_hand(four_sms):
         (0, 16, 0), (16, 32, 1), (32, 48, 2)]
     assert work.members.tolist() == [0, 1, 2]
     assert work.first_blocks == [48, 48, 48] and work.prefix_slots == [3, 3, 3]
+
+
+@pytest.mark.parametrize(
+    ("query_len", "block_n", "num_stages"),
+    [
+        (1, 64, 3),  # one token: 128-token tiles halved for 3+ programs per SM, 3 stages
+        (2, 64, 2),  # 8 rows (2 tokens x GQA group 4): halved tiles, 2 stages
+        (4, 64, 2),  # 16 rows
+        (8, 128, 2),  # 32 rows: tiles not halved
+        (16, 64, 3),  # 64 rows: 64-token tiles, 3 stages
+    ],
+)
+def test_draft_token_plan_follows_the_tile_rows(four_sms, query_len, block_n, num_stages):
+    """Draft tokens change the tile and the pipeline by the tile's rows (query tokens x GQA group): the choices
+    of docs/benchmarks.md, "Several query tokens per sequence". 4 sequences x 8 KV heads = 32 programs, at least
+    3 per SM on 4 SMs, of 4096 tokens (one split each)."""
+    config = pa.DecodeConfig(batch_size=4, context_lens=4096, num_heads=32, num_kv_heads=8, head_dim=128,
+                             block_size=16, dtype="float16", device="cpu", query_lens=query_len)
+    inputs = pa.build_decode_inputs(config)
+    plan = plan_triton_decode(*inputs.args(), **inputs.kwargs()).plan
+    assert (plan.block_n, plan.num_stages, plan.num_warps, plan.num_splits) == (block_n, num_stages, 4, 1)
