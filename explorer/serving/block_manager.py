@@ -26,13 +26,10 @@ manager and prefix caching (and nano-vllm's ``BlockManager``) do it:
   to a fresh block that first gets a copy of the shared block's filled slots; the
   shared block loses one reference and the other holders never see the write.
 
-The prefix cache's keys and the blocks' contents live in
-:mod:`explorer.serving.prefix_cache`; this module holds the free list, the tables,
-the reference counts and the operations.
+Keys and contents: :mod:`explorer.serving.prefix_cache`; this module: the free list,
+the tables, the reference counts and the operations.
 
-Sequences allocated without ``tokens`` share nothing and behave exactly as a plain
-allocator: this is what the serving simulation and the pages use unless they ask
-for sharing.
+Without ``tokens`` sequences share nothing: a plain allocator, the pages' default.
 """
 
 from __future__ import annotations
@@ -44,7 +41,7 @@ import numpy as np
 import torch
 
 from explorer.serving.prefix_cache import PrefixCache
-from explorer.serving.window import free_out_of_window, freed_entries
+from explorer.serving.window import freed_entries, out_of_window
 from paged_attention.inputs import FREE
 from paged_attention.tiling import cdiv
 
@@ -380,10 +377,20 @@ class BlockManager:
         keys.pop(seq_id, None)
 
     def free_out_of_window(self, seq_id: int, window: int) -> list[int]:
-        """Sliding window: free ``seq_id``'s blocks before its window's first block;
-        returns those that went back to the free list
-        (:func:`explorer.serving.window.free_out_of_window`)."""
-        return free_out_of_window(self, seq_id, window)
+        """Sliding window: ``seq_id``'s entries out of its window
+        (:func:`~explorer.serving.window.out_of_window`) become ``-1`` and lose this
+        sequence's reference (a shared block stays in use, a cached one keeps its key);
+        returns the blocks that went back to the free list. Idempotent. Raises
+        ``ValueError`` if ``seq_id`` is not live or ``window`` is not a positive integer."""
+        if seq_id not in self.block_tables:
+            raise ValueError(f"cannot free the window of sequence {seq_id}: it is not live")
+        table, freed = self.block_tables[seq_id], []
+        for logical in out_of_window(table, self.context_lens[seq_id], window, self.block_size):
+            block, table[logical] = table[logical], FREE
+            self._release(seq_id, block)
+            if self.ref_counts[block] == 0:
+                freed.append(block)
+        return freed
 
     # -- views ---------------------------------------------------------------
     def pool_owner(self) -> torch.Tensor:

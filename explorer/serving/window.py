@@ -7,19 +7,17 @@ entries before the window's first block, ``window_start // block_size``, are nev
 read again: the sequence only grows, its window only moves right. A serving engine
 frees those blocks (vLLM's sliding-window manager does) and the decode kernel reads
 ``-1`` there. These functions are the arithmetic of it, in tokens and blocks; the
-freeing itself is :meth:`explorer.serving.block_manager.BlockManager.free_out_of_window`.
+freeing itself (the reference counts) is
+:meth:`explorer.serving.block_manager.BlockManager.free_out_of_window`.
 """
 
 from __future__ import annotations
 
 import numbers
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from paged_attention.inputs import FREE
 from paged_attention.tiling import cdiv
-
-if TYPE_CHECKING:
-    from explorer.serving.block_manager import BlockManager
 
 
 def first_block(context_len: int, window: int | None, block_size: int) -> int:
@@ -64,47 +62,36 @@ def freed_entries(table: Sequence[int]) -> int:
     return next((i for i, b in enumerate(table) if b != FREE), len(table))
 
 
-def free_out_of_window(manager: BlockManager, seq_id: int, window: int) -> list[int]:
-    """Drop ``seq_id``'s blocks that its window no longer reaches.
+def out_of_window(table: Sequence[int], context_len: int, window: int, block_size: int) -> range:
+    """Logical entries of a block table that a sliding window no longer reaches and
+    that are not freed yet.
 
-    Its next decode query, at position ``context_len - 1``, attends to
-    ``max(0, context_len - window) ..``; every table entry before that start's
-    block (:func:`first_block`) is never read again. Each such block loses this
-    sequence's reference: a block shared with another sequence (a fork, a prefix
-    hit) stays in use until its last holder lets go, and a cached prefix block goes
-    to the free list with its key, as a finished sequence's does (a later prompt's
-    hit may revive it until the free list hands it out). The entry becomes ``-1``.
-    Idempotent: a second call at the same length frees nothing.
+    The next decode query, at position ``context_len - 1``, attends to
+    ``max(0, context_len - window) ..``; every entry before that start's block
+    (:func:`first_block`) is never read again. Entries already freed (the leading
+    ``-1`` run, :func:`freed_entries`) are left out, so freeing is idempotent.
 
     Parameters
     ----------
-    manager : BlockManager
-    seq_id : int
-        A live sequence.
+    table : sequence of int
+        One sequence's block table, logical order.
+    context_len : int
+        Tokens the sequence holds.
     window : int
         Tokens the query attends to, >= 1.
+    block_size : int
+        Tokens per block.
 
     Returns
     -------
-    list of int
-        The physical blocks that went back to the free list (last reference gone).
+    range
+        Logical indices, ascending (empty when nothing left the window).
 
     Raises
     ------
     ValueError
-        If ``seq_id`` is not live or ``window`` is not a positive integer.
+        If ``window`` is not a positive integer.
     """
-    if seq_id not in manager.block_tables:
-        raise ValueError(f"cannot free the window of sequence {seq_id}: it is not live")
     if isinstance(window, bool) or not isinstance(window, numbers.Integral) or window < 1:
         raise ValueError(f"window must be a positive integer; got {window!r}")
-    table = manager.block_tables[seq_id]
-    freed = []
-    for logical in range(freed_entries(table), first_block(manager.context_lens[seq_id], int(window),
-                                                           manager.block_size)):
-        block = table[logical]
-        table[logical] = FREE
-        manager._release(seq_id, block)
-        if manager.ref_counts[block] == 0:
-            freed.append(block)
-    return freed
+    return range(freed_entries(table), first_block(context_len, int(window), block_size))
