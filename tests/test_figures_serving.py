@@ -377,33 +377,36 @@ def test_serving_pool_caption_names_each_mark_as_the_pool_draws_it():
 
 
 @pytest.mark.parametrize("scale", [1.0, style.PRESENTATION_SCALE])
-@pytest.mark.parametrize("max_batch", [6, 64])
-def test_serving_shared_marks_sit_centred_in_their_cells(scale, max_batch):
+@pytest.mark.parametrize("max_batch, num_blocks", [(6, 64), (6, 1024), (64, 1024)])
+def test_serving_shared_marks_sit_centred_in_their_cells(scale, max_batch, num_blocks):
     """Issue 27 review: the shared-block marks hung in each cell's top-left corner, bunched at the top of every
     row, and at a batch of 64 in presentation mode they stood taller than the rows (13.5 px on 13 px rows).
-    Each mark now sits on its row's centre, across its cell's centre or, where ids are written, left of the
-    id within the cell, and no taller than a row."""
-    config = replace(ALL_MARKS, num_blocks=1024, max_batch_size=max_batch, arrival_rate=0.05 if max_batch < 10 else 6)
-    history = simulate(config, 200 if max_batch < 10 else 60)
-    step = 195 if max_batch < 10 else int(history.metrics["blocks_in_use"].to_numpy().argmax())
+    Each mark now sits in its cell's middle: on the centre where no id is written, else left of the id on the
+    row's centre line, or (a cell too narrow for both side by side) above the id on its centre column; always
+    inside its cell, clear of the id, and no taller than a row."""
+    many = max_batch > 10
+    config = replace(ALL_MARKS, num_blocks=num_blocks, max_batch_size=max_batch, arrival_rate=6 if many else 0.05)
+    history = simulate(config, 60 if many else 200)
+    step = int(history.metrics["blocks_in_use"].to_numpy().argmax()) if many else 195
     with style.presentation(scale):
         table = _page_tables(history, step, config.num_blocks, "sequence")
-        text_px = style.font_px("cell")
+        text_px = len(str(num_blocks - 1)) * cell_style.DIGIT_WIDTH * style.font_px("cell")
+        text_h = style.LINE_HEIGHT * style.font_px("cell")
+        cell_px = table_figures.PLACED_PLOT_PX / np.shape(table.data[0].z)[1]  # the narrowest it is drawn
     heat = table.data[0]
     marks = next(t for t in table.data if t.name == "shared block (2+ sequences)")
     rows, cols = np.asarray(heat.y, dtype=float), np.asarray(heat.x, dtype=float)
     x, y = np.asarray(marks.x, dtype=float), np.asarray(marks.y, dtype=float)
-    assert len(x) > 0 and set(y) <= set(rows)  # on the rows' centres (was 0.3 of a row above)
     row_px = (table.layout.height - table.layout.margin.t - table.layout.margin.b) / len(rows)
-    assert marks.marker.size <= max(row_px - 1, 7 * scale)
-    col = np.round(x)
-    assert set(col) <= set(cols)
-    cell_px = style.plot_width_px(table_figures.DRAWN_PLOT_PX) / len(cols)
-    offset_px = (col - x) * cell_px
+    assert len(x) > 0 and marks.marker.size <= max(row_px - 1, 7 * scale)
+    half = marks.marker.size / 2
+    col, row = np.round(x), np.round(y)
+    assert set(col) <= set(cols) and set(row) <= set(rows)
+    dx, dy = (col - x) * cell_px, (row - y) * row_px  # px left of and above the cell's centre
     if heat.texttemplate is None:  # no id to keep clear of: the cell's centre
-        assert max_batch == 64 and (offset_px == 0).all()
-    else:  # left of the id, inside the cell
-        digits = len(str(config.num_blocks - 1))
-        assert max_batch == 6
-        assert (offset_px - marks.marker.size / 2 >= digits * cell_style.DIGIT_WIDTH * text_px / 2).all()
-        assert (offset_px + marks.marker.size / 2 <= cell_px / 2).all()
+        assert many and (dx == 0).all() and (dy == 0).all()
+    elif (dy == 0).all():  # left of the id, on the row's centre line
+        assert (dx - half > text_px / 2).all() and (dx + half <= cell_px / 2).all()
+    else:  # above the id, on the column's centre
+        assert (dx == 0).all() and (dy - half > text_h / 2).all() and (dy + half <= row_px / 2).all()
+    assert (dy == 0).all() != (num_blocks == 1024 and scale > 1 and not many)  # the 4-digit ids leave no room beside

@@ -182,7 +182,7 @@ def serving_pool_figure(
         fig.add_trace(go.Scatter(  # an empty mark still gets its legend entry: one point at None
             x=blocks % n_cols + dx if len(blocks) else [None], y=blocks // n_cols + dx if len(blocks) else [None],
             mode="markers", name=name,
-            marker=dict(symbol=symbol, size=scaled((10 if key == "copied" else 8) if small else 5), color=mark.fill,
+            marker=dict(symbol=symbol, size=scaled((10 if key in ("copied", "recycled") else 8) if small else 5), color=mark.fill,
                         line=dict(color=mark.line, width=1.5 if symbol == "x-thin" else 1)),
             customdata=np.stack([blocks, owner[blocks]], axis=-1) if len(blocks) else None,
             hovertemplate="block %{customdata[0]}: " + name + " this step<extra></extra>",

@@ -38,7 +38,11 @@ TABLE_PLOT_PX, DRAWN_PLOT_PX = 180, 270
 #: (and rows) stay apart. Where a cell's id is written, the mark sits left of it.
 SHARED_MARK_SHARE, MIN_SHARED_MARK_PX, SHARED_MARK_LINE_PX = 0.75, 7, 1.2
 #: Pixels between a shared mark and the id beside it, and a mark and its cell's edge.
-SHARED_MARK_GAP_PX = 2
+SHARED_MARK_GAP_PX = 3
+#: The narrowest the tables' plot area is drawn (px, in either mode): Chromium drew
+#: it 204 px wide on a 1280 px page, its left margin grown for the y axis' title and
+#: seq_ids. The marks are placed beside the ids for it: a wider plot only parts them more.
+PLACED_PLOT_PX = 200
 #: A legend row's height, in px of the legend's font (Plotly's, with its gap).
 LEGEND_ROW = 1.75
 #: The tables' colour key in each of the pool's colourings (:data:`POOL_COLOR_MODES`).
@@ -103,8 +107,7 @@ def running_tables_figure(
     heat = fig.data[0]
     n_cols = np.shape(heat.z)[1]
     if ref_counts is not None:
-        _place_shared_marks(fig, n_cols, max(plot_width, DRAWN_PLOT_PX), ids_written=heat.texttemplate is not None,
-                            digits=len(str(max(num_blocks - 1, 0))))
+        _place_shared_marks(fig, n_cols, max(plot_width, DRAWN_PLOT_PX), ids_written=heat.texttemplate is not None, digits=len(str(max(num_blocks - 1, 0))))
     if color_by == "reference count":
         refs = (np.asarray(ref_counts, dtype=np.int64) if ref_counts is not None
                 else np.bincount(tables[tables >= 0], minlength=num_blocks))
@@ -133,10 +136,12 @@ def _grow(fig: go.Figure, *, top: float = 0, bottom: float = 0) -> None:
 
 
 def _place_shared_marks(fig: go.Figure, n_cols: int, plot_width: float, *, ids_written: bool, digits: int) -> None:
-    """The shared-block marks at the size of the cell text of now, as wide and as
-    tall as a cell at most (down to :data:`MIN_SHARED_MARK_PX`), each centred in its
-    row, and across its cell's centre, or where the cell's id of ``digits`` digits
-    is written, left of it (within the cell)."""
+    """The shared-block marks at the size of the cell text of now, as wide (in a plot
+    ``plot_width`` wide at scale 1) and as tall as a cell at most (down to
+    :data:`MIN_SHARED_MARK_PX`), each centred in its row, and across its cell's
+    centre, or where the cell's id of ``digits`` digits is written, left of it
+    within the cell (placed for a plot :data:`PLACED_PLOT_PX` wide), or above it
+    where the cell is too narrow for both side by side."""
     marks = next(t for t in fig.data if t.name == SHARED_MARK.name)
     heat = fig.data[0]
     rows = np.asarray(heat.y, dtype=float)
@@ -151,10 +156,15 @@ def _place_shared_marks(fig: go.Figure, n_cols: int, plot_width: float, *, ids_w
     y = np.asarray(marks.y, dtype=float)
     marks.y = rows[np.abs(y[:, None] - rows[None, :]).argmin(1)]
     x = np.round(np.asarray(marks.x, dtype=float) + 0.3)
-    if ids_written:  # left of the id, the mark's edge a gap from it and from the cell's
-        text_px = digits * DIGIT_WIDTH * font_px("cell")
-        shift = min(text_px / 2 + SHARED_MARK_GAP_PX + size / 2, cell_px / 2 - size / 2 - SHARED_MARK_GAP_PX)
-        x = x - max(shift, 0) / cell_px
+    beside = size / 2 + SHARED_MARK_GAP_PX  # from a mark's centre to what it keeps clear of
+    if ids_written:  # the mark's edge a gap from the id and from the cell's
+        text_px, narrow_px = digits * DIGIT_WIDTH * font_px("cell"), PLACED_PLOT_PX / max(n_cols, 1)
+        text_h = LINE_HEIGHT * font_px("cell")
+        if narrow_px / 2 - text_px / 2 >= 2 * beside:  # left of the id
+            x = x - (text_px / 2 + beside) / narrow_px
+        elif row_px / 2 - text_h / 2 >= 2 * beside:  # above it
+            stride = float(np.diff(rows).min()) if len(rows) > 1 else 1.0
+            marks.y = np.asarray(marks.y) - (text_h / 2 + beside) / row_px * stride
     marks.x = x
 
 
