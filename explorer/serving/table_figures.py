@@ -34,8 +34,9 @@ TABLE_PLOT_PX, DRAWN_PLOT_PX = 180, 270
 #: The shared-block mark (:data:`~explorer.marks.SHARED_MARK`, as the caption names
 #: it): at most this share of the cell text's size, at least :data:`MIN_SHARED_MARK_PX`
 #: (at scale 1, grown with it) even where the cells are smaller, and otherwise as
-#: wide and as tall as a cell less a pixel, so that the marks of neighbouring cells
-#: (and rows) stay apart. Where a cell's id is written, the mark sits left of it.
+#: wide and as tall as a cell less :data:`SHARED_MARK_GAP_PX`, so that the marks of
+#: neighbouring cells (and rows) stay apart. Where a cell's id is written, the mark
+#: sits beside it (or above it).
 SHARED_MARK_SHARE, MIN_SHARED_MARK_PX, SHARED_MARK_LINE_PX = 0.75, 7, 1.2
 #: Pixels between a shared mark and the id beside it, and a mark and its cell's edge.
 SHARED_MARK_GAP_PX = 3
@@ -147,7 +148,8 @@ def _place_shared_marks(fig: go.Figure, n_cols: int, plot_width: float, *, ids_w
     rows = np.asarray(heat.y, dtype=float)
     cell_px = plot_width_px(plot_width) / max(n_cols, 1)
     row_px = (fig.layout.height - fig.layout.margin.t - fig.layout.margin.b) / max(len(rows), 1)
-    size = min(SHARED_MARK_SHARE * font_px("cell"), max(min(cell_px, row_px) - 1, scaled(MIN_SHARED_MARK_PX)))
+    size = min(SHARED_MARK_SHARE * font_px("cell"),
+               max(min(cell_px, row_px) - SHARED_MARK_GAP_PX, scaled(MIN_SHARED_MARK_PX)))
     marks.marker.update(size=size, symbol=SHARED_MARK.symbol, color=SHARED_MARK.fill,
                         line=dict(color=SHARED_MARK.line, width=scaled(SHARED_MARK_LINE_PX)))
     if marks.x is None or not len(marks.x):
