@@ -281,7 +281,7 @@ def test_serving_block_tables_use_the_pools_sequence_colours():
 # -- sharing: a common system prompt and n samples per request ------------------------------
 
 SHARING = {"sv_system_prompt": 20, "sv_samples": 3, "sv_num_blocks": 96}
-COPY = serving_figures.POOL_CHANGE_MARKS["copied"][0]  # the copy-on-write mark's legend name
+COPY = serving_figures.POOL_CHANGE_MARKS["copied"].name  # the copy-on-write mark's legend name
 
 
 def test_serving_block_tables_follow_the_pool_into_reference_counts():
@@ -367,15 +367,17 @@ def test_serving_pool_by_reference_count_with_sharing_marks():
     c = history.changes(step)
     got = set(arr(marks[COPY]["customdata"])[:, 0].astype(int))
     assert got == set(c.copied) and got
-    assert any("★ = a copy-on-write copy" in cap.value and "reference count" in cap.value for cap in at.caption)
+    copy_words = serving_figures.POOL_CHANGE_MARKS["copied"].words  # the caption names the mark as drawn
+    assert any(f"{copy_words} = a copy-on-write copy" in cap.value and "reference count" in cap.value
+               for cap in at.caption)
     taken = next(m for m in at.metric if m.label == "Blocks taken")
     recycled = len(set(c.recycled) - set(c.copied))
-    assert (taken.value, taken.delta) == (f"{len(c.taken)}", f"physical · {history.logical_blocks_added(step)} logical")
+    assert (taken.value, taken.delta) == (f"{len(c.taken)}", f"physical ({history.logical_blocks_added(step)} logical)")
     assert f"{len(c.freed)} freed · {recycled} recycled · {len(c.copied)} copied" in taken.help
 
 
 def test_serving_blocks_taken_counts_what_the_pool_marks_under_sharing():
-    """The card named only copies under sharing while the pool marked recycled blocks (◆) too: at a step that
+    """The card named only copies under sharing while the pool marked recycled blocks too: at a step that
     recycles blocks it does not copy, the card's counts are the pool's marks, one by one."""
     history = sharing_history()
     m = history.metrics
@@ -385,7 +387,7 @@ def test_serving_blocks_taken_counts_what_the_pool_marks_under_sharing():
     at = open_serving(**SHARING)
     at.slider(key="sv_step").set_value(step).run()
     assert_clean(at)
-    names = {name for name, *_ in serving_figures.POOL_CHANGE_MARKS.values()}
+    names = {mark.name for mark in serving_figures.POOL_CHANGE_MARKS.values()}
     marks = {t["name"]: 0 if t.get("customdata") is None else len(arr(t["customdata"]))
              for t in chart(at, "sv_pool_chart")["data"] if t.get("name") in names}
     taken = next(m for m in at.metric if m.label == "Blocks taken")

@@ -278,3 +278,42 @@ def test_serving_page_metric_lines_keep_apart_from_its_palettes():
             assert apart({line}, palette) >= METRIC_APART, f"the {name!r} line comes near a {meaning} colour"
     for (a, ca), (b, cb) in itertools.combinations(lines.items(), 2):
         assert apart({ca}, {cb}) >= METRIC_APART, (a, b)
+
+
+def test_serving_page_gives_each_mark_shape_one_meaning():
+    """Issue 27 review: a diamond meant "recycled" (black, in the pool) and "shared" (white, in the running
+    block tables) on one page. Each marker symbol drawn on the Serving page's pool and tables now means one
+    thing (squares are the colour keys' legend entries and the click targets), and a shared block is the
+    Block table page's mark."""
+    from explorer.marks import PAGE_MARKS, SHARED_MARK
+    from explorer.serving import figures as serving_figures
+    from explorer.serving import table_figures
+    from explorer.serving.history import simulate
+    from explorer.serving.traffic import LengthDist, ServingConfig
+
+    config = ServingConfig(num_blocks=64, block_size=8, max_batch_size=6, arrival_rate=0.05,
+                           prompt_len=LengthDist("long-tail", 4, 40), output_len=LengthDist("long-tail", 4, 24),
+                           seed=0, system_prompt=16, samples=2)
+    history = simulate(config, 200)
+    record, c = history.records[195], history.changes(195)
+    tables = record.block_tables()
+    refs = np.bincount(record.blocks, minlength=64)
+    pool = serving_figures.serving_pool_figure(
+        record.pool_owner(), tables, record.context_lens, 8, taken=c.taken, freed=c.freed, recycled=c.recycled,
+        copied=c.copied, revived=c.revived, sharing=True, seq_ids=record.seq_ids)
+    table = table_figures.running_tables_figure(tables, record.context_lens, 8, 64, seq_ids=record.seq_ids,
+                                                ref_counts=refs)
+    meanings: dict[str, set[str]] = {}
+    for t in (*pool.data, *table.data):
+        if t.type == "scatter" and t.mode == "markers" and t.marker.symbol not in (None, "square"):
+            meanings.setdefault(t.marker.symbol, set()).add(t.name)
+    assert {"recycled", "shared block (2+ sequences)"} <= set().union(*meanings.values())
+    assert all(len(names) == 1 for names in meanings.values()), meanings
+    assert len({m.symbol for m in PAGE_MARKS}) == len(PAGE_MARKS)
+    # The Block table page's shared mark is the serving tables' one.
+    table_page = block_table_page(True)[0]
+    (ours,) = [t for t in table.data if t.name == SHARED_MARK.name]
+    (theirs,) = [t for t in table_page.data if t.name == SHARED_MARK.name]
+    for mark in (ours, theirs):
+        assert (mark.marker.symbol, mark.marker.color, mark.marker.line.color) == (
+            SHARED_MARK.symbol, SHARED_MARK.fill, SHARED_MARK.line)

@@ -9,6 +9,7 @@ from explorer import limits, style
 from explorer.cache import figures as cache_figures
 from explorer.cache import cell_style, sampling, sharing_figures
 from explorer.formatting import MS_D3
+from explorer.marks import Mark
 from explorer.serving import figures as serving_figures
 from explorer.serving import table_figures, tradeoff_figures, view
 from explorer.serving.history import simulate
@@ -324,14 +325,14 @@ def test_serving_pool_by_reference_count_in_few_levels():
 def test_serving_pool_marks_copies_and_prefix_cache_hits_apart_from_new_blocks():
     history = simulate(SHARED, 150)
     m = history.metrics
-    copy, revived = (serving_figures.POOL_CHANGE_MARKS[k][0] for k in ("copied", "revived"))
+    copy, revived = (serving_figures.POOL_CHANGE_MARKS[k].name for k in ("copied", "revived"))
     for column, name in (("copied", copy), ("revived", revived)):
         step = int(m[column].to_numpy().argmax())
         c = history.changes(step)
         for color_by in serving_figures.POOL_COLOR_MODES:
             marks = {t.name: t for t in _pool(history, step, color_by=color_by, sharing=True).data}
             ids = {n: set() if t.customdata is None else {int(b) for b in np.array(t.customdata)[:, 0]}
-                   for n, t in marks.items() if n in {v[0] for v in serving_figures.POOL_CHANGE_MARKS.values()}}
+                   for n, t in marks.items() if n in {v.name for v in serving_figures.POOL_CHANGE_MARKS.values()}}
             assert ids[name] == set(getattr(c, column)) and ids[name]
             assert ids["taken"] == set(c.taken) - set(c.recycled) - set(c.copied)
             assert ids["recycled"] == set(c.recycled) - set(c.copied)
@@ -348,3 +349,64 @@ def test_pool_ref_count_levels_are_checked():
     with pytest.raises(ValueError, match="levels"):
         sharing_figures.pool_ref_count_figure(np.array([1, 2]), np.array([[0, 1]]), 4, levels=(2, 3))
     assert sharing_figures.ref_level_names((1, 2, 3, 5)) == ["1 sequence", "2 sequences", "3–4 sequences", "5+ sequences"]
+
+
+#: A run whose step 195 recycles, copies and revives blocks at once (the screenshot's).
+ALL_MARKS = replace(PAGE_POOL, arrival_rate=0.05, prompt_len=LengthDist("long-tail", 4, 40),
+                    output_len=LengthDist("long-tail", 4, 24), system_prompt=16, samples=2)
+
+
+def test_serving_pool_caption_names_each_mark_as_the_pool_draws_it():
+    """Issue 27 review: the caption's "⬟" and "★" were black glyphs for the pool's green pentagon and yellow star.
+    The caption names each mark by its colour and shape, read here off the drawn traces' markers."""
+    history = simulate(ALL_MARKS, 200)
+    c = history.changes(195)
+    assert c.recycled and c.copied and c.revived
+    record = history.records[195]
+    fig = serving_figures.serving_pool_figure(
+        record.pool_owner(), record.block_tables(), record.context_lens, 8, step=195, taken=c.taken, freed=c.freed,
+        recycled=c.recycled, copied=c.copied, revived=c.revived, sharing=True, seq_ids=record.seq_ids)
+    caption = view.pool_caption("sequence", True, ALL_MARKS.num_blocks)
+    drawn = [t for t in fig.data if t.type == "scatter" and t.marker.symbol not in (None, "square")]
+    assert {t.name for t in drawn} >= {"recycled", "copy-on-write", "revived", "taken", "freed"}
+    for t in drawn:
+        words = Mark(t.name, t.marker.symbol, t.marker.color, t.marker.line.color).words
+        assert f"a {words} = " in caption, t.name
+    assert "green pentagon = revived" in caption and "yellow star = a copy-on-write copy" in caption
+    assert not set("▲◆★⬟✕●") & set(caption)  # no glyph that draws otherwise than the mark
+
+
+@pytest.mark.parametrize("scale", [1.0, style.PRESENTATION_SCALE])
+@pytest.mark.parametrize("max_batch, num_blocks", [(6, 64), (6, 1024), (64, 1024)])
+def test_serving_shared_marks_sit_centred_in_their_cells(scale, max_batch, num_blocks):
+    """Issue 27 review: the shared-block marks hung in each cell's top-left corner, bunched at the top of every
+    row, and at a batch of 64 in presentation mode they stood taller than the rows (13.5 px on 13 px rows).
+    Each mark now sits in its cell's middle: on the centre where no id is written, else left of the id on the
+    row's centre line, or (a cell too narrow for both side by side) above the id on its centre column; always
+    inside its cell, clear of the id, and no taller than a row."""
+    many = max_batch > 10
+    config = replace(ALL_MARKS, num_blocks=num_blocks, max_batch_size=max_batch, arrival_rate=6 if many else 0.05)
+    history = simulate(config, 60 if many else 200)
+    step = int(history.metrics["blocks_in_use"].to_numpy().argmax()) if many else 195
+    with style.presentation(scale):
+        table = _page_tables(history, step, config.num_blocks, "sequence")
+        text_px = len(str(num_blocks - 1)) * cell_style.DIGIT_WIDTH * style.font_px("cell")
+        text_h = style.LINE_HEIGHT * style.font_px("cell")
+        cell_px = table_figures.PLACED_PLOT_PX / np.shape(table.data[0].z)[1]  # the narrowest it is drawn
+    heat = table.data[0]
+    marks = next(t for t in table.data if t.name == "shared block (2+ sequences)")
+    rows, cols = np.asarray(heat.y, dtype=float), np.asarray(heat.x, dtype=float)
+    x, y = np.asarray(marks.x, dtype=float), np.asarray(marks.y, dtype=float)
+    row_px = (table.layout.height - table.layout.margin.t - table.layout.margin.b) / len(rows)
+    assert len(x) > 0 and marks.marker.size <= max(row_px - table_figures.SHARED_MARK_GAP_PX, 7 * scale)
+    half = marks.marker.size / 2
+    col, row = np.round(x), np.round(y)
+    assert set(col) <= set(cols) and set(row) <= set(rows)
+    dx, dy = (col - x) * cell_px, (row - y) * row_px  # px left of and above the cell's centre
+    if heat.texttemplate is None:  # no id to keep clear of: the cell's centre
+        assert many and (dx == 0).all() and (dy == 0).all()
+    elif (dy == 0).all():  # left of the id, on the row's centre line
+        assert (dx - half > text_px / 2).all() and (dx + half <= cell_px / 2).all()
+    else:  # above the id, on the column's centre
+        assert (dx == 0).all() and (dy - half > text_h / 2).all() and (dy + half <= row_px / 2).all()
+    assert (dy == 0).all() != (num_blocks == 1024 and scale > 1 and not many)  # the 4-digit ids leave no room beside

@@ -58,7 +58,7 @@ def test_blocks_taken_under_sharing_counts_physical_against_logical():
     cards = {c.label: c for c in view.step_cards(history, step, 6, sharing=True)}
     assert len(cards) == 5 and all(len(card.delta or "") <= 22 for card in cards.values())
     taken = cards["Blocks taken"]
-    assert (taken.value, taken.delta) == (str(len(history.changes(step).taken)), f"physical · {gained[step]} logical")
+    assert (taken.value, taken.delta) == (str(len(history.changes(step).taken)), f"physical ({gained[step]} logical)")
     assert view.change_counts(history.changes(step), True) in taken.help
     assert cards["Waiting"].delta == f"{int(m['finished'].iloc[step])} finished so far"
 

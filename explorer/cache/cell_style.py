@@ -31,11 +31,6 @@ OUTSIDE_WINDOW_EDGE = "#475569"
 NEW_TOKENS = "new tokens (this step's queries)"
 NEW_TOKEN_COLOR = "#FDE047"
 NEW_TOKEN_LINE = "#111827"
-#: A block table cell whose physical block more than one sequence holds: a diamond
-#: of this fill and outline in its top-left corner, as the page's caption names it
-#: (:data:`~explorer.cache.view.SHARED_MARK`).
-SHARED_MARK_FILL = "#FFFFFF"
-SHARED_MARK_LINE = "#111827"
 #: Characters per line of a colour bar's title (about the bar and its tick labels'
 #: width). A colour key's words are at the size of the bar's tick labels
 #: (:func:`~explorer.style.font_px` ``"tick"``), the numbers written in cells at

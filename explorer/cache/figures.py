@@ -18,8 +18,6 @@ from explorer.cache.cell_style import (
     NEW_TOKENS,
     OUTSIDE_WINDOW_EDGE,
     OUTSIDE_WINDOW_TEXT,
-    SHARED_MARK_FILL,
-    SHARED_MARK_LINE,
     TABLE_BARE_PLOT_PX,
     WIDE_PLOT_PX,
     add_legend_square,
@@ -33,6 +31,7 @@ from explorer.cache.sampling import GridSample, sample_grid
 from explorer.cache.window import first_read_blocks
 from explorer.formatting import count, ordinal
 from explorer.limits import MAX_TABLE_CELLS
+from explorer.marks import SHARED_MARK
 from explorer.style import (
     BLOCK_COLORSCALE,
     HALF_FIGURE_PX,
@@ -133,8 +132,8 @@ def block_table_figure(
     ref_counts : ndarray, optional
         ``[num_blocks]``: sequences holding each physical block (a sharing
         :class:`~explorer.serving.block_manager.BlockManager`'s counts). Cells whose block
-        more than one sequence holds get a diamond in their top-left corner
-        (:data:`~.view.SHARED_MARK`; when every logical block has its own column).
+        more than one sequence holds get a mark in their top-left corner
+        (:data:`~explorer.marks.SHARED_MARK`; when every logical block has its own column).
     highlight : range, optional
         Physical block ids to outline: every drawn cell that points to one of
         them (an aggregated column: that holds one) gets a thick outline, and a
@@ -391,7 +390,7 @@ def _new_token_marks(fig, names, rows, first, last, lengths, q, block_size, row_
 
 
 def _shared_marks(fig, sub, rows, names, cols, ref_counts, row_stride, *, exact: bool, size: float) -> None:
-    """Diamonds (:data:`~.view.SHARED_MARK`) on the block-table cells whose physical block is shared."""
+    """:data:`~explorer.marks.SHARED_MARK` on the block-table cells whose physical block is shared."""
     holders = np.where(sub >= 0, ref_counts[np.maximum(sub, 0)], 0)
     r, c = np.nonzero(holders > 1) if exact else (np.array([], dtype=int),) * 2
     fig.add_trace(
@@ -399,12 +398,12 @@ def _shared_marks(fig, sub, rows, names, cols, ref_counts, row_stride, *, exact:
             x=cols[c] - 0.3,
             y=rows[r] - 0.3 * row_stride,
             mode="markers",
-            marker=dict(symbol="diamond", size=size, color=SHARED_MARK_FILL,
-                        line=dict(color=SHARED_MARK_LINE, width=1.5)),
+            marker=dict(symbol=SHARED_MARK.symbol, size=size, color=SHARED_MARK.fill,
+                        line=dict(color=SHARED_MARK.line, width=1.5)),
             customdata=np.stack([names[r], cols[c], sub[r, c], holders[r, c]], axis=-1) if len(r) else None,
             hovertemplate="sequence %{customdata[0]}, logical block %{customdata[1]}"
             "<br>physical block %{customdata[2]}: shared by %{customdata[3]} sequences<extra></extra>",
             cliponaxis=False,
-            name="shared block (2+ sequences)",
+            name=SHARED_MARK.name,
         )
     )

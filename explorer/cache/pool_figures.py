@@ -24,6 +24,7 @@ from explorer.cache.picking import GRID_PAD, add_click_targets, add_outline, add
 from explorer.cache.sampling import pool_grid_shape
 from explorer.formatting import compact, count
 from explorer.limits import MAX_POOL_CELLS, MAX_SEQUENCE_LEGEND
+from explorer.marks import PARTLY_FILLED_MARK
 from explorer.style import (
     BATCH_SHARE_COLORSCALE,
     FREE_COLOR,
@@ -234,13 +235,14 @@ def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_co
             x=partial % n_cols + 0.27,
             y=partial // n_cols - 0.27,
             mode="markers",
-            marker=dict(symbol="circle", size=7 if small else 4, color="#111827", line=dict(color="white", width=1)),
+            marker=dict(symbol=PARTLY_FILLED_MARK.symbol, size=7 if small else 4, color=PARTLY_FILLED_MARK.fill,
+                        line=dict(color=PARTLY_FILLED_MARK.line, width=1)),
             customdata=np.stack([partial, owner[partial], filled[partial], block_size - filled[partial]], axis=-1)
             if len(partial)
             else None,
             hovertemplate="block %{customdata[0]}: last block of sequence %{customdata[1]}"
             f"<br>%{{customdata[2]}}/{block_size} slots filled, %{{customdata[3]}} wasted<extra></extra>",
-            name="partly filled last block",
+            name=PARTLY_FILLED_MARK.name,
         )
     )
 

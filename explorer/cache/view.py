@@ -8,11 +8,12 @@ from explorer.bench.readouts import MemorySummary
 from explorer.cache.sampling import GridSample, pool_grid_shape
 from explorer.cache.sharing import SharedBatch
 from explorer.cards import Card
+from explorer.marks import SHARED_MARK as DRAWN_SHARED_MARK
 from paged_attention import DecodeConfig
 
-#: The block table's mark on a shared block as the caption names it: the figure
-#: draws it so (:data:`~explorer.cache.cell_style.SHARED_MARK_FILL` and ``_LINE``).
-SHARED_MARK = "white diamond outlined in black (◇)"
+#: The block table's mark on a shared block as the caption names it: in the words
+#: of the mark the figure draws (:data:`explorer.marks.SHARED_MARK`).
+SHARED_MARK = f"{DRAWN_SHARED_MARK.words} (◇)"
 
 
 def table_cards(config: DecodeConfig, mem: MemorySummary, shared: SharedBatch | None, shares: bool) -> list[Card]:

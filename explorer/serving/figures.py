@@ -21,6 +21,7 @@ from explorer.formatting import (
     format_percent,
 )
 from explorer.limits import MAX_ANIMATION_FRAMES, MAX_POOL_CELLS, MAX_SEQUENCE_LEGEND
+from explorer.marks import POOL_CHANGE_MARKS
 from explorer.serving.snapshot import PoolChanges
 from explorer.style import (
     FREE_COLOR,
@@ -36,8 +37,6 @@ from explorer.style import (
     with_alpha,
 )
 
-TAKEN_COLOR = "#FFFFFF"
-FREED_COLOR = "#374151"
 #: The metric lines of :func:`serving_timeline_figure` (and the trade-off's waste bars):
 #: colours no other meaning of the page takes, dark where the sequences' and the
 #: reference counts' palettes are light or bright, at least 25 apart (CIE76) from
@@ -62,14 +61,10 @@ def check_color_by(color_by: str) -> None:
         raise ValueError(f"color_by must be one of {', '.join(POOL_COLOR_MODES)}; got {color_by!r}")
 
 
-#: The marks of a step's pool changes: trace name, symbol, fill, outline, offset in the cell.
-POOL_CHANGE_MARKS = {
-    "taken": ("taken", "triangle-up", TAKEN_COLOR, "#111827", -0.27),
-    "recycled": ("recycled", "diamond", "#111827", "white", -0.27),
-    "copied": ("copy-on-write", "star", "#FACC15", "#111827", -0.27),
-    "revived": ("revived", "pentagon", "#22C55E", "#111827", -0.27),
-    "freed": ("freed", "x-thin", FREED_COLOR, FREED_COLOR, 0.0),
-}
+#: Where in its cell each of :data:`~explorer.marks.POOL_CHANGE_MARKS` sits: the
+#: top-left corner (a cell's fraction, in x and y), a freed block's cross across
+#: the centre of its (then free) cell.
+POOL_CHANGE_OFFSETS = {"taken": -0.27, "recycled": -0.27, "copied": -0.27, "revived": -0.27, "freed": 0.0}
 #: The pool's legend, read from the back of a room: its font (px) at scale 1. At
 #: the presentation scale (19.5 px) two entries of :data:`LEGEND_NAME_CHARS` still
 #: share a row of the narrowest column: a legend of one entry a row (22.5 px, 15
@@ -123,10 +118,11 @@ def serving_pool_figure(
     block) or by reference count (:func:`pool_ref_count_figure` in the levels
     :data:`REF_LEVELS`: how many running sequences hold each block). The marks
     show blocks that left the free list or went back to it during the step (see
-    :class:`~explorer.serving.snapshot.PoolChanges`): taken for new tokens (▲), taken
-    again after an earlier sequence held them (recycled, ◆), copy-on-write
-    copies (★), cached blocks revived by a prefix-cache hit (⬟) and blocks whose
-    last reference went (✕). A block that only gains or loses a reference is not
+    :class:`~explorer.serving.snapshot.PoolChanges`, drawn as
+    :data:`~explorer.marks.POOL_CHANGE_MARKS`): taken for new tokens, taken
+    again after an earlier sequence held them (recycled), copy-on-write
+    copies, cached blocks revived by a prefix-cache hit and blocks whose
+    last reference went (freed). A block that only gains or loses a reference is not
     marked: the reference-count colours show it.
 
     Parameters
@@ -150,7 +146,7 @@ def serving_pool_figure(
     -------
     go.Figure
         The base figure's traces, then (exact view only) one trace per mark,
-        named as in :data:`POOL_CHANGE_MARKS` and holding the blocks of
+        named as in :data:`~explorer.marks.POOL_CHANGE_MARKS` and holding the blocks of
         :meth:`~explorer.serving.snapshot.PoolChanges.marks`, whose
         ``customdata[:, 0]`` are the block ids.
 
@@ -178,15 +174,16 @@ def serving_pool_figure(
     small = n_rows * n_cols <= 5000
     blocks_of = PoolChanges(taken=tuple(taken), recycled=tuple(recycled), copied=tuple(copied),
                             revived=tuple(revived), freed=tuple(freed)).marks()
-    for key, (name, symbol, color, line, dx) in POOL_CHANGE_MARKS.items():
+    for key, mark in POOL_CHANGE_MARKS.items():
+        name, symbol, dx = mark.name, mark.symbol, POOL_CHANGE_OFFSETS[key]
         blocks = np.array(blocks_of[key], dtype=np.int64)
         if key in ("copied", "revived") and not len(blocks) and not sharing:
             continue  # marks only sharing makes
         fig.add_trace(go.Scatter(  # an empty mark still gets its legend entry: one point at None
             x=blocks % n_cols + dx if len(blocks) else [None], y=blocks // n_cols + dx if len(blocks) else [None],
             mode="markers", name=name,
-            marker=dict(symbol=symbol, size=scaled((10 if key == "copied" else 8) if small else 5), color=color,
-                        line=dict(color=line, width=1.5 if symbol == "x-thin" else 1)),
+            marker=dict(symbol=symbol, size=scaled((10 if key in ("copied", "recycled") else 8) if small else 5), color=mark.fill,
+                        line=dict(color=mark.line, width=1.5 if symbol == "x-thin" else 1)),
             customdata=np.stack([blocks, owner[blocks]], axis=-1) if len(blocks) else None,
             hovertemplate="block %{customdata[0]}: " + name + " this step<extra></extra>",
         ))

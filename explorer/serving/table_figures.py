@@ -1,7 +1,7 @@
 """The Serving simulation's block tables of the running sequences, in the colour
 language of the pool beside them: by sequence when the pool is, by reference
-count when the pool is (its levels and oranges), the shared-block diamonds sized
-with the cell text of now."""
+count when the pool is (its levels and oranges), the shared-block marks sized
+with the cell text of now and centred in their rows."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.cache.cell_style import REF_COUNT_KEY, SEQUENCE_KEY
+from explorer.cache.cell_style import DIGIT_WIDTH, REF_COUNT_KEY, SEQUENCE_KEY
 from explorer.cache.figures import block_table_figure
 from explorer.cache.sharing_figures import REF_LEVEL_COLORS, REF_LEVELS, ref_level_names
 from explorer.formatting import count, line_count, wrap_at_separators
+from explorer.marks import SHARED_MARK
 from explorer.serving.figures import check_color_by
 from explorer.style import (
     FREE_COLOR,
@@ -30,12 +31,19 @@ from explorer.style import (
 #: it, the sidebar open and no colour bar (a 353 px figure less its margins): the
 #: width a cell's mark may take.
 TABLE_PLOT_PX, DRAWN_PLOT_PX = 180, 270
-#: The shared-block mark (a white diamond outlined dark, as the caption says): at
-#: most this share of the cell text's size, at least :data:`MIN_SHARED_MARK_PX`
-#: (at scale 1, grown with it) even where the cells are narrower, and otherwise as
-#: wide as a cell less a pixel, so that the diamonds of neighbouring cells stay apart.
+#: The shared-block mark (:data:`~explorer.marks.SHARED_MARK`, as the caption names
+#: it): at most this share of the cell text's size, at least :data:`MIN_SHARED_MARK_PX`
+#: (at scale 1, grown with it) even where the cells are smaller, and otherwise as
+#: wide and as tall as a cell less :data:`SHARED_MARK_GAP_PX`, so that the marks of
+#: neighbouring cells (and rows) stay apart. Where a cell's id is written, the mark
+#: sits beside it (or above it).
 SHARED_MARK_SHARE, MIN_SHARED_MARK_PX, SHARED_MARK_LINE_PX = 0.75, 7, 1.2
-SHARED_MARK_FILL, SHARED_MARK_EDGE = "#FFFFFF", "#111827"
+#: Pixels between a shared mark and the id beside it, and a mark and its cell's edge.
+SHARED_MARK_GAP_PX = 3
+#: The narrowest the tables' plot area is drawn (px, in either mode): Chromium drew
+#: it 204 px wide on a 1280 px page, its left margin grown for the y axis' title and
+#: seq_ids. The marks are placed beside the ids for it: a wider plot only parts them more.
+PLACED_PLOT_PX = 200
 #: A legend row's height, in px of the legend's font (Plotly's, with its gap).
 LEGEND_ROW = 1.75
 #: The tables' colour key in each of the pool's colourings (:data:`POOL_COLOR_MODES`).
@@ -69,10 +77,11 @@ def running_tables_figure(
         hover naming the holders.
     ref_counts : ndarray, optional
         ``[num_blocks]``: running sequences holding each block; given, shared
-        blocks get the diamond trace ``"shared block (2+ sequences)"``, its marker
-        :data:`SHARED_MARK_FILL` outlined :data:`SHARED_MARK_EDGE`, its size with
-        the cell text (:data:`SHARED_MARK_SHARE` of :func:`~explorer.style.font_px`
-        ``"cell"``), centred across cells too narrow for their ids.
+        blocks get the trace :data:`~explorer.marks.SHARED_MARK` (its name,
+        symbol, fill and outline), its size with the cell text
+        (:data:`SHARED_MARK_SHARE` of :func:`~explorer.style.font_px` ``"cell"``),
+        each mark's ``y`` its row's centre and ``x`` its cell's centre, or left of
+        the cell's id where ids are written.
     window : int, optional
         As for :func:`~explorer.cache.figures.block_table_figure`.
     plot_width : float
@@ -99,7 +108,7 @@ def running_tables_figure(
     heat = fig.data[0]
     n_cols = np.shape(heat.z)[1]
     if ref_counts is not None:
-        _size_shared_marks(fig, n_cols, max(plot_width, DRAWN_PLOT_PX), ids_written=heat.texttemplate is not None)
+        _place_shared_marks(fig, n_cols, max(plot_width, DRAWN_PLOT_PX), ids_written=heat.texttemplate is not None, digits=len(str(max(num_blocks - 1, 0))))
     if color_by == "reference count":
         refs = (np.asarray(ref_counts, dtype=np.int64) if ref_counts is not None
                 else np.bincount(tables[tables >= 0], minlength=num_blocks))
@@ -127,17 +136,38 @@ def _grow(fig: go.Figure, *, top: float = 0, bottom: float = 0) -> None:
                       title=dict(y=1 - (1 - fig.layout.title.y) * height / new))
 
 
-def _size_shared_marks(fig: go.Figure, n_cols: int, plot_width: float, *, ids_written: bool) -> None:
-    """The shared-block diamonds at the size of the cell text of now, as wide as a
-    cell at most (down to :data:`MIN_SHARED_MARK_PX`), and across the middle of
-    cells whose ids are not written (no number to keep clear of)."""
-    marks = next(t for t in fig.data if t.name and t.name.startswith("shared block"))
+def _place_shared_marks(fig: go.Figure, n_cols: int, plot_width: float, *, ids_written: bool, digits: int) -> None:
+    """The shared-block marks at the size of the cell text of now, as wide (in a plot
+    ``plot_width`` wide at scale 1) and as tall as a cell at most (down to
+    :data:`MIN_SHARED_MARK_PX`), each centred in its row, and across its cell's
+    centre, or where the cell's id of ``digits`` digits is written, left of it
+    within the cell (placed for a plot :data:`PLACED_PLOT_PX` wide), or above it
+    where the cell is too narrow for both side by side."""
+    marks = next(t for t in fig.data if t.name == SHARED_MARK.name)
+    heat = fig.data[0]
+    rows = np.asarray(heat.y, dtype=float)
     cell_px = plot_width_px(plot_width) / max(n_cols, 1)
-    size = min(SHARED_MARK_SHARE * font_px("cell"), max(cell_px - 1, scaled(MIN_SHARED_MARK_PX)))
-    marks.marker.update(size=size, color=SHARED_MARK_FILL, line=dict(color=SHARED_MARK_EDGE,
-                                                                     width=scaled(SHARED_MARK_LINE_PX)))
-    if not ids_written and marks.x is not None:
-        marks.x = np.round(np.asarray(marks.x, dtype=float) + 0.3)  # the corner's offset gone: the cell's centre
+    row_px = (fig.layout.height - fig.layout.margin.t - fig.layout.margin.b) / max(len(rows), 1)
+    size = min(SHARED_MARK_SHARE * font_px("cell"),
+               max(min(cell_px, row_px) - SHARED_MARK_GAP_PX, scaled(MIN_SHARED_MARK_PX)))
+    marks.marker.update(size=size, symbol=SHARED_MARK.symbol, color=SHARED_MARK.fill,
+                        line=dict(color=SHARED_MARK.line, width=scaled(SHARED_MARK_LINE_PX)))
+    if marks.x is None or not len(marks.x):
+        return
+    # The base figure hangs each mark in its cell's top-left corner: back to the cell's centre.
+    y = np.asarray(marks.y, dtype=float)
+    marks.y = rows[np.abs(y[:, None] - rows[None, :]).argmin(1)]
+    x = np.round(np.asarray(marks.x, dtype=float) + 0.3)
+    beside = size / 2 + SHARED_MARK_GAP_PX  # from a mark's centre to what it keeps clear of
+    if ids_written:  # the mark's edge a gap from the id and from the cell's
+        text_px, narrow_px = digits * DIGIT_WIDTH * font_px("cell"), PLACED_PLOT_PX / max(n_cols, 1)
+        text_h = LINE_HEIGHT * font_px("cell")
+        if narrow_px / 2 - text_px / 2 >= 2 * beside:  # left of the id
+            x = x - (text_px / 2 + beside) / narrow_px
+        elif row_px / 2 - text_h / 2 >= 2 * beside:  # above it
+            stride = float(np.diff(rows).min()) if len(rows) > 1 else 1.0
+            marks.y = np.asarray(marks.y) - (text_h / 2 + beside) / row_px * stride
+    marks.x = x
 
 
 def _colour_by_reference_count(fig: go.Figure, refs: np.ndarray) -> None:

@@ -15,6 +15,7 @@ from explorer.cards import Card
 from explorer.bench import readouts
 from explorer.cache.sampling import pool_grid_shape
 from explorer.limits import MAX_ANIMATION_VALUES
+from explorer.marks import PARTLY_FILLED_MARK, POOL_CHANGE_MARKS, SHARED_MARK
 from explorer.serving.block_manager import blocks_for
 from explorer.serving.history import ServingHistory, StepRecord, max_request_tokens
 from explorer.serving.snapshot import PoolChanges, Snapshot
@@ -205,7 +206,7 @@ def step_cards(history: ServingHistory, step: int, max_batch: int, sharing: bool
                   "list (its last reference gone)")
     if sharing:
         logical = history.logical_blocks_added(step)
-        taken = Card("Blocks taken", num(len(changes.taken)), f"physical · {num(logical)} logical",
+        taken = Card("Blocks taken", num(len(changes.taken)), f"physical ({num(logical)} logical)",
                      taken_help + f". The block tables gained {num(logical)} logical blocks: a prefix-cache hit "
                      "or a fork points new entries to blocks in use, and a copy-on-write copy takes a physical "
                      "block for an entry the table had; copied = a copy-on-write copy (a recycled copy counts "
@@ -235,16 +236,18 @@ def pool_caption(colour_by: str, sharing: bool, num_blocks: int) -> str:
                 + ("shaded by the share of them in use" if colour_by == "sequence" else
                    "coloured by the most sequences holding one of them")
                 + ", and the per-block marks (taken, recycled, freed) are left out. A smaller pool shows every block.")
+    mark = {key: m.words for key, m in POOL_CHANGE_MARKS.items()}  # as the pool draws them
     colours = ("Colour = the sequence owning the block (by seq_id; a shared block: its lowest), grey = free, "
-               "● = a partly filled last block. " if colour_by == "sequence" else
+               f"a {PARTLY_FILLED_MARK.words} = a partly filled last block. " if colour_by == "sequence" else
                "Colour = how many running sequences hold the block (its reference count: 1, 2, 3–4, 5+), "
                "grey = free. ")
     return (
-        colours + "Marks: what left the free list or went back to it during this step. ▲ = taken for new "
-        "tokens, ◆ = taken again after an earlier sequence released it (recycled), "
-        + ("★ = a copy-on-write copy (a new block: a sample's first write into a shared partly filled "
-           "block), ⬟ = revived: a cached block that a prefix-cache hit took back from the free list, " if sharing else "")
-        + "✕ = freed (its last reference gone). "
+        colours + f"Marks: what left the free list or went back to it during this step: a {mark['taken']} = "
+        f"taken for new tokens, a {mark['recycled']} = taken again after an earlier sequence released it (recycled), "
+        + (f"a {mark['copied']} = a copy-on-write copy (a new block: a sample's first write into a shared partly "
+           f"filled block), a {mark['revived']} = revived: a cached block that a prefix-cache hit took back from "
+           "the free list, " if sharing else "")
+        + f"a {mark['freed']} = freed (its last reference gone). "
         + ("A block that only gains or loses a reference (a prefix-cache hit on a block in use, a fork, a "
            "sample finishing while others still hold it) is not marked: colour by reference count to see it. "
            if sharing else "")
@@ -260,7 +263,7 @@ def table_caption(sharing: bool, colour_by: str = "sequence") -> str:
     return ("One row per running sequence (its seq_id): the physical block behind each logical block, "
             + ("in the sequence's colour in the pool. " if by_sequence else
                "coloured as in the pool by how many running sequences hold it (1, 2, 3–4, 5+). ")
-            + ("A white diamond outlined in black marks a block more than one running sequence holds"
+            + (f"A {SHARED_MARK.words} marks a block more than one running sequence holds"
                + ("; the pool colours a shared block by the lowest seq_id holding it. " if by_sequence else ". ")
                if sharing else "")
             + "This table and the lengths are what the decode kernel receives at this step.")
