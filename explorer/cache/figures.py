@@ -29,12 +29,13 @@ from explorer.cache.cell_style import (
 from explorer.cache.picking import GRID_PAD, add_click_targets, add_outline, add_veil
 from explorer.cache.sampling import GridSample, sample_grid
 from explorer.cache.window import first_read_blocks
-from explorer.formatting import count, ordinal
+from explorer.formatting import count, format_number, ordinal
 from explorer.limits import MAX_TABLE_CELLS
 from explorer.marks import SHARED_MARK
 from explorer.style import (
     BLOCK_COLORSCALE,
     HALF_FIGURE_PX,
+    LINE_HEIGHT,
     MIN_COLUMN_PX,
     NARROW_FIGURE_PX,
     PLOT_WIDTH_PX,
@@ -340,11 +341,29 @@ def block_table_figure(
                      range=[-0.5 - GRID_PAD, width - 0.5 + GRID_PAD], **integer_ticks(0, width - 1, plot_width=plot_width))
     fig.update_yaxes(title="sequence" if seq_ids is None else "sequence (seq_id)",
                      range=[rows[-1] + half + GRID_PAD, rows[0] - half - GRID_PAD], showgrid=False, zeroline=False)
-    # Label rows by name (a seq_id need not be the row index): each of up to 40,
-    # past that every k-th, 14 px or more apart.
-    step = 1 if len(rows) <= 40 else math.ceil(len(rows) * 14 / plot_height)
-    fig.update_yaxes(tickmode="array", tickvals=rows[::step], ticktext=[str(r) for r in names[::step]])
+    # Label rows by name (a seq_id need not be the row index), a line of tick text
+    # apart at the size of now; row indices at round steps (every 20th, 100th, ...).
+    step = row_tick_step(len(rows), plot_height, grid.row_stride if seq_ids is None else None)
+    fig.update_yaxes(tickmode="array", tickvals=rows[::step], ticktext=[format_number(int(r)) for r in names[::step]])
     return fig
+
+
+#: Round steps of the table's sequence ticks: 1, 2, 5, 10, 20, 25, 50, 100, ...
+_ROUND_STEPS = tuple(m * 10 ** e for e in range(12) for m in ((1, 2, 5) if e == 0 else (1, 2, 2.5, 5)))
+
+
+def row_tick_step(n_rows: int, plot_height: float, row_stride: int | None = None) -> int:
+    """Every how many drawn rows of ``n_rows`` over ``plot_height`` px (at the scale
+    of now) a y tick label goes: labels at least a line of tick text apart
+    (:data:`~explorer.style.LINE_HEIGHT` times :func:`~explorer.style.font_px`
+    ``"tick"``), so that they never touch in either mode. With ``row_stride`` (the
+    drawn rows are every ``row_stride``-th sequence, labelled by index), the labelled
+    sequences are a round step apart (20, 100, 250, ...: a multiple of the stride)."""
+    gap = LINE_HEIGHT * font_px("tick")
+    step = max(1, math.ceil(max(n_rows, 1) * gap / max(plot_height, 1.0)))
+    if row_stride is None or step == 1:
+        return step
+    return next(s for s in _ROUND_STEPS if s % row_stride == 0 and s >= step * row_stride) // row_stride
 
 
 def _outside_window(fig, x, rows, outside, custom, hover, ids, gaps) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.cache.cell_style import (
+    NARROW_BAR_PLOT_PX,
     NARROW_PLOT_PX,
     SEQUENCE_KEY,
     add_legend_square,
@@ -137,7 +138,7 @@ def pool_figure(
     apply_style(fig, "Physical block pool", subtitle, height=height, width_px=NARROW_FIGURE_PX)  # two fifths of the page
     fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)"
                      if per_cell > 1 else "+ offset within row", showgrid=False, zeroline=False,
-                     **integer_ticks(0, n_cols - 1))
+                     **integer_ticks(0, n_cols - 1, plot_width=NARROW_PLOT_PX if per_cell == 1 else NARROW_BAR_PLOT_PX))
     fig.update_yaxes(title="first block", range=[n_rows - 0.5 + GRID_PAD, -0.5 - GRID_PAD], showgrid=False,
                      zeroline=False)
     step = max(1, math.ceil(n_rows / 10))

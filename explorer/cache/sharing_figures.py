@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
 from explorer.cache.cell_style import (
+    NARROW_BAR_PLOT_PX,
     NARROW_PLOT_PX,
     REF_COUNT_KEY,
     add_legend_square,
@@ -230,7 +231,8 @@ def pool_ref_count_figure(
         legend_key(fig, REF_COUNT_KEY)
     apply_style(fig, "Physical block pool: sharing", subtitle, height=height, width_px=NARROW_FIGURE_PX)
     fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)" if per_cell > 1
-                     else "+ offset within row", showgrid=False, zeroline=False, **integer_ticks(0, n_cols - 1))
+                     else "+ offset within row", showgrid=False, zeroline=False,
+                     **integer_ticks(0, n_cols - 1, plot_width=NARROW_PLOT_PX if stepped else NARROW_BAR_PLOT_PX))
     step = max(1, math.ceil(n_rows / 10))
     tick_rows = list(range(0, n_rows, step))
     fig.update_yaxes(title="first block", range=[n_rows - 0.5 + GRID_PAD, -0.5 - GRID_PAD], showgrid=False,
