@@ -105,8 +105,10 @@ with left:
         st.caption(cache_view.new_tokens_caption(config, NEW_TOKEN_COLOR))
 with right:
     show_chart(
-        sharing_figures.pool_ref_count_figure(refs, tables, config.block_size, highlight=pick, other=owner == OTHER)
-        if shares else pool_figures.pool_figure(owner, tables, lengths, config.block_size, highlight=pick),
+        sharing_figures.pool_ref_count_figure(refs, tables, config.block_size, highlight=pick, other=owner == OTHER,
+                                              fit_ids=True)
+        if shares else pool_figures.pool_figure(owner, tables, lengths, config.block_size, highlight=pick,
+                                                fit_ids=True),
         key="bt_pool", width="stretch", on_select=_pick_from("bt_pool"), selection_mode="points",
     )
     st.caption(cache_view.pool_caption(len(owner), sharing, shares, config.prefix_groups))
