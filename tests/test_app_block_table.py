@@ -15,7 +15,7 @@ from test_app import BASE, TABLE, arr, assert_clean, chart, open_app
 
 from explorer import settings as state
 from explorer.cache.sharing import table_ref_counts
-from explorer.formatting import compact, format_bytes
+from explorer.formatting import format_bytes, sig3_count
 from paged_attention import assign_blocks
 from paged_attention.inputs import OTHER
 
@@ -61,9 +61,9 @@ def test_every_count_says_whether_it_is_logical_or_physical():
     config = state.settings_from_query(PREFIX)[0].config()
     values = {m.label: m.value for m in at.metric}
     deltas = {m.label: m.delta for m in at.metric}
-    assert values["Tokens (logical)"] == compact(sum(config.lengths)) == "512"
-    assert deltas["Tokens (logical)"] == f"{compact(config.unique_tokens)} stored (physical)" == "448 stored (physical)"
-    assert values["Blocks used (physical)"] == compact(config.num_blocks_used) == "28"
+    assert values["Tokens (logical)"] == sig3_count(sum(config.lengths)) == "512"
+    assert deltas["Tokens (logical)"] == f"{sig3_count(config.unique_tokens)} stored (physical)" == "448 stored (physical)"
+    assert values["Blocks used (physical)"] == sig3_count(config.num_blocks_used) == "28"
     assert "Wasted slots (physical)" in values
     # Without sharing the logical and physical counts agree, and no second count is shown.
     plain = open_app({**PREFIX, "prefix": "0"}, page=TABLE)
@@ -272,3 +272,22 @@ def test_block_table_sharing_refuses_a_batch_too_big_to_write_token_by_token():
     assert not at.exception
     assert any("at most 250,000 tokens" in e.value and "turn Sharing off" in e.value for e in at.error)
     assert not at.get("plotly_chart")
+
+
+def test_cards_write_every_count_to_three_significant_figures():
+    """Re-review of issue 27 at ?batch=4096: "357k" stood beside "24,343" and "27,385"
+    in one row of cards. Every card value and note is one number format now: three
+    significant figures, with thousands separators (exact counts in the help)."""
+    from explorer.bench.readouts import memory_summary
+    from explorer.cache.view import table_cards
+
+    config = state.settings_from_query({**BASE, "batch": "4096"})[0].config()
+    cards = table_cards(config, memory_summary(config), None, False)
+    values = {c.label: c.value for c in cards}
+    assert values["Sequences"] == "4,100" and "4,096 sequences" in cards[0].help
+    assert values["Tokens (logical)"] == sig3_count(sum(config.lengths))
+    for card in cards[:4]:
+        digits = [ch for ch in card.value if ch.isdigit()]
+        assert "k" not in card.value and "M" not in card.value, card
+        assert len("".join(digits).rstrip("0")) <= 3, card
+    assert cards[2].delta == f"of {sig3_count(config.num_blocks)} in the pool"

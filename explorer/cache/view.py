@@ -21,28 +21,30 @@ def table_cards(config: DecodeConfig, mem: MemorySummary, shared: SharedBatch | 
     count saying whether it counts logical tokens (every sequence its own) or physical
     blocks and slots (a shared block once). ``shared``: the sharing scenario's layout
     (None: the sidebar's); ``shares``: some block is held by more than one sequence.
-    Short values with the detail under them: five cards share a row at 1280 px."""
-    compact, count = formatting.compact, formatting.count
+    Short values with the detail under them: five cards share a row at 1280 px. Every
+    value and note to three significant figures (:func:`~explorer.formatting.sig3_count`);
+    the help gives the exact counts."""
+    num, count = formatting.sig3_count, formatting.count
     used = shared.blocks_used if shared else mem.blocks_used
     wasted, allocated = ((shared.wasted_slots, used * config.block_size) if shared
                          else (mem.wasted_slots, mem.allocated_slots))
     stored, tokens = allocated - wasted, sum(config.lengths)
     queries = config.num_query_tokens if config.has_query_lens else 0
-    new = " · ".join(([f"{compact(stored)} stored (physical)"] if shares else [])
-                     + ([f"{compact(queries)} new (queries)"] if queries else []))
+    new = " · ".join(([f"{num(stored)} stored (physical)"] if shares else [])
+                     + ([f"{num(queries)} new (queries)"] if queries else []))
     return [
-        Card("Sequences", compact(config.batch_size)),
-        Card("Tokens (logical)", compact(tokens), new or None,
+        Card("Sequences", num(config.batch_size), help=f"{count(config.batch_size, 'sequence')} in the batch"),
+        Card("Tokens (logical)", num(tokens), new or None,
              f"{count(tokens, 'token')} in the sequences, each counting its own"
              + (f"; the pool stores {stored:,}, a shared block's once" if shares else "")
              + (f"; {queries:,} of them are this step's new tokens, each a query row" if queries else "")),
-        Card("Blocks used (physical)", compact(used), f"of {compact(mem.blocks_in_pool)} in the pool",
+        Card("Blocks used (physical)", num(used), f"of {num(mem.blocks_in_pool)} in the pool",
              f"{count(used, 'physical block')} hold this batch's tokens, a shared one once; the tables list "
              f"{count(sum(config.blocks_per_sequence), 'logical block')}; the pool has {mem.blocks_in_pool:,}"
              + (f"; without sharing {mem.blocks_used:,}" if shared else "")),
-        Card("Wasted slots (physical)", compact(wasted), f"{formatting.format_percent(wasted / max(1, allocated))} "
-             "of allocated", "allocated but unfilled slots in each physical block in use, as a share of all "
-             "allocated slots"),
+        Card("Wasted slots (physical)", num(wasted), f"{formatting.format_percent(wasted / max(1, allocated))} "
+             "of allocated", f"{wasted:,} allocated but unfilled slots in the physical blocks in use, as a share of "
+             f"all {allocated:,} allocated slots"),
         Card("KV cache", formatting.format_bytes(mem.kv_cache_bytes),
              f"{formatting.format_bytes(mem.block_bytes)} per block",
              f"K and V pools in {mem.kv_dtype} ({count(mem.kv_element_bytes, 'byte')} per value): "
