@@ -135,7 +135,7 @@ new_words = "" if q_seq is None else (
     f" Its last {formatting.count(q_seq, 'token')} (positions {lengths[seq] - q_seq}–{lengths[seq] - 1}, starred) "
     "are this step's new tokens: each is a query row that attends to the positions up to itself.")
 info.markdown(
-    f"Sequence **{seq}** holds **{formatting.count(lengths[seq], 'token')}** in **{formatting.count(needed, 'block')}**; "
+    f"Sequence **{seq}** holds **{formatting.count(lengths[seq], 'token')}** in **{formatting.count(needed, 'logical block')}**; "
     f"token *t* lives in logical block *t* // {config.block_size}, slot *t* % {config.block_size}, "
     f"and the block table sends that logical block to a physical one.{new_words}"
 )

@@ -156,6 +156,8 @@ def test_sequence_picker_drives_token_walk():
     tables, _ = assign_blocks(config)
     z = arr(spec["data"][0]["z"])
     assert np.array_equal(z[:, 0], tables[3, : config.blocks_per_sequence[3]].numpy())
+    n = config.blocks_per_sequence[3]  # the walk's sentence counts logical blocks, and says so
+    assert any(f"in **{n} logical block{'s' * (n != 1)}**" in m.value for m in at.markdown)
     at.number_input(key="sb_batch_size").set_value(2).run()  # the picked sequence no longer exists
     assert_clean(at)
     assert at.number_input(key="bt_seq").value == 1
@@ -204,7 +206,13 @@ def test_block_table_sharing_scenario_marks_shared_cells_and_states_the_saving()
     b = shared_prefix_batch(config.lengths, config.block_size, config.num_blocks, 64, 2)
     block = config.kv_cache_bytes() // config.num_blocks
     saving = next(m.value for m in at.markdown if m.value.startswith("**Sharing saves"))
-    assert saving.startswith(f"**Sharing saves {b.blocks_saved} blocks of {b.blocks_unshared}**")
+    # Each block count says physical or logical; the card beside it names the whole pool it counts.
+    assert saving.startswith(f"**Sharing saves {b.blocks_saved} physical blocks of {b.blocks_unshared}**")
+    assert f"holds {b.blocks_used} physical blocks" in saving and "one per logical block" in saving
+    assert f"Physical blocks held by more than one sequence: {b.shared_blocks}" in saving
+    kv = next(m for m in at.metric if m.label == "KV cache pool")
+    assert kv.value == format_bytes(config.kv_cache_bytes(), significant=3)
+    assert f"{config.num_blocks} physical blocks, free ones included" in kv.help
     assert format_bytes(b.blocks_saved * block, significant=3) in saving
     assert f"{b.cow_copies} copy-on-write copies" in saving and f"found {b.prefix_hits} of" in saving
     assert {m.label: m.value for m in at.metric}["Blocks used (physical)"] == str(b.blocks_used)

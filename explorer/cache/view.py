@@ -45,8 +45,10 @@ def table_cards(config: DecodeConfig, mem: MemorySummary, shared: SharedBatch | 
         Card("Wasted slots (physical)", num(wasted), f"{formatting.format_percent(wasted / max(1, allocated))} "
              "of allocated", f"{wasted:,} allocated but unfilled slots in the physical blocks in use, as a share of "
              f"all {allocated:,} allocated slots"),
-        Card("KV cache", formatting.format_bytes(mem.kv_cache_bytes),
+        Card("KV cache pool", formatting.format_bytes(mem.kv_cache_bytes),
              f"{formatting.format_bytes(mem.block_bytes)} per block",
+             f"the whole pool of {count(mem.blocks_in_pool, 'physical block')}, free ones included"
+             + (" (the sentence above counts the blocks the batch holds)" if shared else "") + ": "
              f"K and V pools in {mem.kv_dtype} ({count(mem.kv_element_bytes, 'byte')} per value): "
              f"{mem.kv_cache_bytes:,} bytes; one block of {config.block_size} tokens holds {mem.block_bytes:,} "
              "bytes of K and V"),
