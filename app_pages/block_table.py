@@ -11,6 +11,7 @@ from explorer.cache.cell_style import NEW_TOKEN_COLOR
 from explorer.cache.sharing import table_ref_counts
 from explorer.cache.window import window_reads
 from explorer.limits import MAX_CONTEXT, MAX_SAMPLES
+from explorer.style import SEQUENCE_COLORS
 from paged_attention.inputs import OTHER
 from ui.charts import show_chart
 from ui.data import block_arrays_for, shared_batch_for
@@ -111,7 +112,8 @@ with right:
                                                 fit_ids=True),
         key="bt_pool", width="stretch", on_select=_pick_from("bt_pool"), selection_mode="points",
     )
-    st.caption(cache_view.pool_caption(len(owner), sharing, shares, config.prefix_groups))
+    st.caption(cache_view.pool_caption(len(owner), sharing, shares, config.prefix_groups,
+                                       len(SEQUENCE_COLORS) if config.batch_size > len(SEQUENCE_COLORS) else None))
 
 # Streamlit's charts report clicks, not hover: a click is what links the two.
 if pick is None:

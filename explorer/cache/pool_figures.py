@@ -125,7 +125,7 @@ def pool_figure(
 
     Up to :data:`MAX_SEQUENCE_LEGEND` sequences each get a legend entry; past
     that the colours repeat (every ``len(SEQUENCE_COLORS)`` sequences), the
-    subtitle says so, and the hover names each block's owner.
+    subtitle and the legend's title say so, and the hover names each block's owner.
 
     Returns
     -------
@@ -152,7 +152,7 @@ def pool_figure(
         subtitle = f"{count(num_blocks, 'block')}, {per_cell} per cell; colour = share held by this batch"
     # Grow the figure by the sequences' legend (two entries a row in a narrow
     # column, under its title) rather than let it squeeze the grid.
-    legend_rows = (math.ceil((len(seqs) + 3) / 2) if listed else 1) + (per_cell == 1)
+    legend_rows = (math.ceil((len(seqs) + 3) / 2) if listed else 1 + (per_cell == 1)) + (per_cell == 1)
     height = int(min(720, max(320, 190 + 24 * n_rows)) + 22 * (legend_rows - 1)
                  + narrow_title_px(subtitle))  # the subtitle's lines in a narrow column
     plot_height = plot_area_height(height, subtitle, width_px=NARROW_FIGURE_PX) - 22 * (legend_rows - 1)
@@ -162,8 +162,8 @@ def pool_figure(
     else:
         _pool_aggregated(fig, owner, n_rows, n_cols, per_cell, plot_height)
     pool_pick(fig, num_blocks, max_cells, plot_height, highlight, shape)
-    if per_cell == 1:
-        legend_key(fig, SEQUENCE_KEY)
+    if per_cell == 1:  # past the palette, the legend's title says the colours repeat (no entry per sequence)
+        legend_key(fig, SEQUENCE_KEY if listed else f"{SEQUENCE_KEY}<br>(repeats every {len(SEQUENCE_COLORS)} sequences)")
     apply_style(fig, "Physical block pool", subtitle, height=height, width_px=NARROW_FIGURE_PX)  # two fifths of the page
     fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)"
                      if per_cell > 1 else "+ offset within row", showgrid=False, zeroline=False,

@@ -89,10 +89,13 @@ def new_tokens_caption(config: DecodeConfig, star_color: str) -> str:
             "verified in one step; each attends to its context up to itself.")
 
 
-def pool_caption(num_blocks: int, sharing: bool, shares: bool, prefix_groups: int = 1) -> str:
+def pool_caption(num_blocks: int, sharing: bool, shares: bool, prefix_groups: int = 1,
+                 repeat_every: int | None = None) -> str:
     """The words under the pool of ``num_blocks``: what its colour counts with shared
     blocks (the sharing scenario's, ``sharing``, or a shared prefix's in
-    ``prefix_groups`` groups), how cells aggregate blocks, or how to read it."""
+    ``prefix_groups`` groups), how cells aggregate blocks, or how to read it; with
+    ``repeat_every`` (the palette's size, :data:`~explorer.style.SEQUENCE_COLORS`,
+    when the batch has more sequences), that the colours repeat."""
     rows, cols, per_cell = pool_grid_shape(num_blocks)
     if shares:
         return ("Colour = how many sequences hold each block: "
@@ -105,4 +108,6 @@ def pool_caption(num_blocks: int, sharing: bool, shares: bool, prefix_groups: in
     if per_cell > 1:
         return (f"Aggregated for the browser: {num_blocks:,} blocks drawn as {rows * cols:,} cells of {per_cell} "
                 "consecutive blocks each; partly filled blocks are not marked at this scale.")
-    return "Grey blocks are free; a dark dot marks a sequence's partly filled last block."
+    repeat = (f" Colours repeat every {repeat_every} sequences: hover a block for its owner."
+              if repeat_every else "")
+    return "Grey blocks are free; a dark dot marks a sequence's partly filled last block." + repeat
