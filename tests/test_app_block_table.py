@@ -299,3 +299,22 @@ def test_cards_write_every_count_to_three_significant_figures():
         assert "k" not in card.value and "M" not in card.value, card
         assert len("".join(digits).rstrip("0")) <= 3, card
     assert cards[2].delta == f"of {sig3_count(config.num_blocks)} in the pool"
+
+
+def test_block_table_shared_marks_sit_inside_their_cells():
+    """Re-review of issue 27 (1280x720, presentation): the table's shared diamonds sat
+    over each cell's top-left border. Placed as the Serving tables place theirs: on
+    the row's centre line, within the cell (beside its id where the id is written)."""
+    at = open_app(BASE)
+    at.toggle(key="bt_share").set_value(True).run()
+    assert_clean(at)
+    table = chart(at, "bt_table")
+    heat = table["data"][0]
+    (marks,) = [t for t in table["data"] if t["name"] == "shared block (2+ sequences)"]
+    x, y = arr(marks["x"]).astype(float), arr(marks["y"]).astype(float)
+    assert len(x) > 0
+    seqs, cols = arr(marks["customdata"])[:, 0].astype(float), arr(marks["customdata"])[:, 1].astype(float)
+    assert np.array_equal(x, cols)  # centred across its own cell
+    assert heat.get("texttemplate") is not None  # the ids are written: the mark goes above the id
+    lift = seqs - y  # rows grow downwards: above the id, clear of the cell's top edge (0.5)
+    assert ((lift > 0.15) & (lift < 0.45)).all(), lift

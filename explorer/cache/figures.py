@@ -133,7 +133,7 @@ def block_table_figure(
     ref_counts : ndarray, optional
         ``[num_blocks]``: sequences holding each physical block (a sharing
         :class:`~explorer.serving.block_manager.BlockManager`'s counts). Cells whose block
-        more than one sequence holds get a mark in their top-left corner
+        more than one sequence holds get a mark inside the cell, above its id
         (:data:`~explorer.marks.SHARED_MARK`; when every logical block has its own column).
     highlight : range, optional
         Physical block ids to outline: every drawn cell that points to one of
@@ -325,7 +325,7 @@ def block_table_figure(
                       cell_px, hovertemplate=hover.replace("<extra>", "%{text}<extra>"), text=window_text)
     if ref_counts is not None:
         _shared_marks(fig, sub, rows, names, first, np.asarray(ref_counts), grid.row_stride,
-                      exact=per_col == 1, size=float(np.clip(0.28 * cell_px, 3, 8)))
+                      exact=per_col == 1, cell_px=cell_px, row_px=plot_height / max(1, len(rows)), ids=text_on)
     if q_rows is not None:
         _new_token_marks(fig, names, rows, first, last, lengths[rows], q_rows, block_size, grid.row_stride, cell_px)
     if highlight is not None:
@@ -408,17 +408,32 @@ def _new_token_marks(fig, names, rows, first, last, lengths, q, block_size, row_
     )
 
 
-def _shared_marks(fig, sub, rows, names, cols, ref_counts, row_stride, *, exact: bool, size: float) -> None:
-    """:data:`~explorer.marks.SHARED_MARK` on the block-table cells whose physical block is shared."""
+#: Pixels a shared mark keeps from its cell's edge and from the id written in it.
+SHARED_MARK_GAP_PX = 2
+
+
+def _shared_marks(fig, sub, rows, names, cols, ref_counts, row_stride, *, exact: bool, cell_px: float,
+                  row_px: float, ids: bool) -> None:
+    """:data:`~explorer.marks.SHARED_MARK` on the block-table cells whose physical block
+    is shared, inside the cell (it sat over the top-left border): centred across it,
+    and on the row's centre line, or where the cell's id is written (``ids``) in the
+    band above the id, each a gap clear of the id and the cell's edge. ``cell_px`` and
+    ``row_px``: a cell's width and height (px at the scale of now)."""
     holders = np.where(sub >= 0, ref_counts[np.maximum(sub, 0)], 0)
     r, c = np.nonzero(holders > 1) if exact else (np.array([], dtype=int),) * 2
+    gap = scaled(SHARED_MARK_GAP_PX)
+    text_h = LINE_HEIGHT * font_px("cell") if ids else 0.0
+    band = (row_px - text_h) / 2 if ids else row_px  # above the id, or the whole cell
+    size = float(max(3.0, min(0.75 * font_px("cell"), cell_px - 2 * gap, band - 2 * gap)))
+    # Above the id: the band's centre, in rows (a drawn row stands for row_stride sequences).
+    lift = min(text_h / 2 + max(band, 0.0) / 2, 0.4 * row_px) / max(row_px, 1.0) * row_stride if ids else 0.0
     fig.add_trace(
         go.Scatter(
-            x=cols[c] - 0.3,
-            y=rows[r] - 0.3 * row_stride,
+            x=cols[c].astype(float),
+            y=rows[r] - lift,
             mode="markers",
             marker=dict(symbol=SHARED_MARK.symbol, size=size, color=SHARED_MARK.fill,
-                        line=dict(color=SHARED_MARK.line, width=1.5)),
+                        line=dict(color=SHARED_MARK.line, width=1.5 if size >= 6 else 1)),
             customdata=np.stack([names[r], cols[c], sub[r, c], holders[r, c]], axis=-1) if len(r) else None,
             hovertemplate="sequence %{customdata[0]}, logical block %{customdata[1]}"
             "<br>physical block %{customdata[2]}: shared by %{customdata[3]} sequences<extra></extra>",
