@@ -424,9 +424,9 @@ def _shared_marks(fig, sub, rows, names, cols, ref_counts, row_stride, *, exact:
     gap = scaled(SHARED_MARK_GAP_PX)
     text_h = LINE_HEIGHT * font_px("cell") if ids else 0.0
     band = (row_px - text_h) / 2 if ids else row_px  # above the id, or the whole cell
-    size = float(max(3.0, min(0.75 * font_px("cell"), cell_px - 2 * gap, band - 2 * gap)))
-    # Above the id: the band's centre, in rows (a drawn row stands for row_stride sequences).
-    lift = min(text_h / 2 + max(band, 0.0) / 2, 0.4 * row_px) / max(row_px, 1.0) * row_stride if ids else 0.0
+    size = float(max(3.0, min(0.6 * font_px("cell"), cell_px - 2 * gap, band - 2 * gap)))
+    # Just above the id, a gap clear of it, in rows (a drawn row stands for row_stride sequences).
+    lift = min(text_h / 2 + gap + size / 2, 0.4 * row_px) / max(row_px, 1.0) * row_stride if ids else 0.0
     fig.add_trace(
         go.Scatter(
             x=cols[c].astype(float),
