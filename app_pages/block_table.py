@@ -11,6 +11,7 @@ from explorer.cache.cell_style import NEW_TOKEN_COLOR
 from explorer.cache.sharing import table_ref_counts
 from explorer.cache.window import window_reads
 from explorer.limits import MAX_CONTEXT, MAX_SAMPLES
+from explorer.style import SEQUENCE_COLORS
 from paged_attention.inputs import OTHER
 from ui.charts import show_chart
 from ui.data import block_arrays_for, shared_batch_for
@@ -105,11 +106,14 @@ with left:
         st.caption(cache_view.new_tokens_caption(config, NEW_TOKEN_COLOR))
 with right:
     show_chart(
-        sharing_figures.pool_ref_count_figure(refs, tables, config.block_size, highlight=pick, other=owner == OTHER)
-        if shares else pool_figures.pool_figure(owner, tables, lengths, config.block_size, highlight=pick),
+        sharing_figures.pool_ref_count_figure(refs, tables, config.block_size, highlight=pick, other=owner == OTHER,
+                                              fit_ids=True)
+        if shares else pool_figures.pool_figure(owner, tables, lengths, config.block_size, highlight=pick,
+                                                fit_ids=True),
         key="bt_pool", width="stretch", on_select=_pick_from("bt_pool"), selection_mode="points",
     )
-    st.caption(cache_view.pool_caption(len(owner), sharing, shares, config.prefix_groups))
+    st.caption(cache_view.pool_caption(len(owner), sharing, shares, config.prefix_groups,
+                                       len(SEQUENCE_COLORS) if config.batch_size > len(SEQUENCE_COLORS) else None))
 
 # Streamlit's charts report clicks, not hover: a click is what links the two.
 if pick is None:
@@ -133,7 +137,7 @@ new_words = "" if q_seq is None else (
     f" Its last {formatting.count(q_seq, 'token')} (positions {lengths[seq] - q_seq}–{lengths[seq] - 1}, starred) "
     "are this step's new tokens: each is a query row that attends to the positions up to itself.")
 info.markdown(
-    f"Sequence **{seq}** holds **{formatting.count(lengths[seq], 'token')}** in **{formatting.count(needed, 'block')}**; "
+    f"Sequence **{seq}** holds **{formatting.count(lengths[seq], 'token')}** in **{formatting.count(needed, 'logical block')}**; "
     f"token *t* lives in logical block *t* // {config.block_size}, slot *t* % {config.block_size}, "
     f"and the block table sends that logical block to a physical one.{new_words}"
 )

@@ -349,7 +349,7 @@ def test_fp8_kv_cache_halves_the_memory_readouts():
 
     def readouts() -> tuple[str, str, str]:
         memory = next(m.value for m in at.sidebar.markdown if "KV cache:" in m.value)
-        metric = next(m for m in at.metric if m.label == "KV cache")
+        metric = next(m for m in at.metric if m.label == "KV cache pool")
         return memory, metric.value, metric.delta
 
     config = state.settings_from_query(BASE)[0].config()

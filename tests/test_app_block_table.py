@@ -15,7 +15,7 @@ from test_app import BASE, TABLE, arr, assert_clean, chart, open_app
 
 from explorer import settings as state
 from explorer.cache.sharing import table_ref_counts
-from explorer.formatting import compact, format_bytes
+from explorer.formatting import format_bytes, sig3_count
 from paged_attention import assign_blocks
 from paged_attention.inputs import OTHER
 
@@ -61,9 +61,9 @@ def test_every_count_says_whether_it_is_logical_or_physical():
     config = state.settings_from_query(PREFIX)[0].config()
     values = {m.label: m.value for m in at.metric}
     deltas = {m.label: m.delta for m in at.metric}
-    assert values["Tokens (logical)"] == compact(sum(config.lengths)) == "512"
-    assert deltas["Tokens (logical)"] == f"{compact(config.unique_tokens)} stored (physical)" == "448 stored (physical)"
-    assert values["Blocks used (physical)"] == compact(config.num_blocks_used) == "28"
+    assert values["Tokens (logical)"] == sig3_count(sum(config.lengths)) == "512"
+    assert deltas["Tokens (logical)"] == f"{sig3_count(config.unique_tokens)} stored (physical)" == "448 stored (physical)"
+    assert values["Blocks used (physical)"] == sig3_count(config.num_blocks_used) == "28"
     assert "Wasted slots (physical)" in values
     # Without sharing the logical and physical counts agree, and no second count is shown.
     plain = open_app({**PREFIX, "prefix": "0"}, page=TABLE)
@@ -156,6 +156,8 @@ def test_sequence_picker_drives_token_walk():
     tables, _ = assign_blocks(config)
     z = arr(spec["data"][0]["z"])
     assert np.array_equal(z[:, 0], tables[3, : config.blocks_per_sequence[3]].numpy())
+    n = config.blocks_per_sequence[3]  # the walk's sentence counts logical blocks, and says so
+    assert any(f"in **{n} logical block{'s' * (n != 1)}**" in m.value for m in at.markdown)
     at.number_input(key="sb_batch_size").set_value(2).run()  # the picked sequence no longer exists
     assert_clean(at)
     assert at.number_input(key="bt_seq").value == 1
@@ -204,7 +206,13 @@ def test_block_table_sharing_scenario_marks_shared_cells_and_states_the_saving()
     b = shared_prefix_batch(config.lengths, config.block_size, config.num_blocks, 64, 2)
     block = config.kv_cache_bytes() // config.num_blocks
     saving = next(m.value for m in at.markdown if m.value.startswith("**Sharing saves"))
-    assert saving.startswith(f"**Sharing saves {b.blocks_saved} blocks of {b.blocks_unshared}**")
+    # Each block count says physical or logical; the card beside it names the whole pool it counts.
+    assert saving.startswith(f"**Sharing saves {b.blocks_saved} physical blocks of {b.blocks_unshared}**")
+    assert f"holds {b.blocks_used} physical blocks" in saving and "one per logical block" in saving
+    assert f"Physical blocks held by more than one sequence: {b.shared_blocks}" in saving
+    kv = next(m for m in at.metric if m.label == "KV cache pool")
+    assert kv.value == format_bytes(config.kv_cache_bytes(), significant=3)
+    assert f"{config.num_blocks} physical blocks, free ones included" in kv.help
     assert format_bytes(b.blocks_saved * block, significant=3) in saving
     assert f"{b.cow_copies} copy-on-write copies" in saving and f"found {b.prefix_hits} of" in saving
     assert {m.label: m.value for m in at.metric}["Blocks used (physical)"] == str(b.blocks_used)
@@ -272,3 +280,41 @@ def test_block_table_sharing_refuses_a_batch_too_big_to_write_token_by_token():
     assert not at.exception
     assert any("at most 250,000 tokens" in e.value and "turn Sharing off" in e.value for e in at.error)
     assert not at.get("plotly_chart")
+
+
+def test_cards_write_every_count_to_three_significant_figures():
+    """Re-review of issue 27 at ?batch=4096: "357k" stood beside "24,343" and "27,385"
+    in one row of cards. Every card value and note is one number format now: three
+    significant figures, with thousands separators (exact counts in the help)."""
+    from explorer.bench.readouts import memory_summary
+    from explorer.cache.view import table_cards
+
+    config = state.settings_from_query({**BASE, "batch": "4096"})[0].config()
+    cards = table_cards(config, memory_summary(config), None, False)
+    values = {c.label: c.value for c in cards}
+    assert values["Sequences"] == "4,100" and "4,096 sequences" in cards[0].help
+    assert values["Tokens (logical)"] == sig3_count(sum(config.lengths))
+    for card in cards[:4]:
+        digits = [ch for ch in card.value if ch.isdigit()]
+        assert "k" not in card.value and "M" not in card.value, card
+        assert len("".join(digits).rstrip("0")) <= 3, card
+    assert cards[2].delta == f"of {sig3_count(config.num_blocks)} in the pool"
+
+
+def test_block_table_shared_marks_sit_inside_their_cells():
+    """Re-review of issue 27 (1280x720, presentation): the table's shared diamonds sat
+    over each cell's top-left border. Placed as the Serving tables place theirs: on
+    the row's centre line, within the cell (beside its id where the id is written)."""
+    at = open_app(BASE)
+    at.toggle(key="bt_share").set_value(True).run()
+    assert_clean(at)
+    table = chart(at, "bt_table")
+    heat = table["data"][0]
+    (marks,) = [t for t in table["data"] if t["name"] == "shared block (2+ sequences)"]
+    x, y = arr(marks["x"]).astype(float), arr(marks["y"]).astype(float)
+    assert len(x) > 0
+    seqs, cols = arr(marks["customdata"])[:, 0].astype(float), arr(marks["customdata"])[:, 1].astype(float)
+    assert np.array_equal(x, cols)  # centred across its own cell
+    assert heat.get("texttemplate") is not None  # the ids are written: the mark goes above the id
+    lift = seqs - y  # rows grow downwards: above the id, clear of the cell's top edge (0.5)
+    assert ((lift > 0.15) & (lift < 0.45)).all(), lift

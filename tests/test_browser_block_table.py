@@ -43,7 +43,7 @@ def test_block_table_sharing_in_browser(server, page):
     expect(page.locator(".js-plotly-plot")).to_have_count(4, timeout=60_000)
     settle(page)
     page.get_by_text("Sharing: n samples per request, a common prompt").click()
-    expect(page.get_by_text(re.compile(r"Sharing saves \d+ blocks? of \d+"))).to_be_visible(timeout=WAIT)
+    expect(page.get_by_text(re.compile(r"Sharing saves \d+ physical blocks? of \d+"))).to_be_visible(timeout=WAIT)
     legend = page.locator(".js-plotly-plot .legendtext")
     for entry in ("shared block (2+ sequences)", "one sequence", "2 sequences", "4 sequences"):
         expect(legend.filter(has_text=entry)).to_have_count(1, timeout=WAIT)

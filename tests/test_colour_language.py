@@ -317,3 +317,22 @@ def test_serving_page_gives_each_mark_shape_one_meaning():
     for mark in (ours, theirs):
         assert (mark.marker.symbol, mark.marker.color, mark.marker.line.color) == (
             SHARED_MARK.symbol, SHARED_MARK.fill, SHARED_MARK.line)
+
+
+def test_a_batch_past_the_palette_says_its_colours_repeat():
+    """Re-review of issue 27 at ?batch=64: the pool said "colour = sequence" with a
+    legend of only "free" and "partly filled": 64 sequences in 12 colours, and no
+    word that a colour stands for several. The legend's title and the caption say so."""
+    from explorer.cache import view as cache_view
+
+    n = len(style.SEQUENCE_COLORS)
+    for batch, repeats in ((n, False), (n + 1, True), (64, True)):
+        config = DecodeConfig(batch_size=batch, context_lens=[40] * batch, block_size=16)
+        tables, owner = (t.numpy() for t in assign_blocks(config))
+        fig = pool_figures.pool_figure(owner, tables, config.lengths, 16)
+        title = fig.layout.legend.title.text
+        listed = [t.meta["sequence"] for t in fig.data if t.meta and "sequence" in t.meta]
+        assert len(listed) == (0 if repeats else batch)
+        assert (f"repeats every {n} sequences" in title) == repeats, (batch, title)
+        caption = cache_view.pool_caption(len(owner), False, False, 1, n if batch > n else None)
+        assert (f"Colours repeat every {n} sequences" in caption) == repeats

@@ -397,3 +397,53 @@ def test_an_aggregated_column_is_outside_only_when_all_its_blocks_are():
     marked = ~np.isnan(np.array(veil.z, dtype=float))
     # columns of blocks 0-15, 16-31, 32-47 lie before block 48; before 47 only the first two (32-47 is partly read)
     assert marked[0].nonzero()[0].tolist() == [0, 1, 2] and marked[1].nonzero()[0].tolist() == [0, 1]
+
+
+# -- issue 27's back row: ticks spaced for the plot as drawn ---------------------
+
+#: The pool's plot area beside its colour bar as Chromium drew it at 1280 px
+#: (``?batch=4096``): 146 px wide, 137 px in presentation mode.
+POOL_BAR_DRAWN_PX = {1.0: 146, style.PRESENTATION_SCALE: 137}
+
+
+def _tick_gap_px(ticks, n_cols, plot_px):
+    values = list(ticks)
+    return (values[1] - values[0]) * plot_px / n_cols
+
+
+@pytest.mark.parametrize("scale", [1.0, style.PRESENTATION_SCALE])
+def test_big_pool_x_ticks_stay_apart_in_the_plot_as_drawn(scale):
+    num_blocks = 27_385  # the sidebar's pool at ?batch=4096: aggregated, 3 blocks a cell
+    owner = np.where(np.arange(num_blocks) % 9 == 0, FREE, np.arange(num_blocks) % 4096)
+    tables = np.arange(4096 * 6).reshape(4096, 6) % num_blocks
+    refs = np.bincount(tables.ravel(), minlength=num_blocks)
+    refs[:40] = 40  # many holders: a colour bar beside the grid
+    with style.presentation(scale):
+        figs = [pool_figures.pool_figure(owner, tables, [90] * 4096, 16),
+                sharing_figures.pool_ref_count_figure(refs, tables, 16)]
+        size = style.font_px("tick")
+    for fig in figs:
+        n_cols = sampling.pool_grid_shape(num_blocks)[1]
+        assert fig.data[0].showscale is not False  # a colour bar takes the column's width
+        ticks = fig.layout.xaxis.tickvals
+        widest = max(len(t) for t in fig.layout.xaxis.ticktext) * style.DIGIT_WIDTH * size
+        assert len(ticks) >= 2
+        assert _tick_gap_px(ticks, n_cols, POOL_BAR_DRAWN_PX[scale]) >= widest + 0.5 * size, fig.layout.title.text
+
+
+@pytest.mark.parametrize("scale", [1.0, style.PRESENTATION_SCALE])
+def test_big_table_y_ticks_a_line_apart_round_and_with_separators(scale):
+    lens = [90 + (i * 37) % 200 for i in range(4096)]
+    tables = np.arange(4096 * 16).reshape(4096, 16)
+    with style.presentation(scale):
+        fig = cache_figures.block_table_figure(tables, lens, 16, 4096 * 16)
+        line = style.LINE_HEIGHT * style.font_px("tick")
+        plot_height = style.plot_area_height(fig.layout.height, fig.layout.title.text.split("<br>", 1)[-1],
+                                             width_px=style.HALF_FIGURE_PX)
+    rows = np.asarray(fig.data[0].y)
+    vals = list(fig.layout.yaxis.tickvals)
+    per_row = plot_height / len(rows)
+    assert (vals[1] - vals[0]) / (rows[1] - rows[0]) * per_row >= line * 0.95
+    assert (vals[1] - vals[0]) in (20, 40, 50, 100, 200, 250, 500, 1000)
+    assert "1,000" in fig.layout.yaxis.ticktext or "2,000" in fig.layout.yaxis.ticktext
+    assert all("," in t for t, v in zip(fig.layout.yaxis.ticktext, vals) if v >= 1000)

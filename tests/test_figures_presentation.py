@@ -388,3 +388,32 @@ def test_every_subtitle_fits_its_figure_at_1280_px():
     pool = pool_figures.pool_figure(np.array([0] * 20 + [1] * 10 + [-1] * 15), np.array([[*range(20)], [*range(20, 30)] + [-1] * 10]),
                                     [320, 160], 16)
     assert pool.layout.title.subtitle.text == "45 physical blocks of 16 slots, 12 per row;<br>colour = sequence"
+
+
+@pytest.mark.parametrize("sharing", [False, True])
+def test_block_table_page_pool_keeps_its_block_ids_in_presentation(sharing):
+    """Re-review of issue 27: presentation mode dropped every id from the Block table
+    page's default pool (45 blocks, 12 a row): the audience could not match a table
+    cell to its block. The page's pool lays itself out for its ids (fewer, wider
+    columns); every block's id is written, in both modes, and the click targets sit
+    on the cells drawn."""
+    owner = np.array([0] * 15 + [1] * 7 + [2] * 4 + [3] * 13 + [-1] * 6)
+    tables = np.full((4, 15), -1)
+    start = 0
+    for seq, n in enumerate((15, 7, 4, 13)):
+        tables[seq, :n] = np.arange(start, start + n)
+        start += n
+    refs = np.bincount(tables[tables >= 0], minlength=len(owner))
+    refs[:3] = 2
+    for scale in (1.0, style.PRESENTATION_SCALE):
+        with style.presentation(scale):
+            fig = (sharing_figures.pool_ref_count_figure(refs, tables, 16, fit_ids=True) if sharing
+                   else pool_figures.pool_figure(owner, tables, [236, 100, 50, 200], 16, fit_ids=True))
+        heat = fig.data[0]
+        assert heat.texttemplate == "%{text}", scale
+        written = sorted(int(t) for t in np.ravel(heat.text) if t)
+        assert written == list(range(len(owner)))
+        n_rows, n_cols = np.shape(heat.z)
+        assert n_rows * n_cols >= len(owner)
+        targets = next(t for t in fig.data if t.name == "click targets")
+        assert max(targets.x) == n_cols - 1 and max(targets.y) == n_rows - 1

@@ -46,6 +46,10 @@ DIGIT_WIDTH, LINE_HEIGHT, CELL_PAD_PX = 0.56, 1.25, 1
 #: walk) and one in the narrower (the pool). In-cell text is written only where it fits these.
 WIDE_PLOT_PX = 280
 NARROW_PLOT_PX = 220
+#: The pool's plot area at 1280 px beside its colour bar (an aggregated pool, many
+#: holders), at scale 1: Chromium drew it 146 px wide (137 px in presentation mode).
+#: Its x ticks are spaced for this width, not the page's wider plots'.
+NARROW_BAR_PLOT_PX = 140
 #: The block table's plot area at 1280 px without its colour bar, at scale 1: its
 #: figure (Chromium drew it 476 px wide, the sidebar open) less its margins. Where
 #: presentation mode's ids fit the cells only without the bar, the bar gives way:

@@ -29,12 +29,13 @@ from explorer.cache.cell_style import (
 from explorer.cache.picking import GRID_PAD, add_click_targets, add_outline, add_veil
 from explorer.cache.sampling import GridSample, sample_grid
 from explorer.cache.window import first_read_blocks
-from explorer.formatting import count, ordinal
+from explorer.formatting import count, format_number, ordinal
 from explorer.limits import MAX_TABLE_CELLS
 from explorer.marks import SHARED_MARK
 from explorer.style import (
     BLOCK_COLORSCALE,
     HALF_FIGURE_PX,
+    LINE_HEIGHT,
     MIN_COLUMN_PX,
     NARROW_FIGURE_PX,
     PLOT_WIDTH_PX,
@@ -132,7 +133,7 @@ def block_table_figure(
     ref_counts : ndarray, optional
         ``[num_blocks]``: sequences holding each physical block (a sharing
         :class:`~explorer.serving.block_manager.BlockManager`'s counts). Cells whose block
-        more than one sequence holds get a mark in their top-left corner
+        more than one sequence holds get a mark inside the cell, above its id
         (:data:`~explorer.marks.SHARED_MARK`; when every logical block has its own column).
     highlight : range, optional
         Physical block ids to outline: every drawn cell that points to one of
@@ -324,7 +325,7 @@ def block_table_figure(
                       cell_px, hovertemplate=hover.replace("<extra>", "%{text}<extra>"), text=window_text)
     if ref_counts is not None:
         _shared_marks(fig, sub, rows, names, first, np.asarray(ref_counts), grid.row_stride,
-                      exact=per_col == 1, size=float(np.clip(0.28 * cell_px, 3, 8)))
+                      exact=per_col == 1, cell_px=cell_px, row_px=plot_height / max(1, len(rows)), ids=text_on)
     if q_rows is not None:
         _new_token_marks(fig, names, rows, first, last, lengths[rows], q_rows, block_size, grid.row_stride, cell_px)
     if highlight is not None:
@@ -340,11 +341,29 @@ def block_table_figure(
                      range=[-0.5 - GRID_PAD, width - 0.5 + GRID_PAD], **integer_ticks(0, width - 1, plot_width=plot_width))
     fig.update_yaxes(title="sequence" if seq_ids is None else "sequence (seq_id)",
                      range=[rows[-1] + half + GRID_PAD, rows[0] - half - GRID_PAD], showgrid=False, zeroline=False)
-    # Label rows by name (a seq_id need not be the row index): each of up to 40,
-    # past that every k-th, 14 px or more apart.
-    step = 1 if len(rows) <= 40 else math.ceil(len(rows) * 14 / plot_height)
-    fig.update_yaxes(tickmode="array", tickvals=rows[::step], ticktext=[str(r) for r in names[::step]])
+    # Label rows by name (a seq_id need not be the row index), a line of tick text
+    # apart at the size of now; row indices at round steps (every 20th, 100th, ...).
+    step = row_tick_step(len(rows), plot_height, grid.row_stride if seq_ids is None else None)
+    fig.update_yaxes(tickmode="array", tickvals=rows[::step], ticktext=[format_number(int(r)) for r in names[::step]])
     return fig
+
+
+#: Round steps of the table's sequence ticks: 1, 2, 5, 10, 20, 25, 50, 100, ...
+_ROUND_STEPS = tuple(m * 10 ** e for e in range(12) for m in ((1, 2, 5) if e == 0 else (1, 2, 2.5, 5)))
+
+
+def row_tick_step(n_rows: int, plot_height: float, row_stride: int | None = None) -> int:
+    """Every how many drawn rows of ``n_rows`` over ``plot_height`` px (at the scale
+    of now) a y tick label goes: labels at least a line of tick text apart
+    (:data:`~explorer.style.LINE_HEIGHT` times :func:`~explorer.style.font_px`
+    ``"tick"``), so that they never touch in either mode. With ``row_stride`` (the
+    drawn rows are every ``row_stride``-th sequence, labelled by index), the labelled
+    sequences are a round step apart (20, 100, 250, ...: a multiple of the stride)."""
+    gap = LINE_HEIGHT * font_px("tick")
+    step = max(1, math.ceil(max(n_rows, 1) * gap / max(plot_height, 1.0)))
+    if row_stride is None or step == 1:
+        return step
+    return next(s for s in _ROUND_STEPS if s % row_stride == 0 and s >= step * row_stride) // row_stride
 
 
 def _outside_window(fig, x, rows, outside, custom, hover, ids, gaps) -> None:
@@ -389,17 +408,32 @@ def _new_token_marks(fig, names, rows, first, last, lengths, q, block_size, row_
     )
 
 
-def _shared_marks(fig, sub, rows, names, cols, ref_counts, row_stride, *, exact: bool, size: float) -> None:
-    """:data:`~explorer.marks.SHARED_MARK` on the block-table cells whose physical block is shared."""
+#: Pixels a shared mark keeps from its cell's edge and from the id written in it.
+SHARED_MARK_GAP_PX = 2
+
+
+def _shared_marks(fig, sub, rows, names, cols, ref_counts, row_stride, *, exact: bool, cell_px: float,
+                  row_px: float, ids: bool) -> None:
+    """:data:`~explorer.marks.SHARED_MARK` on the block-table cells whose physical block
+    is shared, inside the cell (it sat over the top-left border): centred across it,
+    and on the row's centre line, or where the cell's id is written (``ids``) in the
+    band above the id, each a gap clear of the id and the cell's edge. ``cell_px`` and
+    ``row_px``: a cell's width and height (px at the scale of now)."""
     holders = np.where(sub >= 0, ref_counts[np.maximum(sub, 0)], 0)
     r, c = np.nonzero(holders > 1) if exact else (np.array([], dtype=int),) * 2
+    gap = scaled(SHARED_MARK_GAP_PX)
+    text_h = LINE_HEIGHT * font_px("cell") if ids else 0.0
+    band = (row_px - text_h) / 2 if ids else row_px  # above the id, or the whole cell
+    size = float(max(3.0, min(0.6 * font_px("cell"), cell_px - 2 * gap, band - 2 * gap)))
+    # Just above the id, a gap clear of it, in rows (a drawn row stands for row_stride sequences).
+    lift = min(text_h / 2 + gap + size / 2, 0.4 * row_px) / max(row_px, 1.0) * row_stride if ids else 0.0
     fig.add_trace(
         go.Scatter(
-            x=cols[c] - 0.3,
-            y=rows[r] - 0.3 * row_stride,
+            x=cols[c].astype(float),
+            y=rows[r] - lift,
             mode="markers",
             marker=dict(symbol=SHARED_MARK.symbol, size=size, color=SHARED_MARK.fill,
-                        line=dict(color=SHARED_MARK.line, width=1.5)),
+                        line=dict(color=SHARED_MARK.line, width=1.5 if size >= 6 else 1)),
             customdata=np.stack([names[r], cols[c], sub[r, c], holders[r, c]], axis=-1) if len(r) else None,
             hovertemplate="sequence %{customdata[0]}, logical block %{customdata[1]}"
             "<br>physical block %{customdata[2]}: shared by %{customdata[3]} sequences<extra></extra>",

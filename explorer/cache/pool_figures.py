@@ -12,6 +12,9 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.cache.cell_style import (
+    CELL_PAD_PX,
+    DIGIT_WIDTH,
+    NARROW_BAR_PLOT_PX,
     NARROW_PLOT_PX,
     SEQUENCE_KEY,
     add_legend_square,
@@ -38,8 +41,31 @@ from explorer.style import (
     integer_ticks,
     narrow_title_px,
     plot_area_height,
+    plot_width_px,
 )
 from paged_attention.inputs import FREE, OTHER
+
+#: Most rows a pool grid takes to give its block ids room (:func:`pool_shape`):
+#: past this the figure (24 px a row) would outgrow the table beside it.
+MAX_ID_ROWS = 12
+
+
+def pool_shape(num_blocks: int, max_cells: int = MAX_POOL_CELLS, fit_ids: bool = False) -> tuple[int, int, int]:
+    """``(rows, columns, blocks_per_cell)`` of a pool view: :func:`~.sampling.pool_grid_shape`'s,
+    or with ``fit_ids`` (the Block table page's pool, which writes each block's id in its
+    cell) fewer, wider columns where the ids at the cell text size of now
+    (:func:`~explorer.style.font_px` ``"cell"``: presentation mode's is 1.5 times
+    normal's) would not fit the column's :data:`~.cell_style.NARROW_PLOT_PX` otherwise,
+    so long as that takes at most :data:`MAX_ID_ROWS` rows and at least 4 columns."""
+    n_rows, n_cols, per_cell = pool_grid_shape(num_blocks, max_cells)
+    if not fit_ids or per_cell > 1:
+        return n_rows, n_cols, per_cell
+    digits = len(str(max(int(num_blocks) - 1, 0)))
+    fit = int(plot_width_px(NARROW_PLOT_PX) // (digits * DIGIT_WIDTH * font_px("cell") + 2 * CELL_PAD_PX))
+    rows = math.ceil(max(int(num_blocks), 1) / max(fit, 1))
+    if 4 <= fit < n_cols and rows <= MAX_ID_ROWS:
+        return rows, fit, 1
+    return n_rows, n_cols, per_cell
 
 
 def block_fill(
@@ -73,6 +99,7 @@ def pool_figure(
     *,
     max_cells: int = MAX_POOL_CELLS,
     highlight: range | None = None,
+    fit_ids: bool = False,
 ) -> go.Figure:
     """The physical pool as a grid of blocks, coloured by owning sequence.
 
@@ -92,10 +119,13 @@ def pool_figure(
     block_size : int
     highlight : range, optional
         Physical block ids to outline (see :func:`pool_pick`).
+    fit_ids : bool
+        Lay the grid out so that each block's id fits its cell where it can
+        (:func:`pool_shape`): presentation mode's larger ids in the page's column.
 
     Up to :data:`MAX_SEQUENCE_LEGEND` sequences each get a legend entry; past
     that the colours repeat (every ``len(SEQUENCE_COLORS)`` sequences), the
-    subtitle says so, and the hover names each block's owner.
+    subtitle and the legend's title say so, and the hover names each block's owner.
 
     Returns
     -------
@@ -108,7 +138,7 @@ def pool_figure(
     """
     owner = np.asarray(pool_owner, dtype=np.int64)
     num_blocks = len(owner)
-    n_rows, n_cols, per_cell = pool_grid_shape(num_blocks, max_cells)
+    n_rows, n_cols, per_cell = shape = pool_shape(num_blocks, max_cells, fit_ids)
     seqs = np.unique(owner[owner >= 0])
     listed = per_cell == 1 and len(seqs) <= MAX_SEQUENCE_LEGEND
     fig = go.Figure()
@@ -122,7 +152,7 @@ def pool_figure(
         subtitle = f"{count(num_blocks, 'block')}, {per_cell} per cell; colour = share held by this batch"
     # Grow the figure by the sequences' legend (two entries a row in a narrow
     # column, under its title) rather than let it squeeze the grid.
-    legend_rows = (math.ceil((len(seqs) + 3) / 2) if listed else 1) + (per_cell == 1)
+    legend_rows = (math.ceil((len(seqs) + 3) / 2) if listed else 1 + (per_cell == 1)) + (per_cell == 1)
     height = int(min(720, max(320, 190 + 24 * n_rows)) + 22 * (legend_rows - 1)
                  + narrow_title_px(subtitle))  # the subtitle's lines in a narrow column
     plot_height = plot_area_height(height, subtitle, width_px=NARROW_FIGURE_PX) - 22 * (legend_rows - 1)
@@ -131,13 +161,13 @@ def pool_figure(
                     seqs if listed else ())
     else:
         _pool_aggregated(fig, owner, n_rows, n_cols, per_cell, plot_height)
-    pool_pick(fig, num_blocks, max_cells, plot_height, highlight)
-    if per_cell == 1:
-        legend_key(fig, SEQUENCE_KEY)
+    pool_pick(fig, num_blocks, max_cells, plot_height, highlight, shape)
+    if per_cell == 1:  # past the palette, the legend's title says the colours repeat (no entry per sequence)
+        legend_key(fig, SEQUENCE_KEY if listed else f"{SEQUENCE_KEY}<br>(repeats every {len(SEQUENCE_COLORS)} sequences)")
     apply_style(fig, "Physical block pool", subtitle, height=height, width_px=NARROW_FIGURE_PX)  # two fifths of the page
     fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)"
                      if per_cell > 1 else "+ offset within row", showgrid=False, zeroline=False,
-                     **integer_ticks(0, n_cols - 1))
+                     **integer_ticks(0, n_cols - 1, plot_width=NARROW_PLOT_PX if per_cell == 1 else NARROW_BAR_PLOT_PX))
     fig.update_yaxes(title="first block", range=[n_rows - 0.5 + GRID_PAD, -0.5 - GRID_PAD], showgrid=False,
                      zeroline=False)
     step = max(1, math.ceil(n_rows / 10))
@@ -147,16 +177,17 @@ def pool_figure(
 
 
 def pool_pick(fig: go.Figure, num_blocks: int, max_cells: int, plot_height: float,
-              highlight: range | None = None) -> None:
+              highlight: range | None = None, shape: tuple[int, int, int] | None = None) -> None:
     """Click targets on a pool view's cells and the outline of the picked blocks.
 
     The targets (see :func:`~.picking.add_click_targets`) repeat trace 0's hover
     (its ``customdata`` as text in the exact view) and pick their cell's blocks:
     one, or the ``blocks_per_cell`` of an aggregated cell. ``highlight`` outlines
     every cell that holds one of its blocks and veils the others
-    (:func:`~.picking.add_veil`).
+    (:func:`~.picking.add_veil`). ``shape``: the grid's ``(rows, columns,
+    blocks_per_cell)`` (default :func:`~.sampling.pool_grid_shape`'s).
     """
-    n_rows, n_cols, per_cell = pool_grid_shape(num_blocks, max_cells)
+    n_rows, n_cols, per_cell = shape or pool_grid_shape(num_blocks, max_cells)
     heat = fig.data[0]
     cells = np.arange(math.ceil(num_blocks / per_cell))
     first = cells * per_cell

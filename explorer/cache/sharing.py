@@ -82,17 +82,19 @@ class SharedBatch:
         return int((self.ref_counts > 1).sum())
 
     def saving_note(self, block_bytes: int) -> str:
-        """What sharing saves, in blocks and in bytes of K and V (``block_bytes`` per
-        block), and what prefix caching and copy-on-write did: a Markdown line."""
+        """What sharing saves, in physical blocks (against one per logical block) and in
+        bytes of K and V (``block_bytes`` per block), and what prefix caching and
+        copy-on-write did: a Markdown line, each block count saying physical or logical."""
         saved, unshared, used = self.blocks_saved, self.blocks_unshared, self.blocks_used
 
         def size(blocks: int) -> str:
             return format_bytes(blocks * block_bytes, significant=3)
 
         return (
-            f"**Sharing saves {count(saved, 'block')} of {unshared:,}** ({format_percent(saved / max(1, unshared))}, "
-            f"{size(saved)} of K and V): the batch holds {count(used, 'block')} ({size(used)}) instead of "
-            f"{unshared:,} ({size(unshared)}). Blocks held by more than one sequence: {self.shared_blocks:,}. "
+            f"**Sharing saves {count(saved, 'physical block')} of {unshared:,}** "
+            f"({format_percent(saved / max(1, unshared))}, {size(saved)} of K and V): the batch holds "
+            f"{count(used, 'physical block')} ({size(used)}) instead of {unshared:,}, one per logical block "
+            f"({size(unshared)}). Physical blocks held by more than one sequence: {self.shared_blocks:,}. "
             f"Prefix caching found {self.prefix_hits:,} of {count(self.prefix_queries, 'full prompt block')}, "
             f"and decoding made {count(self.cow_copies, 'copy-on-write copy', 'copy-on-write copies')}."
         )

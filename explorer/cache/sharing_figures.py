@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
 from explorer.cache.cell_style import (
+    NARROW_BAR_PLOT_PX,
     NARROW_PLOT_PX,
     REF_COUNT_KEY,
     add_legend_square,
@@ -21,8 +22,7 @@ from explorer.cache.cell_style import (
     legend_key,
 )
 from explorer.cache.picking import GRID_PAD
-from explorer.cache.pool_figures import pool_pick
-from explorer.cache.sampling import pool_grid_shape
+from explorer.cache.pool_figures import pool_pick, pool_shape
 from explorer.formatting import compact, count
 from explorer.limits import MAX_POOL_CELLS, MAX_STEPPED_REFS
 from explorer.style import (
@@ -89,7 +89,7 @@ def ref_level_names(levels: Sequence[int] = REF_LEVELS) -> list[str]:
 def pool_ref_count_figure(
     ref_counts: np.ndarray, block_tables: np.ndarray, block_size: int, *, max_cells: int = MAX_POOL_CELLS,
     levels: Sequence[int] | None = None, seq_ids: Sequence[int] | None = None,
-    highlight: range | None = None, other: np.ndarray | None = None,
+    highlight: range | None = None, other: np.ndarray | None = None, fit_ids: bool = False,
 ) -> go.Figure:
     """The physical pool coloured by reference count: how many sequences hold each block.
 
@@ -120,6 +120,9 @@ def pool_ref_count_figure(
     other : ndarray of bool, optional
         ``[num_blocks]``: blocks held by sequences outside the batch (the
         fragmented layout's ``OTHER``), which no row of ``block_tables`` holds.
+    fit_ids : bool
+        Lay the grid out so that each block's id fits its cell where it can
+        (:func:`~.pool_figures.pool_shape`).
 
     Returns
     -------
@@ -147,7 +150,7 @@ def pool_ref_count_figure(
     refs = np.asarray(ref_counts, dtype=np.int64)
     num_blocks = len(refs)
     foreign = np.zeros(num_blocks, bool) if other is None else np.asarray(other, dtype=bool) & (refs == 0)
-    n_rows, n_cols, per_cell = pool_grid_shape(num_blocks, max_cells)
+    n_rows, n_cols, per_cell = shape = pool_shape(num_blocks, max_cells, fit_ids)
     cells = n_rows * n_cols
     padded = np.full(cells * per_cell, -1, dtype=np.int64)
     padded[:num_blocks] = refs
@@ -225,12 +228,13 @@ def pool_ref_count_figure(
     if stepped and levels is None:  # one entry per count present; a colour bar of a few steps is too short to read
         for k in counts:
             add_legend_square(fig, ref_color(int(k), top), f"{k} sequences", meta={"refs": int(k)})
-    pool_pick(fig, num_blocks, max_cells, plot_height, highlight)
+    pool_pick(fig, num_blocks, max_cells, plot_height, highlight, shape)
     if stepped:
         legend_key(fig, REF_COUNT_KEY)
     apply_style(fig, "Physical block pool: sharing", subtitle, height=height, width_px=NARROW_FIGURE_PX)
     fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)" if per_cell > 1
-                     else "+ offset within row", showgrid=False, zeroline=False, **integer_ticks(0, n_cols - 1))
+                     else "+ offset within row", showgrid=False, zeroline=False,
+                     **integer_ticks(0, n_cols - 1, plot_width=NARROW_PLOT_PX if stepped else NARROW_BAR_PLOT_PX))
     step = max(1, math.ceil(n_rows / 10))
     tick_rows = list(range(0, n_rows, step))
     fig.update_yaxes(title="first block", range=[n_rows - 0.5 + GRID_PAD, -0.5 - GRID_PAD], showgrid=False,

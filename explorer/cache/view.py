@@ -21,30 +21,34 @@ def table_cards(config: DecodeConfig, mem: MemorySummary, shared: SharedBatch | 
     count saying whether it counts logical tokens (every sequence its own) or physical
     blocks and slots (a shared block once). ``shared``: the sharing scenario's layout
     (None: the sidebar's); ``shares``: some block is held by more than one sequence.
-    Short values with the detail under them: five cards share a row at 1280 px."""
-    compact, count = formatting.compact, formatting.count
+    Short values with the detail under them: five cards share a row at 1280 px. Every
+    value and note to three significant figures (:func:`~explorer.formatting.sig3_count`);
+    the help gives the exact counts."""
+    num, count = formatting.sig3_count, formatting.count
     used = shared.blocks_used if shared else mem.blocks_used
     wasted, allocated = ((shared.wasted_slots, used * config.block_size) if shared
                          else (mem.wasted_slots, mem.allocated_slots))
     stored, tokens = allocated - wasted, sum(config.lengths)
     queries = config.num_query_tokens if config.has_query_lens else 0
-    new = " · ".join(([f"{compact(stored)} stored (physical)"] if shares else [])
-                     + ([f"{compact(queries)} new (queries)"] if queries else []))
+    new = " · ".join(([f"{num(stored)} stored (physical)"] if shares else [])
+                     + ([f"{num(queries)} new (queries)"] if queries else []))
     return [
-        Card("Sequences", compact(config.batch_size)),
-        Card("Tokens (logical)", compact(tokens), new or None,
+        Card("Sequences", num(config.batch_size), help=f"{count(config.batch_size, 'sequence')} in the batch"),
+        Card("Tokens (logical)", num(tokens), new or None,
              f"{count(tokens, 'token')} in the sequences, each counting its own"
              + (f"; the pool stores {stored:,}, a shared block's once" if shares else "")
              + (f"; {queries:,} of them are this step's new tokens, each a query row" if queries else "")),
-        Card("Blocks used (physical)", compact(used), f"of {compact(mem.blocks_in_pool)} in the pool",
+        Card("Blocks used (physical)", num(used), f"of {num(mem.blocks_in_pool)} in the pool",
              f"{count(used, 'physical block')} hold this batch's tokens, a shared one once; the tables list "
              f"{count(sum(config.blocks_per_sequence), 'logical block')}; the pool has {mem.blocks_in_pool:,}"
              + (f"; without sharing {mem.blocks_used:,}" if shared else "")),
-        Card("Wasted slots (physical)", compact(wasted), f"{formatting.format_percent(wasted / max(1, allocated))} "
-             "of allocated", "allocated but unfilled slots in each physical block in use, as a share of all "
-             "allocated slots"),
-        Card("KV cache", formatting.format_bytes(mem.kv_cache_bytes),
+        Card("Wasted slots (physical)", num(wasted), f"{formatting.format_percent(wasted / max(1, allocated))} "
+             "of allocated", f"{wasted:,} allocated but unfilled slots in the physical blocks in use, as a share of "
+             f"all {allocated:,} allocated slots"),
+        Card("KV cache pool", formatting.format_bytes(mem.kv_cache_bytes),
              f"{formatting.format_bytes(mem.block_bytes)} per block",
+             f"the whole pool of {count(mem.blocks_in_pool, 'physical block')}, free ones included"
+             + (" (the sentence above counts the blocks the batch holds)" if shared else "") + ": "
              f"K and V pools in {mem.kv_dtype} ({count(mem.kv_element_bytes, 'byte')} per value): "
              f"{mem.kv_cache_bytes:,} bytes; one block of {config.block_size} tokens holds {mem.block_bytes:,} "
              "bytes of K and V"),
@@ -85,10 +89,13 @@ def new_tokens_caption(config: DecodeConfig, star_color: str) -> str:
             "verified in one step; each attends to its context up to itself.")
 
 
-def pool_caption(num_blocks: int, sharing: bool, shares: bool, prefix_groups: int = 1) -> str:
+def pool_caption(num_blocks: int, sharing: bool, shares: bool, prefix_groups: int = 1,
+                 repeat_every: int | None = None) -> str:
     """The words under the pool of ``num_blocks``: what its colour counts with shared
     blocks (the sharing scenario's, ``sharing``, or a shared prefix's in
-    ``prefix_groups`` groups), how cells aggregate blocks, or how to read it."""
+    ``prefix_groups`` groups), how cells aggregate blocks, or how to read it; with
+    ``repeat_every`` (the palette's size, :data:`~explorer.style.SEQUENCE_COLORS`,
+    when the batch has more sequences), that the colours repeat."""
     rows, cols, per_cell = pool_grid_shape(num_blocks)
     if shares:
         return ("Colour = how many sequences hold each block: "
@@ -101,4 +108,6 @@ def pool_caption(num_blocks: int, sharing: bool, shares: bool, prefix_groups: in
     if per_cell > 1:
         return (f"Aggregated for the browser: {num_blocks:,} blocks drawn as {rows * cols:,} cells of {per_cell} "
                 "consecutive blocks each; partly filled blocks are not marked at this scale.")
-    return "Grey blocks are free; a dark dot marks a sequence's partly filled last block."
+    repeat = (f" Colours repeat every {repeat_every} sequences: hover a block for its owner."
+              if repeat_every else "")
+    return "Grey blocks are free; a dark dot marks a sequence's partly filled last block." + repeat
