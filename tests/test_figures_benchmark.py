@@ -168,6 +168,25 @@ def test_accuracy_plots_the_tolerance_ratio_not_the_relative_error():
     assert not any("rel" in (t.name or "") for t in fig.data)
 
 
+def test_accuracy_tolerance_lines_wear_no_implementations_colour():
+    """Review at 1280x720 (issue 27): the dashed tolerance line, the dotted atol line
+    and their labels were red, the colour of Naive PyTorch's dots beside them. Each
+    colour on the chart means one thing: the lines and labels take one colour that
+    no implementation (nor pass/fail) uses."""
+    results = [_accuracy_result("naive", "Naive PyTorch", 2e-4, 9.1, 0.21),
+               _accuracy_result("triton", "Triton", 3e-4, 8.7, 0.3)]
+    fig = accuracy_figures.accuracy_figure(results)
+    lines = [s for s in fig.layout.shapes if s.line.dash in ("dash", "dot")]
+    assert {(s.yref, s.line.dash) for s in lines} == {("y", "dash"), ("y2", "dot")}
+    labels = [a for a in fig.layout.annotations if a.text.startswith(("tolerance", "atol ="))]
+    assert len(labels) == 2
+    colours = {s.line.color for s in lines} | {a.font.color for a in labels}
+    assert len(colours) == 1
+    taken = {*style.IMPL_COLORS.values(), style.PASS_COLOR, style.FAIL_COLOR}
+    taken |= {c for t in fig.data for c in np.atleast_1d(t.marker.line.color)}
+    assert not colours & taken, colours
+
+
 def test_accuracy_without_a_tolerance_ratio_bounds_it_by_atol():
     result = SimpleNamespace(name="triton", label="Triton", max_abs_err=5e-4, max_rel_err=3.0, atol=1e-3,
                              rtol=1e-3, passed=True)

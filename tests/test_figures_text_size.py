@@ -36,6 +36,48 @@ def explicit_font_sizes(fig) -> list[float]:
     return sizes + ([minsize] if minsize is not None else [])
 
 
+#: Plotly draws an exponent (``exponentformat="power"``: 10⁻⁴) at this share of the tick size.
+SUPERSCRIPT_SHARE = 0.75
+
+
+def rendered_tick_sizes(fig) -> list[float]:
+    """The sizes Plotly draws ``fig``'s tick labels at: the tick font's, and an
+    exponent's :data:`SUPERSCRIPT_SHARE` of it on a log axis that writes powers of
+    ten as superscripts (``exponentformat="power"``, no ``tickformat``)."""
+    layout = fig.to_plotly_json()["layout"]
+    base = layout.get("font", {}).get("size") or 12
+    sizes = []
+    for key, axis in layout.items():
+        if not key.startswith(("xaxis", "yaxis")):
+            continue
+        tick = axis.get("tickfont", {}).get("size") or base
+        sizes.append(tick)
+        if axis.get("type") == "log" and axis.get("exponentformat") == "power" and not axis.get("tickformat"):
+            sizes.append(SUPERSCRIPT_SHARE * tick)
+    return sizes
+
+
+@pytest.mark.parametrize("scale", [1, style.PRESENTATION_SCALE])
+def test_error_chart_ticks_meet_the_minimum_at_their_rendered_size(scale):
+    """Review at 1280x720 (issue 27): the error chart's log ticks 10⁻¹ ... 10⁻⁴ drew
+    their exponents at 10.5 px (15.75 px in presentation mode): a superscript is
+    0.75 of the tick font. Every tick text, exponents included, is at least 12 px
+    (18 px in presentation mode)."""
+    from types import SimpleNamespace
+
+    from explorer.bench import accuracy_figures
+
+    results = [SimpleNamespace(name=n, label=label, max_abs_err=e, max_rel_err=1.0, max_tol_ratio=r, atol=1e-3,
+                               rtol=1e-3, passed=True)
+               for n, label, e, r in (("naive", "Naive PyTorch", 2e-4, 0.21), ("triton", "Triton", 3e-7, 3e-4))]
+    with style.presentation(scale):
+        fig = accuracy_figures.accuracy_figure(results)
+    assert fig.layout.yaxis.type == fig.layout.yaxis2.type == "log"
+    sizes = rendered_tick_sizes(fig) + explicit_font_sizes(fig)
+    assert min(sizes) >= (12 if scale == 1 else 18), sorted(sizes)[:3]
+    assert fig.layout.yaxis.tickformat == fig.layout.yaxis2.tickformat == formatting.ERROR_TICK_D3
+
+
 @pytest.mark.parametrize("sharing", [False, True])
 def test_block_table_page_sets_no_text_under_12_px(sharing):
     for fig in block_table_page(sharing)[:4]:
@@ -45,7 +87,7 @@ def test_block_table_page_sets_no_text_under_12_px(sharing):
 
 def test_kernel_page_sets_no_text_under_12_px_and_hides_what_does_not_fit():
     for fig in kernel_page():
-        sizes = explicit_font_sizes(fig)
+        sizes = explicit_font_sizes(fig) + rendered_tick_sizes(fig)
         assert sizes and min(sizes) >= 12, (fig.layout.title.text, sorted(sizes)[:3])
         if any(t.type == "bar" and t.text is not None for t in fig.data):
             # Plotly shrinks a bar's text to fit the bar unless told to hide it instead.
