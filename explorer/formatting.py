@@ -332,3 +332,15 @@ def attention_text(window: int | None, soft_cap: float | None, sinks: bool) -> s
     parts = ([f"sliding window {format_number(window)}"] if window is not None else []) + (
         [f"soft-cap {format_number(soft_cap)}"] if soft_cap is not None else []) + (["sinks"] if sinks else [])
     return " · ".join(parts) or "full attention"
+
+
+#: A bandwidth in a recorded set's prose ("4127 to 4255 GB/s"): a whole number, or
+#: two joined by "to", before "GB/s".
+_PROSE_GBPS = re.compile(r"\b(\d{4,})(?=(?: to \d+)? GB/s)|(?<= to )(\d{4,})(?= GB/s)")
+
+
+def group_prose_bandwidths(text: str) -> str:
+    """``text`` (a recorded set's note) with its whole numbers of GB/s written with
+    thousands separators, as the page's tables write them: ``"4127 to 4255 GB/s"
+    -> "4,127 to 4,255 GB/s"``; every other number (a date, a file name) untouched."""
+    return _PROSE_GBPS.sub(lambda m: f"{int(m.group(0)):,}", text)

@@ -445,3 +445,28 @@ def test_value_labels_of_five_implementations_stay_apart_and_on_the_figure(name,
         for b in boxes[i + 1:]:
             apart = a[1] + 0.5 * a[4] <= b[0] or b[1] + 0.5 * b[4] <= a[0]
             assert apart or a[3] <= b[2] or b[3] <= a[2], (name, scale, a, b)
+
+
+def test_benchmark_axes_and_notes_write_thousands_as_the_tables_do():
+    """Review at 1280x720 (issue 27): the history chart's axis read "1000" beside the
+    tables' "2,990", and the recorded note "4127 to 4255 GB/s" beside "4,240 GB/s".
+    The page's time and bandwidth axes take the one tick format with thousands
+    separators (formatting.LOG_TICK_D3) and the notes' bandwidths are grouped."""
+    import pandas as pd
+
+    from explorer import formatting
+    from explorer.bench.recorded_figures import recorded_latency_figure
+
+    history = [_entry(1, "B=1", RESULTS), _entry(2, "B=2", RESULTS)]
+    rows = pd.DataFrame({"configuration": ["4 x 2048", "4 x 2048"], "implementation": ["Triton", "Naive PyTorch"],
+                         "key": ["triton", "naive"], "gpu_time_ms": [0.02, float("nan")], "median_ms": [0.05, 1.2]})
+    figures = {
+        "latency": bench_figures.latency_figure(RESULTS),
+        "bandwidth": bench_figures.bandwidth_figure(RESULTS, copy_gbps=4240.0),
+        "history": bench_figures.history_figure(history),
+        "recorded": recorded_latency_figure(rows, gpu="NVIDIA H200", date="2026-11-29", layout="shuffled"),
+    }
+    for name, fig in figures.items():
+        assert fig.layout.yaxis.tickformat == formatting.LOG_TICK_D3, name
+    note = "measured the same day in peers_v7.txt; other runs that day measured 4127 to 4255 GB/s"
+    assert formatting.group_prose_bandwidths(note) == note.replace("4127 to 4255", "4,127 to 4,255")

@@ -173,7 +173,8 @@ def _show_classic(recorded: RecordedSet, config: DecodeConfig | None, unit: str)
     shared = (f". {t['num_heads'].iloc[0]} heads, {t['num_kv_heads'].iloc[0]} KV heads, head_dim "
               f"{t['head_dim'].iloc[0]}, block size {t['block_size'].iloc[0]}, {t['dtype'].iloc[0]}")
     _header(recorded, "the live run", shared)
-    st.caption(f"Copy bandwidth {m.get('copy_note', 'measured in the same run')}. Recorded with "
+    note = formatting.group_prose_bandwidths(m.get("copy_note", "measured in the same run"))
+    st.caption(f"Copy bandwidth {note}. Recorded with "
                f"`{shown_command(m['command'])}`.")
     layouts = recorded.layouts
     default = config.block_layout if config is not None and config.block_layout in layouts else layouts[-1]
