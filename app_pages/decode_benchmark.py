@@ -99,7 +99,7 @@ unit = formatting.duration_unit(view.history_durations(history) + recorded_durat
 if last is None:
     if plan.refusal is None:  # a refused configuration shows the refusal alone
         st.info("Press **Run benchmark** to time the implementations on this configuration.", icon=":material/info:")
-    show_recorded(BENCH_KINDS, config, expanded=config.device == "cpu")
+    show_recorded(BENCH_KINDS, config, expanded=config.device == "cpu", unit=unit)
     st.stop()
 
 results, copy_gbps, reads_kv = last.results, last.copy_gbps, last.reads_kv
@@ -167,4 +167,4 @@ show_chart(bench_figures.history_figure(history, unit), key="bench_history_chart
 bench_view.show_history_table(history, unit, key="bench_history_table")
 st.button("Clear history", icon=":material/delete:", key="bench_clear", on_click=bench_view.clear_history)
 
-show_recorded(BENCH_KINDS, config, expanded=config.device == "cpu")
+show_recorded(BENCH_KINDS, config, expanded=config.device == "cpu", unit=unit)

@@ -262,6 +262,11 @@ SIG3_D3 = ",.3r"
 #: style up the whole axis. Plotly's own wrote SI prefixes past a thousand and under
 #: a thousandth beside plain decimals ("100μ" under "0.001", "10k" over "100").
 LOG_TICK_D3 = ",.3~r"
+#: Tick labels of a log axis of errors, which spans decades down to 1e-12 where
+#: :data:`LOG_TICK_D3` would write twelve zeros: ``1e-4``, ``0.1`` as ``1e-1``, at
+#: the tick size (Plotly's ``exponentformat="power"`` drew the exponents as
+#: superscripts at 0.75 of it, 10.5 px on a 14 px tick, issue 27).
+ERROR_TICK_D3 = "~e"
 #: A kernel trace's running values in its hovers (a max m, a sum l, a logit): four
 #: significant digits, so a tile's rescale shows between neighbouring tiles.
 TRACE_D3 = ".4g"
@@ -335,3 +340,15 @@ def attention_text(window: int | None, soft_cap: float | None, sinks: bool) -> s
     parts = ([f"sliding window {format_number(window)}"] if window is not None else []) + (
         [f"soft-cap {format_number(soft_cap)}"] if soft_cap is not None else []) + (["sinks"] if sinks else [])
     return " · ".join(parts) or "full attention"
+
+
+#: A bandwidth in a recorded set's prose ("4127 to 4255 GB/s"): a whole number, or
+#: two joined by "to", before "GB/s".
+_PROSE_GBPS = re.compile(r"\b(\d{4,})(?=(?: to \d+)? GB/s)|(?<= to )(\d{4,})(?= GB/s)")
+
+
+def group_prose_bandwidths(text: str) -> str:
+    """``text`` (a recorded set's note) with its whole numbers of GB/s written with
+    thousands separators, as the page's tables write them: ``"4127 to 4255 GB/s"
+    -> "4,127 to 4,255 GB/s"``; every other number (a date, a file name) untouched."""
+    return _PROSE_GBPS.sub(lambda m: f"{int(m.group(0)):,}", text)

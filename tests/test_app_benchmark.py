@@ -22,7 +22,8 @@ if str(ROOT) not in sys.path:
 from paged_attention import (  # noqa: E402
     TOLERANCES, DecodeConfig, build_decode_inputs, execution_mode, reference_decode, unquantized_cache,
 )
-from explorer import settings as state  # noqa: E402
+from explorer import formatting, settings as state  # noqa: E402
+from ui.recorded import recorded_durations  # noqa: E402
 import ui.benchmark as bench_ui  # noqa: E402
 
 from test_app import BENCH, TINY, assert_clean, chart, open_app, result_columns, results, url_notes  # noqa: E402
@@ -257,7 +258,14 @@ def test_one_unit_of_time_in_cards_charts_and_tables():
     table = results(at)
     assert [m.value for m in at.metric] == [f"{v} {unit}" for v in table["median_ms"]]
     assert any(m.value == f"**Time per call ({unit})**" for m in at.markdown)  # the unit of the table's times
-    # (the recorded section writes its times in its own unit: ui/recorded.py, tests/test_app_recorded.py)
+    # The recorded section too (issue 27: its chart and table read µs beside the run's ms).
+    recorded = chart(at, "recorded_chart")
+    assert recorded["layout"]["yaxis"]["title"]["text"] == f"recorded latency ({unit})"
+    assert all(f"}} {unit}<" in t["hovertemplate"] for t in recorded["data"])
+    (section,) = [e for e in at.expander if e.label.startswith("Recorded on a GPU")]
+    (recorded_table,) = section.dataframe
+    written = {formatting.duration_number(v, unit) for v in recorded_durations()}  # the recorded times, in the unit
+    assert set(recorded_table.value["median_ms"]) <= written
     for key, title in (("bench_latency", "latency"), ("bench_history_chart", "median latency")):
         spec = chart(at, key)
         assert spec["layout"]["yaxis"]["title"]["text"] == f"{title} ({unit})"
@@ -409,3 +417,18 @@ def test_timed_calls_go_on_within_the_budget_while_a_median_moves(monkeypatch):
     assert min(samples) >= 2 and max(samples) > 2  # the PyTorch calls take milliseconds: more of them fit
     boxes = [t for t in chart(at, "bench_latency")["data"] if t["type"] == "box"]
     assert [len(b["y"]) for b in boxes] == samples
+
+
+def test_the_recorded_section_reads_the_pages_unit_beside_a_slow_live_run(monkeypatch):
+    """Review at 1280x720 (issue 27): the interpreted run's cards, chart and table
+    read ms while the "Recorded on NVIDIA H200" chart and table beside them read µs.
+    One unit per quantity on the page: the recorded section takes the page's."""
+    at = _run_with(monkeypatch, {"naive": ([118.0, 119.0, 140.0], None), "vectorized": ([105.0, 130.0, 150.0], None),
+                                 "triton": ([3800.0, 3860.0, 5470.0], None)})
+    unit = at.metric[0].value.rsplit(" ", 1)[-1]
+    assert unit == formatting.duration_unit([118.0, 130.0, 3860.0, *recorded_durations()]) == "ms"
+    recorded = chart(at, "recorded_chart")
+    assert recorded["layout"]["yaxis"]["title"]["text"] == f"recorded latency ({unit})"
+    (section,) = [e for e in at.expander if e.label.startswith("Recorded on a GPU")]
+    (table,) = section.dataframe
+    assert set(table.value["median_ms"]) <= {formatting.duration_number(v, unit) for v in recorded_durations()}

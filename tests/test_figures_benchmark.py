@@ -168,6 +168,25 @@ def test_accuracy_plots_the_tolerance_ratio_not_the_relative_error():
     assert not any("rel" in (t.name or "") for t in fig.data)
 
 
+def test_accuracy_tolerance_lines_wear_no_implementations_colour():
+    """Review at 1280x720 (issue 27): the dashed tolerance line, the dotted atol line
+    and their labels were red, the colour of Naive PyTorch's dots beside them. Each
+    colour on the chart means one thing: the lines and labels take one colour that
+    no implementation (nor pass/fail) uses."""
+    results = [_accuracy_result("naive", "Naive PyTorch", 2e-4, 9.1, 0.21),
+               _accuracy_result("triton", "Triton", 3e-4, 8.7, 0.3)]
+    fig = accuracy_figures.accuracy_figure(results)
+    lines = [s for s in fig.layout.shapes if s.line.dash in ("dash", "dot")]
+    assert {(s.yref, s.line.dash) for s in lines} == {("y", "dash"), ("y2", "dot")}
+    labels = [a for a in fig.layout.annotations if a.text.startswith(("tolerance", "atol ="))]
+    assert len(labels) == 2
+    colours = {s.line.color for s in lines} | {a.font.color for a in labels}
+    assert len(colours) == 1
+    taken = {*style.IMPL_COLORS.values(), style.PASS_COLOR, style.FAIL_COLOR}
+    taken |= {c for t in fig.data for c in np.atleast_1d(t.marker.line.color)}
+    assert not colours & taken, colours
+
+
 def test_accuracy_without_a_tolerance_ratio_bounds_it_by_atol():
     result = SimpleNamespace(name="triton", label="Triton", max_abs_err=5e-4, max_rel_err=3.0, atol=1e-3,
                              rtol=1e-3, passed=True)
@@ -426,3 +445,28 @@ def test_value_labels_of_five_implementations_stay_apart_and_on_the_figure(name,
         for b in boxes[i + 1:]:
             apart = a[1] + 0.5 * a[4] <= b[0] or b[1] + 0.5 * b[4] <= a[0]
             assert apart or a[3] <= b[2] or b[3] <= a[2], (name, scale, a, b)
+
+
+def test_benchmark_axes_and_notes_write_thousands_as_the_tables_do():
+    """Review at 1280x720 (issue 27): the history chart's axis read "1000" beside the
+    tables' "2,990", and the recorded note "4127 to 4255 GB/s" beside "4,240 GB/s".
+    The page's time and bandwidth axes take the one tick format with thousands
+    separators (formatting.LOG_TICK_D3) and the notes' bandwidths are grouped."""
+    import pandas as pd
+
+    from explorer import formatting
+    from explorer.bench.recorded_figures import recorded_latency_figure
+
+    history = [_entry(1, "B=1", RESULTS), _entry(2, "B=2", RESULTS)]
+    rows = pd.DataFrame({"configuration": ["4 x 2048", "4 x 2048"], "implementation": ["Triton", "Naive PyTorch"],
+                         "key": ["triton", "naive"], "gpu_time_ms": [0.02, float("nan")], "median_ms": [0.05, 1.2]})
+    figures = {
+        "latency": bench_figures.latency_figure(RESULTS),
+        "bandwidth": bench_figures.bandwidth_figure(RESULTS, copy_gbps=4240.0),
+        "history": bench_figures.history_figure(history),
+        "recorded": recorded_latency_figure(rows, gpu="NVIDIA H200", date="2026-11-29", layout="shuffled"),
+    }
+    for name, fig in figures.items():
+        assert fig.layout.yaxis.tickformat == formatting.LOG_TICK_D3, name
+    note = "measured the same day in peers_v7.txt; other runs that day measured 4127 to 4255 GB/s"
+    assert formatting.group_prose_bandwidths(note) == note.replace("4127 to 4255", "4,127 to 4,255")

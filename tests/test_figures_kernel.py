@@ -196,13 +196,39 @@ def test_split_merge_keeps_the_max_note_off_the_bar_labels(presentation):
     plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
     lo, hi = fig.layout.yaxis.range
     assert max(_bar_label_tops(fig, m, plot_px)) <= hi
-    # Between the panels (the chart is 577 px wide at 1280 px): the right axis' tick
+    # Between the panels (the plot as drawn at 1280 px): the right axis' tick
     # labels ("30"), title line and Plotly's standoffs.
-    width = 577 - fig.layout.margin.l - fig.layout.margin.r
+    share = fig.layout.xaxis.domain[1] - fig.layout.xaxis.domain[0]
+    with style.presentation(style.PRESENTATION_SCALE if presentation else 1):
+        width = kernel_figures.merge_panel_px() / share
     gap = (fig.layout.xaxis2.domain[0] - fig.layout.xaxis.domain[1]) * width
     size = fig.layout.yaxis2.title.font.size or fig.layout.font.size
     tick = fig.layout.yaxis2.tickfont.size or fig.layout.font.size
     assert gap >= 1.3 * size + 2 * 0.6 * tick + 20, gap
+
+
+@pytest.mark.parametrize("presentation", [False, True])
+def test_split_merge_value_labels_stay_off_the_max_line(presentation):
+    """Review at 1280x720 (issue 27): "3.62", the label over a bar just under the
+    max (3.66), sat on the dotted max-m line. A label whose line would cross it is
+    written inside its bar's top; every other label above its bar, clear of it."""
+    from explorer import style
+
+    m = np.array([3.62, 1.71, 3.66, 2.71])  # the page's 4 splits at 1280: two bars near the max
+    splits = pd.DataFrame({"split": range(4), "m": m, "l": [10.6, 19.6, 12.0, 8.0], "weight": 2.0 ** (m - m.max()),
+                           "share": [0.341, 0.168, 0.321, 0.170], "token_start": np.arange(4) * 64,
+                           "token_end": np.arange(1, 5) * 64})
+    with style.presentation(style.PRESENTATION_SCALE if presentation else 1):
+        fig = kernel_figures.split_merge_figure(splits)
+    positions = fig.data[0].textposition
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    line = m.max()
+    for v, top, pos in zip(m, _bar_label_tops(fig, m, plot_px), positions):
+        if pos == "outside":  # its label's line lies wholly above the max line, or wholly below it
+            assert v == line or top <= line, (v, top)
+        else:
+            assert pos == "inside" and v < line
+    assert list(positions).count("inside") >= 1
 
 
 def option_trace(block_n=16, num_splits=3, **options):

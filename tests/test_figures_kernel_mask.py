@@ -13,6 +13,7 @@ from test_colour_language import apart, colours
 from explorer import limits, style
 from explorer.kernel import mask_figures
 from explorer.kernel.tile_rows import MASK_STATES
+from explorer.marks import Mark
 from explorer.kernel.view import launch_plan, trace_row
 from explorer.style import presentation
 from paged_attention import DecodeConfig, build_decode_inputs
@@ -51,6 +52,11 @@ def test_each_row_of_the_tile_and_each_cell_as_the_trace_masks_it():
     assert legend == {s: mask_figures.STATE_COLORS[s] for s in ("scored", "causal")}
     assert list(heat.x) == list(range(32, 37))  # the tile's lanes 37..39 lie past the context
     assert "its lanes 37–39 past the context left out" in fig.layout.title.subtitle.text.replace("<br>", " ")
+    # The subtitle names the mark as drawn (issue 27: "◆", filled black, over a white diamond).
+    subtitle = fig.layout.title.subtitle.text.replace("<br>", " ")
+    drawn = Mark("own token", diamonds.marker.symbol, diamonds.marker.color, diamonds.marker.line.color)
+    assert f"{drawn.words} = the row's own token" in subtitle and "◆" not in subtitle
+    assert drawn.words == "white diamond outlined in black"
 
 
 def test_a_window_masks_cells_before_each_rows_window():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from test_colour_language import block_table_page, kernel_page
 
-from explorer import style
+from explorer import formatting, style
 from explorer.cache import cell_style, pool_figures, walk_figures
 from explorer.cache import figures as cache_figures
 from paged_attention import DecodeConfig, assign_blocks
@@ -36,6 +36,48 @@ def explicit_font_sizes(fig) -> list[float]:
     return sizes + ([minsize] if minsize is not None else [])
 
 
+#: Plotly draws an exponent (``exponentformat="power"``: 10⁻⁴) at this share of the tick size.
+SUPERSCRIPT_SHARE = 0.75
+
+
+def rendered_tick_sizes(fig) -> list[float]:
+    """The sizes Plotly draws ``fig``'s tick labels at: the tick font's, and an
+    exponent's :data:`SUPERSCRIPT_SHARE` of it on a log axis that writes powers of
+    ten as superscripts (``exponentformat="power"``, no ``tickformat``)."""
+    layout = fig.to_plotly_json()["layout"]
+    base = layout.get("font", {}).get("size") or 12
+    sizes = []
+    for key, axis in layout.items():
+        if not key.startswith(("xaxis", "yaxis")):
+            continue
+        tick = axis.get("tickfont", {}).get("size") or base
+        sizes.append(tick)
+        if axis.get("type") == "log" and axis.get("exponentformat") == "power" and not axis.get("tickformat"):
+            sizes.append(SUPERSCRIPT_SHARE * tick)
+    return sizes
+
+
+@pytest.mark.parametrize("scale", [1, style.PRESENTATION_SCALE])
+def test_error_chart_ticks_meet_the_minimum_at_their_rendered_size(scale):
+    """Review at 1280x720 (issue 27): the error chart's log ticks 10⁻¹ ... 10⁻⁴ drew
+    their exponents at 10.5 px (15.75 px in presentation mode): a superscript is
+    0.75 of the tick font. Every tick text, exponents included, is at least 12 px
+    (18 px in presentation mode)."""
+    from types import SimpleNamespace
+
+    from explorer.bench import accuracy_figures
+
+    results = [SimpleNamespace(name=n, label=label, max_abs_err=e, max_rel_err=1.0, max_tol_ratio=r, atol=1e-3,
+                               rtol=1e-3, passed=True)
+               for n, label, e, r in (("naive", "Naive PyTorch", 2e-4, 0.21), ("triton", "Triton", 3e-7, 3e-4))]
+    with style.presentation(scale):
+        fig = accuracy_figures.accuracy_figure(results)
+    assert fig.layout.yaxis.type == fig.layout.yaxis2.type == "log"
+    sizes = rendered_tick_sizes(fig) + explicit_font_sizes(fig)
+    assert min(sizes) >= (12 if scale == 1 else 18), sorted(sizes)[:3]
+    assert fig.layout.yaxis.tickformat == fig.layout.yaxis2.tickformat == formatting.ERROR_TICK_D3
+
+
 @pytest.mark.parametrize("sharing", [False, True])
 def test_block_table_page_sets_no_text_under_12_px(sharing):
     for fig in block_table_page(sharing)[:4]:
@@ -45,7 +87,7 @@ def test_block_table_page_sets_no_text_under_12_px(sharing):
 
 def test_kernel_page_sets_no_text_under_12_px_and_hides_what_does_not_fit():
     for fig in kernel_page():
-        sizes = explicit_font_sizes(fig)
+        sizes = explicit_font_sizes(fig) + rendered_tick_sizes(fig)
         assert sizes and min(sizes) >= 12, (fig.layout.title.text, sorted(sizes)[:3])
         if any(t.type == "bar" and t.text is not None for t in fig.data):
             # Plotly shrinks a bar's text to fit the bar unless told to hide it instead.
@@ -114,10 +156,11 @@ def test_tradeoff_bar_labels_grow_with_the_mode_and_stay_whole(scale):
 @pytest.mark.parametrize("scale", [1, style.PRESENTATION_SCALE])
 def test_split_merge_ticks_stay_upright_and_its_values_whole_where_they_fit(scale):
     """Review at 1280x720 in presentation mode: Plotly tilted "split 0" ... "split 3"
-    on both panels, and the share labels ("34.1%") were hidden. The ticks are
-    upright (staggered where a name is wider than its share), and a panel's value
-    labels are written whole at the cell size where they fit a bar's slot, else
-    left to the hover, never shrunk."""
+    on both panels; then they staggered on two rows (even at 1920, bars 100 px
+    wide) and the share labels ("34.1%") were left to the hover. The ticks are the
+    split numbers on one upright row ("split" is the axis title), and both panels'
+    value labels are written whole at the cell size in either mode: each fits a
+    bar's slot of the panel as drawn (224 px at 1280 in presentation mode)."""
     from test_figures_kernel import kernel_trace
 
     from explorer.kernel import figures as kernel_figures
@@ -125,17 +168,16 @@ def test_split_merge_ticks_stay_upright_and_its_values_whole_where_they_fit(scal
     _, _, _, trace = kernel_trace(num_splits=4)
     with style.presentation(scale):
         fig = kernel_figures.split_merge_figure(trace.splits)
-        slot = style.plot_width_px(kernel_figures.MERGE_PLOT_PX) * 0.4 / len(trace.splits)
+        slot = kernel_figures.merge_panel_px() / len(trace.splits)
         cell = style.font_px("cell")
     for axis in (fig.layout.xaxis, fig.layout.xaxis2):
-        assert axis.tickangle == 0 and [t.replace("<br>", " ").strip() for t in axis.ticktext] == list(fig.data[0].x)
+        assert axis.tickangle == 0 and list(axis.ticktext) == [str(s) for s in trace.splits["split"]]
+        assert list(axis.tickvals) == list(fig.data[0].x) and axis.title.text == "split"
     m, share = fig.data
-    assert m.text is not None  # "3.62": four digits fit a slot in either mode
     for bars in (m, share):
-        if bars.text is not None:
-            assert bars.constraintext == "none" and _bar_text_px(fig, bars) == cell
-            assert max(len(t) for t in bars.text) * 0.56 * cell <= slot + 0.89 * cell
-    assert (share.text is not None) is (scale == 1)  # "34.1%" at 18 px is wider than a 46 px slot
+        assert bars.text is not None and bars.constraintext == "none" and _bar_text_px(fig, bars) == cell
+        assert max(kernel_figures.value_label_px(t, cell) for t in bars.text) <= slot
+    assert list(share.text) == [formatting.format_percent(v) for v in trace.splits["share"]]
 
 
 #: Chromium drew the Block table page's table 476 px wide at 1280x720, the sidebar open.

@@ -48,3 +48,27 @@ def test_tile_table_writes_three_significant_figures():
         expected = ["n/a" if pd.isna(v) else sig3(v) for v in tiles[name]]
         assert list(text[name]) == expected, name
     assert text["physical_blocks"].iloc[0] == ", ".join(map(str, tiles["physical_blocks"].iloc[0]))
+
+
+def test_presentation_tables_right_align_their_number_columns_over_streamlits_own_style():
+    """Review at 1280x720 (issue 27): presentation mode's HTML tables (st.table)
+    drew every number left-aligned, where normal mode's grid right-aligns them:
+    st.table writes "text-align: left" on each text cell's style attribute, which
+    beats a stylesheet's rule unless it is !important. Number columns (and only
+    they) get a right alignment that wins; a cell's own CSS is kept beside it."""
+    import pandas as pd
+    import streamlit as st
+
+    from ui.tables import number_column, presented_table
+
+    frame = pd.DataFrame({"name": ["a", "b"], "value": ["1,230", "4.56"], "count": [3, 40]})
+    css = pd.DataFrame({"name": ["", ""], "value": ["font-weight: bold", ""], "count": ["", ""]})
+    styler = presented_table(frame, {"name": st.column_config.Column("Name"), "value": number_column("Value"),
+                                     "count": "Count"}, css)
+    styler._compute()
+    cells = {(r, c): dict(decl) for (r, c), decl in styler.ctx.items()}
+    for row in (0, 1):
+        assert cells.get((row, 0), {}).get("text-align") is None  # a text column stays as st.table has it
+        for col in (1, 2):  # a number column (right-aligned text) and a numeric dtype
+            assert cells[(row, col)]["text-align"].split() == ["right", "!important"]
+    assert cells[(0, 1)]["font-weight"] == "bold"

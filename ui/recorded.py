@@ -87,7 +87,7 @@ def recorded_durations(kinds: Sequence[str] = BENCH_KINDS) -> list[float]:
 
 
 def show_recorded(kinds: Sequence[str], config: DecodeConfig | None = None, *, mine: pd.DataFrame | None = None,
-                  expanded: bool = False) -> None:
+                  expanded: bool = False, unit: str | None = None) -> None:
     """The section, for the recorded sets of ``kinds``.
 
     Parameters
@@ -103,6 +103,10 @@ def show_recorded(kinds: Sequence[str], config: DecodeConfig | None = None, *, m
     expanded : bool
         Whether the expander starts open (on a CPU host, where these are the only
         GPU numbers).
+    unit : str, optional
+        The page's one unit of time (:func:`explorer.formatting.duration_unit` of
+        everything it shows: its live runs' times and these), for the section's
+        chart and tables alike; by default one chosen from the section's own times.
     """
     sets = recorded_sets(tuple(kinds))
     if isinstance(sets, str):
@@ -113,9 +117,9 @@ def show_recorded(kinds: Sequence[str], config: DecodeConfig | None = None, *, m
     if set(kinds) == set(SWEEP_KINDS):
         _show_sweeps(sets, mine)
         return
-    # The section keeps its own unit, chosen from its own numbers, so that a live run
-    # in another unit does not change how the recorded tables read.
-    unit = formatting.duration_unit(recorded_durations(kinds))
+    # One unit per quantity on a page (issue 27: the live run's cards read ms beside
+    # this chart's µs): the page's, where it gives one, else the section's own.
+    unit = unit or formatting.duration_unit(recorded_durations(kinds))
     with st.expander(f"{TITLE}: {sets[0].meta['gpu']} (recorded, not this machine)", expanded=expanded,
                      icon=":material/history:"):
         classic = [s for s in sets if s.kind == "classic"]
@@ -169,7 +173,8 @@ def _show_classic(recorded: RecordedSet, config: DecodeConfig | None, unit: str)
     shared = (f". {t['num_heads'].iloc[0]} heads, {t['num_kv_heads'].iloc[0]} KV heads, head_dim "
               f"{t['head_dim'].iloc[0]}, block size {t['block_size'].iloc[0]}, {t['dtype'].iloc[0]}")
     _header(recorded, "the live run", shared)
-    st.caption(f"Copy bandwidth {m.get('copy_note', 'measured in the same run')}. Recorded with "
+    note = formatting.group_prose_bandwidths(m.get("copy_note", "measured in the same run"))
+    st.caption(f"Copy bandwidth {note}. Recorded with "
                f"`{shown_command(m['command'])}`.")
     layouts = recorded.layouts
     default = config.block_layout if config is not None and config.block_layout in layouts else layouts[-1]

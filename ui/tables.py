@@ -19,6 +19,8 @@ from explorer.cards import Card
 from explorer.formatting import sig3_column
 from ui.charts import presenting, text_scale
 
+#: The CSS of a right-aligned cell of presentation mode's HTML table (:func:`presented_table`).
+RIGHT_ALIGNED = "text-align: right !important"
 #: Markdown's marks that ``st.table`` would read in a cell's text (it renders cells as Markdown).
 _MARKDOWN_MARKS = str.maketrans({c: f"\\{c}" for c in "\\`*_[]<>~$|#"})
 
@@ -87,7 +89,10 @@ def presented_table(frame: pd.DataFrame, column_config: Mapping[str, object], cs
         aligned.append(config.get("alignment") == "right" or (numeric and config.get("alignment") is None))
         texts[_label(name, column_config.get(name))] = [_cell_text(v, number_format) for v in frame[name]]
     shown = pd.DataFrame(texts)
-    styles = [["text-align: right" if right else "" for right in aligned]] * len(shown)
+    # "!important": st.table writes "text-align: left" on each text cell's own style
+    # attribute, which outranks the Styler's id selectors (issue 27: presentation
+    # mode's numbers were left-aligned beside normal mode's right-aligned ones).
+    styles = [[RIGHT_ALIGNED if right else "" for right in aligned]] * len(shown)
     if css is not None:
         styles = [[";".join(filter(None, (a, b))) for a, b in zip(row, extra)]
                   for row, extra in zip(styles, css.to_numpy().tolist())]

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 
 from explorer.bench.view import significant
 from explorer.category_ticks import set_category_ticks
+from explorer.formatting import ERROR_TICK_D3
 from explorer.style import (
     ERROR_FLOOR,
     FAIL_COLOR,
@@ -27,6 +28,9 @@ from explorer.style import (
     with_alpha,
 )
 
+#: Colour of the tolerance lines (dashed: error = tolerance; dotted: atol) and their
+#: labels: near-black, which no implementation's colour is (red was Naive PyTorch's).
+TOLERANCE_COLOR = "#111827"
 #: Colour and default name of the fp8 quantization error's line on the error chart.
 QUANTIZATION_COLOR = "#7C3AED"
 QUANTIZATION_LABEL = "fp8 quantization error (vs unquantized cache)"
@@ -197,16 +201,16 @@ def accuracy_figure(
         rtol = results[0].rtol
         tol += (f" (atol = rtol = {significant(atol)})" if atol == rtol
                 else f" (atol = {significant(atol)}, rtol = {significant(rtol)})")
-    fig.add_hline(y=1, line=dict(color=FAIL_COLOR, dash="dash", width=1.2), row=1, col=1)
+    fig.add_hline(y=1, line=dict(color=TOLERANCE_COLOR, dash="dash", width=1.2), row=1, col=1)
     # Annotations on a log axis take log10 coordinates (add_hline's own label does not).
     fig.add_annotation(x=0, xref="x domain", xanchor="left", y=0, yref="y", yanchor="bottom",
-                       text=tol, showarrow=False, font=dict(color=FAIL_COLOR, size=font_px("label")),
+                       text=tol, showarrow=False, font=dict(color=TOLERANCE_COLOR, size=font_px("label")),
                        bgcolor="rgba(255,255,255,0.85)")
     if results:
-        fig.add_hline(y=atol, line=dict(color=FAIL_COLOR, dash="dot", width=1.2), row=2, col=1)
+        fig.add_hline(y=atol, line=dict(color=TOLERANCE_COLOR, dash="dot", width=1.2), row=2, col=1)
         fig.add_annotation(x=0, xref="x2 domain", xanchor="left", y=math.log10(atol), yref="y2",
                            yanchor="bottom", text=f"atol = {significant(atol)}", showarrow=False,
-                           font=dict(color=FAIL_COLOR, size=font_px("label")), bgcolor="rgba(255,255,255,0.85)")
+                           font=dict(color=TOLERANCE_COLOR, size=font_px("label")), bgcolor="rgba(255,255,255,0.85)")
     for r in results:
         fig.add_annotation(
             x=r.label, xref="x", y=1, yref="y domain", yanchor="bottom", yshift=2, showarrow=False,
@@ -217,7 +221,7 @@ def accuracy_figure(
     # Room above the plot for the pass/fail marks.
     apply_style(fig, ACCURACY_TITLE, subtitle, height=_ACCURACY_HEIGHT, above_plot=_ACCURACY_MARKS_PX)
     fig.update_layout(showlegend=False)
-    fig.update_yaxes(type="log", exponentformat="power")
+    fig.update_yaxes(type="log", tickformat=ERROR_TICK_D3)
     fig.update_yaxes(title="error ÷ tol.", row=1, col=1)
     fig.update_yaxes(title="abs error", row=2, col=1)
     fig.update_xaxes(showgrid=False, ticklabelstandoff=10)  # clear of the exact results' circles on the floor

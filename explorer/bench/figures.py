@@ -14,6 +14,7 @@ from explorer.bench.readouts import host_overhead_ms, rank
 from explorer.bench.view import percent, rank_words
 from explorer.category_ticks import SOFT_HYPHEN, add_label_row, label_row_px, set_category_ticks
 from explorer.formatting import (
+    LOG_TICK_D3,
     MS_D3,
     format_bytes,
     format_duration,
@@ -90,7 +91,7 @@ def latency_figure(results: Sequence, *, log_y: bool = True, unit: str = "ms") -
     above = label_row_px(row)
     apply_style(fig, f"Latency per decode step ({device})", subtitle, height=round(430 + above), above_plot=above)
     add_label_row(fig, [r.label for r in results], row, [impl_color(r.name) for r in results], name="median label")
-    fig.update_yaxes(title=f"latency ({unit})", type="log" if log_y else "linear")
+    fig.update_yaxes(title=f"latency ({unit})", type="log" if log_y else "linear", tickformat=LOG_TICK_D3)
     if log_y:
         log_axis_range(fig, [in_unit(v, unit) for r in results for v in [*r.samples_ms, r.gpu_time_ms or r.median_ms]],
                        0.25, 0.25)
@@ -338,7 +339,7 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
     fig.update_layout(barmode="group", bargap=0.3)
     # Room over the copy line for its label, under the row of labels.
     top = max([v for v in (*call, *gpu, copy_gbps) if v is not None], default=1)
-    fig.update_yaxes(title="GB/s", range=[0, top * 1.15])
+    fig.update_yaxes(title="GB/s", range=[0, top * 1.15], tickformat=LOG_TICK_D3)
     set_category_ticks(fig, labels)
     return fig
 
@@ -389,7 +390,7 @@ def history_figure(history: Sequence, unit: str = "ms") -> go.Figure:
         )
     apply_style(fig, "Runs in this session", "median call latency per run; hover a dot for its configuration", height=380)
     fig.update_layout(scattermode="group", scattergap=0.25)
-    fig.update_yaxes(title=f"median latency ({unit})", type="log")
+    fig.update_yaxes(title=f"median latency ({unit})", type="log", tickformat=LOG_TICK_D3)  # "1,000", as the tables
     log_axis_range(fig, [in_unit(r.median_ms, unit) for h in history for r in h.results], 0.3, 0.4)
     fig.update_xaxes(title="run", type="category", showgrid=False)
     return fig

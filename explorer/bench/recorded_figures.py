@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from explorer.formatting import MS_D3, in_unit
+from explorer.formatting import LOG_TICK_D3, MS_D3, in_unit
 from explorer.category_ticks import set_category_ticks
 from explorer.style import apply_style, font_px, impl_color, log_axis_range
 
@@ -69,7 +69,7 @@ def recorded_latency_figure(
            f"recorded {date}, not this machine · {layout} block table · ● GPU time (CUDA graph); "
            "○ call latency", height=460)
     fig.update_layout(scattermode="group", scattergap=0.5)
-    fig.update_yaxes(title=f"recorded latency ({unit})", type="log")
+    fig.update_yaxes(title=f"recorded latency ({unit})", type="log", tickformat=LOG_TICK_D3)
     # room above the highest dot for the band's label
     log_axis_range(fig, [in_unit(v, unit) for v in [*rows["gpu_time_ms"].dropna(), *rows["median_ms"]]], 0.2, 0.6 if highlight in configs else 0.3)
     set_category_ticks(fig, configs)

@@ -5,6 +5,7 @@ its walk over the blocks, the online softmax tile by tile and the split merge.
 from __future__ import annotations
 
 import math
+import re
 from typing import Sequence
 
 import numpy as np
@@ -18,6 +19,8 @@ from explorer.kernel.walk_layout import WALK_PLOT_PX, set_walk_margins, walk_lab
 from explorer.limits import MAX_SPLIT_LEGEND, MAX_WALK_SEGMENTS, MAX_WALK_TEXT
 from explorer.style import (
     BLOCK_COLORSCALE,
+    MARGIN_L,
+    MARGIN_R,
     MIN_GAP_CELL_PX,
     PRESENTATION_SCALE,
     SPLIT_COLORS,
@@ -29,7 +32,6 @@ from explorer.style import (
     integer_ticks,
     no_data_figure,
     plot_area_height,
-    plot_width_px,
     presentation_scale,
     scaled,
     title_margins,
@@ -46,13 +48,17 @@ _CHAR_WIDTH = 0.62
 #: The output's star: its size (px).
 _STAR_SIZE = 14
 #: Plot-area width (px) of the split merge's two panels and the gap between them at
-#: scale 1 (the 577 px chart less its margins); the gap takes :data:`_MERGE_GAP` of
-#: it, each panel half the rest (:data:`MERGE_PANEL_PX`).
-MERGE_PLOT_PX = 497
-_MERGE_GAP = 0.2
-MERGE_PANEL_PX = MERGE_PLOT_PX * (1 - _MERGE_GAP) / 2
-#: Width of a digit and of "%" of a bar's value label, as a share of its size (Arial's).
-_DIGIT_WIDTH, _PERCENT_WIDTH = 0.56, 0.89
+#: 1280 px: in normal mode (the 577 px chart less its margins) and in presentation
+#: mode, whose narrower sidebar widens the page's column (Chromium drew the plot
+#: 528 px wide). The gap takes :data:`_MERGE_GAP` of it, each panel half the rest
+#: (:func:`merge_panel_px`).
+MERGE_PLOT_PX, MERGE_PLOT_PRESENT_PX = 497, 528
+#: The gap between the panels, a share of the plot: the right panel's tick labels
+#: and axis title at presentation size (79 px at 1280; 0.12, 63 px, put
+#: "% of softmax mass" on the left panel's last bar).
+_MERGE_GAP = 0.15
+#: Width of a digit, of "." and of "%" of a bar's value label, as a share of its size (Arial's).
+_DIGIT_WIDTH, _POINT_WIDTH, _PERCENT_WIDTH = 0.56, 0.28, 0.89
 #: The attention sink's colour (its bar in the merge, its term in the denominator).
 SINK_COLOR = "#B45309"
 #: The walk's label of the tokens before a sliding window.
@@ -407,6 +413,19 @@ def _label_margin(label: str) -> int:
 MERGE_MAX_TITLE = "m per split (dotted: max m)"
 
 
+def merge_panel_px() -> float:
+    """Pixels across one panel of :func:`split_merge_figure` at 1280 px at the scale
+    of now (from :data:`MERGE_PLOT_PX` at 1 to :data:`MERGE_PLOT_PRESENT_PX` at
+    :data:`~explorer.style.PRESENTATION_SCALE`)."""
+    t = min(max((presentation_scale() - 1) / (PRESENTATION_SCALE - 1), 0.0), 1.0)
+    return (MERGE_PLOT_PX + t * (MERGE_PLOT_PRESENT_PX - MERGE_PLOT_PX)) * (1 - _MERGE_GAP) / 2
+
+
+def value_label_px(text: str, size: float) -> float:
+    """Width (px) of a bar's value label ``text`` ("3.62", "34.1%") at ``size`` px (Arial's widths)."""
+    return sum(_PERCENT_WIDTH if c == "%" else _POINT_WIDTH if c == "." else _DIGIT_WIDTH for c in text) * size
+
+
 def split_merge_figure(splits, *, sink_m: float | None = None, sink_share: float = 0.0) -> go.Figure:
     """The split-K (flash-decoding) merge: each split's final running max ``m``, and
     its share of the softmax mass after rescaling, ``w·l / Σ w·l`` with
@@ -443,17 +462,17 @@ def split_merge_figure(splits, *, sink_m: float | None = None, sink_share: float
     # Values above the bars where they fit a bar's slot at the size of now, drawn
     # whole (constraintext="none": uniformtext hid what was wider than its bar);
     # the hover has them otherwise.
-    slot = plot_width_px(MERGE_PLOT_PX) * (1 - _MERGE_GAP) / 2 / max(n, 1)
+    slot = merge_panel_px() / max(n, 1)
 
     def fits(texts: list[str]) -> bool:
-        return n <= 16 and all((len(t) - t.count("%")) * _DIGIT_WIDTH * font_px("cell")
-                               + t.count("%") * _PERCENT_WIDTH * font_px("cell") <= slot for t in texts)
+        return n <= 16 and all(value_label_px(t, font_px("cell")) <= slot for t in texts)
 
     m_text, share_text = (texts if fits(texts) else None for texts in (m_text, share_text))
     outlined = n <= 16  # thin bars get no outline
     fig.add_trace(go.Bar(
         x=x, y=m, name="m", marker=dict(color=colors, line=dict(width=0.5 if outlined else 0)), customdata=custom,
         text=m_text, textposition="outside", cliponaxis=False, constraintext="none",
+        insidetextanchor="end",
         hovertemplate="%{x} (tokens %{customdata[2]}–%{customdata[3]})<br>m = %{y:" + TRACE_D3 + "}, l = %{customdata[0]:" + TRACE_D3 + "}"
         "<br>merge weight w = 2^(m − max m) = %{customdata[1]:" + RATIO_D3 + "}<extra></extra>",
     ), row=1, col=1)
@@ -481,6 +500,19 @@ def split_merge_figure(splits, *, sink_m: float | None = None, sink_share: float
     top = max(hi + pad, (hi - room * bottom) / (1 - room))
     fig.update_yaxes(title="m (log2 units)", range=[bottom, top], row=1, col=1)
     fig.update_yaxes(title="% of softmax mass", range=[0, max([*share, 1]) * 1.2], row=1, col=2)
+    # A label over a bar just under the max would sit on the dotted line ("3.62"
+    # under "3.66"): it goes inside its bar's top instead, where the bar holds it.
+    label_data = (font_px("cell") * 1.3 + scaled(4)) * (top - bottom) / plot_area_height(400, subtitle, 16)
+    if m_text is not None and n:
+        line = float(m[: len(splits)].max())
+        inside = [line - label_data < v < line and v >= label_data for v in m]
+        fig.data[0].textposition = ["inside" if i else "outside" for i in inside]
+    numbered = n <= 16 and all(re.fullmatch(r"split \d+|sink", t) for t in x)
     for col in (1, 2):  # upright: Plotly tilted "split 0", "split 1", ... at presentation size
-        set_category_ticks(fig, x, MERGE_PANEL_PX, row=1, col=col)
+        if numbered:  # the split's number under its bar, "split" once under the axis: one row at any size
+            fig.update_xaxes(tickmode="array", tickvals=x, ticktext=[t.removeprefix("split ") for t in x],
+                             tickangle=0, title="split", row=1, col=col)
+        else:  # thinned to the panel as drawn (plot_width_px takes the grown margins off again)
+            set_category_ticks(fig, x, merge_panel_px() + (presentation_scale() - 1) * (MARGIN_L + MARGIN_R),
+                               row=1, col=col)
     return fig

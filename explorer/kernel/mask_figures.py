@@ -13,6 +13,7 @@ from explorer.formatting import count
 from explorer.kernel.tile_rows import MASK_STATES, new_token_tiles
 from explorer.kernel.work_list_figures import HIGHLIGHT_LINE
 from explorer.limits import MAX_MASK_ROWS
+from explorer.marks import Mark
 from explorer.style import UNALLOCATED_COLOR, apply_style, cell_gaps, integer_ticks, no_data_figure, plot_area_height
 
 #: One colour per state of a score: kept has a colour of its own; masked and
@@ -31,6 +32,10 @@ MASK_KEY = "colour = what the row does with the score"
 #: Height of a drawn row (px) while few, and the least it shrinks to.
 _ROW_PX, _MIN_ROW_PX = 26, 9
 
+
+#: A row's own token on the causal mask: the subtitle names it by the words of the
+#: mark drawn (a "◆" glyph said filled black over a white diamond, issue 27).
+OWN_TOKEN_MARK = Mark("own token", "diamond", "#FFFFFF", "#111827")
 
 def _drawn_rows(tile_rows, query_len: int) -> tuple[list[str], list[int], list[tuple[int, ...]]]:
     """The rows the figure draws: labels, the query token of each, and the tile rows
@@ -105,7 +110,7 @@ def tile_mask_figure(
     beyond = f", its lanes {past[0]:,}–{past[-1]:,} past the context left out" if past else ""
     subtitle = (f"{count(query_len, 'new token')} x {count(len(tile_rows) // query_len, 'query head')} = "
                 f"{count(len(tile_rows), 'row')} of one tile; positions {positions[0]:,}–{positions[-1]:,} "
-                f"({count(len(tiles), 'tile')}{beyond}); ◆ = the row's own token")
+                f"({count(len(tiles), 'tile')}{beyond}); {OWN_TOKEN_MARK.words} = the row's own token")
     plot_h = plot_area_height(height, subtitle)
     fig.add_trace(go.Heatmap(
         x=positions, y=labels, z=z, zmin=-0.5, zmax=n - 0.5, colorscale=colorscale, showscale=False,
@@ -115,7 +120,8 @@ def tile_mask_figure(
     own = [(context_len - query_len + t, label) for t, label in zip(tokens, labels)]
     fig.add_trace(go.Scatter(
         x=[p for p, _ in own], y=[label for _, label in own], mode="markers", name="own token", showlegend=False,
-        marker=dict(symbol="diamond", size=7, color="#FFFFFF", line=dict(color="#111827", width=1.2)),
+        marker=dict(symbol=OWN_TOKEN_MARK.symbol, size=7, color=OWN_TOKEN_MARK.fill,
+                    line=dict(color=OWN_TOKEN_MARK.line, width=1.2)),
         hovertemplate="%{y}: its own position %{x:,}<extra></extra>",
     ))
     for state in MASK_STATES:
