@@ -160,10 +160,19 @@ def test_time_triton_on_a_step_and_across_block_sizes():
     at.button(key="sv_tradeoff_run").click().run()
     assert_clean(at)
     spec = chart(at, "sv_tradeoff_chart")
-    assert spec["layout"]["yaxis2"]["title"]["text"] == "Triton latency (ms)"
     line = spec["data"][1]
     expected = ["4", "16", "64"] if execution_mode() == "interpreter" else ["1", "2", "4", "8", "16", "32", "64", "128", "256"]
     assert line["x"] == expected and all(y > 0 for y in line["y"])
+    # One unit for Triton's latency on the page (issue 27): the chart's axis, the card and the table.
+    (rows,) = at.session_state["sv_latency"].values()
+    (per_size,) = at.session_state["sv_tradeoff_latency"].values()
+    times = {s: r["median_ms"] for s, r in rows.items()}
+    unit = formatting.duration_unit([*times.values(), *per_size.values()])
+    assert spec["layout"]["yaxis2"]["title"]["text"] == f"Triton latency ({unit})"
+    metric = next(m for m in at.metric if m.label == f"Triton decode at step {step}")
+    table = at.dataframe[0].value
+    assert metric.value == formatting.format_duration(times[step], unit) and f"median ({unit})" in table.columns
+    assert "GB/s" in table.columns
 
 
 def _serving_with_a_large_step() -> AppTest:
@@ -192,7 +201,7 @@ def test_gpu_times_triton_on_a_serving_step():
     at.button(key="sv_time").click().run()
     assert_clean(at)
     table = at.dataframe[0].value
-    assert table["correct"].tolist() == ["yes"] and float(table["gbps"].iloc[0].replace(",", "")) > 0
+    assert table["correct"].tolist() == ["yes"] and float(table["GB/s"].iloc[0].replace(",", "")) > 0
 
 
 @CPU_ONLY

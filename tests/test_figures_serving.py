@@ -215,13 +215,27 @@ def test_tradeoff_figure():
     assert bars.y[0] == 0  # one-token blocks waste nothing
     assert list(bars.marker.line.width) == [1, 2, 1]
     assert len(fig.data) == 1
-    with_latency = tradeoff_figures.tradeoff_figure(result.table, {1: 0.5, 16: 0.2})
+    with_latency = tradeoff_figures.tradeoff_figure(result.table, {1: 0.5, 16: 0.2}, unit="ms")
     line = with_latency.data[1]
     assert list(line.x) == ["1", "16"] and list(line.y) == [0.5, 0.2] and line.yaxis == "y2"
     y2 = with_latency.layout.yaxis2
     assert y2.title.text == "Triton latency (ms)" and y2.range is None and y2.overlaying == "y"
     assert with_latency.layout.yaxis.title.text.startswith("wasted slots")
     assert "%{y:" + MS_D3 + "} ms" in line.hovertemplate  # three significant digits, as everywhere
+
+
+@pytest.mark.parametrize("unit, factor", [(None, 1e-3), ("ms", 1.0), ("s", 1e-3)])
+def test_tradeoff_latency_in_the_pages_one_unit(unit, factor):
+    """The latency line in the unit the page writes every Triton latency in (issue 27:
+    the step card said "1.16 s" while this axis read "Triton latency (ms)", 0 to 1,500);
+    by default the latencies' own unit (1,200 and 1,500 ms: seconds)."""
+    result = block_size_tradeoff(SERVING, (1, 4, 16), steps=40, pool_tokens=192)
+    fig = tradeoff_figures.tradeoff_figure(result.table, {1: 1200.0, 16: 1500.0}, unit=unit)
+    shown = unit or "s"
+    line = fig.data[1]
+    assert list(line.y) == pytest.approx([1200.0 * factor, 1500.0 * factor])
+    assert fig.layout.yaxis2.title.text == f"Triton latency ({shown})"
+    assert line.hovertemplate.split("<br>")[1].startswith("Triton decode %{y:" + MS_D3 + "} " + shown + " ")
 
 
 def test_pool_animation(history):

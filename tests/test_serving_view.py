@@ -88,3 +88,22 @@ def test_tradeoff_times_one_batch_and_names_what_is_over_the_cap():
                                           ([0, 1], "2 frames;")])
 def test_animation_caption(frames, text):
     assert view.animation_caption(frames).startswith(text)
+
+
+def test_triton_latency_has_one_unit_on_the_page():
+    """Issue 27: the step card read "1.16 s" and the block-size chart "Triton latency
+    (ms)": the page picks one unit from every latency it shows, and the card and the
+    table write it; the table's bandwidth column says "GB/s" as the card does."""
+    rows = {3: {"step": 3, "running": 2, "tokens": 40, "median_ms": 1160.0, "gbps": 0.0123, "correct": "yes"},
+            9: {"step": 9, "running": 4, "tokens": 90, "median_ms": 980.0, "gbps": 0.0234, "correct": "yes"}}
+    unit = view.page_duration_unit(rows, {4: 1500.0, 16: 1250.0})
+    assert unit == "s"
+    assert view.page_duration_unit(rows) == "s"
+    assert view.page_duration_unit({9: rows[9]}, {4: 0.5}) == "ms"  # the block sizes' times count too
+    assert view.page_duration_unit({}) == "ms"
+    card = view.latency_card(rows[9], unit)
+    assert card.value == "0.980 s" and card.delta.startswith("0.0234 GB/s")
+    table = view.latency_table(rows, unit)
+    assert list(table.columns) == ["step", "running", "tokens", "median (s)", "GB/s", "correct"]
+    assert table["median (s)"].tolist() == ["1.16", "0.980"] and table["GB/s"].tolist() == ["0.0123", "0.0234"]
+    assert view.latency_table({9: rows[9]})["median (ms)"].tolist() == ["980"]  # alone: its own unit

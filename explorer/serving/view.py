@@ -310,22 +310,31 @@ def latency_row(record: StepRecord, median_ms: float, gbps: float, passed: bool)
             "median_ms": median_ms, "gbps": gbps, "correct": "yes" if passed else "NO"}
 
 
-def latency_card(row: Mapping[str, Any]) -> Card:
-    """The card of one timed step."""
-    return Card(f"Triton decode at step {row['step']}", formatting.format_duration(row["median_ms"]),
+def page_duration_unit(measured: Mapping[int, Mapping[str, Any]], tradeoff_ms: Mapping[int, float] | None = None) -> str:
+    """The one unit the page writes Triton's latencies in (its step card, its table
+    and the block-size chart alike), from every latency it shows
+    (:func:`~explorer.formatting.duration_unit`): the timed steps' and the block sizes'."""
+    return formatting.duration_unit([r["median_ms"] for r in measured.values()] + list((tradeoff_ms or {}).values()))
+
+
+def latency_card(row: Mapping[str, Any], unit: str | None = None) -> Card:
+    """The card of one timed step, its duration in ``unit`` (:func:`page_duration_unit`;
+    by default the one that keeps it short)."""
+    return Card(f"Triton decode at step {row['step']}", formatting.format_duration(row["median_ms"], unit),
                 f"{formatting.format_gbps(row['gbps'])} GB/s · {formatting.count(row['running'], 'sequence')}, "
                 f"{formatting.count(row['tokens'], 'token')}")
 
 
-def latency_table(rows: Mapping[int, Mapping[str, Any]]) -> pd.DataFrame:
+def latency_table(rows: Mapping[int, Mapping[str, Any]], unit: str | None = None) -> pd.DataFrame:
     """The timed steps by step, their numbers written as the cards write them
-    (one duration unit for the column, three significant figures)."""
+    (one duration unit for the column, ``unit`` or the rows' own, three
+    significant figures; the bandwidth's column headed "GB/s" as the card writes it)."""
     frame = pd.DataFrame(sorted(rows.values(), key=lambda r: r["step"]))
-    unit = formatting.duration_unit(frame["median_ms"].tolist())
+    unit = unit or formatting.duration_unit(frame["median_ms"].tolist())
     return frame.assign(
         median_ms=[formatting.duration_number(ms, unit) for ms in frame["median_ms"]],
         gbps=[formatting.format_gbps(g) for g in frame["gbps"]],
-    ).rename(columns={"median_ms": f"median ({unit})"})
+    ).rename(columns={"median_ms": f"median ({unit})", "gbps": "GB/s"})
 
 
 def step_timing_caption(config: DecodeConfig, warmup: int, iters: int) -> str:
