@@ -204,6 +204,7 @@ def test_serving_timeline(history):
     assert list(by_name["pool size"].y) == [48, 48]
     assert [s.x0 for s in fig.layout.shapes] == [30, 30, 30]
     assert by_name["wasted slots"].yaxis == "y2" and by_name["waiting"].yaxis == "y3"
+    assert fig.layout.yaxis.title.text == "physical blocks"  # issue 27: every count says logical or physical
 
 
 def test_tradeoff_figure():

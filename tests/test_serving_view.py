@@ -34,7 +34,7 @@ def test_cards_count_what_the_pool_marks():
     assert cards["Blocks taken"].value == str(len(c.taken))
     assert cards["Blocks taken"].delta == f"{len(c.freed)} freed · {len(c.recycled)} recycled"
     in_use = int(history.metrics["blocks_in_use"].iloc[step])
-    assert cards["Blocks in use"].delta == f"of 64 · {formatting.format_percent(in_use / 64)}"
+    assert cards["Blocks in use (physical)"].delta == f"of 64 · {formatting.format_percent(in_use / 64)}"
     assert all(len(card.value) <= 7 for card in cards.values())
 
 
@@ -107,3 +107,37 @@ def test_triton_latency_has_one_unit_on_the_page():
     assert list(table.columns) == ["step", "running", "tokens", "median (s)", "GB/s", "correct"]
     assert table["median (s)"].tolist() == ["1.16", "0.980"] and table["GB/s"].tolist() == ["0.0123", "0.0234"]
     assert view.latency_table({9: rows[9]})["median (ms)"].tolist() == ["980"]  # alone: its own unit
+
+
+def test_every_count_says_logical_or_physical():
+    """Issue 27 review: "Blocks in use 43 of 64", "Wasted slots" and the sharing
+    sentence's "39 blocks with sharing against 53 without (14 saved)" did not say
+    whether they count physical blocks or block-table entries. The cards are labelled
+    physical as on the Block table page; the sentence counts the tables' logical
+    blocks and the physical ones that hold them, with sharing and without."""
+    from dataclasses import replace
+
+    history = simulate(replace(SIM, num_blocks=96, system_prompt=20, samples=3), 120)
+    m = history.metrics
+    step = int((m["blocks_unshared"] - m["blocks_in_use"]).to_numpy().argmax())
+    record = history.records[step]
+    in_use, unshared = int(m["blocks_in_use"].iloc[step]), int(m["blocks_unshared"].iloc[step])
+    assert unshared == int(record.blocks_per_sequence.sum()) > in_use == len(set(record.blocks.tolist()))
+    cards = {c.label: c for c in view.step_cards(history, step, 6, sharing=True)}
+    assert cards["Blocks in use (physical)"].value == str(in_use)
+    assert cards["Wasted slots (physical)"].value == str(int(m["wasted_slots"].iloc[step]))
+    assert all(len(card.delta or "") <= 22 for card in cards.values())
+    text = view.sharing_summary(history, step)
+    assert f"list **{unshared} logical blocks**, held in **{in_use} physical blocks** with sharing" in text
+    assert f"would take {unshared} physical blocks (**{unshared - in_use} physical saved**" in text
+
+
+def test_sharing_chart_counts_physical_blocks():
+    from dataclasses import replace
+
+    from explorer.cache.sharing_figures import sharing_timeline_figure
+
+    metrics = simulate(replace(SIM, system_prompt=20, samples=2), 30).metrics
+    fig = sharing_timeline_figure(metrics, 5, 64)
+    assert fig.layout.yaxis.title.text == "physical blocks"
+    assert all("physical blocks" in t.hovertemplate for t in fig.data)

@@ -279,7 +279,7 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
     fig.add_trace(go.Scatter(
         x=x, y=metrics["blocks_in_use"].to_numpy(), name="blocks in use", mode="lines",
         line=dict(color=POOL_COLOR, width=1.8), fill="tozeroy", fillcolor=with_alpha(POOL_COLOR, 0.15),
-        customdata=[f"{format_number(int(u))} blocks in use, {format_number(int(f))} free"
+        customdata=[f"{format_number(int(u))} physical blocks in use, {format_number(int(f))} free"
                     for u, f in zip(metrics["blocks_in_use"], metrics["free_blocks"])],
         hovertemplate="step %{x}: %{customdata}<extra></extra>",
     ), row=1, col=1)
@@ -325,7 +325,7 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
         return max((float(metrics[c].max()) for c in columns), default=0.0) if len(x) else 0.0
 
     tops = {1: max(num_blocks or 0, top("blocks_in_use")), 2: top("wasted_slots"), 3: top("running", "waiting")}
-    for r, name in ((1, "blocks"), (2, "slots"), (3, "requests")):
+    for r, name in ((1, "physical blocks"), (2, "slots"), (3, "requests")):
         fig.update_yaxes(title=name, rangemode="tozero", row=r, col=1, **integer_ticks(0, max(1, tops[r]), panel_px))
     return fig
 

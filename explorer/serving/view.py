@@ -190,6 +190,12 @@ def change_counts(changes: PoolChanges, sharing: bool) -> str:
     return " · ".join(parts)
 
 
+#: The cards that count physical blocks and their slots, labelled as the Block table
+#: page labels its own ("Blocks used (physical)"): every count on the page says
+#: whether it is of physical blocks or of logical block-table entries.
+BLOCKS_IN_USE, WASTED_SLOTS = "Blocks in use (physical)", "Wasted slots (physical)"
+
+
 def step_cards(history: ServingHistory, step: int, max_batch: int, sharing: bool) -> list[Card]:
     """The five cards over the pool at ``step``: running, waiting (and finished),
     blocks in use, wasted slots, blocks taken. Values stay short (a number) and
@@ -218,11 +224,13 @@ def step_cards(history: ServingHistory, step: int, max_batch: int, sharing: bool
              f"sequences decoding at this step; at most {num(max_batch)} ({LABELS['max_batch_size']})"),
         Card("Waiting", num(int(row["waiting"])), f"{num(int(row['finished']))} finished so far",
              "requests queued for a batch slot or for blocks; finished: sequences done by this step"),
-        Card("Blocks in use", num(in_use), f"of {num(num_blocks)} · {formatting.format_percent(in_use / num_blocks)}",
-             f"blocks holding some sequence's tokens, of the {num(num_blocks)} in the pool"),
-        Card("Wasted slots", num(int(row["wasted_slots"])),
+        Card(BLOCKS_IN_USE, num(in_use), f"of {num(num_blocks)} · {formatting.format_percent(in_use / num_blocks)}",
+             f"physical blocks holding some sequence's tokens (a shared block once), of the {num(num_blocks)} "
+             "in the pool"),
+        Card(WASTED_SLOTS, num(int(row["wasted_slots"])),
              f"{formatting.format_percent(float(row['wasted_fraction']))} of allocated",
-             "allocated but unfilled slots in each sequence's last block (internal fragmentation)"),
+             "allocated but unfilled slots in the physical blocks in use: each sequence's last block, a shared "
+             "block once (internal fragmentation)"),
         taken,
     ]
 
@@ -283,10 +291,12 @@ def sharing_summary(history: ServingHistory, step: int) -> str:
     copies = formatting.count(int(row["cow_copies"]), "copy-on-write copy", "copy-on-write copies")
     return (
         f"Requests of **{formatting.count(config.samples, 'sample')}** whose prompts start with the same "
-        f"**{formatting.count(config.system_prompt, 'token')}**. At step {step} the running sequences hold "
-        f"**{formatting.count(in_use, 'block')}** with sharing against **{num(unshared)}** without "
-        f"(**{num(saved)} saved**{share}). Up to this step: **{copies}** (a sample's first write into a shared "
-        f"partly filled block), and a **prefix-cache hit rate of {rate}**{found}"
+        f"**{formatting.count(config.system_prompt, 'token')}**. At step {step} the running sequences' block "
+        f"tables list **{formatting.count(unshared, 'logical block')}**, held in "
+        f"**{formatting.count(in_use, 'physical block')}** with sharing; without, they would take "
+        f"{formatting.count(unshared, 'physical block')} (**{num(saved)} physical saved**{share}). Up to this "
+        f"step: **{copies}** (a sample's first write into a shared partly filled block), and a **prefix-cache "
+        f"hit rate of {rate}**{found}"
     )
 
 
