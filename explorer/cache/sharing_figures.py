@@ -239,8 +239,10 @@ def pool_ref_count_figure(
     return fig
 
 
-#: The serving timeline's two lines: blocks in use with sharing, and the same batch without.
-SHARED_LINE_COLOR = "#2563EB"
+#: The serving timeline's two lines: blocks in use with sharing (the colour of blocks in
+#: use on the Serving page, :data:`explorer.serving.figures.POOL_COLOR`; not Triton's
+#: blue), and the same batch without.
+SHARED_LINE_COLOR = "#805800"
 UNSHARED_LINE_COLOR = "#9CA3AF"
 
 

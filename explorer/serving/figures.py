@@ -40,12 +40,14 @@ from explorer.style import (
 #: The metric lines of :func:`serving_timeline_figure` (and the trade-off's waste bars):
 #: colours no other meaning of the page takes, dark where the sequences' and the
 #: reference counts' palettes are light or bright, at least 25 apart (CIE76) from
-#: every colour of theirs: the old teal, amber and red read as sequences 5, 9 and 2
-#: and the amber as a reference count.
-POOL_COLOR = "#2563EB"
-WASTE_COLOR = "#4C1D95"
-WAITING_COLOR = "#831843"
-RUNNING_COLOR = "#422006"  # dark brown: the dark green came within 23 of the sequences' greens
+#: every colour of theirs, of the block ids' blues and of Triton's line, and of
+#: another hue or lightness (tests/test_colour_language.py): the old teal, amber and
+#: red read as sequences 5, 9 and 2, then the blue of blocks in use as Triton's
+#: latency line and a block id, the purple of wasted slots as the sequences' lavender.
+POOL_COLOR = "#805800"  # bronze
+WASTE_COLOR = "#500838"  # dark wine
+WAITING_COLOR = "#303030"  # charcoal
+RUNNING_COLOR = "#005048"  # deep teal, a line only
 #: The metric lines, by trace name.
 METRIC_COLORS = {"blocks in use": POOL_COLOR, "wasted slots": WASTE_COLOR, "running": RUNNING_COLOR,
                  "waiting": WAITING_COLOR}
