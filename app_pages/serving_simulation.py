@@ -92,19 +92,22 @@ with left:
     colour_by = st.segmented_control(
         "Colour the pool by", serving_figures.POOL_COLOR_MODES, key="sv_pool_colour", persist_state="session",
         help="sequence: the sequence owning each block (a shared block: its lowest seq_id); reference count: how "
-             "many running sequences hold each block (1, 2, 3–4, 5+)") or defaults["sv_pool_colour"]
+             f"many running sequences hold each block ({', '.join(view.ref_levels(controls.max_batch)[1])})"
+    ) or defaults["sv_pool_colour"]
     show_chart(serving_figures.serving_pool_figure(
         record.pool_owner(), tables, record.context_lens, controls.block_size, step=step, taken=changes.taken,
         freed=changes.freed, recycled=changes.recycled, copied=changes.copied, revived=changes.revived,
-        color_by=colour_by, sharing=sharing, seq_ids=record.seq_ids), key="sv_pool_chart", width="stretch")
-    st.caption(view.pool_caption(colour_by, sharing, controls.num_blocks))
+        color_by=colour_by, sharing=sharing, seq_ids=record.seq_ids, max_holders=controls.max_batch),
+        key="sv_pool_chart", width="stretch")
+    st.caption(view.pool_caption(colour_by, sharing, controls.num_blocks, controls.max_batch))
 with right:
     if record.num_running:
         refs = np.bincount(record.blocks, minlength=controls.num_blocks) if sharing else None
         show_chart(table_figures.running_tables_figure(
             tables, record.context_lens, controls.block_size, controls.num_blocks, seq_ids=record.seq_ids,
-            color_by=colour_by, ref_counts=refs, window=controls.window), key="sv_table_chart", width="stretch")
-        st.caption(view.table_caption(sharing, colour_by))
+            color_by=colour_by, ref_counts=refs, window=controls.window, max_holders=controls.max_batch),
+            key="sv_table_chart", width="stretch")
+        st.caption(view.table_caption(sharing, colour_by, controls.max_batch))
     else:
         st.info(f"No sequence is running after step {step}: the block table is empty.", icon=":material/info:")
 

@@ -372,7 +372,7 @@ def test_serving_pool_by_reference_count_with_sharing_marks():
     levels = np.select([refs == 0, refs == 1, refs == 2, refs <= 4], [0, 1, 2, 3], 4)
     assert (pool_codes(at, 96) == levels).all() and (levels >= 2).any()
     marks = {t["name"]: t for t in pool["data"]}
-    assert {"1 sequence", "2 sequences", "3–4 sequences", "5+ sequences"} <= set(marks)
+    assert {"1 sequence", "2 sequences", "3–4 sequences", "5–6 sequences"} <= set(marks)
     c = history.changes(step)
     got = set(arr(marks[COPY]["customdata"])[:, 0].astype(int))
     assert got == set(c.copied) and got
@@ -413,7 +413,7 @@ def test_serving_pool_colour_from_the_url():
     at = open_app(query, page=SERVING, timeout=120)
     assert_clean(at)
     assert at.segmented_control(key="sv_pool_colour").value == "reference count"
-    assert "5+ sequences" in {t["name"] for t in chart(at, "sv_pool_chart")["data"]}
+    assert "5–6 sequences" in {t["name"] for t in chart(at, "sv_pool_chart")["data"]}
     bad = open_app({**query, "sv_pool_colour": "owner"}, page=SERVING, timeout=120)
     assert any("sv_pool_colour=owner" in n for n in url_notes(bad))
     assert bad.segmented_control(key="sv_pool_colour").value == "sequence"

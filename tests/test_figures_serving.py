@@ -161,7 +161,9 @@ def test_serving_block_tables_take_the_pools_colouring_and_say_so(color_by):
         assert table.data[0].colorscale == pool.data[0].colorscale
         assert table.layout.legend.title.text == cell_style.REF_COUNT_KEY
         named = legend_colours(table, lambda t: bool(t.meta and "level" in t.meta))
-        assert colours(named) == colours([sharing_figures.REF_LEVEL_COLORS[int(v) - 1] for v in np.unique(z[held])])
+        assert colours([sharing_figures.REF_LEVEL_COLORS[int(v) - 1] for v in np.unique(z[held])]) <= colours(named)
+        # The levels the pool's legend lists, present at this step or not (issue 27: the two legends disagreed).
+        assert colours(named) == colours(legend_colours(pool, lambda t: bool(t.meta and "level" in t.meta)))
         assert "colour = sequence," not in subtitle
     assert pool.layout.legend.title.text and "colour = " in pool.layout.title.subtitle.text
     assert ("colour in the pool" in view.table_caption(True, color_by)) == (color_by == "sequence")
@@ -425,3 +427,41 @@ def test_serving_shared_marks_sit_centred_in_their_cells(scale, max_batch, num_b
     else:  # above the id, on the column's centre
         assert (dx == 0).all() and (dy - half > text_h / 2).all() and (dy + half <= row_px / 2).all()
     assert (dy == 0).all() != (num_blocks == 1024 and scale > 1 and not many)  # the 4-digit ids leave no room beside
+
+
+@pytest.mark.parametrize("max_batch, expected", [
+    (4, ["1 sequence", "2 sequences", "3–4 sequences"]),
+    (6, ["1 sequence", "2 sequences", "3–4 sequences", "5–6 sequences"]),
+    (2, ["1 sequence", "2 sequences"]),
+])
+def test_serving_pool_and_tables_list_the_same_possible_reference_levels(max_batch, expected):
+    """Issue 27 review: with a max batch of 4 the pool's legend listed "5+ sequences", which cannot occur, while
+    the block tables beside it stopped at the levels the step showed ("3–4 sequences"). Both list every level
+    that can occur under the max batch, the last closed at it, and so do both captions."""
+    from dataclasses import replace
+
+    history = simulate(replace(SHARED, max_batch_size=max_batch), 150)
+    step = int(history.metrics["copied"].to_numpy().argmax())
+    record = history.records[step]
+    pool = _pool(history, step, color_by="reference count", sharing=True, max_holders=max_batch)
+    refs = np.bincount(record.blocks, minlength=64)
+    table = table_figures.running_tables_figure(record.block_tables(), record.context_lens, 4, 64,
+                                                seq_ids=record.seq_ids, color_by="reference count",
+                                                ref_counts=refs, max_holders=max_batch)
+
+    def levels(fig):
+        return [t.name for t in fig.data if isinstance(t.meta, dict) and "level" in t.meta]
+
+    assert levels(pool) == levels(table) == expected
+    assert refs.max() <= max_batch and len(set(refs[refs > 0])) < len(expected) + 1
+    words = ", ".join(expected)
+    assert f"(its reference count: {words})" in view.pool_caption("reference count", True, 64, max_batch)
+    assert f"({words})" in view.table_caption(True, "reference count", max_batch)
+    # The colours stay the levels' own: level k in the k-th level colour.
+    z = np.array(pool.data[0].z, dtype=float).ravel()[:64]
+    np.testing.assert_array_equal(z, np.searchsorted(np.asarray(view.REF_LEVELS), refs, side="right"))
+
+
+def test_view_ref_levels_are_the_figures():
+    assert view.REF_LEVELS == sharing_figures.REF_LEVELS
+    assert view.ref_levels()[1] == sharing_figures.ref_level_names()

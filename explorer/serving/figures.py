@@ -23,6 +23,7 @@ from explorer.formatting import (
 from explorer.limits import MAX_ANIMATION_FRAMES, MAX_POOL_CELLS, MAX_SEQUENCE_LEGEND
 from explorer.marks import POOL_CHANGE_MARKS
 from explorer.serving.snapshot import PoolChanges
+from explorer.serving.view import ref_levels
 from explorer.style import (
     FREE_COLOR,
     OTHER_COLOR,
@@ -112,6 +113,7 @@ def serving_pool_figure(
     sharing: bool = False,
     seq_ids: Sequence[int] | None = None,
     max_cells: int = MAX_POOL_CELLS,
+    max_holders: int | None = None,
 ) -> go.Figure:
     """The pool of a serving simulation at one step, plus what the step changed.
 
@@ -143,6 +145,11 @@ def serving_pool_figure(
     seq_ids : sequence of int, optional
         The ``seq_id`` of each row of ``block_tables`` (the hover of the
         reference-count view names them).
+    max_holders : int, optional
+        The most sequences that can hold a block (the max batch): the
+        reference-count view's legend lists the levels of
+        :func:`~explorer.serving.view.ref_levels` (those that can occur, the
+        last closed at it), as the running tables' legend does.
 
     Returns
     -------
@@ -166,6 +173,7 @@ def serving_pool_figure(
         refs = np.bincount(tables[tables >= 0], minlength=len(owner))
         fig = pool_ref_count_figure(refs, tables, block_size, max_cells=max_cells, levels=REF_LEVELS,
                                     seq_ids=seq_ids)
+        _possible_levels(fig, max_holders)
     n_rows, n_cols, per_cell = pool_grid_shape(len(owner), max_cells)
     if step is not None:
         fig.update_layout(title_text=f"Physical block pool after step {step}")
@@ -190,6 +198,17 @@ def serving_pool_figure(
             hovertemplate="block %{customdata[0]}: " + name + " this step<extra></extra>",
         ))
     return _pool_layout(fig, n_rows, n_cols, len(owner))
+
+
+def _possible_levels(fig: go.Figure, max_holders: int | None) -> None:
+    """The reference-count legend's squares (``meta["level"]``) cut to the levels that
+    can occur, named as :func:`~explorer.serving.view.ref_levels` names them."""
+    levels, names = ref_levels(max_holders)
+    squares = [t for t in fig.data if isinstance(t.meta, dict) and "level" in t.meta]
+    fig.data = [t for t in fig.data if not (t in squares and t.meta["level"] > len(levels))]
+    for t in squares:
+        if t.meta["level"] <= len(levels):
+            t.name = names[t.meta["level"] - 1]
 
 
 def legend_rows(names: Sequence[str], width_px: float, font_px: float) -> int:

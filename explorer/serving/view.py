@@ -235,8 +235,32 @@ def step_cards(history: ServingHistory, step: int, max_batch: int, sharing: bool
     ]
 
 
-def pool_caption(colour_by: str, sharing: bool, num_blocks: int) -> str:
-    """What the pool's colours and marks mean, under the pool."""
+#: The reference-count levels the Serving page's pool and tables colour by: the first
+#: count of each (:data:`explorer.cache.sharing_figures.REF_LEVELS`, which tests check
+#: it equals; this module draws nothing).
+REF_LEVELS = (1, 2, 3, 5)
+
+
+def ref_levels(max_holders: int | None = None) -> tuple[tuple[int, ...], list[str]]:
+    """The reference-count levels that can occur when at most ``max_holders``
+    sequences run (the max batch), and their legend names, the last one closed at
+    ``max_holders``: a max batch of 4 gives ``(1, 2, 3)``, ``["1 sequence",
+    "2 sequences", "3–4 sequences"]``; 32 gives ``[..., "5–32 sequences"]``; None
+    (no bound) ``[..., "5+ sequences"]``. The pool's legend, the tables' legend and
+    both captions list these, so that they agree and name no count that cannot occur."""
+    levels = tuple(lo for lo in REF_LEVELS if max_holders is None or lo <= max_holders)
+    names = []
+    for i, lo in enumerate(levels):
+        hi = levels[i + 1] - 1 if i + 1 < len(levels) else max_holders
+        span = f"{lo}+" if hi is None else str(lo) if hi == lo else f"{lo}–{hi}"
+        names.append(f"{span} sequence" + ("" if span == "1" else "s"))
+    return levels, names
+
+
+def pool_caption(colour_by: str, sharing: bool, num_blocks: int, max_holders: int | None = None) -> str:
+    """What the pool's colours and marks mean, under the pool (the reference-count
+    levels of :func:`ref_levels` of ``max_holders``)."""
+    level_words = ", ".join(ref_levels(max_holders)[1])
     per_cell = pool_grid_shape(num_blocks)[2]
     if per_cell > 1:  # too many blocks for one cell each: the figure shades cells and draws no marks
         return (f"{formatting.count(num_blocks, 'block')} are too many to draw one by one: each cell stands for "
@@ -247,7 +271,7 @@ def pool_caption(colour_by: str, sharing: bool, num_blocks: int) -> str:
     mark = {key: m.words for key, m in POOL_CHANGE_MARKS.items()}  # as the pool draws them
     colours = ("Colour = the sequence owning the block (by seq_id; a shared block: its lowest), grey = free, "
                f"a {PARTLY_FILLED_MARK.words} = a partly filled last block. " if colour_by == "sequence" else
-               "Colour = how many running sequences hold the block (its reference count: 1, 2, 3–4, 5+), "
+               f"Colour = how many running sequences hold the block (its reference count: {level_words}), "
                "grey = free. ")
     return (
         colours + f"Marks: what left the free list or went back to it during this step: a {mark['taken']} = "
@@ -264,13 +288,14 @@ def pool_caption(colour_by: str, sharing: bool, num_blocks: int) -> str:
     )
 
 
-def table_caption(sharing: bool, colour_by: str = "sequence") -> str:
+def table_caption(sharing: bool, colour_by: str = "sequence", max_holders: int | None = None) -> str:
     """What the running sequences' block tables show, under them, in the pool's
-    colouring ``colour_by`` (the tables take it too)."""
+    colouring ``colour_by`` (the tables take it too; the levels of :func:`ref_levels`)."""
     by_sequence = colour_by == "sequence"
+    level_words = ", ".join(ref_levels(max_holders)[1])
     return ("One row per running sequence (its seq_id): the physical block behind each logical block, "
             + ("in the sequence's colour in the pool. " if by_sequence else
-               "coloured as in the pool by how many running sequences hold it (1, 2, 3–4, 5+). ")
+               f"coloured as in the pool by how many running sequences hold it ({level_words}). ")
             + (f"A {SHARED_MARK.words} marks a block more than one running sequence holds"
                + ("; the pool colours a shared block by the lowest seq_id holding it. " if by_sequence else ". ")
                if sharing else "")
