@@ -465,3 +465,26 @@ def test_serving_pool_and_tables_list_the_same_possible_reference_levels(max_bat
 def test_view_ref_levels_are_the_figures():
     assert view.REF_LEVELS == sharing_figures.REF_LEVELS
     assert view.ref_levels()[1] == sharing_figures.ref_level_names()
+
+
+def test_serving_pool_partly_filled_dot_grows_with_presentation_mode(history):
+    """Issue 27 review at 1920x1080: in presentation mode the pool's cells grew to about 55 px while its partly
+    filled dots stayed about 5 px. They grow by the presentation scale, as the step's marks do."""
+    step = int(history.metrics["recycled"].to_numpy().argmax())
+    record, c = history.records[step], history.changes(step)
+
+    def sizes(scale):
+        with style.presentation(scale):
+            fig = serving_figures.serving_pool_figure(
+                record.pool_owner(), record.block_tables(), record.context_lens, history.config.block_size,
+                step=step, taken=c.taken, freed=c.freed, recycled=c.recycled)
+        return {t.name: (t.marker.size, t.marker.line.width) for t in fig.data
+                if t.type == "scatter" and t.marker.symbol not in (None, "square")}
+
+    plain, big = sizes(1.0), sizes(style.PRESENTATION_SCALE)
+    assert serving_figures._PARTIAL_NAME in plain and "recycled" in plain
+    for name in (serving_figures._PARTIAL_NAME, "recycled", "taken"):
+        assert big[name][0] == pytest.approx(plain[name][0] * style.PRESENTATION_SCALE), name
+    partial, recycled = big[serving_figures._PARTIAL_NAME], big["recycled"]
+    assert partial[1] == pytest.approx(style.PRESENTATION_SCALE)  # its outline too
+    assert plain[serving_figures._PARTIAL_NAME][0] / plain["recycled"][0] == pytest.approx(partial[0] / recycled[0])
