@@ -60,7 +60,7 @@ def test_serving_page_starts_at_the_busiest_step():
     assert at.slider(key="sv_step").value == step
     owner = history.records[step].pool_owner()
     assert np.array_equal(pool_codes(at, 64) == 0, owner == -1)
-    blocks = next(m for m in at.metric if m.label == "Blocks in use (physical)")  # the pool size moved to the delta
+    blocks = next(m for m in at.metric if m.label == "Physical blocks")  # the pool size moved to the delta
     assert (blocks.value, blocks.delta) == (f"{(owner >= 0).sum()}", f"of 64 · {formatting.format_percent((owner >= 0).mean())}")
     table = chart(at, "sv_table_chart")
     assert table["layout"]["yaxis"]["ticktext"] == [str(s) for s in history.records[step].seq_ids]
@@ -237,7 +237,7 @@ def test_serving_metrics_stay_short_enough_to_fit():
     assert_clean(at)
     values = {m.label: m.value for m in at.metric}
     assert all(len(v) <= 7 for v in values.values()), values  # six side by side: "16,384" fits, "561 / 16,384" not
-    blocks = next(m for m in at.metric if m.label == "Blocks in use (physical)")
+    blocks = next(m for m in at.metric if m.label == "Physical blocks")
     assert blocks.delta.startswith("of 16,384 · ")
 
 

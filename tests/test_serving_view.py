@@ -34,7 +34,7 @@ def test_cards_count_what_the_pool_marks():
     assert cards["Blocks taken"].value == str(len(c.taken))
     assert cards["Blocks taken"].delta == f"{len(c.freed)} freed · {len(c.recycled)} recycled"
     in_use = int(history.metrics["blocks_in_use"].iloc[step])
-    assert cards["Blocks in use (physical)"].delta == f"of 64 · {formatting.format_percent(in_use / 64)}"
+    assert cards["Physical blocks"].delta == f"of 64 · {formatting.format_percent(in_use / 64)}"
     assert all(len(card.value) <= 7 for card in cards.values())
 
 
@@ -124,8 +124,11 @@ def test_every_count_says_logical_or_physical():
     in_use, unshared = int(m["blocks_in_use"].iloc[step]), int(m["blocks_unshared"].iloc[step])
     assert unshared == int(record.blocks_per_sequence.sum()) > in_use == len(set(record.blocks.tolist()))
     cards = {c.label: c for c in view.step_cards(history, step, 6, sharing=True)}
-    assert cards["Blocks in use (physical)"].value == str(in_use)
-    assert cards["Wasted slots (physical)"].value == str(int(m["wasted_slots"].iloc[step]))
+    assert cards["Physical blocks"].value == str(in_use)
+    wasted = cards["Wasted slots"]
+    assert wasted.value == str(int(m["wasted_slots"].iloc[step]))
+    assert wasted.delta == f"{formatting.format_percent(float(m['wasted_fraction'].iloc[step]))} of physical"
+    assert all(len(card.label) <= 16 for card in cards.values())  # not cut at 1280 px ("Blocks in use (physi…")
     assert all(len(card.delta or "") <= 22 for card in cards.values())
     text = view.sharing_summary(history, step)
     assert f"list **{unshared} logical blocks**, held in **{in_use} physical blocks** with sharing" in text

@@ -190,10 +190,11 @@ def change_counts(changes: PoolChanges, sharing: bool) -> str:
     return " · ".join(parts)
 
 
-#: The cards that count physical blocks and their slots, labelled as the Block table
-#: page labels its own ("Blocks used (physical)"): every count on the page says
-#: whether it is of physical blocks or of logical block-table entries.
-BLOCKS_IN_USE, WASTED_SLOTS = "Blocks in use (physical)", "Wasted slots (physical)"
+#: The cards that count physical blocks and their slots: every count on the page says
+#: whether it is of physical blocks or of logical block-table entries (the Block table
+#: page's "Blocks used (physical)"), in a label short enough not to be cut at 1280 px
+#: ("Blocks in use (physi…" was).
+BLOCKS_IN_USE, WASTED_SLOTS = "Physical blocks", "Wasted slots"
 
 
 def step_cards(history: ServingHistory, step: int, max_batch: int, sharing: bool) -> list[Card]:
@@ -225,11 +226,11 @@ def step_cards(history: ServingHistory, step: int, max_batch: int, sharing: bool
         Card("Waiting", num(int(row["waiting"])), f"{num(int(row['finished']))} finished so far",
              "requests queued for a batch slot or for blocks; finished: sequences done by this step"),
         Card(BLOCKS_IN_USE, num(in_use), f"of {num(num_blocks)} · {formatting.format_percent(in_use / num_blocks)}",
-             f"physical blocks holding some sequence's tokens (a shared block once), of the {num(num_blocks)} "
-             "in the pool"),
+             f"physical blocks in use, holding some sequence's tokens (a shared block once), of the "
+             f"{num(num_blocks)} in the pool"),
         Card(WASTED_SLOTS, num(int(row["wasted_slots"])),
-             f"{formatting.format_percent(float(row['wasted_fraction']))} of allocated",
-             "allocated but unfilled slots in the physical blocks in use: each sequence's last block, a shared "
+             f"{formatting.format_percent(float(row['wasted_fraction']))} of physical",
+             "allocated but unfilled slots in the physical blocks in use (the share: of all their slots): each sequence's last block, a shared "
              "block once (internal fragmentation)"),
         taken,
     ]
