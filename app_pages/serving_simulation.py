@@ -92,19 +92,22 @@ with left:
     colour_by = st.segmented_control(
         "Colour the pool by", serving_figures.POOL_COLOR_MODES, key="sv_pool_colour", persist_state="session",
         help="sequence: the sequence owning each block (a shared block: its lowest seq_id); reference count: how "
-             "many running sequences hold each block (1, 2, 3–4, 5+)") or defaults["sv_pool_colour"]
+             f"many running sequences hold each block ({', '.join(view.ref_levels(controls.max_batch)[1])})"
+    ) or defaults["sv_pool_colour"]
     show_chart(serving_figures.serving_pool_figure(
         record.pool_owner(), tables, record.context_lens, controls.block_size, step=step, taken=changes.taken,
         freed=changes.freed, recycled=changes.recycled, copied=changes.copied, revived=changes.revived,
-        color_by=colour_by, sharing=sharing, seq_ids=record.seq_ids), key="sv_pool_chart", width="stretch")
-    st.caption(view.pool_caption(colour_by, sharing, controls.num_blocks))
+        color_by=colour_by, sharing=sharing, seq_ids=record.seq_ids, max_holders=controls.max_batch),
+        key="sv_pool_chart", width="stretch")
+    st.caption(view.pool_caption(colour_by, sharing, controls.num_blocks, controls.max_batch))
 with right:
     if record.num_running:
         refs = np.bincount(record.blocks, minlength=controls.num_blocks) if sharing else None
         show_chart(table_figures.running_tables_figure(
             tables, record.context_lens, controls.block_size, controls.num_blocks, seq_ids=record.seq_ids,
-            color_by=colour_by, ref_counts=refs, window=controls.window), key="sv_table_chart", width="stretch")
-        st.caption(view.table_caption(sharing, colour_by))
+            color_by=colour_by, ref_counts=refs, window=controls.window, max_holders=controls.max_batch),
+            key="sv_table_chart", width="stretch")
+        st.caption(view.table_caption(sharing, colour_by, controls.max_batch))
     else:
         st.info(f"No sequence is running after step {step}: the block table is empty.", icon=":material/info:")
 
@@ -142,6 +145,14 @@ if config.is_fp8:
                f"{formatting.kv_dtype_label(config.kv_dtype)} cache is used on the Decode benchmark and Sweep pages.")
 heads = dict(num_heads=config.num_heads, num_kv_heads=config.num_kv_heads, head_dim=config.head_dim,
              dtype=config.dtype, device=config.device, seed=config.seed)
+tradeoff_ms = None
+
+
+def measured() -> dict:
+    """The steps timed in this session for the simulation shown: ``step ->`` :func:`view.latency_row`."""
+    return ss.get(LATENCY, {}).get(context, {})
+
+
 context = (controls.num_blocks, controls.block_size, *controls.traffic, steps, tuple(sorted(heads.items())))
 if record.num_running == 0:
     st.caption("No sequence runs at this step; pick another step to time the kernel.")
@@ -163,11 +174,7 @@ else:
         if r is not None:
             ss.setdefault(LATENCY, {}).setdefault(context, {})[step] = view.latency_row(
                 record, r.median_ms, r.gbps, r.passed)
-measured = ss.get(LATENCY, {}).get(context, {})
-if step in measured:
-    show_cards([view.latency_card(measured[step])], [st], border=True)
-if measured:
-    show_table(view.latency_table(measured), {}, key="sv_latency_table")
+step_results = st.container()  # filled at the end, in the page's one unit once the block sizes are timed too
 
 st.subheader("Block size trade-off")
 sizes, dropped = valid_block_sizes(history.config, DEFAULT_BLOCK_SIZES, controls.pool_tokens)
@@ -187,8 +194,17 @@ if sizes:
         st.warning(timing.refusal(), icon=":material/block:")
     if go_measure:
         ss.setdefault(TRADEOFF_LATENCY, {})[t_key] = time_block_sizes(timing)
-    show_chart(tradeoff_figures.tradeoff_figure(table, ss.get(TRADEOFF_LATENCY, {}).get(t_key),
-                                               current=controls.block_size), key="sv_tradeoff_chart", width="stretch")
+    tradeoff_ms = ss.get(TRADEOFF_LATENCY, {}).get(t_key)
+    show_chart(tradeoff_figures.tradeoff_figure(table, tradeoff_ms, current=controls.block_size,
+                                               unit=view.page_duration_unit(measured(), tradeoff_ms)),
+               key="sv_tradeoff_chart", width="stretch")
     st.caption("Waste grows with the block size: up to block_size − 1 slots per running sequence. Small blocks "
                "cost the kernel one block-table lookup per block and shorter contiguous reads; measure to see "
                "that side on this device.")
+
+timed = measured()
+if timed:  # one unit for Triton's latency on the page: the card, the table and the block-size chart
+    unit = view.page_duration_unit(timed, tradeoff_ms)
+    if step in timed:
+        show_cards([view.latency_card(timed[step], unit)], [step_results], border=True)
+    show_table(view.latency_table(timed, unit), {}, key="sv_latency_table", parent=step_results)

@@ -17,7 +17,7 @@ SHAPE_WORDS = {
 }
 #: The word for each colour a mark takes (its fill, or a line-only symbol's line).
 COLOUR_WORDS = {
-    "#FFFFFF": "white", "#111827": "black", "#FACC15": "yellow", "#22C55E": "green", "#374151": "dark grey",
+    "#FFFFFF": "white", "#111827": "black", "#FACC15": "yellow", "#374151": "dark grey",
 }
 #: Symbols drawn by their line alone: their colour is the line's.
 LINE_ONLY = ("x-thin",)
@@ -35,7 +35,7 @@ class Mark:
 
     @property
     def words(self) -> str:
-        """The mark as a caption names it: colour and shape ("green pentagon"), a
+        """The mark as a caption names it: colour and shape ("black pentagon"), a
         white one "outlined in black" (its outline is what shows on a light cell).
 
         Raises
@@ -54,7 +54,7 @@ POOL_CHANGE_MARKS = {
     "taken": Mark("taken", "triangle-up", "#FFFFFF", "#111827"),
     "recycled": Mark("recycled", "hourglass", "#111827", "#FFFFFF"),
     "copied": Mark("copy-on-write", "star", "#FACC15", "#111827"),
-    "revived": Mark("revived", "pentagon", "#22C55E", "#111827"),
+    "revived": Mark("revived", "pentagon", "#111827", "#FFFFFF"),  # not green: the sequences' greens
     "freed": Mark("freed", "x-thin", "#374151", "#374151"),
 }
 #: A partly filled last block, in the pool.

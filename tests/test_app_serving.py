@@ -60,7 +60,7 @@ def test_serving_page_starts_at_the_busiest_step():
     assert at.slider(key="sv_step").value == step
     owner = history.records[step].pool_owner()
     assert np.array_equal(pool_codes(at, 64) == 0, owner == -1)
-    blocks = next(m for m in at.metric if m.label == "Blocks in use")  # the pool size moved to the delta
+    blocks = next(m for m in at.metric if m.label == "Physical blocks")  # the pool size moved to the delta
     assert (blocks.value, blocks.delta) == (f"{(owner >= 0).sum()}", f"of 64 · {formatting.format_percent((owner >= 0).mean())}")
     table = chart(at, "sv_table_chart")
     assert table["layout"]["yaxis"]["ticktext"] == [str(s) for s in history.records[step].seq_ids]
@@ -160,10 +160,19 @@ def test_time_triton_on_a_step_and_across_block_sizes():
     at.button(key="sv_tradeoff_run").click().run()
     assert_clean(at)
     spec = chart(at, "sv_tradeoff_chart")
-    assert spec["layout"]["yaxis2"]["title"]["text"] == "Triton latency (ms)"
     line = spec["data"][1]
     expected = ["4", "16", "64"] if execution_mode() == "interpreter" else ["1", "2", "4", "8", "16", "32", "64", "128", "256"]
     assert line["x"] == expected and all(y > 0 for y in line["y"])
+    # One unit for Triton's latency on the page (issue 27): the chart's axis, the card and the table.
+    (rows,) = at.session_state["sv_latency"].values()
+    (per_size,) = at.session_state["sv_tradeoff_latency"].values()
+    times = {s: r["median_ms"] for s, r in rows.items()}
+    unit = formatting.duration_unit([*times.values(), *per_size.values()])
+    assert spec["layout"]["yaxis2"]["title"]["text"] == f"Triton latency ({unit})"
+    metric = next(m for m in at.metric if m.label == f"Triton decode at step {step}")
+    table = at.dataframe[0].value
+    assert metric.value == formatting.format_duration(times[step], unit) and f"median ({unit})" in table.columns
+    assert "GB/s" in table.columns
 
 
 def _serving_with_a_large_step() -> AppTest:
@@ -192,7 +201,7 @@ def test_gpu_times_triton_on_a_serving_step():
     at.button(key="sv_time").click().run()
     assert_clean(at)
     table = at.dataframe[0].value
-    assert table["correct"].tolist() == ["yes"] and float(table["gbps"].iloc[0].replace(",", "")) > 0
+    assert table["correct"].tolist() == ["yes"] and float(table["GB/s"].iloc[0].replace(",", "")) > 0
 
 
 @CPU_ONLY
@@ -228,7 +237,7 @@ def test_serving_metrics_stay_short_enough_to_fit():
     assert_clean(at)
     values = {m.label: m.value for m in at.metric}
     assert all(len(v) <= 7 for v in values.values()), values  # six side by side: "16,384" fits, "561 / 16,384" not
-    blocks = next(m for m in at.metric if m.label == "Blocks in use")
+    blocks = next(m for m in at.metric if m.label == "Physical blocks")
     assert blocks.delta.startswith("of 16,384 · ")
 
 
@@ -363,7 +372,7 @@ def test_serving_pool_by_reference_count_with_sharing_marks():
     levels = np.select([refs == 0, refs == 1, refs == 2, refs <= 4], [0, 1, 2, 3], 4)
     assert (pool_codes(at, 96) == levels).all() and (levels >= 2).any()
     marks = {t["name"]: t for t in pool["data"]}
-    assert {"1 sequence", "2 sequences", "3–4 sequences", "5+ sequences"} <= set(marks)
+    assert {"1 sequence", "2 sequences", "3–4 sequences", "5–6 sequences"} <= set(marks)
     c = history.changes(step)
     got = set(arr(marks[COPY]["customdata"])[:, 0].astype(int))
     assert got == set(c.copied) and got
@@ -404,7 +413,7 @@ def test_serving_pool_colour_from_the_url():
     at = open_app(query, page=SERVING, timeout=120)
     assert_clean(at)
     assert at.segmented_control(key="sv_pool_colour").value == "reference count"
-    assert "5+ sequences" in {t["name"] for t in chart(at, "sv_pool_chart")["data"]}
+    assert "5–6 sequences" in {t["name"] for t in chart(at, "sv_pool_chart")["data"]}
     bad = open_app({**query, "sv_pool_colour": "owner"}, page=SERVING, timeout=120)
     assert any("sv_pool_colour=owner" in n for n in url_notes(bad))
     assert bad.segmented_control(key="sv_pool_colour").value == "sequence"

@@ -63,7 +63,7 @@ def test_the_window_frees_blocks_by_default_and_the_readout_compares_with_keepin
     assert fits.delta == f"{SIM['sv_num_blocks'] // longest} without freeing"
     # the cards over the pool follow the run with freeing
     step = at.slider(key="sv_step").value
-    assert metric(at, "Blocks in use").value == str(int(freed.metrics["blocks_in_use"].iloc[step]))
+    assert metric(at, "Physical blocks").value == str(int(freed.metrics["blocks_in_use"].iloc[step]))
 
 
 def test_turning_freeing_off_shows_the_run_that_keeps_every_block():
@@ -72,7 +72,7 @@ def test_turning_freeing_off_shows_the_run_that_keeps_every_block():
     assert not at.exception and not at.error
     kept = history(False)
     step = at.slider(key="sv_step").value
-    assert metric(at, "Blocks in use").value == str(int(kept.metrics["blocks_in_use"].iloc[step]))
+    assert metric(at, "Physical blocks").value == str(int(kept.metrics["blocks_in_use"].iloc[step]))
     assert metric(at, "Peak blocks in use").value == str(int(history(True).metrics["blocks_in_use"].max()))
 
 
@@ -92,7 +92,7 @@ def test_freeing_off_travels_in_a_copied_url():
     assert fresh.toggle(key="sv_free_window").value is False
     kept = history(False)
     step = fresh.slider(key="sv_step").value
-    assert metric(fresh, "Blocks in use").value == str(int(kept.metrics["blocks_in_use"].iloc[step]))
+    assert metric(fresh, "Physical blocks").value == str(int(kept.metrics["blocks_in_use"].iloc[step]))
 
 
 def test_the_caption_says_when_no_request_outgrows_the_window():

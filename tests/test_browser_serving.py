@@ -50,7 +50,7 @@ def test_serving_sharing_pool_by_reference_count_in_browser(server, page):
                "sv_samples": "3", "sv_pool_colour": "reference count"}
     page.goto(f"{server}/serving_simulation?{urlencode({**TINY, **sharing})}")
     pool = page.locator(".js-plotly-plot").filter(has_text=re.compile(r"Physical block pool after step \d+"))
-    for name in ("1 sequence", "2 sequences", "3–4 sequences", "5+ sequences", "copy-on-write", "freed"):
+    for name in ("1 sequence", "2 sequences", "3–4 sequences", "5–6 sequences", "copy-on-write", "freed"):
         expect(pool.get_by_text(name, exact=True)).to_be_visible(timeout=60_000)
     no_exception(page)
     no_error(page)
@@ -59,6 +59,6 @@ def test_serving_sharing_pool_by_reference_count_in_browser(server, page):
     settle(page)
     page.locator("[data-testid=stButtonGroup]").get_by_text("sequence", exact=True).click()
     expect(page).to_have_url(re.compile(r"[?&]sv_pool_colour=sequence(&|$)"), timeout=WAIT)
-    expect(pool.get_by_text("5+ sequences", exact=True)).to_have_count(0, timeout=WAIT)
+    expect(pool.get_by_text("5–6 sequences", exact=True)).to_have_count(0, timeout=WAIT)
     expect(pool.get_by_text("copy-on-write", exact=True)).to_be_visible(timeout=WAIT)
     no_exception(page)

@@ -336,3 +336,41 @@ def test_a_batch_past_the_palette_says_its_colours_repeat():
         assert (f"repeats every {n} sequences" in title) == repeats, (batch, title)
         caption = cache_view.pool_caption(len(owner), False, False, 1, n if batch > n else None)
         assert (f"Colours repeat every {n} sequences" in caption) == repeats
+
+
+def test_serving_page_metric_lines_take_hues_of_their_own():
+    """Issue 27 re-review: "blocks in use" was Triton's blue (the block-size chart's latency line) and of the
+    block ids' hue; "wasted slots" a purple beside the sequences' lavender. Each metric line, and the sharing
+    chart's "with sharing" (blocks in use too), keeps clear of the sequences', reference counts' and block ids'
+    hues and of Triton's line, and the lines of one another."""
+    from explorer.serving import figures as serving_figures
+
+    lines = {name: rgb(c) for name, c in serving_figures.METRIC_COLORS.items()}
+    assert rgb(sharing_figures.SHARED_LINE_COLOR) == lines["blocks in use"]  # one meaning, one colour
+    others = {
+        "sequence": colours(style.SEQUENCE_COLORS),
+        "sequences holding the block": colours(style.REF_COUNT_COLORS, sharing_figures.REF_LEVEL_COLORS),
+        "physical block id": colours(style.BLOCK_COLORSCALE),
+        "Triton's latency line": {rgb(style.impl_color("triton"))},
+    }
+    for name, line in lines.items():
+        for meaning, palette in others.items():
+            assert apart({line}, palette) >= METRIC_APART, (name, meaning)
+            assert not hue_clashes({line}, palette), (name, meaning, hue_clashes({line}, palette))
+    for (a, ca), (b, cb) in itertools.combinations(lines.items(), 2):
+        assert not hue_clashes({ca}, {cb}), (a, b)
+
+
+def test_serving_page_marks_take_no_sequence_colour():
+    """Issue 27 re-review: the "revived" pentagon was filled green (#22C55E) among the sequences' greens. A mark
+    on the pool or the tables is told by its shape and drawn in black, white or grey, or (the copy star) in a
+    colour far from every sequence's and of another hue."""
+    from explorer.marks import PAGE_MARKS
+
+    sequences = colours(style.SEQUENCE_COLORS)
+    for mark in PAGE_MARKS:
+        for colour in (mark.fill, mark.line):
+            if lch(rgb(colour))[1] < 10:
+                continue  # black, white, grey
+            assert apart({rgb(colour)}, sequences) >= METRIC_APART, (mark.name, colour)
+            assert not hue_clashes({rgb(colour)}, sequences), (mark.name, colour)

@@ -161,7 +161,9 @@ def test_serving_block_tables_take_the_pools_colouring_and_say_so(color_by):
         assert table.data[0].colorscale == pool.data[0].colorscale
         assert table.layout.legend.title.text == cell_style.REF_COUNT_KEY
         named = legend_colours(table, lambda t: bool(t.meta and "level" in t.meta))
-        assert colours(named) == colours([sharing_figures.REF_LEVEL_COLORS[int(v) - 1] for v in np.unique(z[held])])
+        assert colours([sharing_figures.REF_LEVEL_COLORS[int(v) - 1] for v in np.unique(z[held])]) <= colours(named)
+        # The levels the pool's legend lists, present at this step or not (issue 27: the two legends disagreed).
+        assert colours(named) == colours(legend_colours(pool, lambda t: bool(t.meta and "level" in t.meta)))
         assert "colour = sequence," not in subtitle
     assert pool.layout.legend.title.text and "colour = " in pool.layout.title.subtitle.text
     assert ("colour in the pool" in view.table_caption(True, color_by)) == (color_by == "sequence")
@@ -204,6 +206,7 @@ def test_serving_timeline(history):
     assert list(by_name["pool size"].y) == [48, 48]
     assert [s.x0 for s in fig.layout.shapes] == [30, 30, 30]
     assert by_name["wasted slots"].yaxis == "y2" and by_name["waiting"].yaxis == "y3"
+    assert fig.layout.yaxis.title.text == "physical blocks"  # issue 27: every count says logical or physical
 
 
 def test_tradeoff_figure():
@@ -215,13 +218,27 @@ def test_tradeoff_figure():
     assert bars.y[0] == 0  # one-token blocks waste nothing
     assert list(bars.marker.line.width) == [1, 2, 1]
     assert len(fig.data) == 1
-    with_latency = tradeoff_figures.tradeoff_figure(result.table, {1: 0.5, 16: 0.2})
+    with_latency = tradeoff_figures.tradeoff_figure(result.table, {1: 0.5, 16: 0.2}, unit="ms")
     line = with_latency.data[1]
     assert list(line.x) == ["1", "16"] and list(line.y) == [0.5, 0.2] and line.yaxis == "y2"
     y2 = with_latency.layout.yaxis2
     assert y2.title.text == "Triton latency (ms)" and y2.range is None and y2.overlaying == "y"
     assert with_latency.layout.yaxis.title.text.startswith("wasted slots")
     assert "%{y:" + MS_D3 + "} ms" in line.hovertemplate  # three significant digits, as everywhere
+
+
+@pytest.mark.parametrize("unit, factor", [(None, 1e-3), ("ms", 1.0), ("s", 1e-3)])
+def test_tradeoff_latency_in_the_pages_one_unit(unit, factor):
+    """The latency line in the unit the page writes every Triton latency in (issue 27:
+    the step card said "1.16 s" while this axis read "Triton latency (ms)", 0 to 1,500);
+    by default the latencies' own unit (1,200 and 1,500 ms: seconds)."""
+    result = block_size_tradeoff(SERVING, (1, 4, 16), steps=40, pool_tokens=192)
+    fig = tradeoff_figures.tradeoff_figure(result.table, {1: 1200.0, 16: 1500.0}, unit=unit)
+    shown = unit or "s"
+    line = fig.data[1]
+    assert list(line.y) == pytest.approx([1200.0 * factor, 1500.0 * factor])
+    assert fig.layout.yaxis2.title.text == f"Triton latency ({shown})"
+    assert line.hovertemplate.split("<br>")[1].startswith("Triton decode %{y:" + MS_D3 + "} " + shown + " ")
 
 
 def test_pool_animation(history):
@@ -372,7 +389,7 @@ def test_serving_pool_caption_names_each_mark_as_the_pool_draws_it():
     for t in drawn:
         words = Mark(t.name, t.marker.symbol, t.marker.color, t.marker.line.color).words
         assert f"a {words} = " in caption, t.name
-    assert "green pentagon = revived" in caption and "yellow star = a copy-on-write copy" in caption
+    assert "black pentagon = revived" in caption and "yellow star = a copy-on-write copy" in caption
     assert not set("▲◆★⬟✕●") & set(caption)  # no glyph that draws otherwise than the mark
 
 
@@ -410,3 +427,64 @@ def test_serving_shared_marks_sit_centred_in_their_cells(scale, max_batch, num_b
     else:  # above the id, on the column's centre
         assert (dx == 0).all() and (dy - half > text_h / 2).all() and (dy + half <= row_px / 2).all()
     assert (dy == 0).all() != (num_blocks == 1024 and scale > 1 and not many)  # the 4-digit ids leave no room beside
+
+
+@pytest.mark.parametrize("max_batch, expected", [
+    (4, ["1 sequence", "2 sequences", "3–4 sequences"]),
+    (6, ["1 sequence", "2 sequences", "3–4 sequences", "5–6 sequences"]),
+    (2, ["1 sequence", "2 sequences"]),
+])
+def test_serving_pool_and_tables_list_the_same_possible_reference_levels(max_batch, expected):
+    """Issue 27 review: with a max batch of 4 the pool's legend listed "5+ sequences", which cannot occur, while
+    the block tables beside it stopped at the levels the step showed ("3–4 sequences"). Both list every level
+    that can occur under the max batch, the last closed at it, and so do both captions."""
+    from dataclasses import replace
+
+    history = simulate(replace(SHARED, max_batch_size=max_batch), 150)
+    step = int(history.metrics["copied"].to_numpy().argmax())
+    record = history.records[step]
+    pool = _pool(history, step, color_by="reference count", sharing=True, max_holders=max_batch)
+    refs = np.bincount(record.blocks, minlength=64)
+    table = table_figures.running_tables_figure(record.block_tables(), record.context_lens, 4, 64,
+                                                seq_ids=record.seq_ids, color_by="reference count",
+                                                ref_counts=refs, max_holders=max_batch)
+
+    def levels(fig):
+        return [t.name for t in fig.data if isinstance(t.meta, dict) and "level" in t.meta]
+
+    assert levels(pool) == levels(table) == expected
+    assert refs.max() <= max_batch and len(set(refs[refs > 0])) < len(expected) + 1
+    words = ", ".join(expected)
+    assert f"(its reference count: {words})" in view.pool_caption("reference count", True, 64, max_batch)
+    assert f"({words})" in view.table_caption(True, "reference count", max_batch)
+    # The colours stay the levels' own: level k in the k-th level colour.
+    z = np.array(pool.data[0].z, dtype=float).ravel()[:64]
+    np.testing.assert_array_equal(z, np.searchsorted(np.asarray(view.REF_LEVELS), refs, side="right"))
+
+
+def test_view_ref_levels_are_the_figures():
+    assert view.REF_LEVELS == sharing_figures.REF_LEVELS
+    assert view.ref_levels()[1] == sharing_figures.ref_level_names()
+
+
+def test_serving_pool_partly_filled_dot_grows_with_presentation_mode(history):
+    """Issue 27 review at 1920x1080: in presentation mode the pool's cells grew to about 55 px while its partly
+    filled dots stayed about 5 px. They grow by the presentation scale, as the step's marks do."""
+    step = int(history.metrics["recycled"].to_numpy().argmax())
+    record, c = history.records[step], history.changes(step)
+
+    def sizes(scale):
+        with style.presentation(scale):
+            fig = serving_figures.serving_pool_figure(
+                record.pool_owner(), record.block_tables(), record.context_lens, history.config.block_size,
+                step=step, taken=c.taken, freed=c.freed, recycled=c.recycled)
+        return {t.name: (t.marker.size, t.marker.line.width) for t in fig.data
+                if t.type == "scatter" and t.marker.symbol not in (None, "square")}
+
+    plain, big = sizes(1.0), sizes(style.PRESENTATION_SCALE)
+    assert serving_figures._PARTIAL_NAME in plain and "recycled" in plain
+    for name in (serving_figures._PARTIAL_NAME, "recycled", "taken"):
+        assert big[name][0] == pytest.approx(plain[name][0] * style.PRESENTATION_SCALE), name
+    partial, recycled = big[serving_figures._PARTIAL_NAME], big["recycled"]
+    assert partial[1] == pytest.approx(style.PRESENTATION_SCALE)  # its outline too
+    assert plain[serving_figures._PARTIAL_NAME][0] / plain["recycled"][0] == pytest.approx(partial[0] / recycled[0])

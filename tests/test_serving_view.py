@@ -34,7 +34,7 @@ def test_cards_count_what_the_pool_marks():
     assert cards["Blocks taken"].value == str(len(c.taken))
     assert cards["Blocks taken"].delta == f"{len(c.freed)} freed · {len(c.recycled)} recycled"
     in_use = int(history.metrics["blocks_in_use"].iloc[step])
-    assert cards["Blocks in use"].delta == f"of 64 · {formatting.format_percent(in_use / 64)}"
+    assert cards["Physical blocks"].delta == f"of 64 · {formatting.format_percent(in_use / 64)}"
     assert all(len(card.value) <= 7 for card in cards.values())
 
 
@@ -88,3 +88,59 @@ def test_tradeoff_times_one_batch_and_names_what_is_over_the_cap():
                                           ([0, 1], "2 frames;")])
 def test_animation_caption(frames, text):
     assert view.animation_caption(frames).startswith(text)
+
+
+def test_triton_latency_has_one_unit_on_the_page():
+    """Issue 27: the step card read "1.16 s" and the block-size chart "Triton latency
+    (ms)": the page picks one unit from every latency it shows, and the card and the
+    table write it; the table's bandwidth column says "GB/s" as the card does."""
+    rows = {3: {"step": 3, "running": 2, "tokens": 40, "median_ms": 1160.0, "gbps": 0.0123, "correct": "yes"},
+            9: {"step": 9, "running": 4, "tokens": 90, "median_ms": 980.0, "gbps": 0.0234, "correct": "yes"}}
+    unit = view.page_duration_unit(rows, {4: 1500.0, 16: 1250.0})
+    assert unit == "s"
+    assert view.page_duration_unit(rows) == "s"
+    assert view.page_duration_unit({9: rows[9]}, {4: 0.5}) == "ms"  # the block sizes' times count too
+    assert view.page_duration_unit({}) == "ms"
+    card = view.latency_card(rows[9], unit)
+    assert card.value == "0.980 s" and card.delta.startswith("0.0234 GB/s")
+    table = view.latency_table(rows, unit)
+    assert list(table.columns) == ["step", "running", "tokens", "median (s)", "GB/s", "correct"]
+    assert table["median (s)"].tolist() == ["1.16", "0.980"] and table["GB/s"].tolist() == ["0.0123", "0.0234"]
+    assert view.latency_table({9: rows[9]})["median (ms)"].tolist() == ["980"]  # alone: its own unit
+
+
+def test_every_count_says_logical_or_physical():
+    """Issue 27 review: "Blocks in use 43 of 64", "Wasted slots" and the sharing
+    sentence's "39 blocks with sharing against 53 without (14 saved)" did not say
+    whether they count physical blocks or block-table entries. The cards are labelled
+    physical as on the Block table page; the sentence counts the tables' logical
+    blocks and the physical ones that hold them, with sharing and without."""
+    from dataclasses import replace
+
+    history = simulate(replace(SIM, num_blocks=96, system_prompt=20, samples=3), 120)
+    m = history.metrics
+    step = int((m["blocks_unshared"] - m["blocks_in_use"]).to_numpy().argmax())
+    record = history.records[step]
+    in_use, unshared = int(m["blocks_in_use"].iloc[step]), int(m["blocks_unshared"].iloc[step])
+    assert unshared == int(record.blocks_per_sequence.sum()) > in_use == len(set(record.blocks.tolist()))
+    cards = {c.label: c for c in view.step_cards(history, step, 6, sharing=True)}
+    assert cards["Physical blocks"].value == str(in_use)
+    wasted = cards["Wasted slots"]
+    assert wasted.value == str(int(m["wasted_slots"].iloc[step]))
+    assert wasted.delta == f"{formatting.format_percent(float(m['wasted_fraction'].iloc[step]))} of physical"
+    assert all(len(card.label) <= 16 for card in cards.values())  # not cut at 1280 px ("Blocks in use (physi…")
+    assert all(len(card.delta or "") <= 22 for card in cards.values())
+    text = view.sharing_summary(history, step)
+    assert f"list **{unshared} logical blocks**, held in **{in_use} physical blocks** with sharing" in text
+    assert f"would take {unshared} physical blocks (**{unshared - in_use} physical saved**" in text
+
+
+def test_sharing_chart_counts_physical_blocks():
+    from dataclasses import replace
+
+    from explorer.cache.sharing_figures import sharing_timeline_figure
+
+    metrics = simulate(replace(SIM, system_prompt=20, samples=2), 30).metrics
+    fig = sharing_timeline_figure(metrics, 5, 64)
+    assert fig.layout.yaxis.title.text == "physical blocks"
+    assert all("physical blocks" in t.hovertemplate for t in fig.data)

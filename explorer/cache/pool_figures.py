@@ -42,6 +42,7 @@ from explorer.style import (
     narrow_title_px,
     plot_area_height,
     plot_width_px,
+    scaled,
 )
 from paged_attention.inputs import FREE, OTHER
 
@@ -266,8 +267,9 @@ def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_co
             x=partial % n_cols + 0.27,
             y=partial // n_cols - 0.27,
             mode="markers",
-            marker=dict(symbol=PARTLY_FILLED_MARK.symbol, size=7 if small else 4, color=PARTLY_FILLED_MARK.fill,
-                        line=dict(color=PARTLY_FILLED_MARK.line, width=1)),
+            # Grown with presentation mode's cells, as the pool's other marks are (issue 27: 5 px in 55 px cells).
+            marker=dict(symbol=PARTLY_FILLED_MARK.symbol, size=scaled(7 if small else 4), color=PARTLY_FILLED_MARK.fill,
+                        line=dict(color=PARTLY_FILLED_MARK.line, width=scaled(1))),
             customdata=np.stack([partial, owner[partial], filled[partial], block_size - filled[partial]], axis=-1)
             if len(partial)
             else None,

@@ -243,8 +243,10 @@ def pool_ref_count_figure(
     return fig
 
 
-#: The serving timeline's two lines: blocks in use with sharing, and the same batch without.
-SHARED_LINE_COLOR = "#2563EB"
+#: The serving timeline's two lines: blocks in use with sharing (the colour of blocks in
+#: use on the Serving page, :data:`explorer.serving.figures.POOL_COLOR`; not Triton's
+#: blue), and the same batch without.
+SHARED_LINE_COLOR = "#805800"
 UNSHARED_LINE_COLOR = "#9CA3AF"
 
 
@@ -279,17 +281,17 @@ def sharing_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
     fig = go.Figure()
     fig.add_trace(go.Scatter(
         x=x, y=unshared, name=f"without {kind}", mode="lines", line=dict(color=UNSHARED_LINE_COLOR, width=1.8),
-        hovertemplate=f"step %{{x}}: %{{y:,}} blocks without {kind}<extra></extra>",
+        hovertemplate=f"step %{{x}}: %{{y:,}} physical blocks without {kind}<extra></extra>",
     ))
     fig.add_trace(go.Scatter(
         x=x, y=shared, name=f"with {kind}", mode="lines", line=dict(color=SHARED_LINE_COLOR, width=2),
         fill="tonexty", fillcolor=with_alpha(SHARED_LINE_COLOR, 0.10), customdata=unshared - shared,
-        hovertemplate=f"step %{{x}}: %{{y:,}} blocks with {kind} (%{{customdata:,}} saved)<extra></extra>",
+        hovertemplate=f"step %{{x}}: %{{y:,}} physical blocks with {kind} (%{{customdata:,}} saved)<extra></extra>",
     ))
     if num_blocks is not None:
         fig.add_trace(go.Scatter(
             x=[x[0], x[-1]] if len(x) else [], y=[num_blocks, num_blocks], name="pool size", mode="lines",
-            line=dict(color="#111827", dash="dash", width=1), hovertemplate=f"pool: {num_blocks:,} blocks<extra></extra>",
+            line=dict(color="#111827", dash="dash", width=1), hovertemplate=f"pool: {num_blocks:,} physical blocks<extra></extra>",
         ))
     if step is not None and len(x):
         fig.add_vline(x=step, line=dict(color="#111827", width=1, dash="dot"))
@@ -298,6 +300,6 @@ def sharing_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
     apply_style(fig, f"Blocks in use: with {kind} against without", subtitle, height=360)
     top = max(num_blocks or 0, int(unshared.max(initial=0)), 1)
     fig.update_xaxes(title="decode step", **integer_ticks(x.min(initial=0), x.max(initial=0)))
-    fig.update_yaxes(title="blocks", rangemode="tozero", **integer_ticks(0, top, 220))
+    fig.update_yaxes(title="physical blocks", rangemode="tozero", **integer_ticks(0, top, 220))
     fig.update_layout(hovermode="x unified")
     return fig

@@ -23,6 +23,7 @@ from explorer.formatting import (
 from explorer.limits import MAX_ANIMATION_FRAMES, MAX_POOL_CELLS, MAX_SEQUENCE_LEGEND
 from explorer.marks import POOL_CHANGE_MARKS
 from explorer.serving.snapshot import PoolChanges
+from explorer.serving.view import ref_levels
 from explorer.style import (
     FREE_COLOR,
     OTHER_COLOR,
@@ -40,12 +41,14 @@ from explorer.style import (
 #: The metric lines of :func:`serving_timeline_figure` (and the trade-off's waste bars):
 #: colours no other meaning of the page takes, dark where the sequences' and the
 #: reference counts' palettes are light or bright, at least 25 apart (CIE76) from
-#: every colour of theirs: the old teal, amber and red read as sequences 5, 9 and 2
-#: and the amber as a reference count.
-POOL_COLOR = "#2563EB"
-WASTE_COLOR = "#4C1D95"
-WAITING_COLOR = "#831843"
-RUNNING_COLOR = "#422006"  # dark brown: the dark green came within 23 of the sequences' greens
+#: every colour of theirs, of the block ids' blues and of Triton's line, and of
+#: another hue or lightness (tests/test_colour_language.py): the old teal, amber and
+#: red read as sequences 5, 9 and 2, then the blue of blocks in use as Triton's
+#: latency line and a block id, the purple of wasted slots as the sequences' lavender.
+POOL_COLOR = "#805800"  # bronze
+WASTE_COLOR = "#500838"  # dark wine
+WAITING_COLOR = "#303030"  # charcoal
+RUNNING_COLOR = "#005048"  # deep teal, a line only
 #: The metric lines, by trace name.
 METRIC_COLORS = {"blocks in use": POOL_COLOR, "wasted slots": WASTE_COLOR, "running": RUNNING_COLOR,
                  "waiting": WAITING_COLOR}
@@ -110,6 +113,7 @@ def serving_pool_figure(
     sharing: bool = False,
     seq_ids: Sequence[int] | None = None,
     max_cells: int = MAX_POOL_CELLS,
+    max_holders: int | None = None,
 ) -> go.Figure:
     """The pool of a serving simulation at one step, plus what the step changed.
 
@@ -141,6 +145,11 @@ def serving_pool_figure(
     seq_ids : sequence of int, optional
         The ``seq_id`` of each row of ``block_tables`` (the hover of the
         reference-count view names them).
+    max_holders : int, optional
+        The most sequences that can hold a block (the max batch): the
+        reference-count view's legend lists the levels of
+        :func:`~explorer.serving.view.ref_levels` (those that can occur, the
+        last closed at it), as the running tables' legend does.
 
     Returns
     -------
@@ -164,6 +173,7 @@ def serving_pool_figure(
         refs = np.bincount(tables[tables >= 0], minlength=len(owner))
         fig = pool_ref_count_figure(refs, tables, block_size, max_cells=max_cells, levels=REF_LEVELS,
                                     seq_ids=seq_ids)
+        _possible_levels(fig, max_holders)
     n_rows, n_cols, per_cell = pool_grid_shape(len(owner), max_cells)
     if step is not None:
         fig.update_layout(title_text=f"Physical block pool after step {step}")
@@ -188,6 +198,17 @@ def serving_pool_figure(
             hovertemplate="block %{customdata[0]}: " + name + " this step<extra></extra>",
         ))
     return _pool_layout(fig, n_rows, n_cols, len(owner))
+
+
+def _possible_levels(fig: go.Figure, max_holders: int | None) -> None:
+    """The reference-count legend's squares (``meta["level"]``) cut to the levels that
+    can occur, named as :func:`~explorer.serving.view.ref_levels` names them."""
+    levels, names = ref_levels(max_holders)
+    squares = [t for t in fig.data if isinstance(t.meta, dict) and "level" in t.meta]
+    fig.data = [t for t in fig.data if not (t in squares and t.meta["level"] > len(levels))]
+    for t in squares:
+        if t.meta["level"] <= len(levels):
+            t.name = names[t.meta["level"] - 1]
 
 
 def legend_rows(names: Sequence[str], width_px: float, font_px: float) -> int:
@@ -279,7 +300,7 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
     fig.add_trace(go.Scatter(
         x=x, y=metrics["blocks_in_use"].to_numpy(), name="blocks in use", mode="lines",
         line=dict(color=POOL_COLOR, width=1.8), fill="tozeroy", fillcolor=with_alpha(POOL_COLOR, 0.15),
-        customdata=[f"{format_number(int(u))} blocks in use, {format_number(int(f))} free"
+        customdata=[f"{format_number(int(u))} physical blocks in use, {format_number(int(f))} free"
                     for u, f in zip(metrics["blocks_in_use"], metrics["free_blocks"])],
         hovertemplate="step %{x}: %{customdata}<extra></extra>",
     ), row=1, col=1)
@@ -325,7 +346,7 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
         return max((float(metrics[c].max()) for c in columns), default=0.0) if len(x) else 0.0
 
     tops = {1: max(num_blocks or 0, top("blocks_in_use")), 2: top("wasted_slots"), 3: top("running", "waiting")}
-    for r, name in ((1, "blocks"), (2, "slots"), (3, "requests")):
+    for r, name in ((1, "physical blocks"), (2, "slots"), (3, "requests")):
         fig.update_yaxes(title=name, rangemode="tozero", row=r, col=1, **integer_ticks(0, max(1, tops[r]), panel_px))
     return fig
 

@@ -12,10 +12,11 @@ import plotly.graph_objects as go
 
 from explorer.cache.cell_style import DIGIT_WIDTH, REF_COUNT_KEY, SEQUENCE_KEY
 from explorer.cache.figures import block_table_figure
-from explorer.cache.sharing_figures import REF_LEVEL_COLORS, REF_LEVELS, ref_level_names
+from explorer.cache.sharing_figures import REF_LEVEL_COLORS, REF_LEVELS
 from explorer.formatting import count, line_count, wrap_at_separators
 from explorer.marks import SHARED_MARK
 from explorer.serving.figures import check_color_by
+from explorer.serving.view import ref_levels
 from explorer.style import (
     FREE_COLOR,
     LINE_HEIGHT,
@@ -53,7 +54,7 @@ TABLE_KEYS = {"sequence": f"{SEQUENCE_KEY}, as in the pool", "reference count": 
 def running_tables_figure(
     block_tables: np.ndarray, context_lens: Sequence[int], block_size: int, num_blocks: int, *,
     seq_ids: Sequence[int], color_by: str = "sequence", ref_counts: np.ndarray | None = None,
-    window: int | None = None, plot_width: float = TABLE_PLOT_PX,
+    window: int | None = None, plot_width: float = TABLE_PLOT_PX, max_holders: int | None = None,
 ) -> go.Figure:
     """The running sequences' block tables (:func:`~explorer.cache.figures.block_table_figure`
     by sequence), coloured as the pool beside them is.
@@ -86,6 +87,10 @@ def running_tables_figure(
         As for :func:`~explorer.cache.figures.block_table_figure`.
     plot_width : float
         The plot area's width at scale 1 (px).
+    max_holders : int, optional
+        The most sequences that can hold a block (the max batch): by reference
+        count, the legend lists every level that can occur
+        (:func:`~explorer.serving.view.ref_levels`), as the pool's does.
 
     Returns
     -------
@@ -112,7 +117,7 @@ def running_tables_figure(
     if color_by == "reference count":
         refs = (np.asarray(ref_counts, dtype=np.int64) if ref_counts is not None
                 else np.bincount(tables[tables >= 0], minlength=num_blocks))
-        _colour_by_reference_count(fig, refs)
+        _colour_by_reference_count(fig, refs, max_holders)
     return fig
 
 
@@ -170,10 +175,12 @@ def _place_shared_marks(fig: go.Figure, n_cols: int, plot_width: float, *, ids_w
     marks.x = x
 
 
-def _colour_by_reference_count(fig: go.Figure, refs: np.ndarray) -> None:
+def _colour_by_reference_count(fig: go.Figure, refs: np.ndarray, max_holders: int | None = None) -> None:
     """Trace 0 in the pool's reference-count levels; a legend square per level
-    present, under :data:`~explorer.cache.cell_style.REF_COUNT_KEY`; the holders
-    in the click targets' hover."""
+    that can occur with at most ``max_holders`` holders (the pool's legend's,
+    :func:`~explorer.serving.view.ref_levels`), under
+    :data:`~explorer.cache.cell_style.REF_COUNT_KEY`; the holders in the click
+    targets' hover."""
     heat = fig.data[0]
     custom = np.asarray(heat.customdata)
     codes = np.asarray(heat.z, dtype=float)
@@ -184,8 +191,8 @@ def _colour_by_reference_count(fig: go.Figure, refs: np.ndarray) -> None:
     colors = [FREE_COLOR, *REF_LEVEL_COLORS]
     heat.update(z=z, colorscale=[[(i + j) / k, c] for i, c in enumerate(colors) for j in (0, 1)],
                 zmin=-0.5, zmax=k - 0.5)
-    present = sorted({int(v) for v in z[~np.isnan(z)]})
-    names = ref_level_names()
+    levels, names = ref_levels(max_holders)
+    present = range(1, len(levels) + 1)  # every level that can occur, whether or not this step shows it
     squares = [go.Scatter(x=[None], y=[None], mode="markers", name=names[lv - 1], hoverinfo="skip",
                           marker=dict(symbol="square", size=12, color=REF_LEVEL_COLORS[lv - 1],
                                       line=dict(color=REF_LEVEL_COLORS[lv - 1], width=1)),

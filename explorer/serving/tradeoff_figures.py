@@ -11,8 +11,10 @@ import plotly.graph_objects as go
 from explorer.category_ticks import set_category_ticks
 from explorer.formatting import (
     MS_D3,
+    duration_unit,
     format_number,
     format_percent,
+    in_unit,
     sig3,
 )
 from explorer.serving.figures import WASTE_COLOR
@@ -25,7 +27,8 @@ from explorer.style import (
 )
 
 
-def tradeoff_figure(table, latency_ms: Mapping[int, float] | None = None, current: int | None = None) -> go.Figure:
+def tradeoff_figure(table, latency_ms: Mapping[int, float] | None = None, current: int | None = None,
+                    unit: str | None = None) -> go.Figure:
     """Block size trade-off on one request stream: memory wasted in partly filled
     last blocks (bars, left axis) against the Triton kernel's latency on each
     block size's busiest step (line, right axis, once measured).
@@ -38,12 +41,17 @@ def tradeoff_figure(table, latency_ms: Mapping[int, float] | None = None, curren
         ``block_size -> milliseconds``.
     current : int, optional
         The block size chosen on the page (its bar is outlined).
+    unit : {"µs", "ms", "s"}, optional
+        The unit the latency is drawn in, the page's one
+        (:func:`~explorer.serving.view.page_duration_unit`); by default the
+        latencies' own (:func:`~explorer.formatting.duration_unit`).
 
     Returns
     -------
     go.Figure
         Trace 0: bars ``"wasted slots (%)"`` (``y`` = percent of allocated slots);
-        trace 1 (when latencies are given): ``"Triton latency"`` on ``y2``.
+        trace 1 (when latencies are given): ``"Triton latency"`` on ``y2``, in
+        ``unit`` (the axis' title names it).
     """
     sizes = table["block_size"].astype(int).tolist()
     x = [str(b) for b in sizes]
@@ -69,14 +77,15 @@ def tradeoff_figure(table, latency_ms: Mapping[int, float] | None = None, curren
     subtitle = "bars: slots allocated but unfilled, as % of allocated (mean over the run)"
     if latency_ms:
         measured = [b for b in sizes if b in latency_ms]
+        unit = unit or duration_unit(list(latency_ms.values()))
         fig.add_trace(go.Scatter(
-            x=[str(b) for b in measured], y=[latency_ms[b] for b in measured], name="Triton latency",
+            x=[str(b) for b in measured], y=[in_unit(latency_ms[b], unit) for b in measured], name="Triton latency",
             mode="lines+markers", yaxis="y2", line=dict(color=impl_color("triton"), width=2.4),
             marker=dict(size=9, color=impl_color("triton")),
-            hovertemplate=f"block size %{{x}}<br>Triton decode %{{y:{MS_D3}}} ms on the shared batch<extra></extra>",
+            hovertemplate=f"block size %{{x}}<br>Triton decode %{{y:{MS_D3}}} {unit} on the shared batch<extra></extra>",
         ))
         subtitle += "; line: Triton decode latency, one batch laid out in each block size"
-        fig.update_layout(yaxis2=dict(title="Triton latency (ms)", overlaying="y", side="right", rangemode="tozero",
+        fig.update_layout(yaxis2=dict(title=f"Triton latency ({unit})", overlaying="y", side="right", rangemode="tozero",
                                       tickmode="auto", nticks=6,
                                       showgrid=False, color=impl_color("triton")))
     apply_style(fig, "Block size: memory waste against kernel latency", subtitle, height=420)

@@ -190,6 +190,13 @@ def change_counts(changes: PoolChanges, sharing: bool) -> str:
     return " · ".join(parts)
 
 
+#: The cards that count physical blocks and their slots: every count on the page says
+#: whether it is of physical blocks or of logical block-table entries (the Block table
+#: page's "Blocks used (physical)"), in a label short enough not to be cut at 1280 px
+#: ("Blocks in use (physi…" was).
+BLOCKS_IN_USE, WASTED_SLOTS = "Physical blocks", "Wasted slots"
+
+
 def step_cards(history: ServingHistory, step: int, max_batch: int, sharing: bool) -> list[Card]:
     """The five cards over the pool at ``step``: running, waiting (and finished),
     blocks in use, wasted slots, blocks taken. Values stay short (a number) and
@@ -218,17 +225,43 @@ def step_cards(history: ServingHistory, step: int, max_batch: int, sharing: bool
              f"sequences decoding at this step; at most {num(max_batch)} ({LABELS['max_batch_size']})"),
         Card("Waiting", num(int(row["waiting"])), f"{num(int(row['finished']))} finished so far",
              "requests queued for a batch slot or for blocks; finished: sequences done by this step"),
-        Card("Blocks in use", num(in_use), f"of {num(num_blocks)} · {formatting.format_percent(in_use / num_blocks)}",
-             f"blocks holding some sequence's tokens, of the {num(num_blocks)} in the pool"),
-        Card("Wasted slots", num(int(row["wasted_slots"])),
-             f"{formatting.format_percent(float(row['wasted_fraction']))} of allocated",
-             "allocated but unfilled slots in each sequence's last block (internal fragmentation)"),
+        Card(BLOCKS_IN_USE, num(in_use), f"of {num(num_blocks)} · {formatting.format_percent(in_use / num_blocks)}",
+             f"physical blocks in use, holding some sequence's tokens (a shared block once), of the "
+             f"{num(num_blocks)} in the pool"),
+        Card(WASTED_SLOTS, num(int(row["wasted_slots"])),
+             f"{formatting.format_percent(float(row['wasted_fraction']))} of physical",
+             "allocated but unfilled slots in the physical blocks in use (the share: of all their slots): each sequence's last block, a shared "
+             "block once (internal fragmentation)"),
         taken,
     ]
 
 
-def pool_caption(colour_by: str, sharing: bool, num_blocks: int) -> str:
-    """What the pool's colours and marks mean, under the pool."""
+#: The reference-count levels the Serving page's pool and tables colour by: the first
+#: count of each (:data:`explorer.cache.sharing_figures.REF_LEVELS`, which tests check
+#: it equals; this module draws nothing).
+REF_LEVELS = (1, 2, 3, 5)
+
+
+def ref_levels(max_holders: int | None = None) -> tuple[tuple[int, ...], list[str]]:
+    """The reference-count levels that can occur when at most ``max_holders``
+    sequences run (the max batch), and their legend names, the last one closed at
+    ``max_holders``: a max batch of 4 gives ``(1, 2, 3)``, ``["1 sequence",
+    "2 sequences", "3–4 sequences"]``; 32 gives ``[..., "5–32 sequences"]``; None
+    (no bound) ``[..., "5+ sequences"]``. The pool's legend, the tables' legend and
+    both captions list these, so that they agree and name no count that cannot occur."""
+    levels = tuple(lo for lo in REF_LEVELS if max_holders is None or lo <= max_holders)
+    names = []
+    for i, lo in enumerate(levels):
+        hi = levels[i + 1] - 1 if i + 1 < len(levels) else max_holders
+        span = f"{lo}+" if hi is None else str(lo) if hi == lo else f"{lo}–{hi}"
+        names.append(f"{span} sequence" + ("" if span == "1" else "s"))
+    return levels, names
+
+
+def pool_caption(colour_by: str, sharing: bool, num_blocks: int, max_holders: int | None = None) -> str:
+    """What the pool's colours and marks mean, under the pool (the reference-count
+    levels of :func:`ref_levels` of ``max_holders``)."""
+    level_words = ", ".join(ref_levels(max_holders)[1])
     per_cell = pool_grid_shape(num_blocks)[2]
     if per_cell > 1:  # too many blocks for one cell each: the figure shades cells and draws no marks
         return (f"{formatting.count(num_blocks, 'block')} are too many to draw one by one: each cell stands for "
@@ -239,7 +272,7 @@ def pool_caption(colour_by: str, sharing: bool, num_blocks: int) -> str:
     mark = {key: m.words for key, m in POOL_CHANGE_MARKS.items()}  # as the pool draws them
     colours = ("Colour = the sequence owning the block (by seq_id; a shared block: its lowest), grey = free, "
                f"a {PARTLY_FILLED_MARK.words} = a partly filled last block. " if colour_by == "sequence" else
-               "Colour = how many running sequences hold the block (its reference count: 1, 2, 3–4, 5+), "
+               f"Colour = how many running sequences hold the block (its reference count: {level_words}), "
                "grey = free. ")
     return (
         colours + f"Marks: what left the free list or went back to it during this step: a {mark['taken']} = "
@@ -256,13 +289,14 @@ def pool_caption(colour_by: str, sharing: bool, num_blocks: int) -> str:
     )
 
 
-def table_caption(sharing: bool, colour_by: str = "sequence") -> str:
+def table_caption(sharing: bool, colour_by: str = "sequence", max_holders: int | None = None) -> str:
     """What the running sequences' block tables show, under them, in the pool's
-    colouring ``colour_by`` (the tables take it too)."""
+    colouring ``colour_by`` (the tables take it too; the levels of :func:`ref_levels`)."""
     by_sequence = colour_by == "sequence"
+    level_words = ", ".join(ref_levels(max_holders)[1])
     return ("One row per running sequence (its seq_id): the physical block behind each logical block, "
             + ("in the sequence's colour in the pool. " if by_sequence else
-               "coloured as in the pool by how many running sequences hold it (1, 2, 3–4, 5+). ")
+               f"coloured as in the pool by how many running sequences hold it ({level_words}). ")
             + (f"A {SHARED_MARK.words} marks a block more than one running sequence holds"
                + ("; the pool colours a shared block by the lowest seq_id holding it. " if by_sequence else ". ")
                if sharing else "")
@@ -283,10 +317,12 @@ def sharing_summary(history: ServingHistory, step: int) -> str:
     copies = formatting.count(int(row["cow_copies"]), "copy-on-write copy", "copy-on-write copies")
     return (
         f"Requests of **{formatting.count(config.samples, 'sample')}** whose prompts start with the same "
-        f"**{formatting.count(config.system_prompt, 'token')}**. At step {step} the running sequences hold "
-        f"**{formatting.count(in_use, 'block')}** with sharing against **{num(unshared)}** without "
-        f"(**{num(saved)} saved**{share}). Up to this step: **{copies}** (a sample's first write into a shared "
-        f"partly filled block), and a **prefix-cache hit rate of {rate}**{found}"
+        f"**{formatting.count(config.system_prompt, 'token')}**. At step {step} the running sequences' block "
+        f"tables list **{formatting.count(unshared, 'logical block')}**, held in "
+        f"**{formatting.count(in_use, 'physical block')}** with sharing; without, they would take "
+        f"{formatting.count(unshared, 'physical block')} (**{num(saved)} physical saved**{share}). Up to this "
+        f"step: **{copies}** (a sample's first write into a shared partly filled block), and a **prefix-cache "
+        f"hit rate of {rate}**{found}"
     )
 
 
@@ -310,22 +346,31 @@ def latency_row(record: StepRecord, median_ms: float, gbps: float, passed: bool)
             "median_ms": median_ms, "gbps": gbps, "correct": "yes" if passed else "NO"}
 
 
-def latency_card(row: Mapping[str, Any]) -> Card:
-    """The card of one timed step."""
-    return Card(f"Triton decode at step {row['step']}", formatting.format_duration(row["median_ms"]),
+def page_duration_unit(measured: Mapping[int, Mapping[str, Any]], tradeoff_ms: Mapping[int, float] | None = None) -> str:
+    """The one unit the page writes Triton's latencies in (its step card, its table
+    and the block-size chart alike), from every latency it shows
+    (:func:`~explorer.formatting.duration_unit`): the timed steps' and the block sizes'."""
+    return formatting.duration_unit([r["median_ms"] for r in measured.values()] + list((tradeoff_ms or {}).values()))
+
+
+def latency_card(row: Mapping[str, Any], unit: str | None = None) -> Card:
+    """The card of one timed step, its duration in ``unit`` (:func:`page_duration_unit`;
+    by default the one that keeps it short)."""
+    return Card(f"Triton decode at step {row['step']}", formatting.format_duration(row["median_ms"], unit),
                 f"{formatting.format_gbps(row['gbps'])} GB/s · {formatting.count(row['running'], 'sequence')}, "
                 f"{formatting.count(row['tokens'], 'token')}")
 
 
-def latency_table(rows: Mapping[int, Mapping[str, Any]]) -> pd.DataFrame:
+def latency_table(rows: Mapping[int, Mapping[str, Any]], unit: str | None = None) -> pd.DataFrame:
     """The timed steps by step, their numbers written as the cards write them
-    (one duration unit for the column, three significant figures)."""
+    (one duration unit for the column, ``unit`` or the rows' own, three
+    significant figures; the bandwidth's column headed "GB/s" as the card writes it)."""
     frame = pd.DataFrame(sorted(rows.values(), key=lambda r: r["step"]))
-    unit = formatting.duration_unit(frame["median_ms"].tolist())
+    unit = unit or formatting.duration_unit(frame["median_ms"].tolist())
     return frame.assign(
         median_ms=[formatting.duration_number(ms, unit) for ms in frame["median_ms"]],
         gbps=[formatting.format_gbps(g) for g in frame["gbps"]],
-    ).rename(columns={"median_ms": f"median ({unit})"})
+    ).rename(columns={"median_ms": f"median ({unit})", "gbps": "GB/s"})
 
 
 def step_timing_caption(config: DecodeConfig, warmup: int, iters: int) -> str:
