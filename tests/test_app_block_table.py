@@ -137,7 +137,7 @@ def test_uniform_context_mode():
     assert_clean(at)
     z = arr(chart(at, "bt_table")["data"][0]["z"])
     assert z.shape == (4, 7) and np.isnan(z).sum() == 0  # 100 tokens = 7 blocks, none unallocated
-    wasted = {m.label: m for m in at.metric}["Wasted slots"]
+    wasted = {m.label: m for m in at.metric}["Wasted slots (physical)"]
     assert wasted.value == f"{4 * (7 * 16 - 100)}"
     assert wasted.delta == f"{100 * 4 * (7 * 16 - 100) / (4 * 7 * 16):.1f}% of allocated"
     assert at.query_params["ctx_mode"] in ("uniform", ["uniform"])

@@ -96,7 +96,7 @@ def test_freeing_off_travels_in_a_copied_url():
 
 
 def test_the_caption_says_when_no_request_outgrows_the_window():
-    from explorer.serving.view import window_caption
+    from explorer.serving.history import window_caption
 
     assert "No request outgrows the window" in window_caption(4096, True, longest=300)
     assert "No request outgrows" not in window_caption(128, True, longest=300)

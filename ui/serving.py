@@ -11,7 +11,9 @@ import streamlit as st
 from explorer.cache.sharing_figures import sharing_timeline_figure
 from explorer.formatting import count
 from explorer.serving import view
-from explorer.serving.history import ServingHistory, max_request_tokens
+from explorer.serving.history import (
+    ServingHistory, comparison_metrics, max_request_tokens, window_caption, window_cards,
+)
 from paged_attention import DecodeConfig, build_decode_inputs
 from ui import benchmark
 from ui.page_state import seed_page
@@ -100,8 +102,8 @@ def window_section(controls: view.Controls, history: ServingHistory, step: int) 
     other = serving_history(*controls.simulation[:-1], not controls.free_window)
     freed, kept = (history, other) if controls.free_window else (other, history)
     st.subheader("Sliding window: blocks freed against kept")
-    show_cards(view.window_cards(freed, kept))
-    show_chart(sharing_timeline_figure(view.comparison_metrics(freed, kept), step, controls.num_blocks,
+    show_cards(window_cards(freed, kept))
+    show_chart(sharing_timeline_figure(comparison_metrics(freed, kept), step, controls.num_blocks,
                                        kind="freeing", note="the same request stream"),
                key="sv_window_chart", width="stretch")
-    st.caption(view.window_caption(controls.window, controls.free_window, max_request_tokens(history.config)))
+    st.caption(window_caption(controls.window, controls.free_window, max_request_tokens(history.config)))

@@ -18,12 +18,15 @@ import numpy as np
 import pandas as pd
 import torch
 
+from explorer import formatting
+from explorer.cards import Card
 from explorer.formatting import format_number
 from explorer.limits import MAX_STEP_BLOCKS
 from explorer.serving.block_manager import blocks_for
 from explorer.serving.simulator import ServingSimulator
 from explorer.serving.snapshot import PoolChanges, Snapshot, metrics_frame
 from explorer.serving.traffic import ServingConfig
+from explorer.serving.window import window_bound
 from paged_attention.inputs import FREE
 from paged_attention.tiling import cdiv
 
@@ -220,3 +223,49 @@ def valid_block_sizes(config: ServingConfig, block_sizes: Sequence[int], pool_to
     need = max_request_tokens(config)
     ok = [b for b in block_sizes if blocks_for(need, b) <= pool_tokens // b]
     return ok, [b for b in block_sizes if b not in ok]
+
+
+def comparison_metrics(freed: ServingHistory, kept: ServingHistory) -> pd.DataFrame:
+    """``freed``'s metrics with ``blocks_unshared`` set to ``kept``'s blocks in use:
+    the two lines of :func:`~explorer.cache.sharing_figures.sharing_timeline_figure`
+    (``kind="freeing"``)."""
+    return freed.metrics.assign(blocks_unshared=kept.metrics["blocks_in_use"].to_numpy())
+
+
+def window_cards(freed: ServingHistory, kept: ServingHistory) -> list[Card]:
+    """Four cards: peak blocks in use and blocks at the end, with freeing (the value)
+    against without (the delta); the most blocks one sequence holds, and how many
+    sequences at that size the pool holds."""
+    config, num = freed.config, formatting.format_number
+    window, bs, pool = config.window, config.block_size, config.num_blocks
+    bound = window_bound(window, bs)
+    longest = blocks_for(max_request_tokens(config), bs)
+    most = min(bound, longest)
+    f, k = freed.metrics["blocks_in_use"], kept.metrics["blocks_in_use"]
+    return [
+        Card("Peak blocks in use", num(int(f.max())), f"{num(int(k.max()))} without freeing",
+             "the most blocks in use at any step of the run, freeing the blocks before each window against keeping "
+             "them (the same request stream; without freeing the schedule is the plain one)"),
+        Card("Blocks at the end", num(int(f.iloc[-1])), f"{num(int(k.iloc[-1]))} without freeing",
+             f"blocks in use after the last step ({freed.steps - 1})"),
+        Card("Blocks per sequence at most", num(most), f"{num(longest)} without freeing",
+             f"ceil(window / block_size) + 1 = ceil({num(window)} / {bs}) + 1 = {num(bound)} with freeing (a window "
+             f"that starts inside a block ends inside another), capped by the longest request's {num(longest)}"),
+        Card("Longest that fit", num(pool // most), f"{num(pool // longest)} without freeing",
+             f"{num(pool)} blocks over the most one sequence holds: how many of the longest requests fit at once"),
+    ]
+
+
+def window_caption(window: int, free: bool, longest: int | None = None) -> str:
+    """Under the comparison: what was simulated, and which run the page shows; when
+    no request of ``longest`` tokens at most outgrows the window, that nothing is freed."""
+    shown = ("The pool, the block tables and the cards above show the run with freeing: a freed entry is "
+             "– in the block table (the kernel reads -1 there) and its block is marked ✕ in the pool on the step "
+             "it left." if free else
+             "Freeing is off: the pool above keeps every block, and the block table greys the entries the window "
+             "no longer reads.")
+    return (f"Both lines replay the same request stream with a window of {formatting.count(window, 'token')}: "
+            "one frees every running sequence's blocks before its window each step, the other keeps them. "
+            + shown + ("" if longest is None or longest > window else
+                       f" No request outgrows the window (the longest holds {formatting.count(longest, 'token')}), so "
+                       "the two runs are the same: lengthen the requests or shorten the window to see blocks freed."))
