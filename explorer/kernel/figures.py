@@ -15,7 +15,7 @@ from plotly.colors import sample_colorscale
 from explorer.cache.cell_style import BLOCK_KEY, colorbar_title, legend_key
 from explorer.category_ticks import set_category_ticks
 from explorer.formatting import RATIO_D3, SIG3_D3, TRACE_D3, count, format_percent, sig3
-from explorer.kernel.merge_layout import MERGE_GAP, merge_panel_px, value_label_px
+from explorer.kernel.merge_layout import MERGE_GAP, panel_px, value_label_px
 from explorer.kernel.walk_layout import WALK_PLOT_PX, set_walk_margins, walk_labels
 from explorer.limits import MAX_SPLIT_LEGEND, MAX_WALK_SEGMENTS, MAX_WALK_TEXT
 from explorer.style import (
@@ -400,6 +400,11 @@ def _label_margin(label: str) -> int:
 
 #: The merge's left panel's title, which names the dotted line.
 MERGE_MAX_TITLE = "m per split (dotted: max m)"
+
+
+def merge_panel_px() -> float:
+    """Pixels across one panel of :func:`split_merge_figure` at 1280 px now (:func:`~explorer.kernel.merge_layout.panel_px`)."""
+    return panel_px(presentation_scale(), PRESENTATION_SCALE)
 
 
 def split_merge_figure(splits, *, sink_m: float | None = None, sink_share: float = 0.0) -> go.Figure:

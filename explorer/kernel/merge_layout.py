@@ -4,13 +4,11 @@ width of a bar's value label, so that the figure knows what fits a bar's slot.""
 
 from __future__ import annotations
 
-from explorer.style import PRESENTATION_SCALE, presentation_scale
-
 #: Plot-area width (px) of the split merge's two panels and the gap between them at
 #: 1280 px: in normal mode (the 577 px chart less its margins) and in presentation
 #: mode, whose narrower sidebar widens the page's column (Chromium drew the plot
 #: 528 px wide). The gap takes :data:`MERGE_GAP` of it, each panel half the rest
-#: (:func:`merge_panel_px`).
+#: (:func:`panel_px`).
 MERGE_PLOT_PX, MERGE_PLOT_PRESENT_PX = 497, 528
 #: The gap between the panels, a share of the plot: the right panel's tick labels
 #: and axis title at presentation size (79 px at 1280; 0.12, 63 px, put
@@ -20,11 +18,11 @@ MERGE_GAP = 0.15
 _DIGIT_WIDTH, _POINT_WIDTH, _PERCENT_WIDTH = 0.56, 0.28, 0.89
 
 
-def merge_panel_px() -> float:
-    """Pixels across one panel of the split merge at 1280 px at the scale of now
-    (from :data:`MERGE_PLOT_PX` at 1 to :data:`MERGE_PLOT_PRESENT_PX` at
-    :data:`~explorer.style.PRESENTATION_SCALE`)."""
-    t = min(max((presentation_scale() - 1) / (PRESENTATION_SCALE - 1), 0.0), 1.0)
+def panel_px(scale: float, presentation_scale: float) -> float:
+    """Pixels across one panel of the split merge at 1280 px at ``scale`` (from
+    :data:`MERGE_PLOT_PX` at 1 to :data:`MERGE_PLOT_PRESENT_PX` at presentation
+    mode's ``presentation_scale``)."""
+    t = min(max((scale - 1) / (presentation_scale - 1), 0.0), 1.0)
     return (MERGE_PLOT_PX + t * (MERGE_PLOT_PRESENT_PX - MERGE_PLOT_PX)) * (1 - MERGE_GAP) / 2
 
 
