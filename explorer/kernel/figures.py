@@ -15,6 +15,7 @@ from plotly.colors import sample_colorscale
 from explorer.cache.cell_style import BLOCK_KEY, colorbar_title, legend_key
 from explorer.category_ticks import set_category_ticks
 from explorer.formatting import RATIO_D3, SIG3_D3, TRACE_D3, count, format_percent, sig3
+from explorer.kernel.merge_layout import MERGE_GAP, panel_px, value_label_px
 from explorer.kernel.walk_layout import WALK_PLOT_PX, set_walk_margins, walk_labels
 from explorer.limits import MAX_SPLIT_LEGEND, MAX_WALK_SEGMENTS, MAX_WALK_TEXT
 from explorer.style import (
@@ -47,18 +48,6 @@ OUTPUT_STAR_ROOM = 0.04
 _CHAR_WIDTH = 0.62
 #: The output's star: its size (px).
 _STAR_SIZE = 14
-#: Plot-area width (px) of the split merge's two panels and the gap between them at
-#: 1280 px: in normal mode (the 577 px chart less its margins) and in presentation
-#: mode, whose narrower sidebar widens the page's column (Chromium drew the plot
-#: 528 px wide). The gap takes :data:`_MERGE_GAP` of it, each panel half the rest
-#: (:func:`merge_panel_px`).
-MERGE_PLOT_PX, MERGE_PLOT_PRESENT_PX = 497, 528
-#: The gap between the panels, a share of the plot: the right panel's tick labels
-#: and axis title at presentation size (79 px at 1280; 0.12, 63 px, put
-#: "% of softmax mass" on the left panel's last bar).
-_MERGE_GAP = 0.15
-#: Width of a digit, of "." and of "%" of a bar's value label, as a share of its size (Arial's).
-_DIGIT_WIDTH, _POINT_WIDTH, _PERCENT_WIDTH = 0.56, 0.28, 0.89
 #: The attention sink's colour (its bar in the merge, its term in the denominator).
 SINK_COLOR = "#B45309"
 #: The walk's label of the tokens before a sliding window.
@@ -414,16 +403,8 @@ MERGE_MAX_TITLE = "m per split (dotted: max m)"
 
 
 def merge_panel_px() -> float:
-    """Pixels across one panel of :func:`split_merge_figure` at 1280 px at the scale
-    of now (from :data:`MERGE_PLOT_PX` at 1 to :data:`MERGE_PLOT_PRESENT_PX` at
-    :data:`~explorer.style.PRESENTATION_SCALE`)."""
-    t = min(max((presentation_scale() - 1) / (PRESENTATION_SCALE - 1), 0.0), 1.0)
-    return (MERGE_PLOT_PX + t * (MERGE_PLOT_PRESENT_PX - MERGE_PLOT_PX)) * (1 - _MERGE_GAP) / 2
-
-
-def value_label_px(text: str, size: float) -> float:
-    """Width (px) of a bar's value label ``text`` ("3.62", "34.1%") at ``size`` px (Arial's widths)."""
-    return sum(_PERCENT_WIDTH if c == "%" else _POINT_WIDTH if c == "." else _DIGIT_WIDTH for c in text) * size
+    """Pixels across one panel of :func:`split_merge_figure` at 1280 px now (:func:`~explorer.kernel.merge_layout.panel_px`)."""
+    return panel_px(presentation_scale(), PRESENTATION_SCALE)
 
 
 def split_merge_figure(splits, *, sink_m: float | None = None, sink_share: float = 0.0) -> go.Figure:
@@ -443,7 +424,7 @@ def split_merge_figure(splits, *, sink_m: float | None = None, sink_share: float
 
     # A fifth of the width between the panels: the right panel's tick labels and axis
     # title at presentation size (0.12 put "% of softmax mass" on the left panel's bar).
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=_MERGE_GAP,
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=MERGE_GAP,
                         subplot_titles=(MERGE_MAX_TITLE, "Share after the merge"))
     n = len(splits)
     prefix = (splits["pass"] == "prefix").to_numpy() if "pass" in splits else np.zeros(n, bool)

@@ -1,0 +1,31 @@
+"""The split merge's layout (:func:`explorer.kernel.figures.split_merge_figure`):
+its panels' widths as Chromium draws them at 1280 px, in either mode, and the
+width of a bar's value label, so that the figure knows what fits a bar's slot."""
+
+from __future__ import annotations
+
+#: Plot-area width (px) of the split merge's two panels and the gap between them at
+#: 1280 px: in normal mode (the 577 px chart less its margins) and in presentation
+#: mode, whose narrower sidebar widens the page's column (Chromium drew the plot
+#: 528 px wide). The gap takes :data:`MERGE_GAP` of it, each panel half the rest
+#: (:func:`panel_px`).
+MERGE_PLOT_PX, MERGE_PLOT_PRESENT_PX = 497, 528
+#: The gap between the panels, a share of the plot: the right panel's tick labels
+#: and axis title at presentation size (79 px at 1280; 0.12, 63 px, put
+#: "% of softmax mass" on the left panel's last bar).
+MERGE_GAP = 0.15
+#: Width of a digit, of "." and of "%" of a bar's value label, as a share of its size (Arial's).
+_DIGIT_WIDTH, _POINT_WIDTH, _PERCENT_WIDTH = 0.56, 0.28, 0.89
+
+
+def panel_px(scale: float, presentation_scale: float) -> float:
+    """Pixels across one panel of the split merge at 1280 px at ``scale`` (from
+    :data:`MERGE_PLOT_PX` at 1 to :data:`MERGE_PLOT_PRESENT_PX` at presentation
+    mode's ``presentation_scale``)."""
+    t = min(max((scale - 1) / (presentation_scale - 1), 0.0), 1.0)
+    return (MERGE_PLOT_PX + t * (MERGE_PLOT_PRESENT_PX - MERGE_PLOT_PX)) * (1 - MERGE_GAP) / 2
+
+
+def value_label_px(text: str, size: float) -> float:
+    """Width (px) of a bar's value label ``text`` ("3.62", "34.1%") at ``size`` px (Arial's widths)."""
+    return sum(_PERCENT_WIDTH if c == "%" else _POINT_WIDTH if c == "." else _DIGIT_WIDTH for c in text) * size
