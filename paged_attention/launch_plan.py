@@ -311,7 +311,6 @@ def plan_launch(
     # Past 16 rows the softmax and the accumulator grow with the rows.
     draft_rows = shape.max_query_len * shape.query_group_size if shape.max_query_len > 1 else 0
     many_draft_rows = draft_rows > 32
-    wide_draft_rows = 16 < draft_rows <= 32
     one_warp = shape.is_fp8 and num_warps is None and rows >= FP8_ONE_WARP_MIN_ROWS and not many_draft_rows
     lens = shape.context_lens.to(torch.int64)
     ragged = is_ragged(lens)
@@ -361,7 +360,7 @@ def plan_launch(
     partition = blocks_per_split * shape.block_size
     if not one_warp and block_n_override is None:
         programs = shape.num_kv_heads * int(cdiv(lens, partition).sum())
-        if programs >= 3 * num_sms and not ragged and head_dim_pad <= 128 and not (many_draft_rows or wide_draft_rows):
+        if programs >= 3 * num_sms and not ragged and head_dim_pad <= 128 and draft_rows <= 16:
             # Many programs of equal length: smaller tiles leave shared memory for
             # three of them per SM. Not in a ragged batch, whose longest programs set
             # the time and want the larger tile, nor above head_dim 128, whose tiles

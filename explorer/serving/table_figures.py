@@ -159,10 +159,10 @@ def _place_shared_marks(fig: go.Figure, n_cols: int, plot_width: float, *, ids_w
                         line=dict(color=SHARED_MARK.line, width=scaled(SHARED_MARK_LINE_PX)))
     if marks.x is None or not len(marks.x):
         return
-    # The base figure hangs each mark in its cell's top-left corner: back to the cell's centre.
+    # The base figure centres each mark across its cell, above the id it writes: onto the row's centre line.
     y = np.asarray(marks.y, dtype=float)
     marks.y = rows[np.abs(y[:, None] - rows[None, :]).argmin(1)]
-    x = np.round(np.asarray(marks.x, dtype=float) + 0.3)
+    x = np.asarray(marks.x, dtype=float)
     beside = size / 2 + SHARED_MARK_GAP_PX  # from a mark's centre to what it keeps clear of
     if ids_written:  # the mark's edge a gap from the id and from the cell's
         text_px, narrow_px = digits * DIGIT_WIDTH * font_px("cell"), PLACED_PLOT_PX / max(n_cols, 1)
