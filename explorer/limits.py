@@ -77,6 +77,10 @@ MAX_TRACE_TILES = 1024
 #: few tens of thousands of heatmap cells comfortably).
 MAX_TABLE_CELLS = 20_000
 MAX_POOL_CELLS = 12_000
+#: Most rows a pool grid takes to give its block ids room
+#: (:func:`explorer.cache.pool_figures.pool_shape`): past this the figure (24 px a
+#: row) would outgrow the table beside it.
+MAX_ID_ROWS = 12
 MAX_WALK_CELLS = 8_192
 MAX_WALK_POINTS = 4_000
 #: Cells up to which numbers are printed inside heatmap cells.

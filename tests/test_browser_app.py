@@ -224,6 +224,11 @@ _CHART_TEXT = """() => [...document.querySelectorAll('.js-plotly-plot')]
 })"""
 
 
+#: Whether ``n`` charts are drawn with a height and their plot area (what _CHART_TEXT reads).
+_CHARTS_DRAWN = """n => [...document.querySelectorAll('.js-plotly-plot')]
+  .filter(p => p.getBoundingClientRect().height > 0 && p.querySelector('.nsewdrag')).length === n"""
+
+
 #: The page's own text (outside the charts, whose text _CHART_TEXT reads, and the
 #: tables, drawn on a canvas): each visible text smaller than ``floor`` px, and each
 #: text Streamlit cut with an ellipsis. Icons (a ligature of the icon font) are not text.
@@ -302,9 +307,9 @@ def test_presentation_mode_on_every_page(server, browser):
     column whole in both modes."""
     context = browser.new_context(viewport={"width": 1280, "height": 720})
     page = context.new_page()
-    for path, name, charts in (("", "block_table", 4), ("decode_benchmark", "decode_benchmark", 5),
+    for path, name, charts in (("", "block_table", 4), ("decode_benchmark", "decode_benchmark", 6),
                                ("sweep", "sweep", 3), ("serving_simulation", "serving_simulation", 4),
-                               ("inside_the_kernel", "inside_the_kernel", 3)):
+                               ("inside_the_kernel", "inside_the_kernel", 4)):
         drawn = {}
         for mode, extra, floor in (("normal", {}, 12), ("present", {"present": "1"}, 18)):
             page.set_viewport_size({"width": 1280, "height": 720})
@@ -322,7 +327,10 @@ def test_presentation_mode_on_every_page(server, browser):
                 page.get_by_text("Play the pool over time (animation)").click()
             settle(page, 300_000)
             total = charts + (name == "serving_simulation")
-            expect(page.locator(".js-plotly-plot").nth(total - 1)).to_be_visible(timeout=60_000)  # at least these
+            expect(page.locator(".js-plotly-plot")).to_have_count(total, timeout=60_000)
+            # Every one laid out (a chart being redrawn has no height for a moment: on
+            # busy cores one was missed in normal mode and counted in presentation).
+            page.wait_for_function(_CHARTS_DRAWN, arg=total, timeout=60_000)
             page.wait_for_timeout(1000)  # the last chart's layout
             drawn[mode] = page.evaluate(_CHART_TEXT)
             small = [(i, size) for i, (size, _) in enumerate(drawn[mode]) if size < floor]
@@ -348,6 +356,6 @@ def test_presentation_mode_on_every_page(server, browser):
             full_screenshot(page, SHOTS / f"{mode}_{name}.png")
         expect(page).to_have_url(re.compile(r"[?&]present=1(&|$)"), timeout=WAIT)
         normal, present = drawn["normal"], drawn["present"]
-        assert len(present) == len(normal) >= charts
+        assert len(present) == len(normal) == charts + (name == "serving_simulation")
         assert all(big > small for (_, small), (_, big) in zip(normal, present)), (name, normal, present)
     context.close()

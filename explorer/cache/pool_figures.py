@@ -26,7 +26,7 @@ from explorer.cache.figures import filled_slots
 from explorer.cache.picking import GRID_PAD, add_click_targets, add_outline, add_veil
 from explorer.cache.sampling import pool_grid_shape
 from explorer.formatting import compact, count
-from explorer.limits import MAX_POOL_CELLS, MAX_SEQUENCE_LEGEND
+from explorer.limits import MAX_ID_ROWS, MAX_POOL_CELLS, MAX_SEQUENCE_LEGEND
 from explorer.marks import PARTLY_FILLED_MARK
 from explorer.style import (
     BATCH_SHARE_COLORSCALE,
@@ -46,10 +46,6 @@ from explorer.style import (
 )
 from paged_attention.inputs import FREE, OTHER
 
-#: Most rows a pool grid takes to give its block ids room (:func:`pool_shape`):
-#: past this the figure (24 px a row) would outgrow the table beside it.
-MAX_ID_ROWS = 12
-
 
 def pool_shape(num_blocks: int, max_cells: int = MAX_POOL_CELLS, fit_ids: bool = False) -> tuple[int, int, int]:
     """``(rows, columns, blocks_per_cell)`` of a pool view: :func:`~.sampling.pool_grid_shape`'s,
@@ -57,7 +53,7 @@ def pool_shape(num_blocks: int, max_cells: int = MAX_POOL_CELLS, fit_ids: bool =
     cell) fewer, wider columns where the ids at the cell text size of now
     (:func:`~explorer.style.font_px` ``"cell"``: presentation mode's is 1.5 times
     normal's) would not fit the column's :data:`~.cell_style.NARROW_PLOT_PX` otherwise,
-    so long as that takes at most :data:`MAX_ID_ROWS` rows and at least 4 columns."""
+    so long as that takes at most :data:`~explorer.limits.MAX_ID_ROWS` rows and at least 4 columns."""
     n_rows, n_cols, per_cell = pool_grid_shape(num_blocks, max_cells)
     if not fit_ids or per_cell > 1:
         return n_rows, n_cols, per_cell
