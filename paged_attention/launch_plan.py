@@ -92,6 +92,26 @@ class LaunchPlan:
 #: Measured in docs/performance.md, "The launch plan and the measurements behind it".
 FUSED_MERGE_VALUES = 16384
 
+#: A split-K merge that reads more than this many bytes of partials per (sequence,
+#: KV head) runs as a second launch of its own (:func:`spread_merge`).
+SPREAD_MERGE_BYTES = 128 * 1024
+
+
+def spread_merge(max_slots: int, merge_rows: int, head_dim_pad: int) -> bool:
+    """Whether the split-K merge runs as a launch of its own, one program per
+    (sequence, query token, KV head), rather than in the last program of each
+    (sequence, KV head) to finish.
+
+    The fused merge reads ``max_slots`` partials of ``merge_rows`` float32 rows of
+    ``head_dim_pad`` values, :data:`FUSED_MERGE_VALUES` at a time in rounds that
+    wait on each other, on one program: past :data:`SPREAD_MERGE_BYTES` (draft
+    tokens over many splits: 8 tokens x 4 heads x 32 splits read 512 KB) that tail
+    costs more than a second launch, whose programs each read one token's rows.
+    Measured in docs/performance.md, "Draft tokens".
+    """
+    return max_slots > 1 and max_slots * merge_rows * head_dim_pad * 4 > SPREAD_MERGE_BYTES
+
+
 #: Bytes of shared memory the K/V pipeline stages of one program may take.
 SHARED_MEMORY_BUDGET = 160 * 1024
 

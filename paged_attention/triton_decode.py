@@ -12,7 +12,10 @@ and KV heads are too few to fill the GPU, the context is split across programs
 (split-K, known as flash-decoding); each split writes its partial ``(max, sum,
 acc)`` and the last split of each (sequence, KV head) to finish, found with an
 atomic arrival counter, merges them (:func:`~paged_attention.tile_walk.merge_partials`),
-so no second kernel is launched.
+so no second kernel is launched; where that one program would read many partials
+(draft tokens over many splits, :func:`~paged_attention.launch_plan.spread_merge`)
+``_merge_splits_kernel`` merges them instead, one program per (sequence, query
+token, KV head), launched right after.
 
 Three options change the attention, each behind a ``tl.constexpr`` so the plain
 kernel is compiled as before: a sliding ``window`` (the work list starts each
@@ -46,7 +49,7 @@ from . import runtime  # first: sets TRITON_INTERPRET before triton loads
 import triton
 import triton.language as tl
 
-from .launch_plan import FUSED_MERGE_VALUES, LaunchPlan, plan_launch  # noqa: F401  (plan_launch: part of this API)
+from .launch_plan import FUSED_MERGE_VALUES, LaunchPlan, plan_launch, spread_merge  # noqa: F401  (plan_launch: API)
 from .prefix_pass import prepare_prefix_pass
 from .shared_prefix import PrefixGroup
 from .tile_walk import LOG2E, attend_blocks, fp32_dot, merge_partials, normalize_output
@@ -76,7 +79,7 @@ def _paged_decode_kernel(
     HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, BLOCKS_PER_TILE: tl.constexpr, SLOTS_PER_TILE: tl.constexpr,
     SUBTILES: tl.constexpr, SPLIT: tl.constexpr, FP32_DOT: tl.constexpr, EVEN_D: tl.constexpr,
-    MERGE_ROWS: tl.constexpr, MERGE_CHUNK: tl.constexpr, KV_FP8: tl.constexpr,
+    MERGE_ROWS: tl.constexpr, MERGE_CHUNK: tl.constexpr, FUSED_MERGE: tl.constexpr, KV_FP8: tl.constexpr,
     HAS_WINDOW: tl.constexpr, SOFT_CAP: tl.constexpr, HAS_SINKS: tl.constexpr,
 ):
     # The KV heads of one work item launch next to each other, so the programs
@@ -161,16 +164,17 @@ def _paged_decode_kernel(
         # Partial results by slot and query token: part_ml[slot, t, head, 0:2] =
         # (max, sum) in log2 units, part_acc[slot, t, head, :] = unnormalised
         # weighted sum of V.
-        first_slot = tl.load(sequence_row + SEQUENCE_FIRST_SLOT)
         base = (tl.load(item_row + ITEM_SLOT).to(tl.int64) * QUERY_TOKENS + t) * num_heads + heads
         tl.store(part_ml_ptr + base * 2, m_i, mask=row_ok)
         tl.store(part_ml_ptr + base * 2 + 1, l_i, mask=row_ok)
         tl.store(part_acc_ptr + base[:, None] * HEAD_DIM_PAD + dims[None, :], acc, mask=out_mask)
+    if SPLIT and FUSED_MERGE and num_slots > 1:
         # The last of this (sequence, KV head)'s programs to finish merges every
         # slot, so no second kernel is launched. The barrier orders every thread's
         # stores before the counter's release; the acquire orders the counter before
         # the loads of the other programs' partials (read through L2).
         tl.debug_barrier()
+        first_slot = tl.load(sequence_row + SEQUENCE_FIRST_SLOT)
         counter = counter_ptr + seq * num_kv_heads + kv_head
         finished = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
         if finished == tl.load(sequence_row + SEQUENCE_NUM_ITEMS) - 1:
@@ -183,10 +187,41 @@ def _paged_decode_kernel(
                 QUERY_GROUP, MERGE_ROWS, HEAD_DIM, HEAD_DIM_PAD, MERGE_CHUNK, HAS_SINKS,
             )
             tl.atomic_xchg(counter, 0)  # ready for the next launch (and graph replay)
-    else:
+    if not SPLIT or num_slots <= 1:
         out = normalize_output(acc, m_i[:, None], l_i[:, None], sinks_ptr, heads[:, None], row_ok[:, None],
                                HAS_SINKS)
         tl.store(out_rows, out.to(out_ptr.dtype.element_ty), mask=out_mask)
+
+
+@triton.jit
+def _merge_splits_kernel(
+    out_ptr, part_ml_ptr, part_acc_ptr, sequences_ptr, query_starts_ptr, sinks_ptr,
+    stride_ob, stride_oh, stride_od,
+    QUERY_GROUP: tl.constexpr, QUERY_TOKENS: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
+    MERGE_ROWS: tl.constexpr, MERGE_CHUNK: tl.constexpr, HAS_SINKS: tl.constexpr,
+):
+    # The spread merge (launch_plan.spread_merge): one program per (sequence, query
+    # token, KV head) merges that token's group of heads over every slot.
+    seq = (tl.program_id(0) // QUERY_TOKENS).to(tl.int64)
+    t = tl.program_id(0) % QUERY_TOKENS
+    kv_head = tl.program_id(1)
+    num_heads = tl.num_programs(1) * QUERY_GROUP
+    sequence_row = sequences_ptr + seq * SEQUENCE_WIDTH
+    num_slots = tl.load(sequence_row + SEQUENCE_NUM_SLOTS)
+    if QUERY_TOKENS > 1:
+        q_first = tl.load(query_starts_ptr + seq).to(tl.int64)
+        num_tokens = tl.load(query_starts_ptr + seq + 1) - q_first
+    else:
+        q_first = seq
+        num_tokens = 1
+    if num_slots > 1 and t < num_tokens:  # else the decode kernel stored the rows (or there are none)
+        first_slot = tl.load(sequence_row + SEQUENCE_FIRST_SLOT).to(tl.int64)
+        merge_partials(
+            out_ptr + (q_first + t) * stride_ob + (kv_head * QUERY_GROUP) * stride_oh, stride_ob, stride_oh,
+            stride_od, part_ml_ptr, part_acc_ptr, (first_slot * QUERY_TOKENS + t) * num_heads + kv_head * QUERY_GROUP,
+            num_heads, QUERY_TOKENS * num_heads, num_slots, 1, sinks_ptr + kv_head * QUERY_GROUP,
+            QUERY_GROUP, MERGE_ROWS, HEAD_DIM, HEAD_DIM_PAD, MERGE_CHUNK, HAS_SINKS,
+        )
 
 
 # -- wrapper -------------------------------------------------------------------
@@ -315,6 +350,9 @@ def prepare_triton_decode(
     # The merge reads [rows, chunk, head_dim] float32 at a time: at most
     # FUSED_MERGE_VALUES values unless one slot's rows are more.
     merge_chunk = max(1, min(slots_pad, FUSED_MERGE_VALUES // (merge_rows * head_dim_pad)))
+    spread = split and spread_merge(int(work.sequences[:, int(SEQUENCE_NUM_SLOTS)].max()), merge_rows, head_dim_pad)
+    group_rows = next_pow2(group)  # the spread merge's rows: one query token's heads
+    spread_chunk = max(1, min(slots_pad, FUSED_MERGE_VALUES // (group_rows * head_dim_pad)))
     k_scales, v_scales = kv_scale_tensors(shape, k_scale, v_scale, query.device)
     if k_scales is None:
         k_scales = v_scales = counters  # unused: not an fp8 cache
@@ -334,7 +372,7 @@ def prepare_triton_decode(
         BLOCK_SIZE=shape.block_size, BLOCKS_PER_TILE=plan.blocks_per_tile,
         SLOTS_PER_TILE=plan.slots_per_tile, SUBTILES=plan.subtiles,
         SPLIT=split, FP32_DOT=fp32_dot(query.dtype), EVEN_D=head_dim == head_dim_pad,
-        MERGE_ROWS=merge_rows, MERGE_CHUNK=merge_chunk, KV_FP8=shape.is_fp8,
+        MERGE_ROWS=merge_rows, MERGE_CHUNK=merge_chunk, FUSED_MERGE=not spread, KV_FP8=shape.is_fp8,
         HAS_WINDOW=shape.window is not None, SOFT_CAP=shape.soft_cap is not None, HAS_SINKS=shape.sinks is not None,
         num_warps=plan.num_warps, num_stages=plan.num_stages,
     )
@@ -352,6 +390,12 @@ def prepare_triton_decode(
             *out.stride(),
             **options,
         )
+        if spread:
+            _merge_splits_kernel[(batch * tokens, shape.num_kv_heads)](
+                out, part_ml, part_acc, sequences, query_starts, sink_logits, *out.stride(),
+                QUERY_GROUP=group, QUERY_TOKENS=tokens, HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_pad,
+                MERGE_ROWS=group_rows, MERGE_CHUNK=spread_chunk, HAS_SINKS=shape.sinks is not None, num_warps=4,
+            )
         return out
 
     return launch

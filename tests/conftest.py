@@ -33,6 +33,17 @@ def attention(request):
     return request.param
 
 
+@pytest.fixture(params=["fused", "spread"])
+def merge(request, monkeypatch):
+    """The split-K merge's two forms: by the last program of each (sequence, KV
+    head) to finish (fused), or a second launch of one program per (sequence,
+    query token, KV head) (spread; :func:`paged_attention.launch_plan.spread_merge`),
+    forced for every split launch."""
+    monkeypatch.setattr("paged_attention.launch_plan.SPREAD_MERGE_BYTES",
+                        0 if request.param == "spread" else 2**62)
+    return request.param
+
+
 # The live Streamlit server and the browser of the real-browser tests (one each per
 # test process, shared by every page's browser test).
 from browser_support import browser, page, server  # noqa: E402,F401

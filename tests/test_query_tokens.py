@@ -86,7 +86,7 @@ def test_token_i_sees_the_context_up_to_itself(device, seed):
 
 @pytest.mark.parametrize("num_splits", [1, 2, 5])
 @pytest.mark.parametrize("balanced", [False, True])
-def test_draft_tokens_under_every_split_plan(num_splits, balanced, device, seed):
+def test_draft_tokens_under_every_split_plan(num_splits, balanced, merge, device, seed):
     """Split-K merges each token's partials apart (its own row of the split
     buffers), the fused merge with several tokens per program included."""
     inputs = build(device, seed, context_lens=(300, 120, 7), query_lens=(8, 5, 7), block_size=16, window=100,
@@ -202,7 +202,7 @@ def test_gpu_draft_tokens_at_serving_sizes(impl, window, kv_dtype, seed):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("q_len", [2, 4, 8, 16])
-def test_gpu_draft_tokens_split_k_long_context(q_len, seed):
+def test_gpu_draft_tokens_split_k_long_context(q_len, merge, seed):
     """One sequence of 32768 tokens: split-K across many programs, each token's
     partials merged apart."""
     cfg = pa.DecodeConfig(batch_size=1, context_lens=32768, query_lens=q_len, num_heads=32, num_kv_heads=8,

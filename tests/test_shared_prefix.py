@@ -71,7 +71,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
-def test_prefix_pass_is_exact(case, dtype, device, seed):
+def test_prefix_pass_is_exact(case, dtype, merge, device, seed):
     lengths, groups, block_size = CASES[case]
     inputs = shared(device, seed, lengths, groups, block_size=block_size, dtype=dtype)
     check(inputs, groups)
@@ -176,7 +176,7 @@ def test_prefix_pass_fp8_per_head_scales(kv_dtype, device, seed):
     check(inputs, groups)
 
 
-def test_prefix_pass_in_pieces_and_odd_head_dim(device, seed):
+def test_prefix_pass_in_pieces_and_odd_head_dim(merge, device, seed):
     """A long prefix cut into several pieces per group (each a partial slot), head_dim 40."""
     lengths = (800, 810, 790)
     groups = [G((0, 1, 2), 48)]

@@ -32,7 +32,7 @@ from window_support import option_sets, poison_outside_windows, random_sinks
          "short-contexts", "small-blocks", "big-blocks"],
 )
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=dtype_id)
-def test_split_k(lengths, block_size, block_n, num_splits, expected_splits, dtype, device, seed):
+def test_split_k(lengths, block_size, block_n, num_splits, expected_splits, dtype, merge, device, seed):
     inputs = build(device, seed, context_lens=lengths, block_size=block_size, dtype=dtype_id(dtype),
                    num_heads=4, num_kv_heads=2)
     args = inputs.args()
@@ -64,7 +64,7 @@ OPTION_CASES = {
 
 @pytest.mark.parametrize("options", ["window", "sinks", "soft-cap", "all"])
 @pytest.mark.parametrize("case", list(OPTION_CASES))
-def test_split_k_with_options(case, options, device, seed):
+def test_split_k_with_options(case, options, merge, device, seed):
     """Each option alone and all three, split and unsplit, against the reference;
     memory outside every window poisoned and table entries before each window's
     first block freed (-1, 2**31 - 1)."""
@@ -198,7 +198,7 @@ def test_prepared_launcher_of_empty_contexts_writes_zeros_every_call(impl, devic
 @pytest.mark.gpu
 @pytest.mark.parametrize("num_splits", [None, 1, 2, 3, 7, 16, 64, 1000])
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
-def test_gpu_split_k(num_splits, dtype, seed):
+def test_gpu_split_k(num_splits, dtype, merge, seed):
     """Few sequences, long contexts: the case split-K exists for. ``None`` is the
     heuristic's own choice."""
     cfg = pa.DecodeConfig(
@@ -216,9 +216,10 @@ def test_gpu_split_k(num_splits, dtype, seed):
 @pytest.mark.parametrize(
     "batch, context", [(1, 32768), (8, 8192), (3, 5000)], ids=["b1-32k", "b8-8k", "b3-5k"]
 )
-def test_gpu_fused_merge_is_race_free(batch, context, seed):
-    """The fused merge (by the last split to finish) relies on a release/acquire arrival counter; a missed
-    ordering would show as an occasional wrong or stale row. Replay a CUDA graph
+def test_gpu_merge_is_race_free(batch, context, merge, seed):
+    """The fused merge (by the last split to finish) relies on a release/acquire arrival counter, the
+    spread merge on its launch following the decode's; a missed ordering would show as an occasional
+    wrong or stale row. Replay a CUDA graph
     of many launches, poisoning the output before each, and demand bit-identical
     results every time (the merge order is fixed, whichever program merges)."""
     cfg = pa.DecodeConfig(

@@ -9,7 +9,7 @@ import torch
 
 import paged_attention as pa
 from paged_attention import runtime
-from paged_attention.launch_plan import LaunchPlan, plan_launch
+from paged_attention.launch_plan import LaunchPlan, plan_launch, spread_merge
 from paged_attention.shared_prefix import PrefixGroup, members_per_tile, plan_prefix
 from paged_attention.tiling import TileShape, cdiv, dot_pad, even_cut, next_pow2, tile_shape
 from paged_attention.triton_launch import plan_triton_decode
@@ -149,3 +149,16 @@ def test_draft_token_plan_follows_the_tile_rows(four_sms, query_len, block_n, nu
     inputs = pa.build_decode_inputs(config)
     plan = plan_triton_decode(*inputs.args(), **inputs.kwargs()).plan
     assert (plan.block_n, plan.num_stages, plan.num_warps, plan.num_splits) == (block_n, num_stages, 4, 1)
+
+
+@pytest.mark.parametrize("max_slots, merge_rows, head_dim_pad, spread", [
+    (32, 4, 128, False),  # (1, 32768), one token x group 4 over 32 splits: 64 KB, fused
+    (32, 16, 128, True),  # 4 draft tokens: 256 KB
+    (32, 32, 128, True),  # 8 draft tokens: 512 KB
+    (8, 32, 128, False),  # (4, 2048) at 8 tokens, 8 splits: 128 KB, not more
+    (1, 64, 256, False),  # one slot: nothing to merge
+])
+def test_spread_merge_past_128_kb_of_partials(max_slots, merge_rows, head_dim_pad, spread):
+    """The split-K merge leaves the last program for a launch of its own when it would read more than
+    SPREAD_MERGE_BYTES of float32 partials per (sequence, KV head)."""
+    assert spread_merge(max_slots, merge_rows, head_dim_pad) is spread
