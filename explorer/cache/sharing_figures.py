@@ -27,6 +27,7 @@ from explorer.formatting import compact, count
 from explorer.limits import MAX_POOL_CELLS, MAX_STEPPED_REFS
 from explorer.style import (
     FREE_COLOR,
+    FULL_FIGURE_PX,
     NARROW_FIGURE_PX,
     OTHER_COLOR,
     REF_COUNT_COLORS,
@@ -297,7 +298,8 @@ def sharing_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
         fig.add_vline(x=step, line=dict(color="#111827", width=1, dash="dot"))
     subtitle = (note or "the same running sequences each step") + "; shaded = blocks saved" + (
         "; dotted line = the step shown above" if step is not None else "")
-    apply_style(fig, f"Blocks in use: with {kind} against without", subtitle, height=360)
+    apply_style(fig, f"Blocks in use: with {kind} against without", subtitle, height=360,
+                width_px=FULL_FIGURE_PX)  # across the page
     top = max(num_blocks or 0, int(unshared.max(initial=0)), 1)
     fig.update_xaxes(title="decode step", **integer_ticks(x.min(initial=0), x.max(initial=0)))
     fig.update_yaxes(title="physical blocks", rangemode="tozero", **integer_ticks(0, top, 220))
