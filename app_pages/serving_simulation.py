@@ -192,8 +192,8 @@ if sizes:
     b.caption(timing.caption(cpu))
     if timing.refusal():
         st.warning(timing.refusal(), icon=":material/block:")
-    if go_measure:
-        ss.setdefault(TRADEOFF_LATENCY, {})[t_key] = time_block_sizes(timing)
+    if go_measure:  # over the sizes timed before on these inputs: a run that fails keeps them
+        ss.setdefault(TRADEOFF_LATENCY, {}).setdefault(t_key, {}).update(time_block_sizes(timing))
     tradeoff_ms = ss.get(TRADEOFF_LATENCY, {}).get(t_key)
     show_chart(tradeoff_figures.tradeoff_figure(table, tradeoff_ms, current=controls.block_size,
                                                unit=view.page_duration_unit(measured(), tradeoff_ms)),
