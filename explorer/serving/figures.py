@@ -14,8 +14,8 @@ from explorer.cache.cell_style import add_legend_square, cell_text_fits
 from explorer.cache.pool_figures import pool_figure
 from explorer.cache.sampling import pool_grid_shape
 from explorer.cache.sharing_figures import REF_LEVELS, pool_ref_count_figure
+from explorer.category_ticks import first_block_ticks
 from explorer.formatting import (
-    compact,
     count,
     format_number,
     format_percent,
@@ -485,8 +485,6 @@ def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: 
     fig.update_layout(margin=dict(b=scaled(bottom)))
     fig.update_xaxes(title="+ offset within row", range=[-0.5, n_cols - 0.5], showgrid=False, zeroline=False,
                      **integer_ticks(0, n_cols - 1))
-    step = max(1, math.ceil(n_rows / 10))
-    rows = list(range(0, n_rows, step))
-    fig.update_yaxes(title="first block", autorange="reversed", showgrid=False, zeroline=False, tickmode="array",
-                     tickvals=rows, ticktext=[compact(r * n_cols) for r in rows])
+    fig.update_yaxes(title="first block", autorange="reversed", showgrid=False, zeroline=False,
+                     **first_block_ticks(n_rows, n_cols, scaled(plot_height)))
     return fig
