@@ -200,8 +200,7 @@ FULL_FIGURE_PX = 796
 #: page (Chromium, the sidebar open, drew the Block table's pool 312 px wide, and
 #: cut its subtitle at "colour = sequen" when it was broken for 370 px).
 NARROW_FIGURE_PX = 310
-#: Width in pixels of a half-page figure at 1280 px: titles are broken into lines
-#: that fit it (the narrowest charts have short titles).
+#: Width in pixels of a half-page figure at 1280 px: its title is broken into lines that fit it.
 TITLE_WIDTH_PX = 400
 #: Average width of a character of text, and of a digit, as a share of the font
 #: size (Arial, Liberation Sans: Chromium drew 36 characters of a subtitle at
@@ -266,8 +265,9 @@ def _top_px(title_lines: int, subtitle_lines: int, scale: float) -> float:
 def _wrapped_titles(title: str | None, subtitle: str | None, width_px: float = HALF_FIGURE_PX) -> tuple[str, str]:
     """The title and the subtitle broken into lines for a figure ``width_px`` wide
     (the title's :data:`TITLE_WIDTH_PX` for a half-page one, in proportion for a
-    narrower one), at the current scale."""
-    return (wrap_words(title or "", line_chars("title", TITLE_WIDTH_PX * min(width_px / HALF_FIGURE_PX, 1))),
+    narrower one, the figure's width for a wider one), at the current scale."""
+    wide = max(width_px, TITLE_WIDTH_PX) if width_px > HALF_FIGURE_PX else TITLE_WIDTH_PX * width_px / HALF_FIGURE_PX
+    return (wrap_words(title or "", line_chars("title", wide)),
             wrap_at_separators(subtitle, line_chars("subtitle", width_px)))
 
 

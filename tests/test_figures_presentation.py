@@ -445,6 +445,10 @@ def test_subtitles_break_for_the_width_they_are_shown_at():
             chars = int(shown_px(name) / (style.CHAR_WIDTH * title.subtitle.font.size))
             lines = title.subtitle.text.split("<br>")
             assert all(len(a) + 3 + len(b) > chars for a, b in zip(lines, lines[1:])), (name, scale, lines)
+            if name in FULL_FAMILIES:  # and so does the title across the page (it broke at 400 px)
+                chars = int(style.FULL_FIGURE_PX / (style.CHAR_WIDTH * title.font.size))
+                lines = title.text.split("<br>")
+                assert all(len(a) + 1 + len(b.split()[0]) > chars for a, b in zip(lines, lines[1:])), (name, lines)
     fig = NORMAL["serving_timeline"]
     assert fig.layout.title.subtitle.text.count("<br>") == 0
     with_sharing = NORMAL["sharing_timeline"].layout
