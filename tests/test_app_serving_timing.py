@@ -68,3 +68,17 @@ def test_each_timed_step_stays_until_the_inputs_change(timer):
     assert at.dataframe[0].value["step"].tolist() == [step - 5, step]
     at.number_input(key="sv_seed").set_value(1).run()  # another simulation: nothing of it was timed
     assert not any("step" in d.value.columns for d in at.dataframe)
+
+
+def test_timed_steps_table_right_aligns_its_numbers(timer):
+    """The table's latency and bandwidth are text (three significant figures, as the
+    card writes them): they were left-aligned beside the right-aligned counts, in
+    both modes. Both columns are right-aligned number columns."""
+    import json
+
+    at = open_serving()
+    at.button(key="sv_time").click().run()
+    (grid,) = at.dataframe
+    config = json.loads(grid.proto.columns)
+    (median,) = [c for c in grid.value.columns if c.startswith("median (")]
+    assert config[median]["alignment"] == "right" and config["GB/s"]["alignment"] == "right"
