@@ -440,10 +440,15 @@ def _shared_marks(fig, sub, rows, names, cols, ref_counts, row_stride, *, exact:
     least = scaled(MIN_SHARED_MARK_PX)
     size = float(max(least, min(SHARED_MARK_SHARE * font_px("cell"), cell_px - 2 * gap, row_px - 2 * gap)))
     shift = lift = 0.0
-    if ids and beside_px is not None and beside_px / 2 - text_w / 2 >= size + 2 * gap:  # left of the id
+    # Room for the mark left of the id (inside the cell) and in the band above it: beside
+    # where the mark fits whole there, or at least at its least size and better than above.
+    beside = -1.0 if beside_px is None else beside_px / 2 - text_w / 2 - gap
+    above = (row_px - text_h) / 2 - 2 * gap
+    if ids and (beside >= size or beside >= max(least, above)):  # left of the id, on the row's centre
+        size = min(size, beside)
         shift = (text_w / 2 + gap + size / 2) / beside_px
     elif ids:  # in the band above the id, in rows (a drawn row stands for row_stride sequences)
-        size = float(max(least, min(size, (row_px - text_h) / 2 - 2 * gap)))
+        size = float(max(least, min(size, above)))
         lift = min(text_h / 2 + gap + size / 2, 0.4 * row_px) / max(row_px, 1.0) * row_stride
     fig.add_trace(
         go.Scatter(
