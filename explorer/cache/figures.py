@@ -422,6 +422,8 @@ SHARED_MARK_GAP_PX = 2
 #: scale 1, grown with it: 3 px lost its white fill in its outline), its outline
 #: :data:`SHARED_MARK_LINE_PX` (grown likewise).
 SHARED_MARK_SHARE, MIN_SHARED_MARK_PX, SHARED_MARK_LINE_PX = 0.75, 7, 1.2
+#: How far a Plotly diamond reaches from its centre, in its marker size (1.3 times its radius).
+DIAMOND_REACH = 0.65
 
 
 def _shared_marks(fig, sub, rows, names, cols, ref_counts, row_stride, *, exact: bool, cell_px: float,
@@ -449,7 +451,8 @@ def _shared_marks(fig, sub, rows, names, cols, ref_counts, row_stride, *, exact:
         shift = (text_w / 2 + gap + size / 2) / beside_px
     elif ids:  # in the band above the id, in rows (a drawn row stands for row_stride sequences)
         size = float(max(least, min(size, above)))
-        lift = min(text_h / 2 + gap + size / 2, 0.4 * row_px) / max(row_px, 1.0) * row_stride
+        reach = DIAMOND_REACH * size + scaled(SHARED_MARK_LINE_PX)  # from the mark's centre to its tip
+        lift = min(text_h / 2 + gap + reach, row_px / 2 - reach) / max(row_px, 1.0) * row_stride
     fig.add_trace(
         go.Scatter(
             x=cols[c].astype(float) - shift,
