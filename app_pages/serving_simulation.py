@@ -16,7 +16,7 @@ from ui.data import block_size_table, serving_history
 from ui.inputs import bounded_number_input
 from ui.serving import page_config, seed_controls, time_block_sizes, time_triton, window_section, window_toggle
 from ui.sidebar import sync_url
-from ui.tables import show_cards, show_table
+from ui.tables import number_column, show_cards, show_table
 
 LATENCY, TRADEOFF_LATENCY = "sv_latency", "sv_tradeoff_latency"
 L = view.LABELS
@@ -192,8 +192,8 @@ if sizes:
     b.caption(timing.caption(cpu))
     if timing.refusal():
         st.warning(timing.refusal(), icon=":material/block:")
-    if go_measure:
-        ss.setdefault(TRADEOFF_LATENCY, {})[t_key] = time_block_sizes(timing)
+    if go_measure:  # over the sizes timed before on these inputs: a run that fails keeps them
+        ss.setdefault(TRADEOFF_LATENCY, {}).setdefault(t_key, {}).update(time_block_sizes(timing))
     tradeoff_ms = ss.get(TRADEOFF_LATENCY, {}).get(t_key)
     show_chart(tradeoff_figures.tradeoff_figure(table, tradeoff_ms, current=controls.block_size,
                                                unit=view.page_duration_unit(measured(), tradeoff_ms)),
@@ -207,4 +207,5 @@ if timed:  # one unit for Triton's latency on the page: the card, the table and 
     unit = view.page_duration_unit(timed, tradeoff_ms)
     if step in timed:
         show_cards([view.latency_card(timed[step], unit)], [step_results], border=True)
-    show_table(view.latency_table(timed, unit), {}, key="sv_latency_table", parent=step_results)
+    numbers = {c: number_column(c) for c in (f"median ({unit})", "GB/s")}  # numbers as text, right-aligned
+    show_table(view.latency_table(timed, unit), numbers, key="sv_latency_table", parent=step_results)

@@ -2,16 +2,18 @@
 tick labels (implementation names, split names, block sizes) broken at spaces and
 hyphens, staggered on two rows, or thinned, to fit a category's share of the
 plot; and a row of values over the plot, one over each category (a speedup, a
-bandwidth), broken and staggered likewise but never thinned."""
+bandwidth), broken and staggered likewise but never thinned; and a pool grid's
+"first block" axis, block ids written whole and thinned to stay a line apart."""
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Sequence
 
 import plotly.graph_objects as go
 
-from explorer.formatting import line_count, wrap_words
+from explorer.formatting import format_number, line_count, wrap_words
 from explorer.style import (DIGIT_WIDTH, HALF_PLOT_WIDTH_PX, LABEL_CHAR_WIDTH, LINE_HEIGHT, font_px, plot_width_px,
                            presentation_scale, scaled)
 
@@ -141,3 +143,17 @@ def add_label_row(fig: go.Figure, categories: Sequence[str], texts: Sequence[str
                            yshift=(i % rows) * lines * line_px + gap, font=dict(size=font_px("label"), color=color),
                            **annotation)
     return wrapped
+
+
+def first_block_ticks(n_rows: int, blocks_per_row: int, plot_height: float, most: int = 10) -> dict:
+    """Tick settings of a pool grid's "first block" (y) axis, ``n_rows`` rows of
+    ``blocks_per_row`` blocks on ``plot_height`` px (at the current scale): the first
+    block id of every k-th row, upright and written whole with thousands separators
+    (block ids are labels, not quantities: "524,288", never "524k"), at most ``most``,
+    k rows apart so that neighbours stay a line and a half of tick text apart."""
+    room = (LINE_HEIGHT + 0.5) * font_px("tick")
+    fit = max(int(plot_height // room), 1)
+    step = max(1, math.ceil(n_rows / min(most, fit)))  # rows >= plot_height / fit >= room apart
+    rows = list(range(0, max(n_rows, 1), step))
+    return dict(tickmode="array", tickvals=rows, ticktext=[format_number(r * blocks_per_row) for r in rows],
+                tickangle=0)

@@ -81,10 +81,8 @@ SPLIT_COLORSCALE: list[list] = [[i / 8, c] for i, c in enumerate((
 LAUNCH_ORDER_COLORSCALE: list[list] = [[i / 4, c] for i, c in enumerate((
     "#00441B", "#006D2C", "#238B45", "#41AB5D", "#74C476"))]
 
-
 #: Errors are drawn at least this high on the log axes (exact zeros sit on the axis' floor).
 ERROR_FLOOR = 1e-12
-
 
 # -- presentation mode and text sizes --------------------------------------------
 
@@ -194,14 +192,15 @@ HALF_PLOT_WIDTH_PX = 314
 FULL_PLOT_WIDTH_PX = 740
 #: Width in pixels of a half-page figure at 1280 px, the sidebar open (Chromium drew
 #: them 394 px wide): subtitles are broken into lines that fit it unless the figure
-#: says it is narrower (:func:`apply_style`'s ``width_px``).
+#: says it is wider or narrower (:func:`apply_style`'s ``width_px``).
 HALF_FIGURE_PX = 370
+#: The same for a figure across the page (drawn 820 px wide), as much short of it.
+FULL_FIGURE_PX = 796
 #: Width in pixels of the narrowest figures the pages draw, two fifths of a 1280 px
 #: page (Chromium, the sidebar open, drew the Block table's pool 312 px wide, and
 #: cut its subtitle at "colour = sequen" when it was broken for 370 px).
 NARROW_FIGURE_PX = 310
-#: Width in pixels of a half-page figure at 1280 px: titles are broken into lines
-#: that fit it (the narrowest charts have short titles).
+#: Width in pixels of a half-page figure at 1280 px: its title is broken into lines that fit it.
 TITLE_WIDTH_PX = 400
 #: Average width of a character of text, and of a digit, as a share of the font
 #: size (Arial, Liberation Sans: Chromium drew 36 characters of a subtitle at
@@ -266,8 +265,9 @@ def _top_px(title_lines: int, subtitle_lines: int, scale: float) -> float:
 def _wrapped_titles(title: str | None, subtitle: str | None, width_px: float = HALF_FIGURE_PX) -> tuple[str, str]:
     """The title and the subtitle broken into lines for a figure ``width_px`` wide
     (the title's :data:`TITLE_WIDTH_PX` for a half-page one, in proportion for a
-    narrower one), at the current scale."""
-    return (wrap_words(title or "", line_chars("title", TITLE_WIDTH_PX * min(width_px / HALF_FIGURE_PX, 1))),
+    narrower one, the figure's width for a wider one), at the current scale."""
+    wide = max(width_px, TITLE_WIDTH_PX) if width_px > HALF_FIGURE_PX else TITLE_WIDTH_PX * width_px / HALF_FIGURE_PX
+    return (wrap_words(title or "", line_chars("title", wide)),
             wrap_at_separators(subtitle, line_chars("subtitle", width_px)))
 
 
@@ -309,7 +309,7 @@ def apply_style(fig: go.Figure, title: str, subtitle: str | None = None, height:
     """Give ``fig`` the explorer's layout, at the current scale
     (:func:`presentation`): fonts of :func:`font_px` (titles, axes, ticks,
     legend, hover, colour bars and heatmap text that sets none of its own), the
-    title and subtitle broken into lines for the narrowest chart, margins that
+    title and subtitle broken into lines of the figure's width, margins that
     hold them, and a legend hung from the figure's bottom edge.
 
     Parameters
@@ -327,8 +327,8 @@ def apply_style(fig: go.Figure, title: str, subtitle: str | None = None, height:
         Pixels at scale 1 to keep between the subtitle and the plot area (subplot
         titles, marks hung over the plot); they grow with the scale.
     width_px : float
-        The narrowest the page draws the figure (px): :data:`HALF_FIGURE_PX`, or
-        :data:`NARROW_FIGURE_PX` for a chart in two fifths of the page.
+        The narrowest the page draws the figure (px): :data:`HALF_FIGURE_PX`,
+        :data:`FULL_FIGURE_PX` across the page, :data:`NARROW_FIGURE_PX` in two fifths.
 
     Returns
     -------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -85,6 +86,8 @@ def _family_figures() -> dict[str, go.Figure]:
             block_size_tradeoff(SERVING, (1, 4, 16), steps=40, pool_tokens=192).table, {1: 0.5, 16: 0.2}, current=4),
         "pool_animation": serving_figures.pool_animation_figure(
             np.stack([history.records[s].pool_owner() for s in steps]), steps, 4),
+        "sharing_timeline": sharing_figures.sharing_timeline_figure(
+            simulate(replace(SERVING, system_prompt=20, samples=2), 30).metrics, 5, 48),
     })
     kconfig, ktables, plan, trace = kernel_trace(block_n=16, num_splits=2)
     groups = kernel_view.prefix_groups(kconfig, ktables)
@@ -364,6 +367,15 @@ def test_tolerance_label_stays_under_the_pass_marks(abs_errs):
 
 #: The figures the pages draw in two fifths of a 1280 px page (312 px wide in Chromium).
 NARROW_FAMILIES = ("pool", "sharing_pool", "block_walk", "serving_table")
+#: The figures the pages draw across the page (820 px wide in Chromium at 1280 px).
+FULL_FAMILIES = ("history", "recorded", "serving_timeline", "tradeoff", "pool_animation", "work_list",
+                 "sharing_timeline")
+
+
+def shown_px(name: str) -> float:
+    """The width (px) the pages draw figure family ``name`` at, at 1280 px."""
+    return (style.NARROW_FIGURE_PX if name in NARROW_FAMILIES
+            else style.FULL_FIGURE_PX if name in FULL_FAMILIES else style.HALF_FIGURE_PX)
 
 
 def test_every_subtitle_fits_its_figure_at_1280_px():
@@ -377,7 +389,7 @@ def test_every_subtitle_fits_its_figure_at_1280_px():
             title = fig.layout.title
             if not title.subtitle.text:
                 continue
-            width = style.NARROW_FIGURE_PX if name in NARROW_FAMILIES else style.HALF_FIGURE_PX
+            width = shown_px(name)
             lines = title.subtitle.text.split("<br>")
             assert all(len(line) * style.CHAR_WIDTH * title.subtitle.font.size <= width for line in lines), \
                 (name, scale, lines)
@@ -417,3 +429,30 @@ def test_block_table_page_pool_keeps_its_block_ids_in_presentation(sharing):
         assert n_rows * n_cols >= len(owner)
         targets = next(t for t in fig.data if t.name == "click targets")
         assert max(targets.x) == n_cols - 1 and max(targets.y) == n_rows - 1
+
+
+def test_subtitles_break_for_the_width_they_are_shown_at():
+    """Issue 27's leftovers: every subtitle was broken for a half-page figure, so
+    across the page it broke at half the chart's width, a line or two taller than it
+    needed. Now no two neighbouring lines of a subtitle would fit one line of the
+    figure as shown (with the separator between them), and the top margin is the one
+    of the lines drawn (a figure as tall as its text, not as the half-page wrap)."""
+    for figures, scale in ((NORMAL, 1), (PRESENTED, style.PRESENTATION_SCALE)):
+        for name, fig in figures.items():
+            title = fig.layout.title
+            if not title.subtitle.text:
+                continue
+            chars = int(shown_px(name) / (style.CHAR_WIDTH * title.subtitle.font.size))
+            lines = title.subtitle.text.split("<br>")
+            assert all(len(a) + 3 + len(b) > chars for a, b in zip(lines, lines[1:])), (name, scale, lines)
+            if name in FULL_FAMILIES:  # and so does the title across the page (it broke at 400 px)
+                chars = int(style.FULL_FIGURE_PX / (style.CHAR_WIDTH * title.font.size))
+                lines = title.text.split("<br>")
+                assert all(len(a) + 1 + len(b.split()[0]) > chars for a, b in zip(lines, lines[1:])), (name, lines)
+    fig = NORMAL["serving_timeline"]
+    assert fig.layout.title.subtitle.text.count("<br>") == 0
+    with_sharing = NORMAL["sharing_timeline"].layout
+    assert with_sharing.title.subtitle.text.count("<br>") == 0  # two lines, broken for a half-page figure
+    half = style.apply_style(go.Figure(), with_sharing.title.text, with_sharing.title.subtitle.text.replace("<br>", " "),
+                             height=360).layout
+    assert half.title.subtitle.text.count("<br>") >= 1 and half.margin.t > with_sharing.margin.t

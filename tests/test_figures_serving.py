@@ -415,7 +415,7 @@ def test_serving_shared_marks_sit_centred_in_their_cells(scale, max_batch, num_b
     rows, cols = np.asarray(heat.y, dtype=float), np.asarray(heat.x, dtype=float)
     x, y = np.asarray(marks.x, dtype=float), np.asarray(marks.y, dtype=float)
     row_px = (table.layout.height - table.layout.margin.t - table.layout.margin.b) / len(rows)
-    assert len(x) > 0 and marks.marker.size <= max(row_px - table_figures.SHARED_MARK_GAP_PX, 7 * scale)
+    assert len(x) > 0 and marks.marker.size <= max(row_px - cache_figures.SHARED_MARK_GAP_PX, 7 * scale)
     half = marks.marker.size / 2
     col, row = np.round(x), np.round(y)
     assert set(col) <= set(cols) and set(row) <= set(rows)

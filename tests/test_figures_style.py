@@ -248,3 +248,32 @@ def test_long_subtitles_wrap_at_their_separators_and_make_room():
     assert lines == ["8 sequences x 482 logical blocks;", "colour = physical block id", "sampled: every 2nd row shown"]
     assert fig.layout.margin.t > style.apply_style(go.Figure(), "t", "short").layout.margin.t
     assert style.apply_style(go.Figure(), "t", "short").layout.title.subtitle.text == "short"
+
+
+@pytest.mark.parametrize("num_blocks", [150_000, 1_048_576])
+def test_pool_block_ids_are_written_whole_upright_and_apart(num_blocks):
+    """Issue 27's leftovers: past 100,000 blocks the pool's "first block" ticks read
+    "105k", "524k": block ids are labels, not quantities. Each is the exact id of its
+    row's first block with thousands separators, upright, and neighbours at least a
+    line and a half of tick text apart, in both modes (with and without sharing)."""
+    from explorer.cache import sharing_figures
+    from explorer.formatting import format_number
+
+    owner = np.full(num_blocks, -1)
+    owner[:50] = 0
+    tables = np.array([list(range(50))])
+    refs = np.r_[np.full(50, 2), np.zeros(num_blocks - 50, dtype=int)]
+    for scale in (1, style.PRESENTATION_SCALE):
+        with style.presentation(scale):
+            figures = [pool_figures.pool_figure(owner, tables, [800], 16),
+                       sharing_figures.pool_ref_count_figure(refs, tables, 16)]
+        for fig in figures:
+            y, heat = fig.layout.yaxis, fig.data[0]
+            n_rows, n_cols = np.shape(heat.z)
+            per_row = int(heat.customdata[1][0][0])  # the first block of row 1 (a cell's blocks, first to last)
+            assert list(y.ticktext) == [format_number(int(r) * per_row) for r in y.tickvals]
+            assert not any(c.isalpha() for t in y.ticktext for c in t) and y.tickangle == 0
+            plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+            apart = (y.tickvals[1] - y.tickvals[0]) * plot_px / n_rows
+            assert apart >= (style.LINE_HEIGHT + 0.5) * y.tickfont.size, (scale, apart)
+            assert len(y.tickvals) <= 10

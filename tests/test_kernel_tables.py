@@ -72,3 +72,25 @@ def test_presentation_tables_right_align_their_number_columns_over_streamlits_ow
         for col in (1, 2):  # a number column (right-aligned text) and a numeric dtype
             assert cells[(row, col)]["text-align"].split() == ["right", "!important"]
     assert cells[(0, 1)]["font-weight"] == "bold"
+
+
+def test_presented_number_headers_align_with_their_numbers():
+    """Issue 27's leftovers: presentation mode's numbers were right-aligned under
+    left-aligned headers. The headers of number columns (and only they) are
+    right-aligned too, in the CSS Streamlit sends with the table."""
+    import pandas as pd
+    import streamlit as st
+    from streamlit.elements.lib.pandas_styler_utils import marshall_styler
+    from streamlit.proto.ArrowData_pb2 import ArrowData
+
+    from ui.tables import number_column, presented_table
+
+    frame = pd.DataFrame({"name": ["a", "b"], "value": ["1,230", "4.56"], "count": [3, 40], "note": ["x", "y"]})
+    styler = presented_table(frame, {"name": st.column_config.Column("Name"), "value": number_column("Value"),
+                                     "count": "Count", "note": "Note"})
+    proto = ArrowData()
+    marshall_styler(proto, styler, "t")
+    rules = dict(rule.split(" { ") for rule in proto.styler.styles.split("\n") if " th." in rule)
+    uuid = proto.styler.uuid
+    assert set(rules) == {f"#T_{uuid} th.col1", f"#T_{uuid} th.col2"}
+    assert all(r.rstrip(" }").split(": ") == ["text-align", "right !important"] for r in rules.values())

@@ -78,7 +78,7 @@ def presented_table(frame: pd.DataFrame, column_config: Mapping[str, object], cs
     """``frame`` as presentation mode's ``st.table`` shows it: every cell as text
     (:func:`_cell_text`), under the headers of ``column_config`` (the grid's, a string
     or a ``st.column_config`` entry per column), in ``frame``'s column order; numbers and
-    right-aligned columns right-aligned, each cell with its CSS of ``css`` (a frame of
+    right-aligned columns right-aligned, their headers too, each cell with its CSS of ``css`` (a frame of
     CSS declarations like ``frame``, or None). Returns a pandas ``Styler``."""
     aligned, texts = [], {}
     for name in frame.columns:
@@ -96,7 +96,11 @@ def presented_table(frame: pd.DataFrame, column_config: Mapping[str, object], cs
     if css is not None:
         styles = [[";".join(filter(None, (a, b))) for a, b in zip(row, extra)]
                   for row, extra in zip(styles, css.to_numpy().tolist())]
-    return shown.style.apply(lambda _: pd.DataFrame(styles, index=shown.index, columns=shown.columns), axis=None)
+    styler = shown.style.apply(lambda _: pd.DataFrame(styles, index=shown.index, columns=shown.columns), axis=None)
+    # The headers of those columns above their numbers: st.table keeps a Styler's
+    # table styles (``th.col<i>``, its header classes), where a cell style reaches no header.
+    return styler.set_table_styles([{"selector": f"th.col{i}", "props": RIGHT_ALIGNED}
+                                    for i, right in enumerate(aligned) if right], overwrite=False)
 
 
 def show_table(frame: pd.DataFrame, column_config: Mapping[str, object], *, key: str,

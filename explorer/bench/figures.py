@@ -23,6 +23,7 @@ from explorer.formatting import (
     in_unit,
 )
 from explorer.style import (
+    FULL_FIGURE_PX,
     apply_style,
     font_px,
     impl_color,
@@ -388,7 +389,8 @@ def history_figure(history: Sequence, unit: str = "ms") -> go.Figure:
                 hovertemplate=f"{label}<br>run %{{x}}: %{{y:{MS_D3}}} {unit}<br>%{{customdata}}<extra></extra>",
             )
         )
-    apply_style(fig, "Runs in this session", "median call latency per run; hover a dot for its configuration", height=380)
+    apply_style(fig, "Runs in this session", "median call latency per run; hover a dot for its configuration", height=380,
+                width_px=FULL_FIGURE_PX)
     fig.update_layout(scattermode="group", scattergap=0.25)
     fig.update_yaxes(title=f"median latency ({unit})", type="log", tickformat=LOG_TICK_D3)  # "1,000", as the tables
     log_axis_range(fig, [in_unit(r.median_ms, unit) for h in history for r in h.results], 0.3, 0.4)

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from explorer.formatting import LOG_TICK_D3, MS_D3, in_unit
 from explorer.category_ticks import set_category_ticks
-from explorer.style import apply_style, font_px, impl_color, log_axis_range
+from explorer.style import FULL_FIGURE_PX, apply_style, font_px, impl_color, log_axis_range
 
 #: Fill of the configuration that matches the sidebar's.
 HIGHLIGHT_COLOR = "rgba(250, 204, 21, 0.25)"
@@ -67,7 +67,7 @@ def recorded_latency_figure(
                       annotation_font_size=font_px("body"))
     apply_style(fig, f"Recorded on {gpu}: latency per decode step",
            f"recorded {date}, not this machine · {layout} block table · ● GPU time (CUDA graph); "
-           "○ call latency", height=460)
+           "○ call latency", height=460, width_px=FULL_FIGURE_PX)
     fig.update_layout(scattermode="group", scattergap=0.5)
     fig.update_yaxes(title=f"recorded latency ({unit})", type="log", tickformat=LOG_TICK_D3)
     # room above the highest dot for the band's label

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 
 from explorer.cache.cell_style import (
     BLOCK_KEY,
+    DIGIT_WIDTH,
     OUTSIDE_WINDOW,
     OUTSIDE_WINDOW_COLOR,
     NEW_TOKENS,
@@ -85,6 +86,7 @@ def block_table_figure(
     highlight: range | None = None,
     window: int | None = None,
     query_lens: Sequence[int] | None = None,
+    marks_beside_px: float | None = None,
 ) -> go.Figure:
     """The block table as a heatmap: one row per sequence, one column per logical block.
 
@@ -135,6 +137,9 @@ def block_table_figure(
         :class:`~explorer.serving.block_manager.BlockManager`'s counts). Cells whose block
         more than one sequence holds get a mark inside the cell, above its id
         (:data:`~explorer.marks.SHARED_MARK`; when every logical block has its own column).
+    marks_beside_px : float, optional
+        The narrowest the plot area is drawn (px): given, a shared mark goes left of its
+        cell's id, on the row's centre line, where a cell that wide holds both side by side.
     highlight : range, optional
         Physical block ids to outline: every drawn cell that points to one of
         them (an aggregated column: that holds one) gets a thick outline, and a
@@ -313,6 +318,7 @@ def block_table_figure(
     )
     add_legend_square(fig, UNALLOCATED_COLOR, "unallocated (-1)", line="#CBD5E1")
     cell_px = min(plot_height / max(1, len(rows)), plot_width / max(1, shape[1]))
+    beside_px = None if marks_beside_px is None else marks_beside_px / max(1, shape[1])
     centres = first + (last - first) / 2
     if outside.any():
         _outside_window(fig, x, rows, outside, custom, hover, np.where(outside, sub.astype(str), "") if text_on
@@ -325,7 +331,8 @@ def block_table_figure(
                       cell_px, hovertemplate=hover.replace("<extra>", "%{text}<extra>"), text=window_text)
     if ref_counts is not None:
         _shared_marks(fig, sub, rows, names, first, np.asarray(ref_counts), grid.row_stride,
-                      exact=per_col == 1, cell_px=cell_px, row_px=plot_height / max(1, len(rows)), ids=text_on)
+                      exact=per_col == 1, cell_px=cell_px, row_px=plot_height / max(1, len(rows)),
+                      ids=digits if text_on else 0, beside_px=beside_px)
     if q_rows is not None:
         _new_token_marks(fig, names, rows, first, last, lengths[rows], q_rows, block_size, grid.row_stride, cell_px)
     if highlight is not None:
@@ -410,30 +417,49 @@ def _new_token_marks(fig, names, rows, first, last, lengths, q, block_size, row_
 
 #: Pixels a shared mark keeps from its cell's edge and from the id written in it.
 SHARED_MARK_GAP_PX = 2
+#: The shared mark (:data:`~explorer.marks.SHARED_MARK`, as the captions name it): at
+#: most this share of the cell text's size, at least :data:`MIN_SHARED_MARK_PX` (at
+#: scale 1, grown with it: 3 px lost its white fill in its outline), its outline
+#: :data:`SHARED_MARK_LINE_PX` (grown likewise).
+SHARED_MARK_SHARE, MIN_SHARED_MARK_PX, SHARED_MARK_LINE_PX = 0.75, 7, 1.2
+#: How far a Plotly diamond reaches from its centre, in its marker size (1.3 times its radius).
+DIAMOND_REACH = 0.65
 
 
 def _shared_marks(fig, sub, rows, names, cols, ref_counts, row_stride, *, exact: bool, cell_px: float,
-                  row_px: float, ids: bool) -> None:
+                  row_px: float, ids: int, beside_px: float | None = None) -> None:
     """:data:`~explorer.marks.SHARED_MARK` on the block-table cells whose physical block
-    is shared, inside the cell (it sat over the top-left border): centred across it,
-    and on the row's centre line, or where the cell's id is written (``ids``) in the
-    band above the id, each a gap clear of the id and the cell's edge. ``cell_px`` and
-    ``row_px``: a cell's width and height (px at the scale of now)."""
+    is shared, inside the cell (it sat over the top-left border), each a gap clear of
+    the id and the cell's edge: on the cell's centre where no id is written; where one
+    of ``ids`` digits is, left of it on the row's centre line if a cell ``beside_px``
+    wide (the narrowest it is drawn; None: never) holds both, else centred across the
+    cell in the band above the id. ``cell_px`` and ``row_px``: a cell's width and
+    height (px at the scale of now)."""
     holders = np.where(sub >= 0, ref_counts[np.maximum(sub, 0)], 0)
     r, c = np.nonzero(holders > 1) if exact else (np.array([], dtype=int),) * 2
     gap = scaled(SHARED_MARK_GAP_PX)
-    text_h = LINE_HEIGHT * font_px("cell") if ids else 0.0
-    band = (row_px - text_h) / 2 if ids else row_px  # above the id, or the whole cell
-    size = float(max(3.0, min(0.6 * font_px("cell"), cell_px - 2 * gap, band - 2 * gap)))
-    # Just above the id, a gap clear of it, in rows (a drawn row stands for row_stride sequences).
-    lift = min(text_h / 2 + gap + size / 2, 0.4 * row_px) / max(row_px, 1.0) * row_stride if ids else 0.0
+    text_w, text_h = ids * DIGIT_WIDTH * font_px("cell"), (LINE_HEIGHT * font_px("cell") if ids else 0.0)
+    least = scaled(MIN_SHARED_MARK_PX)
+    size = float(max(least, min(SHARED_MARK_SHARE * font_px("cell"), cell_px - 2 * gap, row_px - 2 * gap)))
+    shift = lift = 0.0
+    # Room for the mark left of the id (inside the cell) and in the band above it: beside
+    # where the mark fits whole there, or at least at its least size and better than above.
+    beside = -1.0 if beside_px is None else beside_px / 2 - text_w / 2 - gap
+    above = (row_px - text_h) / 2 - 2 * gap
+    if ids and (beside >= size or beside >= max(least, above)):  # left of the id, on the row's centre
+        size = min(size, beside)
+        shift = (text_w / 2 + gap + size / 2) / beside_px
+    elif ids:  # in the band above the id, in rows (a drawn row stands for row_stride sequences)
+        size = float(max(least, min(size, above)))
+        reach = DIAMOND_REACH * size + scaled(SHARED_MARK_LINE_PX)  # from the mark's centre to its tip
+        lift = min(text_h / 2 + gap + reach, row_px / 2 - reach) / max(row_px, 1.0) * row_stride
     fig.add_trace(
         go.Scatter(
-            x=cols[c].astype(float),
+            x=cols[c].astype(float) - shift,
             y=rows[r] - lift,
             mode="markers",
             marker=dict(symbol=SHARED_MARK.symbol, size=size, color=SHARED_MARK.fill,
-                        line=dict(color=SHARED_MARK.line, width=1.5 if size >= 6 else 1)),
+                        line=dict(color=SHARED_MARK.line, width=scaled(SHARED_MARK_LINE_PX))),
             customdata=np.stack([names[r], cols[c], sub[r, c], holders[r, c]], axis=-1) if len(r) else None,
             hovertemplate="sequence %{customdata[0]}, logical block %{customdata[1]}"
             "<br>physical block %{customdata[2]}: shared by %{customdata[3]} sequences<extra></extra>",

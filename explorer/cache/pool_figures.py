@@ -25,7 +25,8 @@ from explorer.cache.cell_style import (
 from explorer.cache.figures import filled_slots
 from explorer.cache.picking import GRID_PAD, add_click_targets, add_outline, add_veil
 from explorer.cache.sampling import pool_grid_shape
-from explorer.formatting import compact, count
+from explorer.category_ticks import first_block_ticks
+from explorer.formatting import count
 from explorer.limits import MAX_ID_ROWS, MAX_POOL_CELLS, MAX_SEQUENCE_LEGEND
 from explorer.marks import PARTLY_FILLED_MARK
 from explorer.style import (
@@ -166,10 +167,7 @@ def pool_figure(
                      if per_cell > 1 else "+ offset within row", showgrid=False, zeroline=False,
                      **integer_ticks(0, n_cols - 1, plot_width=NARROW_PLOT_PX if per_cell == 1 else NARROW_BAR_PLOT_PX))
     fig.update_yaxes(title="first block", range=[n_rows - 0.5 + GRID_PAD, -0.5 - GRID_PAD], showgrid=False,
-                     zeroline=False)
-    step = max(1, math.ceil(n_rows / 10))
-    rows = list(range(0, n_rows, step))
-    fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=[compact(r * n_cols * per_cell) for r in rows])
+                     zeroline=False, **first_block_ticks(n_rows, n_cols * per_cell, plot_height))
     return fig
 
 

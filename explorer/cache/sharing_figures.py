@@ -5,7 +5,6 @@ blocks in use with sharing against without."""
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import numpy as np
@@ -23,10 +22,12 @@ from explorer.cache.cell_style import (
 )
 from explorer.cache.picking import GRID_PAD
 from explorer.cache.pool_figures import pool_pick, pool_shape
-from explorer.formatting import compact, count
+from explorer.category_ticks import first_block_ticks
+from explorer.formatting import count
 from explorer.limits import MAX_POOL_CELLS, MAX_STEPPED_REFS
 from explorer.style import (
     FREE_COLOR,
+    FULL_FIGURE_PX,
     NARROW_FIGURE_PX,
     OTHER_COLOR,
     REF_COUNT_COLORS,
@@ -235,11 +236,8 @@ def pool_ref_count_figure(
     fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)" if per_cell > 1
                      else "+ offset within row", showgrid=False, zeroline=False,
                      **integer_ticks(0, n_cols - 1, plot_width=NARROW_PLOT_PX if stepped else NARROW_BAR_PLOT_PX))
-    step = max(1, math.ceil(n_rows / 10))
-    tick_rows = list(range(0, n_rows, step))
     fig.update_yaxes(title="first block", range=[n_rows - 0.5 + GRID_PAD, -0.5 - GRID_PAD], showgrid=False,
-                     zeroline=False, tickmode="array", tickvals=tick_rows,
-                     ticktext=[compact(r * n_cols * per_cell) for r in tick_rows])
+                     zeroline=False, **first_block_ticks(n_rows, n_cols * per_cell, plot_height))
     return fig
 
 
@@ -297,7 +295,8 @@ def sharing_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
         fig.add_vline(x=step, line=dict(color="#111827", width=1, dash="dot"))
     subtitle = (note or "the same running sequences each step") + "; shaded = blocks saved" + (
         "; dotted line = the step shown above" if step is not None else "")
-    apply_style(fig, f"Blocks in use: with {kind} against without", subtitle, height=360)
+    apply_style(fig, f"Blocks in use: with {kind} against without", subtitle, height=360,
+                width_px=FULL_FIGURE_PX)  # across the page
     top = max(num_blocks or 0, int(unshared.max(initial=0)), 1)
     fig.update_xaxes(title="decode step", **integer_ticks(x.min(initial=0), x.max(initial=0)))
     fig.update_yaxes(title="physical blocks", rangemode="tozero", **integer_ticks(0, top, 220))

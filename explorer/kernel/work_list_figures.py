@@ -15,6 +15,7 @@ from explorer.cache.sampling import sample_grid
 from explorer.formatting import count
 from explorer.limits import MAX_WORK_ROWS
 from explorer.style import (
+    FULL_FIGURE_PX,
     LAUNCH_ORDER_COLORSCALE,
     OTHER_COLOR,
     apply_style,
@@ -155,8 +156,8 @@ def work_list_figure(
     if note:
         subtitle += f"; {note}"
     row_px = max(_MIN_ROW_PX, min(_ROW_PX, 700 / max(len(rows), 1)))
-    height = int(sum(title_margins(subtitle)) + 20 + row_px * len(rows))
-    apply_style(fig, title, subtitle, height=height)
+    height = int(sum(title_margins(subtitle, FULL_FIGURE_PX)) + 20 + row_px * len(rows))
+    apply_style(fig, title, subtitle, height=height, width_px=FULL_FIGURE_PX)  # across the page
     fig.update_yaxes(tickmode="array", tickvals=list(range(len(rows))), ticktext=labels, autorange="reversed",
                      showgrid=False, zeroline=False, title=None, automargin=True)
     fig.update_xaxes(title=f"logical block ({count(block_size, 'token')} each)", range=[0, x_end],

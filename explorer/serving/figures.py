@@ -14,8 +14,8 @@ from explorer.cache.cell_style import add_legend_square, cell_text_fits
 from explorer.cache.pool_figures import pool_figure
 from explorer.cache.sampling import pool_grid_shape
 from explorer.cache.sharing_figures import REF_LEVELS, pool_ref_count_figure
+from explorer.category_ticks import first_block_ticks
 from explorer.formatting import (
-    compact,
     count,
     format_number,
     format_percent,
@@ -26,6 +26,7 @@ from explorer.serving.snapshot import PoolChanges
 from explorer.serving.view import ref_levels
 from explorer.style import (
     FREE_COLOR,
+    FULL_FIGURE_PX,
     OTHER_COLOR,
     SEQUENCE_COLORS,
     apply_style,
@@ -335,7 +336,8 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
                     marker=dict(color="#111827", size=7),
                 ), row=r, col=1)
     subtitle = "dotted line = the step shown above"
-    apply_style(fig, "The pool over time", subtitle, height=620, above_plot=6)  # + the panel titles
+    apply_style(fig, "The pool over time", subtitle, height=620, above_plot=6,  # + the panel titles
+                width_px=FULL_FIGURE_PX)
     fig.update_layout(hovermode="x unified")
     fig.update_annotations(font=dict(size=font_px("body")), x=0, xanchor="left")
     fig.update_xaxes(**integer_ticks(x.min(initial=0), x.max(initial=0)))
@@ -428,7 +430,7 @@ def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: 
     pad = n_rows * n_cols - num_blocks
     subtitle = (f"{count(num_blocks, 'block')} of {count(block_size, 'slot')}; colour = owning sequence "
                 f"({len(SEQUENCE_COLORS)} colours, repeating), grey = free")
-    top = title_margins(subtitle)[0]
+    top = title_margins(subtitle, FULL_FIGURE_PX)[0]
     bottom = _AXIS_PX + _BUTTONS_PX + _SLIDER_PX + _LEGEND_PX
     plot_height = int(min(720, max(360, 240 + 24 * n_rows))) - top - 110
     height = plot_height + top + bottom
@@ -479,12 +481,10 @@ def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: 
                       yanchor="top", currentvalue=dict(prefix="step ", font=dict(size=font_px("body")), xanchor="left"),
                       pad=dict(t=0, b=0, l=0, r=0))],
     )
-    apply_style(fig, "The pool, replayed", subtitle, height=height)
+    apply_style(fig, "The pool, replayed", subtitle, height=height, width_px=FULL_FIGURE_PX)
     fig.update_layout(margin=dict(b=scaled(bottom)))
     fig.update_xaxes(title="+ offset within row", range=[-0.5, n_cols - 0.5], showgrid=False, zeroline=False,
                      **integer_ticks(0, n_cols - 1))
-    step = max(1, math.ceil(n_rows / 10))
-    rows = list(range(0, n_rows, step))
-    fig.update_yaxes(title="first block", autorange="reversed", showgrid=False, zeroline=False, tickmode="array",
-                     tickvals=rows, ticktext=[compact(r * n_cols) for r in rows])
+    fig.update_yaxes(title="first block", autorange="reversed", showgrid=False, zeroline=False,
+                     **first_block_ticks(n_rows, n_cols, scaled(plot_height)))
     return fig

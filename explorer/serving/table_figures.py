@@ -1,7 +1,7 @@
 """The Serving simulation's block tables of the running sequences, in the colour
 language of the pool beside them: by sequence when the pool is, by reference
-count when the pool is (its levels and oranges), the shared-block marks sized
-with the cell text of now and centred in their rows."""
+count when the pool is (its levels and oranges), the shared-block marks placed
+by the block table's own routine, beside the ids where the narrowest column holds both."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.cache.cell_style import DIGIT_WIDTH, REF_COUNT_KEY, SEQUENCE_KEY
+from explorer.cache.cell_style import REF_COUNT_KEY, SEQUENCE_KEY
 from explorer.cache.figures import block_table_figure
 from explorer.cache.sharing_figures import REF_LEVEL_COLORS, REF_LEVELS
 from explorer.formatting import count, line_count, wrap_at_separators
-from explorer.marks import SHARED_MARK
 from explorer.serving.figures import check_color_by
 from explorer.serving.view import ref_levels
 from explorer.style import (
@@ -23,27 +22,15 @@ from explorer.style import (
     NARROW_FIGURE_PX,
     font_px,
     line_chars,
-    plot_width_px,
-    scaled,
 )
 
 #: The tables' plot width at scale 1 (px): two fifths of a 1280 px page, less the
-#: colour bar (what the ids and columns are fitted to), and the width Chromium drew
-#: it, the sidebar open and no colour bar (a 353 px figure less its margins): the
-#: width a cell's mark may take.
-TABLE_PLOT_PX, DRAWN_PLOT_PX = 180, 270
-#: The shared-block mark (:data:`~explorer.marks.SHARED_MARK`, as the caption names
-#: it): at most this share of the cell text's size, at least :data:`MIN_SHARED_MARK_PX`
-#: (at scale 1, grown with it) even where the cells are smaller, and otherwise as
-#: wide and as tall as a cell less :data:`SHARED_MARK_GAP_PX`, so that the marks of
-#: neighbouring cells (and rows) stay apart. Where a cell's id is written, the mark
-#: sits beside it (or above it).
-SHARED_MARK_SHARE, MIN_SHARED_MARK_PX, SHARED_MARK_LINE_PX = 0.75, 7, 1.2
-#: Pixels between a shared mark and the id beside it, and a mark and its cell's edge.
-SHARED_MARK_GAP_PX = 3
+#: colour bar (what the ids and columns are fitted to).
+TABLE_PLOT_PX = 180
 #: The narrowest the tables' plot area is drawn (px, in either mode): Chromium drew
 #: it 204 px wide on a 1280 px page, its left margin grown for the y axis' title and
-#: seq_ids. The marks are placed beside the ids for it: a wider plot only parts them more.
+#: seq_ids. The shared marks are placed beside the ids for it
+#: (:func:`~explorer.cache.figures.block_table_figure`'s ``marks_beside_px``).
 PLACED_PLOT_PX = 200
 #: A legend row's height, in px of the legend's font (Plotly's, with its gap).
 LEGEND_ROW = 1.75
@@ -78,11 +65,10 @@ def running_tables_figure(
         hover naming the holders.
     ref_counts : ndarray, optional
         ``[num_blocks]``: running sequences holding each block; given, shared
-        blocks get the trace :data:`~explorer.marks.SHARED_MARK` (its name,
-        symbol, fill and outline), its size with the cell text
-        (:data:`SHARED_MARK_SHARE` of :func:`~explorer.style.font_px` ``"cell"``),
-        each mark's ``y`` its row's centre and ``x`` its cell's centre, or left of
-        the cell's id where ids are written.
+        blocks get the trace :data:`~explorer.marks.SHARED_MARK`, placed by
+        :func:`~explorer.cache.figures.block_table_figure`: on the cell's centre, or
+        left of its id on the row's centre line where a plot :data:`PLACED_PLOT_PX`
+        wide holds both, else above the id.
     window : int, optional
         As for :func:`~explorer.cache.figures.block_table_figure`.
     plot_width : float
@@ -107,13 +93,10 @@ def running_tables_figure(
     tables = np.asarray(block_tables, dtype=np.int64)
     fig = block_table_figure(tables, context_lens, block_size, num_blocks, seq_ids=seq_ids,
                              title="Block tables of the running sequences", color_by="sequence",
-                             ref_counts=ref_counts, plot_width=plot_width, window=window)
+                             ref_counts=ref_counts, plot_width=plot_width, window=window,
+                             marks_beside_px=PLACED_PLOT_PX)
     if color_by != "sequence":
         _rekey(fig, TABLE_KEYS[color_by])
-    heat = fig.data[0]
-    n_cols = np.shape(heat.z)[1]
-    if ref_counts is not None:
-        _place_shared_marks(fig, n_cols, max(plot_width, DRAWN_PLOT_PX), ids_written=heat.texttemplate is not None, digits=len(str(max(num_blocks - 1, 0))))
     if color_by == "reference count":
         refs = (np.asarray(ref_counts, dtype=np.int64) if ref_counts is not None
                 else np.bincount(tables[tables >= 0], minlength=num_blocks))
@@ -139,40 +122,6 @@ def _grow(fig: go.Figure, *, top: float = 0, bottom: float = 0) -> None:
     new = round(height + top + bottom)
     fig.update_layout(height=new, margin=dict(t=round(fig.layout.margin.t + top), b=round(fig.layout.margin.b + bottom)),
                       title=dict(y=1 - (1 - fig.layout.title.y) * height / new))
-
-
-def _place_shared_marks(fig: go.Figure, n_cols: int, plot_width: float, *, ids_written: bool, digits: int) -> None:
-    """The shared-block marks at the size of the cell text of now, as wide (in a plot
-    ``plot_width`` wide at scale 1) and as tall as a cell at most (down to
-    :data:`MIN_SHARED_MARK_PX`), each centred in its row, and across its cell's
-    centre, or where the cell's id of ``digits`` digits is written, left of it
-    within the cell (placed for a plot :data:`PLACED_PLOT_PX` wide), or above it
-    where the cell is too narrow for both side by side."""
-    marks = next(t for t in fig.data if t.name == SHARED_MARK.name)
-    heat = fig.data[0]
-    rows = np.asarray(heat.y, dtype=float)
-    cell_px = plot_width_px(plot_width) / max(n_cols, 1)
-    row_px = (fig.layout.height - fig.layout.margin.t - fig.layout.margin.b) / max(len(rows), 1)
-    size = min(SHARED_MARK_SHARE * font_px("cell"),
-               max(min(cell_px, row_px) - SHARED_MARK_GAP_PX, scaled(MIN_SHARED_MARK_PX)))
-    marks.marker.update(size=size, symbol=SHARED_MARK.symbol, color=SHARED_MARK.fill,
-                        line=dict(color=SHARED_MARK.line, width=scaled(SHARED_MARK_LINE_PX)))
-    if marks.x is None or not len(marks.x):
-        return
-    # The base figure centres each mark across its cell, above the id it writes: onto the row's centre line.
-    y = np.asarray(marks.y, dtype=float)
-    marks.y = rows[np.abs(y[:, None] - rows[None, :]).argmin(1)]
-    x = np.asarray(marks.x, dtype=float)
-    beside = size / 2 + SHARED_MARK_GAP_PX  # from a mark's centre to what it keeps clear of
-    if ids_written:  # the mark's edge a gap from the id and from the cell's
-        text_px, narrow_px = digits * DIGIT_WIDTH * font_px("cell"), PLACED_PLOT_PX / max(n_cols, 1)
-        text_h = LINE_HEIGHT * font_px("cell")
-        if narrow_px / 2 - text_px / 2 >= 2 * beside:  # left of the id
-            x = x - (text_px / 2 + beside) / narrow_px
-        elif row_px / 2 - text_h / 2 >= 2 * beside:  # above it
-            stride = float(np.diff(rows).min()) if len(rows) > 1 else 1.0
-            marks.y = np.asarray(marks.y) - (text_h / 2 + beside) / row_px * stride
-    marks.x = x
 
 
 def _colour_by_reference_count(fig: go.Figure, refs: np.ndarray, max_holders: int | None = None) -> None:

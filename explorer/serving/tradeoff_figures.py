@@ -19,6 +19,7 @@ from explorer.formatting import (
 )
 from explorer.serving.figures import WASTE_COLOR
 from explorer.style import (
+    FULL_FIGURE_PX,
     FULL_PLOT_WIDTH_PX,
     apply_style,
     impl_color,
@@ -88,7 +89,8 @@ def tradeoff_figure(table, latency_ms: Mapping[int, float] | None = None, curren
         fig.update_layout(yaxis2=dict(title=f"Triton latency ({unit})", overlaying="y", side="right", rangemode="tozero",
                                       tickmode="auto", nticks=6,
                                       showgrid=False, color=impl_color("triton")))
-    apply_style(fig, "Block size: memory waste against kernel latency", subtitle, height=420)
+    apply_style(fig, "Block size: memory waste against kernel latency", subtitle, height=420,
+                width_px=FULL_FIGURE_PX)
     fig.update_xaxes(title="block size (tokens)", type="category")
     set_category_ticks(fig, x, FULL_PLOT_WIDTH_PX)
     # The waste axis only: update_yaxes would also reach the latency axis (y2).
