@@ -13,8 +13,6 @@ from explorer.kernel.view import (
     launch_plan,
     prefix_groups,
     prefix_plan,
-    row_splits,
-    row_tiles,
     showcase_plan,
     split_note,
     trace_cards,
@@ -105,8 +103,7 @@ with st.container(border=True):
     mine = next((g for g in groups if seq in g.sequences), None)
     st.caption(notes.plan_caption(plan, config, readouts.config_summary(config), seq, head, token, override))
     if override and ss.get("ik_showcase"):
-        st.info(notes.showcase_note(default_plan.block_n, default_plan.num_splits, seq, row_splits(default_plan, n),
-                                    row_tiles(default_plan, n)), icon=":material/call_split:")
+        st.info(notes.showcase_note(default_plan, config, seq), icon=":material/call_split:")
     capped = split_note(config, int(splits), plan) if override else None
     if capped:
         st.info(capped, icon=":material/call_split:")

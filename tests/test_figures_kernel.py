@@ -1,5 +1,7 @@
 """Figures of the kernel trace: the walk over the blocks, the online softmax, the split merge."""
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -341,3 +343,75 @@ def test_kernel_walk_keeps_its_plot_width_in_presentation_mode(per_block):
     if per_block:  # the plot of WALK_PLOT_PX fits the 577 px chart (3,000 splits have longer labels)
         assert normal.margin.l + normal.margin.r <= 577 - kernel_figures.WALK_PLOT_PX
     assert walk_margins(["tile 0"], colorbar=False)["r"] < walk_margins(["tile 0"], colorbar=True, key=BLOCK_KEY)["r"]
+
+
+def _windowed_walk(window_start: int):
+    """The reviewer's walk (issue 27): a window of 1 and 16 draft tokens, sequence 0 of 236 tokens as 2 splits of
+    one 16-lane tile, the window from token 220; ``window_start`` 0 draws the same tiles without the window."""
+    config = DecodeConfig(batch_size=4, context_lens=(236, 114, 57, 205), num_heads=4, num_kv_heads=2, head_dim=16,
+                          block_size=16, dtype="float32", window=1, query_lens=16)
+    tables = build_decode_inputs(config).block_tables.numpy()
+    trace = trace_row(config, tables, 0, 0, plan=launch_plan(config, tables, num_splits=2, block_n=16))
+    assert trace.window_start == 220 and len(trace.tiles) == 2
+    return kernel_figures.kernel_walk_figure(trace.tiles, 236, 16, 16, num_blocks=config.num_blocks,
+                                             window_start=window_start and trace.window_start)
+
+
+@pytest.mark.parametrize("presentation", [False, True])
+def test_kernel_walk_with_a_window_keeps_its_plot_height_and_a_level_label(presentation):
+    """Review at 1280x720 (issue 27): with a window the walk's plot was 132 px of a 406 px chart, its four legend
+    entries and three subtitle lines taking the height, and "outside the window: not read" stood on its side in the
+    grey band. The masked lanes before the window share the masked lanes' entry, the figure grows by the legend rows
+    its bottom margin lacks (as fit_legend plans them), so the plot is as tall as without a window; the band's label
+    is level, written where it fits the band (in normal mode here), else left to the legend and subtitle."""
+    from explorer import style
+    from explorer.legend_layout import axis_block_px, legend_grid
+
+    with style.presentation(style.PRESENTATION_SCALE if presentation else 1):
+        fig, plain = _windowed_walk(220), _windowed_walk(0)
+        grid = legend_grid([t.name for t in fig.data if t.showlegend is not False],
+                           kernel_figures.WALK_PLOT_PX + (style.presentation_scale() - 1) * (style.MARGIN_L + style.MARGIN_R))
+        axis = axis_block_px()
+    names = [t.name for t in fig.data if t.showlegend is not False]
+    assert names == ["tokens read", "masked lanes", kernel_figures.OUTSIDE_WINDOW]
+    (head,) = [t for t in fig.data if t.name == "masked before the window"]
+    assert head.legendgroup == fig.data[1].legendgroup == "masked"
+    assert fig.layout.margin.b >= grid.height_px + axis and fig.layout.legend.entrywidth == math.ceil(grid.text_px)
+
+    def plot_px(f):
+        return f.layout.height - f.layout.margin.t - f.layout.margin.b
+
+    assert plot_px(fig) >= plot_px(plain) - 1 and plot_px(fig) >= 170 * (1.5 if presentation else 1) - 1
+    labels = [a for a in fig.layout.annotations if a.text and "not read" in a.text]
+    assert all(a.textangle in (0, None) for a in labels)
+    start, end = fig.layout.xaxis.range
+    band_px = (220 - start) / (end - start) * kernel_figures.WALK_PLOT_PX  # the band drawn from the axis' start
+    assert len(labels) == (0 if presentation else 1)  # 18 px text does not fit the band (~190 px) with its margins
+    if labels:  # level, in the band's middle
+        assert labels[0].x == (start + 220) / 2 and band_px >= len("outside the window:") * style.LABEL_CHAR_WIDTH * 12
+
+
+@pytest.mark.parametrize("presentation", [False, True])
+def test_kernel_walk_and_merge_leave_a_gap_that_grows_with_the_tick_labels(presentation):
+    """Review at 1280x720 in presentation mode (issue 27): the walk's row label "split 0 · tile 0" touched its first
+    tile and the merge's "34.1%" over its first bar touched the y tick "35". The y tick labels of both stand off
+    their plot by TICK_GAP of their size, which the walk's left margin holds; a merge value label, no wider than its
+    bar's slot (centred in it), then ends at least that far from the tick labels."""
+    from explorer import style
+    from explorer.kernel.merge_layout import TICK_GAP, value_label_px
+
+    _, _, plan, trace = kernel_trace(num_splits=4, block_n=16)
+    with style.presentation(style.PRESENTATION_SCALE if presentation else 1):
+        walk = kernel_figures.kernel_walk_figure(trace.tiles, 300, 16, plan.block_n)
+        merge = kernel_figures.split_merge_figure(trace.splits)
+        tick, cell, slot = style.font_px("tick"), style.font_px("cell"), kernel_figures.merge_panel_px() / len(trace.splits)
+    gap = TICK_GAP * tick
+    assert walk.layout.yaxis.ticklabelstandoff >= gap and walk.layout.yaxis.tickfont.size == tick
+    present_tick = tick / (style.PRESENTATION_SCALE if presentation else 1) * style.PRESENTATION_SCALE
+    label_px = max(map(len, walk.layout.yaxis.ticktext)) * style.CHAR_WIDTH * present_tick
+    assert walk.layout.margin.l >= label_px + TICK_GAP * present_tick  # the gap at presentation size, in both modes
+    for axis in (merge.layout.yaxis, merge.layout.yaxis2):
+        assert axis.ticklabelstandoff >= gap
+    first = merge.data[1].text[0]  # the right panel's first value label, over its first bar
+    assert first.endswith("%") and value_label_px(first, cell) <= slot
+    assert (slot - value_label_px(first, cell)) / 2 + merge.layout.yaxis2.ticklabelstandoff >= gap

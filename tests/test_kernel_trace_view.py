@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from explorer import limits
+from explorer.kernel import notes
 from explorer.kernel import view as kernel_view
 from explorer.kernel.trace import trace_decode
 from helpers import SWEEP_BASE as BASE
@@ -146,3 +147,24 @@ def test_row_trace_with_options_plans_and_walks_like_the_full_trace(block_size, 
     work = kernel_view.work_list(plan, config.lengths, window_starts=config.window_starts)
     own = work[work["seq"] == 0]
     assert own["first_block"].min() == 255 // block_size == kernel_view.window_block(config, 0)
+
+
+def test_showcase_note_counts_the_walk_the_trace_shows_with_a_window():
+    """Issue 27: with a window of 1 and 16 draft tokens the kernel's own plan (1 split) walks sequence 0 from its
+    window's first block as 1 split of 1 tile; the note said "8 splits of 8 tiles", the whole context's count."""
+    config = DecodeConfig(batch_size=4, context_lens=(236, 114, 57, 205), num_heads=4, num_kv_heads=2, head_dim=16,
+                          block_size=16, dtype="float32", window=1, query_lens=16, seed=0)
+    tables = build_decode_inputs(config).block_tables.numpy()
+    own = kernel_view.launch_plan(config, tables)
+    assert (own.block_n, own.num_splits, kernel_view.window_block(config, 0)) == (32, 1, 13)
+    row = kernel_view.trace_row(config, tables, 0, 0, plan=own)
+    assert kernel_view.row_walk(config, own, 0) == (row.splits["split"].nunique(), len(row.tiles)) == (1, 1)
+    assert kernel_view.showcase_plan(config, tables, 0) is not None  # the page opens overridden: the note shows
+    assert ("walks sequence 0 from block 13 (its window's first) as 1 split of 1 tile in all: nothing to merge."
+            in notes.showcase_note(own, config, 0))
+    # Without a window the count is the whole context's, and agrees with the trace as well.
+    plain = config.with_(window=None, query_lens=1)
+    plan = kernel_view.launch_plan(plain, tables, num_splits=2, block_n=64)
+    row = kernel_view.trace_row(plain, tables, 0, 0, plan=plan)
+    assert kernel_view.row_walk(plain, plan, 0) == (row.splits["split"].nunique(), len(row.tiles)) == (2, 4)
+    assert "walks sequence 0 as 2 splits of 4 tiles in all. To show" in notes.showcase_note(plan, plain, 0)

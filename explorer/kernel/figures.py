@@ -15,8 +15,8 @@ from plotly.colors import sample_colorscale
 from explorer.cache.cell_style import BLOCK_KEY, colorbar_title, legend_key
 from explorer.category_ticks import set_category_ticks
 from explorer.formatting import RATIO_D3, SIG3_D3, TRACE_D3, count, format_percent, sig3
-from explorer.kernel.merge_layout import MERGE_GAP, panel_px, value_label_px
-from explorer.kernel.walk_layout import WALK_PLOT_PX, set_walk_margins, walk_labels
+from explorer.kernel.merge_layout import MERGE_GAP, panel_px, tick_gap_px, value_label_px
+from explorer.kernel.walk_layout import WALK_PLOT_PX, set_walk_margins, walk_labels, window_label
 from explorer.limits import MAX_SPLIT_LEGEND, MAX_WALK_SEGMENTS, MAX_WALK_TEXT
 from explorer.style import (
     BLOCK_COLORSCALE,
@@ -95,8 +95,8 @@ def kernel_walk_figure(
     presentation size in either mode). Tiles of a shared-prefix pass (``pass``
     ``"prefix"``) are labelled ``prefix s`` and sit on a grey band. With a sliding
     window starting at ``window_start``, the tokens before it are a grey band
-    labelled :data:`OUTSIDE_WINDOW` (their blocks are never read), and the masked
-    lanes of a tile before the window's start are drawn where they lie.
+    named :data:`OUTSIDE_WINDOW` (never read; written across it where it fits), and
+    the masked lanes of a tile before the window's start are drawn where they lie.
 
     Parameters
     ----------
@@ -191,6 +191,7 @@ def kernel_walk_figure(
     head = np.clip(window_start - lane_first, 0, masked) if window_start else np.zeros(n_tiles, np.int64)
     fig.add_trace(go.Bar(
         orientation="h", y=np.arange(n_tiles), x=masked - head, base=t["token_end"].to_numpy(), name="masked lanes",
+        legendgroup="masked",
         marker=dict(color=UNALLOCATED_COLOR, line=dict(color="#CBD5E1", width=1 if n_tiles <= 100 and thick_rows else 0),
                     pattern=dict(shape="/", fgcolor="#CBD5E1", size=6)),
         customdata=np.stack([masked, lanes], axis=-1),
@@ -200,7 +201,8 @@ def kernel_walk_figure(
     if window_start:
         fig.add_trace(go.Bar(
             orientation="h", y=np.arange(n_tiles), x=head, base=t["token_start"].to_numpy() - head,
-            name="masked before the window", hovertemplate="%{x} lanes before the window's start: masked<extra></extra>",
+            name="masked before the window", legendgroup="masked", showlegend=False,  # the masked lanes' key
+            hovertemplate="%{x} lanes before the window's start: masked<extra></extra>",
             marker=dict(color=UNALLOCATED_COLOR, line=dict(width=0), pattern=dict(shape="/", fgcolor="#CBD5E1", size=6)),
         ))
         skipped = window_start // block_size
@@ -213,8 +215,7 @@ def kernel_walk_figure(
             text=f"tokens 0–{window_start - 1} ({count(skipped, 'block')}): outside the window, not read",
             hoverinfo="text",
         ))
-        fig.add_annotation(x=(max(x_start, 0) + window_start) / 2, y=0.5, yref="paper", text=OUTSIDE_WINDOW.replace(
-            ": ", ":<br>"), showarrow=False, textangle=-90, font=dict(size=font_px("label"), color="#334155"))
+        window_label(fig, x_start, window_start, x_end, plot_height)
     if not per_block and num_splits > MAX_SPLIT_LEGEND:
         _split_colorbar(fig, t["split"], plot_height)
     step = max(1, math.ceil(n_tiles / 40))
@@ -422,8 +423,7 @@ def split_merge_figure(splits, *, sink_m: float | None = None, sink_share: float
     """
     from plotly.subplots import make_subplots
 
-    # A fifth of the width between the panels: the right panel's tick labels and axis
-    # title at presentation size (0.12 put "% of softmax mass" on the left panel's bar).
+    # MERGE_GAP between the panels: the right panel's tick labels and axis title.
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=MERGE_GAP,
                         subplot_titles=(MERGE_MAX_TITLE, "Share after the merge"))
     n = len(splits)
@@ -479,6 +479,7 @@ def split_merge_figure(splits, *, sink_m: float | None = None, sink_share: float
     # Headroom for the largest bar's value label, as a share of the panel.
     room = min((font_px("cell") * 1.3 + scaled(8)) / plot_area_height(400, subtitle), 0.5)
     top = max(hi + pad, (hi - room * bottom) / (1 - room))
+    fig.update_yaxes(ticklabelstandoff=tick_gap_px(font_px("tick")))  # the first bar's value label clear of them
     fig.update_yaxes(title="m (log2 units)", range=[bottom, top], row=1, col=1)
     fig.update_yaxes(title="% of softmax mass", range=[0, max([*share, 1]) * 1.2], row=1, col=2)
     # A label over a bar just under the max would sit on the dotted line ("3.62"

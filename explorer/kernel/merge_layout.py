@@ -1,8 +1,11 @@
 """The split merge's layout (:func:`explorer.kernel.figures.split_merge_figure`):
 its panels' widths as Chromium draws them at 1280 px, in either mode, and the
-width of a bar's value label, so that the figure knows what fits a bar's slot."""
+width of a bar's value label, so that the figure knows what fits a bar's slot, and
+the gap of the kernel charts' y tick labels (:func:`tick_gap_px`)."""
 
 from __future__ import annotations
+
+import math
 
 #: Plot-area width (px) of the split merge's two panels and the gap between them at
 #: 1280 px: in normal mode (the 577 px chart less its margins) and in presentation
@@ -14,6 +17,10 @@ MERGE_PLOT_PX, MERGE_PLOT_PRESENT_PX = 497, 528
 #: and axis title at presentation size (79 px at 1280; 0.12, 63 px, put
 #: "% of softmax mass" on the left panel's last bar).
 MERGE_GAP = 0.15
+#: The gap between a y axis' tick labels and its plot, a share of their size (Plotly
+#: leaves none): the merge's first value label ("34.1%") and the walk's first tile
+#: touched the tick labels at presentation size (issue 27).
+TICK_GAP = 0.5
 #: Width of a digit, of "." and of "%" of a bar's value label, as a share of its size (Arial's).
 _DIGIT_WIDTH, _POINT_WIDTH, _PERCENT_WIDTH = 0.56, 0.28, 0.89
 
@@ -29,3 +36,9 @@ def panel_px(scale: float, presentation_scale: float) -> float:
 def value_label_px(text: str, size: float) -> float:
     """Width (px) of a bar's value label ``text`` ("3.62", "34.1%") at ``size`` px (Arial's widths)."""
     return sum(_PERCENT_WIDTH if c == "%" else _POINT_WIDTH if c == "." else _DIGIT_WIDTH for c in text) * size
+
+
+def tick_gap_px(tick_px: float) -> int:
+    """The gap (px) between tick labels of ``tick_px`` and their plot: :data:`TICK_GAP` of
+    their size, so that it grows with the text (Plotly's ``ticklabelstandoff``)."""
+    return math.ceil(TICK_GAP * tick_px)

@@ -6,6 +6,7 @@ live here.
 from __future__ import annotations
 
 from explorer.formatting import count, format_number, format_percent, sig3
+from explorer.kernel.view import row_walk, window_block
 
 INTRO = (
     "What `_paged_decode_kernel` does for one query head of one sequence of the sidebar's batch, replayed step by "
@@ -19,12 +20,17 @@ INTRO = (
 )
 
 
-def showcase_note(block_n: int, num_splits: int, seq: int, own_splits: int, own_tiles: int) -> str:
-    """Why the page opened on an overridden plan: the kernel's own (``block_n``,
-    ``num_splits``) walks ``seq`` as ``own_splits`` splits of ``own_tiles`` tiles."""
-    return (f"The kernel's own plan for this batch (BLOCK_N = {block_n}, {count(num_splits, 'split')}) walks "
-            f"sequence {seq} as {count(own_splits, 'split')} of {count(own_tiles, 'tile')} in all"
-            + (": nothing to merge" if own_splits < 2 else "") + ". To show the tiles and the split-K merge, this "
+def showcase_note(plan, config, seq: int) -> str:
+    """Why the page opened on an overridden plan: the kernel's own ``plan`` walks
+    sequence ``seq`` of ``config`` as so many splits and tiles
+    (:func:`~explorer.kernel.view.row_walk`: from its window's first block on, the
+    count the trace shows; the plan's ``num_splits`` is the longest sequence's)."""
+    splits, tiles = row_walk(config, plan, seq)
+    first = window_block(config, seq)
+    where = f" from block {first:,} (its window's first)" if first else ""
+    return (f"The kernel's own plan for this batch (BLOCK_N = {plan.block_n}) walks sequence {seq}{where} as "
+            f"{count(splits, 'split')} of {count(tiles, 'tile')} in all"
+            + (": nothing to merge" if splits < 2 else "") + ". To show the tiles and the split-K merge, this "
             "page opened with **Override plan** on; turn it off to see the kernel's own plan (the output is the "
             "same to float64 rounding).")
 

@@ -229,6 +229,14 @@ def window_block(config: DecodeConfig, seq: int) -> int:
     return config.window_starts[seq] // config.block_size
 
 
+def row_walk(config: DecodeConfig, plan: LaunchPlan, seq: int) -> tuple[int, int]:
+    """``(splits, tiles)``: the programs of ``plan`` that walk sequence ``seq`` of
+    ``config`` and their tiles, from its window's first block (:func:`window_block`)
+    on, as :func:`trace_row` walks it (outside a shared-prefix group)."""
+    n, first = config.lengths[seq], window_block(config, seq)
+    return row_splits(plan, n, first), row_tiles(plan, n, first)
+
+
 #: The page's first view wants the traced row walked as this many splits ...
 SHOWCASE_SPLITS = 4
 #: ... of at least this many tiles each, where the row is long enough.
@@ -253,8 +261,8 @@ def showcase_plan(
     if any(seq in g.sequences for g in groups):
         return None
     n, first = config.lengths[seq], window_block(config, seq)
-    own = launch_plan(config, block_tables, groups=groups)
-    if row_splits(own, n, first) >= 2 and row_tiles(own, n, first) >= 2 * SHOWCASE_TILES_PER_SPLIT:
+    own_splits, own_tiles = row_walk(config, launch_plan(config, block_tables, groups=groups), seq)
+    if own_splits >= 2 and own_tiles >= 2 * SHOWCASE_TILES_PER_SPLIT:
         return None
     splits = min(SHOWCASE_SPLITS, cdiv(n, config.block_size) - first)
     if splits < 2:

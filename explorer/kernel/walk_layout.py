@@ -1,6 +1,7 @@
 """The Inside the kernel walk's row labels and margins (:func:`~explorer.kernel.figures.kernel_walk_figure`):
 short labels with their detail for the hover, and margins that hold labels and colour bar at presentation
-size in either mode, so that the plot area never narrows when the text grows (issue 27)."""
+size in either mode, so that the plot area never narrows when the text grows (issue 27); its legend in
+rows the figure grows for, and a sliding window's band labelled across where the label fits."""
 
 from __future__ import annotations
 
@@ -10,7 +11,19 @@ from typing import Sequence
 import plotly.graph_objects as go
 
 from explorer.cache.cell_style import BLOCK_KEY, colorbar_title
-from explorer.style import CHAR_WIDTH, DIGIT_WIDTH, LABEL_CHAR_WIDTH, MARGIN_R, PRESENTATION_SCALE, font_px, presentation_scale
+from explorer.kernel.merge_layout import tick_gap_px
+from explorer.legend_layout import fit_legend
+from explorer.style import (
+    CHAR_WIDTH,
+    DIGIT_WIDTH,
+    LABEL_CHAR_WIDTH,
+    LINE_HEIGHT,
+    MARGIN_L,
+    MARGIN_R,
+    PRESENTATION_SCALE,
+    font_px,
+    presentation_scale,
+)
 
 #: Plot-area width (px) of the walk on a 1280 px screen, in either mode: a chart in
 #: the page's wider column (577 px) less its row labels and colour bar, whose room
@@ -32,11 +45,12 @@ def walk_margins(labels: Sequence[str], *, colorbar: bool, colorbar_ids: int = 0
     presentation mode's text size, or the current one if larger: the same in normal
     mode, so that the plot area is as wide in both (the labels estimated at
     :data:`~explorer.style.CHAR_WIDTH` of their size, the bar's title at
-    :data:`~explorer.style.LABEL_CHAR_WIDTH`, its ids at :data:`~explorer.style.DIGIT_WIDTH`;
+    :data:`~explorer.style.LABEL_CHAR_WIDTH`, its ids at :data:`~explorer.style.DIGIT_WIDTH`,
+    the labels' gap to the plot at :func:`~explorer.kernel.merge_layout.tick_gap_px`;
     Plotly's automargin still grows a margin that a wider text needs)."""
     scale = max(presentation_scale(), PRESENTATION_SCALE)
     tick = font_px("tick") / presentation_scale() * scale
-    left = max((len(text) for text in labels), default=0) * CHAR_WIDTH * tick + 12 * scale
+    left = max((len(text) for text in labels), default=0) * CHAR_WIDTH * tick + tick_gap_px(tick) + 8 * scale
     right = MARGIN_R * scale
     if colorbar:  # Plotly's gap (x = 1.02), the bar's padding, and its title or its bar and tick labels
         title = max(len(line) for line in colorbar_title(key)["text"].split("<br>")) * LABEL_CHAR_WIDTH * tick
@@ -47,7 +61,42 @@ def walk_margins(labels: Sequence[str], *, colorbar: bool, colorbar_ids: int = 0
 
 def set_walk_margins(fig: go.Figure, labels: Sequence[str], **colorbar) -> go.Figure:
     """Give the walk ``fig`` the margins of :func:`walk_margins` (``colorbar``: its
-    keywords), keeping Plotly's automargin for a label wider than estimated."""
+    keywords), keeping Plotly's automargin for a label wider than estimated, and
+    the bottom margin its legend's rows need (:func:`fit_walk_legend`)."""
+    fit_walk_legend(fig)
     fig.update_layout(margin=walk_margins(labels, **colorbar))
-    fig.update_yaxes(automargin=True)
+    # A gap between each row's label and its first tile that grows with the text.
+    fig.update_yaxes(automargin=True, ticklabelstandoff=tick_gap_px(font_px("tick")))
     return fig
+
+
+def fit_walk_legend(fig: go.Figure) -> None:
+    """Lay out the walk's legend in the rows :func:`~explorer.legend_layout.fit_legend`
+    plans for its plot (:data:`WALK_PLOT_PX` across in either mode, which ``fit_legend``
+    takes the grown margins off), the figure growing by the rows its bottom margin lacks:
+    a window's entries took the plot's height (132 of 406 px, issue 27)."""
+    fit_legend(fig, WALK_PLOT_PX + (presentation_scale() - 1) * (MARGIN_L + MARGIN_R))
+
+
+#: The window band's label, on two lines across the band, and its background: the
+#: band's fill (``rgba(100,116,139,0.22)``, kernel_walk_figure) over the white plot.
+WINDOW_LABEL = "outside the window:<br>not read"
+WINDOW_LABEL_BG = "#DDE0E6"
+
+
+def window_label(fig: go.Figure, x_start: float, window_start: float, x_end: float, plot_height: float) -> bool:
+    """Write :data:`WINDOW_LABEL` across the grey band of tokens ``[x_start,
+    window_start)`` on the walk's x axis ``[x_start, x_end]`` (:data:`WALK_PLOT_PX`
+    across, ``plot_height`` px tall), horizontal, where it fits the band with a
+    margin of its text's size either side; elsewhere the legend and subtitle name the
+    band. Rotated, it read as 12 px set on its side (issue 27). Returns whether it was written."""
+    size = font_px("label")
+    lines = WINDOW_LABEL.split("<br>")
+    width = max(len(line) for line in lines) * LABEL_CHAR_WIDTH * size + 2 * size
+    band = (window_start - x_start) / max(x_end - x_start, 1) * WALK_PLOT_PX
+    if width > band or len(lines) * LINE_HEIGHT * size > plot_height:
+        return False
+    # On the band's grey (its fill over white), opaque: a split's dotted line stops short of the text.
+    fig.add_annotation(x=(x_start + window_start) / 2, y=0.5, yref="paper", text=WINDOW_LABEL, showarrow=False,
+                       textangle=0, font=dict(size=size, color="#334155"), bgcolor=WINDOW_LABEL_BG)
+    return True
