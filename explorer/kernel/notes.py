@@ -153,7 +153,8 @@ def merge_note(prefix: bool) -> str:
 With **split-K** (flash-decoding) several programs share one sequence's context, so a short batch still fills
 the GPU. Each split ends with its own (m, l, acc), relative to its **own** max.
 
-The last program of the row to finish (an atomic counter tells it, so no second kernel is launched) rescales
+The last program of the row to finish (an atomic counter tells it, so no second kernel is launched; with many
+draft tokens over many splits a second launch spreads this merge over one program per token) rescales
 each split to the common max with the **weight** w = 2^(m − max m) and sums:
 out = Σ w·acc / Σ w·l. A split's **share** w·l / Σ w·l is the part of the softmax mass its tokens carry: one
 with a low max contributes little.
