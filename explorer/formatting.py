@@ -349,6 +349,7 @@ _PROSE_GBPS = re.compile(r"\b(\d{4,})(?=(?: to \d+)? GB/s)|(?<= to )(\d{4,})(?= 
 
 def group_prose_bandwidths(text: str) -> str:
     """``text`` (a recorded set's note) with its whole numbers of GB/s written with
-    thousands separators, as the page's tables write them: ``"4127 to 4255 GB/s"
-    -> "4,127 to 4,255 GB/s"``; every other number (a date, a file name) untouched."""
-    return _PROSE_GBPS.sub(lambda m: f"{int(m.group(0)):,}", text)
+    thousands separators and three significant figures, as the page's headline writes them:
+    ``"4127 to 4255 GB/s" -> "4,130 to 4,260 GB/s"``; every other number (a date, a file
+    name) untouched."""
+    return _PROSE_GBPS.sub(lambda m: f"{int(float(f'{int(m.group(0)):.3g}')):,}", text)

@@ -469,4 +469,4 @@ def test_benchmark_axes_and_notes_write_thousands_as_the_tables_do():
     for name, fig in figures.items():
         assert fig.layout.yaxis.tickformat == formatting.LOG_TICK_D3, name
     note = "measured the same day in peers_v7.txt; other runs that day measured 4127 to 4255 GB/s"
-    assert formatting.group_prose_bandwidths(note) == note.replace("4127 to 4255", "4,127 to 4,255")
+    assert formatting.group_prose_bandwidths(note) == note.replace("4127 to 4255", "4,130 to 4,260")
