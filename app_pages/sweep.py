@@ -78,7 +78,7 @@ with st.container(border=True):
                                   persist_state="session", disabled=running, note_parent=st)
     budget = bounded_number_input(
         middle[2], "Naive budget per point (s)", 0.0, MAX_BUDGET_S, step=1.0, key="sw_budget",
-        persist_state="session", disabled=running, note_parent=st,
+        format=formatting.SIG3_PRINTF, persist_state="session", disabled=running, note_parent=st,
         help="the naive Python loop is skipped at a point when its calls are predicted to take longer "
              "(from the previous point's time, or from one probing call); skipped points are marked, not dropped",
     )

@@ -267,6 +267,10 @@ LOG_TICK_D3 = ",.3~r"
 #: the tick size (Plotly's ``exponentformat="power"`` drew the exponents as
 #: superscripts at 0.75 of it, 10.5 px on a 14 px tick, issue 27).
 ERROR_TICK_D3 = "~e"
+#: :func:`sig3`'s rule as a Streamlit number box's ``format`` (sprintf-js, in the browser):
+#: ``%.3g`` is JavaScript's ``toPrecision(3)``, trailing zeros kept: ``10 -> "10.0"``,
+#: ``600 -> "600"``, ``0.02 -> "0.0200"`` (``"%.2f"`` wrote "10.00", issue 27).
+SIG3_PRINTF = "%.3g"
 #: A kernel trace's running values in its hovers (a max m, a sum l, a logit): four
 #: significant digits, so a tile's rescale shows between neighbouring tiles.
 TRACE_D3 = ".4g"

@@ -140,7 +140,7 @@ def table_size_error(config: DecodeConfig) -> str | None:
     table = config.batch_size * config.max_num_blocks
     if table > MAX_TABLE_ENTRIES:
         return (
-            f"The block table would hold {format_number(table)} entries (batch {config.batch_size} x "
+            f"The block table would hold {format_number(table)} entries (batch {format_number(config.batch_size)} x "
             f"{format_number(config.max_num_blocks)} blocks); this page builds tables of at most "
             f"{format_number(MAX_TABLE_ENTRIES)}. {_table_advice(config, 'a smaller batch or a shorter context')}"
         )
@@ -190,7 +190,7 @@ def layout_size_error(config: DecodeConfig) -> str | None:
         return None
     return (
         f"To find the traced sequence's physical blocks, this page lays out the whole batch on the CPU: a block "
-        f"table of {format_number(table)} entries (batch {config.batch_size} x {format_number(config.max_num_blocks)} "
+        f"table of {format_number(table)} entries (batch {format_number(config.batch_size)} x {format_number(config.max_num_blocks)} "
         f"blocks) over a pool of {format_number(config.num_blocks)} blocks, {format_number(total)} in all; it lays out "
         f"at most {format_number(MAX_LAYOUT_ENTRIES)}. "
         f"{_table_advice(config, 'a smaller batch, a shorter context or fewer spare blocks')}"

@@ -21,7 +21,7 @@ from test_app import CPU_ONLY, TINY, arr, assert_clean, chart, open_app, url_not
 
 import ui.benchmark as bench_ui  # noqa: E402
 import ui.sweep as sweep_ui  # noqa: E402
-from explorer import limits  # noqa: E402
+from explorer import formatting, limits  # noqa: E402
 from explorer.sweep import grid, runs  # noqa: E402
 from explorer.sweep import view as sweep_view  # noqa: E402
 from explorer import settings as state  # noqa: E402
@@ -429,3 +429,11 @@ def test_presentation_mode_shows_the_points_as_an_html_table():
     _, columns = sweep_view.points_table(at.session_state[sweep_ui.JOB].frame())
     assert list(table.value.columns) == [c.label for c in columns]
     assert list(table.value.iloc[:, 3]).count("skipped") == 2  # the naive loop over its budget, at both points
+
+
+def test_naive_budget_box_shows_three_significant_figures():
+    """Issue 27: the box wrote its 10 s as "10.00" (Streamlit's default ``%0.2f``)."""
+    at = open_app(TINY, page=SWEEP, timeout=120)
+    box = at.number_input(key="sw_budget")
+    assert box.proto.format == formatting.SIG3_PRINTF == "%.3g"
+    assert box.step == 1.0  # its bounds, 0 to 600 s, the app keeps (ui.inputs.bounded_number_input)

@@ -136,3 +136,10 @@ def test_every_cap_lives_in_limits():
 
 def test_block_sizes_run_up_to_the_largest_offered():
     assert state.BLOCK_SIZES == tuple(2 ** i for i in range(9)) and state.BLOCK_SIZES[-1] == limits.MAX_BLOCK_SIZE
+
+
+def test_size_errors_write_every_number_with_thousands_separators():
+    """Issue 27: the block-table page wrote "(batch 4096 x 65,536 blocks)"."""
+    huge = DecodeConfig(batch_size=4096, context_lens=1 << 20, block_size=16)
+    assert "(batch 4,096 x 65,536 blocks)" in limits.table_size_error(huge)
+    assert "(batch 4,096 x 65,536 blocks)" in limits.layout_size_error(huge)

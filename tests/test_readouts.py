@@ -185,3 +185,13 @@ def test_new_tokens_in_the_label_the_change_and_the_note():
     # with a window, the tokens read start at each sequence's first new token's window
     windowed = readouts.attention_note(ragged.with_(window=64))
     assert "each new token reads the 64 tokens up to itself" in windowed
+
+
+def test_config_summary_writes_its_numbers_with_thousands_separators():
+    """Issue 27: the benchmark's caption read ``window=4096`` beside an info box's "sliding window 4,096"."""
+    config = DecodeConfig(batch_size=2, context_lens=(1500, 20000), block_size=16, window=4096, soft_cap=50.0,
+                          shared_prefix=1024)
+    text = readouts.config_summary(config)
+    assert "ctx=1,500-20,000 (mean 10,750)" in text
+    assert "window=4,096" in text and "soft_cap=50" in text and "prefix=1,024×" in text
+    assert "ctx=64" in readouts.config_summary(config.with_(context_lens=(64, 64), shared_prefix=0))

@@ -342,3 +342,20 @@ def test_sharing_keeps_the_arrivals_of_the_seed():
 def test_sharing_config_rules(changes, message):
     with pytest.raises(ValueError, match=message):
         sharing_config(**changes).validate()
+
+
+def test_pool_rule_writes_its_numbers_with_thousands_separators():
+    """Issue 27: "32768 tokens ... need up to 135232 blocks ... num_blocks = 16384" read raw."""
+    config = ServingConfig(num_blocks=16384, block_size=8, max_batch_size=256, arrival_rate=8.0, samples=64,
+                           system_prompt=16384, prompt_len=LengthDist("uniform", 1, 16384),
+                           output_len=LengthDist("uniform", 1, 16384), seed=0)
+    with pytest.raises(ValueError) as error:
+        config.validate()
+    message = str(error.value)
+    assert "= 32,768 tokens" in message and "64 x (output_len high = 16,384 tokens" in message
+    assert "need up to 135,232 blocks" in message and message.endswith("num_blocks = 16,384")
+    with pytest.raises(ValueError, match="got low=2,000, high=1,000"):
+        LengthDist("uniform", 2000, 1000).validate("prompt_len")
+    with pytest.raises(ValueError, match="need 2,000 blocks .* num_blocks = 1,000"):
+        ServingConfig(num_blocks=1000, block_size=1, max_batch_size=4, arrival_rate=1.0, seed=0,
+                      prompt_len=LengthDist("uniform", 1, 1000), output_len=LengthDist("uniform", 1, 1000)).validate()

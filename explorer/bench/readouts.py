@@ -92,13 +92,14 @@ def config_summary(config: DecodeConfig, without: Collection[str] = ()) -> str:
         raise ValueError(f"config_summary can leave out {', '.join(SUMMARY_PARTS)}; got {', '.join(sorted(odd))}")
     lens = config.lengths
     if len(set(lens)) <= 1:
-        ctx = f"ctx={lens[0] if lens else 0}"
+        ctx = f"ctx={format_number(lens[0] if lens else 0)}"
     else:
-        ctx = f"ctx={min(lens)}-{max(lens)} (mean {format_number(round(sum(lens) / len(lens)))})"
-    heads = f"H={config.num_heads}" + ("" if "num_kv_heads" in without else f"/{config.num_kv_heads}")
+        ctx = f"ctx={span_text(lens, '-')} (mean {format_number(round(sum(lens) / len(lens)))})"
+    heads = f"H={format_number(config.num_heads)}" + (
+        "" if "num_kv_heads" in without else f"/{format_number(config.num_kv_heads)}")
     queries = f"q={span_text(config.query_lengths, '-')}" if config.has_query_lens else ""
-    parts = {"batch_size": f"B={config.batch_size}", "context_len": ctx, "query_lens": queries, "heads": heads,
-             "head_dim": f"d={config.head_dim}", "block_size": f"bs={config.block_size}",
+    parts = {"batch_size": f"B={format_number(config.batch_size)}", "context_len": ctx, "query_lens": queries, "heads": heads,
+             "head_dim": f"d={format_number(config.head_dim)}", "block_size": f"bs={format_number(config.block_size)}",
              "dtype": config.dtype + ("" if "kv_dtype" in without else _kv_text(config)),
              "layout": config.block_layout, "device": config.device}
     return " ".join(v for k, v in parts.items() if k not in without and v) + _prefix_text(config) + _attention_text(
@@ -106,7 +107,7 @@ def config_summary(config: DecodeConfig, without: Collection[str] = ()) -> str:
 
 
 def _attention_text(config: DecodeConfig, window: bool = True) -> str:
-    options = [f"window={config.window}"] if window and config.window is not None else []
+    options = [f"window={format_number(config.window)}"] if window and config.window is not None else []
     options += [f"soft_cap={format_number(config.soft_cap)}"] if config.soft_cap is not None else []
     return "".join(f" {o}" for o in options + (["sinks"] if config.sinks else []))
 
@@ -166,7 +167,7 @@ def per_token_ms(ms: float | None, config: DecodeConfig) -> float | None:
 def _prefix_text(config: DecodeConfig) -> str:
     if not config.shared_prefix:
         return ""
-    return f" prefix={config.shared_prefix}×{count(config.prefix_groups, 'group')}"
+    return f" prefix={format_number(config.shared_prefix)}×{count(config.prefix_groups, 'group')}"
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Mapping
 
 import numpy as np
 
+from explorer.formatting import format_number
 from explorer.serving.block_manager import blocks_for, check_int
 
 LENGTH_KINDS: tuple[str, ...] = ("uniform", "long-tail")
@@ -66,7 +67,7 @@ class LengthDist:
         check_int(f"{name} {low}", self.low, 1)
         check_int(f"{name} {high}", self.high, 1)
         if self.low > self.high:
-            raise ValueError(f"{name} needs {low} <= {high}; got {low}={self.low}, {high}={self.high}")
+            raise ValueError(f"{name} needs {low} <= {high}; got {low}={format_number(self.low)}, {high}={format_number(self.high)}")
         for param in ("median", "sigma"):
             value = getattr(self, param)
             if value is not None and not (math.isfinite(value) and value > 0):
@@ -195,7 +196,7 @@ class ServingConfig:
         if self.samples > self.max_batch_size:
             raise ValueError(
                 f"{name('samples')} must be at most {name('max_batch_size')}: a request's samples run together; "
-                f"got {name('samples')} = {self.samples}, {name('max_batch_size')} = {self.max_batch_size}"
+                f"got {name('samples')} = {format_number(self.samples)}, {name('max_batch_size')} = {format_number(self.max_batch_size)}"
             )
         rate = self.arrival_rate
         is_number = isinstance(rate, (int, float)) and not isinstance(rate, bool)
@@ -207,18 +208,18 @@ class ServingConfig:
         if self.max_request_blocks > self.num_blocks and self.shares:
             raise ValueError(
                 f"the pool must hold the longest request: {name('system_prompt')} + {name('prompt_len')} "
-                f"{name('high')} = {self.system_prompt + self.prompt_len.high} tokens, then "
-                f"{self.samples} x ({name('output_len')} {name('high')} = {self.output_len.high} tokens"
+                f"{name('high')} = {format_number(self.system_prompt + self.prompt_len.high)} tokens, then "
+                f"{format_number(self.samples)} x ({name('output_len')} {name('high')} = {format_number(self.output_len.high)} tokens"
                 + (" + a copy-on-write block" if self.samples > 1 else "") + f") need up to "
-                f"{self.max_request_blocks} blocks ({name('block_size')} = {self.block_size}), but "
-                f"{name('num_blocks')} = {self.num_blocks}"
+                f"{format_number(self.max_request_blocks)} blocks ({name('block_size')} = {format_number(self.block_size)}), but "
+                f"{name('num_blocks')} = {format_number(self.num_blocks)}"
             )
         if self.max_request_blocks > self.num_blocks:
             raise ValueError(
                 f"the pool must hold the longest request: {name('prompt_len')} {name('high')} + "
-                f"{name('output_len')} {name('high')} = {self.prompt_len.high + self.output_len.high} tokens "
-                f"need {self.max_request_blocks} blocks ({name('block_size')} = {self.block_size}), but "
-                f"{name('num_blocks')} = {self.num_blocks}"
+                f"{name('output_len')} {name('high')} = {format_number(self.prompt_len.high + self.output_len.high)} tokens "
+                f"need {format_number(self.max_request_blocks)} blocks ({name('block_size')} = {format_number(self.block_size)}), but "
+                f"{name('num_blocks')} = {format_number(self.num_blocks)}"
             )
         return self
 
