@@ -145,7 +145,7 @@ def test_block_table_page_gives_each_meaning_its_own_palette(sharing, prefix):
     # Each chart names what its colour means, beside the scale or on the legend.
     assert key_text(table.data[0].colorbar.title.text) == cell_style.BLOCK_KEY
     assert key_text(walk.data[0].colorbar.title.text) == cell_style.BLOCK_KEY
-    assert pool.layout.legend.title.text == (cell_style.REF_COUNT_KEY if shares else cell_style.SEQUENCE_KEY)
+    assert pool.layout.legend.title.text == (cell_style.POOL_REF_COUNT_KEY if shares else cell_style.SEQUENCE_KEY)
     for fig in (table, pool, walk):
         assert "colour = " in fig.layout.title.subtitle.text
 

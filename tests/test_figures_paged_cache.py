@@ -159,6 +159,20 @@ def test_token_walk_maps_tokens_to_blocks_and_slots():
     assert empty.sum() == 3 * 16 - 40 and empty[2, 8:].all()
 
 
+def test_token_walk_and_pool_name_what_their_cells_count():
+    """Issue 27: the walk writes token positions in cells coloured like the block
+    table's physical block ids; its subtitle says so. The pool's reference-count key
+    counts the sequences holding the physical block (legend or colour bar)."""
+    config, tables, _ = _layout()
+    walk = walk_figures.token_walk_figure(tables[1], 40, 16, seq=1, num_blocks=config.num_blocks)
+    assert "cell numbers: token position" in walk.layout.title.subtitle.text
+    assert np.array(walk.data[0].text)[2, 5] == "37"  # token 37 = block 2, slot 5: its position
+    b = _shared_example()
+    stepped = sharing_figures.pool_ref_count_figure(b.ref_counts, b.block_tables, 16)
+    assert stepped.layout.legend.title.text == "colour = sequences holding the physical block"
+    many = sharing_figures.pool_ref_count_figure(np.array([0, 1, 30]), np.zeros((30, 1), dtype=int) + 2, 4)
+    assert many.data[0].colorbar.title.text.replace("<br>", " ") == "colour = sequences holding the physical block"
+
 def test_token_walk_scale_follows_a_sequence_lost_in_a_huge_pool():
     fig = walk_figures.token_walk_figure(np.arange(1000, 1064), 64 * 16, 16, num_blocks=500_000)
     assert (fig.data[0].zmin, fig.data[0].zmax) == (1000, 1063)

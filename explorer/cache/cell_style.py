@@ -15,6 +15,11 @@ from explorer.style import FREE_COLOR, OTHER_COLOR, SEQUENCE_COLORS, font_px, pl
 BLOCK_KEY = "colour = physical block id"
 SEQUENCE_KEY = "colour = sequence"
 REF_COUNT_KEY = "colour = sequences holding the block"
+#: The pool's own key for its reference counts: its cells are physical blocks, while the
+#: block table beside it writes physical block ids in its cells (issue 27).
+POOL_REF_COUNT_KEY = "colour = sequences holding the physical block"
+#: What the token walk writes in its cells (the block table writes physical block ids).
+WALK_CELL_KEY = "cell numbers: token position"
 #: Table cells before a sliding window's first block: held, not read. Filled with
 #: this neutral grey (opaque: no block id's blue shows through), their id written
 #: on it in dark slate and a bold line where the window starts, named so in the

@@ -14,6 +14,7 @@ from plotly.colors import sample_colorscale
 from explorer.cache.cell_style import (
     NARROW_BAR_PLOT_PX,
     NARROW_PLOT_PX,
+    POOL_REF_COUNT_KEY,
     REF_COUNT_KEY,
     add_legend_square,
     cell_text_fits,
@@ -210,7 +211,7 @@ def pool_ref_count_figure(
             zmin=lo - 0.5,
             zmax=(top if levels is None else len(levels)) + 0.5,
             showscale=not stepped,
-            colorbar=dict(title=colorbar_title(REF_COUNT_KEY), thickness=14,
+            colorbar=dict(title=colorbar_title(POOL_REF_COUNT_KEY), thickness=14,
                           **integer_ticks(0, top, plot_height)),
             hoverongaps=False,
             hovertemplate=template,
@@ -231,7 +232,7 @@ def pool_ref_count_figure(
             add_legend_square(fig, ref_color(int(k), top), f"{k} sequences", meta={"refs": int(k)})
     pool_pick(fig, num_blocks, max_cells, plot_height, highlight, shape)
     if stepped:
-        legend_key(fig, REF_COUNT_KEY)
+        legend_key(fig, POOL_REF_COUNT_KEY)
     apply_style(fig, "Physical block pool: sharing", subtitle, height=height, width_px=NARROW_FIGURE_PX)
     fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)" if per_cell > 1
                      else "+ offset within row", showgrid=False, zeroline=False,

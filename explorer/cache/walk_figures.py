@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 
 from explorer.cache.cell_style import (
     BLOCK_KEY,
+    WALK_CELL_KEY,
     WIDE_PLOT_PX,
     add_legend_square,
     add_new_token_marks,
@@ -102,7 +103,7 @@ def token_walk_figure(
     own_scale = (hi - lo + 1) < 0.1 * num_blocks
     if own_scale:
         zmin, zmax = lo, max(hi, lo + 1)
-    subtitle = f"{count(n, 'token')} in {count(needed, 'block')} of {block_size}; {BLOCK_KEY}"
+    subtitle = f"{count(n, 'token')} in {count(needed, 'block')} of {block_size}; {BLOCK_KEY}; {WALK_CELL_KEY}"
     if own_scale:
         subtitle += f" (scale: this sequence's blocks {lo:,}–{hi:,})"
     new = 0 if query_len is None else max(0, min(int(query_len), n))
@@ -112,6 +113,7 @@ def token_walk_figure(
         subtitle += f" · sampled: {grid.strides('logical block', 'slot')} shown"
     # Tall enough for the y axis title beside even one or two rows.
     height = int(min(720, max(320, 140 + 22 * len(logical))))
+    height += max(0, 160 - plot_area_height(height, subtitle))  # a subtitle on more lines keeps the plot's room
     plot_height = plot_area_height(height, subtitle)
     gaps = cell_gaps(len(logical), len(slots), plot_height)
     text_on = cell_text_fits(len(logical), len(slots), len(str(n - 1)), WIDE_PLOT_PX, plot_height)
