@@ -46,3 +46,18 @@ def test_highlight_marks_the_sidebar_configuration():
     assert (band["x0"], band["x1"]) == (1.5, 2.5)  # the third category
     assert any(a["text"] == "your configuration" for a in spec["layout"]["annotations"])
     assert not _fig("batch 3 × 99 tokens").get("layout", {}).get("shapes")
+
+
+def test_configurations_in_kv_token_order_and_labels_on_two_lines_at_most():
+    """Issue 27: the categories must read in the order of the K/V tokens they hold
+    (batch x context), whatever the file's order, and "batch 4 × 2,048 tokens" took three lines."""
+    from explorer.formatting import line_count
+    shuffled = ROWS.iloc[::-1].reset_index(drop=True)
+    expected = ["batch 2 × 60 tokens", "batch 1 × 512 tokens", "batch 16 × 256 tokens", "batch 4 × 2,048 tokens"]
+    assert recorded_figures.kv_token_order(shuffled) == expected
+    for scale in (1.0, style.PRESENTATION_SCALE):
+        with style.presentation(scale):
+            xaxis = recorded_figures.recorded_latency_figure(shuffled, gpu="NVIDIA H200", date="2026-11-29",
+                                                             layout="shuffled").to_plotly_json()["layout"]["xaxis"]
+        assert list(xaxis["categoryarray"]) == list(xaxis["tickvals"]) == expected
+        assert max(line_count(t) for t in xaxis["ticktext"]) <= 2

@@ -8,10 +8,21 @@ import plotly.graph_objects as go
 
 from explorer.formatting import LOG_TICK_D3, MS_D3, in_unit
 from explorer.category_ticks import set_category_ticks
-from explorer.style import FULL_FIGURE_PX, apply_style, font_px, impl_color, log_axis_range
+from explorer.style import FULL_FIGURE_PX, FULL_PLOT_WIDTH_PX, apply_style, font_px, impl_color, log_axis_range
 
 #: Fill of the configuration that matches the sidebar's.
 HIGHLIGHT_COLOR = "rgba(250, 204, 21, 0.25)"
+
+
+def kv_token_order(rows: pd.DataFrame) -> list[str]:
+    """The ``configuration`` names of ``rows`` (with ``batch_size`` and ``context_len``) in
+    the order of the K/V tokens they hold, ``batch_size x context_len``, ascending (the
+    smaller batch first where two hold as many): ``batch 2 × 60``, ``batch 1 × 512``,
+    ``batch 16 × 256``..."""
+    configs = rows.drop_duplicates("configuration")
+    tokens = configs["batch_size"].astype(int) * configs["context_len"].astype(int)
+    order = sorted(range(len(configs)), key=lambda i: (tokens.iloc[i], int(configs["batch_size"].iloc[i])))
+    return [configs["configuration"].iloc[i] for i in order]
 
 
 def recorded_latency_figure(
@@ -42,7 +53,7 @@ def recorded_latency_figure(
         hollow dots; every name and the title say "recorded".
     """
     fig = go.Figure()
-    configs = list(dict.fromkeys(rows["configuration"]))
+    configs = kv_token_order(rows)
     for label, group in rows.groupby("implementation", sort=False):
         color = impl_color(group["key"].iloc[0])
         gpu_rows = group[group["gpu_time_ms"].notna()]
@@ -72,6 +83,8 @@ def recorded_latency_figure(
     fig.update_yaxes(title=f"recorded latency ({unit})", type="log", tickformat=LOG_TICK_D3)
     # room above the highest dot for the band's label
     log_axis_range(fig, [in_unit(v, unit) for v in [*rows["gpu_time_ms"].dropna(), *rows["median_ms"]]], 0.2, 0.6 if highlight in configs else 0.3)
-    set_category_ticks(fig, configs)
-    fig.update_xaxes(title=None)
+    # the full page's width: at a half chart's share "batch 4 × 2,048 tokens" took three lines
+    set_category_ticks(fig, configs, FULL_PLOT_WIDTH_PX)
+    # the axis's order is the list's, not that of the first trace (GPU time), which may lack some
+    fig.update_xaxes(title=None, categoryorder="array", categoryarray=configs)
     return fig
