@@ -470,3 +470,15 @@ def test_benchmark_axes_and_notes_write_thousands_as_the_tables_do():
         assert fig.layout.yaxis.tickformat == formatting.LOG_TICK_D3, name
     note = "measured the same day in peers_v7.txt; other runs that day measured 4127 to 4255 GB/s"
     assert formatting.group_prose_bandwidths(note) == note.replace("4127 to 4255", "4,130 to 4,260")
+
+
+@pytest.mark.parametrize("scale", [1.0, style.PRESENTATION_SCALE])
+def test_accuracy_quantization_label_stands_clear_above_its_line(scale):
+    """Issue 27: the fp8 quantization label sat on its own dashed line. Its bottom
+    stands above the line by half the line's end marks and a gap scaled to its font."""
+    with style.presentation(scale):
+        fig = accuracy_figures.accuracy_figure(_four_results(), quantization_error=0.0522)
+        label = next(a for a in fig.layout.annotations if (a.text or "").startswith("fp8 quantization error"))
+        line = next(d for d in fig.data if d.name.startswith("fp8 quantization error"))
+        assert label.yanchor == "bottom" and label.y == pytest.approx(math.log10(line.y[0]))
+        assert label.yshift >= line.marker.size / 2 * style.scaled(1) and label.yshift > style.font_px("label") * 0.25

@@ -51,6 +51,13 @@ def _quantization_text(label: str, error: float) -> str:
     return f"{head}: {significant(error)}<br>({rest}" if sep else f"{label}: {significant(error)}"
 
 
+def _quantization_yshift() -> float:
+    """Pixels from the quantization line up to its label's bottom: half the line's
+    end marks (28 px at scale 1) and a gap scaled to the label's font, so that the
+    label's box does not cover its own dashed line at any size (issue 27)."""
+    return scaled(14) + font_px("label") * 0.3
+
+
 #: The accuracy chart's height and the pixels over its plot for the pass/fail marks, at scale 1.
 _ACCURACY_HEIGHT, _ACCURACY_MARKS_PX = 480, 26
 
@@ -193,7 +200,8 @@ def accuracy_figure(
             row=2, col=1,
         )
         fig.add_annotation(x=1, xref="x2 domain", xanchor="right", y=math.log10(level), yref="y2",
-                           yanchor="bottom", text=_quantization_text(quantization_label, quantization_error),
+                           yanchor="bottom", yshift=_quantization_yshift(),
+                           text=_quantization_text(quantization_label, quantization_error),
                            showarrow=False, align="right",
                            font=dict(color=QUANTIZATION_COLOR, size=font_px("label")), bgcolor="rgba(255,255,255,0.85)")
     tol = "tolerance"

@@ -32,6 +32,7 @@ from explorer.style import (
     integer_ticks,
     plot_area_height,
     plot_width_px,
+    scaled,
 )
 
 
@@ -113,7 +114,7 @@ def token_walk_figure(
         subtitle += f" · sampled: {grid.strides('logical block', 'slot')} shown"
     # Tall enough for the y axis title beside even one or two rows.
     height = int(min(720, max(320, 140 + 22 * len(logical))))
-    height += max(0, 160 - plot_area_height(height, subtitle))  # a subtitle on more lines keeps the plot's room
+    height += max(0, int(scaled(160)) - plot_area_height(height, subtitle))  # a subtitle on more lines keeps the plot's room
     plot_height = plot_area_height(height, subtitle)
     gaps = cell_gaps(len(logical), len(slots), plot_height)
     text_on = cell_text_fits(len(logical), len(slots), len(str(n - 1)), WIDE_PLOT_PX, plot_height)
