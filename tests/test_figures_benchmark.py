@@ -458,7 +458,8 @@ def test_benchmark_axes_and_notes_write_thousands_as_the_tables_do():
     from explorer.bench.recorded_figures import recorded_latency_figure
 
     history = [_entry(1, "B=1", RESULTS), _entry(2, "B=2", RESULTS)]
-    rows = pd.DataFrame({"configuration": ["4 x 2048", "4 x 2048"], "implementation": ["Triton", "Naive PyTorch"],
+    rows = pd.DataFrame({"configuration": ["4 x 2048", "4 x 2048"], "batch_size": [4, 4], "context_len": [2048, 2048],
+                         "implementation": ["Triton", "Naive PyTorch"],
                          "key": ["triton", "naive"], "gpu_time_ms": [0.02, float("nan")], "median_ms": [0.05, 1.2]})
     figures = {
         "latency": bench_figures.latency_figure(RESULTS),
