@@ -159,7 +159,7 @@ def test_serving_block_tables_take_the_pools_colouring_and_say_so(color_by):
         assert held.any() and (z[held] > 1).any()
         assert np.array_equal(z[held], levels[blocks[held]])
         assert table.data[0].colorscale == pool.data[0].colorscale
-        assert table.layout.legend.title.text == cell_style.REF_COUNT_KEY
+        assert table.layout.legend.title.text == cell_style.POOL_REF_COUNT_KEY
         named = legend_colours(table, lambda t: bool(t.meta and "level" in t.meta))
         assert colours([sharing_figures.REF_LEVEL_COLORS[int(v) - 1] for v in np.unique(z[held])]) <= colours(named)
         # The levels the pool's legend lists, present at this step or not (issue 27: the two legends disagreed).
