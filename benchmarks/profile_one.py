@@ -21,13 +21,16 @@ def main() -> None:
     p.add_argument("--context", type=int, default=2048)
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--num-heads", type=int, default=32)
+    p.add_argument("--query-len", type=int, default=1, help="query (draft) tokens per sequence")
     p.add_argument("--impl", default="triton")
     args = p.parse_args()
     if not torch.cuda.is_available():
         sys.exit("benchmarks.profile_one needs a CUDA GPU (it times GPU kernels); none is visible here")
     cfg = DecodeConfig(batch_size=args.batch, context_lens=args.context, num_heads=args.num_heads, num_kv_heads=8,
-                       head_dim=128, block_size=args.block_size, dtype="float16", device="cuda", block_layout="shuffled")
-    run = prepare(args.impl, *build_decode_inputs(cfg).args())
+                       head_dim=128, block_size=args.block_size, dtype="float16", device="cuda", block_layout="shuffled",
+                       query_lens=args.query_len)
+    inputs = build_decode_inputs(cfg)
+    run = prepare(args.impl, *inputs.args(), **inputs.kwargs())
     for _ in range(3):
         run()
     torch.cuda.synchronize()

@@ -52,6 +52,7 @@ def main(argv=None) -> int:
                    help="extra ragged batches: BATCH lengths spread over 1..MAX (e.g. 16:32768, or 32:32768:long-tail)")
     p.add_argument("--query-lens", type=int, nargs="+", default=[1],
                    help="query (draft) tokens per sequence, each a run of its own (default: 1)")
+    p.add_argument("--soft-cap", type=float, default=None, help="logit soft-cap of every run (default: none)")
     p.add_argument("--out")
     args = p.parse_args(argv)
     extra = []
@@ -70,14 +71,15 @@ def main(argv=None) -> int:
         if index < len(CONFIGS) and ((args.only and kind not in args.only) or (args.configs and index not in args.configs)):
             continue
         cfg = DecodeConfig(batch_size=batch, context_lens=lens, dtype=args.dtype, device="cuda", seed=3,
-                           kv_dtype=args.kv_dtype, kv_scale=args.kv_scale, query_lens=q_len,
+                           kv_dtype=args.kv_dtype, kv_scale=args.kv_scale, query_lens=q_len, soft_cap=args.soft_cap,
                            **{**BASE, "head_dim": args.head_dim, **over})
         inputs = build_decode_inputs(cfg)
         shape = check_decode_args(*inputs.args(), **inputs.kwargs())
         ref = reference_decode(*inputs.args(), **inputs.kwargs())
         nbytes = cfg.decode_bytes()
         base = dict(kind=kind, batch=batch, context=max(cfg.lengths), block_size=cfg.block_size, head_dim=cfg.head_dim,
-                    kv_dtype=str(cfg.kv_torch_dtype).removeprefix("torch."), query_len=q_len)
+                    kv_dtype=str(cfg.kv_torch_dtype).removeprefix("torch."), query_len=q_len,
+                    soft_cap=args.soft_cap)
 
         def measure(**kw):
             try:

@@ -112,6 +112,12 @@ def spread_merge(max_slots: int, merge_rows: int, head_dim_pad: int) -> bool:
     return max_slots > 1 and max_slots * merge_rows * head_dim_pad * 4 > SPREAD_MERGE_BYTES
 
 
+#: A soft-capped step whose tiles each lie inside one block (blocks of at least
+#: a tile's tokens) runs this many warps: the cap's tanh on every score of the
+#: tile spreads over twice the threads. Measured in docs/performance.md, "v20".
+SOFT_CAP_BIG_BLOCK_WARPS = 8
+
+
 #: Bytes of shared memory the K/V pipeline stages of one program may take.
 SHARED_MEMORY_BUDGET = 160 * 1024
 
@@ -271,7 +277,8 @@ def plan_launch(
     of about equal length, except for draft tiles of more than 16 rows),
     no longer than a split
     rounded up to a power of two, and halved until the pipeline's K/V buffers fit
-    :data:`SHARED_MEMORY_BUDGET`; 4 warps; 3 pipeline stages for 16-bit caches, 2
+    :data:`SHARED_MEMORY_BUDGET`; 4 warps (:data:`SOFT_CAP_BIG_BLOCK_WARPS` for a
+    soft-capped one-token step on a 16-bit cache whose tiles lie inside one block); 3 pipeline stages for 16-bit caches, 2
     for float32 and for draft tiles of 2 to 32 rows. An fp8 cache whose batch has at least :data:`FP8_ONE_WARP_MIN_ROWS`
     (sequence, KV head) rows (and no such draft tiles) instead runs one warp per
     program, splits until there
@@ -394,13 +401,15 @@ def plan_launch(
     if block_n_override is None:
         block_n = min(block_n, next_pow2(partition))
     block_n = dot_pad(block_n)
+    soft_cap_big_block = (shape.soft_cap is not None and shape.block_size >= block_n and not draft_rows
+                          and not shape.is_fp8)
 
     return LaunchPlan(
         block_n=block_n,
         **tile_shape(block_n, shape.block_size)._asdict(),
         num_splits=num_splits,
         blocks_per_split=blocks_per_split,
-        num_warps=(1 if one_warp else 4) if num_warps is None else num_warps,
+        num_warps=num_warps or (1 if one_warp else SOFT_CAP_BIG_BLOCK_WARPS if soft_cap_big_block else 4),
         num_stages=num_stages,
         block_size=shape.block_size,
         balanced=bool(balanced),

@@ -162,3 +162,22 @@ def test_spread_merge_past_128_kb_of_partials(max_slots, merge_rows, head_dim_pa
     """The split-K merge leaves the last program for a launch of its own when it would read more than
     SPREAD_MERGE_BYTES of float32 partials per (sequence, KV head)."""
     assert spread_merge(max_slots, merge_rows, head_dim_pad) is spread
+
+
+@pytest.mark.parametrize(("block_size", "soft_cap", "kv_dtype", "query_len", "num_warps"), [
+    (256, 50.0, None, 1, 8),  # soft-cap, tiles inside one block: 8 warps
+    (256, None, None, 1, 4),  # no cap
+    (16, 50.0, None, 1, 4),  # tiles of several blocks
+    (256, 50.0, None, 4, 4),  # draft rows: their own plan
+    (256, 50.0, "float8_e4m3fn", 1, 4),  # fp8 cache (4-warp plan: too few rows for one warp): unmeasured, unchanged
+])
+def test_soft_cap_on_big_blocks_runs_eight_warps(four_sms, block_size, soft_cap, kv_dtype, query_len, num_warps):
+    """A soft-capped one-token step whose tiles lie inside one block runs
+    SOFT_CAP_BIG_BLOCK_WARPS warps (docs/performance.md, "v20"); everything else keeps 4."""
+    config = pa.DecodeConfig(batch_size=2, context_lens=2048, num_heads=16, num_kv_heads=8, head_dim=128,
+                             block_size=block_size, dtype="float16", device="cpu", soft_cap=soft_cap,
+                             kv_dtype=kv_dtype, query_lens=query_len)
+    inputs = pa.build_decode_inputs(config)
+    plan = plan_triton_decode(*inputs.args(), **inputs.kwargs()).plan
+    assert plan.num_warps == num_warps
+    assert plan_triton_decode(*inputs.args(), **inputs.kwargs(), num_warps=2).plan.num_warps == 2
