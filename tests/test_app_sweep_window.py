@@ -51,7 +51,7 @@ def test_a_window_sweep_from_the_url_runs_every_implementation_and_marks_the_con
     assert (table["correct"] == "yes").all() and list(table.columns)[1] == "value"
     latency = chart(at, "sw_latency_chart")
     (triton,) = traces(latency, implementation="triton", kind="timed")
-    assert arr(triton["x"]).tolist() == [16, 74]
+    assert arr(triton["customdata"])[:, 2].tolist() == [16, 74]  # x: dodged
     shapes, labels = limit_line(latency)
     assert [(s["x0"], s["line"]["dash"]) for s in shapes] == [(37, "dash")] and labels == ["context 37"]
     assert at.query_params["sw_axis"] in ("window", ["window"])

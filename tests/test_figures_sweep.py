@@ -1,5 +1,6 @@
 """Figures of parameter sweeps: latency, bandwidth, speedup and ratios along the swept axis, with skipped points and several sources."""
 
+import itertools
 import math
 
 import pandas as pd
@@ -24,15 +25,16 @@ def frame(copy=None, source="this session", **kw):
 def test_sweep_latency_draws_timed_and_skipped_points():
     fig = sweep_figures.sweep_latency_figure(frame())
     (triton,) = traces(fig, implementation="triton", kind="timed")
-    assert list(triton.x) == [16, 32, 64] and list(triton.y) == pytest.approx([0.1] * 3)
+    # x is dodged beside the other implementations (test_sweep_latency_dodges_...); the true value is customdata's last
+    assert list(triton.customdata[:, 2]) == [16, 32, 64] and list(triton.y) == pytest.approx([0.1] * 3)
     assert triton.line.color == style.IMPL_COLORS["triton"]
     assert list(triton.error_y.array) == pytest.approx([0.01] * 3)  # p80 - median
     (naive,) = traces(fig, implementation="naive", kind="timed")
-    assert list(naive.x) == [16, 32]
+    assert list(naive.customdata[:, 2]) == [16, 32]
     (skipped,) = traces(fig, implementation="naive", kind="skipped")
-    assert list(skipped.x) == [64] and list(skipped.y) == pytest.approx([0.64])  # at the predicted time
+    assert list(skipped.customdata[:, 1]) == [64] and list(skipped.y) == pytest.approx([0.64])  # at the predicted time
     assert skipped.marker.symbol == sweep_figures.SKIPPED_SYMBOL and list(skipped.text) == ["skipped"]
-    assert "over budget" in skipped.customdata[0]
+    assert "over budget" in skipped.customdata[0][0]
     assert fig.layout.xaxis.type == "log" and fig.layout.xaxis.title.text == sweep_grid.AXES["context_len"]
     assert list(fig.layout.xaxis.tickvals) == [16, 32, 64]
 
@@ -278,3 +280,37 @@ def test_the_ceiling_label_fits_across_the_plot_and_over_the_line(scale):
     assert axis.type == "log"
     over = (axis.range[1] - math.log10(4240.0)) / (axis.range[1] - axis.range[0]) * plot
     assert over >= len(lines) * style.LINE_HEIGHT * label.font.size, (over, lines)
+
+
+@pytest.mark.parametrize("scale", [1, style.PRESENTATION_SCALE])
+@pytest.mark.parametrize("values", [(16, 32, 64), (16, 20), (64,)])
+def test_sweep_latency_dodges_implementations_at_one_value_and_hovers_the_true_value(values, scale):
+    """Review at 1280x720 (issue 27): at one swept value the p20–p80 bars of the
+    implementations stood on one another. Each implementation is drawn a few pixels
+    beside the others, the same on screen at every value (a factor on a log axis),
+    its skipped points with it; the hover and customdata keep the true value."""
+    rows = frame(values=values, skip_from=values[-1])
+    rows["median_ms"], rows["p20_ms"], rows["p80_ms"] = 1.0, 0.8, 1.25  # every bar on the others
+    with style.presentation(scale):
+        fig = sweep_figures.sweep_latency_figure(rows)
+        width = style.plot_width_px(style.HALF_PLOT_WIDTH_PX)
+    axis = fig.layout.xaxis
+    log = axis.type == "log"
+    assert log is (values[-1] / values[0] >= 4)
+    lo, hi = (math.log10(values[0]), math.log10(values[-1])) if log else (values[0], values[-1])
+    if len(values) == 1:
+        lo, hi = axis.range
+    offsets = {}  # px from the true value, per implementation
+    for t in fig.data:
+        true = list(t.customdata[:, -1])
+        assert true == [v for v in values if (t.meta["kind"] == "skipped") is (t.meta["implementation"] == "naive"
+                                                                                and v >= values[-1])]
+        assert "%{x" not in t.hovertemplate and f"%{{customdata[{t.customdata.shape[1] - 1}]:,}}" in t.hovertemplate
+        px = [((math.log10(x) - math.log10(v)) if log else (x - v)) / (hi - lo) * width for x, v in zip(t.x, true)]
+        assert max(px) - min(px) == pytest.approx(0, abs=1e-6)  # one dodge along the whole line
+        offsets.setdefault(t.meta["implementation"], set()).add(round(px[0], 6))
+    assert all(len(o) == 1 for o in offsets.values())  # a skipped point stands where its timed ones do
+    dodge = sorted(o.pop() for o in offsets.values())
+    assert len(dodge) == 3 and sum(dodge) == pytest.approx(0, abs=1e-6)  # centred on the true value
+    gaps = [b - a for a, b in itertools.pairwise(dodge)]
+    assert all(5 <= g <= 7 + 1e-6 for g in gaps), gaps  # apart, and only slightly

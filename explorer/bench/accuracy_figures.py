@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from explorer.bench.view import significant
 from explorer.category_ticks import set_category_ticks
-from explorer.formatting import ERROR_TICK_D3
+from explorer.formatting import ERROR_TICK_D3, format_times
 from explorer.style import (
     ERROR_FLOOR,
     FAIL_COLOR,
@@ -51,6 +51,21 @@ def _quantization_text(label: str, error: float) -> str:
     return f"{head}: {significant(error)}<br>({rest}" if sep else f"{label}: {significant(error)}"
 
 
+def ratio_ticks(fig: go.Figure, **where) -> None:
+    """Label the tolerance-ratio panel's decades as multiples of the tolerance
+    (``"1×"`` on its line, ``"0.1×"``, ``"0.01×"``: :func:`~explorer.formatting.format_times`)
+    at the decades Plotly would tick (every ``dtick``-th of the axis' range), so
+    that none reads as the abs-error panel's ``"1e−1"`` below it: the same decade
+    written twice on one chart read as a bug from the back of a room (issue 27).
+    ``where`` (``row``, ``col``) picks the panel's axis."""
+    axis = next(iter(fig.select_yaxes(**where)))
+    lo, hi = axis.range
+    step = int(axis.dtick or 1)
+    decades = range(math.ceil(lo / step - 1e-9) * step, math.floor(hi + 1e-9) + 1, step)
+    fig.update_yaxes(tickmode="array", tickvals=[10.0 ** k for k in decades],
+                     ticktext=[format_times(10.0 ** k) for k in decades], **where)
+
+
 def _quantization_yshift() -> float:
     """Pixels from the quantization line up to its label's bottom: half the line's
     end marks (28 px at scale 1) and a gap scaled to the label's font, so that the
@@ -71,8 +86,9 @@ def accuracy_figure(
 
     Top: the tolerance ratio ``max |out − ref| / (atol + rtol·|ref|)`` (the
     result's ``max_tol_ratio``), with a line at 1: a result passes exactly when
-    its dot stays at or below it. Bottom: the max absolute error with ``atol`` as
-    a line. Relative error is not drawn: it is large wherever the reference is near
+    its dot stays at or below it, its decades written as multiples of the
+    tolerance (``"1×"``, ``"0.1×"``: :func:`ratio_ticks`). Bottom: the max absolute
+    error with ``atol`` as a line, its decades ``"1e−3"``. Relative error is not drawn: it is large wherever the reference is near
     zero, even for a correct output.
 
     Each panel runs from a decade under its smallest error or line to above its
@@ -231,6 +247,7 @@ def accuracy_figure(
     fig.update_layout(showlegend=False)
     fig.update_yaxes(type="log", tickformat=ERROR_TICK_D3)
     fig.update_yaxes(title="error ÷ tol.", row=1, col=1)
+    ratio_ticks(fig, row=1, col=1)
     fig.update_yaxes(title="abs error", row=2, col=1)
     fig.update_xaxes(showgrid=False, ticklabelstandoff=10)  # clear of the exact results' circles on the floor
     set_category_ticks(fig, labels)

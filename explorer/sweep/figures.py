@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 from explorer.formatting import (LOG_TICK_D3, MS_D3, SIG3_D3, compact, format_axis_value, format_gbps,
                                  kv_dtype_label, line_count, wrap_at_separators)
 from explorer.legend_layout import fit_legend
+from explorer.sweep.dodge import axis_values, log_x, set_dodge_range, x_dodge
 from explorer.style import (
     HALF_PLOT_WIDTH_PX,
     IMPL_COLORS,
@@ -39,8 +40,7 @@ from explorer.style import (
 SOURCE_DASHES: tuple[str, ...] = ("solid", "dash", "dot", "dashdot")
 SOURCE_SYMBOLS: tuple[str, ...] = ("circle", "diamond", "square", "triangle-up")
 SKIPPED_SYMBOL = "circle-open"
-#: Log axes once the data spans this factor.
-LOG_X_SPAN = 4
+#: A log y axis once the data spans this factor (x: :data:`explorer.sweep.dodge.LOG_X_SPAN`).
 LOG_Y_SPAN = 10
 def _sources(frame) -> list[str]:
     return list(dict.fromkeys(frame["source"].astype(str))) if len(frame) else []
@@ -88,8 +88,8 @@ def axis_title(frame) -> str:
 
 
 def sweep_x_axis(fig: go.Figure, values: Sequence[float], title: str, **kw) -> None:
-    values = sorted({float(v) for v in values if v is not None and math.isfinite(v) and v > 0})
-    log = len(values) > 1 and values[-1] / values[0] >= LOG_X_SPAN
+    values = axis_values(values)
+    log = log_x(values)
     fig.update_xaxes(title=title, type="log" if log else "linear", zeroline=False, **kw)
     if log:  # Plotly's own ticks, past 16 values
         fig.update_xaxes(tickformat=LOG_TICK_D3, **kw)
@@ -168,8 +168,10 @@ def trace_name(label: str, source: str, sources: Sequence[str]) -> str:
 def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
     """Median call latency of each implementation across a sweep's axis.
 
-    Log-log when the axis spans a factor of :data:`LOG_X_SPAN` and the times a
-    factor of :data:`LOG_Y_SPAN`. Error bars span p20 to p80. Points the naive
+    Log-log when the axis spans a factor of :data:`~explorer.sweep.dodge.LOG_X_SPAN` and the times a
+    factor of :data:`LOG_Y_SPAN`. Error bars span p20 to p80; each implementation
+    (and line style) is dodged a few pixels along x (:func:`x_dodge`), so that bars
+    at one value stand apart; the hover names the true value. Points the naive
     implementation skipped (over its time budget) are open circles at the
     predicted time, so they read as skipped, not missing.
 
@@ -186,9 +188,11 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
     -------
     go.Figure
         Per source and implementation one ``"lines+markers"`` trace of timed points
-        (``x`` = axis value, ``y`` = median ms, ``meta`` = ``{"implementation",
-        "source", "kind": "timed"}``), and, where points were skipped, one marker
-        trace with ``meta["kind"] == "skipped"`` (``y`` = predicted ms).
+        (``x`` = axis value dodged, ``y`` = median ms, ``customdata`` rows ``[p20,
+        p80, axis value]``, ``meta`` = ``{"implementation", "source", "kind":
+        "timed"}``), and, where points were skipped, one marker trace with
+        ``meta["kind"] == "skipped"`` (``y`` = predicted ms, ``customdata`` rows
+        ``[note, axis value]``).
     """
     fig = go.Figure()
     title = "Latency across the sweep"
@@ -196,11 +200,14 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
         return no_data_figure(fig, "No points yet.", title)
     series = source_series(frame)
     sources = [name for name, _, _ in series]
+    slots = [(si, name) for si, (_, _, part) in enumerate(series) for name in impl_order(part)]
+    shift = x_dodge(frame["value"].tolist(), len(slots))
     ys: list[float] = []
     for si, (source, _, part) in enumerate(series):
         for name in impl_order(part):
             rows = part[part["implementation"] == name].sort_values("value")
             color, label = impl_color(name), impl_label(name)
+            slot = slots.index((si, name))
             ok = rows[rows["status"] == "ok"]
             if len(ok):
                 med = ok["median_ms"].to_numpy(float)
@@ -208,12 +215,13 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
                 lo = np.nan_to_num(med - ok["p20_ms"].to_numpy(float), nan=0.0).clip(min=0)
                 ys += [*med, *(med + hi), *(med - lo)]
                 fig.add_trace(go.Scatter(
-                    x=ok["value"].to_numpy(float), y=med, mode="lines+markers", name=trace_name(label, source, sources),
+                    x=shift(slot, ok["value"]), y=med, mode="lines+markers", name=trace_name(label, source, sources),
                     legendgroup=f"{name}", line=dict(color=color, width=2.2, dash=SOURCE_DASHES[si % 4]),
                     marker=dict(color=color, size=8, symbol=SOURCE_SYMBOLS[si % 4]),
                     error_y=dict(type="data", array=hi, arrayminus=lo, color=with_alpha(color, 0.5), thickness=1.2, width=3),
-                    customdata=np.stack([ok["p20_ms"].to_numpy(float), ok["p80_ms"].to_numpy(float)], axis=-1),
-                    hovertemplate=f"{label} ({source})<br>%{{x:,}}: median %{{y:{MS_D3}}} ms"
+                    customdata=np.stack([ok["p20_ms"].to_numpy(float), ok["p80_ms"].to_numpy(float),
+                                         ok["value"].to_numpy(float)], axis=-1),
+                    hovertemplate=f"{label} ({source})<br>%{{customdata[2]:,}}: median %{{y:{MS_D3}}} ms"
                     f"<br>p20–p80 %{{customdata[0]:{MS_D3}}}–%{{customdata[1]:{MS_D3}}} ms<extra></extra>",
                     meta={"implementation": name, "source": source, "kind": "timed"},
                 ))
@@ -222,13 +230,14 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
                 pred = skipped["predicted_ms"].to_numpy(float)
                 ys += list(pred[np.isfinite(pred)])
                 fig.add_trace(go.Scatter(
-                    x=skipped["value"].to_numpy(float), y=pred, mode="markers+text",
+                    x=shift(slot, skipped["value"]), y=pred, mode="markers+text",
                     name=trace_name(f"{label}: skipped", source, sources), legendgroup=f"{name}",
                     marker=dict(color=color, size=12, symbol=SKIPPED_SYMBOL, line=dict(width=2, color=color)),
                     text=["skipped"] * len(skipped), textposition=_label_positions(skipped["value"], frame["value"]),
                     textfont=dict(size=font_px("label"), color=color), cliponaxis=False,
-                    customdata=skipped["note"].astype(str).to_numpy(),
-                    hovertemplate=f"{label} ({source})<br>%{{x:,}}: %{{customdata}}<extra></extra>",
+                    customdata=np.stack([skipped["note"].astype(str).to_numpy(object),
+                                         skipped["value"].to_numpy(float).astype(object)], axis=-1),
+                    hovertemplate=f"{label} ({source})<br>%{{customdata[1]:,}}: %{{customdata[0]}}<extra></extra>",
                     meta={"implementation": name, "source": source, "kind": "skipped"},
                 ))
     skipped_any = bool((frame["status"] == "skipped").any())
@@ -243,6 +252,7 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
         subtitle += f"; {note}"
     apply_style(fig, title, subtitle, height=440)
     sweep_x_axis(fig, frame["value"].tolist(), axis_title(frame))
+    set_dodge_range(fig, frame["value"].tolist(), len(slots))
     _mark_window_limit(fig, frame)
     if y_log(fig, ys, title="latency (ms)"):
         log_axis_range(fig, ys, 0.2, 0.55 if skipped_any else 0.35)  # room for the "skipped" labels
