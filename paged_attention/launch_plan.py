@@ -114,7 +114,8 @@ def spread_merge(max_slots: int, merge_rows: int, head_dim_pad: int) -> bool:
 
 #: A soft-capped step whose tiles each lie inside one block (blocks of at least
 #: a tile's tokens) runs this many warps: the cap's tanh on every score of the
-#: tile spreads over twice the threads. Measured in docs/performance.md, "v20".
+#: tile spreads over twice the threads. Measured in docs/performance.md, "Soft-cap on
+#: big blocks".
 SOFT_CAP_BIG_BLOCK_WARPS = 8
 
 

@@ -173,7 +173,7 @@ def test_spread_merge_past_128_kb_of_partials(max_slots, merge_rows, head_dim_pa
 ])
 def test_soft_cap_on_big_blocks_runs_eight_warps(four_sms, block_size, soft_cap, kv_dtype, query_len, num_warps):
     """A soft-capped one-token step whose tiles lie inside one block runs
-    SOFT_CAP_BIG_BLOCK_WARPS warps (docs/performance.md, "v20"); everything else keeps 4."""
+    SOFT_CAP_BIG_BLOCK_WARPS warps (docs/performance.md, "Soft-cap on big blocks"); everything else keeps 4."""
     config = pa.DecodeConfig(batch_size=2, context_lens=2048, num_heads=16, num_kv_heads=8, head_dim=128,
                              block_size=block_size, dtype="float16", device="cpu", soft_cap=soft_cap,
                              kv_dtype=kv_dtype, query_lens=query_len)
