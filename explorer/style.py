@@ -49,18 +49,12 @@ FAIL_COLOR = "#DC2626"
 FREE_COLOR = "#E5E7EB"
 OTHER_COLOR = "#64748B"
 UNALLOCATED_COLOR = "#F1F5F9"
-#: Sequence colours in the pool (and the Serving simulation's table), repeating.
-#: Their CIELAB hue keeps clear of the other meanings, so that no batch size reaches
-#: them: no blue or cyan (the block ids), no orange, amber or yellow (reference counts,
-#: the new-token star), no grey; so they are greens and teals, and pinks, reds and
-#: purples, told apart by lightness as much as by hue (CIELAB lightness 36 to 84:
-#: neither too pale beside free grey nor too dark for a partly filled block's dot).
-#: Chosen for their distances: at least 19 apart in CIEDE2000 (the plotly colours
-#: before were 14 apart: three pairs of greens that read alike on a projector), at
-#: least 22 from every block id, reference count and the star, 24 from the greys,
-#: with a contrast of 3.5 or more for the ids Plotly writes on them (white on the
-#: dark ones, dark grey on the light), tests/test_colour_language.py. Neighbours
-#: alternate green and pink-purple, and any few first ones are far apart.
+#: Sequence colours in the pool (and the Serving simulation's table), repeating: hues
+#: clear of the other meanings (no blue or cyan: block ids; no orange, amber or yellow:
+#: reference counts, the new-token star; no grey), so greens and teals, pinks, reds and
+#: purples, told apart by lightness too (CIELAB L 36 to 84). At least 19 apart in
+#: CIEDE2000 (plotly's greens before, 14), 22 from block ids, reference counts and the
+#: star, 24 from the greys; ids on them at WCAG contrast 3.5+ (tests/test_colour_language.py).
 SEQUENCE_COLORS: tuple[str, ...] = (
     "#2DF069", "#870FB4", "#4B5A1E", "#FFA5B4", "#009687", "#A51E4B",
     "#009600", "#E178FF", "#00E1C3", "#FF1E5A", "#96B478", "#E100A5",
