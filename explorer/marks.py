@@ -8,6 +8,7 @@ a symbol (tests/test_colour_language.py checks it).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 #: The word for each symbol a mark takes (Plotly's symbol names).
@@ -64,3 +65,25 @@ PARTLY_FILLED_MARK = Mark("partly filled last block", "circle", "#111827", "#FFF
 SHARED_MARK = Mark("shared block (2+ sequences)", "diamond", "#FFFFFF", "#111827")
 #: Every mark one page may show together (the Serving simulation's pool and tables).
 PAGE_MARKS = (*POOL_CHANGE_MARKS.values(), PARTLY_FILLED_MARK, SHARED_MARK)
+
+#: How far a Plotly diamond reaches from its centre, in its marker size (1.3 times its radius).
+DIAMOND_REACH = 0.65
+
+
+def diamond_fit(room_px: float, line_px: float, most_px: float = math.inf) -> tuple[float, float]:
+    """The marker size and outline width (px) of the largest diamond, at most ``most_px``, whose
+    extent tip to tip, its outline included (``2 * DIAMOND_REACH * size + outline``), is ``room_px``: its
+    outline ``line_px``, or a sixth of its size for a diamond too small for that (the white fill
+    stays inside a thinner line)."""
+    room = max(float(room_px), 0.0)
+    size = (room - line_px) / (2 * DIAMOND_REACH)
+    if size < 6 * line_px:
+        size = room / (2 * DIAMOND_REACH + 1 / 6)
+    size = min(size, most_px)
+    return size, min(line_px, size / 6)
+
+
+def diamond_extent(size: float, line_px: float) -> float:
+    """Pixels a diamond of marker ``size`` and outline ``line_px`` spans, tip to tip (the outline is
+    drawn on its edge, half of it outside)."""
+    return 2 * DIAMOND_REACH * size + line_px

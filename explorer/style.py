@@ -49,15 +49,15 @@ FAIL_COLOR = "#DC2626"
 FREE_COLOR = "#E5E7EB"
 OTHER_COLOR = "#64748B"
 UNALLOCATED_COLOR = "#F1F5F9"
-#: Sequence colours in the pool (and the Serving simulation's table), repeating: of
-#: plotly's qualitative palettes, those whose CIELAB hue keeps clear of the other
-#: meanings, so that no batch size reaches them: no blue or cyan (the block ids),
-#: no orange, amber or yellow (reference counts, the new-token star), no grey. Pinks,
-#: reds, purples, greens and teals, 25 or more apart (CIE76 ΔE), neither too pale
-#: beside free grey nor too dark for a partly filled block's dot; neighbours alternate.
+#: Sequence colours in the pool (and the Serving simulation's table), repeating: hues
+#: clear of the other meanings (no blue or cyan: block ids; no orange, amber or yellow:
+#: reference counts, the new-token star; no grey), so greens and teals, pinks, reds and
+#: purples, told apart by lightness too (CIELAB L 36 to 84). At least 19 apart in
+#: CIEDE2000 (plotly's greens before, 14), 22 from block ids, reference counts and the
+#: star, 24 from the greys; ids on them at WCAG contrast 3.5+ (tests/test_colour_language.py).
 SEQUENCE_COLORS: tuple[str, ...] = (
-    "#E15F99", "#1CA71C", "#DA16FF", "#00A08B", "#AF0038", "#86CE00",
-    "#B10DA1", "#00CC96", "#FF9DA6", "#117733", "#DEA0FD", "#6C7C32",
+    "#2DF069", "#870FB4", "#4B5A1E", "#FFA5B4", "#009687", "#A51E4B",
+    "#009600", "#E178FF", "#00E1C3", "#FF1E5A", "#96B478", "#E100A5",
 )
 #: Physical block ids: ColorBrewer's Blues from its third step (block 0, pale but
 #: apart from an unallocated cell's near-white) to navy (the pool's last block).
@@ -65,7 +65,7 @@ BLOCK_COLORSCALE: list[list] = [[i / 6, c] for i, c in enumerate((
     "#C6DBEF", "#9ECAE1", "#6BAED6", "#4292C6", "#2171B5", "#08519C", "#08306B"))]
 #: Reference counts, 1 holder up to the most: ColorBrewer's Oranges from its fourth
 #: step (a lone holder, strong enough to tell from free grey) to its second darkest
-#: (the darkest, a brown, comes near the sequences' crimson #AF0038).
+#: (the darkest, a brown, comes near the sequences' crimson #A51E4B).
 REF_COUNT_COLORS: tuple[str, ...] = ("#FDAE6B", "#FD8D3C", "#F16913", "#D94801", "#A63603")
 #: The share of an aggregated pool cell's blocks that the batch holds: free grey to slate.
 BATCH_SHARE_COLORSCALE: list[list] = [[0, FREE_COLOR], [1, "#1E293B"]]

@@ -374,3 +374,85 @@ def test_serving_page_marks_take_no_sequence_colour():
                 continue  # black, white, grey
             assert apart({rgb(colour)}, sequences) >= METRIC_APART, (mark.name, colour)
             assert not hue_clashes({rgb(colour)}, sequences), (mark.name, colour)
+
+
+def ciede2000(x: str, y: str) -> float:
+    """The CIEDE2000 colour difference of two ``#RRGGBB`` colours (Sharma, Wu and Dalal 2005; Lab of
+    :func:`~test_figures_style._lab`, D65): about 1 is the least a viewer notices; it weighs hue and
+    chroma differences of strong colours less than CIE76 does, as the eye does."""
+    return _ciede2000(_lab(x), _lab(y))
+
+
+def _ciede2000(lab1, lab2) -> float:
+    (l1, a1, b1), (l2, a2, b2) = (tuple(float(v) for v in lab) for lab in (lab1, lab2))
+    c_mean = (np.hypot(a1, b1) + np.hypot(a2, b2)) / 2
+    g = 0.5 * (1 - np.sqrt(c_mean ** 7 / (c_mean ** 7 + 25 ** 7)))
+    a1, a2 = (1 + g) * a1, (1 + g) * a2
+    c1, c2 = np.hypot(a1, b1), np.hypot(a2, b2)
+    h1, h2 = (np.degrees(np.arctan2(b, a)) % 360 if c else 0.0 for a, b, c in ((a1, b1, c1), (a2, b2, c2)))
+    turn = 0.0 if c1 * c2 == 0 else (h2 - h1 + 180) % 360 - 180
+    d_h = 2 * np.sqrt(c1 * c2) * np.sin(np.radians(turn / 2))
+    l_mean, c_mean = (l1 + l2) / 2, (c1 + c2) / 2
+    if c1 * c2 == 0:
+        h_mean = h1 + h2
+    elif abs(h1 - h2) <= 180:
+        h_mean = (h1 + h2) / 2
+    else:
+        h_mean = (h1 + h2 + 360) / 2 if h1 + h2 < 360 else (h1 + h2 - 360) / 2
+    t = (1 - 0.17 * np.cos(np.radians(h_mean - 30)) + 0.24 * np.cos(np.radians(2 * h_mean))
+         + 0.32 * np.cos(np.radians(3 * h_mean + 6)) - 0.20 * np.cos(np.radians(4 * h_mean - 63)))
+    s_l = 1 + 0.015 * (l_mean - 50) ** 2 / np.sqrt(20 + (l_mean - 50) ** 2)
+    s_c, s_h = 1 + 0.045 * c_mean, 1 + 0.015 * c_mean * t
+    r_t = (-2 * np.sqrt(c_mean ** 7 / (c_mean ** 7 + 25 ** 7))
+           * np.sin(np.radians(60 * np.exp(-(((h_mean - 275) / 25) ** 2)))))
+    dl, dc, dh = (l2 - l1) / s_l, (c2 - c1) / s_c, d_h / s_h
+    return float(np.sqrt(dl ** 2 + dc ** 2 + dh ** 2 + r_t * dc * dh))
+
+
+@pytest.mark.parametrize("lab1, lab2, expected", [  # Sharma, Wu and Dalal's test data, pairs 1, 7, 17, 25
+    ((50, 2.6772, -79.7751), (50, 0, -82.7485), 2.0425), ((50, 0, 0), (50, -1, 2), 2.3669),
+    ((50, 2.5, 0), (73, 25, -18), 27.1492), ((60.2574, -34.0099, 36.2677), (60.4626, -34.1751, 39.4387), 1.2644),
+])
+def test_ciede2000_gives_the_published_differences(lab1, lab2, expected):
+    assert _ciede2000(lab1, lab2) == pytest.approx(expected, abs=1e-4)
+
+
+#: Sequence colours stay this far apart in CIEDE2000 (the plotly colours before came 14.2 apart:
+#: #00A08B and #00CC96, #117733 and #6C7C32, #1CA71C and #86CE00, the greens the review could not tell apart).
+SEQUENCES_APART_DE00 = 19
+#: ... this far from every block id, reference count and the new-token star ...
+OTHER_MEANINGS_APART_DE00 = 22
+#: ... and this far from the greys of free, outside the batch and unallocated.
+GREYS_APART_DE00 = 24
+#: The least WCAG contrast of a cell's id against its sequence colour, in the text colour Plotly
+#: writes on it (of white and its dark grey #444, the one of more contrast: ``Color.contrast``).
+MIN_TEXT_CONTRAST = 3.5
+
+
+def wcag_contrast(x: str, y: str) -> float:
+    def luminance(color):
+        c = np.array(rgb(color)) / 255
+        c = np.where(c <= 0.03928, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+        return float(c @ [0.2126, 0.7152, 0.0722])
+    hi, lo = sorted((luminance(x), luminance(y)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_sequence_colours_are_told_apart_from_one_another_and_from_every_other_meaning():
+    """Issue 27 review (the back row, a 1280x720 projector): on the Serving simulation page three greens read
+    alike. The twelve sequence colours are now far apart in CIEDE2000, pairwise and from the block ids' blues,
+    the reference counts' oranges, the new-token star and the greys, and an id written on any of them reads."""
+    palette = style.SEQUENCE_COLORS
+    assert len(palette) == 12 and len(set(palette)) == 12
+    closest = min((ciede2000(a, b), a, b) for a, b in itertools.combinations(palette, 2))
+    assert closest[0] >= SEQUENCES_APART_DE00, closest
+    others = [c for _, c in style.BLOCK_COLORSCALE] + [*style.REF_COUNT_COLORS, *sharing_figures.REF_LEVEL_COLORS,
+                                                       cell_style.NEW_TOKEN_COLOR]
+    nearest = min((ciede2000(a, b), a, b) for a in palette for b in others)
+    assert nearest[0] >= OTHER_MEANINGS_APART_DE00, nearest
+    greyest = min((ciede2000(a, g), a, g) for a in palette for g in NEUTRAL | {cell_style.OUTSIDE_WINDOW_COLOR})
+    assert greyest[0] >= GREYS_APART_DE00, greyest
+    for color in palette:
+        assert max(wcag_contrast(color, "#FFFFFF"), wcag_contrast(color, "#444444")) >= MIN_TEXT_CONTRAST, color
+    # The colours repeat: each one's neighbour in the cycle (the next sequence) is plainly another.
+    assert min(ciede2000(a, b) for a, b in zip(palette, palette[1:] + palette[:1])) >= 2 * SEQUENCES_APART_DE00

@@ -32,7 +32,7 @@ from explorer.cache.sampling import GridSample, sample_grid
 from explorer.cache.window import first_read_blocks
 from explorer.formatting import count, format_number, ordinal
 from explorer.limits import MAX_TABLE_CELLS
-from explorer.marks import SHARED_MARK
+from explorer.marks import SHARED_MARK, diamond_extent, diamond_fit
 from explorer.style import (
     BLOCK_COLORSCALE,
     HALF_FIGURE_PX,
@@ -330,9 +330,11 @@ def block_table_figure(
     add_click_targets(fig, centres[c], rows[r], np.concatenate([custom[r, c], sub[r, c, None], sub[r, c, None]], -1),
                       cell_px, hovertemplate=hover.replace("<extra>", "%{text}<extra>"), text=window_text)
     if ref_counts is not None:
+        # A row's height as drawn: the y axis spans the rows and a pad at either end.
+        row_px = plot_height * grid.row_stride / (len(rows) * grid.row_stride + 2 * GRID_PAD)
         _shared_marks(fig, sub, rows, names, first, np.asarray(ref_counts), grid.row_stride,
-                      exact=per_col == 1, cell_px=cell_px, row_px=plot_height / max(1, len(rows)),
-                      ids=digits if text_on else 0, beside_px=beside_px)
+                      exact=per_col == 1, cell_px=cell_px, row_px=row_px, ids=digits if text_on else 0,
+                      gaps=gaps, beside_px=beside_px)
     if q_rows is not None:
         _new_token_marks(fig, names, rows, first, last, lengths[rows], q_rows, block_size, grid.row_stride, cell_px)
     if highlight is not None:
@@ -415,51 +417,61 @@ def _new_token_marks(fig, names, rows, first, last, lengths, q, block_size, row_
     )
 
 
-#: Pixels a shared mark keeps from its cell's edge and from the id written in it.
-SHARED_MARK_GAP_PX = 2
-#: The shared mark (:data:`~explorer.marks.SHARED_MARK`, as the captions name it): at
-#: most this share of the cell text's size, at least :data:`MIN_SHARED_MARK_PX` (at
-#: scale 1, grown with it: 3 px lost its white fill in its outline), its outline
-#: :data:`SHARED_MARK_LINE_PX` (grown likewise).
+#: Pixels a shared mark keeps from the id written in its cell and from the cell's edge (at
+#: scale 1, grown with it); a row too tight for them keeps a tenth of its height from its
+#: edge, at least :data:`MIN_EDGE_PX`, past the gap between cells.
+SHARED_MARK_GAP_PX, MIN_EDGE_PX = 2, 1
+#: The shared mark (:data:`~explorer.marks.SHARED_MARK`, as the captions name it): this share
+#: of the cell text's size, at least :data:`MIN_SHARED_MARK_PX` (at scale 1, grown with it:
+#: 3 px lost its white fill in its outline) where the cell holds that, else the most it holds
+#: (it stood over the row's edge in presentation mode's tight rows), its outline
+#: :data:`SHARED_MARK_LINE_PX` (grown likewise; :func:`~explorer.marks.diamond_fit`).
 SHARED_MARK_SHARE, MIN_SHARED_MARK_PX, SHARED_MARK_LINE_PX = 0.75, 7, 1.2
-#: How far a Plotly diamond reaches from its centre, in its marker size (1.3 times its radius).
-DIAMOND_REACH = 0.65
 
 
 def _shared_marks(fig, sub, rows, names, cols, ref_counts, row_stride, *, exact: bool, cell_px: float,
-                  row_px: float, ids: int, beside_px: float | None = None) -> None:
+                  row_px: float, ids: int, gaps: dict, beside_px: float | None = None) -> None:
     """:data:`~explorer.marks.SHARED_MARK` on the block-table cells whose physical block
     is shared, inside the cell (it sat over the top-left border), each a gap clear of
-    the id and the cell's edge: on the cell's centre where no id is written; where one
-    of ``ids`` digits is, left of it on the row's centre line if a cell ``beside_px``
-    wide (the narrowest it is drawn; None: never) holds both, else centred across the
-    cell in the band above the id. ``cell_px`` and ``row_px``: a cell's width and
-    height (px at the scale of now)."""
+    the id and an edge's margin inside the drawn cell, its tips included: on the cell's
+    centre where no id is written; where one of ``ids`` digits is, left of it on the row's
+    centre line if a cell ``beside_px`` wide (the narrowest it is drawn; None: never) holds
+    both, else centred across the cell in the band above the id (over the id's top where
+    the band is too thin for the least mark, never past the cell's edge). ``cell_px`` and
+    ``row_px``: a cell's width and height (px at the scale of now), ``gaps`` the heatmap's."""
     holders = np.where(sub >= 0, ref_counts[np.maximum(sub, 0)], 0)
     r, c = np.nonzero(holders > 1) if exact else (np.array([], dtype=int),) * 2
-    gap = scaled(SHARED_MARK_GAP_PX)
+    gap, line = scaled(SHARED_MARK_GAP_PX), scaled(SHARED_MARK_LINE_PX)
+    edge_y = min(gap, max(MIN_EDGE_PX, 0.1 * row_px)) + gaps["ygap"] / 2
+    edge_x = min(gap, max(MIN_EDGE_PX, 0.1 * cell_px)) + gaps["xgap"] / 2  # beside the id
     text_w, text_h = ids * DIGIT_WIDTH * font_px("cell"), (LINE_HEIGHT * font_px("cell") if ids else 0.0)
-    least = scaled(MIN_SHARED_MARK_PX)
-    size = float(max(least, min(SHARED_MARK_SHARE * font_px("cell"), cell_px - 2 * gap, row_px - 2 * gap)))
+    least, most = scaled(MIN_SHARED_MARK_PX), SHARED_MARK_SHARE * font_px("cell")
+    # Across a narrow column the least mark may reach its edges; down a row, never.
+    across = max(least, min(most, cell_px - 2 * gap))
+    whole = diamond_fit(row_px - 2 * edge_y, line, across)  # on the cell's centre
+    size, width = whole
     shift = lift = 0.0
     # Room for the mark left of the id (inside the cell) and in the band above it: beside
-    # where the mark fits whole there, or at least at its least size and better than above.
-    beside = -1.0 if beside_px is None else beside_px / 2 - text_w / 2 - gap
-    above = (row_px - text_h) / 2 - 2 * gap
-    if ids and (beside >= size or beside >= max(least, above)):  # left of the id, on the row's centre
-        size = min(size, beside)
-        shift = (text_w / 2 + gap + size / 2) / beside_px
+    # where the least mark fits whole there (on the row's centre, it keeps clear of the
+    # rows above and below), or where the mark is larger there than above.
+    beside = (-1.0, line) if beside_px is None else diamond_fit(
+        min(beside_px / 2 - text_w / 2 - gap - edge_x, row_px - 2 * edge_y), line, most)
+    above = diamond_fit(row_px / 2 - edge_y - text_h / 2 - gap, line, whole[0])
+    if ids and (beside[0] >= min(least, whole[0]) or beside[0] >= above[0]):  # left of the id
+        size, width = beside
+        shift = (text_w / 2 + gap + diamond_extent(size, width) / 2) / beside_px
     elif ids:  # in the band above the id, in rows (a drawn row stands for row_stride sequences)
-        size = float(max(least, min(size, above)))
-        reach = DIAMOND_REACH * size + scaled(SHARED_MARK_LINE_PX)  # from the mark's centre to its tip
-        lift = min(text_h / 2 + gap + reach, row_px / 2 - reach) / max(row_px, 1.0) * row_stride
+        size, width = above if above[0] >= min(least, whole[0]) else diamond_fit(
+            row_px - 2 * edge_y, line, min(least, whole[0]))
+        half = diamond_extent(size, width) / 2  # from the mark's centre to its tip
+        lift = min(text_h / 2 + gap + half, row_px / 2 - edge_y - half) / max(row_px, 1.0) * row_stride
     fig.add_trace(
         go.Scatter(
             x=cols[c].astype(float) - shift,
             y=rows[r] - lift,
             mode="markers",
             marker=dict(symbol=SHARED_MARK.symbol, size=size, color=SHARED_MARK.fill,
-                        line=dict(color=SHARED_MARK.line, width=scaled(SHARED_MARK_LINE_PX))),
+                        line=dict(color=SHARED_MARK.line, width=width)),
             customdata=np.stack([names[r], cols[c], sub[r, c], holders[r, c]], axis=-1) if len(r) else None,
             hovertemplate="sequence %{customdata[0]}, logical block %{customdata[1]}"
             "<br>physical block %{customdata[2]}: shared by %{customdata[3]} sequences<extra></extra>",
