@@ -12,6 +12,7 @@ from ui.benchmark import timing_budget
 from ui.charts import show_chart
 from ui.recorded import BENCH_KINDS, recorded_durations, show_recorded, show_recorded_pointer
 from ui.sidebar import current, show_config_error
+from ui.tables import show_cards
 
 st.title("Decode benchmark")
 st.markdown(
@@ -65,17 +66,11 @@ if queries is not None:
 shared = readouts.shared_kv(config)
 if shared is not None:
     kv = st.columns(3, gap="xsmall")
-    kv[0].metric("KV read, logical", formatting.format_bytes(shared.logical_bytes, 3),
-                 "prefix in every sequence", delta_color="off", delta_arrow="off", border=True,
-                 help="K and V of every sequence's tokens: what a kernel that reads each sequence's blocks, "
-                      "shared or not, reads")
-    kv[1].metric("KV read, unique", formatting.format_bytes(shared.unique_bytes, 3),
-                 f"-{view.percent(shared.saved_fraction)}: prefix once per group", delta_color="inverse",
-                 delta_arrow="down", border=True, help="each shared block once: the least a decode step must read")
+    show_cards(view.shared_kv_cards(shared), kv[:2], border=True)
     kv[2].markdown(
         f"Triton reads the prefix's {formatting.count(shared.shared_blocks, 'shared block')} once per sequence; "
         f"{LABELS['triton_prefix']} once per group ({formatting.count(shared.prefix_groups, 'group')}). "
-        "Bandwidths below count unique bytes."
+        f"Bandwidths below count unique bytes: {readouts.STEP_BYTES}, each shared block once."
     )
 if plan.refusal:
     st.warning(plan.refusal, icon=":material/block:")
