@@ -57,6 +57,9 @@ run = controls[1].button(
 )
 controls[2].caption(f"{readouts.config_summary(config)} · "
                     f"{view.timing_text(plan.warmup, plan.iters, timing_budget(config.device))}")
+# A run's status box under the buttons, as the sweep's progress: in view at 1280x720 once
+# Run is pressed (in presentation mode too), over the notes below.
+progress = st.container()
 attention = readouts.attention_note(config)
 if attention is not None:
     st.info(attention, icon=":material/filter_center_focus:")
@@ -84,7 +87,8 @@ if stopped is not None and not run:
                icon=":material/pause_circle:")
 
 if run:
-    bench_view.run_in_status(config, names, plan.warmup, plan.iters)
+    with progress:
+        bench_view.run_in_status(config, names, plan.warmup, plan.iters)
 
 last = st.session_state.get(bench_view.LAST)
 history = st.session_state.get(bench_view.HISTORY, [])
