@@ -12,6 +12,7 @@ from ui.benchmark import timing_budget
 from ui.charts import show_chart
 from ui.recorded import BENCH_KINDS, recorded_durations, show_recorded, show_recorded_pointer
 from ui.sidebar import current, show_config_error
+from ui.tables import show_cards
 
 st.title("Decode benchmark")
 st.markdown(
@@ -56,6 +57,9 @@ run = controls[1].button(
 )
 controls[2].caption(f"{readouts.config_summary(config)} · "
                     f"{view.timing_text(plan.warmup, plan.iters, timing_budget(config.device))}")
+# A run's status box under the buttons, as the sweep's progress: in view at 1280x720 once
+# Run is pressed (in presentation mode too), over the notes below.
+progress = st.container()
 attention = readouts.attention_note(config)
 if attention is not None:
     st.info(attention, icon=":material/filter_center_focus:")
@@ -65,17 +69,11 @@ if queries is not None:
 shared = readouts.shared_kv(config)
 if shared is not None:
     kv = st.columns(3, gap="xsmall")
-    kv[0].metric("KV read, logical", formatting.format_bytes(shared.logical_bytes, 3),
-                 "prefix in every sequence", delta_color="off", delta_arrow="off", border=True,
-                 help="K and V of every sequence's tokens: what a kernel that reads each sequence's blocks, "
-                      "shared or not, reads")
-    kv[1].metric("KV read, unique", formatting.format_bytes(shared.unique_bytes, 3),
-                 f"-{view.percent(shared.saved_fraction)}: prefix once per group", delta_color="inverse",
-                 delta_arrow="down", border=True, help="each shared block once: the least a decode step must read")
+    show_cards(view.shared_kv_cards(shared), kv[:2], border=True)
     kv[2].markdown(
         f"Triton reads the prefix's {formatting.count(shared.shared_blocks, 'shared block')} once per sequence; "
         f"{LABELS['triton_prefix']} once per group ({formatting.count(shared.prefix_groups, 'group')}). "
-        "Bandwidths below count unique bytes."
+        f"Bandwidths below count unique bytes: {readouts.STEP_BYTES}, each shared block once."
     )
 if plan.refusal:
     st.warning(plan.refusal, icon=":material/block:")
@@ -89,7 +87,8 @@ if stopped is not None and not run:
                icon=":material/pause_circle:")
 
 if run:
-    bench_view.run_in_status(config, names, plan.warmup, plan.iters)
+    with progress:
+        bench_view.run_in_status(config, names, plan.warmup, plan.iters)
 
 last = st.session_state.get(bench_view.LAST)
 history = st.session_state.get(bench_view.HISTORY, [])

@@ -2,11 +2,14 @@
 tick labels (implementation names, split names, block sizes) broken at spaces and
 hyphens, staggered on two rows, or thinned, to fit a category's share of the
 plot; and a row of values over the plot, one over each category (a speedup, a
-bandwidth), broken and staggered likewise but never thinned; and a pool grid's
-"first block" axis, block ids written whole and thinned to stay a line apart."""
+bandwidth), broken and staggered likewise but never thinned; and two vertical axes
+whose labels stay a line and a half apart (:func:`tick_room_px`): a pool grid's
+"first block" axis, block ids written whole and thinned, and a log axis spanning a
+decade or two (:func:`log_ticks`: 1, 2, 5 and such, as many as fit)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from typing import Sequence
@@ -151,9 +154,48 @@ def first_block_ticks(n_rows: int, blocks_per_row: int, plot_height: float, most
     block id of every k-th row, upright and written whole with thousands separators
     (block ids are labels, not quantities: "524,288", never "524k"), at most ``most``,
     k rows apart so that neighbours stay a line and a half of tick text apart."""
-    room = (LINE_HEIGHT + 0.5) * font_px("tick")
-    fit = max(int(plot_height // room), 1)
+    fit = max(int(plot_height // tick_room_px()), 1)
     step = max(1, math.ceil(n_rows / min(most, fit)))  # rows >= plot_height / fit >= room apart
     rows = list(range(0, max(n_rows, 1), step))
     return dict(tickmode="array", tickvals=rows, ticktext=[format_number(r * blocks_per_row) for r in rows],
                 tickangle=0)
+
+
+def tick_room_px() -> float:
+    """Pixels, at the current scale, between neighbouring labels of a vertical axis
+    (upright text, one line each): a line and a half of tick text."""
+    return (LINE_HEIGHT + 0.5) * font_px("tick")
+
+
+#: The mantissas of a log axis' ticks in each decade, coarsest first: the ticks of
+#: :func:`log_ticks` are the finest of these whose labels stay apart.
+LOG_MANTISSAS: tuple[tuple[float, ...], ...] = ((1,), (1, 3), (1, 2, 5), (1, 2, 3, 5), (1, 1.5, 2, 3, 5, 7))
+
+
+def log_ticks(lo: float, hi: float, plot_height: float) -> dict:
+    """Tick settings of a vertical log axis whose range is ``lo`` to ``hi`` (decades,
+    as Plotly's ``range``) on ``plot_height`` px at the current scale: the values of
+    the finest :data:`LOG_MANTISSAS` whose neighbours stay :func:`tick_room_px`
+    apart (every k-th decade when not even each decade does), written by
+    :func:`~explorer.formatting.format_number` ("0.3", "1", "10", "1,000"). Plotly's own
+    ticks on a span of one or two decades label every 2, 3, ... 9 there, piled on
+    one another where a decade is short (issue 27: 0.5 to 0.9 under 1)."""
+    px_per_decade = plot_height / max(hi - lo, 1e-9)
+    room = tick_room_px()
+
+    def values(mantissas: Sequence[float], every: int = 1) -> list[float]:
+        out = [round(m * 10.0 ** k, max(0, 2 - k)) for k in range(math.floor(lo), math.ceil(hi) + 1)
+               if k % every == 0 for m in mantissas]
+        return [v for v in out if lo - 1e-9 <= math.log10(v) <= hi + 1e-9]
+
+    def fits(ticks: list[float]) -> bool:
+        logs = [math.log10(v) for v in ticks]
+        return all((b - a) * px_per_decade >= room for a, b in itertools.pairwise(logs))
+
+    chosen = values((1,), max(1, math.ceil(room / px_per_decade)))
+    for mantissas in LOG_MANTISSAS:
+        ticks = values(mantissas)
+        if not fits(ticks):
+            break
+        chosen = ticks
+    return {"tickmode": "array", "tickvals": chosen, "ticktext": [format_number(v) for v in chosen]}

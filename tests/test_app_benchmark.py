@@ -331,8 +331,8 @@ def test_run_with_a_shared_prefix_races_the_prefix_aware_kernel_on_unique_bytes(
                           shared_prefix=32, prefix_groups=2)
     # the bytes before any run: 4 x 64 tokens logically, two 32-token prefixes fewer in the pool
     kv = {m.label: (m.value, m.delta) for m in at.metric}
-    assert kv == {"KV read, logical": ("65.5 kB", "prefix in every sequence"),
-                  "KV read, unique": ("49.2 kB", "-25.0%: prefix once per group")}
+    assert kv == {"K+V read, logical": ("65.5 kB", "prefix in every sequence"),
+                  "K+V read, unique": ("49.2 kB", "-25.0%: prefix once per group")}
     assert config.needed_kv_bytes() == 65_536 and config.unique_kv_bytes() == 49_152
     at.button(key="bench_run").click().run()
     assert_clean(at)

@@ -1,4 +1,4 @@
-"""In a real browser: the Decode benchmark page: a run, the shared-prefix option, its cards at 1280 px, a second run, recorded GPU runs (fixtures and shared checks: ``browser_support``)."""
+"""In a real browser: the Decode benchmark page: a run, its progress in view at 1280x720 in presentation mode, the shared-prefix option, its cards at 1280 px, a second run, recorded GPU runs, presentation mode's text sizes (with the Serving page's cards and slider) (fixtures and shared checks: ``browser_support``)."""
 
 from __future__ import annotations
 
@@ -58,6 +58,68 @@ def test_benchmark_run_in_browser(server, page):
     full_screenshot(page, SHOTS / "decode_benchmark_fp8.png")
 
 
+def test_benchmark_progress_in_view_on_a_projector(server, browser):
+    """Issue 27: at 1280x720 in presentation mode, Run showed only the status box's
+    header at the bottom edge, under the attention note, its step text and bar below
+    the fold. The box sits under the buttons, as the sweep's progress: the bar and its
+    text in view, with no scrolling, while the run is in progress."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    # Gemma-2's sliding layer: the attention note over which the box used to land;
+    # head_dim 256 keeps the interpreted Triton kernel's calls a second or so each.
+    query = {"present": "1", "preset": "Gemma-2-9B", "layer": "sliding", "batch": "2", "ctx_mode": "uniform",
+             "ctx": "37", "warmup": "0", "iters": "2"}
+    page.goto(f"{server}/decode_benchmark?{urlencode(query)}")
+    run = page.get_by_role("button", name="Run benchmark")
+    run.wait_for(timeout=60_000)
+    expect(page.locator("[data-testid=stMainBlockContainer] [data-testid=stAlert]").filter(
+        has_text="Attention: sliding window")).to_be_visible(timeout=WAIT)
+    settle(page)
+    run.click()
+    progress = page.locator("[data-testid=stProgress]")
+    expect(progress).to_contain_text(re.compile(r"preparing inputs|timed calls"), timeout=WAIT)  # in progress
+    expect(progress).to_be_in_viewport(ratio=1.0)  # the whole bar and its text
+    assert page.evaluate("document.querySelector('[data-testid=stMain]').scrollTop") == 0
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "benchmark_progress_present_1280.png"))
+    settle(page, 300_000)  # the run ends before the next test's
+    no_exception(page)
+    context.close()
+
+
+#: The computed font size (px) of every card's note (a metric's delta: its box and the
+#: text in it) and of a slider's value and ends, with the text each holds (not the
+#: delta's arrow, an icon at 0.9 em of the note).
+_NOTE_PX = """() => [...document.querySelectorAll(
+    '[data-testid=stMetricDelta], [data-testid=stMetricDelta] *, [data-testid=stSliderThumbValue], '
+    + '[data-testid=stSliderThumbValue] *, [data-testid=stSliderTickBar], [data-testid=stSliderTickBar] *')]
+  .filter(e => !e.closest('svg') && e.textContent.trim())
+  .map(e => [e.getAttribute('data-testid') || e.tagName, e.textContent.trim(), parseFloat(getComputedStyle(e).fontSize)])"""
+
+
+def test_card_notes_and_slider_values_at_body_size_in_presentation(server, browser):
+    """Issue 27: in presentation mode a card's note under its value ("of 64 · 60.9%",
+    "4.38% of allocated") and the slider's value measured 15.75 px (Streamlit's
+    0.875 rem) while the body's text is 18 px: every one is 18 px now, on the Serving
+    page (cards, step slider) and on the Decode benchmark's shared-prefix cards."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    pages = {"serving_simulation": {"present": "1"},
+             "decode_benchmark": {**TINY, "present": "1", "batch": "4", "ctx": "64", "prefix": "32",
+                                  "prefix_groups": "2"}}
+    for name, query in pages.items():
+        page.goto(f"{server}/{name}?{urlencode(query)}")
+        expect(page.locator("[data-testid=stMetricDelta]").first).to_be_visible(timeout=60_000)
+        settle(page)
+        sizes = page.evaluate(_NOTE_PX)
+        kinds = {kind for kind, _, _ in sizes}
+        assert "stMetricDelta" in kinds and (name != "serving_simulation" or "stSliderThumbValue" in kinds), sizes
+        small = [s for s in sizes if s[2] < 18]
+        assert not small, (name, small)
+        no_exception(page)
+    context.close()
+
+
 def test_shared_prefix_benchmark_in_browser(server, page):
     # a shared prefix from the URL: the prefix-aware kernel races beside the others, correct,
     # and the page reads the KV bytes logically and once per group
@@ -66,7 +128,7 @@ def test_shared_prefix_benchmark_in_browser(server, page):
     expect(page.get_by_role("spinbutton", name="Prefix groups")).to_have_value("2", timeout=60_000)
     expect(page.get_by_text("Include Triton (prefix-aware)")).to_be_visible(timeout=WAIT)
     metrics = page.locator("[data-testid=stMetric]")
-    expect(metrics.filter(has_text="KV read, unique")).to_contain_text("49.2 kB", timeout=WAIT)
+    expect(metrics.filter(has_text="K+V read, unique")).to_contain_text("49.2 kB", timeout=WAIT)
     page.get_by_role("button", name="Run benchmark").click()
     expect(page.get_by_text("Run #1", exact=True)).to_be_visible(timeout=180_000)
     expect(metrics.filter(has_text="Triton (prefix-aware)")).to_be_visible(timeout=WAIT)

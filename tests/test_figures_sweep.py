@@ -94,6 +94,35 @@ def test_sweep_ratio_of_two_sources():
     assert "share no measured point" in none.layout.annotations[0].text
 
 
+@pytest.mark.parametrize("scale", [1, style.PRESENTATION_SCALE])
+@pytest.mark.parametrize("ratios", [(5.3, 1.45, 0.4), (2.0, 0.15, 0.9), (40.0, 3.0, 0.8), (12.0, 1.2, 1.0)])
+def test_ratio_ticks_stay_apart_on_a_short_log_axis(scale, ratios):
+    """Issue 27, the fp8-against-float16 chart: its log axis spans under two decades,
+    where Plotly's own ticks label 2, 3, ... 9 of each decade: 0.5 to 0.9 piled under
+    1, and 5 to 10 at the top. The figure sets its ticks: each inside the axis'
+    range, labelled, 1 among them, and neighbours at least a line of tick text apart
+    on the plot's height (its height less its margins, as drawn)."""
+    from explorer.formatting import format_number
+
+    fast = frame(source="fp8 e4m3")
+    for name, ratio in zip(("naive", "vectorized", "triton"), ratios):
+        fast.loc[fast["implementation"] == name, "median_ms"] *= ratio
+    both = pd.concat([frame(source="float16"), fast], ignore_index=True)
+    with style.presentation(scale):
+        fig = sweep_figures.sweep_ratio_figure(both, "fp8 e4m3", "float16", title="fp8 e4m3 cache against float16")
+        tick_px = style.font_px("tick")
+    axis = fig.layout.yaxis
+    assert axis.type == "log"
+    lo, hi = axis.range
+    values = list(axis.tickvals)
+    assert len(values) >= 2 and 1 in values
+    assert all(lo <= math.log10(v) <= hi for v in values)
+    assert list(axis.ticktext) == [format_number(v) for v in values]
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    gaps = [(math.log10(b) - math.log10(a)) / (hi - lo) * plot_px for a, b in itertools.pairwise(values)]
+    assert min(gaps) >= style.LINE_HEIGHT * tick_px, (values, gaps)
+
+
 def test_empty_sweep_figures():
     for make in (sweep_figures.sweep_latency_figure, sweep_figures.sweep_bandwidth_figure):
         assert "No points" in make(frame().iloc[:0]).layout.annotations[0].text
@@ -234,7 +263,7 @@ def test_log_axes_write_one_tick_style(scale):
     past a thousand and under a thousandth, decimals between). Every log axis of the
     sweep charts writes its ticks in one format, LOG_TICK_D3 (``0.0001``, ``10,000``);
     an x axis of up to 16 values names each ("4k")."""
-    from explorer.formatting import LOG_TICK_D3
+    from explorer.formatting import LOG_TICK_D3, format_number
 
     values = tuple(2 ** k for k in range(4, 22))  # 18 values: Plotly's own x ticks
     rows = frame(values=values, skip_from=10**9)
@@ -254,6 +283,8 @@ def test_log_axes_write_one_tick_style(scale):
         axis = fig.layout[key]
         if axis.ticktext is None:
             assert axis.tickformat == LOG_TICK_D3, (fig.layout.title.text, key)
+        elif key == "yaxis":  # a ratio's few ticks (test_ratio_ticks_stay_apart_on_a_short_log_axis)
+            assert list(axis.ticktext) == [format_number(v) for v in axis.tickvals]
         else:  # the swept values, each named
             assert list(axis.ticktext) == ["16", "256", "4k"]
 

@@ -136,6 +136,37 @@ def test_results_rows_of_a_shared_prefix_add_bandwidth_on_unique_bytes():
     assert "unique_gbps" not in readouts.results_rows([_result("naive", 10.0)])[0]
 
 
+def test_shared_prefix_byte_figures_each_say_what_they_count():
+    """Issue 27: with a shared prefix the cards read "KV read, logical 786 kB / unique
+    524 kB" (K and V) and the bandwidth chart "590 kB per decode step ... (852 kB
+    logical)" (K and V, the query and the output): two values, as read, of one
+    quantity. The cards name K+V (readouts.KV_BYTES) and show the configuration's K
+    and V bytes; the chart names every byte a step moves (readouts.STEP_BYTES) and
+    shows those, unique and logical."""
+    from explorer.bench import figures as bench_figures
+    from explorer.bench import view
+    from explorer.formatting import format_bytes
+
+    config = DecodeConfig(batch_size=4, context_lens=48, num_heads=32, num_kv_heads=8, head_dim=128,
+                          shared_prefix=32, prefix_groups=2)
+    logical, unique = view.shared_kv_cards(readouts.shared_kv(config))
+    assert [logical.value, unique.value] == [format_bytes(config.needed_kv_bytes(), 3),
+                                             format_bytes(config.unique_kv_bytes(), 3)] == ["786 kB", "524 kB"]
+    assert all(card.label.startswith(f"{readouts.KV_BYTES} read") for card in (logical, unique))
+    results = [_result(name, 1.0) for name in ("naive", "vectorized", "triton")]
+    for r in results:
+        r.bytes_moved, r.unique_bytes = config.decode_bytes(), config.unique_decode_bytes()
+        r.unique_gbps, r.gpu_unique_gbps = r.gbps, r.gpu_gbps
+    subtitle = bench_figures.bandwidth_figure(results).layout.title.subtitle.text.replace("<br>", " ")
+    assert readouts.STEP_BYTES in subtitle
+    assert format_bytes(config.unique_decode_bytes(), 3) in subtitle
+    assert format_bytes(config.decode_bytes(), 3) in subtitle
+    # without a shared prefix: one figure, of the same quantity, named alike
+    alone = [_result(name, 1.0) for name in ("naive", "triton")]
+    subtitle = bench_figures.bandwidth_figure(alone).layout.title.subtitle.text.replace("<br>", " ")
+    assert readouts.STEP_BYTES in subtitle and format_bytes(alone[0].bytes_moved, 3) in subtitle
+
+
 def test_shared_kv_counts_the_prefix_once_per_group():
     assert readouts.shared_kv(DecodeConfig(batch_size=4, context_lens=64)) is None
     config = DecodeConfig(batch_size=4, context_lens=64, block_size=16, shared_prefix=48, prefix_groups=2,

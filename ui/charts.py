@@ -22,7 +22,8 @@ PAGE_TEXT_PX = 18
 TEXT_SCALE = PAGE_TEXT_PX / 16
 
 # At the body's size: the text Streamlit sets at 0.875 rem (captions; widget, metric
-# and expander labels; buttons, progress and navigation text, all markdown paragraphs
+# and expander labels; a metric's note (its delta) and a slider's value and ends, boxes
+# and text alike; buttons, progress and navigation text, all markdown paragraphs
 # inside widgets; badges, sized inline; the file uploader's words; the values in number and select
 # boxes) and inline code (0.75 em). A label too long for its column wraps where Streamlit would cut
 # it with an ellipsis. The page's side and top padding shrink: at 1280 px the main
@@ -35,6 +36,7 @@ html {{ font-size: {PAGE_TEXT_PX}px; }}
 [data-testid=stMarkdownContainer] p, [data-testid=stCaptionContainer],
 [data-testid=stFileUploaderDropzoneInstructions] span, [data-testid=stApp] input {{ font-size: 1rem; }}
 .stMarkdownBadge {{ font-size: 1rem !important; }}
+[data-testid=stMetricDelta], [data-testid=stSliderThumbValue], [data-testid=stSliderTickBar] {{ font-size: 1rem; }}
 [data-testid=stMetricValue] p {{ font-size: inherit; }}
 .stMarkdownEllipsis, .stMarkdownEllipsis p {{ white-space: normal; }}
 [data-testid=stMarkdownContainer] code, [data-testid=stCaptionContainer] code {{ font-size: 1em; }}

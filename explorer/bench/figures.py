@@ -10,13 +10,12 @@ from typing import Sequence
 
 import plotly.graph_objects as go
 
-from explorer.bench.readouts import host_overhead_ms, rank
+from explorer.bench.readouts import host_overhead_ms, rank, step_bytes_text
 from explorer.bench.view import percent, rank_words
 from explorer.category_ticks import SOFT_HYPHEN, add_label_row, label_row_px, set_category_ticks
 from explorer.formatting import (
     LOG_TICK_D3,
     MS_D3,
-    format_bytes,
     format_duration,
     format_gbps,
     format_speedup,
@@ -286,14 +285,12 @@ def bandwidth_figure(results: Sequence, copy_gbps: float | None = None) -> go.Fi
         call = [r.unique_gbps for r in results]
         gpu = [r.gpu_unique_gbps for r in results]
         title = "Bandwidth on unique bytes"
-        subtitle = (f"{format_bytes(results[0].unique_bytes, 3)} per decode step: K, V (each shared block once), Q, O "
-                    f"({format_bytes(results[0].bytes_moved, 3)} logical)")
+        subtitle = step_bytes_text(results[0].bytes_moved, results[0].unique_bytes)
     else:
         call = [r.gbps for r in results]
         gpu = [r.gpu_gbps for r in results]
         title = "Achieved memory bandwidth"
-        bytes_moved = results[0].bytes_moved if results else 0
-        subtitle = f"{format_bytes(bytes_moved, 3)} moved per decode step (K, V once, Q, O)"
+        subtitle = step_bytes_text(results[0].bytes_moved if results else 0)
     labels = [r.label for r in results]
     colors = [impl_color(r.name) for r in results]
 

@@ -170,6 +170,29 @@ def _prefix_text(config: DecodeConfig) -> str:
     return f" prefix={format_number(config.shared_prefix)}×{count(config.prefix_groups, 'group')}"
 
 
+#: What each byte figure of the Decode benchmark counts, said wherever one is shown:
+#: the shared prefix's cards count the K and V a decode step reads
+#: (:func:`kv_read_label`), the bandwidth chart every byte it moves, its query and
+#: output too (:func:`step_bytes_text`). Unnamed, "786 kB" on a card and "852 kB" over
+#: the chart read as two values of one quantity (issue 27).
+KV_BYTES, STEP_BYTES = "K+V", "K+V+query+output"
+
+
+def kv_read_label(kind: str) -> str:
+    """A shared prefix's card of K and V bytes: ``"K+V read, logical"`` (``kind``)."""
+    return f"{KV_BYTES} read, {kind}"
+
+
+def step_bytes_text(moved: int, unique: int | None = None) -> str:
+    """The bytes one decode step moves (:data:`STEP_BYTES`) as the bandwidth chart's
+    subtitle: ``moved`` (logical: a shared prefix in every sequence), or with a
+    shared prefix ``unique`` (each shared block once), the logical ones beside."""
+    if unique is None:
+        return f"{format_bytes(moved, 3)} per decode step ({STEP_BYTES})"
+    return (f"{format_bytes(unique, 3)} per decode step ({STEP_BYTES}, each shared block once; "
+            f"{format_bytes(moved, 3)} logical)")
+
+
 @dataclass(frozen=True)
 class SharedKV:
     """K and V bytes one decode step reads, logically and at least (a shared

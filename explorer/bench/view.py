@@ -23,6 +23,7 @@ from explorer.cards import Card
 from explorer.formatting import (
     count,
     duration_number,
+    format_bytes,
     format_duration,
     format_gbps,
     format_number,
@@ -207,6 +208,20 @@ def stopped_note(partial: PartialRun, key: RunKey) -> str:
               "Press **Run benchmark** to run it again.")
     return (f"The last run stopped before it finished ({done} of {count(len(asked), 'implementation')} measured), "
             f"because the page was left or a setting changed while it ran. {advice}")
+
+
+def shared_kv_cards(shared: readouts.SharedKV) -> list[Card]:
+    """A shared prefix's two cards: the K and V bytes a decode step reads logically
+    and at least (:func:`~explorer.bench.readouts.kv_read_label` names them)."""
+    return [
+        Card(readouts.kv_read_label("logical"), format_bytes(shared.logical_bytes, 3), "prefix in every sequence",
+             help="K and V of every sequence's tokens: what a kernel that reads each sequence's blocks, shared or "
+                  "not, reads"),
+        Card(readouts.kv_read_label("unique"), format_bytes(shared.unique_bytes, 3),
+             f"-{percent(shared.saved_fraction)}: prefix once per group",
+             help="K and V, each shared block once: the least a decode step must read", color="inverse",
+             arrow="down"),
+    ]
 
 
 def cards(results: Sequence, unit: str, *, reads_kv: bool = True) -> list[Card]:

@@ -15,6 +15,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.category_ticks import log_ticks
 from explorer.formatting import (LOG_TICK_D3, MS_D3, SIG3_D3, compact, format_axis_value, format_gbps,
                                  kv_dtype_label, line_count, wrap_at_separators)
 from explorer.legend_layout import fit_legend
@@ -142,6 +143,11 @@ def _mark_window_limit(fig: go.Figure, frame) -> None:
                        y=1, xanchor="left", yanchor="top", xshift=4, showarrow=False,
                        font=dict(size=font_px("label"), color=LIMIT_COLOR), bgcolor="rgba(255,255,255,0.8)",
                        name="window limit")
+
+
+def plot_px(fig: go.Figure) -> float:
+    """Pixels between the top and bottom margins of ``fig`` (its plot area's height)."""
+    return fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
 
 
 def y_log(fig: go.Figure, values: Sequence[float], span: float = LOG_Y_SPAN, **kw) -> bool:
@@ -461,9 +467,12 @@ def sweep_ratio_figure(
     apply_style(fig, title, f"median time in “{numerator}” ÷ in “{denominator}”; below 1: the first is faster",
            height=400)
     sweep_x_axis(fig, frame["value"].tolist(), axis_title(frame))
-    if y_log(fig, [*ys, 1.0], span=10, title="time ratio (×)"):
+    log = y_log(fig, [*ys, 1.0], span=10, title="time ratio (×)")
+    if log:
         log_axis_range(fig, [*ys, 1.0], 0.2, 0.3)
     else:
         fig.update_yaxes(rangemode="tozero", range=[0, max([*ys, 1.0]) * 1.15])
     fit_legend(fig)
+    if log:  # a decade or two: a few ratios, apart on the plot's height
+        fig.update_yaxes(**log_ticks(*fig.layout.yaxis.range, plot_px(fig)))
     return fig
