@@ -121,7 +121,7 @@ def test_recorded_shares_of_the_copy_bandwidth_have_three_significant_figures():
     assert cells == [format_percent(v / 100) for v in shares]
     assert cells[:3] == ["0.0213%", "0.660%", "2.81%"]  # the reviewer saw "0.021%", "0.66%", "2.8%"
     peers = [f"peers:{s.meta['set']}" for s in recorded_sets(("peers",))]
-    assert len(peers) == 3
+    assert len(peers) == 4
     for kind in peers:
         at.button_group(key="recorded_kind").set_value(kind).run()
         assert_clean(at)

@@ -41,7 +41,7 @@ def test_every_shipped_set_loads(path):
 
 def test_load_recorded_orders_kinds_and_reads_those_asked_for():
     sets = rec.load_recorded()
-    assert [s.kind for s in sets] == ["classic"] + ["peers"] * 3 + ["sweep"] * 2
+    assert [s.kind for s in sets] == ["classic"] + ["peers"] * 4 + ["sweep"] * 2
     assert [s.meta["set"] for s in sets if s.kind == "peers"] == list(rec.SETS)
     assert [s.axis for s in sets if s.kind == "sweep"] == ["context_len", "batch_size"]  # the order of AXES
     assert {s.kind for s in rec.load_recorded(["peers"])} == {"peers"}

@@ -27,7 +27,13 @@ from explorer.bench.recorded import (
     shown_command,
 )
 from explorer.bench.recorded_figures import recorded_latency_figure
-from explorer.bench.recorded_peers import CONFIGURATION_HELP, LABELS_HELP, peer_rows
+from explorer.bench.recorded_peers import (
+    CONFIGURATION_HELP,
+    LABELS_HELP,
+    choice_label,
+    peer_rows,
+    table_choices,
+)
 from explorer.sweep import figures as sweep_figures
 from explorer.sweep.grid import AXES
 from explorer.sweep.recorded import recorded_note, setting_differences, shared_points
@@ -54,6 +60,10 @@ _ABOUT: dict[str, str] = {
               "long-tailed draw. FlashInfer's paged decode runs on the same pools.",
     "prefix": "Batches whose sequences share a prompt: our prefix-aware kernel and FlashInfer's two-level "
               "cascade read the shared blocks once; the last configuration shares nothing (the control).",
+    "fp8": "The large configurations on a float16 cache and on an fp8 (e4m3, per-tensor scale) cache. Ours and "
+           "FlashInfer's decode widen each stored fp8 value exactly and compute in float16; FlashInfer XQA also "
+           "rounds the query and the softmax probabilities to e4m3, which buys bandwidth and costs accuracy: "
+           "compare GPU time with Max abs err (against a float64 reference on the dequantized cache).",
 }
 #: How a sweep's caption names what every point of it shares.
 _SHARED = {"batch_size": "batch {}", "context_lens": "context {:,}", "num_heads": "{} heads",
@@ -228,12 +238,14 @@ def _show_peers(peers: RecordedSet, unit: str) -> None:
     _header(peers, "the live run")
     st.caption(f"{_ABOUT.get(m['set'], '')} Recorded with `{shown_command(m['command'])}`; "
                f"source: {m.get('source', peers.name)}.")
-    dtypes = list(dict.fromkeys(peers.table["dtype"]))
-    dtype = dtypes[0]
-    if len(dtypes) > 1:
-        dtype = st.radio("Recorded dtype", dtypes, horizontal=True, key="recorded_peers_dtype")
-    rows = peer_rows(peers, dtype)
+    choices = table_choices(peers)
+    dtype, kv_dtype = choices[0]
+    if len(choices) > 1:
+        dtype, kv_dtype = st.radio("Recorded dtype", choices, format_func=lambda c: choice_label(*c),
+                                   horizontal=True, key="recorded_peers_dtype")
+    rows = peer_rows(peers, dtype, kv_dtype)
     table = rows.drop(columns=["impl"])
+    table["max_abs_err"] = formatting.sig3_column(table["max_abs_err"])
     for column in ("gpu_time_ms", "call_ms"):
         table[column] = [formatting.duration_number(v, unit) if pd.notna(v) else "n/a" for v in table[column]]
     table["gbps"] = [formatting.format_gbps(v) for v in table["gbps"]]
@@ -260,12 +272,16 @@ def _show_peers(peers: RecordedSet, unit: str) -> None:
                                                    help="median call latency a Python caller saw, recorded"),
             "gbps": st.column_config.TextColumn("GB/s", alignment="right", help=gbps_help),
             "pct_of_copy_bw": _copy_column(m),
+            "max_abs_err": st.column_config.TextColumn(
+                "Max abs err", alignment="right",
+                help="largest |output − float64 reference| over the batch (an fp8 cache: the reference of its "
+                     "dequantized values)"),
             "correct": "Correct",
             "note": "Note",
         },
     )
     configs = rows["configuration"].nunique()
-    st.caption(f"Recorded peer table, {dtype}: {formatting.count(configs, 'configuration')}, "
+    st.caption(f"Recorded peer table, {choice_label(dtype, kv_dtype)}: {formatting.count(configs, 'configuration')}, "
                f"{formatting.count(len(rows), 'row')}; bold GPU time: the fastest of its configuration. "
                + (f"{m['gbps_note']}. " if m.get("gbps_note") else "") + m.get("harness", ""))
 

@@ -45,7 +45,7 @@ FOLDERS: dict[str, Path] = {"classic": RECORDED_DIR, "peers": RECORDED_DIR / "pe
 REQUIRED_META = ("gpu", "driver", "cuda", "torch", "triton", "date", "copy_gbps", "command")
 KIND_META: dict[str, tuple[str, ...]] = {"classic": (), "peers": ("set",), "sweep": ("axis",)}
 #: ``decode_peers --set`` values, in the order the page offers them, and their names.
-SETS: dict[str, str] = {"classic": "peers", "ragged": "ragged", "prefix": "shared prefix"}
+SETS: dict[str, str] = {"classic": "peers", "ragged": "ragged", "prefix": "shared prefix", "fp8": "fp8 cache"}
 #: The ``source`` of a recorded sweep's rows: short, for legend entries; the GPU is
 #: named once, in the charts' subtitle.
 RECORDED_SOURCE = "recorded"

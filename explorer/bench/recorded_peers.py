@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from explorer.formatting import format_number
+from explorer.formatting import format_number, kv_dtype_label
 from paged_attention import LABELS
 from paged_attention.results import achieved_gbps, correct_text
 
@@ -39,13 +39,14 @@ CONFIGURATION_HELP = ("batch × tokens per sequence (a..b (mean m): ragged lengt
                       "dtype; window W, soft cap C, sinks: the attention options it ran with")
 
 
-def configuration(row) -> str:
+def configuration(row, with_cache: bool = True) -> str:
     """How a peer row's configuration is named, short enough for a table column at
     1280 px: ``"32 × 2048"`` (batch × tokens), ``"4 × 236..5193 (mean 3642)"``
     (ragged), ``"64 × 8448, prefix 8192 ×1"`` (a shared prefix of 8,192 tokens in one
     group), with a block size, head count or cache dtype other than the set's usual
     ones appended, and the attention options it ran with (``", window 1024"``,
-    ``", soft cap 50"``, ``", sinks"``; :data:`CONFIGURATION_HELP`)."""
+    ``", soft cap 50"``, ``", sinks"``; :data:`CONFIGURATION_HELP`). ``with_cache=False``
+    leaves the cache dtype out (a table of one cache dtype says it once)."""
     lengths = row.get("context_lens") or str(row["context_len"])
     uniform = str(lengths) == str(row["context_len"])
     text = f"{int(row['batch_size'])} × " + (f"{int(row['context_len'])}" if uniform else f"{lengths}")
@@ -60,8 +61,8 @@ def configuration(row) -> str:
     if int(row["num_heads"]) != 32:
         text += f", {int(row['num_heads'])} heads"
     kv = row.get("kv_dtype")
-    if kv is not None and pd.notna(kv) and str(kv) != str(row["dtype"]):
-        text += f", {kv} cache"
+    if with_cache and kv is not None and pd.notna(kv) and str(kv) != str(row["dtype"]):
+        text += f", {kv_dtype_label(str(kv))} cache"
     window, cap = row.get("window"), row.get("soft_cap")
     if window is not None and pd.notna(window):
         text += f", window {int(window)}"
@@ -73,28 +74,49 @@ def configuration(row) -> str:
     return text
 
 
-def peer_rows(peers, dtype: str | None = None) -> pd.DataFrame:
-    """The rows of one compute dtype (all when None) of a recorded peer set
+def table_choices(peers) -> list[tuple[str, str]]:
+    """The ``(dtype, kv_dtype)`` pairs of a recorded peer set, in its order: one
+    table each (a set of the large configurations on a float16 and an fp8 cache
+    has two)."""
+    t = peers.table
+    kv = t["kv_dtype"].where(t["kv_dtype"].notna(), t["dtype"]) if "kv_dtype" in t else t["dtype"]
+    return list(dict.fromkeys(zip(t["dtype"].astype(str), kv.astype(str))))
+
+
+def choice_label(dtype: str, kv_dtype: str) -> str:
+    """How a table choice reads: ``"float16"``, or ``"float16, fp8 e4m3 cache"``."""
+    return dtype if kv_dtype == dtype else f"{dtype}, {kv_dtype_label(kv_dtype)} cache"
+
+
+def peer_rows(peers, dtype: str | None = None, kv_dtype: str | None = None) -> pd.DataFrame:
+    """The rows of one compute dtype (all when None), and of one KV-cache dtype
+    (all when None), of a recorded peer set
     (:class:`explorer.bench.recorded.RecordedSet`) for a table.
 
     Returns
     -------
     pd.DataFrame
-        ``configuration`` (:func:`configuration`), ``implementation`` (label),
-        ``impl`` (key), ``gpu_time_ms``, ``call_ms``, ``gbps`` (from GPU time, on
-        unique bytes: :func:`paged_attention.results.achieved_gbps`),
-        ``pct_of_copy_bw`` (in %), ``correct`` ("yes" or "NO"), ``note``.
+        ``configuration`` (:func:`configuration`, without the cache dtype when
+        ``kv_dtype`` picks one), ``implementation`` (label), ``impl`` (key),
+        ``gpu_time_ms``, ``call_ms``, ``gbps`` (from GPU time, on unique bytes:
+        :func:`paged_attention.results.achieved_gbps`), ``pct_of_copy_bw`` (in %),
+        ``max_abs_err`` (against the float64 reference; on an fp8 cache, the
+        reference of the dequantized cache), ``correct`` ("yes" or "NO"), ``note``.
     """
     t = peers.table if dtype is None else peers.table[peers.table["dtype"] == dtype]
+    if kv_dtype is not None:
+        kv = t["kv_dtype"].where(t["kv_dtype"].notna(), t["dtype"]).astype(str)
+        t = t[kv == kv_dtype]
     records = t.to_dict("records")
     return pd.DataFrame({
-        "configuration": [configuration(row) for row in records],
+        "configuration": [configuration(row, with_cache=kv_dtype is None) for row in records],
         "implementation": t["implementation"].map(PEER_LABELS),
         "impl": t["implementation"],
         "gpu_time_ms": t["gpu_time_ms"].astype(float),
         "call_ms": t["median_ms"].astype(float),
         "gbps": [achieved_gbps(row, unique=True) for row in records],
         "pct_of_copy_bw": t["pct_of_copy_bw"].astype(float),
+        "max_abs_err": pd.to_numeric(t["max_abs_err"], errors="coerce"),
         "correct": t["correct"].map(correct_text),
         "note": t["note"].fillna("").astype(str),
     }).reset_index(drop=True)
