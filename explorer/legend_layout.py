@@ -19,6 +19,7 @@ from typing import Sequence
 
 import plotly.graph_objects as go
 
+from explorer.formatting import line_count
 from explorer.style import HALF_PLOT_WIDTH_PX, LABEL_CHAR_WIDTH, LINE_HEIGHT, font_px, plot_width_px, scaled
 
 #: Plotly's legend geometry, in px at every scale: an entry's symbol and the gaps
@@ -73,8 +74,8 @@ def axis_block_px() -> float:
 def fit_legend(fig: go.Figure, plot_width: float = HALF_PLOT_WIDTH_PX) -> LegendGrid | None:
     """Lay out ``fig``'s legend (a figure :func:`~explorer.style.apply_style` styled,
     its legend hung from the bottom edge) in the grid of :func:`legend_grid`, and
-    make the figure taller by what the legend and the x axis need beyond its bottom
-    margin, so that the plot area keeps the height ``apply_style`` gave it.
+    make the figure taller by what the legend (its title's lines too) and the x axis
+    need beyond its bottom margin, so that the plot area keeps the height ``apply_style`` gave it.
 
     Returns
     -------
@@ -88,8 +89,10 @@ def fit_legend(fig: go.Figure, plot_width: float = HALF_PLOT_WIDTH_PX) -> Legend
     # "normal": a legend group's entries are not stacked in a column of their own.
     fig.update_layout(legend=dict(orientation="h", traceorder="normal", entrywidth=math.ceil(grid.text_px),
                                   entrywidthmode="pixels"))
+    title = fig.layout.legend.title  # a key over the entries (side "top") takes a row a line
+    key_px = line_count(title.text) * LINE_HEIGHT * (title.font.size or font_px("legend"))
     bottom = fig.layout.margin.b
-    need = math.ceil(grid.height_px + axis_block_px())
+    need = math.ceil(grid.height_px + key_px + axis_block_px())
     if need > bottom:
         fig.update_layout(height=fig.layout.height + need - bottom, margin=dict(b=need))
     return grid

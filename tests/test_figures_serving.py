@@ -8,7 +8,7 @@ import pytest
 from explorer import limits, style
 from explorer.cache import figures as cache_figures
 from explorer.cache import cell_style, sampling, sharing_figures
-from explorer.formatting import MS_D3
+from explorer.formatting import MS_D3, line_count
 from explorer.marks import Mark
 from explorer.serving import figures as serving_figures
 from explorer.serving import table_figures, tradeoff_figures, view
@@ -66,7 +66,7 @@ def _drawn_plot_height(fig, width_px=380):
     layout, names = fig.layout, _legend(fig)
     grouped = layout.legend.traceorder in (None, "grouped") and any(t.legendgroup for t in fig.data)
     rows = len(names) if grouped else serving_figures.legend_rows(names, width_px, layout.legend.font.size)
-    rows += bool(layout.legend.title.text)  # the key ("colour = sequence") on a row of its own
+    rows += line_count(layout.legend.title.text)  # the key ("colour = sequence") on rows of its own
     legend_px = rows * 1.75 * layout.legend.font.size
     return layout.height - layout.margin.t - max(layout.margin.b, 62 + legend_px), legend_px
 
@@ -294,9 +294,10 @@ def test_pool_animation_controls_axes_and_legend(history):
     assert menu.yanchor == slider.yanchor == "top" and menu.x == slider.x == 0
     assert (menu.y - slider.y) * plot_height >= 36  # a button row (~32 px) above the slider
     assert -menu.y * plot_height >= 50  # under the x axis' ticks and title
-    assert slider.currentvalue.xanchor == "left" and slider.currentvalue.prefix == "step "
+    assert slider.currentvalue.xanchor == "left" and slider.currentvalue.prefix == "step"  # the label's pad the space
     assert layout.margin.b >= -slider.y * plot_height + 70  # the slider's rail and labels, then the legend
-    assert [s.label for s in slider.steps] == [str(s) for s in steps]
+    pad = serving_figures.SLIDER_LABEL_PAD
+    assert [s.label for s in slider.steps] == [f"{pad}{s}{pad}" for s in steps]
     assert layout.xaxis.visible is not False and layout.xaxis.title.text == "+ offset within row"
     assert layout.yaxis.visible is not False and layout.yaxis.title.text == "first block"
     assert layout.showlegend is True

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from explorer.bench.view import significant
 from explorer.category_ticks import set_category_ticks
 from explorer.formatting import ERROR_TICK_D3, format_times
+from explorer.panel_layout import stacked_panels
 from explorer.style import (
     ERROR_FLOOR,
     FAIL_COLOR,
@@ -73,8 +74,9 @@ def _quantization_yshift() -> float:
     return scaled(14) + font_px("label") * 0.3
 
 
-#: The accuracy chart's height and the pixels over its plot for the pass/fail marks, at scale 1.
-_ACCURACY_HEIGHT, _ACCURACY_MARKS_PX = 480, 26
+#: Pixels over the accuracy chart's plot for the pass/fail marks, and between its two
+#: panels (the tick labels' overhang), at scale 1.
+_ACCURACY_MARKS_PX, _ACCURACY_GAP_PX = 26, 32
 
 
 def accuracy_figure(
@@ -142,12 +144,14 @@ def accuracy_figure(
     def mark(v: float) -> str:
         return "NaN/inf" if not math.isfinite(v) else "0 (exact)" if v == 0 else ""
 
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12)
     quantized = quantization_error is not None and math.isfinite(quantization_error) and bool(results)
     subtitle = (f"top: max of |out − ref| / (atol + rtol·|ref|), {PASS_MARK} pass ≤ 1; "
                 "bottom: max |out − ref|")
     if quantized:
         subtitle += "; ref = float64 on the dequantized fp8 cache"
+    # Panels of a readable height (115 px each read as strips 630 px wide at 1920 px).
+    panels = stacked_panels(2, subtitle, gap_px=_ACCURACY_GAP_PX, above_plot=_ACCURACY_MARKS_PX)
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=panels.spacing)
     # The axes first (a decade under the smallest error or line, for the exact
     # ones' floor), then the dots, whose zeros and NaNs go to the axis' ends.
     ranges = []
@@ -160,7 +164,7 @@ def accuracy_figure(
     # (which keeps the plot area): half a decade shrank to a few pixels on a tall span.
     lo, hi = ranges[0]
     domain = fig.layout.yaxis.domain
-    panel_px = (domain[1] - domain[0]) * plot_area_height(_ACCURACY_HEIGHT, subtitle, _ACCURACY_MARKS_PX)
+    panel_px = (domain[1] - domain[0]) * plot_area_height(panels.height, subtitle, _ACCURACY_MARKS_PX)
     share = min((font_px("label") * 1.2 + scaled(6)) / panel_px, 0.5)
     if hi / (hi - lo) < share:
         ranges[0] = (lo, -share * lo / (1 - share))
@@ -243,7 +247,7 @@ def accuracy_figure(
             font=dict(size=font_px("body"), color=PASS_COLOR if r.passed else FAIL_COLOR),
         )
     # Room above the plot for the pass/fail marks.
-    apply_style(fig, ACCURACY_TITLE, subtitle, height=_ACCURACY_HEIGHT, above_plot=_ACCURACY_MARKS_PX)
+    apply_style(fig, ACCURACY_TITLE, subtitle, height=panels.height, above_plot=_ACCURACY_MARKS_PX)
     fig.update_layout(showlegend=False)
     fig.update_yaxes(type="log", tickformat=ERROR_TICK_D3)
     fig.update_yaxes(title="error ÷ tol.", row=1, col=1)

@@ -7,8 +7,17 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from explorer.formatting import line_count, wrap_words
 from explorer.limits import MAX_TEXT_CELLS
-from explorer.style import FREE_COLOR, OTHER_COLOR, SEQUENCE_COLORS, font_px, plot_width_px
+from explorer.style import (
+    FREE_COLOR,
+    HALF_FIGURE_PX,
+    OTHER_COLOR,
+    SEQUENCE_COLORS,
+    font_px,
+    line_chars,
+    plot_width_px,
+)
 
 #: What a colour means, as every legend, colour bar and subtitle of the cache views
 #: says it (the palettes: :mod:`explorer.style`).
@@ -75,9 +84,21 @@ def colorbar_title(key: str, width: int = COLORBAR_TITLE_LINE) -> dict:
     return dict(text="<br>".join(lines), font=dict(size=font_px("tick")))
 
 
-def legend_key(fig: go.Figure, key: str) -> None:
-    """Title ``fig``'s legend with ``key``, on its own line above the entries."""
-    fig.update_layout(legend=dict(title=dict(text=key, side="top", font=dict(size=font_px("tick")))))
+def legend_key_text(key: str, width_px: float = HALF_FIGURE_PX) -> str:
+    """``key`` broken at its spaces into lines of a legend's title that fit a figure
+    ``width_px`` wide at the size of now (:func:`~explorer.style.line_chars` of
+    ``"tick"`` text): on one line, presentation mode's "colour = sequences holding the
+    physical block" ran past the edge of a figure in two fifths of the page (issue 27)."""
+    return wrap_words(key, line_chars("tick", width_px))
+
+
+def legend_key(fig: go.Figure, key: str, width_px: float = HALF_FIGURE_PX) -> int:
+    """Title ``fig``'s legend with ``key``, on its own lines above the entries, broken
+    for a figure ``width_px`` wide (:func:`legend_key_text`; :data:`~explorer.style.NARROW_FIGURE_PX`
+    in two fifths of the page). Returns the title's lines."""
+    text = legend_key_text(key, width_px)
+    fig.update_layout(legend=dict(title=dict(text=text, side="top", font=dict(size=font_px("tick")))))
+    return line_count(text)
 
 
 def cell_text_fits(n_rows: int, n_cols: int, chars: int, plot_width: float, plot_height: float) -> bool:

@@ -161,7 +161,8 @@ def pool_figure(
         _pool_aggregated(fig, owner, n_rows, n_cols, per_cell, plot_height)
     pool_pick(fig, num_blocks, max_cells, plot_height, highlight, shape)
     if per_cell == 1:  # past the palette, the legend's title says the colours repeat (no entry per sequence)
-        legend_key(fig, SEQUENCE_KEY if listed else f"{SEQUENCE_KEY}<br>(repeats every {len(SEQUENCE_COLORS)} sequences)")
+        legend_key(fig, SEQUENCE_KEY if listed else f"{SEQUENCE_KEY}<br>(repeats every {len(SEQUENCE_COLORS)} sequences)",
+                   NARROW_FIGURE_PX)
     apply_style(fig, "Physical block pool", subtitle, height=height, width_px=NARROW_FIGURE_PX)  # two fifths of the page
     fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)"
                      if per_cell > 1 else "+ offset within row", showgrid=False, zeroline=False,

@@ -20,11 +20,12 @@ from explorer.cache.cell_style import (
     cell_text_fits,
     colorbar_title,
     legend_key,
+    legend_key_text,
 )
 from explorer.cache.picking import GRID_PAD
 from explorer.cache.pool_figures import pool_pick, pool_shape
 from explorer.category_ticks import first_block_ticks
-from explorer.formatting import count
+from explorer.formatting import count, line_count
 from explorer.limits import MAX_POOL_CELLS, MAX_STEPPED_REFS
 from explorer.style import (
     FREE_COLOR,
@@ -174,7 +175,8 @@ def pool_ref_count_figure(
     counts = (np.unique(refs[refs > 1]) if stepped and levels is None else np.array([], dtype=np.int64))
     # Grow the figure by its legend (Plotly stacks these entries one a row in a
     # narrow column, under its title) rather than let it squeeze the grid.
-    extra = 22 * (2 + len(counts) + (lo < 0)) if levels is None else 52
+    key_lines = line_count(legend_key_text(POOL_REF_COUNT_KEY, NARROW_FIGURE_PX)) if stepped else 1
+    extra = 22 * (1 + key_lines + len(counts) + (lo < 0)) if levels is None else 52
     height = int(min(720, max(320, 190 + 24 * n_rows)) + extra + narrow_title_px(subtitle))
     plot_height = plot_area_height(height, subtitle, width_px=NARROW_FIGURE_PX) - extra
     if per_cell == 1:
@@ -232,7 +234,7 @@ def pool_ref_count_figure(
             add_legend_square(fig, ref_color(int(k), top), f"{k} sequences", meta={"refs": int(k)})
     pool_pick(fig, num_blocks, max_cells, plot_height, highlight, shape)
     if stepped:
-        legend_key(fig, POOL_REF_COUNT_KEY)
+        legend_key(fig, POOL_REF_COUNT_KEY, NARROW_FIGURE_PX)
     apply_style(fig, "Physical block pool: sharing", subtitle, height=height, width_px=NARROW_FIGURE_PX)
     fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)" if per_cell > 1
                      else "+ offset within row", showgrid=False, zeroline=False,

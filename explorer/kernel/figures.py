@@ -16,26 +16,14 @@ from explorer.cache.cell_style import BLOCK_KEY, colorbar_title, legend_key
 from explorer.category_ticks import set_category_ticks
 from explorer.formatting import RATIO_D3, SIG3_D3, TRACE_D3, count, format_percent, sig3
 from explorer.kernel.merge_layout import MERGE_GAP, panel_px, tick_gap_px, value_label_px
-from explorer.kernel.walk_layout import WALK_PLOT_PX, set_walk_margins, walk_labels, window_label
+from explorer.kernel.walk_layout import WALK_PLOT_PX, set_walk_margins, walk_ids_fit, walk_labels, window_label
+from explorer.legend_layout import fit_legend
 from explorer.limits import MAX_SPLIT_LEGEND, MAX_WALK_SEGMENTS, MAX_WALK_TEXT
+from explorer.panel_layout import stacked_panels
 from explorer.style import (
-    BLOCK_COLORSCALE,
-    MARGIN_L,
-    MARGIN_R,
-    MIN_GAP_CELL_PX,
-    PRESENTATION_SCALE,
-    SPLIT_COLORS,
-    SPLIT_COLORSCALE,
-    UNALLOCATED_COLOR,
-    apply_style,
-    colorbar_length_px,
-    font_px,
-    integer_ticks,
-    no_data_figure,
-    plot_area_height,
-    presentation_scale,
-    scaled,
-    title_margins,
+    BLOCK_COLORSCALE, MARGIN_L, MARGIN_R, MIN_GAP_CELL_PX, PRESENTATION_SCALE, SPLIT_COLORS,
+    SPLIT_COLORSCALE, UNALLOCATED_COLOR, apply_style, colorbar_length_px, font_px, integer_ticks, no_data_figure,
+    plot_area_height, presentation_scale, scaled, title_margins,
 )
 
 #: The online-softmax chart's x axis runs this fraction past the context: room for
@@ -155,6 +143,7 @@ def kernel_walk_figure(
     # are thick enough to keep them (a 1 px outline swallows a 1 px segment).
     px_per_token = WALK_PLOT_PX / max(x_end, 1)
     thick_rows = row_px >= MIN_GAP_CELL_PX
+    bargap = 0.25 if thick_rows else 0
     if per_block:
         seg = np.array(segments, dtype=np.int64).reshape(-1, 6)
         outline = thick_rows and 0 < len(seg) <= 400 and seg[:, 2].min() * px_per_token >= MIN_GAP_CELL_PX
@@ -164,9 +153,11 @@ def kernel_walk_figure(
                         line=dict(color="white", width=1 if outline else 0),
                         colorbar=dict(title=colorbar_title(BLOCK_KEY), thickness=14,
                                       **integer_ticks(0, max(1, num_blocks - 1), colorbar_length_px(plot_height)))),
-            # No font colour: Plotly picks black or white against each block's blue.
-            text=[str(p) for p in seg[:, 3]] if len(seg) <= MAX_WALK_TEXT else None, textposition="inside",
-            insidetextanchor="middle", textfont=dict(size=font_px("cell")),
+            # No font colour: Plotly picks black or white against each block's blue. Upright, in all or none.
+            text=[str(p) for p in seg[:, 3]] if len(seg) <= MAX_WALK_TEXT and walk_ids_fit(
+                row_px * (1 - bargap), seg[:, 2].min(initial=x_end) * px_per_token,
+                len(str(seg[:, 3].max(initial=0)))) else None,
+            textposition="inside", textangle=0, insidetextanchor="middle", textfont=dict(size=font_px("cell")),
             customdata=np.stack([seg[:, 3], seg[:, 1], seg[:, 1] + seg[:, 2] - 1, seg[:, 4], seg[:, 5],
                                  t["num_physical_blocks"].to_numpy()[seg[:, 0]], t["table_lookups"].to_numpy()[seg[:, 0]]],
                                 axis=-1),
@@ -234,7 +225,7 @@ def kernel_walk_figure(
     fig.update_xaxes(title="logical token position", rangemode="tozero", zeroline=False,
                      **integer_ticks(x_start, x_end), **({"range": [x_start, x_end]} if window_start else {}))
     # A block id too long for its segment is left out, not shrunk below legibility.
-    fig.update_layout(barmode="overlay", bargap=0.25 if thick_rows else 0,
+    fig.update_layout(barmode="overlay", bargap=bargap,
                       uniformtext=dict(minsize=font_px("cell"), mode="hide"))
     # The room of presentation mode's labels and colour bar in either mode: the plot keeps
     # its width when the text grows (at 18 px, "split 0 · tile 0: 2 blocks, 2 lookups" took
@@ -285,8 +276,12 @@ def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: f
     title = "Online softmax, tile by tile"
     if tiles is None or not len(tiles):
         return no_data_figure(go.Figure(), "No tiles: the sequence is empty.", title, 300)
+    subtitle = "x axis: tokens seen; ○ = the tile's own max; dotted = distance to the split's own exact answer"
+    if final_error is not None:
+        subtitle += "; ★ = the output"
+    panels = stacked_panels(3, subtitle, above_plot=24)  # 24: room for the panel titles
     fig = make_subplots(
-        rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.09,
+        rows=3, cols=1, shared_xaxes=True, vertical_spacing=panels.spacing,
         subplot_titles=("Running max m (log2 units)", "Normalizer l = Σ 2^(s − m)",
                         "Max |acc / l − final answer|"),
     )
@@ -352,15 +347,14 @@ def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: f
             hovertemplate=("after the merge" if merged else "the output") + ": %{y:" + RATIO_D3 + "} from the full softmax"
             "<extra></extra>", showlegend=False,
         ), row=3, col=1)
-    subtitle = "x axis: tokens seen; ○ = the tile's own max; dotted = distance to the split's own exact answer"
-    if final_error is not None:
-        subtitle += "; ★ = the output"
     if num_splits > MAX_SPLIT_LEGEND:
-        _split_colorbar(fig, tiles["split"], plot_area_height(640, subtitle), row=1, col=1)
+        _split_colorbar(fig, tiles["split"], plot_area_height(panels.height, subtitle, 24), row=1, col=1)
     if legend:
         legend_key(fig, SPLIT_KEY)
-    apply_style(fig, title, subtitle, height=640, above_plot=24)  # + the panel titles
+    apply_style(fig, title, subtitle, height=panels.height, above_plot=24)
     fig.update_layout(showlegend=legend)
+    if legend:  # the figure taller by the rows its legend takes (a second row at 1280 px took 8 px of each panel)
+        fit_legend(fig)
     if final_error is not None:
         fig.update_layout(margin=dict(r=_label_margin(label)))
     fig.update_annotations(font=dict(size=font_px("body")), x=0, xanchor="left")

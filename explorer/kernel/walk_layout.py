@@ -31,6 +31,22 @@ from explorer.style import (
 WALK_PLOT_PX = 300
 
 
+#: Plotly's padding (px) between a bar's edges and the text inside it.
+BAR_TEXT_PAD_PX = 3
+
+
+def walk_ids_fit(bar_px: float, segment_px: float, digits: int) -> bool:
+    """Whether block ids of ``digits`` digits, horizontal at the cell text size of
+    now, fit every segment of the walk: bars ``bar_px`` thick, the shortest segment
+    ``segment_px`` long at :data:`WALK_PLOT_PX` across (the narrowest the walk is
+    drawn, so at any width all are written or none), with Plotly's padding. Left to
+    Plotly, ids too wide for a bar's thickness were turned on their side, and only
+    the one-digit ones fitted so (issue 27)."""
+    size = font_px("cell")
+    return (bar_px >= LINE_HEIGHT * size + 2 * BAR_TEXT_PAD_PX
+            and segment_px >= digits * DIGIT_WIDTH * size + 2 * BAR_TEXT_PAD_PX)
+
+
 def walk_labels(tiles, num_splits: int, prefix: Sequence[bool]) -> list[str]:
     """The walk's row labels, short (``"split 0 · tile 1"``, ``"prefix 0 · tile 0"``
     where ``prefix``, ``"tile 3"`` with one split): with each row's blocks and lookups

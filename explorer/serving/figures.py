@@ -15,18 +15,17 @@ from explorer.cache.pool_figures import pool_figure
 from explorer.cache.sampling import pool_grid_shape
 from explorer.cache.sharing_figures import REF_LEVELS, pool_ref_count_figure
 from explorer.category_ticks import first_block_ticks
-from explorer.formatting import (
-    count,
-    format_number,
-    format_percent,
-)
+from explorer.formatting import count, format_number, format_percent, line_count
+from explorer.legend_layout import fit_legend
 from explorer.limits import MAX_ANIMATION_FRAMES, MAX_POOL_CELLS, MAX_SEQUENCE_LEGEND
 from explorer.marks import POOL_CHANGE_MARKS
+from explorer.panel_layout import stacked_panels
 from explorer.serving.snapshot import PoolChanges
 from explorer.serving.view import ref_levels
 from explorer.style import (
     FREE_COLOR,
     FULL_FIGURE_PX,
+    FULL_PLOT_WIDTH_PX,
     OTHER_COLOR,
     SEQUENCE_COLORS,
     apply_style,
@@ -253,7 +252,7 @@ def _pool_layout(fig: go.Figure, n_rows: int, n_cols: int, num_blocks: int) -> g
     names = [t.name for t in fig.data if t.type != "heatmap" and t.showlegend is not False and t.name]
     # At the presentation scale (style.scaled): the plot, the text and its rows grow, the column's width does not.
     legend_font, width = scaled(POOL_LEGEND_FONT), plot_width_px(_NARROW_PLOT_PX)
-    rows = legend_rows(names, width, legend_font) + bool(fig.layout.legend.title.text)  # its key
+    rows = legend_rows(names, width, legend_font) + line_count(fig.layout.legend.title.text)  # its key
     plot_px = scaled(min(MAX_POOL_PLOT_PX, max(MIN_POOL_PLOT_PX, POOL_ROW_PX * n_rows)))
     top = fig.layout.margin.t
     bottom = scaled(_POOL_AXIS_PX + _LEGEND_PAD_PX) + math.ceil(rows * _LEGEND_ROW * legend_font)
@@ -292,8 +291,10 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
     """
     from plotly.subplots import make_subplots
 
+    subtitle = "dotted line = the step shown above"
+    panels = stacked_panels(3, subtitle, above_plot=6, width_px=FULL_FIGURE_PX)  # 6: room for the panel titles
     fig = make_subplots(
-        rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.09,
+        rows=3, cols=1, shared_xaxes=True, vertical_spacing=panels.spacing,
         subplot_titles=("Blocks in use", "Slots wasted in partly filled last blocks (internal fragmentation)",
                         "Running batch and waiting queue"),
     )
@@ -335,15 +336,15 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
                     x=[step], y=[row[col].iloc[0]], mode="markers", showlegend=False, hoverinfo="skip",
                     marker=dict(color="#111827", size=7),
                 ), row=r, col=1)
-    subtitle = "dotted line = the step shown above"
-    apply_style(fig, "The pool over time", subtitle, height=620, above_plot=6,  # + the panel titles
-                width_px=FULL_FIGURE_PX)
+    apply_style(fig, "The pool over time", subtitle, height=panels.height, above_plot=6, width_px=FULL_FIGURE_PX)
     fig.update_layout(hovermode="x unified")
     fig.update_annotations(font=dict(size=font_px("body")), x=0, xanchor="left")
     fig.update_xaxes(**integer_ticks(x.min(initial=0), x.max(initial=0)))
     fig.update_xaxes(title="decode step", row=3, col=1)
+    fit_legend(fig, FULL_PLOT_WIDTH_PX)  # the figure taller by the rows presentation mode's legend takes
+    panel_px = scaled(panels.panel_px)
+
     # Counts: whole-number ticks even when a short run never leaves 0 to 3.
-    panel_px = (620 - 90 - 100) * (1 - 2 * 0.09) / 3
     def top(*columns: str) -> float:
         return max((float(metrics[c].max()) for c in columns), default=0.0) if len(x) else 0.0
 
@@ -357,6 +358,13 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
 #: buttons, the step slider below them (its current-value label on its own row,
 #: never under the buttons) and the legend.
 _AXIS_PX, _BUTTONS_PX, _SLIDER_PX, _LEGEND_PX = 54, 40, 76, 36
+
+
+#: The animated pool's legend entry for its sequences, past :data:`MAX_SEQUENCE_LEGEND`
+#: of them: a neutral square (a single sequence colour read as what every sequence is drawn in).
+ANIMATION_SEQUENCES = "one colour per sequence"
+#: Padding either side of a slider label, a digit wide: presentation mode's 96 104 112 ran together.
+SLIDER_LABEL_PAD = "\u2007"
 
 
 def animation_steps(num_steps: int, max_frames: int = MAX_ANIMATION_FRAMES) -> list[int]:
@@ -411,7 +419,8 @@ def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: 
     go.Figure
         Trace 0: the first frame's heatmap; then legend-only traces ``"free"``
         and, for up to :data:`MAX_SEQUENCE_LEGEND` sequences over all frames,
-        ``"sequence s"``, else one ``"a sequence (colour by seq_id)"``;
+        ``"sequence s"``, else one :data:`ANIMATION_SEQUENCES`; slider labels the
+        steps padded by :data:`SLIDER_LABEL_PAD`;
         ``frames``: one per step (named by the step), each a heatmap ``z`` of
         category codes (0 free, ``2 + seq_id % len(SEQUENCE_COLORS)``).
 
@@ -456,10 +465,10 @@ def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: 
         for seq in seqs:
             add_legend_square(fig, SEQUENCE_COLORS[int(seq) % len(SEQUENCE_COLORS)], f"sequence {int(seq)}",
                            meta={"sequence": int(seq)})
-    else:
-        add_legend_square(fig, SEQUENCE_COLORS[0], "a sequence (colour by seq_id)")
-    slider_steps = [
-        dict(method="animate", label=str(int(s)),
+    else:  # a neutral square: one sequence's colour read as every sequence's
+        add_legend_square(fig, "#FFFFFF", ANIMATION_SEQUENCES, line="#374151")
+    slider_steps = [  # each label padded: Plotly writes every k-th, k keeping their measured widths 8 px apart
+        dict(method="animate", label=f"{SLIDER_LABEL_PAD}{int(s)}{SLIDER_LABEL_PAD}",
              args=[[str(int(s))], dict(mode="immediate", frame=dict(duration=0, redraw=True), transition=dict(duration=0))])
         for s in steps
     ]
@@ -478,7 +487,7 @@ def pool_animation_figure(owners: np.ndarray, steps: Sequence[int], block_size: 
             ],
         )],
         sliders=[dict(active=0, steps=slider_steps, x=0, xanchor="left", len=1, y=below(_AXIS_PX + _BUTTONS_PX),
-                      yanchor="top", currentvalue=dict(prefix="step ", font=dict(size=font_px("body")), xanchor="left"),
+                      yanchor="top", currentvalue=dict(prefix="step", font=dict(size=font_px("body")), xanchor="left"),
                       pad=dict(t=0, b=0, l=0, r=0))],
     )
     apply_style(fig, "The pool, replayed", subtitle, height=height, width_px=FULL_FIGURE_PX)

@@ -10,7 +10,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.cache.cell_style import POOL_REF_COUNT_KEY, REF_COUNT_KEY, SEQUENCE_KEY
+from explorer.cache.cell_style import POOL_REF_COUNT_KEY, REF_COUNT_KEY, SEQUENCE_KEY, legend_key
 from explorer.cache.figures import block_table_figure
 from explorer.cache.sharing_figures import REF_LEVEL_COLORS, REF_LEVELS
 from explorer.formatting import count, line_count, wrap_at_separators
@@ -149,8 +149,8 @@ def _colour_by_reference_count(fig: go.Figure, refs: np.ndarray, max_holders: in
     fig.add_traces(squares)
     data = list(fig.data)  # the levels first in the legend, before "unallocated"
     fig.data = [data[0], data[1], *data[-len(squares):], *data[2:len(data) - len(squares)]] if squares else data
-    fig.update_layout(legend=dict(title=dict(text=POOL_REF_COUNT_KEY, side="top", font=dict(size=font_px("tick")))))
-    _grow(fig, bottom=(len(squares) + 1) * LEGEND_ROW * font_px("legend"))  # a row per level and the key's
+    key_lines = legend_key(fig, POOL_REF_COUNT_KEY, NARROW_FIGURE_PX)
+    _grow(fig, bottom=(len(squares) + key_lines) * LEGEND_ROW * font_px("legend"))  # a row per level and the key's
     targets = next(t for t in fig.data if t.name == "click targets")
     blocks = np.asarray(targets.customdata)[:, 4].astype(np.int64)
     extra = np.asarray(targets.text if targets.text is not None else [""] * len(blocks), dtype=object)
