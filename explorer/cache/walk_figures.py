@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 
 from explorer.cache.cell_style import (
     BLOCK_KEY,
+    NARROW_PLOT_PX,
     WALK_CELL_KEY,
     WIDE_PLOT_PX,
     add_legend_square,
@@ -233,7 +234,9 @@ def block_walk_figure(
     if stride > 1:
         subtitle += f" · every {ordinal(stride)} block"
     apply_style(fig, title, subtitle, height=380, width_px=NARROW_FIGURE_PX)  # two fifths of the page
-    fig.update_xaxes(title="logical block", zeroline=False, **integer_ticks(0, needed - 1))
+    # Spaced for the narrow column's plot, not the default 400 px: at 224 logical blocks
+    # "80100120140" ran together (issue 27).
+    fig.update_xaxes(title="logical block", zeroline=False, **integer_ticks(0, needed - 1, plot_width=NARROW_PLOT_PX))
     fig.update_yaxes(title="physical block id", zeroline=False, rangemode="tozero",
                      **integer_ticks(0, int(phys.max()), plot_area_height(380, subtitle, width_px=NARROW_FIGURE_PX)))
     fig.update_layout(showlegend=False)
