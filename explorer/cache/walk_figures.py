@@ -105,20 +105,31 @@ def token_walk_figure(
     own_scale = (hi - lo + 1) < 0.1 * num_blocks
     if own_scale:
         zmin, zmax = lo, max(hi, lo + 1)
-    subtitle = f"{count(n, 'token')} in {count(needed, 'block')} of {block_size}; {BLOCK_KEY}; {WALK_CELL_KEY}"
-    if own_scale:
-        subtitle += f" (scale: this sequence's blocks {lo:,}–{hi:,})"
     new = 0 if query_len is None else max(0, min(int(query_len), n))
-    if query_len is not None:
-        subtitle += f" · ★ the last {count(new, 'new token')}"
-    if grid.sampled:
-        subtitle += f" · sampled: {grid.strides('logical block', 'slot')} shown"
-    # Tall enough for the y axis title beside even one or two rows.
-    height = int(min(720, max(320, 140 + 22 * len(logical))))
-    height += max(0, int(scaled(160)) - plot_area_height(height, subtitle))  # a subtitle on more lines keeps the plot's room
-    plot_height = plot_area_height(height, subtitle)
-    gaps = cell_gaps(len(logical), len(slots), plot_height)
+
+    def layout(cell_key: bool) -> tuple[str, int, float]:
+        """The subtitle (naming the cells' numbers when ``cell_key``), the figure's
+        height and its plot area's."""
+        subtitle = f"{count(n, 'token')} in {count(needed, 'block')} of {block_size}; {BLOCK_KEY}"
+        subtitle += f"; {WALK_CELL_KEY}" if cell_key else ""
+        if own_scale:
+            subtitle += f" (scale: this sequence's blocks {lo:,}–{hi:,})"
+        if query_len is not None:
+            subtitle += f" · ★ the last {count(new, 'new token')}"
+        if grid.sampled:
+            subtitle += f" · sampled: {grid.strides('logical block', 'slot')} shown"
+        # Tall enough for the y axis title beside even one or two rows.
+        height = int(min(720, max(320, 140 + 22 * len(logical))))
+        height += max(0, int(scaled(160)) - plot_area_height(height, subtitle))  # a longer subtitle keeps the plot's room
+        return subtitle, height, plot_area_height(height, subtitle)
+
+    # The subtitle names the cells' numbers only where they are written (issue 27: it
+    # promised them at the default settings, where the cells are too small for any).
+    subtitle, height, plot_height = layout(cell_key=True)
     text_on = cell_text_fits(len(logical), len(slots), len(str(n - 1)), WIDE_PLOT_PX, plot_height)
+    if not text_on:
+        subtitle, height, plot_height = layout(cell_key=False)
+    gaps = cell_gaps(len(logical), len(slots), plot_height)
     fig.add_trace(
         go.Heatmap(
             z=z,
