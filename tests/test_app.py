@@ -22,7 +22,7 @@ if str(ROOT) not in sys.path:
 
 from explorer import limits, settings as state  # noqa: E402
 from explorer import style
-from explorer.cache.view import KV_CARD  # noqa: E402
+from explorer.cache.view import KV_CARD
 from explorer.formatting import format_bytes  # noqa: E402
 from paged_attention import assign_blocks, execution_mode  # noqa: E402
 from ui import charts  # noqa: E402
