@@ -17,7 +17,7 @@ SHARED_MARK = f"{DRAWN_SHARED_MARK.words} (◇)"
 
 
 #: The KV cache card's label: its bytes are one layer's K and V pools, not the model's.
-KV_CARD = "KV cache (one layer)"
+KV_CARD = "KV cache, one layer"
 
 
 def table_cards(config: DecodeConfig, mem: MemorySummary, shared: SharedBatch | None, shares: bool, *,
