@@ -45,7 +45,3 @@ def test_a_deselected_ragged_batch_stays_ragged_in_the_url_and_the_table():
     assert at.query_params["ctx_mode"] == "ragged"
     assert at.metric[1].value == before
 
-
-def test_the_browser_is_told_a_choice_is_required():
-    at = open_app(BASE, page=TABLE)
-    assert at.segmented_control(key="sb_context_mode").proto.required

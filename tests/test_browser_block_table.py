@@ -168,6 +168,7 @@ def test_clicking_the_selected_context_mode_keeps_it(server, page):
     ragged.click()
     settle(page)
     expect(page).to_have_url(re.compile(r"ctx_mode=ragged"), timeout=WAIT)
+    expect(ragged).to_have_attribute("aria-checked", "true", timeout=WAIT)  # shown selected again
     expect(sidebar.get_by_text("Spread", exact=True)).to_be_visible(timeout=WAIT)
     expect(sidebar.get_by_label("Tokens per sequence", exact=True)).to_have_count(0, timeout=WAIT)
     no_exception(page)

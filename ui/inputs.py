@@ -51,18 +51,21 @@ def choice(parent, label: str, options: Sequence, *, key: str, **kwargs):
 
     Streamlit's segmented control empties itself when its selected option is
     clicked again, and a page then fell back to the default: one stray click on
-    "Ragged" replaced the ragged batch by 128 tokens for all (issue 27). So the
-    browser is told a choice is required (``required=True``: a click on the
-    selected option keeps it), and a value that still arrives empty or stale (a
-    test, an old session, options that changed) is replaced, before the widget is
-    built, by the control's last choice, else by its first option: never by a
-    default the user did not pick. ``kwargs`` go to ``segmented_control``
-    (``default`` excepted: the session state holds the value). Returns the choice."""
+    "Ragged" replaced the ragged batch by 128 tokens for all (issue 27). So a value
+    that arrives empty (that click) or stale (an old session, options that
+    changed) is replaced, before the widget is built, by the control's last
+    choice, else by its first option: never by a default the user did not pick;
+    the browser then shows the choice again. (Not Streamlit's ``required=True``:
+    with it, an edit of a number box on the Sweep page was lost now and then, 3
+    runs in 10 of tests/test_browser_sweep.py's copied-URL test; the controls that
+    had it before keep it, the Layer picker so that its ``on_change`` never sees an
+    empty value.) ``kwargs`` go to ``segmented_control`` (``default`` excepted: the
+    session state holds the value). Returns the choice."""
     ss, options = st.session_state, tuple(options)
     last = ss.setdefault(CHOSEN, {})
     if ss.get(key) not in options:
         ss[key] = last[key] if last.get(key) in options else options[0]
-    last[key] = parent.segmented_control(label, options, key=key, required=True, **kwargs)
+    last[key] = parent.segmented_control(label, options, key=key, **kwargs)
     return last[key]
 
 

@@ -130,7 +130,7 @@ def show_recorded(kinds: Sequence[str], config: DecodeConfig | None = None, *, m
         shown = next(iter(tables))
         if len(tables) > 1:
             shown = choice(
-                st, "Recorded table", list(tables), format_func=tables.get, key="recorded_kind",
+                st, "Recorded table", list(tables), format_func=tables.get, key="recorded_kind", required=True,
                 help="classic: the three implementations of this page on the classic configurations; peers, ragged, "
                      "shared prefix: our kernels against SDPA and FlashInfer (benchmarks/decode_peers.py)")
         if shown != "classic":
@@ -284,7 +284,7 @@ def _show_sweeps(sweeps: list[RecordedSet], mine: pd.DataFrame | None) -> None:
     names = {s.name: f"{AXES[s.axis].split(' (')[0]} · {s.meta['gpu']} · {s.meta['date']}" for s in sweeps}
     chosen = next(iter(names))
     if len(names) > 1:
-        chosen = choice(st, "Recorded sweep", list(names), format_func=names.get, key="sw_recorded")
+        chosen = choice(st, "Recorded sweep", list(names), format_func=names.get, key="sw_recorded", required=True)
     rec = next(s for s in sweeps if s.name == chosen)
     m, shared, frame = rec.meta, rec.meta.get("config", {}), rec.table
     fixed = ", ".join(text.format(shared[k]) for k, text in _SHARED.items() if k in shared)

@@ -381,7 +381,7 @@ def _layer_picker() -> None:
     preset = state.MODEL_PRESETS.get(st.session_state[WIDGET_KEYS["preset"]])
     if preset is None or not preset.mixed:
         return
-    choice(st, "Layer", tuple(preset.layer_counts()), key=WIDGET_KEYS["layer"], **KEEP,
+    choice(st, "Layer", tuple(preset.layer_counts()), key=WIDGET_KEYS["layer"], **KEEP, required=True,
            format_func=lambda kind: layer_label(kind, preset.window), on_change=_on_layer,
            help=f"{preset.describe()}; a decode step runs one layer's attention")
 
