@@ -3,6 +3,7 @@
 import streamlit as st
 
 from explorer import formatting, limits
+from explorer import settings as state
 from explorer.bench import readouts
 from explorer.cache import block_link, pool_figures, sampling, sharing_figures, walk_figures
 from explorer.cache import figures as cache_figures
@@ -85,8 +86,10 @@ def _pick_from(chart_key: str):
 
 pick = block_link.valid_pick(st.session_state.get("bt_pick"), num_blocks)
 
-show_cards(cache_view.table_cards(config, mem, shared if sharing else None, shares),
-           st.columns([0.8, 1.1, 1.25, 1.25, 1.1]))  # the longer labels wider
+preset = state.MODEL_PRESETS.get(result.settings.preset)
+show_cards(cache_view.table_cards(config, mem, shared if sharing else None, shares, pool_blocks=num_blocks,
+                                  num_layers=preset.num_layers if preset else None),
+           st.columns([0.75, 1.1, 1.25, 1.25, 1.15]))  # the longer labels wider (KV cache, one layer: one line in presentation mode)
 
 if config.window is not None:
     reads = window_reads(lengths, config.block_size, config.window, queries)

@@ -13,7 +13,7 @@ from explorer.serving.tradeoff import DEFAULT_BLOCK_SIZES
 from explorer.serving.traffic import LENGTH_KINDS
 from ui.charts import show_chart
 from ui.data import block_size_table, serving_history
-from ui.inputs import bounded_number_input
+from ui.inputs import bounded_number_input, choice
 from ui.serving import page_config, seed_controls, time_block_sizes, time_triton, window_section, window_toggle
 from ui.sidebar import sync_url
 from ui.tables import number_column, show_cards, show_table
@@ -49,10 +49,10 @@ with st.container(border=True):
                          help="the request stream depends on it alone")
     bounded_number_input(c[5], L["steps"], 1, limits.MAX_STEPS, step=50, key="sv_steps", **KEEP)
     p = st.columns([1.7, 1, 1, 0.2, 1.7, 1, 1], vertical_alignment="bottom")  # "uniform" whole at 1280 px
-    p[0].segmented_control(L["prompt_len"], LENGTH_KINDS, key="sv_prompt_kind", persist_state="session",
-                           help="uniform: every length in the range equally likely; long-tail: log-normal, "
-                                "most short and a few long, as in chat traffic")
-    p[4].segmented_control(L["output_len"], LENGTH_KINDS, key="sv_output_kind", persist_state="session")
+    choice(p[0], L["prompt_len"], LENGTH_KINDS, key="sv_prompt_kind", persist_state="session",
+           help="uniform: every length in the range equally likely; long-tail: log-normal, "
+                "most short and a few long, as in chat traffic")
+    choice(p[4], L["output_len"], LENGTH_KINDS, key="sv_output_kind", persist_state="session")
     for col, key, dist, bound in ((p[1], "sv_prompt_lo", "prompt_len", "low"), (p[2], "sv_prompt_hi", "prompt_len", "high"),
                                   (p[5], "sv_output_lo", "output_len", "low"), (p[6], "sv_output_hi", "output_len", "high")):
         bounded_number_input(col, L[bound], 1, limits.MAX_LENGTH, step=16, key=key, name=f"{L[dist]} {L[bound]}", **KEEP)
@@ -89,11 +89,11 @@ show_cards(view.step_cards(history, step, controls.max_batch, sharing))
 left, right = st.columns([3, 2], gap="medium")
 with left:
     tables = record.block_tables()
-    colour_by = st.segmented_control(
-        "Colour the pool by", serving_figures.POOL_COLOR_MODES, key="sv_pool_colour", persist_state="session",
+    colour_by = choice(
+        st, "Colour the pool by", serving_figures.POOL_COLOR_MODES, key="sv_pool_colour", persist_state="session",
         help="sequence: the sequence owning each block (a shared block: its lowest seq_id); reference count: how "
              f"many running sequences hold each block ({', '.join(view.ref_levels(controls.max_batch)[1])})"
-    ) or defaults["sv_pool_colour"]
+    )
     show_chart(serving_figures.serving_pool_figure(
         record.pool_owner(), tables, record.context_lens, controls.block_size, step=step, taken=changes.taken,
         freed=changes.freed, recycled=changes.recycled, copied=changes.copied, revived=changes.revived,

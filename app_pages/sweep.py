@@ -12,7 +12,7 @@ from explorer.sweep import view
 from explorer.sweep.view import SOURCE
 from paged_attention import IMPLEMENTATIONS, LABELS
 from ui.charts import show_chart
-from ui.inputs import bounded_number_input
+from ui.inputs import bounded_number_input, choice
 from ui.recorded import SWEEP_KINDS, show_recorded
 from ui.sidebar import current, show_config_error, sync_url
 from ui.sweep import (
@@ -64,11 +64,11 @@ with st.container(border=True):
     axis = top[0].selectbox("Sweep over", list(sweep_grid.AXES), key="sw_axis", persist_state="session",
                             format_func=sweep_grid.AXES.get, on_change=axis_defaults, args=(config, cpu),
                             disabled=running)
-    middle[0].segmented_control("Spacing", sweep_grid.SPACINGS, key="sw_spacing", persist_state="session",
-                                disabled=running,
-                                help="log: each point a constant factor larger (the default); linear: constant "
-                                     "steps. Block sizes are always powers of two, KV heads divisors of the "
-                                     "query heads.")
+    choice(middle[0], "Spacing", sweep_grid.SPACINGS, key="sw_spacing", persist_state="session",
+           disabled=running,
+           help="log: each point a constant factor larger (the default); linear: constant "
+                "steps. Block sizes are always powers of two, KV heads divisors of the "
+                "query heads.")
     lo_limit, hi_limit = sweep_grid.AXIS_LIMITS[axis]
     low = bounded_number_input(top[1], "From", lo_limit, hi_limit, step=1, key="sw_low", persist_state="session",
                                disabled=running, note_parent=st)

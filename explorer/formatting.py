@@ -202,14 +202,6 @@ def sig3(value: float | None) -> str:
     return f"{value:,.{decimals}f}"
 
 
-def sig3_count(n: int) -> str:
-    """A count to three significant figures, as :func:`sig3` writes a number but
-    whole: exact below 1,000 (``4 -> "4"``, ``236 -> "236"``), rounded past it
-    (``4096 -> "4,100"``, ``357123 -> "357,000"``): the cards of a page read alike."""
-    n = int(n)
-    return f"{n:,}" if abs(n) < 1000 else sig3(n)
-
-
 def sig3_column(values, missing: str = "n/a") -> list[str]:
     """:func:`sig3` of each of ``values`` (a pandas column, a list), for a table
     cell that must read as the card or chart label beside it (``382``, not

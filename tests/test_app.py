@@ -22,6 +22,7 @@ if str(ROOT) not in sys.path:
 
 from explorer import limits, settings as state  # noqa: E402
 from explorer import style
+from explorer.cache.view import KV_CARD
 from explorer.formatting import format_bytes  # noqa: E402
 from paged_attention import assign_blocks, execution_mode  # noqa: E402
 from ui import charts  # noqa: E402
@@ -349,14 +350,14 @@ def test_fp8_kv_cache_halves_the_memory_readouts():
 
     def readouts() -> tuple[str, str, str]:
         memory = next(m.value for m in at.sidebar.markdown if "KV cache:" in m.value)
-        metric = next(m for m in at.metric if m.label == "KV cache pool")
+        metric = next(m for m in at.metric if m.label == KV_CARD)
         return memory, metric.value, metric.delta
 
     config = state.settings_from_query(BASE)[0].config()
     memory, value, delta = readouts()
     assert "float16: 2 bytes per value" in memory
     assert value == format_bytes(config.kv_cache_bytes(), significant=3)
-    assert delta == f"{format_bytes(config.kv_cache_bytes() // config.num_blocks, significant=3)} per block"
+    assert delta == f"{format_bytes(32 * config.kv_cache_bytes(), significant=3)} for 32 layers"  # Llama-3.1-8B
 
     at.selectbox(key="sb_kv_dtype").set_value("float8_e4m3fn").run()
     assert_clean(at)
@@ -365,7 +366,7 @@ def test_fp8_kv_cache_halves_the_memory_readouts():
     assert "fp8 e4m3: 1 byte per value" in memory
     assert f"**{format_bytes(fp8.kv_cache_bytes())}**" in memory
     assert value == format_bytes(config.kv_cache_bytes() // 2, significant=3)
-    assert delta == f"{format_bytes(config.kv_cache_bytes() // config.num_blocks // 2, significant=3)} per block"
+    assert delta == f"{format_bytes(32 * config.kv_cache_bytes() // 2, significant=3)} for 32 layers"
     at.button_group(key="sb_kv_scale").set_value("per_head").run()
     assert_clean(at)
     assert at.query_params["kv_dtype"] in ("float8_e4m3fn", ["float8_e4m3fn"])

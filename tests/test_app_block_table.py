@@ -15,7 +15,8 @@ from test_app import BASE, TABLE, arr, assert_clean, chart, open_app
 
 from explorer import settings as state
 from explorer.cache.sharing import table_ref_counts
-from explorer.formatting import format_bytes, sig3_count
+from explorer.cache.view import KV_CARD
+from explorer.formatting import format_bytes
 from paged_attention import assign_blocks
 from paged_attention.inputs import OTHER
 
@@ -61,9 +62,9 @@ def test_every_count_says_whether_it_is_logical_or_physical():
     config = state.settings_from_query(PREFIX)[0].config()
     values = {m.label: m.value for m in at.metric}
     deltas = {m.label: m.delta for m in at.metric}
-    assert values["Tokens (logical)"] == sig3_count(sum(config.lengths)) == "512"
-    assert deltas["Tokens (logical)"] == f"{sig3_count(config.unique_tokens)} stored (physical)" == "448 stored (physical)"
-    assert values["Blocks used (physical)"] == sig3_count(config.num_blocks_used) == "28"
+    assert values["Tokens (logical)"] == f"{sum(config.lengths):,}" == "512"
+    assert deltas["Tokens (logical)"] == f"{config.unique_tokens:,} stored (physical)" == "448 stored (physical)"
+    assert values["Blocks used (physical)"] == f"{config.num_blocks_used:,}" == "28"
     assert "Wasted slots (physical)" in values
     # Without sharing the logical and physical counts agree, and no second count is shown.
     plain = open_app({**PREFIX, "prefix": "0"}, page=TABLE)
@@ -210,7 +211,7 @@ def test_block_table_sharing_scenario_marks_shared_cells_and_states_the_saving()
     assert saving.startswith(f"**Sharing saves {b.blocks_saved} physical blocks of {b.blocks_unshared}**")
     assert f"holds {b.blocks_used} physical blocks" in saving and "one per logical block" in saving
     assert f"Physical blocks held by more than one sequence: {b.shared_blocks}" in saving
-    kv = next(m for m in at.metric if m.label == "KV cache pool")
+    kv = next(m for m in at.metric if m.label == KV_CARD)
     assert kv.value == format_bytes(config.kv_cache_bytes(), significant=3)
     assert f"{config.num_blocks} physical blocks, free ones included" in kv.help
     assert format_bytes(b.blocks_saved * block, significant=3) in saving
@@ -282,23 +283,59 @@ def test_block_table_sharing_refuses_a_batch_too_big_to_write_token_by_token():
     assert not at.get("plotly_chart")
 
 
-def test_cards_write_every_count_to_three_significant_figures():
+def test_cards_write_every_count_exactly():
     """Re-review of issue 27 at ?batch=4096: "357k" stood beside "24,343" and "27,385"
-    in one row of cards. Every card value and note is one number format now: three
-    significant figures, with thousands separators (exact counts in the help)."""
+    in one row of cards; then every count went to three significant figures, and at
+    ?batch=32&lo=100&hi=4000 "30,100 tokens" and "1,900 blocks" stood beside "227 wasted
+    slots", which nobody could check by hand. Counts are exact, with thousands separators."""
     from explorer.bench.readouts import memory_summary
     from explorer.cache.view import table_cards
 
     config = state.settings_from_query({**BASE, "batch": "4096"})[0].config()
-    cards = table_cards(config, memory_summary(config), None, False)
+    mem = memory_summary(config)
+    cards = table_cards(config, mem, None, False, pool_blocks=config.num_blocks)
     values = {c.label: c.value for c in cards}
-    assert values["Sequences"] == "4,100" and "4,096 sequences" in cards[0].help
-    assert values["Tokens (logical)"] == sig3_count(sum(config.lengths))
+    assert values["Sequences"] == "4,096"
+    assert values["Tokens (logical)"] == f"{sum(config.lengths):,}"
+    assert values["Blocks used (physical)"] == f"{config.num_blocks_used:,}"
+    assert values["Wasted slots (physical)"] == f"{config.wasted_slots:,}"
     for card in cards[:4]:
-        digits = [ch for ch in card.value if ch.isdigit()]
         assert "k" not in card.value and "M" not in card.value, card
-        assert len("".join(digits).rstrip("0")) <= 3, card
-    assert cards[2].delta == f"of {sig3_count(config.num_blocks)} in the pool"
+    assert cards[2].delta == f"of {config.num_blocks:,} in the pool"
+
+
+def test_the_cards_and_the_pool_chart_count_the_same_blocks_exactly():
+    """Review at 1280x720 (?batch=32&ctx_mode=ragged&lo=100&hi=4000): the Blocks used
+    card said "of 2,130 in the pool" beside the pool chart's "2,134 blocks"."""
+    query = {"batch": "32", "ctx_mode": "ragged", "lo": "100", "hi": "4000"}
+    at = open_app(query, page=TABLE)
+    assert_clean(at)
+    config = state.settings_from_query(query)[0].config()
+    pool = chart(at, "bt_pool")
+    drawn = int(pool["layout"]["title"]["subtitle"]["text"].split(" blocks")[0].replace(",", ""))
+    cards = {m.label: m for m in at.metric}
+    assert drawn == config.num_blocks == 2134
+    assert cards["Blocks used (physical)"].delta == f"of {drawn:,} in the pool"
+    assert cards["Blocks used (physical)"].value == f"{config.num_blocks_used:,}"
+    assert cards["Tokens (logical)"].value == f"{sum(config.lengths):,}"
+    wasted = config.num_blocks_used * config.block_size - sum(config.lengths)
+    assert cards["Wasted slots (physical)"].value == f"{wasted:,}" == f"{config.wasted_slots:,}"
+
+
+def test_the_kv_cache_card_says_it_is_one_layer_and_adds_up_the_model():
+    """Review at 1280x720: with the Llama-3.1-8B preset (32 layers) the card's 2.95 MB
+    read as the model's cache; it is one layer's K and V pools."""
+    at = open_app(BASE, page=TABLE)
+    config = state.settings_from_query(BASE)[0].config()
+    kv = next(m for m in at.metric if m.label == KV_CARD)
+    assert "one layer" in kv.label
+    assert kv.value == format_bytes(config.kv_cache_bytes(), significant=3)
+    assert kv.delta == f"{format_bytes(32 * config.kv_cache_bytes(), significant=3)} for 32 layers"
+    custom = open_app({**BASE, "preset": "Custom", "heads": "4", "kv_heads": "2", "head_dim": "32"}, page=TABLE)
+    config = state.settings_from_query({**BASE, "preset": "Custom", "heads": "4", "kv_heads": "2",
+                                        "head_dim": "32"})[0].config()
+    kv = next(m for m in custom.metric if m.label == KV_CARD)
+    assert kv.delta == f"{format_bytes(config.kv_cache_bytes() // config.num_blocks, significant=3)} per block"
 
 
 def test_block_table_shared_marks_sit_inside_their_cells():

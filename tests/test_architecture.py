@@ -83,6 +83,17 @@ def test_every_chart_goes_through_show_chart():
     assert direct == []
 
 
+def test_every_segmented_control_goes_through_choice():
+    # A click on a segmented control's selected option empties it, and a page then
+    # fell back to the default (issue 27: Ragged became 128 tokens for all);
+    # ui.inputs.choice keeps the choice, so no page builds one directly.
+    direct = [f"{path.relative_to(ROOT)}:{n}" for path in [ROOT / "app.py", *(ROOT / "app_pages").glob("*.py"),
+                                                          *(ROOT / "ui").glob("*.py")]
+              for n, line in enumerate(path.read_text().splitlines(), 1)
+              if re.search(r"\.(segmented_control|pills)\(", line) and path.name != "inputs.py"]
+    assert direct == []
+
+
 def _imports_plotly(path: Path) -> bool:
     return any(line.startswith(("import plotly", "from plotly")) for line in
                (line.strip() for line in path.read_text().splitlines()))

@@ -155,3 +155,43 @@ def test_per_sequence_new_tokens_editor(server, page):
     expect(tokens).to_contain_text("10 new (queries)", timeout=WAIT)
     no_exception(page)
     no_error(page)
+
+
+def test_clicking_the_selected_context_mode_keeps_it(server, page):
+    """Review at 1280x720: a click on the already selected "Ragged" emptied the
+    segmented control and the sidebar fell back to "Same for all" (128 tokens each)."""
+    page.goto(f"{server}/block_table?{urlencode({'batch': '4', 'ctx_mode': 'ragged', 'lo': '16', 'hi': '300'})}")
+    sidebar = page.locator("[data-testid=stSidebar]")
+    ragged = sidebar.locator("[data-testid=stButtonGroup] button", has_text="Ragged").first
+    expect(ragged).to_be_visible(timeout=60_000)
+    settle(page)
+    ragged.click()
+    settle(page)
+    expect(page).to_have_url(re.compile(r"ctx_mode=ragged"), timeout=WAIT)
+    expect(ragged).to_have_attribute("aria-checked", "true", timeout=WAIT)  # shown selected again
+    expect(sidebar.get_by_text("Spread", exact=True)).to_be_visible(timeout=WAIT)
+    expect(sidebar.get_by_label("Tokens per sequence", exact=True)).to_have_count(0, timeout=WAIT)
+    no_exception(page)
+
+
+#: The top tick label of each colour bar and the last line of the bar's title, in px from the top.
+_BAR_TOP = """() => [...document.querySelectorAll('.colorbar')].map(cb => {
+    const lines = [...cb.querySelectorAll('.cbtitle tspan.line')].filter(t => t.textContent.trim());
+    const ticks = [...cb.querySelectorAll('.cbaxis text, g.ycbaxis text, g.tick text')];
+    return [Math.max(...lines.map(t => t.getBoundingClientRect().bottom)),
+            Math.min(...ticks.map(t => t.getBoundingClientRect().top))];
+})"""
+
+
+def test_colour_bar_top_label_stays_clear_of_its_title(server, page):
+    """Review at 1280x720 (?batch=2&ctx_mode=uniform&ctx=20&block=8): the colour bar's
+    top tick "6" touched its title "colour = physical block id"."""
+    page.goto(f"{server}/block_table?{urlencode({'batch': '2', 'ctx_mode': 'uniform', 'ctx': '20', 'block': '8'})}")
+    expect(page.locator(".js-plotly-plot")).to_have_count(4, timeout=60_000)
+    settle(page)
+    expect(page.locator(".colorbar").first).to_be_visible(timeout=WAIT)
+    bars = page.evaluate(_BAR_TOP)
+    assert len(bars) >= 2  # the table's and the walk's
+    for title_bottom, tick_top in bars:
+        assert tick_top >= title_bottom + 2, bars
+    no_exception(page)

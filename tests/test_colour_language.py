@@ -107,7 +107,7 @@ def drawn_colours(heatmap) -> set[tuple[int, int, int]]:
 
 
 def key_text(text: str | None) -> str:
-    return (text or "").replace("<br>", " ")
+    return (text or "").replace(cell_style.COLORBAR_TITLE_GAP, "").replace("<br>", " ")
 
 
 def block_table_page(sharing: bool, prefix: int = 0):

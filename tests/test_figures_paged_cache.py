@@ -171,7 +171,8 @@ def test_token_walk_and_pool_name_what_their_cells_count():
     stepped = sharing_figures.pool_ref_count_figure(b.ref_counts, b.block_tables, 16)
     assert stepped.layout.legend.title.text == "colour = sequences holding the physical block"
     many = sharing_figures.pool_ref_count_figure(np.array([0, 1, 30]), np.zeros((30, 1), dtype=int) + 2, 4)
-    assert many.data[0].colorbar.title.text.replace("<br>", " ") == "colour = sequences holding the physical block"
+    assert (many.data[0].colorbar.title.text.replace(cell_style.COLORBAR_TITLE_GAP, "").replace("<br>", " ")
+            == "colour = sequences holding the physical block")
 
 def test_token_walk_scale_follows_a_sequence_lost_in_a_huge_pool():
     fig = walk_figures.token_walk_figure(np.arange(1000, 1064), 64 * 16, 16, num_blocks=500_000)
@@ -461,3 +462,4 @@ def test_big_table_y_ticks_a_line_apart_round_and_with_separators(scale):
     assert (vals[1] - vals[0]) in (20, 40, 50, 100, 200, 250, 500, 1000)
     assert "1,000" in fig.layout.yaxis.ticktext or "2,000" in fig.layout.yaxis.ticktext
     assert all("," in t for t, v in zip(fig.layout.yaxis.ticktext, vals) if v >= 1000)
+

@@ -1,6 +1,7 @@
 """Number inputs whose limits the app applies, so the box shows the value in use: a
 number box (:func:`bounded_number_input`) and a per-sequence column of whole numbers
-(:func:`sequence_editor`: the sidebar's ragged lengths and new tokens).
+(:func:`sequence_editor`: the sidebar's ragged lengths and new tokens), and the
+one builder of the app's segmented controls (:func:`choice`).
 
 Given ``min_value`` / ``max_value``, Streamlit's ``number_input`` refuses an
 out-of-range entry in the browser: the box keeps what was typed (outlined red, the
@@ -26,7 +27,7 @@ value out of range.
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 import streamlit as st
@@ -40,6 +41,32 @@ NOTES = "clamp_notes"
 LAST = "clamp_last_values"
 #: Session-state key of the whole-number boxes' keys (sent to the browser as float boxes).
 WHOLE = "whole_number_boxes"
+#: Session-state key of each segmented control's last choice, ``widget key -> value``.
+CHOSEN = "choice_last_values"
+
+
+def choice(parent, label: str, options: Sequence, *, key: str, **kwargs):
+    """A single-choice segmented control that always holds one of ``options``: the
+    app's only builder of them (tests/test_architecture.py).
+
+    Streamlit's segmented control empties itself when its selected option is
+    clicked again, and a page then fell back to the default: one stray click on
+    "Ragged" replaced the ragged batch by 128 tokens for all (issue 27). So a value
+    that arrives empty (that click) or stale (an old session, options that
+    changed) is replaced, before the widget is built, by the control's last
+    choice, else by its first option: never by a default the user did not pick;
+    the browser then shows the choice again. (Not Streamlit's ``required=True``:
+    with it, an edit of a number box on the Sweep page was lost now and then, 3
+    runs in 10 of tests/test_browser_sweep.py's copied-URL test; the controls that
+    had it before keep it, the Layer picker so that its ``on_change`` never sees an
+    empty value.) ``kwargs`` go to ``segmented_control`` (``default`` excepted: the
+    session state holds the value). Returns the choice."""
+    ss, options = st.session_state, tuple(options)
+    last = ss.setdefault(CHOSEN, {})
+    if ss.get(key) not in options:
+        ss[key] = last[key] if last.get(key) in options else options[0]
+    last[key] = parent.segmented_control(label, options, key=key, **kwargs)
+    return last[key]
 
 
 def _whole_values_as_ints() -> None:

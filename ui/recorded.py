@@ -40,6 +40,7 @@ from explorer.sweep.recorded import recorded_note, setting_differences, shared_p
 from paged_attention import DecodeConfig
 from paged_attention.result_files import KINDS
 from ui.charts import show_chart
+from ui.inputs import choice
 from ui.tables import column_px, show_table
 
 TITLE = "Recorded on a GPU"
@@ -138,11 +139,10 @@ def show_recorded(kinds: Sequence[str], config: DecodeConfig | None = None, *, m
         tables = {**({"classic": "classic"} if classic else {}), **{k: SETS[s.meta["set"]] for k, s in peers.items()}}
         shown = next(iter(tables))
         if len(tables) > 1:
-            shown = st.segmented_control(
-                "Recorded table", list(tables), format_func=tables.get, default=shown, required=True,
-                key="recorded_kind",
+            shown = choice(
+                st, "Recorded table", list(tables), format_func=tables.get, key="recorded_kind", required=True,
                 help="classic: the three implementations of this page on the classic configurations; peers, ragged, "
-                     "shared prefix: our kernels against SDPA and FlashInfer (benchmarks/decode_peers.py)") or shown
+                     "shared prefix: our kernels against SDPA and FlashInfer (benchmarks/decode_peers.py)")
         if shown != "classic":
             _show_peers(peers[shown], unit)
             return
@@ -300,8 +300,7 @@ def _show_sweeps(sweeps: list[RecordedSet], mine: pd.DataFrame | None) -> None:
     names = {s.name: f"{AXES[s.axis].split(' (')[0]} · {s.meta['gpu']} · {s.meta['date']}" for s in sweeps}
     chosen = next(iter(names))
     if len(names) > 1:
-        chosen = st.segmented_control("Recorded sweep", list(names), format_func=names.get, default=chosen,
-                                      required=True, key="sw_recorded") or chosen
+        chosen = choice(st, "Recorded sweep", list(names), format_func=names.get, key="sw_recorded", required=True)
     rec = next(s for s in sweeps if s.name == chosen)
     m, shared, frame = rec.meta, rec.meta.get("config", {}), rec.table
     fixed = ", ".join(text.format(shared[k]) for k, text in _SHARED.items() if k in shared)

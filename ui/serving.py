@@ -47,15 +47,12 @@ def page_config():
 
 def seed_controls(defaults: Mapping[str, Any], colour_modes: tuple[str, ...]) -> None:
     """On the page's first run in this session, its controls from the URL over
-    ``defaults`` (:func:`ui.page_state.seed_page`, notes on the values it ignored);
-    a deselected segmented control back to its default."""
+    ``defaults`` (:func:`ui.page_state.seed_page`, notes on the values it ignored).
+    A segmented control keeps its choice when clicked again (:func:`ui.inputs.choice`)."""
     ss = st.session_state
     seed_page("serving_simulation", defaults, choices={"sv_pool_colour": colour_modes})
     for key, value in defaults.items():
         ss.setdefault(key, value)
-    for key in view.CHOICE_KEYS:
-        if ss[key] is None:
-            ss[key] = defaults[key]
 
 
 def time_triton(config: DecodeConfig, make_inputs: Callable, warmup: int, iters: int):

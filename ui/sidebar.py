@@ -42,7 +42,7 @@ from paged_attention import (
     device_description,
     execution_mode,
 )
-from ui.inputs import bounded_number_input, sequence_editor
+from ui.inputs import bounded_number_input, choice, sequence_editor
 
 #: Session-state key of the widget that holds each Settings field.
 WIDGET_KEYS: dict[str, str] = {name: f"sb_{name}" for name in (
@@ -223,10 +223,8 @@ def _new_tokens(settings: Settings | None) -> tuple[int | tuple[int, ...], str |
     MAX_QUERY_LEN), starting from the number; ``settings`` (None when the lengths are
     in error) gives the contexts. Returns ``query_lens`` and an error (or None)."""
     ss = st.session_state
-    if ss.get(QUERY_MODE) is None:  # deselected (a click on the selected option)
-        ss[QUERY_MODE] = "uniform"
-    st.segmented_control("New tokens", state.CONTEXT_MODES, key=QUERY_MODE, **KEEP, help=QUERY_HELP,
-                         format_func={"uniform": "Same for all", "ragged": "Ragged"}.get)
+    choice(st, "New tokens", state.CONTEXT_MODES, key=QUERY_MODE, **KEEP, help=QUERY_HELP,
+           format_func={"uniform": "Same for all", "ragged": "Ragged"}.get)
     if ss[QUERY_MODE] == "uniform" or settings is None:
         number = bounded_number_input(st, "New tokens per sequence", 1, limits.MAX_QUERY_LEN, step=1, key=QUERY_LEN,
                                       value=1, **KEEP, help=QUERY_HELP)
@@ -267,10 +265,8 @@ def render_sidebar(page: str | None = None) -> SidebarResult:
         st.subheader("Batch")
         bounded_number_input(st, "Batch size (sequences)", 1, limits.MAX_BATCH, step=1, key=WIDGET_KEYS["batch_size"],
                              **KEEP)
-        if ss.get(WIDGET_KEYS["context_mode"]) is None:  # deselected (a click on the selected option)
-            ss[WIDGET_KEYS["context_mode"]] = "uniform"  # before the widget: Streamlit forbids it after
-        st.segmented_control(
-            "Context length", state.CONTEXT_MODES, key=WIDGET_KEYS["context_mode"], **KEEP,
+        choice(
+            st, "Context length", state.CONTEXT_MODES, key=WIDGET_KEYS["context_mode"], **KEEP,
             format_func={"uniform": "Same for all", "ragged": "Ragged"}.get,
         )
         lengths = None
@@ -339,13 +335,11 @@ def render_sidebar(page: str | None = None) -> SidebarResult:
                      format_func=lambda d: formatting.kv_dtype_label(None if d == state.SAME_AS_COMPUTE else d),
                      help="how K and V are stored: in the compute dtype, or as 8-bit floats (1 byte per value) "
                           "that the kernels multiply by a scale as they read them")
-        if ss.get(WIDGET_KEYS["kv_scale"]) is None:  # deselected (a click on the selected option)
-            ss[WIDGET_KEYS["kv_scale"]] = "per_tensor"
         if ss[WIDGET_KEYS["kv_dtype"]] != state.SAME_AS_COMPUTE:  # kept while hidden (persist_state)
-            st.segmented_control("Scales", KV_SCALES, key=WIDGET_KEYS["kv_scale"], **KEEP,
-                                 format_func=formatting.KV_SCALE_LABELS.get,
-                                 help="one scale for all of K (and one for V), or one per KV head; each scale maps "
-                                      "the largest value it covers to fp8's largest number")
+            choice(st, "Scales", KV_SCALES, key=WIDGET_KEYS["kv_scale"], **KEEP,
+                   format_func=formatting.KV_SCALE_LABELS.get,
+                   help="one scale for all of K (and one for V), or one per KV head; each scale maps "
+                        "the largest value it covers to fp8's largest number")
         st.selectbox("Block layout", BLOCK_LAYOUTS, key=WIDGET_KEYS["block_layout"], **KEEP,
                      help="contiguous: blocks in order; shuffled: a random permutation of the pool; "
                           "fragmented: the free list left after other sequences came and went")
@@ -387,9 +381,9 @@ def _layer_picker() -> None:
     preset = state.MODEL_PRESETS.get(st.session_state[WIDGET_KEYS["preset"]])
     if preset is None or not preset.mixed:
         return
-    st.segmented_control("Layer", tuple(preset.layer_counts()), key=WIDGET_KEYS["layer"], **KEEP, required=True,
-                         format_func=lambda kind: layer_label(kind, preset.window), on_change=_on_layer,
-                         help=f"{preset.describe()}; a decode step runs one layer's attention")
+    choice(st, "Layer", tuple(preset.layer_counts()), key=WIDGET_KEYS["layer"], **KEEP, required=True,
+           format_func=lambda kind: layer_label(kind, preset.window), on_change=_on_layer,
+           help=f"{preset.describe()}; a decode step runs one layer's attention")
 
 
 def _attention_controls() -> None:

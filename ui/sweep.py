@@ -299,8 +299,6 @@ def seed_controls(config: DecodeConfig, cpu: bool) -> None:
             ss["sw_points"] = sweep_grid.default_points(ss["sw_axis"], ss["sw_low"], ss["sw_high"], cpu)
         show_url_notes("sweep", notes + more)
     ss.setdefault("sw_budget", DEFAULT_BUDGET_S)
-    if ss.get("sw_spacing") is None:  # never set, or the segmented control deselected
-        ss["sw_spacing"] = "log"
     lo_limit, hi_limit = sweep_grid.AXIS_LIMITS[ss["sw_axis"]]
     for key in ("sw_low", "sw_high"):  # a value from another axis may lie outside this one's limits
         ss[key] = min(max(int(ss.get(key, lo_limit)), lo_limit), hi_limit)

@@ -50,6 +50,11 @@ NEW_TOKEN_LINE = "#111827"
 #: (:func:`~explorer.style.font_px` ``"tick"``), the numbers written in cells at
 #: ``"cell"`` size: cells too small for it get no text rather than smaller text.
 COLORBAR_TITLE_LINE = 9
+#: An empty last line of a colour bar's title: Plotly sets the bar 5 px under its
+#: title, and a tick at the bar's top end reaches half a label above it, so the top
+#: label ran into the title (issue 27: "6" touching "block id"). Plotly drops a
+#: trailing blank line; a space in a tiny span it keeps, a line high.
+COLORBAR_TITLE_GAP = '<br><span style="font-size:1px"> </span>'
 #: A digit's width and a line's height, in units of the font size (Arial, Helvetica
 #: and Segoe UI digits are 0.55 of it), and the pixels a cell keeps clear each side
 #: of its text.
@@ -71,17 +76,25 @@ NARROW_BAR_PLOT_PX = 140
 TABLE_BARE_PLOT_PX = 390
 
 
-def colorbar_title(key: str, width: int = COLORBAR_TITLE_LINE) -> dict:
-    """A colour bar's title saying ``key`` (e.g. :data:`BLOCK_KEY`): broken at its
-    spaces into lines of at most ``width`` characters (a longer word stays whole),
-    at the size of the bar's tick labels (Plotly's larger default ran into the top one)."""
+def colorbar_title_lines(key: str, width: int = COLORBAR_TITLE_LINE) -> list[str]:
+    """The lines of :func:`colorbar_title`'s words: ``key`` broken at its spaces into
+    lines of at most ``width`` characters (a longer word stays whole)."""
     lines: list[str] = []
     for word in key.split():
         if lines and len(lines[-1]) + 1 + len(word) <= width:
             lines[-1] += " " + word
         else:
             lines.append(word)
-    return dict(text="<br>".join(lines), font=dict(size=font_px("tick")))
+    return lines
+
+
+def colorbar_title(key: str, width: int = COLORBAR_TITLE_LINE) -> dict:
+    """A colour bar's title saying ``key`` (e.g. :data:`BLOCK_KEY`) in the lines of
+    :func:`colorbar_title_lines`, at the size of the bar's tick labels (Plotly's
+    larger default ran into the top one), a line clear of the top one
+    (:data:`COLORBAR_TITLE_GAP`)."""
+    return dict(text="<br>".join(colorbar_title_lines(key, width)) + COLORBAR_TITLE_GAP,
+                font=dict(size=font_px("tick")))
 
 
 def legend_key_text(key: str, width_px: float = HALF_FIGURE_PX) -> str:

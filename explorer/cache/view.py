@@ -16,20 +16,32 @@ from paged_attention import DecodeConfig
 SHARED_MARK = f"{DRAWN_SHARED_MARK.words} (◇)"
 
 
-def table_cards(config: DecodeConfig, mem: MemorySummary, shared: SharedBatch | None, shares: bool) -> list[Card]:
+#: The KV cache card's label: its bytes are one layer's K and V pools, not the model's.
+KV_CARD = "KV cache, one layer"
+
+
+def table_cards(config: DecodeConfig, mem: MemorySummary, shared: SharedBatch | None, shares: bool, *,
+                pool_blocks: int, num_layers: int | None = None) -> list[Card]:
     """Sequences, tokens, blocks used, wasted slots and the KV cache's bytes, each
     count saying whether it counts logical tokens (every sequence its own) or physical
     blocks and slots (a shared block once). ``shared``: the sharing scenario's layout
-    (None: the sidebar's); ``shares``: some block is held by more than one sequence.
-    Short values with the detail under them: five cards share a row at 1280 px. Every
-    value and note to three significant figures (:func:`~explorer.formatting.sig3_count`);
-    the help gives the exact counts."""
-    num, count = formatting.sig3_count, formatting.count
+    (None: the sidebar's); ``shares``: some block is held by more than one sequence;
+    ``pool_blocks``: the physical blocks of the pool the page draws (its chart's
+    count, so card and chart say one number); ``num_layers``: the model preset's
+    layers (None: Custom), whose K and V pools the last card's note adds up.
+
+    Short values with the detail under them: five cards share a row at 1280 px.
+    Counts (sequences, tokens, blocks, slots) are exact, with thousands separators,
+    so that they add up by hand (issue 27: "30,100 tokens" for 30,112); bytes and
+    shares to three significant figures."""
+    num, count = formatting.format_number, formatting.count
     used = shared.blocks_used if shared else mem.blocks_used
     wasted, allocated = ((shared.wasted_slots, used * config.block_size) if shared
                          else (mem.wasted_slots, mem.allocated_slots))
-    stored, tokens = allocated - wasted, sum(config.lengths)
+    stored, tokens = int(allocated - wasted), int(sum(config.lengths))
+    used, wasted, allocated = int(used), int(wasted), int(allocated)
     queries = config.num_query_tokens if config.has_query_lens else 0
+    model_bytes = mem.kv_cache_bytes * (num_layers or 1)
     new = " · ".join(([f"{num(stored)} stored (physical)"] if shares else [])
                      + ([f"{num(queries)} new (queries)"] if queries else []))
     return [
@@ -38,20 +50,23 @@ def table_cards(config: DecodeConfig, mem: MemorySummary, shared: SharedBatch | 
              f"{count(tokens, 'token')} in the sequences, each counting its own"
              + (f"; the pool stores {stored:,}, a shared block's once" if shares else "")
              + (f"; {queries:,} of them are this step's new tokens, each a query row" if queries else "")),
-        Card("Blocks used (physical)", num(used), f"of {num(mem.blocks_in_pool)} in the pool",
+        Card("Blocks used (physical)", num(used), f"of {num(pool_blocks)} in the pool",
              f"{count(used, 'physical block')} hold this batch's tokens, a shared one once; the tables list "
-             f"{count(sum(config.blocks_per_sequence), 'logical block')}; the pool has {mem.blocks_in_pool:,}"
+             f"{count(sum(config.blocks_per_sequence), 'logical block')}; the pool has {pool_blocks:,}"
              + (f"; without sharing {mem.blocks_used:,}" if shared else "")),
         Card("Wasted slots (physical)", num(wasted), f"{formatting.format_percent(wasted / max(1, allocated))} "
              "of allocated", f"{wasted:,} allocated but unfilled slots in the physical blocks in use, as a share of "
              f"all {allocated:,} allocated slots"),
-        Card("KV cache pool", formatting.format_bytes(mem.kv_cache_bytes),
-             f"{formatting.format_bytes(mem.block_bytes)} per block",
-             f"the whole pool of {count(mem.blocks_in_pool, 'physical block')}, free ones included"
+        Card(KV_CARD, formatting.format_bytes(mem.kv_cache_bytes),
+             f"{formatting.format_bytes(model_bytes)} for {num_layers} layers" if num_layers
+             else f"{formatting.format_bytes(mem.block_bytes)} per block",
+             f"one layer's whole pool of {count(pool_blocks, 'physical block')}, free ones included"
              + (" (the sentence above counts the blocks the batch holds)" if shared else "") + ": "
              f"K and V pools in {mem.kv_dtype} ({count(mem.kv_element_bytes, 'byte')} per value): "
              f"{mem.kv_cache_bytes:,} bytes; one block of {config.block_size} tokens holds {mem.block_bytes:,} "
-             "bytes of K and V"),
+             "bytes of K and V"
+             + (f". Each of the model's {num_layers} layers has a pool of its own: {model_bytes:,} bytes in all"
+                if num_layers else "")),
     ]
 
 

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 
 from explorer.cache.cell_style import (
     BLOCK_KEY,
+    NARROW_PLOT_PX,
     WALK_CELL_KEY,
     WIDE_PLOT_PX,
     add_legend_square,
@@ -104,20 +105,31 @@ def token_walk_figure(
     own_scale = (hi - lo + 1) < 0.1 * num_blocks
     if own_scale:
         zmin, zmax = lo, max(hi, lo + 1)
-    subtitle = f"{count(n, 'token')} in {count(needed, 'block')} of {block_size}; {BLOCK_KEY}; {WALK_CELL_KEY}"
-    if own_scale:
-        subtitle += f" (scale: this sequence's blocks {lo:,}–{hi:,})"
     new = 0 if query_len is None else max(0, min(int(query_len), n))
-    if query_len is not None:
-        subtitle += f" · ★ the last {count(new, 'new token')}"
-    if grid.sampled:
-        subtitle += f" · sampled: {grid.strides('logical block', 'slot')} shown"
-    # Tall enough for the y axis title beside even one or two rows.
-    height = int(min(720, max(320, 140 + 22 * len(logical))))
-    height += max(0, int(scaled(160)) - plot_area_height(height, subtitle))  # a subtitle on more lines keeps the plot's room
-    plot_height = plot_area_height(height, subtitle)
-    gaps = cell_gaps(len(logical), len(slots), plot_height)
+
+    def layout(cell_key: bool) -> tuple[str, int, float]:
+        """The subtitle (naming the cells' numbers when ``cell_key``), the figure's
+        height and its plot area's."""
+        subtitle = f"{count(n, 'token')} in {count(needed, 'block')} of {block_size}; {BLOCK_KEY}"
+        subtitle += f"; {WALK_CELL_KEY}" if cell_key else ""
+        if own_scale:
+            subtitle += f" (scale: this sequence's blocks {lo:,}–{hi:,})"
+        if query_len is not None:
+            subtitle += f" · ★ the last {count(new, 'new token')}"
+        if grid.sampled:
+            subtitle += f" · sampled: {grid.strides('logical block', 'slot')} shown"
+        # Tall enough for the y axis title beside even one or two rows.
+        height = int(min(720, max(320, 140 + 22 * len(logical))))
+        height += max(0, int(scaled(160)) - plot_area_height(height, subtitle))  # a longer subtitle keeps the plot's room
+        return subtitle, height, plot_area_height(height, subtitle)
+
+    # The subtitle names the cells' numbers only where they are written (issue 27: it
+    # promised them at the default settings, where the cells are too small for any).
+    subtitle, height, plot_height = layout(cell_key=True)
     text_on = cell_text_fits(len(logical), len(slots), len(str(n - 1)), WIDE_PLOT_PX, plot_height)
+    if not text_on:
+        subtitle, height, plot_height = layout(cell_key=False)
+    gaps = cell_gaps(len(logical), len(slots), plot_height)
     fig.add_trace(
         go.Heatmap(
             z=z,
@@ -233,7 +245,9 @@ def block_walk_figure(
     if stride > 1:
         subtitle += f" · every {ordinal(stride)} block"
     apply_style(fig, title, subtitle, height=380, width_px=NARROW_FIGURE_PX)  # two fifths of the page
-    fig.update_xaxes(title="logical block", zeroline=False, **integer_ticks(0, needed - 1))
+    # Spaced for the narrow column's plot, not the default 400 px: at 224 logical blocks
+    # "80100120140" ran together (issue 27).
+    fig.update_xaxes(title="logical block", zeroline=False, **integer_ticks(0, needed - 1, plot_width=NARROW_PLOT_PX))
     fig.update_yaxes(title="physical block id", zeroline=False, rangemode="tozero",
                      **integer_ticks(0, int(phys.max()), plot_area_height(380, subtitle, width_px=NARROW_FIGURE_PX)))
     fig.update_layout(showlegend=False)

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import plotly.graph_objects as go
 
-from explorer.cache.cell_style import BLOCK_KEY, colorbar_title
+from explorer.cache.cell_style import BLOCK_KEY, colorbar_title_lines
 from explorer.kernel.merge_layout import tick_gap_px
 from explorer.legend_layout import fit_legend
 from explorer.style import (
@@ -69,7 +69,7 @@ def walk_margins(labels: Sequence[str], *, colorbar: bool, colorbar_ids: int = 0
     left = max((len(text) for text in labels), default=0) * CHAR_WIDTH * tick + tick_gap_px(tick) + 8 * scale
     right = MARGIN_R * scale
     if colorbar:  # Plotly's gap (x = 1.02), the bar's padding, and its title or its bar and tick labels
-        title = max(len(line) for line in colorbar_title(key)["text"].split("<br>")) * LABEL_CHAR_WIDTH * tick
+        title = max(len(line) for line in colorbar_title_lines(key)) * LABEL_CHAR_WIDTH * tick
         bar = 14 + 6 + len(f"{colorbar_ids:,}") * DIGIT_WIDTH * tick
         right = 0.02 * WALK_PLOT_PX + 2 * 10 + max(title, bar) + 4
     return dict(l=math.ceil(left), r=math.ceil(right))

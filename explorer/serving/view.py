@@ -39,8 +39,6 @@ LEVERS: dict[str, str] = {
     "batch": f"**{LABELS['max_batch_size']}**", "query heads": "the sidebar's query heads",
     "KV heads": "the sidebar's KV heads", "context": "the longest prompt or output",
 }
-#: The segmented controls, which a click can leave empty (their default then).
-CHOICE_KEYS = ("sv_prompt_kind", "sv_output_kind", "sv_pool_colour")
 
 
 def page_defaults(config: DecodeConfig) -> dict[str, Any]:
