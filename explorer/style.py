@@ -63,10 +63,10 @@ SEQUENCE_COLORS: tuple[str, ...] = (
 #: apart from an unallocated cell's near-white) to navy (the pool's last block).
 BLOCK_COLORSCALE: list[list] = [[i / 6, c] for i, c in enumerate((
     "#C6DBEF", "#9ECAE1", "#6BAED6", "#4292C6", "#2171B5", "#08519C", "#08306B"))]
-#: Reference counts, 1 holder up to the most: ColorBrewer's Oranges from its fourth
-#: step (a lone holder, strong enough to tell from free grey) to its second darkest
-#: (the darkest, a brown, comes near the sequences' crimson #A51E4B).
-REF_COUNT_COLORS: tuple[str, ...] = ("#FDAE6B", "#FD8D3C", "#F16913", "#D94801", "#A63603")
+#: Reference counts, 1 holder up to 5: peach, orange, deep orange, rust, brown, each 14+ CIEDE2000
+#: from the next (ColorBrewer's Oranges came 8.6 apart: 1 and 2 holders read alike on a projector),
+#: clear of the sequences, the greys and the block ids (tests/test_colour_language.py).
+REF_COUNT_COLORS: tuple[str, ...] = ("#FCC67F", "#F79207", "#E25A00", "#A83A08", "#5A2A10")
 #: The share of an aggregated pool cell's blocks that the batch holds: free grey to slate.
 BATCH_SHARE_COLORSCALE: list[list] = [[0, FREE_COLOR], [1, "#1E293B"]]
 #: Split-K splits, while few: Tableau 10 less its blue (too like a block id), its green

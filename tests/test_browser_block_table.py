@@ -45,7 +45,7 @@ def test_block_table_sharing_in_browser(server, page):
     page.get_by_text("Sharing: n samples per request, a common prompt").click()
     expect(page.get_by_text(re.compile(r"Sharing saves \d+ physical blocks? of \d+"))).to_be_visible(timeout=WAIT)
     legend = page.locator(".js-plotly-plot .legendtext")
-    for entry in ("shared block (2+ sequences)", "one sequence", "2 sequences", "4 sequences"):
+    for entry in ("shared block (2+ sequences)", "1 sequence", "2 sequences", "4 sequences"):
         expect(legend.filter(has_text=entry)).to_have_count(1, timeout=WAIT)
     expect(page.locator(".js-plotly-plot >> text=Physical block pool: sharing")).to_be_visible(timeout=WAIT)
     settle(page)

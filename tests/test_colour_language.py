@@ -456,3 +456,42 @@ def test_sequence_colours_are_told_apart_from_one_another_and_from_every_other_m
         assert max(wcag_contrast(color, "#FFFFFF"), wcag_contrast(color, "#444444")) >= MIN_TEXT_CONTRAST, color
     # The colours repeat: each one's neighbour in the cycle (the next sequence) is plainly another.
     assert min(ciede2000(a, b) for a, b in zip(palette, palette[1:] + palette[:1])) >= 2 * SEQUENCES_APART_DE00
+
+
+#: Neighbouring reference counts (k and k + 1 holders, and the Serving simulation's levels) stay this far
+#: apart in CIEDE2000: ColorBrewer's Oranges gave 1 and 2 holders #FDAE6B and #FD8D3C, 8.6 apart.
+REF_STEPS_APART_DE00 = 14
+
+
+def test_neighbouring_reference_counts_are_plainly_different_and_named_alike_on_both_pages():
+    """Issue 27 review (a 1280x720 projector): the oranges of "1 sequence" and "2 sequences" read alike, and the
+    Block table page wrote "one sequence" where the Serving simulation wrote "1 sequence". Each count up to the
+    palette's length now takes its own colour of the palette, 14+ CIEDE2000 from the next, on both pages, and
+    both pages' legends name a count in the same words."""
+    from test_figures_serving import SHARED, _pool
+
+    from explorer.serving.history import simulate
+    palette = style.REF_COUNT_COLORS
+    steps = [ciede2000(a, b) for a, b in itertools.pairwise(palette)]
+    assert min(steps) >= REF_STEPS_APART_DE00, steps
+    for top in range(2, len(palette) + 1):
+        drawn = [sharing_figures.ref_color(k, top) for k in range(1, top + 1)]
+        assert min(ciede2000(a, b) for a, b in itertools.pairwise(drawn)) >= REF_STEPS_APART_DE00, top
+    levels = sharing_figures.REF_LEVEL_COLORS
+    assert min(ciede2000(a, b) for a, b in itertools.pairwise(levels)) >= REF_STEPS_APART_DE00
+    # Still oranges and browns (CIELAB hue 40 to 80 degrees), and clear of the greys.
+    assert all(40 <= lch(rgb(c))[2] <= 80 and lch(rgb(c))[1] >= 30 for c in palette)
+    assert min(ciede2000(c, g) for c in palette for g in NEUTRAL) >= GREYS_APART_DE00
+    # The Block table's sharing pool (counts 1, 2 and 4) and the Serving simulation's (levels) say the same.
+    _, block_pool, *_ = block_table_page(sharing=True)
+    history = simulate(SHARED, 150)
+    serving_pool = _pool(history, int(history.metrics["copied"].to_numpy().argmax()), color_by="reference count",
+                         sharing=True)
+
+    def squares(fig):
+        return {t.name: t.marker.color for t in fig.data if t.type == "scatter" and t.marker.symbol == "square"
+                and t.hoverinfo == "skip"}
+    block, serving = squares(block_pool), squares(serving_pool)
+    for name in ("1 sequence", "2 sequences"):
+        assert rgb(block[name]) == rgb(serving[name]), name
+    assert ciede2000(block["1 sequence"], block["2 sequences"]) >= REF_STEPS_APART_DE00

@@ -287,14 +287,14 @@ def test_pool_ref_count_figure_colours_each_block_by_its_holders():
     fig = sharing_figures.pool_ref_count_figure(b.ref_counts, b.block_tables, 16)
     z = fig.data[0].z.ravel()
     assert np.array_equal(z[:45], b.ref_counts) and np.isnan(z[45:]).all()
-    assert [d.name for d in fig.data[1:]] == ["free", "one sequence", "2 sequences", "4 sequences",
+    assert [d.name for d in fig.data[1:]] == ["free", "1 sequence", "2 sequences", "4 sequences",
                                             "click targets"]
     assert fig.data[0].showscale is False
     holders = fig.data[0].customdata.ravel()
     assert holders[0] == "block 0<br>held by 4 sequences: 0, 1, 2, 3" and holders[44] == "block 44<br>free"
     # Many holders: a colour bar instead of one legend entry per count.
     many = sharing_figures.pool_ref_count_figure(np.array([0, 1, 30]), np.zeros((30, 1), dtype=int) + 2, 4)
-    assert many.data[0].showscale is True and [d.name for d in many.data[1:]] == ["free", "one sequence",
+    assert many.data[0].showscale is True and [d.name for d in many.data[1:]] == ["free", "1 sequence",
                                                                                      "click targets"]
 
 

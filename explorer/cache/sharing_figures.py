@@ -54,9 +54,13 @@ OTHER_NAME = "other sequences (not in batch)"
 
 def ref_color(k: int, top: int) -> str:
     """The colour of a block ``k`` sequences hold, in a pool whose most is ``top``:
-    free grey for none, then :data:`~explorer.style.REF_COUNT_COLORS` from one holder to ``top``."""
+    free grey for none, then :data:`~explorer.style.REF_COUNT_COLORS`: its ``k``-th colour
+    while ``top`` is at most its length (one count, one colour, on every chart), else the
+    scale sampled from one holder to ``top``."""
     if k <= 0:
         return FREE_COLOR
+    if top <= len(REF_COUNT_COLORS):
+        return REF_COUNT_COLORS[min(k, top) - 1]
     return sample_colorscale(_REF_SCALE, [(k - 1) / max(1, top - 1)])[0]
 
 
@@ -78,15 +82,18 @@ def _ref_colorscale(top: int, lo: int, levels: int | None = None) -> list:
     return [*_bands(fixed, top - lo + 1), *[[edge + (1 - edge) * x, c] for x, c in _REF_SCALE]]
 
 
+def ref_count_name(lo: int, hi: int | None = -1) -> str:
+    """The legend name of blocks ``lo`` to ``hi`` sequences hold (``hi`` -1: just ``lo``;
+    None: ``lo`` or more), on every page alike: "1 sequence", "2 sequences",
+    "3–4 sequences", "5+ sequences"."""
+    span = f"{lo}+" if hi is None else str(lo) if hi in (-1, lo) else f"{lo}–{hi}"
+    return f"{span} sequence" + ("" if span == "1" else "s")
+
+
 def ref_level_names(levels: Sequence[int] = REF_LEVELS) -> list[str]:
     """Legend names of reference-count ``levels`` (first counts, increasing from 1):
-    ``["1 sequence", "2 sequences", "3–4 sequences", "5+ sequences"]``."""
-    names = []
-    for i, lo in enumerate(levels):
-        hi = levels[i + 1] - 1 if i + 1 < len(levels) else None
-        span = f"{lo}+" if hi is None else str(lo) if hi == lo else f"{lo}–{hi}"
-        names.append(f"{span} sequence" + ("" if span == "1" else "s"))
-    return names
+    ``["1 sequence", "2 sequences", "3–4 sequences", "5+ sequences"]`` (:func:`ref_count_name`)."""
+    return [ref_count_name(lo, levels[i + 1] - 1 if i + 1 < len(levels) else None) for i, lo in enumerate(levels)]
 
 
 def pool_ref_count_figure(
@@ -134,8 +141,8 @@ def pool_ref_count_figure(
         (the most in each cell when aggregated; -1 for ``other``, NaN past the
         pool), ``zmin`` -0.5 (-1.5 with ``other`` blocks) and ``zmax = max + 0.5``.
         Legend-only squares ``"free"``, :data:`OTHER_NAME` (with ``other`` blocks),
-        ``"one sequence"`` and, up to :data:`MAX_STEPPED_REFS` holders, ``"k
-        sequences"`` (``meta={"refs": k}``) for each count present follow; past
+        ``"1 sequence"`` and, up to :data:`MAX_STEPPED_REFS` holders, ``"k
+        sequences"`` (:func:`ref_count_name`) (``meta={"refs": k}``) for each count present follow; past
         that a colour bar. With ``levels``, ``z`` is the level instead (0 free,
         ``i + 1`` for level ``i``) and the squares are ``"free"`` and every level's
         :func:`ref_level_names` (``meta={"level": i + 1}``). Then
@@ -228,10 +235,10 @@ def pool_ref_count_figure(
         for i, name in enumerate(ref_level_names(levels)):
             add_legend_square(fig, REF_LEVEL_COLORS[i], name, meta={"level": i + 1})
     else:
-        add_legend_square(fig, ref_color(1, top), "one sequence")
+        add_legend_square(fig, ref_color(1, top), ref_count_name(1))
     if stepped and levels is None:  # one entry per count present; a colour bar of a few steps is too short to read
         for k in counts:
-            add_legend_square(fig, ref_color(int(k), top), f"{k} sequences", meta={"refs": int(k)})
+            add_legend_square(fig, ref_color(int(k), top), ref_count_name(int(k)), meta={"refs": int(k)})
     pool_pick(fig, num_blocks, max_cells, plot_height, highlight, shape)
     if stepped:
         legend_key(fig, POOL_REF_COUNT_KEY, NARROW_FIGURE_PX)
