@@ -87,3 +87,46 @@ def diamond_extent(size: float, line_px: float) -> float:
     """Pixels a diamond of marker ``size`` and outline ``line_px`` spans, tip to tip (the outline is
     drawn on its edge, half of it outside)."""
     return 2 * DIAMOND_REACH * size + line_px
+
+
+#: How far each symbol reaches from its centre, in its marker size, along its wider axis
+#: (plotly.js ``symbol_defs``): the half side of the square box that holds it.
+SYMBOL_REACH = {
+    "circle": 0.5, "diamond": DIAMOND_REACH, "hourglass": 0.5, "triangle-up": 0.87, "star": 0.7,
+    "pentagon": 0.5, "x-thin": 0.7,
+}
+#: A cell text character's width, in its font size (an upper estimate for digits).
+TEXT_CHAR_WIDTH = 0.6
+
+
+def corner_fit(cell_w: float, cell_h: float, text_w: float, text_h: float, *, symbol: str, line: float,
+               margin: float, floor: float, most: float = math.inf,
+               corner: str = "top-left", shared: bool = False) -> tuple[float, float, float]:
+    """Where and how large a mark goes in a cell ``cell_w`` by ``cell_h`` px whose centred id text
+    is ``text_w`` by ``text_h`` px (0 where none is written): in the ``corner`` ("top-left",
+    "top-right", "bottom-left", "bottom-right"; ``shared``: another mark may take the corner
+    beside it, so it keeps to its half of the cell's width), its box (outline ``line`` px included) ``margin`` px inside the cell and
+    ``margin`` px clear of the text, beside it or above/below it, whichever leaves more room.
+
+    Returns ``(dx, dy, size)``: the mark's centre from the cell's centre in px (x right, y down)
+    and its Plotly marker size: as large as fits, at most ``most``, at least ``floor`` where the
+    room holds it (with the margin cut to 1 px first); where even that does not, the most that
+    fits, so the mark never covers the text nor leaves the cell."""
+    reach = SYMBOL_REACH[symbol]
+
+    def room(m: float) -> float:  # the box's side
+        clear = max((cell_w - text_w) / 2, (cell_h - text_h) / 2) - 2 * m if text_w > 0 else math.inf
+        return min(cell_w / 2 - 1.5 * m if shared else cell_w - 2 * m, cell_h - 2 * m, clear)
+
+    m = margin
+    side = room(m)
+    if (side - line) / (2 * reach) < floor:
+        m = min(margin, 1.0)
+        side = room(m)
+    size = max(min((side - line) / (2 * reach), most), 0.0)
+    if (side - line) / (2 * reach) >= floor:
+        size = max(size, min(floor, most))
+    half = reach * size + line / 2
+    up, left = corner.split("-")
+    return ((-1.0 if left == "left" else 1.0) * (cell_w / 2 - m - half),
+            (-1.0 if up == "top" else 1.0) * (cell_h / 2 - m - half), size)

@@ -13,7 +13,6 @@ import plotly.graph_objects as go
 
 from explorer.cache.cell_style import (
     BLOCK_KEY,
-    DIGIT_WIDTH,
     OUTSIDE_WINDOW,
     OUTSIDE_WINDOW_COLOR,
     NEW_TOKENS,
@@ -32,7 +31,7 @@ from explorer.cache.sampling import GridSample, sample_grid
 from explorer.cache.window import first_read_blocks
 from explorer.formatting import count, format_number, ordinal
 from explorer.limits import MAX_TABLE_CELLS
-from explorer.marks import SHARED_MARK, diamond_extent, diamond_fit
+from explorer.marks import SHARED_MARK, TEXT_CHAR_WIDTH, corner_fit
 from explorer.style import (
     BLOCK_COLORSCALE,
     HALF_FIGURE_PX,
@@ -48,6 +47,7 @@ from explorer.style import (
     font_px,
     integer_ticks,
     plot_area_height,
+    plot_width_px,
     scaled,
     title_margins,
 )
@@ -318,7 +318,7 @@ def block_table_figure(
     )
     add_legend_square(fig, UNALLOCATED_COLOR, "unallocated (-1)", line="#CBD5E1")
     cell_px = min(plot_height / max(1, len(rows)), plot_width / max(1, shape[1]))
-    beside_px = None if marks_beside_px is None else marks_beside_px / max(1, shape[1])
+    beside_px = None if marks_beside_px is None else plot_width_px(marks_beside_px) / (shape[1] + 2 * GRID_PAD)
     centres = first + (last - first) / 2
     if outside.any():
         _outside_window(fig, x, rows, outside, custom, hover, np.where(outside, sub.astype(str), "") if text_on
@@ -333,7 +333,8 @@ def block_table_figure(
         # A row's height as drawn: the y axis spans the rows and a pad at either end.
         row_px = plot_height * grid.row_stride / (len(rows) * grid.row_stride + 2 * GRID_PAD)
         _shared_marks(fig, sub, rows, names, first, np.asarray(ref_counts), grid.row_stride,
-                      exact=per_col == 1, cell_px=cell_px, row_px=row_px, ids=digits if text_on else 0,
+                      exact=per_col == 1, cell_px=plot_width_px(min(plot_width, WIDE_PLOT_PX)) / (shape[1] + 2 * GRID_PAD),
+                      row_px=row_px, ids=digits if text_on else 0,
                       gaps=gaps, beside_px=beside_px)
     if q_rows is not None:
         _new_token_marks(fig, names, rows, first, last, lengths[rows], q_rows, block_size, grid.row_stride, cell_px)
@@ -418,53 +419,33 @@ def _new_token_marks(fig, names, rows, first, last, lengths, q, block_size, row_
 
 
 #: Pixels a shared mark keeps from the id written in its cell and from the cell's edge (at
-#: scale 1, grown with it); a row too tight for them keeps a tenth of its height from its
-#: edge, at least :data:`MIN_EDGE_PX`, past the gap between cells.
+#: scale 1, grown with it; 1 px where the cell is too tight for it).
 SHARED_MARK_GAP_PX, MIN_EDGE_PX = 2, 1
-#: The shared mark (:data:`~explorer.marks.SHARED_MARK`, as the captions name it): this share
-#: of the cell text's size, at least :data:`MIN_SHARED_MARK_PX` (at scale 1, grown with it:
-#: 3 px lost its white fill in its outline) where the cell holds that, else the most it holds
-#: (it stood over the row's edge in presentation mode's tight rows), its outline
-#: :data:`SHARED_MARK_LINE_PX` (grown likewise; :func:`~explorer.marks.diamond_fit`).
+#: The shared mark (:data:`~explorer.marks.SHARED_MARK`, as the captions name it): at most this
+#: share of the cell text's size, at least :data:`MIN_SHARED_MARK_PX` (at scale 1, grown with it:
+#: 3 px lost its white fill in its outline) where the cell holds that clear of the id, else the
+#: most it holds; its outline :data:`SHARED_MARK_LINE_PX` (grown likewise).
 SHARED_MARK_SHARE, MIN_SHARED_MARK_PX, SHARED_MARK_LINE_PX = 0.75, 7, 1.2
 
 
 def _shared_marks(fig, sub, rows, names, cols, ref_counts, row_stride, *, exact: bool, cell_px: float,
                   row_px: float, ids: int, gaps: dict, beside_px: float | None = None) -> None:
     """:data:`~explorer.marks.SHARED_MARK` on the block-table cells whose physical block
-    is shared, inside the cell (it sat over the top-left border), each a gap clear of
-    the id and an edge's margin inside the drawn cell, its tips included: on the cell's
-    centre where no id is written; where one of ``ids`` digits is, left of it on the row's
-    centre line if a cell ``beside_px`` wide (the narrowest it is drawn; None: never) holds
-    both, else centred across the cell in the band above the id (over the id's top where
-    the band is too thin for the least mark, never past the cell's edge). ``cell_px`` and
-    ``row_px``: a cell's width and height (px at the scale of now), ``gaps`` the heatmap's."""
+    is shared, in the cell's top-left corner clear of the id written there (issue 27: it
+    sat over ids, and over the next cell in narrow columns), as large as
+    :func:`~explorer.marks.corner_fit` finds room for in the narrowest cell: ``cell_px``
+    wide (``beside_px`` where given and narrower) and ``row_px`` high, less the heatmap's
+    ``gaps``; ``ids`` digits of id text (0: none)."""
     holders = np.where(sub >= 0, ref_counts[np.maximum(sub, 0)], 0)
     r, c = np.nonzero(holders > 1) if exact else (np.array([], dtype=int),) * 2
-    gap, line = scaled(SHARED_MARK_GAP_PX), scaled(SHARED_MARK_LINE_PX)
-    edge_y = min(gap, max(MIN_EDGE_PX, 0.1 * row_px)) + gaps["ygap"] / 2
-    edge_x = min(gap, max(MIN_EDGE_PX, 0.1 * cell_px)) + gaps["xgap"] / 2  # beside the id
-    text_w, text_h = ids * DIGIT_WIDTH * font_px("cell"), (LINE_HEIGHT * font_px("cell") if ids else 0.0)
-    least, most = scaled(MIN_SHARED_MARK_PX), SHARED_MARK_SHARE * font_px("cell")
-    # Across a narrow column the least mark may reach its edges; down a row, never.
-    across = max(least, min(most, cell_px - 2 * gap))
-    whole = diamond_fit(row_px - 2 * edge_y, line, across)  # on the cell's centre
-    size, width = whole
-    shift = lift = 0.0
-    # Room for the mark left of the id (inside the cell) and in the band above it: beside
-    # where the least mark fits whole there (on the row's centre, it keeps clear of the
-    # rows above and below), or where the mark is larger there than above.
-    beside = (-1.0, line) if beside_px is None else diamond_fit(
-        min(beside_px / 2 - text_w / 2 - gap - edge_x, row_px - 2 * edge_y), line, most)
-    above = diamond_fit(row_px / 2 - edge_y - text_h / 2 - gap, line, whole[0])
-    if ids and (beside[0] >= min(least, whole[0]) or beside[0] >= above[0]):  # left of the id
-        size, width = beside
-        shift = (text_w / 2 + gap + diamond_extent(size, width) / 2) / beside_px
-    elif ids:  # in the band above the id, in rows (a drawn row stands for row_stride sequences)
-        size, width = above if above[0] >= min(least, whole[0]) else diamond_fit(
-            row_px - 2 * edge_y, line, min(least, whole[0]))
-        half = diamond_extent(size, width) / 2  # from the mark's centre to its tip
-        lift = min(text_h / 2 + gap + half, row_px / 2 - edge_y - half) / max(row_px, 1.0) * row_stride
+    gap, line = scaled(SHARED_MARK_GAP_PX), min(scaled(SHARED_MARK_LINE_PX), max(0.1 * row_px, 0.5))
+    wide = cell_px if beside_px is None else min(cell_px, beside_px)
+    text_w, text_h = ids * TEXT_CHAR_WIDTH * font_px("cell"), (font_px("cell") if ids else 0.0)
+    dx, dy, size = corner_fit(wide - gaps["xgap"], row_px - gaps["ygap"], text_w, text_h, symbol=SHARED_MARK.symbol,
+                              line=line, margin=gap, floor=scaled(MIN_SHARED_MARK_PX),
+                              most=SHARED_MARK_SHARE * font_px("cell"))
+    width = min(line, size / 6)
+    shift, lift = -dx / max(wide, 1.0), -dy / max(row_px, 1.0) * row_stride
     fig.add_trace(
         go.Scatter(
             x=cols[c].astype(float) - shift,

@@ -28,7 +28,7 @@ from explorer.cache.sampling import pool_grid_shape
 from explorer.category_ticks import first_block_ticks
 from explorer.formatting import count
 from explorer.limits import MAX_ID_ROWS, MAX_POOL_CELLS, MAX_SEQUENCE_LEGEND
-from explorer.marks import PARTLY_FILLED_MARK
+from explorer.marks import PARTLY_FILLED_MARK, TEXT_CHAR_WIDTH, corner_fit
 from explorer.style import (
     BATCH_SHARE_COLORSCALE,
     FREE_COLOR,
@@ -271,8 +271,11 @@ def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_co
             hovertemplate="block %{customdata[0]}: last block of sequence %{customdata[1]}"
             f"<br>%{{customdata[2]}}/{block_size} slots filled, %{{customdata[3]}} wasted<extra></extra>",
             name=PARTLY_FILLED_MARK.name,
+            meta={"mark": "partial"},
         )
     )
+    place_pool_marks(fig, n_rows, n_cols, plot_width_px(NARROW_PLOT_PX), plot_height, len(str(num_blocks - 1))
+                     if fig.data[0].texttemplate else 0)
 
 
 def _pool_aggregated(fig, owner, n_rows, n_cols, per_cell, plot_height) -> None:
@@ -304,3 +307,37 @@ def _pool_aggregated(fig, owner, n_rows, n_cols, per_cell, plot_height) -> None:
             name="blocks",
         )
     )
+
+
+#: Each pool mark's corner of its cell and its most size (px at scale 1, in a grid of at most 5,000
+#: cells; 5 px past that), by its trace's ``meta["mark"]``: the partly filled dot top right, a step's
+#: changes (:data:`~explorer.marks.POOL_CHANGE_MARKS`) top left, a freed block's cross bottom right
+#: (a block freed and taken in a step shows both), each in its half of the cell, clear of the id.
+POOL_MARK_PLACES = {"partial": ("top-right", 7), "taken": ("top-left", 8), "recycled": ("top-left", 10),
+                    "copied": ("top-left", 10), "revived": ("top-left", 8), "freed": ("bottom-right", 8)}
+#: Pixels a pool mark keeps from its cell's edge and its id (at scale 1), and its least size.
+POOL_MARK_GAP_PX, MIN_POOL_MARK_PX = 2, 4
+
+
+def place_pool_marks(fig: go.Figure, n_rows: int, n_cols: int, plot_w: float, plot_h: float, digits: int) -> None:
+    """Put the pool's marks (traces with ``meta["mark"]``, a key of :data:`POOL_MARK_PLACES`,
+    ``customdata[:, 0]`` their block ids) in their corners of cells ``plot_w / n_cols`` by
+    ``plot_h / n_rows`` px (plot area at the scale of now, its pad included), sized by
+    :func:`~explorer.marks.corner_fit` clear of ``digits`` of id text (0: none written)."""
+    cell_w, cell_h = plot_w / (n_cols + 2 * GRID_PAD), plot_h / (n_rows + 2 * GRID_PAD)
+    font = font_px("cell")
+    text_w, text_h = (digits * TEXT_CHAR_WIDTH * font, font) if digits else (0.0, 0.0)
+    small = n_rows * n_cols <= 5000
+    for t in fig.data:
+        key = t.meta.get("mark") if isinstance(t.meta, dict) else None
+        if key not in POOL_MARK_PLACES:
+            continue
+        corner, most = POOL_MARK_PLACES[key]
+        dx, dy, size = corner_fit(cell_w, cell_h, text_w, text_h, symbol=t.marker.symbol, line=t.marker.line.width or 0,
+                                  margin=scaled(POOL_MARK_GAP_PX), floor=scaled(MIN_POOL_MARK_PX),
+                                  most=scaled(most if small else 5), corner=corner, shared=True)
+        t.marker.size = size
+        if t.customdata is None or not len(t.customdata):
+            continue
+        blocks = np.asarray(t.customdata, dtype=np.int64)[:, 0]
+        t.x, t.y = blocks % n_cols + dx / cell_w, blocks // n_cols + dy / cell_h

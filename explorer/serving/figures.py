@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.cache.cell_style import add_legend_square, cell_text_fits
-from explorer.cache.pool_figures import pool_figure
+from explorer.cache.pool_figures import place_pool_marks, pool_figure
 from explorer.cache.sampling import pool_grid_shape
 from explorer.cache.sharing_figures import REF_LEVELS, pool_ref_count_figure
 from explorer.category_ticks import first_block_ticks
@@ -64,10 +64,6 @@ def check_color_by(color_by: str) -> None:
         raise ValueError(f"color_by must be one of {', '.join(POOL_COLOR_MODES)}; got {color_by!r}")
 
 
-#: Where in its cell each of :data:`~explorer.marks.POOL_CHANGE_MARKS` sits: the
-#: top-left corner (a cell's fraction, in x and y), a freed block's cross across
-#: the centre of its (then free) cell.
-POOL_CHANGE_OFFSETS = {"taken": -0.27, "recycled": -0.27, "copied": -0.27, "revived": -0.27, "freed": 0.0}
 #: The pool's legend, read from the back of a room: its font (px) at scale 1. At
 #: the presentation scale (19.5 px) two entries of :data:`LEGEND_NAME_CHARS` still
 #: share a row of the narrowest column: a legend of one entry a row (22.5 px, 15
@@ -181,18 +177,17 @@ def serving_pool_figure(
         return _pool_layout(fig, n_rows, n_cols, len(owner))
     if color_by == "sequence":
         _pool_sequence_legend(fig)
-    small = n_rows * n_cols <= 5000
     blocks_of = PoolChanges(taken=tuple(taken), recycled=tuple(recycled), copied=tuple(copied),
                             revived=tuple(revived), freed=tuple(freed)).marks()
     for key, mark in POOL_CHANGE_MARKS.items():
-        name, symbol, dx = mark.name, mark.symbol, POOL_CHANGE_OFFSETS[key]
+        name, symbol = mark.name, mark.symbol
         blocks = np.array(blocks_of[key], dtype=np.int64)
         if key in ("copied", "revived") and not len(blocks) and not sharing:
             continue  # marks only sharing makes
         fig.add_trace(go.Scatter(  # an empty mark still gets its legend entry: one point at None
-            x=blocks % n_cols + dx if len(blocks) else [None], y=blocks // n_cols + dx if len(blocks) else [None],
-            mode="markers", name=name,
-            marker=dict(symbol=symbol, size=scaled((10 if key in ("copied", "recycled") else 8) if small else 5), color=mark.fill,
+            x=blocks % n_cols if len(blocks) else [None], y=blocks // n_cols if len(blocks) else [None],
+            mode="markers", name=name, meta={"mark": key},  # placed and sized by _pool_layout
+            marker=dict(symbol=symbol, color=mark.fill,
                         line=dict(color=mark.line, width=1.5 if symbol == "x-thin" else 1)),
             customdata=np.stack([blocks, owner[blocks]], axis=-1) if len(blocks) else None,
             hovertemplate="block %{customdata[0]}: " + name + " this step<extra></extra>",
@@ -262,6 +257,7 @@ def _pool_layout(fig: go.Figure, n_rows: int, n_cols: int, num_blocks: int) -> g
     # The pool's own column, not the Block table page's narrower one its base figure assumes.
     fits = heat.text is not None and cell_text_fits(n_rows, n_cols, digits, _NARROW_PLOT_PX, plot_px)
     heat.texttemplate = "%{text}" if fits else None
+    place_pool_marks(fig, n_rows, n_cols, width, plot_px, digits if fits else 0)
     fig.update_layout(
         height=int(top + plot_px + bottom), margin=dict(b=bottom),
         legend=dict(font=dict(size=legend_font), traceorder="normal"),  # "grouped" (the click targets' group) stacks the entries
