@@ -110,7 +110,7 @@ def corner_fit(cell_w: float, cell_h: float, text_w: float, text_h: float, *, sy
 
     Returns ``(dx, dy, size)``: the mark's centre from the cell's centre in px (x right, y down)
     and its Plotly marker size: as large as fits, at most ``most``, at least ``floor`` where the
-    room holds it (with the margin cut to 1 px first); where even that does not, the most that
+    room holds it (the margin cut, down to 1 px, first); where even that does not, the most that
     fits, so the mark never covers the text nor leaves the cell."""
     reach = SYMBOL_REACH[symbol]
 
@@ -118,11 +118,13 @@ def corner_fit(cell_w: float, cell_h: float, text_w: float, text_h: float, *, sy
         clear = max((cell_w - text_w) / 2, (cell_h - text_h) / 2) - 2 * m if text_w > 0 else math.inf
         return min(cell_w / 2 - 1.5 * m if shared else cell_w - 2 * m, cell_h - 2 * m, clear)
 
-    m = margin
-    side = room(m)
-    if (side - line) / (2 * reach) < floor:
-        m = min(margin, 1.0)
-        side = room(m)
+    m, side = margin, room(margin)
+    if (side - line) / (2 * reach) < floor:  # the widest margin, down to 1 px, that holds the floor
+        lo, hi = min(margin, 1.0), margin
+        for _ in range(20):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if (room(mid) - line) / (2 * reach) >= floor else (lo, mid)
+        m, side = lo, room(lo)
     size = max(min((side - line) / (2 * reach), most), 0.0)
     if (side - line) / (2 * reach) >= floor:
         size = max(size, min(floor, most))
