@@ -329,7 +329,8 @@ def block_table_figure(
         else:
             inks = sample_colorscale(BLOCK_COLORSCALE, sub[r, c] / max(1, num_blocks - 1))
         add_outside_window(fig, centres[c], rows[r], last[c] - first[c] + 1, grid.row_stride, sub[r, c].astype(str)
-                           if text_on else None, inks, BLOCK_COLORSCALE[len(BLOCK_COLORSCALE) // 2][1])
+                           if text_on else None, inks,
+                           inks[0] if by_sequence else BLOCK_COLORSCALE[len(BLOCK_COLORSCALE) // 2][1])
         _window_starts(fig, rows, first_read, outside.any(1), grid.row_stride / 2)
     r, c = np.nonzero(~unalloc)
     # The targets win the hover: theirs says when a cell lies outside the window.
