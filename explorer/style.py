@@ -59,10 +59,10 @@ SEQUENCE_COLORS: tuple[str, ...] = (
     "#2DF069", "#870FB4", "#4B5A1E", "#FFA5B4", "#009687", "#A51E4B",
     "#009600", "#E178FF", "#00E1C3", "#FF1E5A", "#96B478", "#E100A5",
 )
-#: Physical block ids: ColorBrewer's Blues from its third step (block 0, pale but
-#: apart from an unallocated cell's near-white) to navy (the pool's last block).
+#: Physical block ids: ColorBrewer's Blues, block 0 a shade deeper (pale, but 10+ CIEDE2000
+#: from the free grey and the unallocated near-white: issue 27) to navy (the last block).
 BLOCK_COLORSCALE: list[list] = [[i / 6, c] for i, c in enumerate((
-    "#C6DBEF", "#9ECAE1", "#6BAED6", "#4292C6", "#2171B5", "#08519C", "#08306B"))]
+    "#B9D5EC", "#9ECAE1", "#6BAED6", "#4292C6", "#2171B5", "#08519C", "#08306B"))]
 #: Reference counts, 1 holder up to 5: peach, orange, deep orange, rust, brown, each 14+ CIEDE2000
 #: from the next (ColorBrewer's Oranges came 8.6 apart: 1 and 2 holders read alike on a projector),
 #: clear of the sequences, the greys and the block ids (tests/test_colour_language.py).

@@ -136,8 +136,9 @@ def test_block_table_greys_the_blocks_outside_the_window_and_counts_those_read()
     outside = (np.arange(tables.shape[1])[None, :] < first[:, None]) & (tables.numpy() >= 0)
     assert outside.any()
     spec = chart(at, "bt_table")
-    veil = next(t for t in spec["data"] if t.get("name") == cell_style.OUTSIDE_WINDOW and t["type"] == "heatmap")
-    assert np.array_equal(~np.isnan(arr(veil["z"])), outside)
+    hatch = next(t for t in spec["data"] if t.get("name") == cell_style.OUTSIDE_WINDOW and t["type"] == "bar")
+    assert {(round(b + h / 2), round(x)) for x, b, h in zip(arr(hatch["x"]), arr(hatch["base"]), arr(hatch["y"]))} == {
+        (int(r), int(c)) for r, c in zip(*np.nonzero(outside))}
     held = sum(config.blocks_per_sequence)
     read = held - int(first.sum())
     assert any(f"Blocks read: {read} of {held} (window 40)" in m.value for m in at.markdown)

@@ -154,7 +154,7 @@ def test_every_sequence_colour_of_a_large_batch_keeps_clear_of_the_other_meaning
     """Review at 1280x720, batch 64: the pool's colours reached the blues (#2E91E5,
     #511CFB, #2ED9FF) of the block table beside it. Every colour a 64-sequence pool
     draws, its whole cycle, stays apart from the block ids' blues, the new-token star's
-    yellow, the unread window's grey, and the reference counts' oranges (the Serving
+    yellow, and the reference counts' oranges (the Serving
     simulation draws them beside its table by sequence), in Lab and in hue."""
     config = DecodeConfig(batch_size=64, context_lens=tuple(1 + (37 * i * i) % 2000 for i in range(64)),
                           block_size=16, query_lens=3, window=256)
@@ -164,16 +164,13 @@ def test_every_sequence_colour_of_a_large_batch_keeps_clear_of_the_other_meaning
     pool = pool_figures.pool_figure(owner, tables, config.lengths, 16)
     used = drawn_colours(pool.data[0]) - {rgb(c) for c in NEUTRAL}
     assert used == colours(style.SEQUENCE_COLORS)  # 64 sequences: every colour of the cycle
-    (unread,) = [t for t in table.data if t.type == "heatmap" and t.name == cell_style.OUTSIDE_WINDOW]
     (stars,) = [t for t in table.data if t.name == cell_style.NEW_TOKENS]
     meanings = {
         "sequence": used,
         "physical block id": colours(table.data[0].colorscale),
-        "outside the window": drawn_colours(unread),
         "new tokens": {rgb(stars.marker.color)},
         "sequences holding the block": colours(style.REF_COUNT_COLORS, sharing_figures.REF_LEVEL_COLORS),
     }
-    assert meanings["outside the window"] == {rgb(cell_style.OUTSIDE_WINDOW_COLOR)}
     for meaning, others in meanings.items():
         if meaning != "sequence":
             pair = {"sequence": used, meaning: others}
@@ -450,7 +447,7 @@ def test_sequence_colours_are_told_apart_from_one_another_and_from_every_other_m
                                                        cell_style.NEW_TOKEN_COLOR]
     nearest = min((ciede2000(a, b), a, b) for a in palette for b in others)
     assert nearest[0] >= OTHER_MEANINGS_APART_DE00, nearest
-    greyest = min((ciede2000(a, g), a, g) for a in palette for g in NEUTRAL | {cell_style.OUTSIDE_WINDOW_COLOR})
+    greyest = min((ciede2000(a, g), a, g) for a in palette for g in NEUTRAL)
     assert greyest[0] >= GREYS_APART_DE00, greyest
     for color in palette:
         assert max(wcag_contrast(color, "#FFFFFF"), wcag_contrast(color, "#444444")) >= MIN_TEXT_CONTRAST, color

@@ -357,27 +357,38 @@ def test_window_readout_words():
     reads = window_reads.window_reads((10, 100, 300), 16, 64)
     assert reads.note() == "Blocks read: 11 of 27 (window 64)"
     assert reads.detail() == "each sequence reads its last 64 tokens (all of a shorter context): 138 of 410 tokens"
-    assert reads.blocks_unread == 16 and "grey" in reads.explain_unread()
+    assert reads.blocks_unread == 16 and "hatched" in reads.explain_unread()
     assert window_reads.window_reads((10, 100), 16, None).note() == "Blocks read: 8 of 8 (no window)"
     covered = window_reads.window_reads((10, 60), 16, 64)  # a window past every context greys nothing
     assert covered.blocks_unread == 0 and covered.tokens_read == covered.tokens_held == 70
-    assert "covers every context" in covered.detail() and "no grey cells" in covered.explain_unread()
+    assert "covers every context" in covered.detail() and "no hatched cells" in covered.explain_unread()
 
 
-def test_block_table_greys_the_blocks_before_each_window():
+def _hatched(fig):
+    """The cells (sequence row, column centre) the outside-window hatch covers."""
+    bars = [t for t in fig.data if t.type == "bar" and t.name == cell_style.OUTSIDE_WINDOW and t.showlegend is False]
+    return bars, {(round(b + h / 2), x) for bar in bars for x, b, h in zip(bar.x, bar.base, bar.y)}
+
+
+def test_block_table_hatches_the_blocks_before_each_window():
     config, tables, _ = _layout(lens=(10, 100, 300))
     fig = cache_figures.block_table_figure(tables, config.lengths, 16, config.num_blocks, window=64)
-    veil, key = _by_name(fig, cell_style.OUTSIDE_WINDOW)  # the heatmap and its legend square
     first = np.array([0, 2, 14])  # blocks of max(0, n - 64) // 16
     outside = (np.arange(tables.shape[1])[None, :] < first[:, None]) & (tables >= 0)
-    assert np.array_equal(~np.isnan(np.array(veil.z, dtype=float)), outside) and outside.sum() == 16
-    assert cell_style.OUTSIDE_WINDOW in veil.hovertemplate and key.showlegend is not False and key.x == (None,)
-    # Review: struck through under an 80% veil, the ids were hard to read. The grey is
-    # opaque and the ids are written on it in dark slate, none struck through.
-    assert veil.opacity in (None, 1) and veil.texttemplate == "%{text}"
-    assert veil.textfont.color == cell_style.OUTSIDE_WINDOW_TEXT and veil.textfont.size == style.font_px("cell")
-    text = np.array(veil.text)
-    assert np.array_equal(text[outside].astype(int), tables[outside]) and not text[~outside].any()
+    # Issue 27: filled grey they read as the pool's free blocks. They keep their own
+    # blue (trace 0) under a white hatch that covers exactly them; the legend names it.
+    (hatch,), cells = _hatched(fig)
+    assert cells == {(int(r), float(c)) for r, c in zip(*np.nonzero(outside))} and outside.sum() == 16
+    assert hatch.marker.pattern.shape == "/" and hatch.marker.pattern.fgcolor == "#FFFFFF"
+    (key,) = [t for t in fig.data if t.type == "bar" and t.showlegend is not False]
+    assert key.name == "outside the window: held, not read" and key.showlegend is not False
+    assert key.marker.pattern.shape == "/"
+    # ids written above the hatch, none under it in trace 0
+    (ids,) = _by_name(fig, cell_style.OUTSIDE_WINDOW + " ids")
+    assert sorted(zip(ids.y, ids.x, map(int, ids.text))) == sorted(
+        (float(r), float(c), int(tables[r, c])) for r, c in zip(*np.nonzero(outside)))
+    assert ids.textfont.size == style.font_px("cell")
+    assert not np.array(fig.data[0].text)[outside].any()
     assert not [t for t in fig.data if "stroke" in (t.name or "")]
     # a bold line down the cell edge where each window starts (rows 1 and 2; row 0 reads all)
     (start,) = _by_name(fig, "window start")
@@ -388,7 +399,7 @@ def test_block_table_greys_the_blocks_before_each_window():
     marked = np.array([cell_style.OUTSIDE_WINDOW in t for t in targets.text])
     assert np.array_equal(marked, outside[cells[:, 0], cells[:, 1]]) and "%{text}" in targets.hovertemplate
     assert "before the sliding window of 64 tokens" in fig.layout.title.subtitle.text
-    # the allocated cells keep their ids under the grey
+    # the allocated cells keep their colour under the hatch
     assert np.array_equal(np.array(fig.data[0].z, dtype=float)[tables >= 0], tables[tables >= 0])
 
 
@@ -405,11 +416,12 @@ def test_an_aggregated_column_is_outside_only_when_all_its_blocks_are():
     tables = np.arange(2 * 2048, dtype=np.int64).reshape(2, 2048)
     window = 2048 * 16 - 48 * 16  # the windows start at logical blocks 48 and 47
     fig = cache_figures.block_table_figure(tables, lens, 16, window=window)
-    veil = _by_name(fig, cell_style.OUTSIDE_WINDOW)[0]
-    edges = np.array(veil.x)
+    edges = np.array(fig.data[0].x)
     per_col = int(edges[1] - edges[0])
     assert per_col == 16
-    marked = ~np.isnan(np.array(veil.z, dtype=float))
+    marked = np.zeros((2, len(edges) - 1), bool)
+    for row, x in _hatched(fig)[1]:
+        marked[row, int((x - edges[0]) // per_col)] = True
     # columns of blocks 0-15, 16-31, 32-47 lie before block 48; before 47 only the first two (32-47 is partly read)
     assert marked[0].nonzero()[0].tolist() == [0, 1, 2] and marked[1].nonzero()[0].tolist() == [0, 1]
 

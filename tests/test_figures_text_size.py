@@ -204,8 +204,7 @@ def test_block_ids_stay_in_their_cells_in_presentation_mode(window):
     plot = TABLE_FIGURE_PX - fig.layout.margin.l - fig.layout.margin.r
     assert plot / tables.shape[1] >= 2 * 0.556 * size + 2
     assert "colour = physical block id" in fig.layout.title.subtitle.text  # the colour still named
-    veils = [t for t in fig.data if t.name == cell_style.OUTSIDE_WINDOW and t.type == "heatmap"]
-    assert len(veils) == (window is not None)
-    for veil in veils:
-        assert veil.texttemplate == "%{text}" and veil.textfont.size == size
-        assert veil.textfont.color == cell_style.OUTSIDE_WINDOW_TEXT
+    ids = [t for t in fig.data if t.name == cell_style.OUTSIDE_WINDOW + " ids"]
+    assert len(ids) == (window is not None)
+    for written in ids:  # the ids above the hatch, at the cells' size
+        assert written.mode == "text" and written.textfont.size == size

@@ -5,6 +5,7 @@ categorical colour scale, and in-cell text: its size and when cells can hold it.
 
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
 
 from explorer.formatting import line_count, wrap_words
@@ -29,15 +30,17 @@ REF_COUNT_KEY = "colour = sequences holding the block"
 POOL_REF_COUNT_KEY = "colour = sequences holding the physical block"
 #: What the token walk writes in its cells (the block table writes physical block ids).
 WALK_CELL_KEY = "cell numbers: token position"
-#: Table cells before a sliding window's first block: held, not read. Filled with
-#: this neutral grey (opaque: no block id's blue shows through), their id written
-#: on it in dark slate and a bold line where the window starts, named so in the
-#: legend and the hover. Struck through and veiled at 80%, their ids were hard to
-#: read from the back of a room.
-OUTSIDE_WINDOW = "outside the window: not read"
-OUTSIDE_WINDOW_COLOR = "#D1D5DB"
-OUTSIDE_WINDOW_TEXT = "#1E293B"
+#: Table cells before a sliding window's first block: held, not read. They keep their
+#: own colour (a block id's blue, or the sequence's) under white hatching
+#: (:data:`OUTSIDE_WINDOW_HATCH`), their id written above it, a bold line where the
+#: window starts, named so in the legend and the hover. Filled grey, they read as the
+#: pool's free blocks (issue 27: block 13 grey in the table, held in the pool).
+OUTSIDE_WINDOW = "outside the window: held, not read"
+OUTSIDE_WINDOW_HATCH = "/"
+OUTSIDE_WINDOW_HATCH_COLOR = "#FFFFFF"
 OUTSIDE_WINDOW_EDGE = "#475569"
+#: Ink for ids on light and on dark cells (a cell's relative luminance above/below 0.2).
+DARK_INK, LIGHT_INK = "#111827", "#FFFFFF"
 #: This step's new tokens (draft tokens verified in one step): the last ``q`` positions of
 #: each sequence, already in the cache, each a query row. A star of this yellow, outlined
 #: dark, marks the table cells and the walk's slots that hold them (a shape and colour no
@@ -163,3 +166,40 @@ def add_new_token_marks(fig: go.Figure, x, y, customdata, hovertemplate: str, ce
                     line=dict(color=NEW_TOKEN_LINE, width=1)),
         name=NEW_TOKENS,
     ))
+
+
+def ink_on(color: str) -> str:
+    """:data:`DARK_INK` on a light ``color`` (``"#RRGGBB"`` or ``"rgb(r, g, b)"``),
+    :data:`LIGHT_INK` on a dark one (relative luminance 0.2 the divide)."""
+    rgb = ([int(color[i:i + 2], 16) for i in (1, 3, 5)] if color.startswith("#")
+           else [float(v) for v in color[color.index("(") + 1:-1].split(",")[:3]])
+    lin = [(v / 255) / 12.92 if v / 255 <= 0.04045 else ((v / 255 + 0.055) / 1.055) ** 2.4 for v in rgb]
+    return DARK_INK if 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2] > 0.2 else LIGHT_INK
+
+
+def add_outside_window(fig: go.Figure, x, y, width, height, ids, colors, key_color: str) -> None:
+    """Hatch the cells centred at ``x``, ``y`` (data units, ``width`` x ``height``
+    each) white (:data:`OUTSIDE_WINDOW_HATCH`) over their own colour, write ``ids``
+    (None: no text) above the hatching in ink for each cell's ``colors``
+    (:func:`ink_on`), and add a legend entry :data:`OUTSIDE_WINDOW`: a hatched
+    ``key_color`` square. Traces: the hatch bars and the legend bar (of no height; both named
+    :data:`OUTSIDE_WINDOW`), then the ids (``OUTSIDE_WINDOW + " ids"``)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    width = np.broadcast_to(np.asarray(width, dtype=float), x.shape)
+    pattern = dict(shape=OUTSIDE_WINDOW_HATCH, fgcolor=OUTSIDE_WINDOW_HATCH_COLOR, solidity=0.25, size=10)
+    fig.update_layout(showlegend=True, barmode="overlay")
+    fig.add_trace(go.Bar(
+        x=x, y=np.full(x.shape, float(height)), base=y - height / 2, width=width, offset=-width / 2,
+        marker=dict(color="rgba(0,0,0,0)", line=dict(width=0), pattern=dict(pattern, bgcolor="rgba(0,0,0,0)")),
+        hoverinfo="skip", showlegend=False, name=OUTSIDE_WINDOW,
+    ))
+    # One bar of no height left of the axes' range: a bar without data gets an empty swatch.
+    fig.add_trace(go.Bar(x=[-1e6], y=[0.0], base=y[:1], width=[1.0], name=OUTSIDE_WINDOW, hoverinfo="skip",
+                         marker=dict(color=key_color, line=dict(color=OUTSIDE_WINDOW_EDGE, width=1),
+                                     pattern=dict(pattern, fillmode="overlay"))))
+    if ids is not None:
+        fig.add_trace(go.Scatter(
+            x=x, y=y, mode="text", text=list(ids), cliponaxis=False, hoverinfo="skip", showlegend=False,
+            textfont=dict(size=font_px("cell"), color=[ink_on(c) for c in colors], shadow="none"),
+            name=OUTSIDE_WINDOW + " ids",
+        ))

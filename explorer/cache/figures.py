@@ -10,14 +10,14 @@ from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
 
 from explorer.cache.cell_style import (
     BLOCK_KEY,
     OUTSIDE_WINDOW,
-    OUTSIDE_WINDOW_COLOR,
     NEW_TOKENS,
     OUTSIDE_WINDOW_EDGE,
-    OUTSIDE_WINDOW_TEXT,
+    add_outside_window,
     TABLE_BARE_PLOT_PX,
     WIDE_PLOT_PX,
     add_legend_square,
@@ -148,8 +148,8 @@ def block_table_figure(
     window : int, optional
         A sliding window (tokens): the allocated cells before each sequence's
         first block in the window (:func:`~.window.first_read_blocks`; an
-        aggregated column when all its blocks are) are filled grey, their ids
-        written on it in dark slate where ids fit, a legend entry and their hover
+        aggregated column when all its blocks are) keep their colour under white
+        hatching, their ids written above it where ids fit, a legend entry and their hover
         saying :data:`~.cell_style.OUTSIDE_WINDOW`; with ``query_lens``, the window of
         each sequence's first new token (:func:`~.window.first_read_blocks`).
     query_lens : sequence of int, optional
@@ -174,8 +174,8 @@ def block_table_figure(
         :data:`~.picking.PICK_GROUP`) on every allocated cell, its ``customdata``
         trace 0's with the picked block twice appended (the first allocated of
         an aggregated column). With a ``window`` that leaves cells out, a heatmap
-        named :data:`~.cell_style.OUTSIDE_WINDOW` (``z`` 1 exactly on those
-        cells, ``text`` their ids), its legend square and a line trace ``"window
+        named :data:`~.cell_style.OUTSIDE_WINDOW` (one hatch bar on each of those
+        cells), a legend bar, their ids (:func:`~.cell_style.add_outside_window`) and a line trace ``"window
         start"`` (a segment down each such row's cell edge where its window
         starts) come before it. With ``highlight``, the traces of
         :func:`~.picking.add_veil` and :func:`~.picking.add_outline` come last,
@@ -248,7 +248,7 @@ def block_table_figure(
                 f"{count(block_size, 'token')}; "
                 + ("colour = sequence, as in the pool; number = physical block" if by_sequence else BLOCK_KEY))
     if outside.any():
-        subtitle += f" · grey: before the sliding window of {count(window, 'token')}"
+        subtitle += f" · hatched: before the sliding window of {count(window, 'token')}"
     if q_rows is not None:
         subtitle += " · ★ new tokens"
     if grid.sampled:
@@ -276,10 +276,12 @@ def block_table_figure(
         codes = np.where(unalloc, np.nan, 2 + seq % len(SEQUENCE_COLORS)).astype(float)
         scale, k = owner_colorscale()
         colour = dict(z=codes, colorscale=scale, zmin=-0.5, zmax=k - 0.5, showscale=False,
-                      text=np.where(unalloc, "", sub.astype(str)), texttemplate="%{text}" if text_on else None)
+                      text=np.where(unalloc | outside, "", sub.astype(str)), texttemplate="%{text}" if text_on else None)
     else:
         colour = dict(z=z, colorscale=BLOCK_COLORSCALE, zmin=0, zmax=max(1, num_blocks - 1), showscale=not bare,
                       texttemplate="%{z}" if text_on else None)
+        if text_on and outside.any():  # their ids go above the hatching
+            colour.update(text=np.where(unalloc | outside, "", sub.astype(str)), texttemplate="%{text}")
         if not bare:
             colour["colorbar"] = dict(title=colorbar_title(BLOCK_KEY), thickness=14,
                                       **integer_ticks(0, max(1, num_blocks - 1), colorbar_length_px(plot_height)))
@@ -321,8 +323,14 @@ def block_table_figure(
     beside_px = None if marks_beside_px is None else plot_width_px(marks_beside_px) / (shape[1] + 2 * GRID_PAD)
     centres = first + (last - first) / 2
     if outside.any():
-        _outside_window(fig, x, rows, outside, custom, hover, np.where(outside, sub.astype(str), "") if text_on
-                        else None, gaps)
+        r, c = np.nonzero(outside)
+        if by_sequence:
+            inks = [SEQUENCE_COLORS[int(n) % len(SEQUENCE_COLORS)] for n in names[r]]
+        else:
+            inks = sample_colorscale(BLOCK_COLORSCALE, sub[r, c] / max(1, num_blocks - 1))
+        add_outside_window(fig, centres[c], rows[r], last[c] - first[c] + 1, grid.row_stride, sub[r, c].astype(str)
+                           if text_on else None, inks,
+                           inks[0] if by_sequence else BLOCK_COLORSCALE[len(BLOCK_COLORSCALE) // 2][1])
         _window_starts(fig, rows, first_read, outside.any(1), grid.row_stride / 2)
     r, c = np.nonzero(~unalloc)
     # The targets win the hover: theirs says when a cell lies outside the window.
@@ -376,23 +384,9 @@ def row_tick_step(n_rows: int, plot_height: float, row_stride: int | None = None
     return next(s for s in _ROUND_STEPS if s % row_stride == 0 and s >= step * row_stride) // row_stride
 
 
-def _outside_window(fig, x, rows, outside, custom, hover, ids, gaps) -> None:
-    """Fill the ``outside`` cells grey (opaque) and write their ``ids`` (None where
-    ids do not fit) on it in dark slate, with a legend square and the hover
-    :data:`OUTSIDE_WINDOW`."""
-    fig.add_trace(go.Heatmap(
-        x=x, y=rows, z=np.where(outside, 1.0, np.nan), customdata=custom,
-        colorscale=[[0, OUTSIDE_WINDOW_COLOR], [1, OUTSIDE_WINDOW_COLOR]], showscale=False, hoverongaps=False,
-        text=ids, texttemplate="%{text}" if ids is not None else None,
-        textfont=dict(size=font_px("cell"), color=OUTSIDE_WINDOW_TEXT),
-        hovertemplate=hover.replace("<extra>", f"<br><b>{OUTSIDE_WINDOW}</b><extra>"), name=OUTSIDE_WINDOW, **gaps,
-    ))
-    add_legend_square(fig, OUTSIDE_WINDOW_COLOR, OUTSIDE_WINDOW, line=OUTSIDE_WINDOW_EDGE)
-
-
 def _window_starts(fig, rows, first_read, marked, half) -> None:
     """A bold line down each ``marked`` row's cell edge where its window starts
-    (before logical block ``first_read``): the grey cells end there."""
+    (before logical block ``first_read``): the hatched cells end there."""
     xs, ys = [], []
     for row, start in zip(rows[marked], first_read[marked]):
         xs += [start - 0.5, start - 0.5, None]

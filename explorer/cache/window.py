@@ -6,7 +6,7 @@ rule of :func:`paged_attention.validation.check_decode_args`, whose
 ``DecodeShape.window_starts`` and ``first_blocks`` the kernels use). With ``q``
 new tokens (draft tokens) the first of them, at ``n - q``, reaches back furthest:
 the step reads from ``max(0, n - q + 1 - W)``. Its table entries before the
-window's first block are held (an engine may free them) but not read: the Block table page draws them greyed and counts the blocks read
+window's first block are held (an engine may free them) but not read: the Block table page draws them hatched and counts the blocks read
 against those held (:func:`window_reads`).
 """
 
@@ -76,11 +76,11 @@ class WindowReads:
                 f"{format_number(self.tokens_read)} of {count(self.tokens_held, 'token')}")
 
     def explain_unread(self) -> str:
-        """The sentence under the block table's note: what the grey cells are, or that
+        """The sentence under the block table's note: what the hatched cells are, or that
         there are none."""
         if self.blocks_unread == 0:
-            return "No block lies before its sequence's window: the table has no grey cells."
-        return ("The grey cells come before each sequence's sliding window (it starts at the bold line): held in "
+            return "No block lies before its sequence's window: the table has no hatched cells."
+        return ("The hatched cells come before each sequence's sliding window (it starts at the bold line): held in "
                 "the table, not read by a decode step.")
 
 

@@ -262,8 +262,8 @@ def window_caption(window: int, free: bool, longest: int | None = None) -> str:
     shown = ("The pool, the block tables and the cards above show the run with freeing: a freed entry is "
              "– in the block table (the kernel reads -1 there) and its block is marked ✕ in the pool on the step "
              "it left." if free else
-             "Freeing is off: the pool above keeps every block, and the block table greys the entries the window "
-             "no longer reads.")
+             "Freeing is off: the pool above keeps every block, and the block table hatches the entries the window "
+             "no longer reads (held, not read).")
     return (f"Both lines replay the same request stream with a window of {formatting.count(window, 'token')}: "
             "one frees every running sequence's blocks before its window each step, the other keeps them. "
             + shown + ("" if longest is None or longest > window else
