@@ -61,7 +61,10 @@ def server(tmp_path_factory):
     with open(log, "w") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-             "--server.address", "127.0.0.1", "--server.port", str(port)],
+             "--server.address", "127.0.0.1", "--server.port", str(port),
+                 # no file watcher: on a busy machine its inotify queue overflows into the
+                 # log (read below for tracebacks), and the tests change no source file
+                 "--server.fileWatcherType", "none"],
             cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
         )
     url = f"http://127.0.0.1:{port}"

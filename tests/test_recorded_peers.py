@@ -20,7 +20,7 @@ from test_app import BENCH, TINY, assert_clean, open_app  # noqa: E402
 
 from benchmarks.record import convert_peers, parse_peers_log  # noqa: E402
 from explorer.bench.recorded import FOLDERS, SETS, load_recorded, load_recorded_set  # noqa: E402
-from explorer.bench.recorded_peers import configuration, peer_rows, table_choices  # noqa: E402
+from explorer.bench.recorded_peers import configuration, fastest_correct, peer_rows, table_choices  # noqa: E402
 from explorer.limits import MAX_LABEL_CHARS  # noqa: E402
 from paged_attention.results import RESULT_COLUMNS  # noqa: E402
 
@@ -158,6 +158,12 @@ def test_fp8_set_shows_each_kernel_time_and_error_side_by_side():
     assert len(xqa) == 5 and (xqa > 5 * err.loc[xqa.index, "triton"]).all()
     assert (err["triton"] < 5e-4).all()
     assert peer_rows(fp8, "float16", "float16")["max_abs_err"].notna().any()
+    # the bold "fastest" of each configuration is a correct kernel, not XQA's faster wrong answer
+    best = rows[fastest_correct(rows)]
+    assert best["correct"].eq("yes").all() and set(best["configuration"]) == set(rows["configuration"])
+    wrong = rows[(rows["impl"] == "flashinfer_xqa") & (rows["correct"] == "NO")]
+    assert len(wrong) == 4 and not fastest_correct(rows)[wrong.index].any()  # fastest of those four, yet not bold
+    assert (wrong["gpu_time_ms"].values < best.set_index("configuration").loc[wrong["configuration"], "gpu_time_ms"].values).all()
 
 
 def test_missing_sidecar_and_empty_folder(tmp_path):
