@@ -357,3 +357,22 @@ def test_block_table_shared_marks_sit_inside_their_cells():
     assert heat.get("texttemplate") is not None  # the ids are written: the mark goes in a corner clear of them
     lift = seqs - y  # rows grow downwards: above the row's centre, inside the cell's top edge (0.5)
     assert ((lift > 0) & (lift < 0.5)).all(), lift
+
+
+def test_kv_card_bytes_are_the_drawn_pools():
+    """Second review of issue 27 (?prefix=32&batch=4&new_tokens=2&window=64, Sharing
+    on): the KV cache card said 2.49 MB, the sidebar pool's bytes, while its help
+    named the sharing scenario's pool of 45 blocks (45 x 65,536 = 2,949,120 bytes).
+    The card's bytes are the drawn pool's blocks times one block's bytes."""
+    from explorer.bench.readouts import memory_summary
+    from explorer.cache.view import table_cards
+
+    config = state.settings_from_query({**BASE, "batch": "4"})[0].config()
+    mem = memory_summary(config)
+    pool = config.num_blocks + 7  # a larger pool than the sidebar's, as the sharing scenario draws
+    (card,) = [c for c in table_cards(config, mem, None, False, pool_blocks=pool) if c.label == KV_CARD]
+    assert f"whole pool of {pool:,} physical blocks" in card.help
+    assert f"{pool * mem.block_bytes:,} bytes;" in card.help
+    assert card.value == format_bytes(pool * mem.block_bytes)
+    (same,) = [c for c in table_cards(config, mem, None, False, pool_blocks=config.num_blocks) if c.label == KV_CARD]
+    assert same.value == format_bytes(mem.kv_cache_bytes)  # the sidebar's own pool: unchanged

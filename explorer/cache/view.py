@@ -41,7 +41,8 @@ def table_cards(config: DecodeConfig, mem: MemorySummary, shared: SharedBatch | 
     stored, tokens = int(allocated - wasted), int(sum(config.lengths))
     used, wasted, allocated = int(used), int(wasted), int(allocated)
     queries = config.num_query_tokens if config.has_query_lens else 0
-    model_bytes = mem.kv_cache_bytes * (num_layers or 1)
+    pool_bytes = pool_blocks * mem.block_bytes  # the drawn pool's (the sharing scenario's may be larger)
+    model_bytes = pool_bytes * (num_layers or 1)
     new = " · ".join(([f"{num(stored)} stored (physical)"] if shares else [])
                      + ([f"{num(queries)} new (queries)"] if queries else []))
     return [
@@ -57,13 +58,13 @@ def table_cards(config: DecodeConfig, mem: MemorySummary, shared: SharedBatch | 
         Card("Wasted slots (physical)", num(wasted), f"{formatting.format_percent(wasted / max(1, allocated))} "
              "of allocated", f"{wasted:,} allocated but unfilled slots in the physical blocks in use, as a share of "
              f"all {allocated:,} allocated slots"),
-        Card(KV_CARD, formatting.format_bytes(mem.kv_cache_bytes),
+        Card(KV_CARD, formatting.format_bytes(pool_bytes),
              f"{formatting.format_bytes(model_bytes)} for {num_layers} layers" if num_layers
              else f"{formatting.format_bytes(mem.block_bytes)} per block",
              f"one layer's whole pool of {count(pool_blocks, 'physical block')}, free ones included"
              + (" (the sentence above counts the blocks the batch holds)" if shared else "") + ": "
              f"K and V pools in {mem.kv_dtype} ({count(mem.kv_element_bytes, 'byte')} per value): "
-             f"{mem.kv_cache_bytes:,} bytes; one block of {config.block_size} tokens holds {mem.block_bytes:,} "
+             f"{pool_bytes:,} bytes; one block of {config.block_size} tokens holds {mem.block_bytes:,} "
              "bytes of K and V"
              + (f". Each of the model's {num_layers} layers has a pool of its own: {model_bytes:,} bytes in all"
                 if num_layers else "")),
