@@ -65,7 +65,7 @@ _ABOUT: dict[str, str] = {
     "fp8": "The large configurations on a float16 cache and on an fp8 (e4m3, per-tensor scale) cache. Ours and "
            "FlashInfer's decode widen each stored fp8 value exactly and compute in float16; FlashInfer XQA also "
            "rounds the query and the softmax probabilities to e4m3, which buys bandwidth and costs accuracy: "
-           "compare GPU time with Max abs err (against a float64 reference on the dequantized cache).",
+           "compare GPU time with Max err (against a float64 reference on the dequantized cache).",
 }
 #: How a sweep's caption names what every point of it shares.
 _SHARED = {"batch_size": "batch {}", "context_lens": "context {:,}", "num_heads": "{} heads",
@@ -261,23 +261,29 @@ def _show_peers(peers: RecordedSet, unit: str) -> None:
         table, css=bold, key="recorded_peers_table",
         height=min(_MAX_TABLE_PX, _ROW_PX * (len(table) + 1) + 3),
         column_config={
-            # Widths (px) that hold the longest configuration and label, so that the
-            # table fits a 1280 px window without cutting either.
+            # Widths (px) that hold the longest configuration and label, and short
+            # headers (the full name in each help) on the number columns, so that the
+            # table up to Correct fits a 1280 px window (second review of issue 27).
             "configuration": st.column_config.TextColumn("Configuration", width=column_px(215),
                                                          help=CONFIGURATION_HELP),
-            "implementation": st.column_config.TextColumn("Implementation", width=column_px(160),
+            "implementation": st.column_config.TextColumn("Implementation", width=column_px(140),
                                                           help=LABELS_HELP),
-            "gpu_time_ms": _timed_column(unit, "median CUDA-graph replay time, L2 flushed before each call, "
-                                               "recorded; bold: the fastest correct one of the configuration"),
-            "call_ms": st.column_config.TextColumn(f"Call latency ({unit})", alignment="right",
-                                                   help="median call latency a Python caller saw, recorded"),
-            "gbps": st.column_config.TextColumn("GB/s", alignment="right", help=gbps_help),
-            "pct_of_copy_bw": _copy_column(m),
+            "gpu_time_ms": st.column_config.TextColumn(
+                f"GPU ({unit})", alignment="right", width=column_px(72),
+                help="GPU time: median CUDA-graph replay time, L2 flushed before each call, recorded; bold: the "
+                     "fastest correct one of the configuration"),
+            "call_ms": st.column_config.TextColumn(f"Call ({unit})", alignment="right", width=column_px(72),
+                                                   help="call latency: the median a Python caller saw, recorded"),
+            "gbps": st.column_config.TextColumn("GB/s", alignment="right", help=gbps_help, width=column_px(62)),
+            "pct_of_copy_bw": st.column_config.TextColumn(
+                "% copy", alignment="right", width=column_px(68),
+                help=f"% of the recorded copy bandwidth, {formatting.format_gbps(m['copy_gbps'])} GB/s"),
             "max_abs_err": st.column_config.TextColumn(
-                "Max abs err", alignment="right",
-                help="largest |output − float64 reference| over the batch (an fp8 cache: the reference of its "
-                     "dequantized values)"),
-            "correct": "Correct",
+                "Max err", alignment="right", width=column_px(80),
+                help="max abs error: the largest |output − float64 reference| over the batch (an fp8 cache: the "
+                     "reference of its dequantized values)"),
+            "correct": st.column_config.TextColumn("OK", width=column_px(44),
+                                                   help="correct: within the dtype's tolerance of the reference"),
             "note": "Note",
         },
     )
