@@ -37,7 +37,9 @@ def main(argv=None) -> int:
     p.add_argument("--kv-dtype", default=None, choices=["float8_e4m3fn", "float8_e5m2"],
                    help="an fp8 cache (default: the cache has --dtype)")
     p.add_argument("--kv-scale", default="per_tensor", choices=["per_tensor", "per_head"])
-    p.add_argument("--only", nargs="+", choices=["large", "small", "ragged"])
+    p.add_argument("--only", nargs="+", choices=["large", "small", "ragged", "uniform"],
+                   help="kinds of the configurations of docs/benchmarks.md to run (uniform: none of them, only the "
+                        "--uniform and --ragged batches)")
     p.add_argument("--configs", type=int, nargs="+", help="indices into decode_peers.CONFIGS")
     p.add_argument("--head-dim", type=int, default=BASE["head_dim"])
     p.add_argument("--splits", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32],
@@ -50,12 +52,17 @@ def main(argv=None) -> int:
                         "0: the plan's own choice of plan and budget")
     p.add_argument("--ragged", nargs="+", default=[], metavar="BATCH:MAX",
                    help="extra ragged batches: BATCH lengths spread over 1..MAX (e.g. 16:32768, or 32:32768:long-tail)")
+    p.add_argument("--uniform", nargs="+", default=[], metavar="BATCH:CONTEXT",
+                   help="extra uniform batches: BATCH sequences of CONTEXT tokens (e.g. 16:256)")
     p.add_argument("--query-lens", type=int, nargs="+", default=[1],
                    help="query (draft) tokens per sequence, each a run of its own (default: 1)")
     p.add_argument("--soft-cap", type=float, default=None, help="logit soft-cap of every run (default: none)")
     p.add_argument("--out")
     args = p.parse_args(argv)
     extra = []
+    for spec in args.uniform:
+        batch, context = spec.split(":")
+        extra.append(("uniform", int(batch), int(context), {}))
     for spec in args.ragged:
         batch, longest, *spread = spec.split(":")
         spread = spread[0] if spread else "uniform"

@@ -126,12 +126,17 @@ SHARED_MEMORY_BUDGET = 160 * 1024
 #: program, with enough splits for FP8_ONE_WARP_PROGRAMS programs (8 per SM on an
 #: H200). Half the bytes per token leave a 4-warp program's per-tile work, not
 #: memory, setting the pace; many one-warp programs keep more loads in flight.
-#: Measurements: docs/performance.md, "v13".
+#: Measurements: docs/performance.md, "v13" and "fp8 plans of small batches (v21)".
 FP8_ONE_WARP_MIN_ROWS = 64
 FP8_ONE_WARP_PROGRAMS = 1024
-#: ... but no split shorter than this many tokens of the longest context: splits
-#: of 512 tokens were fast at (8, 8192) and (16, 4096), of 256 slow at (1, 32768).
-FP8_ONE_WARP_SPLIT_TOKENS = 512
+#: ... with no split shorter than this many tokens of the longest context; a
+#: uniform batch that cannot reach FP8_ONE_WARP_PROGRAMS programs with splits this
+#: short keeps the 4-warp plan (one-warp programs were 1.2 to 2.1x slower than it
+#: at 128 to 512 programs, v21).
+FP8_ONE_WARP_SPLIT_TOKENS = 128
+#: The shortest split of the one-warp plan of a ragged batch (the balanced plan):
+#: pieces of 512 tokens were fast at (8, 8192) and (16, 4096) (v13).
+FP8_ONE_WARP_PIECE_TOKENS = 512
 
 #: A batch whose longest context is over this many times the mean is ragged: it
 #: gets the balanced plan (:func:`choose_chunk_blocks`) rather than one split count.
@@ -284,7 +289,8 @@ def plan_launch(
     (sequence, KV head) rows (and no such draft tiles) instead runs one warp per
     program, splits until there
     are :data:`FP8_ONE_WARP_PROGRAMS` programs (no split shorter than
-    :data:`FP8_ONE_WARP_SPLIT_TOKENS` tokens), and takes tiles of 32 tokens (64 for
+    :data:`FP8_ONE_WARP_SPLIT_TOKENS` tokens; a uniform batch that cannot reach
+    that many keeps the 4-warp plan), and takes tiles of 32 tokens (64 for
     blocks of 64 or more) and 2 stages.
 
     A ragged batch (:func:`is_ragged`) gets the balanced plan instead of one split
@@ -293,7 +299,7 @@ def plan_launch(
     grid within a budget of programs (:func:`balanced_budget`, which also picks
     64-token tiles for batches of many rows; :data:`FP8_ONE_WARP_PROGRAMS` for the
     one-warp fp8 plan) and no piece under
-    :data:`BALANCED_MIN_TOKENS` tokens (:func:`choose_chunk_blocks`); the longest
+    :data:`BALANCED_MIN_TOKENS` tokens (:data:`FP8_ONE_WARP_PIECE_TOKENS` for it) (:func:`choose_chunk_blocks`); the longest
     pieces launch first. Long sequences get many programs, short ones one, and no
     program is launched only to find itself past its context.
 
@@ -344,6 +350,8 @@ def plan_launch(
     ragged = is_ragged(lens)
     if balanced is None:
         balanced = ragged and num_splits is None
+    if one_warp and not balanced and num_splits is None:
+        one_warp = rows * cdiv(shape.max_context_len, FP8_ONE_WARP_SPLIT_TOKENS) >= FP8_ONE_WARP_PROGRAMS
     num_sms = runtime.num_sms(device)
     head_dim_pad = dot_pad(shape.head_dim)
     element_size = torch.empty((), dtype=dtype).element_size()
@@ -370,7 +378,7 @@ def plan_launch(
                 if many_rows and block_n_override is None and block_n == 128:
                     block_n = 64
                     unit = tile_shape(block_n, shape.block_size).blocks_per_tile
-            min_tokens = FP8_ONE_WARP_SPLIT_TOKENS if one_warp else BALANCED_MIN_TOKENS
+            min_tokens = FP8_ONE_WARP_PIECE_TOKENS if one_warp else BALANCED_MIN_TOKENS
             blocks_per_split = choose_chunk_blocks(
                 cdiv(lens, shape.block_size), shape.num_kv_heads, max_programs, unit, cdiv(min_tokens, shape.block_size)
             )

@@ -220,14 +220,24 @@ def test_fp8_plan_runs_many_one_warp_programs(monkeypatch, batch, length, block_
     assert half.num_warps == 4 and half.num_stages == 3
 
 
-def test_fp8_plan_splits_no_shorter_than_512_tokens(monkeypatch):
-    from paged_attention import runtime
+@pytest.mark.parametrize("batch, length, warps, splits", [
+    (16, 1024, 1, 8), (16, 2048, 1, 8), (8, 2048, 1, 16), (64, 256, 1, 2), (32, 512, 1, 4),
+    (16, 236, 4, None), (8, 1024, 4, None), (16, 512, 4, None), (8, 256, 4, None),
+])
+def test_fp8_plan_runs_one_warp_only_where_it_reaches_1024_programs(monkeypatch, batch, length, warps, splits):
+    """A uniform fp8 batch runs one-warp programs only if splits of at least 128 tokens give 1024 of them;
+    otherwise the 4-warp plan of a 16-bit cache (v21: one-warp programs 1.2 to 2.1x slower at 128 to 512)."""
+    from paged_attention import launch_plan, runtime
 
     monkeypatch.setattr(runtime, "num_sms", lambda device: 132)
-    short = pa.plan_launch(_shape(16, 236, torch.float8_e4m3fn), torch.device("cpu"), torch.float16)
-    assert short.num_warps == 1 and short.num_splits == 1  # not 8 splits of 32 tokens
-    medium = pa.plan_launch(_shape(16, 1500, torch.float8_e4m3fn), torch.device("cpu"), torch.float16)
-    assert medium.num_splits == 3 and medium.blocks_per_split * 16 >= 500
+    plan = pa.plan_launch(_shape(batch, length, torch.float8_e4m3fn), torch.device("cpu"), torch.float16)
+    assert plan.num_warps == warps
+    if warps == 1:
+        assert plan.num_splits == splits and batch * 8 * plan.num_splits >= launch_plan.FP8_ONE_WARP_PROGRAMS
+        assert plan.blocks_per_split * 16 >= launch_plan.FP8_ONE_WARP_SPLIT_TOKENS
+    else:
+        half = pa.plan_launch(_shape(batch, length, torch.float16), torch.device("cpu"), torch.float16)
+        assert (plan.num_splits, plan.num_stages) == (half.num_splits, half.num_stages)
 
 
 def test_fp8_plan_of_a_small_batch_and_overrides(monkeypatch):

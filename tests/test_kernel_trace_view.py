@@ -84,8 +84,9 @@ def test_showcase_plan_splits_the_row_into_several_tiles(lengths, block_size, ex
 @pytest.mark.parametrize("kv_dtype", [None, "float8_e4m3fn"])
 def test_the_page_plans_as_the_kernel_does_for_the_cache_dtype(kv_dtype):
     """The page's plan is the one triton_decode picks for this cache: an fp8 batch of
-    64+ (sequence, KV head) rows runs one warp per program (launch_plan)."""
-    config = DecodeConfig(batch_size=16, context_lens=300, num_heads=8, num_kv_heads=4, head_dim=32, block_size=16,
+    64+ (sequence, KV head) rows that splits of 128 tokens make 1024 programs runs one warp per program
+    (launch_plan)."""
+    config = DecodeConfig(batch_size=64, context_lens=600, num_heads=8, num_kv_heads=4, head_dim=32, block_size=16,
                           kv_dtype=kv_dtype)
     inputs = build_decode_inputs(config)
     shape = check_decode_args(*inputs.args(), **inputs.scales())
