@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 
 import pytest
 pytest.importorskip("playwright", reason="the browser test needs Playwright (requirements-dev.txt)")
-from playwright.sync_api import expect  # noqa: E402
+from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect  # noqa: E402
 
 from browser_support import LABELS, SHOTS, TINY, WAIT, full_screenshot, no_error, no_exception, settle  # noqa: E402
 
@@ -201,7 +201,7 @@ def test_second_run_click_replaces_the_first_run(server, page):
     run.click()
     try:  # polled every 100 ms: a frame-timed poll can stall while the browser's cores are busy
         page.wait_for_function(_TRITONS_TURN, polling=100, timeout=300_000)
-    except Exception:
+    except PlaywrightTimeout:
         raise AssertionError(f"Triton's turn not seen; progress shown: {page.evaluate('window.seen')}") from None
     run.click()
     expect(page.get_by_text("Your previous run is still finishing")).to_be_visible(timeout=30_000)
