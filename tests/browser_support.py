@@ -81,6 +81,7 @@ def server(tmp_path_factory):
                 pytest.fail(f"streamlit did not start:\n{log.read_text()[-3000:]}")
             time.sleep(0.5)
         yield url
+        served = log.read_text()  # what the app logged while the tests ran
     finally:
         proc.terminate()
         try:
@@ -88,7 +89,9 @@ def server(tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
+    # Not what comes after: Streamlit's own websocket endpoint can log a traceback while the
+    # server stops with browsers still connected (starlette's WebSocketDisconnected on close).
+    assert "Traceback" not in served, served[-3000:]
 
 
 @pytest.fixture(scope="session")
