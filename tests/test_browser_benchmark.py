@@ -191,7 +191,7 @@ _TRITONS_TURN = r"""() => {
 
 def test_second_run_click_replaces_the_first_run(server, page):
     # head_dim 256 at the CPU's cap (4 x max(8 x 64, 32 x 64) = 8,192) makes each interpreted
-    # Triton call about half a second here (a second on CI's busy cores): long enough to
+    # Triton call about half a second on a 2-core machine: long enough to
     # click again mid-run.
     query = {"batch": "4", "ctx_mode": "uniform", "ctx": "64", "warmup": "1", "iters": "3", "preset": "Custom",
              "heads": "32", "kv_heads": "8", "head_dim": "256"}
