@@ -19,7 +19,7 @@ from explorer.formatting import count, format_number, format_percent, line_count
 from explorer.legend_layout import fit_legend
 from explorer.limits import MAX_ANIMATION_FRAMES, MAX_POOL_CELLS, MAX_SEQUENCE_LEGEND
 from explorer.marks import POOL_CHANGE_MARKS
-from explorer.panel_layout import stacked_panels
+from explorer.panel_layout import origin_clear_range, stacked_panels
 from explorer.serving.snapshot import PoolChanges
 from explorer.serving.view import ref_levels
 from explorer.style import (
@@ -335,7 +335,9 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
     apply_style(fig, "The pool over time", subtitle, height=panels.height, above_plot=6, width_px=FULL_FIGURE_PX)
     fig.update_layout(hovermode="x unified")
     fig.update_annotations(font=dict(size=font_px("body")), x=0, xanchor="left")
-    fig.update_xaxes(**integer_ticks(x.min(initial=0), x.max(initial=0)))
+    ticks = integer_ticks(x.min(initial=0), x.max(initial=0))
+    fig.update_xaxes(range=origin_clear_range(x.min(initial=0), x.max(initial=0), ticks["tickvals"][0],
+                                              ticks["ticktext"][0], plot_width_px(FULL_PLOT_WIDTH_PX)), **ticks)
     fig.update_xaxes(title="decode step", row=3, col=1)
     fit_legend(fig, FULL_PLOT_WIDTH_PX)  # the figure taller by the rows presentation mode's legend takes
     panel_px = scaled(panels.panel_px)
