@@ -56,8 +56,8 @@ UNALLOCATED_COLOR = "#F1F5F9"
 #: CIEDE2000, 22 from block ids, reference counts and the star, 24 from the greys; ids on them
 #: at WCAG contrast 3.5+ (tests/test_serving_palette.py, tests/test_colour_language.py).
 SEQUENCE_COLORS: tuple[str, ...] = (
-    "#49CA82", "#2D3C00", "#F2A7C1", "#9AFF02", "#00978F", "#C4358E",
-    "#8D8D1D", "#00FFF3", "#CE76FF", "#068433", "#FF2650", "#7501C3",
+    "#87873C", "#7500C5", "#98FF0C", "#CD7BFF", "#3C9687", "#8D0039",
+    "#F5A9C6", "#00B43C", "#D7089C", "#0F5A1E", "#00FFD2", "#EB5464",
 )
 #: Physical block ids: ColorBrewer's Blues, block 0 a shade deeper (pale, but 10+ CIEDE2000
 #: from the free grey and the unallocated near-white: issue 27) to navy (the last block).
