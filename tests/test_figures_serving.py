@@ -459,25 +459,3 @@ def test_serving_pool_partly_filled_dot_grows_with_presentation_mode(history):
     assert big[serving_figures._PARTIAL_NAME][0] > plain[serving_figures._PARTIAL_NAME][0]
     assert big[serving_figures._PARTIAL_NAME][1] == pytest.approx(style.PRESENTATION_SCALE)  # its outline too
 
-
-@pytest.mark.parametrize("scale", [1.0, style.PRESENTATION_SCALE])
-def test_serving_timeline_keeps_the_x_axis_zero_clear_of_the_y_axis_zero(history, scale):
-    """Issue 27 (#9): on "The pool over time" the step axis's "0" sat under the y axis's "0" at the origin, the
-    two read as one label. The step axis starts left of its first tick, far enough that the tick's label (centred
-    on it) starts right of the y axis line, where the y axis's labels end."""
-    from explorer.panel_layout import ORIGIN_GAP_PX
-
-    with style.presentation(scale):
-        fig = serving_figures.serving_timeline_figure(history.metrics, step=30, num_blocks=48)
-        plot_px, tick_px = style.plot_width_px(style.FULL_PLOT_WIDTH_PX), style.font_px("tick")
-        gap_px = style.scaled(ORIGIN_GAP_PX)
-    steps = history.metrics["step"]
-    for axis in (fig.layout.xaxis, fig.layout.xaxis2, fig.layout.xaxis3):
-        assert axis.range is not None, "autorange puts step 0 on the y axis"
-        start, end = axis.range
-        assert start < steps.min() and end == steps.max()  # every step drawn, the first a little in
-        first, label = axis.tickvals[0], axis.ticktext[0]
-        assert first == steps.min() and label == "0"
-        label_left_px = (first - start) / (end - start) * plot_px - len(label) * style.DIGIT_WIDTH * tick_px / 2
-        assert label_left_px >= gap_px - 1e-9, label_left_px
-        assert (first - start) / (end - start) < 0.05  # a gap, not a hole: the lines still start at the left

@@ -28,7 +28,7 @@ BUSY = ServingConfig(num_blocks=256, block_size=8, max_batch_size=16, arrival_ra
 
 
 def _hex(colour: tuple[int, int, int]) -> str:
-    return "#%02X%02X%02X" % colour
+    return "#" + "".join(f"{v:02X}" for v in colour)
 
 
 @pytest.fixture(scope="module")
