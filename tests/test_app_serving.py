@@ -484,4 +484,3 @@ def test_serving_bad_url_values_are_named_despite_an_error_in_the_sidebars_batch
     for text in ("sv_pool_colour=garbage", "sv_steps=-5"):
         assert any(text in n for n in notes), (text, notes)
     assert at.segmented_control(key="sv_pool_colour").value == "sequence"
-

@@ -458,4 +458,3 @@ def test_serving_pool_partly_filled_dot_grows_with_presentation_mode(history):
         assert big[name][0] >= style.PRESENTATION_SCALE * pool_figures.MIN_POOL_MARK_PX, name  # the floor grows
     assert big[serving_figures._PARTIAL_NAME][0] > plain[serving_figures._PARTIAL_NAME][0]
     assert big[serving_figures._PARTIAL_NAME][1] == pytest.approx(style.PRESENTATION_SCALE)  # its outline too
-
