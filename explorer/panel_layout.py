@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from explorer.style import HALF_FIGURE_PX, title_margins
+from explorer.style import DIGIT_WIDTH, HALF_FIGURE_PX, font_px, scaled, title_margins
 
 #: The least height (px at scale 1) of a panel of stacked panels: about a third of
 #: the widest such panel at 1280 px, a fifth of a half-page one at 1920.
@@ -24,6 +24,9 @@ MIN_PANEL_PX = 180
 #: Pixels at scale 1 between two stacked panels: the lower one's subplot title (a
 #: line of body text) and a gap above it.
 PANEL_GAP_PX = 40
+#: Pixels at scale 1 between the y axis and the left edge of the first x tick label: the y
+#: axis's lowest label ends at the axis, and "0" under "0" at the corner read as one label.
+ORIGIN_GAP_PX = 4
 
 
 @dataclass(frozen=True)
@@ -60,3 +63,31 @@ def panel_heights(fig: go.Figure) -> list[float]:
     plot = layout.height - layout.margin.t - layout.margin.b
     domains = [axis.domain or (0, 1) for axis in fig.select_yaxes()]
     return [(hi - lo) * plot for lo, hi in sorted(domains, key=lambda d: -d[1])]
+
+
+def origin_clear_range(lo: float, hi: float, first_tick: float, first_label: str, plot_px: float) -> list[float]:
+    """An x axis range for data from ``lo`` to ``hi``, padded on the left so that the label
+    ``first_label`` of its first tick (at ``first_tick``) starts :data:`ORIGIN_GAP_PX` (grown
+    with the scale) right of the y axis, clear of the y axis's lowest label (issue 27: the two
+    axes' "0" collided at the origin).
+
+    Parameters
+    ----------
+    lo, hi : float
+        The data's extent along x.
+    first_tick : float
+        The first tick's value (at least ``lo``).
+    first_label : str
+        Its label, drawn centred on it at :func:`~explorer.style.font_px` ``("tick")``.
+    plot_px : float
+        The plot area's width in px at the current scale.
+
+    Returns
+    -------
+    list of float
+        ``[start, end]``: ``start`` at most ``lo``, ``end`` ``hi`` (``lo + 1`` for a single point).
+    """
+    hi = max(float(hi), float(lo) + 1)
+    clear = len(first_label) * DIGIT_WIDTH * font_px("tick") / 2 + scaled(ORIGIN_GAP_PX)
+    k = min(clear / max(float(plot_px), 1.0), 0.5)  # the share of the plot the tick keeps from its left edge
+    return [min(float(lo), (first_tick - k * hi) / (1 - k)), hi]

@@ -51,13 +51,13 @@ OTHER_COLOR = "#64748B"
 UNALLOCATED_COLOR = "#F1F5F9"
 #: Sequence colours in the pool (and the Serving simulation's table), repeating: hues
 #: clear of the other meanings (no blue or cyan: block ids; no orange, amber or yellow:
-#: reference counts, the new-token star; no grey), so greens and teals, pinks, reds and
-#: purples, told apart by lightness too (CIELAB L 36 to 84). At least 19 apart in
-#: CIEDE2000 (plotly's greens before, 14), 22 from block ids, reference counts and the
-#: star, 24 from the greys; ids on them at WCAG contrast 3.5+ (tests/test_colour_language.py).
+#: reference counts, the new-token star; no grey): greens and teals, pinks, reds and purples,
+#: two of one hue 25+ apart in CIELAB lightness (seq 5 and 9 were two crimsons). 21+ apart in
+#: CIEDE2000, 22 from block ids, reference counts and the star, 24 from the greys; ids on them
+#: at WCAG contrast 3.5+ (tests/test_serving_palette.py, tests/test_colour_language.py).
 SEQUENCE_COLORS: tuple[str, ...] = (
-    "#2DF069", "#870FB4", "#4B5A1E", "#FFA5B4", "#009687", "#A51E4B",
-    "#009600", "#E178FF", "#00E1C3", "#FF1E5A", "#96B478", "#E100A5",
+    "#87873C", "#7500C5", "#98FF0C", "#CD7BFF", "#3C9687", "#8D0039",
+    "#F5A9C6", "#00B43C", "#D7089C", "#0F5A1E", "#00FFD2", "#EB5464",
 )
 #: Physical block ids: ColorBrewer's Blues, block 0 a shade deeper (pale, but 10+ CIEDE2000
 #: from the free grey and the unallocated near-white: issue 27) to navy (the last block).

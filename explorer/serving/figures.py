@@ -19,7 +19,7 @@ from explorer.formatting import count, format_number, format_percent, line_count
 from explorer.legend_layout import fit_legend
 from explorer.limits import MAX_ANIMATION_FRAMES, MAX_POOL_CELLS, MAX_SEQUENCE_LEGEND
 from explorer.marks import POOL_CHANGE_MARKS
-from explorer.panel_layout import stacked_panels
+from explorer.panel_layout import origin_clear_range, stacked_panels
 from explorer.serving.snapshot import PoolChanges
 from explorer.serving.view import ref_levels
 from explorer.style import (
@@ -109,7 +109,7 @@ def serving_pool_figure(
     sharing: bool = False,
     seq_ids: Sequence[int] | None = None,
     max_cells: int = MAX_POOL_CELLS,
-    max_holders: int | None = None,
+    max_holders: int | None = None, plot_width: float = _NARROW_PLOT_PX,
 ) -> go.Figure:
     """The pool of a serving simulation at one step, plus what the step changed.
 
@@ -146,6 +146,8 @@ def serving_pool_figure(
         reference-count view's legend lists the levels of
         :func:`~explorer.serving.view.ref_levels` (those that can occur, the
         last closed at it), as the running tables' legend does.
+    plot_width : float
+        The plot area's width at scale 1 (px): its column's on a 1280 px page, or wider (across the page).
 
     Returns
     -------
@@ -174,7 +176,7 @@ def serving_pool_figure(
     if step is not None:
         fig.update_layout(title_text=f"Physical block pool after step {step}")
     if per_cell > 1:
-        return _pool_layout(fig, n_rows, n_cols, len(owner))
+        return _pool_layout(fig, n_rows, n_cols, len(owner), plot_width)
     if color_by == "sequence":
         _pool_sequence_legend(fig)
     blocks_of = PoolChanges(taken=tuple(taken), recycled=tuple(recycled), copied=tuple(copied),
@@ -192,7 +194,7 @@ def serving_pool_figure(
             customdata=np.stack([blocks, owner[blocks]], axis=-1) if len(blocks) else None,
             hovertemplate="block %{customdata[0]}: " + name + " this step<extra></extra>",
         ))
-    return _pool_layout(fig, n_rows, n_cols, len(owner))
+    return _pool_layout(fig, n_rows, n_cols, len(owner), plot_width)
 
 
 def _possible_levels(fig: go.Figure, max_holders: int | None) -> None:
@@ -237,25 +239,26 @@ def _pool_sequence_legend(fig: go.Figure) -> None:
     fig.data = data
 
 
-def _pool_layout(fig: go.Figure, n_rows: int, n_cols: int, num_blocks: int) -> go.Figure:
+def _pool_layout(fig: go.Figure, n_rows: int, n_cols: int, num_blocks: int,
+                 plot_width: float = _NARROW_PLOT_PX) -> go.Figure:
     """Size the pool: a plot area of :data:`POOL_ROW_PX` a grid row (between
     :data:`MIN_POOL_PLOT_PX` and :data:`MAX_POOL_PLOT_PX`), under it the axis and
-    the legend (:data:`POOL_LEGEND_FONT` px) with room for every row it takes in
-    the narrowest column, so Plotly never squeezes the grid nor scrolls the
+    the legend (:data:`POOL_LEGEND_FONT` px) with room for every row it takes
+    ``plot_width`` wide, so Plotly never squeezes the grid nor scrolls the
     legend; block ids at the cell text size of now where they fit the narrowest
     cells (:func:`~explorer.cache.cell_style.cell_text_fits`), else none."""
     names = [t.name for t in fig.data if t.type != "heatmap" and t.showlegend is not False and t.name]
     # At the presentation scale (style.scaled): the plot, the text and its rows grow, the column's width does not.
-    legend_font, width = scaled(POOL_LEGEND_FONT), plot_width_px(_NARROW_PLOT_PX)
+    legend_font, width = scaled(POOL_LEGEND_FONT), plot_width_px(plot_width)
     rows = legend_rows(names, width, legend_font) + line_count(fig.layout.legend.title.text)  # its key
     plot_px = scaled(min(MAX_POOL_PLOT_PX, max(MIN_POOL_PLOT_PX, POOL_ROW_PX * n_rows)))
     top = fig.layout.margin.t
     bottom = scaled(_POOL_AXIS_PX + _LEGEND_PAD_PX) + math.ceil(rows * _LEGEND_ROW * legend_font)
     heat = fig.data[0]
     digits = len(str(max(num_blocks - 1, 0)))
-    heat.update(textfont=dict(size=font_px("cell")), **cell_gaps(n_rows, n_cols, plot_px, _NARROW_PLOT_PX))
+    heat.update(textfont=dict(size=font_px("cell")), **cell_gaps(n_rows, n_cols, plot_px, plot_width))
     # The pool's own column, not the Block table page's narrower one its base figure assumes.
-    fits = heat.text is not None and cell_text_fits(n_rows, n_cols, digits, _NARROW_PLOT_PX, plot_px)
+    fits = heat.text is not None and cell_text_fits(n_rows, n_cols, digits, plot_width, plot_px)
     heat.texttemplate = "%{text}" if fits else None
     place_pool_marks(fig, n_rows, n_cols, width, plot_px, digits if fits else 0)
     fig.update_layout(
@@ -335,7 +338,9 @@ def serving_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
     apply_style(fig, "The pool over time", subtitle, height=panels.height, above_plot=6, width_px=FULL_FIGURE_PX)
     fig.update_layout(hovermode="x unified")
     fig.update_annotations(font=dict(size=font_px("body")), x=0, xanchor="left")
-    fig.update_xaxes(**integer_ticks(x.min(initial=0), x.max(initial=0)))
+    ticks = integer_ticks(x.min(initial=0), x.max(initial=0))
+    fig.update_xaxes(range=origin_clear_range(x.min(initial=0), x.max(initial=0), ticks["tickvals"][0],
+                                              ticks["ticktext"][0], plot_width_px(FULL_PLOT_WIDTH_PX)), **ticks)
     fig.update_xaxes(title="decode step", row=3, col=1)
     fit_legend(fig, FULL_PLOT_WIDTH_PX)  # the figure taller by the rows presentation mode's legend takes
     panel_px = scaled(panels.panel_px)

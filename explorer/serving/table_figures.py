@@ -10,18 +10,24 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.cache.cell_style import POOL_REF_COUNT_KEY, REF_COUNT_KEY, SEQUENCE_KEY, legend_key
+from explorer.cache import figures as cache_figures
+from explorer.cache.cell_style import POOL_REF_COUNT_KEY, REF_COUNT_KEY, SEQUENCE_KEY, WIDE_PLOT_PX, legend_key
 from explorer.cache.figures import block_table_figure
+from explorer.cache.picking import GRID_PAD
 from explorer.cache.sharing_figures import REF_LEVEL_COLORS, REF_LEVELS
 from explorer.formatting import count, line_count, wrap_at_separators
+from explorer.marks import SHARED_MARK, TEXT_CHAR_WIDTH, corner_fit
 from explorer.serving.figures import check_color_by
 from explorer.serving.view import ref_levels
 from explorer.style import (
     FREE_COLOR,
+    FULL_PLOT_WIDTH_PX,
     LINE_HEIGHT,
     NARROW_FIGURE_PX,
     font_px,
     line_chars,
+    plot_width_px,
+    scaled,
 )
 
 #: The tables' plot width at scale 1 (px): two fifths of a 1280 px page, less the
@@ -32,6 +38,9 @@ TABLE_PLOT_PX = 180
 #: seq_ids. The shared marks are placed beside the ids for it
 #: (:func:`~explorer.cache.figures.block_table_figure`'s ``marks_beside_px``).
 PLACED_PLOT_PX = 200
+#: The tables' plot width at scale 1 (px) drawn across the page under the pool (presentation mode):
+#: their columns 7 px wide in the two fifths of a 1280 px page held shared marks of 2 to 3 px.
+STACKED_PLOT_PX = FULL_PLOT_WIDTH_PX
 #: A legend row's height, in px of the legend's font (Plotly's, with its gap).
 LEGEND_ROW = 1.75
 #: The tables' colour key in each of the pool's colourings (:data:`POOL_COLOR_MODES`).
@@ -72,7 +81,9 @@ def running_tables_figure(
     window : int, optional
         As for :func:`~explorer.cache.figures.block_table_figure`.
     plot_width : float
-        The plot area's width at scale 1 (px).
+        The plot area's width at scale 1 (px): :data:`TABLE_PLOT_PX` in the page's narrower column,
+        :data:`STACKED_PLOT_PX` across the page, where the shared marks are sized to its cells
+        (:func:`~explorer.marks.corner_fit`), not to the block table page's widest column.
     max_holders : int, optional
         The most sequences that can hold a block (the max batch): by reference
         count, the legend lists every level that can occur
@@ -95,6 +106,8 @@ def running_tables_figure(
                              title="Block tables of the running sequences", color_by="sequence",
                              ref_counts=ref_counts, plot_width=plot_width, window=window,
                              marks_beside_px=PLACED_PLOT_PX)
+    if plot_width > WIDE_PLOT_PX:
+        _fit_shared_marks(fig, plot_width, num_blocks)
     if color_by != "sequence":
         _rekey(fig, TABLE_KEYS[color_by])
     if color_by == "reference count":
@@ -102,6 +115,33 @@ def running_tables_figure(
                 else np.bincount(tables[tables >= 0], minlength=num_blocks))
         _colour_by_reference_count(fig, refs, max_holders)
     return fig
+
+
+def _fit_shared_marks(fig: go.Figure, plot_width: float, num_blocks: int) -> None:
+    """The shared marks sized and placed as the block table places them (the cell's corner clear of its
+    id, :func:`~explorer.marks.corner_fit`), for cells of a plot ``plot_width`` wide at scale 1: the block
+    table sizes them for at most :data:`~explorer.cache.cell_style.WIDE_PLOT_PX`."""
+    marks = next((t for t in fig.data if t.name == SHARED_MARK.name), None)
+    if marks is None or marks.customdata is None or not len(marks.x):
+        return
+    heat = fig.data[0]
+    rows = np.asarray(heat.y, dtype=float)
+    stride = float(np.diff(rows).min()) if len(rows) > 1 else 1.0
+    n_cols = np.asarray(heat.z).shape[1]
+    plot_height = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    row_px = plot_height * stride / (len(rows) * stride + 2 * GRID_PAD)  # as the block table measures a row
+    cell_w = plot_width_px(plot_width) / (n_cols + 2 * GRID_PAD)
+    ids = len(str(max(num_blocks - 1, 0))) if heat.texttemplate else 0
+    line = min(scaled(cache_figures.SHARED_MARK_LINE_PX), max(0.1 * row_px, 0.5))
+    dx, dy, size = corner_fit(cell_w - (heat.xgap or 0), row_px - (heat.ygap or 0),
+                              ids * TEXT_CHAR_WIDTH * font_px("cell"), font_px("cell") if ids else 0.0,
+                              symbol=SHARED_MARK.symbol, line=line, margin=scaled(cache_figures.SHARED_MARK_GAP_PX),
+                              floor=scaled(cache_figures.MIN_SHARED_MARK_PX),
+                              most=cache_figures.SHARED_MARK_SHARE * font_px("cell"))
+    cols = np.asarray(marks.customdata)[:, 1].astype(float)  # each mark's logical block: its cell's centre
+    centres = rows[np.abs(np.asarray(marks.y, dtype=float)[:, None] - rows[None, :]).argmin(1)]
+    marks.update(x=cols + dx / cell_w, y=centres + dy / row_px * stride,
+                 marker={"size": size, "line": {"width": min(line, size / 6)}})
 
 
 def _rekey(fig: go.Figure, key: str) -> None:
