@@ -116,7 +116,7 @@ def test_format_times():
     from explorer.formatting import format_times
 
     assert [format_times(v) for v in (419.7, 1.5, 0.5, 12345, 999_999, 2.5e7)] == [
-        "420×", "1.5×", "0.5×", "12,300×", "1,000,000×", "2.5e+07×"]
+        "420×", "1.5×", "0.5×", "12,300×", "1,000,000×", "2.5e+7×"]
 
 
 def _shared(name, median, gpu=None):
