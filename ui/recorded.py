@@ -53,6 +53,10 @@ _MATCH_STYLE = "background-color: rgba(250, 204, 21, 0.25)"
 #: table up to :data:`_MAX_TABLE_PX` (it scrolls beyond).
 _ROW_PX = 35
 _MAX_TABLE_PX = 640
+#: Width (px, normal mode) of a peer table's configuration column: it holds the longest
+#: configuration whole at 1280x720, ``"32 × 2..32,666 (mean 3,566), tail"`` (numbers by
+#: ``format_number``; 215 px cut it), and the table up to its OK column still fits.
+CONFIGURATION_PX = 232
 #: What each peer set measured, under its table's versions line.
 _ABOUT: dict[str, str] = {
     "classic": "Uniform batches of the classic and large configurations, float16 and bfloat16: our Triton kernel "
@@ -264,7 +268,7 @@ def _show_peers(peers: RecordedSet, unit: str) -> None:
             # Widths (px) that hold the longest configuration and label, and short
             # headers (the full name in each help) on the number columns, so that the
             # table up to Correct fits a 1280 px window (second review of issue 27).
-            "configuration": st.column_config.TextColumn("Configuration", width=column_px(215),
+            "configuration": st.column_config.TextColumn("Configuration", width=column_px(CONFIGURATION_PX),
                                                          help=CONFIGURATION_HELP),
             "implementation": st.column_config.TextColumn("Implementation", width=column_px(140),
                                                           help=LABELS_HELP),
