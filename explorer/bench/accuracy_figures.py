@@ -32,8 +32,10 @@ from explorer.style import (
 #: Colour of the tolerance lines (dashed: error = tolerance; dotted: atol) and their
 #: labels: near-black, which no implementation's colour is (red was Naive PyTorch's).
 TOLERANCE_COLOR = "#111827"
-#: Colour and default name of the fp8 quantization error's line on the error chart.
-QUANTIZATION_COLOR = "#7C3AED"
+#: Colour and default name of the fp8 quantization error's line on the error chart: a
+#: dark amber-brown, 20+ CIEDE2000 from every implementation's colour, the pass/fail
+#: marks' and the tolerance's (violet #7C3AED came 12 from Triton (prefix-aware)'s magenta).
+QUANTIZATION_COLOR = "#7A4A0A"
 QUANTIZATION_LABEL = "fp8 quantization error (vs unquantized cache)"
 
 #: The error chart's title: short enough to stay on one line in presentation mode.

@@ -1,0 +1,126 @@
+"""Every pair of colours on one chart plainly different (issue 27, the back row): on the Decode
+benchmark's error chart the implementations, the fp8 quantization line and the tolerance's ink; on Inside
+the kernel's online softmax and split merge the splits, the attention sink and the ink. CIEDE2000 is
+:func:`test_colour_language.ciede2000`; the figures are built as the pages build them and their colours
+read back."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import numpy as np
+import pytest
+from test_colour_language import ciede2000, lch, rgb
+from test_figures_kernel import kernel_trace
+
+from explorer import style
+from explorer.kernel import figures as kernel_figures
+from explorer.limits import MAX_SPLIT_LEGEND
+
+#: Two colours that can appear on one chart, each telling a series or a mark from the others (an
+#: implementation, a split, the fp8 quantization line, the attention sink, the ink of the tolerance
+#: lines and the output's star), are at least this far apart in CIEDE2000 (issue 27, the back row).
+CHART_APART_DE00 = 20
+
+
+def hexcode(color: str) -> str:
+    """``color`` (``"#rrggbb"``, ``"rgb(r, g, b)"``) as ``"#RRGGBB"``."""
+    return "#{:02X}{:02X}{:02X}".format(*rgb(color))
+
+
+def chart_colours(fig, skip=lambda annotation: False) -> set[str]:
+    """The opaque colours ``fig`` draws its traces, lines and labels in, as ``#RRGGBB``: the traces'
+    marker, marker outline and line colours (a list's strings too), the shapes' lines, the
+    annotations' fonts (less those ``skip`` leaves out); white, the unset ones and translucent
+    fills (``rgba(..., a < 1)``, a dot's inside over its opaque outline) left out."""
+    found: list = []
+    for t in fig.data:
+        marker, line = getattr(t, "marker", None), getattr(t, "line", None)
+        for value in (marker.color if marker else None, marker.line.color if marker and marker.line else None,
+                      line.color if line else None):
+            found += list(value) if isinstance(value, (list, tuple)) else [value]
+    found += [s.line.color for s in fig.layout.shapes] + [a.font.color for a in fig.layout.annotations if not skip(a)]
+    colours_ = set()
+    for c in found:
+        if not isinstance(c, str) or c.lower() in ("white", "#ffffff") or (c.startswith("rgba") and
+                                                                          float(re.findall(r"[\d.]+", c)[3]) < 1):
+            continue
+        colours_.add(hexcode(c))
+    return colours_
+
+
+def assert_chart_apart(name: str, drawn: set[str]) -> None:
+    close = [(round(ciede2000(a, b), 1), a, b) for a, b in itertools.combinations(sorted(drawn), 2)
+             if ciede2000(a, b) < CHART_APART_DE00]
+    assert not close, f"{name}: {close}"
+
+
+def _accuracy_results():
+    from types import SimpleNamespace
+
+    from paged_attention import LABELS
+
+    names = [n for n in style.IMPL_COLORS]
+    return [SimpleNamespace(name=n, label=LABELS[n], max_abs_err=1e-4 * (i + 1), max_rel_err=1.0,
+                            max_tol_ratio=0.1 * (i + 1), atol=2e-3, rtol=2e-3, passed=True)
+            for i, n in enumerate(names)]
+
+
+def test_every_pair_of_colours_on_the_error_chart_is_plainly_different():
+    """Issue 27 review: the Decode benchmark's fp8 quantization line was violet #7C3AED, 12 CIEDE2000 from
+    Triton (prefix-aware)'s magenta on the same chart. Every implementation the page can race, the
+    quantization line and its label, and the tolerance's ink are 20+ apart, pairwise. (The ✓/✗ marks over
+    the plot are told by their glyph: green and red, near Triton (simple grid)'s teal and Naive's red.)"""
+    from explorer.bench import accuracy_figures
+
+    fig = accuracy_figures.accuracy_figure(_accuracy_results(), quantization_error=0.03)
+    drawn = chart_colours(fig, skip=lambda a: a.text in (accuracy_figures.PASS_MARK, accuracy_figures.FAIL_MARK))
+    expected = {*style.IMPL_COLORS.values(), accuracy_figures.QUANTIZATION_COLOR, accuracy_figures.TOLERANCE_COLOR}
+    assert drawn == {hexcode(c) for c in expected}
+    assert_chart_apart("error chart", drawn)
+    # A dark amber-brown: CIELAB hue 50 to 80 degrees, lightness under 45, coloured.
+    lightness, chroma, hue = lch(rgb(accuracy_figures.QUANTIZATION_COLOR))
+    assert 50 <= hue <= 80 and lightness < 45 and chroma >= 30, (lightness, chroma, hue)
+
+
+def _sink_figures(num_splits: int):
+    """The online softmax and the split merge of a row of ``num_splits`` splits, with an attention sink."""
+    *_, trace = kernel_trace(context_lens=(640, 97), num_splits=num_splits, block_n=16)
+    assert trace.splits["split"].nunique() == num_splits
+    softmax = kernel_figures.online_softmax_figure(trace.tiles, final_error=trace.max_abs_error, l_final=2.0,
+                                                   sink_term=0.5)
+    merge = kernel_figures.split_merge_figure(trace.splits, sink_m=float(trace.splits["m"].max()) - 1, sink_share=0.2)
+    return softmax, merge
+
+
+@pytest.mark.parametrize("num_splits", [2, 4, MAX_SPLIT_LEGEND])
+def test_every_pair_of_colours_on_the_kernel_charts_with_a_sink_is_plainly_different(num_splits):
+    """Issue 27 review: on Inside the kernel the attention sink's amber (#B45309) came 16 CIEDE2000 from a
+    split's brown, and the split palette's pink and brown 18 and 19 from its red. With up to
+    MAX_SPLIT_LEGEND splits (each its own colour, in the legend), the splits' colours, the sink's and the
+    ink (the output's star, the merge's max-m line) are 20+ apart, pairwise, on the online softmax and the
+    merge charts; the sink is near-black."""
+    softmax, merge = _sink_figures(num_splits)
+    splits = set(style.SPLIT_COLORS[:num_splits])
+    for name, fig in (("online softmax", softmax), ("split merge", merge)):
+        drawn = chart_colours(fig)
+        assert {hexcode(kernel_figures.SINK_COLOR)} | splits <= drawn, name
+        assert_chart_apart(name, drawn)
+    assert lch(rgb(kernel_figures.SINK_COLOR))[0] < 20 and lch(rgb(kernel_figures.SINK_COLOR))[1] < 15  # near-black
+
+
+def test_the_split_palette_and_the_sink_are_apart_wherever_they_can_meet():
+    """All pairs, not only those one trace draws: every two colours of the split palette, the sink and the
+    ink; and past MAX_SPLIT_LEGEND splits (a colour scale, neighbours alike by design) the sink and the ink
+    stay 20+ from every colour of the scale."""
+    from plotly.colors import sample_colorscale
+
+    from explorer.bench.accuracy_figures import TOLERANCE_COLOR
+
+    assert len(style.SPLIT_COLORS) == MAX_SPLIT_LEGEND
+    assert_chart_apart("split palette", {*style.SPLIT_COLORS, kernel_figures.SINK_COLOR, TOLERANCE_COLOR})
+    scale = [hexcode(c) for c in sample_colorscale(style.SPLIT_COLORSCALE, list(np.linspace(0, 1, 201)))]
+    for mark in {kernel_figures.SINK_COLOR, TOLERANCE_COLOR}:
+        nearest = min((ciede2000(mark, c), c) for c in scale)
+        assert nearest[0] >= CHART_APART_DE00, (mark, nearest)
