@@ -198,10 +198,11 @@ def scientific(value: float, digits: int = 3, trim: bool = False) -> str:
 def decade_ticks(lo: float, hi: float, step: int = 1, text=None) -> dict:
     """A log axis' ticks at every ``step``-th power of ten from ``10**lo`` to
     ``10**hi`` (the axis' range, in decades), written by ``text`` (default: the
-    cards' :func:`scientific`, trimmed: ``"1e-3"``), as Plotly ``update_yaxes``
-    arguments: ``tickmode="array"``, ``tickvals``, ``ticktext``. Plotly's own
-    ``tickformat="~e"`` wrote ``"1e−3"`` (a Unicode minus) beside a card's ``1.94e-16``."""
-    text = text or (lambda v: scientific(v, trim=True))
+    cards' :func:`sig3`, trimmed: :func:`sig3_trim`, ``"0.001"``, ``"1e-7"``), as
+    Plotly ``update_yaxes`` arguments: ``tickmode="array"``, ``tickvals``,
+    ``ticktext``. Plotly's own ``tickformat="~e"`` wrote ``"1e−3"`` (a Unicode minus)
+    beside a card's ``0.00100``."""
+    text = text or sig3_trim
     step = max(int(step or 1), 1)
     decades = range(math.ceil(lo / step - 1e-9) * step, math.floor(hi + 1e-9) + 1, step)
     values = [10.0 ** k for k in decades]
@@ -232,6 +233,25 @@ def sig3(value: float | None) -> str:
         return scientific(value)
     decimals = max(0, 2 - math.floor(math.log10(abs(value))))
     return f"{value:,.{decimals}f}"
+
+
+def sig3_trim(value: float | None) -> str:
+    """:func:`sig3`'s text with its mantissa's trailing zeros dropped, for a round
+    value a card would write with them (a log axis' decade, a ratio): the same
+    notation as the card, fixed from :data:`SCIENTIFIC_BELOW` up and a power of ten
+    below it, so that one value reads alike on a card and on every axis:
+    ``0.01 -> "0.01"`` (a card's ``"0.0100"``), ``1e-7 -> "1e-7"`` (``"1.00e-7"``),
+    ``2 -> "2"``, ``1000 -> "1,000"``.
+
+    Examples
+    --------
+    >>> [sig3_trim(v) for v in (0.01, 1e-6, 1e-7, 2.0, 1000.0, 0.125)]
+    ['0.01', '0.000001', '1e-7', '2', '1,000', '0.125']
+    """
+    mantissa, e, exponent = sig3(value).partition("e")
+    if "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}{e}{exponent}"
 
 
 def sig3_column(values, missing: str = "n/a") -> list[str]:
@@ -314,10 +334,7 @@ def format_times(v: float) -> str:
         return f"{v:g}×"
     if abs(v) >= 1e6:
         return f"{scientific(v, trim=True)}×"
-    text = sig3(v)
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return f"{text}×"
+    return f"{sig3_trim(v)}×"
 
 
 def format_speedup(s: float) -> str:

@@ -4,7 +4,6 @@ the tick texts each y axis would draw, given its range, never repeat across pane
 from __future__ import annotations
 
 import math
-import re
 from types import SimpleNamespace
 
 import pytest
@@ -54,22 +53,77 @@ def test_error_chart_writes_each_decade_label_once(case, scale):
     texts = [t for _, t in top + bottom]
     assert len(set(texts)) == len(texts), (top, bottom)
     # The panels keep their meaning: the top one in multiples of the tolerance, "1×" on
-    # its line; the bottom one in plain errors, "1e-3".
+    # its line; the bottom one in plain errors, "0.001".
     assert (0, "1×") in top and all(t.endswith("×") for _, t in top)
-    assert all(t == f"1e{k:+d}" for k, t in bottom)
+    assert not any(t.endswith("×") for _, t in bottom)
+    assert all(float(t.replace(",", "")) == pytest.approx(10.0 ** k) for k, t in bottom)
     assert fig.layout.yaxis.type == fig.layout.yaxis2.type == "log"
 
 
-#: A number in the explorer's scientific notation: mantissa, "e", the exponent's ASCII sign, unpadded digits.
-SCIENTIFIC = re.compile(r"-?\d(\.\d+)?e[+-](0|[1-9]\d*)")
+def card_decade(value: float) -> str:
+    """The Decode benchmark's card and check-table text of an error or a ratio of ``value``
+    (``significant``: three significant figures, ``"0.0100"``, ``"1.00e-7"``), its
+    mantissa's trailing zeros dropped, as a round value is written on an axis."""
+    from explorer.bench.view import significant
+
+    mantissa, e, exponent = significant(value).partition("e")
+    if "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}{e}{exponent}"
+
+
+def _panel_texts(fig) -> tuple[dict[int, str], dict[int, str]]:
+    """``{decade: tick text}`` of the ratio panel (its "×" dropped) and of the abs-error panel."""
+    top, bottom = rendered_ticks(fig.layout.yaxis), rendered_ticks(fig.layout.yaxis2)
+    assert all(t.endswith("×") for _, t in top), top
+    return {k: t.removesuffix("×") for k, t in top}, dict(bottom)
 
 
 @pytest.mark.parametrize("scale", [1, style.PRESENTATION_SCALE])
 @pytest.mark.parametrize("case", list(CASES))
-def test_error_ticks_write_the_cards_scientific_notation(case, scale):
-    """Issue 27 (#8): the abs-error panel's ticks read "1e−1" (Plotly's d3 "~e", a Unicode minus) beside
-    the cards' and tables' "1.94e-16". The ticks are the decades of the axis' range, written by
-    formatting's one scientific notation, the one the cards (``sig3``) write small errors in."""
+def test_a_decade_reads_alike_on_both_panels_and_on_the_cards(case, scale):
+    """Issue 27 (third review): the ratio panel read "1×, 0.1×, 0.01×" over the abs-error panel's "1e-2,
+    1e-3, 1e-4": one decade, 0.01, in two notations on one chart, and a card wrote 0.0100. Every decade
+    either panel draws is written as the card writes that value (trailing zeros dropped), the ratio's with
+    its "×"; where both panels draw a decade, the two texts less the "×" are one."""
+    results, quantization = CASES[case]
+    with style.presentation(scale):
+        fig = accuracy_figures.accuracy_figure(results, quantization_error=quantization)
+    top, bottom = _panel_texts(fig)
+    for k, text in [*top.items(), *bottom.items()]:
+        assert text == card_decade(10.0 ** k), (k, text)
+    shared = set(top) & set(bottom)
+    assert all(top[k] == bottom[k] for k in shared), (top, bottom)
+    if case != "bf16":  # the bf16 run's panels meet at no decade
+        assert shared, (top, bottom)
+
+
+def test_every_decade_reads_alike_on_both_panels_from_1e_minus_12_to_1e_8():
+    """Both panels' tick writers over the whole span an error or a ratio can take (errors floor at
+    ERROR_FLOOR, 1e-12), across the card's change of notation at SCIENTIFIC_BELOW: "0.000001" and
+    "1e-7" on either panel as on the cards, never "1e-2" beside "0.01"."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=2, cols=1)
+    lo, hi = round(math.log10(style.ERROR_FLOOR)), 8
+    fig.update_yaxes(type="log", range=[lo, hi], dtick=1)
+    accuracy_figures.ratio_ticks(fig, row=1, col=1)
+    accuracy_figures.error_ticks(fig, row=2, col=1)
+    top, bottom = _panel_texts(fig)
+    assert sorted(top) == sorted(bottom) == list(range(lo, hi + 1))
+    for k in top:
+        assert top[k] == bottom[k] == card_decade(10.0 ** k), (k, top[k], bottom[k], card_decade(10.0 ** k))
+    # Either side of the cards' threshold: fixed from it up, a power of ten under it.
+    threshold = round(math.log10(formatting.SCIENTIFIC_BELOW))
+    assert bottom[threshold] == "0.000001" and bottom[threshold - 1] == "1e-7"
+    assert (bottom[-2], bottom[0], bottom[3]) == ("0.01", "1", "1,000")
+
+
+@pytest.mark.parametrize("scale", [1, style.PRESENTATION_SCALE])
+@pytest.mark.parametrize("case", list(CASES))
+def test_error_ticks_are_the_decades_of_the_axis_range(case, scale):
+    """The abs-error panel's ticks are formatting's decade ticks of its range (where Plotly's own ticks
+    were, every dtick-th decade), written by :func:`accuracy_figures.decade_text`."""
     results, quantization = CASES[case]
     with style.presentation(scale):
         fig = accuracy_figures.accuracy_figure(results, quantization_error=quantization)
@@ -77,18 +131,12 @@ def test_error_ticks_write_the_cards_scientific_notation(case, scale):
     assert axis.tickmode == "array"
     assert {"tickvals": list(axis.tickvals), "ticktext": list(axis.ticktext)} == {
         k: v for k, v in formatting.decade_ticks(*axis.range, axis.dtick).items() if k != "tickmode"}
-    assert list(axis.ticktext) == [formatting.scientific(v, trim=True) for v in axis.tickvals]
+    assert list(axis.ticktext) == [accuracy_figures.decade_text(v) for v in axis.tickvals]
     lo, hi = axis.range
     # Every dtick-th decade inside the range, where Plotly's own ticks were (tick0 = 1 = 10^0).
     step = int(axis.dtick or 1)
     assert [round(math.log10(v)) for v in axis.tickvals] == [
         k for k in range(math.ceil(lo), math.floor(hi) + 1) if k % step == 0]
-    for value, tick in zip(axis.tickvals, axis.ticktext):
-        # A card's text of an error at this decade (three significant figures) reads as the tick: one
-        # mantissa, one "e", one exponent ("1.00e-3" beside "1e-3").
-        card = formatting.scientific(value)
-        assert SCIENTIFIC.fullmatch(tick) and SCIENTIFIC.fullmatch(card), (tick, card)
-        assert card.split("e")[1] == tick.split("e")[1] and float(card.split("e")[0]) == float(tick.split("e")[0])
 
 
 @pytest.mark.parametrize("value, card, tick", [(1.94e-16, "1.94e-16", "1.94e-16"), (1.234e-7, "1.23e-7", "1.234e-7"),
@@ -96,10 +144,8 @@ def test_error_ticks_write_the_cards_scientific_notation(case, scale):
                                                 (1.0, "1.00e+0", "1e+0"), (2.5e7, "2.50e+7", "2.5e+7"),
                                                 (-3.2e-9, "-3.20e-9", "-3.2e-9")])
 def test_one_scientific_notation_for_cards_and_ticks(value, card, tick):
-    """The card's form (three significant figures) and the tick's (trailing zeros trimmed) share the
-    mantissa's and exponent's signs and digits: an ASCII "-", an unpadded exponent."""
+    """The explorer's one scientific notation (a card's small error, a huge ratio): three significant
+    figures, or trimmed; the mantissa's and exponent's signs and digits alike, an ASCII "-", an unpadded
+    exponent."""
     assert formatting.scientific(value) == card
     assert formatting.scientific(value, digits=4, trim=True) == tick
-    assert "−" not in card + tick
-    if abs(value) < formatting.SCIENTIFIC_BELOW:
-        assert formatting.sig3(value) == card  # the cards' rule writes small errors this way

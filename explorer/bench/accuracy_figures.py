@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from explorer.bench.view import significant
 from explorer.category_ticks import set_category_ticks
-from explorer.formatting import decade_ticks, format_times
+from explorer.formatting import decade_ticks, sig3_trim
 from explorer.panel_layout import stacked_panels
 from explorer.style import (
     ERROR_FLOOR,
@@ -54,22 +54,32 @@ def _quantization_text(label: str, error: float) -> str:
     return f"{head}: {significant(error)}<br>({rest}" if sep else f"{label}: {significant(error)}"
 
 
+def decade_text(value: float) -> str:
+    """How the error chart writes a decade, on both panels: as a card or the check
+    table writes that error or ratio (:func:`~explorer.formatting.sig3`), its trailing
+    zeros dropped (:func:`~explorer.formatting.sig3_trim`): ``0.01 -> "0.01"``
+    (the card's ``"0.0100"``), ``1e-7 -> "1e-7"`` (the card's ``"1.00e-7"``). One
+    decade read ``"0.01×"`` on the ratio panel and ``"1e-2"`` on the abs-error panel
+    beside it (issue 27)."""
+    return sig3_trim(value)
+
+
 def ratio_ticks(fig: go.Figure, **where) -> None:
-    """Label the tolerance-ratio panel's decades as multiples of the tolerance
-    (``"1×"`` on its line, ``"0.1×"``, ``"0.01×"``: :func:`~explorer.formatting.format_times`)
+    """Label the tolerance-ratio panel's decades as multiples of the tolerance,
+    :func:`decade_text` and ``"×"`` (``"1×"`` on its line, ``"0.1×"``, ``"0.01×"``),
     at the decades Plotly would tick (every ``dtick``-th of the axis' range), so
-    that none reads as the abs-error panel's ``"1e-1"`` below it: the same decade
+    that none reads as the abs-error panel's ``"0.1"`` below it: the same label
     written twice on one chart read as a bug from the back of a room (issue 27).
     ``where`` (``row``, ``col``) picks the panel's axis."""
-    _decade_ticks(fig, format_times, **where)
+    _decade_ticks(fig, lambda v: f"{decade_text(v)}×", **where)
 
 
 def error_ticks(fig: go.Figure, **where) -> None:
-    """Label the abs-error panel's decades in the cards' scientific notation
-    (:func:`~explorer.formatting.decade_ticks`: ``"1e-3"``, as a card writes
-    ``1.94e-16``; Plotly's ``"~e"`` wrote ``"1e−3"``, another minus), at the tick
-    font's full size (``exponentformat="power"`` drew its exponents at 0.75 of it)."""
-    _decade_ticks(fig, None, **where)
+    """Label the abs-error panel's decades by :func:`decade_text` (``"0.001"``,
+    ``"1e-7"``, as a card writes ``0.00100``, ``1.94e-16``; Plotly's ``"~e"`` wrote
+    ``"1e−3"``, another minus), at the tick font's full size
+    (``exponentformat="power"`` drew its exponents at 0.75 of it)."""
+    _decade_ticks(fig, decade_text, **where)
 
 
 def _decade_ticks(fig: go.Figure, text, **where) -> None:
@@ -101,7 +111,8 @@ def accuracy_figure(
     result's ``max_tol_ratio``), with a line at 1: a result passes exactly when
     its dot stays at or below it, its decades written as multiples of the
     tolerance (``"1×"``, ``"0.1×"``: :func:`ratio_ticks`). Bottom: the max absolute
-    error with ``atol`` as a line, its decades ``"1e-3"`` (:func:`error_ticks`). Relative error is not drawn: it is large wherever the reference is near
+    error with ``atol`` as a line, its decades ``"0.001"`` (:func:`error_ticks`; both
+    panels write a decade as the cards do, :func:`decade_text`). Relative error is not drawn: it is large wherever the reference is near
     zero, even for a correct output.
 
     Each panel runs from a decade under its smallest error or line to above its
