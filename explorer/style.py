@@ -35,8 +35,8 @@ IMPL_COLORS: dict[str, str] = {
     "triton_prefix": "#C026D3",
 }
 FALLBACK_COLOR = "#6B7280"
-PASS_COLOR = "#16A34A"
-FAIL_COLOR = "#DC2626"
+PASS_COLOR = "#166534"  # dark green and dark red: 20+ CIEDE2000 from every implementation (tests), the glyph
+FAIL_COLOR = "#7A0019"  # says pass or fail (#16A34A came 19 from Triton (simple grid), #DC2626 8 from Naive)
 
 # -- one colour language ------------------------------------------------------------
 # Each meaning has its own palette, used for nothing else: physical block ids a

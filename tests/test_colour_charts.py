@@ -1,5 +1,6 @@
 """Every pair of colours on one chart plainly different (issue 27, the back row): on the Decode
-benchmark's error chart the implementations, the fp8 quantization line and the tolerance's ink; on Inside
+benchmark's error chart the implementations, the fp8 quantization line, the tolerance's ink and the ✓/✗
+marks; on the Sweep's charts the implementations, the window's limit, the ceilings and the reference lines; on Inside
 the kernel's online softmax and split merge the splits, the attention sink and the ink. CIEDE2000 is
 :func:`test_colour_language.ciede2000`; the figures are built as the pages build them and their colours
 read back."""
@@ -62,26 +63,37 @@ def _accuracy_results():
     from paged_attention import LABELS
 
     names = [n for n in style.IMPL_COLORS]
+    # The last one fails (its ratio over 1), so that both marks are drawn.
     return [SimpleNamespace(name=n, label=LABELS[n], max_abs_err=1e-4 * (i + 1), max_rel_err=1.0,
-                            max_tol_ratio=0.1 * (i + 1), atol=2e-3, rtol=2e-3, passed=True)
+                            max_tol_ratio=0.1 * (i + 1) if i < len(names) - 1 else 3.0, atol=2e-3, rtol=2e-3,
+                            passed=i < len(names) - 1)
             for i, n in enumerate(names)]
 
 
 def test_every_pair_of_colours_on_the_error_chart_is_plainly_different():
     """Issue 27 review: the Decode benchmark's fp8 quantization line was violet #7C3AED, 12 CIEDE2000 from
-    Triton (prefix-aware)'s magenta on the same chart. Every implementation the page can race, the
-    quantization line and its label, and the tolerance's ink are 20+ apart, pairwise. (The ✓/✗ marks over
-    the plot are told by their glyph: green and red, near Triton (simple grid)'s teal and Naive's red.)"""
+    Triton (prefix-aware)'s magenta on the same chart; the ✓/✗ marks over the plot were green #16A34A,
+    19 from Triton (simple grid)'s teal, and red #DC2626, 8 from Naive PyTorch's #D9534F. Every
+    implementation the page can race, the quantization line and its label, the tolerance's ink and the
+    pass and fail marks are 20+ apart, pairwise."""
     from explorer.bench import accuracy_figures
 
-    fig = accuracy_figures.accuracy_figure(_accuracy_results(), quantization_error=0.03)
-    drawn = chart_colours(fig, skip=lambda a: a.text in (accuracy_figures.PASS_MARK, accuracy_figures.FAIL_MARK))
-    expected = {*style.IMPL_COLORS.values(), accuracy_figures.QUANTIZATION_COLOR, accuracy_figures.TOLERANCE_COLOR}
+    results = _accuracy_results()
+    fig = accuracy_figures.accuracy_figure(results, quantization_error=0.03)
+    marks = [a for a in fig.layout.annotations if a.text in (accuracy_figures.PASS_MARK, accuracy_figures.FAIL_MARK)]
+    assert [a.text for a in marks] == [accuracy_figures.PASS_MARK] * (len(results) - 1) + [accuracy_figures.FAIL_MARK]
+    drawn = chart_colours(fig)
+    expected = {*style.IMPL_COLORS.values(), accuracy_figures.QUANTIZATION_COLOR, accuracy_figures.TOLERANCE_COLOR,
+                style.PASS_COLOR, style.FAIL_COLOR}
     assert drawn == {hexcode(c) for c in expected}
     assert_chart_apart("error chart", drawn)
     # A dark amber-brown: CIELAB hue 50 to 80 degrees, lightness under 45, coloured.
     lightness, chroma, hue = lch(rgb(accuracy_figures.QUANTIZATION_COLOR))
     assert 50 <= hue <= 80 and lightness < 45 and chroma >= 30, (lightness, chroma, hue)
+    # The marks still read green and red (CIELAB hue), and dark (the glyph carries the meaning).
+    (pass_l, pass_c, pass_h), (fail_l, fail_c, fail_h) = lch(rgb(style.PASS_COLOR)), lch(rgb(style.FAIL_COLOR))
+    assert 120 <= pass_h <= 165 and (fail_h <= 40 or fail_h >= 345), (pass_h, fail_h)
+    assert max(pass_l, fail_l) < 45 and min(pass_c, fail_c) >= 30, (pass_l, fail_l, pass_c, fail_c)
 
 
 def _sink_figures(num_splits: int):
