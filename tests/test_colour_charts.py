@@ -136,3 +136,75 @@ def test_the_split_palette_and_the_sink_are_apart_wherever_they_can_meet():
     for mark in {kernel_figures.SINK_COLOR, TOLERANCE_COLOR}:
         nearest = min((ciede2000(mark, c), c) for c in scale)
         assert nearest[0] >= CHART_APART_DE00, (mark, nearest)
+
+
+def _sweep_rows(axis: str, values, copy: float | None, base=None, skip_from: int = 64) -> list[dict]:
+    """Sweep rows over ``axis`` with every implementation the Sweep races (each a time of its own, naive
+    skipped from ``skip_from`` on), as :func:`helpers.job_rows` writes them."""
+    from helpers import SWEEP_BASE, fake_result
+
+    from explorer.sweep import grid as sweep_grid
+    from explorer.sweep import runs as sweep_runs
+    from paged_attention import LABELS
+
+    rows = []
+    for v in values:
+        config = sweep_grid.point_config(base or SWEEP_BASE, axis, v)
+        common = dict(device_name="test", warmup=0, iters=2, copy_gbps=copy)
+        for i, name in enumerate(style.IMPL_COLORS):
+            ms = 0.01 * v if name == "naive" else 0.05 * (i + 1)
+            if name == "naive" and v >= skip_from:
+                rows.append(sweep_runs.status_row(name, "skipped", config, axis, v, note="skipped: over budget",
+                                                  predicted_ms=ms, **common))
+                continue
+            result = fake_result("triton", ms, gpu=ms / 2 if copy else None)
+            result.name, result.label = name, LABELS[name]
+            rows.append(sweep_runs.result_row(result, config, axis, v, **common))
+    return rows
+
+
+def _sweep_charts():
+    """Every Sweep chart, as the page draws them, with every colour each can show: all implementations,
+    naive's skipped points, a window's limit line, two sources' ceilings (and the CPU's note without one),
+    the speedup's and the ratio's reference lines, the per-token chart's flat-step line."""
+    import pandas as pd
+    from helpers import SWEEP_BASE
+
+    from explorer.sweep import figures as sweep_figures
+    from explorer.sweep import runs as sweep_runs
+    from explorer.sweep.token_figures import sweep_per_token_figure
+
+    windowed = SWEEP_BASE.with_(window=32)
+    mine = sweep_runs.rows_frame(_sweep_rows("context_len", (16, 32, 64), 4.0, windowed), "this session")
+    theirs = sweep_runs.rows_frame(_sweep_rows("context_len", (16, 32, 64), 3.0, windowed), "uploaded: h200.csv")
+    both = pd.concat([mine, theirs], ignore_index=True)
+    cpu = sweep_runs.rows_frame(_sweep_rows("context_len", (16, 32, 64), None, windowed), "this session")
+    tokens = sweep_runs.rows_frame(_sweep_rows("query_lens", (1, 2, 4, 8), None, skip_from=1000), "this session")
+    return {
+        "latency": sweep_figures.sweep_latency_figure(both),
+        "bandwidth": sweep_figures.sweep_bandwidth_figure(both),
+        "bandwidth on the CPU": sweep_figures.sweep_bandwidth_figure(cpu),
+        "speedup": sweep_figures.sweep_speedup_figure(both, target="triton_simple"),
+        "ratio": sweep_figures.sweep_ratio_figure(both, "this session", "uploaded: h200.csv"),
+        "time per token": sweep_per_token_figure(tokens),
+    }
+
+
+def test_every_pair_of_colours_on_a_sweep_chart_is_plainly_different():
+    """Issue 27 review: the Sweep's window-limit line was violet #7C3AED (the old quantization violet), 12
+    CIEDE2000 from Triton (prefix-aware)'s magenta and 15 from Triton's blue on the same chart. On every
+    Sweep chart, every implementation, the window's limit and its label, the ceilings, the CPU's note and
+    the reference lines are 20+ apart, pairwise."""
+    from explorer.sweep import figures as sweep_figures
+
+    charts = _sweep_charts()
+    impls = {hexcode(c) for c in style.IMPL_COLORS.values()}
+    limit = hexcode(sweep_figures.LIMIT_COLOR)
+    for name, fig in charts.items():
+        drawn = chart_colours(fig)
+        assert impls - {hexcode(style.IMPL_COLORS["triton_simple"])} <= drawn, name
+        assert_chart_apart(name, drawn)
+        if name not in ("ratio", "time per token"):  # the charts that mark a window
+            assert limit in drawn, name
+    assert len({s.y0 for s in charts["bandwidth"].layout.shapes if s.name != "window limit"}) == 2  # two ceilings
+    assert any("No ceiling" in (a.text or "") for a in charts["bandwidth on the CPU"].layout.annotations)
