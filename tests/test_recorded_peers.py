@@ -98,6 +98,42 @@ def test_peer_table_text_fits_its_columns_at_1280_px():
             assert peer_rows(s, *choice)["implementation"].str.len().max() <= MAX_LABEL_CHARS
 
 
+def test_peer_tables_fit_a_1280_px_page_with_their_notes_under_them():
+    """Issue 27 review at 1280x720: the fp8 peer table's Note column ("XQA takes pages of 16, 32, 64 or 128
+    tokens, not 256") began at the grid's right edge and was cut. Every peer table the page shows (each set,
+    each dtype) gives every column a width, the widths add up to no more than the page's table width at
+    1280 px (ui.recorded.PAGE_TABLE_PX), each column holds its longest text at PX_PER_CHAR, and the notes
+    are under the table, every one with its implementation."""
+    from explorer.bench.recorded_peers import peer_notes
+    from ui.recorded import PAGE_TABLE_PX, recorded_sets
+
+    at = open_app(TINY, page=BENCH)
+    checked = 0
+    for s in recorded_sets(("peers",)):
+        at.button_group(key="recorded_kind").set_value(f"peers:{s.meta['set']}").run()
+        for choice in table_choices(s):
+            if len(table_choices(s)) > 1:
+                at.radio(key="recorded_peers_dtype").set_value(choice).run()
+            assert_clean(at)
+            (section,) = [e for e in at.expander if e.label.startswith("Recorded on a GPU")]
+            (table,) = section.dataframe
+            config = json.loads(table.proto.columns)
+            shown = list(table.value.columns)
+            assert "note" not in shown
+            widths = {c: config.get(c, {}).get("width") for c in shown}
+            assert all(isinstance(w, int) and w > 0 for w in widths.values()), widths
+            assert sum(widths.values()) <= PAGE_TABLE_PX, (s.meta["set"], choice, widths)
+            for c in shown:
+                longest = max(len(str(v)) for v in [*table.value[c], config[c].get("label", c)])
+                assert longest * PX_PER_CHAR <= widths[c], (s.meta["set"], c, longest, widths[c])
+            notes = peer_notes(peer_rows(s, *choice))
+            captions = " ".join(c.value for c in section.caption)
+            for who, note in notes:
+                assert f"**{who}**: " in captions and note.split(",")[0] in captions, (who, note)
+            checked += bool(notes)
+    assert checked >= 4  # the ragged, prefix and both fp8 tables have notes
+
+
 def test_recorded_configurations_write_their_numbers_by_format_number():
     """Issue 27 review: the recorded tables wrote "8 × 8192", "236..5193 (mean 3642)", "prefix 8192",
     where every other number of the page has its thousands separators (formatting.format_number)."""

@@ -137,3 +137,21 @@ def fastest_correct(rows: pd.DataFrame) -> pd.Series:
     on an fp8 cache, is never the winner however fast it is."""
     times = rows["gpu_time_ms"].where(rows["correct"] == correct_text(True))
     return times.groupby(rows["configuration"]).transform("min") == times
+
+
+def peer_notes(rows: pd.DataFrame) -> list[tuple[str, str]]:
+    """The notes of :func:`peer_rows`' ``rows``, for under their table (a column of them
+    ran past a 1280 px window): ``(who, note)`` per implementation and note, in the rows'
+    order. ``who`` is the implementation's label where every one of its rows has a note
+    and this one is its most frequent (``("FlashInfer XQA", "backend xqa")``), else the
+    label at the configurations of the rows with it, joined by ``" · "``
+    (``("FlashInfer XQA at 32 × 2,048, block 256, 16 heads", "XQA takes pages of ...")``)."""
+    noted = rows[rows["note"] != ""]
+    out: list[tuple[str, str]] = []
+    for (label, note), group in noted.groupby(["implementation", "note"], sort=False):
+        mine = rows[rows["implementation"] == label]
+        counts = mine["note"].value_counts()
+        general = (mine["note"] != "").all() and counts.index[0] == note
+        where = " · ".join(dict.fromkeys(group["configuration"]))
+        out.append((label if general else f"{label} at {where}", note))
+    return out
