@@ -150,7 +150,7 @@ def _sweep_rows(axis: str, values, copy: float | None, base=None, skip_from: int
     rows = []
     for v in values:
         config = sweep_grid.point_config(base or SWEEP_BASE, axis, v)
-        common = dict(device_name="test", warmup=0, iters=2, copy_gbps=copy)
+        common = {"device_name": "test", "warmup": 0, "iters": 2, "copy_gbps": copy}
         for i, name in enumerate(style.IMPL_COLORS):
             ms = 0.01 * v if name == "naive" else 0.05 * (i + 1)
             if name == "naive" and v >= skip_from:
