@@ -171,9 +171,42 @@ def in_unit(ms: float, unit: str) -> float:
     return ms * DURATION_UNITS[unit]
 
 
-#: Below this magnitude :func:`sig3` writes a power of ten (``1.23e-07``): fixed
+#: Below this magnitude :func:`sig3` writes a power of ten (``1.23e-7``): fixed
 #: notation would be mostly zeros. Above it, fixed (a CPU run's 0.0000435 GB/s).
 SCIENTIFIC_BELOW = 1e-6
+
+
+def scientific(value: float, digits: int = 3, trim: bool = False) -> str:
+    """``value`` in the explorer's one scientific notation, for a card, a table, a
+    hover and a log axis' tick alike: ``digits`` significant figures, ``"e"``, the
+    exponent's sign (the ASCII ``-`` every other number of the app writes, ``+`` for
+    a positive one) and its digits unpadded: ``1.234e-07 -> "1.23e-7"``,
+    ``1.94e-16 -> "1.94e-16"``, ``2.5e7 -> "2.50e+7"``; ``trim`` drops the
+    mantissa's trailing zeros (a tick's decade: ``1e-3``, ``1e+0``; ``2.5e+7``).
+
+    Examples
+    --------
+    >>> scientific(1.234e-7), scientific(0.001, trim=True), scientific(1.0, trim=True)
+    ('1.23e-7', '1e-3', '1e+0')
+    """
+    mantissa, exponent = f"{float(value):.{max(digits - 1, 0)}e}".split("e")
+    if trim and "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{exponent[0]}{int(exponent[1:])}"
+
+
+def decade_ticks(lo: float, hi: float, step: int = 1, text=None) -> dict:
+    """A log axis' ticks at every ``step``-th power of ten from ``10**lo`` to
+    ``10**hi`` (the axis' range, in decades), written by ``text`` (default: the
+    cards' :func:`sig3`, trimmed: :func:`sig3_trim`, ``"0.001"``, ``"1e-7"``), as
+    Plotly ``update_yaxes`` arguments: ``tickmode="array"``, ``tickvals``,
+    ``ticktext``. Plotly's own ``tickformat="~e"`` wrote ``"1e−3"`` (a Unicode minus)
+    beside a card's ``0.00100``."""
+    text = text or sig3_trim
+    step = max(int(step or 1), 1)
+    decades = range(math.ceil(lo / step - 1e-9) * step, math.floor(hi + 1e-9) + 1, step)
+    values = [10.0 ** k for k in decades]
+    return {"tickmode": "array", "tickvals": values, "ticktext": [text(v) for v in values]}
 
 
 def sig3(value: float | None) -> str:
@@ -181,7 +214,7 @@ def sig3(value: float | None) -> str:
     measured or derived number: fixed notation with thousands separators
     (``0.000612 -> "0.000612"``, ``69.84 -> "69.8"``, ``382.5 -> "382"``, ``1234 ->
     "1,230"``, ``2 -> "2.00"``), a power of ten below :data:`SCIENTIFIC_BELOW`
-    (``1.234e-07 -> "1.23e-07"``); ``"0"`` for zero, ``"n/a"`` for None or NaN.
+    (:func:`scientific`: ``1.234e-07 -> "1.23e-7"``); ``"0"`` for zero, ``"n/a"`` for None or NaN.
 
     Examples
     --------
@@ -197,9 +230,28 @@ def sig3(value: float | None) -> str:
     if value == 0:
         return "0"
     if abs(value) < SCIENTIFIC_BELOW:
-        return f"{value:.2e}"
+        return scientific(value)
     decimals = max(0, 2 - math.floor(math.log10(abs(value))))
     return f"{value:,.{decimals}f}"
+
+
+def sig3_trim(value: float | None) -> str:
+    """:func:`sig3`'s text with its mantissa's trailing zeros dropped, for a round
+    value a card would write with them (a log axis' decade, a ratio): the same
+    notation as the card, fixed from :data:`SCIENTIFIC_BELOW` up and a power of ten
+    below it, so that one value reads alike on a card and on every axis:
+    ``0.01 -> "0.01"`` (a card's ``"0.0100"``), ``1e-7 -> "1e-7"`` (``"1.00e-7"``),
+    ``2 -> "2"``, ``1000 -> "1,000"``.
+
+    Examples
+    --------
+    >>> [sig3_trim(v) for v in (0.01, 1e-6, 1e-7, 2.0, 1000.0, 0.125)]
+    ['0.01', '0.000001', '1e-7', '2', '1,000', '0.125']
+    """
+    mantissa, e, exponent = sig3(value).partition("e")
+    if "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}{e}{exponent}"
 
 
 def sig3_column(values, missing: str = "n/a") -> list[str]:
@@ -254,11 +306,6 @@ SIG3_D3 = ",.3r"
 #: style up the whole axis. Plotly's own wrote SI prefixes past a thousand and under
 #: a thousandth beside plain decimals ("100μ" under "0.001", "10k" over "100").
 LOG_TICK_D3 = ",.3~r"
-#: Tick labels of a log axis of errors, which spans decades down to 1e-12 where
-#: :data:`LOG_TICK_D3` would write twelve zeros: ``1e-4``, ``0.1`` as ``1e-1``, at
-#: the tick size (Plotly's ``exponentformat="power"`` drew the exponents as
-#: superscripts at 0.75 of it, 10.5 px on a 14 px tick, issue 27).
-ERROR_TICK_D3 = "~e"
 #: :func:`sig3`'s rule as a Streamlit number box's ``format`` (sprintf-js, in the browser):
 #: ``%.3g`` is JavaScript's ``toPrecision(3)``, trailing zeros kept: ``10 -> "10.0"``,
 #: ``600 -> "600"``, ``0.02 -> "0.0200"`` (``"%.2f"`` wrote "10.00", issue 27).
@@ -281,13 +328,13 @@ def format_ms(ms: float) -> str:
 
 def format_times(v: float) -> str:
     """A ratio to three significant digits, in fixed notation below a million:
-    ``419.7 -> "420×"``, ``1.5 -> "1.5×"``, ``12345 -> "12,300×"``, ``2.5e7 -> "2.5e+07×"``."""
-    if not math.isfinite(v) or abs(v) >= 1e6:
-        return f"{v:.3g}×"
-    text = sig3(v)
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return f"{text}×"
+    ``419.7 -> "420×"``, ``1.5 -> "1.5×"``, ``12345 -> "12,300×"``, ``2.5e7 -> "2.5e+7×"``
+    (:func:`scientific`)."""
+    if not math.isfinite(v):
+        return f"{v:g}×"
+    if abs(v) >= 1e6:
+        return f"{scientific(v, trim=True)}×"
+    return f"{sig3_trim(v)}×"
 
 
 def format_speedup(s: float) -> str:

@@ -35,8 +35,8 @@ IMPL_COLORS: dict[str, str] = {
     "triton_prefix": "#C026D3",
 }
 FALLBACK_COLOR = "#6B7280"
-PASS_COLOR = "#16A34A"
-FAIL_COLOR = "#DC2626"
+PASS_COLOR = "#166534"  # dark green and dark red: 20+ CIEDE2000 from every implementation (tests), the glyph
+FAIL_COLOR = "#7A0019"  # says pass or fail (#16A34A came 19 from Triton (simple grid), #DC2626 8 from Naive)
 
 # -- one colour language ------------------------------------------------------------
 # Each meaning has its own palette, used for nothing else: physical block ids a
@@ -69,10 +69,10 @@ BLOCK_COLORSCALE: list[list] = [[i / 6, c] for i, c in enumerate((
 REF_COUNT_COLORS: tuple[str, ...] = ("#FCC67F", "#F79207", "#E25A00", "#A83A08", "#5A2A10")
 #: The share of an aggregated pool cell's blocks that the batch holds: free grey to slate.
 BATCH_SHARE_COLORSCALE: list[list] = [[0, FREE_COLOR], [1, "#1E293B"]]
-#: Split-K splits, while few: Tableau 10 less its blue (too like a block id), its green
-#: (too like the launch order) and its grey, and Paul Tol's wine.
-SPLIT_COLORS: tuple[str, ...] = ("#E15759", "#76B7B2", "#F28E2B", "#B07AA1", "#EDC948", "#882255", "#FF9DA7",
-                                 "#9C755F")
+#: Split-K splits, while few: Tableau 10's red, teal, orange, mauve, yellow; Paul Tol's wine; a violet, an
+#: olive (not its pink, brown: 18 CIEDE2000 from its red). Each 20+ from every other, the ink (tests).
+SPLIT_COLORS: tuple[str, ...] = ("#E15759", "#76B7B2", "#F28E2B", "#B07AA1", "#EDC948", "#882255", "#9018FC",
+                                 "#6C6C00")
 #: Many splits: Plasma from 0.12 to 0.85 (less an indigo too like a dark block id
 #: and a yellow too faint on white).
 SPLIT_COLORSCALE: list[list] = [[i / 8, c] for i, c in enumerate((

@@ -4,6 +4,7 @@ the sidebar's configuration highlighted when it was recorded."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -128,3 +129,25 @@ def test_recorded_shares_of_the_copy_bandwidth_have_three_significant_figures():
         (table,) = _section(at).dataframe
         cells = [c for c in table.value["pct_of_copy_bw"] if c != "n/a"]
         assert cells and all(c.endswith("%") and len(c.strip("%").replace(".", "").lstrip("0")) == 3 for c in cells)
+
+
+@CPU_ONLY
+def test_recorded_peer_configurations_are_formatted_and_their_column_holds_them():
+    """Issue 27 review at 1280x720: the peer tables wrote "8 × 8192" (no thousands separator) and the
+    configuration column, 215 px, cut the longest one. Each configuration writes its numbers by
+    format_number, in a column CONFIGURATION_PX wide (scaled with presentation mode's text)."""
+    import json
+
+    from explorer.bench.recorded_peers import peer_rows
+    from ui.recorded import CONFIGURATION_PX, recorded_sets
+
+    at = open_app(TINY, page=BENCH)
+    (ragged,) = [s for s in recorded_sets(("peers",)) if s.meta["set"] == "ragged"]
+    at.button_group(key="recorded_kind").set_value("peers:ragged").run()
+    assert_clean(at)
+    (table,) = _section(at).dataframe
+    config = json.loads(table.proto.columns)
+    assert config["configuration"]["width"] == CONFIGURATION_PX == 232
+    shown = list(table.value["configuration"])
+    assert shown == list(peer_rows(ragged)["configuration"])
+    assert "4 × 236..5,193 (mean 3,642)" in shown and not any(re.search(r"\d{4}", text) for text in shown)

@@ -75,7 +75,9 @@ def test_error_chart_ticks_meet_the_minimum_at_their_rendered_size(scale):
     assert fig.layout.yaxis.type == fig.layout.yaxis2.type == "log"
     sizes = rendered_tick_sizes(fig) + explicit_font_sizes(fig)
     assert min(sizes) >= (12 if scale == 1 else 18), sorted(sizes)[:3]
-    assert fig.layout.yaxis.tickformat == fig.layout.yaxis2.tickformat == formatting.ERROR_TICK_D3
+    # Tick texts of their own, at the tick size (no superscript exponents), in formatting's notation.
+    assert fig.layout.yaxis.tickmode == fig.layout.yaxis2.tickmode == "array"
+    assert list(fig.layout.yaxis2.ticktext) == [formatting.sig3_trim(v) for v in fig.layout.yaxis2.tickvals]
 
 
 @pytest.mark.parametrize("sharing", [False, True])

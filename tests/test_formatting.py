@@ -84,7 +84,7 @@ def test_format_gbps_keeps_three_significant_digits(gbps, text):
 
 
 @pytest.mark.parametrize("value, text", [(382.5, "382"), (0.99996, "1.00"), (12345.6, "12,300"), (2, "2.00"),
-                                         (0.000612, "0.000612"), (1.234e-7, "1.23e-07"), (-48.31, "-48.3"),
+                                         (0.000612, "0.000612"), (1.234e-7, "1.23e-7"), (-48.31, "-48.3"),
                                          (0, "0"), (None, "n/a"), (float("nan"), "n/a"), (float("inf"), "inf")])
 def test_sig3_is_the_one_rule_for_a_measured_number(value, text):
     assert formatting.sig3(value) == text

@@ -116,7 +116,9 @@ def test_format_times():
     from explorer.formatting import format_times
 
     assert [format_times(v) for v in (419.7, 1.5, 0.5, 12345, 999_999, 2.5e7)] == [
-        "420×", "1.5×", "0.5×", "12,300×", "1,000,000×", "2.5e+07×"]
+        "420×", "1.5×", "0.5×", "12,300×", "1,000,000×", "2.5e+7×"]
+    # Under SCIENTIFIC_BELOW, the mantissa's zeros dropped, not the exponent's ("1.20e-10" read "1.20e-1×").
+    assert [format_times(v) for v in (1.2e-10, 1e-7, 3e-20)] == ["1.2e-10×", "1e-7×", "3e-20×"]
 
 
 def _shared(name, median, gpu=None):

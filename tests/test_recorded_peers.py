@@ -6,6 +6,7 @@ with the rule they break; the Decode benchmark page shows them."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -63,28 +64,95 @@ def test_shipped_sets_load_one_per_kind_with_versions():
 def test_peer_rows_name_configurations_and_implementations():
     prefix = next(s for s in load_peer_sets() if s.meta["set"] == "prefix")
     rows = peer_rows(prefix)
-    assert rows["configuration"].iloc[0] == "64 × 8448, prefix 8192 ×1"
-    assert "64 × 4352, prefix 4096 ×4" in set(rows["configuration"])
+    assert rows["configuration"].iloc[0] == "64 × 8,448, prefix 8,192 ×1"
+    assert "64 × 4,352, prefix 4,096 ×4" in set(rows["configuration"])
     assert rows["configuration"].iloc[-1].endswith("no prefix")
     assert set(rows["implementation"]) >= {"Triton prefix (ours)", "FlashInfer cascade"}
     classic = next(s for s in load_peer_sets() if s.meta["set"] == "classic")
     assert len(peer_rows(classic, "bfloat16")) == len(peer_rows(classic, "float16")) == 22
-    assert "32 × 2048, block 256, 16 heads" in set(peer_rows(classic)["configuration"])
+    assert "32 × 2,048, block 256, 16 heads" in set(peer_rows(classic)["configuration"])
     # a row of --set options names its attention options; one before them, none
     row = {"batch_size": 8, "context_len": 8192, "context_lens": "8192", "block_size": 16, "num_heads": 32,
            "dtype": "float16", "kv_dtype": "float16"}
-    assert configuration({**row, "window": 1024, "soft_cap": None, "sinks": False}) == "8 × 8192, window 1024"
-    assert configuration({**row, "window": None, "soft_cap": 50.0, "sinks": True}) == "8 × 8192, soft cap 50, sinks"
-    assert configuration(row) == "8 × 8192"
+    assert configuration({**row, "window": 1024, "soft_cap": None, "sinks": False}) == "8 × 8,192, window 1,024"
+    assert configuration({**row, "window": None, "soft_cap": 50.0, "sinks": True}) == "8 × 8,192, soft cap 50, sinks"
+    assert configuration(row) == "8 × 8,192"
+
+
+#: Pixels a character of the peer table's 13-14 px text takes at most (digits, "×", ","
+#: and "." narrower): 31 characters filled the 215 px the configuration column had.
+PX_PER_CHAR = 7
 
 
 def test_peer_table_text_fits_its_columns_at_1280_px():
-    # the widths ui/recorded.py gives the columns (215 and 160 px) hold these at 13-14 px text
+    from ui.recorded import CONFIGURATION_PX
+
+    # the widths ui/recorded.py gives the columns (CONFIGURATION_PX and 140 px) hold these at 13-14 px text
+    assert CONFIGURATION_PX == 232
+    longest = max(peer_rows(s, *choice)["configuration"].str.len().max()
+                  for s in load_peer_sets() for choice in table_choices(s))  # one table each, as the page shows them
+    assert longest == len("32 × 2..32,666 (mean 3,566), tail")
+    assert longest * PX_PER_CHAR <= CONFIGURATION_PX
     for s in load_peer_sets():
-        for choice in table_choices(s):  # one table each, as the page shows them
-            rows = peer_rows(s, *choice)
-            assert rows["configuration"].str.len().max() <= 31, (s.meta["set"], choice)
-            assert rows["implementation"].str.len().max() <= MAX_LABEL_CHARS
+        for choice in table_choices(s):
+            assert peer_rows(s, *choice)["implementation"].str.len().max() <= MAX_LABEL_CHARS
+
+
+def test_peer_tables_fit_a_1280_px_page_with_their_notes_under_them():
+    """Issue 27 review at 1280x720: the fp8 peer table's Note column ("XQA takes pages of 16, 32, 64 or 128
+    tokens, not 256") began at the grid's right edge and was cut. Every peer table the page shows (each set,
+    each dtype) gives every column a width, the widths add up to no more than the page's table width at
+    1280 px (ui.recorded.PAGE_TABLE_PX), each column holds its longest text at PX_PER_CHAR, and the notes
+    are under the table, every one with its implementation."""
+    from explorer.bench.recorded_peers import peer_notes
+    from ui.recorded import PAGE_TABLE_PX, recorded_sets
+
+    at = open_app(TINY, page=BENCH)
+    checked = 0
+    for s in recorded_sets(("peers",)):
+        at.button_group(key="recorded_kind").set_value(f"peers:{s.meta['set']}").run()
+        for choice in table_choices(s):
+            if len(table_choices(s)) > 1:
+                at.radio(key="recorded_peers_dtype").set_value(choice).run()
+            assert_clean(at)
+            (section,) = [e for e in at.expander if e.label.startswith("Recorded on a GPU")]
+            (table,) = section.dataframe
+            config = json.loads(table.proto.columns)
+            shown = list(table.value.columns)
+            assert "note" not in shown
+            widths = {c: config.get(c, {}).get("width") for c in shown}
+            assert all(isinstance(w, int) and w > 0 for w in widths.values()), widths
+            assert sum(widths.values()) <= PAGE_TABLE_PX, (s.meta["set"], choice, widths)
+            for c in shown:
+                longest = max(len(str(v)) for v in [*table.value[c], config[c].get("label", c)])
+                assert longest * PX_PER_CHAR <= widths[c], (s.meta["set"], c, longest, widths[c])
+            notes = peer_notes(peer_rows(s, *choice))
+            captions = " ".join(c.value for c in section.caption)
+            for who, note in notes:
+                assert f"**{who}**: " in captions and note.split(",")[0] in captions, (who, note)
+            checked += bool(notes)
+    assert checked >= 4  # the ragged, prefix and both fp8 tables have notes
+
+
+def test_recorded_configurations_write_their_numbers_by_format_number():
+    """Issue 27 review: the recorded tables wrote "8 × 8192", "236..5193 (mean 3642)", "prefix 8192",
+    where every other number of the page has its thousands separators (formatting.format_number)."""
+    from explorer.bench.recorded import config_label, recorded_rows
+    from explorer.formatting import format_number
+
+    ragged = next(s for s in load_peer_sets() if s.meta["set"] == "ragged")
+    texts = set(peer_rows(ragged)["configuration"])
+    assert "4 × 236..5,193 (mean 3,642)" in texts and "32 × 2..32,666 (mean 3,566), tail" in texts
+    for s in load_peer_sets():
+        for choice in table_choices(s):
+            for text in peer_rows(s, *choice)["configuration"]:
+                numbers = re.findall(r"\d+(?:,\d{3})*", text)
+                assert numbers and all(n == format_number(int(n.replace(",", ""))) for n in numbers), text
+    assert config_label(8, 8192) == f"batch {format_number(8)} × {format_number(8192)} tokens" == "batch 8 × 8,192 tokens"
+    (classic,) = load_recorded(["classic"])
+    rows = recorded_rows(classic, "shuffled")
+    assert list(rows["configuration"]) == [config_label(b, n) for b, n in zip(rows["batch_size"], rows["context_len"])]
+    assert any("," in text for text in rows["configuration"])
 
 
 def test_log_parser_reads_versions_and_copy_bandwidth():

@@ -11,6 +11,7 @@ its table or CSV; behind a toggle, hidden when none is shipped).
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import pandas as pd
@@ -32,6 +33,7 @@ from explorer.bench.recorded_peers import (
     LABELS_HELP,
     choice_label,
     fastest_correct,
+    peer_notes,
     peer_rows,
     table_choices,
 )
@@ -53,6 +55,14 @@ _MATCH_STYLE = "background-color: rgba(250, 204, 21, 0.25)"
 #: table up to :data:`_MAX_TABLE_PX` (it scrolls beyond).
 _ROW_PX = 35
 _MAX_TABLE_PX = 640
+#: Width (px, normal mode) of a peer table's configuration column: it holds the longest
+#: configuration whole at 1280x720, ``"32 × 2..32,666 (mean 3,566), tail"`` (numbers by
+#: ``format_number``; 215 px cut it), and the table up to its OK column still fits.
+CONFIGURATION_PX = 232
+#: Width (px) of a table across the Decode benchmark page at 1280x720 in normal mode, the
+#: sidebar open (Chromium drew the peer grid 786 px wide): the peer table's columns fit in
+#: it, and its notes, which ran past it as a last column, go under it (:func:`_notes_text`).
+PAGE_TABLE_PX = 786
 #: What each peer set measured, under its table's versions line.
 _ABOUT: dict[str, str] = {
     "classic": "Uniform batches of the classic and large configurations, float16 and bfloat16: our Triton kernel "
@@ -233,6 +243,19 @@ def _show_classic(recorded: RecordedSet, config: DecodeConfig | None, unit: str)
                f"{m.get('harness', '')}".rstrip())
 
 
+#: Markdown's marks (and Streamlit's ``:icon:``, ``$maths$``), escaped in a recorded note.
+_MARKS = re.compile(r"([\\`*_{}\[\]<>#|~:$])")
+
+
+def _notes_text(rows: pd.DataFrame) -> str:
+    """The notes of a peer table's ``rows`` (:func:`~explorer.bench.recorded_peers.peer_notes`)
+    as a caption's Markdown lines: ``"Notes: **FlashInfer**: backend fa2"``, one line
+    each; a note's text (the recorded file's) as typed, its Markdown marks escaped; ``""``
+    without notes."""
+    lines = [f"**{who}**: " + _MARKS.sub(r"\\\1", note) for who, note in peer_notes(rows)]
+    return "Notes:  \n" + "  \n".join(lines) if lines else ""
+
+
 def _show_peers(peers: RecordedSet, unit: str) -> None:
     """One recorded peer set: versions, what it measured, one table per dtype."""
     m = peers.meta
@@ -251,8 +274,7 @@ def _show_peers(peers: RecordedSet, unit: str) -> None:
         table[column] = [formatting.duration_number(v, unit) if pd.notna(v) else "n/a" for v in table[column]]
     table["gbps"] = [formatting.format_gbps(v) for v in table["gbps"]]
     table["pct_of_copy_bw"] = _copy_cells(table["pct_of_copy_bw"])
-    if (table["note"] == "").all():
-        table = table.drop(columns="note")
+    table = table.drop(columns="note")  # under the table: a column of them ran past 1280 px
     best = fastest_correct(rows)
     bold = pd.DataFrame("", index=table.index, columns=table.columns)
     bold["gpu_time_ms"] = ["font-weight: bold" if b else "" for b in best]
@@ -264,7 +286,7 @@ def _show_peers(peers: RecordedSet, unit: str) -> None:
             # Widths (px) that hold the longest configuration and label, and short
             # headers (the full name in each help) on the number columns, so that the
             # table up to Correct fits a 1280 px window (second review of issue 27).
-            "configuration": st.column_config.TextColumn("Configuration", width=column_px(215),
+            "configuration": st.column_config.TextColumn("Configuration", width=column_px(CONFIGURATION_PX),
                                                          help=CONFIGURATION_HELP),
             "implementation": st.column_config.TextColumn("Implementation", width=column_px(140),
                                                           help=LABELS_HELP),
@@ -284,9 +306,11 @@ def _show_peers(peers: RecordedSet, unit: str) -> None:
                      "reference of its dequantized values)"),
             "correct": st.column_config.TextColumn("OK", width=column_px(44),
                                                    help="correct: within the dtype's tolerance of the reference"),
-            "note": "Note",
         },
     )
+    notes = _notes_text(rows)
+    if notes:
+        st.caption(notes)
     configs = rows["configuration"].nunique()
     st.caption(f"Recorded peer table, {choice_label(dtype, kv_dtype)}: {formatting.count(configs, 'configuration')}, "
                f"{formatting.count(len(rows), 'row')}; bold GPU time: the fastest correct one of its configuration. "

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from explorer.bench.view import significant
 from explorer.category_ticks import set_category_ticks
-from explorer.formatting import ERROR_TICK_D3, format_times
+from explorer.formatting import decade_ticks, sig3_trim
 from explorer.panel_layout import stacked_panels
 from explorer.style import (
     ERROR_FLOOR,
@@ -32,8 +32,10 @@ from explorer.style import (
 #: Colour of the tolerance lines (dashed: error = tolerance; dotted: atol) and their
 #: labels: near-black, which no implementation's colour is (red was Naive PyTorch's).
 TOLERANCE_COLOR = "#111827"
-#: Colour and default name of the fp8 quantization error's line on the error chart.
-QUANTIZATION_COLOR = "#7C3AED"
+#: Colour and default name of the fp8 quantization error's line on the error chart: a
+#: dark amber-brown, 20+ CIEDE2000 from every implementation's colour, the pass/fail
+#: marks' and the tolerance's (violet #7C3AED came 12 from Triton (prefix-aware)'s magenta).
+QUANTIZATION_COLOR = "#7A4A0A"
 QUANTIZATION_LABEL = "fp8 quantization error (vs unquantized cache)"
 
 #: The error chart's title: short enough to stay on one line in presentation mode.
@@ -52,19 +54,38 @@ def _quantization_text(label: str, error: float) -> str:
     return f"{head}: {significant(error)}<br>({rest}" if sep else f"{label}: {significant(error)}"
 
 
+def decade_text(value: float) -> str:
+    """How the error chart writes a decade, on both panels: as a card or the check
+    table writes that error or ratio (:func:`~explorer.formatting.sig3`), its trailing
+    zeros dropped (:func:`~explorer.formatting.sig3_trim`): ``0.01 -> "0.01"``
+    (the card's ``"0.0100"``), ``1e-7 -> "1e-7"`` (the card's ``"1.00e-7"``). One
+    decade read ``"0.01×"`` on the ratio panel and ``"1e-2"`` on the abs-error panel
+    beside it (issue 27)."""
+    return sig3_trim(value)
+
+
 def ratio_ticks(fig: go.Figure, **where) -> None:
-    """Label the tolerance-ratio panel's decades as multiples of the tolerance
-    (``"1×"`` on its line, ``"0.1×"``, ``"0.01×"``: :func:`~explorer.formatting.format_times`)
+    """Label the tolerance-ratio panel's decades as multiples of the tolerance,
+    :func:`decade_text` and ``"×"`` (``"1×"`` on its line, ``"0.1×"``, ``"0.01×"``),
     at the decades Plotly would tick (every ``dtick``-th of the axis' range), so
-    that none reads as the abs-error panel's ``"1e−1"`` below it: the same decade
+    that none reads as the abs-error panel's ``"0.1"`` below it: the same label
     written twice on one chart read as a bug from the back of a room (issue 27).
     ``where`` (``row``, ``col``) picks the panel's axis."""
+    _decade_ticks(fig, lambda v: f"{decade_text(v)}×", **where)
+
+
+def error_ticks(fig: go.Figure, **where) -> None:
+    """Label the abs-error panel's decades by :func:`decade_text` (``"0.001"``,
+    ``"1e-7"``, as a card writes ``0.00100``, ``1.94e-16``; Plotly's ``"~e"`` wrote
+    ``"1e−3"``, another minus), at the tick font's full size
+    (``exponentformat="power"`` drew its exponents at 0.75 of it)."""
+    _decade_ticks(fig, decade_text, **where)
+
+
+def _decade_ticks(fig: go.Figure, text, **where) -> None:
     axis = next(iter(fig.select_yaxes(**where)))
     lo, hi = axis.range
-    step = int(axis.dtick or 1)
-    decades = range(math.ceil(lo / step - 1e-9) * step, math.floor(hi + 1e-9) + 1, step)
-    fig.update_yaxes(tickmode="array", tickvals=[10.0 ** k for k in decades],
-                     ticktext=[format_times(10.0 ** k) for k in decades], **where)
+    fig.update_yaxes(**decade_ticks(lo, hi, int(axis.dtick or 1), text), **where)
 
 
 def _quantization_yshift() -> float:
@@ -90,7 +111,8 @@ def accuracy_figure(
     result's ``max_tol_ratio``), with a line at 1: a result passes exactly when
     its dot stays at or below it, its decades written as multiples of the
     tolerance (``"1×"``, ``"0.1×"``: :func:`ratio_ticks`). Bottom: the max absolute
-    error with ``atol`` as a line, its decades ``"1e−3"``. Relative error is not drawn: it is large wherever the reference is near
+    error with ``atol`` as a line, its decades ``"0.001"`` (:func:`error_ticks`; both
+    panels write a decade as the cards do, :func:`decade_text`). Relative error is not drawn: it is large wherever the reference is near
     zero, even for a correct output.
 
     Each panel runs from a decade under its smallest error or line to above its
@@ -249,10 +271,11 @@ def accuracy_figure(
     # Room above the plot for the pass/fail marks.
     apply_style(fig, ACCURACY_TITLE, subtitle, height=panels.height, above_plot=_ACCURACY_MARKS_PX)
     fig.update_layout(showlegend=False)
-    fig.update_yaxes(type="log", tickformat=ERROR_TICK_D3)
+    fig.update_yaxes(type="log")
     fig.update_yaxes(title="error ÷ tol.", row=1, col=1)
     ratio_ticks(fig, row=1, col=1)
     fig.update_yaxes(title="abs error", row=2, col=1)
+    error_ticks(fig, row=2, col=1)
     fig.update_xaxes(showgrid=False, ticklabelstandoff=10)  # clear of the exact results' circles on the floor
     set_category_ticks(fig, labels)
     return fig

@@ -30,6 +30,7 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from explorer.bench.recorded_peers import PEER_LABELS
+from explorer.formatting import format_number
 from explorer.sweep.grid import AXES
 from explorer.sweep.runs import read_sweep_csv
 from paged_attention import BLOCK_LAYOUTS, LABELS, DecodeConfig
@@ -316,6 +317,7 @@ def recorded_rows(recorded: RecordedSet, layout: str) -> pd.DataFrame:
 
 
 def config_label(batch_size: int, context_len: int) -> str:
-    """How a recorded configuration is named: ``"batch 2 × 60 tokens"``."""
-    return f"batch {int(batch_size)} × {int(context_len):,} tokens"
+    """How a recorded configuration is named, its numbers by
+    :func:`~explorer.formatting.format_number`: ``"batch 8 × 8,192 tokens"``."""
+    return f"batch {format_number(int(batch_size))} × {format_number(int(context_len))} tokens"
 

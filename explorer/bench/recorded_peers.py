@@ -5,6 +5,8 @@ by ``python -m benchmarks.decode_peers``, with their names as the page shows the
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from explorer.formatting import format_number, kv_dtype_label
@@ -39,33 +41,40 @@ CONFIGURATION_HELP = ("batch × tokens per sequence (a..b (mean m): ragged lengt
                       "dtype; window W, soft cap C, sinks: the attention options it ran with")
 
 
+def _numbers(text: str) -> str:
+    """``text`` (a recorded row's lengths, ``"236..5193 (mean 3642)"``) with each whole
+    number written by :func:`~explorer.formatting.format_number`: ``"236..5,193 (mean 3,642)"``."""
+    return re.sub(r"\d+", lambda m: format_number(int(m.group())), text)
+
+
 def configuration(row, with_cache: bool = True) -> str:
     """How a peer row's configuration is named, short enough for a table column at
-    1280 px: ``"32 × 2048"`` (batch × tokens), ``"4 × 236..5193 (mean 3642)"``
-    (ragged), ``"64 × 8448, prefix 8192 ×1"`` (a shared prefix of 8,192 tokens in one
-    group), with a block size, head count or cache dtype other than the set's usual
+    1280 px, its numbers by :func:`~explorer.formatting.format_number`: ``"32 × 2,048"``
+    (batch × tokens), ``"4 × 236..5,193 (mean 3,642)"`` (ragged), ``"64 × 8,448, prefix
+    8,192 ×1"`` (a shared prefix of 8,192 tokens in one group), with a block size, head count or cache dtype other than the set's usual
     ones appended, and the attention options it ran with (``", window 1024"``,
     ``", soft cap 50"``, ``", sinks"``; :data:`CONFIGURATION_HELP`). ``with_cache=False``
     leaves the cache dtype out (a table of one cache dtype says it once)."""
     lengths = row.get("context_lens") or str(row["context_len"])
     uniform = str(lengths) == str(row["context_len"])
-    text = f"{int(row['batch_size'])} × " + (f"{int(row['context_len'])}" if uniform else f"{lengths}")
+    text = f"{format_number(int(row['batch_size']))} × " + (
+        format_number(int(row["context_len"])) if uniform else _numbers(str(lengths)))
     prefix = row.get("shared_prefix")
     if str(row.get("kind", "")) == "prefix" and prefix is not None and pd.notna(prefix):
         groups = int(row.get("prefix_groups", 1) or 1)
-        text += ", no prefix" if int(prefix) == 0 else f", prefix {int(prefix)} ×{groups}"
+        text += ", no prefix" if int(prefix) == 0 else f", prefix {format_number(int(prefix))} ×{format_number(groups)}"
     if str(row.get("kind", "")) == "long-tail":
         text += ", tail"
     if int(row["block_size"]) != 16:
-        text += f", block {int(row['block_size'])}"
+        text += f", block {format_number(int(row['block_size']))}"
     if int(row["num_heads"]) != 32:
-        text += f", {int(row['num_heads'])} heads"
+        text += f", {format_number(int(row['num_heads']))} heads"
     kv = row.get("kv_dtype")
     if with_cache and kv is not None and pd.notna(kv) and str(kv) != str(row["dtype"]):
         text += f", {kv_dtype_label(str(kv))} cache"
     window, cap = row.get("window"), row.get("soft_cap")
     if window is not None and pd.notna(window):
-        text += f", window {int(window)}"
+        text += f", window {format_number(int(window))}"
     if cap is not None and pd.notna(cap):
         text += f", soft cap {format_number(float(cap))}"
     sinks = row.get("sinks")
@@ -128,3 +137,21 @@ def fastest_correct(rows: pd.DataFrame) -> pd.Series:
     on an fp8 cache, is never the winner however fast it is."""
     times = rows["gpu_time_ms"].where(rows["correct"] == correct_text(True))
     return times.groupby(rows["configuration"]).transform("min") == times
+
+
+def peer_notes(rows: pd.DataFrame) -> list[tuple[str, str]]:
+    """The notes of :func:`peer_rows`' ``rows``, for under their table (a column of them
+    ran past a 1280 px window): ``(who, note)`` per implementation and note, in the rows'
+    order. ``who`` is the implementation's label where every one of its rows has a note
+    and this one is its most frequent (``("FlashInfer XQA", "backend xqa")``), else the
+    label at the configurations of the rows with it, joined by ``" · "``
+    (``("FlashInfer XQA at 32 × 2,048, block 256, 16 heads", "XQA takes pages of ...")``)."""
+    noted = rows[rows["note"] != ""]
+    out: list[tuple[str, str]] = []
+    for (label, note), group in noted.groupby(["implementation", "note"], sort=False):
+        mine = rows[rows["implementation"] == label]
+        counts = mine["note"].value_counts()
+        general = (mine["note"] != "").all() and counts.index[0] == note
+        where = " · ".join(dict.fromkeys(group["configuration"]))
+        out.append((label if general else f"{label} at {where}", note))
+    return out

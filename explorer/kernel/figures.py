@@ -36,8 +36,10 @@ OUTPUT_STAR_ROOM = 0.04
 _CHAR_WIDTH = 0.62
 #: The output's star: its size (px).
 _STAR_SIZE = 14
-#: The attention sink's colour (its bar in the merge, its term in the denominator).
-SINK_COLOR = "#B45309"
+#: The attention sink's colour (its bar in the merge, its term in the denominator): the
+#: page's ink, as the output's star and the merge's max-m line, named by its label;
+#: 20+ CIEDE2000 from every split colour (amber #B45309 came 16 from a split's brown).
+SINK_COLOR = "#111827"
 #: The walk's label of the tokens before a sliding window.
 OUTSIDE_WINDOW = "outside the window: not read"
 #: What a split's colour means, in the legends and colour bars.

@@ -98,8 +98,14 @@ def sweep_x_axis(fig: go.Figure, values: Sequence[float], title: str, **kw) -> N
         fig.update_xaxes(tickmode="array", tickvals=values, ticktext=[format_axis_value(v) for v in values], **kw)
 
 
-#: Colour of the dashed line where the window meets the context.
-LIMIT_COLOR = "#7C3AED"
+#: Colour of the dashed line where the window meets the context: an olive green, 20+
+#: CIEDE2000 from every implementation's colour and the charts' greys and inks (violet
+#: #7C3AED came 12 from Triton (prefix-aware)'s magenta, 15 from Triton's blue).
+LIMIT_COLOR = "#4D7C0F"
+#: Colours of the copy ceilings' lines and labels: the first source's the page's ink, any
+#: other's a neutral grey, 20+ CIEDE2000 from every implementation's colour (slate
+#: #6B7280 came 19 from Triton's blue).
+CEILING_COLORS: tuple[str, str] = ("#111827", "#737373")
 
 
 def window_limit(frame) -> tuple[float, str] | None:
@@ -333,10 +339,10 @@ def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
         text = wrap_at_separators(text, line_chars("body", plot_width_px(HALF_PLOT_WIDTH_PX)))
         label_lines = max(label_lines, line_count(text))
         fig.add_hline(
-            y=gbps, line=dict(color="#111827" if i == 0 else "#6B7280", dash="dash" if i == 0 else "dot", width=1.4),
+            y=gbps, line=dict(color=CEILING_COLORS[min(i, 1)], dash="dash" if i == 0 else "dot", width=1.4),
             annotation_text=text,
             # Alternate sides so that two close ceilings keep their labels apart.
-            annotation_position="top left" if i % 2 == 0 else "bottom right", annotation_font=dict(size=font_px("body"), color="#111827" if i == 0 else "#6B7280"),
+            annotation_position="top left" if i % 2 == 0 else "bottom right", annotation_font=dict(size=font_px("body"), color=CEILING_COLORS[min(i, 1)]),
             annotation_align="left" if i % 2 == 0 else "right",
         )
     if not ceilings:
