@@ -52,6 +52,9 @@ if sharing:
     samples = bounded_number_input(samples_col, "Samples per request", 1, MAX_SAMPLES, step=1, value=2,
                                    key="bt_samples", persist_state="session", note_parent=st,
                                    help="sequences per request (n): consecutive sequences of the batch")
+    set_aside = cache_view.prefix_set_aside_note(config, common_prompt, samples)
+    if set_aside:
+        st.info(set_aside, icon=":material/layers_clear:")
     too_many = limits.sharing_size_error(config)
     if too_many:
         st.error(too_many, icon=":material/error:")
@@ -92,8 +95,10 @@ show_cards(cache_view.table_cards(config, mem, shared if sharing else None, shar
            st.columns([0.75, 1.1, 1.25, 1.25, 1.15]))  # the longer labels wider (KV cache, one layer: one line in presentation mode)
 
 if config.window is not None:
-    reads = window_reads(lengths, config.block_size, config.window, queries)
-    st.markdown(f":material/filter_center_focus: **{reads.note()}**: {reads.detail()}. {reads.explain_unread()}")
+    reads = window_reads(lengths, config.block_size, config.window, queries, block_tables=tables)
+    physical = reads.physical_note()
+    st.markdown(f":material/filter_center_focus: **{reads.note()}" + (f"; {physical}" if physical else "")
+                + f"**: {reads.detail()}. {reads.explain_unread()}")
 
 left, right = st.columns([3, 2], gap="medium")
 with left:

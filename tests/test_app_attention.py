@@ -141,11 +141,11 @@ def test_block_table_greys_the_blocks_outside_the_window_and_counts_those_read()
         (int(r), int(c)) for r, c in zip(*np.nonzero(outside))}
     held = sum(config.blocks_per_sequence)
     read = held - int(first.sum())
-    assert any(f"Blocks read: {read} of {held} (window 40)" in m.value for m in at.markdown)
+    assert any(f"Logical blocks read: {read} of {held} (window 40)" in m.value for m in at.markdown)
     assert any("K and V read per step" in m.value for m in at.sidebar.markdown)
     at.toggle(key="sb_window_on").set_value(False).run()
     assert not [t for t in chart(at, "bt_table")["data"] if t.get("name") == cell_style.OUTSIDE_WINDOW]
-    assert not any("Blocks read:" in m.value for m in at.markdown)
+    assert not any("blocks read:" in m.value for m in at.markdown)
 
 
 # -- Decode benchmark -----------------------------------------------------------------

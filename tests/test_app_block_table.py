@@ -376,3 +376,45 @@ def test_kv_card_bytes_are_the_drawn_pools():
     assert card.value == format_bytes(pool * mem.block_bytes)
     (same,) = [c for c in table_cards(config, mem, None, False, pool_blocks=config.num_blocks) if c.label == KV_CARD]
     assert same.value == format_bytes(mem.kv_cache_bytes)  # the sidebar's own pool: unchanged
+
+
+def test_sharing_says_it_sets_the_sidebar_prefix_aside():
+    """Review (#4): with the sidebar's shared prefix and Sharing on, the scenario drew
+    its own sharing and the sidebar's prefix was dropped without a word."""
+    at = open_app(PREFIX, page=TABLE)
+    assert not [i for i in at.info if "set aside" in i.value]  # Sharing off: the prefix is drawn
+    at.toggle(key="bt_share").set_value(True).run()
+    assert_clean(at)
+    common, samples = at.number_input(key="bt_common").value, at.number_input(key="bt_samples").value
+    (note,) = [i.value for i in at.info if "set aside" in i.value]
+    assert note.startswith("**The sidebar's shared prefix of 40 tokens in 2 groups is set aside** while the "
+                           "Sharing scenario draws its own")
+    assert f"a common prompt of {common} tokens, {samples} samples per request" in note
+    at.toggle(key="bt_share").set_value(False).run()
+    assert not [i for i in at.info if "set aside" in i.value]
+    bare = open_app({**PREFIX, "prefix": "0"}, page=TABLE)  # nothing to set aside
+    bare.toggle(key="bt_share").set_value(True).run()
+    assert_clean(bare)
+    assert not [i for i in bare.info if "set aside" in i.value]
+
+
+@pytest.mark.parametrize("sharing", [False, True])
+def test_the_window_note_counts_logical_blocks_and_the_physical_ones_behind_them(sharing):
+    """Review (#5): "Blocks read: 15 of 21" did not say logical or physical. It counts
+    table entries (logical blocks); with shared blocks (the sidebar's prefix, or the
+    Sharing scenario's) it names the distinct physical blocks behind them too,
+    counted here token by token from the table the page draws."""
+    query = {**PREFIX, "window": "40"}
+    at = open_app(query, page=TABLE)
+    if sharing:
+        at.toggle(key="bt_share").set_value(True).run()
+    assert_clean(at)
+    config = state.settings_from_query(query)[0].config()
+    tables = np.where(np.isnan(z := arr(chart(at, "bt_table")["data"][0]["z"]).astype(float)), -1, z).astype(int)
+    read = {(s, t // 16) for s, n in enumerate(config.lengths) for t in range(max(0, n - 40), n)}
+    held = {(s, t // 16) for s, n in enumerate(config.lengths) for t in range(n)}
+    physical = len({tables[c] for c in read}), len({tables[c] for c in held})
+    (note,) = [m.value for m in at.markdown if "blocks read:" in m.value]
+    assert f"**Logical blocks read: {len(read)} of {len(held)} (window 40); physical blocks: " \
+           f"{physical[0]} of {physical[1]}, a shared block counted once**" in note
+    assert physical[1] < len(held)  # the two counts differ here: some block is shared

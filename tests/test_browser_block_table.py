@@ -195,3 +195,42 @@ def test_colour_bar_top_label_stays_clear_of_its_title(server, page):
     for title_bottom, tick_top in bars:
         assert tick_top >= title_bottom + 2, bars
     no_exception(page)
+
+
+#: The page's own text (outside the charts and grids) that does not fit its box: a text
+#: Streamlit cuts with an ellipsis, or any of a metric card's that runs past its box.
+_CUT_TEXT = """() => [...document.querySelectorAll('[data-testid=stMain] *')].filter(el => {
+    if (!el.textContent.trim() || !el.getBoundingClientRect().width || el.closest('.js-plotly-plot, [data-testid=stDataFrame]'))
+        return false;
+    const cuts = getComputedStyle(el).textOverflow === 'ellipsis' || el.closest('[data-testid=stMetric]');
+    return cuts && el.scrollWidth > el.clientWidth + 1;
+}).map(el => el.textContent.trim().slice(0, 80))"""
+
+
+@pytest.mark.parametrize("present", [False, True])
+def test_no_card_text_is_cut_at_1280(server, browser, present):
+    """Review at 1280x720 (#3b): the Tokens card's note read "404 stored (physical) …"
+    with a shared prefix and draft tokens. Every card's label, value and note, and the
+    page's other text, fits at 1280x720 in both modes: with the sidebar's shared
+    prefix, a window and draft tokens, Sharing off and on."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    # Six-figure counts: "130,947 stored (physical)" alone is wider than the Tokens card in normal mode.
+    query = {"batch": "8", "ctx_mode": "ragged", "lo": "10000", "hi": "30000", "block": "16", "prefix": "5000",
+             "window": "4096", "new_tokens": "16", **({"present": "1"} if present else {})}
+    page.goto(f"{server}/block_table?{urlencode(query)}")
+    expect(page.locator(".js-plotly-plot")).to_have_count(4, timeout=60_000)
+    tokens = page.locator("[data-testid=stMetric]").filter(has_text="Tokens (logical)")
+    for sharing in (False, True):
+        if sharing:
+            page.get_by_text("Sharing: n samples per request, a common prompt").click()
+            expect(page.get_by_text(re.compile(r"Sharing saves [\d,]+ physical blocks? of [\d,]+"))).to_be_visible(
+                timeout=WAIT)
+        expect(tokens).to_contain_text(re.compile(r"\d stored \(physical\)"), timeout=WAIT)
+        expect(tokens).to_contain_text("128 new (queries)", timeout=WAIT)
+        settle(page)
+        expect(page.locator("[data-testid=stMetric]")).to_have_count(5, timeout=WAIT)
+        assert page.evaluate(_CUT_TEXT) == [], (present, sharing)
+    no_exception(page)
+    no_error(page)
+    context.close()

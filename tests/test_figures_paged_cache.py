@@ -355,13 +355,33 @@ def test_first_read_blocks_follow_the_librarys_rule(window):
 
 def test_window_readout_words():
     reads = window_reads.window_reads((10, 100, 300), 16, 64)
-    assert reads.note() == "Blocks read: 11 of 27 (window 64)"
+    assert reads.note() == "Logical blocks read: 11 of 27 (window 64)"
     assert reads.detail() == "each sequence reads its last 64 tokens (all of a shorter context): 138 of 410 tokens"
     assert reads.blocks_unread == 16 and "hatched" in reads.explain_unread()
-    assert window_reads.window_reads((10, 100), 16, None).note() == "Blocks read: 8 of 8 (no window)"
+    assert window_reads.window_reads((10, 100), 16, None).note() == "Logical blocks read: 8 of 8 (no window)"
     covered = window_reads.window_reads((10, 60), 16, 64)  # a window past every context greys nothing
     assert covered.blocks_unread == 0 and covered.tokens_read == covered.tokens_held == 70
     assert "covers every context" in covered.detail() and "no hatched cells" in covered.explain_unread()
+
+
+@pytest.mark.parametrize("prefix, window", [(0, 64), (40, 64), (40, 8), (64, 300), (40, None)])
+def test_window_reads_count_the_physical_blocks_behind_the_logical_ones(prefix, window):
+    """Review: "Blocks read: 15 of 21" did not say logical or physical. They are table
+    entries (logical); with shared blocks the distinct physical blocks behind them are
+    fewer, counted token by token here from the table."""
+    config = DecodeConfig(batch_size=4, context_lens=(70, 100, 130, 64), block_size=16, shared_prefix=prefix)
+    tables = assign_blocks(config)[0].numpy()
+    reads = window_reads.window_reads(config.lengths, 16, window, block_tables=tables)
+    starts = [max(0, n - (window or n)) for n in config.lengths]
+    read = {(s, t // 16) for s, n in enumerate(config.lengths) for t in range(starts[s], n)}
+    held = {(s, t // 16) for s, n in enumerate(config.lengths) for t in range(n)}
+    assert (reads.blocks_read, reads.blocks_held) == (len(read), len(held))
+    physical = (len({tables[c] for c in read}), len({tables[c] for c in held}))
+    assert (reads.physical_read, reads.physical_held) == physical
+    assert reads.shares == (physical != (len(read), len(held))) == (prefix >= 16)  # a full block shared or none
+    note = reads.physical_note() or ""
+    assert note.startswith(f"physical blocks: {physical[0]} of {physical[1]}") == reads.shares != (note == "")
+    assert window_reads.window_reads(config.lengths, 16, window).physical_note() is None  # no tables, no count
 
 
 def _hatched(fig):

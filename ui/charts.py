@@ -45,9 +45,14 @@ html {{ font-size: {PAGE_TEXT_PX}px; }}
 [data-testid=stMainBlockContainer] {{ padding: 2.5rem 1.5rem 6rem; }}
 </style>"""
 #: Both modes: inline code at no less than 0.75 rem (12 px in normal mode). Streamlit
-#: sets it at 0.75 em, 10.5 px in a caption's 14 px (a recorded run's command).
+#: sets it at 0.75 em, 10.5 px in a caption's 14 px (a recorded run's command). A
+#: metric card's label and note wrap where Streamlit would cut them with an ellipsis
+#: (the Block table's "Tokens" note at 1280 px in normal mode; presentation mode
+#: wraps every such text).
 _PAGE_CSS = """<style>
 [data-testid=stMarkdownContainer] code, [data-testid=stCaptionContainer] code { font-size: max(0.75em, 0.75rem); }
+:is([data-testid=stMetricLabel], [data-testid=stMetricDelta]) :is(.stMarkdownEllipsis, .stMarkdownEllipsis p) {
+  white-space: normal; }
 </style>"""
 
 #: Plotly's modebar buttons the charts leave out: it keeps "Download plot as a PNG",

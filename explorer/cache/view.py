@@ -18,6 +18,8 @@ SHARED_MARK = f"{DRAWN_SHARED_MARK.words} (◇)"
 
 #: The KV cache card's label: its bytes are one layer's K and V pools, not the model's.
 KV_CARD = "KV cache, one layer"
+#: Between two counts in one card's note: a Markdown line break, a line each.
+NOTE_BREAK = "  \n"
 
 
 def table_cards(config: DecodeConfig, mem: MemorySummary, shared: SharedBatch | None, shares: bool, *,
@@ -30,7 +32,9 @@ def table_cards(config: DecodeConfig, mem: MemorySummary, shared: SharedBatch | 
     count, so card and chart say one number); ``num_layers``: the model preset's
     layers (None: Custom), whose K and V pools the last card's note adds up.
 
-    Short values with the detail under them: five cards share a row at 1280 px.
+    Short values with the detail under them: five cards share a row at 1280 px, and
+    the Tokens card's two counts (stored, new) take a line each (:data:`NOTE_BREAK`);
+    a note longer than its card wraps (``ui.charts``), never cut.
     Counts (sequences, tokens, blocks, slots) are exact, with thousands separators,
     so that they add up by hand (issue 27: "30,100 tokens" for 30,112); bytes and
     shares to three significant figures."""
@@ -43,8 +47,9 @@ def table_cards(config: DecodeConfig, mem: MemorySummary, shared: SharedBatch | 
     queries = config.num_query_tokens if config.has_query_lens else 0
     pool_bytes = pool_blocks * mem.block_bytes  # the drawn pool's (the sharing scenario's may be larger)
     model_bytes = pool_bytes * (num_layers or 1)
-    new = " · ".join(([f"{num(stored)} stored (physical)"] if shares else [])
-                     + ([f"{num(queries)} new (queries)"] if queries else []))
+    # One line each (a Markdown line break): both on one line ran past the card at 1280 px.
+    new = NOTE_BREAK.join(([f"{num(stored)} stored (physical)"] if shares else [])
+                          + ([f"{num(queries)} new (queries)"] if queries else []))
     return [
         Card("Sequences", num(config.batch_size), help=f"{count(config.batch_size, 'sequence')} in the batch"),
         Card("Tokens (logical)", num(tokens), new or None,
@@ -69,6 +74,20 @@ def table_cards(config: DecodeConfig, mem: MemorySummary, shared: SharedBatch | 
              + (f". Each of the model's {num_layers} layers has a pool of its own: {model_bytes:,} bytes in all"
                 if num_layers else "")),
     ]
+
+
+def prefix_set_aside_note(config: DecodeConfig, common_prompt: int, samples: int) -> str | None:
+    """Why the sidebar's shared prefix (``config.shared_prefix``, in
+    ``config.prefix_groups`` groups) is not in the Sharing scenario's layout, which
+    draws its own (a ``common_prompt`` and ``samples`` per request); None without a
+    prefix."""
+    if not config.shared_prefix:
+        return None
+    groups = f" in {config.prefix_groups:,} groups" if config.prefix_groups > 1 else ""
+    return (f"**The sidebar's shared prefix of {formatting.count(config.shared_prefix, 'token')}{groups} is set "
+            "aside** while the Sharing scenario draws its own: a common prompt of "
+            f"{formatting.count(int(common_prompt), 'token')}, {formatting.count(int(samples), 'sample')} per request, "
+            "prefix caching and copy-on-write. Turn Sharing off to see the sidebar's prefix.")
 
 
 def table_caption(config: DecodeConfig, grid: GridSample, samples: int | None, shares: bool) -> str:
