@@ -92,7 +92,7 @@ pick = block_link.valid_pick(st.session_state.get("bt_pick"), num_blocks)
 preset = state.MODEL_PRESETS.get(result.settings.preset)
 show_cards(cache_view.table_cards(config, mem, shared if sharing else None, shares, pool_blocks=num_blocks,
                                   num_layers=preset.num_layers if preset else None),
-           st.columns([0.75, 1.1, 1.25, 1.25, 1.15]))  # the longer labels wider (KV cache, one layer: one line in presentation mode)
+           [0.75, 1.1, 1.25, 1.25, 1.15])  # the longer labels wider (KV cache, one layer: one line in presentation mode)
 
 if config.window is not None:
     reads = window_reads(lengths, config.block_size, config.window, queries, block_tables=tables)

@@ -418,3 +418,22 @@ def test_the_window_note_counts_logical_blocks_and_the_physical_ones_behind_them
     assert f"**Logical blocks read: {len(read)} of {len(held)} (window 40); physical blocks: " \
            f"{physical[0]} of {physical[1]}, a shared block counted once**" in note
     assert physical[1] < len(held)  # the two counts differ here: some block is shared
+
+
+def test_card_values_too_long_for_their_cards_are_drawn_smaller():
+    """A row of cards keeps Streamlit's value size while every value fits its card's
+    share of the row (nine characters in a fifth), and draws the whole row smaller, in
+    proportion, when one does not: "32,768,000" in the Block table's Tokens card
+    (1.1 of 5.5 of the row) at nine tenths."""
+    from explorer.cards import Card
+    from ui.tables import VALUE_CHARS_PER_ROW, value_scale
+
+    widths = [0.75, 1.1, 1.25, 1.25, 1.15]
+    row = [Card("Sequences", "1,024"), Card("Tokens", "9,999,999"), Card("Blocks", "1,536,500"),
+           Card("Wasted", "0"), Card("KV", "113 GB")]
+    assert value_scale(row, widths) == 1.0
+    row[1] = Card("Tokens", "32,768,000")
+    assert value_scale(row, widths) == pytest.approx(VALUE_CHARS_PER_ROW * 1.1 / 5.5 / 10) == pytest.approx(0.9)
+    halves = [1, 1]  # two cards of half the row hold 22.5 characters each
+    assert value_scale([Card("a", "x" * 22)] * 2, halves) == 1.0
+    assert value_scale([Card("a", "x" * 30), Card("b", "y")], halves) == pytest.approx(0.75)

@@ -234,3 +234,23 @@ def test_no_card_text_is_cut_at_1280(server, browser, present):
     no_exception(page)
     no_error(page)
     context.close()
+
+
+@pytest.mark.parametrize("present", [False, True])
+def test_a_card_value_too_long_for_its_card_is_drawn_smaller_not_cut(server, browser, present):
+    """Back row, issue 27: at ?batch=1024&ctx=32000 the Tokens card's value
+    "32,768,000" ran past its card at 1280x720 in normal mode (a number cannot wrap).
+    The row's values are drawn smaller (``ui.tables.value_scale``) and nothing is cut."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    query = {"batch": "1024", "ctx_mode": "uniform", "ctx": "32000", "prefix": "8000", "new_tokens": "16",
+             "block": "16", **({"present": "1"} if present else {})}
+    page.goto(f"{server}/block_table?{urlencode(query)}")
+    tokens = page.locator("[data-testid=stMetric]").filter(has_text="Tokens (logical)")
+    expect(tokens.locator("[data-testid=stMetricValue]")).to_have_text("32,768,000", timeout=120_000)
+    expect(page.locator("[data-testid=stMetric]")).to_have_count(5, timeout=WAIT)
+    settle(page)
+    assert page.evaluate(_CUT_TEXT) == [], present
+    no_exception(page)
+    no_error(page)
+    context.close()

@@ -10,6 +10,7 @@ HTML table in presentation mode, whose text grows with the page's."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Mapping
 
 import pandas as pd
@@ -45,10 +46,39 @@ def sig3_columns(table: pd.DataFrame, columns, missing: str = "n/a") -> pd.DataF
     return table.assign(**{c: sig3_column(table[c], missing) for c in columns if c in table})
 
 
+#: Characters of metric values (Streamlit's 2.25 rem digits) that one row of cards holds
+#: across the main column at 1280 px, in either mode: about nine in a fifth of the row
+#: ("32,768,000" was cut in the Block table's Tokens card, 151 px wide in normal mode).
+VALUE_CHARS_PER_ROW = 45
+
+
+def value_scale(cards: list[Card], widths) -> float:
+    """The share (at most 1) of Streamlit's metric-value font size at which every
+    value of ``cards`` fits its card, the cards side by side in columns of relative
+    ``widths`` (one a card): ``1.0`` unless a value is longer than its card's share
+    of :data:`VALUE_CHARS_PER_ROW`. A number cannot wrap, so a long one is drawn
+    smaller rather than cut with an ellipsis."""
+    total = sum(widths) or 1
+    fits = [VALUE_CHARS_PER_ROW * w / total / max(1, len(card.value)) for card, w in zip(cards, widths)]
+    return min([1.0, *fits])
+
+
 def show_cards(cards: list[Card], columns=None, *, border: bool = False, gap: str = "small", parent=st) -> None:
     """One ``st.metric`` per card of a view model (:class:`explorer.cards.Card`), side
-    by side in ``columns`` (by default one each of ``parent``, ``gap`` apart)."""
-    for col, card in zip(columns or parent.columns(len(cards), gap=gap), cards):
+    by side in ``columns``: the columns themselves, or their relative widths (numbers,
+    one a card), or by default one each of ``parent``, ``gap`` apart. In the last two
+    cases a row whose values are too long for their cards (:func:`value_scale`) draws
+    them all smaller, through the CSS of a keyed container."""
+    if columns is None or all(isinstance(c, (int, float)) for c in columns):
+        widths = list(columns or [1] * len(cards))
+        scale = value_scale(cards, widths)
+        if scale < 1.0:
+            key = "cards_" + "_".join(re.sub(r"\W+", "", card.label)[:12] for card in cards)
+            parent = parent.container(key=key)
+            parent.html(f"<style>.st-key-{key} :is([data-testid=stMetricValue], [data-testid=stMetricValue] p) "
+                        f"{{ font-size: {2.25 * scale:.3f}rem; }}</style>")
+        columns = parent.columns(widths, gap=gap)
+    for col, card in zip(columns, cards):
         col.metric(card.label, card.value, card.delta, help=card.help, delta_color=card.color,
                    delta_arrow=card.arrow, border=border)
 
