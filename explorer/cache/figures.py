@@ -250,8 +250,9 @@ def block_table_figure(
 
     z = np.where(unalloc, np.nan, sub).astype(float)
     by_sequence = color_by == "sequence"
-    subtitle = (f"{count(batch, 'sequence')} x {count(width, 'logical block')} of "
-                f"{count(block_size, 'token')}; "
+    # A table of empty sequences keeps one column, but a sequence of 0 tokens holds 0 logical blocks.
+    subtitle = ((f"{count(batch, 'sequence')} × {count(width, 'logical block')} of {count(block_size, 'token')}; "
+                 if lengths.max(initial=0) > 0 else f"{count(batch, 'sequence')} of 0 tokens: no logical blocks; ")
                 + ("colour = sequence, as in the pool; number = physical block" if by_sequence else BLOCK_KEY))
     if outside.any():
         subtitle += f" · hatched: before the sliding window of {count(window, 'token')}"
