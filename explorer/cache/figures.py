@@ -24,7 +24,10 @@ from explorer.cache.cell_style import (
     add_new_token_marks,
     cell_text_fits,
     colorbar_title,
+    inked,
     owner_colorscale,
+    palette_inks,
+    scale_inks,
 )
 from explorer.cache.picking import GRID_PAD, add_click_targets, add_outline, add_veil
 from explorer.cache.sampling import GridSample, sample_grid
@@ -283,12 +286,15 @@ def block_table_figure(
         codes = np.where(unalloc, np.nan, 2 + seq % len(SEQUENCE_COLORS)).astype(float)
         scale, k = owner_colorscale()
         colour = dict(z=codes, colorscale=scale, zmin=-0.5, zmax=k - 0.5, showscale=False,
-                      text=np.where(unalloc | outside, "", sub.astype(str)), texttemplate="%{text}" if text_on else None)
+                      text=inked(np.where(unalloc | outside, "", sub.astype(str)),
+                                 palette_inks(seq % len(SEQUENCE_COLORS), SEQUENCE_COLORS)),
+                      texttemplate="%{text}" if text_on else None)
     else:
         colour = dict(z=z, colorscale=BLOCK_COLORSCALE, zmin=0, zmax=max(1, num_blocks - 1), showscale=not bare,
-                      texttemplate="%{z}" if text_on else None)
-        if text_on and outside.any():  # their ids go above the hatching
-            colour.update(text=np.where(unalloc | outside, "", sub.astype(str)), texttemplate="%{text}")
+                      texttemplate="%{text}" if text_on else None)
+        if text_on:  # each id in the ink of more contrast on its cell; a hatched cell's go above the hatching
+            colour.update(text=inked(np.where(unalloc | outside, "", sub.astype(str)),
+                                     scale_inks(sub / max(1, num_blocks - 1), BLOCK_COLORSCALE)))
         if not bare:
             colour["colorbar"] = dict(title=colorbar_title(BLOCK_KEY), thickness=14,
                                       **integer_ticks(0, max(1, num_blocks - 1), colorbar_length_px(plot_height)))

@@ -19,6 +19,8 @@ from explorer.cache.cell_style import (
     add_legend_square,
     cell_text_fits,
     colorbar_title,
+    ink_on,
+    inked,
     legend_key,
     legend_key_text,
 )
@@ -210,6 +212,14 @@ def pool_ref_count_figure(
         custom = np.array(hover, dtype=object).reshape(n_rows, n_cols)
         template = "%{customdata}<extra></extra>"
         text = np.array([str(i) if i < num_blocks else "" for i in range(cells)], dtype=object)
+        # Each id in the ink of more contrast on its cell's colour: other, free, then a count's (or level's).
+        def cell_color(v: float) -> str:
+            if np.isnan(v) or v <= 0:
+                return OTHER_COLOR if v == -1 else FREE_COLOR
+            return REF_LEVEL_COLORS[int(v) - 1] if levels is not None else ref_color(int(v), top)
+        values = sorted({float(v) for v in z if not np.isnan(v)})
+        ink = {v: ink_on(cell_color(v)) for v in values}
+        text = inked(text, np.array([ink.get(float(v), ink_on(FREE_COLOR)) for v in z], dtype=object))
         text_on = cell_text_fits(n_rows, n_cols, len(str(num_blocks - 1)), NARROW_PLOT_PX, plot_height)
     else:
         first = np.arange(cells) * per_cell
