@@ -51,7 +51,7 @@ def _assert_readable(heat, colours):
 @pytest.mark.parametrize("color_by", ["physical", "sequence"])
 def test_the_block_table_inks_each_id_for_its_cell(color_by):
     config = DecodeConfig(batch_size=4, context_lens=(236, 118, 57, 200), block_size=16)
-    tables, owner = (t.numpy() for t in assign_blocks(config))
+    tables, _ = (t.numpy() for t in assign_blocks(config))
     fig = cache_figures.block_table_figure(tables, config.lengths, 16, config.num_blocks, color_by=color_by)
     heat, top = fig.data[0], config.num_blocks - 1
     if color_by == "physical":
