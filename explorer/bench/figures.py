@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from explorer.bench.readouts import host_overhead_ms, rank, step_bytes_text
 from explorer.bench.view import percent, rank_words
-from explorer.category_ticks import SOFT_HYPHEN, add_label_row, label_row_px, set_category_ticks
+from explorer.category_ticks import SOFT_HYPHEN, add_label_row, label_row_px, log_ticks, set_category_ticks
 from explorer.formatting import (
     LOG_TICK_D3,
     MS_D3,
@@ -391,5 +391,19 @@ def history_figure(history: Sequence, unit: str = "ms") -> go.Figure:
     fig.update_layout(scattermode="group", scattergap=0.25)
     fig.update_yaxes(title=f"median latency ({unit})", type="log", tickformat=LOG_TICK_D3)  # "1,000", as the tables
     log_axis_range(fig, [in_unit(r.median_ms, unit) for h in history for r in h.results], 0.3, 0.4)
+    _spaced_log_ticks(fig)
     fig.update_xaxes(title="run", type="category", showgrid=False)
     return fig
+
+
+def _spaced_log_ticks(fig: go.Figure) -> None:
+    """Label the log y axis of ``fig`` at 1, 2 and 5 times each power of ten, or at whole
+    decades where those would not stay apart on its plot's height
+    (:func:`~explorer.category_ticks.log_ticks`), as the latency chart's: on a span
+    under two decades Plotly labelled every 2, 3 ... 9, piled on one another at
+    presentation size (review 3: 20, 30 ... 90, 100, 200 ... 800 on the run history)."""
+    span = fig.layout.yaxis.range
+    if span is None:
+        return
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    fig.update_yaxes(dtick=None, **log_ticks(*span, plot_px, mantissas=((1,), (1, 2, 5))))
