@@ -1,14 +1,15 @@
 """Axes of the benchmark's figures (review 3): the run history's log ticks, the
 speedup's log axis centred on 1x."""
 
+import itertools
 import math
 
 import pytest
+from test_figures_benchmark import _entry, _result
 
 from explorer import style
 from explorer.bench import figures as bench_figures
 from explorer.category_ticks import tick_room_px
-from test_figures_benchmark import _entry, _result
 
 
 def _plot_px(fig) -> float:
@@ -53,7 +54,45 @@ def test_run_history_labels_only_decades_or_1_2_5_and_keeps_them_apart(name, sca
     assert mantissas <= {1, 2, 5}
     px_per_decade = _plot_px(fig) / (hi - lo)
     logs = [math.log10(v) for v in ticks]
-    assert min(b - a for a, b in zip(logs, logs[1:])) * px_per_decade >= room
+    assert min(b - a for a, b in itertools.pairwise(logs)) * px_per_decade >= room
     # every median's dot is on the axis
     ys = [y for t in fig.data for y in t.y if y is not None]
     assert lo < math.log10(min(ys)) and math.log10(max(ys)) < hi
+
+
+#: Speedups over Naive PyTorch both above and below 1×: the review's 0.27× (a CPU
+#: run, where Triton is interpreted), a few near parity, and a GPU run's 44×.
+SPEEDUPS = {
+    "slower and faster": [("naive", 10.0), ("vectorized", 0.5), ("triton", 37.0)],
+    "near parity": [("naive", 10.0), ("vectorized", 9.0), ("triton", 11.0)],
+    "all faster": [("naive", 10.0), ("vectorized", 1.0), ("triton", 0.227)],
+    "all slower": [("naive", 1.0), ("vectorized", 3.0), ("triton", 300.0)],
+}
+
+
+@pytest.mark.parametrize("scale", [1.0, style.PRESENTATION_SCALE])
+@pytest.mark.parametrize("name", list(SPEEDUPS))
+def test_speedup_axis_is_log_centred_on_parity_and_holds_every_speedup(name, scale):
+    """Review 3: the speedup chart's y axis was linear 0-20 in some runs (a 0.27× dot
+    on the 0 line, out of sight) and log in others. It is always log, its range as
+    far below 1× as above (in decades), every speedup and p20-p80 range inside."""
+    results = [_result(n, [ms * 0.97, ms, ms * 1.04]) for n, ms in SPEEDUPS[name]]
+    with style.presentation(scale):
+        fig = bench_figures.speedup_figure(results)
+        room = tick_room_px()
+    axis = fig.layout.yaxis
+    assert axis.type == "log"
+    lo, hi = axis.range
+    assert lo == pytest.approx(-hi) and hi > 0
+    base = results[0].median_ms
+    speedups = [base / r.median_ms for r in results]
+    assert any(s != pytest.approx(1) for s in speedups)
+    bars = [y for y in next(t for t in fig.data if t.name == "p20-p80 range").y if y is not None]
+    for v in [*speedups, *bars]:
+        assert lo < math.log10(v) < hi
+    assert list(next(t for t in fig.data if t.name == "speedup").y) == pytest.approx(speedups)
+    # 1× among the labelled ticks, the labels apart
+    ticks = list(axis.tickvals)
+    assert 1 in ticks
+    logs = [math.log10(v) for v in ticks]
+    assert min(b - a for a, b in itertools.pairwise(logs)) * _plot_px(fig) / (hi - lo) >= room
