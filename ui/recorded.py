@@ -100,8 +100,8 @@ def show_recorded_pointer() -> None:
 
 
 def recorded_durations(kinds: Sequence[str] = BENCH_KINDS) -> list[float]:
-    """Every time (ms) the shipped sets of ``kinds`` hold, for the page to choose
-    its one unit (:func:`explorer.formatting.duration_unit`) from what it shows."""
+    """Every time (ms) the shipped sets of ``kinds`` hold, for the section to choose
+    its own unit (:func:`explorer.formatting.duration_unit`) from, whatever a live run's."""
     sets = recorded_sets(tuple(kinds))
     if isinstance(sets, str):
         return []
@@ -109,7 +109,7 @@ def recorded_durations(kinds: Sequence[str] = BENCH_KINDS) -> list[float]:
 
 
 def show_recorded(kinds: Sequence[str], config: DecodeConfig | None = None, *, mine: pd.DataFrame | None = None,
-                  expanded: bool = False, unit: str | None = None) -> None:
+                  expanded: bool = False) -> None:
     """The section, for the recorded sets of ``kinds``.
 
     Parameters
@@ -125,10 +125,6 @@ def show_recorded(kinds: Sequence[str], config: DecodeConfig | None = None, *, m
     expanded : bool
         Whether the expander starts open (on a CPU host, where these are the only
         GPU numbers).
-    unit : str, optional
-        The page's one unit of time (:func:`explorer.formatting.duration_unit` of
-        everything it shows: its live runs' times and these), for the section's
-        chart and tables alike; by default one chosen from the section's own times.
     """
     sets = recorded_sets(tuple(kinds))
     if isinstance(sets, str):
@@ -139,9 +135,9 @@ def show_recorded(kinds: Sequence[str], config: DecodeConfig | None = None, *, m
     if set(kinds) == set(SWEEP_KINDS):
         _show_sweeps(sets, mine)
         return
-    # One unit per quantity on a page (issue 27: the live run's cards read ms beside
-    # this chart's µs): the page's, where it gives one, else the section's own.
-    unit = unit or formatting.duration_unit(recorded_durations(kinds))
+    # The section's own unit, for its chart and tables alike, whatever a live run's: the
+    # recorded H200 times are µs, and a CPU run's ms turned them into ms (review 3).
+    unit = formatting.duration_unit(recorded_durations(kinds))
     with st.expander(f"{TITLE}: {sets[0].meta['gpu']} (recorded, not this machine)", expanded=expanded,
                      icon=":material/history:"):
         classic = [s for s in sets if s.kind == "classic"]
