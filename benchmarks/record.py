@@ -235,7 +235,12 @@ def sweep_rows(
         raises gets a ``"failed"`` row and the sweep goes on.
     """
     from explorer.sweep.grid import point_config
-    from explorer.sweep.naive_budget import after_probe, naive_cost, naive_plan, probe_ms
+    from explorer.sweep.naive_budget import (
+        after_probe,
+        naive_cost,
+        naive_plan,
+        probe_ms,
+    )
     from explorer.sweep.runs import result_row, status_row
     from paged_attention import build_decode_inputs, prepare, reference_decode
     from paged_attention.timing import time_calls

@@ -39,6 +39,7 @@ from explorer.bench.recorded_peers import (
 )
 from explorer.sweep import figures as sweep_figures
 from explorer.sweep.grid import AXES
+from explorer.sweep.naive_budget import checked_predictions
 from explorer.sweep.recorded import recorded_note, setting_differences, shared_points
 from paged_attention import DecodeConfig
 from paged_attention.result_files import KINDS
@@ -369,7 +370,11 @@ def _show_sweeps(sweeps: list[RecordedSet], mine: pd.DataFrame | None) -> None:
             st.caption(f"No time ratio: the two sweeps share no measured {AXES[rec.axis].split(' (')[0]} "
                        f"(recorded: {values(frame)}; this session: {values(mine)}).")
     skipped = int((frame["status"] == "skipped").sum())
+    _, rederived = checked_predictions(frame)
     st.caption(f"{formatting.count(len(frame), 'recorded row')}"
                + (f"; {skipped} naive {'point' if skipped == 1 else 'points'} over the "
                   f"{m.get('naive_budget_s', '?')} s budget, drawn at the predicted time" if skipped else "")
+               + (f" ({rederived} of them re-derived from the measured points by the cost model: the recorded "
+                  "prediction, from one probing call, contradicts a measured point; the CSV keeps it)"
+                  if rederived else "")
                + f". {m.get('harness', '')}".rstrip())
