@@ -367,3 +367,14 @@ def test_the_recorded_sweeps_skipped_points_rise_with_the_context():
     naive = rec.table[rec.table["implementation"] == "naive"].set_index("value")
     assert all(skipped_at[v] == naive.loc[v, "predicted_ms"] and "re-derived" not in notes[v]
                for v in (8192, 16384, 32768))  # consistent with the measured point: as recorded
+
+
+@pytest.mark.parametrize("values", [(512, 2048, 8192, 16384, 32768), (16, 37, 1500, 4096)])
+def test_the_grid_caption_writes_the_values_as_the_ticks_do(values):
+    """Review: a recorded sweep's x ticks read "2k, 8k, 16k, 32k" and its caption
+    "2,048, 8,192, 16,384, 32,768". The captions write the swept values as the ticks."""
+    from explorer.sweep import view
+
+    fig = sweep_figures.sweep_latency_figure(frame(values=values, skip_from=10**9))
+    caption = view.grid_caption(sweep_grid.GridPlan(values, 0, 2), "context_len", (), BASE)
+    assert caption.startswith(f"**{len(values)} points**: {', '.join(fig.layout.xaxis.ticktext)} · ")

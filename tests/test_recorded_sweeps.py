@@ -154,6 +154,16 @@ def test_sweep_page_draws_a_recorded_sweep_labelled_as_recorded(monkeypatch, tmp
     assert not [d for d in at.dataframe if "sw_table" in d.proto.id]
 
 
+def test_the_recorded_caption_writes_the_values_as_the_ticks_do(monkeypatch, tmp_path, rows):
+    """Review: the recorded sweep's x ticks read "2k, 8k" and its caption "2,048, 8,192"."""
+    _write(tmp_path, [{**r, "value": {16: 2048, 37: 8192}[r["value"]]} for r in rows])
+    at = _page(monkeypatch, tmp_path)
+    assert_clean(at)
+    ticks = chart(at, "sw_recorded_latency")["layout"]["xaxis"]["ticktext"]
+    assert list(ticks) == ["2k", "8k"]
+    assert any(c.value.startswith(f"context length (tokens) over {', '.join(ticks)}; ") for c in at.caption)
+
+
 def test_session_sweep_beside_a_recorded_one_names_settings_and_hides_an_empty_ratio(monkeypatch, tmp_path, rows):
     from test_app_sweep import run_sweep, sweep_grid
 

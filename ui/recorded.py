@@ -342,7 +342,7 @@ def _show_sweeps(sweeps: list[RecordedSet], mine: pd.DataFrame | None) -> None:
               else "Drawn alone: " + ("this session's sweep varies another axis." if mine is not None
                                       else "no sweep run here yet."))
     took = f", {formatting.format_duration(1000 * m['elapsed_s'])} in all" if "elapsed_s" in m else ""
-    st.caption(f"{AXES[rec.axis]} over {', '.join(f'{v:,}' for v in sorted(set(frame['value'])))}; "
+    st.caption(f"{AXES[rec.axis]} over {formatting.format_axis_values(sorted(set(frame['value'])))}; "
                + (f"{fixed}; " if fixed else "")
                + f"recorded with `{shown_command(m['command'])}`{took}. {beside}")
     both = pd.concat([mine, frame], ignore_index=True) if same_axis else frame
@@ -365,7 +365,7 @@ def _show_sweeps(sweeps: list[RecordedSet], mine: pd.DataFrame | None) -> None:
                       "was faster.")
         else:
             def values(f: pd.DataFrame) -> str:
-                return ", ".join(formatting.format_number(v) for v in sorted(set(f["value"].astype(float))))
+                return formatting.format_axis_values(sorted(set(f["value"].astype(float))))
 
             st.caption(f"No time ratio: the two sweeps share no measured {AXES[rec.axis].split(' (')[0]} "
                        f"(recorded: {values(frame)}; this session: {values(mine)}).")
