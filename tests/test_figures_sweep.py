@@ -359,7 +359,8 @@ def test_the_recorded_sweeps_skipped_points_rise_with_the_context():
     (skipped,) = traces(fig, implementation="naive", kind="skipped")
     (timed,) = traces(fig, implementation="naive", kind="timed")
     skipped_at = dict(zip(skipped.customdata[:, 1].astype(float), skipped.y))
-    notes = dict(zip(skipped.customdata[:, 1].astype(float), skipped.customdata[:, 0]))
+    notes = {v: n.replace("<br>", " ") for v, n in zip(skipped.customdata[:, 1].astype(float), skipped.customdata[:, 0])}
+    assert all(len(line) <= sweep_figures.HOVER_CHARS for n in skipped.customdata[:, 0] for line in n.split("<br>"))
     drawn = sorted([*skipped_at.items(), *zip(timed.customdata[:, 2], timed.y)])
     assert [v for v, _ in drawn] == [512, 2048, 8192, 16384, 32768]
     assert [y for _, y in drawn] == sorted(y for _, y in drawn), drawn  # rising with the context

@@ -44,6 +44,8 @@ SOURCE_SYMBOLS: tuple[str, ...] = ("circle", "diamond", "square", "triangle-up")
 SKIPPED_SYMBOL = "circle-open"
 #: A log y axis once the data spans this factor (x: :data:`explorer.sweep.dodge.LOG_X_SPAN`).
 LOG_Y_SPAN = 10
+#: Characters per line of a skipped point's hover note (it would run past a half-width chart).
+HOVER_CHARS = 48
 def _sources(frame) -> list[str]:
     return list(dict.fromkeys(frame["source"].astype(str))) if len(frame) else []
 
@@ -251,7 +253,8 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
                     marker=dict(color=color, size=12, symbol=SKIPPED_SYMBOL, line=dict(width=2, color=color)),
                     text=["skipped"] * len(skipped), textposition=_label_positions(skipped["value"], frame["value"]),
                     textfont=dict(size=font_px("label"), color=color), cliponaxis=False,
-                    customdata=np.stack([skipped["note"].astype(str).to_numpy(object),
+                    customdata=np.stack([np.array([wrap_at_separators(n, HOVER_CHARS)
+                                                   for n in skipped["note"].astype(str)], dtype=object),
                                          skipped["value"].to_numpy(float).astype(object)], axis=-1),
                     hovertemplate=f"{label} ({source})<br>%{{customdata[1]:,}}: %{{customdata[0]}}<extra></extra>",
                     meta={"implementation": name, "source": source, "kind": "skipped"},
