@@ -39,6 +39,7 @@ from explorer.bench.recorded_peers import (
 )
 from explorer.sweep import figures as sweep_figures
 from explorer.sweep.grid import AXES
+from explorer.sweep.naive_budget import checked_predictions
 from explorer.sweep.recorded import recorded_note, setting_differences, shared_points
 from paged_attention import DecodeConfig
 from paged_attention.result_files import KINDS
@@ -337,7 +338,7 @@ def _show_sweeps(sweeps: list[RecordedSet], mine: pd.DataFrame | None) -> None:
               else "Drawn alone: " + ("this session's sweep varies another axis." if mine is not None
                                       else "no sweep run here yet."))
     took = f", {formatting.format_duration(1000 * m['elapsed_s'])} in all" if "elapsed_s" in m else ""
-    st.caption(f"{AXES[rec.axis]} over {', '.join(f'{v:,}' for v in sorted(set(frame['value'])))}; "
+    st.caption(f"{AXES[rec.axis]} over {formatting.format_axis_values(sorted(set(frame['value'])))}; "
                + (f"{fixed}; " if fixed else "")
                + f"recorded with `{shown_command(m['command'])}`{took}. {beside}")
     both = pd.concat([mine, frame], ignore_index=True) if same_axis else frame
@@ -360,12 +361,16 @@ def _show_sweeps(sweeps: list[RecordedSet], mine: pd.DataFrame | None) -> None:
                       "was faster.")
         else:
             def values(f: pd.DataFrame) -> str:
-                return ", ".join(formatting.format_number(v) for v in sorted(set(f["value"].astype(float))))
+                return formatting.format_axis_values(sorted(set(f["value"].astype(float))))
 
             st.caption(f"No time ratio: the two sweeps share no measured {AXES[rec.axis].split(' (')[0]} "
                        f"(recorded: {values(frame)}; this session: {values(mine)}).")
     skipped = int((frame["status"] == "skipped").sum())
+    _, rederived = checked_predictions(frame)
     st.caption(f"{formatting.count(len(frame), 'recorded row')}"
                + (f"; {skipped} naive {'point' if skipped == 1 else 'points'} over the "
                   f"{m.get('naive_budget_s', '?')} s budget, drawn at the predicted time" if skipped else "")
+               + (f" ({rederived} of them re-derived from the measured points by the cost model: the recorded "
+                  "prediction, from one probing call, contradicts a measured point; the CSV keeps it)"
+                  if rederived else "")
                + f". {m.get('harness', '')}".rstrip())
