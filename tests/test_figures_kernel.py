@@ -278,6 +278,9 @@ def test_the_sink_joins_the_denominator_and_the_merge():
                                                sink_term=trace.sink_term)
     (sink,) = [t for t in fig.data if t.name == "sink"]
     assert list(sink.y) == pytest.approx([trace.l_final, trace.l_final + trace.sink_term])
+    # One mark, one size at both ends (a small diamond under a large one read as a glitch, issue 27 review 3).
+    assert isinstance(sink.marker.symbol, str) and isinstance(sink.marker.size, (int, float))
+    assert sink.marker.symbol == "line-ew" and sink.marker.line.color == kernel_figures.SINK_COLOR
     merge = kernel_figures.split_merge_figure(trace.splits, sink_m=trace.sink_m, sink_share=trace.sink_share)
     assert list(merge.data[0].x)[-1] == "sink" and merge.data[0].y[-1] == pytest.approx(trace.sink_m)
     assert sum(merge.data[1].y) == pytest.approx(100) and "sink" in merge.layout.title.subtitle.text

@@ -36,6 +36,8 @@ OUTPUT_STAR_ROOM = 0.04
 _CHAR_WIDTH = 0.62
 #: The output's star: its size (px).
 _STAR_SIZE = 14
+#: The sink bracket's caps (px): the marker at each end of its segment, l and l + the sink's term.
+_SINK_CAP = 12
 #: The attention sink's colour (its bar in the merge, its term in the denominator): the
 #: page's ink, as the output's star and the merge's max-m line, named by its label;
 #: 20+ CIEDE2000 from every split colour (amber #B45309 came 16 from a split's brown).
@@ -331,7 +333,9 @@ def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: f
     if sink_term > 0 and l_final is not None:
         fig.add_trace(go.Scatter(
             x=[x_end, x_end], y=[l_final, l_final + sink_term], name="sink", mode="lines+markers+text",
-            line=dict(color=SINK_COLOR, width=3), marker=dict(size=[6, 10], color=SINK_COLOR, symbol="diamond"),
+            line=dict(color=SINK_COLOR, width=3),
+            # One mark at both ends, a bracket's caps (a small and a large diamond read as a glitch, issue 27).
+            marker=dict(size=_SINK_CAP, symbol="line-ew", line=dict(color=SINK_COLOR, width=3)),
             text=["", "+ sink"], textposition="middle left", textfont=dict(size=font_px("label")), showlegend=False,
             hovertemplate="the denominator: l = %{customdata[0]:" + TRACE_D3 + "} (all splits, on the common max)<br>+ the sink's "
             "term 2^(sink − m) = %{customdata[1]:" + TRACE_D3 + "}<extra></extra>", customdata=[[l_final, sink_term]] * 2,
