@@ -212,9 +212,12 @@ def test_split_merge_keeps_the_max_note_off_the_bar_labels(presentation):
 @pytest.mark.parametrize("presentation", [False, True])
 def test_split_merge_value_labels_stay_off_the_max_line(presentation):
     """Review at 1280x720 (issue 27): "3.62", the label over a bar just under the
-    max (3.66), sat on the dotted max-m line. A label whose line would cross it is
-    written inside its bar's top; every other label above its bar, clear of it."""
+    max (3.66), sat on the dotted max-m line; then it went inside its bar, and review 3
+    read labels some inside, some above as two rules. Every label is above its bar
+    (``textposition="outside"``, on both panels) and the dotted line breaks where it
+    would cross one."""
     from explorer import style
+    from explorer.kernel.merge_layout import value_label_px
 
     m = np.array([3.62, 1.71, 3.66, 2.71])  # the page's 4 splits at 1280: two bars near the max
     splits = pd.DataFrame({"split": range(4), "m": m, "l": [10.6, 19.6, 12.0, 8.0], "weight": 2.0 ** (m - m.max()),
@@ -222,15 +225,19 @@ def test_split_merge_value_labels_stay_off_the_max_line(presentation):
                            "token_end": np.arange(1, 5) * 64})
     with style.presentation(style.PRESENTATION_SCALE if presentation else 1):
         fig = kernel_figures.split_merge_figure(splits)
-    positions = fig.data[0].textposition
+        slot, cell = kernel_figures.merge_panel_px() / len(m), style.font_px("cell")
+    assert [t.textposition for t in fig.data] == ["outside", "outside"]
+    segments = [(s.x0, s.x1) for s in fig.layout.shapes if s.name == "max m"]
+    assert segments and all(s.y0 == s.y1 == m.max() for s in fig.layout.shapes if s.name == "max m")
+    assert min(x0 for x0, _ in segments) == -0.5 and max(x1 for _, x1 in segments) == len(m) - 0.5
     plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
-    line = m.max()
-    for v, top, pos in zip(m, _bar_label_tops(fig, m, plot_px), positions):
-        if pos == "outside":  # its label's line lies wholly above the max line, or wholly below it
-            assert v == line or top <= line, (v, top)
-        else:
-            assert pos == "inside" and v < line
-    assert list(positions).count("inside") >= 1
+    crossed = 0
+    for i, (v, top, text) in enumerate(zip(m, _bar_label_tops(fig, m, plot_px), fig.data[0].text)):
+        if v < m.max() < top:  # its label's line crosses the max: no dotted segment under it
+            crossed += 1
+            half = value_label_px(text, cell) / 2 / slot
+            assert all(x1 <= i - half or x0 >= i + half for x0, x1 in segments), (v, segments)
+    assert crossed >= 1
 
 
 def option_trace(block_n=16, num_splits=3, **options):
