@@ -278,6 +278,19 @@ def test_logits_figure_draws_raw_and_capped_logits_under_the_cap():
     assert len(logits_figure(trace.logits, None).data) == 1
 
 
+@pytest.mark.parametrize("raw, words", [([0.1, -0.2], "0 raw logits lie past the cap"),
+                                        ([0.1, 0.9], "1 raw logit lies past the cap"),
+                                        ([2.0, -0.9, 0.7], "3 raw logits lie past the cap")])
+def test_logits_subtitle_counts_the_raw_logits_past_the_cap(raw, words):
+    """Review 3 (issue 27): the subtitle read "0 raw lie past the cap", the noun missing."""
+    from explorer.kernel.option_figures import logits_figure
+
+    raw = np.array(raw)
+    logits = pd.DataFrame({"token": np.arange(len(raw)), "raw": raw, "capped": 0.5 * np.tanh(raw / 0.5)})
+    subtitle = logits_figure(logits, 0.5).layout.title.subtitle.text.replace("<br>", " ")
+    assert subtitle.endswith(words), subtitle
+
+
 def test_the_sink_joins_the_denominator_and_the_merge():
     _, _, trace = option_trace(sinks=True)
     assert trace.sink is not None and trace.sink_term > 0
