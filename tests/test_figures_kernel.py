@@ -1,6 +1,7 @@
 """Figures of the kernel trace: the walk over the blocks, the online softmax, the split merge."""
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -63,14 +64,14 @@ def test_online_softmax_figure_follows_the_trace():
     fig = kernel_figures.online_softmax_figure(trace.tiles, final_error=trace.max_abs_error)
     by_name = {t.name: t for t in fig.data}
     for s, part in trace.tiles.groupby("split"):
-        assert list(by_name[f"m (split {s})"].y) == part["m"].tolist()
+        assert list(by_name[f"split {s}"].y) == part["m"].tolist()
         assert list(by_name[f"l (split {s})"].y) == part["l"].tolist()
-        assert list(by_name[f"m (split {s})"].x) == part["token_end"].tolist()
+        assert list(by_name[f"split {s}"].x) == part["token_end"].tolist()
         err = np.array(by_name[f"error vs split (split {s})"].y)
         assert err[-1] < 1e-12 and err.min() >= 0  # the true distance: round-off at the split's end
     star = by_name["output"]
     assert list(star.x) == [300] and star.y[0] < 1e-12 and star.text[0] == "merged output"
-    m0 = np.array(by_name["m (split 0)"].y)
+    m0 = np.array(by_name["split 0"].y)
     assert np.all(np.diff(m0) >= 0)  # a running max never falls
     assert fig.layout.yaxis3.type == "linear" and fig.layout.yaxis3.range[0] == 0
 
@@ -136,14 +137,15 @@ def test_online_softmax_of_many_splits_has_a_colour_bar_not_a_legend():
     (bar,) = [t for t in fig.data if t.name == "split colours"]
     assert bar.marker.showscale and (bar.marker.cmin, bar.marker.cmax) == (0, 156)
     assert _integer_ticks(bar.marker.colorbar)
-    m = [t for t in fig.data if t.name.startswith("m (split")]
+    m = [t for t in fig.data if re.fullmatch(r"split \d+", t.name)]
     assert len({t.line.color for t in m}) == 157  # no colour repeats
     assert "split 3" in fig.data[5 * 3].hovertemplate
 
 
 def test_online_softmax_of_few_splits_has_one_legend_entry_each():
     fig = kernel_figures.online_softmax_figure(_tiles(3), final_error=1e-9)
-    assert [t.name for t in fig.data if t.showlegend] == ["m (split 0)", "m (split 1)", "m (split 2)"]
+    # Review 3 (issue 27): "m (split 0)" named one panel's line; the colour is the split's in all three.
+    assert [t.name for t in fig.data if t.showlegend] == ["split 0", "split 1", "split 2"]
     assert fig.layout.showlegend is True
     assert not [t for t in fig.data if t.name == "split colours"]
 

@@ -262,12 +262,13 @@ def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: f
     l_final, sink_term : float, optional
         With attention sinks: the finished row's denominator before the sink (on
         the common max) and the sink's term, drawn as a segment from ``l_final``
-        to ``l_final + sink_term`` at the end of the context (trace ``"sink"``).
+        to ``l_final + sink_term`` at the end of the context (trace ``"sink"``, a bracket).
 
     Returns
     -------
     go.Figure
-        Per split: traces ``"m (split s)"``, ``"tile max (split s)"``,
+        Per split: traces ``"split s"`` (its running max ``m``, and its legend entry: the colour
+        is the split's in all three panels), ``"tile max (split s)"``,
         ``"l (split s)"``, ``"error vs final (split s)"``, ``"error vs split
         (split s)"`` (``x`` = ``token_end``; NaN errors are gaps); then
         ``"output"`` (the star, ``y`` = ``final_error``) when it is given.
@@ -301,7 +302,8 @@ def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: f
         who = f"{name}: " if num_splits > 1 else ""
         x = part["token_end"].to_numpy(float)
         fig.add_trace(go.Scatter(
-            x=x, y=part["m"].to_numpy(float), name="m" + sfx, mode="lines+markers", line=dict(color=color, shape="hv", width=2),
+            # Named by its split alone: its legend entry's colour is the split's in all three panels.
+            x=x, y=part["m"].to_numpy(float), name=name, mode="lines+markers", line=dict(color=color, shape="hv", width=2),
             marker=dict(size=6, color=color), legendgroup=f"s{s}", showlegend=legend,
             customdata=np.stack([part["tile"].to_numpy(), part["alpha"].to_numpy(float)], axis=-1),
             hovertemplate=who + "after tile %{customdata[0]} (tokens < %{x:,}): m = %{y:" + TRACE_D3 + "}"
