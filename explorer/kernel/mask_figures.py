@@ -14,7 +14,15 @@ from explorer.kernel.tile_rows import MASK_STATES, new_token_tiles
 from explorer.kernel.work_list_figures import HIGHLIGHT_LINE
 from explorer.limits import MAX_MASK_ROWS
 from explorer.marks import OWN_TOKEN_MARK
-from explorer.style import UNALLOCATED_COLOR, apply_style, cell_gaps, integer_ticks, no_data_figure, plot_area_height
+from explorer.style import (
+    UNALLOCATED_COLOR,
+    apply_style,
+    cell_gaps,
+    integer_ticks,
+    no_data_figure,
+    plot_area_height,
+    scaled,
+)
 
 #: One colour per state of a score: kept has a colour of its own; masked and
 #: unloaded lanes are greys, as masked lanes are everywhere on the page.
@@ -116,8 +124,8 @@ def tile_mask_figure(
     own = [(context_len - query_len + t, label) for t, label in zip(tokens, labels)]
     fig.add_trace(go.Scatter(
         x=[p for p, _ in own], y=[label for _, label in own], mode="markers", name="own token", showlegend=False,
-        marker=dict(symbol=OWN_TOKEN_MARK.symbol, size=9, color=OWN_TOKEN_MARK.fill,
-                    line=dict(color=OWN_TOKEN_MARK.line, width=2)),
+        marker=dict(symbol=OWN_TOKEN_MARK.symbol, size=scaled(9), color=OWN_TOKEN_MARK.fill,
+                    line=dict(color=OWN_TOKEN_MARK.line, width=scaled(2))),
         hovertemplate="%{y}: its own position %{x:,}<extra></extra>",
     ))
     for state in MASK_STATES:
