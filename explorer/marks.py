@@ -14,14 +14,14 @@ from dataclasses import dataclass
 #: The word for each symbol a mark takes (Plotly's symbol names).
 SHAPE_WORDS = {
     "triangle-up": "triangle", "hourglass": "hourglass", "star": "star", "pentagon": "pentagon",
-    "x-thin": "diagonal cross", "circle": "dot", "diamond": "diamond",
+    "x-thin": "diagonal cross", "circle": "dot", "diamond": "diamond", "circle-open": "ring",
 }
 #: The word for each colour a mark takes (its fill, or a line-only symbol's line).
 COLOUR_WORDS = {
     "#FFFFFF": "white", "#111827": "black", "#FACC15": "yellow", "#374151": "dark grey",
 }
 #: Symbols drawn by their line alone: their colour is the line's.
-LINE_ONLY = ("x-thin",)
+LINE_ONLY = ("x-thin", "circle-open")
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,11 @@ PARTLY_FILLED_MARK = Mark("partly filled last block", "circle", "#111827", "#FFF
 SHARED_MARK = Mark("shared block (2+ sequences)", "diamond", "#FFFFFF", "#111827")
 #: Every mark one page may show together (the Serving simulation's pool and tables).
 PAGE_MARKS = (*POOL_CHANGE_MARKS.values(), PARTLY_FILLED_MARK, SHARED_MARK)
+#: A row's own token on Inside the kernel's causal mask (a diamond there meant a shared
+#: block's mark on the Block table and Serving pages: issue 27, review 3).
+OWN_TOKEN_MARK = Mark("own token", "circle-open", "#111827", "#111827")
+#: Every mark of every page: one symbol, one meaning across them all.
+ALL_MARKS = (*PAGE_MARKS, OWN_TOKEN_MARK)
 
 #: How far a Plotly diamond reaches from its centre, in its marker size (1.3 times its radius).
 DIAMOND_REACH = 0.65
@@ -93,7 +98,7 @@ def diamond_extent(size: float, line_px: float) -> float:
 #: (plotly.js ``symbol_defs``): the half side of the square box that holds it.
 SYMBOL_REACH = {
     "circle": 0.5, "diamond": DIAMOND_REACH, "hourglass": 0.5, "triangle-up": 0.87, "star": 0.7,
-    "pentagon": 0.5, "x-thin": 0.7,
+    "pentagon": 0.5, "x-thin": 0.7, "circle-open": 0.5,
 }
 #: A cell text character's width, in its font size (an upper estimate for digits).
 TEXT_CHAR_WIDTH = 0.6
