@@ -3,6 +3,7 @@ chart's origin, the pool's legend gap and marks, and the trade-off chart's curre
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 from test_app import TINY, assert_clean
@@ -67,3 +68,54 @@ def test_sharing_chart_keeps_the_x_axis_zero_clear_of_the_y_axis_zero(kind, scal
         assert _first_label_left_px(axis, plot_px) >= gap_px - 1e-9
         assert (axis.tickvals[0] - axis.range[0]) / (axis.range[1] - axis.range[0]) < 0.05  # a gap, not a hole
     assert min(fig.data[0].y) >= 0 and fig.layout.yaxis.rangemode == "tozero"  # the y axis starts at 0 too
+
+
+def _page_pool(scale: float, color_by: str = "sequence"):
+    """The page's pool at review 3's settings (64 blocks of 8, four sequences) at its busiest step with marks."""
+    from explorer import style
+    from explorer.serving import figures as serving_figures
+    from explorer.serving import table_figures
+    from explorer.serving.history import simulate
+    from explorer.serving.view import serving_config
+
+    config = serving_config(64, 8, 4, 0.3, ("long-tail", 16, 256), ("long-tail", 4, 48), 0)
+    history = simulate(config, 120)
+    step = next(s for s in range(120) if history.changes(s).taken and history.changes(s).freed
+                and history.records[s].num_running)
+    record, changes = history.records[step], history.changes(step)
+    plot = serving_figures._NARROW_PLOT_PX if scale == 1 else table_figures.STACKED_PLOT_PX
+    with style.presentation(scale):
+        fig = serving_figures.serving_pool_figure(
+            record.pool_owner(), record.block_tables(), record.context_lens, 8, step=step, taken=changes.taken,
+            freed=changes.freed, recycled=changes.recycled, color_by=color_by, plot_width=plot)
+        return fig, style.plot_width_px(plot), style.scaled(1)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.5])
+def test_serving_pool_marks_lie_inside_their_own_cells(scale):
+    """Review 3: the pool's marks (taken, recycled, partly filled) sat on the borders between blocks, block 18's
+    dot and block 19's hourglass a pair at the border between them. Each mark's box lies inside its own cell as
+    drawn (the heatmap's gaps off), a margin from its top and bottom and :data:`POOL_MARK_INSET` of the cell's
+    width from its sides, so that the gap between two cells' marks side by side is wider than their margin."""
+    from explorer.cache.picking import GRID_PAD
+    from explorer.marks import SYMBOL_REACH
+    from explorer.serving.figures import POOL_MARK_INSET
+
+    fig, plot_w, px = _page_pool(scale)
+    heat = fig.data[0]
+    n_rows, n_cols = np.asarray(heat.z).shape
+    plot_h = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    pitch_w, pitch_h = plot_w / (n_cols + 2 * GRID_PAD), plot_h / (n_rows + 2 * GRID_PAD)
+    cell_w, cell_h = pitch_w - heat.xgap, pitch_h - heat.ygap
+    placed = 0
+    for t in fig.data:
+        if not (isinstance(t.meta, dict) and "mark" in t.meta) or t.customdata is None:
+            continue
+        blocks = np.asarray(t.customdata)[:, 0].astype(int)
+        half = SYMBOL_REACH[t.marker.symbol] * t.marker.size + (t.marker.line.width or 0) / 2
+        dx = (np.asarray(t.x, dtype=float) - blocks % n_cols) * pitch_w  # from its own cell's centre, px
+        dy = (np.asarray(t.y, dtype=float) - blocks // n_cols) * pitch_h
+        assert np.all(np.abs(dx) + half <= cell_w / 2 - POOL_MARK_INSET * cell_w + 1e-9), (t.name, dx, half)
+        assert np.all(np.abs(dy) + half <= cell_h / 2 - px + 1e-9), (t.name, dy, half)
+        placed += len(blocks)
+    assert placed >= 2
