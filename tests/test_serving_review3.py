@@ -119,3 +119,30 @@ def test_serving_pool_marks_lie_inside_their_own_cells(scale):
         assert np.all(np.abs(dy) + half <= cell_h / 2 - px + 1e-9), (t.name, dy, half)
         placed += len(blocks)
     assert placed >= 2
+
+
+@pytest.mark.parametrize("color_by", ["sequence", "reference count"])
+@pytest.mark.parametrize("scale", [1.0, 1.5])
+def test_serving_pool_legend_sits_under_its_axis(scale, color_by):
+    """Review 3: the pool's legend floated about 100 px below its chart, in normal and presentation mode: it was
+    anchored at the figure's foot, under a bottom margin sized for more legend rows than Plotly lays out. It hangs
+    from the plot area instead, its top just under the x axis's ticks and title, and the margin still holds every
+    row the figure allows for."""
+    from explorer import style
+    from explorer.serving import figures as serving_figures
+
+    fig, plot_w, px = _page_pool(scale, color_by)
+    layout = fig.layout
+    plot_h = layout.height - layout.margin.t - layout.margin.b
+    assert layout.legend.yref == "paper" and layout.legend.yanchor == "top"
+    top_px = -layout.legend.y * plot_h  # the legend's top edge below the plot area
+    with style.presentation(scale):
+        axis_px = style.scaled(serving_figures._POOL_AXIS_PX)
+        text_px = 1.2 * (style.font_px("tick") + style.font_px("body"))  # the ticks' labels and the axis title
+        legend_font = style.scaled(serving_figures.POOL_LEGEND_FONT)
+    assert top_px == pytest.approx(axis_px)
+    assert top_px > text_px  # clear of the axis's text
+    names = [t.name for t in fig.data if t.type != "heatmap" and t.showlegend is not False and t.name]
+    rows = serving_figures.legend_rows(names, plot_w, legend_font) + 1
+    legend_px = rows * serving_figures._LEGEND_ROW * legend_font
+    assert top_px + legend_px <= layout.margin.b + 1e-9  # room under the legend for its rows

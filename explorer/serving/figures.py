@@ -262,7 +262,8 @@ def _pool_layout(fig: go.Figure, n_rows: int, n_cols: int, num_blocks: int,
     place_pool_marks(fig, n_rows, n_cols, width, plot_px, digits if fits else 0, inset=POOL_MARK_INSET)
     fig.update_layout(
         height=int(top + plot_px + bottom), margin=dict(b=bottom),
-        legend=dict(font=dict(size=legend_font), traceorder="normal"),  # "grouped" (the click targets' group) stacks the entries
+        legend=dict(font=dict(size=legend_font), traceorder="normal",  # "grouped" stacks the entries; under
+                    yref="paper", yanchor="top", y=-scaled(_POOL_AXIS_PX) / plot_px),  # the axis (review 3)
     )
     return fig
 
