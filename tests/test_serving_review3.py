@@ -146,3 +146,24 @@ def test_serving_pool_legend_sits_under_its_axis(scale, color_by):
     rows = serving_figures.legend_rows(names, plot_w, legend_font) + 1
     legend_px = rows * serving_figures._LEGEND_ROW * legend_font
     assert top_px + legend_px <= layout.margin.b + 1e-9  # room under the legend for its rows
+
+
+@pytest.mark.parametrize("current", [8, None])
+def test_tradeoff_chart_says_which_bar_is_the_current_block_size(current):
+    """Review 3: the trade-off chart drew the page's block size as a darker, outlined bar, which nothing explained.
+    The subtitle says so, naming the size; without a current size (or one not among the bars) it says nothing."""
+    from test_figures_serving import SERVING as SMALL
+
+    from explorer.serving import tradeoff_figures
+    from explorer.serving.tradeoff import block_size_tradeoff
+
+    table = block_size_tradeoff(SMALL, (4, 8, 16), 40).table
+    fig = tradeoff_figures.tradeoff_figure(table, current=current)
+    subtitle = fig.layout.title.subtitle.text.replace("<br>", " ")
+    widths = list(fig.data[0].marker.line.width)
+    if current is None:
+        assert "outlined bar" not in subtitle and len(set(widths)) == 1
+        return
+    (dark,) = [i for i, w in enumerate(widths) if w == max(widths)]  # the one bar drawn apart
+    assert fig.data[0].x[dark] == str(current)
+    assert f"dark outlined bar: block size {current}, the page's" in subtitle
