@@ -119,7 +119,8 @@ def corner_fit(cell_w: float, cell_h: float, text_w: float, text_h: float, *, sy
     by side stand apart, each nearer its own cell's middle, where the mark keeps :data:`SIDE_MARGIN_KEEP` of
     its size (else ``margin``: a readable mark first)."""
     if side_margin is not None and side_margin > margin:
-        args = dict(symbol=symbol, line=line, margin=margin, floor=floor, most=most, corner=corner, shared=shared)
+        args = {"symbol": symbol, "line": line, "margin": margin, "floor": floor, "most": most, "corner": corner,
+                "shared": shared}
         plain = corner_fit(cell_w, cell_h, text_w, text_h, **args)
         inset = _corner_fit(cell_w, cell_h, text_w, text_h, side_margin=side_margin, **args)
         return inset if inset[2] >= SIDE_MARGIN_KEEP * plain[2] else plain

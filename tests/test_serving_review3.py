@@ -131,7 +131,7 @@ def test_serving_pool_legend_sits_under_its_axis(scale, color_by):
     from explorer import style
     from explorer.serving import figures as serving_figures
 
-    fig, plot_w, px = _page_pool(scale, color_by)
+    fig, plot_w, _ = _page_pool(scale, color_by)
     layout = fig.layout
     plot_h = layout.height - layout.margin.t - layout.margin.b
     assert layout.legend.yref == "paper" and layout.legend.yanchor == "top"
