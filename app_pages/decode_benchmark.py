@@ -10,7 +10,7 @@ from paged_attention import IMPLEMENTATIONS, LABELS
 from ui import benchmark_view as bench_view
 from ui.benchmark import timing_budget
 from ui.charts import show_chart
-from ui.recorded import BENCH_KINDS, recorded_durations, show_recorded, show_recorded_pointer
+from ui.recorded import BENCH_KINDS, show_recorded, show_recorded_pointer
 from ui.sidebar import current, show_config_error
 from ui.tables import show_cards
 
@@ -92,13 +92,14 @@ if run:
 
 last = st.session_state.get(bench_view.LAST)
 history = st.session_state.get(bench_view.HISTORY, [])
-#: The page's one unit of time, for its cards, charts and tables alike, chosen
-#: from every time it shows (the live runs' and the recorded ones').
-unit = formatting.duration_unit(view.history_durations(history) + recorded_durations())
+#: The live runs' one unit of time, for their cards, charts and tables alike, chosen
+#: from this session's runs. The recorded section keeps its own (show_recorded's):
+#: an H200's µs are not rewritten in ms because a CPU run read ms (review 3).
+unit = formatting.duration_unit(view.history_durations(history))
 if last is None:
     if plan.refusal is None:  # a refused configuration shows the refusal alone
         st.info("Press **Run benchmark** to time the implementations on this configuration.", icon=":material/info:")
-    show_recorded(BENCH_KINDS, config, expanded=config.device == "cpu", unit=unit)
+    show_recorded(BENCH_KINDS, config, expanded=config.device == "cpu")
     st.stop()
 
 results, copy_gbps, reads_kv = last.results, last.copy_gbps, last.reads_kv
@@ -166,4 +167,4 @@ show_chart(bench_figures.history_figure(history, unit), key="bench_history_chart
 bench_view.show_history_table(history, unit, key="bench_history_table")
 st.button("Clear history", icon=":material/delete:", key="bench_clear", on_click=bench_view.clear_history)
 
-show_recorded(BENCH_KINDS, config, expanded=config.device == "cpu", unit=unit)
+show_recorded(BENCH_KINDS, config, expanded=config.device == "cpu")

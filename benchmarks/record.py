@@ -221,7 +221,8 @@ def sweep_rows(
     names : sequence of str
         Implementations; ``"naive"`` is skipped where its calls are predicted to pass
         ``naive_budget_s`` seconds (:func:`explorer.sweep.naive_budget.naive_plan`, probing
-        one call at the first point), with a ``"skipped"`` row.
+        it at the first point with the faster of two calls,
+        :func:`~explorer.sweep.naive_budget.probe_ms`), with a ``"skipped"`` row.
     warmup, iters : int
         Untimed and timed interleaved rounds per point.
     device_name, copy_gbps
@@ -234,7 +235,12 @@ def sweep_rows(
         raises gets a ``"failed"`` row and the sweep goes on.
     """
     from explorer.sweep.grid import point_config
-    from explorer.sweep.naive_budget import after_probe, naive_cost, naive_plan
+    from explorer.sweep.naive_budget import (
+        after_probe,
+        naive_cost,
+        naive_plan,
+        probe_ms,
+    )
     from explorer.sweep.runs import result_row, status_row
     from paged_attention import build_decode_inputs, prepare, reference_decode
     from paged_attention.timing import time_calls
@@ -255,7 +261,9 @@ def sweep_rows(
             decision = naive_plan(config, budget_s=naive_budget_s, calls=calls, last=last, free_bytes=free)
             if decision.action == "probe":
                 run = prepare("naive", *inputs.args(), **inputs.kwargs())
-                probe = time_calls(run, device=inputs.query.device, warmup=0, iters=1)[0]
+                device = inputs.query.device
+                probe = probe_ms(lambda run=run, device=device: time_calls(run, device=device, warmup=0, iters=1)[0],
+                                 budget_s=naive_budget_s)
                 decision = after_probe(probe, budget_s=naive_budget_s, calls=calls)
             if decision.action == "skip":
                 timed.remove("naive")

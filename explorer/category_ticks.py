@@ -172,14 +172,16 @@ def tick_room_px() -> float:
 LOG_MANTISSAS: tuple[tuple[float, ...], ...] = ((1,), (1, 3), (1, 2, 5), (1, 2, 3, 5), (1, 1.5, 2, 3, 5, 7))
 
 
-def log_ticks(lo: float, hi: float, plot_height: float) -> dict:
+def log_ticks(lo: float, hi: float, plot_height: float,
+              mantissas: Sequence[Sequence[float]] = LOG_MANTISSAS) -> dict:
     """Tick settings of a vertical log axis whose range is ``lo`` to ``hi`` (decades,
     as Plotly's ``range``) on ``plot_height`` px at the current scale: the values of
     the finest :data:`LOG_MANTISSAS` whose neighbours stay :func:`tick_room_px`
     apart (every k-th decade when not even each decade does), written by
     :func:`~explorer.formatting.format_number` ("0.3", "1", "10", "1,000"). Plotly's own
     ticks on a span of one or two decades label every 2, 3, ... 9 there, piled on
-    one another where a decade is short (issue 27: 0.5 to 0.9 under 1)."""
+    one another where a decade is short (issue 27: 0.5 to 0.9 under 1). ``mantissas``:
+    the sets to choose from, coarsest first (default :data:`LOG_MANTISSAS`)."""
     px_per_decade = plot_height / max(hi - lo, 1e-9)
     room = tick_room_px()
 
@@ -193,8 +195,8 @@ def log_ticks(lo: float, hi: float, plot_height: float) -> dict:
         return all((b - a) * px_per_decade >= room for a, b in itertools.pairwise(logs))
 
     chosen = values((1,), max(1, math.ceil(room / px_per_decade)))
-    for mantissas in LOG_MANTISSAS:
-        ticks = values(mantissas)
+    for each in mantissas:
+        ticks = values(each)
         if not fits(ticks):
             break
         chosen = ticks

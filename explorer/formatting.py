@@ -149,6 +149,12 @@ def format_axis_value(v: float) -> str:
     return compact(v)
 
 
+def format_axis_values(values: Sequence[float]) -> str:
+    """A sweep's axis values as its charts' ticks name them (:func:`format_axis_value`),
+    for the captions: ``[512, 2048, 8192] -> "512, 2k, 8k"``."""
+    return ", ".join(format_axis_value(v) for v in values)
+
+
 #: The duration units, each with how many of it make a millisecond.
 DURATION_UNITS: dict[str, float] = {"µs": 1e3, "ms": 1.0, "s": 1e-3}
 

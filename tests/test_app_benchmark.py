@@ -258,13 +258,13 @@ def test_one_unit_of_time_in_cards_charts_and_tables():
     table = results(at)
     assert [m.value for m in at.metric] == [f"{v} {unit}" for v in table["median_ms"]]
     assert any(m.value == f"**Time per call ({unit})**" for m in at.markdown)  # the unit of the table's times
-    # The recorded section too (issue 27: its chart and table read µs beside the run's ms).
+    # The recorded section keeps its own unit, its chart's and table's alike (review 3).
+    own = formatting.duration_unit(recorded_durations())
     recorded = chart(at, "recorded_chart")
-    assert recorded["layout"]["yaxis"]["title"]["text"] == f"recorded latency ({unit})"
-    assert all(f"}} {unit}<" in t["hovertemplate"] for t in recorded["data"])
-    (section,) = [e for e in at.expander if e.label.startswith("Recorded on a GPU")]
-    (recorded_table,) = section.dataframe
-    written = {formatting.duration_number(v, unit) for v in recorded_durations()}  # the recorded times, in the unit
+    assert recorded["layout"]["yaxis"]["title"]["text"] == f"recorded latency ({own})"
+    assert all(f"}} {own}<" in t["hovertemplate"] for t in recorded["data"])
+    (recorded_table,) = _recorded_section(at).dataframe
+    written = {formatting.duration_number(v, own) for v in recorded_durations()}  # the recorded times, in its unit
     assert set(recorded_table.value["median_ms"]) <= written
     for key, title in (("bench_latency", "latency"), ("bench_history_chart", "median latency")):
         spec = chart(at, key)
@@ -419,16 +419,28 @@ def test_timed_calls_go_on_within_the_budget_while_a_median_moves(monkeypatch):
     assert [len(b["y"]) for b in boxes] == samples
 
 
-def test_the_recorded_section_reads_the_pages_unit_beside_a_slow_live_run(monkeypatch):
-    """Review at 1280x720 (issue 27): the interpreted run's cards, chart and table
-    read ms while the "Recorded on NVIDIA H200" chart and table beside them read µs.
-    One unit per quantity on the page: the recorded section takes the page's."""
+def test_the_recorded_section_keeps_its_own_unit_beside_a_slow_live_run(monkeypatch):
+    """Review 3 at 1280x720: the "Recorded on NVIDIA H200" table and chart read µs on
+    the page's load and ms after a CPU run, following the live run's unit. The
+    recorded GPU times keep their own unit (µs), whatever a live run's; the run's
+    cards, charts and tables read theirs (ms)."""
+    at = open_app(TINY, page=BENCH, timeout=120)
+    (before,) = _recorded_section(at).dataframe
+    before_axis = chart(at, "recorded_chart")["layout"]["yaxis"]["title"]["text"]
     at = _run_with(monkeypatch, {"naive": ([118.0, 119.0, 140.0], None), "vectorized": ([105.0, 130.0, 150.0], None),
                                  "triton": ([3800.0, 3860.0, 5470.0], None)})
     unit = at.metric[0].value.rsplit(" ", 1)[-1]
-    assert unit == formatting.duration_unit([118.0, 130.0, 3860.0, *recorded_durations()]) == "ms"
+    own = formatting.duration_unit(recorded_durations())
+    assert (unit, own) == ("ms", "µs")  # the live run's and the recorded ones' differ
     recorded = chart(at, "recorded_chart")
-    assert recorded["layout"]["yaxis"]["title"]["text"] == f"recorded latency ({unit})"
+    assert recorded["layout"]["yaxis"]["title"]["text"] == before_axis == f"recorded latency ({own})"
+    assert all(f"}} {own}<" in t["hovertemplate"] for t in recorded["data"])
+    (after,) = _recorded_section(at).dataframe
+    assert after.value.equals(before.value)  # the same times, in the same unit, as before the run
+    assert set(after.value["median_ms"]) <= {formatting.duration_number(v, own) for v in recorded_durations()}
+    assert chart(at, "bench_latency")["layout"]["yaxis"]["title"]["text"] == f"latency ({unit})"
+
+
+def _recorded_section(at: AppTest):
     (section,) = [e for e in at.expander if e.label.startswith("Recorded on a GPU")]
-    (table,) = section.dataframe
-    assert set(table.value["median_ms"]) <= {formatting.duration_number(v, unit) for v in recorded_durations()}
+    return section

@@ -33,7 +33,7 @@ def test_kernel_page_traces_the_longest_sequence():
     assert_clean(at)
     assert at.number_input(key="ik_seq").value == 0
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Tokens"] == "300" and metrics["Block-table lookups"] == "19"
+    assert metrics["Tokens"] == "300" and metrics["Table lookups"] == "19"
     assert float(metrics["Error vs reference"]) < 1e-12
     # Three significant figures (issue 27: a review saw "2.5e-16"), as sig3 writes it.
     assert metrics["Error vs reference"] == formatting.sig3(float(metrics["Error vs reference"]))
@@ -290,7 +290,7 @@ def test_kernel_page_traces_window_sinks_and_soft_cap_from_the_sidebar():
     assert_clean(at)
     metrics = {m.label: m.value for m in at.metric}
     # The window's blocks only: tokens 255..299 lie in blocks 15..18.
-    assert metrics["Tokens"] == "300" and metrics["Block-table lookups"] == "4"
+    assert metrics["Tokens"] == "300" and metrics["Table lookups"] == "4"
     assert float(metrics["Error vs reference"]) < 1e-12
     walk = chart(at, "ik_walk_chart")["data"]
     (band,) = [t for t in walk if t["name"] == "outside the window: not read"]

@@ -17,6 +17,9 @@ if str(ROOT) not in sys.path:
 
 from test_app import BENCH, TINY, assert_clean, chart, open_app  # noqa: E402
 
+from explorer import formatting
+from ui.recorded import recorded_durations
+
 CPU_ONLY = pytest.mark.skipif(torch.cuda.is_available(), reason="what a CPU host shows")
 #: A recorded classic configuration (batch 4 x 2048 tokens, 32/8 heads, head_dim 128, float16).
 RECORDED = {"batch": "4", "ctx_mode": "uniform", "ctx": "2048", "heads": "32", "kv_heads": "8", "head_dim": "128",
@@ -63,11 +66,11 @@ def test_recorded_section_stays_apart_from_a_live_run():
     # the live tables and history come first, as before; the recorded table is the section's own
     assert list(at.dataframe[0].value["implementation"]) == ["Naive PyTorch", "Optimized PyTorch", "Triton"]
     assert len(_section(at).dataframe) == 1
-    # the recorded table keeps its rows; its times are in the page's one unit, the live cards' (issue 27)
+    # the recorded table keeps its rows and its own unit, whatever the live cards' (review 3)
     (after,) = _section(at).dataframe
-    assert list(after.value["configuration"]) == list(before.value["configuration"])
-    unit = at.metric[0].value.rsplit(" ", 1)[-1]
-    assert recorded["layout"]["yaxis"]["title"]["text"] == f"recorded latency ({unit})"
+    assert after.value.equals(before.value)
+    own = formatting.duration_unit(recorded_durations())
+    assert recorded["layout"]["yaxis"]["title"]["text"] == f"recorded latency ({own})"
     assert _section(at).proto.expanded == (not torch.cuda.is_available())
 
 

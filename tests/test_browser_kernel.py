@@ -38,3 +38,22 @@ def test_inside_the_kernel_in_browser(server, page):
     expect(metric).to_contain_text("matches", timeout=30_000)
     no_exception(page)
     full_screenshot(page, SHOTS / "inside_the_kernel.png")
+
+
+@pytest.mark.parametrize("present", [False, True])
+def test_kernel_card_values_sit_on_one_line_at_1280(server, browser, present):
+    """Issue 27, review 3: in presentation mode at 1280x720 the "Block-table lookups"
+    label wrapped onto two lines, so its value sat a line lower than the other cards'.
+    Every card's label takes one line and the values share one baseline."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    page.goto(f"{server}/inside_the_kernel?{urlencode({'present': '1'} if present else {})}")
+    values = page.locator("[data-testid=stMetric] [data-testid=stMetricValue]")
+    expect(values).to_have_count(5, timeout=60_000)
+    expect(page.locator("[data-testid=stMetric]").filter(has_text="Error vs reference")).to_contain_text(
+        "matches", timeout=60_000)
+    settle(page)
+    tops = [values.nth(i).bounding_box()["y"] for i in range(5)]
+    assert max(tops) - min(tops) <= 1, (present, tops)
+    no_exception(page)
+    context.close()

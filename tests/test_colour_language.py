@@ -207,7 +207,7 @@ def kernel_page():
 def test_kernel_page_gives_each_meaning_its_own_palette():
     work, walk, softmax, merge = kernel_page()
     programs = next(t for t in work.data if t.name == "programs")
-    lines = [t.line.color for t in softmax.data if t.name.startswith("m (split")]
+    lines = [t.line.color for t in softmax.data if re.fullmatch(r"split \d+", t.name)]
     assert len(set(lines)) == 4
     assert_disjoint({
         "physical block id": colours(walk.data[0].marker.colorscale),

@@ -1,6 +1,6 @@
 """The draft tokens' tile figure of Inside the kernel (issue 25): one row per
 (token, head) of the tile, or per token past MAX_MASK_ROWS; each cell's state as
-the trace's mask says; the traced row outlined; the own-token diamonds on the
+the trace's mask says; the traced row outlined; the own-token rings on the
 staircase; its colours: greys for what is masked, the kept scores a colour no
 other meaning on the page has."""
 
@@ -56,7 +56,28 @@ def test_each_row_of_the_tile_and_each_cell_as_the_trace_masks_it():
     subtitle = fig.layout.title.subtitle.text.replace("<br>", " ")
     drawn = Mark("own token", diamonds.marker.symbol, diamonds.marker.color, diamonds.marker.line.color)
     assert f"{drawn.words} = the row's own token" in subtitle and "◆" not in subtitle
-    assert drawn.words == "white diamond outlined in black"
+    assert drawn.words == "black ring"
+
+
+def test_no_mark_symbol_means_two_things_across_pages():
+    """Issue 27, review 3: the causal mask's "row's own token" was a white diamond outlined in black,
+    the Block table and Serving pages' "shared block" mark. Every mark of every page is in
+    :data:`~explorer.marks.ALL_MARKS`, each with a symbol of its own, and the mask draws its own."""
+    from explorer import marks
+
+    defined = [v for v in vars(marks).values() if isinstance(v, marks.Mark)]
+    defined += [m for v in vars(marks).values() if isinstance(v, dict) for m in v.values() if isinstance(m, marks.Mark)]
+    assert set(defined) == set(marks.ALL_MARKS)
+    meanings: dict[str, set[str]] = {}
+    for mark in marks.ALL_MARKS:
+        meanings.setdefault(mark.symbol, set()).add(mark.name)
+    trace = drafts_trace()
+    fig = mask_figures.tile_mask_figure(trace.tile_rows, trace.mask, context_len=37, token=1, head=1)
+    (own,) = [t for t in fig.data if t.name == "own token"]
+    meanings.setdefault(own.marker.symbol, set()).add(own.name)
+    assert all(len(names) == 1 for names in meanings.values()), meanings
+    assert (own.marker.symbol, own.marker.color, own.marker.line.color) == (
+        marks.OWN_TOKEN_MARK.symbol, marks.OWN_TOKEN_MARK.fill, marks.OWN_TOKEN_MARK.line)
 
 
 def test_a_window_masks_cells_before_each_rows_window():

@@ -345,3 +345,37 @@ def test_sweep_latency_dodges_implementations_at_one_value_and_hovers_the_true_v
     assert len(dodge) == 3 and sum(dodge) == pytest.approx(0, abs=1e-6)  # centred on the true value
     gaps = [b - a for a, b in itertools.pairwise(dodge)]
     assert all(5 <= g <= 7 + 1e-6 for g in gaps), gaps  # apart, and only slightly
+
+
+def test_the_recorded_sweeps_skipped_points_rise_with_the_context():
+    """Review: the recorded H200 context sweep drew naive skipped at 512 tokens at a
+    predicted 129 ms (one cold probing call), measured 13.4 ms at 2,048, then skipped
+    at 8,192 at 53.5 ms. A prediction contradicting a measured point is drawn where the
+    cost model puts it from the measured points, and says so; the others as recorded."""
+    from explorer.bench.recorded import FOLDERS, load_recorded_set
+
+    rec = load_recorded_set(FOLDERS["sweep"] / "h200_2026-12-01_context_len.csv", "sweep")
+    fig = sweep_figures.sweep_latency_figure(rec.table)
+    (skipped,) = traces(fig, implementation="naive", kind="skipped")
+    (timed,) = traces(fig, implementation="naive", kind="timed")
+    skipped_at = dict(zip(skipped.customdata[:, 1].astype(float), skipped.y))
+    notes = {v: n.replace("<br>", " ") for v, n in zip(skipped.customdata[:, 1].astype(float), skipped.customdata[:, 0])}
+    assert all(len(line) <= sweep_figures.HOVER_CHARS for n in skipped.customdata[:, 0] for line in n.split("<br>"))
+    drawn = sorted([*skipped_at.items(), *zip(timed.customdata[:, 2], timed.y)])
+    assert [v for v, _ in drawn] == [512, 2048, 8192, 16384, 32768]
+    assert [y for _, y in drawn] == sorted(y for _, y in drawn), drawn  # rising with the context
+    assert "re-derived from the measured 2,048 point" in notes[512]
+    naive = rec.table[rec.table["implementation"] == "naive"].set_index("value")
+    assert all(skipped_at[v] == naive.loc[v, "predicted_ms"] and "re-derived" not in notes[v]
+               for v in (8192, 16384, 32768))  # consistent with the measured point: as recorded
+
+
+@pytest.mark.parametrize("values", [(512, 2048, 8192, 16384, 32768), (16, 37, 1500, 4096)])
+def test_the_grid_caption_writes_the_values_as_the_ticks_do(values):
+    """Review: a recorded sweep's x ticks read "2k, 8k, 16k, 32k" and its caption
+    "2,048, 8,192, 16,384, 32,768". The captions write the swept values as the ticks."""
+    from explorer.sweep import view
+
+    fig = sweep_figures.sweep_latency_figure(frame(values=values, skip_from=10**9))
+    caption = view.grid_caption(sweep_grid.GridPlan(values, 0, 2), "context_len", (), BASE)
+    assert caption.startswith(f"**{len(values)} points**: {', '.join(fig.layout.xaxis.ticktext)} · ")

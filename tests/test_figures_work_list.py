@@ -136,3 +136,39 @@ def test_work_list_figure_of_empty_contexts_says_so():
     config, plan, _, _, work = setup((0, 0))
     fig = work_list_figures.work_list_figure(work, config.lengths, 16)
     assert "empty" in fig.layout.annotations[0].text
+
+
+def test_blocks_before_the_window_are_the_tiles_charts_grey_and_named():
+    """Review 3 (issue 27, gpt-oss-20b): the blocks before the window of the traced row
+    showed its cream band (the traced outline's orange), unexplained; the tiles chart draws
+    them grey and names them. The work list draws them in that grey, as it looks over white,
+    and its subtitle names them."""
+    import re as regex
+
+    from explorer.kernel import figures as kernel_figures
+    from explorer.kernel.walk_layout import WINDOW_LABEL_BG
+
+    config = DecodeConfig(batch_size=2, context_lens=(240, 100), num_heads=4, num_kv_heads=2, head_dim=16,
+                          block_size=16, dtype="float32", window=64)
+    tables = assign_blocks(config)[0].numpy()
+    plan = kernel_view.launch_plan(config, tables)
+    work = kernel_view.work_list(plan, config.lengths, query_group_size=2, window_starts=config.window_starts)
+    fig = work_list_figures.work_list_figure(work, config.lengths, 16, highlight=0)
+    (band,) = [t for t in fig.data if t.name == kernel_figures.OUTSIDE_WINDOW]
+    skipped = [s // 16 for s in config.window_starts]
+    assert list(band.y) == [i for i, b in enumerate(skipped) if b] and list(band.x) == [b for b in skipped if b]
+    assert set(band.base) == {0}
+    # The tiles chart's band, its translucent fill over the white plot, is this grey.
+    walk = kernel_figures.kernel_walk_figure(
+        kernel_view.trace_row(config, tables, 0, 0, plan=plan).tiles, 240, 16, plan.block_n,
+        window_start=config.window_starts[0])
+    (fill,) = [t.fillcolor for t in walk.data if t.name == kernel_figures.OUTSIDE_WINDOW]
+    *rgb, alpha = (float(v) for v in regex.findall(r"[\d.]+", fill))
+    over_white = [255 - alpha * (255 - c) for c in rgb]
+    assert band.marker.color == WINDOW_LABEL_BG
+    drawn = [int(band.marker.color[i:i + 2], 16) for i in (1, 3, 5)]
+    assert all(abs(a - b) <= 1 for a, b in zip(drawn, over_white)), (drawn, over_white)  # 8-bit rounding
+    assert band.marker.color not in (work_list_figures.HIGHLIGHT_LINE, work_list_figures.HIGHLIGHT_FILL)
+    assert f"grey = {kernel_figures.OUTSIDE_WINDOW}" in fig.layout.title.subtitle.text.replace("<br>", " ")
+    plain = work_list_figures.work_list_figure(*setup((240, 100))[4:], (240, 100), 16, highlight=0)
+    assert all(t.name != kernel_figures.OUTSIDE_WINDOW for t in plain.data)

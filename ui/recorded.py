@@ -39,6 +39,7 @@ from explorer.bench.recorded_peers import (
 )
 from explorer.sweep import figures as sweep_figures
 from explorer.sweep.grid import AXES
+from explorer.sweep.naive_budget import checked_predictions
 from explorer.sweep.recorded import recorded_note, setting_differences, shared_points
 from paged_attention import DecodeConfig
 from paged_attention.result_files import KINDS
@@ -100,8 +101,8 @@ def show_recorded_pointer() -> None:
 
 
 def recorded_durations(kinds: Sequence[str] = BENCH_KINDS) -> list[float]:
-    """Every time (ms) the shipped sets of ``kinds`` hold, for the page to choose
-    its one unit (:func:`explorer.formatting.duration_unit`) from what it shows."""
+    """Every time (ms) the shipped sets of ``kinds`` hold, for the section to choose
+    its own unit (:func:`explorer.formatting.duration_unit`) from, whatever a live run's."""
     sets = recorded_sets(tuple(kinds))
     if isinstance(sets, str):
         return []
@@ -109,7 +110,7 @@ def recorded_durations(kinds: Sequence[str] = BENCH_KINDS) -> list[float]:
 
 
 def show_recorded(kinds: Sequence[str], config: DecodeConfig | None = None, *, mine: pd.DataFrame | None = None,
-                  expanded: bool = False, unit: str | None = None) -> None:
+                  expanded: bool = False) -> None:
     """The section, for the recorded sets of ``kinds``.
 
     Parameters
@@ -125,10 +126,6 @@ def show_recorded(kinds: Sequence[str], config: DecodeConfig | None = None, *, m
     expanded : bool
         Whether the expander starts open (on a CPU host, where these are the only
         GPU numbers).
-    unit : str, optional
-        The page's one unit of time (:func:`explorer.formatting.duration_unit` of
-        everything it shows: its live runs' times and these), for the section's
-        chart and tables alike; by default one chosen from the section's own times.
     """
     sets = recorded_sets(tuple(kinds))
     if isinstance(sets, str):
@@ -139,9 +136,9 @@ def show_recorded(kinds: Sequence[str], config: DecodeConfig | None = None, *, m
     if set(kinds) == set(SWEEP_KINDS):
         _show_sweeps(sets, mine)
         return
-    # One unit per quantity on a page (issue 27: the live run's cards read ms beside
-    # this chart's µs): the page's, where it gives one, else the section's own.
-    unit = unit or formatting.duration_unit(recorded_durations(kinds))
+    # The section's own unit, for its chart and tables alike, whatever a live run's: the
+    # recorded H200 times are µs, and a CPU run's ms turned them into ms (review 3).
+    unit = formatting.duration_unit(recorded_durations(kinds))
     with st.expander(f"{TITLE}: {sets[0].meta['gpu']} (recorded, not this machine)", expanded=expanded,
                      icon=":material/history:"):
         classic = [s for s in sets if s.kind == "classic"]
@@ -341,7 +338,7 @@ def _show_sweeps(sweeps: list[RecordedSet], mine: pd.DataFrame | None) -> None:
               else "Drawn alone: " + ("this session's sweep varies another axis." if mine is not None
                                       else "no sweep run here yet."))
     took = f", {formatting.format_duration(1000 * m['elapsed_s'])} in all" if "elapsed_s" in m else ""
-    st.caption(f"{AXES[rec.axis]} over {', '.join(f'{v:,}' for v in sorted(set(frame['value'])))}; "
+    st.caption(f"{AXES[rec.axis]} over {formatting.format_axis_values(sorted(set(frame['value'])))}; "
                + (f"{fixed}; " if fixed else "")
                + f"recorded with `{shown_command(m['command'])}`{took}. {beside}")
     both = pd.concat([mine, frame], ignore_index=True) if same_axis else frame
@@ -364,12 +361,16 @@ def _show_sweeps(sweeps: list[RecordedSet], mine: pd.DataFrame | None) -> None:
                       "was faster.")
         else:
             def values(f: pd.DataFrame) -> str:
-                return ", ".join(formatting.format_number(v) for v in sorted(set(f["value"].astype(float))))
+                return formatting.format_axis_values(sorted(set(f["value"].astype(float))))
 
             st.caption(f"No time ratio: the two sweeps share no measured {AXES[rec.axis].split(' (')[0]} "
                        f"(recorded: {values(frame)}; this session: {values(mine)}).")
     skipped = int((frame["status"] == "skipped").sum())
+    _, rederived = checked_predictions(frame)
     st.caption(f"{formatting.count(len(frame), 'recorded row')}"
                + (f"; {skipped} naive {'point' if skipped == 1 else 'points'} over the "
                   f"{m.get('naive_budget_s', '?')} s budget, drawn at the predicted time" if skipped else "")
+               + (f" ({rederived} of them re-derived from the measured points by the cost model: the recorded "
+                  "prediction, from one probing call, contradicts a measured point; the CSV keeps it)"
+                  if rederived else "")
                + f". {m.get('harness', '')}".rstrip())

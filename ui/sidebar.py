@@ -69,6 +69,8 @@ _LOADED = "sb_loaded_from_url"
 _NOTES = "sb_url_notes"
 _RESULT = "sb_result"
 _PAGE = "sb_url_page"  # the URL path of the page this run draws
+#: Pages that build their own batch and pool: the sidebar's Memory box says it is not theirs.
+OWN_BATCH_PAGES = ("serving_simulation",)
 #: The open page's own URL values, as the session's first URL held them, until the page reads them:
 #: ``(page path, {url name: text})``.
 _PAGE_QUERY = "sb_url_page_query"
@@ -367,7 +369,7 @@ def render_sidebar(page: str | None = None) -> SidebarResult:
                 config = settings.config()
             except ValueError as exc:
                 error = str(exc)
-        _memory_readout(config)
+        _memory_readout(config, page)
 
     ss[_LOADED] = True
     _write_url(settings)
@@ -410,8 +412,11 @@ def _attention_controls() -> None:
                        "so a head can give little weight to every token (gpt-oss); here drawn at random")
 
 
-def _memory_readout(config: DecodeConfig | None) -> None:
+def _memory_readout(config: DecodeConfig | None, page: str | None = None) -> None:
     st.subheader("Memory")
+    if page in OWN_BATCH_PAGES:  # its own pool, block size and batch beside these numbers (review 3)
+        st.caption(":material/info: Of the sidebar's batch and block size, which the other pages use: "
+                   "this page simulates a pool, block size and batch of its own, set on the page.")
     if config is None:
         st.caption("No valid configuration.")
         return

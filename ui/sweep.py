@@ -38,7 +38,7 @@ import torch
 from explorer.page_urls import read_page
 from explorer.sweep import grid as sweep_grid
 from explorer.sweep import view
-from explorer.sweep.naive_budget import after_probe, naive_cost, naive_plan
+from explorer.sweep.naive_budget import after_probe, naive_cost, naive_plan, probe_ms
 from explorer.sweep.runs import SweepJob, result_row, status_row
 from explorer.sweep.token_figures import sweep_per_token_figure
 from paged_attention import DecodeConfig, prepare
@@ -158,14 +158,10 @@ def _free_bytes(config: DecodeConfig) -> int | None:
 
 
 def _probe_ms(slot, config: DecodeConfig, budget_s: float) -> float:
-    """Milliseconds of one naive call at ``config``: the faster of two, since a
-    process's first call pays one-time costs; one only, if it alone is over budget."""
+    """Milliseconds of one naive call at ``config`` (:func:`~explorer.sweep.naive_budget.probe_ms`)."""
     inputs, _ = slot.get(config)
     run = prepare("naive", *inputs.args(), **inputs.kwargs())
-    first = time_calls(run, device=inputs.query.device, warmup=0, iters=1)[0]
-    if first > budget_s * 1e3:
-        return first
-    return min(first, time_calls(run, device=inputs.query.device, warmup=0, iters=1)[0])
+    return probe_ms(lambda: time_calls(run, device=inputs.query.device, warmup=0, iters=1)[0], budget_s=budget_s)
 
 
 def run_next_point(job: SweepJob, owner: str | None = None) -> None:

@@ -76,7 +76,7 @@ def show_cards(cards: list[Card], columns=None, *, border: bool = False, gap: st
             key = "cards_" + "_".join(re.sub(r"\W+", "", card.label)[:12] for card in cards)
             parent = parent.container(key=key)
             parent.html(f"<style>.st-key-{key} :is([data-testid=stMetricValue], [data-testid=stMetricValue] p) "
-                        f"{{ font-size: {2.25 * scale:.3f}rem; }}</style>")
+                        f"{{ font-size: {round(2.25 * scale, 3)}rem; }}</style>")
         columns = parent.columns(widths, gap=gap)
     for col, card in zip(columns, cards):
         col.metric(card.label, card.value, card.delta, help=card.help, delta_color=card.color,

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from explorer.bench.readouts import host_overhead_ms, rank, step_bytes_text
 from explorer.bench.view import percent, rank_words
-from explorer.category_ticks import SOFT_HYPHEN, add_label_row, label_row_px, set_category_ticks
+from explorer.category_ticks import SOFT_HYPHEN, add_label_row, label_row_px, log_ticks, set_category_ticks
 from explorer.formatting import (
     LOG_TICK_D3,
     MS_D3,
@@ -164,6 +164,9 @@ def overhead_figure(results: Sequence, unit: str = "ms") -> go.Figure:
 
 #: Colour of the stems from the 1× line and of the p20-p80 range bars on the speedup chart.
 _STEM_COLOR, _RANGE_COLOR = "#CBD5E1", "rgba(100, 116, 139, 0.35)"
+#: Decades of the speedup axis beyond its farthest value from 1×, each side, and
+#: the least it reaches from 1× (0.316× to 3.16×) when all are near parity.
+_SPEEDUP_MARGIN, _SPEEDUP_MIN_REACH = 0.3, 0.5
 
 
 def speedup_figure(results: Sequence, baseline: str = "naive") -> go.Figure:
@@ -178,10 +181,11 @@ def speedup_figure(results: Sequence, baseline: str = "naive") -> go.Figure:
     "baseline"), not a ratio below 1 for a slowdown. They are written in a row over
     the plot, each over its implementation (:func:`~explorer.category_ticks.add_label_row`:
     staggered on two rows where they are wider than an implementation's share):
-    beside the dots, five labels at presentation size ran into each other. The axis turns logarithmic when
-    the speedups span more than 30×, where a bar from the bottom of the axis
-    would have a length that means nothing, and a stem from 1× still reads as
-    "how many times faster or slower".
+    beside the dots, five labels at presentation size ran into each other. The axis is
+    logarithmic and centred on 1× (as far below as above, in decades, covering every
+    speedup and range): "n× faster" and "n× slower" stand as far from parity, and a
+    stem from 1× reads as "how many times faster or slower" (a linear axis drew a
+    0.27× dot on its 0 line).
 
     Returns
     -------
@@ -241,7 +245,6 @@ def speedup_figure(results: Sequence, baseline: str = "naive") -> go.Figure:
         )
     )
     fig.add_hline(y=1, line=dict(color="#9CA3AF", dash="dash", width=1))
-    log = bool(finite) and max(finite) / min(finite) > 30
     # "indistinguishable" may break where it is wider than two implementations' shares.
     row = [t.replace("indistinguishable", f"indistin{SOFT_HYPHEN}guishable") for t in texts]
     above = label_row_px(row)  # the figure grows by the row: the plot keeps its height
@@ -249,11 +252,12 @@ def speedup_figure(results: Sequence, baseline: str = "naive") -> go.Figure:
                 "median call latency; bar: p20-p80 range (across 1×: indistinguishable)",
                 height=round(360 + above), above_plot=above)
     add_label_row(fig, labels, row, [impl_color(r.name) for r in results], name="speedup label")
-    fig.update_yaxes(title="speedup (×)", type="log" if log else "linear")
-    if log:
-        log_axis_range(fig, [*finite, *spans, 1.0], 0.3, 0.3)
-    else:
-        fig.update_yaxes(range=[0, max([*finite, *spans, 1.0]) * 1.1])
+    # Always log, centred on 1×: "n× faster" and "n× slower" the same distance from parity
+    # (review 3: a linear 0-20 axis left a 0.27× dot on the 0 line, other runs drew a log one).
+    reach = max([abs(math.log10(v)) for v in [*finite, *spans]], default=0) + _SPEEDUP_MARGIN
+    reach = max(reach, _SPEEDUP_MIN_REACH)
+    fig.update_yaxes(title="speedup (×)", type="log", range=[-reach, reach])
+    _spaced_log_ticks(fig)
     fig.update_layout(showlegend=False)
     fig.update_xaxes(showgrid=False)
     set_category_ticks(fig, labels)
@@ -391,5 +395,19 @@ def history_figure(history: Sequence, unit: str = "ms") -> go.Figure:
     fig.update_layout(scattermode="group", scattergap=0.25)
     fig.update_yaxes(title=f"median latency ({unit})", type="log", tickformat=LOG_TICK_D3)  # "1,000", as the tables
     log_axis_range(fig, [in_unit(r.median_ms, unit) for h in history for r in h.results], 0.3, 0.4)
+    _spaced_log_ticks(fig)
     fig.update_xaxes(title="run", type="category", showgrid=False)
     return fig
+
+
+def _spaced_log_ticks(fig: go.Figure) -> None:
+    """Label the log y axis of ``fig`` at 1, 2 and 5 times each power of ten, or at whole
+    decades where those would not stay apart on its plot's height
+    (:func:`~explorer.category_ticks.log_ticks`), as the latency chart's: on a span
+    under two decades Plotly labelled every 2, 3 ... 9, piled on one another at
+    presentation size (review 3: 20, 30 ... 90, 100, 200 ... 800 on the run history)."""
+    span = fig.layout.yaxis.range
+    if span is None:
+        return
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    fig.update_yaxes(dtick=None, **log_ticks(*span, plot_px, mantissas=((1,), (1, 2, 5))))

@@ -324,12 +324,19 @@ POOL_MARK_PLACES = {"partial": ("top-right", 7), "taken": ("top-left", 8), "recy
 POOL_MARK_GAP_PX, MIN_POOL_MARK_PX = 2, 4
 
 
-def place_pool_marks(fig: go.Figure, n_rows: int, n_cols: int, plot_w: float, plot_h: float, digits: int) -> None:
+def place_pool_marks(fig: go.Figure, n_rows: int, n_cols: int, plot_w: float, plot_h: float, digits: int,
+                     *, inset: float = 0.0) -> None:
     """Put the pool's marks (traces with ``meta["mark"]``, a key of :data:`POOL_MARK_PLACES`,
     ``customdata[:, 0]`` their block ids) in their corners of cells ``plot_w / n_cols`` by
     ``plot_h / n_rows`` px (plot area at the scale of now, its pad included), sized by
-    :func:`~explorer.marks.corner_fit` clear of ``digits`` of id text (0: none written)."""
+    :func:`~explorer.marks.corner_fit` clear of ``digits`` of id text (0: none written).
+    ``inset`` > 0: in the cell as drawn (the heatmap's gaps off) and that share of its width
+    from its left and right edges, so that two cells' marks side by side do not read as a pair."""
     cell_w, cell_h = plot_w / (n_cols + 2 * GRID_PAD), plot_h / (n_rows + 2 * GRID_PAD)
+    pitch_w, pitch_h = cell_w, cell_h
+    if inset > 0:
+        heat = fig.data[0]
+        cell_w, cell_h = cell_w - (heat.xgap or 0), cell_h - (heat.ygap or 0)
     font = font_px("cell")
     text_w, text_h = (digits * TEXT_CHAR_WIDTH * font, font) if digits else (0.0, 0.0)
     small = n_rows * n_cols <= 5000
@@ -340,9 +347,10 @@ def place_pool_marks(fig: go.Figure, n_rows: int, n_cols: int, plot_w: float, pl
         corner, most = POOL_MARK_PLACES[key]
         dx, dy, size = corner_fit(cell_w, cell_h, text_w, text_h, symbol=t.marker.symbol, line=t.marker.line.width or 0,
                                   margin=scaled(POOL_MARK_GAP_PX), floor=scaled(MIN_POOL_MARK_PX),
-                                  most=scaled(most if small else 5), corner=corner, shared=True)
+                                  most=scaled(most if small else 5), corner=corner, shared=True,
+                                  side_margin=inset * cell_w if inset > 0 else None)
         t.marker.size = size
         if t.customdata is None or not len(t.customdata):
             continue
         blocks = np.asarray(t.customdata, dtype=np.int64)[:, 0]
-        t.x, t.y = blocks % n_cols + dx / cell_w, blocks // n_cols + dy / cell_h
+        t.x, t.y = blocks % n_cols + dx / pitch_w, blocks // n_cols + dy / pitch_h

@@ -30,9 +30,11 @@ from explorer.category_ticks import first_block_ticks
 from explorer.formatting import count, line_count
 from explorer.limits import MAX_POOL_CELLS, MAX_STEPPED_REFS
 from explorer.marks import POOL_CHANGE_MARKS
+from explorer.panel_layout import origin_clear_range
 from explorer.style import (
     FREE_COLOR,
     FULL_FIGURE_PX,
+    FULL_PLOT_WIDTH_PX,
     NARROW_FIGURE_PX,
     OTHER_COLOR,
     REF_COUNT_COLORS,
@@ -348,7 +350,11 @@ def sharing_timeline_figure(metrics, step: int | None = None, num_blocks: int | 
     apply_style(fig, f"Blocks in use: with {kind} against without", subtitle, height=360,
                 width_px=FULL_FIGURE_PX)  # across the page
     top = max(num_blocks or 0, int(unshared.max(initial=0)), 1)
-    fig.update_xaxes(title="decode step", **integer_ticks(x.min(initial=0), x.max(initial=0)))
+    ticks = integer_ticks(x.min(initial=0), x.max(initial=0))
+    # The step axis starts a little left of step 0: its "0" clear of the y axis's "0" (review 3).
+    fig.update_xaxes(title="decode step", range=origin_clear_range(
+        x.min(initial=0), x.max(initial=0), ticks["tickvals"][0], ticks["ticktext"][0],
+        plot_width_px(FULL_PLOT_WIDTH_PX)), **ticks)
     fig.update_yaxes(title="physical blocks", rangemode="tozero", **integer_ticks(0, top, 220))
     fig.update_layout(hovermode="x unified")
     return fig

@@ -15,7 +15,7 @@ from plotly.colors import sample_colorscale
 from explorer.cache.cell_style import BLOCK_KEY, colorbar_title, legend_key
 from explorer.category_ticks import set_category_ticks
 from explorer.formatting import RATIO_D3, SIG3_D3, TRACE_D3, count, format_percent, sig3
-from explorer.kernel.merge_layout import MERGE_GAP, panel_px, tick_gap_px, value_label_px
+from explorer.kernel.merge_layout import MERGE_GAP, max_line_segments, panel_px, tick_gap_px, value_label_px
 from explorer.kernel.walk_layout import WALK_PLOT_PX, set_walk_margins, walk_ids_fit, walk_labels, window_label
 from explorer.legend_layout import fit_legend
 from explorer.limits import MAX_SPLIT_LEGEND, MAX_WALK_SEGMENTS, MAX_WALK_TEXT
@@ -36,6 +36,8 @@ OUTPUT_STAR_ROOM = 0.04
 _CHAR_WIDTH = 0.62
 #: The output's star: its size (px).
 _STAR_SIZE = 14
+#: The sink bracket's caps (px): the marker at each end of its segment, l and l + the sink's term.
+_SINK_CAP = 12
 #: The attention sink's colour (its bar in the merge, its term in the denominator): the
 #: page's ink, as the output's star and the merge's max-m line, named by its label;
 #: 20+ CIEDE2000 from every split colour (amber #B45309 came 16 from a split's brown).
@@ -260,12 +262,13 @@ def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: f
     l_final, sink_term : float, optional
         With attention sinks: the finished row's denominator before the sink (on
         the common max) and the sink's term, drawn as a segment from ``l_final``
-        to ``l_final + sink_term`` at the end of the context (trace ``"sink"``).
+        to ``l_final + sink_term`` at the end of the context (trace ``"sink"``, a bracket).
 
     Returns
     -------
     go.Figure
-        Per split: traces ``"m (split s)"``, ``"tile max (split s)"``,
+        Per split: traces ``"split s"`` (its running max ``m``, and its legend entry: the colour
+        is the split's in all three panels), ``"tile max (split s)"``,
         ``"l (split s)"``, ``"error vs final (split s)"``, ``"error vs split
         (split s)"`` (``x`` = ``token_end``; NaN errors are gaps); then
         ``"output"`` (the star, ``y`` = ``final_error``) when it is given.
@@ -299,7 +302,8 @@ def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: f
         who = f"{name}: " if num_splits > 1 else ""
         x = part["token_end"].to_numpy(float)
         fig.add_trace(go.Scatter(
-            x=x, y=part["m"].to_numpy(float), name="m" + sfx, mode="lines+markers", line=dict(color=color, shape="hv", width=2),
+            # Named by its split alone: its legend entry's colour is the split's in all three panels.
+            x=x, y=part["m"].to_numpy(float), name=name, mode="lines+markers", line=dict(color=color, shape="hv", width=2),
             marker=dict(size=6, color=color), legendgroup=f"s{s}", showlegend=legend,
             customdata=np.stack([part["tile"].to_numpy(), part["alpha"].to_numpy(float)], axis=-1),
             hovertemplate=who + "after tile %{customdata[0]} (tokens < %{x:,}): m = %{y:" + TRACE_D3 + "}"
@@ -331,7 +335,9 @@ def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: f
     if sink_term > 0 and l_final is not None:
         fig.add_trace(go.Scatter(
             x=[x_end, x_end], y=[l_final, l_final + sink_term], name="sink", mode="lines+markers+text",
-            line=dict(color=SINK_COLOR, width=3), marker=dict(size=[6, 10], color=SINK_COLOR, symbol="diamond"),
+            line=dict(color=SINK_COLOR, width=3),
+            # One mark at both ends, a bracket's caps (a small and a large diamond read as a glitch, issue 27).
+            marker=dict(size=_SINK_CAP, symbol="line-ew", line=dict(color=SINK_COLOR, width=3)),
             text=["", "+ sink"], textposition="middle left", textfont=dict(size=font_px("label")), showlegend=False,
             hovertemplate="the denominator: l = %{customdata[0]:" + TRACE_D3 + "} (all splits, on the common max)<br>+ the sink's "
             "term 2^(sink − m) = %{customdata[1]:" + TRACE_D3 + "}<extra></extra>", customdata=[[l_final, sink_term]] * 2,
@@ -436,7 +442,7 @@ def split_merge_figure(splits, *, sink_m: float | None = None, sink_share: float
         custom = np.vstack([custom, [math.nan, 2.0 ** (sink_m - float(m.max())), -1, -1]])
         m, share = np.append(m, sink_m), np.append(share, 100 * sink_share)
     m_text, share_text = [sig3(v) for v in m], [format_percent(v / 100) for v in share]
-    # Values above the bars where they fit a bar's slot at the size of now, drawn
+    # Values above the bars, every one, where they fit a bar's slot at the size of now, drawn
     # whole (constraintext="none": uniformtext hid what was wider than its bar);
     # the hover has them otherwise.
     slot = merge_panel_px() / max(n, 1)
@@ -449,7 +455,6 @@ def split_merge_figure(splits, *, sink_m: float | None = None, sink_share: float
     fig.add_trace(go.Bar(
         x=x, y=m, name="m", marker=dict(color=colors, line=dict(width=0.5 if outlined else 0)), customdata=custom,
         text=m_text, textposition="outside", cliponaxis=False, constraintext="none",
-        insidetextanchor="end",
         hovertemplate="%{x} (tokens %{customdata[2]}–%{customdata[3]})<br>m = %{y:" + TRACE_D3 + "}, l = %{customdata[0]:" + TRACE_D3 + "}"
         "<br>merge weight w = 2^(m − max m) = %{customdata[1]:" + RATIO_D3 + "}<extra></extra>",
     ), row=1, col=1)
@@ -459,11 +464,6 @@ def split_merge_figure(splits, *, sink_m: float | None = None, sink_share: float
         text=share_text, textposition="outside", cliponaxis=False, constraintext="none",
         hovertemplate="%{x}: %{y:" + SIG3_D3 + "}% of Σ w·l<br>w = %{customdata[1]:" + RATIO_D3 + "}, l = %{customdata[0]:" + TRACE_D3 + "}<extra></extra>",
     ), row=1, col=2)
-    if n:
-        # Named in the panel's title, above the plot: a label on the line, or "max"
-        # over the largest bar's value, sat on that bar's value label.
-        fig.add_hline(y=float(m[: len(splits)].max()), line=dict(color="#111827", dash="dot", width=1), row=1, col=1,
-                      layer="below")  # under the bars' value labels it crosses
     subtitle = ("out = Σ w·acc / Σ w·l with w = 2^(m − max m); each split rescaled to the common max"
                 if sink_m is None else "out = Σ w·acc / (Σ w·l + 2^(sink − max m)): the sink joins the denominator")
     apply_style(fig, "Merging the splits", subtitle, height=400, above_plot=16)  # + the panel titles
@@ -478,13 +478,14 @@ def split_merge_figure(splits, *, sink_m: float | None = None, sink_share: float
     fig.update_yaxes(ticklabelstandoff=tick_gap_px(font_px("tick")))  # the first bar's value label clear of them
     fig.update_yaxes(title="m (log2 units)", range=[bottom, top], row=1, col=1)
     fig.update_yaxes(title="% of softmax mass", range=[0, max([*share, 1]) * 1.2], row=1, col=2)
-    # A label over a bar just under the max would sit on the dotted line ("3.62"
-    # under "3.66"): it goes inside its bar's top instead, where the bar holds it.
-    label_data = (font_px("cell") * 1.3 + scaled(4)) * (top - bottom) / plot_area_height(400, subtitle, 16)
-    if m_text is not None and n:
+    if n:
+        # The max m, dotted: named in the panel's title, above the plot (a label on the line, or
+        # "max" over the largest bar's value, sat on that bar's value label).
+        label_data = (font_px("cell") * 1.3 + scaled(4)) * (top - bottom) / plot_area_height(400, subtitle, 16)
         line = float(m[: len(splits)].max())
-        inside = [line - label_data < v < line and v >= label_data for v in m]
-        fig.data[0].textposition = ["inside" if i else "outside" for i in inside]
+        for x0, x1 in max_line_segments(m, line, m_text, slot, label_data, font_px("cell"), scaled(4)):
+            fig.add_shape(type="line", x0=x0, x1=x1, y0=line, y1=line, xref="x", yref="y", layer="below",
+                          line=dict(color="#111827", dash="dot", width=1), name="max m")
     numbered = n <= 16 and all(re.fullmatch(r"split \d+|sink", t) for t in x)
     for col in (1, 2):  # upright: Plotly tilted "split 0", "split 1", ... at presentation size
         if numbered:  # the split's number under its bar, "split" once under the axis: one row at any size

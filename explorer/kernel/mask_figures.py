@@ -13,8 +13,16 @@ from explorer.formatting import count
 from explorer.kernel.tile_rows import MASK_STATES, new_token_tiles
 from explorer.kernel.work_list_figures import HIGHLIGHT_LINE
 from explorer.limits import MAX_MASK_ROWS
-from explorer.marks import Mark
-from explorer.style import UNALLOCATED_COLOR, apply_style, cell_gaps, integer_ticks, no_data_figure, plot_area_height
+from explorer.marks import OWN_TOKEN_MARK
+from explorer.style import (
+    UNALLOCATED_COLOR,
+    apply_style,
+    cell_gaps,
+    integer_ticks,
+    no_data_figure,
+    plot_area_height,
+    scaled,
+)
 
 #: One colour per state of a score: kept has a colour of its own; masked and
 #: unloaded lanes are greys, as masked lanes are everywhere on the page.
@@ -32,10 +40,6 @@ MASK_KEY = "colour = what the row does with the score"
 #: Height of a drawn row (px) while few, and the least it shrinks to.
 _ROW_PX, _MIN_ROW_PX = 26, 9
 
-
-#: A row's own token on the causal mask: the subtitle names it by the words of the
-#: mark drawn (a "◆" glyph said filled black over a white diamond, issue 27).
-OWN_TOKEN_MARK = Mark("own token", "diamond", "#FFFFFF", "#111827")
 
 def _drawn_rows(tile_rows, query_len: int) -> tuple[list[str], list[int], list[tuple[int, ...]]]:
     """The rows the figure draws: labels, the query token of each, and the tile rows
@@ -62,7 +66,7 @@ def tile_mask_figure(
     tokens up to the context's end (the lanes past it load nothing: the subtitle
     says which), each cell coloured by what the row does with that score
     (:data:`STATE_COLORS`): token ``t`` scores the positions up to its own (a
-    diamond) and masks the later new tokens', so the kept cells form a staircase.
+    ring, :data:`~explorer.marks.OWN_TOKEN_MARK`) and masks the later new tokens', so the kept cells form a staircase.
     The traced row (``token``, ``head``) is outlined.
 
     Parameters
@@ -80,7 +84,7 @@ def tile_mask_figure(
         Trace 0: the heatmap (``x`` = positions, ``y`` = row labels, ``z`` = the
         index of each cell's state in :data:`~explorer.kernel.tile_rows.MASK_STATES`,
         ``meta`` = ``{"tiles": [(split, tile), ...], "rows": [tile rows per drawn row]}``);
-        ``"own token"``: a diamond at each drawn row's own position; then a legend
+        ``"own token"``: a ring at each drawn row's own position; then a legend
         square per state present. The traced row's outline is a shape named
         ``"traced row"``.
     """
@@ -120,8 +124,8 @@ def tile_mask_figure(
     own = [(context_len - query_len + t, label) for t, label in zip(tokens, labels)]
     fig.add_trace(go.Scatter(
         x=[p for p, _ in own], y=[label for _, label in own], mode="markers", name="own token", showlegend=False,
-        marker=dict(symbol=OWN_TOKEN_MARK.symbol, size=7, color=OWN_TOKEN_MARK.fill,
-                    line=dict(color=OWN_TOKEN_MARK.line, width=1.2)),
+        marker=dict(symbol=OWN_TOKEN_MARK.symbol, size=scaled(9), color=OWN_TOKEN_MARK.fill,
+                    line=dict(color=OWN_TOKEN_MARK.line, width=scaled(2))),
         hovertemplate="%{y}: its own position %{x:,}<extra></extra>",
     ))
     for state in MASK_STATES:

@@ -1,7 +1,8 @@
 """The split merge's layout (:func:`explorer.kernel.figures.split_merge_figure`):
 its panels' widths as Chromium draws them at 1280 px, in either mode, and the
 width of a bar's value label, so that the figure knows what fits a bar's slot, and
-the gap of the kernel charts' y tick labels (:func:`tick_gap_px`)."""
+the gap of the kernel charts' y tick labels (:func:`tick_gap_px`), and its dotted max-m
+line, broken under the value labels it would cross (:func:`max_line_segments`)."""
 
 from __future__ import annotations
 
@@ -42,3 +43,36 @@ def tick_gap_px(tick_px: float) -> int:
     """The gap (px) between tick labels of ``tick_px`` and their plot: :data:`TICK_GAP` of
     their size, so that it grows with the text (Plotly's ``ticklabelstandoff``)."""
     return math.ceil(TICK_GAP * tick_px)
+
+
+def max_line_segments(m, line: float, texts: list[str] | None, slot: float, label_data: float, size: float,
+                      pad: float) -> list[tuple[float, float]]:
+    """The segments of the merge's dotted max-m line across the left panel, under the bars (their value
+    labels all above them, one rule: some inside, some above read as two, issue 27 review 3): broken where
+    it would cross a value label (a bar just under the max: "3.62" under "3.66").
+
+    Parameters
+    ----------
+    m : array of float
+        The bars' heights, one a category (the line spans ``-0.5`` to ``len(m) - 0.5``).
+    line : float
+        The max m, the line's height.
+    texts : list of str or None
+        The bars' value labels (None: none written, the line unbroken).
+    slot, label_data : float
+        A bar's slot (px) and a label's height over its bar's end (data units).
+    size, pad : float
+        The labels' font size and the room left either side of a label (px).
+
+    Returns
+    -------
+    list of (float, float)
+        Each segment's ``(x0, x1)`` in category units, left to right.
+    """
+    gaps = []
+    for i, v in enumerate(m):
+        if texts is not None and v < line < max(v, 0.0) + label_data:
+            half = (value_label_px(texts[i], size) / 2 + pad) / slot
+            gaps.append((i - half, i + half))
+    edges = [-0.5, *(e for gap in gaps for e in gap), len(m) - 0.5]
+    return [(x0, x1) for x0, x1 in zip(edges[::2], edges[1::2]) if x1 > x0]

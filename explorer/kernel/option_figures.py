@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.formatting import TRACE_D3, format_number
+from explorer.formatting import TRACE_D3, count, format_number
 from explorer.style import LINE_HEIGHT, apply_style, font_px, integer_ticks, no_data_figure, plot_area_height, scaled
 
 #: The raw logits' colour (grey: what the kernel computes but does not use).
@@ -61,7 +61,8 @@ def logits_figure(logits, soft_cap: float | None) -> go.Figure:
             x=x, y=capped, name="soft-capped", mode="markers", marker=dict(size=5, color=CAPPED_COLOR),
             hovertemplate="token %{x:,}: cap·tanh(s / cap) = %{y:" + TRACE_D3 + "}<extra>soft-capped</extra>"))
     over = int((np.abs(raw) > soft_cap).sum()) if soft_cap is not None else 0
-    subtitle = (f"dotted = ±cap; the online softmax uses the soft-capped logits; {over:,} raw lie past the cap"
+    subtitle = (f"dotted = ±cap; the online softmax uses the soft-capped logits; {count(over, 'raw logit')} "
+                f"{'lies' if over == 1 else 'lie'} past the cap"
                 if soft_cap is not None else "no soft-cap: the online softmax uses these")
     apply_style(fig, title, subtitle, height=HEIGHT)
     if soft_cap is not None:

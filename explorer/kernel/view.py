@@ -419,7 +419,7 @@ def trace_cards(tiles: pd.DataFrame, splits: pd.DataFrame, num_splits: int, cont
     return [
         Card("Tokens", format_number(context_len), help=f"{count(cdiv(context_len, block_size), 'block')} of {block_size}"),
         Card("Tiles walked", format_number(len(tiles)), help="online-softmax updates, all splits together"),
-        Card("Block-table lookups", format_number(int(tiles["table_lookups"].sum())),
+        Card("Table lookups", format_number(int(tiles["table_lookups"].sum())),
              help="one per block: a tile loads each of its blocks' table entries once; later subtiles reuse it"),
         merged,
         Card("Error vs reference", sig3(error), "matches" if ok else "MISMATCH",

@@ -13,6 +13,8 @@ from plotly.colors import sample_colorscale
 
 from explorer.cache.sampling import sample_grid
 from explorer.formatting import count
+from explorer.kernel.figures import OUTSIDE_WINDOW
+from explorer.kernel.walk_layout import WINDOW_LABEL_BG
 from explorer.limits import MAX_WORK_ROWS
 from explorer.style import (
     FULL_FIGURE_PX,
@@ -83,8 +85,11 @@ def work_list_figure(
         (:data:`~explorer.style.LAUNCH_ORDER_COLORSCALE`); ``"prefix pass"``: the
         shared-prefix programs' pieces on every member's row, labelled ``P`` and
         their order; ``"empty programs"``: markers for programs with no blocks (a
-        sequence read whole by the prefix pass, or an empty one). The y axis's
-        tick labels name the sequences.
+        sequence read whole by the prefix pass, or an empty one);
+        :data:`~explorer.kernel.figures.OUTSIDE_WINDOW`: grey bars over the blocks
+        before a row's first read one (a sliding window's), the tiles chart's grey
+        band as drawn (:data:`~explorer.kernel.walk_layout.WINDOW_LABEL_BG`). The
+        y axis's tick labels name the sequences.
     """
     fig = go.Figure()
     lens = [int(n) for n in context_lens]
@@ -129,6 +134,18 @@ def work_list_figure(
             "%{customdata[5]} sequences<br>shared blocks %{customdata[3]}–%{customdata[4]}, partial slot "
             "%{customdata[2]}<extra></extra>",
         ))
+    # The blocks before a row's first read one (a sliding window's): grey as on the tiles chart
+    # (the traced row's cream band showed through them unexplained, issue 27 review 3).
+    first = drawn[full].groupby("seq")["first_block"].min()
+    first = first[first > 0]
+    if len(first):
+        fig.add_trace(go.Bar(
+            orientation="h", y=first.index.map(row_of).to_numpy(), base=np.zeros(len(first)), x=first.to_numpy(),
+            name=OUTSIDE_WINDOW, marker=dict(color=WINDOW_LABEL_BG, line=dict(color="white", width=1)),
+            customdata=np.column_stack([first.index.to_numpy(), first.to_numpy() - 1]),
+            hovertemplate="sequence %{customdata[0]}: blocks 0–%{customdata[1]}, outside the window: not read"
+            "<extra></extra>",
+        ))
     empty = own & ~full
     if empty.any():
         fig.add_trace(go.Scatter(
@@ -153,6 +170,8 @@ def work_list_figure(
                 "program reads; colour and number = launch order (dark first)")
     if pre.any():
         subtitle += "; hatched P# = a prefix-pass program, one read for its group"
+    if len(first):
+        subtitle += f"; grey = {OUTSIDE_WINDOW}"
     if note:
         subtitle += f"; {note}"
     row_px = max(_MIN_ROW_PX, min(_ROW_PX, 700 / max(len(rows), 1)))

@@ -52,8 +52,6 @@ RUNNING_COLOR = "#005048"  # deep teal, a line only
 #: The metric lines, by trace name.
 METRIC_COLORS = {"blocks in use": POOL_COLOR, "wasted slots": WASTE_COLOR, "running": RUNNING_COLOR,
                  "waiting": WAITING_COLOR}
-
-
 #: What :func:`serving_pool_figure` colours the pool by.
 POOL_COLOR_MODES = ("sequence", "reference count")
 
@@ -64,10 +62,9 @@ def check_color_by(color_by: str) -> None:
         raise ValueError(f"color_by must be one of {', '.join(POOL_COLOR_MODES)}; got {color_by!r}")
 
 
-#: The pool's legend, read from the back of a room: its font (px) at scale 1. At
-#: the presentation scale (19.5 px) two entries of :data:`LEGEND_NAME_CHARS` still
-#: share a row of the narrowest column: a legend of one entry a row (22.5 px, 15
-#: at scale 1) stood taller than the grid.
+#: The pool's legend, read from the back of a room: its font (px) at scale 1. At the presentation scale
+#: (19.5 px) two entries of :data:`LEGEND_NAME_CHARS` still share a row of the narrowest column: a legend
+#: of one entry a row (22.5 px, 15 at scale 1) stood taller than the grid.
 POOL_LEGEND_FONT = 13
 #: The most characters of a name in the pool's legend ("copy-on-write", "partly
 #: filled", "+12 sequences"); the caption under the pool says the rest.
@@ -77,6 +74,8 @@ LEGEND_NAME_CHARS = 13
 POOL_LEGEND_SEQUENCES = 4
 #: Pixels of one row of the pool's grid, and the least and most its plot area takes.
 POOL_ROW_PX, MIN_POOL_PLOT_PX, MAX_POOL_PLOT_PX = 28, 200, 560
+#: Share of a pool cell's width its marks keep from its sides (review 3: two cells' marks read as a pair).
+POOL_MARK_INSET = 0.15
 #: The narrowest the pool is drawn (its column on a 1280 px page): the plot area's
 #: width in px, which is also the most a row of its legend takes.
 _NARROW_PLOT_PX = 380
@@ -260,10 +259,11 @@ def _pool_layout(fig: go.Figure, n_rows: int, n_cols: int, num_blocks: int,
     # The pool's own column, not the Block table page's narrower one its base figure assumes.
     fits = heat.text is not None and cell_text_fits(n_rows, n_cols, digits, plot_width, plot_px)
     heat.texttemplate = "%{text}" if fits else None
-    place_pool_marks(fig, n_rows, n_cols, width, plot_px, digits if fits else 0)
+    place_pool_marks(fig, n_rows, n_cols, width, plot_px, digits if fits else 0, inset=POOL_MARK_INSET)
     fig.update_layout(
         height=int(top + plot_px + bottom), margin=dict(b=bottom),
-        legend=dict(font=dict(size=legend_font), traceorder="normal"),  # "grouped" (the click targets' group) stacks the entries
+        legend=dict(font=dict(size=legend_font), traceorder="normal",  # "grouped" stacks the entries; under
+                    yref="paper", yanchor="top", y=-scaled(_POOL_AXIS_PX) / plot_px),  # the axis (review 3)
     )
     return fig
 

@@ -76,6 +76,8 @@ def tradeoff_figure(table, latency_ms: Mapping[int, float] | None = None, curren
         "stalled %{customdata[3]} sequence-steps<extra></extra>",
     ))
     subtitle = "bars: slots allocated but unfilled, as % of allocated (mean over the run)"
+    if current in sizes:  # the darker, outlined bar says which (review 3: unexplained)
+        subtitle += f"; dark outlined bar: block size {current}, the page's"
     if latency_ms:
         measured = [b for b in sizes if b in latency_ms]
         unit = unit or duration_unit(list(latency_ms.values()))

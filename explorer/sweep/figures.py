@@ -20,6 +20,7 @@ from explorer.formatting import (LOG_TICK_D3, MS_D3, SIG3_D3, compact, format_ax
                                  kv_dtype_label, line_count, wrap_at_separators)
 from explorer.legend_layout import fit_legend
 from explorer.sweep.dodge import axis_values, log_x, set_dodge_range, x_dodge
+from explorer.sweep.naive_budget import checked_predictions
 from explorer.style import (
     HALF_PLOT_WIDTH_PX,
     IMPL_COLORS,
@@ -43,6 +44,8 @@ SOURCE_SYMBOLS: tuple[str, ...] = ("circle", "diamond", "square", "triangle-up")
 SKIPPED_SYMBOL = "circle-open"
 #: A log y axis once the data spans this factor (x: :data:`explorer.sweep.dodge.LOG_X_SPAN`).
 LOG_Y_SPAN = 10
+#: Characters per line of a skipped point's hover note (it would run past a half-width chart).
+HOVER_CHARS = 48
 def _sources(frame) -> list[str]:
     return list(dict.fromkeys(frame["source"].astype(str))) if len(frame) else []
 
@@ -185,7 +188,9 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
     (and line style) is dodged a few pixels along x (:func:`x_dodge`), so that bars
     at one value stand apart; the hover names the true value. Points the naive
     implementation skipped (over its time budget) are open circles at the
-    predicted time, so they read as skipped, not missing.
+    predicted time, so they read as skipped, not missing (a prediction that
+    contradicts a measured point re-derived from it:
+    :func:`~explorer.sweep.naive_budget.checked_predictions`).
 
     Parameters
     ----------
@@ -210,6 +215,7 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
     title = "Latency across the sweep"
     if frame is None or not len(frame):
         return no_data_figure(fig, "No points yet.", title)
+    frame, _ = checked_predictions(frame)
     series = source_series(frame)
     sources = [name for name, _, _ in series]
     slots = [(si, name) for si, (_, _, part) in enumerate(series) for name in impl_order(part)]
@@ -247,7 +253,8 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
                     marker=dict(color=color, size=12, symbol=SKIPPED_SYMBOL, line=dict(width=2, color=color)),
                     text=["skipped"] * len(skipped), textposition=_label_positions(skipped["value"], frame["value"]),
                     textfont=dict(size=font_px("label"), color=color), cliponaxis=False,
-                    customdata=np.stack([skipped["note"].astype(str).to_numpy(object),
+                    customdata=np.stack([np.array([wrap_at_separators(n, HOVER_CHARS)
+                                                   for n in skipped["note"].astype(str)], dtype=object),
                                          skipped["value"].to_numpy(float).astype(object)], axis=-1),
                     hovertemplate=f"{label} ({source})<br>%{{customdata[1]:,}}: %{{customdata[0]}}<extra></extra>",
                     meta={"implementation": name, "source": source, "kind": "skipped"},
@@ -375,8 +382,8 @@ def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
     """Speedup of ``target`` over every other implementation across a sweep:
     the other's median ÷ the target's at each point (above 1: target faster).
 
-    Points where the other implementation was skipped use its predicted time and
-    are drawn as open circles.
+    Points where the other implementation was skipped use its predicted time
+    (:func:`~explorer.sweep.naive_budget.checked_predictions`) and are drawn as open circles.
 
     Returns
     -------
@@ -389,6 +396,7 @@ def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
     title = f"Speedup of {label_t} over the others"
     if frame is None or not len(frame) or not ((frame["implementation"] == target) & (frame["status"] == "ok")).any():
         return no_data_figure(fig, f"No {label_t} result to compare against.", title, height=400)
+    frame, _ = checked_predictions(frame)
     series = source_series(frame)
     sources = [name for name, _, _ in series]
     ys: list[float] = []

@@ -9,6 +9,8 @@ whose float32 temporaries would not fit in free memory is skipped too.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from explorer.formatting import count, format_bytes, format_duration, format_number
@@ -116,3 +118,79 @@ def after_probe(probe_ms: float, *, budget_s: float, calls: int) -> NaiveDecisio
     if probe_ms * calls > budget_s * 1e3:
         return NaiveDecision("skip", probe_ms, _skip_reason(probe_ms, calls, budget_s))
     return NaiveDecision("run", probe_ms)
+
+
+def probe_ms(time_one: Callable[[], float], *, budget_s: float) -> float:
+    """Milliseconds of one naive call, for :func:`after_probe`: the faster of two
+    calls, since a process's first call pays one-time costs (a recorded H200 sweep
+    probed 129 ms at 512 tokens, then timed 13.4 ms at 2,048); one only, if it alone
+    is over the budget.
+
+    Parameters
+    ----------
+    time_one : callable
+        Times one call and returns its milliseconds.
+    budget_s : float
+        Seconds the naive implementation may take at one point.
+
+    Returns
+    -------
+    float
+        The probe's milliseconds.
+    """
+    first = time_one()
+    if first > budget_s * 1e3:
+        return first
+    return min(first, time_one())
+
+
+def _row_cost(row) -> float | None:
+    """:func:`naive_cost` of a sweep row's point (every sequence at its ``context_len``), or None."""
+    try:
+        config = DecodeConfig(batch_size=int(row["batch_size"]), context_lens=int(row["context_len"]),
+                              num_heads=int(row["num_heads"]), num_kv_heads=int(row["num_kv_heads"]),
+                              head_dim=int(row["head_dim"]), block_size=int(row["block_size"]), device="cpu")
+    except (KeyError, TypeError, ValueError):
+        return None
+    return naive_cost(config)
+
+
+def checked_predictions(frame):
+    """``frame`` (rows of :data:`~explorer.sweep.runs.SWEEP_COLUMNS`) with each skipped
+    naive point's ``predicted_ms`` that contradicts a measured naive point of its source
+    (a cheaper point, by :func:`naive_cost`, predicted slower than a measured dearer one,
+    or the other way round) re-derived from the nearest measured point by the cost ratio,
+    as :func:`naive_plan` predicts; its ``note`` says so. Such a prediction came from one
+    cold probing call (before :func:`probe_ms`): the recorded H200 context sweep's "~129 ms"
+    at 512 tokens beside 13.4 ms measured at 2,048.
+
+    Returns
+    -------
+    (DataFrame, int)
+        A copy of ``frame`` (``frame`` itself when nothing changes) and how many
+        predictions were re-derived.
+    """
+    if frame is None or not len(frame) or "predicted_ms" not in frame:
+        return frame, 0
+    out, changed = None, 0
+    naive = frame[frame["implementation"].astype(str) == "naive"]
+    for _, rows in naive.groupby(naive["source"].astype(str), sort=False):
+        measured = [(c, float(r["median_ms"]), r["value"]) for _, r in rows[rows["status"] == "ok"].iterrows()
+                    if (c := _row_cost(r)) and math.isfinite(float(r["median_ms"]))]
+        if not measured:
+            continue
+        for index, row in rows[rows["status"] == "skipped"].iterrows():
+            predicted, cost = float(row["predicted_ms"]), _row_cost(row)
+            if not cost or not math.isfinite(predicted):
+                continue
+            if not any((cost <= c and predicted > ms) or (cost >= c and predicted < ms) for c, ms, _ in measured):
+                continue
+            c, ms, value = min(measured, key=lambda m: abs(math.log(m[0] / cost)))
+            derived = ms * cost / c
+            out = frame.copy() if out is None else out
+            out.loc[index, "predicted_ms"] = derived
+            out.loc[index, "note"] = (f"{row['note']}; drawn at ~{format_duration(derived)}, re-derived from "
+                                      f"the measured {format_number(value)} point, which the recorded prediction "
+                                      "contradicts")
+            changed += 1
+    return (frame if out is None else out), changed

@@ -81,8 +81,9 @@ def grid_caption(grid: GridPlan, axis: str, caches: Sequence[str | None], config
     """The line under the controls: the points, what the axis keeps fixed, the
     caches, the calls, and the sidebar's settings in force, e.g. ``"**3 points**:
     16, 32, 64 · every sequence gets the same context length · warm-up 0, 2 timed
-    calls per implementation · sidebar: B=2 H=4/2 d=32 bs=16 float16 shuffled cpu"``."""
-    shown = ", ".join(f"{v:,}" for v in grid.values)
+    calls per implementation · sidebar: B=2 H=4/2 d=32 bs=16 float16 shuffled cpu"``; the
+    values written as the charts' ticks write them (:func:`~explorer.formatting.format_axis_values`)."""
+    shown = formatting.format_axis_values(grid.values)  # as the charts' ticks name them
     both = (f"each with a {cache_name(caches[0], config.dtype)} and an {cache_name(caches[1], config.dtype)} "
             "KV cache · " if caches else "")
     return (f"**{formatting.count(len(grid.values), 'point')}**: {shown} · {AXIS_NOTES[axis]} · {both}"
