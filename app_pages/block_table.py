@@ -105,17 +105,18 @@ with left:
     show_chart(
         cache_figures.block_table_figure(tables, lengths, config.block_size, config.num_blocks,
                                          ref_counts=refs if shares else None, highlight=pick, window=config.window,
-                                         query_lens=queries),
+                                         query_lens=queries, copied=shared.copied if sharing else None),
         key="bt_table", width="stretch", on_select=_pick_from("bt_table"), selection_mode="points",
     )
     grid = cache_figures.block_table_grid(*tables.shape)
-    st.caption(cache_view.table_caption(config, grid, samples if sharing else None, shares))
+    st.caption(cache_view.table_caption(config, grid, samples if sharing else None, shares,
+                                        shared if sharing else None, common_prompt if sharing else 0))
     if queries:
         st.caption(cache_view.new_tokens_caption(config, NEW_TOKEN_COLOR))
 with right:
     show_chart(
         sharing_figures.pool_ref_count_figure(refs, tables, config.block_size, highlight=pick, other=owner == OTHER,
-                                              fit_ids=True)
+                                              fit_ids=True, copied=shared.copied if sharing else None)
         if shares else pool_figures.pool_figure(owner, tables, lengths, config.block_size, highlight=pick,
                                                 fit_ids=True),
         key="bt_pool", width="stretch", on_select=_pick_from("bt_pool"), selection_mode="points",

@@ -168,12 +168,12 @@ class Settings:
             return
         if isinstance(lengths, int):
             if self.shared_prefix > lengths:
-                raise ValueError(f"Shared prefix (tokens) ({format_number(self.shared_prefix)}) must not exceed "
+                raise ValueError(f"Shared prefix ({count(self.shared_prefix, 'token')}) must not exceed "
                                  f"Tokens per sequence ({format_number(lengths)}).")
         elif len(lengths) == self.batch_size:  # otherwise DecodeConfig names the count first
             for i, n in enumerate(lengths):
                 if n < self.shared_prefix:
-                    raise ValueError(f"Shared prefix (tokens) ({format_number(self.shared_prefix)}) must not "
+                    raise ValueError(f"Shared prefix ({count(self.shared_prefix, 'token')}) must not "
                                      f"exceed any sequence's length; sequence {i} holds only "
                                      f"{count(n, 'token')}.")
         if not 1 <= self.prefix_groups <= self.batch_size:

@@ -223,7 +223,7 @@ def test_ragged_range_breaking_the_rule_shows_error():
 @pytest.mark.parametrize("query, words", [
     ({**BASE, "prefix": "32", "prefix_groups": "10"}, "Prefix groups (10) must be from 1 to Batch size (4)."),
     ({**BASE, "prefix": "500", "ctx_mode": "uniform", "ctx": "128"},
-     "Shared prefix (tokens) (500) must not exceed Tokens per sequence (128)."),
+     "Shared prefix (500 tokens) must not exceed Tokens per sequence (128)."),
 ])
 def test_shared_prefix_errors_use_the_sidebars_labels(query, words):
     at = open_app(query, page=TABLE)

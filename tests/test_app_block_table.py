@@ -220,8 +220,7 @@ def test_block_table_sharing_scenario_marks_shared_cells_and_states_the_saving()
     table = chart(at, "bt_table")
     assert np.array_equal(arr(table["data"][0]["z"]), np.where(b.block_tables < 0, np.nan, b.block_tables),
                           equal_nan=True)
-    marks = table["data"][-1]
-    assert marks["name"] == "shared block (2+ sequences)"
+    (marks,) = [t for t in table["data"] if t["name"] == "shared block (2+ sequences)"]
     marked = arr(marks["customdata"])
     assert len(marked) == int((b.ref_counts[b.block_tables[b.block_tables >= 0]] > 1).sum())
     pool = chart(at, "bt_pool")
@@ -236,6 +235,43 @@ def test_block_table_sharing_scenario_marks_shared_cells_and_states_the_saving()
     assert_clean(at)
     assert all("shared" not in (d.get("name") or "") for d in chart(at, "bt_table")["data"])
     assert chart(at, "bt_pool")["layout"]["title"]["text"] == "Physical block pool"
+
+
+def test_sharing_marks_its_copy_on_write_copies_and_says_which_prompts_are_short():
+    """Review 3 (common prompt 64, 2 samples): the summary counted 2 copy-on-write copies that neither
+    chart marked, and the caption said every prompt starts with the common prompt while sequence 2's
+    request holds only 56 tokens of it. The copies get the Serving page's star in the pool and in the
+    table cells pointing to them, each with a legend entry; the caption names the requests' sequences
+    and the short request's tokens and blocks."""
+    from explorer.cache.sharing import shared_prefix_batch
+    from explorer.marks import POOL_CHANGE_MARKS
+
+    at = open_app(BASE)
+    at.toggle(key="bt_share").set_value(True).run()
+    at.number_input(key="bt_samples").set_value(2).run()
+    at.number_input(key="bt_common").set_value(64).run()
+    assert_clean(at)
+    config = state.settings_from_query(BASE)[0].config()
+    b = shared_prefix_batch(config.lengths, config.block_size, config.num_blocks, 64, 2)
+    assert b.cow_copies == len(b.copied) == 2 and all(b.ref_counts[k] == 1 for k in b.copied)
+    star = POOL_CHANGE_MARKS["copied"]
+    pool, table = chart(at, "bt_pool"), chart(at, "bt_table")
+    (in_pool,) = [t for t in pool["data"] if t["name"] == star.name]
+    assert sorted(int(k) for k in arr(in_pool["customdata"])[:, 0]) == sorted(b.copied)
+    (in_table,) = [t for t in table["data"] if t["name"] == star.name]
+    cells = {(int(s), int(j)) for s, j, _ in arr(in_table["customdata"])}
+    assert cells == {(int(s), int(j)) for s, j in zip(*np.nonzero(np.isin(b.block_tables, b.copied)))}
+    for mark in (in_pool, in_table):
+        assert (mark["marker"]["symbol"], mark["marker"]["color"], mark["marker"]["line"]["color"]) == (
+            star.symbol, star.fill, star.line) and mark.get("showlegend") is not False
+    short = [s for s in range(config.batch_size) if b.prompt_lens[s] < 64]
+    assert short == [2, 3] and b.prompt_lens[2] == config.lengths[2] - 1  # the short request: sequences 2 and 3
+    words = " ".join(c.value for c in at.caption)
+    assert "Each request's 2 samples are adjacent sequences: 0–1, 2–3." in words
+    assert "Sequences 2 at a time" not in words and "held by every request's samples" not in words
+    n = b.prompt_lens[2]
+    assert f"sequences 2–3: a prompt of {n} tokens, {-(-n // config.block_size)} blocks" in words
+    assert f"copy-on-write copy ({b.cow_copies} here)" in words and star.words in words
 
 
 def test_block_table_pick_outlines_both_charts_and_survives_a_smaller_pool():

@@ -471,7 +471,7 @@ def test_serving_runs_despite_an_error_in_the_sidebars_batch():
     assert at.get("plotly_chart")
     # the block table page, which uses the batch, still refuses it
     at.switch_page("app_pages/block_table.py").run()
-    assert any("Shared prefix (tokens) (128)" in e.value for e in at.error)
+    assert any("Shared prefix (128 tokens) must not exceed" in e.value for e in at.error)
 
 
 def test_serving_bad_url_values_are_named_despite_an_error_in_the_sidebars_batch():

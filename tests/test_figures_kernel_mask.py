@@ -56,6 +56,7 @@ def test_each_row_of_the_tile_and_each_cell_as_the_trace_masks_it():
     subtitle = fig.layout.title.subtitle.text.replace("<br>", " ")
     drawn = Mark("own token", diamonds.marker.symbol, diamonds.marker.color, diamonds.marker.line.color)
     assert f"{drawn.words} = the row's own token" in subtitle and "◆" not in subtitle
+    assert " × " in subtitle and " x " not in subtitle  # review 3: "×" as in the cards and tables
     assert drawn.words == "black ring"
 
 

@@ -65,7 +65,8 @@ def test_unallocated_mark_only_in_unallocated_cells():
     config, tables, _ = _layout()
     fig = cache_figures.block_table_figure(tables, config.lengths, config.block_size, config.num_blocks)
     alloc, unalloc = fig.data[0], fig.data[1]
-    assert alloc.texttemplate == "%{z}"  # the ids are written...
+    assert alloc.texttemplate == "%{text}"  # the ids are written...
+    assert np.array_equal(cell_style.cell_words(alloc.text)[tables >= 0], tables[tables >= 0].astype(str))
     marks = _marks(unalloc)
     assert np.array_equal(marks == "–", tables < 0)  # ...and only the -1 entries carry the dash
     assert set(marks[tables >= 0]) == {""}
@@ -166,7 +167,7 @@ def test_token_walk_and_pool_name_what_their_cells_count():
     config, tables, _ = _layout()
     walk = walk_figures.token_walk_figure(tables[1], 40, 16, seq=1, num_blocks=config.num_blocks)
     assert "cell numbers: token position" in walk.layout.title.subtitle.text
-    assert np.array(walk.data[0].text)[2, 5] == "37"  # token 37 = block 2, slot 5: its position
+    assert cell_style.cell_words(walk.data[0].text)[2, 5] == "37"  # token 37 = block 2, slot 5: its position
     b = _shared_example()
     stepped = sharing_figures.pool_ref_count_figure(b.ref_counts, b.block_tables, 16)
     assert stepped.layout.legend.title.text == "colour = sequences holding the physical block"
@@ -198,7 +199,7 @@ def test_block_walk_follows_the_row():
 def test_numbers_in_cells_only_when_they_fit():
     config, tables, _ = _layout()
     fig = cache_figures.block_table_figure(tables, config.lengths, config.block_size, config.num_blocks)
-    assert fig.data[0].texttemplate == "%{z}"
+    assert fig.data[0].texttemplate == "%{text}"
     wide = walk_figures.token_walk_figure(np.arange(12), 363, 32, num_blocks=108)
     assert wide.data[0].texttemplate is None  # 32 slots of 3-digit token ids would overlap
 
@@ -246,7 +247,7 @@ def test_block_table_in_sequence_colours_matches_the_pool():
     table = cache_figures.block_table_figure(tables, config.lengths, 8, config.num_blocks, seq_ids=seq_ids,
                                        color_by="sequence")
     pool = pool_figures.pool_figure(owner_ids, tables, config.lengths, 8)
-    codes, text = np.asarray(table.data[0].z, dtype=float), np.asarray(table.data[0].text)
+    codes, text = np.asarray(table.data[0].z, dtype=float), cell_style.cell_words(table.data[0].text)
     pool_codes = np.asarray(pool.data[0].z, dtype=float).ravel()
     allocated = tables >= 0
     assert np.array_equal(codes[allocated], pool_codes[tables[allocated]])
@@ -325,7 +326,7 @@ def test_token_walk_writes_no_token_past_the_context():
     """The empty slots' cells carried the token ids past the context, whose glyphs
     showed in the 1 px gaps of the trace covering them."""
     fig = walk_figures.token_walk_figure(np.arange(7), 100, 16, num_blocks=31)
-    text = np.asarray(fig.data[0].text)
+    text = cell_style.cell_words(fig.data[0].text)
     assert fig.data[0].texttemplate == "%{text}"
     assert text[6, 3] == "99" and set(text[6, 4:]) == {""}
 

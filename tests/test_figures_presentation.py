@@ -24,6 +24,7 @@ from explorer.bench import accuracy_figures, recorded_figures
 from explorer.bench.recorded import RECORDED_DIR, load_recorded_set, recorded_rows
 from explorer.cache import figures as cache_figures
 from explorer.cache import pool_figures, sharing_figures, walk_figures
+from explorer.cache.cell_style import cell_words
 from explorer.cache.sharing import shared_prefix_batch
 from explorer.kernel import figures as kernel_figures
 from explorer.kernel import view as kernel_view
@@ -423,7 +424,7 @@ def test_block_table_page_pool_keeps_its_block_ids_in_presentation(sharing):
                    else pool_figures.pool_figure(owner, tables, [236, 100, 50, 200], 16, fit_ids=True))
         heat = fig.data[0]
         assert heat.texttemplate == "%{text}", scale
-        written = sorted(int(t) for t in np.ravel(heat.text) if t)
+        written = sorted(int(t) for t in np.ravel(cell_words(heat.text)) if t)
         assert written == list(range(len(owner)))
         n_rows, n_cols = np.shape(heat.z)
         assert n_rows * n_cols >= len(owner)

@@ -206,10 +206,24 @@ def _subtitle(fig) -> str:
     return fig.layout.title.subtitle.text.replace("<br>", " ")
 
 
+def test_block_table_subtitles_multiply_with_a_times_sign_and_empty_sequences_hold_no_block():
+    """Review 3: the table's subtitle said "4 sequences x 15 logical blocks" where cards and tables write
+    "×", and all-zero lengths read "3 sequences x 1 logical block" though a sequence of 0 tokens holds none
+    (the table keeps one empty column)."""
+    config, tables, _ = _layout(4, (236, 118, 57, 200), 16)
+    table = _subtitle(cache_figures.block_table_figure(tables, config.lengths, 16, config.num_blocks))
+    assert table.startswith(f"4 sequences × {tables.shape[1]} logical blocks of 16 tokens;") and " x " not in table
+    note = sampling.sample_grid(300, 3000, 1000).note("sequence", "logical block")
+    assert "×" in note and " x " not in note
+    empty = np.full((3, 1), -1, dtype=np.int32)
+    zero = _subtitle(cache_figures.block_table_figure(empty, (0, 0, 0), 16, 8))
+    assert zero.startswith("3 sequences of 0 tokens: no logical blocks;") and "1 logical block" not in zero
+
+
 def test_counts_of_one_are_singular():
     config, tables, owner = _layout(1, 1, 1)
     table = _subtitle(cache_figures.block_table_figure(tables, config.lengths, 1, config.num_blocks))
-    assert table.startswith("1 sequence x 1 logical block of 1 token;")
+    assert table.startswith("1 sequence × 1 logical block of 1 token;")
     pool = _subtitle(pool_figures.pool_figure(owner, tables, config.lengths, 1))
     assert "of 1 slot," in pool and "1 slots" not in pool
     walk = _subtitle(walk_figures.token_walk_figure(tables[0], 1, 1))

@@ -178,10 +178,10 @@ def test_bad_prefix_values_in_the_url_fall_back_with_a_note(params, key):
 
 
 @pytest.mark.parametrize("changes, rule", [
-    (dict(shared_prefix=100), "Shared prefix (tokens) (100) must not exceed Tokens per sequence (64)."),
+    (dict(shared_prefix=100), "Shared prefix (100 tokens) must not exceed Tokens per sequence (64)."),
     (dict(shared_prefix=16, prefix_groups=5), "Prefix groups (5) must be from 1 to Batch size (4)."),
     (dict(shared_prefix=50, context_mode="ragged", lengths=(64, 40, 64, 64)),
-     "Shared prefix (tokens) (50) must not exceed any sequence's length; sequence 1 holds only 40 tokens."),
+     "Shared prefix (50 tokens) must not exceed any sequence's length; sequence 1 holds only 40 tokens."),
 ])
 def test_a_prefix_the_batch_cannot_hold_raises_the_rule_in_the_sidebars_words(changes, rule):
     s = Settings(**{**dict(device="cpu", batch_size=4, context_mode="uniform", context_len=64), **changes})

@@ -5,6 +5,8 @@ categorical colour scale, and in-cell text: its size and when cells can hold it.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -39,8 +41,14 @@ OUTSIDE_WINDOW = "outside the window: held, not read"
 OUTSIDE_WINDOW_HATCH = "/"
 OUTSIDE_WINDOW_HATCH_COLOR = "#FFFFFF"
 OUTSIDE_WINDOW_EDGE = "#475569"
-#: Ink for ids on light and on dark cells (a cell's relative luminance above/below 0.2).
-DARK_INK, LIGHT_INK = "#111827", "#FFFFFF"
+#: Ink for ids on light and on dark cells, each cell the one of more WCAG contrast
+#: (:func:`ink_on`). Black, not the page's #111827: with it a cell of relative luminance
+#: near 0.2 (a mid-blue block id, a lime sequence) had neither ink at 4.5:1 (review 3: grey
+#: #444 on mid-blue, white on lime, Plotly's own choice); with black every colour has one
+#: at 4.58:1 or more.
+DARK_INK, LIGHT_INK = "#000000", "#FFFFFF"
+#: The least WCAG contrast of an id written in a cell against the cell's colour.
+MIN_INK_CONTRAST = 4.5
 #: This step's new tokens (draft tokens verified in one step): the last ``q`` positions of
 #: each sequence, already in the cache, each a query row. A star of this yellow, outlined
 #: dark, marks the table cells and the walk's slots that hold them (a shape and colour no
@@ -168,13 +176,78 @@ def add_new_token_marks(fig: go.Figure, x, y, customdata, hovertemplate: str, ce
     ))
 
 
+def _rgb(color: str) -> np.ndarray:
+    """``"#RRGGBB"`` or ``"rgb(r, g, b)"`` as three floats 0 to 255."""
+    return np.array([int(color[i:i + 2], 16) for i in (1, 3, 5)] if color.startswith("#")
+                    else [float(v) for v in color[color.index("(") + 1:-1].split(",")[:3]], dtype=float)
+
+
+def _luminance(rgb: np.ndarray) -> np.ndarray:
+    """WCAG relative luminance of sRGB colours ``[..., 3]`` (0 to 255)."""
+    c = np.asarray(rgb, dtype=float) / 255
+    lin = np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+    return lin @ np.array([0.2126, 0.7152, 0.0722])
+
+
+def contrast(a: str, b: str) -> float:
+    """The WCAG contrast ratio of two colours (``"#RRGGBB"`` or ``"rgb(r, g, b)"``), 1 to 21."""
+    hi, lo = sorted((float(_luminance(_rgb(a))), float(_luminance(_rgb(b)))), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def _inks(rgb: np.ndarray) -> np.ndarray:
+    """The ink of more WCAG contrast on each colour of ``rgb`` ``[..., 3]``."""
+    lum = _luminance(rgb)
+    dark, light = float(_luminance(_rgb(DARK_INK))), float(_luminance(_rgb(LIGHT_INK)))
+    return np.where((lum + 0.05) / (dark + 0.05) >= (light + 0.05) / (lum + 0.05), DARK_INK, LIGHT_INK)
+
+
 def ink_on(color: str) -> str:
-    """:data:`DARK_INK` on a light ``color`` (``"#RRGGBB"`` or ``"rgb(r, g, b)"``),
-    :data:`LIGHT_INK` on a dark one (relative luminance 0.2 the divide)."""
-    rgb = ([int(color[i:i + 2], 16) for i in (1, 3, 5)] if color.startswith("#")
-           else [float(v) for v in color[color.index("(") + 1:-1].split(",")[:3]])
-    lin = [(v / 255) / 12.92 if v / 255 <= 0.04045 else ((v / 255 + 0.055) / 1.055) ** 2.4 for v in rgb]
-    return DARK_INK if 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2] > 0.2 else LIGHT_INK
+    """:data:`DARK_INK` or :data:`LIGHT_INK` on ``color`` (``"#RRGGBB"`` or ``"rgb(r, g, b)"``):
+    the one of more WCAG contrast, at least 4.58:1 on any colour."""
+    return str(_inks(_rgb(color)))
+
+
+def scale_inks(values, colorscale: list) -> np.ndarray:
+    """The ink (:func:`ink_on`) on each cell of ``values`` (0 to 1 along ``colorscale``, as Plotly
+    draws it: linear in sRGB between its stops)."""
+    v = np.clip(np.nan_to_num(np.asarray(values, dtype=float)), 0.0, 1.0)
+    stops = np.array([float(p) for p, _ in colorscale])
+    rgb = np.stack([_rgb(c) for _, c in colorscale])
+    return _inks(np.stack([np.interp(v, stops, rgb[:, i]) for i in range(3)], axis=-1))
+
+
+def palette_inks(codes, colors) -> np.ndarray:
+    """The ink (:func:`ink_on`) on each cell of integer ``codes`` into ``colors`` (NaN or out of range:
+    the first colour's)."""
+    inks = np.array([ink_on(c) for c in colors], dtype=object)
+    idx = np.nan_to_num(np.asarray(codes, dtype=float), nan=0).astype(np.int64)
+    return inks[np.clip(idx, 0, len(colors) - 1)]
+
+
+def cell_words(text) -> np.ndarray:
+    """The words :func:`inked` cell text shows, its markup left out (what a reader sees in each cell)."""
+    text = np.asarray(text, dtype=object)
+    return np.vectorize(lambda t: re.sub(r"<[^>]*>", "", t) if isinstance(t, str) else t, otypes=[object])(text)
+
+
+def cell_inks(text) -> np.ndarray:
+    """The ink :func:`inked` gave each cell's text (``""`` where none)."""
+    text = np.asarray(text, dtype=object)
+    found = np.vectorize(lambda t: (re.match(r'<span style="color:([^"]+)">', t) or [None, ""])[1]
+                         if isinstance(t, str) else "", otypes=[object])
+    return found(text)
+
+
+def inked(text, inks) -> np.ndarray:
+    """Cell ``text`` each written in its ``inks`` colour: ``<span style="color:…">`` markup that
+    Plotly's heatmap text keeps per cell (its ``textfont.color`` is one colour for all, and its
+    own choice, white or #444 by brightness, fell short of 4.5:1). Empty text stays empty."""
+    text, inks = np.asarray(text, dtype=object), np.broadcast_to(np.asarray(inks, dtype=object), np.shape(text))
+    out = np.empty(text.shape, dtype=object)
+    for i in np.ndindex(text.shape):
+        out[i] = f'<span style="color:{inks[i]}">{text[i]}</span>' if text[i] not in ("", None) else ""
+    return out
 
 
 def add_outside_window(fig: go.Figure, x, y, width, height, ids, colors, key_color: str) -> None:

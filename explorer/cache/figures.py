@@ -24,14 +24,17 @@ from explorer.cache.cell_style import (
     add_new_token_marks,
     cell_text_fits,
     colorbar_title,
+    inked,
     owner_colorscale,
+    palette_inks,
+    scale_inks,
 )
 from explorer.cache.picking import GRID_PAD, add_click_targets, add_outline, add_veil
 from explorer.cache.sampling import GridSample, sample_grid
 from explorer.cache.window import first_read_blocks
 from explorer.formatting import count, format_number, ordinal
 from explorer.limits import MAX_TABLE_CELLS
-from explorer.marks import SHARED_MARK, TEXT_CHAR_WIDTH, corner_fit
+from explorer.marks import POOL_CHANGE_MARKS, SHARED_MARK, TEXT_CHAR_WIDTH, corner_fit
 from explorer.style import (
     BLOCK_COLORSCALE,
     HALF_FIGURE_PX,
@@ -87,6 +90,7 @@ def block_table_figure(
     window: int | None = None,
     query_lens: Sequence[int] | None = None,
     marks_beside_px: float | None = None,
+    copied: Sequence[int] | None = None,
 ) -> go.Figure:
     """The block table as a heatmap: one row per sequence, one column per logical block.
 
@@ -137,6 +141,11 @@ def block_table_figure(
         :class:`~explorer.serving.block_manager.BlockManager`'s counts). Cells whose block
         more than one sequence holds get a mark inside the cell, above its id
         (:data:`~explorer.marks.SHARED_MARK`; when every logical block has its own column).
+    copied : sequence of int, optional
+        With ``ref_counts``: physical blocks copy-on-write made
+        (:attr:`~.sharing.SharedBatch.copied`); the cells pointing to them get the
+        copy-on-write star (:data:`COPIED_MARK`) where the shared mark would go, in a
+        trace named ``COPIED_MARK.name`` after ``"shared block"``'s.
     marks_beside_px : float, optional
         The narrowest the plot area is drawn (px): given, a shared mark goes left of its
         cell's id, on the row's centre line, where a cell that wide holds both side by side.
@@ -244,8 +253,9 @@ def block_table_figure(
 
     z = np.where(unalloc, np.nan, sub).astype(float)
     by_sequence = color_by == "sequence"
-    subtitle = (f"{count(batch, 'sequence')} x {count(width, 'logical block')} of "
-                f"{count(block_size, 'token')}; "
+    # A table of empty sequences keeps one column, but a sequence of 0 tokens holds 0 logical blocks.
+    subtitle = ((f"{count(batch, 'sequence')} × {count(width, 'logical block')} of {count(block_size, 'token')}; "
+                 if lengths.max(initial=0) > 0 else f"{count(batch, 'sequence')} of 0 tokens: no logical blocks; ")
                 + ("colour = sequence, as in the pool; number = physical block" if by_sequence else BLOCK_KEY))
     if outside.any():
         subtitle += f" · hatched: before the sliding window of {count(window, 'token')}"
@@ -276,12 +286,15 @@ def block_table_figure(
         codes = np.where(unalloc, np.nan, 2 + seq % len(SEQUENCE_COLORS)).astype(float)
         scale, k = owner_colorscale()
         colour = dict(z=codes, colorscale=scale, zmin=-0.5, zmax=k - 0.5, showscale=False,
-                      text=np.where(unalloc | outside, "", sub.astype(str)), texttemplate="%{text}" if text_on else None)
+                      text=inked(np.where(unalloc | outside, "", sub.astype(str)),
+                                 palette_inks(seq % len(SEQUENCE_COLORS), SEQUENCE_COLORS)),
+                      texttemplate="%{text}" if text_on else None)
     else:
         colour = dict(z=z, colorscale=BLOCK_COLORSCALE, zmin=0, zmax=max(1, num_blocks - 1), showscale=not bare,
-                      texttemplate="%{z}" if text_on else None)
-        if text_on and outside.any():  # their ids go above the hatching
-            colour.update(text=np.where(unalloc | outside, "", sub.astype(str)), texttemplate="%{text}")
+                      texttemplate="%{text}" if text_on else None)
+        if text_on:  # each id in the ink of more contrast on its cell; a hatched cell's go above the hatching
+            colour.update(text=inked(np.where(unalloc | outside, "", sub.astype(str)),
+                                     scale_inks(sub / max(1, num_blocks - 1), BLOCK_COLORSCALE)))
         if not bare:
             colour["colorbar"] = dict(title=colorbar_title(BLOCK_KEY), thickness=14,
                                       **integer_ticks(0, max(1, num_blocks - 1), colorbar_length_px(plot_height)))
@@ -343,7 +356,7 @@ def block_table_figure(
         _shared_marks(fig, sub, rows, names, first, np.asarray(ref_counts), grid.row_stride,
                       exact=per_col == 1, cell_px=plot_width_px(min(plot_width, WIDE_PLOT_PX)) / (shape[1] + 2 * GRID_PAD),
                       row_px=row_px, ids=digits if text_on else 0,
-                      gaps=gaps, beside_px=beside_px)
+                      gaps=gaps, beside_px=beside_px, copied=copied)
     if q_rows is not None:
         _new_token_marks(fig, names, rows, first, last, lengths[rows], q_rows, block_size, grid.row_stride, cell_px)
     if highlight is not None:
@@ -420,37 +433,58 @@ SHARED_MARK_GAP_PX, MIN_EDGE_PX = 2, 1
 #: 3 px lost its white fill in its outline) where the cell holds that clear of the id, else the
 #: most it holds; its outline :data:`SHARED_MARK_LINE_PX` (grown likewise).
 SHARED_MARK_SHARE, MIN_SHARED_MARK_PX, SHARED_MARK_LINE_PX = 0.75, 7, 1.2
+#: A copy-on-write copy in the table: the Serving simulation pool's star.
+COPIED_MARK = POOL_CHANGE_MARKS["copied"]
 
 
 def _shared_marks(fig, sub, rows, names, cols, ref_counts, row_stride, *, exact: bool, cell_px: float,
-                  row_px: float, ids: int, gaps: dict, beside_px: float | None = None) -> None:
+                  row_px: float, ids: int, gaps: dict, beside_px: float | None = None,
+                  copied: np.ndarray | None = None) -> None:
     """:data:`~explorer.marks.SHARED_MARK` on the block-table cells whose physical block
     is shared, in the cell's top-left corner clear of the id written there (issue 27: it
     sat over ids, and over the next cell in narrow columns), as large as
     :func:`~explorer.marks.corner_fit` finds room for in the narrowest cell: ``cell_px``
     wide (``beside_px`` where given and narrower) and ``row_px`` high, less the heatmap's
-    ``gaps``; ``ids`` digits of id text (0: none)."""
+    ``gaps``; ``ids`` digits of id text (0: none). With ``copied`` (physical block ids
+    copy-on-write made: held by one sequence, never a shared cell), the copy-on-write
+    star (:data:`~explorer.marks.POOL_CHANGE_MARKS` ``"copied"``) in the same corner of the
+    cells pointing to them, a trace of its own."""
     holders = np.where(sub >= 0, ref_counts[np.maximum(sub, 0)], 0)
     r, c = np.nonzero(holders > 1) if exact else (np.array([], dtype=int),) * 2
+    place = dict(row_stride=row_stride, cell_px=cell_px, row_px=row_px, ids=ids, gaps=gaps, beside_px=beside_px)
+    _corner_marks(fig, SHARED_MARK, cols[c], rows[r],
+                  np.stack([names[r], cols[c], sub[r, c], holders[r, c]], axis=-1) if len(r) else None,
+                  "sequence %{customdata[0]}, logical block %{customdata[1]}"
+                  "<br>physical block %{customdata[2]}: shared by %{customdata[3]} sequences<extra></extra>", **place)
+    if copied is not None and exact:
+        r, c = np.nonzero((sub >= 0) & np.isin(sub, np.asarray(copied, dtype=np.int64)))
+        _corner_marks(fig, COPIED_MARK, cols[c], rows[r],
+                      np.stack([names[r], cols[c], sub[r, c]], axis=-1) if len(r) else None,
+                      "sequence %{customdata[0]}, logical block %{customdata[1]}<br>physical block "
+                      "%{customdata[2]}: a copy-on-write copy of a shared partly filled block<extra></extra>", **place)
+
+
+def _corner_marks(fig, mark, x, y, customdata, hovertemplate: str, *, row_stride, cell_px: float, row_px: float,
+                  ids: int, gaps: dict, beside_px: float | None) -> None:
+    """One trace of ``mark`` in the top-left corner of the cells centred at ``x``, ``y``,
+    sized and placed as :func:`_shared_marks` says."""
     gap, line = scaled(SHARED_MARK_GAP_PX), min(scaled(SHARED_MARK_LINE_PX), max(0.1 * row_px, 0.5))
     wide = cell_px if beside_px is None else min(cell_px, beside_px)
     text_w, text_h = ids * TEXT_CHAR_WIDTH * font_px("cell"), (font_px("cell") if ids else 0.0)
-    dx, dy, size = corner_fit(wide - gaps["xgap"], row_px - gaps["ygap"], text_w, text_h, symbol=SHARED_MARK.symbol,
+    dx, dy, size = corner_fit(wide - gaps["xgap"], row_px - gaps["ygap"], text_w, text_h, symbol=mark.symbol,
                               line=line, margin=gap, floor=scaled(MIN_SHARED_MARK_PX),
                               most=SHARED_MARK_SHARE * font_px("cell"))
     width = min(line, size / 6)
     shift, lift = -dx / max(wide, 1.0), -dy / max(row_px, 1.0) * row_stride
     fig.add_trace(
         go.Scatter(
-            x=cols[c].astype(float) - shift,
-            y=rows[r] - lift,
+            x=np.asarray(x, dtype=float) - shift,
+            y=np.asarray(y) - lift,
             mode="markers",
-            marker=dict(symbol=SHARED_MARK.symbol, size=size, color=SHARED_MARK.fill,
-                        line=dict(color=SHARED_MARK.line, width=width)),
-            customdata=np.stack([names[r], cols[c], sub[r, c], holders[r, c]], axis=-1) if len(r) else None,
-            hovertemplate="sequence %{customdata[0]}, logical block %{customdata[1]}"
-            "<br>physical block %{customdata[2]}: shared by %{customdata[3]} sequences<extra></extra>",
+            marker=dict(symbol=mark.symbol, size=size, color=mark.fill, line=dict(color=mark.line, width=width)),
+            customdata=customdata,
+            hovertemplate=hovertemplate,
             cliponaxis=False,
-            name=SHARED_MARK.name,
+            name=mark.name,
         )
     )

@@ -19,8 +19,10 @@ from explorer.cache.cell_style import (
     SEQUENCE_KEY,
     add_legend_square,
     cell_text_fits,
+    inked,
     legend_key,
     owner_colorscale,
+    palette_inks,
 )
 from explorer.cache.figures import filled_slots
 from explorer.cache.picking import GRID_PAD, add_click_targets, add_outline, add_veil
@@ -237,7 +239,10 @@ def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_co
         go.Heatmap(
             z=z,
             customdata=np.array(hover, dtype=object).reshape(n_rows, n_cols),
-            text=np.array([str(i) if i < num_blocks else "" for i in ids], dtype=object).reshape(n_rows, n_cols),
+            # Each id in the ink of more contrast on its cell (the owners' colours: free, other, a sequence's).
+            text=inked(np.array([str(i) if i < num_blocks else "" for i in ids], dtype=object),
+                       palette_inks(np.nan_to_num(z.ravel(), nan=0), [FREE_COLOR, OTHER_COLOR, *SEQUENCE_COLORS])
+                       ).reshape(n_rows, n_cols),
             texttemplate="%{text}" if cell_text_fits(n_rows, n_cols, len(str(num_blocks - 1)), NARROW_PLOT_PX,
                                                      plot_height) else None,
             textfont=dict(size=font_px("cell")),

@@ -62,7 +62,7 @@ class GridSample:
         """A caption saying what was sampled, or ``""`` when nothing was."""
         if not self.sampled:
             return ""
-        shape = f"({len(self.rows):,} x {len(self.cols):,} of {self.n_rows:,} x {self.n_cols:,} cells)"
+        shape = f"({len(self.rows):,} × {len(self.cols):,} of {self.n_rows:,} × {self.n_cols:,} cells)"
         if self.col_bins and self.col_stride > 1:
             return (
                 f"Sampled for the browser: showing {self.strides(row_name, col_name)} {shape}; each "

@@ -55,6 +55,9 @@ class SharedBatch:
         Full prompt blocks found in the prefix cache, and looked up.
     wasted_slots : int
         Empty slots in the blocks in use (each counted once, however many hold it).
+    copied : tuple of int
+        The physical blocks copy-on-write made (one per :attr:`cow_copies`): a
+        sample's own copy of a shared partly filled block, taken at its first write.
     """
 
     block_tables: np.ndarray
@@ -67,6 +70,7 @@ class SharedBatch:
     prefix_hits: int
     prefix_queries: int
     wasted_slots: int
+    copied: tuple[int, ...] = ()
 
     @property
     def blocks_used(self) -> int:
@@ -152,6 +156,7 @@ def shared_prefix_batch(
     fresh = itertools.count(common_prompt)  # token ids nobody else uses
     prompt_lens = [0] * len(lengths)
     remaining: dict[int, int] = {}  # seq -> tokens still to generate
+    copied: list[int] = []  # the blocks copy-on-write took
     for first in range(0, len(lengths), samples):
         rows = [s for s in range(first, min(first + samples, len(lengths))) if lengths[s] > 0]
         if not rows:
@@ -169,7 +174,10 @@ def shared_prefix_batch(
             if remaining[s] == 0:
                 del remaining[s]
                 continue
-            bm.append_token(s, next(fresh))
+            before = bm.cow_copies
+            block = bm.append_token(s, next(fresh))
+            if bm.cow_copies > before:
+                copied.append(int(block))
             remaining[s] -= 1
     width = max([1, *(blocks_for(n, block_size) for n in lengths)])
     tables = np.full((len(lengths), width), -1, dtype=np.int32)
@@ -181,5 +189,5 @@ def shared_prefix_batch(
         block_tables=tables, context_lens=tuple(lengths), prompt_lens=tuple(prompt_lens),
         ref_counts=bm.pool_ref_counts(), pool_owner=bm.pool_owner().numpy(), blocks_unshared=unshared,
         cow_copies=bm.cow_copies, prefix_hits=bm.prefix_hits, prefix_queries=bm.prefix_queries,
-        wasted_slots=int(bm.num_used * block_size - filled.sum()),
+        wasted_slots=int(bm.num_used * block_size - filled.sum()), copied=tuple(copied),
     )

@@ -19,14 +19,17 @@ from explorer.cache.cell_style import (
     add_legend_square,
     cell_text_fits,
     colorbar_title,
+    ink_on,
+    inked,
     legend_key,
     legend_key_text,
 )
 from explorer.cache.picking import GRID_PAD
-from explorer.cache.pool_figures import pool_pick, pool_shape
+from explorer.cache.pool_figures import place_pool_marks, pool_pick, pool_shape
 from explorer.category_ticks import first_block_ticks
 from explorer.formatting import count, line_count
 from explorer.limits import MAX_POOL_CELLS, MAX_STEPPED_REFS
+from explorer.marks import POOL_CHANGE_MARKS
 from explorer.panel_layout import origin_clear_range
 from explorer.style import (
     FREE_COLOR,
@@ -103,6 +106,7 @@ def pool_ref_count_figure(
     ref_counts: np.ndarray, block_tables: np.ndarray, block_size: int, *, max_cells: int = MAX_POOL_CELLS,
     levels: Sequence[int] | None = None, seq_ids: Sequence[int] | None = None,
     highlight: range | None = None, other: np.ndarray | None = None, fit_ids: bool = False,
+    copied: Sequence[int] | None = None,
 ) -> go.Figure:
     """The physical pool coloured by reference count: how many sequences hold each block.
 
@@ -136,6 +140,11 @@ def pool_ref_count_figure(
     fit_ids : bool
         Lay the grid out so that each block's id fits its cell where it can
         (:func:`~.pool_figures.pool_shape`).
+    copied : sequence of int, optional
+        Physical blocks that copy-on-write made (:attr:`~.sharing.SharedBatch.copied`):
+        each gets the Serving simulation's copy-on-write star
+        (:data:`~explorer.marks.POOL_CHANGE_MARKS` ``"copied"``) in its cell's top-left
+        corner, and the star a legend entry; not drawn in an aggregated pool.
 
     Returns
     -------
@@ -149,7 +158,9 @@ def pool_ref_count_figure(
         that a colour bar. With ``levels``, ``z`` is the level instead (0 free,
         ``i + 1`` for level ``i``) and the squares are ``"free"`` and every level's
         :func:`ref_level_names` (``meta={"level": i + 1}``). Then
-        :func:`~.pool_figures.pool_pick`'s traces.
+        :func:`~.pool_figures.pool_pick`'s traces; with ``copied`` (exact pool), last the
+        star trace named ``POOL_CHANGE_MARKS["copied"].name`` (``meta={"mark": "copied"}``,
+        ``customdata[:, 0]`` its blocks).
 
     Raises
     ------
@@ -203,6 +214,14 @@ def pool_ref_count_figure(
         custom = np.array(hover, dtype=object).reshape(n_rows, n_cols)
         template = "%{customdata}<extra></extra>"
         text = np.array([str(i) if i < num_blocks else "" for i in range(cells)], dtype=object)
+        # Each id in the ink of more contrast on its cell's colour: other, free, then a count's (or level's).
+        def cell_color(v: float) -> str:
+            if np.isnan(v) or v <= 0:
+                return OTHER_COLOR if v == -1 else FREE_COLOR
+            return REF_LEVEL_COLORS[int(v) - 1] if levels is not None else ref_color(int(v), top)
+        values = sorted({float(v) for v in z if not np.isnan(v)})
+        ink = {v: ink_on(cell_color(v)) for v in values}
+        text = inked(text, np.array([ink.get(float(v), ink_on(FREE_COLOR)) for v in z], dtype=object))
         text_on = cell_text_fits(n_rows, n_cols, len(str(num_blocks - 1)), NARROW_PLOT_PX, plot_height)
     else:
         first = np.arange(cells) * per_cell
@@ -243,6 +262,10 @@ def pool_ref_count_figure(
         for k in counts:
             add_legend_square(fig, ref_color(int(k), top), ref_count_name(int(k)), meta={"refs": int(k)})
     pool_pick(fig, num_blocks, max_cells, plot_height, highlight, shape)
+    if copied is not None and per_cell == 1:
+        _copied_marks(fig, np.asarray(copied, dtype=np.int64), n_rows, n_cols,
+                      plot_width_px(NARROW_PLOT_PX if stepped else NARROW_BAR_PLOT_PX), plot_height,
+                      len(str(num_blocks - 1)) if text_on else 0)
     if stepped:
         legend_key(fig, POOL_REF_COUNT_KEY, NARROW_FIGURE_PX)
     apply_style(fig, "Physical block pool: sharing", subtitle, height=height, width_px=NARROW_FIGURE_PX)
@@ -252,6 +275,22 @@ def pool_ref_count_figure(
     fig.update_yaxes(title="first block", range=[n_rows - 0.5 + GRID_PAD, -0.5 - GRID_PAD], showgrid=False,
                      zeroline=False, **first_block_ticks(n_rows, n_cols * per_cell, plot_height))
     return fig
+
+
+def _copied_marks(fig: go.Figure, blocks: np.ndarray, n_rows: int, n_cols: int, plot_w: float, plot_h: float,
+                  digits: int) -> None:
+    """The copy-on-write star on ``blocks`` of the pool, as the Serving simulation's pool
+    draws it, placed by :func:`~.pool_figures.place_pool_marks` clear of ``digits`` of id."""
+    mark = POOL_CHANGE_MARKS["copied"]
+    fig.add_trace(go.Scatter(
+        x=blocks % n_cols if len(blocks) else [None], y=blocks // n_cols if len(blocks) else [None],
+        mode="markers", name=mark.name, meta={"mark": "copied"},
+        marker=dict(symbol=mark.symbol, color=mark.fill, line=dict(color=mark.line, width=1)),
+        customdata=blocks[:, None] if len(blocks) else None,
+        hovertemplate="block %{customdata[0]}: a copy-on-write copy (a sample's own copy of a shared partly "
+                      "filled block)<extra></extra>",
+    ))
+    place_pool_marks(fig, n_rows, n_cols, plot_w, plot_h, digits)
 
 
 #: The serving timeline's two lines: blocks in use with sharing (the colour of blocks in

@@ -8,12 +8,18 @@ from explorer.bench.readouts import MemorySummary
 from explorer.cache.sampling import GridSample, pool_grid_shape
 from explorer.cache.sharing import SharedBatch
 from explorer.cards import Card
+from explorer.marks import POOL_CHANGE_MARKS
 from explorer.marks import SHARED_MARK as DRAWN_SHARED_MARK
 from paged_attention import DecodeConfig
 
 #: The block table's mark on a shared block as the caption names it: in the words
 #: of the mark the figure draws (:data:`explorer.marks.SHARED_MARK`).
 SHARED_MARK = f"{DRAWN_SHARED_MARK.words} (◇)"
+#: The copy-on-write star as the captions name it, in the words of the mark the
+#: Serving simulation's pool and the Block table's charts draw.
+COPIED_MARK = f"{POOL_CHANGE_MARKS['copied'].words} (★)"
+#: Requests a caption lists by their sequences before it says "…".
+LISTED_REQUESTS = 4
 
 
 #: The KV cache card's label: its bytes are one layer's K and V pools, not the model's.
@@ -90,16 +96,63 @@ def prefix_set_aside_note(config: DecodeConfig, common_prompt: int, samples: int
             "prefix caching and copy-on-write. Turn Sharing off to see the sidebar's prefix.")
 
 
-def table_caption(config: DecodeConfig, grid: GridSample, samples: int | None, shares: bool) -> str:
+def request_ranges(batch_size: int, samples: int, listed: int = LISTED_REQUESTS) -> str:
+    """The sequences of each request of ``samples`` consecutive ones in a batch of
+    ``batch_size``: "0–1, 2–3" (a request of one sequence: "4"), the first ``listed``
+    requests and "…" after them."""
+    spans = []
+    for first in range(0, batch_size, samples):
+        last = min(first + samples, batch_size) - 1
+        spans.append(str(first) if last == first else f"{first}–{last}")
+    return ", ".join(spans[:listed]) + (", …" if len(spans) > listed else "")
+
+
+def sharing_caption(shared: SharedBatch, samples: int, common_prompt: int, block_size: int) -> str:
+    """The sharing scenario's words under the block table: which sequences are one
+    request's samples, what their prompts hold of the common prompt of ``common_prompt``
+    tokens (a request whose prompt is shorter holds only that many of its tokens, and
+    shares only their blocks, named with their counts), and the copy-on-write star."""
+    batch = len(shared.context_lens)
+    who = (f"Each request's {samples} samples are adjacent sequences: {request_ranges(batch, samples)}. "
+           if samples > 1 else "Each request is one sequence (1 sample). ")
+    prompt = "Each request's prompt is one token shorter than its shortest sample"
+    if common_prompt <= 0:
+        text = who + prompt + "; there is no common prompt, so only a request's samples share its prompt's blocks. "
+    else:
+        short = []
+        for first in range(0, batch, samples):
+            rows = [s for s in range(first, min(first + samples, batch)) if shared.context_lens[s] > 0]
+            if rows and shared.prompt_lens[rows[0]] < common_prompt:
+                n = shared.prompt_lens[rows[0]]
+                seqs = str(rows[0]) if len(rows) == 1 else f"{rows[0]}–{rows[-1]}"
+                short.append(f"sequence{'s' if len(rows) > 1 else ''} {seqs}: a prompt of "
+                             f"{formatting.count(n, 'token')}, {formatting.count(-(-n // block_size), 'block')}")
+        text = who + prompt + f" and starts with the common prompt of {formatting.count(common_prompt, 'token')}"
+        if short:
+            listed = "; ".join(short[:LISTED_REQUESTS]) + ("; …" if len(short) > LISTED_REQUESTS else "")
+            text += ("; a request shorter than the common prompt holds only as much of it as its own tokens, and "
+                     f"shares only their blocks ({listed}). ")
+        else:
+            text += ". "
+    if shared.cow_copies:
+        text += (f"A {COPIED_MARK} marks a copy-on-write copy ({shared.cow_copies:,} here): a sample's own copy of "
+                 "the shared partly filled last prompt block, made at its first write. ")
+    return text
+
+
+def table_caption(config: DecodeConfig, grid: GridSample, samples: int | None, shares: bool,
+                  shared: SharedBatch | None = None, common_prompt: int = 0) -> str:
     """The words under the block table: the sharing scenario's (``samples`` per
-    request), the sidebar's shared prefix (``shares``), or how to read the cells;
-    with the grid's sampling note."""
+    request, its layout ``shared`` of a ``common_prompt``: :func:`sharing_caption`), the
+    sidebar's shared prefix (``shares``), or how to read the cells; with the grid's sampling note."""
     note = grid.note("sequence", "logical block") or ""
     marks = (f"A {SHARED_MARK} marks a block more than one sequence holds (same physical id). "
              if grid.col_stride == 1 else "Shared blocks are not marked at this scale. ")
     if samples is not None:
-        return (f"Sequences {samples} at a time are the samples of one request; each request's prompt is one token "
-                "shorter than its shortest sample and starts with the common prompt. " + marks
+        scenario = (sharing_caption(shared, samples, common_prompt, config.block_size) if shared is not None else
+                    f"Each request's {samples} samples are adjacent sequences: "
+                    f"{request_ranges(config.batch_size, samples)}. ")
+        return (scenario + marks
                 + "Blocks come from the block manager's free list in arrival order, not the sidebar's layout. " + note)
     if shares:
         tail = config.shared_prefix % config.block_size
@@ -134,8 +187,10 @@ def pool_caption(num_blocks: int, sharing: bool, shares: bool, prefix_groups: in
     rows, cols, per_cell = pool_grid_shape(num_blocks)
     if shares:
         return ("Colour = how many sequences hold each block: "
-                + ("the common prompt's blocks are held by every request's samples, a request's own prompt blocks "
-                   "by its samples, generated tokens by one." if sharing else
+                + ("the common prompt's blocks by the samples of every request whose prompt holds them (a request "
+                   "shorter than the common prompt holds only its own tokens' blocks), a request's own prompt "
+                   f"blocks by its samples, generated tokens and copy-on-write copies (a {COPIED_MARK}) by one."
+                   if sharing else
                    ("a shared prefix's blocks by every sequence" if prefix_groups == 1 else
                     "a shared prefix's blocks by every member of its group") + ", the rest by one sequence.")
                 + (f" {per_cell} consecutive blocks per cell, coloured by the most holders among them."

@@ -18,6 +18,8 @@ from explorer.cache.cell_style import (
     add_new_token_marks,
     cell_text_fits,
     colorbar_title,
+    inked,
+    scale_inks,
 )
 from explorer.cache.sampling import sample_grid
 from explorer.formatting import count, ordinal
@@ -137,7 +139,8 @@ def token_walk_figure(
             y=logical,
             customdata=custom,
             # None past the context: the empty slots' trace covers those cells, but not the 1 px gaps.
-            text=np.where(valid, token.astype(str), ""),
+            text=inked(np.where(valid, token.astype(str), ""),  # each in the ink of more contrast on its cell
+                       scale_inks((np.nan_to_num(z) - zmin) / max(zmax - zmin, 1e-9), BLOCK_COLORSCALE)),
             texttemplate="%{text}" if text_on else None,
             textfont=dict(size=font_px("cell")),
             colorscale=BLOCK_COLORSCALE,

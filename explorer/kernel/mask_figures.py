@@ -112,7 +112,7 @@ def tile_mask_figure(
     colorscale[-1][0] = 1.0
     height = 230 + max(_MIN_ROW_PX, min(_ROW_PX, 480 // max(len(labels), 1))) * len(labels)
     beyond = f", its lanes {past[0]:,}–{past[-1]:,} past the context left out" if past else ""
-    subtitle = (f"{count(query_len, 'new token')} x {count(len(tile_rows) // query_len, 'query head')} = "
+    subtitle = (f"{count(query_len, 'new token')} × {count(len(tile_rows) // query_len, 'query head')} = "
                 f"{count(len(tile_rows), 'row')} of one tile; positions {positions[0]:,}–{positions[-1]:,} "
                 f"({count(len(tiles), 'tile')}{beyond}); {OWN_TOKEN_MARK.words} = the row's own token")
     plot_h = plot_area_height(height, subtitle)
