@@ -14,11 +14,11 @@ from dataclasses import dataclass
 #: The word for each symbol a mark takes (Plotly's symbol names).
 SHAPE_WORDS = {
     "triangle-up": "triangle", "hourglass": "hourglass", "star": "star", "pentagon": "pentagon",
-    "x-thin": "diagonal cross", "circle": "dot", "diamond": "diamond", "circle-open": "ring",
+    "x-thin": "diagonal cross", "circle": "dot", "diamond": "diamond", "circle-open": "ring", "cross": "plus",
 }
 #: The word for each colour a mark takes (its fill, or a line-only symbol's line).
 COLOUR_WORDS = {
-    "#FFFFFF": "white", "#111827": "black", "#FACC15": "yellow", "#374151": "dark grey",
+    "#FFFFFF": "white", "#111827": "black", "#FACC15": "yellow", "#374151": "dark grey", "#FDE047": "yellow",
 }
 #: Symbols drawn by their line alone: their colour is the line's.
 LINE_ONLY = ("x-thin", "circle-open")
@@ -54,7 +54,7 @@ class Mark:
 POOL_CHANGE_MARKS = {
     "taken": Mark("taken", "triangle-up", "#FFFFFF", "#111827"),
     "recycled": Mark("recycled", "hourglass", "#111827", "#FFFFFF"),
-    "copied": Mark("copy-on-write", "star", "#FACC15", "#111827"),
+    "copied": Mark("copy-on-write", "cross", "#FACC15", "#111827"),  # a plus: the star is the new tokens'
     "revived": Mark("revived", "pentagon", "#111827", "#FFFFFF"),  # not green: the sequences' greens
     "freed": Mark("freed", "x-thin", "#374151", "#374151"),
 }
@@ -68,8 +68,11 @@ PAGE_MARKS = (*POOL_CHANGE_MARKS.values(), PARTLY_FILLED_MARK, SHARED_MARK)
 #: A row's own token on Inside the kernel's causal mask (a diamond there meant a shared
 #: block's mark on the Block table and Serving pages: issue 27, review 3).
 OWN_TOKEN_MARK = Mark("own token", "circle-open", "#111827", "#111827")
+#: This step's new (draft) tokens in the Block table's cells and the token walk's slots
+#: (a copy-on-write copy was a yellow star too: issue 27, review 3).
+NEW_TOKEN_MARK = Mark("new tokens (this step's queries)", "star", "#FDE047", "#111827")
 #: Every mark of every page: one symbol, one meaning across them all.
-ALL_MARKS = (*PAGE_MARKS, OWN_TOKEN_MARK)
+ALL_MARKS = (*PAGE_MARKS, OWN_TOKEN_MARK, NEW_TOKEN_MARK)
 
 #: How far a Plotly diamond reaches from its centre, in its marker size (1.3 times its radius).
 DIAMOND_REACH = 0.65
@@ -98,7 +101,7 @@ def diamond_extent(size: float, line_px: float) -> float:
 #: (plotly.js ``symbol_defs``): the half side of the square box that holds it.
 SYMBOL_REACH = {
     "circle": 0.5, "diamond": DIAMOND_REACH, "hourglass": 0.5, "triangle-up": 0.87, "star": 0.7,
-    "pentagon": 0.5, "x-thin": 0.7, "circle-open": 0.5,
+    "pentagon": 0.5, "x-thin": 0.7, "circle-open": 0.5, "cross": 0.6,
 }
 #: A cell text character's width, in its font size (an upper estimate for digits).
 TEXT_CHAR_WIDTH = 0.6

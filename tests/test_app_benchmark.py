@@ -308,7 +308,7 @@ def test_shared_prefix_fields_follow_the_url_and_go_back_into_it():
 
 
 @pytest.mark.parametrize("query, rule", [
-    ({"prefix": "100"}, "Shared prefix (tokens) (100) must not exceed Tokens per sequence (64)"),
+    ({"prefix": "100"}, "Shared prefix (100 tokens) must not exceed Tokens per sequence (64)"),
     ({"prefix_groups": "5"}, "Prefix groups (5) must be from 1 to Batch size (4)"),
 ])
 def test_a_prefix_the_batch_cannot_hold_is_a_config_error(query, rule):

@@ -274,6 +274,31 @@ def test_sharing_marks_its_copy_on_write_copies_and_says_which_prompts_are_short
     assert f"copy-on-write copy ({b.cow_copies} here)" in words and star.words in words
 
 
+def test_copy_on_write_and_new_tokens_are_two_shapes_on_one_page():
+    """Review 3: with Sharing on and draft tokens, a copy-on-write copy and a cell holding new tokens
+    were both yellow stars. Every marker the page draws has one meaning (one legend name per symbol),
+    each as registered in :data:`explorer.marks.ALL_MARKS`."""
+    from explorer.marks import ALL_MARKS, NEW_TOKEN_MARK, POOL_CHANGE_MARKS
+
+    at = open_app({**BASE, "new_tokens": "3"})
+    at.toggle(key="bt_share").set_value(True).run()
+    at.number_input(key="bt_samples").set_value(2).run()
+    at.number_input(key="bt_common").set_value(64).run()
+    assert_clean(at)
+    meanings: dict[str, set[str]] = {}
+    for key in ("bt_table", "bt_pool", "bt_walk"):
+        for t in chart(at, key)["data"]:
+            symbol = (t.get("marker") or {}).get("symbol")
+            # squares: the legend's colour swatches and the invisible click targets, not marks
+            if t.get("type") == "scatter" and t.get("mode", "").startswith("markers") and symbol not in (None, "square"):
+                meanings.setdefault(symbol, set()).add(t["name"])
+    assert {NEW_TOKEN_MARK.name, POOL_CHANGE_MARKS["copied"].name} <= set().union(*meanings.values())
+    assert all(len(names) == 1 for names in meanings.values()), meanings
+    registered = {m.name: m.symbol for m in ALL_MARKS}
+    assert all(registered[name] == symbol for symbol, names in meanings.items() for name in names
+               if name in registered), meanings
+
+
 def test_block_table_pick_outlines_both_charts_and_survives_a_smaller_pool():
     at = open_app(BASE)
     config = state.settings_from_query(BASE)[0].config()

@@ -35,7 +35,7 @@ def test_sweep_cancel_run_and_compare_in_browser(server, browser, tmp_path):
         expect(box).to_have_value(value, timeout=30_000)
         settle(page)
     n = 6
-    expect(page.get_by_text(re.compile(rf"^{n} points: 16, .*2,048 "))).to_be_visible(timeout=30_000)
+    expect(page.get_by_text(re.compile(rf"^{n} points: 16, .*, 2k "))).to_be_visible(timeout=30_000)
     settle(page)
     page.get_by_role("button", name="Clear cache").click()  # every point timed here, none from an earlier test
     settle(page)

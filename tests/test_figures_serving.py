@@ -395,7 +395,7 @@ def test_serving_pool_caption_names_each_mark_as_the_pool_draws_it():
     for t in drawn:
         words = Mark(t.name, t.marker.symbol, t.marker.color, t.marker.line.color).words
         assert f"a {words} = " in caption, t.name
-    assert "black pentagon = revived" in caption and "yellow star = a copy-on-write copy" in caption
+    assert "black pentagon = revived" in caption and "yellow plus = a copy-on-write copy" in caption
     assert not set("▲◆★⬟✕●") & set(caption)  # no glyph that draws otherwise than the mark
 
 

@@ -22,7 +22,7 @@ from explorer.serving.history import simulate
 
 #: Half the side of the square holding each symbol, in its marker size (plotly.js symbol_defs).
 REACH = {"circle": 0.5, "diamond": 0.65, "hourglass": 0.5, "triangle-up": 0.87, "star": 0.7, "pentagon": 0.5,
-         "x-thin": 0.7}
+         "x-thin": 0.7, "cross": 0.6}
 MARK_NAMES = {m.name for m in PAGE_MARKS} | {serving_figures._PARTIAL_NAME}
 
 

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from explorer.formatting import line_count, wrap_words
 from explorer.limits import MAX_TEXT_CELLS
+from explorer.marks import NEW_TOKEN_MARK
 from explorer.style import (
     FREE_COLOR,
     HALF_FIGURE_PX,
@@ -50,12 +51,12 @@ DARK_INK, LIGHT_INK = "#000000", "#FFFFFF"
 #: The least WCAG contrast of an id written in a cell against the cell's colour.
 MIN_INK_CONTRAST = 4.5
 #: This step's new tokens (draft tokens verified in one step): the last ``q`` positions of
-#: each sequence, already in the cache, each a query row. A star of this yellow, outlined
-#: dark, marks the table cells and the walk's slots that hold them (a shape and colour no
-#: other meaning uses), named so in the legend and the hover.
-NEW_TOKENS = "new tokens (this step's queries)"
-NEW_TOKEN_COLOR = "#FDE047"
-NEW_TOKEN_LINE = "#111827"
+#: each sequence, already in the cache, each a query row. A yellow star outlined dark
+#: (:data:`~explorer.marks.NEW_TOKEN_MARK`, a shape no other meaning uses) marks the
+#: table cells and the walk's slots that hold them, named so in the legend and the hover.
+NEW_TOKENS = NEW_TOKEN_MARK.name
+NEW_TOKEN_COLOR = NEW_TOKEN_MARK.fill
+NEW_TOKEN_LINE = NEW_TOKEN_MARK.line
 #: Characters per line of a colour bar's title (about the bar and its tick labels'
 #: width). A colour key's words are at the size of the bar's tick labels
 #: (:func:`~explorer.style.font_px` ``"tick"``), the numbers written in cells at
@@ -170,7 +171,7 @@ def add_new_token_marks(fig: go.Figure, x, y, customdata, hovertemplate: str, ce
     fig.update_layout(showlegend=True)
     fig.add_trace(go.Scatter(
         x=x, y=y, mode="markers", customdata=customdata, hovertemplate=hovertemplate, cliponaxis=False,
-        marker=dict(symbol="star", size=max(4.0, min(share * cell_px, 16.0)), color=NEW_TOKEN_COLOR,
+        marker=dict(symbol=NEW_TOKEN_MARK.symbol, size=max(4.0, min(share * cell_px, 16.0)), color=NEW_TOKEN_COLOR,
                     line=dict(color=NEW_TOKEN_LINE, width=1)),
         name=NEW_TOKENS,
     ))

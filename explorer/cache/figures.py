@@ -144,7 +144,7 @@ def block_table_figure(
     copied : sequence of int, optional
         With ``ref_counts``: physical blocks copy-on-write made
         (:attr:`~.sharing.SharedBatch.copied`); the cells pointing to them get the
-        copy-on-write star (:data:`COPIED_MARK`) where the shared mark would go, in a
+        copy-on-write plus (:data:`COPIED_MARK`) where the shared mark would go, in a
         trace named ``COPIED_MARK.name`` after ``"shared block"``'s.
     marks_beside_px : float, optional
         The narrowest the plot area is drawn (px): given, a shared mark goes left of its
@@ -433,7 +433,7 @@ SHARED_MARK_GAP_PX, MIN_EDGE_PX = 2, 1
 #: 3 px lost its white fill in its outline) where the cell holds that clear of the id, else the
 #: most it holds; its outline :data:`SHARED_MARK_LINE_PX` (grown likewise).
 SHARED_MARK_SHARE, MIN_SHARED_MARK_PX, SHARED_MARK_LINE_PX = 0.75, 7, 1.2
-#: A copy-on-write copy in the table: the Serving simulation pool's star.
+#: A copy-on-write copy in the table: the Serving simulation pool's mark (a yellow plus).
 COPIED_MARK = POOL_CHANGE_MARKS["copied"]
 
 
@@ -447,7 +447,7 @@ def _shared_marks(fig, sub, rows, names, cols, ref_counts, row_stride, *, exact:
     wide (``beside_px`` where given and narrower) and ``row_px`` high, less the heatmap's
     ``gaps``; ``ids`` digits of id text (0: none). With ``copied`` (physical block ids
     copy-on-write made: held by one sequence, never a shared cell), the copy-on-write
-    star (:data:`~explorer.marks.POOL_CHANGE_MARKS` ``"copied"``) in the same corner of the
+    plus (:data:`~explorer.marks.POOL_CHANGE_MARKS` ``"copied"``) in the same corner of the
     cells pointing to them, a trace of its own."""
     holders = np.where(sub >= 0, ref_counts[np.maximum(sub, 0)], 0)
     r, c = np.nonzero(holders > 1) if exact else (np.array([], dtype=int),) * 2

@@ -142,9 +142,9 @@ def pool_ref_count_figure(
         (:func:`~.pool_figures.pool_shape`).
     copied : sequence of int, optional
         Physical blocks that copy-on-write made (:attr:`~.sharing.SharedBatch.copied`):
-        each gets the Serving simulation's copy-on-write star
+        each gets the Serving simulation's copy-on-write mark
         (:data:`~explorer.marks.POOL_CHANGE_MARKS` ``"copied"``) in its cell's top-left
-        corner, and the star a legend entry; not drawn in an aggregated pool.
+        corner, and the mark a legend entry; not drawn in an aggregated pool.
 
     Returns
     -------
@@ -159,7 +159,7 @@ def pool_ref_count_figure(
         ``i + 1`` for level ``i``) and the squares are ``"free"`` and every level's
         :func:`ref_level_names` (``meta={"level": i + 1}``). Then
         :func:`~.pool_figures.pool_pick`'s traces; with ``copied`` (exact pool), last the
-        star trace named ``POOL_CHANGE_MARKS["copied"].name`` (``meta={"mark": "copied"}``,
+        mark trace named ``POOL_CHANGE_MARKS["copied"].name`` (``meta={"mark": "copied"}``,
         ``customdata[:, 0]`` its blocks).
 
     Raises
@@ -279,7 +279,7 @@ def pool_ref_count_figure(
 
 def _copied_marks(fig: go.Figure, blocks: np.ndarray, n_rows: int, n_cols: int, plot_w: float, plot_h: float,
                   digits: int) -> None:
-    """The copy-on-write star on ``blocks`` of the pool, as the Serving simulation's pool
+    """The copy-on-write mark on ``blocks`` of the pool, as the Serving simulation's pool
     draws it, placed by :func:`~.pool_figures.place_pool_marks` clear of ``digits`` of id."""
     mark = POOL_CHANGE_MARKS["copied"]
     fig.add_trace(go.Scatter(

@@ -15,9 +15,9 @@ from paged_attention import DecodeConfig
 #: The block table's mark on a shared block as the caption names it: in the words
 #: of the mark the figure draws (:data:`explorer.marks.SHARED_MARK`).
 SHARED_MARK = f"{DRAWN_SHARED_MARK.words} (◇)"
-#: The copy-on-write star as the captions name it, in the words of the mark the
+#: The copy-on-write mark as the captions name it, in the words of the mark the
 #: Serving simulation's pool and the Block table's charts draw.
-COPIED_MARK = f"{POOL_CHANGE_MARKS['copied'].words} (★)"
+COPIED_MARK = POOL_CHANGE_MARKS["copied"].words
 #: Requests a caption lists by their sequences before it says "…".
 LISTED_REQUESTS = 4
 
@@ -111,7 +111,7 @@ def sharing_caption(shared: SharedBatch, samples: int, common_prompt: int, block
     """The sharing scenario's words under the block table: which sequences are one
     request's samples, what their prompts hold of the common prompt of ``common_prompt``
     tokens (a request whose prompt is shorter holds only that many of its tokens, and
-    shares only their blocks, named with their counts), and the copy-on-write star."""
+    shares only their blocks, named with their counts), and the copy-on-write mark."""
     batch = len(shared.context_lens)
     who = (f"Each request's {samples} samples are adjacent sequences: {request_ranges(batch, samples)}. "
            if samples > 1 else "Each request is one sequence (1 sample). ")
