@@ -195,13 +195,19 @@ def test_reruns_do_not_grow_memory():
     assert growth < 8 * 2**20, f"grew {growth / 2**20:.1f} MiB over 12 reruns"
 
 
-def test_block_table_sharing_scenario_marks_shared_cells_and_states_the_saving():
-    from explorer.cache.sharing import shared_prefix_batch
-
-    at = open_app(BASE)
+def _sharing_on(query):
+    """The Block table page at ``query``, Sharing on: 2 samples per request, a 64-token common prompt."""
+    at = open_app(query)
     at.toggle(key="bt_share").set_value(True).run()
     at.number_input(key="bt_samples").set_value(2).run()
     at.number_input(key="bt_common").set_value(64).run()
+    return at
+
+
+def test_block_table_sharing_scenario_marks_shared_cells_and_states_the_saving():
+    from explorer.cache.sharing import shared_prefix_batch
+
+    at = _sharing_on(BASE)
     assert_clean(at)
     config = state.settings_from_query(BASE)[0].config()
     b = shared_prefix_batch(config.lengths, config.block_size, config.num_blocks, 64, 2)
@@ -240,16 +246,13 @@ def test_block_table_sharing_scenario_marks_shared_cells_and_states_the_saving()
 def test_sharing_marks_its_copy_on_write_copies_and_says_which_prompts_are_short():
     """Review 3 (common prompt 64, 2 samples): the summary counted 2 copy-on-write copies that neither
     chart marked, and the caption said every prompt starts with the common prompt while sequence 2's
-    request holds only 56 tokens of it. The copies get the Serving page's star in the pool and in the
+    request holds only 56 tokens of it. The copies get the Serving page's mark in the pool and in the
     table cells pointing to them, each with a legend entry; the caption names the requests' sequences
     and the short request's tokens and blocks."""
     from explorer.cache.sharing import shared_prefix_batch
     from explorer.marks import POOL_CHANGE_MARKS
 
-    at = open_app(BASE)
-    at.toggle(key="bt_share").set_value(True).run()
-    at.number_input(key="bt_samples").set_value(2).run()
-    at.number_input(key="bt_common").set_value(64).run()
+    at = _sharing_on(BASE)
     assert_clean(at)
     config = state.settings_from_query(BASE)[0].config()
     b = shared_prefix_batch(config.lengths, config.block_size, config.num_blocks, 64, 2)
@@ -280,10 +283,7 @@ def test_copy_on_write_and_new_tokens_are_two_shapes_on_one_page():
     each as registered in :data:`explorer.marks.ALL_MARKS`."""
     from explorer.marks import ALL_MARKS, NEW_TOKEN_MARK, POOL_CHANGE_MARKS
 
-    at = open_app({**BASE, "new_tokens": "3"})
-    at.toggle(key="bt_share").set_value(True).run()
-    at.number_input(key="bt_samples").set_value(2).run()
-    at.number_input(key="bt_common").set_value(64).run()
+    at = _sharing_on({**BASE, "new_tokens": "3"})
     assert_clean(at)
     meanings: dict[str, set[str]] = {}
     for key in ("bt_table", "bt_pool", "bt_walk"):
