@@ -67,8 +67,8 @@ def pool_shape(num_blocks: int, max_cells: int = MAX_POOL_CELLS, fit_ids: bool =
     digits = len(str(max(int(num_blocks) - 1, 0)))
     width = plot_width_px(plot_width)
     fit = int(width // (digits * DIGIT_WIDTH * font_px("cell") + 2 * CELL_PAD_PX))
-    if min_cell_px > 0:  # the marks' cells, pitch and grid pad as place_pool_marks measures them
-        fit = min(fit, int(width / min_cell_px - 2 * GRID_PAD))
+    marks = int(width / min_cell_px - 2 * GRID_PAD) if min_cell_px > 0 else fit  # pitch as place_pool_marks has it
+    fit = min(fit, marks) if marks >= 4 else fit  # too narrow for the marks' cells: the ids' still
     rows = math.ceil(max(int(num_blocks), 1) / max(fit, 1))
     if 4 <= fit < n_cols and rows <= MAX_ID_ROWS:
         return rows, fit, 1
@@ -217,6 +217,15 @@ def mark_rows_px(plot_height: float, n_rows: int, cell_h: float) -> int:
     """Pixels at scale 1 a pool figure grows by so that its plot of ``plot_height`` px (at the scale
     of now) holds ``n_rows`` rows of ``cell_h`` px (:func:`marks_cell_px`), its grid pad included."""
     return math.ceil(max((n_rows + 2 * GRID_PAD) * cell_h - plot_height, 0.0) / presentation_scale())
+
+
+def dot_rows_px(fig: go.Figure, n_rows: int, num_blocks: int) -> float:
+    """Pixels (at scale 1: the scale of now's over it) of a plot whose ``n_rows`` rows hold ``fig``'s partly filled dot (its
+    trace ``meta["mark"] == "partial"``, when it marks a block), and the marks of its reach, at
+    :data:`POOL_MARK_PX` (:func:`mark_px`) clear of the ids (:func:`marks_cell_px`); 0 without one."""
+    dots = [(t.marker.symbol, t.marker.line.width or 0) for t in fig.data
+            if isinstance(t.meta, dict) and t.meta.get("mark") == "partial" and t.x is not None and len(t.x)]
+    return (n_rows + 2 * GRID_PAD) * marks_cell_px(dots, num_blocks)[1] / presentation_scale()
 
 
 def pool_pick(fig: go.Figure, num_blocks: int, max_cells: int, plot_height: float,
