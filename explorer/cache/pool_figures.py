@@ -225,7 +225,8 @@ def dot_rows_px(fig: go.Figure, n_rows: int, num_blocks: int) -> float:
     :data:`POOL_MARK_PX` (:func:`mark_px`) clear of the ids (:func:`marks_cell_px`); 0 without one."""
     dots = [(t.marker.symbol, t.marker.line.width or 0) for t in fig.data
             if isinstance(t.meta, dict) and t.meta.get("mark") == "partial" and t.x is not None and len(t.x)]
-    return (n_rows + 2 * GRID_PAD) * marks_cell_px(dots, num_blocks)[1] / presentation_scale()
+    # + 1: the heatmap's gap, which an inset mark's cell loses (place_pool_marks)
+    return (n_rows + 2 * GRID_PAD) * (marks_cell_px(dots, num_blocks)[1] + 1) / presentation_scale() if dots else 0.0
 
 
 def pool_pick(fig: go.Figure, num_blocks: int, max_cells: int, plot_height: float,
