@@ -8,7 +8,6 @@ each mark's box, its cell's and its id's, in px of the plot each is drawn in).""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from test_figures_serving import ALL_MARKS
 from test_marks_clear_of_ids import mark_boxes
