@@ -12,9 +12,9 @@ from explorer.cache.cell_style import NEW_TOKEN_COLOR
 from explorer.cache.sharing import table_ref_counts
 from explorer.cache.window import window_reads
 from explorer.limits import MAX_CONTEXT, MAX_SAMPLES
-from explorer.style import SEQUENCE_COLORS
+from explorer.style import FULL_FIGURE_PX, FULL_PLOT_WIDTH_PX, SEQUENCE_COLORS
 from paged_attention.inputs import OTHER
-from ui.charts import show_chart
+from ui.charts import presenting, show_chart
 from ui.data import block_arrays_for, shared_batch_for
 from ui.inputs import bounded_number_input
 from ui.sidebar import current, show_config_error
@@ -100,7 +100,17 @@ if config.window is not None:
     st.markdown(f":material/filter_center_focus: **{reads.note()}" + (f"; {physical}" if physical else "")
                 + f"**: {reads.detail()}. {reads.explain_unread()}")
 
-left, right = st.columns([3, 2], gap="medium")
+# Presentation mode: each chart across the page, one under the other: in two fifths of it the pool and the
+# walk through it kept their 232 px plots while only their height grew (issue 27, review 4).
+stacked = presenting()
+wide = {"plot_width": FULL_PLOT_WIDTH_PX, "figure_px": FULL_FIGURE_PX} if stacked else {}
+
+
+def _side_by_side():
+    return (st.container(), st.container()) if stacked else st.columns([3, 2], gap="medium")
+
+
+left, right = _side_by_side()
 with left:
     show_chart(
         cache_figures.block_table_figure(tables, lengths, config.block_size, config.num_blocks,
@@ -116,9 +126,9 @@ with left:
 with right:
     show_chart(
         sharing_figures.pool_ref_count_figure(refs, tables, config.block_size, highlight=pick, other=owner == OTHER,
-                                              fit_ids=True, copied=shared.copied if sharing else None)
+                                              fit_ids=True, copied=shared.copied if sharing else None, **wide)
         if shares else pool_figures.pool_figure(owner, tables, lengths, config.block_size, highlight=pick,
-                                                fit_ids=True),
+                                                fit_ids=True, **wide),
         key="bt_pool", width="stretch", on_select=_pick_from("bt_pool"), selection_mode="points",
     )
     st.caption(cache_view.pool_caption(len(owner), sharing, shares, config.prefix_groups,
@@ -150,7 +160,7 @@ info.markdown(
     f"token *t* lives in logical block *t* // {config.block_size}, slot *t* % {config.block_size}, "
     f"and the block table sends that logical block to a physical one.{new_words}"
 )
-walk, path = st.columns([3, 2], gap="medium")
+walk, path = _side_by_side()
 show_chart(
     walk_figures.token_walk_figure(tables[seq], lengths[seq], config.block_size, seq, config.num_blocks,
                                    query_len=q_seq),

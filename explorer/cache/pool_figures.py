@@ -45,23 +45,30 @@ from explorer.style import (
     narrow_title_px,
     plot_area_height,
     plot_width_px,
+    presentation_scale,
     scaled,
 )
 from paged_attention.inputs import FREE, OTHER
 
 
-def pool_shape(num_blocks: int, max_cells: int = MAX_POOL_CELLS, fit_ids: bool = False) -> tuple[int, int, int]:
+def pool_shape(num_blocks: int, max_cells: int = MAX_POOL_CELLS, fit_ids: bool = False,
+               plot_width: float = NARROW_PLOT_PX, min_cell_px: float = 0.0) -> tuple[int, int, int]:
     """``(rows, columns, blocks_per_cell)`` of a pool view: :func:`~.sampling.pool_grid_shape`'s,
     or with ``fit_ids`` (the Block table page's pool, which writes each block's id in its
     cell) fewer, wider columns where the ids at the cell text size of now
     (:func:`~explorer.style.font_px` ``"cell"``: presentation mode's is 1.5 times
-    normal's) would not fit the column's :data:`~.cell_style.NARROW_PLOT_PX` otherwise,
+    normal's) would not fit a plot ``plot_width`` px wide at scale 1 (the page's column,
+    :data:`~.cell_style.NARROW_PLOT_PX`) otherwise, or cells would be narrower than
+    ``min_cell_px`` (px at the scale of now: what its marks need, :func:`mark_cell_px`),
     so long as that takes at most :data:`~explorer.limits.MAX_ID_ROWS` rows and at least 4 columns."""
     n_rows, n_cols, per_cell = pool_grid_shape(num_blocks, max_cells)
     if not fit_ids or per_cell > 1:
         return n_rows, n_cols, per_cell
     digits = len(str(max(int(num_blocks) - 1, 0)))
-    fit = int(plot_width_px(NARROW_PLOT_PX) // (digits * DIGIT_WIDTH * font_px("cell") + 2 * CELL_PAD_PX))
+    width = plot_width_px(plot_width)
+    fit = int(width // (digits * DIGIT_WIDTH * font_px("cell") + 2 * CELL_PAD_PX))
+    marks = int(width / min_cell_px - 2 * GRID_PAD) if min_cell_px > 0 else fit  # pitch as place_pool_marks has it
+    fit = min(fit, marks) if marks >= 4 else fit  # too narrow for the marks' cells: the ids' still
     rows = math.ceil(max(int(num_blocks), 1) / max(fit, 1))
     if 4 <= fit < n_cols and rows <= MAX_ID_ROWS:
         return rows, fit, 1
@@ -100,6 +107,8 @@ def pool_figure(
     max_cells: int = MAX_POOL_CELLS,
     highlight: range | None = None,
     fit_ids: bool = False,
+    plot_width: float = NARROW_PLOT_PX,
+    figure_px: float = NARROW_FIGURE_PX,
 ) -> go.Figure:
     """The physical pool as a grid of blocks, coloured by owning sequence.
 
@@ -121,7 +130,13 @@ def pool_figure(
         Physical block ids to outline (see :func:`pool_pick`).
     fit_ids : bool
         Lay the grid out so that each block's id fits its cell where it can
-        (:func:`pool_shape`): presentation mode's larger ids in the page's column.
+        (:func:`pool_shape`): presentation mode's larger ids in the page's column; and
+        cells that hold its partly filled dot at :data:`POOL_MARK_PX` clear of the ids
+        (:func:`marks_cell_px`): fewer columns, taller rows.
+    plot_width, figure_px : float
+        The plot area's and the figure's width at scale 1 (px): two fifths of the page
+        (default), or :data:`~explorer.style.FULL_PLOT_WIDTH_PX` and
+        :data:`~explorer.style.FULL_FIGURE_PX` across it.
 
     Up to :data:`MAX_SEQUENCE_LEGEND` sequences each get a legend entry; past
     that the colours repeat (every ``len(SEQUENCE_COLORS)`` sequences), the
@@ -138,7 +153,10 @@ def pool_figure(
     """
     owner = np.asarray(pool_owner, dtype=np.int64)
     num_blocks = len(owner)
-    n_rows, n_cols, per_cell = shape = pool_shape(num_blocks, max_cells, fit_ids)
+    filled = block_fill(block_tables, context_lens, block_size, num_blocks)[1]
+    partial = fit_ids and bool(((owner >= 0) & (filled > 0) & (filled < block_size)).any())
+    cell_w, cell_h = marks_cell_px([(PARTLY_FILLED_MARK.symbol, scaled(1))] if partial else [], num_blocks)
+    n_rows, n_cols, per_cell = shape = pool_shape(num_blocks, max_cells, fit_ids, plot_width, cell_w)
     seqs = np.unique(owner[owner >= 0])
     listed = per_cell == 1 and len(seqs) <= MAX_SEQUENCE_LEGEND
     fig = go.Figure()
@@ -151,27 +169,64 @@ def pool_figure(
     else:
         subtitle = f"{count(num_blocks, 'block')}, {per_cell} per cell; colour = share held by this batch"
     # Grow the figure by the sequences' legend (two entries a row in a narrow
-    # column, under its title) rather than let it squeeze the grid.
+    # column, under its title) rather than let it squeeze the grid; its rows grow with the
+    # scale, as the figure's height does (issue 27, review 4: presentation mode's grid drew
+    # 60 px rows for the 64 its marks were placed in, the dots over their cells' edge).
     legend_rows = (math.ceil((len(seqs) + 3) / 2) if listed else 1 + (per_cell == 1)) + (per_cell == 1)
-    height = int(min(720, max(320, 190 + 24 * n_rows)) + 22 * (legend_rows - 1)
-                 + narrow_title_px(subtitle))  # the subtitle's lines in a narrow column
-    plot_height = plot_area_height(height, subtitle, width_px=NARROW_FIGURE_PX) - 22 * (legend_rows - 1)
+    legend_px = 22 * (legend_rows - 1)
+    height = int(min(720, max(320, 190 + 24 * n_rows)) + legend_px
+                 + pool_title_px(subtitle, figure_px))  # the subtitle's lines in the figure's width
+    if per_cell == 1:
+        height += mark_rows_px(plot_area_height(height, subtitle, width_px=figure_px) - scaled(legend_px),
+                               n_rows, cell_h)
+    plot_height = plot_area_height(height, subtitle, width_px=figure_px) - scaled(legend_px)
     if per_cell == 1:
         _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_cols, plot_height,
-                    seqs if listed else ())
+                    seqs if listed else (), plot_width)
     else:
         _pool_aggregated(fig, owner, n_rows, n_cols, per_cell, plot_height)
     pool_pick(fig, num_blocks, max_cells, plot_height, highlight, shape)
     if per_cell == 1:  # past the palette, the legend's title says the colours repeat (no entry per sequence)
         legend_key(fig, SEQUENCE_KEY if listed else f"{SEQUENCE_KEY}<br>(repeats every {len(SEQUENCE_COLORS)} sequences)",
-                   NARROW_FIGURE_PX)
-    apply_style(fig, "Physical block pool", subtitle, height=height, width_px=NARROW_FIGURE_PX)  # two fifths of the page
+                   figure_px)
+    apply_style(fig, "Physical block pool", subtitle, height=height, width_px=figure_px)  # two fifths of the page
     fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)"
                      if per_cell > 1 else "+ offset within row", showgrid=False, zeroline=False,
-                     **integer_ticks(0, n_cols - 1, plot_width=NARROW_PLOT_PX if per_cell == 1 else NARROW_BAR_PLOT_PX))
+                     **integer_ticks(0, n_cols - 1, plot_width=plot_width if per_cell == 1 else NARROW_BAR_PLOT_PX))
     fig.update_yaxes(title="first block", range=[n_rows - 0.5 + GRID_PAD, -0.5 - GRID_PAD], showgrid=False,
                      zeroline=False, **first_block_ticks(n_rows, n_cols * per_cell, plot_height))
     return fig
+
+
+def pool_title_px(subtitle: str | None, figure_px: float) -> int:
+    """Pixels at scale 1 that ``subtitle`` takes more in a figure ``figure_px`` wide than in a half-page
+    one: :func:`~explorer.style.narrow_title_px` in two fifths of the page, none across it."""
+    return narrow_title_px(subtitle) if figure_px <= NARROW_FIGURE_PX else 0
+
+
+def marks_cell_px(marks: Sequence[tuple[str, float]], num_blocks: int) -> tuple[float, float]:
+    """The least cell width and height (px at the scale of now) of a pool of ``num_blocks`` whose
+    cells hold each of ``marks`` (``(symbol, outline px)``) at :data:`POOL_MARK_PX` (:func:`mark_px`)
+    clear of the ids (:func:`mark_cell_px`); ``(0, 0)`` without marks."""
+    digits = len(str(max(int(num_blocks) - 1, 0)))
+    cells = [mark_cell_px(symbol, line, digits, mark_px(POOL_MARK_PX)) for symbol, line in marks]
+    return (max(w for w, _ in cells), max(h for _, h in cells)) if cells else (0.0, 0.0)
+
+
+def mark_rows_px(plot_height: float, n_rows: int, cell_h: float) -> int:
+    """Pixels at scale 1 a pool figure grows by so that its plot of ``plot_height`` px (at the scale
+    of now) holds ``n_rows`` rows of ``cell_h`` px (:func:`marks_cell_px`), its grid pad included."""
+    return math.ceil(max((n_rows + 2 * GRID_PAD) * cell_h - plot_height, 0.0) / presentation_scale())
+
+
+def dot_rows_px(fig: go.Figure, n_rows: int, num_blocks: int) -> float:
+    """Pixels (at scale 1: the scale of now's over it) of a plot whose ``n_rows`` rows hold ``fig``'s partly filled dot (its
+    trace ``meta["mark"] == "partial"``, when it marks a block), and the marks of its reach, at
+    :data:`POOL_MARK_PX` (:func:`mark_px`) clear of the ids (:func:`marks_cell_px`); 0 without one."""
+    dots = [(t.marker.symbol, t.marker.line.width or 0) for t in fig.data
+            if isinstance(t.meta, dict) and t.meta.get("mark") == "partial" and t.x is not None and len(t.x)]
+    # + 1: the heatmap's gap, which an inset mark's cell loses (place_pool_marks)
+    return (n_rows + 2 * GRID_PAD) * (marks_cell_px(dots, num_blocks)[1] + 1) / presentation_scale() if dots else 0.0
 
 
 def pool_pick(fig: go.Figure, num_blocks: int, max_cells: int, plot_height: float,
@@ -210,7 +265,8 @@ def pool_pick(fig: go.Figure, num_blocks: int, max_cells: int, plot_height: floa
         add_outline(fig, col - 0.5, col + 0.5, row - 0.5, row + 0.5, size)
 
 
-def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_cols, plot_height, listed) -> None:
+def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_cols, plot_height, listed,
+                plot_width) -> None:
     num_blocks = len(owner)
     palette = SEQUENCE_COLORS
     codes = np.where(owner >= 0, 2 + owner % len(palette), np.where(owner == OTHER, 1, 0)).astype(float)
@@ -243,7 +299,7 @@ def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_co
             text=inked(np.array([str(i) if i < num_blocks else "" for i in ids], dtype=object),
                        palette_inks(np.nan_to_num(z.ravel(), nan=0), [FREE_COLOR, OTHER_COLOR, *SEQUENCE_COLORS])
                        ).reshape(n_rows, n_cols),
-            texttemplate="%{text}" if cell_text_fits(n_rows, n_cols, len(str(num_blocks - 1)), NARROW_PLOT_PX,
+            texttemplate="%{text}" if cell_text_fits(n_rows, n_cols, len(str(num_blocks - 1)), plot_width,
                                                      plot_height) else None,
             textfont=dict(size=font_px("cell")),
             colorscale=scale,
@@ -279,7 +335,7 @@ def _pool_exact(fig, owner, block_tables, context_lens, block_size, n_rows, n_co
             meta={"mark": "partial"},
         )
     )
-    place_pool_marks(fig, n_rows, n_cols, plot_width_px(NARROW_PLOT_PX), plot_height, len(str(num_blocks - 1))
+    place_pool_marks(fig, n_rows, n_cols, plot_width_px(plot_width), plot_height, len(str(num_blocks - 1))
                      if fig.data[0].texttemplate else 0)
 
 
@@ -314,14 +370,47 @@ def _pool_aggregated(fig, owner, n_rows, n_cols, per_cell, plot_height) -> None:
     )
 
 
-#: Each pool mark's corner of its cell and its most size (px at scale 1, in a grid of at most 5,000
-#: cells; 5 px past that), by its trace's ``meta["mark"]``: the partly filled dot top right, a step's
-#: changes (:data:`~explorer.marks.POOL_CHANGE_MARKS`) top left, a freed block's cross bottom right
-#: (a block freed and taken in a step shows both), each in its half of the cell, clear of the id.
+#: Each pool mark's corner of its cell and its most size (px at scale 1, :func:`mark_px` at the scale of
+#: now, in a grid of at most 5,000 cells; 5 px past that), by its trace's ``meta["mark"]``: the partly filled
+#: dot top right, a step's changes (:data:`~explorer.marks.POOL_CHANGE_MARKS`) top left, a freed block's cross
+#: bottom right (a block freed and taken in a step shows both), each in its half of the cell, clear of the id.
 POOL_MARK_PLACES = {"partial": ("top-right", 7), "taken": ("top-left", 8), "recycled": ("top-left", 10),
                     "copied": ("top-left", 10), "revived": ("top-left", 8), "freed": ("bottom-right", 8)}
 #: Pixels a pool mark keeps from its cell's edge and its id (at scale 1), and its least size.
 POOL_MARK_GAP_PX, MIN_POOL_MARK_PX = 2, 4
+#: The size (px at scale 1, :func:`mark_px` at the scale of now) that the Block table's pool (``fit_ids``)
+#: lays its cells out to hold each of its marks at, clear of the ids (issue 27, review 4: its partly
+#: filled dot and copy-on-write plus were 4 px in normal mode, the dot touching the ids).
+POOL_MARK_PX = 7
+
+
+def mark_px(px: float) -> float:
+    """``px`` of a pool mark's size at scale 1, at the scale of now: times the scale squared, so that
+    presentation mode's marks (1.5 squared, 2.25 times as large) grow more than its text, 1.5 times, does:
+    a glyph of a few pixels, read across a room, needs more than a digit (issue 27, review 4: the
+    Serving pool's marks, 10 px in cells of 55, read as specks)."""
+    return px * presentation_scale() ** 2
+
+
+def mark_cell_px(symbol: str, line: float, digits: int, size: float) -> tuple[float, float]:
+    """The least width and height (px) of a pool cell whose corner holds a mark of ``symbol``, outline
+    ``line`` px, at ``size`` px, clear of ``digits`` of id text at the cell text size of now and of its
+    half of the cell, as :func:`place_pool_marks` places it (:func:`~explorer.marks.corner_fit` with the
+    pool's margins: the least width first, then the least height at that width)."""
+    text_w, text_h = (digits * TEXT_CHAR_WIDTH * font_px("cell"), font_px("cell")) if digits else (0.0, 0.0)
+
+    def fits(w: float, h: float) -> bool:
+        return corner_fit(w, h, text_w, text_h, symbol=symbol, line=line, margin=scaled(POOL_MARK_GAP_PX),
+                          floor=scaled(MIN_POOL_MARK_PX), most=size, shared=True)[2] >= size - 1e-6
+
+    def least(ok) -> float:
+        lo, hi = 0.0, 4096.0
+        for _ in range(40):
+            lo, hi = (lo, (lo + hi) / 2) if ok((lo + hi) / 2) else ((lo + hi) / 2, hi)
+        return hi
+
+    width = least(lambda w: fits(w, 4096.0))
+    return width, least(lambda h: fits(width, h))
 
 
 def place_pool_marks(fig: go.Figure, n_rows: int, n_cols: int, plot_w: float, plot_h: float, digits: int,
@@ -347,7 +436,7 @@ def place_pool_marks(fig: go.Figure, n_rows: int, n_cols: int, plot_w: float, pl
         corner, most = POOL_MARK_PLACES[key]
         dx, dy, size = corner_fit(cell_w, cell_h, text_w, text_h, symbol=t.marker.symbol, line=t.marker.line.width or 0,
                                   margin=scaled(POOL_MARK_GAP_PX), floor=scaled(MIN_POOL_MARK_PX),
-                                  most=scaled(most if small else 5), corner=corner, shared=True,
+                                  most=mark_px(most) if small else scaled(5), corner=corner, shared=True,
                                   side_margin=inset * cell_w if inset > 0 else None)
         t.marker.size = size
         if t.customdata is None or not len(t.customdata):

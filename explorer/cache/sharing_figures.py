@@ -25,7 +25,14 @@ from explorer.cache.cell_style import (
     legend_key_text,
 )
 from explorer.cache.picking import GRID_PAD
-from explorer.cache.pool_figures import place_pool_marks, pool_pick, pool_shape
+from explorer.cache.pool_figures import (
+    mark_rows_px,
+    marks_cell_px,
+    place_pool_marks,
+    pool_pick,
+    pool_shape,
+    pool_title_px,
+)
 from explorer.category_ticks import first_block_ticks
 from explorer.formatting import count, line_count
 from explorer.limits import MAX_POOL_CELLS, MAX_STEPPED_REFS
@@ -42,9 +49,9 @@ from explorer.style import (
     cell_gaps,
     font_px,
     integer_ticks,
-    narrow_title_px,
     plot_area_height,
     plot_width_px,
+    scaled,
     with_alpha,
 )
 
@@ -106,7 +113,7 @@ def pool_ref_count_figure(
     ref_counts: np.ndarray, block_tables: np.ndarray, block_size: int, *, max_cells: int = MAX_POOL_CELLS,
     levels: Sequence[int] | None = None, seq_ids: Sequence[int] | None = None,
     highlight: range | None = None, other: np.ndarray | None = None, fit_ids: bool = False,
-    copied: Sequence[int] | None = None,
+    copied: Sequence[int] | None = None, plot_width: float = NARROW_PLOT_PX, figure_px: float = NARROW_FIGURE_PX,
 ) -> go.Figure:
     """The physical pool coloured by reference count: how many sequences hold each block.
 
@@ -139,12 +146,16 @@ def pool_ref_count_figure(
         fragmented layout's ``OTHER``), which no row of ``block_tables`` holds.
     fit_ids : bool
         Lay the grid out so that each block's id fits its cell where it can
-        (:func:`~.pool_figures.pool_shape`).
+        (:func:`~.pool_figures.pool_shape`), in cells that hold its ``copied`` marks at
+        :data:`~.pool_figures.POOL_MARK_PX` clear of the ids (:func:`~.pool_figures.marks_cell_px`).
     copied : sequence of int, optional
         Physical blocks that copy-on-write made (:attr:`~.sharing.SharedBatch.copied`):
         each gets the Serving simulation's copy-on-write mark
         (:data:`~explorer.marks.POOL_CHANGE_MARKS` ``"copied"``) in its cell's top-left
         corner, and the mark a legend entry; not drawn in an aggregated pool.
+    plot_width, figure_px : float
+        The plot area's and the figure's width at scale 1 (px), as for
+        :func:`~.pool_figures.pool_figure`: two fifths of the page by default.
 
     Returns
     -------
@@ -174,7 +185,10 @@ def pool_ref_count_figure(
     refs = np.asarray(ref_counts, dtype=np.int64)
     num_blocks = len(refs)
     foreign = np.zeros(num_blocks, bool) if other is None else np.asarray(other, dtype=bool) & (refs == 0)
-    n_rows, n_cols, per_cell = shape = pool_shape(num_blocks, max_cells, fit_ids)
+    cow = POOL_CHANGE_MARKS["copied"]
+    cell_w, cell_h = marks_cell_px([(cow.symbol, 1.0)] if fit_ids and copied is not None and len(copied) else [],
+                                   num_blocks)
+    n_rows, n_cols, per_cell = shape = pool_shape(num_blocks, max_cells, fit_ids, plot_width, cell_w)
     cells = n_rows * n_cols
     padded = np.full(cells * per_cell, -1, dtype=np.int64)
     padded[:num_blocks] = refs
@@ -196,10 +210,13 @@ def pool_ref_count_figure(
     counts = (np.unique(refs[refs > 1]) if stepped and levels is None else np.array([], dtype=np.int64))
     # Grow the figure by its legend (Plotly stacks these entries one a row in a
     # narrow column, under its title) rather than let it squeeze the grid.
-    key_lines = line_count(legend_key_text(POOL_REF_COUNT_KEY, NARROW_FIGURE_PX)) if stepped else 1
-    extra = 22 * (1 + key_lines + len(counts) + (lo < 0)) if levels is None else 52
-    height = int(min(720, max(320, 190 + 24 * n_rows)) + extra + narrow_title_px(subtitle))
-    plot_height = plot_area_height(height, subtitle, width_px=NARROW_FIGURE_PX) - extra
+    key_lines = line_count(legend_key_text(POOL_REF_COUNT_KEY, figure_px)) if stepped else 1
+    marked = copied is not None and per_cell == 1  # the copy-on-write mark's entry, a row of its own
+    extra = 22 * (1 + key_lines + len(counts) + (lo < 0) + marked) if levels is None else 52
+    height = int(min(720, max(320, 190 + 24 * n_rows)) + extra + pool_title_px(subtitle, figure_px))
+    if per_cell == 1:
+        height += mark_rows_px(plot_area_height(height, subtitle, width_px=figure_px) - scaled(extra), n_rows, cell_h)
+    plot_height = plot_area_height(height, subtitle, width_px=figure_px) - scaled(extra)  # grown as the height is
     if per_cell == 1:
         holders: list[list[int]] = [[] for _ in range(num_blocks)]
         tables = np.asarray(block_tables, dtype=np.int64)
@@ -222,7 +239,7 @@ def pool_ref_count_figure(
         values = sorted({float(v) for v in z if not np.isnan(v)})
         ink = {v: ink_on(cell_color(v)) for v in values}
         text = inked(text, np.array([ink.get(float(v), ink_on(FREE_COLOR)) for v in z], dtype=object))
-        text_on = cell_text_fits(n_rows, n_cols, len(str(num_blocks - 1)), NARROW_PLOT_PX, plot_height)
+        text_on = cell_text_fits(n_rows, n_cols, len(str(num_blocks - 1)), plot_width, plot_height)
     else:
         first = np.arange(cells) * per_cell
         last = np.minimum(first + per_cell, num_blocks) - 1
@@ -264,14 +281,14 @@ def pool_ref_count_figure(
     pool_pick(fig, num_blocks, max_cells, plot_height, highlight, shape)
     if copied is not None and per_cell == 1:
         _copied_marks(fig, np.asarray(copied, dtype=np.int64), n_rows, n_cols,
-                      plot_width_px(NARROW_PLOT_PX if stepped else NARROW_BAR_PLOT_PX), plot_height,
+                      plot_width_px(plot_width if stepped else NARROW_BAR_PLOT_PX), plot_height,
                       len(str(num_blocks - 1)) if text_on else 0)
     if stepped:
-        legend_key(fig, POOL_REF_COUNT_KEY, NARROW_FIGURE_PX)
-    apply_style(fig, "Physical block pool: sharing", subtitle, height=height, width_px=NARROW_FIGURE_PX)
+        legend_key(fig, POOL_REF_COUNT_KEY, figure_px)
+    apply_style(fig, "Physical block pool: sharing", subtitle, height=height, width_px=figure_px)
     fig.update_xaxes(title=f"+ offset within row ({per_cell} blocks per cell)" if per_cell > 1
                      else "+ offset within row", showgrid=False, zeroline=False,
-                     **integer_ticks(0, n_cols - 1, plot_width=NARROW_PLOT_PX if stepped else NARROW_BAR_PLOT_PX))
+                     **integer_ticks(0, n_cols - 1, plot_width=plot_width if stepped else NARROW_BAR_PLOT_PX))
     fig.update_yaxes(title="first block", range=[n_rows - 0.5 + GRID_PAD, -0.5 - GRID_PAD], showgrid=False,
                      zeroline=False, **first_block_ticks(n_rows, n_cols * per_cell, plot_height))
     return fig
