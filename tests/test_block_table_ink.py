@@ -35,7 +35,7 @@ def _hue_turn(a: str, b: str) -> float:
 
 
 def _hex(colour: str) -> str:
-    return "#%02X%02X%02X" % rgb(colour)
+    return "#" + "".join(f"{v:02X}" for v in rgb(colour))
 
 
 def _sequence_colours(batch: int):
