@@ -51,13 +51,13 @@ OTHER_COLOR = "#64748B"
 UNALLOCATED_COLOR = "#F1F5F9"
 #: Sequence colours in the pool (and the Serving simulation's table), repeating: hues
 #: clear of the other meanings (no blue or cyan: block ids; no orange, amber or yellow:
-#: reference counts, the new-token star; no grey): greens and teals, pinks, reds and purples,
-#: two of one hue 25+ apart in CIELAB lightness (seq 5 and 9 were two crimsons). 21+ apart in
-#: CIEDE2000, 22 from block ids, reference counts and the star, 24 from the greys; ids on them
-#: at WCAG contrast 3.5+ (tests/test_serving_palette.py, tests/test_colour_language.py).
+#: reference counts, the new-token star; no grey): greens and teals, pinks, reds and purples.
+#: Six hues, each twice, 25+ apart in CIELAB lightness and six sequences apart: any six in a row
+#: are six hues (1 and 3 were two purples). 21+ apart in CIEDE2000, 22 from block ids, reference
+#: counts, the star, 24 from the greys (tests/test_serving_palette.py, tests/test_colour_language.py).
 SEQUENCE_COLORS: tuple[str, ...] = (
-    "#87873C", "#7500C5", "#98FF0C", "#CD7BFF", "#3C9687", "#8D0039",
-    "#F5A9C6", "#00B43C", "#D7089C", "#0F5A1E", "#00FFD2", "#EB5464",
+    "#CD7BFF", "#87873C", "#00FFD2", "#F5A9C6", "#0F5A1E", "#EB5464",
+    "#7500C5", "#98FF0C", "#3C9687", "#D7089C", "#00B43C", "#8D0039",
 )
 #: Physical block ids: ColorBrewer's Blues, block 0 a shade deeper (pale, but 10+ CIEDE2000
 #: from the free grey and the unallocated near-white: issue 27) to navy (the last block).

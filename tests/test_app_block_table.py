@@ -15,7 +15,7 @@ from test_app import BASE, TABLE, arr, assert_clean, chart, open_app
 
 from explorer import settings as state
 from explorer.cache.sharing import table_ref_counts
-from explorer.cache.view import KV_CARD
+from explorer.cache.view import KV_BATCH_CARD, KV_CARD
 from explorer.formatting import format_bytes
 from paged_attention import assign_blocks
 from paged_attention.inputs import OTHER
@@ -213,12 +213,12 @@ def test_block_table_sharing_scenario_marks_shared_cells_and_states_the_saving()
     b = shared_prefix_batch(config.lengths, config.block_size, config.num_blocks, 64, 2)
     block = config.kv_cache_bytes() // config.num_blocks
     saving = next(m.value for m in at.markdown if m.value.startswith("**Sharing saves"))
-    # Each block count says physical or logical; the card beside it names the whole pool it counts.
+    # Each block count says physical or logical; the card beside it counts the same blocks, the pool's in its note.
     assert saving.startswith(f"**Sharing saves {b.blocks_saved} physical blocks of {b.blocks_unshared}**")
     assert f"holds {b.blocks_used} physical blocks" in saving and "one per logical block" in saving
     assert f"Physical blocks held by more than one sequence: {b.shared_blocks}" in saving
-    kv = next(m for m in at.metric if m.label == KV_CARD)
-    assert kv.value == format_bytes(config.kv_cache_bytes(), significant=3)
+    kv = next(m for m in at.metric if m.label == KV_BATCH_CARD)
+    assert kv.value == format_bytes(b.blocks_used * block, significant=3) and f"({kv.value})" in saving
     assert f"{config.num_blocks} physical blocks, free ones included" in kv.help
     assert format_bytes(b.blocks_saved * block, significant=3) in saving
     assert f"{b.cow_copies} copy-on-write copies" in saving and f"found {b.prefix_hits} of" in saving

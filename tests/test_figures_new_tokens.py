@@ -134,7 +134,7 @@ def test_window_words_with_draft_tokens():
     hatch = next(t for t in fig.data if t.name == cell_style.OUTSIDE_WINDOW)
     first = np.array([0, 33 // 16, 233 // 16])  # max(0, n - q + 1 - 64) // 16
     outside = (np.arange(tables.shape[1])[None, :] < first[:, None]) & (tables >= 0)
-    assert {(round(b + h / 2), x) for x, b, h in zip(hatch.x, hatch.base, hatch.y)} == {
+    assert {(round(b + h / 2), float(round(x))) for x, b, h in zip(hatch.x, hatch.base, hatch.y)} == {
         (int(r), float(c)) for r, c in zip(*np.nonzero(outside))}
 
 

@@ -398,8 +398,8 @@ def test_block_table_hatches_the_blocks_before_each_window():
     outside = (np.arange(tables.shape[1])[None, :] < first[:, None]) & (tables >= 0)
     # Issue 27: filled grey they read as the pool's free blocks. They keep their own
     # blue (trace 0) under a white hatch that covers exactly them; the legend names it.
-    (hatch,), cells = _hatched(fig)
-    assert cells == {(int(r), float(c)) for r, c in zip(*np.nonzero(outside))} and outside.sum() == 16
+    (hatch,), cells = _hatched(fig)  # strips around each id (tests/test_block_table_ink.py): a cell's own
+    assert {(r, float(round(x))) for r, x in cells} == {(int(r), float(c)) for r, c in zip(*np.nonzero(outside))} and outside.sum() == 16
     assert hatch.marker.pattern.shape == "/" and hatch.marker.pattern.fgcolor == "#FFFFFF"
     (key,) = [t for t in fig.data if t.type == "bar" and t.showlegend is not False]
     assert key.name == "outside the window: held, not read" and key.showlegend is not False

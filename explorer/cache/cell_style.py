@@ -10,9 +10,10 @@ import re
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.cache.picking import GRID_PAD
 from explorer.formatting import line_count, wrap_words
 from explorer.limits import MAX_TEXT_CELLS
-from explorer.marks import NEW_TOKEN_MARK
+from explorer.marks import NEW_TOKEN_MARK, TEXT_CHAR_WIDTH
 from explorer.style import (
     FREE_COLOR,
     HALF_FIGURE_PX,
@@ -21,6 +22,7 @@ from explorer.style import (
     font_px,
     line_chars,
     plot_width_px,
+    scaled,
 )
 
 #: What a colour means, as every legend, colour bar and subtitle of the cache views
@@ -35,13 +37,16 @@ POOL_REF_COUNT_KEY = "colour = sequences holding the physical block"
 WALK_CELL_KEY = "cell numbers: token position"
 #: Table cells before a sliding window's first block: held, not read. They keep their
 #: own colour (a block id's blue, or the sequence's) under white hatching
-#: (:data:`OUTSIDE_WINDOW_HATCH`), their id written above it, a bold line where the
+#: (:data:`OUTSIDE_WINDOW_HATCH`) around their id (:func:`hatch_frame`), a bold line where the
 #: window starts, named so in the legend and the hover. Filled grey, they read as the
 #: pool's free blocks (issue 27: block 13 grey in the table, held in the pool).
 OUTSIDE_WINDOW = "outside the window: held, not read"
 OUTSIDE_WINDOW_HATCH = "/"
 OUTSIDE_WINDOW_HATCH_COLOR = "#FFFFFF"
 OUTSIDE_WINDOW_EDGE = "#475569"
+#: The "–" of an unallocated table entry on :data:`~explorer.style.UNALLOCATED_COLOR`: slate at
+#: 7:1 WCAG contrast (issue 27: #94A3B8 came 2.3:1, too faint to read from the back row).
+UNALLOCATED_INK = "#475569"
 #: Ink for ids on light and on dark cells, each cell the one of more WCAG contrast
 #: (:func:`ink_on`). Black, not the page's #111827: with it a cell of relative luminance
 #: near 0.2 (a mid-blue block id, a lime sequence) had neither ink at 4.5:1 (review 3: grey
@@ -251,19 +256,55 @@ def inked(text, inks) -> np.ndarray:
     return out
 
 
-def add_outside_window(fig: go.Figure, x, y, width, height, ids, colors, key_color: str) -> None:
-    """Hatch the cells centred at ``x``, ``y`` (data units, ``width`` x ``height``
-    each) white (:data:`OUTSIDE_WINDOW_HATCH`) over their own colour, write ``ids``
-    (None: no text) above the hatching in ink for each cell's ``colors``
-    (:func:`ink_on`), and add a legend entry :data:`OUTSIDE_WINDOW`: a hatched
-    ``key_color`` square. Traces: the hatch bars and the legend bar (of no height; both named
-    :data:`OUTSIDE_WINDOW`), then the ids (``OUTSIDE_WINDOW + " ids"``)."""
+def hatch_frame(x, y, width, height, text_box: tuple[float, float] | None = None) -> np.ndarray:
+    """The rectangles ``[n, 4]`` (x0, x1, y0, y1, data units) that hatch the cells centred at
+    ``x``, ``y`` (``width`` x ``height`` each): without ``text_box`` each whole cell; with it
+    (``(w, h)``, data units: the box of the id written at each cell's centre) the frame
+    around that box, a strip above and below it across the cell and one either side of it,
+    so that no hatch line runs through the digits (issue 27: white stripes over ids read
+    as strike-throughs). Strips of no width or height are left out."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     width = np.broadcast_to(np.asarray(width, dtype=float), x.shape)
+    x0, x1, y0, y1 = x - width / 2, x + width / 2, y - height / 2, y + height / 2
+    if text_box is None:
+        return np.stack([x0, x1, y0, y1], axis=-1).reshape(-1, 4)
+    tw, th = np.minimum(text_box[0], width) / 2, min(text_box[1], height) / 2
+    strips = np.concatenate([
+        np.stack([x0, x1, y0, y - th], -1), np.stack([x0, x1, y + th, y1], -1),   # above and below the id
+        np.stack([x0, x - tw, y - th, y + th], -1), np.stack([x + tw, x1, y - th, y + th], -1),  # either side
+    ]).reshape(-1, 4)
+    return strips[(strips[:, 1] - strips[:, 0] > 1e-9) & (strips[:, 3] - strips[:, 2] > 1e-9)]
+
+
+def id_box(digits: int, plot_width: float, n_cols: int, plot_height: float, y_span: float) -> tuple[float, float]:
+    """The box ``(w, h)`` (data units: columns, rows) an id of ``digits`` digits takes at a
+    cell's centre (:data:`~explorer.marks.TEXT_CHAR_WIDTH` of the cell font size a digit, a
+    font size high), :data:`CELL_PAD_PX` clear around it, in a grid of ``n_cols`` columns over
+    ``plot_width`` px (at scale 1: the narrowest it is drawn, where the box spans the most
+    columns) and ``y_span`` rows over ``plot_height`` px, each axis padded by
+    :data:`~.picking.GRID_PAD` either end."""
+    per_x = plot_width_px(plot_width) / (n_cols + 2 * GRID_PAD)
+    per_y = plot_height / (y_span + 2 * GRID_PAD)
+    pad = 2 * scaled(CELL_PAD_PX)
+    return (digits * TEXT_CHAR_WIDTH * font_px("cell") + pad) / per_x, (font_px("cell") + pad) / per_y
+
+
+def add_outside_window(fig: go.Figure, x, y, width, height, ids, colors, key_color: str,
+                       text_box: tuple[float, float] | None = None) -> None:
+    """Hatch the cells centred at ``x``, ``y`` (data units, ``width`` x ``height``
+    each) white (:data:`OUTSIDE_WINDOW_HATCH`) over their own colour, write ``ids``
+    (None: no text) in ink for each cell's ``colors`` (:func:`ink_on`), the hatching
+    around the ids' ``text_box`` (``(w, h)`` in data units: :func:`hatch_frame`), and
+    add a legend entry :data:`OUTSIDE_WINDOW`: a hatched ``key_color`` square. Traces:
+    the hatch bars (one per rectangle of :func:`hatch_frame`) and the legend bar (of no
+    height; both named :data:`OUTSIDE_WINDOW`), then the ids (``OUTSIDE_WINDOW + " ids"``)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     pattern = dict(shape=OUTSIDE_WINDOW_HATCH, fgcolor=OUTSIDE_WINDOW_HATCH_COLOR, solidity=0.25, size=10)
     fig.update_layout(showlegend=True, barmode="overlay")
+    rects = hatch_frame(x, y, width, height, text_box if ids is not None else None)
     fig.add_trace(go.Bar(
-        x=x, y=np.full(x.shape, float(height)), base=y - height / 2, width=width, offset=-width / 2,
+        x=(rects[:, 0] + rects[:, 1]) / 2, y=rects[:, 3] - rects[:, 2], base=rects[:, 2],
+        width=rects[:, 1] - rects[:, 0], offset=-(rects[:, 1] - rects[:, 0]) / 2,
         marker=dict(color="rgba(0,0,0,0)", line=dict(width=0), pattern=dict(pattern, bgcolor="rgba(0,0,0,0)")),
         hoverinfo="skip", showlegend=False, name=OUTSIDE_WINDOW,
     ))

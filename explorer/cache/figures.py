@@ -19,11 +19,13 @@ from explorer.cache.cell_style import (
     OUTSIDE_WINDOW_EDGE,
     add_outside_window,
     TABLE_BARE_PLOT_PX,
+    UNALLOCATED_INK,
     WIDE_PLOT_PX,
     add_legend_square,
     add_new_token_marks,
     cell_text_fits,
     colorbar_title,
+    id_box,
     inked,
     owner_colorscale,
     palette_inks,
@@ -182,9 +184,9 @@ def block_table_figure(
         Before it, a transparent scatter ``"click targets"`` (legend group
         :data:`~.picking.PICK_GROUP`) on every allocated cell, its ``customdata``
         trace 0's with the picked block twice appended (the first allocated of
-        an aggregated column). With a ``window`` that leaves cells out, a heatmap
-        named :data:`~.cell_style.OUTSIDE_WINDOW` (one hatch bar on each of those
-        cells), a legend bar, their ids (:func:`~.cell_style.add_outside_window`) and a line trace ``"window
+        an aggregated column). With a ``window`` that leaves cells out, a bar trace
+        named :data:`~.cell_style.OUTSIDE_WINDOW` (hatch bars on each of those
+        cells, around its id where ids are written: :func:`~.cell_style.hatch_frame`), a legend bar, their ids (:func:`~.cell_style.add_outside_window`) and a line trace ``"window
         start"`` (a segment down each such row's cell edge where its window
         starts) come before it. With ``highlight``, the traces of
         :func:`~.picking.add_veil` and :func:`~.picking.add_outline` come last,
@@ -326,7 +328,7 @@ def block_table_figure(
             hovertemplate=hover_unalloc,
             text=np.where(unalloc, "–", "") if text_on else None,
             texttemplate="%{text}" if text_on else None,
-            textfont=dict(size=font_px("cell"), color="#94A3B8"),
+            textfont=dict(size=font_px("cell"), color=UNALLOCATED_INK),
             **gaps,
             name="unallocated (-1)",
         )
@@ -343,7 +345,9 @@ def block_table_figure(
             inks = sample_colorscale(BLOCK_COLORSCALE, sub[r, c] / max(1, num_blocks - 1))
         add_outside_window(fig, centres[c], rows[r], last[c] - first[c] + 1, grid.row_stride, sub[r, c].astype(str)
                            if text_on else None, inks,
-                           inks[0] if by_sequence else BLOCK_COLORSCALE[len(BLOCK_COLORSCALE) // 2][1])
+                           inks[0] if by_sequence else BLOCK_COLORSCALE[len(BLOCK_COLORSCALE) // 2][1],
+                           text_box=id_box(digits, TABLE_BARE_PLOT_PX if bare else min(plot_width, WIDE_PLOT_PX),
+                                            shape[1], plot_height, len(rows) * grid.row_stride))
         _window_starts(fig, rows, first_read, outside.any(1), grid.row_stride / 2)
     r, c = np.nonzero(~unalloc)
     # The targets win the hover: theirs says when a cell lies outside the window.

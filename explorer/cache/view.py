@@ -24,6 +24,10 @@ LISTED_REQUESTS = 4
 
 #: The KV cache card's label: its bytes are one layer's K and V pools, not the model's.
 KV_CARD = "KV cache, one layer"
+#: Its label with Sharing on, where it counts the K and V of the blocks the batch holds, as
+#: the saving line above it does (issue 27: the whole pool's bytes beside that line's
+#: batch's bytes read as two answers to one question); the pool's bytes are its note's.
+KV_BATCH_CARD = "Batch KV, one layer"
 #: Between two counts in one card's note: a Markdown line break, a line each.
 NOTE_BREAK = "  \n"
 
@@ -36,7 +40,9 @@ def table_cards(config: DecodeConfig, mem: MemorySummary, shared: SharedBatch | 
     (None: the sidebar's); ``shares``: some block is held by more than one sequence;
     ``pool_blocks``: the physical blocks of the pool the page draws (its chart's
     count, so card and chart say one number); ``num_layers``: the model preset's
-    layers (None: Custom), whose K and V pools the last card's note adds up.
+    layers (None: Custom), whose K and V the last card's note adds up. That card
+    counts the pool's bytes, or with ``shared`` the bytes of the blocks the batch
+    holds, as the saving line above the cards does, and the pool's in its note.
 
     Short values with the detail under them: five cards share a row at 1280 px, and
     the Tokens card's two counts (stored, new) take a line each (:data:`NOTE_BREAK`);
@@ -51,8 +57,6 @@ def table_cards(config: DecodeConfig, mem: MemorySummary, shared: SharedBatch | 
     stored, tokens = int(allocated - wasted), int(sum(config.lengths))
     used, wasted, allocated = int(used), int(wasted), int(allocated)
     queries = config.num_query_tokens if config.has_query_lens else 0
-    pool_bytes = pool_blocks * mem.block_bytes  # the drawn pool's (the sharing scenario's may be larger)
-    model_bytes = pool_bytes * (num_layers or 1)
     # One line each (a Markdown line break): both on one line ran past the card at 1280 px.
     new = NOTE_BREAK.join(([f"{num(stored)} stored (physical)"] if shares else [])
                           + ([f"{num(queries)} new (queries)"] if queries else []))
@@ -69,17 +73,32 @@ def table_cards(config: DecodeConfig, mem: MemorySummary, shared: SharedBatch | 
         Card("Wasted slots (physical)", num(wasted), f"{formatting.format_percent(wasted / max(1, allocated))} "
              "of allocated", f"{wasted:,} allocated but unfilled slots in the physical blocks in use, as a share of "
              f"all {allocated:,} allocated slots"),
-        Card(KV_CARD, formatting.format_bytes(pool_bytes),
-             f"{formatting.format_bytes(model_bytes)} for {num_layers} layers" if num_layers
-             else f"{formatting.format_bytes(mem.block_bytes)} per block",
-             f"one layer's whole pool of {count(pool_blocks, 'physical block')}, free ones included"
-             + (" (the sentence above counts the blocks the batch holds)" if shared else "") + ": "
-             f"K and V pools in {mem.kv_dtype} ({count(mem.kv_element_bytes, 'byte')} per value): "
-             f"{pool_bytes:,} bytes; one block of {config.block_size} tokens holds {mem.block_bytes:,} "
-             "bytes of K and V"
-             + (f". Each of the model's {num_layers} layers has a pool of its own: {model_bytes:,} bytes in all"
-                if num_layers else "")),
+        _kv_card(config, mem, pool_blocks, used if shared else None, num_layers),
     ]
+
+
+def _kv_card(config: DecodeConfig, mem: MemorySummary, pool_blocks: int, held: int | None,
+             num_layers: int | None) -> Card:
+    """The KV cache card: one layer's whole pool of ``pool_blocks`` (:data:`KV_CARD`), or with
+    ``held`` (the sharing scenario's physical blocks in use) the batch's K and V in them
+    (:data:`KV_BATCH_CARD`), the pool's bytes in its note, named the pool's."""
+    size = formatting.format_bytes
+    pool_bytes = pool_blocks * mem.block_bytes  # the drawn pool's (the sharing scenario's may be larger)
+    counted = pool_bytes if held is None else held * mem.block_bytes
+    model = counted * (num_layers or 1)
+    layers = f"{size(model)} for {num_layers} layers" if num_layers else f"{size(mem.block_bytes)} per block"
+    what = (f"one layer's whole pool of {formatting.count(pool_blocks, 'physical block')}, free ones included"
+            if held is None else
+            f"the batch's {formatting.count(held, 'physical block')} in use, a shared one once (as the line above "
+            f"counts them), in one layer; the pool of {pool_blocks:,} physical blocks, free ones included, has "
+            f"{pool_bytes:,} bytes")
+    return Card(
+        KV_CARD if held is None else KV_BATCH_CARD, size(counted),
+        layers if held is None else f"of {size(pool_bytes)} in the pool" + NOTE_BREAK + layers,
+        f"{what}: K and V in {mem.kv_dtype} ({formatting.count(mem.kv_element_bytes, 'byte')} per value): "
+        f"{counted:,} bytes; one block of {config.block_size} tokens holds {mem.block_bytes:,} bytes of K and V"
+        + (f". Each of the model's {num_layers} layers has {'a pool' if held is None else 'blocks'} of its own: "
+           f"{model:,} bytes in all" if num_layers else ""))
 
 
 def prefix_set_aside_note(config: DecodeConfig, common_prompt: int, samples: int) -> str | None:
