@@ -149,10 +149,19 @@ def format_axis_value(v: float) -> str:
     return compact(v)
 
 
+def axis_value_texts(values: Sequence[float]) -> list[str]:
+    """A sweep's axis values written one way for the whole axis: :func:`format_axis_value`
+    (``"2k"``) when every value from 1,024 up is a multiple of 1,024, else :func:`compact`
+    for all (``[1000, 1166, 2048] -> ["1,000", "1,166", "2,048"]``): one axis read
+    "1,166" beside "2k" (issue 27, round 4)."""
+    kilo = all(int(v) < 1024 or int(v) % 1024 == 0 for v in values)
+    return [format_axis_value(v) if kilo else compact(v) for v in values]
+
+
 def format_axis_values(values: Sequence[float]) -> str:
-    """A sweep's axis values as its charts' ticks name them (:func:`format_axis_value`),
+    """A sweep's axis values as its charts' ticks name them (:func:`axis_value_texts`),
     for the captions: ``[512, 2048, 8192] -> "512, 2k, 8k"``."""
-    return ", ".join(format_axis_value(v) for v in values)
+    return ", ".join(axis_value_texts(values))
 
 
 #: The duration units, each with how many of it make a millisecond.

@@ -262,14 +262,14 @@ def test_one_unit_of_time_in_cards_charts_and_tables():
     own = formatting.duration_unit(recorded_durations())
     recorded = chart(at, "recorded_chart")
     assert recorded["layout"]["yaxis"]["title"]["text"] == f"recorded latency ({own})"
-    assert all(f"}} {own}<" in t["hovertemplate"] for t in recorded["data"])
+    assert _hover_durations(recorded) and all(d.endswith(f" {own}") for d in _hover_durations(recorded))
     (recorded_table,) = _recorded_section(at).dataframe
     written = {formatting.duration_number(v, own) for v in recorded_durations()}  # the recorded times, in its unit
     assert set(recorded_table.value["median_ms"]) <= written
     for key, title in (("bench_latency", "latency"), ("bench_history_chart", "median latency")):
         spec = chart(at, key)
         assert spec["layout"]["yaxis"]["title"]["text"] == f"{title} ({unit})"
-        assert all(f"}} {unit}<" in t["hovertemplate"] for t in spec["data"]), key
+        assert _hover_durations(spec) and all(d.endswith(f" {unit}") for d in _hover_durations(spec)), key
     latency = chart(at, "bench_latency")
     medians = [a["text"] for a in latency["layout"]["annotations"]]
     assert medians == [f"<b>{m.value}</b>" for m in at.metric]
@@ -434,7 +434,7 @@ def test_the_recorded_section_keeps_its_own_unit_beside_a_slow_live_run(monkeypa
     assert (unit, own) == ("ms", "µs")  # the live run's and the recorded ones' differ
     recorded = chart(at, "recorded_chart")
     assert recorded["layout"]["yaxis"]["title"]["text"] == before_axis == f"recorded latency ({own})"
-    assert all(f"}} {own}<" in t["hovertemplate"] for t in recorded["data"])
+    assert _hover_durations(recorded) and all(d.endswith(f" {own}") for d in _hover_durations(recorded))
     (after,) = _recorded_section(at).dataframe
     assert after.value.equals(before.value)  # the same times, in the same unit, as before the run
     assert set(after.value["median_ms"]) <= {formatting.duration_number(v, own) for v in recorded_durations()}
@@ -444,3 +444,15 @@ def test_the_recorded_section_keeps_its_own_unit_beside_a_slow_live_run(monkeypa
 def _recorded_section(at: AppTest):
     (section,) = [e for e in at.expander if e.label.startswith("Recorded on a GPU")]
     return section
+
+
+def _hover_durations(spec) -> list[str]:
+    """The durations a chart's hovers write: each point's pre-formatted text (its
+    ``customdata``, the last item where a point carries several), none where empty."""
+    out = []
+    for trace in spec["data"]:
+        for data in trace.get("customdata") or []:
+            text = data[-1] if isinstance(data, list) else data
+            if text:
+                out.append(text)
+    return out

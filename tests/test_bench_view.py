@@ -233,3 +233,25 @@ def test_time_per_token_is_the_steps_over_its_query_tokens():
     plain, _ = view.results_tables(readouts.results_rows(results, config=one), "ms")
     assert "per_token_ms" not in {c.key for c in plain.columns}
     assert {c.key: c.label for c in plain.columns}["median_ms"] == "Median"
+
+
+def test_significant_docstring_examples_run_and_hold():
+    """Issue 27 (round 4): ``significant``'s docstring said ``0.016 -> "0.016"`` and
+    ``1e-05 -> "1e-05"``, not what it writes ("0.0160", "0.0000100"). Its examples are
+    doctests now, run here, so a wrong one fails."""
+    import doctest
+
+    from explorer.bench import view
+
+    finder = doctest.DocTestFinder()
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    tests = [t for t in finder.find(view.significant, "significant", globs={"significant": view.significant})
+             if t.examples]
+    assert tests and sum(len(t.examples) for t in tests) >= 2
+    for test in tests:
+        runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0
+    # the prose's examples are the doctest's values
+    doc = view.significant.__doc__
+    for value, text in ((0.016, "0.0160"), (1e-05, "0.0000100"), (0.000244, "0.000244")):
+        assert view.significant(value) == text and f'"{text}"' in doc

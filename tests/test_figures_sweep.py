@@ -406,3 +406,19 @@ def test_the_grid_caption_writes_the_values_as_the_ticks_do(values):
     fig = sweep_figures.sweep_latency_figure(frame(values=values, skip_from=10**9))
     caption = view.grid_caption(sweep_grid.GridPlan(values, 0, 2), "context_len", (), BASE)
     assert caption.startswith(f"**{len(values)} points**: {', '.join(fig.layout.xaxis.ticktext)} · ")
+
+
+@pytest.mark.parametrize("values, texts", [([512, 1024, 2048, 8192], ["512", "1k", "2k", "8k"]),
+                                           ([1000, 1166, 2048], ["1,000", "1,166", "2,048"])])
+def test_sweep_axis_writes_its_values_one_way(values, texts):
+    """Issue 27 (round 4): one sweep axis read "1,166" beside "2k" (multiples of 1,024
+    as "k", others in full). An axis, and the caption naming its values, now write
+    them all one way (formatting.axis_value_texts)."""
+    import plotly.graph_objects as go
+
+    from explorer import formatting
+
+    fig = go.Figure()
+    sweep_figures.sweep_x_axis(fig, values, "context length")
+    assert list(fig.layout.xaxis.ticktext) == texts
+    assert formatting.format_axis_values(values) == ", ".join(texts)

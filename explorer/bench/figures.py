@@ -15,7 +15,6 @@ from explorer.bench.view import percent, rank_words
 from explorer.category_ticks import SOFT_HYPHEN, add_label_row, label_row_px, log_ticks, set_category_ticks
 from explorer.formatting import (
     LOG_TICK_D3,
-    MS_D3,
     format_duration,
     format_gbps,
     format_speedup,
@@ -66,7 +65,11 @@ def latency_figure(results: Sequence, *, log_y: bool = True, unit: str = "ms") -
                 boxpoints="all",
                 jitter=0.35,
                 pointpos=0,
-                hovertemplate=f"{r.label}<br>%{{y:{MS_D3}}} {unit}<extra></extra>",
+                # Each point's own text, as the cards write it (a d3 format in the browser wrote
+                # "0.00000000100" where a card reads "1.00e-9"); the box's median is over the plot.
+                customdata=[format_duration(v, unit) for v in r.samples_ms],
+                hoveron="points",
+                hovertemplate=f"{r.label}<br>%{{customdata}}<extra></extra>",
                 showlegend=False,
             )
         )
@@ -79,7 +82,8 @@ def latency_figure(results: Sequence, *, log_y: bool = True, unit: str = "ms") -
                 mode="markers",
                 marker=dict(symbol="diamond", size=13, color="#111827", line=dict(color="white", width=1.5)),
                 name="GPU time (CUDA graph)",
-                hovertemplate=f"%{{x}}<br>GPU time %{{y:{MS_D3}}} {unit}<extra></extra>",
+                customdata=[format_duration(r.gpu_time_ms, unit) for r in gpu],
+                hovertemplate="%{x}<br>GPU time %{customdata}<extra></extra>",
             )
         )
     device = results[0].device if results else ""
@@ -95,6 +99,7 @@ def latency_figure(results: Sequence, *, log_y: bool = True, unit: str = "ms") -
     if log_y:
         log_axis_range(fig, [in_unit(v, unit) for r in results for v in [*r.samples_ms, r.gpu_time_ms or r.median_ms]],
                        0.25, 0.25)
+        spaced_log_ticks(fig)
     fig.update_xaxes(title=None)
     set_category_ticks(fig, [r.label for r in results])
     return fig
@@ -257,7 +262,7 @@ def speedup_figure(results: Sequence, baseline: str = "naive") -> go.Figure:
     reach = max([abs(math.log10(v)) for v in [*finite, *spans]], default=0) + _SPEEDUP_MARGIN
     reach = max(reach, _SPEEDUP_MIN_REACH)
     fig.update_yaxes(title="speedup (×)", type="log", range=[-reach, reach])
-    _spaced_log_ticks(fig)
+    spaced_log_ticks(fig)
     fig.update_layout(showlegend=False)
     fig.update_xaxes(showgrid=False)
     set_category_ticks(fig, labels)
@@ -379,7 +384,7 @@ def history_figure(history: Sequence, unit: str = "ms") -> go.Figure:
     for name, label in order:
         ms = [next((r.median_ms for r in h.results if r.name == name), None) for h in history]
         ys = [in_unit(v, unit) if v is not None else None for v in ms]
-        hovers = [h.label for h in history]
+        hovers = [[h.label, format_duration(v, unit) if v is not None else ""] for h, v in zip(history, ms)]
         fig.add_trace(
             go.Scatter(
                 x=xs, y=ys, name=label, mode="markers+text", offsetgroup=name,
@@ -387,7 +392,7 @@ def history_figure(history: Sequence, unit: str = "ms") -> go.Figure:
                 customdata=hovers,
                 text=[format_duration(v, unit) if v is not None else "" for v in ms], textposition="top center",
                 textfont=dict(size=font_px("label"), color=impl_color(name)), cliponaxis=False,
-                hovertemplate=f"{label}<br>run %{{x}}: %{{y:{MS_D3}}} {unit}<br>%{{customdata}}<extra></extra>",
+                hovertemplate=f"{label}<br>run %{{x}}: %{{customdata[1]}}<br>%{{customdata[0]}}<extra></extra>",
             )
         )
     apply_style(fig, "Runs in this session", "median call latency per run; hover a dot for its configuration", height=380,
@@ -395,19 +400,39 @@ def history_figure(history: Sequence, unit: str = "ms") -> go.Figure:
     fig.update_layout(scattermode="group", scattergap=0.25)
     fig.update_yaxes(title=f"median latency ({unit})", type="log", tickformat=LOG_TICK_D3)  # "1,000", as the tables
     log_axis_range(fig, [in_unit(r.median_ms, unit) for h in history for r in h.results], 0.3, 0.4)
-    _spaced_log_ticks(fig)
+    spaced_log_ticks(fig)
     fig.update_xaxes(title="run", type="category", showgrid=False)
     return fig
 
 
-def _spaced_log_ticks(fig: go.Figure) -> None:
-    """Label the log y axis of ``fig`` at 1, 2 and 5 times each power of ten, or at whole
-    decades where those would not stay apart on its plot's height
-    (:func:`~explorer.category_ticks.log_ticks`), as the latency chart's: on a span
+#: The least span (decades) of an axis labelled by :func:`spaced_log_ticks`: any
+#: span over log10(5) = 0.7 decades holds two of 1, 2 and 5 times a power of ten
+#: (a shorter one, 1.2 to 4.5, may hold one: "2").
+MIN_LOG_TICK_SPAN = 0.75
+
+
+def spaced_log_ticks(fig: go.Figure) -> None:
+    """Label the log y axis of ``fig`` at 1, 2 and 5 times each power of ten, or at
+    whole decades where those would not stay apart on its plot's height
+    (:func:`~explorer.category_ticks.log_ticks`, written by
+    :func:`~explorer.formatting.format_number`: "0.5", "1", "1,000"). On a span
     under two decades Plotly labelled every 2, 3 ... 9, piled on one another at
-    presentation size (review 3: 20, 30 ... 90, 100, 200 ... 800 on the run history)."""
+    presentation size (review 3: 20, 30 ... 90, 100, 200 ... 800 on the run history),
+    and on a short one odd values. An axis shorter than :data:`MIN_LOG_TICK_SPAN`
+    is first widened about its middle to it, so that it has two labels at least.
+
+    Parameters
+    ----------
+    fig : go.Figure
+        With a log y axis whose ``range`` is set (decades); left as is without one.
+    """
     span = fig.layout.yaxis.range
     if span is None:
         return
+    lo, hi = span
+    if hi - lo < MIN_LOG_TICK_SPAN:
+        middle = (lo + hi) / 2
+        lo, hi = middle - MIN_LOG_TICK_SPAN / 2, middle + MIN_LOG_TICK_SPAN / 2
+        fig.update_yaxes(range=[lo, hi])
     plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
-    fig.update_yaxes(dtick=None, **log_ticks(*span, plot_px, mantissas=((1,), (1, 2, 5))))
+    fig.update_yaxes(dtick=None, **log_ticks(lo, hi, plot_px, mantissas=((1,), (1, 2, 5))))

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from explorer.formatting import LOG_TICK_D3, MS_D3, in_unit
+from explorer.bench.figures import spaced_log_ticks
+from explorer.formatting import LOG_TICK_D3, format_duration, in_unit
 from explorer.category_ticks import set_category_ticks
 from explorer.style import FULL_FIGURE_PX, FULL_PLOT_WIDTH_PX, apply_style, font_px, impl_color, log_axis_range
 
@@ -62,13 +63,15 @@ def recorded_latency_figure(
             fig.add_trace(go.Scatter(
                 x=list(gpu_rows["configuration"]), y=[in_unit(v, unit) for v in gpu_rows["gpu_time_ms"]], name=f"{label} · GPU time",
                 marker=dict(color=color, size=11, symbol="circle", line=dict(color="white", width=1)),
-                hovertemplate=f"recorded · {label}<br>%{{x}}<br>GPU time %{{y:{MS_D3}}} {unit}<extra></extra>",
+                customdata=[format_duration(v, unit) for v in gpu_rows["gpu_time_ms"]],
+                hovertemplate=f"recorded · {label}<br>%{{x}}<br>GPU time %{{customdata}}<extra></extra>",
                 **common,
             ))
         fig.add_trace(go.Scatter(
             x=list(group["configuration"]), y=[in_unit(v, unit) for v in group["median_ms"]], name=f"{label} · call latency",
             marker=dict(color=color, size=10, symbol="circle-open", line=dict(color=color, width=2)),
-            hovertemplate=f"recorded · {label}<br>%{{x}}<br>call latency %{{y:{MS_D3}}} {unit}<extra></extra>",
+            customdata=[format_duration(v, unit) for v in group["median_ms"]],
+            hovertemplate=f"recorded · {label}<br>%{{x}}<br>call latency %{{customdata}}<extra></extra>",
             **common,
         ))
     if highlight in configs:
@@ -83,6 +86,7 @@ def recorded_latency_figure(
     fig.update_yaxes(title=f"recorded latency ({unit})", type="log", tickformat=LOG_TICK_D3)
     # room above the highest dot for the band's label
     log_axis_range(fig, [in_unit(v, unit) for v in [*rows["gpu_time_ms"].dropna(), *rows["median_ms"]]], 0.2, 0.6 if highlight in configs else 0.3)
+    spaced_log_ticks(fig)  # 1, 2, 5 or whole decades, as the live latency chart's
     # the full page's width: at a half chart's share "batch 4 × 2,048 tokens" took three lines
     set_category_ticks(fig, configs, FULL_PLOT_WIDTH_PX)
     # the axis's order is the list's, not that of the first trace (GPU time), which may lack some

@@ -40,10 +40,19 @@ from paged_attention.samples import FASTER, INDISTINGUISHABLE, SLOWER
 
 
 def significant(value: float | None) -> str:
-    """A plain number (an error, a tolerance) to three significant figures, as
-    :mod:`explorer.formatting` writes durations: ``0.000244 -> "0.000244"``,
-    ``0.016 -> "0.016"``, ``1e-05 -> "1e-05"``; ``"n/a"`` for None, ``"NaN/inf"``
-    when not finite."""
+    """A plain number (an error, a tolerance) to three significant figures, as a
+    card writes it (:func:`~explorer.formatting.sig3`: fixed notation, its trailing
+    zeros kept, a power of ten below 1e-6): ``0.000244 -> "0.000244"``,
+    ``0.016 -> "0.0160"``, ``1e-05 -> "0.0000100"``, ``1.94e-16 -> "1.94e-16"``;
+    ``"n/a"`` for None, ``"NaN/inf"`` when not finite.
+
+    Examples
+    --------
+    >>> [significant(v) for v in (0.000244, 0.016, 1e-05, 1.94e-16, 0.0)]
+    ['0.000244', '0.0160', '0.0000100', '1.94e-16', '0']
+    >>> significant(None), significant(float("inf")), significant(float("nan"))
+    ('n/a', 'NaN/inf', 'NaN/inf')
+    """
     if value is None:
         return "n/a"
     if not math.isfinite(value):

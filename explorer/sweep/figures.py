@@ -16,7 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.category_ticks import log_ticks
-from explorer.formatting import (LOG_TICK_D3, MS_D3, SIG3_D3, compact, format_axis_value, format_gbps,
+from explorer.formatting import (LOG_TICK_D3, axis_value_texts, MS_D3, SIG3_D3, compact, format_gbps,
                                  kv_dtype_label, line_count, wrap_at_separators)
 from explorer.legend_layout import fit_legend
 from explorer.sweep.dodge import axis_values, log_x, set_dodge_range, x_dodge
@@ -98,7 +98,7 @@ def sweep_x_axis(fig: go.Figure, values: Sequence[float], title: str, **kw) -> N
     if log:  # Plotly's own ticks, past 16 values
         fig.update_xaxes(tickformat=LOG_TICK_D3, **kw)
     if values and len(values) <= 16:
-        fig.update_xaxes(tickmode="array", tickvals=values, ticktext=[format_axis_value(v) for v in values], **kw)
+        fig.update_xaxes(tickmode="array", tickvals=values, ticktext=axis_value_texts(values), **kw)
 
 
 #: Colour of the dashed line where the window meets the context: an olive green, 20+
