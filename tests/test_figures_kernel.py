@@ -299,10 +299,12 @@ def test_the_sink_joins_the_denominator_and_the_merge():
     fig = kernel_figures.online_softmax_figure(trace.tiles, trace.max_abs_error, l_final=trace.l_final,
                                                sink_term=trace.sink_term)
     (sink,) = [t for t in fig.data if t.name == "sink"]
-    assert list(sink.y) == pytest.approx([trace.l_final, trace.l_final + trace.sink_term])
-    # One mark, one size at both ends (a small diamond under a large one read as a glitch, issue 27 review 3).
-    assert isinstance(sink.marker.symbol, str) and isinstance(sink.marker.size, (int, float))
-    assert sink.marker.symbol == "line-ew" and sink.marker.line.color == kernel_figures.SINK_COLOR
+    # From l_final up, by the sink's term or more (tests/test_kernel_back_row.py): the term itself in the hover.
+    assert sink.y[0] == pytest.approx(trace.l_final) and sink.y[1] >= trace.l_final + trace.sink_term
+    assert list(sink.customdata[0]) == pytest.approx([trace.l_final, trace.sink_term])
+    # One cap, one width at both ends (a small diamond under a large one read as a glitch, issue 27 review 3).
+    caps = [s for s in fig.layout.shapes if s.name == "sink cap"]
+    assert len({c.x1 - c.x0 for c in caps}) == 1 and {c.line.color for c in caps} == {kernel_figures.SINK_COLOR}
     merge = kernel_figures.split_merge_figure(trace.splits, sink_m=trace.sink_m, sink_share=trace.sink_share)
     assert list(merge.data[0].x)[-1] == "sink" and merge.data[0].y[-1] == pytest.approx(trace.sink_m)
     assert sum(merge.data[1].y) == pytest.approx(100) and "sink" in merge.layout.title.subtitle.text
