@@ -17,7 +17,9 @@ from explorer.category_ticks import set_category_ticks
 from explorer.formatting import RATIO_D3, SIG3_D3, TRACE_D3, count, format_percent, sig3
 from explorer.kernel.merge_layout import MERGE_GAP, max_line_segments, panel_px, tick_gap_px, value_label_px
 from explorer.kernel.option_figures import L_HEADROOM, SINK_COLOR, add_sink_bracket
-from explorer.kernel.walk_layout import WALK_PLOT_PX, set_walk_margins, walk_ids_fit, walk_labels, window_label
+from explorer.kernel.walk_layout import (
+    BREAK_GAP, SKIPPED_SHARE, WALK_PLOT_PX, break_walk_axis, set_walk_margins, walk_ids_fit, walk_labels, window_band,
+)
 from explorer.legend_layout import fit_legend
 from explorer.marks import OUTPUT_MARK, SHAPE_WORDS, TILE_MAX_MARK
 from explorer.limits import MAX_SPLIT_LEGEND, MAX_WALK_SEGMENTS, MAX_WALK_TEXT
@@ -199,16 +201,11 @@ def kernel_walk_figure(
             marker=dict(color=UNALLOCATED_COLOR, line=dict(width=0), pattern=dict(shape="/", fgcolor="#CBD5E1", size=6)),
         ))
         skipped = window_start // block_size
-        # At most as many skipped tokens drawn as read: a long context's tiles would be slivers.
-        x_start = max(0, skipped * block_size - (x_end - skipped * block_size))
-        fig.add_trace(go.Scatter(
-            x=[0, window_start, window_start, 0, 0], y=[-0.5, -0.5, n_tiles - 0.5, n_tiles - 0.5, -0.5],
-            fill="toself", fillcolor="rgba(100,116,139,0.22)", line=dict(width=0), mode="lines",
-            name=OUTSIDE_WINDOW, customdata=[skipped] * 5, hoveron="fills",
-            text=f"tokens 0–{window_start - 1} ({count(skipped, 'block')}): outside the window, not read",
-            hoverinfo="text",
-        ))
-        window_label(fig, x_start, window_start, x_end, plot_height)
+        read_from = min(int((t["token_start"].to_numpy() - head).min()), window_start)  # the first lane drawn
+        # From token 0: the axis broken where more tokens are skipped than read (the tiles would be slivers).
+        x_start = window_band(fig, window_start, read_from, x_end, n_tiles, f"tokens 0–{window_start - 1} "
+                              f"({count(skipped, 'block')}): outside the window, not read", OUTSIDE_WINDOW,
+                              plot_height, skipped)
     if not per_block and num_splits > MAX_SPLIT_LEGEND:
         _split_colorbar(fig, t["split"], plot_height)
     step = max(1, math.ceil(n_tiles / 40))
@@ -224,8 +221,13 @@ def kernel_walk_figure(
         fig.add_shape(type="rect", xref="paper", x0=0, x1=1, y0=-0.5, y1=last + 0.5, line=dict(width=0),
                       fillcolor="rgba(100,116,139,0.14)", layer="below")
     apply_style(fig, title, subtitle, height=height)
-    fig.update_xaxes(title="logical token position", rangemode="tozero", zeroline=False,
-                     **integer_ticks(x_start, x_end), **({"range": [x_start, x_end]} if window_start else {}))
+    # Broken, the tiles' axis has the plot's right part (its ticks as far apart as on a whole one).
+    ticks = integer_ticks(x_start, x_end, **({"plot_width": WALK_PLOT_PX * (1 - SKIPPED_SHARE - BREAK_GAP)}
+                                             if x_start else {}))
+    fig.update_layout(xaxis=dict(title="logical token position", rangemode="tozero", zeroline=False, **ticks,
+                                 **({"range": [x_start, x_end]} if window_start else {})))
+    if x_start:
+        break_walk_axis(fig, x_start)
     # A block id too long for its segment is left out, not shrunk below legibility.
     fig.update_layout(barmode="overlay", bargap=bargap,
                       uniformtext=dict(minsize=font_px("cell"), mode="hide"))
