@@ -27,6 +27,7 @@ from explorer.style import (
     font_px,
     integer_ticks,
     no_data_figure,
+    plot_width_px,
     scaled,
     title_margins,
     with_alpha,
@@ -162,7 +163,7 @@ def work_list_figure(
     # and the words beside it, on its row (no key needed).
     if no_tokens.any():
         rows_empty = np.unique(y[no_tokens])
-        per_px = x_end / (FULL_FIGURE_PX - MARGIN_L - MARGIN_R)  # blocks per px of the plot
+        per_px = x_end / plot_width_px(FULL_FIGURE_PX - MARGIN_L - MARGIN_R)  # blocks per px of the plot now
         width = scaled(EMPTY_BAR_PX) * per_px
         seqs = [rows[int(r)] for r in rows_empty]
         fig.add_trace(go.Bar(
