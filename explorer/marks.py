@@ -15,13 +15,14 @@ from dataclasses import dataclass
 SHAPE_WORDS = {
     "triangle-up": "triangle", "hourglass": "hourglass", "star": "star", "pentagon": "pentagon",
     "x-thin": "diagonal cross", "circle": "dot", "diamond": "diamond", "circle-open": "ring", "cross": "plus",
+    "circle-cross-open": "crosshair", "asterisk-open": "asterisk",
 }
 #: The word for each colour a mark takes (its fill, or a line-only symbol's line).
 COLOUR_WORDS = {
     "#FFFFFF": "white", "#111827": "black", "#FACC15": "yellow", "#374151": "dark grey", "#FDE047": "yellow",
 }
 #: Symbols drawn by their line alone: their colour is the line's.
-LINE_ONLY = ("x-thin", "circle-open")
+LINE_ONLY = ("x-thin", "circle-open", "circle-cross-open", "asterisk-open")
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,15 @@ OWN_TOKEN_MARK = Mark("own token", "circle-open", "#111827", "#111827")
 #: This step's new (draft) tokens in the Block table's cells and the token walk's slots
 #: (a copy-on-write copy was a yellow star too: issue 27, review 3).
 NEW_TOKEN_MARK = Mark("new tokens (this step's queries)", "star", "#FDE047", "#111827")
+#: The finished row's output on Inside the kernel's online softmax: where the answer lands (a black
+#: star there was the new tokens' shape, and outside this registry: issue 27, back row).
+OUTPUT_MARK = Mark("the output", "circle-cross-open", "#111827", "#111827")
+#: Each tile's own max on the online softmax, on or under the running max's line (a dash there was lost
+#: in the line): drawn in its split's colour, so its words are its shape's (:data:`SHAPE_WORDS`; a ring
+#: there was the own token's).
+TILE_MAX_MARK = Mark("tile's own max", "asterisk-open", "#111827", "#111827")
 #: Every mark of every page: one symbol, one meaning across them all.
-ALL_MARKS = (*PAGE_MARKS, OWN_TOKEN_MARK, NEW_TOKEN_MARK)
+ALL_MARKS = (*PAGE_MARKS, OWN_TOKEN_MARK, NEW_TOKEN_MARK, OUTPUT_MARK, TILE_MAX_MARK)
 
 #: How far a Plotly diamond reaches from its centre, in its marker size (1.3 times its radius).
 DIAMOND_REACH = 0.65
@@ -101,7 +109,7 @@ def diamond_extent(size: float, line_px: float) -> float:
 #: (plotly.js ``symbol_defs``): the half side of the square box that holds it.
 SYMBOL_REACH = {
     "circle": 0.5, "diamond": DIAMOND_REACH, "hourglass": 0.5, "triangle-up": 0.87, "star": 0.7,
-    "pentagon": 0.5, "x-thin": 0.7, "circle-open": 0.5, "cross": 0.6,
+    "pentagon": 0.5, "x-thin": 0.7, "circle-open": 0.5, "cross": 0.6, "circle-cross-open": 0.5, "asterisk-open": 0.6,
 }
 #: A cell text character's width, in its font size (an upper estimate for digits).
 TEXT_CHAR_WIDTH = 0.6

@@ -16,8 +16,12 @@ from explorer.cache.cell_style import BLOCK_KEY, colorbar_title, legend_key
 from explorer.category_ticks import set_category_ticks
 from explorer.formatting import RATIO_D3, SIG3_D3, TRACE_D3, count, format_percent, sig3
 from explorer.kernel.merge_layout import MERGE_GAP, max_line_segments, panel_px, tick_gap_px, value_label_px
-from explorer.kernel.walk_layout import WALK_PLOT_PX, set_walk_margins, walk_ids_fit, walk_labels, window_label
+from explorer.kernel.option_figures import L_HEADROOM, SINK_COLOR, add_sink_bracket
+from explorer.kernel.walk_layout import (
+    BREAK_GAP, SKIPPED_SHARE, WALK_PLOT_PX, break_walk_axis, set_walk_margins, walk_ids_fit, walk_labels, window_band,
+)
 from explorer.legend_layout import fit_legend
+from explorer.marks import OUTPUT_MARK, SHAPE_WORDS, TILE_MAX_MARK
 from explorer.limits import MAX_SPLIT_LEGEND, MAX_WALK_SEGMENTS, MAX_WALK_TEXT
 from explorer.panel_layout import stacked_panels
 from explorer.style import (
@@ -27,21 +31,17 @@ from explorer.style import (
 )
 
 #: The online-softmax chart's x axis runs this fraction past the context: room for
-#: half the output's star. Its label goes in the right margin, in pixels
+#: half the output's mark. Its label goes in the right margin, in pixels
 #: (:func:`_label_margin`), which presentation mode grows with the text; a share of
 #: the axis did not, and cut "merged output" to "merged outp".
-OUTPUT_STAR_ROOM = 0.04
+OUTPUT_ROOM = 0.04
 #: Width of a character of the chart's sans-serif font, as a share of its size
 #: (generous: "m" and "w" are wider than the average).
 _CHAR_WIDTH = 0.62
-#: The output's star: its size (px).
-_STAR_SIZE = 14
-#: The sink bracket's caps (px): the marker at each end of its segment, l and l + the sink's term.
-_SINK_CAP = 12
-#: The attention sink's colour (its bar in the merge, its term in the denominator): the
-#: page's ink, as the output's star and the merge's max-m line, named by its label;
-#: 20+ CIEDE2000 from every split colour (amber #B45309 came 16 from a split's brown).
-SINK_COLOR = "#111827"
+#: The output's mark (:data:`~explorer.marks.OUTPUT_MARK`) and each tile's own max
+#: (:data:`~explorer.marks.TILE_MAX_MARK`): sizes and line widths (px).
+OUTPUT_SIZE, OUTPUT_LINE = 16, 2.5
+TILE_MAX_SIZE, TILE_MAX_LINE = 10, 1.5
 #: The walk's label of the tokens before a sliding window.
 OUTSIDE_WINDOW = "outside the window: not read"
 #: What a split's colour means, in the legends and colour bars.
@@ -201,16 +201,11 @@ def kernel_walk_figure(
             marker=dict(color=UNALLOCATED_COLOR, line=dict(width=0), pattern=dict(shape="/", fgcolor="#CBD5E1", size=6)),
         ))
         skipped = window_start // block_size
-        # At most as many skipped tokens drawn as read: a long context's tiles would be slivers.
-        x_start = max(0, skipped * block_size - (x_end - skipped * block_size))
-        fig.add_trace(go.Scatter(
-            x=[0, window_start, window_start, 0, 0], y=[-0.5, -0.5, n_tiles - 0.5, n_tiles - 0.5, -0.5],
-            fill="toself", fillcolor="rgba(100,116,139,0.22)", line=dict(width=0), mode="lines",
-            name=OUTSIDE_WINDOW, customdata=[skipped] * 5, hoveron="fills",
-            text=f"tokens 0–{window_start - 1} ({count(skipped, 'block')}): outside the window, not read",
-            hoverinfo="text",
-        ))
-        window_label(fig, x_start, window_start, x_end, plot_height)
+        read_from = min(int((t["token_start"].to_numpy() - head).min()), window_start)  # the first lane drawn
+        # From token 0: the axis broken where more tokens are skipped than read (the tiles would be slivers).
+        x_start = window_band(fig, window_start, read_from, x_end, n_tiles, f"tokens 0–{window_start - 1} "
+                              f"({count(skipped, 'block')}): outside the window, not read", OUTSIDE_WINDOW,
+                              plot_height, skipped)
     if not per_block and num_splits > MAX_SPLIT_LEGEND:
         _split_colorbar(fig, t["split"], plot_height)
     step = max(1, math.ceil(n_tiles / 40))
@@ -226,8 +221,13 @@ def kernel_walk_figure(
         fig.add_shape(type="rect", xref="paper", x0=0, x1=1, y0=-0.5, y1=last + 0.5, line=dict(width=0),
                       fillcolor="rgba(100,116,139,0.14)", layer="below")
     apply_style(fig, title, subtitle, height=height)
-    fig.update_xaxes(title="logical token position", rangemode="tozero", zeroline=False,
-                     **integer_ticks(x_start, x_end), **({"range": [x_start, x_end]} if window_start else {}))
+    # Broken, the tiles' axis has the plot's right part (its ticks as far apart as on a whole one).
+    ticks = integer_ticks(x_start, x_end, **({"plot_width": WALK_PLOT_PX * (1 - SKIPPED_SHARE - BREAK_GAP)}
+                                             if x_start else {}))
+    fig.update_layout(xaxis=dict(title="logical token position", rangemode="tozero", zeroline=False, **ticks,
+                                 **({"range": [x_start, x_end]} if window_start else {})))
+    if x_start:
+        break_walk_axis(fig, x_start)
     # A block id too long for its segment is left out, not shrunk below legibility.
     fig.update_layout(barmode="overlay", bargap=bargap,
                       uniformtext=dict(minsize=font_px("cell"), mode="hide"))
@@ -258,11 +258,12 @@ def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: f
         :attr:`~explorer.kernel.trace.KernelTrace.tiles`.
     final_error : float, optional
         Max abs error of the final (merged) output against the reference, drawn
-        as a star at the end of the context.
+        as :data:`~explorer.marks.OUTPUT_MARK` at the end of the context.
     l_final, sink_term : float, optional
         With attention sinks: the finished row's denominator before the sink (on
-        the common max) and the sink's term, drawn as a segment from ``l_final``
-        to ``l_final + sink_term`` at the end of the context (trace ``"sink"``, a bracket).
+        the common max) and the sink's term, drawn as a bracket up from ``l_final``
+        at the end of the context, at least a readable height, labelled with its value
+        (:func:`~explorer.kernel.option_figures.add_sink_bracket`).
 
     Returns
     -------
@@ -271,7 +272,7 @@ def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: f
         is the split's in all three panels), ``"tile max (split s)"``,
         ``"l (split s)"``, ``"error vs final (split s)"``, ``"error vs split
         (split s)"`` (``x`` = ``token_end``; NaN errors are gaps); then
-        ``"output"`` (the star, ``y`` = ``final_error``) when it is given.
+        ``"output"`` (its mark, ``y`` = ``final_error``) when it is given.
         A legend entry per split up to :data:`MAX_SPLIT_LEGEND` splits; past
         that none, and a last trace ``"split colours"`` carries a colour bar of
         split ids.
@@ -281,9 +282,10 @@ def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: f
     title = "Online softmax, tile by tile"
     if tiles is None or not len(tiles):
         return no_data_figure(go.Figure(), "No tiles: the sequence is empty.", title, 300)
-    subtitle = "x axis: tokens seen; ○ = the tile's own max; dotted = distance to the split's own exact answer"
+    subtitle = (f"x axis: tokens seen; {SHAPE_WORDS[TILE_MAX_MARK.symbol]} = the tile's own max; "
+                "dotted = distance to the split's own exact answer")
     if final_error is not None:
-        subtitle += "; ★ = the output"
+        subtitle += f"; {OUTPUT_MARK.words} = the output"
     panels = stacked_panels(3, subtitle, above_plot=24)  # 24: room for the panel titles
     fig = make_subplots(
         rows=3, cols=1, shared_xaxes=True, vertical_spacing=panels.spacing,
@@ -311,7 +313,8 @@ def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: f
         ), row=1, col=1)
         fig.add_trace(go.Scatter(
             x=x, y=part["tile_max"].to_numpy(float), name="tile max" + sfx, mode="markers",
-            marker=dict(size=7, color=color, symbol="circle-open"), legendgroup=f"s{s}", showlegend=False,
+            marker=dict(size=TILE_MAX_SIZE, color=color, symbol=TILE_MAX_MARK.symbol,
+                        line=dict(color=color, width=TILE_MAX_LINE)), legendgroup=f"s{s}", showlegend=False,
             hovertemplate=who + "tile max %{y:" + TRACE_D3 + "}<extra></extra>",
         ), row=1, col=1)
         fig.add_trace(go.Scatter(
@@ -332,24 +335,15 @@ def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: f
             hovertemplate=who + "vs this split's exact answer: %{y:" + RATIO_D3 + "}<extra></extra>",
         ), row=3, col=1)
     x_end = float(tiles["token_end"].max())
-    if sink_term > 0 and l_final is not None:
-        fig.add_trace(go.Scatter(
-            x=[x_end, x_end], y=[l_final, l_final + sink_term], name="sink", mode="lines+markers+text",
-            line=dict(color=SINK_COLOR, width=3),
-            # One mark at both ends, a bracket's caps (a small and a large diamond read as a glitch, issue 27).
-            marker=dict(size=_SINK_CAP, symbol="line-ew", line=dict(color=SINK_COLOR, width=3)),
-            text=["", "+ sink"], textposition="middle left", textfont=dict(size=font_px("label")), showlegend=False,
-            hovertemplate="the denominator: l = %{customdata[0]:" + TRACE_D3 + "} (all splits, on the common max)<br>+ the sink's "
-            "term 2^(sink − m) = %{customdata[1]:" + TRACE_D3 + "}<extra></extra>", customdata=[[l_final, sink_term]] * 2,
-        ), row=2, col=1)
     label = "merged output" if num_splits > 1 else "output"
     if final_error is not None:
         merged = num_splits > 1
-        # The label goes right of the star, past the context where no line runs
+        # The label goes right of the mark, past the context where no line runs
         # (above or left of it, it sat on the line coming down to the answer).
         fig.add_trace(go.Scatter(
             x=[x_end], y=[float(final_error)], name="output",
-            mode="markers+text", marker=dict(symbol="star", size=_STAR_SIZE, color="#111827"),
+            mode="markers+text", marker=dict(symbol=OUTPUT_MARK.symbol, size=OUTPUT_SIZE, color=OUTPUT_MARK.fill,
+                                             line=dict(color=OUTPUT_MARK.line, width=OUTPUT_LINE)),
             text=[label], textposition="middle right", textfont=dict(size=font_px("label")),
             cliponaxis=False,
             hovertemplate=("after the merge" if merged else "the output") + ": %{y:" + RATIO_D3 + "} from the full softmax"
@@ -367,10 +361,10 @@ def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: f
         fig.update_layout(margin=dict(r=_label_margin(label)))
     fig.update_annotations(font=dict(size=font_px("body")), x=0, xanchor="left")
     # From zero (one tile alone would otherwise get an axis of 39.5 to 40.5 tokens),
-    # and on past the context by half the output's star when there is one.
+    # and on past the context by half the output's mark when there is one.
     # From a window's start: the tokens before it are not seen.
     left = float(tiles["token_start"].min())
-    right = x_end + (x_end - left) * OUTPUT_STAR_ROOM if final_error is not None else x_end
+    right = x_end + (x_end - left) * OUTPUT_ROOM if final_error is not None else x_end
     ticks = integer_ticks(left, x_end)
     if final_error is not None and ticks["tickmode"] == "auto":
         # Whole-number ticks over the context only: none out in the label's room.
@@ -380,25 +374,27 @@ def online_softmax_figure(tiles, final_error: float | None = None, *, l_final: f
         ticks = dict(tickmode="array", tickvals=list(range(math.ceil(left / step) * step, int(x_end) + 1, step)),
                      tickformat=",d")
     fig.update_xaxes(rangemode="tozero", range=[left, right], **ticks)
-    fig.update_xaxes(title="tokens seen (end of tile)", ticklabelstandoff=8, row=3, col=1)  # clear of the star at 0
+    fig.update_xaxes(title="tokens seen (end of tile)", ticklabelstandoff=8, row=3, col=1)  # clear of the mark at 0
     # Spelled out: a rotated one-letter "l" read as a dash.
     fig.update_yaxes(title="running max m", row=1, col=1)
     fig.update_yaxes(title="running sum l", rangemode="tozero", row=2, col=1)
+    if sink_term > 0 and l_final is not None:  # the layout final: the bracket's least height is in px
+        add_sink_bracket(fig, x_end, l_final, sink_term, float(tiles["l"].max()))
     errors = np.concatenate([tiles["err_vs_row"].to_numpy(float), tiles["err_vs_split"].to_numpy(float),
                              [float(final_error)] if final_error is not None else []])
     errors = errors[np.isfinite(errors)]
     top = float(errors.max()) if len(errors) and errors.max() > 0 else 1.0
-    fig.update_yaxes(title="max abs error", type="linear", range=[0, top * 1.08], row=3, col=1)
+    fig.update_yaxes(title="max abs error", type="linear", range=[0, top * L_HEADROOM], row=3, col=1)
     return fig
 
 
 def _label_margin(label: str) -> int:
-    """Right margin (px) that holds the output's ``label`` right of its star at the
-    end of the axis: the star's other half, Plotly's gap and the text, at presentation
+    """Right margin (px) that holds the output's ``label`` right of its mark at the
+    end of the axis: the mark's other half, Plotly's gap and the text, at presentation
     mode's size in either mode (or the current one if larger), so that the plot is no
     narrower in presentation mode (it lost 49 px to this label's growth, issue 27)."""
     size = font_px("label") / presentation_scale() * max(presentation_scale(), PRESENTATION_SCALE)
-    return math.ceil(_STAR_SIZE / 2 + 6 + len(label) * size * _CHAR_WIDTH) + 4
+    return math.ceil((OUTPUT_SIZE + OUTPUT_LINE) / 2 + 6 + len(label) * size * _CHAR_WIDTH) + 4
 
 
 #: The merge's left panel's title, which names the dotted line.

@@ -139,7 +139,7 @@ otherwise α = 1. Scores are in base-2 units (scale·log₂e), so the kernel can
 
 The bottom panel is the distance of the partial answer **acc / l** to the final output: it falls as the tiles
 cover more of the context, and reaches float64 rounding (~1e-16) at the end of the row's last split (the dotted
-line: each split against its own exact answer). The star is the output the kernel returns{" after the merge" if
+line: each split against its own exact answer). The black crosshair is the output the kernel returns{" after the merge" if
 merged else ""}.
 
 {sink}

@@ -1,12 +1,14 @@
 """Figures of the attention options in the kernel's trace: the logits before and
-after soft-capping (:attr:`~explorer.kernel.trace_record.KernelTrace.logits`)."""
+after soft-capping (:attr:`~explorer.kernel.trace_record.KernelTrace.logits`), and
+the attention sink's bracket on the online softmax (:func:`add_sink_bracket`)."""
 
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.formatting import TRACE_D3, count, format_number
+from explorer.formatting import TRACE_D3, count, format_number, sig3
+from explorer.panel_layout import panel_heights
 from explorer.style import LINE_HEIGHT, apply_style, font_px, integer_ticks, no_data_figure, plot_area_height, scaled
 
 #: The raw logits' colour (grey: what the kernel computes but does not use).
@@ -17,6 +19,16 @@ CAPPED_COLOR = "#2563EB"
 HEIGHT = 360
 #: Pixels at scale 1 between a cap's line and its label.
 _LABEL_GAP = 3
+#: The attention sink's colour (its bar in the merge, its term in the denominator): the
+#: page's ink, as the output's mark and the merge's max-m line, named by its label;
+#: 20+ CIEDE2000 from every split colour (amber #B45309 came 16 from a split's brown).
+SINK_COLOR = "#111827"
+#: The sink bracket's least height and its caps' width (px at scale 1): drawn to scale, a small
+#: sink's term was a bracket of a few px, lost at 1280x720 (issue 27, back row). Drawn taller, its
+#: label says so; its value is the label's and the hover's.
+SINK_MIN_PX, SINK_CAP_PX = 24, 12
+#: The l panel's headroom over its highest value (the error panel's too).
+L_HEADROOM = 1.08
 
 
 def cap_label(y: float) -> str:
@@ -82,3 +94,41 @@ def logits_figure(logits, soft_cap: float | None) -> go.Figure:
     fig.update_yaxes(title="scaled logit s = scale·q·k")
     fig.update_layout(showlegend=soft_cap is not None)  # apply_style's legend, under the plot
     return fig
+
+
+def add_sink_bracket(fig: go.Figure, x: float, l_final: float, sink_term: float, l_top: float, *,
+                     row: int = 2, col: int = 1) -> bool:
+    """Draw the sink's term on the online softmax's l panel (``row``, ``col`` of a styled ``fig``, its
+    height and margins final): a bracket at ``x`` from ``l_final`` (the finished row's denominator
+    before the sink) up by ``sink_term``, or by :data:`SINK_MIN_PX` (grown with the scale) where the
+    term is shorter on screen, labelled with its value (``"+ sink 0.0123"``, and ``"(not to scale)"``
+    when drawn taller). Sets the panel's y range, ``[0, R]``: :data:`L_HEADROOM` over ``l_top`` (the
+    panel's highest l) and over the bracket. Returns whether the bracket was drawn taller than its term.
+
+    The bracket is trace ``"sink"`` (``y`` = its ends, ``customdata`` = ``(l_final, sink_term)``),
+    its caps two layout shapes ``"sink cap"`` :data:`SINK_CAP_PX` wide in pixels (no marker: a marker
+    symbol is a mark of :data:`~explorer.marks.ALL_MARKS`), its label an annotation ``"sink label"``.
+    """
+    panel = panel_heights(fig)[row - 1]
+    least = min(scaled(SINK_MIN_PX), panel / 3)
+    top = max(l_top, l_final + sink_term) * L_HEADROOM
+    enlarged = sink_term * panel / top < least
+    if enlarged:  # the panel's top over the taller bracket: l_final + least * top / panel <= top / headroom
+        top = max(top, l_final / (1 / L_HEADROOM - least / panel))
+    high = l_final + (least * top / panel if enlarged else sink_term)
+    fig.add_trace(go.Scatter(
+        x=[x, x], y=[l_final, high], name="sink", mode="lines", line=dict(color=SINK_COLOR, width=3),
+        showlegend=False, customdata=[[l_final, sink_term]] * 2,
+        hovertemplate="the denominator: l = %{customdata[0]:" + TRACE_D3 + "} (all splits, on the common max)<br>+ "
+        "the sink's term 2^(sink − m) = %{customdata[1]:" + TRACE_D3 + "}<extra></extra>",
+    ), row=row, col=col)
+    cap = scaled(SINK_CAP_PX)
+    for y in (l_final, high):  # a bracket's caps, one width at both ends (issue 27 review 3)
+        fig.add_shape(type="line", xsizemode="pixel", xanchor=x, x0=-cap / 2, x1=cap / 2, y0=y, y1=y,
+                      line=dict(color=SINK_COLOR, width=3), name="sink cap", row=row, col=col)
+    fig.add_annotation(x=x, y=high, xanchor="right", yanchor="middle", xshift=-(cap / 2 + scaled(3)), showarrow=False,
+                       text=f"+ sink {sig3(sink_term)}" + (" (not to scale)" if enlarged else ""),
+                       font=dict(size=font_px("label"), color=SINK_COLOR), bgcolor="rgba(255,255,255,0.8)",
+                       name="sink label", row=row, col=col)
+    fig.update_yaxes(range=[0, top], row=row, col=col)
+    return enlarged

@@ -94,25 +94,69 @@ def fit_walk_legend(fig: go.Figure) -> None:
     fit_legend(fig, WALK_PLOT_PX + (presentation_scale() - 1) * (MARGIN_L + MARGIN_R))
 
 
-#: The window band's label, on two lines across the band, and its background: the
-#: band's fill (``rgba(100,116,139,0.22)``, kernel_walk_figure) over the white plot.
+#: The window band's label, on two lines across the band (three where the band is narrower), and its
+#: background: the band's fill (:data:`WINDOW_FILL`) over the white plot.
 WINDOW_LABEL = "outside the window:<br>not read"
+WINDOW_LABEL_NARROW = "outside<br>the window:<br>not read"
+WINDOW_FILL = "rgba(100,116,139,0.22)"
 WINDOW_LABEL_BG = "#DDE0E6"
+#: With more tokens before the window than the walk reads, the x axis is broken: tokens ``[0, first
+#: read lane)`` in a panel of this share of the plot on the left, then a gap of :data:`BREAK_GAP` with
+#: the break's mark, then the tiles to scale. Drawn to scale from 0, a long context's tiles were
+#: slivers; cut at the window, the skipped tokens were out of sight (issue 27, back row).
+SKIPPED_SHARE, BREAK_GAP = 0.35, 0.05
 
 
-def window_label(fig: go.Figure, x_start: float, window_start: float, x_end: float, plot_height: float) -> bool:
-    """Write :data:`WINDOW_LABEL` across the grey band of tokens ``[x_start,
-    window_start)`` on the walk's x axis ``[x_start, x_end]`` (:data:`WALK_PLOT_PX`
-    across, ``plot_height`` px tall), horizontal, where it fits the band with a
-    margin of its text's size either side; elsewhere the legend and subtitle name the
-    band. Rotated, it read as 12 px set on its side (issue 27). Returns whether it was written."""
+def window_label(fig: go.Figure, x0: float, x1: float, band_px: float, plot_height: float, xref: str = "x") -> bool:
+    """Write :data:`WINDOW_LABEL` (or :data:`WINDOW_LABEL_NARROW`) across the grey band of tokens
+    ``[x0, x1)`` on the walk's x axis ``xref``, the band ``band_px`` wide and the plot ``plot_height``
+    px tall, horizontal, where it fits the band with a margin of its text's size either side; elsewhere
+    the legend and subtitle name the band. Rotated, it read as 12 px set on its side (issue 27).
+    Returns whether it was written."""
     size = font_px("label")
-    lines = WINDOW_LABEL.split("<br>")
-    width = max(len(line) for line in lines) * LABEL_CHAR_WIDTH * size + 2 * size
-    band = (window_start - x_start) / max(x_end - x_start, 1) * WALK_PLOT_PX
-    if width > band or len(lines) * LINE_HEIGHT * size > plot_height:
-        return False
-    # On the band's grey (its fill over white), opaque: a split's dotted line stops short of the text.
-    fig.add_annotation(x=(x_start + window_start) / 2, y=0.5, yref="paper", text=WINDOW_LABEL, showarrow=False,
-                       textangle=0, font=dict(size=size, color="#334155"), bgcolor=WINDOW_LABEL_BG)
-    return True
+    for label in (WINDOW_LABEL, WINDOW_LABEL_NARROW):
+        lines = label.split("<br>")
+        width = max(len(line) for line in lines) * LABEL_CHAR_WIDTH * size + 2 * size
+        if width <= band_px and len(lines) * LINE_HEIGHT * size <= plot_height:
+            # On the band's grey (its fill over white), opaque: a split's dotted line stops short of the text.
+            fig.add_annotation(x=(x0 + x1) / 2, xref=xref, y=0.5, yref="paper", text=label, showarrow=False,
+                               textangle=0, font=dict(size=size, color="#334155"), bgcolor=WINDOW_LABEL_BG)
+            return True
+    return False
+
+
+def window_band(fig: go.Figure, window_start: int, read_from: int, x_end: int, rows: int, text: str,
+                name: str, plot_height: float, skipped: int) -> float:
+    """The walk's grey band of the tokens before a sliding window, ``[0, window_start)``, over its
+    ``rows`` tile rows (trace ``name``, hover ``text``, ``customdata`` the ``skipped`` blocks), labelled
+    (:func:`window_label`). Tiles read from token ``read_from`` to ``x_end``: with no more tokens before
+    ``read_from`` than that, the axis runs to scale from 0; with more, it is broken
+    (:data:`SKIPPED_SHARE`): a panel on x axis ``x2`` of ``[0, read_from)`` holds the band's part
+    before the break (trace ``name + " (before the break)"``), and :func:`break_walk_axis` lays it
+    out once the figure is styled. Returns the main x axis' first token: 0, or ``read_from`` where broken."""
+    y = [-0.5, -0.5, rows - 0.5, rows - 0.5, -0.5]
+    band = dict(fill="toself", fillcolor=WINDOW_FILL, line=dict(width=0), mode="lines", hoveron="fills",
+                text=text, hoverinfo="text", customdata=[skipped] * 5)
+    fig.add_trace(go.Scatter(x=[0, window_start, window_start, 0, 0], y=y, name=name, **band))
+    broken = read_from > x_end - read_from
+    if broken:
+        fig.add_trace(go.Scatter(x=[0, read_from, read_from, 0, 0], y=y, name=f"{name} (before the break)",
+                                 xaxis="x2", showlegend=False, **band))
+        window_label(fig, 0, read_from, SKIPPED_SHARE * WALK_PLOT_PX, plot_height, xref="x2")
+        return float(read_from)
+    window_label(fig, 0, window_start, window_start / max(x_end, 1) * WALK_PLOT_PX, plot_height)
+    return 0.0
+
+
+def break_walk_axis(fig: go.Figure, read_from: float) -> None:
+    """Lay out the walk's broken x axis (:func:`window_band`): the main axis on the right, ``x2``
+    (``[0, read_from]``, its one tick at 0) on the left, the row labels at the plot's left edge, and
+    the break's mark (``//``, annotation ``"axis break"``) on the axis line in the gap between them."""
+    fig.update_layout(
+        xaxis=dict(domain=[SKIPPED_SHARE + BREAK_GAP, 1]),
+        xaxis2=dict(domain=[0, SKIPPED_SHARE], anchor="y", range=[0, read_from], tickmode="array", tickvals=[0],
+                    ticktext=["0"], showgrid=False, zeroline=False, tickfont=fig.layout.xaxis.tickfont),
+        yaxis=dict(anchor="free", position=0),
+    )
+    fig.add_annotation(x=SKIPPED_SHARE + BREAK_GAP / 2, xref="paper", y=0, yref="paper", text="//",
+                       showarrow=False, font=dict(size=font_px("tick"), color="#334155"), name="axis break")

@@ -19,11 +19,16 @@ from explorer.limits import MAX_WORK_ROWS
 from explorer.style import (
     FULL_FIGURE_PX,
     LAUNCH_ORDER_COLORSCALE,
+    MARGIN_L,
+    MARGIN_R,
     OTHER_COLOR,
+    UNALLOCATED_COLOR,
     apply_style,
     font_px,
     integer_ticks,
     no_data_figure,
+    plot_width_px,
+    scaled,
     title_margins,
     with_alpha,
 )
@@ -32,6 +37,11 @@ from paged_attention.tiling import cdiv
 #: Height of a drawn row (px) while few, and the least it shrinks to: enough for
 #: the launch-order labels (a thinner bar hides them).
 _ROW_PX, _MIN_ROW_PX = 30, 22
+#: An empty sequence's (0 tokens) bar: its least width (px at scale 1, on the narrowest plot the figure is
+#: drawn on) and its label. Its one program returns at once: drawn where it would read, a zero-width
+#: sliver at block 0 (issue 27, back row).
+EMPTY_BAR_PX = 14
+EMPTY_LABEL = "0 tokens: no work"
 #: The traced sequence's band.
 HIGHLIGHT_LINE = "#F59E0B"
 HIGHLIGHT_FILL = with_alpha(HIGHLIGHT_LINE, 0.28)
@@ -84,8 +94,10 @@ def work_list_figure(
         end_block - 1)``), coloured by launch order
         (:data:`~explorer.style.LAUNCH_ORDER_COLORSCALE`); ``"prefix pass"``: the
         shared-prefix programs' pieces on every member's row, labelled ``P`` and
-        their order; ``"empty programs"``: markers for programs with no blocks (a
-        sequence read whole by the prefix pass, or an empty one);
+        their order; ``"empty sequences"``: a cross-hatched bar :data:`EMPTY_BAR_PX` wide (grown with the
+        scale) on each row of 0 tokens, ``"empty sequence label"`` writing :data:`EMPTY_LABEL` beside it;
+        ``"empty programs"``: markers for the other programs with no blocks (a
+        sequence read whole by the prefix pass);
         :data:`~explorer.kernel.figures.OUTSIDE_WINDOW`: grey bars over the blocks
         before a row's first read one (a sliding window's), the tiles chart's grey
         band as drawn (:data:`~explorer.kernel.walk_layout.WINDOW_LABEL_BG`). The
@@ -146,7 +158,28 @@ def work_list_figure(
             hovertemplate="sequence %{customdata[0]}: blocks 0–%{customdata[1]}, outside the window: not read"
             "<extra></extra>",
         ))
-    empty = own & ~full
+    no_tokens = np.array([lens[int(q)] == 0 for q in drawn["seq"]], bool)
+    # An empty sequence: a cross-hatched bar of a readable width (a prefix program's hatch is "/"),
+    # and the words beside it, on its row (no key needed).
+    if no_tokens.any():
+        rows_empty = np.unique(y[no_tokens])
+        per_px = x_end / plot_width_px(FULL_FIGURE_PX - MARGIN_L - MARGIN_R)  # blocks per px of the plot now
+        width = scaled(EMPTY_BAR_PX) * per_px
+        seqs = [rows[int(r)] for r in rows_empty]
+        fig.add_trace(go.Bar(
+            orientation="h", y=rows_empty, base=np.zeros(len(rows_empty)), x=np.full(len(rows_empty), width),
+            name="empty sequences", customdata=seqs,
+            marker=dict(color=UNALLOCATED_COLOR, line=dict(color="#94A3B8", width=1),
+                        pattern=dict(shape="x", fgcolor="#94A3B8", size=6)),
+            hovertemplate="sequence %{customdata}: 0 tokens, no block to read<br>(its program returns at once; "
+            "the output is zero)<extra></extra>",
+        ))
+        fig.add_trace(go.Scatter(
+            x=np.full(len(rows_empty), width + scaled(4) * per_px), y=rows_empty, mode="text", name="empty sequence label",
+            text=[EMPTY_LABEL] * len(rows_empty), textposition="middle right", cliponaxis=False,
+            textfont=dict(size=font_px("label"), color="#334155"), hoverinfo="skip",
+        ))
+    empty = own & ~full & ~no_tokens
     if empty.any():
         fig.add_trace(go.Scatter(
             x=drawn["first_block"].to_numpy()[empty], y=y[empty], mode="markers", name="empty programs",
