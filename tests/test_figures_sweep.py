@@ -6,6 +6,8 @@ import math
 import pandas as pd
 import pytest
 
+from explorer.formatting import axis_value_texts
+
 from explorer import style
 from explorer.sweep import figures as sweep_figures
 from explorer.sweep import grid as sweep_grid
@@ -336,7 +338,8 @@ def test_sweep_latency_dodges_implementations_at_one_value_and_hovers_the_true_v
         true = list(t.customdata[:, -1])
         assert true == [v for v in values if (t.meta["kind"] == "skipped") is (t.meta["implementation"] == "naive"
                                                                                 and v >= values[-1])]
-        assert "%{x" not in t.hovertemplate and f"%{{customdata[{t.customdata.shape[1] - 1}]:,}}" in t.hovertemplate
+        assert "%{x" not in t.hovertemplate and "%{hovertext}" in t.hovertemplate  # the true value, as the ticks write it
+        assert list(t.hovertext) == [dict(zip(values, axis_value_texts(values)))[v] for v in true]
         px = [((math.log10(x) - math.log10(v)) if log else (x - v)) / (hi - lo) * width for x, v in zip(t.x, true)]
         assert max(px) - min(px) == pytest.approx(0, abs=1e-6)  # one dodge along the whole line
         offsets.setdefault(t.meta["implementation"], set()).add(round(px[0], 6))
@@ -422,3 +425,22 @@ def test_sweep_axis_writes_its_values_one_way(values, texts):
     sweep_figures.sweep_x_axis(fig, values, "context length")
     assert list(fig.layout.xaxis.ticktext) == texts
     assert formatting.format_axis_values(values) == ", ".join(texts)
+
+
+def _hover_frame(values):
+    import pandas as pd
+    return pd.DataFrame([dict(source="this session", implementation=impl, value=v, status="ok", median_ms=0.1 * (i + 1),
+                              p20_ms=0.09, p80_ms=0.11, predicted_ms=float("nan"), note="", gbps=1.0,
+                              gpu_gbps=float("nan"), copy_gbps=float("nan"), axis="context_len")
+                         for impl in ("triton", "naive") for i, v in enumerate(values)])
+
+
+@pytest.mark.parametrize("values, texts", [([512, 2048, 8192], ["512", "2k", "8k"]),
+                                           ([1000, 1166, 2048], ["1,000", "1,166", "2,048"])])
+def test_sweep_hovers_write_the_axis_values_as_the_ticks_do(values, texts):
+    from explorer.sweep.figures import sweep_latency_figure
+    fig = sweep_latency_figure(_hover_frame(values))
+    timed = [t for t in fig.data if t.meta and t.meta.get("kind") == "timed"]
+    assert timed and "%{hovertext}" in timed[0].hovertemplate and "%{x" not in timed[0].hovertemplate
+    assert list(timed[0].hovertext) == texts
+    assert list(fig.layout.xaxis.ticktext) == texts

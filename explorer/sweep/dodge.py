@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.formatting import axis_value_texts, compact
 from explorer.style import HALF_PLOT_WIDTH_PX, plot_width_px
 
 #: A sweep's x axis is logarithmic once its values span this factor.
@@ -68,3 +69,21 @@ def set_dodge_range(fig: go.Figure, values: Sequence[float], slots: int) -> None
     xs = axis_values(values)
     if slots > 1 and len(xs) == 1:
         fig.update_xaxes(range=[xs[0] / 2, xs[0] * 1.5])
+
+
+def hover_texts(axis: Sequence[float]):
+    """A function writing axis values for hovers as the x axis's ticks do.
+
+    Parameters
+    ----------
+    axis : sequence of float
+        All values on the sweep's x axis (they decide "2k" or "2,048" for the whole axis).
+
+    Returns
+    -------
+    callable
+        Values -> an object array of texts from :func:`~explorer.formatting.axis_value_texts`.
+    """
+    values = axis_values(axis)
+    texts = dict(zip(values, axis_value_texts(values)))
+    return lambda vs: np.array([texts.get(float(v), compact(int(v))) for v in vs], dtype=object)

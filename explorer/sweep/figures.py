@@ -19,7 +19,7 @@ from explorer.category_ticks import log_ticks
 from explorer.formatting import (LOG_TICK_D3, axis_value_texts, MS_D3, SIG3_D3, compact, format_gbps,
                                  kv_dtype_label, line_count, wrap_at_separators)
 from explorer.legend_layout import fit_legend
-from explorer.sweep.dodge import axis_values, log_x, set_dodge_range, x_dodge
+from explorer.sweep.dodge import axis_values, hover_texts, log_x, set_dodge_range, x_dodge
 from explorer.sweep.naive_budget import checked_predictions
 from explorer.style import (
     HALF_PLOT_WIDTH_PX,
@@ -220,6 +220,7 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
     sources = [name for name, _, _ in series]
     slots = [(si, name) for si, (_, _, part) in enumerate(series) for name in impl_order(part)]
     shift = x_dodge(frame["value"].tolist(), len(slots))
+    _texts = hover_texts(frame["value"].tolist())
     ys: list[float] = []
     for si, (source, _, part) in enumerate(series):
         for name in impl_order(part):
@@ -238,8 +239,8 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
                     marker=dict(color=color, size=8, symbol=SOURCE_SYMBOLS[si % 4]),
                     error_y=dict(type="data", array=hi, arrayminus=lo, color=with_alpha(color, 0.5), thickness=1.2, width=3),
                     customdata=np.stack([ok["p20_ms"].to_numpy(float), ok["p80_ms"].to_numpy(float),
-                                         ok["value"].to_numpy(float)], axis=-1),
-                    hovertemplate=f"{label} ({source})<br>%{{customdata[2]:,}}: median %{{y:{MS_D3}}} ms"
+                                         ok["value"].to_numpy(float)], axis=-1), hovertext=_texts(ok["value"]),
+                    hovertemplate=f"{label} ({source})<br>%{{hovertext}}: median %{{y:{MS_D3}}} ms"
                     f"<br>p20–p80 %{{customdata[0]:{MS_D3}}}–%{{customdata[1]:{MS_D3}}} ms<extra></extra>",
                     meta={"implementation": name, "source": source, "kind": "timed"},
                 ))
@@ -256,7 +257,8 @@ def sweep_latency_figure(frame, note: str | None = None) -> go.Figure:
                     customdata=np.stack([np.array([wrap_at_separators(n, HOVER_CHARS)
                                                    for n in skipped["note"].astype(str)], dtype=object),
                                          skipped["value"].to_numpy(float).astype(object)], axis=-1),
-                    hovertemplate=f"{label} ({source})<br>%{{customdata[1]:,}}: %{{customdata[0]}}<extra></extra>",
+                    hovertext=_texts(skipped["value"]),
+                    hovertemplate=f"{label} ({source})<br>%{{hovertext}}: %{{customdata[0]}}<extra></extra>",
                     meta={"implementation": name, "source": source, "kind": "skipped"},
                 ))
     skipped_any = bool((frame["status"] == "skipped").any())
@@ -399,6 +401,7 @@ def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
     frame, _ = checked_predictions(frame)
     series = source_series(frame)
     sources = [name for name, _, _ in series]
+    _texts = hover_texts(frame["value"].tolist())
     ys: list[float] = []
     for si, (source, _, part) in enumerate(series):
         base = part[(part["implementation"] == target) & (part["status"] == "ok")].set_index("value")["median_ms"]
@@ -422,7 +425,8 @@ def sweep_speedup_figure(frame, target: str = "triton") -> go.Figure:
                     legendgroup=name, line=dict(color=color, width=2.2, dash=SOURCE_DASHES[si % 4]),
                     marker=dict(color=color, size=8 if timed else 12, symbol=SOURCE_SYMBOLS[si % 4] if timed
                                 else SKIPPED_SYMBOL, line=dict(width=2, color=color)),
-                    hovertemplate=f"{label_t} vs {label} ({source})<br>%{{x:,}}: %{{y:{SIG3_D3}}}× "
+                    customdata=_texts(sel["value"]),
+                    hovertemplate=f"{label_t} vs {label} ({source})<br>%{{customdata}}: %{{y:{SIG3_D3}}}× "
                     + ("faster" if timed else "(predicted; naive skipped)") + "<extra></extra>",
                     meta={"implementation": name, "source": source, "kind": kind},
                 ))
@@ -455,6 +459,7 @@ def sweep_ratio_figure(
         One trace per implementation both sources timed (``meta["implementation"]``).
     """
     fig = go.Figure()
+    _texts = hover_texts(frame["value"].tolist())
     ys: list[float] = []
     for name in impl_order(frame):
         def medians(source: str):
@@ -472,7 +477,8 @@ def sweep_ratio_figure(
         fig.add_trace(go.Scatter(
             x=np.array(common, dtype=float), y=ratio, mode="lines+markers", name=label,
             line=dict(color=color, width=2.2), marker=dict(color=color, size=8),
-            hovertemplate=f"{label}<br>%{{x:,}}: %{{y:{SIG3_D3}}}× the time<extra></extra>",
+            customdata=_texts(common),
+            hovertemplate=f"{label}<br>%{{customdata}}: %{{y:{SIG3_D3}}}× the time<extra></extra>",
             meta={"implementation": name},
         ))
     if not ys:
