@@ -424,6 +424,9 @@ def test_sweep_axis_writes_its_values_one_way(values, texts):
     fig = go.Figure()
     sweep_figures.sweep_x_axis(fig, values, "context length")
     assert list(fig.layout.xaxis.ticktext) == texts
+    from explorer.sweep.figures import sweep_bandwidth_figure
+    bw = [t for t in sweep_bandwidth_figure(_hover_frame(values)).data if t.meta and t.meta.get("kind") == "timed"]
+    assert bw and all("%{x" not in t.hovertemplate and list(t.hovertext) == texts for t in bw)
     assert formatting.format_axis_values(values) == ", ".join(texts)
 
 
@@ -444,3 +447,6 @@ def test_sweep_hovers_write_the_axis_values_as_the_ticks_do(values, texts):
     assert timed and "%{hovertext}" in timed[0].hovertemplate and "%{x" not in timed[0].hovertemplate
     assert list(timed[0].hovertext) == texts
     assert list(fig.layout.xaxis.ticktext) == texts
+    from explorer.sweep.figures import sweep_bandwidth_figure
+    bw = [t for t in sweep_bandwidth_figure(_hover_frame(values)).data if t.meta and t.meta.get("kind") == "timed"]
+    assert bw and all("%{x" not in t.hovertemplate and list(t.hovertext) == texts for t in bw)

@@ -307,6 +307,7 @@ def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
     title = "Achieved bandwidth and the copy ceiling"
     if frame is None or not len(frame):
         return no_data_figure(fig, "No points yet.", title)
+    _texts = hover_texts(frame["value"].tolist())
     series = source_series(frame)
     sources = [name for name, _, _ in series]
     ys: list[float] = []
@@ -332,8 +333,8 @@ def sweep_bandwidth_figure(frame, note: str | None = None) -> go.Figure:
                 x=rows["value"].to_numpy(float), y=gbps, mode="lines+markers", name=trace_name(label, source, sources),
                 legendgroup=name, line=dict(color=color, width=2.2, dash=SOURCE_DASHES[si % 4]),
                 marker=dict(color=color, size=8, symbol=SOURCE_SYMBOLS[si % 4]),
-                customdata=pct,
-                hovertemplate=f"{label} ({source})<br>%{{x:,}}: %{{y:{SIG3_D3}}} GB/s"
+                customdata=pct, hovertext=_texts(rows["value"]),
+                hovertemplate=f"{label} ({source})<br>%{{hovertext}}: %{{y:{SIG3_D3}}} GB/s"
                 + ("<br>%{customdata:.0f}% of the ceiling" if np.isfinite(pct).any() else "") + "<extra></extra>",
                 meta={"implementation": name, "source": source, "kind": "timed"},
             ))

@@ -32,6 +32,7 @@ from explorer.sweep.figures import (
     trace_name,
     y_log,
 )
+from explorer.sweep.dodge import hover_texts
 from explorer.sweep.runs import per_token_ms
 
 #: Colour of the flat-step line: the second ceiling's neutral grey, 20+ CIEDE2000 from
@@ -83,6 +84,7 @@ def sweep_per_token_figure(frame, target: str = "triton", note: str | None = Non
     sources = [name for name, _, _ in series]
     ys: list[float] = []
     flat = None
+    _texts = hover_texts(frame["value"].tolist())
     for si, (source, _, part) in enumerate(series):
         for name in impl_order(part):
             rows = part[(part["implementation"] == name) & (part["status"] == "ok")].sort_values("value")
@@ -99,7 +101,8 @@ def sweep_per_token_figure(frame, target: str = "triton", note: str | None = Non
                 legendgroup=name, line=dict(color=color, width=2.2, dash=SOURCE_DASHES[si % 4]),
                 marker=dict(color=color, size=8, symbol=SOURCE_SYMBOLS[si % 4]),
                 customdata=np.stack([rows["median_ms"].to_numpy(float), rows["query_tokens"].to_numpy(float)], axis=-1),
-                hovertemplate=f"{label} ({source})<br>%{{x:,}}: %{{y:{MS_D3}}} {unit} per token"
+                hovertext=_texts(rows["value"]),
+                hovertemplate=f"{label} ({source})<br>%{{hovertext}}: %{{y:{MS_D3}}} {unit} per token"
                 f"<br>step %{{customdata[0]:{MS_D3}}} ms for %{{customdata[1]:,}} new tokens<extra></extra>",
                 meta={"implementation": name, "source": source, "kind": "timed", "unit": unit},
             ))
@@ -112,8 +115,8 @@ def sweep_per_token_figure(frame, target: str = "triton", note: str | None = Non
         fig.add_trace(go.Scatter(
             x=flat["value"].to_numpy(float), y=y, mode="lines",
             name=f"{impl_label(target)}'s step at q_len {compact(int(first['value']))}, held flat",
-            line=dict(color=FLAT_COLOR, width=1.6, dash="dash"),
-            hovertemplate=f"every step {format_duration(float(first['median_ms']))}<br>%{{x:,}}: %{{y:{MS_D3}}} {unit} "
+            line=dict(color=FLAT_COLOR, width=1.6, dash="dash"), hovertext=_texts(flat["value"]),
+            hovertemplate=f"every step {format_duration(float(first['median_ms']))}<br>%{{hovertext}}: %{{y:{MS_D3}}} {unit} "
                           "per token<extra></extra>",
             meta={"implementation": target, "source": sources[0], "kind": "flat", "unit": unit},
         ))
