@@ -152,9 +152,16 @@ seq = bounded_number_input(pick, "Sequence", 0, config.batch_size - 1, step=1, k
                            persist_state="session", note_parent=st)
 needed = config.blocks_per_sequence[seq]
 q_seq = queries[seq] if queries else None
-new_words = "" if q_seq is None else (
-    f" Its last {formatting.count(q_seq, 'token')} (positions {lengths[seq] - q_seq}–{lengths[seq] - 1}, starred) "
-    "are this step's new tokens: each is a query row that attends to the positions up to itself.")
+if q_seq is None:
+    new_words = ""
+elif lengths[seq] == 0:  # a sequence with no cached token still has its one query row (zero output)
+    new_words = " It holds no token to star: its one query row attends to nothing, and its output is zero."
+elif q_seq == 1:
+    new_words = (f" Its last token (position {lengths[seq] - 1}, starred) is this step's new token: "
+                 "a query row that attends to the positions up to itself.")
+else:
+    new_words = (f" Its last {formatting.count(q_seq, 'token')} (positions {lengths[seq] - q_seq}–{lengths[seq] - 1}, "
+                 "starred) are this step's new tokens: each is a query row that attends to the positions up to itself.")
 info.markdown(
     f"Sequence **{seq}** holds **{formatting.count(lengths[seq], 'token')}** in **{formatting.count(needed, 'logical block')}**; "
     f"token *t* lives in logical block *t* // {config.block_size}, slot *t* % {config.block_size}, "

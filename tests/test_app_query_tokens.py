@@ -194,3 +194,15 @@ def test_many_new_tokens_are_refused_on_the_cpu_with_the_rule():
     refusal = next(w.value for w in at.warning if "On the CPU the benchmark runs only when" in w.value)
     assert limits.CPU_WORK_RULE in refusal and "4 x max(2 x 37, 8 x 64 x 16) = 32,768" in refusal
     assert "new tokens" in refusal.split("Lower", 1)[1] and at.button(key="bench_run").disabled
+
+
+@pytest.mark.parametrize(("lens", "expect"), [
+    ("0,17", "no token to star"),  # review 4: "its last 1 token (positions -1–-1, starred) are ..."
+    ("1,17", "Its last token (position 0, starred) is this step's new token"),
+])
+def test_the_token_walk_words_for_a_sequence_shorter_than_its_new_tokens(lens, expect):
+    at = open_app({**TINY, "ctx_mode": "ragged", "lens": lens, "new_tokens": "3"}, page=TABLE)
+    assert_clean(at)
+    words = [m.value for m in at.markdown if "token *t* lives in logical block" in m.value]
+    assert len(words) == 1 and expect in words[0]
+    assert "-1" not in words[0]
