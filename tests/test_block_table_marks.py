@@ -9,16 +9,12 @@ each mark's box, its cell's and its id's, in px of the plot each is drawn in).""
 from __future__ import annotations
 
 import pytest
-from test_figures_serving import ALL_MARKS
 from test_marks_clear_of_ids import mark_boxes
 
 from explorer import style
 from explorer.cache import pool_figures, sharing_figures
 from explorer.cache.cell_style import NARROW_PLOT_PX
 from explorer.cache.sharing import shared_prefix_batch
-from explorer.serving import figures as serving_figures
-from explorer.serving.history import simulate
-from explorer.serving.table_figures import STACKED_PLOT_PX
 from explorer.settings import default_settings
 from paged_attention import assign_blocks
 
@@ -78,27 +74,3 @@ def test_presentation_mode_grows_pool_marks_by_the_scale_squared():
         assert pool_figures.mark_px(READABLE_PX) == pytest.approx(READABLE_PX * style.PRESENTATION_SCALE ** 2)
     assert pool_figures.mark_px(READABLE_PX) == READABLE_PX
     assert pool_figures.POOL_MARK_PX >= READABLE_PX
-
-
-def test_serving_pool_dots_grow_with_presentation_mode_clear_of_the_ids():
-    history = simulate(ALL_MARKS, 200)
-    record, c = history.records[195], history.changes(195)
-    sizes = {}
-    # the page's widths: two fifths of it, and across it in presentation mode (app_pages/serving_simulation.py)
-    for scale, width in ((1.0, serving_figures._NARROW_PLOT_PX), (style.PRESENTATION_SCALE, STACKED_PLOT_PX)):
-        with style.presentation(scale):
-            fig = serving_figures.serving_pool_figure(
-                record.pool_owner(), record.block_tables(), record.context_lens, ALL_MARKS.block_size, step=195,
-                taken=c.taken, freed=c.freed, recycled=c.recycled, copied=c.copied, revived=c.revived, sharing=True,
-                seq_ids=record.seq_ids, plot_width=width)
-            plot_w = style.plot_width_px(width)
-        boxes = mark_boxes(fig, plot_w)
-        dot = next(t for t in fig.data if t.name == serving_figures._PARTIAL_NAME)
-        assert any(name == dot.name for name, *_ in boxes), scale
-        sizes[scale] = dot.marker.size
-        for name, mark, cell, text in boxes:
-            assert mark[2] >= cell[2] - 1e-6 and mark[3] <= cell[3] + 1e-6, (scale, name)
-            assert _gap(mark, text) >= -1e-6, (scale, name)
-    # 10.5 px before (the 7 px cap times 1.5); now the scale squared, in rows that hold it
-    assert sizes[style.PRESENTATION_SCALE] >= READABLE_PX * style.PRESENTATION_SCALE ** 2 - 1e-6
-    assert sizes[1.0] >= READABLE_PX - 0.2  # normal mode's rows as they were: about 7 px

@@ -112,8 +112,12 @@ def test_work_list_figure_draws_every_program_labelled_by_launch_order(lengths):
     band, outline = fig.layout.shapes
     assert (band.y0, band.y1) == (outline.y0, outline.y1) == (2.5, 3.5)
     assert (outline.x0, outline.x1) == (0, -(-lengths[3] // 16))
-    if 0 in lengths:  # the empty sequence's program is a marker, not a bar
-        assert [t.name for t in fig.data][-1] == "empty programs"
+    if 0 in lengths:  # the empty sequence: a hatched bar of a readable width and its words, on its row
+        by_name = {t.name: t for t in fig.data}
+        rows = [seq for seq, n in enumerate(config.lengths) if n == 0]
+        assert list(by_name["empty sequences"].y) == list(by_name["empty sequence label"].y) == rows
+        assert all(w > 0 for w in by_name["empty sequences"].x)
+        assert list(by_name["empty sequence label"].text) == [work_list_figures.EMPTY_LABEL] * len(rows)
 
 
 def test_work_list_figure_samples_a_big_batch_and_keeps_the_traced_row():

@@ -436,7 +436,7 @@ def place_pool_marks(fig: go.Figure, n_rows: int, n_cols: int, plot_w: float, pl
         corner, most = POOL_MARK_PLACES[key]
         dx, dy, size = corner_fit(cell_w, cell_h, text_w, text_h, symbol=t.marker.symbol, line=t.marker.line.width or 0,
                                   margin=scaled(POOL_MARK_GAP_PX), floor=scaled(MIN_POOL_MARK_PX),
-                                  most=mark_px(most) if small else scaled(5), corner=corner, shared=True,
+                                  most=(mark_px(most) if inset <= 0 else scaled(most)) if small else scaled(5), corner=corner, shared=True,
                                   side_margin=inset * cell_w if inset > 0 else None)
         t.marker.size = size
         if t.customdata is None or not len(t.customdata):

@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.cache.cell_style import add_legend_square, cell_text_fits
-from explorer.cache.pool_figures import dot_rows_px, place_pool_marks, pool_figure
+from explorer.cache.pool_figures import place_pool_marks, pool_figure
 from explorer.cache.sampling import pool_grid_shape
 from explorer.cache.sharing_figures import REF_LEVELS, pool_ref_count_figure
 from explorer.category_ticks import first_block_ticks
@@ -250,7 +250,7 @@ def _pool_layout(fig: go.Figure, n_rows: int, n_cols: int, num_blocks: int,
     # At the presentation scale (style.scaled): the plot, the text and its rows grow, the column's width does not.
     legend_font, width = scaled(POOL_LEGEND_FONT), plot_width_px(plot_width)
     rows = legend_rows(names, width, legend_font) + line_count(fig.layout.legend.title.text)  # its key
-    plot_px = scaled(min(MAX_POOL_PLOT_PX, max(MIN_POOL_PLOT_PX, POOL_ROW_PX * n_rows, dot_rows_px(fig, n_rows, num_blocks))))
+    plot_px = scaled(min(MAX_POOL_PLOT_PX, max(MIN_POOL_PLOT_PX, POOL_ROW_PX * n_rows)))
     top = fig.layout.margin.t
     bottom = scaled(_POOL_AXIS_PX + _LEGEND_PAD_PX) + math.ceil(rows * _LEGEND_ROW * legend_font)
     heat = fig.data[0]
