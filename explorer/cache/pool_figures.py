@@ -219,16 +219,6 @@ def mark_rows_px(plot_height: float, n_rows: int, cell_h: float) -> int:
     return math.ceil(max((n_rows + 2 * GRID_PAD) * cell_h - plot_height, 0.0) / presentation_scale())
 
 
-def dot_rows_px(fig: go.Figure, n_rows: int, num_blocks: int) -> float:
-    """Pixels (at scale 1: the scale of now's over it) of a plot whose ``n_rows`` rows hold ``fig``'s partly filled dot (its
-    trace ``meta["mark"] == "partial"``, when it marks a block), and the marks of its reach, at
-    :data:`POOL_MARK_PX` (:func:`mark_px`) clear of the ids (:func:`marks_cell_px`); 0 without one."""
-    dots = [(t.marker.symbol, t.marker.line.width or 0) for t in fig.data
-            if isinstance(t.meta, dict) and t.meta.get("mark") == "partial" and t.x is not None and len(t.x)]
-    # + 1: the heatmap's gap, which an inset mark's cell loses (place_pool_marks)
-    return (n_rows + 2 * GRID_PAD) * (marks_cell_px(dots, num_blocks)[1] + 1) / presentation_scale() if dots else 0.0
-
-
 def pool_pick(fig: go.Figure, num_blocks: int, max_cells: int, plot_height: float,
               highlight: range | None = None, shape: tuple[int, int, int] | None = None) -> None:
     """Click targets on a pool view's cells and the outline of the picked blocks.
